@@ -1,0 +1,157 @@
+// The Store interface: everything the controller persists goes through it. The file store
+// (file-store.ts) is the embedded default; a PostgreSQL store will implement the same interface
+// and must pass the same conformance suite (test/store-conformance.ts).
+//
+// Contract for every backend:
+// - Objects are the generated contract messages (Resource, WorkOrder, Event, Snapshot).
+// - Every acknowledged write is durable (survives kill -9 / power loss of the process).
+// - Failures are SkipperError with a stable code (RESOURCE_NOT_FOUND, CONFLICT,
+//   WORK_ORDER_NOT_CLAIMABLE, INVALID_REQUEST); callers never see backend-specific errors.
+// - Ids passed in have already been validated (controller/ids.ts) but backends re-check them
+//   before touching a path or a query, as defence in depth.
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
+import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
+import type { ResourceType } from "../ids.js";
+
+/** One page of a listing; `nextPageToken` is "" on the last page. */
+export interface Page<T> {
+  items: T[];
+  nextPageToken: string;
+}
+
+/** Paging input shared by list calls. pageSize 0 means the default (100); the maximum is 1000. */
+export interface PageRequest {
+  pageSize?: number;
+  pageToken?: string;
+}
+
+export interface ResourceFilter extends PageRequest {
+  resourceType?: ResourceType;
+}
+
+export interface WorkOrderFilter extends PageRequest {
+  status?: WorkOrderStatus;
+  nodeId?: string;
+  tenantId?: string;
+}
+
+export interface EventFilter extends PageRequest {
+  type?: string;
+  tenantId?: string;
+  resourceId?: string;
+  workOrderId?: string;
+  correlationId?: string;
+  /** Only events with timestamp >= since. */
+  since?: Date;
+}
+
+/** A stored response for an idempotency key (the key is already scoped and hashed by the caller). */
+export interface IdempotencyRecord {
+  key: string;
+  /** SHA-256 of the canonical request; a different hash under the same key is a CONFLICT. */
+  requestHash: string;
+  /** The first response, as proto JSON, replayed for retries. */
+  response: unknown;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/** A node's credential: only the SHA-256 hash of its token is ever stored. */
+export interface NodeCredential {
+  nodeId: string;
+  tokenHash: string;
+  createdAt: Date;
+}
+
+/** The generated admin token's hash (used when SKIPPER_ADMIN_TOKEN is not set). */
+export interface AdminCredential {
+  tokenHash: string;
+  createdAt: Date;
+}
+
+/** Result of finishing a work order; `duplicate` when it had already finished (nothing changed). */
+export interface FinishOutcome {
+  workOrder: WorkOrder;
+  duplicate: boolean;
+}
+
+export interface Store {
+  /** Backend name reported by the health check, e.g. "file". */
+  readonly backend: string;
+
+  /** Prepares the store: creates the layout, removes leftover temp files, rebuilds indexes. */
+  open(): Promise<void>;
+  /** Flushes and releases the store (locks, handles). Idempotent. */
+  close(): Promise<void>;
+
+  // --- resources -------------------------------------------------------------------------
+  /** The resource, or undefined. */
+  getResource(type: ResourceType, id: string): Promise<Resource | undefined>;
+  /** Resources ordered by (resource_type, id). */
+  listResources(filter: ResourceFilter): Promise<Page<Resource>>;
+  /**
+   * Stores a new resource and assigns metadata.resource_version (a decimal store revision that
+   * only grows). Throws CONFLICT when (type, id) exists. The caller sets timestamps.
+   */
+  createResource(resource: Resource): Promise<Resource>;
+  /**
+   * Read-modify-write under the resource's lock: `mutate` receives a copy of the current
+   * resource and returns the new one. When `expectedVersion` is given and differs from the
+   * stored resource_version, throws CONFLICT (details: current_version) without calling mutate.
+   * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version.
+   */
+  updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+  ): Promise<Resource>;
+
+  // --- work orders -----------------------------------------------------------------------
+  /** Stores a new pending work order. Throws CONFLICT when the id exists. */
+  createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder>;
+  getWorkOrder(id: string): Promise<WorkOrder | undefined>;
+  /** Work orders ordered by (created_at, id). */
+  listWorkOrders(filter: WorkOrderFilter): Promise<Page<WorkOrder>>;
+  /** The oldest pending work order targeted at `nodeId`, or undefined. */
+  nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
+  /** Number of pending work orders targeted at `nodeId`. */
+  countPendingWorkOrders(nodeId: string): Promise<number>;
+  /**
+   * pending -> running for `nodeId`, atomically: of concurrent claims exactly one succeeds.
+   * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or
+   * WORK_ORDER_NOT_CLAIMABLE (details: status, claimed_by) when the order is not pending.
+   */
+  claimWorkOrder(id: string, nodeId: string, now: Date): Promise<WorkOrder>;
+  /**
+   * running -> success | failed (from result.success), setting result and finished_at. When the
+   * order already finished, returns it unchanged with duplicate=true. Throws RESOURCE_NOT_FOUND,
+   * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending.
+   */
+  finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date): Promise<FinishOutcome>;
+
+  // --- events (append-only) ----------------------------------------------------------------
+  /** Appends an event; appending the same event id again is a no-op. */
+  appendEvent(event: Event): Promise<void>;
+  /** Events ordered by (timestamp, id). */
+  listEvents(filter: EventFilter): Promise<Page<Event>>;
+
+  // --- snapshots -------------------------------------------------------------------------
+  /** Replaces the latest snapshot of its scope ("system", or "tenant" with tenant_id). */
+  putSnapshot(snapshot: Snapshot): Promise<void>;
+  getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined>;
+
+  // --- idempotency -----------------------------------------------------------------------
+  /** The unexpired record for `key`, or undefined (expired records are treated as absent). */
+  getIdempotencyRecord(key: string, now: Date): Promise<IdempotencyRecord | undefined>;
+  putIdempotencyRecord(record: IdempotencyRecord): Promise<void>;
+
+  // --- credentials -----------------------------------------------------------------------
+  getNodeCredential(nodeId: string): Promise<NodeCredential | undefined>;
+  /** Creates or replaces the node's credential (token rotation). */
+  putNodeCredential(credential: NodeCredential): Promise<void>;
+  getAdminCredential(): Promise<AdminCredential | undefined>;
+  putAdminCredential(credential: AdminCredential): Promise<void>;
+}
