@@ -1,0 +1,90 @@
+// Controller configuration from flags and environment (flags win). Documented in the README.
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+
+export interface ControllerConfig {
+  dataDir: string;
+  host: string;
+  port: number;
+  /** Admin token from SKIPPER_ADMIN_TOKEN (never a flag: flags show up in `ps`). */
+  adminToken?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  /** Extra names/IPs for the generated server certificate. */
+  tlsHostnames: string[];
+  insecureHttp: boolean;
+  logLevel: string;
+  resetAdminToken: boolean;
+}
+
+export const USAGE = `Usage: skipper-controller [options]
+
+Options (environment variable in brackets):
+  --data-dir DIR        data directory [SKIPPER_DATA_DIR] (default ./data)
+  --listen HOST:PORT    address to serve on [SKIPPER_LISTEN] (default 127.0.0.1:8443)
+  --tls-cert FILE       PEM certificate to serve [SKIPPER_TLS_CERT]
+  --tls-key FILE        PEM private key for --tls-cert [SKIPPER_TLS_KEY]
+  --tls-hostname NAME   extra DNS name or IP for the generated certificate, repeatable
+                        [SKIPPER_TLS_HOSTNAMES, comma-separated]
+  --insecure-http       serve plain HTTP instead of TLS [SKIPPER_INSECURE_HTTP=1]
+  --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
+  --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
+  -h, --help            show this help
+
+The admin token comes from SKIPPER_ADMIN_TOKEN; when unset, one is generated on first start,
+printed once and stored only as a SHA-256 hash under <data-dir>/auth/admin.json.
+`;
+
+/** Parses argv and env into a config; throws Error with a readable message on bad input. */
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerConfig | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      "data-dir": { type: "string" },
+      listen: { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      "tls-hostname": { type: "string", multiple: true },
+      "insecure-http": { type: "boolean" },
+      "log-level": { type: "string" },
+      "reset-admin-token": { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  });
+  if (values.help) return "help";
+  const listen = values.listen ?? env.SKIPPER_LISTEN ?? "127.0.0.1:8443";
+  const { host, port } = parseListen(listen);
+  const adminToken = env.SKIPPER_ADMIN_TOKEN === "" ? undefined : env.SKIPPER_ADMIN_TOKEN;
+  if (adminToken !== undefined && !/^[\x21-\x7e]{16,512}$/.test(adminToken)) {
+    throw new Error("SKIPPER_ADMIN_TOKEN must be 16-512 printable ASCII characters without spaces");
+  }
+  const logLevel = values["log-level"] ?? env.SKIPPER_LOG_LEVEL ?? "info";
+  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) {
+    throw new Error(`unknown log level '${logLevel}'`);
+  }
+  const hostnames = [
+    ...(values["tls-hostname"] ?? []),
+    ...(env.SKIPPER_TLS_HOSTNAMES ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+  ];
+  return {
+    dataDir: resolve(values["data-dir"] ?? env.SKIPPER_DATA_DIR ?? "./data"),
+    host,
+    port,
+    adminToken,
+    tlsCert: values["tls-cert"] ?? (env.SKIPPER_TLS_CERT || undefined),
+    tlsKey: values["tls-key"] ?? (env.SKIPPER_TLS_KEY || undefined),
+    tlsHostnames: hostnames,
+    insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
+    logLevel,
+    resetAdminToken: values["reset-admin-token"] ?? false,
+  };
+}
+
+/** Splits "host:port" or "[v6]:port". */
+export function parseListen(listen: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]*)):(\d{1,5})$/.exec(listen);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new Error(`listen address must be HOST:PORT, got '${listen}'`);
+  return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
+}

@@ -1,0 +1,213 @@
+// What happens around a work order's transitions besides the order itself: the deployment's
+// phase, the tenant's observed state, events and snapshots. Each function is idempotent (events
+// have deterministic ids, updates set absolute values), so start-up recovery can replay them for
+// orders whose side effects a crash interrupted.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
+import { v4 as uuidv4 } from "uuid";
+import { DeploymentPhase, DeploymentStatusSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Store } from "../store/store.js";
+import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { buildSnapshot, tenantResources } from "../snapshots/build-snapshot.js";
+import { isSkipperError } from "../errors.js";
+import type { Logger } from "../logging/logger.js";
+
+/** Ids recorded with side effects: the call that triggered them, or the order's own. */
+export interface Trace {
+  requestId: string;
+  correlationId: string;
+}
+
+/** Records a claimed order's start: event and deployment phase RUNNING. */
+export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  await recordEvents(store, [
+    {
+      id: transitionEventId(order.id, "work_order_started"),
+      type: "work_order_started",
+      ...trace,
+      resourceType: "work_order",
+      resourceId: order.id,
+      tenantId: order.target?.tenantId,
+      nodeId: order.target?.nodeId,
+      workOrderId: order.id,
+      deploymentId,
+      at: order.startedAt ? timestampDate(order.startedAt) : undefined,
+    },
+  ]);
+  await updateDeployment(store, deploymentId, (d) => {
+    if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
+  });
+}
+
+/** Records a finished order's outcome on the deployment and tenant, with events and snapshots. */
+export async function onOrderFinished(store: Store, order: WorkOrder, trace: Trace, log: Logger): Promise<void> {
+  const ok = order.status === WorkOrderStatus.SUCCESS;
+  const result = order.result;
+  const tenantId = order.target?.tenantId ?? "";
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  const at = order.finishedAt ? timestampDate(order.finishedAt) : new Date();
+  const base = {
+    ...trace,
+    tenantId,
+    nodeId: order.target?.nodeId,
+    workOrderId: order.id,
+    deploymentId,
+    at,
+  };
+  const data = { code: result?.code ?? "", message: result?.message ?? "" };
+  await recordEvents(store, [
+    {
+      id: transitionEventId(order.id, ok ? "work_order_succeeded" : "work_order_failed"),
+      type: ok ? "work_order_succeeded" : "work_order_failed",
+      resourceType: "work_order",
+      resourceId: order.id,
+      ...base,
+      data,
+    },
+    {
+      id: transitionEventId(order.id, ok ? "deployment_succeeded" : "deployment_failed"),
+      type: ok ? "deployment_succeeded" : "deployment_failed",
+      resourceType: "deployment",
+      resourceId: deploymentId,
+      ...base,
+      data,
+    },
+  ]);
+  await updateDeployment(store, deploymentId, (d, dep) => {
+    d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
+    d.resultCode = result?.code ?? "";
+    d.message = result?.message ?? "";
+    d.finishedAt = timestampFromDate(at);
+    if (ok) dep.lastAppliedState = dep.desiredState;
+  });
+  await updateTenant(store, order, at, ok);
+  await writeSnapshots(store, tenantId, trace, log);
+}
+
+/** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
+export async function recoverOrderOutcomes(store: Store, log: Logger): Promise<number> {
+  let repaired = 0;
+  for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.RUNNING]) {
+    let pageToken = "";
+    do {
+      const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });
+      for (const order of page.items) {
+        const dep = await store.getResource("deployment", order.desiredState?.deploymentId ?? "");
+        const phase = dep?.currentState?.kind.case === "deployment" ? dep.currentState.kind.value.phase : undefined;
+        const trace = { requestId: order.requestId, correlationId: order.correlationId };
+        if (status === WorkOrderStatus.RUNNING && phase === DeploymentPhase.PENDING) {
+          await onOrderStarted(store, order, trace);
+          repaired++;
+        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING)) {
+          await onOrderFinished(store, order, trace, log);
+          repaired++;
+        }
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+  return repaired;
+}
+
+type DeploymentStatusValue = Extract<NonNullable<Resource["currentState"]>["kind"], { case: "deployment" }>["value"];
+
+async function updateDeployment(
+  store: Store,
+  id: string,
+  mutate: (status: DeploymentStatusValue, dep: Resource) => void,
+): Promise<void> {
+  if (id === "") return;
+  try {
+    await store.updateResource("deployment", id, (dep) => {
+      if (dep.currentState?.kind.case !== "deployment") {
+        dep.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "deployment", value: create(DeploymentStatusSchema) } };
+      }
+      const kind = dep.currentState!.kind;
+      if (kind.case === "deployment") mutate(kind.value, dep);
+      dep.updatedAt = timestampFromDate(new Date());
+      return dep;
+    });
+  } catch (e) {
+    if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
+    throw e;
+  }
+}
+
+async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolean): Promise<void> {
+  const tenantId = order.target?.tenantId ?? "";
+  if (tenantId === "") return;
+  const result = order.result;
+  try {
+    await store.updateResource("tenant", tenantId, (t) => {
+      t.currentState = {
+        $typeName: "skipper.v1.ResourceStatus",
+        kind: {
+          case: "tenant",
+          value: create(TenantStatusSchema, {
+            nodeId: order.target?.nodeId ?? "",
+            deploymentId: order.desiredState?.deploymentId ?? "",
+            workOrderId: order.id,
+            resultCode: result?.code ?? "",
+            composePath: result?.details?.composePath ?? "",
+            services: result?.details?.services ?? [],
+            observedAt: timestampFromDate(at),
+          }),
+        },
+      };
+      if (ok && t.desiredState?.kind.case === "tenant") {
+        const desired = t.desiredState.kind.value;
+        const compose = order.desiredState?.composeProject;
+        t.lastAppliedState = {
+          $typeName: "skipper.v1.ResourceSpec",
+          kind: {
+            case: "tenant",
+            value: {
+              ...desired,
+              deploymentPolicy: { $typeName: "skipper.v1.DeploymentPolicy", targetNodeId: order.target?.nodeId ?? "" },
+              serviceIds: [...(order.desiredState?.serviceIds ?? [])],
+              compose: compose
+                ? { ...compose, projectName: desired.compose?.projectName === "" && compose.projectName === tenantId ? "" : compose.projectName }
+                : undefined,
+            },
+          },
+        };
+      }
+      t.updatedAt = timestampFromDate(new Date());
+      return t;
+    });
+  } catch (e) {
+    if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
+    throw e;
+  }
+}
+
+/** Writes the system snapshot and the tenant's snapshot, each with a snapshot_created event. */
+export async function writeSnapshots(store: Store, tenantId: string, trace: Trace, log: Logger): Promise<void> {
+  const all: Resource[] = [];
+  let pageToken = "";
+  do {
+    const page = await store.listResources({ pageSize: 1000, pageToken });
+    all.push(...page.items);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  const now = new Date();
+  const scopes: Array<{ scope: "system" | "tenant"; tenantId?: string; resources: Resource[] }> = [
+    { scope: "system", resources: all },
+  ];
+  if (tenantId !== "") scopes.push({ scope: "tenant", tenantId, resources: tenantResources(tenantId, all) });
+  for (const s of scopes) {
+    const snapshot = buildSnapshot({ snapshotId: uuidv4(), ...s, ...trace, now });
+    await store.putSnapshot(snapshot);
+    await recordEvents(store, [
+      {
+        type: "snapshot_created",
+        ...trace,
+        tenantId: s.tenantId,
+        data: { snapshot_id: snapshot.snapshotId, scope: s.scope, resources: snapshot.resources.length },
+      },
+    ]);
+  }
+  log.debug({ action: "snapshot_created", result: "ok", tenant_id: tenantId }, "snapshots written");
+}

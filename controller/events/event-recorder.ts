@@ -1,0 +1,77 @@
+// Builds and stores events. Every event carries the request and correlation ids of the call (or
+// work order) that caused it, and its data is redacted before it is written.
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
+import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import type { Store } from "../store/store.js";
+import { redact } from "../logging/redact.js";
+import { SCHEMA_VERSION } from "../context.js";
+
+/** Event types the controller emits. */
+export type EventType =
+  | "resource_created"
+  | "resource_updated"
+  | "desired_state_changed"
+  | "work_order_created"
+  | "work_order_started"
+  | "work_order_succeeded"
+  | "work_order_failed"
+  | "deployment_started"
+  | "deployment_succeeded"
+  | "deployment_failed"
+  | "node_registered"
+  | "node_token_rotated"
+  | "node_heartbeat_received"
+  | "resource_state_reported"
+  | "snapshot_created";
+
+export interface EventInput {
+  type: EventType;
+  /** A fixed id makes recording idempotent (used for work-order transitions that may be replayed). */
+  id?: string;
+  requestId: string;
+  correlationId: string;
+  resourceType?: string;
+  resourceId?: string;
+  tenantId?: string;
+  nodeId?: string;
+  workOrderId?: string;
+  deploymentId?: string;
+  data?: JsonObject;
+  at?: Date;
+}
+
+/** Creates an Event message (with a fresh id) from `input`. */
+export function buildEvent(input: EventInput): Event {
+  return create(EventSchema, {
+    id: input.id ?? uuidv4(),
+    type: input.type,
+    schemaVersion: SCHEMA_VERSION,
+    timestamp: timestampFromDate(input.at ?? new Date()),
+    resourceType: input.resourceType ?? "",
+    resourceId: input.resourceId ?? "",
+    tenantId: input.tenantId ?? "",
+    nodeId: input.nodeId ?? "",
+    workOrderId: input.workOrderId ?? "",
+    deploymentId: input.deploymentId ?? "",
+    requestId: input.requestId,
+    correlationId: input.correlationId,
+    data: redact(input.data ?? {}),
+  });
+}
+
+/** Records events durably, in parallel. */
+export async function recordEvents(store: Store, inputs: EventInput[]): Promise<Event[]> {
+  const events = inputs.map(buildEvent);
+  await Promise.all(events.map((e) => store.appendEvent(e)));
+  return events;
+}
+
+// Namespace for deterministic event ids (uuid v5 of "<work order id>/<event type>").
+const EVENT_NS = "5b0f4c1e-2d7a-4f0e-9a43-6c1d2b8e7f10";
+
+/** A stable event id for a transition that may be recorded more than once (crash replay). */
+export function transitionEventId(subjectId: string, type: EventType): string {
+  return uuidv5(`${subjectId}/${type}`, EVENT_NS);
+}

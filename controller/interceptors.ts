@@ -1,0 +1,128 @@
+// The RPC boundary. One interceptor runs around every call, for Connect, gRPC, gRPC-Web and the
+// REST routes alike (REST calls go through an in-memory transport with the same interceptors):
+//   1. request/correlation ids: accepted from headers when well-formed, else generated, and
+//      echoed in response headers (also on errors)
+//   2. authentication and the per-RPC access rule (auth/policy.ts)
+//   3. one structured log line per call
+//   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
+//      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
+import { randomUUID } from "node:crypto";
+import { callInfoKey, type Principal } from "./context.js";
+import { isSkipperError, SkipperError, type ErrorCode, forbidden, unauthorized, invalid } from "./errors.js";
+import { isValidTraceId } from "./ids.js";
+import { accessFor } from "./auth/policy.js";
+import type { Authenticator } from "./auth/authenticator.js";
+import type { Logger } from "./logging/logger.js";
+
+const CONNECT_CODE: Record<ErrorCode, Code> = {
+  INVALID_REQUEST: Code.InvalidArgument,
+  UNAUTHORIZED: Code.Unauthenticated,
+  FORBIDDEN: Code.PermissionDenied,
+  RESOURCE_NOT_FOUND: Code.NotFound,
+  CONFLICT: Code.Aborted,
+  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
+  INTERNAL_ERROR: Code.Internal,
+};
+
+const SKIPPER_CODE: Partial<Record<Code, ErrorCode>> = {
+  [Code.InvalidArgument]: "INVALID_REQUEST",
+  [Code.Unauthenticated]: "UNAUTHORIZED",
+  [Code.PermissionDenied]: "FORBIDDEN",
+  [Code.NotFound]: "RESOURCE_NOT_FOUND",
+  [Code.AlreadyExists]: "CONFLICT",
+  [Code.Aborted]: "CONFLICT",
+  [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
+  [Code.OutOfRange]: "INVALID_REQUEST",
+  [Code.Unimplemented]: "RESOURCE_NOT_FOUND",
+};
+
+/** The single boundary interceptor described above. */
+export function boundaryInterceptor(deps: { authenticator: Authenticator; logger: Logger }): Interceptor {
+  return (next) => async (req) => {
+    const started = performance.now();
+    const action = `${req.method.parent.name}.${req.method.name}`;
+    let requestId: string = randomUUID();
+    let correlationId = requestId;
+    let principal: Principal = { kind: "anonymous" };
+    let log = deps.logger;
+    try {
+      requestId = traceHeader(req.header, "x-request-id") ?? requestId;
+      correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
+      log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
+      principal = await deps.authenticator.authenticate(req.header);
+      authorize(accessFor(req.method), principal);
+      const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
+      if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
+        throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });
+      }
+      req.contextValues.set(callInfoKey, { requestId, correlationId, principal, idempotencyKey, logger: log });
+      const res = await next(req);
+      res.header.set("x-request-id", requestId);
+      res.header.set("x-correlation-id", correlationId);
+      log.info(
+        { action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } },
+        `${action} ok`,
+      );
+      return res;
+    } catch (e) {
+      const err = toConnectError(e, log, action);
+      err.metadata.set("x-request-id", requestId);
+      err.metadata.set("x-correlation-id", correlationId);
+      const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
+      log[code === "INTERNAL_ERROR" ? "error" : "warn"](
+        { action, result: code, node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started), message: err.rawMessage } },
+        `${action} failed: ${code}`,
+      );
+      throw err;
+    }
+  };
+}
+
+/** Maps any thrown value to a ConnectError with an ApiError detail. */
+export function toConnectError(e: unknown, log: Logger, action: string): ConnectError {
+  if (isSkipperError(e)) return fromSkipperError(e);
+  if (e instanceof ConnectError) {
+    if (e.findDetails(ApiErrorSchema).length > 0) return e;
+    const code = SKIPPER_CODE[e.code] ?? "INTERNAL_ERROR";
+    if (code === "INTERNAL_ERROR") return internal(e, log, action);
+    return fromSkipperError(new SkipperError(code, e.rawMessage));
+  }
+  return internal(e, log, action);
+}
+
+function internal(e: unknown, log: Logger, action: string): ConnectError {
+  log.error({ action, result: "INTERNAL_ERROR", err: e }, "unexpected error");
+  return fromSkipperError(new SkipperError("INTERNAL_ERROR", "internal error; see controller logs for this request id"));
+}
+
+function fromSkipperError(e: SkipperError): ConnectError {
+  const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
+  return new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
+}
+
+function authorize(access: ReturnType<typeof accessFor>, p: Principal): void {
+  if (access === "public") return;
+  if (p.kind === "anonymous") throw unauthorized();
+  if (access === "admin" && p.kind !== "admin") throw forbidden("this call needs the admin token");
+  if (access === "node" && p.kind !== "node") throw forbidden("this call needs a node token");
+}
+
+function traceHeader(h: Headers, name: string): string | undefined {
+  const v = h.get(name);
+  if (v === null || v === "") return undefined;
+  if (!isValidTraceId(v)) {
+    throw invalid(`${name} must be 1-128 characters of [A-Za-z0-9._:-]`, { field: name });
+  }
+  return v;
+}
+
+function nodeIdOf(p: Principal): string | undefined {
+  return p.kind === "node" ? p.nodeId : undefined;
+}
+
+function ms(start: number): number {
+  return Math.round((performance.now() - start) * 100) / 100;
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
+import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
+import { createLogger } from "./logging/logger.js";
+import { build, serve } from "./server.js";
+import { ensureTlsMaterial } from "./tls/tls-material.js";
+import { VERSION } from "./version.js";
+
+async function main(): Promise<void> {
+  let config: ControllerConfig | "help";
+  try {
+    config = loadConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    process.stderr.write(`skipper-controller: ${(e as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (config === "help") {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const { logger, close: closeLog } = createLogger({
+    service: "skipper-controller",
+    dataDir: config.dataDir,
+    level: config.logLevel,
+  });
+  const controller = await build({
+    dataDir: config.dataDir,
+    logger,
+    adminToken: config.adminToken,
+    resetAdminToken: config.resetAdminToken,
+  });
+  let tls: { cert: string; key: string } | undefined;
+  let caFile: string | undefined;
+  if (!config.insecureHttp) {
+    const material = await ensureTlsMaterial({
+      dataDir: config.dataDir,
+      certFile: config.tlsCert,
+      keyFile: config.tlsKey,
+      hostnames: config.tlsHostnames,
+      onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
+    });
+    tls = { cert: material.cert, key: material.key };
+    caFile = material.caFile;
+  }
+  const serving = await serve(controller.handler, { host: config.host, port: config.port, tls });
+  logger.info(
+    {
+      action: "listen",
+      result: "ok",
+      metadata: { url: serving.url, data_dir: config.dataDir, tls: !config.insecureHttp, ca_file: caFile, store: controller.store.backend, version: VERSION },
+    },
+    `skipper-controller listening on ${serving.url}`,
+  );
+  if (config.insecureHttp) {
+    logger.warn({ action: "listen", metadata: { url: serving.url } }, "TLS is off (SKIPPER_INSECURE_HTTP): tokens cross the network in clear text");
+  } else if (caFile) {
+    logger.info({ action: "tls", metadata: { ca_file: caFile } }, `clients trust the controller with: --cacert ${caFile}`);
+  }
+  if (controller.generatedAdminToken) {
+    // Printed once, straight to the terminal; never through the logger (logs are kept on disk).
+    process.stdout.write(
+      `\nAdmin token (shown only now; stored as a SHA-256 hash):\n  export SKIPPER_ADMIN_TOKEN=${controller.generatedAdminToken}\n\n`,
+    );
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ action: "shutdown", metadata: { signal } }, "shutting down");
+    await serving.close();
+    await controller.close();
+    closeLog();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`skipper-controller: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,107 @@
+// Rules every stored resource obeys, checked at the boundary before anything is written: the
+// desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
+// (current_state, last_applied_state) are not set by admins.
+import { equals } from "@bufbuild/protobuf";
+import { ResourceSpecSchema, ResourceStatusSchema, type Resource, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { invalid } from "../errors.js";
+import { checkId, type ResourceType } from "../ids.js";
+
+const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> = {
+  tenant: "tenant",
+  node: "node",
+  service: "service",
+  deployment: "deployment",
+  resource_limits: "resourceLimits",
+  network: "network",
+  volume: "volume",
+};
+
+/** The oneof case name used for a resource type's spec and status. */
+export function kindCase(type: ResourceType): NonNullable<ResourceSpec["kind"]["case"]> {
+  return CASE_OF[type];
+}
+
+/** Checks that a spec is present and of the resource's own kind. */
+export function checkSpecKind(type: ResourceType, spec: ResourceSpec | undefined, field: string): ResourceSpec {
+  if (!spec || spec.kind.case === undefined) {
+    throw invalid(`${field} must set the '${type}' member`, { field });
+  }
+  if (spec.kind.case !== CASE_OF[type]) {
+    throw invalid(`${field} is a '${spec.kind.case}' state but the resource type is '${type}'`, { field });
+  }
+  return spec;
+}
+
+/** Checks that an observed status (if set) is of the resource's own kind. */
+export function checkStatusKind(type: ResourceType, status: ResourceStatus | undefined, field: string): void {
+  if (status && status.kind.case !== undefined && status.kind.case !== CASE_OF[type]) {
+    throw invalid(`${field} is a '${status.kind.case}' state but the resource type is '${type}'`, { field });
+  }
+}
+
+/** Validates ids referenced from a spec (tenant, node, service, network, volume, limits). */
+export function checkReferences(spec: ResourceSpec): void {
+  const k = spec.kind;
+  const ref = (v: string, field: string) => v !== "" && checkId(v, field);
+  switch (k.case) {
+    case "tenant":
+      ref(k.value.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
+      k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
+      if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
+      break;
+    case "service":
+      ref(k.value.tenantId, "desired_state.service.tenant_id");
+      k.value.networkIds.forEach((s, i) => ref(s, `desired_state.service.network_ids[${i}]`));
+      k.value.volumeIds.forEach((s, i) => ref(s, `desired_state.service.volume_ids[${i}]`));
+      ref(k.value.resourceLimitsId, "desired_state.service.resource_limits_id");
+      break;
+    case "network":
+    case "volume":
+      ref(k.value.tenantId, `desired_state.${k.case}.tenant_id`);
+      break;
+    default:
+      break;
+  }
+}
+
+/** Compose project names become directory and engine names: lowercase, digits, '-' and '_'. */
+export function checkProjectName(name: string): void {
+  if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(name)) {
+    throw invalid("compose project_name must match ^[a-z0-9][a-z0-9_-]{0,62}$", {
+      field: "desired_state.tenant.compose.project_name",
+    });
+  }
+}
+
+/** True when a status message carries nothing. */
+export function isEmptyStatus(s: ResourceStatus | undefined): boolean {
+  return !s || s.kind.case === undefined;
+}
+
+/** True when two specs are equal (absent == empty). */
+export function sameSpec(a: ResourceSpec | undefined, b: ResourceSpec | undefined): boolean {
+  if (!a || !b) return (a?.kind.case ?? undefined) === (b?.kind.case ?? undefined);
+  return equals(ResourceSpecSchema, a, b);
+}
+
+/** True when two observed statuses are equal. */
+export function sameStatus(a: ResourceStatus | undefined, b: ResourceStatus | undefined): boolean {
+  if (!a || !b) return (a?.kind.case ?? undefined) === (b?.kind.case ?? undefined);
+  return equals(ResourceStatusSchema, a, b);
+}
+
+/** The tenant a resource belongs to, when it has one. */
+export function tenantOf(r: Resource): string | undefined {
+  const k = r.desiredState?.kind;
+  if (r.resourceType === "tenant") return r.id;
+  if (!k) return undefined;
+  switch (k.case) {
+    case "service":
+    case "deployment":
+    case "network":
+    case "volume":
+      return k.value.tenantId || undefined;
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,226 @@
+// build(): the controller's request handler (Connect + gRPC + gRPC-Web under /v1 and at the
+// canonical gRPC paths, plus the REST routes derived from google.api.http), with no listening.
+// serve(): puts a handler on a port, over TLS (HTTP/2 with HTTP/1.1 fallback) or plain HTTP.
+// Tests use both with port 0; main.ts adds configuration and signals.
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { createRouterTransport } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import type { Store } from "./store/store.js";
+import { FileStore } from "./store/file-store.js";
+import type { Logger } from "./logging/logger.js";
+import { boundaryInterceptor } from "./interceptors.js";
+import { createAuthenticator } from "./auth/authenticator.js";
+import { hashToken, mintAdminToken } from "./auth/tokens.js";
+import { KeyedLock } from "./keyed-lock.js";
+import type { ServiceDeps } from "./services/deps.js";
+import { healthService } from "./services/health-service.js";
+import { resourceService } from "./services/resource-service.js";
+import { workOrderService } from "./services/work-order-service.js";
+import { nodeService } from "./services/node-service.js";
+import { deploymentService } from "./services/deployment-service.js";
+import { snapshotService } from "./services/snapshot-service.js";
+import { eventService } from "./services/event-service.js";
+import { createRestHandler } from "./rest/rest-handler.js";
+import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
+import { VERSION } from "./version.js";
+
+/** Every service the controller serves, in the order REST routes are listed. */
+export const SERVICES: DescService[] = [
+  HealthService,
+  ResourceService,
+  WorkOrderService,
+  NodeService,
+  DeploymentService,
+  SnapshotService,
+  EventService,
+];
+
+// Limits applied to every protocol: request bodies and server-side deadline.
+const READ_MAX_BYTES = 4 * 1024 * 1024;
+const JSON_OPTIONS = { useProtoFieldName: true } as const;
+
+export interface BuildOptions {
+  dataDir: string;
+  logger: Logger;
+  /** The admin token; when absent one is read from (or minted into) the store. */
+  adminToken?: string;
+  /** Mint a new admin token even if one is stored (only without adminToken). */
+  resetAdminToken?: boolean;
+  /** Defaults to a FileStore on dataDir. */
+  store?: Store;
+  now?: () => Date;
+}
+
+export type RequestHandler = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+export interface Controller {
+  handler: RequestHandler;
+  store: Store;
+  /** Set only when this start minted a new admin token; print it once, never log it. */
+  generatedAdminToken?: string;
+  /** Closes the store. The server (if any) is closed by whoever listens. */
+  close(): Promise<void>;
+}
+
+/** Opens the store, recovers interrupted transitions and returns the request handler. */
+export async function build(opts: BuildOptions): Promise<Controller> {
+  const logger = opts.logger;
+  const store =
+    opts.store ??
+    new FileStore(opts.dataDir, { onWarning: (msg: string, meta: object) => logger.warn({ action: "store", metadata: meta }, msg) });
+  await store.open();
+  let generatedAdminToken: string | undefined;
+  let adminHash: string;
+  if (opts.adminToken !== undefined) {
+    adminHash = hashToken(opts.adminToken);
+  } else {
+    const stored = opts.resetAdminToken ? undefined : await store.getAdminCredential();
+    if (stored) {
+      adminHash = stored.tokenHash;
+    } else {
+      generatedAdminToken = mintAdminToken();
+      adminHash = hashToken(generatedAdminToken);
+      await store.putAdminCredential({ tokenHash: adminHash, createdAt: new Date() });
+    }
+  }
+  const repaired = await recoverOrderOutcomes(store, logger);
+  if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
+
+  const deps: ServiceDeps = {
+    store,
+    logger,
+    now: opts.now ?? (() => new Date()),
+    startedAt: new Date(),
+    version: VERSION,
+    locks: new KeyedLock(),
+  };
+  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
+  const routes = (router: ConnectRouter) => {
+    router.service(HealthService, healthService(deps));
+    router.service(ResourceService, resourceService(deps));
+    router.service(WorkOrderService, workOrderService(deps));
+    router.service(NodeService, nodeService(deps));
+    router.service(DeploymentService, deploymentService(deps));
+    router.service(SnapshotService, snapshotService(deps));
+    router.service(EventService, eventService(deps));
+  };
+  const common = { routes, interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES };
+  const prefixed = connectNodeAdapter({ ...common, requestPathPrefix: "/v1" });
+  const canonical = connectNodeAdapter(common);
+  const rest = createRestHandler({
+    services: SERVICES,
+    transport: createRouterTransport(routes, { router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES } }),
+    maxBodyBytes: READ_MAX_BYTES,
+    logger,
+  });
+
+  const handler: RequestHandler = (req, res) => {
+    const path = req.url ?? "/";
+    if (path.startsWith("/v1/skipper.v1.")) return prefixed(req, res);
+    if (path.startsWith("/skipper.v1.")) return canonical(req, res);
+    rest.handle(req, res).then(
+      (handled: boolean) => {
+        if (!handled) notFound(res);
+      },
+      (err: unknown) => {
+        logger.error({ action: "rest", result: "INTERNAL_ERROR", err }, "REST handler failed");
+        if (!res.headersSent) notFound(res, 500);
+      },
+    );
+  };
+  return { handler, store, generatedAdminToken, close: () => store.close() };
+}
+
+function notFound(res: http.ServerResponse | http2.Http2ServerResponse, status = 404): void {
+  const code = status === 404 ? "RESOURCE_NOT_FOUND" : "INTERNAL_ERROR";
+  const body = JSON.stringify({
+    schema_version: "v1",
+    request_id: "",
+    correlation_id: "",
+    data: null,
+    error: { code, message: status === 404 ? "no such route" : "internal error", details: {} },
+    metadata: { timestamp: new Date().toISOString() },
+  });
+  (res as http.ServerResponse).writeHead(status, { "content-type": "application/json" });
+  res.end(body);
+}
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  /** PEM cert and key; absent means plain HTTP (HTTP/1.1 and h2c on one port). */
+  tls?: { cert: string; key: string };
+}
+
+export interface Serving {
+  /** Base URL, e.g. https://127.0.0.1:8443 */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Listens with `handler` and resolves once the port is bound. */
+export async function serve(handler: RequestHandler, opts: ServeOptions): Promise<Serving> {
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const sockets = new Set<net.Socket>();
+  let server: net.Server;
+  if (opts.tls) {
+    const h2 = http2.createSecureServer({ ...opts.tls, allowHTTP1: true, minVersion: "TLSv1.2" }, handler);
+    h2.on("session", (s) => {
+      sessions.add(s);
+      s.on("close", () => sessions.delete(s));
+    });
+    server = h2;
+  } else {
+    // Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
+    const h1 = http.createServer(handler);
+    const h2c = http2.createServer({}, handler);
+    h2c.on("session", (s) => {
+      sessions.add(s);
+      s.on("close", () => sessions.delete(s));
+    });
+    server = net.createServer((socket) => {
+      socket.once("data", (head: Buffer) => {
+        socket.pause();
+        socket.unshift(head);
+        const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
+        (isH2 ? h2c : h1).emit("connection", socket);
+        process.nextTick(() => socket.resume());
+      });
+    });
+  }
+  server.on("connection", (s: net.Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
+  return {
+    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sessions) s.close();
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}

@@ -1,0 +1,17 @@
+// What service implementations depend on. Built once in server.ts and passed to each factory.
+import type { Store } from "../store/store.js";
+import type { Logger } from "../logging/logger.js";
+import type { KeyedLock } from "../keyed-lock.js";
+
+export interface ServiceDeps {
+  store: Store;
+  logger: Logger;
+  /** Clock, replaceable in tests. */
+  now: () => Date;
+  /** When this controller process started. */
+  startedAt: Date;
+  /** Controller version reported by the health check. */
+  version: string;
+  /** Serialises work per key within this process (idempotency keys). */
+  locks: KeyedLock;
+}

@@ -1,0 +1,175 @@
+// NodeService: admins register nodes and rotate their tokens; each node heartbeats, asks for its
+// next work order and reports observed state, always about itself only.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import { MetadataSchema, NodeStatusSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { callInfo, responseMeta, SCHEMA_VERSION, type CallInfo } from "../context.js";
+import { conflict, forbidden, invalid, notFound } from "../errors.js";
+import { checkId, checkResourceType } from "../ids.js";
+import { hashToken, mintNodeToken } from "../auth/tokens.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";
+import type { ServiceDeps } from "./deps.js";
+
+// A heartbeat event is recorded when what the agent reports changes, or at most this often.
+const HEARTBEAT_EVENT_EVERY_MS = 5 * 60 * 1000;
+
+/** Node implementation. */
+export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeService>> {
+  const { store } = deps;
+  const lastHeartbeatEvent = new Map<string, number>();
+
+  function selfOnly(call: CallInfo, nodeId: string): string {
+    checkId(nodeId, "node_id");
+    if (call.principal.kind === "node" && call.principal.nodeId !== nodeId) {
+      throw forbidden(`this token belongs to node ${call.principal.nodeId}, not ${nodeId}`, { node_id: nodeId });
+    }
+    return nodeId;
+  }
+
+  return {
+    async registerNode(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = checkId(req.nodeId, "node_id");
+      if (await store.getNodeCredential(nodeId)) {
+        throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
+      }
+      let node = await store.getResource("node", nodeId);
+      if (!node) {
+        const now = timestampFromDate(deps.now());
+        node = await store.createResource(
+          create(ResourceSchema, {
+            id: nodeId,
+            resourceType: "node",
+            schemaVersion: SCHEMA_VERSION,
+            desiredState: { kind: { case: "node", value: { displayName: req.displayName || nodeId, labels: req.labels } } },
+            metadata: create(MetadataSchema, { labels: req.labels, requestId: call.requestId, correlationId: call.correlationId }),
+            createdAt: now,
+            updatedAt: now,
+          }),
+        );
+        await recordEvents(store, [{ type: "resource_created", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
+      }
+      const token = mintNodeToken(nodeId);
+      await store.putNodeCredential({ nodeId, tokenHash: hashToken(token), createdAt: deps.now() });
+      await recordEvents(store, [{ type: "node_registered", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
+      return { meta: responseMeta(ctx), node, token };
+    },
+
+    async rotateNodeToken(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = checkId(req.nodeId, "node_id");
+      if (!(await store.getResource("node", nodeId))) throw notFound("node", nodeId);
+      const token = mintNodeToken(nodeId);
+      await store.putNodeCredential({ nodeId, tokenHash: hashToken(token), createdAt: deps.now() });
+      await recordEvents(store, [{ type: "node_token_rotated", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
+      return { meta: responseMeta(ctx), token };
+    },
+
+    async heartbeat(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = selfOnly(call, req.nodeId);
+      const now = deps.now();
+      let reportChanged = false;
+      await store.updateResource("node", nodeId, (node) => {
+        const prev = node.currentState;
+        const status = create(NodeStatusSchema, {
+          lastHeartbeatAt: timestampFromDate(now),
+          agentVersion: req.agentVersion,
+          capabilities: req.capabilities,
+          labels: req.labels,
+          uptimeSeconds: req.uptimeSeconds,
+        });
+        const comparable = prev?.kind.case === "node" ? { ...prev.kind.value, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
+        reportChanged = !comparable || !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });
+        node.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } };
+        node.updatedAt = timestampFromDate(now);
+        return node;
+      });
+      const last = lastHeartbeatEvent.get(nodeId) ?? 0;
+      if (reportChanged || now.getTime() - last >= HEARTBEAT_EVENT_EVERY_MS) {
+        lastHeartbeatEvent.set(nodeId, now.getTime());
+        await recordEvents(store, [
+          {
+            type: "node_heartbeat_received",
+            requestId: call.requestId,
+            correlationId: call.correlationId,
+            resourceType: "node",
+            resourceId: nodeId,
+            nodeId,
+            data: {
+              agent_version: req.agentVersion,
+              changed: reportChanged,
+              docker_available: req.capabilities?.dockerAvailable ?? false,
+              compose_version: req.capabilities?.composeVersion ?? "",
+            },
+          },
+        ]);
+      }
+      return {
+        meta: responseMeta(ctx),
+        serverTime: timestampFromDate(now),
+        pendingWorkOrders: await store.countPendingWorkOrders(nodeId),
+      };
+    },
+
+    async getNextWorkOrder(req, ctx) {
+      const nodeId = selfOnly(callInfo(ctx), req.nodeId);
+      const workOrder = await store.nextPendingWorkOrder(nodeId);
+      return { meta: responseMeta(ctx), workOrder };
+    },
+
+    async reportResourceState(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = selfOnly(call, req.nodeId);
+      const order = req.workOrderId === "" ? undefined : await store.getWorkOrder(checkId(req.workOrderId, "work_order_id"));
+      if (req.workOrderId !== "" && !order) throw notFound("work_order", req.workOrderId);
+      if (order && order.target?.nodeId !== nodeId) throw forbidden(`work order ${order.id} belongs to another node`);
+      // A node may report on itself and on the resources its own work order touched.
+      const allowed = new Set<string>([`node/${nodeId}`]);
+      if (order) {
+        allowed.add(`tenant/${order.target?.tenantId ?? ""}`);
+        allowed.add(`deployment/${order.desiredState?.deploymentId ?? ""}`);
+        for (const s of order.desiredState?.serviceIds ?? []) allowed.add(`service/${s}`);
+      }
+      const updated: Resource[] = [];
+      for (const [i, report] of req.reports.entries()) {
+        const type = checkResourceType(report.resourceType, `reports[${i}].resource_type`);
+        const id = checkId(report.id, `reports[${i}].id`);
+        if (!allowed.has(`${type}/${id}`)) {
+          throw forbidden(`node ${nodeId} may not report state of ${type} ${id}`, { field: `reports[${i}]` });
+        }
+        checkStatusKind(type, report.currentState, `reports[${i}].current_state`);
+        if (report.lastAppliedState?.kind.case) checkSpecKind(type, report.lastAppliedState, `reports[${i}].last_applied_state`);
+        if (!report.currentState?.kind.case && !report.lastAppliedState?.kind.case) {
+          throw invalid("a report must carry current_state or last_applied_state", { field: `reports[${i}]` });
+        }
+      }
+      for (const report of req.reports) {
+        const type = checkResourceType(report.resourceType);
+        const r = await store.updateResource(type, report.id, (cur) => {
+          if (report.currentState?.kind.case) cur.currentState = report.currentState;
+          if (report.lastAppliedState?.kind.case) cur.lastAppliedState = report.lastAppliedState;
+          cur.updatedAt = timestampFromDate(deps.now());
+          return cur;
+        });
+        updated.push(r);
+        await recordEvents(store, [
+          {
+            type: "resource_state_reported",
+            requestId: call.requestId,
+            correlationId: order?.correlationId ?? call.correlationId,
+            resourceType: type,
+            resourceId: report.id,
+            tenantId: tenantOf(r),
+            nodeId,
+            workOrderId: order?.id,
+          },
+        ]);
+      }
+      return { meta: responseMeta(ctx), resources: updated };
+    },
+  };
+}

@@ -1,0 +1,24 @@
+// SnapshotService: the latest system and per-tenant snapshots (written when deployments finish).
+import type { ServiceImpl } from "@connectrpc/connect";
+import { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
+import { responseMeta } from "../context.js";
+import { notFound } from "../errors.js";
+import { checkId } from "../ids.js";
+import type { ServiceDeps } from "./deps.js";
+
+/** Snapshot implementation. */
+export function snapshotService(deps: ServiceDeps): Partial<ServiceImpl<typeof SnapshotService>> {
+  return {
+    async getSystemSnapshot(_req, ctx) {
+      const snapshot = await deps.store.getLatestSnapshot("system");
+      if (!snapshot) throw notFound("snapshot", "system", "no system snapshot yet: one is written when a deployment finishes");
+      return { meta: responseMeta(ctx), snapshot };
+    },
+    async getTenantSnapshot(req, ctx) {
+      const tenantId = checkId(req.tenantId, "tenant_id");
+      const snapshot = await deps.store.getLatestSnapshot("tenant", tenantId);
+      if (!snapshot) throw notFound("snapshot", tenantId, `no snapshot for tenant ${tenantId} yet: one is written when its deployment finishes`);
+      return { meta: responseMeta(ctx), snapshot };
+    },
+  };
+}

@@ -1,0 +1,85 @@
+// WorkOrderService: admins list and read orders; nodes read, claim and finish their own.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { callInfo, responseMeta, type CallInfo } from "../context.js";
+import { forbidden, invalid, notFound } from "../errors.js";
+import { checkId } from "../ids.js";
+import { onOrderFinished, onOrderStarted } from "../dispatch/order-outcome.js";
+import type { ServiceDeps } from "./deps.js";
+
+/** Work order implementation. */
+export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof WorkOrderService>> {
+  const { store } = deps;
+
+  async function ownOrder(id: string, call: CallInfo): Promise<WorkOrder> {
+    const order = await store.getWorkOrder(checkId(id, "id"));
+    if (!order) throw notFound("work_order", id);
+    if (call.principal.kind === "node" && order.target?.nodeId !== call.principal.nodeId) {
+      throw forbidden(`work order ${id} belongs to another node`, { work_order_id: id });
+    }
+    return order;
+  }
+
+  return {
+    async listWorkOrders(req, ctx) {
+      if (req.nodeId !== "") checkId(req.nodeId, "node_id");
+      if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+      if (req.status !== WorkOrderStatus.UNSPECIFIED && !(req.status in WorkOrderStatus)) {
+        throw invalid(`unknown status ${req.status}`, { field: "status" });
+      }
+      const page = await store.listWorkOrders({
+        status: req.status === WorkOrderStatus.UNSPECIFIED ? undefined : req.status,
+        nodeId: req.nodeId || undefined,
+        tenantId: req.tenantId || undefined,
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+      });
+      return { meta: responseMeta(ctx), workOrders: page.items, nextPageToken: page.nextPageToken };
+    },
+
+    async getWorkOrder(req, ctx) {
+      return { meta: responseMeta(ctx), workOrder: await ownOrder(req.id, callInfo(ctx)) };
+    },
+
+    async claimWorkOrder(req, ctx) {
+      const call = callInfo(ctx);
+      const order = await ownOrder(req.id, call);
+      const nodeId = order.target!.nodeId;
+      const claimed = await store.claimWorkOrder(order.id, nodeId, deps.now());
+      await onOrderStarted(store, claimed, { requestId: call.requestId, correlationId: order.correlationId });
+      call.logger.info(
+        { action: "work_order_started", result: "ok", node_id: nodeId, tenant_id: order.target?.tenantId, metadata: { work_order_id: order.id } },
+        "work order claimed",
+      );
+      return { meta: responseMeta(ctx), workOrder: claimed };
+    },
+
+    async reportWorkOrderResult(req, ctx) {
+      const call = callInfo(ctx);
+      const order = await ownOrder(req.id, call);
+      const result = req.result;
+      if (!result) throw invalid("result is required", { field: "result" });
+      if (!/^[A-Z][A-Z0-9_]{0,63}$/.test(result.code)) {
+        throw invalid("result.code must be an UPPER_SNAKE_CASE code such as APPLY_OK", { field: "result.code" });
+      }
+      const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
+      const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now());
+      if (!outcome.duplicate) {
+        await onOrderFinished(store, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId }, call.logger);
+        const ok = outcome.workOrder.status === WorkOrderStatus.SUCCESS;
+        call.logger[ok ? "info" : "warn"](
+          {
+            action: ok ? "work_order_succeeded" : "work_order_failed",
+            result: result.code,
+            node_id: nodeId,
+            tenant_id: order.target?.tenantId,
+            metadata: { work_order_id: order.id, message: result.message },
+          },
+          `work order ${ok ? "succeeded" : "failed"}`,
+        );
+      }
+      return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
+    },
+  };
+}

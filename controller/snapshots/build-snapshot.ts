@@ -1,0 +1,93 @@
+// Snapshots: a point-in-time copy of resources plus, per deployable resource, a field-level diff
+// of desired_state against last_applied_state. Pure; secrets are redacted before anything leaves.
+import { create, toJson, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ResourceSchema, ResourceSpecSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
+import { redact } from "../logging/redact.js";
+import { SCHEMA_VERSION } from "../context.js";
+
+const JSON_OPTS = { useProtoFieldName: true } as const;
+// Kinds whose desired state an agent applies; other kinds are enforced by the controller itself.
+const DEPLOYABLE = new Set(["tenant", "service", "deployment"]);
+
+export interface SnapshotInput {
+  snapshotId: string;
+  scope: "system" | "tenant";
+  tenantId?: string;
+  resources: Resource[];
+  requestId: string;
+  correlationId: string;
+  now: Date;
+}
+
+/** Builds a snapshot of `resources` with redacted states and desired-vs-applied diffs. */
+export function buildSnapshot(input: SnapshotInput): Snapshot {
+  return create(SnapshotSchema, {
+    snapshotId: input.snapshotId,
+    scope: input.scope,
+    tenantId: input.tenantId ?? "",
+    schemaVersion: SCHEMA_VERSION,
+    createdAt: timestampFromDate(input.now),
+    requestId: input.requestId,
+    correlationId: input.correlationId,
+    resources: input.resources.map(redactResource),
+    diffs: input.resources.filter((r) => DEPLOYABLE.has(r.resourceType)).map(diffResource),
+  });
+}
+
+/** The resources that belong in a tenant's snapshot. */
+export function tenantResources(tenantId: string, all: Resource[]): Resource[] {
+  return all.filter((r) => {
+    if (r.resourceType === "tenant") return r.id === tenantId;
+    const k = r.desiredState?.kind;
+    if (!k) return false;
+    switch (k.case) {
+      case "service":
+      case "deployment":
+      case "network":
+      case "volume":
+        return k.value.tenantId === tenantId;
+      default:
+        return false;
+    }
+  });
+}
+
+/** Field-level diff of a resource's desired_state against its last_applied_state. */
+export function diffResource(r: Resource): ResourceDiff {
+  const desired = r.desiredState ? (toJson(ResourceSpecSchema, r.desiredState, JSON_OPTS) as JsonValue) : {};
+  const applied = r.lastAppliedState ? (toJson(ResourceSpecSchema, r.lastAppliedState, JSON_OPTS) as JsonValue) : {};
+  const changes = diffJson(redact(desired), redact(applied), "");
+  return create(ResourceDiffSchema, {
+    resourceType: r.resourceType,
+    resourceId: r.id,
+    inSync: changes.length === 0,
+    changes: changes.map(([path, d, a]) => ({
+      path,
+      desired: fromJson(ValueSchema, d ?? null),
+      lastApplied: fromJson(ValueSchema, a ?? null),
+    })),
+  });
+}
+
+type Change = [string, JsonValue | undefined, JsonValue | undefined];
+
+/** Leaf-level differences between two JSON values; paths are dotted. */
+export function diffJson(a: JsonValue | undefined, b: JsonValue | undefined, path: string): Change[] {
+  if (isObject(a) && isObject(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+    return keys.flatMap((k) => diffJson(a[k], b[k], path === "" ? k : `${path}.${k}`));
+  }
+  if (JSON.stringify(a) === JSON.stringify(b)) return [];
+  return [[path === "" ? "." : path, a, b]];
+}
+
+function isObject(v: JsonValue | undefined): v is { [k: string]: JsonValue } {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function redactResource(r: Resource): Resource {
+  const json = redact(toJson(ResourceSchema, r, JSON_OPTS));
+  return fromJson(ResourceSchema, json, { ignoreUnknownFields: true });
+}

@@ -1,0 +1,166 @@
+// The REST routes derived from google.api.http, exercised with plain fetch against a real
+// controller (plain HTTP here; TLS is covered by controller-rpc.test.ts and one https call below).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readFile, readdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import https from "node:https";
+import { join, dirname } from "node:path";
+import { startController, ADMIN_TOKEN, type TestController } from "./helpers/controller.js";
+
+let tc: TestController;
+let tlsTc: TestController;
+const admin = { "x-admin-token": ADMIN_TOKEN, "content-type": "application/json" };
+
+async function call(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}) {
+  const res = await fetch(tc.url + path, {
+    method,
+    headers: opts.headers ?? admin,
+    body: opts.body === undefined ? undefined : typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> };
+}
+
+beforeAll(async () => {
+  tc = await startController({ tls: false });
+});
+afterAll(async () => {
+  await tc?.stop();
+  await tlsTc?.stop();
+});
+
+describe("REST routes", () => {
+  it("GET /health and /v1/health answer without credentials in the seed envelope", async () => {
+    for (const path of ["/health", "/v1/health"]) {
+      const r = await call("GET", path, { headers: { "x-request-id": "rest-h-1" } });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ schema_version: "v1", request_id: "rest-h-1", correlation_id: "rest-h-1", error: null });
+      expect(r.body.data.status).toBe("ok");
+      expect(r.body.data.meta).toBeUndefined();
+      expect(typeof r.body.metadata.timestamp).toBe("string");
+      expect(r.headers.get("x-request-id")).toBe("rest-h-1");
+    }
+  });
+
+  it("runs the seed flow: register, post the example files as they are, apply, poll, claim, report", async () => {
+    const reg = await call("POST", "/v1/nodes", { body: { node_id: "host-1", display_name: "Local host", labels: { env: "dev" } } });
+    expect(reg.status).toBe(200);
+    const token = reg.body.data.token as string;
+    expect(token).toMatch(/^skn\./);
+    const node = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+
+    for (const name of ["tenant", "service"]) {
+      const text = await readFile(new URL(`../examples/${name}.json`, import.meta.url), "utf8");
+      const created = await call("POST", `/v1/resources/${name}`, { body: text });
+      expect(created.status).toBe(201);
+      expect(created.body.data.id).toBe(JSON.parse(text).id);
+      expect(created.body.data.metadata.resource_version).toMatch(/^\d+$/);
+    }
+    const got = await call("GET", "/v1/resources/tenant/example-tenant");
+    expect(got.body.data.desired_state.tenant.deployment_policy.target_node_id).toBe("host-1");
+    const list = await call("GET", "/v1/resources?resource_type=tenant");
+    expect(list.body.data.resources.map((r: { id: string }) => r.id)).toEqual(["example-tenant"]);
+
+    const none = await call("GET", "/v1/nodes/host-1/work-orders/next", { headers: node });
+    expect(none.status).toBe(200);
+    expect(none.body.data).toBeNull();
+
+    const applied = await call("POST", "/v1/deployments/example-tenant/apply", { body: {}, headers: { ...admin, "x-correlation-id": "rest-corr-1" } });
+    expect(applied.status).toBe(200);
+    const orderId = applied.body.data.work_order.id as string;
+    expect(applied.body.data.work_order.status).toBe("WORK_ORDER_STATUS_PENDING");
+    expect(applied.body.correlation_id).toBe("rest-corr-1");
+
+    const pending = await call("GET", "/v1/work-orders?status=pending");
+    expect(pending.body.data.work_orders.map((w: { id: string }) => w.id)).toContain(orderId);
+
+    const hb = await call("POST", "/v1/nodes/host-1/heartbeat", { headers: node, body: { agent_version: "test", capabilities: { docker_available: false, os: "linux" } } });
+    expect(hb.status).toBe(200);
+    expect(hb.body.data.pending_work_orders).toBe(1);
+
+    const next = await call("GET", "/v1/nodes/host-1/work-orders/next", { headers: node });
+    expect(next.body.data.id).toBe(orderId);
+    const claim = await call("POST", `/v1/work-orders/${orderId}/claim`, { headers: node, body: {} });
+    expect(claim.status).toBe(200);
+    expect(claim.body.data.status).toBe("WORK_ORDER_STATUS_RUNNING");
+    const second = await call("POST", `/v1/work-orders/${orderId}/claim`, { headers: node, body: {} });
+    expect(second.status).toBe(409);
+    expect(second.body.error.code).toBe("WORK_ORDER_NOT_CLAIMABLE");
+    expect(second.body.data).toBeNull();
+
+    const result = { success: false, code: "COMPOSE_FAILED", message: "compose exited 1", details: { duration_ms: 5, command: { program: "docker", args: ["compose", "up"], exit_code: 1 } } };
+    const done = await call("POST", `/v1/work-orders/${orderId}/result`, { headers: node, body: { result } });
+    expect(done.status).toBe(200);
+    expect(done.body.data.work_order.status).toBe("WORK_ORDER_STATUS_FAILED");
+    expect(done.body.data.duplicate).toBe(false);
+
+    const one = await call("GET", `/v1/work-orders/${orderId}`);
+    expect(one.body.data.result.code).toBe("COMPOSE_FAILED");
+    expect(existsSync(join(tc.dataDir, "work-orders", "finished", `${orderId}.json`))).toBe(true);
+    expect(existsSync(join(tc.dataDir, "work-orders", "running", `${orderId}.json`))).toBe(false);
+
+    const snap = await call("GET", "/v1/snapshots/tenants/example-tenant/latest");
+    expect(snap.status).toBe(200);
+    expect(snap.body.data.scope).toBe("tenant");
+    const sys = await call("GET", "/v1/snapshots/system/latest");
+    expect(sys.body.data.scope).toBe("system");
+    const events = await call("GET", "/v1/events?type=deployment_failed&tenant_id=example-tenant");
+    expect(events.body.data.events).toHaveLength(1);
+    expect(events.body.data.events[0].correlation_id).toBe("rest-corr-1");
+    const dayDirs = await readdir(join(tc.dataDir, "events"));
+    expect(dayDirs.every((d) => /^\d{4}-\d{2}-\d{2}$/.test(d))).toBe(true);
+  });
+
+  it("maps errors to HTTP statuses with a machine-readable code", async () => {
+    expect((await call("GET", "/v1/resources", { headers: {} })).status).toBe(401);
+    const missing = await call("GET", "/v1/resources/tenant/absent");
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({ code: "RESOURCE_NOT_FOUND", details: { resource_type: "tenant", resource_id: "absent" } });
+    const bad = await call("POST", "/v1/resources/tenant", { body: "{not json" });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe("INVALID_REQUEST");
+    expect(JSON.stringify(bad.body)).not.toMatch(/at .*\.(ts|js):\d+/);
+    const conflict = await call("PUT", "/v1/resources/tenant/example-tenant", {
+      body: { desired_state: { tenant: { display_name: "x" } }, resource_version: "1" },
+    });
+    expect(conflict.status).toBe(409);
+    expect(conflict.body.error.code).toBe("CONFLICT");
+  });
+
+  it.each([
+    "/v1/resources/tenant/..",
+    "/v1/resources/tenant/%2e%2e",
+    "/v1/resources/tenant/..%2f..%2fetc%2fpasswd",
+    "/v1/resources/tenant/%2fetc%2fpasswd",
+    "/v1/resources/tenant/a%00b",
+    "/v1/resources/tenant/t%C3%ABnant",
+    `/v1/resources/tenant/${"a".repeat(300)}`,
+    "/v1/resources/..%2f..%2fauth/x",
+  ])("refuses traversal attempt %s with 400 INVALID_REQUEST", async (path) => {
+    const r = await call("GET", path);
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe("INVALID_REQUEST");
+  });
+
+  it("writes nothing outside the data directory when a body carries a traversal id", async () => {
+    const r = await call("POST", "/v1/resources/tenant", { body: { id: "../../escape", desired_state: { tenant: {} } } });
+    expect(r.status).toBe(400);
+    expect(existsSync(join(dirname(tc.dataDir), "escape.json"))).toBe(false);
+    expect(existsSync(join(tc.dataDir, "escape.json"))).toBe(false);
+  });
+});
+
+describe("REST over TLS", () => {
+  it("answers on the TLS port for a client that trusts the generated CA", async () => {
+    tlsTc = await startController({ tls: true });
+    const body = await new Promise<string>((resolve, reject) => {
+      https
+        .get(`${tlsTc.url}/v1/health`, { ca: tlsTc.ca }, (res) => {
+          let s = "";
+          res.on("data", (c) => (s += c));
+          res.on("end", () => resolve(s));
+        })
+        .on("error", reject);
+    });
+    expect(JSON.parse(body).data.status).toBe("ok");
+  });
+});
