@@ -1,0 +1,186 @@
+// The REST entry point. A request flows:
+//   match the route (route-table.ts) -> read the body (read-body.ts) -> build the request message
+//   (request-binding.ts) -> call the RPC through the Connect transport -> write the envelope
+//   (envelope.ts).
+// The transport is the same router, with the same interceptors, that serves Connect and gRPC, so
+// auth, request ids, logging and error mapping behave identically on every protocol; this layer
+// only translates HTTP <-> messages. Paths outside the table and outside /v1 and /health are left
+// to the caller (handle() returns false).
+import { randomUUID } from "node:crypto";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
+import { isSkipperError } from "../errors.js";
+import { isValidTraceId } from "../ids.js";
+import { envelope, errorOf, httpStatusOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
+import { BodyTooLargeError, readBody } from "./read-body.js";
+import { bindRequest } from "./request-binding.js";
+import { deriveRoutes, describeRoutes, findRoute, type RestRoute, type RouteDescription } from "./route-table.js";
+import { splitPath } from "./path-template.js";
+
+export type { RestRoute, RouteDescription } from "./route-table.js";
+export { describeRoutes } from "./route-table.js";
+
+/** The logging the REST layer needs; a pino logger fits. */
+export interface RestLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface RestHandlerOptions {
+  /** Services whose google.api.http rules become routes, in the order routes are listed. */
+  services: DescService[];
+  /** Where each REST call is executed: in production the interceptor-wrapped router transport. */
+  transport: Transport;
+  /** Largest accepted request body (default 4 MiB); larger ones get 413. */
+  maxBodyBytes?: number;
+  logger?: RestLogger;
+}
+
+export interface RestHandler {
+  /** The derived route table, most specific first. */
+  routes: RestRoute[];
+  /** The route table as (method, path, rpc) lines. */
+  describe(): RouteDescription[];
+  /** Answers a REST request; false when the path is neither a route nor under /v1 or /health. */
+  handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): Promise<boolean>;
+}
+
+type Request = IncomingMessage | Http2ServerRequest;
+// The part of the HTTP/1 and HTTP/2 compat responses this layer uses.
+type Response = {
+  statusCode: number;
+  writableEnded: boolean;
+  setHeader(name: string, value: string): unknown;
+  end(body: string): unknown;
+  once(event: "close", listener: () => void): unknown;
+};
+
+/** Default request body cap, matching the Connect adapters' readMaxBytes. */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+// Request headers handed to the RPC; everything else (cookies, hop-by-hop...) stays here.
+const FORWARDED = new Set(["authorization", "x-admin-token", "x-request-id", "x-correlation-id", "x-idempotency-key"]);
+
+/** Derives the routes of `opts.services` and returns the handler that serves them. */
+export function createRestHandler(opts: RestHandlerOptions): RestHandler {
+  const routes = deriveRoutes(opts.services, (msg) => opts.logger?.warn({ action: "rest" }, msg));
+  const ctx = { ...opts, routes, maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES };
+  return {
+    routes,
+    describe: () => describeRoutes(routes),
+    handle: (req, res) => handle(ctx, req, res as Response),
+  };
+}
+
+type Context = RestHandlerOptions & { routes: RestRoute[]; maxBodyBytes: number };
+
+async function handle(ctx: Context, req: Request, res: Response): Promise<boolean> {
+  const target = req.url ?? "/";
+  const q = target.indexOf("?");
+  const rawPath = q < 0 ? target : target.slice(0, q);
+  const method = (req.method ?? "GET").toUpperCase();
+  const parts = splitPath(rawPath);
+  const match = findRoute(ctx.routes, method, parts);
+  if (match.kind === "none" && !isRestPath(rawPath)) return false;
+  const ids = traceIdsOf(req.headers);
+  if (match.kind === "none" && parts.includes("")) {
+    // "/v1/resources/" or "a//b": a malformed path rather than a missing resource. Clients that
+    // normalise dot segments turn ".../tenant/.." into "/v1/resources/", and it is refused here.
+    const error = { code: "INVALID_REQUEST", message: `path ${clip(rawPath)} has an empty segment`, details: { field: "path" } };
+    return refuse(ctx, res, 400, ids, error);
+  }
+  if (match.kind === "none") {
+    const error = { code: "RESOURCE_NOT_FOUND", message: `no REST route ${method} ${clip(rawPath)}`, details: { path: clip(rawPath) } };
+    return refuse(ctx, res, 404, ids, error);
+  }
+  if (match.kind === "wrong-method") {
+    const allow = match.allow.join(", ");
+    const error = { code: "INVALID_REQUEST", message: `${method} is not allowed on ${clip(rawPath)}; use ${allow}`, details: { allow: match.allow } };
+    return refuse(ctx, res, 405, ids, error, { allow });
+  }
+  const { route, rawVars } = match;
+  const aborter = new AbortController();
+  res.once("close", () => {
+    if (!res.writableEnded) aborter.abort();
+  });
+  try {
+    const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
+    const input = bindRequest(route, rawVars, q < 0 ? "" : target.slice(q + 1), body);
+    const out = await ctx.transport.unary(route.rpc, aborter.signal, undefined, forwardedHeaders(req.headers), input);
+    const { data, timestamp } = successData(route, route.rpc.output, out.message);
+    const replyIds = {
+      requestId: out.header.get("x-request-id") ?? ids.requestId,
+      correlationId: out.header.get("x-correlation-id") ?? ids.correlationId,
+    };
+    send(res, route.rpc.name.startsWith("Create") ? 201 : 200, replyIds, envelope(replyIds, data, null, timestamp));
+    return true;
+  } catch (e) {
+    if (e instanceof BodyTooLargeError) {
+      return refuse(ctx, res, 413, ids, { code: "INVALID_REQUEST", message: e.message, details: { field: "body", limit: e.limit } });
+    }
+    const { error, ids: rpcIds, unexpected } = errorOf(e);
+    if (unexpected) ctx.logger?.error({ action: "rest", result: "INTERNAL_ERROR", err: e, request_id: ids.requestId }, "REST call failed");
+    const replyIds = { requestId: rpcIds.requestId ?? ids.requestId, correlationId: rpcIds.correlationId ?? ids.correlationId };
+    if (isSkipperError(e)) logRefusal(ctx, replyIds, error);
+    send(res, httpStatusOf(error.code), replyIds, envelope(replyIds, null, error));
+    return true;
+  }
+}
+
+// Errors raised here never reach the RPC interceptor, so they get their own log line.
+function refuse(ctx: Context, res: Response, status: number, ids: TraceIds, error: EnvelopeError, headers: Record<string, string> = {}): true {
+  logRefusal(ctx, ids, error);
+  send(res, status, ids, envelope(ids, null, error), headers);
+  return true;
+}
+
+function logRefusal(ctx: Context, ids: TraceIds, error: EnvelopeError): void {
+  ctx.logger?.info(
+    { action: "rest", result: error.code, request_id: ids.requestId, correlation_id: ids.correlationId, metadata: error.details },
+    `REST request refused: ${error.message}`,
+  );
+}
+
+function send(res: Response, status: number, ids: TraceIds, body: object, headers: Record<string, string> = {}): void {
+  if (res.writableEnded) return;
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader("content-type", "application/json");
+  res.setHeader("content-length", String(Buffer.byteLength(text)));
+  res.setHeader("x-request-id", ids.requestId);
+  res.setHeader("x-correlation-id", ids.correlationId);
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  res.end(text);
+}
+
+function isRestPath(path: string): boolean {
+  return path === "/v1" || path.startsWith("/v1/") || path === "/health" || path.startsWith("/health/");
+}
+
+// Ids for errors raised before the RPC runs; same rules as the interceptor (valid header or new,
+// correlation defaults to the request id).
+function traceIdsOf(headers: IncomingHttpHeaders): TraceIds {
+  const requestId = validTrace(headers["x-request-id"]) ?? randomUUID();
+  return { requestId, correlationId: validTrace(headers["x-correlation-id"]) ?? requestId };
+}
+
+function validTrace(v: string | string[] | undefined): string | undefined {
+  return typeof v === "string" && isValidTraceId(v) ? v : undefined;
+}
+
+function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || !(FORWARDED.has(name) || name.startsWith("x-skipper-"))) continue;
+    out.set(name, Array.isArray(value) ? value.join(", ") : value);
+  }
+  return out;
+}
+
+// Bounds untrusted path text echoed in messages.
+function clip(path: string): string {
+  return path.length > 200 ? path.slice(0, 200) + "…" : path;
+}
