@@ -1,6 +1,7 @@
 // Reads a request body as UTF-8 text with a size cap, refusing early on a declared
 // content-length above the cap and otherwise stopping as soon as the cap is crossed. The rest of
-// an oversize body is left to Node, which discards it once the response has been sent.
+// an oversize body is discarded as it arrives (Node does that itself for a body nobody started
+// reading), so the 413 reaches the client and a keep-alive connection stays usable.
 import type { Readable } from "node:stream";
 
 /** Thrown when a body is larger than allowed; the REST layer answers 413. */
@@ -22,13 +23,13 @@ export function readBody(req: Readable & { headers: Record<string, string | stri
     let size = 0;
     const stop = () => {
       req.off("data", onData).off("end", onEnd).off("error", onError);
-      req.pause();
     };
     const onData = (chunk: Buffer | string) => {
       const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
       size += buf.length;
       if (size > maxBytes) {
         stop();
+        req.resume();
         reject(new BodyTooLargeError(maxBytes));
       } else {
         chunks.push(buf);

@@ -118,6 +118,8 @@ async function handle(ctx: Context, req: Request, res: Response): Promise<boolea
     send(res, route.rpc.name.startsWith("Create") ? 201 : 200, replyIds, envelope(replyIds, data, null, timestamp));
     return true;
   } catch (e) {
+    // The client went away (mid-body or mid-call): nobody is left to answer.
+    if (aborter.signal.aborted) return true;
     if (e instanceof BodyTooLargeError) {
       return refuse(ctx, res, 413, ids, { code: "INVALID_REQUEST", message: e.message, details: { field: "body", limit: e.limit } });
     }
