@@ -4,6 +4,7 @@
 // Plain fetch for ordinary calls; node:http for paths fetch would normalise ("%2e%2e").
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import http from "node:http";
+import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { readFile } from "node:fs/promises";
 import { create, createFileRegistry, setExtension, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
@@ -487,6 +488,36 @@ describe("headers and path segments", () => {
     const r = await rawGet("/v1/resources/tenant/%E0%A4%A");
     expectErrorEnvelope(r, 400, "INVALID_REQUEST");
     expect(r.body.error.details.field).toBe("id");
+  });
+});
+
+describe("HTTP/2", () => {
+  it("serves the same routes through the HTTP/2 compatibility API", async () => {
+    const h2 = http2.createServer((req, res) => void rest.handle(req, res));
+    await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
+    const client = http2.connect(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+    const request = (headers: http2.OutgoingHttpHeaders, body?: string) =>
+      new Promise<{ status: number; requestId: unknown; body: Record<string, any> }>((resolve, reject) => {
+        const stream = client.request(headers);
+        let status = 0;
+        let requestId: unknown;
+        let text = "";
+        stream.on("response", (h) => ((status = Number(h[":status"])), (requestId = h["x-request-id"])));
+        stream.on("data", (c) => (text += c));
+        stream.on("end", () => resolve({ status, requestId, body: JSON.parse(text) }));
+        stream.on("error", reject);
+        stream.end(body);
+      });
+    try {
+      const health = await request({ ":path": "/v1/health", "x-request-id": "h2-1" });
+      expect(health).toMatchObject({ status: 200, requestId: "h2-1", body: { request_id: "h2-1", data: { status: "ok" } } });
+      const created = await request({ ":method": "POST", ":path": "/v1/resources/volume" }, JSON.stringify({ id: "vol-1" }));
+      expect(created.status).toBe(201);
+      expect(created.body.data).toMatchObject({ id: "vol-1", resource_type: "volume" });
+    } finally {
+      client.close();
+      await new Promise<void>((resolve) => h2.close(() => resolve()));
+    }
   });
 });
 

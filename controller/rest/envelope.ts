@@ -3,7 +3,7 @@
 // Success: `data` is the response in proto3 JSON (proto field names, implicit fields emitted)
 // without `meta`, or only the `response_body` field (null when unset). Failure: the ApiError
 // carried as a Connect error detail, else one derived from the Connect code; HTTP status by code.
-import { toJson, type DescMessage, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { toJson, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
 import { isSkipperError, type ErrorCode } from "../errors.js";
@@ -61,8 +61,8 @@ export function httpStatusOf(code: string): number {
 }
 
 /** The `data` member for a successful call, plus the response's own timestamp when it has one. */
-export function successData(route: RestRoute, output: DescMessage, message: Message): { data: JsonValue; timestamp?: string } {
-  const json = toJson(output, message, JSON_OPTIONS) as JsonObject;
+export function successData(route: RestRoute, message: Message): { data: JsonValue; timestamp?: string } {
+  const json = toJson(route.rpc.output, message, JSON_OPTIONS) as JsonObject;
   const meta = json.meta as JsonObject | undefined;
   const timestamp = typeof meta?.timestamp === "string" ? meta.timestamp : undefined;
   delete json.meta;

@@ -101,16 +101,29 @@ async function handle(ctx: Context, req: Request, res: Response): Promise<boolea
     const error = { code: "INVALID_REQUEST", message: `${method} is not allowed on ${clip(rawPath)}; use ${allow}`, details: { allow: match.allow } };
     return refuse(ctx, res, 405, ids, error, { allow });
   }
-  const { route, rawVars } = match;
+  return execute(ctx, req, res, match.route, match.rawVars, q < 0 ? "" : target.slice(q + 1), ids);
+}
+
+// Reads and binds the request, calls the RPC and writes the envelope; always answers.
+async function execute(
+  ctx: Context,
+  req: Request,
+  res: Response,
+  route: RestRoute,
+  rawVars: Map<string, string>,
+  rawQuery: string,
+  ids: TraceIds,
+): Promise<true> {
   const aborter = new AbortController();
   res.once("close", () => {
     if (!res.writableEnded) aborter.abort();
   });
   try {
+    // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
     const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
-    const input = bindRequest(route, rawVars, q < 0 ? "" : target.slice(q + 1), body);
+    const input = bindRequest(route, rawVars, rawQuery, body);
     const out = await ctx.transport.unary(route.rpc, aborter.signal, undefined, forwardedHeaders(req.headers), input);
-    const { data, timestamp } = successData(route, route.rpc.output, out.message);
+    const { data, timestamp } = successData(route, out.message);
     const replyIds = {
       requestId: out.header.get("x-request-id") ?? ids.requestId,
       correlationId: out.header.get("x-correlation-id") ?? ids.correlationId,
