@@ -213,6 +213,9 @@ describe("derived route table", () => {
         "GET /v1/snapshots/tenants/{tenant_id}/latest",
       ]),
     );
+    // Listed in contract order (services, then methods), not matching order.
+    expect(table.slice(0, 3)).toEqual(["GET /v1/health", "GET /health", "GET /v1/resources"]);
+    expect(table.at(-1)).toBe("GET /v1/events");
     expect(rest.describe()).toContainEqual({ method: "GET", path: "/health", rpc: "skipper.v1.HealthService.Check" });
     expect(rest.describe()).toContainEqual({ method: "POST", path: "/v1/resources/{resource_type}", rpc: "skipper.v1.ResourceService.CreateResource" });
   });

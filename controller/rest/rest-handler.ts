@@ -16,7 +16,7 @@ import { isValidTraceId } from "../ids.js";
 import { envelope, errorOf, httpStatusOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
 import { BodyTooLargeError, readBody } from "./read-body.js";
 import { bindRequest } from "./request-binding.js";
-import { deriveRoutes, describeRoutes, findRoute, type RestRoute, type RouteDescription } from "./route-table.js";
+import { byPrecedence, deriveRoutes, describeRoutes, findRoute, type RestRoute, type RouteDescription } from "./route-table.js";
 import { splitPath } from "./path-template.js";
 
 export type { RestRoute, RouteDescription } from "./route-table.js";
@@ -40,7 +40,7 @@ export interface RestHandlerOptions {
 }
 
 export interface RestHandler {
-  /** The derived route table, most specific first. */
+  /** The derived route table, in contract order. */
   routes: RestRoute[];
   /** The route table as (method, path, rpc) lines. */
   describe(): RouteDescription[];
@@ -67,7 +67,7 @@ const FORWARDED = new Set(["authorization", "x-admin-token", "x-request-id", "x-
 /** Derives the routes of `opts.services` and returns the handler that serves them. */
 export function createRestHandler(opts: RestHandlerOptions): RestHandler {
   const routes = deriveRoutes(opts.services, (msg) => opts.logger?.warn({ action: "rest" }, msg));
-  const ctx = { ...opts, routes, maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES };
+  const ctx = { ...opts, routes: byPrecedence(routes), maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES };
   return {
     routes,
     describe: () => describeRoutes(routes),
@@ -75,6 +75,7 @@ export function createRestHandler(opts: RestHandlerOptions): RestHandler {
   };
 }
 
+// `routes` here are in matching order (byPrecedence), not contract order.
 type Context = RestHandlerOptions & { routes: RestRoute[]; maxBodyBytes: number };
 
 async function handle(ctx: Context, req: Request, res: Response): Promise<boolean> {

@@ -32,7 +32,7 @@ export interface RouteDescription {
   rpc: string;
 }
 
-/** Derives every route of `services`, most specific first; calls `onSkip` for unusable rules. */
+/** Derives every route of `services` in contract order; calls `onSkip` for unusable rules. */
 export function deriveRoutes(services: DescService[], onSkip?: (message: string) => void): RestRoute[] {
   const routes: RestRoute[] = [];
   for (const service of services) {
@@ -47,8 +47,13 @@ export function deriveRoutes(services: DescService[], onSkip?: (message: string)
       for (const binding of [rule, ...rule.additionalBindings]) routes.push(toRoute(method as DescMethodUnary, binding));
     }
   }
+  return routes;
+}
+
+/** A copy of `routes` in matching order: position by position, literal segments first. */
+export function byPrecedence(routes: RestRoute[]): RestRoute[] {
   // Stable sort: among equally specific templates the contract's order is kept.
-  return routes.sort((a, b) => compareSpecificity(a.segments, b.segments));
+  return [...routes].sort((a, b) => compareSpecificity(a.segments, b.segments));
 }
 
 /** The table people read: one line per route. */
@@ -62,7 +67,7 @@ export type RouteMatch =
   | { kind: "wrong-method"; allow: string[] }
   | { kind: "none" };
 
-/** Finds the most specific route for `httpMethod` and the still-encoded path `parts`. */
+/** Finds the first route (of routes in byPrecedence order) for `httpMethod` and the encoded `parts`. */
 export function findRoute(routes: RestRoute[], httpMethod: string, parts: string[]): RouteMatch {
   const allow = new Set<string>();
   for (const route of routes) {
