@@ -1,0 +1,379 @@
+// The embedded store: one readable JSON file per record under the data directory, every write
+// atomic and durable (atomic-write.ts), every read served from in-memory indexes rebuilt at
+// open(). Writes to one record are serialised by a per-key lock, and the index is updated only
+// after the write is durable, so a reader never sees a state that a crash could take back.
+//
+// Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
+// <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
+import { clone, create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
+import {
+  WorkOrderClaimSchema,
+  WorkOrderResultSchema,
+  WorkOrderSchema,
+  WorkOrderStatus,
+  type WorkOrder,
+  type WorkOrderResult,
+} from "../../gen/skipper/v1/work_order_pb.js";
+import { conflict, forbidden, invalid, notClaimable, notFound, SkipperError } from "../errors.js";
+import { isValidId, RESOURCE_TYPES, type ResourceType } from "../ids.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { DurableFs } from "./atomic-write.js";
+import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
+import { EventIndex } from "./event-index.js";
+import { loadDataDir } from "./load-data-dir.js";
+import * as codec from "./record-codec.js";
+import { ResourceIndex } from "./resource-index.js";
+import type * as S from "./store.js";
+import { LAYOUT, StorePaths } from "./store-paths.js";
+import { stageOf, WorkOrderIndex } from "./work-order-index.js";
+
+export interface FileStoreOptions {
+  /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
+  onWarning?: (msg: string, meta: object) => void;
+}
+
+const SHORT_STATUS: Record<WorkOrderStatus, string> = {
+  [WorkOrderStatus.UNSPECIFIED]: "unspecified",
+  [WorkOrderStatus.PENDING]: "pending",
+  [WorkOrderStatus.RUNNING]: "running",
+  [WorkOrderStatus.SUCCESS]: "success",
+  [WorkOrderStatus.FAILED]: "failed",
+};
+
+/** The file-backed Store (backend "file"). */
+export class FileStore implements S.Store {
+  readonly backend = "file";
+  private readonly paths: StorePaths;
+  private readonly fs: DurableFs;
+  private readonly locks = new KeyedLock();
+  private readonly warn: (msg: string, meta: object) => void;
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private lock: DataDirLock | undefined;
+  private revision = 0n;
+  private resources = new ResourceIndex();
+  private orders = new WorkOrderIndex();
+  private events = new EventIndex();
+  private snapshots = new Map<string, Snapshot>();
+  private idempotency = new Map<string, S.IdempotencyRecord>();
+  private nodeCredentials = new Map<string, S.NodeCredential>();
+  private admin: S.AdminCredential | undefined;
+
+  constructor(dataDir: string, options: FileStoreOptions = {}) {
+    this.paths = new StorePaths(dataDir);
+    this.fs = new DurableFs(this.paths.root);
+    this.warn = options.onWarning ?? (() => undefined);
+  }
+
+  /** Creates the layout, takes the directory lock, repairs leftovers and loads the indexes. */
+  async open(): Promise<void> {
+    if (this.lock) return;
+    await this.fs.ensureDir(this.paths.root);
+    const lock = await acquireDataDirLock(this.paths.lock(), this.paths.root);
+    try {
+      for (const dir of LAYOUT) await this.fs.ensureDir(this.paths.dir(dir));
+      const data = await loadDataDir(this.paths, this.fs, this.warn, new Date());
+      this.resources = new ResourceIndex();
+      this.resources.load(data.resources);
+      this.revision = this.resources.maxVersion();
+      this.orders = new WorkOrderIndex();
+      this.orders.load(data.workOrders);
+      this.events = new EventIndex();
+      this.events.load(data.events);
+      this.snapshots = new Map(data.tenantSnapshots.map((s) => [`tenant/${s.tenantId}`, s]));
+      if (data.systemSnapshot) this.snapshots.set("system", data.systemSnapshot);
+      this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
+      this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
+      this.admin = data.adminCredential;
+    } catch (e) {
+      await lock.release();
+      throw e;
+    }
+    this.lock = lock;
+  }
+
+  /** Waits for writes in flight, then releases the directory lock. */
+  async close(): Promise<void> {
+    const lock = this.lock;
+    if (!lock) return;
+    this.lock = undefined;
+    await Promise.allSettled([...this.inFlight]);
+    await lock.release();
+  }
+
+  // --- resources -------------------------------------------------------------------------
+
+  async getResource(type: ResourceType, id: string): Promise<Resource | undefined> {
+    this.ensureOpen();
+    const r = this.resources.get(type, id);
+    return r && clone(ResourceSchema, r);
+  }
+
+  async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    this.ensureOpen();
+    return this.resources.list(filter, (r) => clone(ResourceSchema, r));
+  }
+
+  async createResource(resource: Resource): Promise<Resource> {
+    const type = resourceType(resource.resourceType);
+    const path = this.paths.resource(type, resource.id);
+    return this.write(`resource/${type}/${resource.id}`, async () => {
+      if (this.resources.get(type, resource.id)) {
+        throw conflict(`${type} ${resource.id} already exists`, { resource_type: type, resource_id: resource.id });
+      }
+      const stored = clone(ResourceSchema, resource);
+      stored.metadata ??= create(MetadataSchema);
+      stored.metadata.resourceVersion = this.nextRevision();
+      await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored));
+      this.resources.put(stored);
+      return clone(ResourceSchema, stored);
+    });
+  }
+
+  async updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource> {
+    const path = this.paths.resource(resourceType(type), id);
+    return this.write(`resource/${type}/${id}`, async () => {
+      const current = this.resources.get(type, id);
+      if (!current) throw notFound(type, id);
+      const currentVersion = current.metadata?.resourceVersion ?? "";
+      if (expectedVersion !== undefined && expectedVersion !== currentVersion) {
+        throw conflict(`${type} ${id} was modified: resource_version is ${currentVersion}, not ${expectedVersion}`, {
+          current_version: currentVersion,
+        });
+      }
+      const next = clone(ResourceSchema, mutate(clone(ResourceSchema, current)));
+      // Identity and creation time belong to the store, whatever mutate did to them.
+      next.id = current.id;
+      next.resourceType = current.resourceType;
+      next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
+      next.metadata ??= create(MetadataSchema);
+      next.metadata.resourceVersion = this.nextRevision();
+      await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next));
+      this.resources.put(next);
+      return clone(ResourceSchema, next);
+    });
+  }
+
+  // --- work orders -----------------------------------------------------------------------
+
+  async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
+    const path = this.paths.workOrder("pending", workOrder.id);
+    if (workOrder.status !== WorkOrderStatus.PENDING) {
+      throw invalid("a new work order must have status PENDING", { field: "status" });
+    }
+    return this.write(`work-order/${workOrder.id}`, async () => {
+      if (this.orders.get(workOrder.id)) throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
+      const stored = clone(WorkOrderSchema, workOrder);
+      await this.fs.writeFile(path, codec.encodeMessage(WorkOrderSchema, stored));
+      this.orders.put(stored);
+      return clone(WorkOrderSchema, stored);
+    });
+  }
+
+  async getWorkOrder(id: string): Promise<WorkOrder | undefined> {
+    this.ensureOpen();
+    const o = this.orders.get(id);
+    return o && clone(WorkOrderSchema, o);
+  }
+
+  async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
+    this.ensureOpen();
+    return this.orders.list(filter, (o) => clone(WorkOrderSchema, o));
+  }
+
+  async nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined> {
+    this.ensureOpen();
+    const o = this.orders.nextPending(nodeId);
+    return o && clone(WorkOrderSchema, o);
+  }
+
+  async countPendingWorkOrders(nodeId: string): Promise<number> {
+    this.ensureOpen();
+    return this.orders.countPending(nodeId);
+  }
+
+  async claimWorkOrder(id: string, nodeId: string, now: Date): Promise<WorkOrder> {
+    this.paths.workOrder("running", id);
+    if (!isValidId(nodeId)) throw invalid("node_id is not a valid id", { field: "node_id" });
+    return this.write(`work-order/${id}`, async () => {
+      const current = this.orders.get(id);
+      if (!current) throw notFound("work_order", id);
+      if (current.status !== WorkOrderStatus.PENDING) {
+        const status = SHORT_STATUS[current.status];
+        throw notClaimable(`work order ${id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
+      }
+      const next = clone(WorkOrderSchema, current);
+      next.status = WorkOrderStatus.RUNNING;
+      next.claim = create(WorkOrderClaimSchema, { nodeId, claimedAt: timestampFromDate(now) });
+      next.startedAt = timestampFromDate(now);
+      await this.moveOrder(current, next);
+      return clone(WorkOrderSchema, next);
+    });
+  }
+
+  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date): Promise<S.FinishOutcome> {
+    this.paths.workOrder("finished", id);
+    return this.write(`work-order/${id}`, async () => {
+      const current = this.orders.get(id);
+      if (!current) throw notFound("work_order", id);
+      if (stageOf(current.status) === "finished") return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
+      if (current.status !== WorkOrderStatus.RUNNING) {
+        throw notClaimable(`work order ${id} has not been claimed`, { status: SHORT_STATUS[current.status], claimed_by: "" });
+      }
+      if (current.claim?.nodeId !== nodeId) {
+        throw forbidden(`work order ${id} is claimed by another node`, { work_order_id: id });
+      }
+      const next = clone(WorkOrderSchema, current);
+      next.status = result.success ? WorkOrderStatus.SUCCESS : WorkOrderStatus.FAILED;
+      next.result = clone(WorkOrderResultSchema, result);
+      next.finishedAt = timestampFromDate(now);
+      await this.moveOrder(current, next);
+      return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
+    });
+  }
+
+  // Writes the order's new stage file, then removes the old one. A crash in between leaves two
+  // copies; open() keeps the more advanced one, so the transition is never lost nor undone.
+  private async moveOrder(current: WorkOrder, next: WorkOrder): Promise<void> {
+    await this.fs.writeFile(this.paths.workOrder(stageOf(next.status), next.id), codec.encodeMessage(WorkOrderSchema, next));
+    await this.fs.unlink(this.paths.workOrder(stageOf(current.status), current.id));
+    this.orders.put(next);
+  }
+
+  // --- events ----------------------------------------------------------------------------
+
+  async appendEvent(event: Event): Promise<void> {
+    if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
+    const path = this.paths.event(timestampDate(event.timestamp), event.id);
+    await this.write(`event/${event.id}`, async () => {
+      if (this.events.has(event.id)) return;
+      const stored = clone(EventSchema, event);
+      await this.fs.writeFile(path, codec.encodeMessage(EventSchema, stored));
+      this.events.add(stored);
+    });
+  }
+
+  async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
+    this.ensureOpen();
+    return this.events.list(filter, (e) => clone(EventSchema, e));
+  }
+
+  // --- snapshots -------------------------------------------------------------------------
+
+  async putSnapshot(snapshot: Snapshot): Promise<void> {
+    const { key, path } = this.snapshotSlot(snapshot.scope, snapshot.tenantId);
+    await this.write(`snapshot/${key}`, async () => {
+      const stored = clone(SnapshotSchema, snapshot);
+      await this.fs.writeFile(path, codec.encodeMessage(SnapshotSchema, stored));
+      this.snapshots.set(key, stored);
+    });
+  }
+
+  async getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined> {
+    this.ensureOpen();
+    const s = this.snapshots.get(this.snapshotSlot(scope, tenantId ?? "").key);
+    return s && clone(SnapshotSchema, s);
+  }
+
+  private snapshotSlot(scope: string, tenantId: string): { key: string; path: string } {
+    if (scope === "system") return { key: "system", path: this.paths.systemSnapshot() };
+    if (scope === "tenant") return { key: `tenant/${tenantId}`, path: this.paths.tenantSnapshot(tenantId) };
+    throw invalid(`snapshot scope must be "system" or "tenant": got ${JSON.stringify(scope.slice(0, 32))}`, { field: "scope" });
+  }
+
+  // --- idempotency -----------------------------------------------------------------------
+
+  async getIdempotencyRecord(key: string, now: Date): Promise<S.IdempotencyRecord | undefined> {
+    this.ensureOpen();
+    const path = this.paths.idempotency(key);
+    const r = this.idempotency.get(key);
+    if (!r) return undefined;
+    if (r.expiresAt.getTime() > now.getTime()) return copyRecord(r);
+    // Expired: drop it now rather than waiting for the next open() to prune it.
+    await this.write(`idempotency/${key}`, async () => {
+      if (this.idempotency.get(key) !== r) return;
+      await this.fs.unlink(path);
+      this.idempotency.delete(key);
+    });
+    return undefined;
+  }
+
+  async putIdempotencyRecord(record: S.IdempotencyRecord): Promise<void> {
+    const path = this.paths.idempotency(record.key);
+    const stored = copyRecord(record);
+    await this.write(`idempotency/${record.key}`, async () => {
+      await this.fs.writeFile(path, codec.encodeIdempotency(stored));
+      this.idempotency.set(stored.key, stored);
+    });
+  }
+
+  // --- credentials -----------------------------------------------------------------------
+
+  async getNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
+    this.ensureOpen();
+    const c = this.nodeCredentials.get(nodeId);
+    return c && { ...c, createdAt: new Date(c.createdAt) };
+  }
+
+  async putNodeCredential(credential: S.NodeCredential): Promise<void> {
+    const path = this.paths.nodeCredential(credential.nodeId);
+    const stored = { nodeId: credential.nodeId, tokenHash: credential.tokenHash, createdAt: new Date(credential.createdAt) };
+    await this.write(`node-credential/${stored.nodeId}`, async () => {
+      await this.fs.writeFile(path, codec.encodeNodeCredential(stored));
+      this.nodeCredentials.set(stored.nodeId, stored);
+    });
+  }
+
+  async getAdminCredential(): Promise<S.AdminCredential | undefined> {
+    this.ensureOpen();
+    return this.admin && { ...this.admin, createdAt: new Date(this.admin.createdAt) };
+  }
+
+  async putAdminCredential(credential: S.AdminCredential): Promise<void> {
+    const stored = { tokenHash: credential.tokenHash, createdAt: new Date(credential.createdAt) };
+    await this.write("admin-credential", async () => {
+      await this.fs.writeFile(this.paths.adminCredential(), codec.encodeAdminCredential(stored));
+      this.admin = stored;
+    });
+  }
+
+  // --- plumbing --------------------------------------------------------------------------
+
+  // Runs a write under the record's lock and tracks it so close() can wait for it.
+  private write<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    this.ensureOpen();
+    // Once accepted, a write runs to completion even if close() starts meanwhile.
+    const p = this.locks.run(key, fn);
+    this.inFlight.add(p);
+    const forget = () => this.inFlight.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  private ensureOpen(): void {
+    if (!this.lock) throw new SkipperError("INTERNAL_ERROR", "the file store is not open");
+  }
+
+  private nextRevision(): string {
+    this.revision += 1n;
+    return this.revision.toString();
+  }
+}
+
+function resourceType(type: string): ResourceType {
+  if ((RESOURCE_TYPES as readonly string[]).includes(type)) return type as ResourceType;
+  throw invalid(`unknown resource type ${JSON.stringify(type.slice(0, 32))}`, { field: "resource_type" });
+}
+
+function copyRecord(r: S.IdempotencyRecord): S.IdempotencyRecord {
+  return {
+    key: r.key,
+    requestHash: r.requestHash,
+    response: structuredClone(r.response),
+    createdAt: new Date(r.createdAt),
+    expiresAt: new Date(r.expiresAt),
+  };
+}

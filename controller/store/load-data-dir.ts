@@ -1,0 +1,190 @@
+// Reads a data directory back into memory at open(). Leftover temp files (a crash between write
+// and rename) are deleted; a file that does not parse, or does not match the path it sits at, is
+// moved to quarantine/ with a warning instead of stopping the controller; a work order found in
+// several stage directories (a crash between writing the new stage and unlinking the old one)
+// keeps its most advanced copy.
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { readdir, readFile, unlink } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isValidId, RESOURCE_TYPES } from "../ids.js";
+import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
+import * as codec from "./record-codec.js";
+import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
+import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
+
+/** Everything open() rebuilds its indexes from. */
+export interface LoadedData {
+  resources: Resource[];
+  workOrders: WorkOrder[];
+  events: Event[];
+  systemSnapshot?: Snapshot;
+  tenantSnapshots: Snapshot[];
+  idempotency: IdempotencyRecord[];
+  nodeCredentials: NodeCredential[];
+  adminCredential?: AdminCredential;
+}
+
+export type Warn = (msg: string, meta: object) => void;
+
+const STAGE_RANK: Record<OrderDir, number> = { pending: 0, running: 1, finished: 2 };
+const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
+  pending: [WorkOrderStatus.PENDING],
+  running: [WorkOrderStatus.RUNNING],
+  finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED],
+};
+const STORE_DIRS = ["resources", "work-orders", "events", "snapshots", "idempotency", "auth"];
+const READ_CONCURRENCY = 32;
+
+/** Loads the data directory (see the file comment for what gets repaired on the way). */
+export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, now: Date): Promise<LoadedData> {
+  const loader = new Loader(paths, fs, warn);
+  await loader.removeTempFiles(paths.root, 0);
+  const resources = (
+    await Promise.all(
+      RESOURCE_TYPES.map((type) =>
+        loader.records(paths.dir("resources", type), ResourceSchema, (r, id) => r.id === id && r.resourceType === type),
+      ),
+    )
+  ).flat();
+  return {
+    resources,
+    workOrders: await loader.workOrders(),
+    events: await loader.events(),
+    systemSnapshot: (await loader.records(paths.dir("snapshots", "system"), SnapshotSchema, (_s, id) => id === "latest"))[0],
+    tenantSnapshots: await loader.records(paths.dir("snapshots", "tenants"), SnapshotSchema, (s, id) => s.tenantId === id),
+    idempotency: await loader.idempotency(now),
+    nodeCredentials: await loader.plain(paths.dir("auth", "nodes"), codec.decodeNodeCredential, (c, id) => c.nodeId === id),
+    adminCredential: (await loader.plain(paths.dir("auth"), codec.decodeAdminCredential, (_c, id) => id === "admin"))[0],
+  };
+}
+
+class Loader {
+  constructor(
+    private readonly paths: StorePaths,
+    private readonly fs: DurableFs,
+    private readonly warn: Warn,
+  ) {}
+
+  /** Deletes temp files under the root's store directories (not logs/ or tls/, owned by others). */
+  async removeTempFiles(dir: string, depth: number): Promise<void> {
+    for (const entry of await list(dir)) {
+      const p = join(dir, entry.name);
+      if (entry.isDirectory() && (depth > 0 || STORE_DIRS.includes(entry.name))) await this.removeTempFiles(p, depth + 1);
+      else if (entry.isFile() && TEMP_FILE_PATTERN.test(entry.name)) {
+        await unlink(p).catch(() => undefined);
+        this.warn("removed a temp file left by an interrupted write", { path: this.rel(p) });
+      }
+    }
+  }
+
+  /** Proto records `<id>.json` in `dir` that decode and pass `matches(record, id)`. */
+  records<D extends DescMessage>(dir: string, schema: D, matches: (m: MessageShape<D>, id: string) => boolean): Promise<MessageShape<D>[]> {
+    return this.plain(dir, (text) => codec.decodeMessage(schema, text), matches);
+  }
+
+  /** Records `<id>.json` in `dir`, decoded by `decode`; bad ones are quarantined. */
+  async plain<T>(dir: string, decode: (text: string) => T, matches: (r: T, id: string) => boolean): Promise<T[]> {
+    const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
+    const out: T[] = [];
+    await forEachLimit(files, async (f) => {
+      const id = f.name.endsWith(".json") ? f.name.slice(0, -5) : "";
+      const r = await this.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
+      if (r !== undefined) out.push(r);
+    });
+    return out;
+  }
+
+  async workOrders(): Promise<WorkOrder[]> {
+    const found = new Map<string, Array<{ stage: OrderDir; order: WorkOrder }>>();
+    for (const stage of ORDER_DIRS) {
+      const allowed = STAGE_STATUSES[stage];
+      const orders = await this.records(this.paths.dir("work-orders", stage), WorkOrderSchema, (o, id) => o.id === id && allowed.includes(o.status));
+      for (const order of orders) found.set(order.id, [...(found.get(order.id) ?? []), { stage, order }]);
+    }
+    const result: WorkOrder[] = [];
+    for (const [id, copies] of found) {
+      copies.sort((a, b) => STAGE_RANK[b.stage] - STAGE_RANK[a.stage]);
+      result.push(copies[0]!.order);
+      for (const stale of copies.slice(1)) {
+        await this.fs.unlink(this.paths.workOrder(stale.stage, id));
+        this.warn("removed a superseded work order copy left by an interrupted transition", { work_order_id: id, kept: copies[0]!.stage, removed: stale.stage });
+      }
+    }
+    return result;
+  }
+
+  async events(): Promise<Event[]> {
+    const root = this.paths.dir("events");
+    const out: Event[] = [];
+    for (const day of await list(root)) {
+      if (!day.isDirectory() || !/^\d{4}-\d{2}-\d{2}$/.test(day.name)) continue;
+      const dir = join(root, day.name);
+      const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
+      await forEachLimit(files, async (f) => {
+        const id = /^\d{8}T\d{9}Z-(.+)\.json$/.exec(f.name)?.[1] ?? "";
+        const e = await this.read(join(dir, f.name), (t) => codec.decodeMessage(EventSchema, t), (ev) => isValidId(id) && ev.id === id);
+        if (e) out.push(e);
+      });
+    }
+    return out;
+  }
+
+  async idempotency(now: Date): Promise<IdempotencyRecord[]> {
+    const dir = this.paths.dir("idempotency");
+    const all = await this.plain(dir, codec.decodeIdempotency, (r, id) => r.key === id && IDEMPOTENCY_KEY_PATTERN.test(id));
+    const live: IdempotencyRecord[] = [];
+    for (const r of all) {
+      if (r.expiresAt.getTime() <= now.getTime()) await this.fs.unlink(this.paths.idempotency(r.key));
+      else live.push(r);
+    }
+    return live;
+  }
+
+  // Reads and decodes one file; on any failure moves it to quarantine/ and returns undefined.
+  private async read<T>(path: string, decode: (text: string) => T, ok: (v: T) => boolean): Promise<T | undefined> {
+    let reason: string;
+    try {
+      const value = decode(await readFile(path, "utf8"));
+      if (ok(value)) return value;
+      reason = "its content does not match its file name or directory";
+    } catch (e) {
+      reason = e instanceof Error ? e.message : String(e);
+    }
+    await this.quarantine(path, reason);
+    return undefined;
+  }
+
+  private async quarantine(path: string, reason: string): Promise<void> {
+    const rel = this.rel(path);
+    const stamp = new Date().toISOString().replace(/[-:.]/g, "");
+    const target = this.paths.dir("quarantine", `${rel.split(sep).join("__")}.${stamp}`);
+    await this.fs.rename(path, target);
+    this.warn("moved an unreadable store file to quarantine", { path: rel, quarantined_as: this.rel(target), reason });
+  }
+
+  private rel(p: string): string {
+    return relative(this.paths.root, p);
+  }
+}
+
+async function list(dir: string) {
+  try {
+    return await readdir(dir, { withFileTypes: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw e;
+  }
+}
+
+// Runs `fn` over `items` with bounded parallelism (startup reads thousands of small files).
+async function forEachLimit<T>(items: T[], fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, items.length) }, worker));
+}

@@ -1,0 +1,50 @@
+// In-memory index over resources: by (type, id) for reads and in listing order for pages.
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { readPage } from "./paging.js";
+import { SortedIndex, tupleKey } from "./sorted-index.js";
+import type { Page, ResourceFilter } from "./store.js";
+
+const PAGE_TAG = "resources";
+const KEY_PATTERN = /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** Resources held in memory; stored messages are never handed out (callers get clones). */
+export class ResourceIndex {
+  private readonly byKey = new Map<string, Resource>();
+  private readonly ordered = new SortedIndex<Resource>();
+
+  /** Rebuilds from the resources found on disk. */
+  load(resources: Resource[]): void {
+    for (const r of resources) this.byKey.set(keyOf(r), r);
+    this.ordered.load(resources.map((r) => [keyOf(r), r]));
+  }
+
+  get(type: string, id: string): Resource | undefined {
+    return this.byKey.get(tupleKey(type, id));
+  }
+
+  put(resource: Resource): void {
+    this.byKey.set(keyOf(resource), resource);
+    this.ordered.set(keyOf(resource), resource);
+  }
+
+  /** The highest resource_version held: the store revision resumes from it after a restart. */
+  maxVersion(): bigint {
+    let max = 0n;
+    for (const r of this.byKey.values()) {
+      const v = r.metadata?.resourceVersion ?? "";
+      if (/^\d{1,30}$/.test(v) && BigInt(v) > max) max = BigInt(v);
+    }
+    return max;
+  }
+
+  /** A page in (resource_type, id) order, optionally of one type; `out` copies each one. */
+  list(filter: ResourceFilter, out: (r: Resource) => Resource): Page<Resource> {
+    const type = filter.resourceType;
+    const match = (r: Resource) => !type || r.resourceType === type;
+    return readPage(this.ordered, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
+  }
+}
+
+function keyOf(r: Resource): string {
+  return tupleKey(r.resourceType, r.id);
+}

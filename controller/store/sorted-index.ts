@@ -1,0 +1,97 @@
+// An in-memory index kept sorted by a string key, so listings read in order and pages resume
+// with a binary search instead of a sort per request. Keys are built so that plain string order
+// is the listing order (fixed-width timestamps, NUL between tuple parts).
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+
+// Proto timestamps span years 1-9999; shifting by this makes every valid seconds value >= 0.
+const SECONDS_OFFSET = 62_135_596_800n;
+
+/** A fixed-width, lexicographically sortable rendering of a timestamp (absent sorts first). */
+export function timestampKey(ts: Timestamp | undefined): string {
+  let s = (ts?.seconds ?? 0n) + SECONDS_OFFSET;
+  if (s < 0n) s = 0n;
+  if (s > 999_999_999_999n) s = 999_999_999_999n;
+  const nanos = Math.min(Math.max(ts?.nanos ?? 0, 0), 999_999_999);
+  return s.toString().padStart(12, "0") + nanos.toString().padStart(9, "0");
+}
+
+/** Joins tuple parts into one key; NUL sorts below every id character. */
+export function tupleKey(...parts: string[]): string {
+  return parts.join("\0");
+}
+
+/** Values kept in ascending key order; one value per key. */
+export class SortedIndex<T> {
+  private keys: string[] = [];
+  private values: T[] = [];
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  /** Replaces the contents with `entries` (any order; the last value wins for a repeated key). */
+  load(entries: Array<[string, T]>): void {
+    const byKey = new Map(entries);
+    const sorted = [...byKey.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    // Assigned, not spliced: spreading a large array into splice() overflows the call stack.
+    this.keys = sorted;
+    this.values = sorted.map((k) => byKey.get(k)!);
+  }
+
+  /** Inserts or replaces the value under `key`. */
+  set(key: string, value: T): void {
+    const i = this.lowerBound(key);
+    if (this.keys[i] === key) {
+      this.values[i] = value;
+      return;
+    }
+    this.keys.splice(i, 0, key);
+    this.values.splice(i, 0, value);
+  }
+
+  /** Removes `key` if present. */
+  delete(key: string): void {
+    const i = this.lowerBound(key);
+    if (this.keys[i] === key) {
+      this.keys.splice(i, 1);
+      this.values.splice(i, 1);
+    }
+  }
+
+  /** The first entry in key order, if any. */
+  first(): T | undefined {
+    return this.values[0];
+  }
+
+  /** Entries with key > `after` (or >= `from`), in order. */
+  *entries(opts: { after?: string; from?: string } = {}): Generator<[string, T]> {
+    let i = 0;
+    if (opts.from !== undefined) i = this.lowerBound(opts.from);
+    if (opts.after !== undefined) i = Math.max(i, this.upperBound(opts.after));
+    for (; i < this.keys.length; i++) yield [this.keys[i]!, this.values[i]!];
+  }
+
+  // First index whose key is >= key.
+  private lowerBound(key: string): number {
+    let lo = 0;
+    let hi = this.keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.keys[mid]! < key) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  // First index whose key is > key.
+  private upperBound(key: string): number {
+    let lo = 0;
+    let hi = this.keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.keys[mid]! <= key) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}

@@ -1,0 +1,109 @@
+// Every path the file store touches is built here. Ids were validated at the API boundary, but
+// a path is where a bad id would do damage (traversal, NUL, odd encodings), so each id is checked
+// again and the resolved path must stay inside the data directory.
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import { invalid } from "../errors.js";
+import { isValidId, RESOURCE_TYPES, type ResourceType } from "../ids.js";
+
+/** Idempotency keys are hex digests computed by the caller. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[a-f0-9]{16,128}$/;
+
+/** Directories where a work order file lives, by lifecycle stage. */
+export type OrderDir = "pending" | "running" | "finished";
+export const ORDER_DIRS: readonly OrderDir[] = ["pending", "running", "finished"];
+
+/** Directories created at open (relative to the data dir, parents first). */
+export const LAYOUT = [
+  "resources",
+  ...RESOURCE_TYPES.map((t) => `resources/${t}`),
+  "work-orders",
+  ...ORDER_DIRS.map((d) => `work-orders/${d}`),
+  "events",
+  "snapshots",
+  "snapshots/system",
+  "snapshots/tenants",
+  "idempotency",
+  "auth",
+  "auth/nodes",
+  "logs",
+  "quarantine",
+] as const;
+
+/** Builds validated, contained paths under one data directory. */
+export class StorePaths {
+  readonly root: string;
+
+  constructor(dataDir: string) {
+    this.root = resolve(dataDir);
+  }
+
+  /** resources/<type>/<id>.json */
+  resource(type: ResourceType, id: string): string {
+    if (!(RESOURCE_TYPES as readonly string[]).includes(type)) throw invalid(`unknown resource type`, { field: "resource_type" });
+    return this.inside("resources", type, `${this.id(id, "resource_id")}.json`);
+  }
+
+  /** work-orders/<dir>/<id>.json */
+  workOrder(dir: OrderDir, id: string): string {
+    return this.inside("work-orders", dir, `${this.id(id, "work_order_id")}.json`);
+  }
+
+  /** events/YYYY-MM-DD/<compact ts>-<id>.json, dated by the event's own UTC timestamp. */
+  event(at: Date, id: string): string {
+    if (Number.isNaN(at.getTime())) throw invalid("event timestamp is not a valid date", { field: "timestamp" });
+    const iso = at.toISOString(); // 2026-11-22T10:15:00.123Z
+    const compact = iso.replace(/[-:.]/g, ""); // 20261122T101500123Z
+    return this.inside("events", iso.slice(0, 10), `${compact}-${this.id(id, "event_id")}.json`);
+  }
+
+  /** snapshots/system/latest.json */
+  systemSnapshot(): string {
+    return this.inside("snapshots", "system", "latest.json");
+  }
+
+  /** snapshots/tenants/<tenant_id>.json */
+  tenantSnapshot(tenantId: string): string {
+    return this.inside("snapshots", "tenants", `${this.id(tenantId, "tenant_id")}.json`);
+  }
+
+  /** idempotency/<key>.json */
+  idempotency(key: string): string {
+    if (!IDEMPOTENCY_KEY_PATTERN.test(key)) throw invalid("idempotency key must be a lowercase hex digest", { field: "key" });
+    return this.inside("idempotency", `${key}.json`);
+  }
+
+  /** auth/nodes/<node_id>.json */
+  nodeCredential(nodeId: string): string {
+    return this.inside("auth", "nodes", `${this.id(nodeId, "node_id")}.json`);
+  }
+
+  /** auth/admin.json */
+  adminCredential(): string {
+    return this.inside("auth", "admin.json");
+  }
+
+  /** The data-directory lock file. */
+  lock(): string {
+    return this.inside(".lock");
+  }
+
+  /** A directory of the layout, or a path below it. */
+  dir(...segments: string[]): string {
+    return this.inside(...segments);
+  }
+
+  private id(id: string, field: string): string {
+    if (typeof id !== "string" || !isValidId(id)) throw invalid(`${field} is not a valid id`, { field });
+    return id;
+  }
+
+  // Resolves and refuses anything that escapes the root, whatever slipped through above.
+  private inside(...segments: string[]): string {
+    const p = resolve(this.root, ...segments);
+    const rel = relative(this.root, p);
+    if (rel === "" || rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel) || p.includes("\0")) {
+      throw invalid("path escapes the data directory", { field: "path" });
+    }
+    return p;
+  }
+}

@@ -1,0 +1,90 @@
+// In-memory indexes over work orders: by id, in listing order (created_at, id), and the pending
+// orders of each node in the same order, so "next pending for node X" is a lookup, not a scan.
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { readPage } from "./paging.js";
+import { SortedIndex, timestampKey, tupleKey } from "./sorted-index.js";
+import type { Page, WorkOrderFilter } from "./store.js";
+import type { OrderDir } from "./store-paths.js";
+
+const PAGE_TAG = "work-orders";
+const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** The stage directory an order with this status lives in. */
+export function stageOf(status: WorkOrderStatus): OrderDir {
+  if (status === WorkOrderStatus.PENDING) return "pending";
+  if (status === WorkOrderStatus.RUNNING) return "running";
+  return "finished";
+}
+
+/** Work orders held in memory; stored messages are never handed out (callers get clones). */
+export class WorkOrderIndex {
+  private readonly byId = new Map<string, WorkOrder>();
+  private readonly ordered = new SortedIndex<WorkOrder>();
+  private readonly pendingByNode = new Map<string, SortedIndex<WorkOrder>>();
+
+  /** Rebuilds from the orders found on disk. */
+  load(orders: WorkOrder[]): void {
+    this.ordered.load(orders.map((o) => [orderKey(o), o]));
+    for (const o of orders) {
+      this.byId.set(o.id, o);
+      if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(orderKey(o), o);
+    }
+  }
+
+  get(id: string): WorkOrder | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Inserts or replaces an order, moving it between the pending index and the rest. */
+  put(order: WorkOrder): void {
+    const prev = this.byId.get(order.id);
+    if (prev) {
+      this.ordered.delete(orderKey(prev));
+      const pending = this.pendingByNode.get(nodeOf(prev));
+      pending?.delete(orderKey(prev));
+      if (pending?.size === 0) this.pendingByNode.delete(nodeOf(prev));
+    }
+    this.byId.set(order.id, order);
+    this.ordered.set(orderKey(order), order);
+    if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(orderKey(order), order);
+  }
+
+  /** The oldest pending order for `nodeId`. */
+  nextPending(nodeId: string): WorkOrder | undefined {
+    return this.pendingByNode.get(nodeId)?.first();
+  }
+
+  countPending(nodeId: string): number {
+    return this.pendingByNode.get(nodeId)?.size ?? 0;
+  }
+
+  /** A page of orders in (created_at, id) order matching the filter; `out` copies each one. */
+  list(filter: WorkOrderFilter, out: (o: WorkOrder) => WorkOrder): Page<WorkOrder> {
+    const status = filter.status ?? WorkOrderStatus.UNSPECIFIED;
+    const match = (o: WorkOrder) =>
+      (status === WorkOrderStatus.UNSPECIFIED || o.status === status) &&
+      (!filter.nodeId || nodeOf(o) === filter.nodeId) &&
+      (!filter.tenantId || o.target?.tenantId === filter.tenantId);
+    // A node's pending orders have their own, much smaller index.
+    const source =
+      status === WorkOrderStatus.PENDING && filter.nodeId ? (this.pendingByNode.get(filter.nodeId) ?? new SortedIndex<WorkOrder>()) : this.ordered;
+    return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out);
+  }
+
+  private pendingOf(nodeId: string): SortedIndex<WorkOrder> {
+    let idx = this.pendingByNode.get(nodeId);
+    if (!idx) {
+      idx = new SortedIndex<WorkOrder>();
+      this.pendingByNode.set(nodeId, idx);
+    }
+    return idx;
+  }
+}
+
+function nodeOf(o: WorkOrder): string {
+  return o.target?.nodeId ?? "";
+}
+
+function orderKey(o: WorkOrder): string {
+  return tupleKey(timestampKey(o.createdAt), o.id);
+}

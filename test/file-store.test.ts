@@ -1,0 +1,261 @@
+// The file store: the shared conformance suite, plus what only a file store has — the on-disk
+// layout, repairs made at open, path safety and the data-directory lock.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
+import { DirFsyncBatcher } from "../controller/store/dir-fsync.js";
+import { FileStore } from "../controller/store/file-store.js";
+import { describeStoreConformance, event, expectCode, order, tenant } from "./store-conformance.js";
+
+async function tempDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), "skipper-store-"));
+}
+
+describeStoreConformance("file", async () => {
+  const dir = await tempDir();
+  let current = new FileStore(dir);
+  await current.open();
+  return {
+    store: current,
+    reopen: async () => {
+      await current.close();
+      current = new FileStore(dir);
+      await current.open();
+      return current;
+    },
+    cleanup: async () => {
+      await current.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe("file store on disk", () => {
+  let parent: string;
+  let dataDir: string;
+  let store: FileStore;
+  let warnings: Array<{ msg: string; meta: object }>;
+  const open = async () => {
+    store = new FileStore(dataDir, { onWarning: (msg, meta) => warnings.push({ msg, meta }) });
+    await store.open();
+    return store;
+  };
+  const readJson = async (rel: string) => JSON.parse(await readFile(join(dataDir, rel), "utf8")) as Record<string, unknown>;
+
+  beforeEach(async () => {
+    parent = await tempDir();
+    dataDir = join(parent, "data");
+    warnings = [];
+    await open();
+  });
+  afterEach(async () => {
+    await store.close();
+    await rm(parent, { recursive: true, force: true });
+  });
+
+  it("records land at the documented paths as readable proto JSON", async () => {
+    await store.createResource(tenant("example-tenant"));
+    const text = await readFile(join(dataDir, "resources/tenant/example-tenant.json"), "utf8");
+    expect(text.endsWith("}\n")).toBe(true);
+    expect(text).toContain('\n  "resource_type": "tenant"');
+    expect(JSON.parse(text)).toMatchObject({ id: "example-tenant", desired_state: { tenant: { display_name: "example-tenant" } }, metadata: { resource_version: "1" } });
+
+    await store.createWorkOrder(order("wo-1", "node-1"));
+    expect(await readJson("work-orders/pending/wo-1.json")).toMatchObject({ id: "wo-1", status: "WORK_ORDER_STATUS_PENDING" });
+    await store.claimWorkOrder("wo-1", "node-1", new Date());
+    expect(existsSync(join(dataDir, "work-orders/pending/wo-1.json"))).toBe(false);
+    expect(await readJson("work-orders/running/wo-1.json")).toMatchObject({ claim: { node_id: "node-1" } });
+    await store.finishWorkOrder("wo-1", "node-1", create(WorkOrderResultSchema, { success: true, code: "APPLY_OK" }), new Date());
+    expect(existsSync(join(dataDir, "work-orders/running/wo-1.json"))).toBe(false);
+    expect(await readJson("work-orders/finished/wo-1.json")).toMatchObject({ status: "WORK_ORDER_STATUS_SUCCESS" });
+
+    const ev = event("ev-1", 0);
+    ev.timestamp = timestampFromDate(new Date("2026-11-22T10:15:00.123Z"));
+    await store.appendEvent(ev);
+    expect(await readJson("events/2026-11-22/20261122T101500123Z-ev-1.json")).toMatchObject({ id: "ev-1", timestamp: "2026-11-22T10:15:00.123Z" });
+
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s1", scope: "system" }));
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s2", scope: "tenant", tenantId: "example-tenant" }));
+    expect(await readJson("snapshots/system/latest.json")).toMatchObject({ snapshot_id: "s1" });
+    expect(await readJson("snapshots/tenants/example-tenant.json")).toMatchObject({ snapshot_id: "s2" });
+
+    const key = "ab".repeat(32);
+    await store.putIdempotencyRecord({ key, requestHash: "cd", response: { a: 1 }, createdAt: new Date("2026-11-22T10:00:00Z"), expiresAt: new Date("2099-01-01T00:00:00Z") });
+    expect(await readJson(`idempotency/${key}.json`)).toEqual({
+      key,
+      request_hash: "cd",
+      response: { a: 1 },
+      created_at: "2026-11-22T10:00:00.000Z",
+      expires_at: "2099-01-01T00:00:00.000Z",
+    });
+    await store.putNodeCredential({ nodeId: "node-1", tokenHash: "ef", createdAt: new Date("2026-11-22T10:00:00Z") });
+    expect(await readJson("auth/nodes/node-1.json")).toEqual({ node_id: "node-1", token_hash: "ef", created_at: "2026-11-22T10:00:00.000Z" });
+    await store.putAdminCredential({ tokenHash: "01", createdAt: new Date("2026-11-22T10:00:00Z") });
+    expect(await readJson("auth/admin.json")).toEqual({ token_hash: "01", created_at: "2026-11-22T10:00:00.000Z" });
+
+    expect(existsSync(join(dataDir, "logs"))).toBe(true);
+    expect((await readFile(join(dataDir, ".lock"), "utf8")).split("\n")[0]).toBe(String(process.pid));
+    await store.close();
+    expect(existsSync(join(dataDir, ".lock"))).toBe(false);
+  });
+
+  it("leftover temp files are removed at open", async () => {
+    await store.createResource(tenant("kept"));
+    await store.close();
+    const leftovers = ["resources/tenant/.kept.json.0123456789ab.tmp", "events/2026-11-22/.x.json.abcdefabcdef.tmp", "work-orders/running/.wo.json.000000000000.tmp"];
+    await mkdir(join(dataDir, "events/2026-11-22"), { recursive: true });
+    for (const rel of leftovers) await writeFile(join(dataDir, rel), '{"torn":');
+    await open();
+    for (const rel of leftovers) expect(existsSync(join(dataDir, rel))).toBe(false);
+    expect((await store.getResource("tenant", "kept"))?.id).toBe("kept");
+    expect(warnings.filter((w) => w.msg.includes("temp file"))).toHaveLength(3);
+  });
+
+  it("an order found in both pending/ and running/ is resolved to running", async () => {
+    await store.createWorkOrder(order("wo-x", "node-1"));
+    const pendingCopy = await readFile(join(dataDir, "work-orders/pending/wo-x.json"), "utf8");
+    await store.claimWorkOrder("wo-x", "node-1", new Date());
+    await store.createWorkOrder(order("wo-y", "node-1", 5));
+    await store.claimWorkOrder("wo-y", "node-1", new Date());
+    const runningY = await readFile(join(dataDir, "work-orders/running/wo-y.json"), "utf8");
+    await store.finishWorkOrder("wo-y", "node-1", create(WorkOrderResultSchema, { success: false, code: "E" }), new Date());
+    await store.close();
+    // As if the process died between writing the new stage and unlinking the old one.
+    await writeFile(join(dataDir, "work-orders/pending/wo-x.json"), pendingCopy);
+    await writeFile(join(dataDir, "work-orders/running/wo-y.json"), runningY);
+
+    await open();
+    expect((await store.getWorkOrder("wo-x"))?.status).toBe(WorkOrderStatus.RUNNING);
+    expect((await store.getWorkOrder("wo-y"))?.status).toBe(WorkOrderStatus.FAILED);
+    expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
+    expect(existsSync(join(dataDir, "work-orders/pending/wo-x.json"))).toBe(false);
+    expect(existsSync(join(dataDir, "work-orders/running/wo-y.json"))).toBe(false);
+    expect(existsSync(join(dataDir, "work-orders/running/wo-x.json"))).toBe(true);
+    expect(warnings.filter((w) => w.msg.includes("superseded"))).toHaveLength(2);
+  });
+
+  it("a corrupt or misplaced file is quarantined and reported while the rest loads", async () => {
+    await store.createResource(tenant("good"));
+    await store.close();
+    await writeFile(join(dataDir, "resources/tenant/torn.json"), '{"id": "torn", "resource_ty');
+    await writeFile(join(dataDir, "resources/tenant/liar.json"), JSON.stringify({ id: "someone-else", resource_type: "tenant" }));
+    await writeFile(join(dataDir, "work-orders/pending/wo-run.json"), JSON.stringify({ id: "wo-run", status: "WORK_ORDER_STATUS_RUNNING" }));
+
+    await open();
+    expect((await store.getResource("tenant", "good"))?.id).toBe("good");
+    expect(await store.getResource("tenant", "torn")).toBeUndefined();
+    expect(await store.getResource("tenant", "someone-else")).toBeUndefined();
+    expect(await store.getWorkOrder("wo-run")).toBeUndefined();
+    const quarantined = await readdir(join(dataDir, "quarantine"));
+    expect(quarantined).toHaveLength(3);
+    expect(quarantined.some((f) => f.startsWith("resources__tenant__torn.json."))).toBe(true);
+    expect(warnings.filter((w) => w.msg.includes("quarantine"))).toHaveLength(3);
+    expect(await readdir(join(dataDir, "resources/tenant"))).toEqual(["good.json"]);
+  });
+
+  it("expired idempotency records are pruned at open", async () => {
+    const live = "1".repeat(32);
+    const dead = "2".repeat(32);
+    await store.putIdempotencyRecord({ key: live, requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date(Date.now() + 60_000) });
+    await store.putIdempotencyRecord({ key: dead, requestHash: "h", response: {}, createdAt: new Date(0), expiresAt: new Date(1000) });
+    await store.close();
+    await open();
+    expect(await readdir(join(dataDir, "idempotency"))).toEqual([`${live}.json`]);
+  });
+
+  it("an expired idempotency record's file is deleted when it is read", async () => {
+    const key = "3".repeat(32);
+    await store.putIdempotencyRecord({ key, requestHash: "h", response: {}, createdAt: new Date(0), expiresAt: new Date(1000) });
+    expect(await store.getIdempotencyRecord(key, new Date(2000))).toBeUndefined();
+    expect(existsSync(join(dataDir, `idempotency/${key}.json`))).toBe(false);
+  });
+
+  it("ids that could escape the data directory are refused and nothing is written outside it", async () => {
+    const bad = ["../x", "..", "a/b", "/etc/passwd", "a\u0000b", "tenänt", "x".repeat(200), "", ".hidden", "a\\b"];
+    const ok = create(WorkOrderResultSchema, { success: true, code: "OK" });
+    for (const id of bad) {
+      await expectCode(store.createResource(tenant(id)), "INVALID_REQUEST");
+      await expectCode(store.updateResource("tenant", id, (r) => r), "INVALID_REQUEST");
+      await expectCode(store.createWorkOrder(order(id, "node-1")), "INVALID_REQUEST");
+      await expectCode(store.claimWorkOrder(id, "node-1", new Date()), "INVALID_REQUEST");
+      await expectCode(store.finishWorkOrder(id, "node-1", ok, new Date()), "INVALID_REQUEST");
+      await expectCode(store.appendEvent(event(id, 0)), "INVALID_REQUEST");
+      await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "tenant", tenantId: id })), "INVALID_REQUEST");
+      await expectCode(store.putNodeCredential({ nodeId: id, tokenHash: "h", createdAt: new Date() }), "INVALID_REQUEST");
+      await expectCode(store.putIdempotencyRecord({ key: id, requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }), "INVALID_REQUEST");
+    }
+    await expectCode(store.claimWorkOrder("wo-ok", "../node", new Date()), "INVALID_REQUEST");
+    await expectCode(store.getIdempotencyRecord("ABCDEF0123456789", new Date()), "INVALID_REQUEST");
+    await expectCode(store.putIdempotencyRecord({ key: "abc", requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }), "INVALID_REQUEST");
+    await expectCode(store.createResource(Object.assign(tenant("fine"), { resourceType: "../tenant" })), "INVALID_REQUEST");
+    expect(await readdir(parent)).toEqual(["data"]);
+    expect((await readdir(join(dataDir, "resources/tenant"))).length).toBe(0);
+    expect((await readdir(join(dataDir, "events"))).length).toBe(0);
+    expect((await readdir(join(dataDir, "work-orders/pending"))).length).toBe(0);
+  });
+
+  it("a second store on the same directory fails to open while the first holds the lock", async () => {
+    const second = new FileStore(dataDir);
+    await expect(second.open()).rejects.toThrow(/already open/);
+    await store.close();
+    await second.open();
+    await second.close();
+  });
+
+  it("a lock held by another live process makes open fail; a dead owner's lock is taken over", async () => {
+    await store.close();
+    const sleeper = spawn(process.execPath, ["-e", "setTimeout(() => {}, 30000)"], { stdio: "ignore" });
+    try {
+      await writeFile(join(dataDir, ".lock"), `${sleeper.pid}\n`);
+      await expect(open()).rejects.toThrow(/in use by another controller \(pid \d+/);
+    } finally {
+      sleeper.kill("SIGKILL");
+      await new Promise((r) => sleeper.once("exit", r));
+    }
+    // The sleeper is now dead: its lock is stale.
+    await open();
+    expect((await readFile(join(dataDir, ".lock"), "utf8")).split("\n")[0]).toBe(String(process.pid));
+  });
+
+  it("close is idempotent and a closed store refuses calls", async () => {
+    await store.close();
+    await store.close();
+    await expect(store.getResource("tenant", "x")).rejects.toThrow(/not open/);
+  });
+});
+
+describe("directory fsync group commit", () => {
+  it("sync calls made while a directory fsync runs share the next one", async () => {
+    const dir = await tempDir();
+    try {
+      const batcher = new DirFsyncBatcher();
+      const first = batcher.sync(dir); // starts an fsync at once
+      const followers = Array.from({ length: 15 }, () => batcher.sync(dir)); // queue behind it
+      await Promise.all([first, ...followers]);
+      expect(batcher.fsyncCount).toBe(2);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a sync requested during a running fsync is resolved only by a later fsync", async () => {
+    const dir = await tempDir();
+    try {
+      const batcher = new DirFsyncBatcher();
+      const order: string[] = [];
+      const a = batcher.sync(dir).then(() => order.push(`a@${batcher.fsyncCount}`));
+      const b = batcher.sync(dir).then(() => order.push(`b@${batcher.fsyncCount}`));
+      await Promise.all([a, b]);
+      expect(order).toEqual(["a@1", "b@2"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

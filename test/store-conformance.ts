@@ -1,0 +1,584 @@
+// The behaviour every Store backend must show, independent of how it persists. A backend's test
+// file calls describeStoreConformance() with a factory; the file store runs it today and the
+// PostgreSQL store will run the same suite. Ids used here sort the same way under byte order and
+// any common collation (lowercase ASCII letters and digits), so ordering assertions are portable.
+import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
+import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
+import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
+import type { ResourceType } from "../controller/ids.js";
+import type { Store } from "../controller/store/store.js";
+
+/**
+ * What a backend hands the suite. `store` is already open. `reopen`, when given, closes the
+ * current store and returns a freshly opened one over the same data. `cleanup` closes whichever
+ * store is open and removes the data.
+ */
+export interface StoreUnderTest {
+  store: Store;
+  reopen?: () => Promise<Store>;
+  cleanup: () => Promise<void>;
+}
+
+const T0 = Date.parse("2026-11-22T10:00:00.000Z");
+const at = (offsetMs: number) => new Date(T0 + offsetMs);
+
+/** A tenant resource with a display name. */
+export function tenant(id: string, displayName = id, type: ResourceType = "tenant"): Resource {
+  const kind = type === "tenant" ? { case: "tenant" as const, value: { displayName } } : { case: "node" as const, value: { displayName } };
+  return create(ResourceSchema, {
+    id,
+    resourceType: type,
+    schemaVersion: "v1",
+    desiredState: { kind },
+    metadata: { labels: { team: "core" } },
+    createdAt: timestampFromDate(at(0)),
+    updatedAt: timestampFromDate(at(0)),
+  });
+}
+
+/** A pending deploy order for `nodeId`, created at T0 + offsetMs. */
+export function order(id: string, nodeId: string, offsetMs = 0, tenantId = "tenant-a"): WorkOrder {
+  return create(WorkOrderSchema, {
+    id,
+    resourceType: "work_order",
+    schemaVersion: "v1",
+    status: WorkOrderStatus.PENDING,
+    target: { nodeId, tenantId },
+    desiredState: { deploymentId: `dep-${id}`, tenantId, serviceIds: ["web"] },
+    requestId: `req-${id}`,
+    correlationId: `corr-${id}`,
+    createdAt: timestampFromDate(at(offsetMs)),
+  });
+}
+
+/** An event at T0 + offsetMs. */
+export function event(id: string, offsetMs: number, fields: Partial<Pick<Event, "type" | "tenantId" | "resourceId" | "workOrderId" | "correlationId">> = {}): Event {
+  return create(EventSchema, {
+    id,
+    type: fields.type ?? "resource_created",
+    schemaVersion: "v1",
+    timestamp: timestampFromDate(at(offsetMs)),
+    tenantId: fields.tenantId ?? "",
+    resourceId: fields.resourceId ?? "",
+    workOrderId: fields.workOrderId ?? "",
+    correlationId: fields.correlationId ?? "corr",
+    requestId: "req",
+    data: { note: `event ${id}` },
+  });
+}
+
+const ok = (code = "APPLY_OK") => create(WorkOrderResultSchema, { success: true, code, message: "applied" });
+const failed = () => create(WorkOrderResultSchema, { success: false, code: "COMPOSE_FAILED", message: "exit 1" });
+
+/** Awaits `p` expecting a SkipperError with `code`; returns it for detail checks. */
+export async function expectCode(p: Promise<unknown>, code: ErrorCode): Promise<SkipperError> {
+  let err: unknown;
+  try {
+    await p;
+  } catch (e) {
+    err = e;
+  }
+  if (err === undefined) throw new Error(`expected ${code}, but the call succeeded`);
+  if (!isSkipperError(err)) throw new Error(`expected SkipperError ${code}, got ${String(err)}`);
+  expect(err.code).toBe(code);
+  return err;
+}
+
+/** Proto JSON of a message, for readable equality assertions. */
+export function json<D extends DescMessage>(schema: D, msg: MessageShape<D> | undefined): unknown {
+  return msg === undefined ? undefined : toJson(schema, msg, { useProtoFieldName: true });
+}
+
+// Every item of a listing, page by page.
+async function collect<T>(list: (pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>): Promise<{ items: T[]; pages: number }> {
+  const items: T[] = [];
+  let token = "";
+  let pages = 0;
+  do {
+    const page = await list(token);
+    items.push(...page.items);
+    token = page.nextPageToken;
+    pages++;
+  } while (token !== "" && pages < 10_000);
+  return { items, pages };
+}
+
+async function inParallel(n: number, limit: number, fn: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: limit }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+/** Defines the conformance suite for one backend. */
+export function describeStoreConformance(name: string, factory: () => Promise<StoreUnderTest>): void {
+  describe(`Store conformance: ${name}`, () => {
+    let sut: StoreUnderTest;
+    let store: Store;
+
+    beforeEach(async () => {
+      sut = await factory();
+      store = sut.store;
+    });
+    afterEach(async () => {
+      await sut.cleanup();
+    });
+
+    describe("resources", () => {
+      it("a created resource reads back equal, with a decimal resource_version", async () => {
+        const created = await store.createResource(tenant("alpha"));
+        expect(created.metadata?.resourceVersion).toMatch(/^[1-9][0-9]*$/);
+        const read = await store.getResource("tenant", "alpha");
+        expect(json(ResourceSchema, read)).toEqual(json(ResourceSchema, created));
+        expect(read?.desiredState?.kind.case).toBe("tenant");
+        expect(read?.metadata?.labels).toEqual({ team: "core" });
+      });
+
+      it("an absent resource reads as undefined", async () => {
+        expect(await store.getResource("tenant", "nobody")).toBeUndefined();
+      });
+
+      it("resource versions only grow across creates and updates of any resource", async () => {
+        const versions: bigint[] = [];
+        versions.push(BigInt((await store.createResource(tenant("a1"))).metadata!.resourceVersion));
+        versions.push(BigInt((await store.createResource(tenant("a2"))).metadata!.resourceVersion));
+        for (let i = 0; i < 3; i++) {
+          const r = await store.updateResource("tenant", i % 2 ? "a1" : "a2", (cur) => cur);
+          versions.push(BigInt(r.metadata!.resourceVersion));
+        }
+        for (let i = 1; i < versions.length; i++) expect(versions[i]! > versions[i - 1]!).toBe(true);
+      });
+
+      it("creating a resource that exists is refused with CONFLICT", async () => {
+        await store.createResource(tenant("dup"));
+        const err = await expectCode(store.createResource(tenant("dup", "other")), "CONFLICT");
+        expect(err.details).toMatchObject({ resource_type: "tenant", resource_id: "dup" });
+        expect((await store.getResource("tenant", "dup"))?.desiredState?.kind.value).toMatchObject({ displayName: "dup" });
+      });
+
+      it("the same id under another resource type is a different resource", async () => {
+        await store.createResource(tenant("same"));
+        await store.createResource(tenant("same", "as node", "node"));
+        expect((await store.getResource("node", "same"))?.resourceType).toBe("node");
+      });
+
+      it("an update with a stale expected version is refused with CONFLICT without calling mutate", async () => {
+        const v1 = (await store.createResource(tenant("stale"))).metadata!.resourceVersion;
+        const v2 = (await store.updateResource("tenant", "stale", (r) => r, v1)).metadata!.resourceVersion;
+        let called = false;
+        const err = await expectCode(
+          store.updateResource("tenant", "stale", (r) => ((called = true), r), v1),
+          "CONFLICT",
+        );
+        expect(called).toBe(false);
+        expect(err.details).toMatchObject({ current_version: v2 });
+      });
+
+      it("an update applies mutate to the current resource and assigns a new version", async () => {
+        const v1 = (await store.createResource(tenant("upd"))).metadata!.resourceVersion;
+        const updated = await store.updateResource(
+          "tenant",
+          "upd",
+          (r) => {
+            r.metadata!.labels.stage = "prod";
+            return r;
+          },
+          v1,
+        );
+        expect(updated.metadata?.resourceVersion).not.toBe(v1);
+        expect((await store.getResource("tenant", "upd"))?.metadata?.labels).toEqual({ team: "core", stage: "prod" });
+      });
+
+      it("updating an absent resource is RESOURCE_NOT_FOUND", async () => {
+        await expectCode(store.updateResource("tenant", "ghost", (r) => r), "RESOURCE_NOT_FOUND");
+      });
+
+      it("an update cannot change id, resource_type or created_at", async () => {
+        const created = await store.createResource(tenant("fixed"));
+        const updated = await store.updateResource("tenant", "fixed", (r) => {
+          r.id = "renamed";
+          r.resourceType = "node";
+          r.createdAt = timestampFromDate(at(999_999));
+          return r;
+        });
+        expect(updated.id).toBe("fixed");
+        expect(updated.resourceType).toBe("tenant");
+        expect(timestampDate(updated.createdAt!)).toEqual(timestampDate(created.createdAt!));
+        expect(await store.getResource("tenant", "renamed")).toBeUndefined();
+        expect(await store.getResource("node", "renamed")).toBeUndefined();
+      });
+
+      it("a mutate that throws leaves the resource unchanged", async () => {
+        const created = await store.createResource(tenant("safe"));
+        await expect(
+          store.updateResource("tenant", "safe", (r) => {
+            r.metadata!.labels.half = "done";
+            throw new Error("validation failed");
+          }),
+        ).rejects.toThrow("validation failed");
+        expect(json(ResourceSchema, await store.getResource("tenant", "safe"))).toEqual(json(ResourceSchema, created));
+      });
+
+      it("callers cannot change stored resources through objects they passed in or got back", async () => {
+        const input = tenant("copy");
+        const created = await store.createResource(input);
+        input.metadata!.labels.sneaky = "in";
+        created.metadata!.labels.sneaky = "out";
+        const read = await store.getResource("tenant", "copy");
+        read!.metadata!.labels.sneaky = "read";
+        expect((await store.getResource("tenant", "copy"))?.metadata?.labels).toEqual({ team: "core" });
+      });
+
+      it("concurrent updates of one resource are serialised and none is lost", async () => {
+        await store.createResource(tenant("counter"));
+        await Promise.all(
+          Array.from({ length: 20 }, () =>
+            store.updateResource("tenant", "counter", (r) => {
+              r.metadata!.labels.n = String(Number(r.metadata!.labels.n ?? "0") + 1);
+              return r;
+            }),
+          ),
+        );
+        expect((await store.getResource("tenant", "counter"))?.metadata?.labels.n).toBe("20");
+      });
+
+      it("resources list in (resource_type, id) order, page by page, optionally of one type", async () => {
+        const ids = ["m3", "b7", "z1", "a0", "k5"];
+        for (const id of ids) await store.createResource(tenant(id));
+        await store.createResource(tenant("n1", "n1", "node"));
+        await store.createResource(tenant("n0", "n0", "node"));
+        const all = await collect((pageToken) => store.listResources({ pageSize: 2, pageToken }));
+        expect(all.items.map((r) => `${r.resourceType}/${r.id}`)).toEqual([
+          "node/n0",
+          "node/n1",
+          ...[...ids].sort().map((id) => `tenant/${id}`),
+        ]);
+        expect(all.pages).toBe(4);
+        const tenants = await collect((pageToken) => store.listResources({ resourceType: "tenant", pageSize: 2, pageToken }));
+        expect(tenants.items.map((r) => r.id)).toEqual([...ids].sort());
+        const nodes = await store.listResources({ resourceType: "node" });
+        expect(nodes.items.map((r) => r.id)).toEqual(["n0", "n1"]);
+        expect(nodes.nextPageToken).toBe("");
+      });
+
+      it("a page token resumes after the last item even when items were added in between", async () => {
+        for (const id of ["c", "e", "g"]) await store.createResource(tenant(id));
+        const first = await store.listResources({ resourceType: "tenant", pageSize: 2 });
+        expect(first.items.map((r) => r.id)).toEqual(["c", "e"]);
+        await store.createResource(tenant("a"));
+        await store.createResource(tenant("f"));
+        const second = await store.listResources({ resourceType: "tenant", pageSize: 2, pageToken: first.nextPageToken });
+        expect(second.items.map((r) => r.id)).toEqual(["f", "g"]);
+        expect(second.nextPageToken).toBe("");
+      });
+
+      it("an invalid page token is refused with INVALID_REQUEST", async () => {
+        await expectCode(store.listResources({ pageToken: "not-a-token" }), "INVALID_REQUEST");
+        await expectCode(store.listEvents({ pageToken: "%%%" }), "INVALID_REQUEST");
+        await expectCode(store.listWorkOrders({ pageToken: "AAAA" }), "INVALID_REQUEST");
+      });
+
+      it("page size defaults to 100 and is capped at 1000", async () => {
+        await inParallel(1001, 16, (i) => store.createResource(tenant(`t${String(i).padStart(4, "0")}`)));
+        const byDefault = await store.listResources({ resourceType: "tenant" });
+        expect(byDefault.items).toHaveLength(100);
+        expect(byDefault.nextPageToken).not.toBe("");
+        const capped = await store.listResources({ resourceType: "tenant", pageSize: 5000 });
+        expect(capped.items).toHaveLength(1000);
+        const rest = await store.listResources({ resourceType: "tenant", pageSize: 5000, pageToken: capped.nextPageToken });
+        expect(rest.items.map((r) => r.id)).toEqual(["t1000"]);
+        expect(rest.nextPageToken).toBe("");
+      });
+
+      it("invalid ids and types are refused with INVALID_REQUEST", async () => {
+        await expectCode(store.createResource(tenant("../escape")), "INVALID_REQUEST");
+        const wrongType = tenant("ok-id");
+        wrongType.resourceType = "spaceship";
+        await expectCode(store.createResource(wrongType), "INVALID_REQUEST");
+        await expectCode(store.createWorkOrder(order("a/b", "node-1")), "INVALID_REQUEST");
+        await expectCode(store.appendEvent(event("..", 0)), "INVALID_REQUEST");
+        expect((await store.listResources({})).items).toHaveLength(0);
+      });
+    });
+
+    describe("work orders", () => {
+      it("a new work order is stored pending and reads back equal", async () => {
+        const created = await store.createWorkOrder(order("wo-1", "node-1"));
+        expect(created.status).toBe(WorkOrderStatus.PENDING);
+        expect(json(WorkOrderSchema, await store.getWorkOrder("wo-1"))).toEqual(json(WorkOrderSchema, created));
+        expect(await store.getWorkOrder("wo-none")).toBeUndefined();
+      });
+
+      it("a new work order that is not pending is refused with INVALID_REQUEST", async () => {
+        const o = order("wo-run", "node-1");
+        o.status = WorkOrderStatus.RUNNING;
+        await expectCode(store.createWorkOrder(o), "INVALID_REQUEST");
+        expect(await store.getWorkOrder("wo-run")).toBeUndefined();
+      });
+
+      it("a work order id cannot be reused, whatever stage the first order reached", async () => {
+        await store.createWorkOrder(order("wo-dup", "node-1"));
+        await expectCode(store.createWorkOrder(order("wo-dup", "node-2")), "CONFLICT");
+        await store.claimWorkOrder("wo-dup", "node-1", at(1000));
+        await expectCode(store.createWorkOrder(order("wo-dup", "node-1")), "CONFLICT");
+        await store.finishWorkOrder("wo-dup", "node-1", ok(), at(2000));
+        await expectCode(store.createWorkOrder(order("wo-dup", "node-1")), "CONFLICT");
+      });
+
+      it("a claim moves the order to running with the claim and started_at", async () => {
+        await store.createWorkOrder(order("wo-c", "node-1"));
+        const claimed = await store.claimWorkOrder("wo-c", "node-1", at(5000));
+        expect(claimed.status).toBe(WorkOrderStatus.RUNNING);
+        expect(claimed.claim?.nodeId).toBe("node-1");
+        expect(timestampDate(claimed.claim!.claimedAt!)).toEqual(at(5000));
+        expect(timestampDate(claimed.startedAt!)).toEqual(at(5000));
+        expect(json(WorkOrderSchema, await store.getWorkOrder("wo-c"))).toEqual(json(WorkOrderSchema, claimed));
+      });
+
+      it("a second claim of the same order is refused", async () => {
+        await store.createWorkOrder(order("wo-2c", "node-1"));
+        await store.claimWorkOrder("wo-2c", "node-1", at(1));
+        const err = await expectCode(store.claimWorkOrder("wo-2c", "node-1", at(2)), "WORK_ORDER_NOT_CLAIMABLE");
+        expect(err.details).toMatchObject({ status: "running", claimed_by: "node-1" });
+      });
+
+      it("of 20 concurrent claims of one pending order exactly one wins", async () => {
+        await store.createWorkOrder(order("wo-race", "node-1"));
+        const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => store.claimWorkOrder("wo-race", "node-1", at(i))));
+        const won = results.filter((r) => r.status === "fulfilled");
+        const lost = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+        expect(won).toHaveLength(1);
+        expect(lost).toHaveLength(19);
+        for (const r of lost) expect((r.reason as SkipperError).code).toBe("WORK_ORDER_NOT_CLAIMABLE");
+        const stored = await store.getWorkOrder("wo-race");
+        expect(json(WorkOrderSchema, stored)).toEqual(json(WorkOrderSchema, (won[0] as PromiseFulfilledResult<WorkOrder>).value));
+      });
+
+      it("claiming an absent order is RESOURCE_NOT_FOUND", async () => {
+        await expectCode(store.claimWorkOrder("wo-ghost", "node-1", at(0)), "RESOURCE_NOT_FOUND");
+      });
+
+      it("finishing a running order records the result, the final status and finished_at", async () => {
+        await store.createWorkOrder(order("wo-ok", "node-1"));
+        await store.createWorkOrder(order("wo-bad", "node-1", 1));
+        await store.claimWorkOrder("wo-ok", "node-1", at(10));
+        await store.claimWorkOrder("wo-bad", "node-1", at(11));
+        const good = await store.finishWorkOrder("wo-ok", "node-1", ok(), at(20));
+        const bad = await store.finishWorkOrder("wo-bad", "node-1", failed(), at(21));
+        expect(good.duplicate).toBe(false);
+        expect(good.workOrder.status).toBe(WorkOrderStatus.SUCCESS);
+        expect(good.workOrder.result?.code).toBe("APPLY_OK");
+        expect(timestampDate(good.workOrder.finishedAt!)).toEqual(at(20));
+        expect(bad.workOrder.status).toBe(WorkOrderStatus.FAILED);
+        expect(json(WorkOrderSchema, await store.getWorkOrder("wo-bad"))).toEqual(json(WorkOrderSchema, bad.workOrder));
+      });
+
+      it("finishing an order again returns the stored result unchanged with duplicate=true", async () => {
+        await store.createWorkOrder(order("wo-dupfin", "node-1"));
+        await store.claimWorkOrder("wo-dupfin", "node-1", at(1));
+        const first = await store.finishWorkOrder("wo-dupfin", "node-1", ok(), at(2));
+        const again = await store.finishWorkOrder("wo-dupfin", "node-1", failed(), at(3));
+        expect(again.duplicate).toBe(true);
+        expect(json(WorkOrderSchema, again.workOrder)).toEqual(json(WorkOrderSchema, first.workOrder));
+        expect((await store.getWorkOrder("wo-dupfin"))?.status).toBe(WorkOrderStatus.SUCCESS);
+      });
+
+      it("finishing by a node that does not hold the claim is refused with FORBIDDEN", async () => {
+        await store.createWorkOrder(order("wo-steal", "node-1"));
+        await store.claimWorkOrder("wo-steal", "node-1", at(1));
+        await expectCode(store.finishWorkOrder("wo-steal", "node-2", ok(), at(2)), "FORBIDDEN");
+        expect((await store.getWorkOrder("wo-steal"))?.status).toBe(WorkOrderStatus.RUNNING);
+      });
+
+      it("finishing a pending order is refused with WORK_ORDER_NOT_CLAIMABLE", async () => {
+        await store.createWorkOrder(order("wo-early", "node-1"));
+        await expectCode(store.finishWorkOrder("wo-early", "node-1", ok(), at(1)), "WORK_ORDER_NOT_CLAIMABLE");
+        await expectCode(store.finishWorkOrder("wo-missing", "node-1", ok(), at(1)), "RESOURCE_NOT_FOUND");
+      });
+
+      it("a finished order cannot be claimed and reports its final status", async () => {
+        await store.createWorkOrder(order("wo-done", "node-1"));
+        await store.claimWorkOrder("wo-done", "node-1", at(1));
+        await store.finishWorkOrder("wo-done", "node-1", failed(), at(2));
+        const err = await expectCode(store.claimWorkOrder("wo-done", "node-1", at(3)), "WORK_ORDER_NOT_CLAIMABLE");
+        expect(err.details).toMatchObject({ status: "failed", claimed_by: "node-1" });
+      });
+
+      it("next pending is the oldest pending order of that node, ties broken by id", async () => {
+        await store.createWorkOrder(order("wo-late", "node-1", 300));
+        await store.createWorkOrder(order("wo-b", "node-1", 100));
+        await store.createWorkOrder(order("wo-a", "node-1", 100));
+        await store.createWorkOrder(order("wo-other", "node-2", 0));
+        expect((await store.nextPendingWorkOrder("node-1"))?.id).toBe("wo-a");
+        expect(await store.countPendingWorkOrders("node-1")).toBe(3);
+        await store.claimWorkOrder("wo-a", "node-1", at(400));
+        expect((await store.nextPendingWorkOrder("node-1"))?.id).toBe("wo-b");
+        expect(await store.countPendingWorkOrders("node-1")).toBe(2);
+        expect((await store.nextPendingWorkOrder("node-2"))?.id).toBe("wo-other");
+        expect(await store.nextPendingWorkOrder("node-3")).toBeUndefined();
+        expect(await store.countPendingWorkOrders("node-3")).toBe(0);
+      });
+
+      it("work orders list in (created_at, id) order, filtered by status, node and tenant", async () => {
+        await store.createWorkOrder(order("wo-3", "node-1", 30, "tenant-a"));
+        await store.createWorkOrder(order("wo-1", "node-2", 10, "tenant-b"));
+        await store.createWorkOrder(order("wo-2b", "node-1", 20, "tenant-b"));
+        await store.createWorkOrder(order("wo-2a", "node-1", 20, "tenant-a"));
+        await store.claimWorkOrder("wo-3", "node-1", at(40));
+        const ids = async (f: Parameters<Store["listWorkOrders"]>[0]) =>
+          (await collect((pageToken) => store.listWorkOrders({ ...f, pageSize: 1, pageToken }))).items.map((o) => o.id);
+        expect(await ids({})).toEqual(["wo-1", "wo-2a", "wo-2b", "wo-3"]);
+        expect(await ids({ status: WorkOrderStatus.PENDING })).toEqual(["wo-1", "wo-2a", "wo-2b"]);
+        expect(await ids({ status: WorkOrderStatus.PENDING, nodeId: "node-1" })).toEqual(["wo-2a", "wo-2b"]);
+        expect(await ids({ status: WorkOrderStatus.RUNNING })).toEqual(["wo-3"]);
+        expect(await ids({ nodeId: "node-1", tenantId: "tenant-a" })).toEqual(["wo-2a", "wo-3"]);
+        expect(await ids({ tenantId: "tenant-b" })).toEqual(["wo-1", "wo-2b"]);
+        expect(await ids({ nodeId: "node-9" })).toEqual([]);
+      });
+    });
+
+    describe("events", () => {
+      it("appending the same event id again is a no-op", async () => {
+        await store.appendEvent(event("ev-1", 0, { type: "resource_created" }));
+        await store.appendEvent(event("ev-1", 0, { type: "resource_updated" }));
+        await Promise.all([store.appendEvent(event("ev-2", 1)), store.appendEvent(event("ev-2", 1))]);
+        const page = await store.listEvents({});
+        expect(page.items.map((e) => [e.id, e.type])).toEqual([
+          ["ev-1", "resource_created"],
+          ["ev-2", "resource_created"],
+        ]);
+      });
+
+      it("events list in (timestamp, id) order and filter by type, tenant, resource, work order, correlation and since", async () => {
+        await store.appendEvent(event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" }));
+        await store.appendEvent(event("ev-a", 100, { type: "resource_created", resourceId: "r1", tenantId: "t1", correlationId: "c1" }));
+        await store.appendEvent(event("ev-b", 100, { type: "resource_updated", resourceId: "r1", tenantId: "t2", correlationId: "c1" }));
+        await store.appendEvent(event("ev-d", 86_400_000, { type: "resource_updated", resourceId: "r2", tenantId: "t2" }));
+        const ids = async (f: Parameters<Store["listEvents"]>[0]) =>
+          (await collect((pageToken) => store.listEvents({ ...f, pageSize: 1, pageToken }))).items.map((e) => e.id);
+        expect(await ids({})).toEqual(["ev-a", "ev-b", "ev-c", "ev-d"]);
+        expect(await ids({ type: "resource_updated" })).toEqual(["ev-b", "ev-d"]);
+        expect(await ids({ tenantId: "t1" })).toEqual(["ev-a", "ev-c"]);
+        expect(await ids({ resourceId: "r1" })).toEqual(["ev-a", "ev-b"]);
+        expect(await ids({ workOrderId: "wo-1" })).toEqual(["ev-c"]);
+        expect(await ids({ correlationId: "c1" })).toEqual(["ev-a", "ev-b"]);
+        expect(await ids({ since: at(100) })).toEqual(["ev-a", "ev-b", "ev-c", "ev-d"]);
+        expect(await ids({ since: at(101) })).toEqual(["ev-c", "ev-d"]);
+        expect(await ids({ since: at(101), tenantId: "t2" })).toEqual(["ev-d"]);
+        const [first] = (await store.listEvents({ workOrderId: "wo-1" })).items;
+        expect(json(EventSchema, first)).toEqual(json(EventSchema, event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" })));
+      });
+    });
+
+    describe("snapshots", () => {
+      it("the latest snapshot of each scope replaces the previous one", async () => {
+        expect(await store.getLatestSnapshot("system")).toBeUndefined();
+        const snap = (snapshotId: string, scope: string, tenantId = "") =>
+          create(SnapshotSchema, { snapshotId, scope, tenantId, schemaVersion: "v1", createdAt: timestampFromDate(at(0)), resources: [tenant("alpha")] });
+        await store.putSnapshot(snap("s1", "system"));
+        await store.putSnapshot(snap("s2", "system"));
+        await store.putSnapshot(snap("s3", "tenant", "alpha"));
+        await store.putSnapshot(snap("s4", "tenant", "beta"));
+        expect((await store.getLatestSnapshot("system"))?.snapshotId).toBe("s2");
+        expect((await store.getLatestSnapshot("tenant", "alpha"))?.snapshotId).toBe("s3");
+        expect(json(SnapshotSchema, await store.getLatestSnapshot("tenant", "beta"))).toEqual(json(SnapshotSchema, snap("s4", "tenant", "beta")));
+        expect(await store.getLatestSnapshot("tenant", "gamma")).toBeUndefined();
+      });
+
+      it("a tenant snapshot with an invalid tenant id is refused with INVALID_REQUEST", async () => {
+        await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "tenant", tenantId: "../x" })), "INVALID_REQUEST");
+        await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "galaxy" })), "INVALID_REQUEST");
+      });
+    });
+
+    describe("idempotency records", () => {
+      const key = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+
+      it("an idempotency record is returned until it expires, then treated as absent", async () => {
+        const record = { key, requestHash: "f".repeat(64), response: { work_order: { id: "wo-1" } }, createdAt: at(0), expiresAt: at(60_000) };
+        await store.putIdempotencyRecord(record);
+        expect(await store.getIdempotencyRecord(key, at(59_999))).toEqual(record);
+        expect(await store.getIdempotencyRecord(key, at(60_000))).toBeUndefined();
+        expect(await store.getIdempotencyRecord("0".repeat(64), at(0))).toBeUndefined();
+      });
+
+      it("putting a record under an expired key replaces it", async () => {
+        await store.putIdempotencyRecord({ key, requestHash: "1".repeat(64), response: {}, createdAt: at(0), expiresAt: at(10) });
+        expect(await store.getIdempotencyRecord(key, at(20))).toBeUndefined();
+        const fresh = { key, requestHash: "2".repeat(64), response: { n: 2 }, createdAt: at(20), expiresAt: at(1000) };
+        await store.putIdempotencyRecord(fresh);
+        expect(await store.getIdempotencyRecord(key, at(30))).toEqual(fresh);
+      });
+    });
+
+    describe("credentials", () => {
+      it("node credentials are stored, rotated and read back", async () => {
+        expect(await store.getNodeCredential("node-1")).toBeUndefined();
+        await store.putNodeCredential({ nodeId: "node-1", tokenHash: "a".repeat(64), createdAt: at(0) });
+        await store.putNodeCredential({ nodeId: "node-1", tokenHash: "b".repeat(64), createdAt: at(1) });
+        expect(await store.getNodeCredential("node-1")).toEqual({ nodeId: "node-1", tokenHash: "b".repeat(64), createdAt: at(1) });
+      });
+
+      it("the admin credential is stored and replaced", async () => {
+        expect(await store.getAdminCredential()).toBeUndefined();
+        await store.putAdminCredential({ tokenHash: "c".repeat(64), createdAt: at(0) });
+        await store.putAdminCredential({ tokenHash: "d".repeat(64), createdAt: at(5) });
+        expect(await store.getAdminCredential()).toEqual({ tokenHash: "d".repeat(64), createdAt: at(5) });
+      });
+    });
+
+    describe("reopening", () => {
+      it("everything acknowledged survives reopening and versions keep growing", async (ctx) => {
+        if (!sut.reopen) return ctx.skip();
+        const created = await store.createResource(tenant("keep"));
+        const updated = await store.updateResource("tenant", "keep", (r) => {
+          r.metadata!.labels.v = "2";
+          return r;
+        });
+        await store.createWorkOrder(order("wo-p", "node-1", 1));
+        await store.createWorkOrder(order("wo-r", "node-1", 2));
+        await store.createWorkOrder(order("wo-f", "node-1", 3));
+        await store.claimWorkOrder("wo-r", "node-1", at(10));
+        await store.claimWorkOrder("wo-f", "node-1", at(11));
+        const finished = await store.finishWorkOrder("wo-f", "node-1", ok(), at(12));
+        await store.appendEvent(event("ev-keep", 5, { type: "work_order_created" }));
+        await store.putSnapshot(create(SnapshotSchema, { snapshotId: "snap", scope: "tenant", tenantId: "keep" }));
+        await store.putSnapshot(create(SnapshotSchema, { snapshotId: "sys", scope: "system" }));
+        const key = "0123456789abcdef0123456789abcdef";
+        const record = { key, requestHash: "e".repeat(64), response: { ok: true }, createdAt: new Date(), expiresAt: new Date(Date.now() + 3_600_000) };
+        await store.putIdempotencyRecord(record);
+        await store.putNodeCredential({ nodeId: "node-1", tokenHash: "a".repeat(64), createdAt: at(0) });
+        await store.putAdminCredential({ tokenHash: "c".repeat(64), createdAt: at(0) });
+        const before = {
+          resource: json(ResourceSchema, await store.getResource("tenant", "keep")),
+          orders: (await store.listWorkOrders({})).items.map((o) => json(WorkOrderSchema, o)),
+          events: (await store.listEvents({})).items.map((e) => json(EventSchema, e)),
+        };
+
+        store = await sut.reopen();
+
+        expect(json(ResourceSchema, await store.getResource("tenant", "keep"))).toEqual(before.resource);
+        expect((await store.listWorkOrders({})).items.map((o) => json(WorkOrderSchema, o))).toEqual(before.orders);
+        expect(json(WorkOrderSchema, await store.getWorkOrder("wo-f"))).toEqual(json(WorkOrderSchema, finished.workOrder));
+        expect((await store.nextPendingWorkOrder("node-1"))?.id).toBe("wo-p");
+        expect((await store.listEvents({})).items.map((e) => json(EventSchema, e))).toEqual(before.events);
+        await store.appendEvent(event("ev-keep", 5, { type: "changed" }));
+        expect((await store.listEvents({})).items.map((e) => e.type)).toEqual(["work_order_created"]);
+        expect((await store.getLatestSnapshot("tenant", "keep"))?.snapshotId).toBe("snap");
+        expect((await store.getLatestSnapshot("system"))?.snapshotId).toBe("sys");
+        expect(await store.getIdempotencyRecord(key, new Date())).toEqual(record);
+        expect((await store.getNodeCredential("node-1"))?.tokenHash).toBe("a".repeat(64));
+        expect((await store.getAdminCredential())?.tokenHash).toBe("c".repeat(64));
+        await expectCode(store.createResource(tenant("keep")), "CONFLICT");
+        const after = await store.updateResource("tenant", "keep", (r) => r);
+        expect(BigInt(after.metadata!.resourceVersion) > BigInt(updated.metadata!.resourceVersion)).toBe(true);
+        expect(BigInt(updated.metadata!.resourceVersion) > BigInt(created.metadata!.resourceVersion)).toBe(true);
+      });
+    });
+  });
+}
