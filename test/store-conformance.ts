@@ -430,9 +430,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createWorkOrder(order("wo-2b", "node-1", 20, "tenant-b"));
         await store.createWorkOrder(order("wo-2a", "node-1", 20, "tenant-a"));
         await store.claimWorkOrder("wo-3", "node-1", at(40));
+        await store.createWorkOrder(order("wo-4", "node-2", 40, "tenant-a"));
+        await store.claimWorkOrder("wo-4", "node-2", at(41));
+        await store.finishWorkOrder("wo-4", "node-2", ok(), at(42));
         const ids = async (f: Parameters<Store["listWorkOrders"]>[0]) =>
           (await collect((pageToken) => store.listWorkOrders({ ...f, pageSize: 1, pageToken }))).items.map((o) => o.id);
-        expect(await ids({})).toEqual(["wo-1", "wo-2a", "wo-2b", "wo-3"]);
+        expect(await ids({})).toEqual(["wo-1", "wo-2a", "wo-2b", "wo-3", "wo-4"]);
+        expect(await ids({ status: WorkOrderStatus.SUCCESS })).toEqual(["wo-4"]);
+        expect(await ids({ status: WorkOrderStatus.FAILED })).toEqual([]);
         expect(await ids({ status: WorkOrderStatus.PENDING })).toEqual(["wo-1", "wo-2a", "wo-2b"]);
         expect(await ids({ status: WorkOrderStatus.PENDING, nodeId: "node-1" })).toEqual(["wo-2a", "wo-2b"]);
         expect(await ids({ status: WorkOrderStatus.RUNNING })).toEqual(["wo-3"]);

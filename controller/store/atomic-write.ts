@@ -76,7 +76,10 @@ export class DurableFs {
 
   private async createDir(dir: string): Promise<void> {
     if (dir === this.root || !dir.startsWith(this.root + sep)) {
-      await mkdir(dir, { recursive: true });
+      // The root may be several levels deep and new: make each directory created here durable.
+      const first = await mkdir(dir, { recursive: true });
+      if (first === undefined) return;
+      for (let d = dir; d.length >= first.length && d !== dirname(d); d = dirname(d)) await this.dirSync.sync(dirname(d));
       return;
     }
     const parent = dirname(dir);

@@ -6,19 +6,12 @@
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
 import { clone, create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
-import {
-  WorkOrderClaimSchema,
-  WorkOrderResultSchema,
-  WorkOrderSchema,
-  WorkOrderStatus,
-  type WorkOrder,
-  type WorkOrderResult,
-} from "../../gen/skipper/v1/work_order_pb.js";
-import { conflict, forbidden, invalid, notClaimable, notFound, SkipperError } from "../errors.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
+import { conflict, invalid, notFound, SkipperError } from "../errors.js";
 import { isValidId, RESOURCE_TYPES, type ResourceType } from "../ids.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
@@ -30,19 +23,12 @@ import { ResourceIndex } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
+import { claimed, finished, isFinished } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
   onWarning?: (msg: string, meta: object) => void;
 }
-
-const SHORT_STATUS: Record<WorkOrderStatus, string> = {
-  [WorkOrderStatus.UNSPECIFIED]: "unspecified",
-  [WorkOrderStatus.PENDING]: "pending",
-  [WorkOrderStatus.RUNNING]: "running",
-  [WorkOrderStatus.SUCCESS]: "success",
-  [WorkOrderStatus.FAILED]: "failed",
-};
 
 /** The file-backed Store (backend "file"). */
 export class FileStore implements S.Store {
@@ -201,14 +187,7 @@ export class FileStore implements S.Store {
     return this.write(`work-order/${id}`, async () => {
       const current = this.orders.get(id);
       if (!current) throw notFound("work_order", id);
-      if (current.status !== WorkOrderStatus.PENDING) {
-        const status = SHORT_STATUS[current.status];
-        throw notClaimable(`work order ${id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
-      }
-      const next = clone(WorkOrderSchema, current);
-      next.status = WorkOrderStatus.RUNNING;
-      next.claim = create(WorkOrderClaimSchema, { nodeId, claimedAt: timestampFromDate(now) });
-      next.startedAt = timestampFromDate(now);
+      const next = claimed(current, nodeId, now);
       await this.moveOrder(current, next);
       return clone(WorkOrderSchema, next);
     });
@@ -219,17 +198,8 @@ export class FileStore implements S.Store {
     return this.write(`work-order/${id}`, async () => {
       const current = this.orders.get(id);
       if (!current) throw notFound("work_order", id);
-      if (stageOf(current.status) === "finished") return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
-      if (current.status !== WorkOrderStatus.RUNNING) {
-        throw notClaimable(`work order ${id} has not been claimed`, { status: SHORT_STATUS[current.status], claimed_by: "" });
-      }
-      if (current.claim?.nodeId !== nodeId) {
-        throw forbidden(`work order ${id} is claimed by another node`, { work_order_id: id });
-      }
-      const next = clone(WorkOrderSchema, current);
-      next.status = result.success ? WorkOrderStatus.SUCCESS : WorkOrderStatus.FAILED;
-      next.result = clone(WorkOrderResultSchema, result);
-      next.finishedAt = timestampFromDate(now);
+      if (isFinished(current)) return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
+      const next = finished(current, nodeId, result, now);
       await this.moveOrder(current, next);
       return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
     });

@@ -21,10 +21,15 @@ export class WorkOrderIndex {
   private readonly byId = new Map<string, WorkOrder>();
   private readonly ordered = new SortedIndex<WorkOrder>();
   private readonly pendingByNode = new Map<string, SortedIndex<WorkOrder>>();
+  // Listing by status (start-up recovery lists RUNNING) should not walk every finished order.
+  private readonly byStatus = new Map<WorkOrderStatus, SortedIndex<WorkOrder>>();
 
   /** Rebuilds from the orders found on disk. */
   load(orders: WorkOrder[]): void {
     this.ordered.load(orders.map((o) => [orderKey(o), o]));
+    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED]) {
+      this.statusIndex(status).load(orders.filter((o) => o.status === status).map((o) => [orderKey(o), o]));
+    }
     for (const o of orders) {
       this.byId.set(o.id, o);
       if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(orderKey(o), o);
@@ -40,12 +45,14 @@ export class WorkOrderIndex {
     const prev = this.byId.get(order.id);
     if (prev) {
       this.ordered.delete(orderKey(prev));
+      this.statusIndex(prev.status).delete(orderKey(prev));
       const pending = this.pendingByNode.get(nodeOf(prev));
       pending?.delete(orderKey(prev));
       if (pending?.size === 0) this.pendingByNode.delete(nodeOf(prev));
     }
     this.byId.set(order.id, order);
     this.ordered.set(orderKey(order), order);
+    this.statusIndex(order.status).set(orderKey(order), order);
     if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(orderKey(order), order);
   }
 
@@ -65,10 +72,20 @@ export class WorkOrderIndex {
       (status === WorkOrderStatus.UNSPECIFIED || o.status === status) &&
       (!filter.nodeId || nodeOf(o) === filter.nodeId) &&
       (!filter.tenantId || o.target?.tenantId === filter.tenantId);
-    // A node's pending orders have their own, much smaller index.
-    const source =
-      status === WorkOrderStatus.PENDING && filter.nodeId ? (this.pendingByNode.get(filter.nodeId) ?? new SortedIndex<WorkOrder>()) : this.ordered;
+    // Read the smallest index that holds every match.
+    let source = this.ordered;
+    if (status === WorkOrderStatus.PENDING && filter.nodeId) source = this.pendingByNode.get(filter.nodeId) ?? new SortedIndex<WorkOrder>();
+    else if (status !== WorkOrderStatus.UNSPECIFIED) source = this.statusIndex(status);
     return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out);
+  }
+
+  private statusIndex(status: WorkOrderStatus): SortedIndex<WorkOrder> {
+    let idx = this.byStatus.get(status);
+    if (!idx) {
+      idx = new SortedIndex<WorkOrder>();
+      this.byStatus.set(status, idx);
+    }
+    return idx;
   }
 
   private pendingOf(nodeId: string): SortedIndex<WorkOrder> {
