@@ -44,7 +44,8 @@ export class WorkOrderIndex {
   put(order: WorkOrder): void {
     const prev = this.byId.get(order.id);
     if (prev) {
-      this.ordered.delete(orderKey(prev));
+      // created_at never changes, so this is normally an in-place replace by set() below.
+      if (orderKey(prev) !== orderKey(order)) this.ordered.delete(orderKey(prev));
       this.statusIndex(prev.status).delete(orderKey(prev));
       const pending = this.pendingByNode.get(nodeOf(prev));
       pending?.delete(orderKey(prev));
