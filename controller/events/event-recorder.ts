@@ -1,7 +1,7 @@
 // Builds and stores events. Every event carries the request and correlation ids of the call (or
 // work order) that caused it, and its data is redacted before it is written.
 import { create, type JsonObject } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { TimestampSchema, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
@@ -48,7 +48,7 @@ export function buildEvent(input: EventInput): Event {
     id: input.id ?? uuidv4(),
     type: input.type,
     schemaVersion: SCHEMA_VERSION,
-    timestamp: timestampFromDate(input.at ?? new Date()),
+    timestamp: input.at ? timestampFromDate(input.at) : nextEventTime(),
     resourceType: input.resourceType ?? "",
     resourceId: input.resourceId ?? "",
     tenantId: input.tenantId ?? "",
@@ -59,6 +59,17 @@ export function buildEvent(input: EventInput): Event {
     correlationId: input.correlationId,
     data: redact(input.data ?? {}),
   });
+}
+
+// Events list in (timestamp, id) order. Several events of one request fall in the same
+// millisecond, so the clock is extended with a nanosecond counter: timestamps this process hands
+// out only grow, and the listing keeps the order in which events were caused.
+let lastNanos = 0n;
+
+function nextEventTime(): Timestamp {
+  const wall = BigInt(Date.now()) * 1_000_000n;
+  lastNanos = wall > lastNanos ? wall : lastNanos + 1n;
+  return create(TimestampSchema, { seconds: lastNanos / 1_000_000_000n, nanos: Number(lastNanos % 1_000_000_000n) });
 }
 
 /** Records events durably, in parallel. */
