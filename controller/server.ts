@@ -33,6 +33,7 @@ import { snapshotService } from "./services/snapshot-service.js";
 import { eventService } from "./services/event-service.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
+import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { VERSION } from "./version.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -97,7 +98,8 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       await store.putAdminCredential({ tokenHash: adminHash, createdAt: new Date() });
     }
   }
-  const repaired = await recoverOrderOutcomes(store, logger);
+  const snapshots = new SnapshotWriter(store, logger);
+  const repaired = await recoverOrderOutcomes(store, snapshots);
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
   const deps: ServiceDeps = {
@@ -107,6 +109,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     startedAt: new Date(),
     version: VERSION,
     locks: new KeyedLock(),
+    snapshots,
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {

@@ -269,7 +269,7 @@ describe("binding", () => {
   it("names the accepted parameters when one is unknown", async () => {
     const r = await call("GET", "/v1/resources?type=tenant");
     expect(r.body.error.message).toContain("unknown query parameter");
-    expect(r.body.error.details.allowed).toEqual(["resource_type", "page_size", "page_token"]);
+    expect(r.body.error.details.allowed).toEqual(["resource_type", "page_size", "page_token", "tenant_id"]);
   });
 
   it("refuses query parameters on a body \"*\" route", async () => {

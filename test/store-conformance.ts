@@ -266,6 +266,20 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(nodes.nextPageToken).toBe("");
       });
 
+      it("a tenant filter lists the tenant and the resources that name it, with any type filter", async () => {
+        await store.createResource(tenant("acme"));
+        await store.createResource(tenant("other"));
+        await store.createResource(tenant("n0", "n0", "node"));
+        const service = (id: string, tenantId: string) =>
+          create(ResourceSchema, { id, resourceType: "service", schemaVersion: "v1", desiredState: { kind: { case: "service", value: { tenantId, image: "busybox" } } } });
+        for (const [id, t] of [["web", "acme"], ["db", "acme"], ["api", "other"]] as const) await store.createResource(service(id, t));
+        const acme = await collect((pageToken) => store.listResources({ tenantId: "acme", pageSize: 1, pageToken }));
+        expect(acme.items.map((r) => `${r.resourceType}/${r.id}`)).toEqual(["service/db", "service/web", "tenant/acme"]);
+        const acmeServices = await store.listResources({ tenantId: "acme", resourceType: "service" });
+        expect(acmeServices.items.map((r) => r.id)).toEqual(["db", "web"]);
+        expect((await store.listResources({ tenantId: "nobody" })).items).toEqual([]);
+      });
+
       it("a page token resumes after the last item even when items were added in between", async () => {
         for (const id of ["c", "e", "g"]) await store.createResource(tenant(id));
         const first = await store.listResources({ resourceType: "tenant", pageSize: 2 });

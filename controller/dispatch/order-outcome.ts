@@ -4,14 +4,12 @@
 // orders whose side effects a crash interrupted.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
-import { v4 as uuidv4 } from "uuid";
 import { DeploymentPhase, DeploymentStatusSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
-import { buildSnapshot, tenantResources } from "../snapshots/build-snapshot.js";
+import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import { isSkipperError } from "../errors.js";
-import type { Logger } from "../logging/logger.js";
 
 /** Ids recorded with side effects: the call that triggered them, or the order's own. */
 export interface Trace {
@@ -42,7 +40,7 @@ export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trac
 }
 
 /** Records a finished order's outcome on the deployment and tenant, with events and snapshots. */
-export async function onOrderFinished(store: Store, order: WorkOrder, trace: Trace, log: Logger): Promise<void> {
+export async function onOrderFinished(store: Store, order: WorkOrder, trace: Trace, snapshots: SnapshotWriter): Promise<void> {
   const ok = order.status === WorkOrderStatus.SUCCESS;
   const result = order.result;
   const tenantId = order.target?.tenantId ?? "";
@@ -83,11 +81,11 @@ export async function onOrderFinished(store: Store, order: WorkOrder, trace: Tra
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
   await updateTenant(store, order, at, ok);
-  await writeSnapshots(store, tenantId, trace, log);
+  await snapshots.afterChange(tenantId, trace);
 }
 
 /** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
-export async function recoverOrderOutcomes(store: Store, log: Logger): Promise<number> {
+export async function recoverOrderOutcomes(store: Store, snapshots: SnapshotWriter): Promise<number> {
   let repaired = 0;
   for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.RUNNING]) {
     let pageToken = "";
@@ -101,7 +99,7 @@ export async function recoverOrderOutcomes(store: Store, log: Logger): Promise<n
           await onOrderStarted(store, order, trace);
           repaired++;
         } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING)) {
-          await onOrderFinished(store, order, trace, log);
+          await onOrderFinished(store, order, trace, snapshots);
           repaired++;
         }
       }
@@ -181,33 +179,4 @@ async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolea
     if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
     throw e;
   }
-}
-
-/** Writes the system snapshot and the tenant's snapshot, each with a snapshot_created event. */
-export async function writeSnapshots(store: Store, tenantId: string, trace: Trace, log: Logger): Promise<void> {
-  const all: Resource[] = [];
-  let pageToken = "";
-  do {
-    const page = await store.listResources({ pageSize: 1000, pageToken });
-    all.push(...page.items);
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
-  const now = new Date();
-  const scopes: Array<{ scope: "system" | "tenant"; tenantId?: string; resources: Resource[] }> = [
-    { scope: "system", resources: all },
-  ];
-  if (tenantId !== "") scopes.push({ scope: "tenant", tenantId, resources: tenantResources(tenantId, all) });
-  for (const s of scopes) {
-    const snapshot = buildSnapshot({ snapshotId: uuidv4(), ...s, ...trace, now });
-    await store.putSnapshot(snapshot);
-    await recordEvents(store, [
-      {
-        type: "snapshot_created",
-        ...trace,
-        tenantId: s.tenantId,
-        data: { snapshot_id: snapshot.snapshotId, scope: s.scope, resources: snapshot.resources.length },
-      },
-    ]);
-  }
-  log.debug({ action: "snapshot_created", result: "ok", tenant_id: tenantId }, "snapshots written");
 }

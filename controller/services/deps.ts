@@ -2,6 +2,7 @@
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
+import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -14,4 +15,6 @@ export interface ServiceDeps {
   version: string;
   /** Serialises work per key within this process (idempotency keys). */
   locks: KeyedLock;
+  /** Writes tenant and (coalesced) system snapshots after deployments finish. */
+  snapshots: SnapshotWriter;
 }

@@ -19,7 +19,8 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
   return {
     async listResources(req, ctx) {
       const resourceType = req.resourceType === "" ? undefined : checkResourceType(req.resourceType);
-      const page = await store.listResources({ resourceType, pageSize: req.pageSize, pageToken: req.pageToken });
+      const tenantId = req.tenantId === "" ? undefined : checkId(req.tenantId, "tenant_id");
+      const page = await store.listResources({ resourceType, tenantId, pageSize: req.pageSize, pageToken: req.pageToken });
       return { meta: responseMeta(ctx), resources: page.items, nextPageToken: page.nextPageToken };
     },
 

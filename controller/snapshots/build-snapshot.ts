@@ -36,24 +36,6 @@ export function buildSnapshot(input: SnapshotInput): Snapshot {
   });
 }
 
-/** The resources that belong in a tenant's snapshot. */
-export function tenantResources(tenantId: string, all: Resource[]): Resource[] {
-  return all.filter((r) => {
-    if (r.resourceType === "tenant") return r.id === tenantId;
-    const k = r.desiredState?.kind;
-    if (!k) return false;
-    switch (k.case) {
-      case "service":
-      case "deployment":
-      case "network":
-      case "volume":
-        return k.value.tenantId === tenantId;
-      default:
-        return false;
-    }
-  });
-}
-
 /** Field-level diff of a resource's desired_state against its last_applied_state. */
 export function diffResource(r: Resource): ResourceDiff {
   const desired = r.desiredState ? (toJson(ResourceSpecSchema, r.desiredState, JSON_OPTS) as JsonValue) : {};

@@ -1,6 +1,7 @@
 // In-memory index over resources: by (type, id) for reads and in listing order for pages.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { readPage } from "./paging.js";
+import { tenantOf } from "../resources/resource-rules.js";
 import { SortedIndex, tupleKey } from "./sorted-index.js";
 import type { Page, ResourceFilter } from "./store.js";
 
@@ -37,10 +38,11 @@ export class ResourceIndex {
     return max;
   }
 
-  /** A page in (resource_type, id) order, optionally of one type; `out` copies each one. */
+  /** A page in (resource_type, id) order, optionally of one type and tenant; `out` copies each one. */
   list(filter: ResourceFilter, out: (r: Resource) => Resource): Page<Resource> {
     const type = filter.resourceType;
-    const match = (r: Resource) => !type || r.resourceType === type;
+    const tenant = filter.tenantId;
+    const match = (r: Resource) => (!type || r.resourceType === type) && (!tenant || tenantOf(r) === tenant);
     return readPage(this.ordered, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
   }
 }

@@ -29,6 +29,8 @@ export interface PageRequest {
 
 export interface ResourceFilter extends PageRequest {
   resourceType?: ResourceType;
+  /** The tenant itself and resources whose desired state names this tenant. */
+  tenantId?: string;
 }
 
 export interface WorkOrderFilter extends PageRequest {

@@ -1,0 +1,304 @@
+// Controller benchmark (npm run bench). Run on demand, never in CI; it prints figures, it does
+// not pass or fail a build.
+//
+// The controller runs as its own process (dist/controller/main.js, file store, generated TLS,
+// default logging) exactly as `npm start` runs it; this process drives it with N concurrent
+// clients, each on its own HTTP/2 connection through the generated Connect client. Measured:
+//
+//   apply          DeploymentService.Apply: deployment + work order + events, all durable
+//   claim+result   GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult (one finished order)
+//   read           ResourceService.GetResource of a tenant
+//
+// and, in the same run and on the same disk, the ceilings they are compared with:
+//
+//   atomic write   open, write 1 KiB, fsync, close, rename, fsync directory (serial and N-way)
+//   echo           a bare Connect HealthService.Check on the same TLS setup (bench/echo-server.ts)
+//
+// Options: --duration <s> per phase (default 10), --concurrency <n> (default 16),
+//          --dir <path> where data goes (default a temp dir on the repository's disk),
+//          --cpu-prof <dir> writes a V8 CPU profile of the controller there.
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { mkdir, mkdtemp, open, readFile, rename, rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const distRoot = resolve(here, "..");
+const ADMIN = "bench-admin-token-0123456789abcdef";
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: "string", default: "10" },
+    concurrency: { type: "string", default: "16" },
+    dir: { type: "string" },
+    // Writes a V8 CPU profile of the controller (.cpuprofile, open in Chrome DevTools) to this dir.
+    "cpu-prof": { type: "string" },
+  },
+});
+const durationMs = Number(values.duration) * 1000;
+const concurrency = Number(values.concurrency);
+if (!(durationMs > 0) || !(concurrency > 0)) throw new Error("--duration and --concurrency must be positive");
+
+interface PhaseResult {
+  name: string;
+  ops: number;
+  seconds: number;
+  rate: number;
+  p50: number;
+  p99: number;
+  cpu?: number;
+}
+
+// ---------- helpers ----------
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs `op(worker)` in a closed loop on `workers` workers for `ms` (or until op returns false). */
+async function closedLoop(name: string, workers: number, ms: number, op: (worker: number) => Promise<boolean | void>, cpuOf?: () => number): Promise<PhaseResult> {
+  const latencies: number[] = [];
+  const cpu0 = cpuOf?.();
+  const start = performance.now();
+  const deadline = start + ms;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      while (performance.now() < deadline) {
+        const t0 = performance.now();
+        const more = await op(w);
+        if (more === false) return;
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  const cpu = cpuOf && cpu0 !== undefined ? (cpuOf() - cpu0) / seconds : undefined;
+  return { name, ops: latencies.length, seconds, rate: latencies.length / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpu };
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+function cpuSeconds(pid: number): () => number {
+  return () => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+    } catch {
+      return NaN;
+    }
+  };
+}
+
+/** Starts a node process and waits for the first stdout JSON line matching `ready`. */
+async function startProcess(args: string[], env: NodeJS.ProcessEnv, ready: (line: Record<string, unknown>) => string | undefined): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout! });
+  return new Promise((resolveStart, reject) => {
+    child.once("exit", (code) => reject(new Error(`${args[0]} exited with ${code} before it was ready`)));
+    lines.on("line", (line) => {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      const url = ready(parsed);
+      if (url) {
+        lines.removeAllListeners("line");
+        child.stdout!.resume(); // keep draining request logs so the controller never blocks on a full pipe
+        resolveStart({ child, url });
+      }
+    });
+  });
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+function clientFor<S extends DescService>(service: S, baseUrl: string, ca: string, headers: Record<string, string>): Client<S> {
+  const auth: Interceptor = (next) => (req) => {
+    for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
+    return next(req);
+  };
+  return createClient(service, createConnectTransport({ baseUrl: `${baseUrl}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }));
+}
+
+// ---------- ceilings ----------
+
+async function atomicWriteCeiling(dir: string, workers: number): Promise<PhaseResult> {
+  const payload = Buffer.alloc(1024, "x");
+  let seq = 0;
+  return closedLoop(`atomic write x${workers}`, workers, Math.min(durationMs, 5000), async (w) => {
+    const n = seq++;
+    const tmp = join(dir, `.w${w}-${n}.tmp`);
+    const fh = await open(tmp, "wx", 0o600);
+    await fh.write(payload);
+    await fh.sync();
+    await fh.close();
+    await rename(tmp, join(dir, `w${w}-${n % 64}.json`));
+    const d = await open(dir, "r");
+    await d.sync();
+    await d.close();
+  });
+}
+
+// ---------- main ----------
+
+const base = values.dir ? resolve(values.dir) : await mkdtemp(join(resolve(distRoot, ".."), ".bench-data-"));
+const dataDir = join(base, "controller");
+const echoDir = join(base, "echo");
+const rawDir = join(base, "raw");
+const children: ChildProcess[] = [];
+const results: PhaseResult[] = [];
+
+try {
+  await Promise.all([mkdir(rawDir, { recursive: true }), mkdir(echoDir, { recursive: true })]);
+  console.error(`bench: ${concurrency} clients, ${durationMs / 1000}s per phase, data in ${base}`);
+
+  // Ceilings first, on an idle machine.
+  const rawSerial = await atomicWriteCeiling(rawDir, 1);
+  const rawParallel = await atomicWriteCeiling(rawDir, concurrency);
+  results.push(rawSerial, rawParallel);
+
+  const echo = await startProcess([join(here, "echo-server.js"), echoDir], {}, (l) => (typeof l.url === "string" ? l.url : undefined));
+  children.push(echo.child);
+  const echoCa = await readFile(join(echoDir, "tls", "ca.crt"), "utf8");
+  const echoClients = Array.from({ length: concurrency }, () => clientFor(HealthService, echo.url, echoCa, {}));
+  await Promise.all(echoClients.map((c) => c.check({}))); // connect + handshake outside the timing
+  const echoResult = await closedLoop("echo (bare Connect)", concurrency, durationMs, async (w) => void (await echoClients[w]!.check({})), cpuSeconds(echo.child.pid!));
+  results.push(echoResult);
+  await stopProcess(echo.child);
+
+  // The controller, as npm start runs it.
+  const profile = values["cpu-prof"] ? ["--cpu-prof", "--cpu-prof-dir", resolve(values["cpu-prof"])] : [];
+  const ctl = await startProcess(
+    [...profile, join(distRoot, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+    { SKIPPER_ADMIN_TOKEN: ADMIN },
+    (l) => (l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined),
+  );
+  children.push(ctl.child);
+  const ca = await readFile(join(dataDir, "tls", "ca.crt"), "utf8");
+  const ctlCpu = cpuSeconds(ctl.child.pid!);
+  const admin = { "x-admin-token": ADMIN };
+
+  // One node and one tenant per client, so clients measure the store, not one tenant's lock.
+  const setup = clientFor(NodeService, ctl.url, ca, admin);
+  const resources = clientFor(ResourceService, ctl.url, ca, admin);
+  const tokens: string[] = [];
+  for (let w = 0; w < concurrency; w++) {
+    const reg = await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` });
+    tokens.push(reg.token);
+    await resources.createResource({
+      resourceType: "tenant",
+      resource: {
+        id: `bench-tenant-${w}`,
+        resourceType: "tenant",
+        desiredState: {
+          kind: {
+            case: "tenant",
+            value: {
+              displayName: `Bench tenant ${w}`,
+              deploymentPolicy: { targetNodeId: `bench-node-${w}` },
+              compose: { projectName: `bench-${w}`, composeFile: "services:\n  web:\n    image: busybox:stable\n    command: [httpd, -f, -p, '8080']\n" },
+            },
+          },
+        },
+      },
+    });
+  }
+
+  const deploys = Array.from({ length: concurrency }, () => clientFor(DeploymentService, ctl.url, ca, admin));
+  results.push(await closedLoop("apply", concurrency, durationMs, async (w) => void (await deploys[w]!.apply({ tenantId: `bench-tenant-${w}` })), ctlCpu));
+
+  const nodes = tokens.map((t) => clientFor(NodeService, ctl.url, ca, { authorization: `Bearer ${t}` }));
+  const orders = tokens.map((t) => clientFor(WorkOrderService, ctl.url, ca, { authorization: `Bearer ${t}` }));
+  results.push(
+    await closedLoop(
+      "claim+result",
+      concurrency,
+      durationMs,
+      async (w) => {
+        const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
+        if (!next.workOrder) return false;
+        await orders[w]!.claimWorkOrder({ id: next.workOrder.id });
+        await orders[w]!.reportWorkOrderResult({
+          id: next.workOrder.id,
+          result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } },
+        });
+      },
+      ctlCpu,
+    ),
+  );
+
+  const readers = Array.from({ length: concurrency }, () => clientFor(ResourceService, ctl.url, ca, admin));
+  await Promise.all(readers.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
+  results.push(await closedLoop("read", concurrency, durationMs, async (w) => void (await readers[w]!.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })), ctlCpu));
+
+  await stopProcess(ctl.child);
+  report(results, rawSerial, rawParallel, echoResult);
+} finally {
+  for (const c of children) await stopProcess(c).catch(() => undefined);
+  if (!values.dir) await rm(base, { recursive: true, force: true });
+}
+
+function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseResult, echoResult: PhaseResult): void {
+  const byName = new Map(all.map((r) => [r.name, r]));
+  const ceilingOf: Record<string, PhaseResult> = { apply: rawParallel, "claim+result": rawParallel, read: echoResult };
+  const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "-");
+  const rows = all.map((r) => {
+    const ceiling = ceilingOf[r.name];
+    return [
+      r.name,
+      String(r.ops),
+      fmt(r.rate, 0),
+      fmt(r.p50, 2),
+      fmt(r.p99, 2),
+      r.cpu === undefined ? "-" : `${fmt(r.cpu * 100, 0)}%`,
+      ceiling ? `${fmt((100 * r.rate) / ceiling.rate, 0)}% of ${ceiling.name}` : "",
+    ];
+  });
+  const header = ["phase", "ops", "ops/s", "p50 ms", "p99 ms", "server cpu", "vs ceiling"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
+  console.log(line(header));
+  console.log("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
+  for (const r of rows) console.log(line(r));
+
+  const apply = byName.get("apply")!;
+  const read = byName.get("read")!;
+  const targets = [
+    { target: "durable applies/s >= 400", ok: apply.rate >= 400, value: apply.rate },
+    { target: "reads >= 80% of echo", ok: read.rate >= 0.8 * echoResult.rate, value: read.rate / echoResult.rate },
+    { target: "read p99 < 50 ms", ok: read.p99 < 50, value: read.p99 },
+  ];
+  console.log("");
+  for (const t of targets) console.log(`${t.ok ? "MET " : "MISS"}  ${t.target}  (${fmt(t.value, 2)})`);
+  console.log(
+    JSON.stringify({
+      bench: "controller",
+      concurrency,
+      duration_s: durationMs / 1000,
+      node: process.version,
+      phases: all.map((r) => ({ ...r, rate: Math.round(r.rate), p50: +r.p50.toFixed(3), p99: +r.p99.toFixed(3) })),
+      raw_serial_writes_per_s: Math.round(rawSerial.rate),
+      targets,
+    }),
+  );
+}

@@ -1,0 +1,97 @@
+// Writes snapshots when deployments finish. A tenant's snapshot is written for each finished
+// order of that tenant. The system snapshot covers the whole fleet, so concurrent finishes share
+// writes: a caller waits for a write that starts after its call (so the snapshot includes its
+// change), and all callers that arrive while one write runs are served by the single next write.
+import { v4 as uuidv4 } from "uuid";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { Store } from "../store/store.js";
+import type { Logger } from "../logging/logger.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { buildSnapshot } from "./build-snapshot.js";
+import { RESOURCE_TYPES } from "../ids.js";
+
+/** Ids recorded with a snapshot: the call that caused it. */
+export interface SnapshotTrace {
+  requestId: string;
+  correlationId: string;
+}
+
+export class SnapshotWriter {
+  private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+  private queuedTrace: SnapshotTrace | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly log: Logger,
+  ) {}
+
+  /** Writes the tenant's snapshot (when tenantId is set) and a system snapshot that includes this call's changes. */
+  async afterChange(tenantId: string, trace: SnapshotTrace): Promise<void> {
+    const system = this.system(trace);
+    if (tenantId !== "") {
+      await this.write("tenant", await this.resources(tenantId), trace, tenantId);
+    }
+    await system;
+  }
+
+  private system(trace: SnapshotTrace): Promise<void> {
+    if (!this.running) {
+      this.running = this.writeSystem(trace).finally(() => (this.running = undefined));
+      return this.running;
+    }
+    this.queuedTrace = trace;
+    if (!this.queued) {
+      this.queued = this.running
+        .catch(() => undefined)
+        .then(() => {
+          const next = this.queuedTrace!;
+          this.queued = undefined;
+          this.queuedTrace = undefined;
+          return this.system(next);
+        });
+    }
+    return this.queued;
+  }
+
+  private async writeSystem(trace: SnapshotTrace): Promise<void> {
+    await this.write("system", await this.resources(), trace);
+  }
+
+  /**
+   * What a snapshot shows: every resource (of the tenant, when given) except deployments, which
+   * are one record per apply and would grow a snapshot without bound, plus each tenant's current
+   * deployment (the one its observed state names).
+   */
+  private async resources(tenantId?: string): Promise<Resource[]> {
+    const out: Resource[] = [];
+    for (const resourceType of RESOURCE_TYPES) {
+      if (resourceType === "deployment") continue;
+      let pageToken = "";
+      do {
+        const page = await this.store.listResources({ resourceType, tenantId, pageSize: 1000, pageToken });
+        out.push(...page.items);
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+    }
+    const current = await Promise.all(
+      out.map((r) => (r.currentState?.kind.case === "tenant" && r.currentState.kind.value.deploymentId !== "" ? this.store.getResource("deployment", r.currentState.kind.value.deploymentId) : undefined)),
+    );
+    for (const d of current) if (d) out.push(d);
+    return out;
+  }
+
+  private async write(scope: "system" | "tenant", resources: Resource[], trace: SnapshotTrace, tenantId?: string): Promise<void> {
+    const snapshot = buildSnapshot({ snapshotId: uuidv4(), scope, tenantId, resources, ...trace, now: new Date() });
+    await this.store.putSnapshot(snapshot);
+    await recordEvents(this.store, [
+      {
+        type: "snapshot_created",
+        ...trace,
+        tenantId,
+        data: { snapshot_id: snapshot.snapshotId, scope, resources: snapshot.resources.length },
+      },
+    ]);
+    this.log.debug({ action: "snapshot_created", result: "ok", tenant_id: tenantId, metadata: { scope, snapshot_id: snapshot.snapshotId } }, "snapshot written");
+  }
+}
