@@ -8,6 +8,7 @@
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
 import { callInfoKey, type Principal } from "./context.js";
@@ -62,10 +63,10 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
       const res = await next(req);
       res.header.set("x-request-id", requestId);
       res.header.set("x-correlation-id", correlationId);
-      log.info(
-        { action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } },
-        `${action} ok`,
-      );
+      // Reads (declared NO_SIDE_EFFECTS in the contract) log at debug when they succeed: agents
+      // poll them, and a line per poll would bury the changes. Failures and writes log at info+.
+      const level = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ? "debug" : "info";
+      log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } }, `${action} ok`);
       return res;
     } catch (e) {
       const err = toConnectError(e, log, action);

@@ -6,6 +6,11 @@ import { build, serve } from "./server.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { VERSION } from "./version.js";
 
+// Every durable write ends in fsyncs, which run on libuv's thread pool (4 threads by default);
+// with more threads, concurrent requests' fsyncs overlap instead of queueing. The pool starts on
+// first use, which is after this line. An operator's own setting wins.
+process.env.UV_THREADPOOL_SIZE ??= "16";
+
 async function main(): Promise<void> {
   let config: ControllerConfig | "help";
   try {

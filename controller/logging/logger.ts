@@ -28,7 +28,10 @@ export interface LoggerHandle {
 export function createLogger(opts: LoggerOptions): LoggerHandle {
   const streams: pino.StreamEntry[] = [];
   const level = (opts.level ?? "info") as pino.Level;
-  if (opts.stdout !== false) streams.push({ level, stream: process.stdout });
+  // stdout through sonic-boom, asynchronously: Node writes to pipes and terminals synchronously
+  // on Linux, which would put every request's log line on the request's critical path.
+  const out = opts.stdout !== false ? pino.destination({ fd: 1, sync: false }) : undefined;
+  if (out) streams.push({ level, stream: out });
   const file = opts.dataDir ? new DailyFileStream(join(opts.dataDir, "logs"), opts.service) : undefined;
   if (file) streams.push({ level, stream: file });
   const logger = pino(
@@ -44,5 +47,15 @@ export function createLogger(opts: LoggerOptions): LoggerHandle {
     },
     streams.length > 0 ? pino.multistream(streams) : undefined,
   );
-  return { logger, close: () => file?.end() };
+  return {
+    logger,
+    close: () => {
+      file?.end();
+      try {
+        out?.flushSync();
+      } catch {
+        // Nothing buffered, or stdout is gone.
+      }
+    },
+  };
 }

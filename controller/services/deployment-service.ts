@@ -16,7 +16,7 @@ import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { conflict, notFound } from "../errors.js";
 import { checkId } from "../ids.js";
 import { planDeployment, targetNodeId } from "../reconcile/plan-deployment.js";
-import { recordEvents } from "../events/event-recorder.js";
+import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import type { ServiceDeps } from "./deps.js";
 
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -42,19 +42,30 @@ export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof
       correlationId: call.correlationId,
       now: deps.now(),
     });
+    // The deployment is durable before the order that points at it; the order and its events
+    // are written together (event ids derive from the ids, so a replay writes the same events).
     const deployment = await store.createResource(plan.deployment);
-    const workOrder = await store.createWorkOrder(plan.workOrder);
     const base = {
       requestId: call.requestId,
       correlationId: call.correlationId,
       tenantId,
       nodeId,
       deploymentId: deployment.id,
-      workOrderId: workOrder.id,
+      workOrderId: plan.workOrder.id,
     };
-    await recordEvents(store, [
-      { type: "deployment_started", resourceType: "deployment", resourceId: deployment.id, ...base },
-      { type: "work_order_created", resourceType: "work_order", resourceId: workOrder.id, ...base, data: { type: "deploy_service" } },
+    const [workOrder] = await Promise.all([
+      store.createWorkOrder(plan.workOrder),
+      recordEvents(store, [
+        { id: transitionEventId(deployment.id, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deployment.id, ...base },
+        {
+          id: transitionEventId(plan.workOrder.id, "work_order_created"),
+          type: "work_order_created",
+          resourceType: "work_order",
+          resourceId: plan.workOrder.id,
+          ...base,
+          data: { type: "deploy_service" },
+        },
+      ]),
     ]);
     call.logger.info(
       { action: "deployment_started", result: "ok", tenant_id: tenantId, node_id: nodeId, metadata: { deployment_id: deployment.id, work_order_id: workOrder.id } },

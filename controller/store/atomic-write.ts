@@ -3,7 +3,8 @@
 // fsynced, renamed over the target (atomic on POSIX), and the directory is fsynced so the rename
 // itself is on disk. Directory fsyncs go through DirFsyncBatcher so concurrent writers share them.
 import { randomBytes } from "node:crypto";
-import { mkdir, open, rename, unlink } from "node:fs/promises";
+import { mkdir, rename, unlink } from "node:fs/promises";
+import { closeFd, fsyncFd, openFd, writeAll } from "./fd-ops.js";
 import { basename, dirname, join, sep } from "node:path";
 import { DirFsyncBatcher } from "./dir-fsync.js";
 
@@ -24,16 +25,16 @@ export class DurableFs {
     const dir = dirname(path);
     await this.ensureDir(dir);
     const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-    const fh = await open(tmp, "wx", 0o644);
+    const fd = await openFd(tmp, "wx", 0o644);
     try {
-      await fh.writeFile(data, "utf8");
-      await fh.sync();
+      await writeAll(fd, Buffer.from(data, "utf8"));
+      await fsyncFd(fd);
     } catch (e) {
-      await fh.close().catch(() => undefined);
+      await closeFd(fd).catch(() => undefined);
       await unlink(tmp).catch(() => undefined);
       throw e;
     }
-    await fh.close();
+    await closeFd(fd);
     try {
       await rename(tmp, path);
     } catch (e) {

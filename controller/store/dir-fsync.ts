@@ -7,7 +7,7 @@
 // A waiter that arrives while an fsync is already running waits for the following one, because
 // the running fsync may have started before that waiter's rename and so may not cover it. That is
 // the whole correctness argument: every waiter is resolved by an fsync that began after it asked.
-import { open } from "node:fs/promises";
+import { closeFd, fsyncFd, openFd } from "./fd-ops.js";
 
 interface Waiter {
   resolve: () => void;
@@ -59,10 +59,10 @@ export class DirFsyncBatcher {
 
 /** fsyncs one directory (makes renames, creations and unlinks inside it durable). */
 export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, "r");
+  const fd = await openFd(dir, "r");
   try {
-    await fh.sync();
+    await fsyncFd(fd);
   } finally {
-    await fh.close();
+    await closeFd(fd);
   }
 }
