@@ -23,6 +23,8 @@ export interface DeploymentPlanInput {
   tenant: Resource;
   /** The node resource the order targets (already resolved by the caller). */
   node: Resource;
+  /** The tenant's service resources that exist (by id); others map to a compose service of their id. */
+  services?: Resource[];
   deploymentId: string;
   workOrderId: string;
   requestId: string;
@@ -107,6 +109,7 @@ export function planDeployment(input: DeploymentPlanInput): DeploymentPlan {
       tenantId: tenant.id,
       serviceIds: [...spec.serviceIds],
       composeProject: compose,
+      composeServices: composeServiceNames(spec.serviceIds, input.services ?? []),
     },
     status: WorkOrderStatus.PENDING,
     ...trace,
@@ -114,4 +117,16 @@ export function planDeployment(input: DeploymentPlanInput): DeploymentPlan {
     metadata: create(MetadataSchema, { labels: { deployment_id: input.deploymentId }, ...trace }),
   });
   return { deployment, workOrder };
+}
+
+/** service id -> compose service name: the service's compose_service, else its id. */
+export function composeServiceNames(serviceIds: string[], services: Resource[]): Record<string, string> {
+  const byId = new Map(services.map((s) => [s.id, s]));
+  const out: Record<string, string> = {};
+  for (const id of serviceIds) {
+    const s = byId.get(id);
+    const named = s?.desiredState?.kind.case === "service" ? s.desiredState.kind.value.composeService : "";
+    out[id] = named !== "" ? named : id;
+  }
+  return out;
 }

@@ -33,9 +33,12 @@ export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof
     const nodeId = checkId(targetNodeId(tenant, req.nodeId), "node_id");
     const node = await store.getResource("node", nodeId);
     if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
+    const spec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
+    const services = (await Promise.all((spec?.serviceIds ?? []).map((id) => store.getResource("service", id)))).filter((s) => s !== undefined);
     const plan = planDeployment({
       tenant,
       node,
+      services,
       deploymentId: `deploy-${uuidv4()}`,
       workOrderId: uuidv4(),
       requestId: call.requestId,

@@ -1,0 +1,289 @@
+// The agent's loop. Each round: heartbeat (when due), ask for the next order, and if there is
+// one: claim it, journal it, execute it, journal the result, report the result, report the
+// observed state of what it touched, drop the journal entry; then ask again at once. With no
+// work it sleeps one poll interval. When the controller cannot be reached it retries with capped
+// exponential backoff and jitter, and never exits on its own.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import {
+  DeploymentSpecSchema,
+  ResourceSpecSchema,
+  ResourceStatusSchema,
+  ServiceStatusSchema,
+  TenantStatusSchema,
+  type ServiceObservation,
+} from "../gen/skipper/v1/resource_pb.js";
+import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
+import { WorkOrderResultSchema, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import { Backoff } from "./backoff.js";
+import type { AgentConfig } from "./config.js";
+import { traceHeaders, type ControllerClients } from "./controller-client.js";
+import type { DockerHost } from "./engine/docker-host.js";
+import type { DeployOutcome } from "./executors/deploy-service.js";
+import type { Journal } from "./journal.js";
+
+export const AGENT_VERSION = "0.1.0";
+
+export interface AgentDeps {
+  config: AgentConfig;
+  clients: ControllerClients;
+  journal: Journal;
+  log: Logger;
+  /** Finds out what the host can run (engine, compose). */
+  probe: () => Promise<DockerHost>;
+  /** Runs a deploy_service order. */
+  deploy: (order: WorkOrder, host: DockerHost, log: Logger) => Promise<DeployOutcome>;
+}
+
+// Capabilities are probed again this often, and right after an order found the engine down.
+const PROBE_EVERY_MS = 60_000;
+// Errors that mean "try again later" rather than "the controller refuses this".
+const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.Aborted, Code.ResourceExhausted, Code.Canceled, Code.Unauthenticated]);
+
+export class Agent {
+  private host: DockerHost | undefined;
+  private probedAt = 0;
+  private lastHeartbeat = 0;
+  private recovered = false;
+  private readonly startedAt = Date.now();
+  private readonly backoff = new Backoff();
+  private readonly log: Logger;
+
+  constructor(private readonly deps: AgentDeps) {
+    this.log = deps.log.child({ node_id: deps.config.nodeId });
+  }
+
+  /** Runs until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    await this.deps.journal.open();
+    while (!signal.aborted) {
+      try {
+        await this.refreshHost();
+        if (!this.recovered) await this.recoverJournal(signal);
+        if (Date.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs) await this.heartbeat();
+        const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
+        this.backoff.reset();
+        if (next.workOrder) {
+          await this.handle(next.workOrder, signal);
+          continue;
+        }
+        await sleep(this.deps.config.pollIntervalMs, signal);
+      } catch (e) {
+        if (signal.aborted) break;
+        const delay = this.backoff.next();
+        const err = ConnectError.from(e);
+        this.log.warn(
+          { action: "controller_unreachable", result: Code[err.code] ?? String(err.code), metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage } },
+          `controller call failed; retrying in ${delay} ms`,
+        );
+        await sleep(delay, signal);
+      }
+    }
+    this.log.info({ action: "stop" }, "agent stopped");
+  }
+
+  private async refreshHost(force = false): Promise<DockerHost> {
+    if (!this.host || force || Date.now() - this.probedAt >= PROBE_EVERY_MS) {
+      const prev = this.host?.capabilities.message;
+      this.host = await this.deps.probe();
+      this.probedAt = Date.now();
+      const c = this.host.capabilities;
+      if (c.message !== prev || force) {
+        const meta = { docker_version: c.dockerVersion, compose_variant: c.composeVariant, compose_version: c.composeVersion, message: c.message };
+        if (c.message) this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
+        else this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
+      }
+    }
+    return this.host;
+  }
+
+  private async heartbeat(): Promise<void> {
+    const host = await this.refreshHost();
+    await this.deps.clients.nodes.heartbeat({
+      nodeId: this.deps.config.nodeId,
+      agentVersion: AGENT_VERSION,
+      capabilities: host.capabilities,
+      labels: this.deps.config.labels,
+      uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
+    });
+    this.lastHeartbeat = Date.now();
+  }
+
+  /** Finishes what an earlier run of this agent left in the journal. */
+  private async recoverJournal(signal: AbortSignal): Promise<void> {
+    const { entries, problems } = await this.deps.journal.pending();
+    for (const p of problems) this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
+    for (const entry of entries) {
+      const log = this.orderLog(entry.order);
+      if (entry.result) {
+        log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
+        await this.finish(entry.order, entry.result, [], signal, log);
+      } else {
+        log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
+        await this.execute(entry.order, entry.claimedAt, signal, log);
+      }
+    }
+    this.recovered = true;
+  }
+
+  private async handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
+    const log = this.orderLog(order);
+    let claimed: WorkOrder;
+    try {
+      const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, traceHeaders(order));
+      claimed = res.workOrder!;
+    } catch (e) {
+      const err = ConnectError.from(e);
+      if (err.code === Code.FailedPrecondition || err.code === Code.PermissionDenied || err.code === Code.NotFound) {
+        log.info({ action: "claim", result: Code[err.code], metadata: { message: err.rawMessage } }, "order not claimable; skipping");
+        return;
+      }
+      throw e;
+    }
+    log.info({ action: "claim", result: "ok" }, "work order claimed");
+    await this.execute(claimed, new Date(), signal, log);
+  }
+
+  private async execute(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
+    await this.deps.journal.record({ order, claimedAt });
+    let outcome: DeployOutcome;
+    if (order.type === WorkOrderType.DEPLOY_SERVICE) {
+      const host = await this.refreshHost();
+      try {
+        outcome = await this.deps.deploy(order, host, log);
+      } catch (e) {
+        log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
+        outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
+      }
+      if (outcome.result.code === "DOCKER_UNAVAILABLE") await this.refreshHost(true);
+    } else {
+      outcome = { result: failure("UNSUPPORTED_ORDER_TYPE", `this agent (${AGENT_VERSION}) cannot run order type ${WorkOrderType[order.type] ?? order.type}`), services: [], composePath: "" };
+    }
+    const r = outcome.result;
+    log[r.success ? "info" : "warn"](
+      { action: "execute", result: r.code, metadata: { duration_ms: Number(r.details?.durationMs ?? 0n), changed: r.details?.changedResources, message: r.message } },
+      `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
+    );
+    await this.deps.journal.record({ order, claimedAt, result: r });
+    await this.finish(order, r, outcome.services, signal, log);
+  }
+
+  /** Reports the result until the controller has it, then the observed states; clears the journal. */
+  private async finish(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], signal: AbortSignal, log: Logger): Promise<void> {
+    const retry = new Backoff();
+    for (;;) {
+      try {
+        await this.deps.clients.orders.reportWorkOrderResult({ id: order.id, result }, traceHeaders(order));
+        break;
+      } catch (e) {
+        const err = ConnectError.from(e);
+        if (!TRANSIENT.has(err.code)) {
+          log.error({ action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } }, "controller refused the result; dropping it");
+          await this.deps.journal.remove(order.id);
+          return;
+        }
+        if (signal.aborted) return; // the journal keeps it for the next start
+        const delay = retry.next();
+        log.warn({ action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } }, "could not report the result; retrying");
+        await sleep(delay, signal);
+      }
+    }
+    log.info({ action: "report_result", result: "ok" }, "result reported");
+    await this.reportStates(order, result, services, log);
+    await this.deps.journal.remove(order.id);
+  }
+
+  private async reportStates(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], log: Logger): Promise<void> {
+    const ds = order.desiredState;
+    if (!ds) return;
+    const now = timestampFromDate(new Date());
+    const nodeId = this.deps.config.nodeId;
+    const own: ResourceStateReport[] = [
+      create(ResourceStateReportSchema, {
+        resourceType: "tenant",
+        id: ds.tenantId,
+        currentState: create(ResourceStatusSchema, {
+          kind: {
+            case: "tenant",
+            value: create(TenantStatusSchema, {
+              nodeId,
+              deploymentId: ds.deploymentId,
+              workOrderId: order.id,
+              resultCode: result.code,
+              composePath: result.details?.composePath ?? "",
+              services,
+              observedAt: now,
+            }),
+          },
+        }),
+      }),
+    ];
+    if (result.success && ds.deploymentId) {
+      own.push(
+        create(ResourceStateReportSchema, {
+          resourceType: "deployment",
+          id: ds.deploymentId,
+          lastAppliedState: create(ResourceSpecSchema, {
+            kind: {
+              case: "deployment",
+              value: create(DeploymentSpecSchema, { tenantId: ds.tenantId, nodeId, serviceIds: ds.serviceIds, composeProject: ds.composeProject, workOrderId: order.id }),
+            },
+          }),
+        }),
+      );
+    }
+    const byCompose = new Map(services.map((s) => [s.service, s]));
+    const serviceReports = ds.serviceIds.flatMap((id) => {
+      const seen = byCompose.get(ds.composeServices[id] ?? id);
+      if (!seen) return [];
+      return [
+        create(ResourceStateReportSchema, {
+          resourceType: "service",
+          id,
+          currentState: create(ResourceStatusSchema, {
+            kind: { case: "service", value: create(ServiceStatusSchema, { nodeId, containers: seen.containers, state: seen.state, observedAt: now }) },
+          }),
+        }),
+      ];
+    });
+    // Tenant and deployment first; services separately, since a service id without a resource
+    // behind it must not keep the tenant's state from being recorded.
+    for (const reports of [own, serviceReports]) {
+      if (reports.length === 0) continue;
+      try {
+        await this.deps.clients.nodes.reportResourceState({ nodeId, workOrderId: order.id, reports }, traceHeaders(order));
+      } catch (e) {
+        const err = ConnectError.from(e);
+        log.warn({ action: "report_state", result: Code[err.code], metadata: { message: err.rawMessage, resources: reports.map((r) => `${r.resourceType}/${r.id}`) } }, "could not report observed state");
+      }
+    }
+  }
+
+  private orderLog(order: WorkOrder): Logger {
+    return this.log.child({
+      tenant_id: order.target?.tenantId,
+      request_id: order.requestId,
+      correlation_id: order.correlationId,
+      work_order_id: order.id,
+    });
+  }
+}
+
+function failure(code: string, message: string): WorkOrderResult {
+  return create(WorkOrderResultSchema, { success: false, code, message, details: {} });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

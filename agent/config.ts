@@ -1,0 +1,115 @@
+// skippy's configuration: flags override SKIPPY_* environment variables, which override defaults.
+import { accessSync, constants, mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { ID_PATTERN } from "../controller/ids.js";
+
+export interface AgentConfig {
+  /** Base URL of the controller's API, ending in /v1. */
+  controllerUrl: string;
+  nodeId: string;
+  token: string;
+  caFile?: string;
+  stateDir: string;
+  workDir: string;
+  pollIntervalMs: number;
+  labels: Record<string, string>;
+  composeTimeoutMs: number;
+  readyTimeoutMs: number;
+  logLevel: string;
+}
+
+export const USAGE = `Usage: skippy [options]
+
+  --controller URL       controller base URL [SKIPPY_CONTROLLER_URL] (default https://127.0.0.1:8443)
+  --node-id ID           this node's id [SKIPPY_NODE_ID] (required)
+  --token TOKEN          node token [SKIPPY_NODE_TOKEN]
+  --token-file PATH      file holding the node token [SKIPPY_NODE_TOKEN_FILE]
+  --ca-file PATH         CA certificate to trust for the controller [SKIPPY_CA_FILE]
+  --state-dir PATH       agent state (order journal) [SKIPPY_STATE_DIR]
+                         (default /var/lib/skippy, else ~/.local/state/skippy)
+  --work-dir PATH        compose projects live in <work-dir>/tenants/<tenant> [SKIPPY_WORK_DIR]
+                         (default /opt/skipper, else ~/.local/share/skipper)
+  --poll-interval DUR    how often to heartbeat and ask for work [SKIPPY_POLL_INTERVAL] (default 5s)
+  --label KEY=VALUE      a node label, repeatable [SKIPPY_LABELS=k=v,k2=v2]
+  --compose-timeout DUR  limit for one compose command [SKIPPY_COMPOSE_TIMEOUT] (default 5m)
+  --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
+  --log-level LEVEL      pino level [SKIPPY_LOG_LEVEL] (default info)
+  -h, --help             this text
+
+Durations: a number of milliseconds or a number with ms, s, m or h.
+`;
+
+export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileReader: (p: string) => string): AgentConfig | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      controller: { type: "string" },
+      "node-id": { type: "string" },
+      token: { type: "string" },
+      "token-file": { type: "string" },
+      "ca-file": { type: "string" },
+      "state-dir": { type: "string" },
+      "work-dir": { type: "string" },
+      "poll-interval": { type: "string" },
+      label: { type: "string", multiple: true },
+      "compose-timeout": { type: "string" },
+      "ready-timeout": { type: "string" },
+      "log-level": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  });
+  if (values.help) return "help";
+  const nodeId = values["node-id"] ?? env.SKIPPY_NODE_ID ?? "";
+  if (!ID_PATTERN.test(nodeId)) throw new Error("--node-id (SKIPPY_NODE_ID) is required: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric");
+  let token = values.token ?? env.SKIPPY_NODE_TOKEN ?? "";
+  const tokenFile = values["token-file"] ?? env.SKIPPY_NODE_TOKEN_FILE;
+  if (token === "" && tokenFile) token = fileReader(tokenFile).trim();
+  if (token === "") throw new Error("a node token is required: --token, --token-file, SKIPPY_NODE_TOKEN or SKIPPY_NODE_TOKEN_FILE");
+  let controllerUrl = (values.controller ?? env.SKIPPY_CONTROLLER_URL ?? "https://127.0.0.1:8443").replace(/\/+$/, "");
+  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(controllerUrl)) throw new Error(`--controller must be an http(s) URL, got '${controllerUrl}'`);
+  if (!controllerUrl.endsWith("/v1")) controllerUrl += "/v1";
+  const labels: Record<string, string> = {};
+  const labelSpecs = [...(env.SKIPPY_LABELS ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values.label ?? [])];
+  for (const spec of labelSpecs) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9._/-]{0,62})=([A-Za-z0-9._-]{0,63})$/.exec(spec);
+    if (!m) throw new Error(`label must be KEY=VALUE with safe characters, got '${spec}'`);
+    labels[m[1]!] = m[2]!;
+  }
+  const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
+  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
+  return {
+    controllerUrl,
+    nodeId,
+    token,
+    caFile: values["ca-file"] ?? env.SKIPPY_CA_FILE,
+    stateDir: resolve(values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy"))),
+    workDir: resolve(values["work-dir"] ?? env.SKIPPY_WORK_DIR ?? writableOr("/opt/skipper", join(homedir(), ".local", "share", "skipper"))),
+    pollIntervalMs: duration(values["poll-interval"] ?? env.SKIPPY_POLL_INTERVAL ?? "5s", "poll interval", 10),
+    labels,
+    composeTimeoutMs: duration(values["compose-timeout"] ?? env.SKIPPY_COMPOSE_TIMEOUT ?? "5m", "compose timeout", 1000),
+    readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),
+    logLevel,
+  };
+}
+
+/** Parses "500", "500ms", "5s", "2m", "1h" to milliseconds. */
+export function duration(text: string, what: string, min: number): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s or 2m, got '${text}'`);
+  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "ms"]!;
+  if (ms < min) throw new Error(`${what} must be at least ${min} ms`);
+  return Math.round(ms);
+}
+
+function writableOr(preferred: string, fallback: string): string {
+  try {
+    mkdirSync(preferred, { recursive: true });
+    accessSync(preferred, constants.W_OK);
+    return preferred;
+  } catch {
+    return fallback;
+  }
+}

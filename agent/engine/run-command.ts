@@ -1,0 +1,69 @@
+// Runs one external program with an argument array (never through a shell), a timeout and a
+// bounded amount of captured output, and describes the run the way a work-order result reports it.
+// Values of secret-shaped variables are blanked from the output before anything leaves the agent.
+import { execa } from "execa";
+
+/** At most this much of stdout and of stderr is kept (the tail: errors come last). */
+export const OUTPUT_CAP_BYTES = 16 * 1024;
+
+export interface CommandRun {
+  program: string;
+  args: string[];
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** The program could not be started (not installed, not executable). */
+  notFound: boolean;
+  durationMs: number;
+}
+
+export interface RunOptions {
+  timeoutMs: number;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Strings to blank out of the captured output (secret values). */
+  secrets?: string[];
+}
+
+/** Runs `program args…`; never throws for a failed or timed-out command, only describes it. */
+export async function runCommand(program: string, args: string[], opts: RunOptions): Promise<CommandRun> {
+  const started = performance.now();
+  const r = await execa(program, args, {
+    reject: false,
+    timeout: opts.timeoutMs,
+    killSignal: "SIGTERM",
+    forceKillAfterDelay: 5000,
+    cwd: opts.cwd,
+    env: opts.env,
+    extendEnv: true,
+    stdin: "ignore",
+    stripFinalNewline: false,
+    maxBuffer: 8 * 1024 * 1024,
+  });
+  const notFound = (r as { code?: string }).code === "ENOENT";
+  const clean = (s: unknown) => cap(scrub(typeof s === "string" ? s : "", opts.secrets ?? []));
+  return {
+    program,
+    args,
+    exitCode: typeof r.exitCode === "number" ? r.exitCode : -1,
+    stdout: clean(r.stdout),
+    stderr: notFound ? `${program}: not found` : clean(r.stderr),
+    timedOut: r.timedOut === true,
+    notFound,
+    durationMs: Math.round(performance.now() - started),
+  };
+}
+
+/** Replaces each secret value (of 4+ characters) with a marker. */
+export function scrub(text: string, secrets: string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join("[REDACTED]");
+  return out;
+}
+
+function cap(s: string): string {
+  if (Buffer.byteLength(s) <= OUTPUT_CAP_BYTES) return s;
+  const tail = Buffer.from(s).subarray(-OUTPUT_CAP_BYTES).toString("utf8");
+  return `[… ${Buffer.byteLength(s) - OUTPUT_CAP_BYTES} bytes cut]\n${tail}`;
+}

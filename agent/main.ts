@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+// skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped.
+import { readFileSync } from "node:fs";
+import { createLogger } from "../controller/logging/logger.js";
+import { Agent, AGENT_VERSION } from "./agent.js";
+import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
+import { createControllerClients } from "./controller-client.js";
+import { probeDockerHost } from "./engine/docker-host.js";
+import { deployService } from "./executors/deploy-service.js";
+import { Journal } from "./journal.js";
+
+async function main(): Promise<void> {
+  let config: AgentConfig | "help";
+  try {
+    config = loadAgentConfig(process.argv.slice(2), process.env, (p) => readFileSync(p, "utf8"));
+  } catch (e) {
+    process.stderr.write(`skippy: ${(e as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  if (config === "help") {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const cfg = config;
+  const { logger, close } = createLogger({ service: "skippy", level: cfg.logLevel });
+  logger.info(
+    { action: "start", node_id: cfg.nodeId, metadata: { version: AGENT_VERSION, controller: cfg.controllerUrl, state_dir: cfg.stateDir, work_dir: cfg.workDir, poll_interval_ms: cfg.pollIntervalMs, labels: cfg.labels } },
+    `skippy ${AGENT_VERSION} starting for node ${cfg.nodeId}`,
+  );
+  const agent = new Agent({
+    config: cfg,
+    clients: createControllerClients({ baseUrl: cfg.controllerUrl, token: cfg.token, caFile: cfg.caFile }),
+    journal: new Journal(cfg.stateDir),
+    log: logger,
+    probe: probeDockerHost,
+    deploy: (order, host, log) =>
+      deployService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs, readyTimeoutMs: cfg.readyTimeoutMs, log }),
+  });
+  const stop = new AbortController();
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    process.once(sig, () => {
+      logger.info({ action: "shutdown", metadata: { signal: sig } }, "stopping after the current step");
+      stop.abort();
+    });
+  }
+  await agent.run(stop.signal);
+  close();
+  process.exit(0);
+}
+
+main().catch((e) => {
+  process.stderr.write(`skippy: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A Docker engine for development and tests, on machines without one running, and a busybox
+# image that needs no registry.
+#
+#   scripts/docker-engine.sh install      apt-get install docker.io docker-compose busybox-static
+#                                         (only what is missing; needs root)
+#   scripts/docker-engine.sh start [DIR]  use the engine at $DOCKER_HOST or /var/run/docker.sock
+#                                         when one answers, else start a private dockerd with its
+#                                         state in DIR (default /tmp/skipper-docker); then load
+#                                         the test image. Prints DOCKER_HOST=... on stdout.
+#   scripts/docker-engine.sh stop [DIR]   stop the private dockerd started in DIR
+#
+# The test image is `skipper-busybox:local`: /bin/busybox (static) and its applet links, made
+# with `docker import`. It is also tagged `busybox:stable` when no such image exists, so the
+# example tenant runs offline.
+set -euo pipefail
+
+cmd="${1:-start}"
+dir="${2:-/tmp/skipper-docker}"
+IMAGE="skipper-busybox:local"
+
+log() { echo "docker-engine: $*" >&2; }
+
+engine_answers() {
+  DOCKER_HOST="$1" timeout 10 docker version --format '{{.Server.Version}}' >/dev/null 2>&1
+}
+
+install() {
+  local missing=()
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
+  [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "docker engine, compose and busybox are installed"
+    return 0
+  fi
+  log "installing ${missing[*]}"
+  if [ "$(id -u)" != 0 ]; then
+    log "not root: cannot apt-get install ${missing[*]}"
+    return 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+load_image() {
+  local host="$1"
+  if DOCKER_HOST="$host" docker image inspect "$IMAGE" >/dev/null 2>&1; then
+    :
+  else
+    local busybox
+    busybox="$(command -v busybox || true)"
+    [ -x /bin/busybox ] && busybox=/bin/busybox
+    if [ -z "$busybox" ]; then
+      log "no busybox binary to build $IMAGE from (install busybox-static)"
+      return 1
+    fi
+    local root
+    root="$(mktemp -d)"
+    mkdir -p "$root/bin" "$root/tmp" "$root/www"
+    cp "$busybox" "$root/bin/busybox"
+    for applet in $("$busybox" --list); do
+      [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
+    done
+    tar -C "$root" -c . | DOCKER_HOST="$host" docker import \
+      --change 'ENV PATH=/bin' --change 'CMD ["sh"]' - "$IMAGE" >/dev/null
+    rm -rf "$root"
+    log "loaded $IMAGE"
+  fi
+  if ! DOCKER_HOST="$host" docker image inspect busybox:stable >/dev/null 2>&1; then
+    DOCKER_HOST="$host" docker tag "$IMAGE" busybox:stable
+  fi
+}
+
+start() {
+  local candidates=()
+  [ -n "${DOCKER_HOST:-}" ] && candidates+=("$DOCKER_HOST")
+  candidates+=("unix:///var/run/docker.sock" "unix://$dir/docker.sock")
+  for host in "${candidates[@]}"; do
+    if engine_answers "$host"; then
+      load_image "$host"
+      echo "DOCKER_HOST=$host"
+      return 0
+    fi
+  done
+  if ! command -v dockerd >/dev/null; then
+    log "no engine answers and dockerd is not installed (run: $0 install)"
+    return 1
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    log "no engine answers and starting dockerd needs root"
+    return 1
+  fi
+  mkdir -p "$dir/root" "$dir/exec"
+  local host="unix://$dir/docker.sock"
+  log "starting dockerd in $dir"
+  # vfs works on any file system (also inside containers); no iptables and no default bridge,
+  # which sandboxes lack. User-defined networks and published ports on 127.0.0.1 still work.
+  setsid dockerd --iptables=false --bridge=none --storage-driver=vfs \
+    --data-root "$dir/root" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
+    -H "$host" >"$dir/dockerd.log" 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    if engine_answers "$host"; then
+      load_image "$host"
+      echo "DOCKER_HOST=$host"
+      return 0
+    fi
+    sleep 0.5
+  done
+  log "dockerd did not answer within 30 s; its log:"
+  tail -20 "$dir/dockerd.log" >&2 || true
+  return 1
+}
+
+stop() {
+  if [ -f "$dir/dockerd.pid" ]; then
+    kill "$(cat "$dir/dockerd.pid")" 2>/dev/null || true
+    for _ in $(seq 1 40); do
+      [ -f "$dir/dockerd.pid" ] || break
+      kill -0 "$(cat "$dir/dockerd.pid")" 2>/dev/null || break
+      sleep 0.25
+    done
+  fi
+}
+
+case "$cmd" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 install | start [DIR] | stop [DIR]" >&2; exit 2 ;;
+esac
