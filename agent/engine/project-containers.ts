@@ -13,12 +13,12 @@ export interface ProjectContainers {
 
 /** Lists the project's containers; throws with the failed command when the engine does not answer. */
 export async function readProjectContainers(project: string): Promise<ProjectContainers> {
-  const ids = await runCommand("docker", ["ps", "-a", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${project}`], { timeoutMs: TIMEOUT_MS });
+  const ids = await runCommand("docker", ["ps", "-a", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${project}`], { timeoutMs: TIMEOUT_MS, uncapped: true });
   if (ids.exitCode !== 0) throw new EngineError(ids);
   const list = ids.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
   const byService = new Map<string, ContainerObservation[]>();
   if (list.length === 0) return { byService };
-  const inspect = await runCommand("docker", ["inspect", ...list], { timeoutMs: TIMEOUT_MS });
+  const inspect = await runCommand("docker", ["inspect", ...list], { timeoutMs: TIMEOUT_MS, uncapped: true });
   // A container removed between the two calls makes inspect fail for it; the others still print.
   if (inspect.exitCode !== 0 && !inspect.stdout.trim().startsWith("[")) throw new EngineError(inspect);
   const docs = JSON.parse(inspect.stdout || "[]") as InspectDoc[];

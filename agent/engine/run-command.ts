@@ -24,6 +24,8 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** Strings to blank out of the captured output (secret values). */
   secrets?: string[];
+  /** Keep the whole output (for output the agent parses itself, never for reported output). */
+  uncapped?: boolean;
 }
 
 /** Runs `program args…`; never throws for a failed or timed-out command, only describes it. */
@@ -42,7 +44,10 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
     maxBuffer: 8 * 1024 * 1024,
   });
   const notFound = (r as { code?: string }).code === "ENOENT";
-  const clean = (s: unknown) => cap(scrub(typeof s === "string" ? s : "", opts.secrets ?? []));
+  const clean = (s: unknown) => {
+    const text = scrub(typeof s === "string" ? s : "", opts.secrets ?? []);
+    return opts.uncapped ? text : cap(text);
+  };
   return {
     program,
     args,

@@ -1,0 +1,233 @@
+// End to end on a real Docker engine: the controller and skippy run as separate processes (the
+// built dist/ entry points) and talk HTTP/2 over TLS with the generated CA; the agent applies a
+// tenant's compose project with the host's Compose and reports back.
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create, toJsonString } from "@bufbuild/protobuf";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+
+const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
+if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
+
+const IMAGE = "skipper-busybox:local";
+const NODE = "e2e-host";
+const TENANT = "e2e-shop";
+
+function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string {
+  if (opts.broken) return "services:\n  web:\n    image: [this is not\n";
+  const web = opts.slowWeb
+    ? `    command: ["sh", "-c", "sleep 4; touch /tmp/ready; mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    healthcheck:
+      test: ["CMD", "test", "-f", "/tmp/ready"]
+      interval: 1s
+      retries: 60
+`
+    : `    command: ["sh", "-c", "mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
+`;
+  return `services:
+  web:
+    image: ${IMAGE}
+${web}    environment:
+      GREETING: \${GREETING}
+    ports:
+      - "127.0.0.1:\${WEB_PORT}:8080"
+    stop_grace_period: 1s
+  worker:
+    image: ${IMAGE}
+    command: ["sh", "-c", "while true; do sleep 1; done"]
+    environment:
+      WORKER_MODE: \${WORKER_MODE}
+    stop_grace_period: 1s
+`;
+}
+
+function tenant(port: number, opts: { greeting?: string; workerMode?: string; slowWeb?: boolean; broken?: boolean } = {}): Resource {
+  return create(ResourceSchema, {
+    id: TENANT,
+    resourceType: "tenant",
+    desiredState: {
+      kind: {
+        case: "tenant",
+        value: {
+          displayName: "E2E shop",
+          deploymentPolicy: { targetNodeId: NODE },
+          serviceIds: ["e2e-web", "e2e-worker"],
+          compose: {
+            projectName: TENANT,
+            composeFile: composeFile(opts),
+            env: { GREETING: opts.greeting ?? "hello e2e", WEB_PORT: String(port), WORKER_MODE: opts.workerMode ?? "a", API_TOKEN: "super-secret-value-123" },
+          },
+        },
+      },
+    },
+  });
+}
+
+function service(id: string, composeService: string): Resource {
+  return create(ResourceSchema, {
+    id,
+    resourceType: "service",
+    desiredState: { kind: { case: "service", value: { tenantId: TENANT, kind: "compose_service", image: IMAGE, composeService } } },
+  });
+}
+
+async function containerIds(): Promise<Record<string, string>> {
+  const r = await execa("docker", ["ps", "--no-trunc", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.ID}} {{.Label "com.docker.compose.service"}}'], {
+    env: { DOCKER_HOST: dockerHost! },
+  });
+  const out: Record<string, string> = {};
+  for (const line of r.stdout.split("\n").filter(Boolean)) {
+    const [id, svc] = line.split(" ");
+    out[svc!] = id!;
+  }
+  return out;
+}
+
+describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", () => {
+  let ctl: ControllerProcess;
+  let agent: AgentProcess;
+  let root: string;
+  let port: number;
+  let token: string;
+  let stateDir: string;
+  let workDir: string;
+
+  const resources = () => ctl.admin(ResourceService);
+  const startAgent = () => startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir, workDir, dockerHost: dockerHost! });
+
+  async function apply(): Promise<string> {
+    const res = await ctl.admin(DeploymentService).apply({ tenantId: TENANT });
+    return res.workOrder!.id;
+  }
+
+  async function finished(id: string, timeoutMs = 90_000): Promise<WorkOrder> {
+    return waitFor(
+      `work order ${id} to finish`,
+      async () => {
+        const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      timeoutMs,
+    );
+  }
+
+  async function setTenant(next: Resource): Promise<void> {
+    const cur = (await resources().getResource({ resourceType: "tenant", id: TENANT })).resource!;
+    await resources().updateResource({ resourceType: "tenant", id: TENANT, desiredState: next.desiredState, resourceVersion: cur.metadata!.resourceVersion });
+  }
+
+  beforeAll(async () => {
+    await execa("docker", ["compose", "-p", TENANT, "down"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+    await execa("docker-compose", ["-p", TENANT, "down"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+    root = await mkdtemp(join(tmpdir(), "skipper-e2e-agent-"));
+    stateDir = join(root, "state");
+    workDir = join(root, "work");
+    port = await freePort();
+    ctl = await startControllerProcess({ dataDir: join(root, "data") });
+    token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE, displayName: "e2e", labels: { env: "test" } })).token;
+    await resources().createResource({ resourceType: "service", resource: service("e2e-web", "web") });
+    await resources().createResource({ resourceType: "service", resource: service("e2e-worker", "worker") });
+    await resources().createResource({ resourceType: "tenant", resource: tenant(port) });
+    agent = startAgent();
+  }, 120_000);
+
+  afterAll(async () => {
+    await agent?.stop();
+    await ctl?.stop();
+    if (workDir) {
+      await execa("docker-compose", ["-p", TENANT, "-f", join(workDir, "tenants", TENANT, "docker-compose.yml"), "--env-file", join(workDir, "tenants", TENANT, ".env"), "down", "-t", "1"], {
+        env: { DOCKER_HOST: dockerHost! },
+        reject: false,
+      });
+    }
+    if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
+  }, 120_000);
+
+  it("heartbeats with the engine and compose it found", async () => {
+    const node = await waitFor("a heartbeat", async () => {
+      const n = (await resources().getResource({ resourceType: "node", id: NODE })).resource!;
+      return n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
+    });
+    expect(node.capabilities?.dockerAvailable).toBe(true);
+    expect(node.capabilities?.dockerVersion).toMatch(/^\d+\./);
+    expect(node.capabilities?.composeVersion).toMatch(/^\d+\./);
+    expect(node.agentVersion).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it("applies the project: success, the port answers, services report their containers", async () => {
+    const order = await finished(await apply());
+    expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
+    expect(order.result?.details?.changedResources.sort()).toEqual(["web", "worker"]);
+    const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
+    expect(body.trim()).toBe("hello e2e");
+    const ids = await containerIds();
+    const web = (await resources().getResource({ resourceType: "service", id: "e2e-web" })).resource!;
+    const webState = web.currentState?.kind.case === "service" ? web.currentState.kind.value : undefined;
+    expect(webState?.state).toBe("running");
+    expect(webState?.containers.map((c) => c.containerId)).toEqual([ids.web]);
+    const envFile = join(workDir, "tenants", TENANT, ".env");
+    expect(((await stat(envFile)).mode & 0o777).toString(8)).toBe("600");
+    // The secret-shaped env value never reaches the controller's view of the command output.
+    expect(toJsonString(WorkOrderResultSchema, order.result!)).not.toContain("super-secret-value-123");
+    expect(await readFile(agent.logFile, "utf8")).not.toContain("super-secret-value-123");
+  });
+
+  it("a second apply of the same spec changes no container", async () => {
+    const before = await containerIds();
+    const order = await finished(await apply());
+    expect(order.result?.code).toBe("APPLY_OK");
+    expect(order.result?.details?.changedResources).toEqual([]);
+    expect(order.result?.details?.unchangedResources.sort()).toEqual(["web", "worker"]);
+    expect(await containerIds()).toEqual(before);
+  });
+
+  it("an env change recreates only the service that uses it", async () => {
+    const before = await containerIds();
+    await setTenant(tenant(port, { workerMode: "b" }));
+    const order = await finished(await apply());
+    expect(order.result?.code).toBe("APPLY_OK");
+    expect(order.result?.details?.changedResources).toEqual(["worker"]);
+    const after = await containerIds();
+    expect(after.web).toBe(before.web);
+    expect(after.worker).not.toBe(before.worker);
+  });
+
+  it("a broken compose file is COMPOSE_INVALID and leaves the running project as it was", async () => {
+    const before = await containerIds();
+    const composePath = join(workDir, "tenants", TENANT, "docker-compose.yml");
+    const fileBefore = await readFile(composePath, "utf8");
+    await setTenant(tenant(port, { workerMode: "b", broken: true }));
+    const order = await finished(await apply());
+    expect(order.status).toBe(WorkOrderStatus.FAILED);
+    expect(order.result?.code).toBe("COMPOSE_INVALID");
+    expect(order.result?.details?.command?.exitCode).not.toBe(0);
+    expect(await containerIds()).toEqual(before);
+    expect(await readFile(composePath, "utf8")).toBe(fileBefore);
+    expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("hello e2e");
+  });
+
+  it("an agent killed mid-order finishes the order after a restart", async () => {
+    await setTenant(tenant(port, { workerMode: "b", slowWeb: true, greeting: "after restart" }));
+    const id = await apply();
+    await waitFor("the order to be claimed", async () => {
+      const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
+      return o.status === WorkOrderStatus.RUNNING ? o : undefined;
+    });
+    await agent.kill();
+    expect(await readdir(join(stateDir, "orders"))).toEqual([`${id}.json`]);
+    agent = startAgent();
+    const order = await finished(id);
+    expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
+    expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after restart");
+    await waitFor("the journal to empty", async () => ((await readdir(join(stateDir, "orders"))).length === 0 ? true : undefined));
+  });
+});

@@ -1,0 +1,21 @@
+// Once per test run: a Docker engine for the tests that need one (scripts/docker-engine.sh:
+// reuses a running engine or starts a private dockerd, and loads the busybox test image). Tests
+// read SKIPPER_TEST_DOCKER_HOST; when no engine can be had they are skipped, loudly.
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export default function setup(): void {
+  if (process.env.SKIPPER_TEST_DOCKER === "0") {
+    console.warn("\n!!! SKIPPER_TEST_DOCKER=0: tests that need a Docker engine are SKIPPED\n");
+    return;
+  }
+  const script = fileURLToPath(new URL("../scripts/docker-engine.sh", import.meta.url));
+  try {
+    const out = execFileSync(script, ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: 120_000 });
+    const host = /DOCKER_HOST=(\S+)/.exec(out)?.[1];
+    if (!host) throw new Error(`no DOCKER_HOST in: ${out}`);
+    process.env.SKIPPER_TEST_DOCKER_HOST = host;
+  } catch (e) {
+    console.warn(`\n!!! No Docker engine could be started (${(e as Error).message.split("\n")[0]}):\n!!! tests that need one are SKIPPED\n`);
+  }
+}

@@ -1,0 +1,152 @@
+// Real processes for end-to-end tests: the built controller (dist/controller/main.js) and agent
+// (dist/agent/main.js), as users run them. `npm test` builds dist/ first.
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, readFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+
+const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
+export const E2E_ADMIN_TOKEN = "e2e-admin-token-0123456789";
+
+export interface ControllerProcess {
+  child: ChildProcess;
+  url: string;
+  dataDir: string;
+  ca: string;
+  caFile: string;
+  admin<S extends DescService>(service: S): Client<S>;
+  stop(): Promise<void>;
+}
+
+/** Starts the controller on a free port with a fresh (or given) data dir; stdout goes to <dataDir>/../controller.out. */
+export async function startControllerProcess(opts: { dataDir?: string } = {}): Promise<ControllerProcess> {
+  const dataDir = opts.dataDir ?? join(await mkdtemp(join(tmpdir(), "skipper-e2e-")), "data");
+  const child = spawn(process.execPath, [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const out = createWriteStream(join(dataDir, "..", "controller.out"), { flags: "a" });
+  child.stderr!.pipe(out);
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    child.once("exit", (code) => reject(new Error(`controller exited with ${code}`)));
+    lines.on("line", (line) => {
+      out.write(line + "\n");
+      try {
+        const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
+        if (l.action === "listen" && l.metadata?.url) resolve(l.metadata.url);
+      } catch {
+        // not a log line
+      }
+    });
+  });
+  const caFile = join(dataDir, "tls", "ca.crt");
+  const ca = await readFile(caFile, "utf8");
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("x-admin-token", E2E_ADMIN_TOKEN);
+    return next(req);
+  };
+  const transport = createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] });
+  return {
+    child,
+    url,
+    dataDir,
+    ca,
+    caFile,
+    admin: (service) => createClient(service, transport),
+    stop: () => stopProcess(child),
+  };
+}
+
+export interface AgentProcess {
+  child: ChildProcess;
+  logFile: string;
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+}
+
+/** Starts skippy for `nodeId`; its log goes to <stateDir>/agent.log. */
+export function startAgentProcess(opts: {
+  controller: ControllerProcess;
+  nodeId: string;
+  token: string;
+  stateDir: string;
+  workDir: string;
+  dockerHost: string;
+  pollInterval?: string;
+  extraArgs?: string[];
+}): AgentProcess {
+  const logFile = join(opts.stateDir, "..", `agent-${opts.nodeId}.log`);
+  const child = spawn(
+    process.execPath,
+    [
+      join(DIST, "agent", "main.js"),
+      "--controller", opts.controller.url,
+      "--node-id", opts.nodeId,
+      "--ca-file", opts.controller.caFile,
+      "--state-dir", opts.stateDir,
+      "--work-dir", opts.workDir,
+      "--poll-interval", opts.pollInterval ?? "200ms",
+      ...(opts.extraArgs ?? []),
+    ],
+    { env: { ...process.env, SKIPPY_NODE_TOKEN: opts.token, DOCKER_HOST: opts.dockerHost }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const out = createWriteStream(logFile, { flags: "a" });
+  child.stdout!.pipe(out);
+  child.stderr!.pipe(out);
+  return {
+    child,
+    logFile,
+    stop: () => stopProcess(child),
+    kill: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `fn` until it returns a value that is not undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
