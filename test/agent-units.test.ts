@@ -1,0 +1,161 @@
+// The agent's pieces that need no engine: configuration, backoff, change detection, command
+// output handling, the journal, and the executor's answers when no engine can be reached.
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { pino } from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ComposeVariant, ContainerObservationSchema, NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
+import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { Backoff } from "../agent/backoff.js";
+import { duration, loadAgentConfig } from "../agent/config.js";
+import { containerChanges } from "../agent/executors/container-changes.js";
+import { deployService } from "../agent/executors/deploy-service.js";
+import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
+import { Journal } from "../agent/journal.js";
+
+const noFile = () => {
+  throw new Error("no file");
+};
+
+describe("agent configuration", () => {
+  it("reads flags over environment and normalises the controller URL", () => {
+    const cfg = loadAgentConfig(["--node-id", "n1", "--label", "zone=a", "--poll-interval", "250ms"], { SKIPPY_NODE_TOKEN: "skn.x.y", SKIPPY_CONTROLLER_URL: "https://ctl:8443/", SKIPPY_LABELS: "env=prod" }, noFile);
+    expect(cfg).toMatchObject({ nodeId: "n1", token: "skn.x.y", controllerUrl: "https://ctl:8443/v1", pollIntervalMs: 250, labels: { env: "prod", zone: "a" } });
+  });
+
+  it("reads the token from a file and refuses missing or unsafe settings", () => {
+    const cfg = loadAgentConfig(["--node-id", "n1", "--token-file", "/t"], {}, () => "skn.file.token\n");
+    expect(cfg !== "help" && cfg.token).toBe("skn.file.token");
+    expect(() => loadAgentConfig([], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/node-id/);
+    expect(() => loadAgentConfig(["--node-id", "../x"], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/node-id/);
+    expect(() => loadAgentConfig(["--node-id", "n1"], {}, noFile)).toThrow(/token/);
+    expect(() => loadAgentConfig(["--node-id", "n1", "--label", "a b=c"], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/label/);
+  });
+
+  it("parses durations", () => {
+    expect([duration("5s", "x", 0), duration("2m", "x", 0), duration("150", "x", 0), duration("1.5s", "x", 0)]).toEqual([5000, 120_000, 150, 1500]);
+    expect(() => duration("soon", "x", 0)).toThrow(/duration/);
+    expect(() => duration("1ms", "poll interval", 10)).toThrow(/at least 10/);
+  });
+});
+
+describe("backoff", () => {
+  it("doubles its ceiling per failure up to the cap, with jitter below it, and resets", () => {
+    const top = new Backoff(500, 30_000, () => 0.999999);
+    const ceilings = Array.from({ length: 9 }, () => top.next());
+    expect(ceilings).toEqual([500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+    const low = new Backoff(500, 30_000, () => 0);
+    expect(low.next()).toBe(0);
+    top.reset();
+    expect(top.next()).toBe(500);
+  });
+});
+
+describe("container changes", () => {
+  const c = (id: string, hash: string, state = "running") => create(ContainerObservationSchema, { containerId: id, configHash: hash, state });
+  it("counts only services whose containers are the same, same config, running before and after as unchanged", () => {
+    const before = new Map([
+      ["web", [c("a", "h1")]],
+      ["db", [c("b", "h2")]],
+      ["old", [c("x", "h9")]],
+      ["stopped", [c("s", "h3", "exited")]],
+    ]);
+    const after = new Map([
+      ["web", [c("a", "h1")]],
+      ["db", [c("b2", "h2b")]],
+      ["new", [c("n", "h4")]],
+      ["stopped", [c("s", "h3")]],
+    ]);
+    expect(containerChanges(before, after)).toEqual({ changed: ["db", "new", "old", "stopped"], unchanged: ["web"] });
+    expect(containerChanges(after, after).changed).toEqual([]);
+  });
+});
+
+describe("running commands", () => {
+  it("runs argv without a shell: metacharacters stay literal", async () => {
+    const r = await runCommand("echo", ["$(id)", ";", "`uname`", "&&", "rm"], { timeoutMs: 5000 });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.trim()).toBe("$(id) ; `uname` && rm");
+  });
+
+  it("reports a missing program, a timeout, and caps and scrubs output", async () => {
+    expect((await runCommand("definitely-not-a-program-xyz", [], { timeoutMs: 5000 })).notFound).toBe(true);
+    const slow = await runCommand("sleep", ["5"], { timeoutMs: 200 });
+    expect(slow.timedOut).toBe(true);
+    const big = await runCommand("sh", ["-c", `yes hunter2-password | head -c ${OUTPUT_CAP_BYTES * 3}`], { timeoutMs: 5000, secrets: ["hunter2-password"] });
+    expect(Buffer.byteLength(big.stdout)).toBeLessThan(OUTPUT_CAP_BYTES + 100);
+    expect(big.stdout).not.toContain("hunter2");
+    expect(big.stdout).toContain("[REDACTED]");
+    expect(scrub("a abc b", ["abc"])).toBe("a abc b"); // too short to be a secret worth blanking
+  });
+});
+
+describe("journal", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "skippy-journal-"));
+  });
+  afterEach(async () => rm(dir, { recursive: true, force: true }));
+
+  it("keeps claimed orders and their results across instances, oldest first, private to the agent", async () => {
+    const j = new Journal(dir);
+    await j.open();
+    const o1 = create(WorkOrderSchema, { id: "o-1", type: WorkOrderType.DEPLOY_SERVICE, requestId: "r1", correlationId: "c1" });
+    const o2 = create(WorkOrderSchema, { id: "o-2", type: WorkOrderType.DEPLOY_SERVICE });
+    await j.record({ order: o2, claimedAt: new Date(2000) });
+    await j.record({ order: o1, claimedAt: new Date(1000), result: create(WorkOrderResultSchema, { success: true, code: "APPLY_OK" }) });
+    const again = new Journal(dir);
+    await again.open();
+    const { entries, problems } = await again.pending();
+    expect(problems).toEqual([]);
+    expect(entries.map((e) => [e.order.id, e.order.correlationId, e.result?.code])).toEqual([
+      ["o-1", "c1", "APPLY_OK"],
+      ["o-2", "", undefined],
+    ]);
+    expect(((await stat(join(dir, "orders", "o-1.json"))).mode & 0o777).toString(8)).toBe("600");
+    await again.remove("o-1");
+    expect(await readdir(join(dir, "orders"))).toEqual(["o-2.json"]);
+    await expect(j.record({ order: create(WorkOrderSchema, { id: "../evil" }), claimedAt: new Date() })).rejects.toThrow(/safe file name/);
+  });
+});
+
+describe("deploy_service without a usable engine", () => {
+  let workDir: string;
+  const saved = process.env.DOCKER_HOST;
+  beforeEach(async () => {
+    workDir = await mkdtemp(join(tmpdir(), "skippy-work-"));
+  });
+  afterEach(async () => {
+    process.env.DOCKER_HOST = saved;
+    if (saved === undefined) delete process.env.DOCKER_HOST;
+    await rm(workDir, { recursive: true, force: true });
+  });
+  const order = (tenantId: string, composeFile = "services:\n  web:\n    image: busybox\n", env: Record<string, string> = {}) =>
+    create(WorkOrderSchema, { id: "o-1", type: WorkOrderType.DEPLOY_SERVICE, desiredState: { tenantId, deploymentId: "d-1", composeProject: { composeFile, env } } });
+  const host = (compose: boolean) => ({
+    capabilities: create(NodeCapabilitiesSchema, { message: compose ? "" : "neither compose found" }),
+    compose: compose ? { variant: ComposeVariant.STANDALONE_V1 as const, program: "docker-compose", baseArgs: [], version: "1.29.2" } : undefined,
+  });
+  const ctx = (compose: boolean) => ({ workDir, docker: host(compose), composeTimeoutMs: 10_000, readyTimeoutMs: 1000, log: pino({ level: "silent" }) });
+
+  it("refuses orders that would escape the work dir or break the .env file, before touching anything", async () => {
+    expect((await deployService(order("../etc"), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect((await deployService(order("Upper Case"), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect((await deployService(order("t1", "services: {}\n", { "BAD KEY": "x" }), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect((await deployService(order("t1", "services: {}\n", { OK: "line\nbreak" }), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect((await deployService(order("t1", "  "), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect(await readdir(workDir)).toEqual([]);
+  });
+
+  it("says DOCKER_UNAVAILABLE when no compose exists or the engine does not answer", async () => {
+    const none = await deployService(order("t1"), ctx(false));
+    expect(none.result).toMatchObject({ success: false, code: "DOCKER_UNAVAILABLE", message: "neither compose found" });
+    process.env.DOCKER_HOST = `unix://${join(workDir, "no-such.sock")}`;
+    const down = await deployService(order("t1"), ctx(true));
+    expect(down.result.code).toBe("DOCKER_UNAVAILABLE");
+    expect(down.result.details?.command?.program).toBe("docker");
+    expect(down.result.details?.command?.exitCode).not.toBe(0);
+  });
+});
