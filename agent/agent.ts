@@ -44,6 +44,7 @@ const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Interna
 
 export class Agent {
   private host: DockerHost | undefined;
+  private probing: Promise<DockerHost> | undefined;
   private probedAt = 0;
   private lastHeartbeat = 0;
   private recovered = false;
@@ -84,19 +85,30 @@ export class Agent {
     this.log.info({ action: "stop" }, "agent stopped");
   }
 
+  /**
+   * The host's capabilities. Probing runs Compose (a Python program for v1) and can take most of
+   * a second, so only the first probe is waited for; later ones run in the background while the
+   * loop goes on with the last answer.
+   */
   private async refreshHost(force = false): Promise<DockerHost> {
-    if (!this.host || force || Date.now() - this.probedAt >= PROBE_EVERY_MS) {
-      const prev = this.host?.capabilities.message;
-      this.host = await this.deps.probe();
+    if ((force || Date.now() - this.probedAt >= PROBE_EVERY_MS) && !this.probing) {
       this.probedAt = Date.now();
-      const c = this.host.capabilities;
-      if (c.message !== prev || force) {
-        const meta = { docker_version: c.dockerVersion, compose_variant: c.composeVariant, compose_version: c.composeVersion, message: c.message };
-        if (c.message) this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
-        else this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
-      }
+      this.probing = this.probe(force).finally(() => (this.probing = undefined));
     }
-    return this.host;
+    return this.host ?? (await this.probing!);
+  }
+
+  private async probe(force: boolean): Promise<DockerHost> {
+    const prev = this.host?.capabilities.message;
+    const host = await this.deps.probe();
+    this.host = host;
+    const c = host.capabilities;
+    if (c.message !== prev || force) {
+      const meta = { docker_version: c.dockerVersion, compose_variant: c.composeVariant, compose_version: c.composeVersion, message: c.message };
+      if (c.message) this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
+      else this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
+    }
+    return host;
   }
 
   private async heartbeat(): Promise<void> {
@@ -157,7 +169,7 @@ export class Agent {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
       }
-      if (outcome.result.code === "DOCKER_UNAVAILABLE") await this.refreshHost(true);
+      if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
       outcome = { result: failure("UNSUPPORTED_ORDER_TYPE", `this agent (${AGENT_VERSION}) cannot run order type ${WorkOrderType[order.type] ?? order.type}`), services: [], composePath: "" };
     }

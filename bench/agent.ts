@@ -1,0 +1,141 @@
+// Agent benchmark (npm run bench:agent): dispatch latency, from Apply returning to the agent's
+// claim (the order's started_at), with the default 5 s poll interval and with 100 ms; and the
+// agent's idle RSS and CPU over a quiet period with the default interval.
+//
+// The controller and skippy run as processes from dist/. The agent is pointed at a Docker socket
+// that does not exist, so each order ends at once with DOCKER_UNAVAILABLE: the figure is the
+// dispatch path, not Compose. Options: --samples <n> (default 12 at 5 s, 60 at 100 ms),
+// --idle <s> (default 30).
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { benchTenant } from "./bench-tenant.js";
+
+const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
+const ADMIN = "bench-admin-token-0123456789abcdef";
+const { values } = parseArgs({ options: { samples: { type: "string" }, idle: { type: "string", default: "30" } } });
+
+function spawnJson(args: string[], env: NodeJS.ProcessEnv, ready?: (l: Record<string, unknown>) => string | undefined): Promise<{ child: ChildProcess; value: string }> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((res, rej) => {
+    if (!ready) return res({ child, value: "" });
+    child.once("exit", (c) => rej(new Error(`exited ${c}`)));
+    const rl = createInterface({ input: child.stdout! });
+    rl.on("line", (line) => {
+      try {
+        const v = ready(JSON.parse(line) as Record<string, unknown>);
+        if (v) {
+          rl.removeAllListeners("line");
+          child.stdout!.resume();
+          res({ child, value: v });
+        }
+      } catch {
+        // banner text
+      }
+    });
+  });
+}
+
+function procStats(pid: number): { rssMb: number; cpuSeconds: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { rssMb: rssKb / 1024, cpuSeconds: (Number(f[11]) + Number(f[12])) / 100 };
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+const stop = async (c: ChildProcess) => {
+  if (c.exitCode !== null) return;
+  const done = new Promise((r) => c.once("exit", r));
+  c.kill("SIGTERM");
+  await done;
+};
+
+const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-agent-"));
+const children: ChildProcess[] = [];
+try {
+  const dataDir = join(base, "data");
+  const ctl = await spawnJson([join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { SKIPPER_ADMIN_TOKEN: ADMIN }, (l) =>
+    l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined,
+  );
+  children.push(ctl.child);
+  const url = ctl.value;
+  const caFile = join(dataDir, "tls", "ca.crt");
+  const ca = await readFile(caFile, "utf8");
+  const auth: Interceptor = (next) => (req) => (req.header.set("x-admin-token", ADMIN), next(req));
+  const t = createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] });
+  const nodes = createClient(NodeService, t);
+  const resources = createClient(ResourceService, t);
+  const deploy = createClient(DeploymentService, t);
+  const orders = createClient(WorkOrderService, t);
+
+  const rows: string[] = [];
+  const figures: Record<string, unknown> = {};
+  for (const [label, interval, intervalMs, defaultSamples] of [
+    ["poll 5s (default)", "5s", 5000, 12],
+    ["poll 100ms", "100ms", 100, 60],
+  ] as const) {
+    const w = interval === "5s" ? 0 : 1;
+    const nodeId = `bench-node-${w}`;
+    const token = (await nodes.registerNode({ nodeId })).token;
+    await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
+    const agent = await spawnJson(
+      [join(dist, "agent", "main.js"), "--controller", url, "--node-id", nodeId, "--ca-file", caFile, "--state-dir", join(base, `state-${w}`), "--work-dir", join(base, `work-${w}`), "--poll-interval", interval, "--log-level", "warn"],
+      { SKIPPY_NODE_TOKEN: token, DOCKER_HOST: `unix://${join(base, "no-engine.sock")}` },
+    );
+    children.push(agent.child);
+    await new Promise((r) => setTimeout(r, 1500));
+    const samples = Number(values.samples ?? defaultSamples);
+    const latencies: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      await new Promise((r) => setTimeout(r, Math.random() * intervalMs)); // land anywhere in the poll cycle
+      const res = await deploy.apply({ tenantId: `bench-tenant-${w}` });
+      const returned = Date.now();
+      for (;;) {
+        const o = (await orders.getWorkOrder({ id: res.workOrder!.id })).workOrder!;
+        if (o.status !== WorkOrderStatus.PENDING && o.startedAt) {
+          latencies.push(timestampDate(o.startedAt).getTime() - returned);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    latencies.sort((a, b) => a - b);
+    rows.push(`| ${label.padEnd(17)} | ${String(samples).padStart(7)} | ${String(pct(latencies, 50)).padStart(6)} | ${String(pct(latencies, 99)).padStart(6)} |`);
+    figures[interval] = { samples, p50_ms: pct(latencies, 50), p99_ms: pct(latencies, 99) };
+
+    if (interval === "5s") {
+      const idleS = Number(values.idle);
+      await new Promise((r) => setTimeout(r, 3000));
+      const a = procStats(agent.child.pid!);
+      await new Promise((r) => setTimeout(r, idleS * 1000));
+      const b = procStats(agent.child.pid!);
+      figures.idle = { seconds: idleS, rss_mb: +b.rssMb.toFixed(1), cpu_percent_of_core: +((100 * (b.cpuSeconds - a.cpuSeconds)) / idleS).toFixed(2) };
+    }
+    await stop(agent.child);
+  }
+  console.log("| dispatch          | samples | p50 ms | p99 ms |");
+  console.log("| ----------------- | ------- | ------ | ------ |");
+  for (const r of rows) console.log(r);
+  const idle = figures.idle as { seconds: number; rss_mb: number; cpu_percent_of_core: number };
+  console.log(`\nagent idle (poll 5s, ${idle.seconds}s): RSS ${idle.rss_mb} MB, CPU ${idle.cpu_percent_of_core}% of one core`);
+  console.log(`${idle.rss_mb < 80 ? "MET " : "MISS"}  idle RSS < 80 MB`);
+  console.log(`${idle.cpu_percent_of_core < 1 ? "MET " : "MISS"}  idle CPU < 1% of a core`);
+  console.log(JSON.stringify({ bench: "agent", node: process.version, ...figures }));
+} finally {
+  for (const c of children) await stop(c).catch(() => undefined);
+  await rm(base, { recursive: true, force: true });
+}
