@@ -1,4 +1,5 @@
 // skippy's configuration: flags override SKIPPY_* environment variables, which override defaults.
+import { LOG_LEVELS } from "../controller/logging/logger.js";
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -79,7 +80,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     labels[m[1]!] = m[2]!;
   }
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
+  if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   return {
     controllerUrl,
     nodeId,

@@ -1,4 +1,5 @@
 // Controller configuration from flags and environment (flags win). Documented in the README.
+import { LOG_LEVELS } from "./logging/logger.js";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 
@@ -60,7 +61,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     throw new Error("SKIPPER_ADMIN_TOKEN must be 16-512 printable ASCII characters without spaces");
   }
   const logLevel = values["log-level"] ?? env.SKIPPER_LOG_LEVEL ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) {
+  if (!LOG_LEVELS.includes(logLevel)) {
     throw new Error(`unknown log level '${logLevel}'`);
   }
   const hostnames = [

@@ -8,6 +8,9 @@ import { redact } from "./redact.js";
 
 export type { Logger } from "pino";
 
+/** The levels --log-level accepts, for the controller and the agent alike. */
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
 export interface LoggerOptions {
   /** Service name, e.g. "skipper-controller" or "skippy". */
   service: string;
