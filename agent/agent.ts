@@ -1,6 +1,6 @@
 // The agent's loop. Each round: heartbeat (when due), ask for the next order, and if there is
-// one: claim it, journal it, execute it, journal the result, report the result, report the
-// observed state of what it touched, drop the journal entry; then ask again at once. With no
+// one: journal it, claim it, mark it claimed, execute it, journal the result, report the result,
+// report the observed state of what it touched, drop the journal entry; then ask again at once. With no
 // work it sleeps one poll interval. When the controller cannot be reached it retries with capped
 // exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
@@ -132,6 +132,9 @@ export class Agent {
       if (entry.result) {
         log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
         await this.finish(entry.order, entry.result, [], signal, log);
+      } else if (!entry.claimedAt) {
+        log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
+        await this.handle(entry.order, signal);
       } else {
         log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
         await this.execute(entry.order, entry.claimedAt, signal, log);
@@ -142,6 +145,9 @@ export class Agent {
 
   private async handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
     const log = this.orderLog(order);
+    // Journal first: killed after the controller granted the claim but before a journal write,
+    // the agent would forget an order the controller thinks it is running.
+    await this.deps.journal.record({ order });
     let claimed: WorkOrder;
     try {
       const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, traceHeaders(order));
@@ -150,8 +156,11 @@ export class Agent {
       const err = ConnectError.from(e);
       if (err.code === Code.FailedPrecondition || err.code === Code.PermissionDenied || err.code === Code.NotFound) {
         log.info({ action: "claim", result: Code[err.code], metadata: { message: err.rawMessage } }, "order not claimable; skipping");
+        await this.deps.journal.remove(order.id);
         return;
       }
+      // The claim may or may not have landed: go through the journal again next round.
+      this.recovered = false;
       throw e;
     }
     log.info({ action: "claim", result: "ok" }, "work order claimed");

@@ -1,9 +1,11 @@
 // The agent's local record of orders it has claimed, so a restart cannot lose one. An entry is
-// written (atomically, fsynced) right after a claim succeeds, updated with the result once the
-// executor returns, and removed once the controller has the result. On start, the agent reads
-// what is left: an entry with a result is reported again (the controller answers a repeated
-// report with the stored result); one without is executed again (executors converge, so a second
-// run finishes what the first began) and then reported.
+// written (atomically, fsynced) before the claim is sent, marked claimed once the controller
+// grants it, updated with the result once the executor returns, and removed once the controller
+// has the result. On start, the agent reads what is left: an entry with a result is reported
+// again (the controller answers a repeated report with the stored result); a claimed one is
+// executed again (executors converge, so a second run finishes what the first began) and then
+// reported; one whose claim was in flight is claimed again (a node re-claiming its own order gets
+// it back) or dropped when the controller refuses it.
 import { mkdir, readdir, readFile, rename, rm, open } from "node:fs/promises";
 import { join } from "node:path";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
@@ -12,14 +14,15 @@ import { ID_PATTERN } from "../controller/ids.js";
 
 export interface JournalEntry {
   order: WorkOrder;
-  claimedAt: Date;
+  /** Unset while the claim is in flight. */
+  claimedAt?: Date;
   result?: WorkOrderResult;
 }
 
 interface Stored {
   schema_version: "v1";
   work_order: JsonValue;
-  claimed_at: string;
+  claimed_at?: string;
   result?: JsonValue;
 }
 
@@ -39,7 +42,7 @@ export class Journal {
     const stored: Stored = {
       schema_version: "v1",
       work_order: toJson(WorkOrderSchema, entry.order, { useProtoFieldName: true }),
-      claimed_at: entry.claimedAt.toISOString(),
+      ...(entry.claimedAt ? { claimed_at: entry.claimedAt.toISOString() } : {}),
       ...(entry.result ? { result: toJson(WorkOrderResultSchema, entry.result, { useProtoFieldName: true }) } : {}),
     };
     const path = join(this.dir, `${entry.order.id}.json`);
@@ -64,7 +67,7 @@ export class Journal {
     await rm(join(this.dir, `${orderId}.json`), { force: true });
   }
 
-  /** Entries left by an earlier run, oldest claim first. Unreadable files are skipped and returned as problems. */
+  /** Entries left by an earlier run, oldest claim first (unclaimed last). Unreadable files are skipped and returned as problems. */
   async pending(): Promise<{ entries: JournalEntry[]; problems: string[] }> {
     const entries: JournalEntry[] = [];
     const problems: string[] = [];
@@ -78,14 +81,15 @@ export class Journal {
         const s = JSON.parse(await readFile(join(this.dir, name), "utf8")) as Stored;
         entries.push({
           order: fromJson(WorkOrderSchema, s.work_order, { ignoreUnknownFields: true }),
-          claimedAt: new Date(s.claimed_at),
+          claimedAt: s.claimed_at ? new Date(s.claimed_at) : undefined,
           result: s.result ? fromJson(WorkOrderResultSchema, s.result, { ignoreUnknownFields: true }) : undefined,
         });
       } catch (e) {
         problems.push(`${name}: ${(e as Error).message}`);
       }
     }
-    entries.sort((a, b) => a.claimedAt.getTime() - b.claimedAt.getTime());
+    const at = (e: JournalEntry) => e.claimedAt?.getTime() ?? Number.MAX_SAFE_INTEGER;
+    entries.sort((a, b) => at(a) - at(b));
     return { entries, problems };
   }
 }

@@ -21,6 +21,21 @@ if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (
 const IMAGE = "skipper-busybox:local";
 const NODE = "e2e-host";
 const TENANT = "e2e-shop";
+// A second tenant whose services never become ready.
+const SICK = "e2e-sick";
+const SICK_COMPOSE = `services:
+  sick:
+    image: ${IMAGE}
+    command: ["sh", "-c", "while true; do sleep 1; done"]
+    healthcheck:
+      test: ["CMD", "false"]
+      interval: 1s
+      retries: 2
+    stop_grace_period: 1s
+  crashy:
+    image: ${IMAGE}
+    command: ["sh", "-c", "exit 3"]
+`;
 
 function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string {
   if (opts.broken) return "services:\n  web:\n    image: [this is not\n";
@@ -102,10 +117,12 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   let workDir: string;
 
   const resources = () => ctl.admin(ResourceService);
-  const startAgent = () => startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir, workDir, dockerHost: dockerHost! });
+  // A short readiness deadline, so an order whose services never get healthy fails within a test.
+  const startAgent = () =>
+    startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir, workDir, dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "10s"] });
 
-  async function apply(): Promise<string> {
-    const res = await ctl.admin(DeploymentService).apply({ tenantId: TENANT });
+  async function apply(tenantId = TENANT): Promise<string> {
+    const res = await ctl.admin(DeploymentService).apply({ tenantId });
     return res.workOrder!.id;
   }
 
@@ -126,8 +143,9 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   }
 
   beforeAll(async () => {
-    await execa("docker", ["compose", "-p", TENANT, "down"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
-    await execa("docker-compose", ["-p", TENANT, "down"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+    for (const project of [TENANT, SICK]) {
+      await execa("docker-compose", ["-p", project, "down"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+    }
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-agent-"));
     stateDir = join(root, "state");
     workDir = join(root, "work");
@@ -143,8 +161,8 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   afterAll(async () => {
     await agent?.stop();
     await ctl?.stop();
-    if (workDir) {
-      await execa("docker-compose", ["-p", TENANT, "-f", join(workDir, "tenants", TENANT, "docker-compose.yml"), "--env-file", join(workDir, "tenants", TENANT, ".env"), "down", "-t", "1"], {
+    for (const project of workDir ? [TENANT, SICK] : []) {
+      await execa("docker-compose", ["-p", project, "-f", join(workDir, "tenants", project, "docker-compose.yml"), "--env-file", join(workDir, "tenants", project, ".env"), "down", "-t", "1"], {
         env: { DOCKER_HOST: dockerHost! },
         reject: false,
       });
@@ -229,5 +247,52 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after restart");
     await waitFor("the journal to empty", async () => ((await readdir(join(stateDir, "orders"))).length === 0 ? true : undefined));
+  });
+
+  it("services that never get healthy or exit are SERVICES_NOT_RUNNING, with what the engine saw", async () => {
+    await resources().createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, {
+        id: SICK,
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: SICK_COMPOSE } } } },
+      }),
+    });
+    const order = await finished(await apply(SICK));
+    expect(order.status).toBe(WorkOrderStatus.FAILED);
+    expect(order.result?.code, order.result?.message).toBe("SERVICES_NOT_RUNNING");
+    // Compose itself succeeded: a zero exit code alone is not success.
+    expect(order.result?.details?.command?.exitCode).toBe(0);
+    const seen = Object.fromEntries((order.result?.details?.services ?? []).map((s) => [s.service, s]));
+    expect(seen.sick?.state).toBe("unhealthy");
+    expect(seen.sick?.containers[0]?.health).toBe("unhealthy");
+    expect(seen.crashy?.state).toBe("not_running");
+    expect(seen.crashy?.containers[0]?.state).toBe("exited");
+    const t = (await resources().getResource({ resourceType: "tenant", id: SICK })).resource!;
+    expect(t.currentState?.kind.case === "tenant" ? t.currentState.kind.value.resultCode : "").toBe("SERVICES_NOT_RUNNING");
+  });
+
+  it("rides out a controller restart: retries with growing backoff, never exits, then takes new work", async () => {
+    const logBefore = (await readFile(agent.logFile, "utf8")).length;
+    const ctlPort = Number(new URL(ctl.url).port);
+    await ctl.stop();
+    const retries = await waitFor(
+      "the agent to retry three times",
+      async () => {
+        const lines = (await readFile(agent.logFile, "utf8")).slice(logBefore).split("\n").filter((l) => l.includes('"controller_unreachable"'));
+        return lines.length >= 3 ? lines.map((l) => JSON.parse(l) as { metadata: { attempt: number; retry_in_ms: number } }) : undefined;
+      },
+      30_000,
+    );
+    expect(retries.slice(0, 3).map((r) => r.metadata.attempt)).toEqual([1, 2, 3]);
+    // Full jitter below a doubling ceiling: 0.5 s, 1 s, 2 s.
+    retries.slice(0, 3).forEach((r, i) => expect(r.metadata.retry_in_ms).toBeLessThanOrEqual(500 * 2 ** i));
+    expect(agent.child.exitCode).toBeNull();
+    ctl = await startControllerProcess({ dataDir: ctl.dataDir, port: ctlPort });
+    await setTenant(tenant(port, { workerMode: "c", greeting: "after controller restart" }));
+    const order = await finished(await apply());
+    expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
+    expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after controller restart");
+    expect(agent.child.exitCode).toBeNull();
   });
 });

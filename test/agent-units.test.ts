@@ -119,6 +119,18 @@ describe("journal", () => {
     expect(await readdir(join(dir, "orders"))).toEqual(["o-2.json"]);
     await expect(j.record({ order: create(WorkOrderSchema, { id: "../evil" }), claimedAt: new Date() })).rejects.toThrow(/safe file name/);
   });
+
+  it("an order journaled before its claim was granted comes back unclaimed, after the claimed ones", async () => {
+    const j = new Journal(dir);
+    await j.open();
+    await j.record({ order: create(WorkOrderSchema, { id: "o-intent" }) });
+    await j.record({ order: create(WorkOrderSchema, { id: "o-claimed" }), claimedAt: new Date(5000) });
+    const { entries } = await new Journal(dir).pending();
+    expect(entries.map((e) => [e.order.id, e.claimedAt?.getTime()])).toEqual([
+      ["o-claimed", 5000],
+      ["o-intent", undefined],
+    ]);
+  });
 });
 
 describe("deploy_service without a usable engine", () => {

@@ -25,10 +25,13 @@ export interface ControllerProcess {
   stop(): Promise<void>;
 }
 
-/** Starts the controller on a free port with a fresh (or given) data dir; stdout goes to <dataDir>/../controller.out. */
-export async function startControllerProcess(opts: { dataDir?: string } = {}): Promise<ControllerProcess> {
+/**
+ * Starts the controller with a fresh (or given) data dir on a free port (or `port`, to restart
+ * one where its agents expect it); stdout goes to <dataDir>/../controller.out.
+ */
+export async function startControllerProcess(opts: { dataDir?: string; port?: number } = {}): Promise<ControllerProcess> {
   const dataDir = opts.dataDir ?? join(await mkdtemp(join(tmpdir(), "skipper-e2e-")), "data");
-  const child = spawn(process.execPath, [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+  const child = spawn(process.execPath, [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", `127.0.0.1:${opts.port ?? 0}`], {
     env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN },
     stdio: ["ignore", "pipe", "pipe"],
   });
