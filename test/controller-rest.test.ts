@@ -29,6 +29,27 @@ afterAll(async () => {
 });
 
 describe("REST routes", () => {
+  it("PATCH with an update_mask and DELETE map onto UpdateResource and DeleteResource", async () => {
+    await call("POST", "/v1/resources/tenant", { body: { id: "rest-crud", desired_state: { tenant: { display_name: "before" } }, metadata: { labels: { a: "1" } } } });
+    const patched = await call("PATCH", "/v1/resources/tenant/rest-crud", {
+      body: { desired_state: { tenant: { display_name: "after" } }, update_mask: "desiredState.tenant.displayName" },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data.desired_state.tenant.display_name).toBe("after");
+    expect(patched.body.data.metadata.labels).toEqual({ a: "1" });
+    const badMask = await call("PATCH", "/v1/resources/tenant/rest-crud", { body: { update_mask: "desiredState.tenant.nope" } });
+    expect(badMask.status).toBe(400);
+    expect(badMask.body.error.details.field).toBe("update_mask");
+    const del = await call("DELETE", "/v1/resources/tenant/rest-crud");
+    expect(del.status).toBe(200);
+    expect(typeof del.body.data.resource.deletion.deleted_at).toBe("string");
+    expect((await call("GET", "/v1/resources/tenant/rest-crud")).status).toBe(404);
+    expect((await call("GET", "/v1/resources/tenant/rest-crud?include_deleted=true")).status).toBe(200);
+    const listed = await call("GET", "/v1/resources?resource_type=tenant&label_selector=a%3D1&include_deleted=true");
+    expect(listed.body.data.resources.map((r: { id: string }) => r.id)).toEqual(["rest-crud"]);
+    expect(Number(listed.body.data.revision)).toBeGreaterThan(0);
+  });
+
   it("GET /health and /v1/health answer without credentials in the seed envelope", async () => {
     for (const path of ["/health", "/v1/health"]) {
       const r = await call("GET", path, { headers: { "x-request-id": "rest-h-1" } });

@@ -6,7 +6,8 @@ import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/p
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
-import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { DeletionSchema, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import type { LabelTerm } from "../controller/resources/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
@@ -317,6 +318,62 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await expectCode(store.createWorkOrder(order("a/b", "node-1")), "INVALID_REQUEST");
         await expectCode(store.appendEvent(event("..", 0)), "INVALID_REQUEST");
         expect((await store.listResources({})).items).toHaveLength(0);
+      });
+
+      it("a tombstone is hidden from gets and lists unless asked for, and still updatable", async () => {
+        await store.createResource(tenant("gone"));
+        await store.createResource(tenant("kept"));
+        await store.updateResource("tenant", "gone", (cur) => {
+          cur.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(at(1000)), requestId: "req-del" });
+          return cur;
+        });
+        expect(await store.getResource("tenant", "gone")).toBeUndefined();
+        expect((await store.getResource("tenant", "gone", { includeDeleted: true }))?.deletion?.requestId).toBe("req-del");
+        expect((await store.listResources({ resourceType: "tenant" })).items.map((r) => r.id)).toEqual(["kept"]);
+        expect((await store.listResources({ resourceType: "tenant", includeDeleted: true })).items.map((r) => r.id)).toEqual(["gone", "kept"]);
+        const touched = await store.updateResource("tenant", "gone", (cur) => {
+          cur.metadata!.annotations = { note: "after deletion" };
+          return cur;
+        });
+        expect(touched.deletion?.requestId).toBe("req-del");
+      });
+
+      it("creating over a tombstone replaces it with a live resource and a newer version", async () => {
+        const first = await store.createResource(tenant("phoenix"));
+        await store.updateResource("tenant", "phoenix", (cur) => {
+          cur.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(at(1000)) });
+          return cur;
+        });
+        const again = await store.createResource(tenant("phoenix", "reborn"));
+        expect(again.deletion).toBeUndefined();
+        expect(BigInt(again.metadata!.resourceVersion) > BigInt(first.metadata!.resourceVersion)).toBe(true);
+        expect((await store.getResource("tenant", "phoenix"))?.desiredState?.kind.value).toMatchObject({ displayName: "reborn" });
+      });
+
+      it("the store revision is the highest version assigned, and lists can start after one", async () => {
+        expect(await store.currentRevision()).toBe(0n);
+        await store.createResource(tenant("r1"));
+        const mid = await store.currentRevision();
+        const r2 = await store.createResource(tenant("r2"));
+        await store.updateResource("tenant", "r1", (cur) => cur);
+        const now = await store.currentRevision();
+        expect(now > BigInt(r2.metadata!.resourceVersion)).toBe(true);
+        expect((await store.listResources({ sinceRevision: mid })).items.map((r) => r.id)).toEqual(["r1", "r2"]);
+        expect((await store.listResources({ sinceRevision: now })).items).toEqual([]);
+      });
+
+      it("a label selector filters on metadata labels", async () => {
+        const labelled = (id: string, labels: Record<string, string>) => {
+          const r = tenant(id);
+          r.metadata!.labels = labels;
+          return r;
+        };
+        await store.createResource(labelled("l1", { env: "prod", tier: "web" }));
+        await store.createResource(labelled("l2", { env: "prod" }));
+        await store.createResource(labelled("l3", { env: "dev", tier: "web" }));
+        const ids = async (labelSelector: LabelTerm[]) => (await store.listResources({ labelSelector })).items.map((r) => r.id);
+        expect(await ids([{ key: "env", op: "=", value: "prod" }])).toEqual(["l1", "l2"]);
+        expect(await ids([{ key: "tier", op: "exists" }, { key: "env", op: "!=", value: "prod" }])).toEqual(["l3"]);
       });
     });
 

@@ -25,7 +25,8 @@ export function createAuthenticator(adminTokenHash: string, store: Store): Authe
       const nodeId = nodeIdOfToken(bearer);
       if (nodeId !== undefined && isValidId(nodeId)) {
         const cred = await store.getNodeCredential(nodeId);
-        if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId };
+        // A deleted node's token stops working with the deletion (its tombstone stays).
+        if (cred && tokenMatches(bearer, cred.tokenHash) && (await store.getResource("node", nodeId))) return { kind: "node", nodeId };
         throw unauthorized("invalid node token");
       }
       if (tokenMatches(bearer, adminTokenHash)) return { kind: "admin" };

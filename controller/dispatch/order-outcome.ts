@@ -4,7 +4,7 @@
 // orders whose side effects a crash interrupted.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
-import { DeploymentPhase, DeploymentStatusSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, DeploymentPolicySchema, DeploymentStatusSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
@@ -163,7 +163,7 @@ async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolea
             case: "tenant",
             value: {
               ...desired,
-              deploymentPolicy: { $typeName: "skipper.v1.DeploymentPolicy", targetNodeId: order.target?.nodeId ?? "" },
+              deploymentPolicy: create(DeploymentPolicySchema, { targetNodeId: order.target?.nodeId ?? "" }),
               serviceIds: [...(order.desiredState?.serviceIds ?? [])],
               compose: compose
                 ? { ...compose, projectName: desired.compose?.projectName === "" && compose.projectName === tenantId ? "" : compose.projectName }

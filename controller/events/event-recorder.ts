@@ -13,6 +13,12 @@ export type EventType =
   | "resource_created"
   | "resource_updated"
   | "desired_state_changed"
+  | "resource_deleted"
+  | "drift_detected"
+  | "convergence_changed"
+  | "node_online"
+  | "node_degraded"
+  | "node_offline"
   | "work_order_created"
   | "work_order_started"
   | "work_order_succeeded"
@@ -40,6 +46,8 @@ export interface EventInput {
   deploymentId?: string;
   data?: JsonObject;
   at?: Date;
+  /** The store revision a resource mutation produced (its new resource_version). */
+  revision?: string;
 }
 
 /** Creates an Event message (with a fresh id) from `input`. */
@@ -58,6 +66,7 @@ export function buildEvent(input: EventInput): Event {
     requestId: input.requestId,
     correlationId: input.correlationId,
     data: redact(input.data ?? {}),
+    revision: input.revision && /^\d{1,19}$/.test(input.revision) ? BigInt(input.revision) : 0n,
   });
 }
 

@@ -3,6 +3,7 @@ import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -17,4 +18,6 @@ export interface ServiceDeps {
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
+  /** Told after every acknowledged resource mutation (the reconciler listens). */
+  onResourceChanged?: (resource: Resource) => void;
 }

@@ -15,6 +15,7 @@ export function eventService(deps: ServiceDeps): Partial<ServiceImpl<typeof Even
       if (req.type !== "" && !/^[a-z][a-z0-9_]{0,63}$/.test(req.type)) {
         throw invalid("type must be an event type such as work_order_created", { field: "type" });
       }
+      if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
       if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
       if (req.resourceId !== "") checkId(req.resourceId, "resource_id");
       if (req.workOrderId !== "") checkId(req.workOrderId, "work_order_id");
@@ -28,6 +29,7 @@ export function eventService(deps: ServiceDeps): Partial<ServiceImpl<typeof Even
         workOrderId: req.workOrderId || undefined,
         correlationId: req.correlationId || undefined,
         since: req.since ? timestampDate(req.since) : undefined,
+        sinceRevision: req.sinceRevision > 0n ? req.sinceRevision : undefined,
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });

@@ -33,7 +33,7 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
     async registerNode(req, ctx) {
       const call = callInfo(ctx);
       const nodeId = checkId(req.nodeId, "node_id");
-      if (await store.getNodeCredential(nodeId)) {
+      if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
         throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
       }
       let node = await store.getResource("node", nodeId);

@@ -36,7 +36,8 @@ export class EventIndex {
       (!filter.tenantId || e.tenantId === filter.tenantId) &&
       (!filter.resourceId || e.resourceId === filter.resourceId) &&
       (!filter.workOrderId || e.workOrderId === filter.workOrderId) &&
-      (!filter.correlationId || e.correlationId === filter.correlationId);
+      (!filter.correlationId || e.correlationId === filter.correlationId) &&
+      (filter.sinceRevision === undefined || e.revision > filter.sinceRevision);
     const from = filter.since ? timestampKey(timestampFromDate(filter.since)) : undefined;
     return readPage(this.ordered, PAGE_TAG, filter, KEY_PATTERN, match, out, from);
   }

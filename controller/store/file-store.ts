@@ -92,10 +92,16 @@ export class FileStore implements S.Store {
 
   // --- resources -------------------------------------------------------------------------
 
-  async getResource(type: ResourceType, id: string): Promise<Resource | undefined> {
+  async getResource(type: ResourceType, id: string, options: S.GetOptions = {}): Promise<Resource | undefined> {
     this.ensureOpen();
     const r = this.resources.get(type, id);
-    return r && clone(ResourceSchema, r);
+    if (!r || (r.deletion && !options.includeDeleted)) return undefined;
+    return clone(ResourceSchema, r);
+  }
+
+  async currentRevision(): Promise<bigint> {
+    this.ensureOpen();
+    return this.revision;
   }
 
   async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
@@ -107,7 +113,8 @@ export class FileStore implements S.Store {
     const type = resourceType(resource.resourceType);
     const path = this.paths.resource(type, resource.id);
     return this.write(`resource/${type}/${resource.id}`, async () => {
-      if (this.resources.get(type, resource.id)) {
+      const existing = this.resources.get(type, resource.id);
+      if (existing && !existing.deletion) {
         throw conflict(`${type} ${resource.id} already exists`, { resource_type: type, resource_id: resource.id });
       }
       const stored = clone(ResourceSchema, resource);

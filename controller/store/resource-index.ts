@@ -2,6 +2,7 @@
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { readPage } from "./paging.js";
 import { tenantOf } from "../resources/resource-rules.js";
+import { matchesTerms } from "../resources/label-selector.js";
 import { SortedIndex, tupleKey } from "./sorted-index.js";
 import type { Page, ResourceFilter } from "./store.js";
 
@@ -32,8 +33,8 @@ export class ResourceIndex {
   maxVersion(): bigint {
     let max = 0n;
     for (const r of this.byKey.values()) {
-      const v = r.metadata?.resourceVersion ?? "";
-      if (/^\d{1,30}$/.test(v) && BigInt(v) > max) max = BigInt(v);
+      const v = versionOf(r);
+      if (v > max) max = v;
     }
     return max;
   }
@@ -42,11 +43,24 @@ export class ResourceIndex {
   list(filter: ResourceFilter, out: (r: Resource) => Resource): Page<Resource> {
     const type = filter.resourceType;
     const tenant = filter.tenantId;
-    const match = (r: Resource) => (!type || r.resourceType === type) && (!tenant || tenantOf(r) === tenant);
+    const terms = filter.labelSelector ?? [];
+    const since = filter.sinceRevision;
+    const match = (r: Resource) =>
+      (!type || r.resourceType === type) &&
+      (filter.includeDeleted === true || r.deletion === undefined) &&
+      (!tenant || tenantOf(r) === tenant) &&
+      (terms.length === 0 || matchesTerms(r.metadata?.labels ?? {}, terms)) &&
+      (since === undefined || versionOf(r) > since);
     return readPage(this.ordered, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
   }
 }
 
 function keyOf(r: Resource): string {
   return tupleKey(r.resourceType, r.id);
+}
+
+/** A resource's resource_version as a number (0 when it is not a decimal revision). */
+export function versionOf(r: Resource): bigint {
+  const v = r.metadata?.resourceVersion ?? "";
+  return /^\d{1,30}$/.test(v) ? BigInt(v) : 0n;
 }

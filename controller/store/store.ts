@@ -14,6 +14,7 @@ import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skip
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ResourceType } from "../ids.js";
+import type { LabelTerm } from "../resources/label-selector.js";
 
 /** One page of a listing; `nextPageToken` is "" on the last page. */
 export interface Page<T> {
@@ -31,6 +32,18 @@ export interface ResourceFilter extends PageRequest {
   resourceType?: ResourceType;
   /** The tenant itself and resources whose desired state names this tenant. */
   tenantId?: string;
+  /** Only resources whose metadata labels satisfy every term. */
+  labelSelector?: LabelTerm[];
+  /** Include tombstones (resources with `deletion` set). */
+  includeDeleted?: boolean;
+  /** Only resources whose resource_version is greater than this revision. */
+  sinceRevision?: bigint;
+}
+
+/** Options of single-resource reads. */
+export interface GetOptions {
+  /** Return a tombstone instead of undefined. */
+  includeDeleted?: boolean;
 }
 
 export interface WorkOrderFilter extends PageRequest {
@@ -47,6 +60,8 @@ export interface EventFilter extends PageRequest {
   correlationId?: string;
   /** Only events with timestamp >= since. */
   since?: Date;
+  /** Only events with revision > sinceRevision (resource mutations carry one). */
+  sinceRevision?: bigint;
 }
 
 /** A stored response for an idempotency key (the key is already scoped and hashed by the caller). */
@@ -89,20 +104,25 @@ export interface Store {
   close(): Promise<void>;
 
   // --- resources -------------------------------------------------------------------------
-  /** The resource, or undefined. */
-  getResource(type: ResourceType, id: string): Promise<Resource | undefined>;
-  /** Resources ordered by (resource_type, id). */
+  /** The resource, or undefined; a deleted one (tombstone) only with includeDeleted. */
+  getResource(type: ResourceType, id: string, options?: GetOptions): Promise<Resource | undefined>;
+  /** Resources ordered by (resource_type, id); tombstones only with includeDeleted. */
   listResources(filter: ResourceFilter): Promise<Page<Resource>>;
+  /** The store revision: the highest resource_version assigned so far (0 when empty). */
+  currentRevision(): Promise<bigint>;
   /**
    * Stores a new resource and assigns metadata.resource_version (a decimal store revision that
-   * only grows). Throws CONFLICT when (type, id) exists. The caller sets timestamps.
+   * only grows). Throws CONFLICT when (type, id) exists, unless what exists is a tombstone, which
+   * the new resource replaces. The caller sets timestamps.
    */
   createResource(resource: Resource): Promise<Resource>;
   /**
    * Read-modify-write under the resource's lock: `mutate` receives a copy of the current
    * resource and returns the new one. When `expectedVersion` is given and differs from the
    * stored resource_version, throws CONFLICT (details: current_version) without calling mutate.
-   * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version.
+   * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version. Tombstones can be
+   * updated too (deleting is an update, and so is bookkeeping after it): callers that must not
+   * touch a deleted resource check `deletion` in mutate.
    */
   updateResource(
     type: ResourceType,

@@ -12,13 +12,14 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/event.proto.
  */
 export const file_skipper_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIrkCCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIssCCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghyZXZpc2lvbhgOIAEoA2IGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Event records one state transition. Types include resource_created, resource_updated,
- * work_order_created, work_order_started, work_order_succeeded, work_order_failed,
- * deployment_started, deployment_succeeded, deployment_failed, node_registered,
- * node_heartbeat_received, snapshot_created.
+ * desired_state_changed, resource_deleted, work_order_created, work_order_started,
+ * work_order_succeeded, work_order_failed, deployment_started, deployment_succeeded,
+ * deployment_failed, node_registered, node_heartbeat_received, node_online, node_degraded,
+ * node_offline, drift_detected, convergence_changed, snapshot_created.
  *
  * @generated from message skipper.v1.Event
  */
@@ -89,6 +90,14 @@ export type Event = Message<"skipper.v1.Event"> & {
    * @generated from field: google.protobuf.Struct data = 13;
    */
   data?: JsonObject | undefined;
+
+  /**
+   * For resource mutations: the store revision the mutation produced (the resource's new
+   * resource_version). Lists expose the same counter, so a client can ask what changed since N.
+   *
+   * @generated from field: int64 revision = 14;
+   */
+  revision: bigint;
 };
 
 /**

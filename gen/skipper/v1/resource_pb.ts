@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/resource.proto.
  */
 export const file_skipper_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("Chlza2lwcGVyL3YxL3Jlc291cmNlLnByb3RvEgpza2lwcGVyLnYxIucCCghSZXNvdXJjZRIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi8KDWRlc2lyZWRfc3RhdGUYBCABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIxCg1jdXJyZW50X3N0YXRlGAUgASgLMhouc2tpcHBlci52MS5SZXNvdXJjZVN0YXR1cxI0ChJsYXN0X2FwcGxpZWRfc3RhdGUYBiABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxImCghtZXRhZGF0YRgHIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAioQIKCE1ldGFkYXRhEjAKBmxhYmVscxgBIAMoCzIgLnNraXBwZXIudjEuTWV0YWRhdGEuTGFiZWxzRW50cnkSOgoLYW5ub3RhdGlvbnMYAiADKAsyJS5za2lwcGVyLnYxLk1ldGFkYXRhLkFubm90YXRpb25zRW50cnkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAUgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMgoQQW5ub3RhdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBItUCCgxSZXNvdXJjZVNwZWMSKAoGdGVuYW50GAEgASgLMhYuc2tpcHBlci52MS5UZW5hbnRTcGVjSAASJAoEbm9kZRgCIAEoCzIULnNraXBwZXIudjEuTm9kZVNwZWNIABIqCgdzZXJ2aWNlGAMgASgLMhcuc2tpcHBlci52MS5TZXJ2aWNlU3BlY0gAEjAKCmRlcGxveW1lbnQYBCABKAsyGi5za2lwcGVyLnYxLkRlcGxveW1lbnRTcGVjSAASOQoPcmVzb3VyY2VfbGltaXRzGAUgASgLMh4uc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1NwZWNIABIqCgduZXR3b3JrGAYgASgLMhcuc2tpcHBlci52MS5OZXR3b3JrU3BlY0gAEigKBnZvbHVtZRgHIAEoCzIWLnNraXBwZXIudjEuVm9sdW1lU3BlY0gAQgYKBGtpbmQi5QIKDlJlc291cmNlU3RhdHVzEioKBnRlbmFudBgBIAEoCzIYLnNraXBwZXIudjEuVGVuYW50U3RhdHVzSAASJgoEbm9kZRgCIAEoCzIWLnNraXBwZXIudjEuTm9kZVN0YXR1c0gAEiwKB3NlcnZpY2UYAyABKAsyGS5za2lwcGVyLnYxLlNlcnZpY2VTdGF0dXNIABIyCgpkZXBsb3ltZW50GAQgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50U3RhdHVzSAASOwoPcmVzb3VyY2VfbGltaXRzGAUgASgLMiAuc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1N0YXR1c0gAEiwKB25ldHdvcmsYBiABKAsyGS5za2lwcGVyLnYxLk5ldHdvcmtTdGF0dXNIABIqCgZ2b2x1bWUYByABKAsyGC5za2lwcGVyLnYxLlZvbHVtZVN0YXR1c0gAQgYKBGtpbmQimgEKDkNvbXBvc2VQcm9qZWN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIUCgxjb21wb3NlX2ZpbGUYAiABKAkSMAoDZW52GAMgAygLMiMuc2tpcHBlci52MS5Db21wb3NlUHJvamVjdC5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKEERlcGxveW1lbnRQb2xpY3kSFgoOdGFyZ2V0X25vZGVfaWQYASABKAkinQEKClRlbmFudFNwZWMSFAoMZGlzcGxheV9uYW1lGAEgASgJEjcKEWRlcGxveW1lbnRfcG9saWN5GAIgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50UG9saWN5EhMKC3NlcnZpY2VfaWRzGAMgAygJEisKB2NvbXBvc2UYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0ItsBCgxUZW5hbnRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEhUKDXdvcmtfb3JkZXJfaWQYAyABKAkSEwoLcmVzdWx0X2NvZGUYBCABKAkSFAoMY29tcG9zZV9wYXRoGAUgASgJEjAKCHNlcnZpY2VzGAYgAygLMh4uc2tpcHBlci52MS5TZXJ2aWNlT2JzZXJ2YXRpb24SLwoLb2JzZXJ2ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpMBCghOb2RlU3BlYxIUCgxkaXNwbGF5X25hbWUYASABKAkSEAoIZGlzYWJsZWQYAiABKAgSMAoGbGFiZWxzGAMgAygLMiAuc2tpcHBlci52MS5Ob2RlU3BlYy5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIs8BChBOb2RlQ2FwYWJpbGl0aWVzEhgKEGRvY2tlcl9hdmFpbGFibGUYASABKAgSFgoOZG9ja2VyX3ZlcnNpb24YAiABKAkSMwoPY29tcG9zZV92YXJpYW50GAMgASgOMhouc2tpcHBlci52MS5Db21wb3NlVmFyaWFudBIXCg9jb21wb3NlX3ZlcnNpb24YBCABKAkSCgoCb3MYBSABKAkSDAoEYXJjaBgGIAEoCRIQCghob3N0bmFtZRgHIAEoCRIPCgdtZXNzYWdlGAggASgJIokCCgpOb2RlU3RhdHVzEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxIyCgZsYWJlbHMYBCADKAsyIi5za2lwcGVyLnYxLk5vZGVTdGF0dXMuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJDCgRQb3J0EhEKCWhvc3RfcG9ydBgBIAEoDRIWCg5jb250YWluZXJfcG9ydBgCIAEoDRIQCghwcm90b2NvbBgDIAEoCSKoAgoLU2VydmljZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDQoFaW1hZ2UYAyABKAkSEwoLbmV0d29ya19pZHMYBCADKAkSEgoKdm9sdW1lX2lkcxgFIAMoCRIaChJyZXNvdXJjZV9saW1pdHNfaWQYBiABKAkSLQoDZW52GAcgAygLMiAuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5FbnZFbnRyeRIPCgdjb21tYW5kGAggAygJEh8KBXBvcnRzGAkgAygLMhAuc2tpcHBlci52MS5Qb3J0EhcKD2NvbXBvc2Vfc2VydmljZRgKIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpQBChRDb250YWluZXJPYnNlcnZhdGlvbhIUCgxjb250YWluZXJfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIOCgZoZWFsdGgYBCABKAkSDQoFaW1hZ2UYBSABKAkSFQoNcmVzdGFydF9jb3VudBgGIAEoBRITCgtjb25maWdfaGFzaBgHIAEoCSJqChJTZXJ2aWNlT2JzZXJ2YXRpb24SDwoHc2VydmljZRgBIAEoCRI0Cgpjb250YWluZXJzGAIgAygLMiAuc2tpcHBlci52MS5Db250YWluZXJPYnNlcnZhdGlvbhINCgVzdGF0ZRgDIAEoCSKWAQoNU2VydmljZVN0YXR1cxIPCgdub2RlX2lkGAEgASgJEjQKCmNvbnRhaW5lcnMYAiADKAsyIC5za2lwcGVyLnYxLkNvbnRhaW5lck9ic2VydmF0aW9uEg0KBXN0YXRlGAMgASgJEi8KC29ic2VydmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKVAQoORGVwbG95bWVudFNwZWMSEQoJdGVuYW50X2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIVCg13b3JrX29yZGVyX2lkGAUgASgJItwBChBEZXBsb3ltZW50U3RhdHVzEioKBXBoYXNlGAEgASgOMhsuc2tpcHBlci52MS5EZXBsb3ltZW50UGhhc2USFQoNd29ya19vcmRlcl9pZBgCIAEoCRITCgtyZXN1bHRfY29kZRgDIAEoCRIPCgdtZXNzYWdlGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJGChJSZXNvdXJjZUxpbWl0c1NwZWMSDAoEY3B1cxgBIAEoARIUCgxtZW1vcnlfYnl0ZXMYAiABKAMSDAoEcGlkcxgDIAEoAyI2ChRSZXNvdXJjZUxpbWl0c1N0YXR1cxIeChZhcHBsaWVkX3RvX3NlcnZpY2VfaWRzGAEgAygJIkIKC05ldHdvcmtTcGVjEhEKCXRlbmFudF9pZBgBIAEoCRIOCgZkcml2ZXIYAiABKAkSEAoIaW50ZXJuYWwYAyABKAgiIQoNTmV0d29ya1N0YXR1cxIQCghub2RlX2lkcxgBIAMoCSJDCgpWb2x1bWVTcGVjEhEKCXRlbmFudF9pZBgBIAEoCRIOCgZkcml2ZXIYAiABKAkSEgoKbW91bnRfcGF0aBgDIAEoCSIgCgxWb2x1bWVTdGF0dXMSEAoIbm9kZV9pZHMYASADKAkqjQEKDkNvbXBvc2VWYXJpYW50Eh8KG0NPTVBPU0VfVkFSSUFOVF9VTlNQRUNJRklFRBAAEhgKFENPTVBPU0VfVkFSSUFOVF9OT05FEAESHQoZQ09NUE9TRV9WQVJJQU5UX1BMVUdJTl9WMhACEiEKHUNPTVBPU0VfVkFSSUFOVF9TVEFOREFMT05FX1YxEAMqrAEKD0RlcGxveW1lbnRQaGFzZRIgChxERVBMT1lNRU5UX1BIQVNFX1VOU1BFQ0lGSUVEEAASHAoYREVQTE9ZTUVOVF9QSEFTRV9QRU5ESU5HEAESHAoYREVQTE9ZTUVOVF9QSEFTRV9SVU5OSU5HEAISHgoaREVQTE9ZTUVOVF9QSEFTRV9TVUNDRUVERUQQAxIbChdERVBMT1lNRU5UX1BIQVNFX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Chlza2lwcGVyL3YxL3Jlc291cmNlLnByb3RvEgpza2lwcGVyLnYxIr0DCghSZXNvdXJjZRIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi8KDWRlc2lyZWRfc3RhdGUYBCABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIxCg1jdXJyZW50X3N0YXRlGAUgASgLMhouc2tpcHBlci52MS5SZXNvdXJjZVN0YXR1cxI0ChJsYXN0X2FwcGxpZWRfc3RhdGUYBiABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxImCghtZXRhZGF0YRgHIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoIZGVsZXRpb24YCiABKAsyFC5za2lwcGVyLnYxLkRlbGV0aW9uEiwKC2NvbnZlcmdlbmNlGAsgASgLMhcuc2tpcHBlci52MS5Db252ZXJnZW5jZSKSAQoIRGVsZXRpb24SLgoKZGVsZXRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVxdWVzdF9pZBgCIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgDIAEoCRITCgtkZWxldGVfZGF0YRgEIAEoCBIVCg1jYXNjYWRlZF9mcm9tGAUgASgJIuwBCgtDb252ZXJnZW5jZRItCgZzdGF0dXMYASABKA4yHS5za2lwcGVyLnYxLkNvbnZlcmdlbmNlU3RhdHVzEg8KB21lc3NhZ2UYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIVCg13b3JrX29yZGVyX2lkGAQgASgJEhcKD2Rlc2lyZWRfdmVyc2lvbhgFIAEoCRIuCgpjaGVja2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghyZXRyeV9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAioQIKCE1ldGFkYXRhEjAKBmxhYmVscxgBIAMoCzIgLnNraXBwZXIudjEuTWV0YWRhdGEuTGFiZWxzRW50cnkSOgoLYW5ub3RhdGlvbnMYAiADKAsyJS5za2lwcGVyLnYxLk1ldGFkYXRhLkFubm90YXRpb25zRW50cnkSGAoQcmVzb3VyY2VfdmVyc2lvbhgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAUgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMgoQQW5ub3RhdGlvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBItUCCgxSZXNvdXJjZVNwZWMSKAoGdGVuYW50GAEgASgLMhYuc2tpcHBlci52MS5UZW5hbnRTcGVjSAASJAoEbm9kZRgCIAEoCzIULnNraXBwZXIudjEuTm9kZVNwZWNIABIqCgdzZXJ2aWNlGAMgASgLMhcuc2tpcHBlci52MS5TZXJ2aWNlU3BlY0gAEjAKCmRlcGxveW1lbnQYBCABKAsyGi5za2lwcGVyLnYxLkRlcGxveW1lbnRTcGVjSAASOQoPcmVzb3VyY2VfbGltaXRzGAUgASgLMh4uc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1NwZWNIABIqCgduZXR3b3JrGAYgASgLMhcuc2tpcHBlci52MS5OZXR3b3JrU3BlY0gAEigKBnZvbHVtZRgHIAEoCzIWLnNraXBwZXIudjEuVm9sdW1lU3BlY0gAQgYKBGtpbmQi5QIKDlJlc291cmNlU3RhdHVzEioKBnRlbmFudBgBIAEoCzIYLnNraXBwZXIudjEuVGVuYW50U3RhdHVzSAASJgoEbm9kZRgCIAEoCzIWLnNraXBwZXIudjEuTm9kZVN0YXR1c0gAEiwKB3NlcnZpY2UYAyABKAsyGS5za2lwcGVyLnYxLlNlcnZpY2VTdGF0dXNIABIyCgpkZXBsb3ltZW50GAQgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50U3RhdHVzSAASOwoPcmVzb3VyY2VfbGltaXRzGAUgASgLMiAuc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1N0YXR1c0gAEiwKB25ldHdvcmsYBiABKAsyGS5za2lwcGVyLnYxLk5ldHdvcmtTdGF0dXNIABIqCgZ2b2x1bWUYByABKAsyGC5za2lwcGVyLnYxLlZvbHVtZVN0YXR1c0gAQgYKBGtpbmQimgEKDkNvbXBvc2VQcm9qZWN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIUCgxjb21wb3NlX2ZpbGUYAiABKAkSMAoDZW52GAMgAygLMiMuc2tpcHBlci52MS5Db21wb3NlUHJvamVjdC5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqYBChBEZXBsb3ltZW50UG9saWN5EhYKDnRhcmdldF9ub2RlX2lkGAEgASgJEkUKDW5vZGVfc2VsZWN0b3IYAiADKAsyLi5za2lwcGVyLnYxLkRlcGxveW1lbnRQb2xpY3kuTm9kZVNlbGVjdG9yRW50cnkaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKVGVuYW50U3BlYxIUCgxkaXNwbGF5X25hbWUYASABKAkSNwoRZGVwbG95bWVudF9wb2xpY3kYAiABKAsyHC5za2lwcGVyLnYxLkRlcGxveW1lbnRQb2xpY3kSEwoLc2VydmljZV9pZHMYAyADKAkSKwoHY29tcG9zZRgEIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QihgIKDFRlbmFudFN0YXR1cxIPCgdub2RlX2lkGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSFQoNd29ya19vcmRlcl9pZBgDIAEoCRITCgtyZXN1bHRfY29kZRgEIAEoCRIUCgxjb21wb3NlX3BhdGgYBSABKAkSMAoIc2VydmljZXMYBiADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbhIvCgtvYnNlcnZlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoHdGFyZ2V0cxgIIAMoCzIYLnNraXBwZXIudjEuVGFyZ2V0U3RhdHVzIpkCCgxUYXJnZXRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIUCgxkZXNpcmVkX2hhc2gYAiABKAkSFAoMYXBwbGllZF9oYXNoGAMgASgJEhoKEmxhc3Rfd29ya19vcmRlcl9pZBgEIAEoCRIYChBsYXN0X3Jlc3VsdF9jb2RlGAUgASgJEhMKC2ZhaWxlZF9oYXNoGAYgASgJEhAKCGZhaWx1cmVzGAcgASgFEiwKCHJldHJ5X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgtjb252ZXJnZW5jZRgJIAEoCzIXLnNraXBwZXIudjEuQ29udmVyZ2VuY2USEwoLc2VydmljZV9pZHMYCiADKAkikwEKCE5vZGVTcGVjEhQKDGRpc3BsYXlfbmFtZRgBIAEoCRIQCghkaXNhYmxlZBgCIAEoCBIwCgZsYWJlbHMYAyADKAsyIC5za2lwcGVyLnYxLk5vZGVTcGVjLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEizwEKEE5vZGVDYXBhYmlsaXRpZXMSGAoQZG9ja2VyX2F2YWlsYWJsZRgBIAEoCBIWCg5kb2NrZXJfdmVyc2lvbhgCIAEoCRIzCg9jb21wb3NlX3ZhcmlhbnQYAyABKA4yGi5za2lwcGVyLnYxLkNvbXBvc2VWYXJpYW50EhcKD2NvbXBvc2VfdmVyc2lvbhgEIAEoCRIKCgJvcxgFIAEoCRIMCgRhcmNoGAYgASgJEhAKCGhvc3RuYW1lGAcgASgJEg8KB21lc3NhZ2UYCCABKAkivwMKCk5vZGVTdGF0dXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjIKBmxhYmVscxgEIAMoCzIiLnNraXBwZXIudjEuTm9kZVN0YXR1cy5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIqCghsaXZlbmVzcxgGIAEoDjIYLnNraXBwZXIudjEuTm9kZUxpdmVuZXNzEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgHIAEoAxIwCghwcm9qZWN0cxgIIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEjcKE2xpdmVuZXNzX2NoYW5nZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimQEKElByb2plY3RPYnNlcnZhdGlvbhIUCgxwcm9qZWN0X25hbWUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhEKCXNwZWNfaGFzaBgDIAEoCRIVCg13b3JrX29yZGVyX2lkGAQgASgJEjAKCHNlcnZpY2VzGAUgAygLMh4uc2tpcHBlci52MS5TZXJ2aWNlT2JzZXJ2YXRpb24iVAoEUG9ydBIRCglob3N0X3BvcnQYASABKA0SFgoOY29udGFpbmVyX3BvcnQYAiABKA0SEAoIcHJvdG9jb2wYAyABKAkSDwoHaG9zdF9pcBgEIAEoCSLtAgoLU2VydmljZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDQoFaW1hZ2UYAyABKAkSEwoLbmV0d29ya19pZHMYBCADKAkSEgoKdm9sdW1lX2lkcxgFIAMoCRIaChJyZXNvdXJjZV9saW1pdHNfaWQYBiABKAkSLQoDZW52GAcgAygLMiAuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5FbnZFbnRyeRIPCgdjb21tYW5kGAggAygJEh8KBXBvcnRzGAkgAygLMhAuc2tpcHBlci52MS5Qb3J0EhcKD2NvbXBvc2Vfc2VydmljZRgKIAEoCRIvCglwbGFjZW1lbnQYCyABKAsyHC5za2lwcGVyLnYxLkRlcGxveW1lbnRQb2xpY3kSEgoKZGVwZW5kc19vbhgMIAMoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpQBChRDb250YWluZXJPYnNlcnZhdGlvbhIUCgxjb250YWluZXJfaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIOCgZoZWFsdGgYBCABKAkSDQoFaW1hZ2UYBSABKAkSFQoNcmVzdGFydF9jb3VudBgGIAEoBRITCgtjb25maWdfaGFzaBgHIAEoCSJqChJTZXJ2aWNlT2JzZXJ2YXRpb24SDwoHc2VydmljZRgBIAEoCRI0Cgpjb250YWluZXJzGAIgAygLMiAuc2tpcHBlci52MS5Db250YWluZXJPYnNlcnZhdGlvbhINCgVzdGF0ZRgDIAEoCSKWAQoNU2VydmljZVN0YXR1cxIPCgdub2RlX2lkGAEgASgJEjQKCmNvbnRhaW5lcnMYAiADKAsyIC5za2lwcGVyLnYxLkNvbnRhaW5lck9ic2VydmF0aW9uEg0KBXN0YXRlGAMgASgJEi8KC29ic2VydmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKoAQoORGVwbG95bWVudFNwZWMSEQoJdGVuYW50X2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIVCg13b3JrX29yZGVyX2lkGAUgASgJEhEKCXNwZWNfaGFzaBgGIAEoCSLcAQoQRGVwbG95bWVudFN0YXR1cxIqCgVwaGFzZRgBIAEoDjIbLnNraXBwZXIudjEuRGVwbG95bWVudFBoYXNlEhUKDXdvcmtfb3JkZXJfaWQYAiABKAkSEwoLcmVzdWx0X2NvZGUYAyABKAkSDwoHbWVzc2FnZRgEIAEoCRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiRgoSUmVzb3VyY2VMaW1pdHNTcGVjEgwKBGNwdXMYASABKAESFAoMbWVtb3J5X2J5dGVzGAIgASgDEgwKBHBpZHMYAyABKAMiNgoUUmVzb3VyY2VMaW1pdHNTdGF0dXMSHgoWYXBwbGllZF90b19zZXJ2aWNlX2lkcxgBIAMoCSJCCgtOZXR3b3JrU3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSDgoGZHJpdmVyGAIgASgJEhAKCGludGVybmFsGAMgASgIIiEKDU5ldHdvcmtTdGF0dXMSEAoIbm9kZV9pZHMYASADKAkiQwoKVm9sdW1lU3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSDgoGZHJpdmVyGAIgASgJEhIKCm1vdW50X3BhdGgYAyABKAkiIAoMVm9sdW1lU3RhdHVzEhAKCG5vZGVfaWRzGAEgAygJKtsDChFDb252ZXJnZW5jZVN0YXR1cxIiCh5DT05WRVJHRU5DRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIgChxDT05WRVJHRU5DRV9TVEFUVVNfQ09OVkVSR0VEEAESJgoiQ09OVkVSR0VOQ0VfU1RBVFVTX09SREVSX0lOX0ZMSUdIVBACEiMKH0NPTlZFUkdFTkNFX1NUQVRVU19OT0RFX09GRkxJTkUQAxIkCiBDT05WRVJHRU5DRV9TVEFUVVNfUkVUUllfQkFDS09GRhAEEiMKH0NPTlZFUkdFTkNFX1NUQVRVU19PUkRFUl9GQUlMRUQQBRIoCiRDT05WRVJHRU5DRV9TVEFUVVNfUkVGRVJFTkNFX01JU1NJTkcQBhInCiNDT05WRVJHRU5DRV9TVEFUVVNfTk9fTUFUQ0hJTkdfTk9ERRAHEiQKIENPTlZFUkdFTkNFX1NUQVRVU19OT0RFX0RJU0FCTEVEEAgSHgoaQ09OVkVSR0VOQ0VfU1RBVFVTX1BFTkRJTkcQCRIlCiFDT05WRVJHRU5DRV9TVEFUVVNfRFJJRlRfREVURUNURUQQChIoCiRDT05WRVJHRU5DRV9TVEFUVVNfTk9USElOR19UT19ERVBMT1kQCyqNAQoOQ29tcG9zZVZhcmlhbnQSHwobQ09NUE9TRV9WQVJJQU5UX1VOU1BFQ0lGSUVEEAASGAoUQ09NUE9TRV9WQVJJQU5UX05PTkUQARIdChlDT01QT1NFX1ZBUklBTlRfUExVR0lOX1YyEAISIQodQ09NUE9TRV9WQVJJQU5UX1NUQU5EQUxPTkVfVjEQAyp+CgxOb2RlTGl2ZW5lc3MSHQoZTk9ERV9MSVZFTkVTU19VTlNQRUNJRklFRBAAEhgKFE5PREVfTElWRU5FU1NfT05MSU5FEAESGgoWTk9ERV9MSVZFTkVTU19ERUdSQURFRBACEhkKFU5PREVfTElWRU5FU1NfT0ZGTElORRADKqwBCg9EZXBsb3ltZW50UGhhc2USIAocREVQTE9ZTUVOVF9QSEFTRV9VTlNQRUNJRklFRBAAEhwKGERFUExPWU1FTlRfUEhBU0VfUEVORElORxABEhwKGERFUExPWU1FTlRfUEhBU0VfUlVOTklORxACEh4KGkRFUExPWU1FTlRfUEhBU0VfU1VDQ0VFREVEEAMSGwoXREVQTE9ZTUVOVF9QSEFTRV9GQUlMRUQQBGIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Resource is one managed object. `resource_type` is one of: tenant, node, service, deployment,
@@ -70,6 +70,22 @@ export type Resource = Message<"skipper.v1.Resource"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 9;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Set when the resource was deleted: it stays stored as a tombstone for the audit trail,
+   * hidden from lists unless include_deleted is asked for.
+   *
+   * @generated from field: skipper.v1.Deletion deletion = 10;
+   */
+  deletion?: Deletion | undefined;
+
+  /**
+   * Whether what runs matches desired_state, or the one thing in the way. Written by the
+   * controller's reconciler; see ResourceService.ExplainResource for the chain of causes.
+   *
+   * @generated from field: skipper.v1.Convergence convergence = 11;
+   */
+  convergence?: Convergence | undefined;
 };
 
 /**
@@ -78,6 +94,109 @@ export type Resource = Message<"skipper.v1.Resource"> & {
  */
 export const ResourceSchema: GenMessage<Resource> = /*@__PURE__*/
   messageDesc(file_skipper_v1_resource, 0);
+
+/**
+ * Deletion records how and when a resource was deleted.
+ *
+ * @generated from message skipper.v1.Deletion
+ */
+export type Deletion = Message<"skipper.v1.Deletion"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp deleted_at = 1;
+   */
+  deletedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: string correlation_id = 3;
+   */
+  correlationId: string;
+
+  /**
+   * The deletion asked for the resource's data (volumes) to be removed too.
+   *
+   * @generated from field: bool delete_data = 4;
+   */
+  deleteData: boolean;
+
+  /**
+   * Set when the resource was deleted because a resource it depends on was deleted with
+   * cascade: "<type>/<id>" of that resource.
+   *
+   * @generated from field: string cascaded_from = 5;
+   */
+  cascadedFrom: string;
+};
+
+/**
+ * Describes the message skipper.v1.Deletion.
+ * Use `create(DeletionSchema)` to create a new message.
+ */
+export const DeletionSchema: GenMessage<Deletion> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 1);
+
+/**
+ * Convergence is a resource's reconciliation status.
+ *
+ * @generated from message skipper.v1.Convergence
+ */
+export type Convergence = Message<"skipper.v1.Convergence"> & {
+  /**
+   * @generated from field: skipper.v1.ConvergenceStatus status = 1;
+   */
+  status: ConvergenceStatus;
+
+  /**
+   * Human-readable detail of the status.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * The node the status is about, when one is.
+   *
+   * @generated from field: string node_id = 3;
+   */
+  nodeId: string;
+
+  /**
+   * The work order the status is about, when one is.
+   *
+   * @generated from field: string work_order_id = 4;
+   */
+  workOrderId: string;
+
+  /**
+   * The resource_version of the desired state this status was computed for.
+   *
+   * @generated from field: string desired_version = 5;
+   */
+  desiredVersion: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp checked_at = 6;
+   */
+  checkedAt?: Timestamp | undefined;
+
+  /**
+   * When the next attempt is due (RETRY_BACKOFF).
+   *
+   * @generated from field: google.protobuf.Timestamp retry_at = 7;
+   */
+  retryAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.Convergence.
+ * Use `create(ConvergenceSchema)` to create a new message.
+ */
+export const ConvergenceSchema: GenMessage<Convergence> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 2);
 
 /**
  * Metadata common to every stored object.
@@ -120,7 +239,7 @@ export type Metadata = Message<"skipper.v1.Metadata"> & {
  * Use `create(MetadataSchema)` to create a new message.
  */
 export const MetadataSchema: GenMessage<Metadata> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 1);
+  messageDesc(file_skipper_v1_resource, 3);
 
 /**
  * ResourceSpec is a desired (or last applied) state, typed by resource kind. Exactly one member
@@ -182,7 +301,7 @@ export type ResourceSpec = Message<"skipper.v1.ResourceSpec"> & {
  * Use `create(ResourceSpecSchema)` to create a new message.
  */
 export const ResourceSpecSchema: GenMessage<ResourceSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 2);
+  messageDesc(file_skipper_v1_resource, 4);
 
 /**
  * ResourceStatus is an observed state, typed by resource kind.
@@ -243,7 +362,7 @@ export type ResourceStatus = Message<"skipper.v1.ResourceStatus"> & {
  * Use `create(ResourceStatusSchema)` to create a new message.
  */
 export const ResourceStatusSchema: GenMessage<ResourceStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 3);
+  messageDesc(file_skipper_v1_resource, 5);
 
 /**
  * ComposeProject is a Docker Compose project as the agent writes it to disk.
@@ -279,20 +398,28 @@ export type ComposeProject = Message<"skipper.v1.ComposeProject"> & {
  * Use `create(ComposeProjectSchema)` to create a new message.
  */
 export const ComposeProjectSchema: GenMessage<ComposeProject> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 4);
+  messageDesc(file_skipper_v1_resource, 6);
 
 /**
- * DeploymentPolicy says where a tenant's project runs.
+ * DeploymentPolicy says where a tenant's project (or one service) runs: on the named node, and on
+ * every node whose labels (admin-set and agent-reported) match all of node_selector.
  *
  * @generated from message skipper.v1.DeploymentPolicy
  */
 export type DeploymentPolicy = Message<"skipper.v1.DeploymentPolicy"> & {
   /**
-   * The node that runs the tenant's compose project.
+   * A node that runs the project.
    *
    * @generated from field: string target_node_id = 1;
    */
   targetNodeId: string;
+
+  /**
+   * Label equality selector, e.g. {env: prod, region: eu}; every label must match.
+   *
+   * @generated from field: map<string, string> node_selector = 2;
+   */
+  nodeSelector: { [key: string]: string };
 };
 
 /**
@@ -300,7 +427,7 @@ export type DeploymentPolicy = Message<"skipper.v1.DeploymentPolicy"> & {
  * Use `create(DeploymentPolicySchema)` to create a new message.
  */
 export const DeploymentPolicySchema: GenMessage<DeploymentPolicy> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 5);
+  messageDesc(file_skipper_v1_resource, 7);
 
 /**
  * TenantSpec: a tenant's desired state.
@@ -336,7 +463,7 @@ export type TenantSpec = Message<"skipper.v1.TenantSpec"> & {
  * Use `create(TenantSpecSchema)` to create a new message.
  */
 export const TenantSpecSchema: GenMessage<TenantSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 6);
+  messageDesc(file_skipper_v1_resource, 8);
 
 /**
  * TenantStatus: what was last observed of a tenant's project.
@@ -380,6 +507,14 @@ export type TenantStatus = Message<"skipper.v1.TenantStatus"> & {
    * @generated from field: google.protobuf.Timestamp observed_at = 7;
    */
   observedAt?: Timestamp | undefined;
+
+  /**
+   * The reconciler's record of each node the tenant's project runs (or ran) on. Written by the
+   * controller only.
+   *
+   * @generated from field: repeated skipper.v1.TargetStatus targets = 8;
+   */
+  targets: TargetStatus[];
 };
 
 /**
@@ -387,7 +522,79 @@ export type TenantStatus = Message<"skipper.v1.TenantStatus"> & {
  * Use `create(TenantStatusSchema)` to create a new message.
  */
 export const TenantStatusSchema: GenMessage<TenantStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 7);
+  messageDesc(file_skipper_v1_resource, 9);
+
+/**
+ * TargetStatus is the reconciler's durable record for one (tenant, node) project.
+ *
+ * @generated from message skipper.v1.TargetStatus
+ */
+export type TargetStatus = Message<"skipper.v1.TargetStatus"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Hash of the project the node should run; empty when the tenant should not run there.
+   *
+   * @generated from field: string desired_hash = 2;
+   */
+  desiredHash: string;
+
+  /**
+   * Hash of the project last applied successfully on the node.
+   *
+   * @generated from field: string applied_hash = 3;
+   */
+  appliedHash: string;
+
+  /**
+   * @generated from field: string last_work_order_id = 4;
+   */
+  lastWorkOrderId: string;
+
+  /**
+   * @generated from field: string last_result_code = 5;
+   */
+  lastResultCode: string;
+
+  /**
+   * Consecutive failed orders for failed_hash, and when the next attempt is due.
+   *
+   * @generated from field: string failed_hash = 6;
+   */
+  failedHash: string;
+
+  /**
+   * @generated from field: int32 failures = 7;
+   */
+  failures: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp retry_at = 8;
+   */
+  retryAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Convergence convergence = 9;
+   */
+  convergence?: Convergence | undefined;
+
+  /**
+   * The service ids placed on this node.
+   *
+   * @generated from field: repeated string service_ids = 10;
+   */
+  serviceIds: string[];
+};
+
+/**
+ * Describes the message skipper.v1.TargetStatus.
+ * Use `create(TargetStatusSchema)` to create a new message.
+ */
+export const TargetStatusSchema: GenMessage<TargetStatus> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 10);
 
 /**
  * NodeSpec: a node's desired state, set by admins.
@@ -418,7 +625,7 @@ export type NodeSpec = Message<"skipper.v1.NodeSpec"> & {
  * Use `create(NodeSpecSchema)` to create a new message.
  */
 export const NodeSpecSchema: GenMessage<NodeSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 8);
+  messageDesc(file_skipper_v1_resource, 11);
 
 /**
  * NodeCapabilities are detected by the agent on its host.
@@ -474,7 +681,7 @@ export type NodeCapabilities = Message<"skipper.v1.NodeCapabilities"> & {
  * Use `create(NodeCapabilitiesSchema)` to create a new message.
  */
 export const NodeCapabilitiesSchema: GenMessage<NodeCapabilities> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 9);
+  messageDesc(file_skipper_v1_resource, 12);
 
 /**
  * NodeStatus: a node as last reported by its agent.
@@ -508,6 +715,32 @@ export type NodeStatus = Message<"skipper.v1.NodeStatus"> & {
    * @generated from field: int64 uptime_seconds = 5;
    */
   uptimeSeconds: bigint;
+
+  /**
+   * From the age of the last heartbeat, measured in the agent's own heartbeat intervals.
+   *
+   * @generated from field: skipper.v1.NodeLiveness liveness = 6;
+   */
+  liveness: NodeLiveness;
+
+  /**
+   * The agent's heartbeat interval, as it reported it.
+   *
+   * @generated from field: int64 heartbeat_interval_ms = 7;
+   */
+  heartbeatIntervalMs: bigint;
+
+  /**
+   * The compose projects the agent manages on this host, as the engine shows them.
+   *
+   * @generated from field: repeated skipper.v1.ProjectObservation projects = 8;
+   */
+  projects: ProjectObservation[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp liveness_changed_at = 9;
+   */
+  livenessChangedAt?: Timestamp | undefined;
 };
 
 /**
@@ -515,7 +748,50 @@ export type NodeStatus = Message<"skipper.v1.NodeStatus"> & {
  * Use `create(NodeStatusSchema)` to create a new message.
  */
 export const NodeStatusSchema: GenMessage<NodeStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 10);
+  messageDesc(file_skipper_v1_resource, 13);
+
+/**
+ * ProjectObservation is one compose project on a node, as its agent saw it.
+ *
+ * @generated from message skipper.v1.ProjectObservation
+ */
+export type ProjectObservation = Message<"skipper.v1.ProjectObservation"> & {
+  /**
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * The spec hash of the last order the agent applied to this project.
+   *
+   * @generated from field: string spec_hash = 3;
+   */
+  specHash: string;
+
+  /**
+   * @generated from field: string work_order_id = 4;
+   */
+  workOrderId: string;
+
+  /**
+   * Every service the applied compose file defines, with its containers (missing ones too).
+   *
+   * @generated from field: repeated skipper.v1.ServiceObservation services = 5;
+   */
+  services: ServiceObservation[];
+};
+
+/**
+ * Describes the message skipper.v1.ProjectObservation.
+ * Use `create(ProjectObservationSchema)` to create a new message.
+ */
+export const ProjectObservationSchema: GenMessage<ProjectObservation> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 14);
 
 /**
  * Port publishes a container port on the host.
@@ -539,6 +815,13 @@ export type Port = Message<"skipper.v1.Port"> & {
    * @generated from field: string protocol = 3;
    */
   protocol: string;
+
+  /**
+   * Host address to bind, e.g. "127.0.0.1"; empty binds every address.
+   *
+   * @generated from field: string host_ip = 4;
+   */
+  hostIp: string;
 };
 
 /**
@@ -546,7 +829,7 @@ export type Port = Message<"skipper.v1.Port"> & {
  * Use `create(PortSchema)` to create a new message.
  */
 export const PortSchema: GenMessage<Port> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 11);
+  messageDesc(file_skipper_v1_resource, 15);
 
 /**
  * ServiceSpec: one service of a tenant. References to networks, volumes and limits are by id.
@@ -608,6 +891,20 @@ export type ServiceSpec = Message<"skipper.v1.ServiceSpec"> & {
    * @generated from field: string compose_service = 10;
    */
   composeService: string;
+
+  /**
+   * Where this service runs; unset means wherever its tenant's deployment_policy says.
+   *
+   * @generated from field: skipper.v1.DeploymentPolicy placement = 11;
+   */
+  placement?: DeploymentPolicy | undefined;
+
+  /**
+   * Services (by id, same tenant) started before this one. Cycles are refused.
+   *
+   * @generated from field: repeated string depends_on = 12;
+   */
+  dependsOn: string[];
 };
 
 /**
@@ -615,7 +912,7 @@ export type ServiceSpec = Message<"skipper.v1.ServiceSpec"> & {
  * Use `create(ServiceSpecSchema)` to create a new message.
  */
 export const ServiceSpecSchema: GenMessage<ServiceSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 12);
+  messageDesc(file_skipper_v1_resource, 16);
 
 /**
  * ContainerObservation is one container as the engine reports it.
@@ -670,7 +967,7 @@ export type ContainerObservation = Message<"skipper.v1.ContainerObservation"> & 
  * Use `create(ContainerObservationSchema)` to create a new message.
  */
 export const ContainerObservationSchema: GenMessage<ContainerObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 13);
+  messageDesc(file_skipper_v1_resource, 17);
 
 /**
  * ServiceObservation is a compose service and its containers.
@@ -701,7 +998,7 @@ export type ServiceObservation = Message<"skipper.v1.ServiceObservation"> & {
  * Use `create(ServiceObservationSchema)` to create a new message.
  */
 export const ServiceObservationSchema: GenMessage<ServiceObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 14);
+  messageDesc(file_skipper_v1_resource, 18);
 
 /**
  * ServiceStatus: what was last observed of a service.
@@ -735,7 +1032,7 @@ export type ServiceStatus = Message<"skipper.v1.ServiceStatus"> & {
  * Use `create(ServiceStatusSchema)` to create a new message.
  */
 export const ServiceStatusSchema: GenMessage<ServiceStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 15);
+  messageDesc(file_skipper_v1_resource, 19);
 
 /**
  * DeploymentSpec: a deployment, created by DeploymentService.Apply.
@@ -767,6 +1064,13 @@ export type DeploymentSpec = Message<"skipper.v1.DeploymentSpec"> & {
    * @generated from field: string work_order_id = 5;
    */
   workOrderId: string;
+
+  /**
+   * Hash of compose_project, as carried by the work order.
+   *
+   * @generated from field: string spec_hash = 6;
+   */
+  specHash: string;
 };
 
 /**
@@ -774,7 +1078,7 @@ export type DeploymentSpec = Message<"skipper.v1.DeploymentSpec"> & {
  * Use `create(DeploymentSpecSchema)` to create a new message.
  */
 export const DeploymentSpecSchema: GenMessage<DeploymentSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 16);
+  messageDesc(file_skipper_v1_resource, 20);
 
 /**
  * DeploymentStatus: progress and outcome of a deployment.
@@ -818,7 +1122,7 @@ export type DeploymentStatus = Message<"skipper.v1.DeploymentStatus"> & {
  * Use `create(DeploymentStatusSchema)` to create a new message.
  */
 export const DeploymentStatusSchema: GenMessage<DeploymentStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 17);
+  messageDesc(file_skipper_v1_resource, 21);
 
 /**
  * ResourceLimitsSpec: limits applied to the services that reference it.
@@ -853,7 +1157,7 @@ export type ResourceLimitsSpec = Message<"skipper.v1.ResourceLimitsSpec"> & {
  * Use `create(ResourceLimitsSpecSchema)` to create a new message.
  */
 export const ResourceLimitsSpecSchema: GenMessage<ResourceLimitsSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 18);
+  messageDesc(file_skipper_v1_resource, 22);
 
 /**
  * ResourceLimitsStatus: reserved for observed enforcement.
@@ -872,7 +1176,7 @@ export type ResourceLimitsStatus = Message<"skipper.v1.ResourceLimitsStatus"> & 
  * Use `create(ResourceLimitsStatusSchema)` to create a new message.
  */
 export const ResourceLimitsStatusSchema: GenMessage<ResourceLimitsStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 19);
+  messageDesc(file_skipper_v1_resource, 23);
 
 /**
  * NetworkSpec: a network services can join.
@@ -903,7 +1207,7 @@ export type NetworkSpec = Message<"skipper.v1.NetworkSpec"> & {
  * Use `create(NetworkSpecSchema)` to create a new message.
  */
 export const NetworkSpecSchema: GenMessage<NetworkSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 20);
+  messageDesc(file_skipper_v1_resource, 24);
 
 /**
  * NetworkStatus: a network as observed on nodes.
@@ -922,7 +1226,7 @@ export type NetworkStatus = Message<"skipper.v1.NetworkStatus"> & {
  * Use `create(NetworkStatusSchema)` to create a new message.
  */
 export const NetworkStatusSchema: GenMessage<NetworkStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 21);
+  messageDesc(file_skipper_v1_resource, 25);
 
 /**
  * VolumeSpec: a named volume services can mount.
@@ -953,7 +1257,7 @@ export type VolumeSpec = Message<"skipper.v1.VolumeSpec"> & {
  * Use `create(VolumeSpecSchema)` to create a new message.
  */
 export const VolumeSpecSchema: GenMessage<VolumeSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 22);
+  messageDesc(file_skipper_v1_resource, 26);
 
 /**
  * VolumeStatus: a volume as observed on nodes.
@@ -972,7 +1276,102 @@ export type VolumeStatus = Message<"skipper.v1.VolumeStatus"> & {
  * Use `create(VolumeStatusSchema)` to create a new message.
  */
 export const VolumeStatusSchema: GenMessage<VolumeStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 23);
+  messageDesc(file_skipper_v1_resource, 27);
+
+/**
+ * ConvergenceStatus says a resource is converged, or names the one thing keeping it from being so.
+ *
+ * @generated from enum skipper.v1.ConvergenceStatus
+ */
+export enum ConvergenceStatus {
+  /**
+   * @generated from enum value: CONVERGENCE_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * What runs matches desired_state (or the resource needs nothing run).
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_CONVERGED = 1;
+   */
+  CONVERGED = 1,
+
+  /**
+   * A work order to converge it is pending or running.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_ORDER_IN_FLIGHT = 2;
+   */
+  ORDER_IN_FLIGHT = 2,
+
+  /**
+   * The target node has stopped heartbeating; its work waits for it.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_NODE_OFFLINE = 3;
+   */
+  NODE_OFFLINE = 3,
+
+  /**
+   * The last order failed; another is issued after a backoff.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_RETRY_BACKOFF = 4;
+   */
+  RETRY_BACKOFF = 4,
+
+  /**
+   * Orders for this desired state failed too many times; a change (or Apply) is needed.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_ORDER_FAILED = 5;
+   */
+  ORDER_FAILED = 5,
+
+  /**
+   * The resource names another one that does not exist (or was deleted).
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_REFERENCE_MISSING = 6;
+   */
+  REFERENCE_MISSING = 6,
+
+  /**
+   * No node matches the placement (node id or label selector).
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_NO_MATCHING_NODE = 7;
+   */
+  NO_MATCHING_NODE = 7,
+
+  /**
+   * The target node is disabled by an admin.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_NODE_DISABLED = 8;
+   */
+  NODE_DISABLED = 8,
+
+  /**
+   * The desired state changed and no order has been issued for it yet.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_PENDING = 9;
+   */
+  PENDING = 9,
+
+  /**
+   * The node reported state that differs from the last applied state; a repair is under way.
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_DRIFT_DETECTED = 10;
+   */
+  DRIFT_DETECTED = 10,
+
+  /**
+   * The tenant has nothing deployable (no compose file and no services with an image).
+   *
+   * @generated from enum value: CONVERGENCE_STATUS_NOTHING_TO_DEPLOY = 11;
+   */
+  NOTHING_TO_DEPLOY = 11,
+}
+
+/**
+ * Describes the enum skipper.v1.ConvergenceStatus.
+ */
+export const ConvergenceStatusSchema: GenEnum<ConvergenceStatus> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_resource, 0);
 
 /**
  * ComposeVariant names the Compose implementation an agent found on its host.
@@ -1011,7 +1410,40 @@ export enum ComposeVariant {
  * Describes the enum skipper.v1.ComposeVariant.
  */
 export const ComposeVariantSchema: GenEnum<ComposeVariant> = /*@__PURE__*/
-  enumDesc(file_skipper_v1_resource, 0);
+  enumDesc(file_skipper_v1_resource, 1);
+
+/**
+ * NodeLiveness is derived from heartbeat age: degraded after 3 missed intervals, offline after 6.
+ *
+ * @generated from enum skipper.v1.NodeLiveness
+ */
+export enum NodeLiveness {
+  /**
+   * @generated from enum value: NODE_LIVENESS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: NODE_LIVENESS_ONLINE = 1;
+   */
+  ONLINE = 1,
+
+  /**
+   * @generated from enum value: NODE_LIVENESS_DEGRADED = 2;
+   */
+  DEGRADED = 2,
+
+  /**
+   * @generated from enum value: NODE_LIVENESS_OFFLINE = 3;
+   */
+  OFFLINE = 3,
+}
+
+/**
+ * Describes the enum skipper.v1.NodeLiveness.
+ */
+export const NodeLivenessSchema: GenEnum<NodeLiveness> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_resource, 2);
 
 /**
  * DeploymentPhase is where a deployment stands.
@@ -1049,5 +1481,5 @@ export enum DeploymentPhase {
  * Describes the enum skipper.v1.DeploymentPhase.
  */
 export const DeploymentPhaseSchema: GenEnum<DeploymentPhase> = /*@__PURE__*/
-  enumDesc(file_skipper_v1_resource, 1);
+  enumDesc(file_skipper_v1_resource, 3);
 

@@ -2,20 +2,26 @@
 // @generated from file skipper/v1/resource_service.proto (package skipper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
-import type { Resource, ResourceSpec } from "./resource_pb.js";
+import type { Event } from "./event_pb.js";
+import { file_skipper_v1_event } from "./event_pb.js";
+import type { Convergence, Resource, ResourceSpec } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
+import type { WorkOrder } from "./work_order_pb.js";
+import { file_skipper_v1_work_order } from "./work_order_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skipper/v1/resource_service.proto.
  */
 export const file_skipper_v1_resource_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFza2lwcGVyL3YxL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEiZwoUTGlzdFJlc291cmNlc1JlcXVlc3QSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIRCgl0ZW5hbnRfaWQYBCABKAkigQEKFUxpc3RSZXNvdXJjZXNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNwoSR2V0UmVzb3VyY2VSZXF1ZXN0EhUKDXJlc291cmNlX3R5cGUYASABKAkSCgoCaWQYAiABKAkiZQoTR2V0UmVzb3VyY2VSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJgoIcmVzb3VyY2UYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlIlYKFUNyZWF0ZVJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEiYKCHJlc291cmNlGAIgASgLMhQuc2tpcHBlci52MS5SZXNvdXJjZSJoChZDcmVhdGVSZXNvdXJjZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRImCghyZXNvdXJjZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2Ui8AIKFVVwZGF0ZVJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEi8KDWRlc2lyZWRfc3RhdGUYAyABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIYChByZXNvdXJjZV92ZXJzaW9uGAQgASgJEj0KBmxhYmVscxgFIAMoCzItLnNraXBwZXIudjEuVXBkYXRlUmVzb3VyY2VSZXF1ZXN0LkxhYmVsc0VudHJ5EkcKC2Fubm90YXRpb25zGAYgAygLMjIuc2tpcHBlci52MS5VcGRhdGVSZXNvdXJjZVJlcXVlc3QuQW5ub3RhdGlvbnNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJoChZVcGRhdGVSZXNvdXJjZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRImCghyZXNvdXJjZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2UytgQKD1Jlc291cmNlU2VydmljZRJuCg1MaXN0UmVzb3VyY2VzEiAuc2tpcHBlci52MS5MaXN0UmVzb3VyY2VzUmVxdWVzdBohLnNraXBwZXIudjEuTGlzdFJlc291cmNlc1Jlc3BvbnNlIhiQAgGC0+STAg8SDS92MS9yZXNvdXJjZXMShwEKC0dldFJlc291cmNlEh4uc2tpcHBlci52MS5HZXRSZXNvdXJjZVJlcXVlc3QaHy5za2lwcGVyLnYxLkdldFJlc291cmNlUmVzcG9uc2UiN5ACAYLT5JMCLmIIcmVzb3VyY2USIi92MS9yZXNvdXJjZXMve3Jlc291cmNlX3R5cGV9L3tpZH0SkgEKDkNyZWF0ZVJlc291cmNlEiEuc2tpcHBlci52MS5DcmVhdGVSZXNvdXJjZVJlcXVlc3QaIi5za2lwcGVyLnYxLkNyZWF0ZVJlc291cmNlUmVzcG9uc2UiOYLT5JMCMzoIcmVzb3VyY2ViCHJlc291cmNlIh0vdjEvcmVzb3VyY2VzL3tyZXNvdXJjZV90eXBlfRKTAQoOVXBkYXRlUmVzb3VyY2USIS5za2lwcGVyLnYxLlVwZGF0ZVJlc291cmNlUmVxdWVzdBoiLnNraXBwZXIudjEuVXBkYXRlUmVzb3VyY2VSZXNwb25zZSI6kAICgtPkkwIxOgEqYghyZXNvdXJjZRoiL3YxL3Jlc291cmNlcy97cmVzb3VyY2VfdHlwZX0ve2lkfWIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_resource]);
+  fileDesc("CiFza2lwcGVyL3YxL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEisAEKFExpc3RSZXNvdXJjZXNSZXF1ZXN0EhUKDXJlc291cmNlX3R5cGUYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSEQoJdGVuYW50X2lkGAQgASgJEhYKDmxhYmVsX3NlbGVjdG9yGAUgASgJEhcKD2luY2x1ZGVfZGVsZXRlZBgGIAEoCBIWCg5zaW5jZV9yZXZpc2lvbhgHIAEoAyKTAQoVTGlzdFJlc291cmNlc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRInCglyZXNvdXJjZXMYAiADKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAyJQChJHZXRSZXNvdXJjZVJlcXVlc3QSFQoNcmVzb3VyY2VfdHlwZRgBIAEoCRIKCgJpZBgCIAEoCRIXCg9pbmNsdWRlX2RlbGV0ZWQYAyABKAgiZQoTR2V0UmVzb3VyY2VSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJgoIcmVzb3VyY2UYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlIlYKFUNyZWF0ZVJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEiYKCHJlc291cmNlGAIgASgLMhQuc2tpcHBlci52MS5SZXNvdXJjZSJoChZDcmVhdGVSZXNvdXJjZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRImCghyZXNvdXJjZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2UioQMKFVVwZGF0ZVJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEi8KDWRlc2lyZWRfc3RhdGUYAyABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIYChByZXNvdXJjZV92ZXJzaW9uGAQgASgJEj0KBmxhYmVscxgFIAMoCzItLnNraXBwZXIudjEuVXBkYXRlUmVzb3VyY2VSZXF1ZXN0LkxhYmVsc0VudHJ5EkcKC2Fubm90YXRpb25zGAYgAygLMjIuc2tpcHBlci52MS5VcGRhdGVSZXNvdXJjZVJlcXVlc3QuQW5ub3RhdGlvbnNFbnRyeRIvCgt1cGRhdGVfbWFzaxgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2saLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoyChBBbm5vdGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiaAoWVXBkYXRlUmVzb3VyY2VSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJgoIcmVzb3VyY2UYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlInoKFURlbGV0ZVJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEg8KB2Nhc2NhZGUYAyABKAgSEwoLZGVsZXRlX2RhdGEYBCABKAgSGAoQcmVzb3VyY2VfdmVyc2lvbhgFIAEoCSJ6ChZEZWxldGVSZXNvdXJjZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRImCghyZXNvdXJjZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2USEAoIY2FzY2FkZWQYAyADKAkiOwoWRXhwbGFpblJlc291cmNlUmVxdWVzdBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJIsEBCgtFeHBsYWluU3RlcBIpCgRraW5kGAEgASgOMhsuc2tpcHBlci52MS5FeHBsYWluU3RlcEtpbmQSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3N1bW1hcnkYAyABKAkSDwoHbm9kZV9pZBgEIAEoCRIVCg13b3JrX29yZGVyX2lkGAUgASgJEhgKEHJlc291cmNlX3ZlcnNpb24YBiABKAkSDAoEY29kZRgHIAEoCSKOAgoXRXhwbGFpblJlc291cmNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiYKCHJlc291cmNlGAIgASgLMhQuc2tpcHBlci52MS5SZXNvdXJjZRIsCgtjb252ZXJnZW5jZRgDIAEoCzIXLnNraXBwZXIudjEuQ29udmVyZ2VuY2USJgoFc3RlcHMYBCADKAsyFy5za2lwcGVyLnYxLkV4cGxhaW5TdGVwEioKC3dvcmtfb3JkZXJzGAUgAygLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXISIQoGZXZlbnRzGAYgAygLMhEuc2tpcHBlci52MS5FdmVudCrvAQoPRXhwbGFpblN0ZXBLaW5kEiEKHUVYUExBSU5fU1RFUF9LSU5EX1VOU1BFQ0lGSUVEEAASHQoZRVhQTEFJTl9TVEVQX0tJTkRfREVTSVJFRBABEiAKHEVYUExBSU5fU1RFUF9LSU5EX1dPUktfT1JERVIQAhIbChdFWFBMQUlOX1NURVBfS0lORF9DTEFJTRADEhwKGEVYUExBSU5fU1RFUF9LSU5EX1JFU1VMVBAEEh4KGkVYUExBSU5fU1RFUF9LSU5EX09CU0VSVkVEEAUSHQoZRVhQTEFJTl9TVEVQX0tJTkRfVkVSRElDVBAGMoYHCg9SZXNvdXJjZVNlcnZpY2USbgoNTGlzdFJlc291cmNlcxIgLnNraXBwZXIudjEuTGlzdFJlc291cmNlc1JlcXVlc3QaIS5za2lwcGVyLnYxLkxpc3RSZXNvdXJjZXNSZXNwb25zZSIYkAIBgtPkkwIPEg0vdjEvcmVzb3VyY2VzEocBCgtHZXRSZXNvdXJjZRIeLnNraXBwZXIudjEuR2V0UmVzb3VyY2VSZXF1ZXN0Gh8uc2tpcHBlci52MS5HZXRSZXNvdXJjZVJlc3BvbnNlIjeQAgGC0+STAi5iCHJlc291cmNlEiIvdjEvcmVzb3VyY2VzL3tyZXNvdXJjZV90eXBlfS97aWR9EpIBCg5DcmVhdGVSZXNvdXJjZRIhLnNraXBwZXIudjEuQ3JlYXRlUmVzb3VyY2VSZXF1ZXN0GiIuc2tpcHBlci52MS5DcmVhdGVSZXNvdXJjZVJlc3BvbnNlIjmC0+STAjM6CHJlc291cmNlYghyZXNvdXJjZSIdL3YxL3Jlc291cmNlcy97cmVzb3VyY2VfdHlwZX0SxgEKDlVwZGF0ZVJlc291cmNlEiEuc2tpcHBlci52MS5VcGRhdGVSZXNvdXJjZVJlcXVlc3QaIi5za2lwcGVyLnYxLlVwZGF0ZVJlc291cmNlUmVzcG9uc2UibZACAoLT5JMCZDoBKloxOgEqYghyZXNvdXJjZTIiL3YxL3Jlc291cmNlcy97cmVzb3VyY2VfdHlwZX0ve2lkfWIIcmVzb3VyY2UaIi92MS9yZXNvdXJjZXMve3Jlc291cmNlX3R5cGV9L3tpZH0ShgEKDkRlbGV0ZVJlc291cmNlEiEuc2tpcHBlci52MS5EZWxldGVSZXNvdXJjZVJlcXVlc3QaIi5za2lwcGVyLnYxLkRlbGV0ZVJlc291cmNlUmVzcG9uc2UiLZACAoLT5JMCJCoiL3YxL3Jlc291cmNlcy97cmVzb3VyY2VfdHlwZX0ve2lkfRKRAQoPRXhwbGFpblJlc291cmNlEiIuc2tpcHBlci52MS5FeHBsYWluUmVzb3VyY2VSZXF1ZXN0GiMuc2tpcHBlci52MS5FeHBsYWluUmVzb3VyY2VSZXNwb25zZSI1kAIBgtPkkwIsEiovdjEvcmVzb3VyY2VzL3tyZXNvdXJjZV90eXBlfS97aWR9L2V4cGxhaW5iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_skipper_v1_envelope, file_skipper_v1_event, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * ListResourcesRequest filters and pages a listing.
@@ -50,6 +56,29 @@ export type ListResourcesRequest = Message<"skipper.v1.ListResourcesRequest"> & 
    * @generated from field: string tenant_id = 4;
    */
   tenantId: string;
+
+  /**
+   * Only resources whose metadata labels match, e.g. "env=prod,region!=us,tier" (key=value,
+   * key!=value, or a bare key that must be present; all terms must hold).
+   *
+   * @generated from field: string label_selector = 5;
+   */
+  labelSelector: string;
+
+  /**
+   * Also list deleted resources (tombstones).
+   *
+   * @generated from field: bool include_deleted = 6;
+   */
+  includeDeleted: boolean;
+
+  /**
+   * Only resources written after this store revision (resource_version > since_revision).
+   * Combine with include_deleted to see deletions too.
+   *
+   * @generated from field: int64 since_revision = 7;
+   */
+  sinceRevision: bigint;
 };
 
 /**
@@ -81,6 +110,13 @@ export type ListResourcesResponse = Message<"skipper.v1.ListResourcesResponse"> 
    * @generated from field: string next_page_token = 3;
    */
   nextPageToken: string;
+
+  /**
+   * The store revision when the listing was read: pass it as since_revision next time.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
 };
 
 /**
@@ -105,6 +141,13 @@ export type GetResourceRequest = Message<"skipper.v1.GetResourceRequest"> & {
    * @generated from field: string id = 2;
    */
   id: string;
+
+  /**
+   * Return the tombstone of a deleted resource instead of RESOURCE_NOT_FOUND.
+   *
+   * @generated from field: bool include_deleted = 3;
+   */
+  includeDeleted: boolean;
 };
 
 /**
@@ -228,6 +271,15 @@ export type UpdateResourceRequest = Message<"skipper.v1.UpdateResourceRequest"> 
    * @generated from field: map<string, string> annotations = 6;
    */
   annotations: { [key: string]: string };
+
+  /**
+   * Partial update: only these paths are taken from the request, e.g.
+   * "desired_state.service.env", "desired_state.service.image", "labels", "annotations".
+   * A map or repeated field named by the mask is replaced whole. Empty means the PUT behaviour.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 7;
+   */
+  updateMask?: FieldMask | undefined;
 };
 
 /**
@@ -260,6 +312,265 @@ export type UpdateResourceResponse = Message<"skipper.v1.UpdateResourceResponse"
  */
 export const UpdateResourceResponseSchema: GenMessage<UpdateResourceResponse> = /*@__PURE__*/
   messageDesc(file_skipper_v1_resource_service, 7);
+
+/**
+ * DeleteResourceRequest names the resource to delete.
+ *
+ * @generated from message skipper.v1.DeleteResourceRequest
+ */
+export type DeleteResourceRequest = Message<"skipper.v1.DeleteResourceRequest"> & {
+  /**
+   * @generated from field: string resource_type = 1;
+   */
+  resourceType: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Also delete every resource that references this one, transitively.
+   *
+   * @generated from field: bool cascade = 3;
+   */
+  cascade: boolean;
+
+  /**
+   * Remove data too: the named volumes of deleted services, tenants and volumes.
+   *
+   * @generated from field: bool delete_data = 4;
+   */
+  deleteData: boolean;
+
+  /**
+   * Precondition: the resource_version last read. Empty means unconditional.
+   *
+   * @generated from field: string resource_version = 5;
+   */
+  resourceVersion: string;
+};
+
+/**
+ * Describes the message skipper.v1.DeleteResourceRequest.
+ * Use `create(DeleteResourceRequestSchema)` to create a new message.
+ */
+export const DeleteResourceRequestSchema: GenMessage<DeleteResourceRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource_service, 8);
+
+/**
+ * DeleteResourceResponse carries the tombstone and what the cascade deleted with it.
+ *
+ * @generated from message skipper.v1.DeleteResourceResponse
+ */
+export type DeleteResourceResponse = Message<"skipper.v1.DeleteResourceResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Resource resource = 2;
+   */
+  resource?: Resource | undefined;
+
+  /**
+   * "<type>/<id>" of resources deleted by the cascade.
+   *
+   * @generated from field: repeated string cascaded = 3;
+   */
+  cascaded: string[];
+};
+
+/**
+ * Describes the message skipper.v1.DeleteResourceResponse.
+ * Use `create(DeleteResourceResponseSchema)` to create a new message.
+ */
+export const DeleteResourceResponseSchema: GenMessage<DeleteResourceResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource_service, 9);
+
+/**
+ * ExplainResourceRequest names the resource to explain.
+ *
+ * @generated from message skipper.v1.ExplainResourceRequest
+ */
+export type ExplainResourceRequest = Message<"skipper.v1.ExplainResourceRequest"> & {
+  /**
+   * @generated from field: string resource_type = 1;
+   */
+  resourceType: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message skipper.v1.ExplainResourceRequest.
+ * Use `create(ExplainResourceRequestSchema)` to create a new message.
+ */
+export const ExplainResourceRequestSchema: GenMessage<ExplainResourceRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource_service, 10);
+
+/**
+ * ExplainStep is one link: what happened, when, and the ids that tie it to the next.
+ *
+ * @generated from message skipper.v1.ExplainStep
+ */
+export type ExplainStep = Message<"skipper.v1.ExplainStep"> & {
+  /**
+   * @generated from field: skipper.v1.ExplainStepKind kind = 1;
+   */
+  kind: ExplainStepKind;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string summary = 3;
+   */
+  summary: string;
+
+  /**
+   * @generated from field: string node_id = 4;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string work_order_id = 5;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: string resource_version = 6;
+   */
+  resourceVersion: string;
+
+  /**
+   * Result code, observed state or convergence status, depending on kind.
+   *
+   * @generated from field: string code = 7;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message skipper.v1.ExplainStep.
+ * Use `create(ExplainStepSchema)` to create a new message.
+ */
+export const ExplainStepSchema: GenMessage<ExplainStep> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource_service, 11);
+
+/**
+ * ExplainResourceResponse is the resource, its verdict and the chain behind it, oldest first.
+ *
+ * @generated from message skipper.v1.ExplainResourceResponse
+ */
+export type ExplainResourceResponse = Message<"skipper.v1.ExplainResourceResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Resource resource = 2;
+   */
+  resource?: Resource | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Convergence convergence = 3;
+   */
+  convergence?: Convergence | undefined;
+
+  /**
+   * @generated from field: repeated skipper.v1.ExplainStep steps = 4;
+   */
+  steps: ExplainStep[];
+
+  /**
+   * The work orders the chain refers to, newest first.
+   *
+   * @generated from field: repeated skipper.v1.WorkOrder work_orders = 5;
+   */
+  workOrders: WorkOrder[];
+
+  /**
+   * Events that link the steps (desired_state_changed, work_order_*, drift_detected, ...).
+   *
+   * @generated from field: repeated skipper.v1.Event events = 6;
+   */
+  events: Event[];
+};
+
+/**
+ * Describes the message skipper.v1.ExplainResourceResponse.
+ * Use `create(ExplainResourceResponseSchema)` to create a new message.
+ */
+export const ExplainResourceResponseSchema: GenMessage<ExplainResourceResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource_service, 12);
+
+/**
+ * ExplainStepKind is one link of the causal chain.
+ *
+ * @generated from enum skipper.v1.ExplainStepKind
+ */
+export enum ExplainStepKind {
+  /**
+   * @generated from enum value: EXPLAIN_STEP_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The desired state at a revision.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_DESIRED = 1;
+   */
+  DESIRED = 1,
+
+  /**
+   * A work order issued for it.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_WORK_ORDER = 2;
+   */
+  WORK_ORDER = 2,
+
+  /**
+   * The node's claim of the order.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_CLAIM = 3;
+   */
+  CLAIM = 3,
+
+  /**
+   * The order's result.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_RESULT = 4;
+   */
+  RESULT = 4,
+
+  /**
+   * What the node last observed.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_OBSERVED = 5;
+   */
+  OBSERVED = 5,
+
+  /**
+   * The convergence verdict drawn from the above.
+   *
+   * @generated from enum value: EXPLAIN_STEP_KIND_VERDICT = 6;
+   */
+  VERDICT = 6,
+}
+
+/**
+ * Describes the enum skipper.v1.ExplainStepKind.
+ */
+export const ExplainStepKindSchema: GenEnum<ExplainStepKind> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_resource_service, 0);
 
 /**
  * ResourceService reads and writes resources. Admin credentials are required.
@@ -298,8 +609,9 @@ export const ResourceService: GenService<{
     output: typeof CreateResourceResponseSchema;
   },
   /**
-   * UpdateResource replaces a resource's desired_state (and labels/annotations when given).
-   * A non-empty resource_version must match the stored one, else CONFLICT.
+   * UpdateResource replaces a resource's desired_state (and labels/annotations when given), or,
+   * with an update_mask, only the fields the mask names (PATCH). A non-empty resource_version
+   * must match the stored one, else CONFLICT.
    *
    * @generated from rpc skipper.v1.ResourceService.UpdateResource
    */
@@ -307,6 +619,30 @@ export const ResourceService: GenService<{
     methodKind: "unary";
     input: typeof UpdateResourceRequestSchema;
     output: typeof UpdateResourceResponseSchema;
+  },
+  /**
+   * DeleteResource marks a resource deleted (a tombstone kept for the audit trail) and lets the
+   * reconciler remove what ran for it. A resource still referenced by others is a CONFLICT that
+   * lists them, unless cascade deletes them too. Deleting a deleted resource changes nothing.
+   *
+   * @generated from rpc skipper.v1.ResourceService.DeleteResource
+   */
+  deleteResource: {
+    methodKind: "unary";
+    input: typeof DeleteResourceRequestSchema;
+    output: typeof DeleteResourceResponseSchema;
+  },
+  /**
+   * ExplainResource answers "why isn't this converged?": the resource's convergence status and
+   * the chain behind it, from the desired revision through work orders, claims and results to
+   * the observed state, with the events that link them.
+   *
+   * @generated from rpc skipper.v1.ResourceService.ExplainResource
+   */
+  explainResource: {
+    methodKind: "unary";
+    input: typeof ExplainResourceRequestSchema;
+    output: typeof ExplainResourceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skipper_v1_resource_service, 0);

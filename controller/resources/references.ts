@@ -1,0 +1,140 @@
+// References between resources, by id: a service names its tenant, networks, volumes, limits and
+// the services it depends on; networks and volumes name their tenant. Outgoing references must
+// name live resources when written (else INVALID_REQUEST with the field), and a resource that
+// live resources still reference cannot be deleted without cascade (CONFLICT listing them).
+// A tenant's service_ids and placement node ids are not checked: membership is the service's
+// tenant_id, and nodes come and go (a missing node is NO_MATCHING_NODE, not an error).
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { invalid } from "../errors.js";
+import type { ResourceType } from "../ids.js";
+import type { Store } from "../store/store.js";
+
+/** One outgoing reference and the request field it came from. */
+export interface Reference {
+  type: ResourceType;
+  id: string;
+  field: string;
+}
+
+/** The references a resource's desired state makes. */
+export function referencesOf(r: Resource): Reference[] {
+  const k = r.desiredState?.kind;
+  const out: Reference[] = [];
+  const add = (type: ResourceType, id: string, field: string) => id !== "" && out.push({ type, id, field: `desired_state.${field}` });
+  switch (k?.case) {
+    case "service":
+      add("tenant", k.value.tenantId, "service.tenant_id");
+      k.value.networkIds.forEach((id, i) => add("network", id, `service.network_ids[${i}]`));
+      k.value.volumeIds.forEach((id, i) => add("volume", id, `service.volume_ids[${i}]`));
+      add("resource_limits", k.value.resourceLimitsId, "service.resource_limits_id");
+      k.value.dependsOn.forEach((id, i) => add("service", id, `service.depends_on[${i}]`));
+      break;
+    case "network":
+    case "volume":
+      add("tenant", k.value.tenantId, `${k.case}.tenant_id`);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+/** Kinds that can reference others: what to scan for dependents. */
+const REFERRING: ResourceType[] = ["service", "network", "volume"];
+
+/**
+ * Checks every outgoing reference of `r` against the store: the target must exist and not be
+ * deleted; networks and volumes must belong to the service's tenant (or to none); depends_on
+ * must stay in the tenant and form no cycle. Throws INVALID_REQUEST naming the field.
+ */
+export async function checkReferencesExist(store: Store, r: Resource): Promise<void> {
+  const refs = referencesOf(r);
+  const tenantId = r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.tenantId : "";
+  for (const ref of refs) {
+    if (ref.type === r.resourceType && ref.id === r.id) throw invalid(`${ref.field} names the resource itself`, { field: ref.field });
+    const target = await store.getResource(ref.type, ref.id);
+    if (!target) {
+      throw invalid(`${ref.field} names ${ref.type} ${ref.id}, which does not exist`, { field: ref.field, resource_type: ref.type, resource_id: ref.id });
+    }
+    if (r.resourceType === "service" && ref.type !== "tenant" && ref.type !== "resource_limits") {
+      const owner = ownerTenant(target);
+      if (owner !== "" && owner !== tenantId) {
+        throw invalid(`${ref.field} names ${ref.type} ${ref.id} of tenant ${owner}, not ${tenantId}`, { field: ref.field, resource_type: ref.type, resource_id: ref.id });
+      }
+    }
+  }
+  if (r.desiredState?.kind.case === "service" && r.desiredState.kind.value.dependsOn.length > 0) {
+    await checkNoDependencyCycle(store, r);
+  }
+}
+
+// Follows depends_on from the new version of `r` through the stored services; reaching `r`
+// again is a cycle.
+async function checkNoDependencyCycle(store: Store, r: Resource): Promise<void> {
+  const depsOf = async (id: string): Promise<string[]> => {
+    if (id === r.id) return r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.dependsOn : [];
+    const s = await store.getResource("service", id);
+    return s?.desiredState?.kind.case === "service" ? s.desiredState.kind.value.dependsOn : [];
+  };
+  const seen = new Set<string>();
+  const path: string[] = [];
+  const visit = async (id: string): Promise<void> => {
+    if (path.includes(id)) {
+      const cycle = [...path.slice(path.indexOf(id)), id];
+      throw invalid(`desired_state.service.depends_on makes a cycle: ${cycle.join(" -> ")}`, { field: "desired_state.service.depends_on", cycle });
+    }
+    if (seen.has(id)) return;
+    seen.add(id);
+    path.push(id);
+    for (const next of await depsOf(id)) await visit(next);
+    path.pop();
+  };
+  await visit(r.id);
+}
+
+/** The tenant a network, volume or service belongs to ("" for none). */
+function ownerTenant(r: Resource): string {
+  const k = r.desiredState?.kind;
+  return k?.case === "network" || k?.case === "volume" || k?.case === "service" ? k.value.tenantId : "";
+}
+
+/** Live resources that reference (type, id) directly, as "<type>/<id>", sorted. */
+export async function dependentsOf(store: Store, type: ResourceType, id: string): Promise<Resource[]> {
+  const out: Resource[] = [];
+  for (const kind of REFERRING) {
+    let pageToken = "";
+    do {
+      const page = await store.listResources({ resourceType: kind, pageSize: 1000, pageToken });
+      for (const candidate of page.items) {
+        if (referencesOf(candidate).some((ref) => ref.type === type && ref.id === id)) out.push(candidate);
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+  return out;
+}
+
+/**
+ * Everything that must go when (type, id) is deleted with cascade: its dependents, theirs, and
+ * so on, ordered so each resource comes after everything that references it.
+ */
+export async function cascadeOf(store: Store, type: ResourceType, id: string): Promise<Resource[]> {
+  const order: Resource[] = [];
+  const seen = new Set<string>([`${type}/${id}`]);
+  const visit = async (t: ResourceType, i: string): Promise<void> => {
+    for (const d of await dependentsOf(store, t, i)) {
+      const key = `${d.resourceType}/${d.id}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      await visit(d.resourceType as ResourceType, d.id);
+      order.push(d);
+    }
+  };
+  await visit(type, id);
+  return order;
+}
+
+/** "<type>/<id>" of a resource. */
+export function refKey(r: Resource): string {
+  return `${r.resourceType}/${r.id}`;
+}

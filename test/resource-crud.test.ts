@@ -1,0 +1,196 @@
+// Resource CRUD through the contract on a real controller (HTTP/2 + TLS, file store): label
+// selectors, revisions, references, partial updates, deletes with tombstones and cascade.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { startController, type TestController } from "./helpers/controller.js";
+import { rpcError } from "./helpers/errors.js";
+
+let tc: TestController;
+const api = () => tc.client(ResourceService, { admin: true });
+
+function tenant(id: string, labels: Record<string, string> = {}): Resource {
+  return create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } }, metadata: { labels } });
+}
+function service(id: string, tenantId: string, extra: Record<string, unknown> = {}, labels: Record<string, string> = {}): Resource {
+  return create(ResourceSchema, {
+    id,
+    resourceType: "service",
+    desiredState: { kind: { case: "service", value: { tenantId, image: "busybox:stable", ...extra } } },
+    metadata: { labels },
+  });
+}
+function network(id: string, tenantId: string): Resource {
+  return create(ResourceSchema, { id, resourceType: "network", desiredState: { kind: { case: "network", value: { tenantId, driver: "bridge" } } } });
+}
+function limits(id: string, cpus: number): Resource {
+  return create(ResourceSchema, { id, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } } });
+}
+const put = (r: Resource) => api().createResource({ resourceType: r.resourceType, resource: r });
+
+beforeAll(async () => {
+  tc = await startController({ tls: true });
+});
+afterAll(async () => {
+  await tc?.stop();
+});
+
+describe("listing", () => {
+  it("filters by label selector: equality, inequality and presence", async () => {
+    await put(tenant("lab-a", { env: "prod", region: "eu" }));
+    await put(tenant("lab-b", { env: "prod", region: "us" }));
+    await put(tenant("lab-c", { env: "dev" }));
+    const ids = async (label_selector: string) =>
+      (await api().listResources({ resourceType: "tenant", labelSelector: label_selector })).resources.map((r) => r.id).filter((id) => id.startsWith("lab-"));
+    expect(await ids("env=prod")).toEqual(["lab-a", "lab-b"]);
+    expect(await ids("env=prod,region=eu")).toEqual(["lab-a"]);
+    expect(await ids("env=prod,region!=eu")).toEqual(["lab-b"]);
+    expect(await ids("region")).toEqual(["lab-a", "lab-b"]);
+    expect(await ids("env!=prod")).toEqual(["lab-c"]);
+    const bad = await rpcError(api().listResources({ labelSelector: "env=pr od" }));
+    expect(bad.code).toBe("INVALID_REQUEST");
+  });
+
+  it("exposes the store revision and lists only what changed since a revision", async () => {
+    await put(tenant("rev-a"));
+    const { revision } = await api().listResources({ resourceType: "tenant" });
+    expect(revision).toBeGreaterThan(0n);
+    const b = (await put(tenant("rev-b"))).resource!;
+    expect(BigInt(b.metadata!.resourceVersion)).toBeGreaterThan(revision);
+    const since = await api().listResources({ sinceRevision: revision });
+    expect(since.resources.map((r) => r.id)).toEqual(["rev-b"]);
+    expect(since.revision).toBe(BigInt(b.metadata!.resourceVersion));
+    const events = await tc.client(EventService, { admin: true }).listEvents({ sinceRevision: revision });
+    expect(events.events.map((e) => [e.type, e.resourceId, e.revision])).toEqual([["resource_created", "rev-b", since.revision]]);
+  });
+});
+
+describe("references", () => {
+  it("a service naming a missing tenant, network or limits is INVALID_REQUEST with the field, and nothing is stored", async () => {
+    await put(tenant("ref-t"));
+    const cases: [Resource, string][] = [
+      [service("ref-s1", "no-such-tenant"), "desired_state.service.tenant_id"],
+      [service("ref-s1", "ref-t", { networkIds: ["no-net"] }), "desired_state.service.network_ids[0]"],
+      [service("ref-s1", "ref-t", { resourceLimitsId: "no-limits" }), "desired_state.service.resource_limits_id"],
+    ];
+    for (const [r, field] of cases) {
+      const err = await rpcError(put(r));
+      expect(err.code).toBe("INVALID_REQUEST");
+      expect(err.details.field).toBe(field);
+    }
+    expect((await rpcError(api().getResource({ resourceType: "service", id: "ref-s1" }))).code).toBe("RESOURCE_NOT_FOUND");
+  });
+
+  it("a network of another tenant cannot be used", async () => {
+    await put(tenant("ref-u"));
+    await put(tenant("ref-v"));
+    await put(network("ref-v-net", "ref-v"));
+    const err = await rpcError(put(service("ref-u-s", "ref-u", { networkIds: ["ref-v-net"] })));
+    expect(err.code).toBe("INVALID_REQUEST");
+    expect(err.details.field).toBe("desired_state.service.network_ids[0]");
+  });
+
+  it("a depends_on cycle is refused with the cycle in details", async () => {
+    await put(tenant("cyc"));
+    await put(service("cyc-a", "cyc"));
+    await put(service("cyc-b", "cyc", { dependsOn: ["cyc-a"] }));
+    const a = (await api().getResource({ resourceType: "service", id: "cyc-a" })).resource!;
+    const err = await rpcError(
+      api().updateResource({
+        resourceType: "service",
+        id: "cyc-a",
+        desiredState: service("cyc-a", "cyc", { dependsOn: ["cyc-b"] }).desiredState,
+      }),
+    );
+    expect(err.code).toBe("INVALID_REQUEST");
+    expect(err.details.cycle).toEqual(["cyc-a", "cyc-b", "cyc-a"]);
+    expect((await api().getResource({ resourceType: "service", id: "cyc-a" })).resource!.metadata!.resourceVersion).toBe(a.metadata!.resourceVersion);
+  });
+});
+
+describe("partial updates", () => {
+  it("an update_mask changes only the named fields", async () => {
+    await put(tenant("mask-t"));
+    await put(service("mask-s", "mask-t", { env: { A: "1" }, command: ["sh"] }, { team: "web" }));
+    const res = await api().updateResource({
+      resourceType: "service",
+      id: "mask-s",
+      desiredState: service("mask-s", "mask-t", { image: "ignored:1", env: { A: "2", B: "3" } }).desiredState,
+      updateMask: create(FieldMaskSchema, { paths: ["desired_state.service.env"] }),
+    });
+    const spec = res.resource!.desiredState!.kind.case === "service" ? res.resource!.desiredState!.kind.value : undefined;
+    expect(spec?.env).toEqual({ A: "2", B: "3" });
+    expect(spec?.image).toBe("busybox:stable");
+    expect(spec?.command).toEqual(["sh"]);
+    expect(res.resource!.metadata!.labels).toEqual({ team: "web" });
+    const labels = await api().updateResource({ resourceType: "service", id: "mask-s", labels: {}, updateMask: create(FieldMaskSchema, { paths: ["labels"] }) });
+    expect(labels.resource!.metadata!.labels).toEqual({});
+    expect(labels.resource!.desiredState).toEqual(res.resource!.desiredState);
+  });
+
+  it("a mask path that does not exist, or leaves the kind, is INVALID_REQUEST", async () => {
+    for (const path of ["desired_state.service.nope", "desired_state.tenant.display_name", "metadata.resource_version", "desired_state.service.env.A"]) {
+      const err = await rpcError(api().updateResource({ resourceType: "service", id: "mask-s", updateMask: create(FieldMaskSchema, { paths: [path] }) }));
+      expect(err.code, path).toBe("INVALID_REQUEST");
+      expect(err.details.field).toBe("update_mask");
+    }
+  });
+});
+
+describe("delete", () => {
+  it("refuses while referenced, names the referrers, and changes nothing", async () => {
+    await put(tenant("del-t"));
+    await put(limits("del-l", 0.5));
+    await put(service("del-s", "del-t", { resourceLimitsId: "del-l" }));
+    const err = await rpcError(api().deleteResource({ resourceType: "resource_limits", id: "del-l" }));
+    expect(err.code).toBe("CONFLICT");
+    expect(err.details.referenced_by).toEqual(["service/del-s"]);
+    expect((await api().getResource({ resourceType: "resource_limits", id: "del-l" })).resource!.deletion).toBeUndefined();
+  });
+
+  it("leaves a tombstone: hidden from gets and lists, visible with include_deleted, idempotent", async () => {
+    const res = await api().deleteResource({ resourceType: "service", id: "del-s" });
+    expect(res.resource!.deletion?.deletedAt).toBeDefined();
+    expect((await rpcError(api().getResource({ resourceType: "service", id: "del-s" }))).code).toBe("RESOURCE_NOT_FOUND");
+    expect((await api().listResources({ resourceType: "service", tenantId: "del-t" })).resources).toEqual([]);
+    const all = await api().listResources({ resourceType: "service", tenantId: "del-t", includeDeleted: true });
+    expect(all.resources.map((r) => r.id)).toEqual(["del-s"]);
+    const again = await api().deleteResource({ resourceType: "service", id: "del-s" });
+    expect(again.resource!.metadata!.resourceVersion).toBe(res.resource!.metadata!.resourceVersion);
+    const tomb = (await api().getResource({ resourceType: "service", id: "del-s", includeDeleted: true })).resource!;
+    expect(tomb.deletion?.requestId).not.toBe("");
+    expect((await rpcError(api().updateResource({ resourceType: "service", id: "del-s", desiredState: tomb.desiredState }))).code).toBe("RESOURCE_NOT_FOUND");
+    // Now unreferenced, the limits can go; a new resource may take a deleted id.
+    await api().deleteResource({ resourceType: "resource_limits", id: "del-l" });
+    await put(limits("del-l", 1));
+    expect((await api().getResource({ resourceType: "resource_limits", id: "del-l" })).resource!.deletion).toBeUndefined();
+  });
+
+  it("cascade deletes the referrers first and reports them", async () => {
+    await put(tenant("cas-t"));
+    await put(network("cas-n", "cas-t"));
+    await put(service("cas-a", "cas-t", { networkIds: ["cas-n"] }));
+    await put(service("cas-b", "cas-t", { dependsOn: ["cas-a"] }));
+    const res = await api().deleteResource({ resourceType: "tenant", id: "cas-t", cascade: true });
+    expect(res.cascaded.sort()).toEqual(["network/cas-n", "service/cas-a", "service/cas-b"]);
+    const left = await api().listResources({ tenantId: "cas-t" });
+    expect(left.resources).toEqual([]);
+    const tomb = await api().listResources({ tenantId: "cas-t", includeDeleted: true });
+    expect(Object.fromEntries(tomb.resources.map((r) => [r.id, r.deletion?.cascadedFrom]))).toEqual({
+      "cas-n": "tenant/cas-t",
+      "cas-a": "tenant/cas-t",
+      "cas-b": "tenant/cas-t",
+      "cas-t": "",
+    });
+    // Referrers go before what they reference: cas-b (depends on cas-a) before cas-a, the tenant last.
+    const events = await tc.client(EventService, { admin: true }).listEvents({ type: "resource_deleted", tenantId: "cas-t" });
+    const deleted = events.events.map((e) => e.resourceId);
+    expect(deleted.indexOf("cas-b")).toBeLessThan(deleted.indexOf("cas-a"));
+    expect(deleted.at(-1)).toBe("cas-t");
+    expect(events.events).toHaveLength(4);
+  });
+});
+
