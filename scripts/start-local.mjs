@@ -112,8 +112,8 @@ if (existsSync(tokenFile)) {
   const cacert = caFile ? ` --cacert ${caFile}` : "";
   say(`controller ${url}, agent ${NODE_ID} (token in ${tokenFile})`);
   say(`apply the example tenant:
-  curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d @examples/service.json ${url}/v1/resources/service
   curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d @examples/tenant.json ${url}/v1/resources/tenant
+  curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d @examples/service.json ${url}/v1/resources/service
   curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d '{}' ${url}/v1/deployments/example-tenant/apply
   curl http://127.0.0.1:8081/      # the example's web service, once the order succeeded`);
 }

@@ -269,7 +269,7 @@ describe("binding", () => {
   it("names the accepted parameters when one is unknown", async () => {
     const r = await call("GET", "/v1/resources?type=tenant");
     expect(r.body.error.message).toContain("unknown query parameter");
-    expect(r.body.error.details.allowed).toEqual(["resource_type", "page_size", "page_token", "tenant_id"]);
+    expect(r.body.error.details.allowed).toEqual(["resource_type", "page_size", "page_token", "tenant_id", "label_selector", "include_deleted", "since_revision"]);
   });
 
   it("refuses query parameters on a body \"*\" route", async () => {
@@ -341,7 +341,7 @@ describe("envelope", () => {
   it("emits implicit fields and a current timestamp when the response has no meta", async () => {
     const before = Date.now();
     const r = await call("GET", "/v1/resources");
-    expect(r.body.data).toEqual({ resources: [], next_page_token: "" });
+    expect(r.body.data).toEqual({ resources: [], next_page_token: "", revision: "0" });
     expect(Date.parse(r.body.metadata.timestamp)).toBeGreaterThanOrEqual(before - 1000);
   });
 
@@ -392,9 +392,9 @@ describe("errors", () => {
   });
 
   it("answers a wrong method on a known path with 405 and allow", async () => {
-    const r = await call("DELETE", "/v1/resources/tenant/x");
+    const r = await call("POST", "/v1/resources/tenant/x");
     expectErrorEnvelope(r, 405, "INVALID_REQUEST");
-    expect(r.headers.get("allow")).toBe("GET, PUT");
+    expect(r.headers.get("allow")).toBe("DELETE, GET, PATCH, PUT");
     expect((await call("POST", "/health")).headers.get("allow")).toBe("GET");
   });
 

@@ -1,0 +1,28 @@
+// Placement: which nodes a tenant's project, or one service, runs on. A policy names a node by
+// id, selects nodes by labels, or both (the union). Node labels are those an admin set and those
+// the node's agent reports; on a clash the admin's value wins.
+import type { DeploymentPolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { matchesSelector } from "../resources/label-selector.js";
+
+/** A node's effective labels: metadata, then agent-reported, then admin-set node labels. */
+export function nodeLabels(node: Resource): Record<string, string> {
+  const reported = node.currentState?.kind.case === "node" ? node.currentState.kind.value.labels : {};
+  const admin = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value.labels : {};
+  return { ...(node.metadata?.labels ?? {}), ...reported, ...admin };
+}
+
+/** True when the policy says something (a node id or a selector). */
+export function hasPlacement(p: DeploymentPolicy | undefined): p is DeploymentPolicy {
+  return !!p && (p.targetNodeId !== "" || Object.keys(p.nodeSelector).length > 0);
+}
+
+/** Ids of the live nodes the policy selects, sorted. */
+export function placeOn(policy: DeploymentPolicy | undefined, nodes: Resource[]): string[] {
+  if (!hasPlacement(policy)) return [];
+  const selector = policy.nodeSelector;
+  const bySelector = Object.keys(selector).length > 0;
+  return nodes
+    .filter((n) => n.id === policy.targetNodeId || (bySelector && matchesSelector(nodeLabels(n), selector)))
+    .map((n) => n.id)
+    .sort();
+}
