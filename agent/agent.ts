@@ -13,6 +13,7 @@ import {
   ResourceStatusSchema,
   ServiceStatusSchema,
   TenantStatusSchema,
+  type ProjectObservation,
   type ServiceObservation,
 } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
@@ -35,6 +36,10 @@ export interface AgentDeps {
   probe: () => Promise<DockerHost>;
   /** Runs a deploy_service order. */
   deploy: (order: WorkOrder, host: DockerHost, log: Logger) => Promise<DeployOutcome>;
+  /** Runs a remove_service order. */
+  remove: (order: WorkOrder, host: DockerHost, log: Logger) => Promise<DeployOutcome>;
+  /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
+  observe: () => Promise<ProjectObservation[]>;
 }
 
 // Capabilities are probed again this often, and right after an order found the engine down.
@@ -113,12 +118,25 @@ export class Agent {
 
   private async heartbeat(): Promise<void> {
     const host = await this.refreshHost();
+    // What runs here, for drift detection. When the engine cannot tell, say nothing rather than
+    // "nothing runs".
+    let projects: ProjectObservation[] | undefined;
+    if (host.capabilities.dockerAvailable) {
+      try {
+        projects = await this.deps.observe();
+      } catch (e) {
+        this.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
+      }
+    }
     await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
       capabilities: host.capabilities,
       labels: this.deps.config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
+      heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
+      projects: projects ?? [],
+      projectsReported: projects !== undefined,
     });
     this.lastHeartbeat = Date.now();
   }
@@ -170,10 +188,11 @@ export class Agent {
   private async execute(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
     let outcome: DeployOutcome;
-    if (order.type === WorkOrderType.DEPLOY_SERVICE) {
+    const executor = order.type === WorkOrderType.DEPLOY_SERVICE ? this.deps.deploy : order.type === WorkOrderType.REMOVE_SERVICE ? this.deps.remove : undefined;
+    if (executor) {
       const host = await this.refreshHost();
       try {
-        outcome = await this.deps.deploy(order, host, log);
+        outcome = await executor(order, host, log);
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };

@@ -7,6 +7,8 @@ import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { createControllerClients } from "./controller-client.js";
 import { probeDockerHost } from "./engine/docker-host.js";
 import { deployService } from "./executors/deploy-service.js";
+import { removeService } from "./executors/remove-service.js";
+import { observeProjects } from "./engine/project-state.js";
 import { Journal } from "./journal.js";
 
 async function main(): Promise<void> {
@@ -35,6 +37,8 @@ async function main(): Promise<void> {
     probe: probeDockerHost,
     deploy: (order, host, log) =>
       deployService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs, readyTimeoutMs: cfg.readyTimeoutMs, log }),
+    remove: (order, host) => removeService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs }),
+    observe: () => observeProjects(cfg.workDir),
   });
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {

@@ -34,6 +34,7 @@ import { eventService } from "./services/event-service.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
+import { Reconciler } from "./reconcile/reconciler.js";
 import { VERSION } from "./version.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -61,6 +62,8 @@ export interface BuildOptions {
   /** Defaults to a FileStore on dataDir. */
   store?: Store;
   now?: () => Date;
+  /** Period of the reconcile sweep (default 30 s). */
+  reconcileIntervalMs?: number;
 }
 
 export type RequestHandler = (
@@ -71,6 +74,7 @@ export type RequestHandler = (
 export interface Controller {
   handler: RequestHandler;
   store: Store;
+  reconciler: Reconciler;
   /** Set only when this start minted a new admin token; print it once, never log it. */
   generatedAdminToken?: string;
   /** Closes the store. The server (if any) is closed by whoever listens. */
@@ -99,17 +103,22 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     }
   }
   const snapshots = new SnapshotWriter(store, logger);
-  const repaired = await recoverOrderOutcomes(store, snapshots);
+  const now = opts.now ?? (() => new Date());
+  const locks = new KeyedLock();
+  const repaired = await recoverOrderOutcomes({ store, snapshots, locks });
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
+  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs });
   const deps: ServiceDeps = {
     store,
     logger,
-    now: opts.now ?? (() => new Date()),
+    now,
     startedAt: new Date(),
     version: VERSION,
-    locks: new KeyedLock(),
+    locks,
     snapshots,
+    reconciler,
+    onResourceChanged: (r) => reconciler.notifyResource(r),
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {
@@ -145,7 +154,17 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       },
     );
   };
-  return { handler, store, generatedAdminToken, close: () => store.close() };
+  reconciler.start();
+  return {
+    handler,
+    store,
+    reconciler,
+    generatedAdminToken,
+    close: async () => {
+      await reconciler.stop();
+      await store.close();
+    },
+  };
 }
 
 function notFound(res: http.ServerResponse | http2.Http2ServerResponse, status = 404): void {

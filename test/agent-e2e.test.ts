@@ -7,11 +7,13 @@ import { join } from "node:path";
 import { create, toJsonString } from "@bufbuild/protobuf";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConnectError } from "@connectrpc/connect";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
@@ -95,6 +97,11 @@ function service(id: string, composeService: string): Resource {
   });
 }
 
+async function projectContainers(project: string): Promise<string[]> {
+  const r = await execa("docker", ["ps", "-a", "-q", "--filter", `label=com.docker.compose.project=${project}`], { env: { DOCKER_HOST: dockerHost! } });
+  return r.stdout.split("\n").filter(Boolean);
+}
+
 async function containerIds(): Promise<Record<string, string>> {
   const r = await execa("docker", ["ps", "--no-trunc", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.ID}} {{.Label "com.docker.compose.service"}}'], {
     env: { DOCKER_HOST: dockerHost! },
@@ -121,9 +128,19 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   const startAgent = () =>
     startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir, workDir, dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "10s"] });
 
+  // Apply as a script would: when an order for an older desired state is still in flight (the
+  // reconciler's own, or a retry), wait for it to end and ask again.
   async function apply(tenantId = TENANT): Promise<string> {
-    const res = await ctl.admin(DeploymentService).apply({ tenantId });
-    return res.workOrder!.id;
+    for (let i = 0; ; i++) {
+      try {
+        const res = await ctl.admin(DeploymentService).apply({ tenantId });
+        return res.workOrder!.id;
+      } catch (e) {
+        const inFlight = ConnectError.from(e).findDetails(ApiErrorSchema)[0]?.details?.work_order_id;
+        if (typeof inFlight !== "string" || i > 5) throw e;
+        await finished(inFlight);
+      }
+    }
   }
 
   async function finished(id: string, timeoutMs = 90_000): Promise<WorkOrder> {
@@ -152,9 +169,14 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     port = await freePort();
     ctl = await startControllerProcess({ dataDir: join(root, "data") });
     token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE, displayName: "e2e", labels: { env: "test" } })).token;
-    await resources().createResource({ resourceType: "tenant", resource: tenant(port) });
+    // Services name their tenant, so the tenant comes first; it is placed on the node once its
+    // services exist, so the first order already maps them.
+    const unplaced = tenant(port);
+    if (unplaced.desiredState?.kind.case === "tenant") unplaced.desiredState.kind.value.deploymentPolicy = undefined;
+    await resources().createResource({ resourceType: "tenant", resource: unplaced });
     await resources().createResource({ resourceType: "service", resource: service("e2e-web", "web") });
     await resources().createResource({ resourceType: "service", resource: service("e2e-worker", "worker") });
+    await setTenant(tenant(port));
     agent = startAgent();
   }, 120_000);
 
@@ -188,8 +210,11 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
     expect(body.trim()).toBe("hello e2e");
     const ids = await containerIds();
-    const web = (await resources().getResource({ resourceType: "service", id: "e2e-web" })).resource!;
-    const webState = web.currentState?.kind.case === "service" ? web.currentState.kind.value : undefined;
+    // The agent reports each service's containers right after the result.
+    const webState = await waitFor("e2e-web's observed state", async () => {
+      const web = (await resources().getResource({ resourceType: "service", id: "e2e-web" })).resource!;
+      return web.currentState?.kind.case === "service" ? web.currentState.kind.value : undefined;
+    });
     expect(webState?.state).toBe("running");
     expect(webState?.containers.map((c) => c.containerId)).toEqual([ids.web]);
     const envFile = join(workDir, "tenants", TENANT, ".env");
@@ -270,7 +295,16 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(seen.crashy?.containers[0]?.state).toBe("exited");
     const t = (await resources().getResource({ resourceType: "tenant", id: SICK })).resource!;
     expect(t.currentState?.kind.case === "tenant" ? t.currentState.kind.value.resultCode : "").toBe("SERVICES_NOT_RUNNING");
-  });
+    // Deleting the tenant brings its project down: the reconciler sends a remove_service order.
+    await resources().deleteResource({ resourceType: "tenant", id: SICK });
+    await waitFor("the sick project's containers to go", async () => ((await projectContainers(SICK)).length === 0 ? true : undefined), 60_000);
+    const tomb = (await resources().getResource({ resourceType: "tenant", id: SICK, includeDeleted: true })).resource!;
+    expect(tomb.deletion?.deletedAt).toBeDefined();
+    const removal = await waitFor("the removal order's result", async () =>
+      (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: SICK })).workOrders.find((o) => o.type === WorkOrderType.REMOVE_SERVICE && o.result),
+    );
+    expect(removal.result?.code).toBe("REMOVE_OK");
+  }, 90_000);
 
   it("rides out a controller restart: retries with growing backoff, never exits, then takes new work", async () => {
     const logBefore = (await readFile(agent.logFile, "utf8")).length;
@@ -294,5 +328,5 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after controller restart");
     expect(agent.child.exitCode).toBeNull();
-  });
+  }, 90_000);
 });

@@ -71,7 +71,7 @@ describe("REST routes", () => {
 
     for (const name of ["tenant", "service"]) {
       const text = await readFile(new URL(`../examples/${name}.json`, import.meta.url), "utf8");
-      const created = await call("POST", `/v1/resources/${name}`, { body: text });
+      const created = await call("POST", `/v1/resources/${name}`, { body: text, headers: { ...admin, "x-correlation-id": "rest-corr-1" } });
       expect(created.status).toBe(201);
       expect(created.body.data.id).toBe(JSON.parse(text).id);
       expect(created.body.data.metadata.resource_version).toMatch(/^\d+$/);
@@ -81,15 +81,17 @@ describe("REST routes", () => {
     const list = await call("GET", "/v1/resources?resource_type=tenant");
     expect(list.body.data.resources.map((r: { id: string }) => r.id)).toEqual(["example-tenant"]);
 
-    const none = await call("GET", "/v1/nodes/host-1/work-orders/next", { headers: node });
-    expect(none.status).toBe(200);
-    expect(none.body.data).toBeNull();
-
-    const applied = await call("POST", "/v1/deployments/example-tenant/apply", { body: {}, headers: { ...admin, "x-correlation-id": "rest-corr-1" } });
+    // The reconciler issued an order for the new tenant; Apply hands back that one, not a second.
+    await tc.controller.reconciler.idle();
+    const issued = await call("GET", "/v1/nodes/host-1/work-orders/next", { headers: node });
+    expect(issued.status).toBe(200);
+    expect(issued.body.data.correlation_id).toBe("rest-corr-1");
+    const applied = await call("POST", "/v1/deployments/example-tenant/apply", { body: {}, headers: { ...admin, "x-correlation-id": "rest-corr-2" } });
     expect(applied.status).toBe(200);
     const orderId = applied.body.data.work_order.id as string;
+    expect(orderId).toBe(issued.body.data.id);
     expect(applied.body.data.work_order.status).toBe("WORK_ORDER_STATUS_PENDING");
-    expect(applied.body.correlation_id).toBe("rest-corr-1");
+    expect(applied.body.correlation_id).toBe("rest-corr-2");
 
     const pending = await call("GET", "/v1/work-orders?status=pending");
     expect(pending.body.data.work_orders.map((w: { id: string }) => w.id)).toContain(orderId);

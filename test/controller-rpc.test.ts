@@ -164,16 +164,22 @@ describe("resources", () => {
 
   it("replaces desired_state with a resource_version precondition and refuses a stale one", async () => {
     const rs = tc.client(ResourceService, { admin: true });
-    const created = (await rs.createResource({ resourceType: "tenant", resource: await exampleTenant("versioned") })).resource!;
+    await rs.createResource({ resourceType: "tenant", resource: await exampleTenant("versioned") });
+    // The reconciler writes the tenant's status too; read the version once it is done.
+    await tc.controller.reconciler.idle();
+    const created = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
     const v1 = created.metadata!.resourceVersion;
     const next = await exampleTenant("versioned", { GREETING: "v2" });
     const updated = (await rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: next.desiredState, resourceVersion: v1 })).resource!;
     expect(BigInt(updated.metadata!.resourceVersion)).toBeGreaterThan(BigInt(v1));
+    await tc.controller.reconciler.idle();
+    const before = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
     const e = await rpcError(rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: created.desiredState, resourceVersion: v1 }));
     expect(e.code).toBe("CONFLICT");
     const after = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
-    expect(after.metadata!.resourceVersion).toBe(updated.metadata!.resourceVersion);
-    const types = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: "versioned" })).events.map((e) => e.type);
+    expect(after.metadata!.resourceVersion).toBe(before.metadata!.resourceVersion);
+    expect(after.desiredState).toEqual(updated.desiredState);
+    const types = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: "versioned" })).events.map((e) => e.type).filter((t) => t.startsWith("resource_") || t === "desired_state_changed");
     expect(types).toEqual(["resource_created", "resource_updated", "desired_state_changed"]);
   });
 
@@ -187,29 +193,37 @@ describe("resources", () => {
 describe("deploy flow", () => {
   it("applies a tenant, hands the order to its node, and records the outcome everywhere", async () => {
     const rs = tc.client(ResourceService, { admin: true });
-    await rs.createResource({ resourceType: "tenant", resource: await exampleTenant("flow-tenant", { DB_PASSWORD: "hunter2-secret" }) });
+    await rs.createResource(
+      { resourceType: "tenant", resource: await exampleTenant("flow-tenant", { DB_PASSWORD: "hunter2-secret" }) },
+      { headers: { "x-request-id": "create-req-1", "x-correlation-id": "corr-flow-1" } },
+    );
+    // The reconciler deploys the new tenant at once; Apply returns that order rather than a second.
     const apply = await tc
       .client(DeploymentService, { admin: true })
-      .apply({ tenantId: "flow-tenant", nodeId: "host-1" }, { headers: { "x-request-id": "apply-req-1", "x-correlation-id": "corr-flow-1" } });
+      .apply({ tenantId: "flow-tenant", nodeId: "host-1" }, { headers: { "x-request-id": "apply-req-1", "x-correlation-id": "corr-flow-2" } });
     const order = apply.workOrder!;
     expect(order.status).toBe(WorkOrderStatus.PENDING);
-    expect(order.requestId).toBe("apply-req-1");
+    expect(order.requestId).toBe("create-req-1");
     expect(order.correlationId).toBe("corr-flow-1");
+    expect((await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: "flow-tenant" })).workOrders).toHaveLength(1);
     expect(order.target).toMatchObject({ tenantId: "flow-tenant", nodeId: "host-1" });
     expect(order.desiredState?.composeProject?.env.DB_PASSWORD).toBe("hunter2-secret");
     expect(apply.deployment?.desiredState?.kind.case).toBe("deployment");
 
     const node = tc.client(NodeService, { token: nodeToken });
     const wo = tc.client(WorkOrderService, { token: nodeToken });
+    // Other tenants of this file deploy to host-1 too: the order is among the node's pending ones.
     const next = await node.getNextWorkOrder({ nodeId: "host-1" });
-    expect(next.workOrder?.id).toBe(order.id);
+    expect(next.workOrder?.target?.nodeId).toBe("host-1");
+    const pendingIds = (await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ nodeId: "host-1", status: WorkOrderStatus.PENDING })).workOrders.map((o) => o.id);
+    expect(pendingIds).toContain(order.id);
     const otherWo = tc.client(WorkOrderService, { token: otherNodeToken });
     expect((await rpcError(otherWo.claimWorkOrder({ id: order.id }))).code).toBe("FORBIDDEN");
 
     const claimed = await wo.claimWorkOrder({ id: order.id });
     expect(claimed.workOrder?.status).toBe(WorkOrderStatus.RUNNING);
     expect(claimed.workOrder?.claim?.nodeId).toBe("host-1");
-    expect((await node.getNextWorkOrder({ nodeId: "host-1" })).workOrder).toBeUndefined();
+    expect((await node.getNextWorkOrder({ nodeId: "host-1" })).workOrder?.id).not.toBe(order.id);
 
     const result = { success: true, code: "APPLY_OK", message: "Desired state applied", details: { durationMs: 12n, composePath: "/opt/skipper/tenants/flow-tenant/docker-compose.yml", changedResources: ["service-web"] } };
     const done = await wo.reportWorkOrderResult({ id: order.id, result });
@@ -237,6 +251,7 @@ describe("deploy flow", () => {
     expect(snap.scope).toBe("tenant");
     expect(snap.correlationId).toBe("corr-flow-1");
     const diff = snap.diffs.find((d) => d.resourceType === "tenant" && d.resourceId === "flow-tenant");
+    expect(diff?.changes, JSON.stringify(diff?.changes)).toEqual([]);
     expect(diff?.inSync).toBe(true);
     const snapText = await readFile(join(tc.dataDir, "snapshots", "tenants", "flow-tenant.json"), "utf8");
     expect(snapText).toContain("[REDACTED]");
@@ -291,7 +306,7 @@ describe("observability", () => {
     const text = await readFile(join(tc.dataDir, "logs", day, "skipper-controller.ndjson"), "utf8");
     const lines = text.trim().split("\n").map((l) => JSON.parse(l));
     const apply = lines.find((l) => l.request_id === "apply-req-1" && l.action === "DeploymentService.Apply");
-    expect(apply).toMatchObject({ level: "info", service: "skipper-controller", correlation_id: "corr-flow-1", result: "ok" });
+    expect(apply).toMatchObject({ level: "info", service: "skipper-controller", correlation_id: "corr-flow-2", result: "ok" });
     expect(typeof apply.timestamp).toBe("string");
     expect(text).not.toContain(ADMIN_TOKEN);
     expect(text).not.toContain(nodeToken);

@@ -430,6 +430,18 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(json(WorkOrderSchema, stored)).toEqual(json(WorkOrderSchema, (won[0] as PromiseFulfilledResult<WorkOrder>).value));
       });
 
+      it("a pending order can be superseded (failed, with the result), a claimed one cannot", async () => {
+        await store.createWorkOrder(order("old-1", "node-1"));
+        const gone = await store.supersedeWorkOrder("old-1", create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED" }), at(100));
+        expect(gone.status).toBe(WorkOrderStatus.FAILED);
+        expect(gone.result?.code).toBe("SUPERSEDED");
+        expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
+        await expectCode(store.claimWorkOrder("old-1", "node-1", at(200)), "WORK_ORDER_NOT_CLAIMABLE");
+        await store.createWorkOrder(order("old-2", "node-1"));
+        await store.claimWorkOrder("old-2", "node-1", at(300));
+        await expectCode(store.supersedeWorkOrder("old-2", create(WorkOrderResultSchema, { code: "SUPERSEDED" }), at(400)), "WORK_ORDER_NOT_CLAIMABLE");
+      });
+
       it("claiming an absent order is RESOURCE_NOT_FOUND", async () => {
         await expectCode(store.claimWorkOrder("wo-ghost", "node-1", at(0)), "RESOURCE_NOT_FOUND");
       });

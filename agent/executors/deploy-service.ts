@@ -28,6 +28,7 @@ import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
 import { containerChanges } from "./container-changes.js";
+import { writeProjectState } from "../engine/project-state.js";
 import type { Logger } from "pino";
 
 export interface DeployContext {
@@ -152,7 +153,16 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     const list = notReady.map((s) => `${s.service}: ${s.state}`).join(", ");
     return done("SERVICES_NOT_RUNNING", `not running after ${ctx.readyTimeoutMs} ms: ${list}`, parts);
   }
-  // 6.
+  // 6. Recorded for heartbeats, which report the project as the engine shows it from now on.
+  await writeProjectState(ctx.workDir, {
+    schema_version: "v1",
+    project_name: projectName,
+    tenant_id: tenantId,
+    spec_hash: ds?.specHash ?? "",
+    work_order_id: order.id,
+    services,
+    applied_at: new Date().toISOString(),
+  });
   return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}`, started, parts);
 }
 

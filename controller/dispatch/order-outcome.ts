@@ -2,10 +2,12 @@
 // phase, the tenant's observed state, events and snapshots. Each function is idempotent (events
 // have deterministic ids, updates set absolute values), so start-up recovery can replay them for
 // orders whose side effects a crash interrupted.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
-import { DeploymentPhase, DeploymentPolicySchema, DeploymentStatusSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { DeploymentPhase, DeploymentStatusSchema, ResourceSpecSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { KeyedLock } from "../keyed-lock.js";
+import { recordOutcome } from "../reconcile/target-record.js";
 import type { Store } from "../store/store.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
@@ -39,8 +41,16 @@ export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trac
   });
 }
 
+/** What recording an outcome needs: the store, snapshots, and the per-tenant reconcile lock. */
+export interface OutcomeDeps {
+  store: Store;
+  snapshots: SnapshotWriter;
+  locks: KeyedLock;
+}
+
 /** Records a finished order's outcome on the deployment and tenant, with events and snapshots. */
-export async function onOrderFinished(store: Store, order: WorkOrder, trace: Trace, snapshots: SnapshotWriter): Promise<void> {
+export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace: Trace): Promise<void> {
+  const { store, snapshots } = deps;
   const ok = order.status === WorkOrderStatus.SUCCESS;
   const result = order.result;
   const tenantId = order.target?.tenantId ?? "";
@@ -55,6 +65,7 @@ export async function onOrderFinished(store: Store, order: WorkOrder, trace: Tra
     at,
   };
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
+  const removal = order.type === WorkOrderType.REMOVE_SERVICE;
   await recordEvents(store, [
     {
       id: transitionEventId(order.id, ok ? "work_order_succeeded" : "work_order_failed"),
@@ -64,14 +75,18 @@ export async function onOrderFinished(store: Store, order: WorkOrder, trace: Tra
       ...base,
       data,
     },
-    {
-      id: transitionEventId(order.id, ok ? "deployment_succeeded" : "deployment_failed"),
-      type: ok ? "deployment_succeeded" : "deployment_failed",
-      resourceType: "deployment",
-      resourceId: deploymentId,
-      ...base,
-      data,
-    },
+    ...(deploymentId === ""
+      ? []
+      : [
+          {
+            id: transitionEventId(order.id, ok ? "deployment_succeeded" : "deployment_failed"),
+            type: ok ? ("deployment_succeeded" as const) : ("deployment_failed" as const),
+            resourceType: "deployment",
+            resourceId: deploymentId,
+            ...base,
+            data,
+          },
+        ]),
   ]);
   await updateDeployment(store, deploymentId, (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
@@ -80,26 +95,58 @@ export async function onOrderFinished(store: Store, order: WorkOrder, trace: Tra
     d.finishedAt = timestampFromDate(at);
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
-  await updateTenant(store, order, at, ok);
+  // Under the tenant's reconcile lock: a pass reads the tenant's records and writes them back.
+  await deps.locks.run(`reconcile:${tenantId}`, () => updateTenant(store, order, at, ok, removal));
   await snapshots.afterChange(tenantId, trace);
 }
 
+/**
+ * Records a superseded order (a newer desired state replaced it before any node claimed it): the
+ * failure event and its deployment's phase. The target's record is not a failure: nothing ran.
+ */
+export async function onOrderSuperseded(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  const data = { code: order.result?.code ?? "", message: order.result?.message ?? "" };
+  await recordEvents(store, [
+    {
+      id: transitionEventId(order.id, "work_order_failed"),
+      type: "work_order_failed",
+      ...trace,
+      resourceType: "work_order",
+      resourceId: order.id,
+      tenantId: order.target?.tenantId,
+      nodeId: order.target?.nodeId,
+      workOrderId: order.id,
+      deploymentId,
+      data,
+    },
+  ]);
+  await updateDeployment(store, deploymentId, (d) => {
+    d.phase = DeploymentPhase.FAILED;
+    d.resultCode = data.code;
+    d.message = data.message;
+    d.finishedAt = order.finishedAt;
+  });
+}
+
 /** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
-export async function recoverOrderOutcomes(store: Store, snapshots: SnapshotWriter): Promise<number> {
+export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
+  const { store } = deps;
   let repaired = 0;
   for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.RUNNING]) {
     let pageToken = "";
     do {
       const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });
       for (const order of page.items) {
-        const dep = await store.getResource("deployment", order.desiredState?.deploymentId ?? "");
+        const deploymentId = order.desiredState?.deploymentId ?? "";
+        const dep = deploymentId === "" ? undefined : await store.getResource("deployment", deploymentId);
         const phase = dep?.currentState?.kind.case === "deployment" ? dep.currentState.kind.value.phase : undefined;
         const trace = { requestId: order.requestId, correlationId: order.correlationId };
         if (status === WorkOrderStatus.RUNNING && phase === DeploymentPhase.PENDING) {
           await onOrderStarted(store, order, trace);
           repaired++;
-        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING)) {
-          await onOrderFinished(store, order, trace, snapshots);
+        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await outcomeMissing(store, order)))) {
+          await onOrderFinished(deps, order, trace);
           repaired++;
         }
       }
@@ -107,6 +154,13 @@ export async function recoverOrderOutcomes(store: Store, snapshots: SnapshotWrit
     } while (pageToken !== "");
   }
   return repaired;
+}
+
+// The tenant's record still points at this finished order without its outcome.
+async function outcomeMissing(store: Store, order: WorkOrder): Promise<boolean> {
+  const t = await store.getResource("tenant", order.target?.tenantId ?? "", { includeDeleted: true });
+  const rec = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value.targets.find((r) => r.nodeId === order.target?.nodeId) : undefined;
+  return rec !== undefined && rec.lastWorkOrderId === order.id && rec.finishedAt === undefined;
 }
 
 type DeploymentStatusValue = Extract<NonNullable<Resource["currentState"]>["kind"], { case: "deployment" }>["value"];
@@ -133,17 +187,17 @@ async function updateDeployment(
   }
 }
 
-async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolean): Promise<void> {
+async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolean, removal: boolean): Promise<void> {
   const tenantId = order.target?.tenantId ?? "";
   if (tenantId === "") return;
   const result = order.result;
   try {
     await store.updateResource("tenant", tenantId, (t) => {
-      t.currentState = {
-        $typeName: "skipper.v1.ResourceStatus",
-        kind: {
-          case: "tenant",
-          value: create(TenantStatusSchema, {
+      const prev = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : create(TenantStatusSchema);
+      const targets = recordOutcome(prev.targets, order, at);
+      const status = removal
+        ? create(TenantStatusSchema, { ...prev, targets })
+        : create(TenantStatusSchema, {
             nodeId: order.target?.nodeId ?? "",
             deploymentId: order.desiredState?.deploymentId ?? "",
             workOrderId: order.id,
@@ -151,27 +205,11 @@ async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolea
             composePath: result?.details?.composePath ?? "",
             services: result?.details?.services ?? [],
             observedAt: timestampFromDate(at),
-          }),
-        },
-      };
-      if (ok && t.desiredState?.kind.case === "tenant") {
-        const desired = t.desiredState.kind.value;
-        const compose = order.desiredState?.composeProject;
-        t.lastAppliedState = {
-          $typeName: "skipper.v1.ResourceSpec",
-          kind: {
-            case: "tenant",
-            value: {
-              ...desired,
-              deploymentPolicy: create(DeploymentPolicySchema, { targetNodeId: order.target?.nodeId ?? "" }),
-              serviceIds: [...(order.desiredState?.serviceIds ?? [])],
-              compose: compose
-                ? { ...compose, projectName: desired.compose?.projectName === "" && compose.projectName === tenantId ? "" : compose.projectName }
-                : undefined,
-            },
-          },
-        };
-      }
+            targets,
+          });
+      t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
+      // The desired state the order carried is now what the node runs.
+      if (ok && !removal && !t.deletion && t.desiredState?.kind.case === "tenant") t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
       t.updatedAt = timestampFromDate(new Date());
       return t;
     });

@@ -1,132 +1,85 @@
-// Planner for DeploymentService.Apply: a pure function from the tenant's desired state and the
-// target node to the deployment resource and the deploy_service work order that realise it.
-// It reads nothing and writes nothing; the service stores what it returns.
-import { create, clone } from "@bufbuild/protobuf";
+// Builds the records a reconcile action creates: for a deploy, the deployment resource (an
+// immutable record of what was sent where) and its deploy_service work order; for a removal,
+// a remove_service work order. Pure: the reconciler stores what these return.
+import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import {
-  ComposeProjectSchema,
-  DeploymentPhase,
-  MetadataSchema,
-  ResourceSchema,
-  type Resource,
-} from "../../gen/skipper/v1/resource_pb.js";
-import {
-  WorkOrderSchema,
-  WorkOrderStatus,
-  WorkOrderType,
-  type WorkOrder,
-} from "../../gen/skipper/v1/work_order_pb.js";
-import { invalid, SkipperError } from "../errors.js";
+import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { SCHEMA_VERSION } from "../context.js";
+import type { RenderedProject } from "./render-project.js";
 
-export interface DeploymentPlanInput {
-  tenant: Resource;
-  /** The node resource the order targets (already resolved by the caller). */
-  node: Resource;
-  /** The tenant's service resources that exist (by id); others map to a compose service of their id. */
-  services?: Resource[];
-  deploymentId: string;
+export interface OrderIds {
+  tenantId: string;
+  nodeId: string;
   workOrderId: string;
   requestId: string;
   correlationId: string;
   now: Date;
 }
 
-export interface DeploymentPlan {
-  deployment: Resource;
-  workOrder: WorkOrder;
-}
-
-/** The node a tenant deploys to: the explicit request wins over the tenant's policy. */
-export function targetNodeId(tenant: Resource, requested: string): string {
-  if (requested !== "") return requested;
-  const spec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
-  const id = spec?.deploymentPolicy?.targetNodeId ?? "";
-  if (id === "") {
-    throw invalid("tenant has no deployment_policy.target_node_id and the request names no node_id", {
-      field: "node_id",
-      tenant_id: tenant.id,
-    });
-  }
-  return id;
-}
-
-/** Plans a deployment of the tenant's compose project to the node. */
-export function planDeployment(input: DeploymentPlanInput): DeploymentPlan {
-  const { tenant, node, now } = input;
-  if (tenant.desiredState?.kind.case !== "tenant") {
-    throw invalid(`resource ${tenant.id} has no tenant desired_state`, { field: "desired_state" });
-  }
-  const spec = tenant.desiredState.kind.value;
-  const nodeSpec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
-  if (nodeSpec?.disabled) {
-    throw new SkipperError("CONFLICT", `node ${node.id} is disabled and accepts no new work`, { node_id: node.id });
-  }
-  const compose = spec.compose ? clone(ComposeProjectSchema, spec.compose) : create(ComposeProjectSchema);
-  if (compose.composeFile.trim() === "") {
-    throw invalid("tenant has no compose project to deploy (desired_state.tenant.compose.compose_file is empty)", {
-      field: "desired_state.tenant.compose.compose_file",
-      tenant_id: tenant.id,
-    });
-  }
-  if (compose.projectName === "") compose.projectName = tenant.id;
-  const at = timestampFromDate(now);
-  const trace = { requestId: input.requestId, correlationId: input.correlationId };
+/** The deployment and deploy_service order that ship `rendered` to the node. */
+export function planDeployment(ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string }): { deployment: Resource; workOrder: WorkOrder } {
+  const at = timestampFromDate(ids.now);
+  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
+  const project = create(ComposeProjectSchema, ids.rendered.project);
   const deployment = create(ResourceSchema, {
-    id: input.deploymentId,
+    id: ids.deploymentId,
     resourceType: "deployment",
     schemaVersion: SCHEMA_VERSION,
     desiredState: {
       kind: {
         case: "deployment",
         value: {
-          tenantId: tenant.id,
-          nodeId: node.id,
-          serviceIds: [...spec.serviceIds],
-          composeProject: compose,
-          workOrderId: input.workOrderId,
+          tenantId: ids.tenantId,
+          nodeId: ids.nodeId,
+          serviceIds: [...ids.rendered.serviceIds],
+          composeProject: project,
+          workOrderId: ids.workOrderId,
+          specHash: ids.rendered.specHash,
         },
       },
     },
-    currentState: {
-      kind: {
-        case: "deployment",
-        value: { phase: DeploymentPhase.PENDING, workOrderId: input.workOrderId, startedAt: at },
-      },
-    },
-    metadata: create(MetadataSchema, { labels: { tenant_id: tenant.id, node_id: node.id }, ...trace }),
+    currentState: { kind: { case: "deployment", value: { phase: DeploymentPhase.PENDING, workOrderId: ids.workOrderId, startedAt: at } } },
+    metadata: create(MetadataSchema, { labels: { tenant_id: ids.tenantId, node_id: ids.nodeId }, annotations: { reason: ids.reason }, ...trace }),
     createdAt: at,
     updatedAt: at,
   });
   const workOrder = create(WorkOrderSchema, {
-    id: input.workOrderId,
+    id: ids.workOrderId,
     resourceType: "work_order",
     schemaVersion: SCHEMA_VERSION,
     type: WorkOrderType.DEPLOY_SERVICE,
-    target: { tenantId: tenant.id, nodeId: node.id },
+    target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
     desiredState: {
-      deploymentId: input.deploymentId,
-      tenantId: tenant.id,
-      serviceIds: [...spec.serviceIds],
-      composeProject: compose,
-      composeServices: composeServiceNames(spec.serviceIds, input.services ?? []),
+      deploymentId: ids.deploymentId,
+      tenantId: ids.tenantId,
+      serviceIds: [...ids.rendered.serviceIds],
+      composeProject: project,
+      composeServices: { ...ids.rendered.composeServices },
+      specHash: ids.rendered.specHash,
     },
     status: WorkOrderStatus.PENDING,
     ...trace,
     createdAt: at,
-    metadata: create(MetadataSchema, { labels: { deployment_id: input.deploymentId }, ...trace }),
+    metadata: create(MetadataSchema, { labels: { deployment_id: ids.deploymentId }, annotations: { reason: ids.reason }, ...trace }),
   });
   return { deployment, workOrder };
 }
 
-/** service id -> compose service name: the service's compose_service, else its id. */
-export function composeServiceNames(serviceIds: string[], services: Resource[]): Record<string, string> {
-  const byId = new Map(services.map((s) => [s.id, s]));
-  const out: Record<string, string> = {};
-  for (const id of serviceIds) {
-    const s = byId.get(id);
-    const named = s?.desiredState?.kind.case === "service" ? s.desiredState.kind.value.composeService : "";
-    out[id] = named !== "" ? named : id;
-  }
-  return out;
+/** The remove_service order that brings the tenant's project down on the node. */
+export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes: boolean }): WorkOrder {
+  const at = timestampFromDate(ids.now);
+  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
+  return create(WorkOrderSchema, {
+    id: ids.workOrderId,
+    resourceType: "work_order",
+    schemaVersion: SCHEMA_VERSION,
+    type: WorkOrderType.REMOVE_SERVICE,
+    target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
+    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
+    status: WorkOrderStatus.PENDING,
+    ...trace,
+    createdAt: at,
+    metadata: create(MetadataSchema, { annotations: { reason: "not_desired" }, ...trace }),
+  });
 }

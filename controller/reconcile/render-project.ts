@@ -43,12 +43,17 @@ export function renderProject(input: RenderInput): RenderedProject {
   const composeFile = raw.trim() !== "" ? raw : renderComposeFile(input.tenant.id, services, input);
   const env = raw.trim() !== "" ? sortedRecord(spec?.compose?.env ?? {}) : {};
   const project = create(ComposeProjectSchema, { projectName, composeFile, env });
-  return { project, specHash: projectHash(project), serviceIds: services.map((s) => s.id), composeServices };
+  return { project, specHash: projectHash(project, composeServices), serviceIds: services.map((s) => s.id), composeServices };
 }
 
-/** sha256 of a project's canonical form (project name, file bytes, env sorted by key). */
-export function projectHash(p: ComposeProject): string {
-  const canonical = JSON.stringify([p.projectName, p.composeFile, Object.entries(p.env).sort(([a], [b]) => cmp(a, b))]);
+/**
+ * sha256 of a project's canonical form: project name, file bytes, env and the service-resource
+ * mapping (sorted by key), so adding a service resource to a tenant with its own compose file is
+ * a change too (the next order reports that service's containers).
+ */
+export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}): string {
+  const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
+  const canonical = JSON.stringify([p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)]);
   return createHash("sha256").update(canonical, "utf8").digest("hex");
 }
 

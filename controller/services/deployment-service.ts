@@ -1,10 +1,9 @@
-// DeploymentService.Apply: turns a tenant's desired state into a deployment resource and a
-// deploy_service work order for its node. Honours x-idempotency-key: a retry with the same key
+// DeploymentService.Apply: reconciles a tenant now, deploying its desired state to its nodes
+// (a deployment resource and a deploy_service work order per node) even when it looks converged. Honours x-idempotency-key: a retry with the same key
 // and body replays the first response; the same key with another body is a CONFLICT.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { create, fromJson, toJson } from "@bufbuild/protobuf";
 import { createHash } from "node:crypto";
-import { v4 as uuidv4 } from "uuid";
 import {
   ApplyRequestSchema,
   ApplyResponseSchema,
@@ -13,10 +12,10 @@ import {
   type ApplyResponse,
 } from "../../gen/skipper/v1/deployment_service_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
-import { conflict, notFound } from "../errors.js";
+import { conflict, invalid, notFound, type SkipperError } from "../errors.js";
 import { checkId } from "../ids.js";
-import { planDeployment, targetNodeId } from "../reconcile/plan-deployment.js";
-import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { PassResult } from "../reconcile/reconciler.js";
 import type { ServiceDeps } from "./deps.js";
 
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -25,56 +24,51 @@ const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof DeploymentService>> {
   const { store } = deps;
 
+  // Apply is "reconcile this tenant now": the same pass the loop runs, forced to deploy even
+  // when the target looks converged. An order already in flight for the same desired state is
+  // returned instead of a second one.
   async function apply(req: ApplyRequest, call: CallInfo): Promise<ApplyResponse> {
     const tenantId = checkId(req.tenantId, "tenant_id");
     if (req.nodeId !== "") checkId(req.nodeId, "node_id");
     const tenant = await store.getResource("tenant", tenantId);
     if (!tenant) throw notFound("tenant", tenantId);
-    const nodeId = checkId(targetNodeId(tenant, req.nodeId), "node_id");
-    const node = await store.getResource("node", nodeId);
-    if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
-    const spec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
-    const services = (await Promise.all((spec?.serviceIds ?? []).map((id) => store.getResource("service", id)))).filter((s) => s !== undefined);
-    const plan = planDeployment({
-      tenant,
-      node,
-      services,
-      deploymentId: `deploy-${uuidv4()}`,
-      workOrderId: uuidv4(),
-      requestId: call.requestId,
-      correlationId: call.correlationId,
-      now: deps.now(),
-    });
-    // The deployment is durable before the order that points at it; the order and its events
-    // are written together (event ids derive from the ids, so a replay writes the same events).
-    const deployment = await store.createResource(plan.deployment);
-    const base = {
-      requestId: call.requestId,
-      correlationId: call.correlationId,
-      tenantId,
-      nodeId,
-      deploymentId: deployment.id,
-      workOrderId: plan.workOrder.id,
-    };
-    const [workOrder] = await Promise.all([
-      store.createWorkOrder(plan.workOrder),
-      recordEvents(store, [
-        { id: transitionEventId(deployment.id, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deployment.id, ...base },
-        {
-          id: transitionEventId(plan.workOrder.id, "work_order_created"),
-          type: "work_order_created",
-          resourceType: "work_order",
-          resourceId: plan.workOrder.id,
-          ...base,
-          data: { type: "deploy_service" },
-        },
-      ]),
-    ]);
+    if (req.nodeId !== "" && !(await store.getResource("node", req.nodeId))) throw notFound("node", req.nodeId, `node ${req.nodeId} is not registered`);
+    const pass = await deps.reconciler.reconcileTenant(tenantId, { force: true, nodeId: req.nodeId || undefined, trace: call });
+    const pick = pass.orders.find((o) => req.nodeId === "" || o.nodeId === req.nodeId);
+    if (!pick) throw whyNoOrder(tenant, req.nodeId, pass);
+    const desiredHash = pass.desire.targets.get(pick.nodeId)?.specHash ?? "";
+    if (!pick.created && (pick.workOrder.desiredState?.specHash ?? "") !== desiredHash) {
+      throw conflict(`work order ${pick.workOrder.id} for node ${pick.nodeId} is still in flight with an older desired state; the change follows when it ends`, {
+        work_order_id: pick.workOrder.id,
+        node_id: pick.nodeId,
+      });
+    }
+    const deploymentId = pick.workOrder.desiredState?.deploymentId ?? "";
+    const deployment = pick.deployment ?? (deploymentId ? await store.getResource("deployment", deploymentId) : undefined);
     call.logger.info(
-      { action: "deployment_started", result: "ok", tenant_id: tenantId, node_id: nodeId, metadata: { deployment_id: deployment.id, work_order_id: workOrder.id } },
-      "deployment started",
+      { action: "apply", result: pick.created ? "issued" : "in_flight", tenant_id: tenantId, node_id: pick.nodeId, metadata: { deployment_id: deploymentId, work_order_id: pick.workOrder.id } },
+      pick.created ? "deployment started" : "deployment already in flight",
     );
-    return create(ApplyResponseSchema, { deployment, workOrder });
+    return create(ApplyResponseSchema, { deployment, workOrder: pick.workOrder });
+  }
+
+  // Turns the pass's verdict into the error a caller can act on.
+  function whyNoOrder(tenant: Resource, nodeId: string, pass: PassResult): SkipperError {
+    if (nodeId !== "" && !pass.desire.targets.has(nodeId)) {
+      return invalid(`tenant ${tenant.id} is not placed on node ${nodeId}`, { field: "node_id", tenant_id: tenant.id });
+    }
+    const policyNode = tenant.desiredState?.kind.case === "tenant" ? (tenant.desiredState.kind.value.deploymentPolicy?.targetNodeId ?? "") : "";
+    const blocker = pass.desire.blocker;
+    if (blocker?.status === ConvergenceStatus.NO_MATCHING_NODE && policyNode !== "") {
+      return notFound("node", policyNode, `node ${policyNode} is not registered`);
+    }
+    const verdict = [...pass.verdicts.values()][0];
+    if (verdict?.status === ConvergenceStatus.NODE_DISABLED) return conflict(verdict.message, { status: "NODE_DISABLED" });
+    const why = blocker ?? verdict;
+    return invalid(`nothing to deploy for tenant ${tenant.id}: ${why?.message ?? "no target"}`, {
+      field: "tenant_id",
+      status: ConvergenceStatus[why?.status ?? ConvergenceStatus.UNSPECIFIED] ?? "",
+    });
   }
 
   return {

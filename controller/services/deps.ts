@@ -4,6 +4,7 @@ import type { Logger } from "../logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { Reconciler } from "../reconcile/reconciler.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -18,6 +19,8 @@ export interface ServiceDeps {
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
+  /** The reconcile loop (Apply runs a pass; order outcomes and changes enqueue one). */
+  reconciler: Reconciler;
   /** Told after every acknowledged resource mutation (the reconciler listens). */
   onResourceChanged?: (resource: Resource) => void;
 }

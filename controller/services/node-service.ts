@@ -4,7 +4,8 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
-import { MetadataSchema, NodeStatusSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { MetadataSchema, NodeLiveness, NodeStatusSchema, ProjectObservationSchema, ResourceSchema, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { equals } from "@bufbuild/protobuf";
 import { callInfo, responseMeta, SCHEMA_VERSION, type CallInfo } from "../context.js";
 import { conflict, forbidden, invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../ids.js";
@@ -73,21 +74,40 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
       const nodeId = selfOnly(call, req.nodeId);
       const now = deps.now();
       let reportChanged = false;
+      let projectsChanged = false;
+      let cameOnline = false;
+      const touchedTenants = new Set<string>();
       await store.updateResource("node", nodeId, (node) => {
         const prev = node.currentState;
+        const before = prev?.kind.case === "node" ? prev.kind.value : undefined;
+        const projects = req.projectsReported ? req.projects : (before?.projects ?? []);
+        projectsChanged = !sameProjects(before?.projects ?? [], projects);
+        if (projectsChanged) for (const p of [...(before?.projects ?? []), ...projects]) touchedTenants.add(p.tenantId || p.projectName);
+        cameOnline = before?.liveness !== NodeLiveness.ONLINE;
         const status = create(NodeStatusSchema, {
           lastHeartbeatAt: timestampFromDate(now),
           agentVersion: req.agentVersion,
           capabilities: req.capabilities,
           labels: req.labels,
           uptimeSeconds: req.uptimeSeconds,
+          liveness: NodeLiveness.ONLINE,
+          livenessChangedAt: cameOnline ? timestampFromDate(now) : before?.livenessChangedAt,
+          heartbeatIntervalMs: req.heartbeatIntervalMs > 0n ? req.heartbeatIntervalMs : (before?.heartbeatIntervalMs ?? 0n),
+          projects,
         });
-        const comparable = prev?.kind.case === "node" ? { ...prev.kind.value, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
+        const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
         reportChanged = !comparable || !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });
         node.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } };
         node.updatedAt = timestampFromDate(now);
         return node;
       });
+      if (cameOnline) {
+        await recordEvents(store, [{ type: "node_online", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
+        // Work that waited for this node (or placement on it) can go now.
+        deps.reconciler.enqueueAll();
+      } else if (projectsChanged) {
+        for (const t of touchedTenants) if (t !== "") deps.reconciler.enqueue(t);
+      }
       const last = lastHeartbeatEvent.get(nodeId) ?? 0;
       if (reportChanged || now.getTime() - last >= HEARTBEAT_EVENT_EVERY_MS) {
         lastHeartbeatEvent.set(nodeId, now.getTime());
@@ -150,7 +170,12 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
       for (const report of req.reports) {
         const type = checkResourceType(report.resourceType);
         const r = await store.updateResource(type, report.id, (cur) => {
-          if (report.currentState?.kind.case) cur.currentState = report.currentState;
+          if (report.currentState?.kind.case) {
+            // The reconciler's per-node records belong to the controller, not to the report.
+            const kept = cur.currentState?.kind.case === "tenant" ? cur.currentState.kind.value.targets : [];
+            cur.currentState = report.currentState;
+            if (cur.currentState.kind.case === "tenant") cur.currentState.kind.value.targets = kept;
+          }
           if (report.lastAppliedState?.kind.case) cur.lastAppliedState = report.lastAppliedState;
           cur.updatedAt = timestampFromDate(deps.now());
           return cur;
@@ -172,4 +197,8 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
       return { meta: responseMeta(ctx), resources: updated };
     },
   };
+}
+
+function sameProjects(a: ProjectObservation[], b: ProjectObservation[]): boolean {
+  return a.length === b.length && a.every((p, i) => equals(ProjectObservationSchema, p, b[i]!));
 }

@@ -66,7 +66,8 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now());
       if (!outcome.duplicate) {
-        await onOrderFinished(store, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId }, deps.snapshots);
+        await onOrderFinished(deps, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
+        deps.reconciler.enqueue(order.target?.tenantId ?? "");
         const ok = outcome.workOrder.status === WorkOrderStatus.SUCCESS;
         call.logger[ok ? "info" : "warn"](
           {

@@ -23,7 +23,7 @@ import { ResourceIndex } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
-import { claimed, finished, isFinished } from "./work-order-transitions.js";
+import { claimed, finished, isFinished, superseded } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -209,6 +209,17 @@ export class FileStore implements S.Store {
       const next = finished(current, nodeId, result, now);
       await this.moveOrder(current, next);
       return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
+    });
+  }
+
+  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
+    this.paths.workOrder("finished", id);
+    return this.write(`work-order/${id}`, async () => {
+      const current = this.orders.get(id);
+      if (!current) throw notFound("work_order", id);
+      const next = superseded(current, result, now);
+      await this.moveOrder(current, next);
+      return clone(WorkOrderSchema, next);
     });
   }
 

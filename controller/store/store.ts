@@ -153,6 +153,11 @@ export interface Store {
    * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending.
    */
   finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date): Promise<FinishOutcome>;
+  /**
+   * pending -> failed with `result`, for an order no node has claimed (a newer one replaces it).
+   * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.
+   */
+  supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
 
   // --- events (append-only) ----------------------------------------------------------------
   /** Appends an event; appending the same event id again is a no-op. */

@@ -57,3 +57,16 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
   next.finishedAt = timestampFromDate(now);
   return next;
 }
+
+/** The failed copy of a pending order that was superseded before any node claimed it. */
+export function superseded(current: WorkOrder, result: WorkOrderResult, now: Date): WorkOrder {
+  if (current.status !== WorkOrderStatus.PENDING) {
+    const status = SHORT_STATUS[current.status];
+    throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
+  }
+  const next = clone(WorkOrderSchema, current);
+  next.status = WorkOrderStatus.FAILED;
+  next.result = clone(WorkOrderResultSchema, result);
+  next.finishedAt = timestampFromDate(now);
+  return next;
+}

@@ -1,0 +1,82 @@
+// The agent's record of each compose project it manages, kept beside the project's files as
+// <work-dir>/tenants/<tenant>/.skipper-state.json: which order last applied it successfully,
+// with which spec hash and which compose services. Heartbeats report every recorded project
+// with what the engine shows for it, so the controller can see drift.
+import { mkdir, open, readdir, readFile, rename } from "node:fs/promises";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { ProjectObservationSchema, type ProjectObservation } from "../../gen/skipper/v1/resource_pb.js";
+import { ID_PATTERN } from "../../controller/ids.js";
+import { observeServices, readProjectContainers } from "./project-containers.js";
+
+export const STATE_FILE = ".skipper-state.json";
+
+export interface ProjectState {
+  schema_version: "v1";
+  project_name: string;
+  tenant_id: string;
+  spec_hash: string;
+  work_order_id: string;
+  services: string[];
+  applied_at: string;
+}
+
+/** The directory of a tenant's project under the work dir. */
+export function projectDir(workDir: string, tenantId: string): string {
+  if (!ID_PATTERN.test(tenantId)) throw new Error(`tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
+  return join(workDir, "tenants", tenantId);
+}
+
+/** Records a successful apply (atomically: temp file, fsync, rename). */
+export async function writeProjectState(workDir: string, state: ProjectState): Promise<void> {
+  const dir = projectDir(workDir, state.tenant_id);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, STATE_FILE);
+  const fh = await open(`${path}.tmp`, "w", 0o600);
+  try {
+    await fh.writeFile(JSON.stringify(state, null, 2) + "\n");
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(`${path}.tmp`, path);
+}
+
+/** Every recorded project under the work dir. Unreadable records are skipped. */
+export async function readProjectStates(workDir: string): Promise<ProjectState[]> {
+  let names: string[];
+  try {
+    names = await readdir(join(workDir, "tenants"));
+  } catch {
+    return [];
+  }
+  const out: ProjectState[] = [];
+  for (const name of names.sort()) {
+    if (!ID_PATTERN.test(name)) continue;
+    try {
+      const s = JSON.parse(await readFile(join(workDir, "tenants", name, STATE_FILE), "utf8")) as ProjectState;
+      if (s.schema_version === "v1" && s.tenant_id === name) out.push(s);
+    } catch {
+      // no record (never applied successfully) or unreadable: nothing to report
+    }
+  }
+  return out;
+}
+
+/** The recorded projects as the engine shows them now; throws when the engine does not answer. */
+export async function observeProjects(workDir: string): Promise<ProjectObservation[]> {
+  const out: ProjectObservation[] = [];
+  for (const s of await readProjectStates(workDir)) {
+    const seen = await readProjectContainers(s.project_name);
+    out.push(
+      create(ProjectObservationSchema, {
+        projectName: s.project_name,
+        tenantId: s.tenant_id,
+        specHash: s.spec_hash,
+        workOrderId: s.work_order_id,
+        services: observeServices(s.services, seen),
+      }),
+    );
+  }
+  return out;
+}

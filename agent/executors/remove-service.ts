@@ -1,0 +1,85 @@
+// The remove_service executor: brings a tenant's compose project down on this host.
+//   1. check the order (tenant id usable as a directory, project name)      -> REMOVE_INVALID
+//   2. the engine answers                                                   -> DOCKER_UNAVAILABLE
+//   3. with the project's files: `compose down --remove-orphans` (plus -v when the order asks
+//      for the data to go); without them: remove the project's containers by label
+//                                                             -> COMPOSE_FAILED, TIMEOUT
+//   4. no container of the project is left                    -> REMOVE_FAILED otherwise
+//   5. the project's files and state record are removed; REMOVE_OK. Removing a project that is
+//      not there is REMOVE_OK too (idempotent).
+import { access, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { CommandResultSchema, WorkOrderResultSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { ID_PATTERN } from "../../controller/ids.js";
+import type { DockerHost } from "../engine/docker-host.js";
+import { runCommand, type CommandRun } from "../engine/run-command.js";
+import { EngineError, readProjectContainers } from "../engine/project-containers.js";
+import type { DeployOutcome } from "./deploy-service.js";
+
+const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+export interface RemoveContext {
+  workDir: string;
+  docker: DockerHost;
+  composeTimeoutMs: number;
+}
+
+export async function removeService(order: WorkOrder, ctx: RemoveContext): Promise<DeployOutcome> {
+  const started = performance.now();
+  const ds = order.desiredState;
+  const tenantId = ds?.tenantId ?? "";
+  const projectName = ds?.composeProject?.projectName || tenantId;
+  const done = (code: string, message: string, command?: CommandRun): DeployOutcome => ({
+    result: create(WorkOrderResultSchema, {
+      success: code === "REMOVE_OK",
+      code,
+      message,
+      details: {
+        durationMs: BigInt(Math.round(performance.now() - started)),
+        command: command && create(CommandResultSchema, { program: command.program, args: command.args, exitCode: command.exitCode, stdout: command.stdout, stderr: command.stderr, timedOut: command.timedOut }),
+      },
+    }),
+    services: [],
+    composePath: "",
+  });
+  if (!ID_PATTERN.test(tenantId)) return done("REMOVE_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
+  if (!PROJECT_NAME.test(projectName)) return done("REMOVE_INVALID", `compose project name ${JSON.stringify(projectName)} is not valid`);
+  const dir = join(ctx.workDir, "tenants", tenantId);
+  const file = join(dir, "docker-compose.yml");
+  let command: CommandRun | undefined;
+  try {
+    if (ctx.docker.compose && (await exists(file))) {
+      const c = ctx.docker.compose;
+      const args = [...c.baseArgs, "--project-name", projectName, "--file", file, "--project-directory", dir];
+      if (await exists(join(dir, ".env"))) args.push("--env-file", join(dir, ".env"));
+      args.push("down", "--remove-orphans", "--timeout", "10", ...(ds?.removeVolumes ? ["--volumes"] : []));
+      command = await runCommand(c.program, args, { timeoutMs: ctx.composeTimeoutMs, cwd: dir });
+      if (command.timedOut) return done("TIMEOUT", `compose down did not finish within ${ctx.composeTimeoutMs} ms`, command);
+      if (command.exitCode !== 0) return done("COMPOSE_FAILED", `compose down failed (exit ${command.exitCode})`, command);
+    } else {
+      const seen = await readProjectContainers(projectName);
+      const ids = [...seen.byService.values()].flat().map((c) => c.containerId);
+      if (ids.length > 0) {
+        command = await runCommand("docker", ["rm", "--force", ...(ds?.removeVolumes ? ["--volumes"] : []), ...ids], { timeoutMs: ctx.composeTimeoutMs });
+        if (command.exitCode !== 0) return done("COMPOSE_FAILED", `docker rm failed (exit ${command.exitCode})`, command);
+      }
+    }
+    const left = await readProjectContainers(projectName);
+    if (left.byService.size > 0) return done("REMOVE_FAILED", `containers of ${projectName} are still there: ${[...left.byService.keys()].join(", ")}`, command);
+  } catch (e) {
+    if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, e.run);
+    throw e;
+  }
+  await rm(dir, { recursive: true, force: true });
+  return done("REMOVE_OK", `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}`, command);
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}

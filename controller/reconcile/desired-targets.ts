@@ -1,0 +1,90 @@
+// What should run where for one tenant: a pure function of the tenant, its services, the
+// networks/volumes/limits they name, and the nodes. The answer is one rendered project per
+// node, plus, for services that cannot be placed, the reason.
+import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { referencesOf } from "../resources/references.js";
+import { hasPlacement, placeOn } from "./placement.js";
+import { renderProject, type RenderedProject } from "./render-project.js";
+
+export interface TenantWorld {
+  /** The tenant, or undefined when it was deleted (everything it ran must go). */
+  tenant: Resource | undefined;
+  /** The tenant's live services. */
+  services: Resource[];
+  networks: Map<string, Resource>;
+  volumes: Map<string, Resource>;
+  limits: Map<string, Resource>;
+  /** Every live node. */
+  nodes: Resource[];
+}
+
+/** A blocker that applies before any node is involved. */
+export interface Blocker {
+  status: ConvergenceStatus;
+  message: string;
+}
+
+export interface TenantDesire {
+  /** node id -> the project it should run. */
+  targets: Map<string, RenderedProject>;
+  /** Why the tenant has no targets, when it has none and should. */
+  blocker?: Blocker;
+  /** Per service id: the nodes it is placed on, or why it is placed nowhere. */
+  services: Map<string, { nodeIds: string[]; blocker?: Blocker }>;
+}
+
+/** Computes the tenant's desired projects per node. */
+export function desiredForTenant(w: TenantWorld): TenantDesire {
+  const out: TenantDesire = { targets: new Map(), services: new Map() };
+  const t = w.tenant;
+  if (!t || t.desiredState?.kind.case !== "tenant") return out;
+  const spec = t.desiredState.kind.value;
+  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
+  if ((spec.compose?.composeFile ?? "").trim() !== "") {
+    // The tenant's own compose file: one project on every node the tenant's policy selects.
+    const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);
+    for (const s of w.services) out.services.set(s.id, { nodeIds });
+    if (nodeIds.length === 0) out.blocker = noNode(spec.deploymentPolicy !== undefined && hasPlacement(spec.deploymentPolicy));
+    for (const n of nodeIds) out.targets.set(n, renderProject({ ...inputs, services: w.services }));
+    return out;
+  }
+  const perNode = new Map<string, Resource[]>();
+  for (const s of [...w.services].sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    if (s.desiredState?.kind.case !== "service") continue;
+    const svc = s.desiredState.kind.value;
+    const missing = referencesOf(s).find((ref) => ref.type !== "tenant" && !has(w, ref.type, ref.id));
+    if (missing) {
+      out.services.set(s.id, { nodeIds: [], blocker: { status: ConvergenceStatus.REFERENCE_MISSING, message: `${missing.field} names ${missing.type} ${missing.id}, which does not exist` } });
+      continue;
+    }
+    if (svc.image === "") {
+      out.services.set(s.id, { nodeIds: [], blocker: { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the service has no image" } });
+      continue;
+    }
+    const policy = hasPlacement(svc.placement) ? svc.placement : spec.deploymentPolicy;
+    const nodeIds = placeOn(policy, w.nodes);
+    out.services.set(s.id, nodeIds.length > 0 ? { nodeIds } : { nodeIds, blocker: noNode(hasPlacement(policy)) });
+    for (const n of nodeIds) perNode.set(n, [...(perNode.get(n) ?? []), s]);
+  }
+  for (const [n, services] of perNode) out.targets.set(n, renderProject({ ...inputs, services }));
+  if (out.targets.size === 0) {
+    const first = [...out.services.values()].find((s) => s.blocker)?.blocker;
+    out.blocker = first ?? { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the tenant has no compose file and no services with an image" };
+  }
+  return out;
+}
+
+function noNode(hasPolicy: boolean): Blocker {
+  return {
+    status: ConvergenceStatus.NO_MATCHING_NODE,
+    message: hasPolicy ? "no registered node matches the placement (node id or node_selector)" : "no placement: set deployment_policy.target_node_id or node_selector",
+  };
+}
+
+function has(w: TenantWorld, type: string, id: string): boolean {
+  if (type === "network") return w.networks.has(id);
+  if (type === "volume") return w.volumes.has(id);
+  if (type === "resource_limits") return w.limits.has(id);
+  if (type === "service") return w.services.some((s) => s.id === id);
+  return true;
+}

@@ -1,0 +1,138 @@
+// The reconciler's decision for one (tenant, node) target, as a pure function of what should run
+// there, the durable record of what was done, any order in flight, the node's state and what the
+// node last observed. It returns the actions to take and the target's convergence status; a
+// separate executor (reconciler.ts) carries the actions out.
+//
+//   order in flight                         -> wait            ORDER_IN_FLIGHT (NODE_OFFLINE)
+//   should run, node disabled               -> wait            NODE_DISABLED
+//   should run, applied, observed as applied-> nothing         CONVERGED
+//   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED
+//   should run, not applied                 -> deploy          ORDER_IN_FLIGHT (NODE_OFFLINE)
+//   should not run, something is there      -> remove          ORDER_IN_FLIGHT
+//   should not run, nothing there           -> forget target   CONVERGED
+// Failed orders for the same desired hash back off (2 s doubling, capped at 5 min) and stop
+// after MAX_FAILURES, when the status is ORDER_FAILED until the desired state changes.
+import { ConvergenceStatus, NodeLiveness, type ProjectObservation, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { RenderedProject } from "./render-project.js";
+
+export const MAX_FAILURES = 5;
+/** Marks failures of removal orders in TargetStatus.failed_hash. */
+export const REMOVAL_HASH = "removal";
+
+export interface TargetFacts {
+  nodeId: string;
+  /** What should run on the node; undefined when the tenant should not run there. */
+  desired?: RenderedProject;
+  record?: TargetStatus;
+  inFlight?: WorkOrder;
+  /** Undefined when the node is not registered (or was deleted). */
+  node?: { liveness: NodeLiveness; disabled: boolean; lastHeartbeatAt?: Date };
+  /** The node's last observation of the project, if its agent reports one. */
+  observed?: ProjectObservation;
+  now: Date;
+}
+
+export type TargetAction =
+  | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" }
+  | { kind: "remove"; nodeId: string; projectName: string };
+
+export interface TargetVerdict {
+  status: ConvergenceStatus;
+  message: string;
+  workOrderId?: string;
+  retryAt?: Date;
+}
+
+export interface TargetPlan {
+  actions: TargetAction[];
+  verdict: TargetVerdict;
+  /** What differs between the observed project and the applied one, when drift was found. */
+  drift?: string[];
+  /** True when the record can be dropped (nothing should run and nothing is left). */
+  forget: boolean;
+}
+
+/** Decides what to do for one target. */
+export function planTarget(f: TargetFacts): TargetPlan {
+  const offline = f.node?.liveness === NodeLiveness.OFFLINE;
+  const waiting = (what: string): TargetVerdict =>
+    offline
+      ? { status: ConvergenceStatus.NODE_OFFLINE, message: `node ${f.nodeId} is offline; ${what} waits for it`, workOrderId: f.inFlight?.id }
+      : { status: ConvergenceStatus.ORDER_IN_FLIGHT, message: what, workOrderId: f.inFlight?.id };
+  if (f.inFlight) {
+    return { actions: [], verdict: waiting(`work order ${f.inFlight.id} is ${f.inFlight.claim ? "running" : "pending"}`), forget: false };
+  }
+  const rec = f.record;
+  if (f.desired) {
+    const hash = f.desired.specHash;
+    if (!f.node) return { actions: [], verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` }, forget: false };
+    if (f.node.disabled) return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
+    const blocked = backoff(rec, hash, f.now);
+    if (rec?.appliedHash === hash) {
+      const drift = driftOf(f, hash);
+      if (drift.length === 0) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` }, forget: false };
+      if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
+      return {
+        actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "drift" }],
+        verdict: { status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node ${f.nodeId}: ${drift.join("; ")}` },
+        drift,
+        forget: false,
+      };
+    }
+    if (blocked) return { actions: [], verdict: blocked, forget: false };
+    const retry = rec?.failedHash === hash && rec.failures > 0;
+    return {
+      actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: retry ? "retry" : "desired_changed" }],
+      verdict: waiting(retry ? `retrying after ${rec!.failures} failed order(s)` : "deploying the desired project"),
+      forget: false,
+    };
+  }
+  // Nothing should run here.
+  const leftovers = (rec?.appliedHash ?? "") !== "" || (rec?.lastWorkOrderId ?? "") !== "" || f.observed !== undefined;
+  if (!leftovers || !f.node) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
+  const blocked = backoff(rec, REMOVAL_HASH, f.now);
+  if (blocked) return { actions: [], verdict: blocked, forget: false };
+  const projectName = f.observed?.projectName || rec?.projectName || "";
+  if (projectName === "") return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
+  return { actions: [{ kind: "remove", nodeId: f.nodeId, projectName }], verdict: waiting(`removing project ${projectName}`), forget: false };
+}
+
+/** Backoff after failed orders for `hash`, as a verdict, or undefined when an attempt may go. */
+function backoff(rec: TargetStatus | undefined, hash: string, now: Date): TargetVerdict | undefined {
+  if (!rec || rec.failedHash !== hash || rec.failures <= 0) return undefined;
+  const last = rec.lastResultCode || "a failure";
+  if (rec.failures >= MAX_FAILURES) {
+    return { status: ConvergenceStatus.ORDER_FAILED, message: `${rec.failures} orders failed (last: ${last}); change the desired state or Apply to try again`, workOrderId: rec.lastWorkOrderId };
+  }
+  const retryAt = rec.retryAt ? timestampDate(rec.retryAt) : now;
+  if (now < retryAt) {
+    return { status: ConvergenceStatus.RETRY_BACKOFF, message: `order ${rec.lastWorkOrderId} failed with ${last}; retry ${rec.failures + 1} at ${retryAt.toISOString()}`, workOrderId: rec.lastWorkOrderId, retryAt };
+  }
+  return undefined;
+}
+
+/** The delay before attempt n+1 after n consecutive failures: 2 s doubling, capped at 5 min. */
+export function retryDelayMs(failures: number): number {
+  return Math.min(300_000, 2000 * 2 ** Math.max(0, failures - 1));
+}
+
+// Differences between the applied project and the node's latest observation. Observations that
+// predate the last finished order are stale and say nothing.
+function driftOf(f: TargetFacts, hash: string): string[] {
+  const o = f.observed;
+  if (!o) return [];
+  const finished = f.record?.finishedAt ? timestampDate(f.record.finishedAt) : undefined;
+  if (finished && (!f.node?.lastHeartbeatAt || f.node.lastHeartbeatAt <= finished)) return [];
+  const out: string[] = [];
+  if (o.specHash !== "" && o.specHash !== hash) out.push(`project spec ${short(o.specHash)} is not the applied ${short(hash)}`);
+  for (const s of o.services) {
+    if (s.state !== "running") out.push(`service ${s.service} is ${s.state}`);
+  }
+  return out;
+}
+
+function short(h: string): string {
+  return h.slice(0, 12);
+}

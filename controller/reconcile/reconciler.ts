@@ -1,0 +1,364 @@
+// The reconcile loop: level-based, per tenant. A pass reads the world (resources, in-flight
+// orders, node observations), computes each (tenant, node) target's desired project, asks the
+// pure planner (plan-target.ts) what to do, and carries the actions out: it stores deployments
+// and work orders with their events, records drift, and writes each target's record and every
+// affected resource's convergence status. Passes run on every change (coalesced: a burst of
+// changes to one tenant becomes one pass) and as a periodic sweep; passes for one tenant never
+// overlap, and a target never gets a second order while one is in flight.
+import { create, equals } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { v4 as uuidv4 } from "uuid";
+import {
+  ConvergenceSchema,
+  ConvergenceStatus,
+  NodeLiveness,
+  TargetStatusSchema,
+  TenantStatusSchema,
+  type Convergence,
+  type Resource,
+  type TargetStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isSkipperError } from "../errors.js";
+import { onOrderSuperseded } from "../dispatch/order-outcome.js";
+import type { Store } from "../store/store.js";
+import type { Logger } from "../logging/logger.js";
+import type { KeyedLock } from "../keyed-lock.js";
+import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import { tenantOf } from "../resources/resource-rules.js";
+import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
+import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
+import { planDeployment, planRemoval } from "./plan-deployment.js";
+import { loadWorld, type World } from "./world.js";
+
+export interface ReconcilerDeps {
+  store: Store;
+  logger: Logger;
+  now: () => Date;
+  locks: KeyedLock;
+  /** Periodic sweep interval (default 30 s); 0 disables the timer. */
+  sweepIntervalMs?: number;
+}
+
+/** One order a pass issued or found in flight for a target. */
+export interface TargetOrder {
+  nodeId: string;
+  workOrder: WorkOrder;
+  deployment?: Resource;
+  /** True when this pass created it. */
+  created: boolean;
+}
+
+export interface PassOptions {
+  /** Apply: deploy now even if converged or backing off (not while an order is in flight). */
+  force?: boolean;
+  /** Limit to this node. */
+  nodeId?: string;
+  /** Trace ids for what the pass creates (default: those of the last change to the tenant). */
+  trace?: { requestId: string; correlationId: string };
+}
+
+export interface PassResult {
+  desire: TenantDesire;
+  orders: TargetOrder[];
+  verdicts: Map<string, TargetVerdict>;
+}
+
+// Worst first: the status a tenant (or service) shows when its targets differ.
+const SEVERITY: ConvergenceStatus[] = [
+  ConvergenceStatus.ORDER_FAILED,
+  ConvergenceStatus.REFERENCE_MISSING,
+  ConvergenceStatus.NO_MATCHING_NODE,
+  ConvergenceStatus.NODE_DISABLED,
+  ConvergenceStatus.NODE_OFFLINE,
+  ConvergenceStatus.RETRY_BACKOFF,
+  ConvergenceStatus.DRIFT_DETECTED,
+  ConvergenceStatus.ORDER_IN_FLIGHT,
+  ConvergenceStatus.PENDING,
+  ConvergenceStatus.NOTHING_TO_DEPLOY,
+  ConvergenceStatus.CONVERGED,
+];
+
+export class Reconciler {
+  private readonly queue = new Set<string>();
+  private all = false;
+  private draining: Promise<void> | undefined;
+  private scheduled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly deps: ReconcilerDeps) {}
+
+  /** Starts the periodic sweep (and runs one now). */
+  start(): void {
+    const every = this.deps.sweepIntervalMs ?? 30_000;
+    if (every > 0) this.timer = setInterval(() => this.enqueueAll(), every);
+    this.timer?.unref();
+    this.enqueueAll();
+  }
+
+  /** Stops the sweep and waits for the pass under way. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.draining;
+  }
+
+  /** A resource changed: reconcile what depends on it. */
+  notifyResource(r: Resource): void {
+    if (r.resourceType === "tenant") this.enqueue(r.id);
+    else if (r.resourceType === "service" || r.resourceType === "network" || r.resourceType === "volume") {
+      const t = tenantOf(r);
+      if (t) this.enqueue(t);
+    } else if (r.resourceType === "resource_limits" || r.resourceType === "node") this.enqueueAll();
+  }
+
+  /** Reconcile one tenant soon. */
+  enqueue(tenantId: string): void {
+    this.queue.add(tenantId);
+    this.schedule();
+  }
+
+  /** Reconcile every tenant soon (the sweep). */
+  enqueueAll(): void {
+    this.all = true;
+    this.schedule();
+  }
+
+  /** Resolves when the queue is empty (tests and benchmarks). */
+  async idle(): Promise<void> {
+    while (this.draining || this.scheduled) await (this.draining ?? new Promise((r) => setImmediate(r)));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (this.draining) {
+        // The running drain picks the queue up when it loops.
+        return;
+      }
+      this.draining = this.drain().finally(() => {
+        this.draining = undefined;
+        if (this.queue.size > 0 || this.all) this.schedule();
+      });
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (!this.stopped && (this.all || this.queue.size > 0)) {
+      const sweep = this.all;
+      const ids = [...this.queue];
+      this.all = false;
+      this.queue.clear();
+      try {
+        const world = await loadWorld(this.deps.store);
+        const tenants = sweep ? world.tenantIds() : ids;
+        for (const id of tenants) {
+          try {
+            await this.reconcileTenant(id, {}, world);
+          } catch (e) {
+            this.deps.logger.error({ action: "reconcile", result: "error", tenant_id: id, err: e }, "reconcile pass failed");
+          }
+        }
+      } catch (e) {
+        this.deps.logger.error({ action: "reconcile", result: "error", err: e }, "could not read the world for a reconcile pass");
+      }
+    }
+  }
+
+  /** One pass for one tenant (serialised per tenant); `world` is re-read when not given. */
+  async reconcileTenant(tenantId: string, opts: PassOptions = {}, given?: World): Promise<PassResult> {
+    return this.deps.locks.run(`reconcile:${tenantId}`, async () => {
+      const world = given ?? (await loadWorld(this.deps.store));
+      await world.refreshInFlight(this.deps.store, tenantId);
+      return this.pass(tenantId, opts, world);
+    });
+  }
+
+  private async pass(tenantId: string, opts: PassOptions, world: World): Promise<PassResult> {
+    const { store } = this.deps;
+    const now = this.deps.now();
+    const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
+    if (!tenant) return { desire: { targets: new Map(), services: new Map() }, orders: [], verdicts: new Map() };
+    const live = tenant.deletion ? undefined : tenant;
+    const desire = desiredForTenant(world.tenantWorld(live, tenantId));
+    const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : create(TenantStatusSchema);
+    const records = new Map(status.targets.map((t) => [t.nodeId, t]));
+    const observedNodes = world.nodesObserving(tenantId);
+    const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
+    const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
+    const orders: TargetOrder[] = [];
+    const verdicts = new Map<string, TargetVerdict>();
+    const nextRecords: TargetStatus[] = [];
+    for (const nodeId of nodeIds) {
+      const inFlight = await this.supersedeStale(world.inFlight(tenantId, nodeId), desire.targets.get(nodeId)?.specHash ?? "", now, trace);
+      const node = world.node(nodeId);
+      const facts = {
+        nodeId,
+        desired: desire.targets.get(nodeId),
+        record: records.get(nodeId),
+        inFlight,
+        node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
+        observed: world.observed(nodeId, tenantId),
+        now,
+      };
+      let plan: TargetPlan = planTarget(facts);
+      if (opts.force && !inFlight && facts.desired && node && !node.disabled && plan.actions.length === 0) {
+        plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "desired_changed" }] };
+      }
+      if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
+      const record = create(TargetStatusSchema, records.get(nodeId) ?? { nodeId });
+      record.desiredHash = facts.desired?.specHash ?? "";
+      record.serviceIds = facts.desired?.serviceIds ?? [];
+      if (facts.desired) record.projectName = facts.desired.project.projectName;
+      for (const action of plan.actions) {
+        const issued = await this.execute(tenantId, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
+        orders.push(issued);
+        world.addInFlight(issued.workOrder);
+        record.lastWorkOrderId = issued.workOrder.id;
+        plan.verdict.workOrderId = issued.workOrder.id;
+      }
+      record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
+      verdicts.set(nodeId, plan.verdict);
+      if (!plan.forget) nextRecords.push(record);
+    }
+    // Records of nodes outside this pass (opts.nodeId) stay as they were.
+    for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
+    await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace);
+    await this.writeServices(world, tenantId, desire, verdicts, now, trace);
+    return { desire, orders, verdicts };
+  }
+
+  // A pending order for an older desired state is replaced rather than waited for (a burst of
+  // changes becomes one order). One a node has claimed runs to its end.
+  private async supersedeStale(o: WorkOrder | undefined, desiredHash: string, now: Date, trace: { requestId: string; correlationId: string }): Promise<WorkOrder | undefined> {
+    if (!o || o.status !== WorkOrderStatus.PENDING) return o;
+    const removal = o.type === WorkOrderType.REMOVE_SERVICE;
+    const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
+    if (!stale) return o;
+    const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "replaced by an order for a newer desired state before any node claimed it" });
+    try {
+      const done = await this.deps.store.supersedeWorkOrder(o.id, result, now);
+      await onOrderSuperseded(this.deps.store, done, trace);
+      this.deps.logger.info({ action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id }, "reconcile: stale pending order superseded");
+      return undefined;
+    } catch (e) {
+      if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return (await this.deps.store.getWorkOrder(o.id)) ?? o;
+      throw e;
+    }
+  }
+
+  private async execute(tenantId: string, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
+    const { store } = this.deps;
+    const workOrderId = uuidv4();
+    const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
+    const events: EventInput[] = [];
+    if (drift && drift.length > 0) {
+      events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
+    }
+    if (action.kind === "deploy") {
+      const deploymentId = `deploy-${uuidv4()}`;
+      const plan = planDeployment({ ...base, workOrderId, deploymentId, rendered: action.rendered, reason: action.reason, now });
+      const deployment = await store.createResource(plan.deployment);
+      const [workOrder] = await Promise.all([
+        store.createWorkOrder(plan.workOrder),
+        recordEvents(store, [
+          ...events,
+          { id: transitionEventId(deploymentId, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deploymentId, deploymentId, ...base, revision: deployment.metadata?.resourceVersion },
+          { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, deploymentId, ...base, data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash } },
+        ]),
+      ]);
+      this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
+      return { nodeId: action.nodeId, workOrder, deployment, created: true };
+    }
+    const order = planRemoval({ ...base, workOrderId, projectName: action.projectName, removeVolumes, now });
+    const [workOrder] = await Promise.all([
+      store.createWorkOrder(order),
+      recordEvents(store, [
+        ...events,
+        { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes } },
+      ]),
+    ]);
+    this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } }, "reconcile: removal order issued");
+    return { nodeId: action.nodeId, workOrder, created: true };
+  }
+
+  // Writes the tenant's target records and convergence when they changed.
+  private async writeTenant(tenant: Resource, targets: TargetStatus[], desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: { requestId: string; correlationId: string }): Promise<void> {
+    const verdict = tenant.deletion
+      ? worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "deleted; nothing runs" }
+      : desire.blocker && desire.targets.size === 0
+        ? { status: desire.blocker.status, message: desire.blocker.message }
+        : worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" };
+    const conv = convergence(verdict, "", now, tenant.convergence);
+    const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : undefined;
+    const sameTargets = (status?.targets.length ?? 0) === targets.length && targets.every((t, i) => equals(TargetStatusSchema, t, status!.targets[i]!));
+    if (sameTargets && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv)) return;
+    // Order outcomes write records under the same per-tenant lock, so `tenant` is current.
+    const updated = await this.deps.store.updateResource("tenant", tenant.id, (cur) => {
+      const s = cur.currentState?.kind.case === "tenant" ? cur.currentState.kind.value : create(TenantStatusSchema);
+      s.targets = targets;
+      cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: s } };
+      cur.convergence = conv;
+      return cur;
+    });
+    if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
+  }
+
+  private async writeServices(world: World, tenantId: string, desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: { requestId: string; correlationId: string }): Promise<void> {
+    for (const svc of world.servicesOf(tenantId)) {
+      const placed = desire.services.get(svc.id);
+      const verdict = placed?.blocker
+        ? { status: placed.blocker.status, message: placed.blocker.message }
+        : worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? { status: ConvergenceStatus.PENDING, message: "not reconciled yet" };
+      const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
+      if (svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) continue;
+      const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
+        cur.convergence = conv;
+        return cur;
+      });
+      if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
+    }
+  }
+
+  private async convergenceEvent(r: Resource, c: Convergence, trace: { requestId: string; correlationId: string }): Promise<void> {
+    await recordEvents(this.deps.store, [
+      {
+        type: "convergence_changed",
+        ...trace,
+        resourceType: r.resourceType,
+        resourceId: r.id,
+        tenantId: tenantOf(r),
+        nodeId: c.nodeId || undefined,
+        workOrderId: c.workOrderId || undefined,
+        data: { status: ConvergenceStatus[c.status] ?? String(c.status), message: c.message },
+      },
+    ]);
+  }
+}
+
+/** A Convergence message for a verdict; checked_at only moves when the verdict changes. */
+function convergence(v: TargetVerdict, nodeId: string, now: Date, prev: Convergence | undefined): Convergence {
+  const next = create(ConvergenceSchema, {
+    status: v.status,
+    message: v.message,
+    nodeId,
+    workOrderId: v.workOrderId ?? "",
+    retryAt: v.retryAt ? timestampFromDate(v.retryAt) : undefined,
+  });
+  next.checkedAt = prev && prev.status === next.status && prev.message === next.message && prev.workOrderId === next.workOrderId ? prev.checkedAt : timestampFromDate(now);
+  if (prev?.desiredVersion) next.desiredVersion = prev.desiredVersion;
+  return next;
+}
+
+function worst(vs: TargetVerdict[]): TargetVerdict | undefined {
+  let best: TargetVerdict | undefined;
+  for (const v of vs) if (!best || SEVERITY.indexOf(v.status) < SEVERITY.indexOf(best.status)) best = v;
+  return best;
+}
+
+function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
+  return { tenant_id: b.tenantId, node_id: b.nodeId, request_id: b.requestId, correlation_id: b.correlationId, work_order_id: b.workOrderId };
+}

@@ -1,0 +1,36 @@
+// The reconciler's durable per-target record (TenantStatus.targets): how a finished order changes
+// it. Pure; order-outcome.ts writes the result onto the tenant.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
+
+/** The targets after `order` finished: applied hash, failure count and retry time updated. */
+export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Date): TargetStatus[] {
+  const nodeId = order.target?.nodeId ?? "";
+  const ok = order.status === WorkOrderStatus.SUCCESS;
+  const removal = order.type === WorkOrderType.REMOVE_SERVICE;
+  const prev = targets.find((t) => t.nodeId === nodeId);
+  // A late result for an older order must not undo what a newer one recorded.
+  if (prev && prev.lastWorkOrderId !== "" && prev.lastWorkOrderId !== order.id) return targets;
+  const rest = targets.filter((t) => t.nodeId !== nodeId);
+  if (removal && ok) return rest;
+  const t = prev ? create(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
+  const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
+  t.lastWorkOrderId = order.id;
+  t.lastResultCode = order.result?.code ?? "";
+  t.finishedAt = timestampFromDate(now);
+  if (!removal && order.desiredState?.composeProject?.projectName) t.projectName = order.desiredState.composeProject.projectName;
+  if (ok) {
+    t.appliedHash = hash;
+    t.failedHash = "";
+    t.failures = 0;
+    t.retryAt = undefined;
+  } else {
+    t.failures = t.failedHash === hash ? t.failures + 1 : 1;
+    t.failedHash = hash;
+    t.retryAt = timestampFromDate(new Date(now.getTime() + retryDelayMs(t.failures)));
+  }
+  return [...rest, t].sort((a, b) => (a.nodeId < b.nodeId ? -1 : 1));
+}

@@ -1,0 +1,149 @@
+// A read of everything a reconcile pass looks at: live tenants, services, networks, volumes,
+// limits and nodes (with their liveness and observed projects), and the orders in flight. One
+// read serves a whole sweep; a pass refreshes its own tenant's in-flight orders under the
+// tenant's lock before deciding, so a stale read can never lead to a second order.
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { NodeLiveness, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { ResourceType } from "../ids.js";
+import type { Store } from "../store/store.js";
+import type { TenantWorld } from "./desired-targets.js";
+
+export interface NodeFacts {
+  liveness: NodeLiveness;
+  disabled: boolean;
+  lastHeartbeatAt?: Date;
+}
+
+/** Reads the world from the store. */
+export async function loadWorld(store: Store): Promise<World> {
+  const [tenants, services, networks, volumes, limits, nodes] = await Promise.all(
+    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) => listAll(store, t, t === "tenant")),
+  );
+  const inFlight: WorkOrder[] = [];
+  for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
+    let pageToken = "";
+    do {
+      const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });
+      inFlight.push(...page.items);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+  return new World(tenants!, services!, networks!, volumes!, limits!, nodes!, inFlight);
+}
+
+export class World {
+  private readonly servicesByTenant = new Map<string, Resource[]>();
+  private readonly networks: Map<string, Resource>;
+  private readonly volumes: Map<string, Resource>;
+  private readonly limits: Map<string, Resource>;
+  private readonly nodes: Map<string, Resource>;
+  private readonly orders = new Map<string, WorkOrder>();
+  private readonly observedByTenant = new Map<string, Map<string, ProjectObservation>>();
+
+  constructor(
+    private readonly tenants: Resource[],
+    services: Resource[],
+    networks: Resource[],
+    volumes: Resource[],
+    limits: Resource[],
+    nodes: Resource[],
+    inFlight: WorkOrder[],
+  ) {
+    for (const s of services) {
+      const t = s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.tenantId : "";
+      this.servicesByTenant.set(t, [...(this.servicesByTenant.get(t) ?? []), s]);
+    }
+    this.networks = new Map(networks.map((r) => [r.id, r]));
+    this.volumes = new Map(volumes.map((r) => [r.id, r]));
+    this.limits = new Map(limits.map((r) => [r.id, r]));
+    this.nodes = new Map(nodes.map((r) => [r.id, r]));
+    for (const o of inFlight) this.addInFlight(o);
+    for (const n of nodes) {
+      const projects = n.currentState?.kind.case === "node" ? n.currentState.kind.value.projects : [];
+      for (const p of projects) {
+        const tenantId = p.tenantId || p.projectName;
+        const m = this.observedByTenant.get(tenantId) ?? new Map<string, ProjectObservation>();
+        m.set(n.id, p);
+        this.observedByTenant.set(tenantId, m);
+      }
+    }
+  }
+
+  /** Tenants a sweep visits: live ones, and deleted ones that still have targets to clean up. */
+  tenantIds(): string[] {
+    const ids = this.tenants.filter((t) => !t.deletion || hasTargets(t)).map((t) => t.id);
+    for (const id of this.observedByTenant.keys()) if (!ids.includes(id) && this.tenants.some((t) => t.id === id)) ids.push(id);
+    return ids;
+  }
+
+  tenantWorld(tenant: Resource | undefined, tenantId: string): TenantWorld {
+    return {
+      tenant,
+      services: this.servicesOf(tenantId),
+      networks: this.networks,
+      volumes: this.volumes,
+      limits: this.limits,
+      nodes: [...this.nodes.values()],
+    };
+  }
+
+  servicesOf(tenantId: string): Resource[] {
+    return this.servicesByTenant.get(tenantId) ?? [];
+  }
+
+  node(id: string): NodeFacts | undefined {
+    const n = this.nodes.get(id);
+    if (!n) return undefined;
+    const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
+    return {
+      liveness: st?.liveness ?? NodeLiveness.UNSPECIFIED,
+      disabled: n.desiredState?.kind.case === "node" ? n.desiredState.kind.value.disabled : false,
+      lastHeartbeatAt: st?.lastHeartbeatAt ? timestampDate(st.lastHeartbeatAt) : undefined,
+    };
+  }
+
+  observed(nodeId: string, tenantId: string): ProjectObservation | undefined {
+    return this.observedByTenant.get(tenantId)?.get(nodeId);
+  }
+
+  nodesObserving(tenantId: string): string[] {
+    return [...(this.observedByTenant.get(tenantId)?.keys() ?? [])];
+  }
+
+  inFlight(tenantId: string, nodeId: string): WorkOrder | undefined {
+    return this.orders.get(`${tenantId}/${nodeId}`);
+  }
+
+  addInFlight(o: WorkOrder): void {
+    this.orders.set(`${o.target?.tenantId ?? ""}/${o.target?.nodeId ?? ""}`, o);
+  }
+
+  /** Re-reads the tenant's pending and running orders (call under the tenant's lock). */
+  async refreshInFlight(store: Store, tenantId: string): Promise<void> {
+    for (const key of [...this.orders.keys()]) if (key.startsWith(`${tenantId}/`)) this.orders.delete(key);
+    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
+      let pageToken = "";
+      do {
+        const page = await store.listWorkOrders({ status, tenantId, pageSize: 1000, pageToken });
+        page.items.forEach((o) => this.addInFlight(o));
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+    }
+  }
+}
+
+function hasTargets(t: Resource): boolean {
+  return t.currentState?.kind.case === "tenant" && t.currentState.kind.value.targets.length > 0;
+}
+
+async function listAll(store: Store, resourceType: ResourceType, includeDeleted: boolean): Promise<Resource[]> {
+  const out: Resource[] = [];
+  let pageToken = "";
+  do {
+    const page = await store.listResources({ resourceType, includeDeleted, pageSize: 1000, pageToken });
+    out.push(...page.items);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  return out;
+}
