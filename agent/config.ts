@@ -1,5 +1,7 @@
 // skippy's configuration: flags override SKIPPY_* environment variables, which override defaults.
 import { LOG_LEVELS } from "../controller/logging/logger.js";
+import { duration } from "../controller/config.js";
+export { duration };
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -94,15 +96,6 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),
     logLevel,
   };
-}
-
-/** Parses "500", "500ms", "5s", "2m", "1h" to milliseconds. */
-export function duration(text: string, what: string, min: number): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s or 2m, got '${text}'`);
-  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "ms"]!;
-  if (ms < min) throw new Error(`${what} must be at least ${min} ms`);
-  return Math.round(ms);
 }
 
 function writableOr(preferred: string, fallback: string): string {

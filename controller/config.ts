@@ -16,6 +16,10 @@ export interface ControllerConfig {
   insecureHttp: boolean;
   logLevel: string;
   resetAdminToken: boolean;
+  /** Period of the reconcile sweep. */
+  reconcileIntervalMs: number;
+  /** How often node liveness is checked. */
+  livenessCheckMs: number;
 }
 
 export const USAGE = `Usage: skipper-controller [options]
@@ -29,6 +33,8 @@ Options (environment variable in brackets):
                         [SKIPPER_TLS_HOSTNAMES, comma-separated]
   --insecure-http       serve plain HTTP instead of TLS [SKIPPER_INSECURE_HTTP=1]
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
+  --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
+                        (default 30s; changes are reconciled at once regardless)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
   -h, --help            show this help
 
@@ -49,6 +55,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "insecure-http": { type: "boolean" },
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
+      "reconcile-interval": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -79,6 +86,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
+    reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
+    livenessCheckMs: 1000,
   };
 }
 
@@ -88,4 +97,13 @@ export function parseListen(listen: string): { host: string; port: number } {
   const port = m ? Number(m[3]) : NaN;
   if (!m || port > 65535) throw new Error(`listen address must be HOST:PORT, got '${listen}'`);
   return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
+}
+
+/** Parses "500", "500ms", "5s", "2m", "1h" to milliseconds. */
+export function duration(text: string, what: string, min: number): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s or 2m, got '${text}'`);
+  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "ms"]!;
+  if (ms < min) throw new Error(`${what} must be at least ${min} ms`);
+  return Math.round(ms);
 }

@@ -33,6 +33,7 @@ async function main(): Promise<void> {
     logger,
     adminToken: config.adminToken,
     resetAdminToken: config.resetAdminToken,
+    reconcileIntervalMs: config.reconcileIntervalMs,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;

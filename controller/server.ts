@@ -35,6 +35,7 @@ import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
+import { LivenessMonitor } from "./reconcile/node-liveness.js";
 import { VERSION } from "./version.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -64,6 +65,8 @@ export interface BuildOptions {
   now?: () => Date;
   /** Period of the reconcile sweep (default 30 s). */
   reconcileIntervalMs?: number;
+  /** How often node liveness is checked (default 1 s). */
+  livenessCheckMs?: number;
 }
 
 export type RequestHandler = (
@@ -154,13 +157,16 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       },
     );
   };
+  const liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
   reconciler.start();
+  liveness.start();
   return {
     handler,
     store,
     reconciler,
     generatedAdminToken,
     close: async () => {
+      await liveness.stop();
       await reconciler.stop();
       await store.close();
     },

@@ -10,6 +10,9 @@
 #                                         the test image. Prints DOCKER_HOST=... on stdout.
 #   scripts/docker-engine.sh stop [DIR]   stop the private dockerd started in DIR
 #
+# SKIPPER_DOCKER_ADDRESS_POOL (e.g. 10.201.0.0/16) gives a private dockerd its own address pool,
+# so two engines on one host (the two-node tests) never hand out the same subnets.
+#
 # The test image is `skipper-busybox:local`: /bin/busybox (static) and its applet links, made
 # with `docker import`. It is also tagged `busybox:stable` when no such image exists, so the
 # example tenant runs offline.
@@ -97,7 +100,9 @@ start() {
   log "starting dockerd in $dir"
   # vfs works on any file system (also inside containers); no iptables and no default bridge,
   # which sandboxes lack. User-defined networks and published ports on 127.0.0.1 still work.
-  setsid dockerd --iptables=false --bridge=none --storage-driver=vfs \
+  local pool=()
+  [ -n "${SKIPPER_DOCKER_ADDRESS_POOL:-}" ] && pool=(--default-address-pool "base=${SKIPPER_DOCKER_ADDRESS_POOL},size=24")
+  setsid dockerd --iptables=false --bridge=none --storage-driver=vfs "${pool[@]}" \
     --data-root "$dir/root" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
     -H "$host" >"$dir/dockerd.log" 2>&1 < /dev/null &
   for _ in $(seq 1 60); do

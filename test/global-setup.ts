@@ -17,5 +17,21 @@ export default function setup(): void {
     process.env.SKIPPER_TEST_DOCKER_HOST = host;
   } catch (e) {
     console.warn(`\n!!! No Docker engine could be started (${(e as Error).message.split("\n")[0]}):\n!!! tests that need one are SKIPPED\n`);
+    return;
+  }
+  // A second engine stands for a second host in the placement tests (each node has its own).
+  const second = "/tmp/skipper-docker-b";
+  try {
+    const out = execFileSync(script, ["start", second], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+      timeout: 120_000,
+      env: { ...process.env, DOCKER_HOST: `unix://${second}/docker.sock`, SKIPPER_DOCKER_ADDRESS_POOL: "10.201.0.0/16" },
+    });
+    const host = /DOCKER_HOST=(\S+)/.exec(out)?.[1];
+    if (host && host !== process.env.SKIPPER_TEST_DOCKER_HOST) process.env.SKIPPER_TEST_DOCKER_HOST_B = host;
+    else console.warn("\n!!! no second Docker engine (the first one was reused): two-node tests are SKIPPED\n");
+  } catch (e) {
+    console.warn(`\n!!! No second Docker engine (${(e as Error).message.split("\n")[0]}): two-node tests are SKIPPED\n`);
   }
 }

@@ -149,7 +149,10 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         versions.push(BigInt((await store.createResource(tenant("a1"))).metadata!.resourceVersion));
         versions.push(BigInt((await store.createResource(tenant("a2"))).metadata!.resourceVersion));
         for (let i = 0; i < 3; i++) {
-          const r = await store.updateResource("tenant", i % 2 ? "a1" : "a2", (cur) => cur);
+          const r = await store.updateResource("tenant", i % 2 ? "a1" : "a2", (cur) => {
+            cur.metadata!.annotations = { step: String(i) };
+            return cur;
+          });
           versions.push(BigInt(r.metadata!.resourceVersion));
         }
         for (let i = 1; i < versions.length; i++) expect(versions[i]! > versions[i - 1]!).toBe(true);
@@ -170,7 +173,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
 
       it("an update with a stale expected version is refused with CONFLICT without calling mutate", async () => {
         const v1 = (await store.createResource(tenant("stale"))).metadata!.resourceVersion;
-        const v2 = (await store.updateResource("tenant", "stale", (r) => r, v1)).metadata!.resourceVersion;
+        const v2 = (await store.updateResource("tenant", "stale", (r) => ((r.metadata!.labels.v = "2"), r), v1)).metadata!.resourceVersion;
         let called = false;
         const err = await expectCode(
           store.updateResource("tenant", "stale", (r) => ((called = true), r), v1),
@@ -193,6 +196,13 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         );
         expect(updated.metadata?.resourceVersion).not.toBe(v1);
         expect((await store.getResource("tenant", "upd"))?.metadata?.labels).toEqual({ team: "core", stage: "prod" });
+      });
+
+      it("an update whose mutate changes nothing writes nothing and keeps the version", async () => {
+        const created = await store.createResource(tenant("still"));
+        const same = await store.updateResource("tenant", "still", (cur) => cur);
+        expect(same.metadata?.resourceVersion).toBe(created.metadata?.resourceVersion);
+        expect(await store.currentRevision()).toBe(BigInt(created.metadata!.resourceVersion));
       });
 
       it("updating an absent resource is RESOURCE_NOT_FOUND", async () => {
@@ -355,7 +365,10 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createResource(tenant("r1"));
         const mid = await store.currentRevision();
         const r2 = await store.createResource(tenant("r2"));
-        await store.updateResource("tenant", "r1", (cur) => cur);
+        await store.updateResource("tenant", "r1", (cur) => {
+          cur.metadata!.annotations = { touched: "yes" };
+          return cur;
+        });
         const now = await store.currentRevision();
         expect(now > BigInt(r2.metadata!.resourceVersion)).toBe(true);
         expect((await store.listResources({ sinceRevision: mid })).items.map((r) => r.id)).toEqual(["r1", "r2"]);
@@ -663,7 +676,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.getNodeCredential("node-1"))?.tokenHash).toBe("a".repeat(64));
         expect((await store.getAdminCredential())?.tokenHash).toBe("c".repeat(64));
         await expectCode(store.createResource(tenant("keep")), "CONFLICT");
-        const after = await store.updateResource("tenant", "keep", (r) => r);
+        const after = await store.updateResource("tenant", "keep", (r) => ((r.metadata!.labels.v = "3"), r));
         expect(BigInt(after.metadata!.resourceVersion) > BigInt(updated.metadata!.resourceVersion)).toBe(true);
         expect(BigInt(updated.metadata!.resourceVersion) > BigInt(created.metadata!.resourceVersion)).toBe(true);
       });

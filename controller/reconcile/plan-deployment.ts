@@ -1,7 +1,7 @@
 // Builds the records a reconcile action creates: for a deploy, the deployment resource (an
 // immutable record of what was sent where) and its deploy_service work order; for a removal,
 // a remove_service work order. Pure: the reconciler stores what these return.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -21,7 +21,7 @@ export interface OrderIds {
 export function planDeployment(ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string }): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
   const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
-  const project = create(ComposeProjectSchema, ids.rendered.project);
+  const project = clone(ComposeProjectSchema, ids.rendered.project);
   const deployment = create(ResourceSchema, {
     id: ids.deploymentId,
     resourceType: "deployment",

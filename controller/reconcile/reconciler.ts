@@ -5,7 +5,7 @@
 // affected resource's convergence status. Passes run on every change (coalesced: a burst of
 // changes to one tenant becomes one pass) and as a periodic sweep; passes for one tenant never
 // overlap, and a target never gets a second order while one is in flight.
-import { create, equals } from "@bufbuild/protobuf";
+import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
 import {
@@ -209,7 +209,8 @@ export class Reconciler {
         plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "desired_changed" }] };
       }
       if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
-      const record = create(TargetStatusSchema, records.get(nodeId) ?? { nodeId });
+      const prior = records.get(nodeId);
+      const record = prior ? clone(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
       record.desiredHash = facts.desired?.specHash ?? "";
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
@@ -316,7 +317,7 @@ export class Reconciler {
       const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
       if (svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) continue;
       const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
-        cur.convergence = conv;
+        if (!cur.deletion) cur.convergence = conv;
         return cur;
       });
       if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);

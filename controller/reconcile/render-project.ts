@@ -132,7 +132,8 @@ function dependsOn(spec: ServiceSpec, placed: Set<string>, byId: Map<string, Res
 
 // Compose interpolates ${VAR} in the file; a literal value must keep its dollars.
 function escapeDollar(v: string): string {
-  return v.replaceAll("$", "$$");
+  // (a function, because "$$" in a replacement string means one "$")
+  return v.replaceAll("$", () => "$$");
 }
 
 function prune(o: Record<string, unknown>): Record<string, unknown> {

@@ -1,6 +1,6 @@
 // The reconciler's durable per-target record (TenantStatus.targets): how a finished order changes
 // it. Pure; order-outcome.ts writes the result onto the tenant.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -16,7 +16,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   if (prev && prev.lastWorkOrderId !== "" && prev.lastWorkOrderId !== order.id) return targets;
   const rest = targets.filter((t) => t.nodeId !== nodeId);
   if (removal && ok) return rest;
-  const t = prev ? create(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
+  const t = prev ? clone(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
   const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
   t.lastWorkOrderId = order.id;
   t.lastResultCode = order.result?.code ?? "";

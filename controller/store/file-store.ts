@@ -5,7 +5,7 @@
 //
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
-import { clone, create } from "@bufbuild/protobuf";
+import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -142,6 +142,7 @@ export class FileStore implements S.Store {
       next.id = current.id;
       next.resourceType = current.resourceType;
       next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
+      if (equals(ResourceSchema, next, current)) return clone(ResourceSchema, current);
       next.metadata ??= create(MetadataSchema);
       next.metadata.resourceVersion = this.nextRevision();
       await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next));

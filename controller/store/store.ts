@@ -120,7 +120,8 @@ export interface Store {
    * Read-modify-write under the resource's lock: `mutate` receives a copy of the current
    * resource and returns the new one. When `expectedVersion` is given and differs from the
    * stored resource_version, throws CONFLICT (details: current_version) without calling mutate.
-   * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version. Tombstones can be
+   * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version, unless mutate changed
+   * nothing: then nothing is written and the stored resource comes back as it was. Tombstones can be
    * updated too (deleting is an update, and so is bookkeeping after it): callers that must not
    * touch a deleted resource check `deletion` in mutate.
    */

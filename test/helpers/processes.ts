@@ -1,11 +1,11 @@
 // Real processes for end-to-end tests: the built controller (dist/controller/main.js) and agent
 // (dist/agent/main.js), as users run them. `npm test` builds dist/ first.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, mkdirSync } from "node:fs";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
@@ -29,9 +29,10 @@ export interface ControllerProcess {
  * Starts the controller with a fresh (or given) data dir on a free port (or `port`, to restart
  * one where its agents expect it); stdout goes to <dataDir>/../controller.out.
  */
-export async function startControllerProcess(opts: { dataDir?: string; port?: number } = {}): Promise<ControllerProcess> {
+export async function startControllerProcess(opts: { dataDir?: string; port?: number; extraArgs?: string[] } = {}): Promise<ControllerProcess> {
   const dataDir = opts.dataDir ?? join(await mkdtemp(join(tmpdir(), "skipper-e2e-")), "data");
-  const child = spawn(process.execPath, [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", `127.0.0.1:${opts.port ?? 0}`], {
+  const args = [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", `127.0.0.1:${opts.port ?? 0}`, ...(opts.extraArgs ?? [])];
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -87,6 +88,7 @@ export function startAgentProcess(opts: {
   extraArgs?: string[];
 }): AgentProcess {
   const logFile = join(opts.stateDir, "..", `agent-${opts.nodeId}.log`);
+  mkdirSync(dirname(logFile), { recursive: true });
   const child = spawn(
     process.execPath,
     [

@@ -1,0 +1,170 @@
+// The reconciler end to end: a controller and two agents as processes, each agent with its own
+// Docker engine (two hosts on one machine), services rendered from resources and placed by
+// labels. Drift made behind Skipper's back is repaired; limits changes recreate only the
+// services that use them; deleted services leave the engine and stay readable as tombstones.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+
+const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
+const hostB = process.env.SKIPPER_TEST_DOCKER_HOST_B;
+if (!hostA || !hostB) console.warn("!!! reconcile-e2e.test.ts SKIPPED: needs two Docker engines (see test/global-setup.ts)");
+
+const IMAGE = "skipper-busybox:local";
+const TENANT = "rc-shop";
+const SWEEP_MS = 3000;
+const MiB = 1024n * 1024n;
+
+/** A resource with the given desired-state member, e.g. { case: "tenant", value: {...} }. */
+function res(type: string, id: string, kind: { case: string; value: object }): Resource {
+  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
+}
+
+/** Containers of the tenant's project on one engine: service id -> {id, state}. */
+async function containers(dockerHost: string): Promise<Record<string, { id: string; state: string }>> {
+  const r = await execa("docker", ["ps", "-a", "--no-trunc", "--filter", `label=dev.skipper.tenant-id=${TENANT}`, "--format", '{{.ID}} {{.State}} {{.Label "dev.skipper.service-id"}}'], {
+    env: { DOCKER_HOST: dockerHost },
+  });
+  const out: Record<string, { id: string; state: string }> = {};
+  for (const line of r.stdout.split("\n").filter(Boolean)) {
+    const [id, state, svc] = line.split(" ");
+    out[svc!] = { id: id!, state: state! };
+  }
+  return out;
+}
+
+describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engines)", () => {
+  let ctl: ControllerProcess;
+  const agents: AgentProcess[] = [];
+  let root: string;
+  let webPort: number;
+  const api = () => ctl.admin(ResourceService);
+
+  async function convergence(type: string, id: string): Promise<ConvergenceStatus | undefined> {
+    return (await api().getResource({ resourceType: type, id })).resource?.convergence?.status;
+  }
+  const converged = (type: string, id: string, timeoutMs = 60_000) =>
+    waitFor(`${type} ${id} to converge`, async () => ((await convergence(type, id)) === ConvergenceStatus.CONVERGED ? true : undefined), timeoutMs);
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "skipper-e2e-reconcile-"));
+    webPort = await freePort();
+    ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", `${SWEEP_MS}ms`] });
+    const nodes = ctl.admin(NodeService);
+    for (const [id, dockerHost, labels] of [
+      ["rc-prod", hostA!, ["env=prod", "region=eu"]],
+      ["rc-dev", hostB!, ["env=dev"]],
+    ] as const) {
+      const token = (await nodes.registerNode({ nodeId: id })).token;
+      agents.push(
+        startAgentProcess({
+          controller: ctl,
+          nodeId: id,
+          token,
+          stateDir: join(root, id, "state"),
+          workDir: join(root, id, "work"),
+          dockerHost,
+          extraArgs: labels.flatMap((l) => ["--label", l]).concat(["--ready-timeout", "20s"]),
+        }),
+      );
+    }
+    await api().createResource({ resourceType: "tenant", resource: res("tenant", TENANT, { case: "tenant", value: { displayName: "Shop", deploymentPolicy: { nodeSelector: { env: "prod" } } } }) });
+    await api().createResource({ resourceType: "resource_limits", resource: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.5, memoryBytes: 64n * MiB } }) });
+    const loop = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"];
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "rc-web", {
+        case: "service",
+        value: {
+          tenantId: TENANT,
+          image: IMAGE,
+          // $GREETING is the container's variable: the renderer keeps the dollar from compose.
+          command: ["sh", "-c", 'mkdir -p /www && echo "$GREETING" > /www/index.html && exec httpd -f -p 8080 -h /www'],
+          env: { GREETING: "hello from the reconciler" },
+          ports: [{ hostIp: "127.0.0.1", hostPort: webPort, containerPort: 8080 }],
+        },
+      }),
+    });
+    await api().createResource({ resourceType: "service", resource: res("service", "rc-worker", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, resourceLimitsId: "rc-small" } }) });
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "rc-tool", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, placement: { nodeSelector: { env: "dev" } } } }),
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const a of agents) await a.stop();
+    await ctl?.stop();
+    for (const h of [hostA, hostB]) {
+      if (!h) continue;
+      const ids = Object.values(await containers(h).catch(() => ({}))).map((c) => c.id);
+      if (ids.length > 0) await execa("docker", ["rm", "-f", ...ids], { env: { DOCKER_HOST: h }, reject: false });
+    }
+    if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
+  }, 60_000);
+
+  it("places services by label: the prod services on the prod host, the dev-only one on the dev host", async () => {
+    await converged("tenant", TENANT, 90_000);
+    expect(Object.keys(await containers(hostA!)).sort()).toEqual(["rc-web", "rc-worker"]);
+    expect(Object.keys(await containers(hostB!))).toEqual(["rc-tool"]);
+    expect((await (await fetch(`http://127.0.0.1:${webPort}/`)).text()).trim()).toBe("hello from the reconciler");
+    const tenant = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
+    const targets = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.targets : [];
+    expect(targets.map((t) => [t.nodeId, t.serviceIds])).toEqual([
+      ["rc-dev", ["rc-tool"]],
+      ["rc-prod", ["rc-web", "rc-worker"]],
+    ]);
+    expect(targets.every((t) => t.appliedHash === t.desiredHash && t.appliedHash !== "")).toBe(true);
+    const tool = (await api().getResource({ resourceType: "service", id: "rc-tool" })).resource!;
+    expect(tool.convergence).toMatchObject({ status: ConvergenceStatus.CONVERGED, nodeId: "rc-dev" });
+  }, 120_000);
+
+  it("a container stopped behind Skipper's back runs again within one sweep, and drift_detected says why", async () => {
+    const before = await containers(hostA!);
+    const stoppedAt = Date.now();
+    await execa("docker", ["stop", "-t", "1", before["rc-worker"]!.id], { env: { DOCKER_HOST: hostA! } });
+    expect((await containers(hostA!))["rc-worker"]!.state).toBe("exited");
+    await waitFor("rc-worker to run again", async () => ((await containers(hostA!))["rc-worker"]?.state === "running" ? true : undefined), 30_000, 100);
+    expect(Date.now() - stoppedAt).toBeLessThan(SWEEP_MS + 5000);
+    const drift = (await ctl.admin(EventService).listEvents({ type: "drift_detected", tenantId: TENANT })).events;
+    expect(drift.length).toBeGreaterThanOrEqual(1);
+    expect(JSON.stringify(drift.at(-1)!.data)).toContain("rc-worker");
+    expect(drift.at(-1)!.nodeId).toBe("rc-prod");
+    await converged("tenant", TENANT);
+  }, 60_000);
+
+  it("a resource_limits change recreates the services that use it with the new limits, others untouched", async () => {
+    const before = await containers(hostA!);
+    await api().updateResource({ resourceType: "resource_limits", id: "rc-small", desiredState: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.25, memoryBytes: 32n * MiB } }).desiredState });
+    await waitFor("rc-worker to be recreated", async () => {
+      const now = await containers(hostA!);
+      return now["rc-worker"] && now["rc-worker"].id !== before["rc-worker"]!.id && now["rc-worker"].state === "running" ? now : undefined;
+    }, 60_000);
+    const inspect = await execa("docker", ["inspect", "--format", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", (await containers(hostA!))["rc-worker"]!.id], { env: { DOCKER_HOST: hostA! } });
+    expect(inspect.stdout.trim()).toBe(`250000000 ${32n * MiB}`);
+    await converged("tenant", TENANT);
+    expect((await containers(hostA!))["rc-web"]!.id).toBe(before["rc-web"]!.id);
+  }, 90_000);
+
+  it("deleting a service takes its container off the engine; the tombstone stays readable", async () => {
+    await api().deleteResource({ resourceType: "service", id: "rc-tool" });
+    await waitFor("rc-tool's container to go", async () => (Object.keys(await containers(hostB!)).length === 0 ? true : undefined), 60_000);
+    await api().deleteResource({ resourceType: "service", id: "rc-worker" });
+    await waitFor("rc-worker's container to go", async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined), 60_000);
+    expect((await containers(hostA!))["rc-web"]?.state).toBe("running");
+    const tomb = (await api().getResource({ resourceType: "service", id: "rc-tool", includeDeleted: true })).resource!;
+    expect(tomb.deletion?.deletedAt).toBeDefined();
+    await converged("tenant", TENANT);
+    const tenant = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
+    const targets = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.targets : [];
+    expect(targets.map((t) => t.nodeId)).toEqual(["rc-prod"]);
+  }, 120_000);
+});

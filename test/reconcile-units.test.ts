@@ -1,0 +1,234 @@
+// The reconciler's pure parts as fixtures: seed the facts, run one decision, assert the exact
+// actions and verdict. Plus properties of the compose renderer and the snapshot diff.
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { parse } from "yaml";
+import {
+  ConvergenceStatus,
+  NodeLiveness,
+  ProjectObservationSchema,
+  ResourceSchema,
+  ServiceObservationSchema,
+  TargetStatusSchema,
+  type Resource,
+} from "../gen/skipper/v1/resource_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { MAX_FAILURES, planTarget, retryDelayMs, type TargetFacts } from "../controller/reconcile/plan-target.js";
+import { renderProject, type RenderInput } from "../controller/reconcile/render-project.js";
+import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
+import { recordOutcome } from "../controller/reconcile/target-record.js";
+import { livenessOf } from "../controller/reconcile/node-liveness.js";
+import { diffJson } from "../controller/snapshots/build-snapshot.js";
+import { parseLabelSelector, matchesTerms } from "../controller/resources/label-selector.js";
+
+const NOW = new Date("2026-11-23T10:00:00Z");
+const ago = (ms: number) => new Date(NOW.getTime() - ms);
+
+function tenant(spec: Record<string, unknown> = {}): Resource {
+  return create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { nodeSelector: { env: "prod" } }, ...spec } } } as never });
+}
+function service(id: string, spec: Record<string, unknown> = {}): Resource {
+  return create(ResourceSchema, { id, resourceType: "service", desiredState: { kind: { case: "service", value: { tenantId: "shop", image: "busybox:stable", ...spec } } } as never });
+}
+function node(id: string, labels: Record<string, string>): Resource {
+  return create(ResourceSchema, { id, resourceType: "node", desiredState: { kind: { case: "node", value: { labels } } } });
+}
+function limits(id: string, cpus: number): Resource {
+  return create(ResourceSchema, { id, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } } });
+}
+const input = (services: Resource[], extra: Partial<RenderInput> = {}): RenderInput => ({
+  tenant: tenant(),
+  services,
+  networks: new Map(),
+  volumes: new Map(),
+  limits: new Map(),
+  ...extra,
+});
+const rendered = renderProject(input([service("web")]));
+const onlineNode = { liveness: NodeLiveness.ONLINE, disabled: false, lastHeartbeatAt: ago(1000) };
+const facts = (f: Partial<TargetFacts>): TargetFacts => ({ nodeId: "n1", node: onlineNode, now: NOW, ...f });
+const applied = (extra: Record<string, unknown> = {}) =>
+  create(TargetStatusSchema, { nodeId: "n1", appliedHash: rendered.specHash, desiredHash: rendered.specHash, lastWorkOrderId: "o1", finishedAt: timestampFromDate(ago(5000)), projectName: "shop", ...extra });
+const observed = (state: string, specHash = rendered.specHash) =>
+  create(ProjectObservationSchema, { projectName: "shop", tenantId: "shop", specHash, services: [create(ServiceObservationSchema, { service: "web", state })] });
+
+describe("planTarget", () => {
+  it("deploys a desired project that was never applied", () => {
+    const plan = planTarget(facts({ desired: rendered }));
+    expect(plan.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "desired_changed" }]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.ORDER_IN_FLIGHT);
+  });
+
+  it("never issues a second order while one is in flight", () => {
+    const inFlight = create(WorkOrderSchema, { id: "o2", status: WorkOrderStatus.PENDING });
+    const plan = planTarget(facts({ desired: rendered, inFlight }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict).toMatchObject({ status: ConvergenceStatus.ORDER_IN_FLIGHT, workOrderId: "o2" });
+  });
+
+  it("says NODE_OFFLINE while the order waits for an offline node", () => {
+    const plan = planTarget(facts({ desired: rendered, node: { ...onlineNode, liveness: NodeLiveness.OFFLINE } }));
+    expect(plan.actions).toHaveLength(1);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.NODE_OFFLINE);
+  });
+
+  it("does nothing for a disabled node", () => {
+    const plan = planTarget(facts({ desired: rendered, node: { ...onlineNode, disabled: true } }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.NODE_DISABLED);
+  });
+
+  it("is converged when the applied project is observed running", () => {
+    const plan = planTarget(facts({ desired: rendered, record: applied(), observed: observed("running") }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.CONVERGED);
+  });
+
+  it("repairs drift: a stopped service is redeployed and the difference is named", () => {
+    const plan = planTarget(facts({ desired: rendered, record: applied(), observed: observed("not_running") }));
+    expect(plan.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "drift" }]);
+    expect(plan.drift).toEqual(["service web is not_running"]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.DRIFT_DETECTED);
+  });
+
+  it("ignores an observation older than the last finished order", () => {
+    const plan = planTarget(facts({ desired: rendered, record: applied({ finishedAt: timestampFromDate(ago(100)) }), observed: observed("not_running"), node: { ...onlineNode, lastHeartbeatAt: ago(500) } }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.CONVERGED);
+  });
+
+  it("backs off after a failure, retries when due, and gives up after MAX_FAILURES", () => {
+    const failed = (failures: number, retryAt: Date) => create(TargetStatusSchema, { nodeId: "n1", failedHash: rendered.specHash, failures, retryAt: timestampFromDate(retryAt), lastWorkOrderId: "o1", lastResultCode: "COMPOSE_FAILED" });
+    const waiting = planTarget(facts({ desired: rendered, record: failed(1, new Date(NOW.getTime() + 1000)) }));
+    expect(waiting.actions).toEqual([]);
+    expect(waiting.verdict.status).toBe(ConvergenceStatus.RETRY_BACKOFF);
+    const due = planTarget(facts({ desired: rendered, record: failed(1, ago(1)) }));
+    expect(due.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "retry" }]);
+    const dead = planTarget(facts({ desired: rendered, record: failed(MAX_FAILURES, ago(1)) }));
+    expect(dead.actions).toEqual([]);
+    expect(dead.verdict.status).toBe(ConvergenceStatus.ORDER_FAILED);
+    // A new desired state starts over.
+    const other = renderProject(input([service("web", { env: { A: "1" } })]));
+    expect(planTarget(facts({ desired: other, record: failed(MAX_FAILURES, ago(1)) })).actions).toHaveLength(1);
+  });
+
+  it("removes what runs where nothing should, then forgets the target", () => {
+    const plan = planTarget(facts({ record: applied() }));
+    expect(plan.actions).toEqual([{ kind: "remove", nodeId: "n1", projectName: "shop" }]);
+    const gone = planTarget(facts({}));
+    expect(gone).toMatchObject({ actions: [], forget: true });
+  });
+});
+
+describe("recordOutcome", () => {
+  const order = (status: WorkOrderStatus, type = WorkOrderType.DEPLOY_SERVICE) =>
+    create(WorkOrderSchema, { id: "o1", type, status, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h1", composeProject: { projectName: "shop" } }, result: { code: status === WorkOrderStatus.SUCCESS ? "APPLY_OK" : "COMPOSE_FAILED" } });
+  const start = [create(TargetStatusSchema, { nodeId: "n1", lastWorkOrderId: "o1" })];
+
+  it("a success records the applied hash; failures count up with a growing delay", () => {
+    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS), NOW)[0]).toMatchObject({ appliedHash: "h1", failures: 0, lastResultCode: "APPLY_OK" });
+    const once = recordOutcome(start, order(WorkOrderStatus.FAILED), NOW);
+    const twice = recordOutcome(once, order(WorkOrderStatus.FAILED), NOW);
+    expect(twice[0]).toMatchObject({ failedHash: "h1", failures: 2, appliedHash: "" });
+    expect(retryDelayMs(1)).toBe(2000);
+    expect(retryDelayMs(2)).toBe(4000);
+    expect(retryDelayMs(20)).toBe(300_000);
+  });
+
+  it("a successful removal drops the target; a late result of an older order changes nothing", () => {
+    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS, WorkOrderType.REMOVE_SERVICE), NOW)).toEqual([]);
+    const newer = [create(TargetStatusSchema, { nodeId: "n1", lastWorkOrderId: "o2" })];
+    expect(recordOutcome(newer, order(WorkOrderStatus.FAILED), NOW)).toBe(newer);
+  });
+});
+
+describe("renderProject", () => {
+  const services = [
+    service("web", { env: { B: "2", A: "1", PRICE: "$5" }, ports: [{ hostPort: 8080, containerPort: 80, hostIp: "127.0.0.1" }], resourceLimitsId: "small", dependsOn: ["db"] }),
+    service("db", { command: ["postgres", "-c", "x=$y"] }),
+  ];
+  const extra = { limits: new Map([["small", limits("small", 0.5)]]) };
+
+  it("gives the same bytes and hash whatever order the resources and map entries come in", () => {
+    const a = renderProject(input(services, extra));
+    const shuffled = [services[1]!, create(ResourceSchema, services[0]!)];
+    const s0 = shuffled[1]!.desiredState!.kind.value as { env: Record<string, string> };
+    s0.env = { PRICE: "$5", A: "1", B: "2" };
+    const b = renderProject(input(shuffled, extra));
+    expect(b.project.composeFile).toBe(a.project.composeFile);
+    expect(b.specHash).toBe(a.specHash);
+    expect(renderProject(input(services, extra)).specHash).toBe(a.specHash);
+  });
+
+  it("renders services with limits, ports, dependencies, labels and literal dollars", () => {
+    const doc = parse(renderProject(input(services, extra)).project.composeFile);
+    expect(doc.services.web).toMatchObject({
+      image: "busybox:stable",
+      environment: { A: "1", B: "2", PRICE: "$$5" },
+      ports: ["127.0.0.1:8080:80/tcp"],
+      cpus: 0.5,
+      mem_limit: 64 * 1024 * 1024,
+      depends_on: ["db"],
+      restart: "unless-stopped",
+      labels: { "dev.skipper.service-id": "web", "dev.skipper.tenant-id": "shop" },
+    });
+    expect(doc.services.db.command).toEqual(["postgres", "-c", "x=$$y"]);
+  });
+
+  it("a changed field changes the hash; a tenant's own compose file is used as it is", () => {
+    const a = renderProject(input(services, extra));
+    const b = renderProject(input(services, { limits: new Map([["small", limits("small", 0.25)]]) }));
+    expect(b.specHash).not.toBe(a.specHash);
+    const own = renderProject(input([], { tenant: tenant({ compose: { composeFile: "services: {}\n", env: { X: "1" } } }) }));
+    expect(own.project).toMatchObject({ composeFile: "services: {}\n", env: { X: "1" }, projectName: "shop" });
+  });
+});
+
+describe("desiredForTenant", () => {
+  const nodes = [node("p1", { env: "prod" }), node("p2", { env: "prod" }), node("d1", { env: "dev" })];
+  const world = (services: Resource[]) => ({ tenant: tenant(), services, networks: new Map(), volumes: new Map(), limits: new Map(), nodes });
+
+  it("a selector matching several nodes deploys to each; a service's own placement wins", () => {
+    const d = desiredForTenant(world([service("web"), service("tool", { placement: { targetNodeId: "d1" } })]));
+    expect([...d.targets.keys()].sort()).toEqual(["d1", "p1", "p2"]);
+    expect(d.targets.get("d1")!.serviceIds).toEqual(["tool"]);
+    expect(d.targets.get("p1")!.serviceIds).toEqual(["web"]);
+  });
+
+  it("names what blocks: a missing reference, or no matching node", () => {
+    const d = desiredForTenant(world([service("web", { resourceLimitsId: "gone" }), service("lost", { placement: { nodeSelector: { env: "qa" } } })]));
+    expect(d.services.get("web")!.blocker?.status).toBe(ConvergenceStatus.REFERENCE_MISSING);
+    expect(d.services.get("lost")!.blocker?.status).toBe(ConvergenceStatus.NO_MATCHING_NODE);
+    expect(d.targets.size).toBe(0);
+  });
+
+  it("a deleted tenant wants nothing anywhere", () => {
+    expect(desiredForTenant({ ...world([service("web")]), tenant: undefined }).targets.size).toBe(0);
+  });
+});
+
+describe("small pure pieces", () => {
+  it("liveness: online, degraded after 3 missed intervals, offline after 6", () => {
+    expect(livenessOf(undefined, 1000, NOW)).toBe(NodeLiveness.UNSPECIFIED);
+    expect(livenessOf(ago(2500), 1000, NOW)).toBe(NodeLiveness.ONLINE);
+    expect(livenessOf(ago(3500), 1000, NOW)).toBe(NodeLiveness.DEGRADED);
+    expect(livenessOf(ago(6500), 1000, NOW)).toBe(NodeLiveness.OFFLINE);
+    expect(livenessOf(ago(20_000), 0, NOW)).toBe(NodeLiveness.DEGRADED);
+  });
+
+  it("a diff of a state with itself is empty, whatever the state", () => {
+    for (const r of [tenant(), service("web", { env: { A: "1" }, ports: [{ hostPort: 1 }] }), limits("l", 2)]) {
+      const json = JSON.parse(JSON.stringify(r.desiredState, (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
+      expect(diffJson(json, structuredClone(json), "")).toEqual([]);
+    }
+    expect(diffJson({ a: { b: 1 } }, { a: { b: 2 } }, "")).toEqual([["a.b", 1, 2]]);
+  });
+
+  it("label selectors parse and match", () => {
+    const terms = parseLabelSelector("env=prod, region!=us ,tier");
+    expect(matchesTerms({ env: "prod", tier: "web" }, terms)).toBe(true);
+    expect(matchesTerms({ env: "prod", tier: "web", region: "us" }, terms)).toBe(false);
+    expect(() => parseLabelSelector("=x")).toThrow();
+  });
+});
