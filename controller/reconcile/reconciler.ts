@@ -86,6 +86,8 @@ export class Reconciler {
   private scheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  // Per tenant: a wake-up for the earliest retry a pass scheduled (the result says when to look again).
+  private readonly wakeups = new Map<string, { at: number; timer: NodeJS.Timeout }>();
 
   constructor(private readonly deps: ReconcilerDeps) {}
 
@@ -101,6 +103,8 @@ export class Reconciler {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    for (const w of this.wakeups.values()) clearTimeout(w.timer);
+    this.wakeups.clear();
     await this.draining;
   }
 
@@ -227,9 +231,23 @@ export class Reconciler {
     }
     // Records of nodes outside this pass (opts.nodeId) stay as they were.
     for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
+    const retryAt = Math.min(...[...verdicts.values()].map((v) => v.retryAt?.getTime() ?? Infinity));
+    if (Number.isFinite(retryAt)) this.wakeAt(tenantId, retryAt, now);
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     return { desire, orders, verdicts };
+  }
+
+  private wakeAt(tenantId: string, at: number, now: Date): void {
+    const prev = this.wakeups.get(tenantId);
+    if (this.stopped || (prev && prev.at <= at)) return;
+    if (prev) clearTimeout(prev.timer);
+    const timer = setTimeout(() => {
+      this.wakeups.delete(tenantId);
+      this.enqueue(tenantId);
+    }, Math.max(0, at - now.getTime()) + 5);
+    timer.unref();
+    this.wakeups.set(tenantId, { at, timer });
   }
 
   // A pending order for an older desired state is replaced rather than waited for (a burst of

@@ -18,6 +18,7 @@ import { applyMask, planMask } from "../resources/field-mask.js";
 import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "../resources/references.js";
 import { recordEvents, type EventInput } from "../events/event-recorder.js";
 import type { CallInfo } from "../context.js";
+import { explainResource } from "../reconcile/explain.js";
 import type { ServiceDeps } from "./deps.js";
 
 // Kinds an admin creates through this service; nodes come from RegisterNode, deployments from
@@ -176,6 +177,15 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
         deps.onResourceChanged?.(updated);
       }
       return { meta: responseMeta(ctx), resource: updated };
+    },
+
+    async explainResource(req, ctx) {
+      const type = checkResourceType(req.resourceType);
+      const id = checkId(req.id, "id");
+      const resource = await store.getResource(type, id, { includeDeleted: true });
+      if (!resource) throw notFound(type, id);
+      const why = await explainResource(store, resource);
+      return { meta: responseMeta(ctx), resource, ...why };
     },
 
     async deleteResource(req, ctx) {

@@ -1,9 +1,10 @@
-// Snapshots: a point-in-time copy of resources plus, per deployable resource, a field-level diff
-// of desired_state against last_applied_state. Pure; secrets are redacted before anything leaves.
+// Snapshots: a point-in-time copy of resources plus, per resource, a field-level diff of
+// desired_state against last_applied_state (deployable kinds) and of desired against what was
+// last observed to run (every kind). Pure; secrets are redacted before anything leaves.
 import { create, toJson, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ResourceSchema, ResourceSpecSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { SnapshotSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
+import { SnapshotSchema, StateDiffSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
 import { redact } from "../logging/redact.js";
 import { SCHEMA_VERSION } from "../context.js";
 
@@ -32,8 +33,41 @@ export function buildSnapshot(input: SnapshotInput): Snapshot {
     requestId: input.requestId,
     correlationId: input.correlationId,
     resources: input.resources.map(redactResource),
-    diffs: input.resources.filter((r) => DEPLOYABLE.has(r.resourceType)).map(diffResource),
+    diffs: input.resources.map((r) => {
+      const d = DEPLOYABLE.has(r.resourceType) ? diffResource(r) : create(ResourceDiffSchema, { resourceType: r.resourceType, resourceId: r.id, inSync: true });
+      d.currentChanges = currentDiff(r).map(([path, desired, current]) =>
+        create(StateDiffSchema, { path, desired: fromJson(ValueSchema, desired), current: fromJson(ValueSchema, current) }),
+      );
+      d.convergence = r.convergence;
+      return d;
+    }),
   });
+}
+
+/** Where what was last observed differs from what is desired: [path, desired, current]. */
+export function currentDiff(r: Resource): [string, JsonValue, JsonValue][] {
+  const out: [string, JsonValue, JsonValue][] = [];
+  const st = r.currentState?.kind;
+  const spec = r.desiredState?.kind;
+  if (r.deletion) return out;
+  if (st?.case === "tenant") {
+    for (const t of st.value.targets) {
+      if (t.desiredHash !== t.appliedHash) out.push([`targets.${t.nodeId}.spec_hash`, t.desiredHash || null, t.appliedHash || null]);
+    }
+  } else if (spec?.case === "service" && st?.case === "service") {
+    for (const c of st.value.containers) {
+      if (c.state !== "running") out.push([`containers.${c.name}.state`, "running", c.state]);
+      if (spec.value.image !== "" && c.image !== "" && c.image !== spec.value.image) out.push([`containers.${c.name}.image`, spec.value.image, c.image]);
+    }
+    if (st.value.containers.length === 0 && st.value.state !== "") out.push(["state", "running", st.value.state]);
+  } else if (spec?.case === "node" && st?.case === "node") {
+    const liveness = ["unknown", "online", "degraded", "offline"][st.value.liveness] ?? "unknown";
+    if (!spec.value.disabled && liveness !== "online") out.push(["liveness", "online", liveness]);
+  } else if (r.resourceType === "deployment" && st?.case === "deployment") {
+    const phase = ["unspecified", "pending", "running", "succeeded", "failed"][st.value.phase] ?? "unspecified";
+    if (phase !== "succeeded") out.push(["phase", "succeeded", phase]);
+  }
+  return out;
 }
 
 /** Field-level diff of a resource's desired_state against its last_applied_state. */

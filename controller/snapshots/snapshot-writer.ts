@@ -74,11 +74,28 @@ export class SnapshotWriter {
         pageToken = page.nextPageToken;
       } while (pageToken !== "");
     }
+    if (tenantId !== undefined) out.push(...(await this.tenantContext(out)));
     const current = await Promise.all(
       out.map((r) => (r.currentState?.kind.case === "tenant" && r.currentState.kind.value.deploymentId !== "" ? this.store.getResource("deployment", r.currentState.kind.value.deploymentId) : undefined)),
     );
     for (const d of current) if (d) out.push(d);
     return out;
+  }
+
+  // A tenant's snapshot also shows the limits its services use and the nodes it runs on.
+  private async tenantContext(own: Resource[]): Promise<Resource[]> {
+    const limits = new Set<string>();
+    const nodes = new Set<string>();
+    for (const r of own) {
+      const k = r.desiredState?.kind;
+      if (k?.case === "service" && k.value.resourceLimitsId !== "") limits.add(k.value.resourceLimitsId);
+      if (r.currentState?.kind.case === "tenant") r.currentState.kind.value.targets.forEach((t) => nodes.add(t.nodeId));
+    }
+    const found = await Promise.all([
+      ...[...limits].sort().map((id) => this.store.getResource("resource_limits", id)),
+      ...[...nodes].sort().map((id) => this.store.getResource("node", id)),
+    ]);
+    return found.filter((r): r is Resource => r !== undefined);
   }
 
   private async write(scope: "system" | "tenant", resources: Resource[], trace: SnapshotTrace, tenantId?: string): Promise<void> {

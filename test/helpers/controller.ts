@@ -25,7 +25,9 @@ export interface TestController {
 }
 
 /** Starts a controller; `dataDir` may be reused to test restarts. */
-export async function startController(opts: { tls?: boolean; dataDir?: string; logToFile?: boolean } = {}): Promise<TestController> {
+export async function startController(
+  opts: { tls?: boolean; dataDir?: string; logToFile?: boolean; reconcileIntervalMs?: number; livenessCheckMs?: number } = {},
+): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
   const { logger, close: closeLog } = createLogger({
     service: "skipper-controller",
@@ -33,7 +35,7 @@ export async function startController(opts: { tls?: boolean; dataDir?: string; l
     stdout: false,
     level: "debug",
   });
-  const controller = await build({ dataDir, logger, adminToken: ADMIN_TOKEN });
+  const controller = await build({ dataDir, logger, adminToken: ADMIN_TOKEN, reconcileIntervalMs: opts.reconcileIntervalMs, livenessCheckMs: opts.livenessCheckMs });
   let tls: { cert: string; key: string } | undefined;
   let ca: string | undefined;
   if (opts.tls !== false) {

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Resource } from "./resource_pb.js";
+import type { Convergence, Resource } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/snapshot.proto.
  */
 export const file_skipper_v1_snapshot: GenFile = /*@__PURE__*/
-  fileDesc("Chlza2lwcGVyL3YxL3NuYXBzaG90LnByb3RvEgpza2lwcGVyLnYxInAKCUZpZWxkRGlmZhIMCgRwYXRoGAEgASgJEicKB2Rlc2lyZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSLAoMbGFzdF9hcHBsaWVkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlInMKDFJlc291cmNlRGlmZhIVCg1yZXNvdXJjZV90eXBlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEg8KB2luX3N5bmMYAyABKAgSJgoHY2hhbmdlcxgEIAMoCzIVLnNraXBwZXIudjEuRmllbGREaWZmIocCCghTbmFwc2hvdBITCgtzbmFwc2hvdF9pZBgBIAEoCRINCgVzY29wZRgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSFgoOc2NoZW1hX3ZlcnNpb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVxdWVzdF9pZBgGIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgHIAEoCRInCglyZXNvdXJjZXMYCCADKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEicKBWRpZmZzGAkgAygLMhguc2tpcHBlci52MS5SZXNvdXJjZURpZmZiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
+  fileDesc("Chlza2lwcGVyL3YxL3NuYXBzaG90LnByb3RvEgpza2lwcGVyLnYxInAKCUZpZWxkRGlmZhIMCgRwYXRoGAEgASgJEicKB2Rlc2lyZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSLAoMbGFzdF9hcHBsaWVkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlImsKCVN0YXRlRGlmZhIMCgRwYXRoGAEgASgJEicKB2Rlc2lyZWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJwoHY3VycmVudBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSLRAQoMUmVzb3VyY2VEaWZmEhUKDXJlc291cmNlX3R5cGUYASABKAkSEwoLcmVzb3VyY2VfaWQYAiABKAkSDwoHaW5fc3luYxgDIAEoCBImCgdjaGFuZ2VzGAQgAygLMhUuc2tpcHBlci52MS5GaWVsZERpZmYSLgoPY3VycmVudF9jaGFuZ2VzGAUgAygLMhUuc2tpcHBlci52MS5TdGF0ZURpZmYSLAoLY29udmVyZ2VuY2UYBiABKAsyFy5za2lwcGVyLnYxLkNvbnZlcmdlbmNlIocCCghTbmFwc2hvdBITCgtzbmFwc2hvdF9pZBgBIAEoCRINCgVzY29wZRgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSFgoOc2NoZW1hX3ZlcnNpb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVxdWVzdF9pZBgGIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgHIAEoCRInCglyZXNvdXJjZXMYCCADKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEicKBWRpZmZzGAkgAygLMhguc2tpcHBlci52MS5SZXNvdXJjZURpZmZiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
 
 /**
  * FieldDiff is one field whose desired value differs from the last applied value.
@@ -48,7 +48,39 @@ export const FieldDiffSchema: GenMessage<FieldDiff> = /*@__PURE__*/
   messageDesc(file_skipper_v1_snapshot, 0);
 
 /**
- * ResourceDiff compares a resource's desired_state with its last_applied_state.
+ * StateDiff is one way what runs differs from what is desired.
+ *
+ * @generated from message skipper.v1.StateDiff
+ */
+export type StateDiff = Message<"skipper.v1.StateDiff"> & {
+  /**
+   * Dotted path naming what differs, e.g. "targets.host-1.spec_hash" or "containers.web-1.state".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: google.protobuf.Value desired = 2;
+   */
+  desired?: Value | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Value current = 3;
+   */
+  current?: Value | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.StateDiff.
+ * Use `create(StateDiffSchema)` to create a new message.
+ */
+export const StateDiffSchema: GenMessage<StateDiff> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_snapshot, 1);
+
+/**
+ * ResourceDiff compares a resource's desired_state with its last_applied_state (changes) and
+ * with what was last observed to run (current_changes).
  *
  * @generated from message skipper.v1.ResourceDiff
  */
@@ -74,6 +106,20 @@ export type ResourceDiff = Message<"skipper.v1.ResourceDiff"> & {
    * @generated from field: repeated skipper.v1.FieldDiff changes = 4;
    */
   changes: FieldDiff[];
+
+  /**
+   * Desired against observed: empty when what runs matches.
+   *
+   * @generated from field: repeated skipper.v1.StateDiff current_changes = 5;
+   */
+  currentChanges: StateDiff[];
+
+  /**
+   * The reconciler's verdict at the time of the snapshot.
+   *
+   * @generated from field: skipper.v1.Convergence convergence = 6;
+   */
+  convergence?: Convergence | undefined;
 };
 
 /**
@@ -81,7 +127,7 @@ export type ResourceDiff = Message<"skipper.v1.ResourceDiff"> & {
  * Use `create(ResourceDiffSchema)` to create a new message.
  */
 export const ResourceDiffSchema: GenMessage<ResourceDiff> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_snapshot, 1);
+  messageDesc(file_skipper_v1_snapshot, 2);
 
 /**
  * Snapshot is a point-in-time copy of resources with their diffs. Secrets are redacted.
@@ -144,5 +190,5 @@ export type Snapshot = Message<"skipper.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_snapshot, 2);
+  messageDesc(file_skipper_v1_snapshot, 3);
 

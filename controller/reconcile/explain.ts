@@ -1,0 +1,139 @@
+// ExplainResource: "why isn't this converged?" as a causal chain, oldest first: the desired
+// state at its revision, the work orders issued for it (with claim and result), what the node
+// last observed, and the verdict, plus the events that tie them together. Read-only.
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { ConvergenceSchema, ConvergenceStatus, type Convergence, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ExplainStepKind, ExplainStepSchema, type ExplainStep } from "../../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
+import type { Store } from "../store/store.js";
+import { tenantOf } from "../resources/resource-rules.js";
+import { dependentsOf } from "../resources/references.js";
+import type { ResourceType } from "../ids.js";
+
+const ORDERS_PER_TARGET = 3;
+const MAX_EVENTS = 100;
+
+export interface Explanation {
+  convergence: Convergence;
+  steps: ExplainStep[];
+  workOrders: WorkOrder[];
+  events: Event[];
+}
+
+/** Builds the chain behind a resource's convergence status. */
+export async function explainResource(store: Store, r: Resource): Promise<Explanation> {
+  const steps: ExplainStep[] = [];
+  type StepExtra = { nodeId?: string; workOrderId?: string; resourceVersion?: string; code?: string };
+  const step = (kind: ExplainStepKind, at: Timestamp | undefined, summary: string, extra: StepExtra = {}) =>
+    steps.push(create(ExplainStepSchema, { kind, at, summary, ...extra }));
+  step(ExplainStepKind.DESIRED, r.updatedAt, r.deletion ? `deleted (revision ${r.metadata?.resourceVersion ?? ""})` : `desired state at revision ${r.metadata?.resourceVersion ?? ""}`, {
+    resourceVersion: r.metadata?.resourceVersion ?? "",
+  });
+
+  const tenantId = r.resourceType === "tenant" ? r.id : (tenantOf(r) ?? "");
+  const tenant = tenantId ? await store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
+  const targets = tenant?.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.targets : [];
+  const nodeIds =
+    r.resourceType === "service"
+      ? targets.filter((t) => t.serviceIds.includes(r.id)).map((t) => t.nodeId)
+      : r.resourceType === "node"
+        ? [r.id]
+        : r.resourceType === "deployment" && r.desiredState?.kind.case === "deployment"
+          ? [r.desiredState.kind.value.nodeId]
+          : targets.map((t) => t.nodeId);
+
+  const orders: WorkOrder[] = [];
+  for (const nodeId of nodeIds) {
+    const page = await store.listWorkOrders({ nodeId, tenantId: tenantId || undefined, pageSize: 1000 });
+    const newest = page.items.slice(-ORDERS_PER_TARGET);
+    orders.push(...newest);
+  }
+  orders.sort((a, b) => time(a.createdAt) - time(b.createdAt));
+  for (const o of orders) {
+    const type = o.type === WorkOrderType.REMOVE_SERVICE ? "remove_service" : "deploy_service";
+    const reason = o.metadata?.annotations.reason ?? "";
+    step(ExplainStepKind.WORK_ORDER, o.createdAt, `${type} order for node ${o.target?.nodeId ?? ""}${reason ? ` (${reason})` : ""}, spec ${(o.desiredState?.specHash ?? "").slice(0, 12)}`, {
+      nodeId: o.target?.nodeId ?? "",
+      workOrderId: o.id,
+    });
+    if (o.claim) step(ExplainStepKind.CLAIM, o.claim.claimedAt, `claimed by node ${o.claim.nodeId}`, { nodeId: o.claim.nodeId, workOrderId: o.id });
+    if (o.result) step(ExplainStepKind.RESULT, o.finishedAt, `${o.result.code}: ${o.result.message}`, { nodeId: o.target?.nodeId ?? "", workOrderId: o.id, code: o.result.code });
+  }
+
+  for (const nodeId of nodeIds) {
+    const node = await store.getResource("node", nodeId, { includeDeleted: true });
+    const st = node?.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+    if (!st) {
+      step(ExplainStepKind.OBSERVED, undefined, `node ${nodeId} has not reported yet`, { nodeId, code: "NOT_REPORTED" });
+      continue;
+    }
+    const project = tenantId ? st.projects.find((p) => (p.tenantId || p.projectName) === tenantId) : undefined;
+    const services = project?.services.filter((s) => r.resourceType !== "service" || s.service === serviceName(r)) ?? [];
+    const summary = project
+      ? `node ${nodeId} runs spec ${project.specHash.slice(0, 12)}: ${services.map((s) => `${s.service} ${s.state}`).join(", ") || "no services"}`
+      : tenantId
+        ? `node ${nodeId} reports no project for ${tenantId}`
+        : `node ${nodeId} last heartbeat`;
+    step(ExplainStepKind.OBSERVED, st.lastHeartbeatAt, summary, { nodeId, code: livenessName(st.liveness) });
+  }
+
+  const convergence = r.convergence ?? (await derivedConvergence(store, r));
+  step(ExplainStepKind.VERDICT, convergence.checkedAt, `${ConvergenceStatus[convergence.status] ?? "UNKNOWN"}: ${convergence.message}`, {
+    nodeId: convergence.nodeId,
+    workOrderId: convergence.workOrderId,
+    code: ConvergenceStatus[convergence.status] ?? "",
+  });
+
+  const events = await linkedEvents(store, r, tenantId, orders);
+  return { convergence, steps, workOrders: [...orders].reverse(), events };
+}
+
+// Resources the reconciler does not track themselves (limits, networks, volumes, nodes) are as
+// converged as the services that use them.
+async function derivedConvergence(store: Store, r: Resource): Promise<Convergence> {
+  if (r.resourceType === "node") {
+    const st = r.currentState?.kind.case === "node" ? r.currentState.kind.value : undefined;
+    const offline = st?.liveness === 3;
+    return create(ConvergenceSchema, {
+      status: offline ? ConvergenceStatus.NODE_OFFLINE : ConvergenceStatus.CONVERGED,
+      message: st ? `node is ${livenessName(st.liveness).toLowerCase()}` : "node has never sent a heartbeat",
+      nodeId: r.id,
+      checkedAt: st?.livenessChangedAt,
+    });
+  }
+  const users = (await dependentsOf(store, r.resourceType as ResourceType, r.id)).filter((d) => d.resourceType === "service");
+  const blocked = users.find((u) => u.convergence && u.convergence.status !== ConvergenceStatus.CONVERGED);
+  if (blocked) {
+    const c = blocked.convergence!;
+    return create(ConvergenceSchema, { status: c.status, nodeId: c.nodeId, workOrderId: c.workOrderId, checkedAt: c.checkedAt, message: `used by service ${blocked.id}: ${c.message}` });
+  }
+  return create(ConvergenceSchema, {
+    status: ConvergenceStatus.CONVERGED,
+    message: users.length > 0 ? `enforced through ${users.map((u) => `service ${u.id}`).join(", ")}, all converged` : "nothing uses it",
+    checkedAt: timestampFromDate(new Date()),
+  });
+}
+
+async function linkedEvents(store: Store, r: Resource, tenantId: string, orders: WorkOrder[]): Promise<Event[]> {
+  const seen = new Map<string, Event>();
+  const add = (es: Event[]) => es.forEach((e) => seen.set(e.id, e));
+  add((await store.listEvents({ resourceId: r.id, pageSize: 1000 })).items.slice(-MAX_EVENTS));
+  if (tenantId && tenantId !== r.id) add((await store.listEvents({ resourceId: tenantId, type: "drift_detected", pageSize: 1000 })).items.slice(-10));
+  for (const o of orders) add((await store.listEvents({ workOrderId: o.id, pageSize: 100 })).items);
+  return [...seen.values()].sort((a, b) => time(a.timestamp) - time(b.timestamp)).slice(-MAX_EVENTS);
+}
+
+function serviceName(r: Resource): string {
+  const v = r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.composeService : "";
+  return v || r.id;
+}
+
+function livenessName(l: number): string {
+  return ["UNKNOWN", "ONLINE", "DEGRADED", "OFFLINE"][l] ?? "UNKNOWN";
+}
+
+function time(t: Timestamp | undefined): number {
+  return t ? timestampDate(t).getTime() : 0;
+}
