@@ -99,6 +99,7 @@ describe("references", () => {
     await put(tenant("cyc"));
     await put(service("cyc-a", "cyc"));
     await put(service("cyc-b", "cyc", { dependsOn: ["cyc-a"] }));
+    await tc.controller.reconciler.idle();
     const a = (await api().getResource({ resourceType: "service", id: "cyc-a" })).resource!;
     const err = await rpcError(
       api().updateResource({
