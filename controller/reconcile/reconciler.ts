@@ -29,7 +29,7 @@ import { tenantOf } from "../resources/resource-rules.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { planDeployment, planRemoval } from "./plan-deployment.js";
-import { loadWorld, type World } from "./world.js";
+import { loadTenantWorld, loadWorld, type World } from "./world.js";
 
 export interface ReconcilerDeps {
   store: Store;
@@ -157,8 +157,9 @@ export class Reconciler {
       this.all = false;
       this.queue.clear();
       try {
-        const world = await loadWorld(this.deps.store);
-        const tenants = sweep ? world.tenantIds() : ids;
+        // A sweep reads the world once; a change reads only what its tenant's pass needs.
+        const world = sweep ? await loadWorld(this.deps.store) : undefined;
+        const tenants = world ? world.tenantIds() : ids;
         for (const id of tenants) {
           try {
             await this.reconcileTenant(id, {}, world);
@@ -175,8 +176,8 @@ export class Reconciler {
   /** One pass for one tenant (serialised per tenant); `world` is re-read when not given. */
   async reconcileTenant(tenantId: string, opts: PassOptions = {}, given?: World): Promise<PassResult> {
     return this.deps.locks.run(`reconcile:${tenantId}`, async () => {
-      const world = given ?? (await loadWorld(this.deps.store));
-      await world.refreshInFlight(this.deps.store, tenantId);
+      const world = given ?? (await loadTenantWorld(this.deps.store, tenantId));
+      if (given) await world.refreshInFlight(this.deps.store, tenantId);
       return this.pass(tenantId, opts, world);
     });
   }
@@ -327,19 +328,20 @@ export class Reconciler {
   }
 
   private async writeServices(world: World, tenantId: string, desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: { requestId: string; correlationId: string }): Promise<void> {
-    for (const svc of world.servicesOf(tenantId)) {
+    // Different records: written in parallel, so their fsyncs share the store's group commit.
+    await Promise.all(world.servicesOf(tenantId).map(async (svc) => {
       const placed = desire.services.get(svc.id);
       const verdict = placed?.blocker
         ? { status: placed.blocker.status, message: placed.blocker.message }
         : worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? { status: ConvergenceStatus.PENDING, message: "not reconciled yet" };
       const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
-      if (svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) continue;
+      if (svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
       const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
         if (!cur.deletion) cur.convergence = conv;
         return cur;
       });
       if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
-    }
+    }));
   }
 
   private async convergenceEvent(r: Resource, c: Convergence, trace: { requestId: string; correlationId: string }): Promise<void> {
