@@ -4,9 +4,9 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { MetadataSchema, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 
-export function benchTenant(w: number): Resource {
+export function benchTenant(w: number, k?: number): Resource {
   return create(ResourceSchema, {
-    id: `bench-tenant-${w}`,
+    id: k === undefined ? `bench-tenant-${w}` : `bench-tenant-${w}-${k}`,
     resourceType: "tenant",
     desiredState: {
       kind: {

@@ -5,7 +5,10 @@
 // default logging) exactly as `npm start` runs it; this process drives it with N concurrent
 // clients, each on its own HTTP/2 connection through the generated Connect client. Measured:
 //
-//   apply          DeploymentService.Apply: deployment + work order + events, all durable
+//   apply          DeploymentService.Apply of a converged tenant (a forced redeploy): a reconcile
+//                  pass that writes deployment + work order + events, all durable. Each client
+//                  works through its own pool of converged tenants (one apply each: a second
+//                  apply would return the order already in flight), prepared before the phase
 //   claim+result   GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult (one finished order)
 //   read           ResourceService.GetResource of a tenant
 //
@@ -14,7 +17,8 @@
 //   atomic write   open, write 1 KiB, fsync, close, rename, fsync directory (serial and N-way)
 //   echo           a bare Connect HealthService.Check on the same TLS setup (bench/echo-server.ts)
 //
-// Options: --duration <s> per phase (default 10), --concurrency <n> (default 16),
+// Options: --duration <s> per phase (default 10), --concurrency <n> (default 16), --pool <n>
+//          converged tenants per client for the apply phase (default 500),
 //          --dir <path> where data goes (default a temp dir on the repository's disk),
 //          --cpu-prof <dir> writes a V8 CPU profile of the controller there,
 //          --phases apply,claim,read picks the controller phases.
@@ -48,6 +52,8 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     // Controller phases to run, comma-separated (claim uses the orders apply created).
     phases: { type: "string", default: "apply,claim,read" },
+    // Converged tenants prepared per client for the apply phase (one apply each).
+    pool: { type: "string", default: "500" },
   },
 });
 const durationMs = Number(values.duration) * 1000;
@@ -211,35 +217,62 @@ try {
   const ctlCpu = cpuSeconds(ctl.child.pid!);
   const admin = { "x-admin-token": ADMIN };
 
-  // One node and one tenant per client, so clients measure the store, not one tenant's lock.
+  // One node per client, and per client a pool of tenants on it, so clients measure the store,
+  // not one tenant's lock. Each new tenant gets its first order from the reconciler; the clients
+  // play the agents and finish those, so every pool tenant starts the phase converged.
   const setup = clientFor(NodeService, ctl.url, ca, admin);
-  const resources = clientFor(ResourceService, ctl.url, ca, admin);
   const tokens: string[] = [];
-  for (let w = 0; w < concurrency; w++) {
-    const reg = await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` });
-    tokens.push(reg.token);
-    await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
-  }
-
-  const deploys = Array.from({ length: concurrency }, () => clientFor(DeploymentService, ctl.url, ca, admin));
-  if (phases.has("apply")) results.push(await closedLoop("apply", concurrency, durationMs, async (w) => void (await deploys[w]!.apply({ tenantId: `bench-tenant-${w}` })), ctlCpu));
-
+  for (let w = 0; w < concurrency; w++) tokens.push((await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` })).token);
   const nodes = tokens.map((t) => clientFor(NodeService, ctl.url, ca, { authorization: `Bearer ${t}` }));
   const orders = tokens.map((t) => clientFor(WorkOrderService, ctl.url, ca, { authorization: `Bearer ${t}` }));
+  const finishOne = async (w: number): Promise<boolean> => {
+    const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
+    if (!next.workOrder) return false;
+    await orders[w]!.claimWorkOrder({ id: next.workOrder.id });
+    await orders[w]!.reportWorkOrderResult({ id: next.workOrder.id, result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } } });
+    return true;
+  };
+  const pool = phases.has("apply") ? Number(values.pool) : 0;
+  const setupStart = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      const resources = clientFor(ResourceService, ctl.url, ca, admin);
+      await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
+      for (let k = 0; k < pool; k++) await resources.createResource({ resourceType: "tenant", resource: benchTenant(w, k) });
+      // The reconciler issues the first orders right after each create; wait for them all.
+      while ((await nodes[w]!.heartbeat({ nodeId: `bench-node-${w}` })).pendingWorkOrders < pool + 1) await new Promise((r) => setTimeout(r, 50));
+      while (await finishOne(w));
+    }),
+  );
+  console.error(`setup: ${concurrency} nodes, ${concurrency * (pool + 1)} converged tenants in ${((performance.now() - setupStart) / 1000).toFixed(1)} s`);
+
+  const deploys = Array.from({ length: concurrency }, () => clientFor(DeploymentService, ctl.url, ca, admin));
+  const nextTenant = Array.from({ length: concurrency }, () => 0);
+  if (phases.has("apply")) {
+    results.push(
+      await closedLoop(
+        "apply",
+        concurrency,
+        durationMs,
+        async (w) => {
+          const k = nextTenant[w]!++;
+          if (k >= pool) return false; // pool used up: this client stops (raise --pool)
+          const res = await deploys[w]!.apply({ tenantId: `bench-tenant-${w}-${k}` });
+          if (!res.workOrder) throw new Error("apply returned no work order");
+        },
+        ctlCpu,
+      ),
+    );
+    const used = nextTenant.reduce((a, b) => a + Math.min(b, pool), 0);
+    if (nextTenant.some((n) => n > pool)) console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
+  }
+
   if (phases.has("claim")) results.push(
     await closedLoop(
       "claim+result",
       concurrency,
       durationMs,
-      async (w) => {
-        const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
-        if (!next.workOrder) return false;
-        await orders[w]!.claimWorkOrder({ id: next.workOrder.id });
-        await orders[w]!.reportWorkOrderResult({
-          id: next.workOrder.id,
-          result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } },
-        });
-      },
+      async (w) => finishOne(w),
       ctlCpu,
     ),
   );

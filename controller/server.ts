@@ -168,6 +168,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     close: async () => {
       await liveness.stop();
       await reconciler.stop();
+      await snapshots.flush();
       await store.close();
     },
   };

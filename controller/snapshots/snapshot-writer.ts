@@ -1,7 +1,7 @@
 // Writes snapshots when deployments finish. A tenant's snapshot is written for each finished
-// order of that tenant. The system snapshot covers the whole fleet, so concurrent finishes share
-// writes: a caller waits for a write that starts after its call (so the snapshot includes its
-// change), and all callers that arrive while one write runs are served by the single next write.
+// order of that tenant. The system snapshot covers the whole fleet, so its cost grows with the
+// fleet: it is written at most every few seconds, and one trailing write covers every change that
+// arrived in between (a busy fleet gets a fresh system snapshot every interval, not per order).
 import { v4 as uuidv4 } from "uuid";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
@@ -18,15 +18,22 @@ export interface SnapshotTrace {
 
 export class SnapshotWriter {
   private running: Promise<void> | undefined;
-  private queued: Promise<void> | undefined;
-  private queuedTrace: SnapshotTrace | undefined;
+  private lastSystemAt = 0;
+  private trailing: NodeJS.Timeout | undefined;
+  private trailingTrace: SnapshotTrace | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
+    /** The system snapshot covers the whole fleet: written at most this often. */
+    private readonly systemEveryMs = 5000,
   ) {}
 
-  /** Writes the tenant's snapshot (when tenantId is set) and a system snapshot that includes this call's changes. */
+  /**
+   * Writes the tenant's snapshot (when tenantId is set), and the system snapshot: at once when
+   * none was written within systemEveryMs (the caller waits for it), else once at the end of the
+   * interval for every change that arrived meanwhile.
+   */
   async afterChange(tenantId: string, trace: SnapshotTrace): Promise<void> {
     const system = this.system(trace);
     if (tenantId !== "") {
@@ -35,23 +42,39 @@ export class SnapshotWriter {
     await system;
   }
 
+  /** Writes a system snapshot still owed to changes (on shutdown). */
+  async flush(): Promise<void> {
+    if (this.trailing) {
+      clearTimeout(this.trailing);
+      this.trailing = undefined;
+      const trace = this.trailingTrace!;
+      this.trailingTrace = undefined;
+      await this.running;
+      await this.writeSystem(trace);
+    }
+    await this.running;
+  }
+
   private system(trace: SnapshotTrace): Promise<void> {
-    if (!this.running) {
+    const wait = this.lastSystemAt + this.systemEveryMs - Date.now();
+    if (!this.running && wait <= 0) {
+      this.lastSystemAt = Date.now();
       this.running = this.writeSystem(trace).finally(() => (this.running = undefined));
       return this.running;
     }
-    this.queuedTrace = trace;
-    if (!this.queued) {
-      this.queued = this.running
-        .catch(() => undefined)
-        .then(() => {
-          const next = this.queuedTrace!;
-          this.queued = undefined;
-          this.queuedTrace = undefined;
-          return this.system(next);
-        });
+    this.trailingTrace = trace;
+    if (!this.trailing) {
+      this.trailing = setTimeout(() => {
+        this.trailing = undefined;
+        const next = this.trailingTrace!;
+        this.trailingTrace = undefined;
+        void (this.running ?? Promise.resolve())
+          .then(() => this.system(next))
+          .catch((e: unknown) => this.log.error({ action: "snapshot_created", result: "error", err: e }, "system snapshot failed"));
+      }, Math.max(wait, 50));
+      this.trailing.unref();
     }
-    return this.queued;
+    return Promise.resolve();
   }
 
   private async writeSystem(trace: SnapshotTrace): Promise<void> {
