@@ -128,7 +128,8 @@ function driftOf(f: TargetFacts, hash: string): string[] {
   const out: string[] = [];
   if (o.specHash !== "" && o.specHash !== hash) out.push(`project spec ${short(o.specHash)} is not the applied ${short(hash)}`);
   for (const s of o.services) {
-    if (s.state !== "running") out.push(`service ${s.service} is ${s.state}`);
+    // "starting" is a healthcheck still deciding: not drift yet.
+    if (s.state !== "running" && s.state !== "starting") out.push(`service ${s.service} is ${s.state}`);
   }
   return out;
 }

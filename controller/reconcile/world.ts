@@ -65,7 +65,8 @@ export class World {
   private readonly volumes: Map<string, Resource>;
   private readonly limits: Map<string, Resource>;
   private readonly nodes: Map<string, Resource>;
-  private readonly orders = new Map<string, WorkOrder>();
+  // tenant id -> node id -> the order in flight there.
+  private readonly orders = new Map<string, Map<string, WorkOrder>>();
   private readonly observedByTenant = new Map<string, Map<string, ProjectObservation>>();
 
   constructor(
@@ -99,9 +100,10 @@ export class World {
 
   /** Tenants a sweep visits: live ones, and deleted ones that still have targets to clean up. */
   tenantIds(): string[] {
-    const ids = this.tenants.filter((t) => !t.deletion || hasTargets(t)).map((t) => t.id);
-    for (const id of this.observedByTenant.keys()) if (!ids.includes(id) && this.tenants.some((t) => t.id === id)) ids.push(id);
-    return ids;
+    const ids = new Set(this.tenants.filter((t) => !t.deletion || hasTargets(t)).map((t) => t.id));
+    const known = new Set(this.tenants.map((t) => t.id));
+    for (const id of this.observedByTenant.keys()) if (known.has(id)) ids.add(id);
+    return [...ids];
   }
 
   tenantWorld(tenant: Resource | undefined, tenantId: string): TenantWorld {
@@ -139,16 +141,19 @@ export class World {
   }
 
   inFlight(tenantId: string, nodeId: string): WorkOrder | undefined {
-    return this.orders.get(`${tenantId}/${nodeId}`);
+    return this.orders.get(tenantId)?.get(nodeId);
   }
 
   addInFlight(o: WorkOrder): void {
-    this.orders.set(`${o.target?.tenantId ?? ""}/${o.target?.nodeId ?? ""}`, o);
+    const tenantId = o.target?.tenantId ?? "";
+    let m = this.orders.get(tenantId);
+    if (!m) this.orders.set(tenantId, (m = new Map()));
+    m.set(o.target?.nodeId ?? "", o);
   }
 
   /** Re-reads the tenant's pending and running orders (call under the tenant's lock). */
   async refreshInFlight(store: Store, tenantId: string): Promise<void> {
-    for (const key of [...this.orders.keys()]) if (key.startsWith(`${tenantId}/`)) this.orders.delete(key);
+    this.orders.delete(tenantId);
     for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
       let pageToken = "";
       do {

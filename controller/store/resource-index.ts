@@ -13,11 +13,24 @@ const KEY_PATTERN = /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export class ResourceIndex {
   private readonly byKey = new Map<string, Resource>();
   private readonly ordered = new SortedIndex<Resource>();
+  // Per tenant: the tenant and the resources that name it, in listing order, so a tenant's
+  // listing (the reconciler's, a tenant snapshot's) reads that tenant's resources only.
+  private readonly byTenant = new Map<string, SortedIndex<Resource>>();
 
   /** Rebuilds from the resources found on disk. */
   load(resources: Resource[]): void {
     for (const r of resources) this.byKey.set(keyOf(r), r);
     this.ordered.load(resources.map((r) => [keyOf(r), r]));
+    const groups = new Map<string, Array<[string, Resource]>>();
+    for (const r of resources) {
+      const t = tenantOf(r);
+      if (t) groups.set(t, [...(groups.get(t) ?? []), [keyOf(r), r]]);
+    }
+    for (const [t, entries] of groups) {
+      const idx = new SortedIndex<Resource>();
+      idx.load(entries);
+      this.byTenant.set(t, idx);
+    }
   }
 
   get(type: string, id: string): Resource | undefined {
@@ -25,8 +38,22 @@ export class ResourceIndex {
   }
 
   put(resource: Resource): void {
-    this.byKey.set(keyOf(resource), resource);
-    this.ordered.set(keyOf(resource), resource);
+    const key = keyOf(resource);
+    const prev = this.byKey.get(key);
+    const before = prev && tenantOf(prev);
+    const after = tenantOf(resource);
+    if (before && before !== after) {
+      const idx = this.byTenant.get(before);
+      idx?.delete(key);
+      if (idx?.size === 0) this.byTenant.delete(before);
+    }
+    if (after) {
+      let idx = this.byTenant.get(after);
+      if (!idx) this.byTenant.set(after, (idx = new SortedIndex<Resource>()));
+      idx.set(key, resource);
+    }
+    this.byKey.set(key, resource);
+    this.ordered.set(key, resource);
   }
 
   /** The highest resource_version held: the store revision resumes from it after a restart. */
@@ -51,7 +78,8 @@ export class ResourceIndex {
       (!tenant || tenantOf(r) === tenant) &&
       (terms.length === 0 || matchesTerms(r.metadata?.labels ?? {}, terms)) &&
       (since === undefined || versionOf(r) > since);
-    return readPage(this.ordered, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
+    const source = tenant ? (this.byTenant.get(tenant) ?? new SortedIndex<Resource>()) : this.ordered;
+    return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
   }
 }
 

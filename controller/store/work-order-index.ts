@@ -23,6 +23,8 @@ export class WorkOrderIndex {
   private readonly pendingByNode = new Map<string, SortedIndex<WorkOrder>>();
   // Listing by status (start-up recovery lists RUNNING) should not walk every finished order.
   private readonly byStatus = new Map<WorkOrderStatus, SortedIndex<WorkOrder>>();
+  // Listing one tenant's orders (the reconciler's in-flight check, Explain) reads only those.
+  private readonly byTenant = new Map<string, SortedIndex<WorkOrder>>();
 
   /** Rebuilds from the orders found on disk. */
   load(orders: WorkOrder[]): void {
@@ -32,6 +34,7 @@ export class WorkOrderIndex {
     }
     for (const o of orders) {
       this.byId.set(o.id, o);
+      this.tenantIndex(tenantOf(o)).set(orderKey(o), o);
       if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(orderKey(o), o);
     }
   }
@@ -51,8 +54,10 @@ export class WorkOrderIndex {
       pending?.delete(orderKey(prev));
       if (pending?.size === 0) this.pendingByNode.delete(nodeOf(prev));
     }
+    if (prev && orderKey(prev) !== orderKey(order)) this.tenantIndex(tenantOf(prev)).delete(orderKey(prev));
     this.byId.set(order.id, order);
     this.ordered.set(orderKey(order), order);
+    this.tenantIndex(tenantOf(order)).set(orderKey(order), order);
     this.statusIndex(order.status).set(orderKey(order), order);
     if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(orderKey(order), order);
   }
@@ -76,6 +81,7 @@ export class WorkOrderIndex {
     // Read the smallest index that holds every match.
     let source = this.ordered;
     if (status === WorkOrderStatus.PENDING && filter.nodeId) source = this.pendingByNode.get(filter.nodeId) ?? new SortedIndex<WorkOrder>();
+    else if (filter.tenantId) source = this.byTenant.get(filter.tenantId) ?? new SortedIndex<WorkOrder>();
     else if (status !== WorkOrderStatus.UNSPECIFIED) source = this.statusIndex(status);
     return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out);
   }
@@ -89,6 +95,15 @@ export class WorkOrderIndex {
     return idx;
   }
 
+  private tenantIndex(tenantId: string): SortedIndex<WorkOrder> {
+    let idx = this.byTenant.get(tenantId);
+    if (!idx) {
+      idx = new SortedIndex<WorkOrder>();
+      this.byTenant.set(tenantId, idx);
+    }
+    return idx;
+  }
+
   private pendingOf(nodeId: string): SortedIndex<WorkOrder> {
     let idx = this.pendingByNode.get(nodeId);
     if (!idx) {
@@ -97,6 +112,10 @@ export class WorkOrderIndex {
     }
     return idx;
   }
+}
+
+function tenantOf(o: WorkOrder): string {
+  return o.target?.tenantId ?? "";
 }
 
 function nodeOf(o: WorkOrder): string {
