@@ -9,7 +9,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skippe
 import type { KeyedLock } from "../keyed-lock.js";
 import { recordOutcome } from "../reconcile/target-record.js";
 import type { Store } from "../store/store.js";
-import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { recordEvents, transitionEventId, type EventInput, type EventType } from "../events/event-recorder.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import { isSkipperError } from "../errors.js";
 
@@ -19,23 +19,26 @@ export interface Trace {
   correlationId: string;
 }
 
+/** The event of one order transition, with the stable id that makes a replay write it once. */
+function orderEvent(order: WorkOrder, type: EventType, trace: Trace, extra: Partial<EventInput> = {}): EventInput {
+  return {
+    id: transitionEventId(order.id, type),
+    type,
+    ...trace,
+    resourceType: "work_order",
+    resourceId: order.id,
+    tenantId: order.target?.tenantId,
+    nodeId: order.target?.nodeId,
+    workOrderId: order.id,
+    deploymentId: order.desiredState?.deploymentId ?? "",
+    ...extra,
+  };
+}
+
 /** Records a claimed order's start: event and deployment phase RUNNING. */
 export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
   const deploymentId = order.desiredState?.deploymentId ?? "";
-  await recordEvents(store, [
-    {
-      id: transitionEventId(order.id, "work_order_started"),
-      type: "work_order_started",
-      ...trace,
-      resourceType: "work_order",
-      resourceId: order.id,
-      tenantId: order.target?.tenantId,
-      nodeId: order.target?.nodeId,
-      workOrderId: order.id,
-      deploymentId,
-      at: order.startedAt ? timestampDate(order.startedAt) : undefined,
-    },
-  ]);
+  await recordEvents(store, [orderEvent(order, "work_order_started", trace, { at: order.startedAt ? timestampDate(order.startedAt) : undefined })]);
   await updateDeployment(store, deploymentId, (d) => {
     if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
   });
@@ -56,37 +59,13 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   const tenantId = order.target?.tenantId ?? "";
   const deploymentId = order.desiredState?.deploymentId ?? "";
   const at = order.finishedAt ? timestampDate(order.finishedAt) : new Date();
-  const base = {
-    ...trace,
-    tenantId,
-    nodeId: order.target?.nodeId,
-    workOrderId: order.id,
-    deploymentId,
-    at,
-  };
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
   const removal = order.type === WorkOrderType.REMOVE_SERVICE;
   await recordEvents(store, [
-    {
-      id: transitionEventId(order.id, ok ? "work_order_succeeded" : "work_order_failed"),
-      type: ok ? "work_order_succeeded" : "work_order_failed",
-      resourceType: "work_order",
-      resourceId: order.id,
-      ...base,
-      data,
-    },
+    orderEvent(order, ok ? "work_order_succeeded" : "work_order_failed", trace, { data, at }),
     ...(deploymentId === ""
       ? []
-      : [
-          {
-            id: transitionEventId(order.id, ok ? "deployment_succeeded" : "deployment_failed"),
-            type: ok ? ("deployment_succeeded" as const) : ("deployment_failed" as const),
-            resourceType: "deployment",
-            resourceId: deploymentId,
-            ...base,
-            data,
-          },
-        ]),
+      : [orderEvent(order, ok ? "deployment_succeeded" : "deployment_failed", trace, { data, at, resourceType: "deployment", resourceId: deploymentId })]),
   ]);
   await updateDeployment(store, deploymentId, (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
@@ -107,20 +86,7 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
 export async function onOrderSuperseded(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
   const deploymentId = order.desiredState?.deploymentId ?? "";
   const data = { code: order.result?.code ?? "", message: order.result?.message ?? "" };
-  await recordEvents(store, [
-    {
-      id: transitionEventId(order.id, "work_order_failed"),
-      type: "work_order_failed",
-      ...trace,
-      resourceType: "work_order",
-      resourceId: order.id,
-      tenantId: order.target?.tenantId,
-      nodeId: order.target?.nodeId,
-      workOrderId: order.id,
-      deploymentId,
-      data,
-    },
-  ]);
+  await recordEvents(store, [orderEvent(order, "work_order_failed", trace, { data })]);
   await updateDeployment(store, deploymentId, (d) => {
     d.phase = DeploymentPhase.FAILED;
     d.resultCode = data.code;

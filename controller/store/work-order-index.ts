@@ -87,31 +87,23 @@ export class WorkOrderIndex {
   }
 
   private statusIndex(status: WorkOrderStatus): SortedIndex<WorkOrder> {
-    let idx = this.byStatus.get(status);
-    if (!idx) {
-      idx = new SortedIndex<WorkOrder>();
-      this.byStatus.set(status, idx);
-    }
-    return idx;
+    return indexIn(this.byStatus, status);
   }
 
   private tenantIndex(tenantId: string): SortedIndex<WorkOrder> {
-    let idx = this.byTenant.get(tenantId);
-    if (!idx) {
-      idx = new SortedIndex<WorkOrder>();
-      this.byTenant.set(tenantId, idx);
-    }
-    return idx;
+    return indexIn(this.byTenant, tenantId);
   }
 
   private pendingOf(nodeId: string): SortedIndex<WorkOrder> {
-    let idx = this.pendingByNode.get(nodeId);
-    if (!idx) {
-      idx = new SortedIndex<WorkOrder>();
-      this.pendingByNode.set(nodeId, idx);
-    }
-    return idx;
+    return indexIn(this.pendingByNode, nodeId);
   }
+}
+
+/** The index under `key`, created empty on first use. */
+function indexIn<K>(map: Map<K, SortedIndex<WorkOrder>>, key: K): SortedIndex<WorkOrder> {
+  let idx = map.get(key);
+  if (!idx) map.set(key, (idx = new SortedIndex<WorkOrder>()));
+  return idx;
 }
 
 function tenantOf(o: WorkOrder): string {
