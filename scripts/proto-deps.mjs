@@ -8,7 +8,14 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(import.meta.url);
-const pkgDir = dirname(require.resolve("google-proto-files/package.json"));
+let pkgDir;
+try {
+  pkgDir = dirname(require.resolve("google-proto-files/package.json"));
+} catch {
+  // A production install (npm ci --omit=dev) has no dev dependencies and needs no schema.
+  console.warn("proto-deps: google-proto-files is not installed; skipping .proto-deps/");
+  process.exit(0);
+}
 const files = ["google/api/annotations.proto", "google/api/http.proto"];
 
 for (const file of files) {

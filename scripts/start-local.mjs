@@ -111,9 +111,9 @@ if (existsSync(tokenFile)) {
   agent.on("exit", (code, signal) => say(`agent exited (${signal ?? code})`));
   const cacert = caFile ? ` --cacert ${caFile}` : "";
   say(`controller ${url}, agent ${NODE_ID} (token in ${tokenFile})`);
-  say(`apply the example tenant:
+  say(`deploy the example tenant (creating it is enough: the reconciler sends ${NODE_ID} the order):
   curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d @examples/tenant.json ${url}/v1/resources/tenant
   curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d @examples/service.json ${url}/v1/resources/service
-  curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" -d '{}' ${url}/v1/deployments/example-tenant/apply
-  curl http://127.0.0.1:8081/      # the example's web service, once the order succeeded`);
+  curl${cacert} -H "x-admin-token: $SKIPPER_ADMIN_TOKEN" ${url}/v1/resources/tenant/example-tenant/explain
+  curl http://127.0.0.1:8081/      # the example's web service, once converged`);
 }

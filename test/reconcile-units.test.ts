@@ -119,6 +119,15 @@ describe("planTarget", () => {
     const gone = planTarget(facts({}));
     expect(gone).toMatchObject({ actions: [], forget: true });
   });
+
+  it("after a removal: waits on an older observation, removes again on a fresh one, forgets once none is reported", () => {
+    const removed = applied({ appliedHash: "removal", finishedAt: timestampFromDate(ago(100)) });
+    const stale = planTarget(facts({ record: removed, observed: observed("running"), node: { ...onlineNode, lastHeartbeatAt: ago(500) } }));
+    expect(stale).toMatchObject({ actions: [], forget: false });
+    const back = planTarget(facts({ record: removed, observed: observed("running"), node: { ...onlineNode, lastHeartbeatAt: ago(10) } }));
+    expect(back.actions).toEqual([{ kind: "remove", nodeId: "n1", projectName: "shop" }]);
+    expect(planTarget(facts({ record: removed }))).toMatchObject({ actions: [], forget: true });
+  });
 });
 
 describe("recordOutcome", () => {
@@ -136,8 +145,8 @@ describe("recordOutcome", () => {
     expect(retryDelayMs(20)).toBe(300_000);
   });
 
-  it("a successful removal drops the target; a late result of an older order changes nothing", () => {
-    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS, WorkOrderType.REMOVE_SERVICE), NOW)).toEqual([]);
+  it("a successful removal is recorded until the node confirms; a late result of an older order changes nothing", () => {
+    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS, WorkOrderType.REMOVE_SERVICE), NOW)[0]).toMatchObject({ appliedHash: "removal", lastResultCode: "APPLY_OK" });
     const newer = [create(TargetStatusSchema, { nodeId: "n1", lastWorkOrderId: "o2" })];
     expect(recordOutcome(newer, order(WorkOrderStatus.FAILED), NOW)).toBe(newer);
   });

@@ -35,7 +35,7 @@ export interface TargetFacts {
 }
 
 export type TargetAction =
-  | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" }
+  | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" }
   | { kind: "remove"; nodeId: string; projectName: string };
 
 export interface TargetVerdict {
@@ -90,7 +90,14 @@ export function planTarget(f: TargetFacts): TargetPlan {
     };
   }
   // Nothing should run here.
-  const leftovers = (rec?.appliedHash ?? "") !== "" || (rec?.lastWorkOrderId ?? "") !== "" || f.observed !== undefined;
+  const observed = fresh(f) ? f.observed : undefined;
+  if (rec?.appliedHash === REMOVAL_HASH) {
+    // Removed: forget the target once the node no longer reports the project; an observation
+    // older than the removal says nothing; a fresh one that still shows it means remove again.
+    if (f.observed === undefined || !f.node) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "removed" }, forget: true };
+    if (!observed) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: `removed; waiting for node ${f.nodeId} to confirm` }, forget: false };
+  }
+  const leftovers = ((rec?.appliedHash ?? "") !== "" && rec?.appliedHash !== REMOVAL_HASH) || (rec?.lastWorkOrderId ?? "") !== "" || f.observed !== undefined;
   if (!leftovers || !f.node) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
   const blocked = backoff(rec, REMOVAL_HASH, f.now);
   if (blocked) return { actions: [], verdict: blocked, forget: false };
@@ -121,10 +128,8 @@ export function retryDelayMs(failures: number): number {
 // Differences between the applied project and the node's latest observation. Observations that
 // predate the last finished order are stale and say nothing.
 function driftOf(f: TargetFacts, hash: string): string[] {
-  const o = f.observed;
+  const o = fresh(f) ? f.observed : undefined;
   if (!o) return [];
-  const finished = f.record?.finishedAt ? timestampDate(f.record.finishedAt) : undefined;
-  if (finished && (!f.node?.lastHeartbeatAt || f.node.lastHeartbeatAt <= finished)) return [];
   const out: string[] = [];
   if (o.specHash !== "" && o.specHash !== hash) out.push(`project spec ${short(o.specHash)} is not the applied ${short(hash)}`);
   for (const s of o.services) {
@@ -132,6 +137,12 @@ function driftOf(f: TargetFacts, hash: string): string[] {
     if (s.state !== "running" && s.state !== "starting") out.push(`service ${s.service} is ${s.state}`);
   }
   return out;
+}
+
+/** True when the node's observation was made after the target's last order finished. */
+function fresh(f: TargetFacts): boolean {
+  const finished = f.record?.finishedAt ? timestampDate(f.record.finishedAt) : undefined;
+  return !finished || (f.node?.lastHeartbeatAt !== undefined && f.node.lastHeartbeatAt > finished);
 }
 
 function short(h: string): string {

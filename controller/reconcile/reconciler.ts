@@ -31,6 +31,8 @@ import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } fr
 import { planDeployment, planRemoval } from "./plan-deployment.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
 
+type Trace = { requestId: string; correlationId: string };
+
 export interface ReconcilerDeps {
   store: Store;
   logger: Logger;
@@ -80,7 +82,8 @@ const SEVERITY: ConvergenceStatus[] = [
 ];
 
 export class Reconciler {
-  private readonly queue = new Set<string>();
+  // tenant id -> the trace of the change that asked for the pass (undefined for sweeps).
+  private readonly queue = new Map<string, Trace | undefined>();
   private all = false;
   private draining: Promise<void> | undefined;
   private scheduled = false;
@@ -108,18 +111,19 @@ export class Reconciler {
     await this.draining;
   }
 
-  /** A resource changed: reconcile what depends on it. */
+  /** A resource changed: reconcile what depends on it; orders it causes carry the change's ids. */
   notifyResource(r: Resource): void {
-    if (r.resourceType === "tenant") this.enqueue(r.id);
+    const trace = r.metadata?.requestId ? { requestId: r.metadata.requestId, correlationId: r.metadata.correlationId || r.metadata.requestId } : undefined;
+    if (r.resourceType === "tenant") this.enqueue(r.id, trace);
     else if (r.resourceType === "service" || r.resourceType === "network" || r.resourceType === "volume") {
       const t = tenantOf(r);
-      if (t) this.enqueue(t);
+      if (t) this.enqueue(t, trace);
     } else if (r.resourceType === "resource_limits" || r.resourceType === "node") this.enqueueAll();
   }
 
-  /** Reconcile one tenant soon. */
-  enqueue(tenantId: string): void {
-    this.queue.add(tenantId);
+  /** Reconcile one tenant soon (with the trace of the change that asked, when there is one). */
+  enqueue(tenantId: string, trace?: Trace): void {
+    this.queue.set(tenantId, trace ?? this.queue.get(tenantId));
     this.schedule();
   }
 
@@ -153,16 +157,16 @@ export class Reconciler {
   private async drain(): Promise<void> {
     while (!this.stopped && (this.all || this.queue.size > 0)) {
       const sweep = this.all;
-      const ids = [...this.queue];
+      const queued = new Map(this.queue);
       this.all = false;
       this.queue.clear();
       try {
         // A sweep reads the world once; a change reads only what its tenant's pass needs.
         const world = sweep ? await loadWorld(this.deps.store) : undefined;
-        const tenants = world ? world.tenantIds() : ids;
+        const tenants = world ? [...new Set([...world.tenantIds(), ...queued.keys()])] : [...queued.keys()];
         for (const id of tenants) {
           try {
-            await this.reconcileTenant(id, {}, world);
+            await this.reconcileTenant(id, { trace: queued.get(id) }, world);
           } catch (e) {
             this.deps.logger.error({ action: "reconcile", result: "error", tenant_id: id, err: e }, "reconcile pass failed");
           }
@@ -211,7 +215,7 @@ export class Reconciler {
       };
       let plan: TargetPlan = planTarget(facts);
       if (opts.force && !inFlight && facts.desired && node && !node.disabled && plan.actions.length === 0) {
-        plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "desired_changed" }] };
+        plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
       }
       if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
       const prior = records.get(nodeId);

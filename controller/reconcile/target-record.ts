@@ -6,7 +6,7 @@ import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/reso
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 
-/** The targets after `order` finished: applied hash, failure count and retry time updated. */
+/** The targets after `order` finished: applied hash (REMOVAL_HASH after a removal), failure count and retry time updated. */
 export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Date): TargetStatus[] {
   const nodeId = order.target?.nodeId ?? "";
   const ok = order.status === WorkOrderStatus.SUCCESS;
@@ -15,7 +15,6 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   // A late result for an older order must not undo what a newer one recorded.
   if (prev && prev.lastWorkOrderId !== "" && prev.lastWorkOrderId !== order.id) return targets;
   const rest = targets.filter((t) => t.nodeId !== nodeId);
-  if (removal && ok) return rest;
   const t = prev ? clone(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
   const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
   t.lastWorkOrderId = order.id;
@@ -23,6 +22,8 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   t.finishedAt = timestampFromDate(now);
   if (!removal && order.desiredState?.composeProject?.projectName) t.projectName = order.desiredState.composeProject.projectName;
   if (ok) {
+    // After a removal the record stays (applied = "removal") until the node's observations
+    // confirm the project is gone; then the planner forgets the target.
     t.appliedHash = hash;
     t.failedHash = "";
     t.failures = 0;

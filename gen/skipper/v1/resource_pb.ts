@@ -446,7 +446,8 @@ export type TenantSpec = Message<"skipper.v1.TenantSpec"> & {
   deploymentPolicy?: DeploymentPolicy | undefined;
 
   /**
-   * Services (by id) that belong to the tenant.
+   * Services (by id) listed for people and tools. Informational: a service belongs to a tenant
+   * by its own tenant_id, and ids here are neither required to exist nor kept in step.
    *
    * @generated from field: repeated string service_ids = 3;
    */
