@@ -4,7 +4,7 @@
 // work it sleeps one poll interval. When the controller cannot be reached it retries with capped
 // exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import {
@@ -17,7 +17,7 @@ import {
   type ServiceObservation,
 } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
-import { WorkOrderResultSchema, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "./backoff.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
@@ -153,9 +153,14 @@ export class Agent {
       } else if (!entry.claimedAt) {
         log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
         await this.handle(entry.order, signal);
-      } else {
+      } else if (await this.stillHeld(entry.order)) {
         log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
         await this.execute(entry.order, entry.claimedAt, signal, log);
+      } else {
+        // The lease lapsed while this agent was down: the order went back to pending (the loop
+        // claims it afresh) or another claim finished it.
+        log.warn({ action: "recover", result: "lease_lost" }, "an order claimed before a restart is no longer held; dropping the journal entry");
+        await this.deps.journal.remove(entry.order.id);
       }
     }
     this.recovered = true;
@@ -191,11 +196,14 @@ export class Agent {
     const executor = order.type === WorkOrderType.DEPLOY_SERVICE ? this.deps.deploy : order.type === WorkOrderType.REMOVE_SERVICE ? this.deps.remove : undefined;
     if (executor) {
       const host = await this.refreshHost();
+      const stopRenewing = this.keepLease(order, log);
       try {
         outcome = await executor(order, host, log);
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
+      } finally {
+        stopRenewing();
       }
       if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
@@ -215,7 +223,7 @@ export class Agent {
     const retry = new Backoff();
     for (;;) {
       try {
-        await this.deps.clients.orders.reportWorkOrderResult({ id: order.id, result }, traceHeaders(order));
+        await this.deps.clients.orders.reportWorkOrderResult({ id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n }, traceHeaders(order));
         break;
       } catch (e) {
         const err = ConnectError.from(e);
@@ -299,6 +307,42 @@ export class Agent {
         log.warn({ action: "report_state", result: Code[err.code], metadata: { message: err.rawMessage, resources: reports.map((r) => `${r.resourceType}/${r.id}`) } }, "could not report observed state");
       }
     }
+  }
+
+  /** True while the controller still has the order running under this agent's claim. */
+  private async stillHeld(order: WorkOrder): Promise<boolean> {
+    const token = order.claim?.fencingToken ?? 0n;
+    if (token === 0n) return true;
+    try {
+      const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order))).workOrder;
+      return now?.status === WorkOrderStatus.RUNNING && now.claim?.fencingToken === token;
+    } catch (e) {
+      const err = ConnectError.from(e);
+      if (err.code === Code.NotFound || err.code === Code.PermissionDenied) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * Renews the claim's lease every third of its length while the order runs; returns the stop.
+   * A refused renewal means the lease lapsed and the order went to another claim: the result of
+   * this run will be refused too, so it is only logged.
+   */
+  private keepLease(order: WorkOrder, log: Logger): () => void {
+    const claim = order.claim;
+    if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return () => undefined;
+    const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
+    let lost = false;
+    const timer = setInterval(() => {
+      if (lost) return;
+      this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).catch((e: unknown) => {
+        const err = ConnectError.from(e);
+        if (TRANSIENT.has(err.code)) return;
+        lost = true;
+        log.warn({ action: "renew_lease", result: Code[err.code], metadata: { message: err.rawMessage, fencing_token: claim.fencingToken.toString() } }, "lease lost; this run's result will be refused");
+      });
+    }, Math.max(100, Math.floor(leaseMs / 3)));
+    return () => clearInterval(timer);
   }
 
   private orderLog(order: WorkOrder): Logger {

@@ -20,6 +20,8 @@ export interface ControllerConfig {
   reconcileIntervalMs: number;
   /** How often node liveness is checked. */
   livenessCheckMs: number;
+  /** Lease of a work-order claim. */
+  leaseMs: number;
 }
 
 export const USAGE = `Usage: skipper-controller [options]
@@ -35,6 +37,8 @@ Options (environment variable in brackets):
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
                         (default 30s; changes are reconciled at once regardless)
+  --lease-duration DUR  how long a work-order claim lasts unless the agent renews it
+                        [SKIPPER_LEASE_DURATION] (default 30s)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
   -h, --help            show this help
 
@@ -56,6 +60,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
+      "lease-duration": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -88,6 +93,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
     livenessCheckMs: 1000,
+    leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
   };
 }
 

@@ -34,6 +34,7 @@ async function main(): Promise<void> {
     adminToken: config.adminToken,
     resetAdminToken: config.resetAdminToken,
     reconcileIntervalMs: config.reconcileIntervalMs,
+    leaseMs: config.leaseMs,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;

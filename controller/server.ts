@@ -36,6 +36,8 @@ import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { LivenessMonitor } from "./reconcile/node-liveness.js";
+import { LeaseMonitor } from "./dispatch/lease-monitor.js";
+import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -67,6 +69,8 @@ export interface BuildOptions {
   reconcileIntervalMs?: number;
   /** How often node liveness is checked (default 1 s). */
   livenessCheckMs?: number;
+  /** Lease of a work-order claim (default 30 s); lapsed leases are checked every second. */
+  leaseMs?: number;
 }
 
 export type RequestHandler = (
@@ -122,6 +126,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     snapshots,
     reconciler,
     onResourceChanged: (r) => reconciler.notifyResource(r),
+    leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {
@@ -158,14 +163,17 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     );
   };
   const liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
+  const leases = new LeaseMonitor({ store, logger, now, onExpired: (t) => reconciler.enqueue(t), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
   reconciler.start();
   liveness.start();
+  leases.start();
   return {
     handler,
     store,
     reconciler,
     generatedAdminToken,
     close: async () => {
+      await leases.stop();
       await liveness.stop();
       await reconciler.stop();
       await snapshots.flush();

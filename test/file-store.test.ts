@@ -141,6 +141,20 @@ describe("file store on disk", () => {
     expect(warnings.filter((w) => w.msg.includes("superseded"))).toHaveLength(2);
   });
 
+  it("a lease expiry interrupted mid-move keeps the pending copy, not the older running one", async () => {
+    await store.createWorkOrder(order("wo-z", "node-1"));
+    await store.claimWorkOrder("wo-z", "node-1", new Date(1000), 1000);
+    const runningCopy = await readFile(join(dataDir, "work-orders/running/wo-z.json"), "utf8");
+    await store.expireWorkOrderLease("wo-z", new Date(5000));
+    await store.close();
+    await writeFile(join(dataDir, "work-orders/running/wo-z.json"), runningCopy);
+
+    await open();
+    expect((await store.getWorkOrder("wo-z"))?.status).toBe(WorkOrderStatus.PENDING);
+    expect(existsSync(join(dataDir, "work-orders/running/wo-z.json"))).toBe(false);
+    expect((await store.claimWorkOrder("wo-z", "node-1", new Date(6000))).claim?.fencingToken).toBe(2n);
+  });
+
   it("a corrupt or misplaced file is quarantined and reported while the rest loads", async () => {
     await store.createResource(tenant("good"));
     await store.close();

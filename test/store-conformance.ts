@@ -424,6 +424,52 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(json(WorkOrderSchema, await store.getWorkOrder("wo-c"))).toEqual(json(WorkOrderSchema, claimed));
       });
 
+      it("a claim is a lease with a fencing token that grows with every claim", async () => {
+        await store.createWorkOrder(order("wo-l", "node-1"));
+        const first = await store.claimWorkOrder("wo-l", "node-1", at(1000), 5000);
+        expect(first.claim?.fencingToken).toBe(1n);
+        expect(timestampDate(first.claim!.leaseExpiresAt!)).toEqual(at(6000));
+        const renewed = await store.renewWorkOrderLease("wo-l", "node-1", 1n, at(4000), 5000);
+        expect(timestampDate(renewed.claim!.leaseExpiresAt!)).toEqual(at(9000));
+        await expectCode(store.expireWorkOrderLease("wo-l", at(8999)), "WORK_ORDER_NOT_CLAIMABLE");
+        const back = await store.expireWorkOrderLease("wo-l", at(9000));
+        expect(back.status).toBe(WorkOrderStatus.PENDING);
+        expect((await store.nextPendingWorkOrder("node-1"))?.id).toBe("wo-l");
+        const second = await store.claimWorkOrder("wo-l", "node-1", at(9500), 5000);
+        expect(second.claim?.fencingToken).toBe(2n);
+        expect(second.fencingToken).toBe(2n);
+        expect(second.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
+          [1n, "lease_expired"],
+          [2n, "running"],
+        ]);
+      });
+
+      it("a renewal or result with a superseded fencing token is refused and changes nothing", async () => {
+        await store.createWorkOrder(order("wo-f2", "node-1"));
+        await store.claimWorkOrder("wo-f2", "node-1", at(0), 1000);
+        await store.expireWorkOrderLease("wo-f2", at(1000));
+        await store.claimWorkOrder("wo-f2", "node-1", at(1100), 1000);
+        await expectCode(store.renewWorkOrderLease("wo-f2", "node-1", 1n, at(1200), 1000), "WORK_ORDER_NOT_CLAIMABLE");
+        await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1300), 1n), "WORK_ORDER_NOT_CLAIMABLE");
+        expect((await store.getWorkOrder("wo-f2"))?.status).toBe(WorkOrderStatus.RUNNING);
+        const done = await store.finishWorkOrder("wo-f2", "node-1", ok(), at(1400), 2n);
+        expect(done.workOrder.attempts.map((a) => a.outcome)).toEqual(["lease_expired", "finished"]);
+        // A late result of the first claim after the order finished is refused, not a duplicate.
+        await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1500), 1n), "WORK_ORDER_NOT_CLAIMABLE");
+        expect((await store.finishWorkOrder("wo-f2", "node-1", ok(), at(1600), 2n)).duplicate).toBe(true);
+      });
+
+      it("a lease expiry survives reopening over a crash that left both copies", async (ctx) => {
+        if (!sut.reopen) return ctx.skip();
+        await store.createWorkOrder(order("wo-x", "node-1"));
+        await store.claimWorkOrder("wo-x", "node-1", at(0), 1000);
+        await store.expireWorkOrderLease("wo-x", at(2000));
+        store = await sut.reopen();
+        const o = await store.getWorkOrder("wo-x");
+        expect(o?.status).toBe(WorkOrderStatus.PENDING);
+        expect(o?.attempts[0]?.outcome).toBe("lease_expired");
+      });
+
       it("a second claim of the same order is refused", async () => {
         await store.createWorkOrder(order("wo-2c", "node-1"));
         await store.claimWorkOrder("wo-2c", "node-1", at(1));

@@ -21,6 +21,7 @@ export type EventType =
   | "node_offline"
   | "work_order_created"
   | "work_order_started"
+  | "work_order_lease_expired"
   | "work_order_succeeded"
   | "work_order_failed"
   | "deployment_started"

@@ -19,6 +19,8 @@ export interface ServiceDeps {
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
+  /** How long a claim's lease lasts before it must be renewed. */
+  leaseMs: number;
   /** The reconcile loop (Apply runs a pass; order outcomes and changes enqueue one). */
   reconciler: Reconciler;
   /** Told after every acknowledged resource mutation (the reconciler listens). */

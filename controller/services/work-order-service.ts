@@ -46,13 +46,22 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
       const nodeId = order.target!.nodeId;
-      const claimed = await store.claimWorkOrder(order.id, nodeId, deps.now());
+      const claimed = await store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs);
       await onOrderStarted(store, claimed, { requestId: call.requestId, correlationId: order.correlationId });
       call.logger.info(
         { action: "work_order_started", result: "ok", node_id: nodeId, tenant_id: order.target?.tenantId, metadata: { work_order_id: order.id } },
         "work order claimed",
       );
       return { meta: responseMeta(ctx), workOrder: claimed };
+    },
+
+    async renewWorkOrderLease(req, ctx) {
+      const call = callInfo(ctx);
+      const order = await ownOrder(req.id, call);
+      if (call.principal.kind !== "node") throw forbidden("only the node holding the claim renews its lease", { work_order_id: order.id });
+      if (req.fencingToken <= 0n) throw invalid("fencing_token is required", { field: "fencing_token" });
+      const renewed = await store.renewWorkOrderLease(order.id, call.principal.nodeId, req.fencingToken, deps.now(), deps.leaseMs);
+      return { meta: responseMeta(ctx), workOrder: renewed };
     },
 
     async reportWorkOrderResult(req, ctx) {
@@ -64,7 +73,8 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
         throw invalid("result.code must be an UPPER_SNAKE_CASE code such as APPLY_OK", { field: "result.code" });
       }
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
-      const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now());
+      if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
+      const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now(), req.fencingToken);
       if (!outcome.duplicate) {
         await onOrderFinished(deps, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
         deps.reconciler.enqueue(order.target?.tenantId ?? "");

@@ -23,7 +23,7 @@ import { ResourceIndex } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
-import { claimed, finished, isFinished, superseded } from "./work-order-transitions.js";
+import { checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, superseded } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -189,46 +189,59 @@ export class FileStore implements S.Store {
     return this.orders.countPending(nodeId);
   }
 
-  async claimWorkOrder(id: string, nodeId: string, now: Date): Promise<WorkOrder> {
-    this.paths.workOrder("running", id);
+  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
     if (!isValidId(nodeId)) throw invalid("node_id is not a valid id", { field: "node_id" });
-    return this.write(`work-order/${id}`, async () => {
-      const current = this.orders.get(id);
-      if (!current) throw notFound("work_order", id);
-      const next = claimed(current, nodeId, now);
-      await this.moveOrder(current, next);
-      return clone(WorkOrderSchema, next);
-    });
+    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
   }
 
-  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date): Promise<S.FinishOutcome> {
+  async renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder> {
+    return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
+  }
+
+  async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => leaseExpired(current, now));
+  }
+
+  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
     this.paths.workOrder("finished", id);
     return this.write(`work-order/${id}`, async () => {
       const current = this.orders.get(id);
       if (!current) throw notFound("work_order", id);
-      if (isFinished(current)) return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
-      const next = finished(current, nodeId, result, now);
+      if (isFinished(current)) {
+        checkDuplicateResult(current, fencingToken);
+        return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
+      }
+      const next = finished(current, nodeId, result, now, fencingToken);
       await this.moveOrder(current, next);
       return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
     });
   }
 
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
-    this.paths.workOrder("finished", id);
+  // One state-machine step of an order under its lock, made durable.
+  private transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+    this.paths.workOrder("pending", id);
     return this.write(`work-order/${id}`, async () => {
       const current = this.orders.get(id);
       if (!current) throw notFound("work_order", id);
-      const next = superseded(current, result, now);
+      const next = step(current);
       await this.moveOrder(current, next);
       return clone(WorkOrderSchema, next);
     });
   }
 
+  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => superseded(current, result, now));
+  }
+
   // Writes the order's new stage file, then removes the old one. A crash in between leaves two
-  // copies; open() keeps the more advanced one, so the transition is never lost nor undone.
+  // copies; open() keeps the more advanced one (progressOf), so the transition is never lost nor
+  // undone.
   private async moveOrder(current: WorkOrder, next: WorkOrder): Promise<void> {
-    await this.fs.writeFile(this.paths.workOrder(stageOf(next.status), next.id), codec.encodeMessage(WorkOrderSchema, next));
-    await this.fs.unlink(this.paths.workOrder(stageOf(current.status), current.id));
+    const from = stageOf(current.status);
+    const to = stageOf(next.status);
+    await this.fs.writeFile(this.paths.workOrder(to, next.id), codec.encodeMessage(WorkOrderSchema, next));
+    // A lease renewal stays in its stage: the write above replaced the file.
+    if (from !== to) await this.fs.unlink(this.paths.workOrder(from, current.id));
     this.orders.put(next);
   }
 

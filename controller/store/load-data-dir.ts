@@ -13,6 +13,7 @@ import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skip
 import { isValidId, RESOURCE_TYPES } from "../ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "./record-codec.js";
+import { progressOf } from "./work-order-transitions.js";
 import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
 
@@ -30,7 +31,6 @@ export interface LoadedData {
 
 export type Warn = (msg: string, meta: object) => void;
 
-const STAGE_RANK: Record<OrderDir, number> = { pending: 0, running: 1, finished: 2 };
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   pending: [WorkOrderStatus.PENDING],
   running: [WorkOrderStatus.RUNNING],
@@ -107,7 +107,7 @@ class Loader {
     }
     const result: WorkOrder[] = [];
     for (const [id, copies] of found) {
-      copies.sort((a, b) => STAGE_RANK[b.stage] - STAGE_RANK[a.stage]);
+      copies.sort((a, b) => progressOf(b.order) - progressOf(a.order));
       result.push(copies[0]!.order);
       for (const stale of copies.slice(1)) {
         await this.fs.unlink(this.paths.workOrder(stale.stage, id));

@@ -147,13 +147,25 @@ export interface Store {
    * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or
    * WORK_ORDER_NOT_CLAIMABLE (details: status, claimed_by) when the order is not pending.
    */
-  claimWorkOrder(id: string, nodeId: string, now: Date): Promise<WorkOrder>;
+  claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder>;
+  /**
+   * Extends the lease of a running order to now + leaseMs, for the node holding the claim with
+   * `fencingToken`. Throws FORBIDDEN for another node, WORK_ORDER_NOT_CLAIMABLE when the order is
+   * not running or the token is not the current claim's.
+   */
+  renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder>;
+  /**
+   * running -> pending for an order whose lease lapsed at `now` (the attempt is kept as
+   * lease_expired). Throws WORK_ORDER_NOT_CLAIMABLE when it is not running or its lease holds.
+   */
+  expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder>;
   /**
    * running -> success | failed (from result.success), setting result and finished_at. When the
    * order already finished, returns it unchanged with duplicate=true. Throws RESOURCE_NOT_FOUND,
-   * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending.
+   * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending
+   * or when a non-zero `fencingToken` is not the current (or finishing) claim's.
    */
-  finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date): Promise<FinishOutcome>;
+  finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome>;
   /**
    * pending -> failed with `result`, for an order no node has claimed (a newer one replaces it).
    * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.

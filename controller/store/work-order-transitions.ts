@@ -1,9 +1,11 @@
-// The work-order state machine, apart from any backend: pending -> running (claim) -> success |
-// failed (finish). Each function checks that the transition is allowed and returns the new
+// The work-order state machine, apart from any backend: pending -> running (claim, a lease with
+// a fencing token) -> success | failed (finish by the current claim), and running -> pending
+// when the lease lapses. Each function checks that the transition is allowed and returns the new
 // order, or throws the typed error the Store contract names. A PostgreSQL store can reuse them.
 import { clone, create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
+  WorkOrderAttemptSchema,
   WorkOrderClaimSchema,
   WorkOrderResultSchema,
   WorkOrderSchema,
@@ -27,35 +29,108 @@ export function isFinished(o: WorkOrder): boolean {
   return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED;
 }
 
-/** The claimed copy of a pending order; WORK_ORDER_NOT_CLAIMABLE otherwise. */
-export function claimed(current: WorkOrder, nodeId: string, now: Date): WorkOrder {
+/** Default lease of a claim when the caller names none. */
+export const DEFAULT_LEASE_MS = 30_000;
+
+/**
+ * The claimed copy of a pending order: a lease until now + leaseMs with the next fencing token,
+ * recorded as an attempt. WORK_ORDER_NOT_CLAIMABLE otherwise.
+ */
+export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs = DEFAULT_LEASE_MS): WorkOrder {
   if (current.status !== WorkOrderStatus.PENDING) {
     const status = SHORT_STATUS[current.status];
     throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
   }
   const next = clone(WorkOrderSchema, current);
+  const token = current.fencingToken + 1n;
   next.status = WorkOrderStatus.RUNNING;
-  next.claim = create(WorkOrderClaimSchema, { nodeId, claimedAt: timestampFromDate(now) });
+  next.fencingToken = token;
+  next.claim = create(WorkOrderClaimSchema, {
+    nodeId,
+    claimedAt: timestampFromDate(now),
+    leaseExpiresAt: timestampFromDate(new Date(now.getTime() + leaseMs)),
+    fencingToken: token,
+  });
+  next.attempts.push(create(WorkOrderAttemptSchema, { nodeId, fencingToken: token, claimedAt: timestampFromDate(now), outcome: "running" }));
   next.startedAt = timestampFromDate(now);
   return next;
+}
+
+/** Refuses a renewal or result that does not come from the current claim. */
+function checkHolder(current: WorkOrder, nodeId: string, token: bigint | undefined): void {
+  if (current.claim?.nodeId !== nodeId) {
+    throw forbidden(`work order ${current.id} is claimed by another node`, { work_order_id: current.id });
+  }
+  if (token !== undefined && token !== 0n && token !== current.claim.fencingToken) {
+    throw notClaimable(`work order ${current.id}: fencing token ${token} is not the current claim's (${current.claim.fencingToken}); the lease lapsed and the order was claimed again`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.claim.fencingToken.toString(),
+    });
+  }
+}
+
+/** The running order with its lease extended to now + leaseMs; only for the current claim. */
+export function renewed(current: WorkOrder, nodeId: string, token: bigint, now: Date, leaseMs = DEFAULT_LEASE_MS): WorkOrder {
+  if (current.status !== WorkOrderStatus.RUNNING) {
+    const status = SHORT_STATUS[current.status];
+    throw notClaimable(`work order ${current.id} is ${status}, not running: its lease cannot be renewed`, { status, fencing_token: current.fencingToken.toString() });
+  }
+  checkHolder(current, nodeId, token);
+  const next = clone(WorkOrderSchema, current);
+  next.claim!.leaseExpiresAt = timestampFromDate(new Date(now.getTime() + leaseMs));
+  return next;
+}
+
+/** True when a running order's lease has lapsed at `now`. */
+export function leaseLapsed(o: WorkOrder, now: Date): boolean {
+  const until = o.claim?.leaseExpiresAt;
+  return o.status === WorkOrderStatus.RUNNING && until !== undefined && timestampDate(until).getTime() <= now.getTime();
+}
+
+/** The pending copy of a running order whose lease lapsed (the claim stays as history). */
+export function leaseExpired(current: WorkOrder, now: Date): WorkOrder {
+  if (!leaseLapsed(current, now)) {
+    throw notClaimable(`work order ${current.id} holds a live lease`, { status: SHORT_STATUS[current.status] });
+  }
+  const next = clone(WorkOrderSchema, current);
+  next.status = WorkOrderStatus.PENDING;
+  endAttempt(next, now, "lease_expired");
+  return next;
+}
+
+function endAttempt(o: WorkOrder, now: Date, outcome: string): void {
+  const last = o.attempts[o.attempts.length - 1];
+  if (last && last.outcome === "running") {
+    last.outcome = outcome;
+    last.endedAt = timestampFromDate(now);
+  }
 }
 
 /**
  * The finished copy of a running order held by `nodeId`. Call only for unfinished orders (a
  * finished one is a duplicate report, answered with the stored order).
  */
-export function finished(current: WorkOrder, nodeId: string, result: WorkOrderResult, now: Date): WorkOrder {
+export function finished(current: WorkOrder, nodeId: string, result: WorkOrderResult, now: Date, token?: bigint): WorkOrder {
   if (current.status !== WorkOrderStatus.RUNNING) {
     throw notClaimable(`work order ${current.id} has not been claimed`, { status: SHORT_STATUS[current.status], claimed_by: "" });
   }
-  if (current.claim?.nodeId !== nodeId) {
-    throw forbidden(`work order ${current.id} is claimed by another node`, { work_order_id: current.id });
-  }
+  checkHolder(current, nodeId, token);
   const next = clone(WorkOrderSchema, current);
   next.status = result.success ? WorkOrderStatus.SUCCESS : WorkOrderStatus.FAILED;
   next.result = clone(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
+  endAttempt(next, now, "finished");
   return next;
+}
+
+/** A result for an order that already finished: a duplicate from its holder, or a stale claim. */
+export function checkDuplicateResult(current: WorkOrder, token?: bigint): void {
+  if (token !== undefined && token !== 0n && current.claim && token !== current.claim.fencingToken) {
+    throw notClaimable(`work order ${current.id} was finished under another claim (fencing token ${current.claim.fencingToken}, not ${token})`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.claim.fencingToken.toString(),
+    });
+  }
 }
 
 /** The failed copy of a pending order that was superseded before any node claimed it. */
@@ -69,4 +144,16 @@ export function superseded(current: WorkOrder, result: WorkOrderResult, now: Dat
   next.result = clone(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
   return next;
+}
+
+/**
+ * How far an order has come, for choosing between two copies of it that a crash left behind:
+ * finished beats everything; otherwise each claim counts, and an ended claim (lease expired)
+ * beats the same claim still running.
+ */
+export function progressOf(o: WorkOrder): number {
+  if (isFinished(o)) return Number.MAX_SAFE_INTEGER;
+  const last = o.attempts[o.attempts.length - 1];
+  if (o.attempts.length === 0) return o.status === WorkOrderStatus.RUNNING ? 2 : 0; // orders from before leases
+  return o.attempts.length * 2 + (last && last.outcome !== "running" ? 1 : 0);
 }

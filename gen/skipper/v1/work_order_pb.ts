@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order.proto.
  */
 export const file_skipper_v1_work_order: GenFile = /*@__PURE__*/
-  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIsACChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIGjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUQoOV29ya09yZGVyQ2xhaW0SDwoHbm9kZV9pZBgBIAEoCRIuCgpjbGFpbWVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLABAoJV29ya09yZGVyEgoKAmlkGAEgASgJEhUKDXJlc291cmNlX3R5cGUYAiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YAyABKAkSJwoEdHlwZRgEIAEoDjIZLnNraXBwZXIudjEuV29ya09yZGVyVHlwZRIrCgZ0YXJnZXQYBSABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclRhcmdldBI4Cg1kZXNpcmVkX3N0YXRlGAYgASgLMiEuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUSKwoGc3RhdHVzGAcgASgOMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJTdGF0dXMSKwoGcmVzdWx0GAggASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHQSEgoKcmVxdWVzdF9pZBgJIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgKIAEoCRIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoIbWV0YWRhdGEYDiABKAsyFC5za2lwcGVyLnYxLk1ldGFkYXRhEikKBWNsYWltGA8gASgLMhouc2tpcHBlci52MS5Xb3JrT3JkZXJDbGFpbSJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgigQIKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJ2Cg9Xb3JrT3JkZXJSZXN1bHQSDwoHc3VjY2VzcxgBIAEoCBIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSMwoHZGV0YWlscxgEIAEoCzIiLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscyp4Cg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACKq8BCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
+  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIsACChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIGjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEingEKDldvcmtPcmRlckNsYWltEg8KB25vZGVfaWQYASABKAkSLgoKY2xhaW1lZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZmVuY2luZ190b2tlbhgEIAEoAyKpAQoQV29ya09yZGVyQXR0ZW1wdBIPCgdub2RlX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB291dGNvbWUYBSABKAkihwUKCVdvcmtPcmRlchIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEicKBHR5cGUYBCABKA4yGS5za2lwcGVyLnYxLldvcmtPcmRlclR5cGUSKwoGdGFyZ2V0GAUgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJUYXJnZXQSOAoNZGVzaXJlZF9zdGF0ZRgGIAEoCzIhLnNraXBwZXIudjEuV29ya09yZGVyRGVzaXJlZFN0YXRlEisKBnN0YXR1cxgHIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEisKBnJlc3VsdBgIIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhIKCnJlcXVlc3RfaWQYCSABKAkSFgoOY29ycmVsYXRpb25faWQYCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKCG1ldGFkYXRhGA4gASgLMhQuc2tpcHBlci52MS5NZXRhZGF0YRIpCgVjbGFpbRgPIAEoCzIaLnNraXBwZXIudjEuV29ya09yZGVyQ2xhaW0SFQoNZmVuY2luZ190b2tlbhgQIAEoAxIuCghhdHRlbXB0cxgRIAMoCzIcLnNraXBwZXIudjEuV29ya09yZGVyQXR0ZW1wdCJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgigQIKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJ2Cg9Xb3JrT3JkZXJSZXN1bHQSDwoHc3VjY2VzcxgBIAEoCBIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSMwoHZGV0YWlscxgEIAEoCzIiLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscyp4Cg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACKq8BCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
 
 /**
  * WorkOrderTarget says which node (and tenant) a work order is for.
@@ -98,7 +98,8 @@ export const WorkOrderDesiredStateSchema: GenMessage<WorkOrderDesiredState> = /*
   messageDesc(file_skipper_v1_work_order, 1);
 
 /**
- * WorkOrderClaim records which node claimed an order and when.
+ * WorkOrderClaim records which node claimed an order and when. A claim is a lease: it lapses at
+ * lease_expires_at unless the holder renews it, and the order goes back to pending.
  *
  * @generated from message skipper.v1.WorkOrderClaim
  */
@@ -112,6 +113,19 @@ export type WorkOrderClaim = Message<"skipper.v1.WorkOrderClaim"> & {
    * @generated from field: google.protobuf.Timestamp claimed_at = 2;
    */
   claimedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp lease_expires_at = 3;
+   */
+  leaseExpiresAt?: Timestamp | undefined;
+
+  /**
+   * Grows with every claim of the order. Renewals and results must carry the token of the
+   * current claim; an older one is refused (WORK_ORDER_NOT_CLAIMABLE).
+   *
+   * @generated from field: int64 fencing_token = 4;
+   */
+  fencingToken: bigint;
 };
 
 /**
@@ -120,6 +134,47 @@ export type WorkOrderClaim = Message<"skipper.v1.WorkOrderClaim"> & {
  */
 export const WorkOrderClaimSchema: GenMessage<WorkOrderClaim> = /*@__PURE__*/
   messageDesc(file_skipper_v1_work_order, 2);
+
+/**
+ * WorkOrderAttempt is one claim of an order and how it ended.
+ *
+ * @generated from message skipper.v1.WorkOrderAttempt
+ */
+export type WorkOrderAttempt = Message<"skipper.v1.WorkOrderAttempt"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp claimed_at = 3;
+   */
+  claimedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp ended_at = 4;
+   */
+  endedAt?: Timestamp | undefined;
+
+  /**
+   * "running", "finished" or "lease_expired".
+   *
+   * @generated from field: string outcome = 5;
+   */
+  outcome: string;
+};
+
+/**
+ * Describes the message skipper.v1.WorkOrderAttempt.
+ * Use `create(WorkOrderAttemptSchema)` to create a new message.
+ */
+export const WorkOrderAttemptSchema: GenMessage<WorkOrderAttempt> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 3);
 
 /**
  * WorkOrder is a declarative instruction for one node. The controller never sends commands.
@@ -200,9 +255,25 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
   metadata?: Metadata | undefined;
 
   /**
+   * The current (or last) claim.
+   *
    * @generated from field: skipper.v1.WorkOrderClaim claim = 15;
    */
   claim?: WorkOrderClaim | undefined;
+
+  /**
+   * The highest fencing token handed out for this order.
+   *
+   * @generated from field: int64 fencing_token = 16;
+   */
+  fencingToken: bigint;
+
+  /**
+   * Every claim of the order, oldest first.
+   *
+   * @generated from field: repeated skipper.v1.WorkOrderAttempt attempts = 17;
+   */
+  attempts: WorkOrderAttempt[];
 };
 
 /**
@@ -210,7 +281,7 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
  * Use `create(WorkOrderSchema)` to create a new message.
  */
 export const WorkOrderSchema: GenMessage<WorkOrder> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 3);
+  messageDesc(file_skipper_v1_work_order, 4);
 
 /**
  * CommandResult is one external command the executor ran (argv, never a shell string).
@@ -255,7 +326,7 @@ export type CommandResult = Message<"skipper.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 4);
+  messageDesc(file_skipper_v1_work_order, 5);
 
 /**
  * WorkOrderResultDetails is the structured detail of a result.
@@ -308,7 +379,7 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
  * Use `create(WorkOrderResultDetailsSchema)` to create a new message.
  */
 export const WorkOrderResultDetailsSchema: GenMessage<WorkOrderResultDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 5);
+  messageDesc(file_skipper_v1_work_order, 6);
 
 /**
  * WorkOrderResult is what the agent reports when an order ends.
@@ -345,7 +416,7 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
  * Use `create(WorkOrderResultSchema)` to create a new message.
  */
 export const WorkOrderResultSchema: GenMessage<WorkOrderResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 6);
+  messageDesc(file_skipper_v1_work_order, 7);
 
 /**
  * WorkOrderType is what a work order asks its node to do.

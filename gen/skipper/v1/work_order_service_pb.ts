@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order_service.proto.
  */
 export const file_skipper_v1_work_order_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKPAQoVTGlzdFdvcmtPcmRlcnNSZXF1ZXN0EisKBnN0YXR1cxgBIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEg8KB25vZGVfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJXChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0IoUBCh1SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhEKCWR1cGxpY2F0ZRgDIAEoCDKxBAoQV29ya09yZGVyU2VydmljZRJzCg5MaXN0V29ya09yZGVycxIhLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXF1ZXN0GiIuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1Jlc3BvbnNlIhqQAgGC0+STAhESDy92MS93b3JrLW9yZGVycxJ+CgxHZXRXb3JrT3JkZXISHy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlcXVlc3QaIC5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlc3BvbnNlIiuQAgGC0+STAiJiCndvcmtfb3JkZXISFC92MS93b3JrLW9yZGVycy97aWR9Eo0BCg5DbGFpbVdvcmtPcmRlchIhLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0GiIuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlc3BvbnNlIjSQAgKC0+STAis6ASpiCndvcmtfb3JkZXIiGi92MS93b3JrLW9yZGVycy97aWR9L2NsYWltEpcBChVSZXBvcnRXb3JrT3JkZXJSZXN1bHQSKC5za2lwcGVyLnYxLlJlcG9ydFdvcmtPcmRlclJlc3VsdFJlcXVlc3QaKS5za2lwcGVyLnYxLlJlcG9ydFdvcmtPcmRlclJlc3VsdFJlc3BvbnNlIimQAgKC0+STAiA6ASoiGy92MS93b3JrLW9yZGVycy97aWR9L3Jlc3VsdGIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKPAQoVTGlzdFdvcmtPcmRlcnNSZXF1ZXN0EisKBnN0YXR1cxgBIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEg8KB25vZGVfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgy0AUKEFdvcmtPcmRlclNlcnZpY2UScwoOTGlzdFdvcmtPcmRlcnMSIS5za2lwcGVyLnYxLkxpc3RXb3JrT3JkZXJzUmVxdWVzdBoiLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXNwb25zZSIakAIBgtPkkwIREg8vdjEvd29yay1vcmRlcnMSfgoMR2V0V29ya09yZGVyEh8uc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXF1ZXN0GiAuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXNwb25zZSIrkAIBgtPkkwIiYgp3b3JrX29yZGVyEhQvdjEvd29yay1vcmRlcnMve2lkfRKNAQoOQ2xhaW1Xb3JrT3JkZXISIS5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyUmVxdWVzdBoiLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9jbGFpbRKcAQoTUmVuZXdXb3JrT3JkZXJMZWFzZRImLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKXAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSIpkAICgtPkkwIgOgEqIhsvdjEvd29yay1vcmRlcnMve2lkfS9yZXN1bHRiBnByb3RvMw", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_work_order]);
 
 /**
  * ListWorkOrdersRequest filters and pages a listing.
@@ -186,6 +186,13 @@ export type ReportWorkOrderResultRequest = Message<"skipper.v1.ReportWorkOrderRe
    * @generated from field: skipper.v1.WorkOrderResult result = 2;
    */
   result?: WorkOrderResult | undefined;
+
+  /**
+   * The fencing token of the caller's claim. 0 skips the check (agents before leases).
+   *
+   * @generated from field: int64 fencing_token = 3;
+   */
+  fencingToken: bigint;
 };
 
 /**
@@ -194,6 +201,54 @@ export type ReportWorkOrderResultRequest = Message<"skipper.v1.ReportWorkOrderRe
  */
 export const ReportWorkOrderResultRequestSchema: GenMessage<ReportWorkOrderResultRequest> = /*@__PURE__*/
   messageDesc(file_skipper_v1_work_order_service, 6);
+
+/**
+ * RenewWorkOrderLeaseRequest names the order and the claim to renew.
+ *
+ * @generated from message skipper.v1.RenewWorkOrderLeaseRequest
+ */
+export type RenewWorkOrderLeaseRequest = Message<"skipper.v1.RenewWorkOrderLeaseRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.RenewWorkOrderLeaseRequest.
+ * Use `create(RenewWorkOrderLeaseRequestSchema)` to create a new message.
+ */
+export const RenewWorkOrderLeaseRequestSchema: GenMessage<RenewWorkOrderLeaseRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 7);
+
+/**
+ * RenewWorkOrderLeaseResponse carries the order with its new lease expiry.
+ *
+ * @generated from message skipper.v1.RenewWorkOrderLeaseResponse
+ */
+export type RenewWorkOrderLeaseResponse = Message<"skipper.v1.RenewWorkOrderLeaseResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.RenewWorkOrderLeaseResponse.
+ * Use `create(RenewWorkOrderLeaseResponseSchema)` to create a new message.
+ */
+export const RenewWorkOrderLeaseResponseSchema: GenMessage<RenewWorkOrderLeaseResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 8);
 
 /**
  * ReportWorkOrderResultResponse carries the finished order.
@@ -224,7 +279,7 @@ export type ReportWorkOrderResultResponse = Message<"skipper.v1.ReportWorkOrderR
  * Use `create(ReportWorkOrderResultResponseSchema)` to create a new message.
  */
 export const ReportWorkOrderResultResponseSchema: GenMessage<ReportWorkOrderResultResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 7);
+  messageDesc(file_skipper_v1_work_order_service, 9);
 
 /**
  * WorkOrderService reads work orders (admins, or a node its own) and lets a node claim and finish
@@ -264,6 +319,17 @@ export const WorkOrderService: GenService<{
     methodKind: "unary";
     input: typeof ClaimWorkOrderRequestSchema;
     output: typeof ClaimWorkOrderResponseSchema;
+  },
+  /**
+   * RenewWorkOrderLease extends the lease of a running order held by the caller with the given
+   * fencing token; a lapsed or superseded claim is WORK_ORDER_NOT_CLAIMABLE.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.RenewWorkOrderLease
+   */
+  renewWorkOrderLease: {
+    methodKind: "unary";
+    input: typeof RenewWorkOrderLeaseRequestSchema;
+    output: typeof RenewWorkOrderLeaseResponseSchema;
   },
   /**
    * ReportWorkOrderResult finishes a running order. Submitting a result for an order that has

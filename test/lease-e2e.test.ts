@@ -1,0 +1,102 @@
+// Leases end to end: the controller (short lease) and skippy as processes on a real engine. An
+// agent frozen with SIGSTOP past its lease loses the order back to pending; when it wakes, its
+// late result carries an old fencing token and is refused; the order is claimed again and ends
+// exactly once.
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+
+const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
+if (!dockerHost) console.warn("!!! lease-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
+
+const NODE = "lease-host";
+const TENANT = "lease-shop";
+// Ready only after 4 s, so the order is still running when the agent is frozen.
+const COMPOSE = `services:
+  slow:
+    image: skipper-busybox:local
+    command: ["sh", "-c", "sleep 4; touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done"]
+    healthcheck:
+      test: ["CMD", "test", "-f", "/tmp/ready"]
+      interval: 1s
+      retries: 30
+    stop_grace_period: 1s
+`;
+
+describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", () => {
+  let ctl: ControllerProcess;
+  let agent: AgentProcess;
+  let root: string;
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "skipper-e2e-lease-"));
+    ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--lease-duration", "2s"] });
+    const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
+    agent = startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir: join(root, "state"), workDir: join(root, "work"), dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "30s"] });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (agent) {
+      agent.child.kill("SIGCONT");
+      await agent.stop();
+    }
+    await ctl?.stop();
+    if (root) {
+      await execa("docker-compose", ["-p", TENANT, "-f", join(root, "work", "tenants", TENANT, "docker-compose.yml"), "down", "-t", "1"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+      if (!process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("an agent frozen past its lease loses the order; its late result is refused; the order ends once", async () => {
+    await ctl.admin(ResourceService).createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, { id: TENANT, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE } } } } }),
+    });
+    const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
+    const orders = ctl.admin(WorkOrderService);
+    const first = await waitFor("the first claim", async () => {
+      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+      return o.status === WorkOrderStatus.RUNNING ? o : undefined;
+    }, 30_000, 50);
+    expect(first.claim?.fencingToken).toBe(1n);
+
+    agent.child.kill("SIGSTOP");
+    const lapsed = await waitFor("the lease to lapse", async () => {
+      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+      return o.status === WorkOrderStatus.PENDING ? o : undefined;
+    }, 15_000, 100);
+    expect(lapsed.attempts.map((a) => a.outcome)).toEqual(["lease_expired"]);
+    agent.child.kill("SIGCONT");
+
+    const done = await waitFor("the order to finish", async () => {
+      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+      return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+    }, 60_000);
+    expect(done.result?.code, done.result?.message).toBe("APPLY_OK");
+    expect(done.claim?.fencingToken).toBe(2n);
+    expect(done.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
+      [1n, "lease_expired"],
+      [2n, "finished"],
+    ]);
+    const events = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+    expect(events.filter((t) => t === "work_order_lease_expired")).toHaveLength(1);
+    expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed")).toEqual(["work_order_succeeded"]);
+    // The stale run's report was refused (or it saw its lease go first) and nothing else ran it.
+    await waitFor("the stale run to be refused", async () => {
+      const log = await readFile(agent.logFile, "utf8");
+      return /controller refused the result|lease lost/.test(log) ? true : undefined;
+    }, 30_000);
+    expect((await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.status !== WorkOrderStatus.FAILED || o.result?.code !== "SUPERSEDED")).toHaveLength(1);
+  }, 120_000);
+});
