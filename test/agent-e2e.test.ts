@@ -272,7 +272,7 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after restart");
     await waitFor("the journal to empty", async () => ((await readdir(join(stateDir, "orders"))).length === 0 ? true : undefined));
-  });
+  }, 90_000);
 
   it("services that never get healthy or exit are SERVICES_NOT_RUNNING, with what the engine saw", async () => {
     await resources().createResource({

@@ -138,7 +138,10 @@ describe("recordOutcome", () => {
   it("a success records the applied hash; failures count up with a growing delay", () => {
     expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS), NOW)[0]).toMatchObject({ appliedHash: "h1", failures: 0, lastResultCode: "APPLY_OK" });
     const once = recordOutcome(start, order(WorkOrderStatus.FAILED), NOW);
-    const twice = recordOutcome(once, order(WorkOrderStatus.FAILED), NOW);
+    expect(recordOutcome(once, order(WorkOrderStatus.FAILED), NOW)).toBe(once); // the same outcome counts once
+    // The reconciler issues the retry (o2): its failure counts as the second.
+    const retry = create(WorkOrderSchema, { ...order(WorkOrderStatus.FAILED), id: "o2" });
+    const twice = recordOutcome([create(TargetStatusSchema, { ...once[0]!, lastWorkOrderId: "o2", lastResultCode: "" })], retry, NOW);
     expect(twice[0]).toMatchObject({ failedHash: "h1", failures: 2, appliedHash: "" });
     expect(retryDelayMs(1)).toBe(2000);
     expect(retryDelayMs(2)).toBe(4000);

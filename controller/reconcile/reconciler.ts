@@ -29,6 +29,7 @@ import { tenantOf } from "../resources/resource-rules.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { planDeployment, planRemoval } from "./plan-deployment.js";
+import { recordOutcome } from "./target-record.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
 
 type Trace = { requestId: string; correlationId: string };
@@ -194,7 +195,7 @@ export class Reconciler {
     const live = tenant.deletion ? undefined : tenant;
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : create(TenantStatusSchema);
-    const records = new Map(status.targets.map((t) => [t.nodeId, t]));
+    const records = new Map((await this.outcomesOf(status.targets, world, tenantId, now)).map((t) => [t.nodeId, t]));
     const observedNodes = world.nodesObserving(tenantId);
     const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
     const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
@@ -228,6 +229,7 @@ export class Reconciler {
         orders.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
+        record.lastResultCode = ""; // the outcome is pending
         plan.verdict.workOrderId = issued.workOrder.id;
       }
       record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
@@ -241,6 +243,21 @@ export class Reconciler {
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     return { desire, orders, verdicts };
+  }
+
+  // Records the outcome of a target's last order when the order has finished but its result
+  // has not reached the record yet (the report is being recorded, or a crash cut it short), so
+  // a finished order is never mistaken for one that was never sent.
+  private async outcomesOf(targets: TargetStatus[], world: World, tenantId: string, now: Date): Promise<TargetStatus[]> {
+    let out = targets;
+    for (const t of targets) {
+      if (t.lastWorkOrderId === "" || t.lastResultCode !== "" || world.inFlight(tenantId, t.nodeId)?.id === t.lastWorkOrderId) continue;
+      const order = await this.deps.store.getWorkOrder(t.lastWorkOrderId);
+      if (order && (order.status === WorkOrderStatus.SUCCESS || order.status === WorkOrderStatus.FAILED)) {
+        out = recordOutcome(out, order, order.finishedAt ? timestampDate(order.finishedAt) : now);
+      }
+    }
+    return out;
   }
 
   private wakeAt(tenantId: string, at: number, now: Date): void {

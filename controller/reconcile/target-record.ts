@@ -12,8 +12,12 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   const ok = order.status === WorkOrderStatus.SUCCESS;
   const removal = order.type === WorkOrderType.REMOVE_SERVICE;
   const prev = targets.find((t) => t.nodeId === nodeId);
-  // A late result for an older order must not undo what a newer one recorded.
+  // A late result for an older order must not undo what a newer one recorded, and an outcome
+  // already recorded (the reconciler and the result report may both record it) counts once.
   if (prev && prev.lastWorkOrderId !== "" && prev.lastWorkOrderId !== order.id) return targets;
+  if (prev && prev.lastWorkOrderId === order.id && prev.lastResultCode !== "") return targets;
+  // A superseded order never ran: nothing to record.
+  if (order.result?.code === "SUPERSEDED") return targets;
   const rest = targets.filter((t) => t.nodeId !== nodeId);
   const t = prev ? clone(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
   const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
