@@ -17,6 +17,8 @@ import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { ResourceSchema, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { startController, ADMIN_TOKEN, type TestController } from "./helpers/controller.js";
+import { SERVICES } from "../controller/server.js";
+import { policyEntries } from "../controller/auth/policy.js";
 import { rpcError } from "./helpers/errors.js";
 
 let tc: TestController;
@@ -39,6 +41,13 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await tc?.stop();
+});
+
+describe("access policy", () => {
+  it("names every RPC of the contract, so a new one cannot fall back to a default by accident", () => {
+    const rpcs = SERVICES.flatMap((svc) => svc.methods.map((m) => `${svc.typeName}/${m.name}`)).sort();
+    expect(policyEntries().map(([k]) => k).sort()).toEqual(rpcs);
+  });
 });
 
 describe("serving", () => {
