@@ -1,6 +1,8 @@
 // The agent's loop. Each round: heartbeat (when due), ask for the next order, and if there is
-// one: journal it, claim it, mark it claimed, execute it, journal the result, report the result,
-// report the observed state of what it touched, drop the journal entry; then ask again at once. With no
+// one: journal it, claim it, mark it claimed, execute it (renewing the claim's lease), journal the
+// result, report the result, report the observed state of what it touched, drop the journal
+// entry; then ask again at once. With nothing to do it waits one poll interval, cut short by the
+// WatchWorkOrders stream when the controller pushes a new order (order-watch.ts). With no
 // work it sleeps one poll interval. When the controller cannot be reached it retries with capped
 // exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
@@ -19,6 +21,7 @@ import {
 import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "./backoff.js";
+import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
@@ -64,6 +67,8 @@ export class Agent {
   /** Runs until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     await this.deps.journal.open();
+    const watch = this.deps.config.watch ? new OrderWatch(this.deps.clients.nodes, this.deps.config.nodeId, this.log) : undefined;
+    const watching = watch?.run(signal);
     while (!signal.aborted) {
       try {
         await this.refreshHost();
@@ -75,7 +80,8 @@ export class Agent {
           await this.handle(next.workOrder, signal);
           continue;
         }
-        await sleep(this.deps.config.pollIntervalMs, signal);
+        // Pull is the floor: the poll interval, cut short when the stream rings.
+        await (watch ? watch.wait(this.deps.config.pollIntervalMs, signal) : sleep(this.deps.config.pollIntervalMs, signal));
       } catch (e) {
         if (signal.aborted) break;
         const delay = this.backoff.next();
@@ -87,6 +93,7 @@ export class Agent {
         await sleep(delay, signal);
       }
     }
+    await watching;
     this.log.info({ action: "stop" }, "agent stopped");
   }
 

@@ -21,6 +21,8 @@ export interface AgentConfig {
   composeTimeoutMs: number;
   readyTimeoutMs: number;
   logLevel: string;
+  /** Keep a WatchWorkOrders stream open for pushed orders (polling continues regardless). */
+  watch: boolean;
 }
 
 export const USAGE = `Usage: skippy [options]
@@ -39,6 +41,7 @@ export const USAGE = `Usage: skippy [options]
   --compose-timeout DUR  limit for one compose command [SKIPPY_COMPOSE_TIMEOUT] (default 5m)
   --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
   --log-level LEVEL      pino level [SKIPPY_LOG_LEVEL] (default info)
+  --no-watch             do not keep a push stream open; poll only [SKIPPY_WATCH=0]
   -h, --help             this text
 
 Durations: a number of milliseconds or a number with ms, s, m or h.
@@ -59,6 +62,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
       label: { type: "string", multiple: true },
       "compose-timeout": { type: "string" },
       "ready-timeout": { type: "string" },
+      "no-watch": { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -95,6 +99,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     composeTimeoutMs: duration(values["compose-timeout"] ?? env.SKIPPY_COMPOSE_TIMEOUT ?? "5m", "compose timeout", 1000),
     readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),
     logLevel,
+    watch: !(values["no-watch"] ?? false) && env.SKIPPY_WATCH !== "0" && env.SKIPPY_WATCH !== "false",
   };
 }
 

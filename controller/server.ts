@@ -37,6 +37,7 @@ import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { LivenessMonitor } from "./reconcile/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
+import { OrderFeed } from "./dispatch/order-feed.js";
 import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";
 
@@ -115,7 +116,8 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const repaired = await recoverOrderOutcomes({ store, snapshots, locks });
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
-  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs });
+  const feed = new OrderFeed();
+  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs, onOrderCreated: (o) => feed.publish(o) });
   const deps: ServiceDeps = {
     store,
     logger,
@@ -127,6 +129,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     reconciler,
     onResourceChanged: (r) => reconciler.notifyResource(r),
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
+    feed,
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {
@@ -163,7 +166,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     );
   };
   const liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
-  const leases = new LeaseMonitor({ store, logger, now, onExpired: (t) => reconciler.enqueue(t), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
+  const leases = new LeaseMonitor({ store, logger, now, onExpired: (o) => {
+      feed.publish(o);
+      reconciler.enqueue(o.target?.tenantId ?? "");
+    }, everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
   reconciler.start();
   liveness.start();
   leases.start();

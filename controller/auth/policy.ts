@@ -24,6 +24,7 @@ const POLICY: Record<string, Access> = {
   "skipper.v1.NodeService/RotateNodeToken": "admin",
   "skipper.v1.NodeService/Heartbeat": "node",
   "skipper.v1.NodeService/GetNextWorkOrder": "node",
+  "skipper.v1.NodeService/WatchWorkOrders": "node",
   "skipper.v1.NodeService/ReportResourceState": "node",
   "skipper.v1.DeploymentService/Apply": "admin",
   "skipper.v1.SnapshotService/GetSystemSnapshot": "admin",

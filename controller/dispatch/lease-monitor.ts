@@ -3,7 +3,7 @@
 // records work_order_lease_expired. The order's fencing token keeps growing, so the old holder's
 // late renewal or result is refused and the order still ends exactly once.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
@@ -14,8 +14,8 @@ export interface LeaseDeps {
   store: Store;
   logger: Logger;
   now: () => Date;
-  /** Told the tenant of every order put back to pending. */
-  onExpired: (tenantId: string) => void;
+  /** Told of every order put back to pending. */
+  onExpired: (order: WorkOrder) => void;
   everyMs?: number;
 }
 
@@ -68,7 +68,7 @@ export class LeaseMonitor {
             { action: "work_order_lease_expired", result: "pending", node_id: claim.nodeId, tenant_id: o.target?.tenantId, work_order_id: o.id, metadata: { fencing_token: claim.fencingToken.toString() } },
             "lease lapsed; work order back to pending",
           );
-          this.deps.onExpired(o.target?.tenantId ?? "");
+          this.deps.onExpired(back);
         } catch (e) {
           // Renewed or finished since the listing: nothing to do.
           if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;

@@ -41,6 +41,8 @@ export interface ReconcilerDeps {
   locks: KeyedLock;
   /** Periodic sweep interval (default 30 s); 0 disables the timer. */
   sweepIntervalMs?: number;
+  /** Told of every order a pass creates (push to connected agents). */
+  onOrderCreated?: (order: WorkOrder) => void;
 }
 
 /** One order a pass issued or found in flight for a target. */
@@ -311,6 +313,7 @@ export class Reconciler {
           { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, deploymentId, ...base, data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash } },
         ]),
       ]);
+      this.deps.onOrderCreated?.(workOrder);
       this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
       return { nodeId: action.nodeId, workOrder, deployment, created: true };
     }
@@ -322,6 +325,7 @@ export class Reconciler {
         { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes } },
       ]),
     ]);
+    this.deps.onOrderCreated?.(workOrder);
     this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } }, "reconcile: removal order issued");
     return { nodeId: action.nodeId, workOrder, created: true };
   }

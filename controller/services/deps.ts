@@ -5,6 +5,7 @@ import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Reconciler } from "../reconcile/reconciler.js";
+import type { OrderFeed } from "../dispatch/order-feed.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -19,6 +20,8 @@ export interface ServiceDeps {
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
+  /** Orders that became pending, for WatchWorkOrders streams. */
+  feed: OrderFeed;
   /** How long a claim's lease lasts before it must be renewed. */
   leaseMs: number;
   /** The reconcile loop (Apply runs a pass; order outcomes and changes enqueue one). */

@@ -4,6 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MetadataSchema, NodeLiveness, NodeStatusSchema, ProjectObservationSchema, ResourceSchema, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { equals } from "@bufbuild/protobuf";
 import { callInfo, responseMeta, SCHEMA_VERSION, type CallInfo } from "../context.js";
@@ -14,6 +15,8 @@ import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";
 import type { ServiceDeps } from "./deps.js";
 
+// An open WatchWorkOrders stream gets a keepalive this often when nothing happens.
+const WATCH_KEEPALIVE_MS = 15_000;
 // A heartbeat event is recorded when what the agent reports changes, or at most this often.
 const HEARTBEAT_EVENT_EVERY_MS = 5 * 60 * 1000;
 
@@ -139,6 +142,39 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
       const nodeId = selfOnly(callInfo(ctx), req.nodeId);
       const workOrder = await store.nextPendingWorkOrder(nodeId);
       return { meta: responseMeta(ctx), workOrder };
+    },
+
+    async *watchWorkOrders(req, ctx) {
+      const nodeId = selfOnly(callInfo(ctx), req.nodeId);
+      const queue: WorkOrder[] = [];
+      let wake: (() => void) | undefined;
+      const unsubscribe = deps.feed.subscribe(nodeId, (o) => {
+        queue.push(o);
+        wake?.();
+      });
+      try {
+        // Subscribed first, then read: an order created in between is sent twice, never missed.
+        yield { meta: responseMeta(ctx), workOrder: await store.nextPendingWorkOrder(nodeId), serverTime: timestampFromDate(deps.now()) };
+        while (!ctx.signal.aborted) {
+          if (queue.length === 0) {
+            await new Promise<void>((resolve) => {
+              const done = () => {
+                clearTimeout(timer);
+                ctx.signal.removeEventListener("abort", done);
+                wake = undefined;
+                resolve();
+              };
+              const timer = setTimeout(done, WATCH_KEEPALIVE_MS);
+              wake = done;
+              ctx.signal.addEventListener("abort", done, { once: true });
+            });
+          }
+          if (ctx.signal.aborted) break;
+          yield { meta: responseMeta(ctx), workOrder: queue.shift(), serverTime: timestampFromDate(deps.now()) };
+        }
+      } finally {
+        unsubscribe();
+      }
     },
 
     async reportResourceState(req, ctx) {

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/node_service.proto.
  */
 export const file_skipper_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKoAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJxChRSZWdpc3Rlck5vZGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIgoEbm9kZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2USDQoFdG9rZW4YAyABKAkiKQoWUm90YXRlTm9kZVRva2VuUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIlAKF1JvdGF0ZU5vZGVUb2tlblJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRINCgV0b2tlbhgCIAEoCSLbAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjgKBmxhYmVscxgEIAMoCzIoLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdC5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKAMSMAoIcHJvamVjdHMYByADKAsyHi5za2lwcGVyLnYxLlByb2plY3RPYnNlcnZhdGlvbhIZChFwcm9qZWN0c19yZXBvcnRlZBgIIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIokBChFIZWFydGJlYXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE3BlbmRpbmdfd29ya19vcmRlcnMYAyABKAUiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZTKmBQoLTm9kZVNlcnZpY2USZwoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIUgtPkkwIOOgEqIgkvdjEvbm9kZXMSgAEKD1JvdGF0ZU5vZGVUb2tlbhIiLnNraXBwZXIudjEuUm90YXRlTm9kZVRva2VuUmVxdWVzdBojLnNraXBwZXIudjEuUm90YXRlTm9kZVRva2VuUmVzcG9uc2UiJILT5JMCHjoBKiIZL3YxL25vZGVzL3tub2RlX2lkfS90b2tlbhJyCglIZWFydGJlYXQSHC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHS5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlIiiC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0EpoBChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIjuQAgGC0+STAjJiCndvcmtfb3JkZXISJC92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dBKZAQoTUmVwb3J0UmVzb3VyY2VTdGF0ZRImLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZSIxkAICgtPkkwIoOgEqIiMvdjEvbm9kZXMve25vZGVfaWR9L3Jlc291cmNlLXN0YXRlc2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKoAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJxChRSZWdpc3Rlck5vZGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIgoEbm9kZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2USDQoFdG9rZW4YAyABKAkiKQoWUm90YXRlTm9kZVRva2VuUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIlAKF1JvdGF0ZU5vZGVUb2tlblJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRINCgV0b2tlbhgCIAEoCSLbAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjgKBmxhYmVscxgEIAMoCzIoLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdC5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKAMSMAoIcHJvamVjdHMYByADKAsyHi5za2lwcGVyLnYxLlByb2plY3RPYnNlcnZhdGlvbhIZChFwcm9qZWN0c19yZXBvcnRlZBgIIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIokBChFIZWFydGJlYXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE3BlbmRpbmdfd29ya19vcmRlcnMYAyABKAUiKQoWV2F0Y2hXb3JrT3JkZXJzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIp0BChdXYXRjaFdvcmtPcmRlcnNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIqChdHZXROZXh0V29ya09yZGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIm0KGEdldE5leHRXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIqEBChNSZXNvdXJjZVN0YXRlUmVwb3J0EhUKDXJlc291cmNlX3R5cGUYASABKAkSCgoCaWQYAiABKAkSMQoNY3VycmVudF9zdGF0ZRgDIAEoCzIaLnNraXBwZXIudjEuUmVzb3VyY2VTdGF0dXMSNAoSbGFzdF9hcHBsaWVkX3N0YXRlGAQgASgLMhguc2tpcHBlci52MS5SZXNvdXJjZVNwZWMidgoaUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg13b3JrX29yZGVyX2lkGAIgASgJEjAKB3JlcG9ydHMYAyADKAsyHy5za2lwcGVyLnYxLlJlc291cmNlU3RhdGVSZXBvcnQibgobUmVwb3J0UmVzb3VyY2VTdGF0ZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRInCglyZXNvdXJjZXMYAiADKAsyFC5za2lwcGVyLnYxLlJlc291cmNlMoQGCgtOb2RlU2VydmljZRJnCgxSZWdpc3Rlck5vZGUSHy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QaIC5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlIhSC0+STAg46ASoiCS92MS9ub2RlcxKAAQoPUm90YXRlTm9kZVRva2VuEiIuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXF1ZXN0GiMuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnIKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiKILT5JMCIjoBKiIdL3YxL25vZGVzL3tub2RlX2lkfS9oZWFydGJlYXQSmgEKEEdldE5leHRXb3JrT3JkZXISIy5za2lwcGVyLnYxLkdldE5leHRXb3JrT3JkZXJSZXF1ZXN0GiQuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVzcG9uc2UiO5ACAYLT5JMCMmIKd29ya19vcmRlchIkL3YxL25vZGVzL3tub2RlX2lkfS93b3JrLW9yZGVycy9uZXh0ElwKD1dhdGNoV29ya09yZGVycxIiLnNraXBwZXIudjEuV2F0Y2hXb3JrT3JkZXJzUmVxdWVzdBojLnNraXBwZXIudjEuV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2UwARKZAQoTUmVwb3J0UmVzb3VyY2VTdGF0ZRImLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZSIxkAICgtPkkwIoOgEqIiMvdjEvbm9kZXMve25vZGVfaWR9L3Jlc291cmNlLXN0YXRlc2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * RegisterNodeRequest describes a new node.
@@ -216,6 +216,55 @@ export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE_
   messageDesc(file_skipper_v1_node_service, 5);
 
 /**
+ * WatchWorkOrdersRequest names the node watching (the caller's own).
+ *
+ * @generated from message skipper.v1.WatchWorkOrdersRequest
+ */
+export type WatchWorkOrdersRequest = Message<"skipper.v1.WatchWorkOrdersRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+};
+
+/**
+ * Describes the message skipper.v1.WatchWorkOrdersRequest.
+ * Use `create(WatchWorkOrdersRequestSchema)` to create a new message.
+ */
+export const WatchWorkOrdersRequestSchema: GenMessage<WatchWorkOrdersRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 6);
+
+/**
+ * WatchWorkOrdersResponse is one notice: an order that is pending for the node, or a keepalive
+ * (work_order unset).
+ *
+ * @generated from message skipper.v1.WatchWorkOrdersResponse
+ */
+export type WatchWorkOrdersResponse = Message<"skipper.v1.WatchWorkOrdersResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp server_time = 3;
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.WatchWorkOrdersResponse.
+ * Use `create(WatchWorkOrdersResponseSchema)` to create a new message.
+ */
+export const WatchWorkOrdersResponseSchema: GenMessage<WatchWorkOrdersResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 7);
+
+/**
  * GetNextWorkOrderRequest names the node asking.
  *
  * @generated from message skipper.v1.GetNextWorkOrderRequest
@@ -232,7 +281,7 @@ export type GetNextWorkOrderRequest = Message<"skipper.v1.GetNextWorkOrderReques
  * Use `create(GetNextWorkOrderRequestSchema)` to create a new message.
  */
 export const GetNextWorkOrderRequestSchema: GenMessage<GetNextWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 6);
+  messageDesc(file_skipper_v1_node_service, 8);
 
 /**
  * GetNextWorkOrderResponse carries the next order, unset when there is none.
@@ -256,7 +305,7 @@ export type GetNextWorkOrderResponse = Message<"skipper.v1.GetNextWorkOrderRespo
  * Use `create(GetNextWorkOrderResponseSchema)` to create a new message.
  */
 export const GetNextWorkOrderResponseSchema: GenMessage<GetNextWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 7);
+  messageDesc(file_skipper_v1_node_service, 9);
 
 /**
  * ResourceStateReport is the observed state of one resource.
@@ -290,7 +339,7 @@ export type ResourceStateReport = Message<"skipper.v1.ResourceStateReport"> & {
  * Use `create(ResourceStateReportSchema)` to create a new message.
  */
 export const ResourceStateReportSchema: GenMessage<ResourceStateReport> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 8);
+  messageDesc(file_skipper_v1_node_service, 10);
 
 /**
  * ReportResourceStateRequest carries reports from one node, usually for one work order.
@@ -319,7 +368,7 @@ export type ReportResourceStateRequest = Message<"skipper.v1.ReportResourceState
  * Use `create(ReportResourceStateRequestSchema)` to create a new message.
  */
 export const ReportResourceStateRequestSchema: GenMessage<ReportResourceStateRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 9);
+  messageDesc(file_skipper_v1_node_service, 11);
 
 /**
  * ReportResourceStateResponse lists the resources updated.
@@ -343,7 +392,7 @@ export type ReportResourceStateResponse = Message<"skipper.v1.ReportResourceStat
  * Use `create(ReportResourceStateResponseSchema)` to create a new message.
  */
 export const ReportResourceStateResponseSchema: GenMessage<ReportResourceStateResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 10);
+  messageDesc(file_skipper_v1_node_service, 12);
 
 /**
  * NodeService registers nodes (admin) and serves the agent's side of the protocol (node token):
@@ -392,6 +441,19 @@ export const NodeService: GenService<{
     methodKind: "unary";
     input: typeof GetNextWorkOrderRequestSchema;
     output: typeof GetNextWorkOrderResponseSchema;
+  },
+  /**
+   * WatchWorkOrders is a doorbell for the agent: it streams the node's oldest pending order on
+   * connect, then every order that becomes pending for the node (new, or back from a lapsed
+   * lease) as it happens, and a keepalive with the server time every 15 s. The agent still
+   * claims through ClaimWorkOrder, and polls GetNextWorkOrder when the stream breaks.
+   *
+   * @generated from rpc skipper.v1.NodeService.WatchWorkOrders
+   */
+  watchWorkOrders: {
+    methodKind: "server_streaming";
+    input: typeof WatchWorkOrdersRequestSchema;
+    output: typeof WatchWorkOrdersResponseSchema;
   },
   /**
    * ReportResourceState records the current and last applied state of resources the node

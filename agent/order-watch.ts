@@ -1,0 +1,86 @@
+// The push half of dispatch: a WatchWorkOrders stream kept open to the controller. A notice rings
+// a doorbell that cuts the main loop's poll sleep short; the loop then claims as usual. When the
+// stream breaks (controller restart, a proxy that cuts long streams), it reconnects with capped,
+// jittered backoff while the loop keeps polling at its interval, so push is only ever a speed-up.
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { Backoff } from "./backoff.js";
+
+export class OrderWatch {
+  private rung = false;
+  private wakeLoop: (() => void) | undefined;
+  private connected = false;
+
+  constructor(
+    private readonly nodes: Client<typeof NodeService>,
+    private readonly nodeId: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Keeps a stream open until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const backoff = new Backoff(500, 30_000);
+    while (!signal.aborted) {
+      try {
+        for await (const notice of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal })) {
+          if (!this.connected) {
+            this.connected = true;
+            backoff.reset();
+            this.log.info({ action: "watch", result: "connected" }, "watching for work orders");
+          }
+          if (notice.workOrder) this.ring();
+        }
+      } catch (e) {
+        if (signal.aborted) break;
+        const err = ConnectError.from(e);
+        const delay = backoff.next();
+        this.log[this.connected ? "warn" : "debug"]({ action: "watch", result: Code[err.code] ?? String(err.code), metadata: { retry_in_ms: delay, message: err.rawMessage } }, "work-order stream broke; polling until it is back");
+        this.connected = false;
+        await sleep(delay, signal);
+        continue;
+      }
+      this.connected = false;
+      await sleep(backoff.next(), signal);
+    }
+  }
+
+  /** Something is pending: wake the loop now (or at its next wait). */
+  ring(): void {
+    this.rung = true;
+    this.wakeLoop?.();
+  }
+
+  /** Waits `ms`, or less when the doorbell rings. */
+  wait(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.rung) {
+      this.rung = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        this.wakeLoop = undefined;
+        this.rung = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeLoop = done;
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
