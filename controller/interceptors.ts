@@ -40,6 +40,9 @@ const SKIPPER_CODE: Partial<Record<Code, ErrorCode>> = {
   [Code.Unimplemented]: "RESOURCE_NOT_FOUND",
 };
 
+// Calls every agent makes on a timer.
+const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
+
 /** The single boundary interceptor described above. */
 export function boundaryInterceptor(deps: { authenticator: Authenticator; logger: Logger }): Interceptor {
   return (next) => async (req) => {
@@ -63,9 +66,12 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
       const res = await next(req);
       res.header.set("x-request-id", requestId);
       res.header.set("x-correlation-id", correlationId);
-      // Reads (declared NO_SIDE_EFFECTS in the contract) log at debug when they succeed: agents
-      // poll them, and a line per poll would bury the changes. Failures and writes log at info+.
-      const level = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS ? "debug" : "info";
+      // Reads (declared NO_SIDE_EFFECTS in the contract) and the agents' periodic calls log at
+      // debug when they succeed: a line per poll, beat or renewal would bury the changes (their
+      // effects that matter, such as a node coming online, have events). Failures and other
+      // writes log at info and above.
+      const quiet = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS || PERIODIC.has(action);
+      const level = quiet ? "debug" : "info";
       log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } }, `${action} ok`);
       return res;
     } catch (e) {

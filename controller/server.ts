@@ -117,6 +117,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
   const feed = new OrderFeed();
+  let liveness: LivenessMonitor | undefined;
   const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs, onOrderCreated: (o) => feed.publish(o) });
   const deps: ServiceDeps = {
     store,
@@ -130,6 +131,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     onResourceChanged: (r) => reconciler.notifyResource(r),
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
+    onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {
@@ -165,13 +167,13 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       },
     );
   };
-  const liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
+  liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
   const leases = new LeaseMonitor({ store, logger, now, onExpired: (o) => {
       feed.publish(o);
       reconciler.enqueue(o.target?.tenantId ?? "");
     }, everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
   reconciler.start();
-  liveness.start();
+  liveness?.start();
   leases.start();
   return {
     handler,
@@ -180,7 +182,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     generatedAdminToken,
     close: async () => {
       await leases.stop();
-      await liveness.stop();
+      await liveness?.stop();
       await reconciler.stop();
       await snapshots.flush();
       await store.close();

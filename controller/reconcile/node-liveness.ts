@@ -2,9 +2,11 @@
 // degraded after 3 missed intervals, offline after 6. A heartbeat makes a node online at once
 // (node-service.ts); this monitor notices silence, records the change on the node's status with
 // a node_degraded / node_offline event, and has the reconciler look again (work for an offline
-// node waits, and its status says so).
+// node waits, and its status says so). It judges from every beat it is told of (seen()); the
+// node's stored last_heartbeat_at is written on changes and at least every 30 s.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
+import { isSkipperError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
@@ -41,6 +43,11 @@ export interface LivenessDeps {
 export class LivenessMonitor {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  // node id -> what its liveness is computed from, as last stored. Loaded from the store at
+  // start and kept current by heartbeats (seen()), so a check is arithmetic over a map, not a
+  // read of every node.
+  private readonly beats = new Map<string, { at: number; intervalMs: number; liveness: NodeLiveness }>();
+  private loaded = false;
 
   constructor(private readonly deps: LivenessDeps) {}
 
@@ -56,47 +63,88 @@ export class LivenessMonitor {
     await this.running;
   }
 
+  /** A heartbeat was stored for the node (it is online as of `at`). */
+  seen(nodeId: string, at: Date, intervalMs: number): void {
+    this.beats.set(nodeId, { at: at.getTime(), intervalMs, liveness: NodeLiveness.ONLINE });
+  }
+
+  /** A node was deleted: stop judging it. */
+  forget(nodeId: string): void {
+    this.beats.delete(nodeId);
+  }
+
   /** One look at every node; records the ones whose liveness changed. */
   async check(): Promise<void> {
+    if (!this.loaded) await this.load();
     const now = this.deps.now();
     let changed = false;
-    let pageToken = "";
-    do {
-      const page = await this.deps.store.listResources({ resourceType: "node", pageSize: 1000, pageToken });
-      for (const node of page.items) if (await this.update(node, now)) changed = true;
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    for (const [nodeId, b] of this.beats) {
+      if (livenessOf(new Date(b.at), b.intervalMs, now) === b.liveness) continue;
+      if (await this.update(nodeId, now)) changed = true;
+    }
     if (changed) this.deps.onChange();
   }
 
-  private async update(node: Resource, now: Date): Promise<boolean> {
-    const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
-    if (!st?.lastHeartbeatAt) return false;
-    const next = livenessOf(timestampDate(st.lastHeartbeatAt), Number(st.heartbeatIntervalMs), now);
-    if (next === st.liveness) return false;
-    let from = st.liveness;
+  private async load(): Promise<void> {
+    let pageToken = "";
+    do {
+      const page = await this.deps.store.listResources({ resourceType: "node", pageSize: 1000, pageToken });
+      for (const node of page.items) {
+        const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+        if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {
+          // A stored heartbeat time can lag the last beat (quiet beats are written at most every
+          // 30 s), and none arrived while this controller was down: judge nodes from no earlier
+          // than now, so a restart does not mark live nodes degraded before they can beat again.
+          const at = Math.max(timestampDate(st.lastHeartbeatAt).getTime(), this.deps.now().getTime());
+          this.beats.set(node.id, { at, intervalMs: Number(st.heartbeatIntervalMs), liveness: st.liveness });
+        }
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    this.loaded = true;
+  }
+
+  private async update(nodeId: string, now: Date): Promise<boolean> {
+    let from = NodeLiveness.UNSPECIFIED;
+    let next = NodeLiveness.UNSPECIFIED;
+    let last: Date | undefined;
     let wrote = false;
-    // Recomputed under the node's lock: a heartbeat that landed meanwhile wins.
-    await this.deps.store.updateResource("node", node.id, (cur) => {
-      const s = cur.currentState?.kind.case === "node" ? cur.currentState.kind.value : undefined;
-      if (!s?.lastHeartbeatAt) return cur;
-      const again = livenessOf(timestampDate(s.lastHeartbeatAt), Number(s.heartbeatIntervalMs), now);
-      if (again === s.liveness) return cur;
-      from = s.liveness;
-      s.liveness = again;
-      s.livenessChangedAt = timestampFromDate(now);
-      wrote = true;
-      return cur;
-    });
+    try {
+      // Recomputed under the node's lock from what is stored: a heartbeat that landed meanwhile wins.
+      await this.deps.store.updateResource("node", nodeId, (cur) => {
+        const s = cur.currentState?.kind.case === "node" ? cur.currentState.kind.value : undefined;
+        if (!s?.lastHeartbeatAt || cur.deletion) {
+          this.beats.delete(nodeId);
+          return cur;
+        }
+        // The latest beat this controller saw (the stored time may lag it), never older than stored.
+        const seenAt = Math.max(this.beats.get(nodeId)?.at ?? 0, timestampDate(s.lastHeartbeatAt).getTime());
+        last = new Date(seenAt);
+        next = livenessOf(last, Number(s.heartbeatIntervalMs), now);
+        this.beats.set(nodeId, { at: seenAt, intervalMs: Number(s.heartbeatIntervalMs), liveness: next });
+        if (next === s.liveness) return cur;
+        from = s.liveness;
+        s.liveness = next;
+        s.livenessChangedAt = timestampFromDate(now);
+        wrote = true;
+        return cur;
+      });
+    } catch (e) {
+      if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") {
+        this.beats.delete(nodeId);
+        return false;
+      }
+      throw e;
+    }
     if (!wrote) return false;
     const type = EVENT[next];
     if (type) {
-      const trace = { requestId: `liveness-${node.id}-${now.getTime()}`, correlationId: `liveness-${node.id}` };
+      const trace = { requestId: `liveness-${nodeId}-${now.getTime()}`, correlationId: `liveness-${nodeId}` };
       await recordEvents(this.deps.store, [
-        { type, ...trace, resourceType: "node", resourceId: node.id, nodeId: node.id, data: { from: NodeLiveness[from] ?? "", to: NodeLiveness[next] ?? "", last_heartbeat_at: timestampDate(st.lastHeartbeatAt).toISOString() } },
+        { type, ...trace, resourceType: "node", resourceId: nodeId, nodeId, data: { from: NodeLiveness[from] ?? "", to: NodeLiveness[next] ?? "", last_heartbeat_at: last!.toISOString() } },
       ]);
     }
-    this.deps.logger.warn({ action: type ?? "node_liveness", result: NodeLiveness[next], node_id: node.id }, `node ${node.id} is ${NodeLiveness[next]?.toLowerCase()}`);
+    this.deps.logger.warn({ action: type ?? "node_liveness", result: NodeLiveness[next], node_id: nodeId }, `node ${nodeId} is ${NodeLiveness[next]?.toLowerCase()}`);
     return true;
   }
 }

@@ -20,6 +20,8 @@ export interface ServiceDeps {
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
+  /** Told of every stored heartbeat (node liveness is judged from them). */
+  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
   /** Orders that became pending, for WatchWorkOrders streams. */
   feed: OrderFeed;
   /** How long a claim's lease lasts before it must be renewed. */

@@ -2,7 +2,7 @@
 // next work order and reports observed state, always about itself only.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MetadataSchema, NodeLiveness, NodeStatusSchema, ProjectObservationSchema, ResourceSchema, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -15,6 +15,8 @@ import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";
 import type { ServiceDeps } from "./deps.js";
 
+// A heartbeat that reports nothing new is written to the node's record at most this often.
+const HEARTBEAT_PERSIST_MS = 30_000;
 // An open WatchWorkOrders stream gets a keepalive this often when nothing happens.
 const WATCH_KEEPALIVE_MS = 15_000;
 // A heartbeat event is recorded when what the agent reports changes, or at most this often.
@@ -100,10 +102,15 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
         });
         const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
         reportChanged = !comparable || !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });
+        // A beat that changes nothing but the time is stored at most every HEARTBEAT_PERSIST_MS
+        // (returning the node unchanged writes nothing); liveness counts every beat.
+        const storedAt = before?.lastHeartbeatAt ? timestampDate(before.lastHeartbeatAt).getTime() : 0;
+        if (!reportChanged && !cameOnline && now.getTime() - storedAt < HEARTBEAT_PERSIST_MS) return node;
         node.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } };
         node.updatedAt = timestampFromDate(now);
         return node;
       });
+      deps.onHeartbeat?.(nodeId, now, Number(req.heartbeatIntervalMs));
       if (cameOnline) {
         await recordEvents(store, [{ type: "node_online", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
         // Work that waited for this node (or placement on it) can go now.

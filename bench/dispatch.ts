@@ -1,0 +1,207 @@
+// Dispatch benchmark (npm run bench:dispatch). Run on demand; it prints figures.
+//
+// The controller runs as its own process (dist/controller/main.js, file store, generated TLS).
+// This process plays --agents simulated agents (default 1,000), each a node with its own HTTP/2
+// connection holding a WatchWorkOrders stream and heartbeating every --heartbeat seconds
+// (default 10), as skippy does. Measured:
+//
+//   idle      the controller's RSS and CPU over --idle seconds (default 30) with every stream
+//             open and the heartbeats going
+//   dispatch  from CreateResource of a tenant placed on one node returning to that node's agent
+//             holding the claim: the reconciler issues the order, the stream rings, the agent
+//             claims. p50/p99 over --samples (default 200), one at a time, random nodes.
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { create, type DescService } from "@bufbuild/protobuf";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
+
+const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
+const ADMIN = "bench-admin-token-0123456789abcdef";
+const { values } = parseArgs({
+  options: {
+    agents: { type: "string", default: "1000" },
+    heartbeat: { type: "string", default: "10" },
+    idle: { type: "string", default: "30" },
+    samples: { type: "string", default: "200" },
+    // Writes a V8 CPU profile of the controller to this directory.
+    "cpu-prof": { type: "string" },
+  },
+});
+const AGENTS = Number(values.agents);
+const HEARTBEAT_MS = Number(values.heartbeat) * 1000;
+const IDLE_MS = Number(values.idle) * 1000;
+const SAMPLES = Number(values.samples);
+
+function clientFor<S extends DescService>(service: S, url: string, ca: string, headers: Record<string, string>): Client<S> {
+  const auth: Interceptor = (next) => (req) => {
+    for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
+    return next(req);
+  };
+  return createClient(service, createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }));
+}
+
+function procStats(pid: number): { rssMb: number; cpuSeconds: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = f.slice(f.lastIndexOf(")") + 2).split(" ");
+  return { rssMb: rssKb / 1024, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+
+/** One simulated agent: a stream that claims what it is told about, and heartbeats. */
+class SimAgent {
+  private claimed = new Map<string, (at: number) => void>();
+  private readonly nodes: Client<typeof NodeService>;
+  private readonly orders: Client<typeof WorkOrderService>;
+  constructor(readonly nodeId: string, url: string, ca: string, token: string) {
+    const h = { authorization: `Bearer ${token}` };
+    this.nodes = clientFor(NodeService, url, ca, h);
+    this.orders = clientFor(WorkOrderService, url, ca, h);
+  }
+  watch(signal: AbortSignal, opened: () => void): void {
+    void (async () => {
+      let first = true;
+      for await (const n of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal })) {
+        if (first) {
+          first = false;
+          opened();
+        }
+        if (!n.workOrder) continue;
+        const id = n.workOrder.id;
+        try {
+          await this.orders.claimWorkOrder({ id });
+          const at = performance.now();
+          await this.orders.reportWorkOrderResult({ id, result: { success: true, code: "APPLY_OK", message: "bench" } });
+          this.claimed.get(n.workOrder.target?.tenantId ?? "")?.(at);
+        } catch {
+          // claimed already (a notice can repeat): nothing to do
+        }
+      }
+    })().catch(() => undefined);
+  }
+  heartbeat(): Promise<unknown> {
+    return this.nodes.heartbeat({ nodeId: this.nodeId, agentVersion: "bench", heartbeatIntervalMs: BigInt(HEARTBEAT_MS), projectsReported: true });
+  }
+  claimOf(tenantId: string): Promise<number> {
+    return new Promise((r) => this.claimed.set(tenantId, r));
+  }
+}
+
+const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-dispatch-"));
+let ctl: ChildProcess | undefined;
+const stop = new AbortController();
+try {
+  const dataDir = join(base, "data");
+  const profile = values["cpu-prof"] ? ["--cpu-prof", "--cpu-prof-dir", resolve(values["cpu-prof"])] : [];
+  ctl = spawn(process.execPath, [...profile, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    env: { ...process.env, SKIPPER_ADMIN_TOKEN: ADMIN },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const url = await new Promise<string>((res, rej) => {
+    ctl!.once("exit", (c) => rej(new Error(`controller exited ${c}`)));
+    const rl = createInterface({ input: ctl!.stdout! });
+    rl.on("line", (line) => {
+      try {
+        const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
+        if (l.action === "listen" && l.metadata?.url) {
+          rl.removeAllListeners("line");
+          ctl!.stdout!.resume();
+          res(l.metadata.url);
+        }
+      } catch {
+        // not JSON
+      }
+    });
+  });
+  const ca = await readFile(join(dataDir, "tls", "ca.crt"), "utf8");
+  const admin = { "x-admin-token": ADMIN };
+  const nodes = clientFor(NodeService, url, ca, admin);
+  const resources = clientFor(ResourceService, url, ca, admin);
+
+  const t0 = performance.now();
+  const agents: SimAgent[] = [];
+  for (let i = 0; i < AGENTS; i += 25) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(25, AGENTS - i) }, async (_, k) => {
+        const nodeId = `sim-${i + k}`;
+        const token = (await nodes.registerNode({ nodeId })).token;
+        return new SimAgent(nodeId, url, ca, token);
+      }),
+    );
+    agents.push(...batch);
+  }
+  let open = 0;
+  await new Promise<void>((res) => {
+    for (const a of agents) a.watch(stop.signal, () => ++open === agents.length && res());
+  });
+  // Heartbeats, staggered over the interval, as real agents' would be.
+  await Promise.all(agents.map((a) => a.heartbeat()));
+  const beats = agents.map((a, i) =>
+    setTimeout(function beat() {
+      void a.heartbeat().catch(() => undefined);
+      beats[i] = setTimeout(beat, HEARTBEAT_MS);
+    }, (i * HEARTBEAT_MS) / agents.length),
+  );
+  const setupS = (performance.now() - t0) / 1000;
+
+  // Idle: every stream open, heartbeats going.
+  await new Promise((r) => setTimeout(r, 3000));
+  const a0 = procStats(ctl.pid!);
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const a1 = procStats(ctl.pid!);
+
+  // Dispatch, one at a time.
+  const lat: number[] = [];
+  for (let s = 0; s < SAMPLES; s++) {
+    const agent = agents[Math.floor(Math.random() * agents.length)]!;
+    const tenantId = `bench-d-${s}`;
+    const claimed = agent.claimOf(tenantId);
+    await resources.createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, { id: tenantId, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: agent.nodeId }, compose: { composeFile: "services: {}\n" } } } } }),
+    });
+    const returned = performance.now();
+    lat.push((await claimed) - returned);
+  }
+  for (const b of beats) clearTimeout(b);
+  lat.sort((a, b) => a - b);
+  const figures = {
+    agents: AGENTS,
+    heartbeat_s: HEARTBEAT_MS / 1000,
+    setup_s: Number(setupS.toFixed(1)),
+    idle_s: IDLE_MS / 1000,
+    controller_rss_mb: Number(a1.rssMb.toFixed(1)),
+    controller_cpu_percent_of_core: Number(((100 * (a1.cpuSeconds - a0.cpuSeconds)) / (IDLE_MS / 1000)).toFixed(1)),
+    dispatch_samples: lat.length,
+    dispatch_ms_p50: Number(pct(lat, 50).toFixed(2)),
+    dispatch_ms_p99: Number(pct(lat, 99).toFixed(2)),
+  };
+  console.log(`dispatch benchmark: ${AGENTS} simulated agents with open streams, heartbeats every ${figures.heartbeat_s} s (setup ${figures.setup_s} s)`);
+  console.log("| measure | value | target |");
+  console.log("|---|---|---|");
+  console.log(`| controller RSS, idle streams | ${figures.controller_rss_mb} MB | < 300 MB |`);
+  console.log(`| controller CPU, idle streams + heartbeats | ${figures.controller_cpu_percent_of_core}% of a core | < 10% |`);
+  console.log(`| create -> claim via stream, p50 / p99 | ${figures.dispatch_ms_p50} / ${figures.dispatch_ms_p99} ms | p99 < 50 ms |`);
+  console.log(JSON.stringify({ bench: "dispatch", node: process.version, ...figures }));
+} finally {
+  stop.abort();
+  if (ctl && ctl.exitCode === null && ctl.signalCode === null) {
+    const exited = new Promise((r) => ctl!.once("exit", r));
+    ctl.kill("SIGTERM");
+    await exited;
+  }
+  await rm(base, { recursive: true, force: true });
+  process.exit(0);
+}
