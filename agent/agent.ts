@@ -37,10 +37,10 @@ export interface AgentDeps {
   log: Logger;
   /** Finds out what the host can run (engine, compose). */
   probe: () => Promise<DockerHost>;
-  /** Runs a deploy_service order. */
-  deploy: (order: WorkOrder, host: DockerHost, log: Logger) => Promise<DeployOutcome>;
+  /** Runs a deploy_service order; `signal` aborts when an admin cancels it. */
+  deploy: (order: WorkOrder, host: DockerHost, log: Logger, signal: AbortSignal) => Promise<DeployOutcome>;
   /** Runs a remove_service order. */
-  remove: (order: WorkOrder, host: DockerHost, log: Logger) => Promise<DeployOutcome>;
+  remove: (order: WorkOrder, host: DockerHost, log: Logger, signal: AbortSignal) => Promise<DeployOutcome>;
   /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
   observe: () => Promise<ProjectObservation[]>;
 }
@@ -56,6 +56,8 @@ export class Agent {
   private probedAt = 0;
   private lastHeartbeat = 0;
   private recovered = false;
+  // The order being executed, so a cancel heard on the stream or a renewal can stop it.
+  private running: { id: string; cancel: AbortController } | undefined;
   private readonly startedAt = Date.now();
   private readonly backoff = new Backoff();
   private readonly log: Logger;
@@ -67,7 +69,9 @@ export class Agent {
   /** Runs until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     await this.deps.journal.open();
-    const watch = this.deps.config.watch ? new OrderWatch(this.deps.clients.nodes, this.deps.config.nodeId, this.log) : undefined;
+    const watch = this.deps.config.watch
+      ? new OrderWatch(this.deps.clients.nodes, this.deps.config.nodeId, this.log, (o) => o.cancelRequest && this.cancelRunning(o.id, o.cancelRequest.reason))
+      : undefined;
     const watching = watch?.run(signal);
     while (!signal.aborted) {
       try {
@@ -203,14 +207,17 @@ export class Agent {
     const executor = order.type === WorkOrderType.DEPLOY_SERVICE ? this.deps.deploy : order.type === WorkOrderType.REMOVE_SERVICE ? this.deps.remove : undefined;
     if (executor) {
       const host = await this.refreshHost();
-      const stopRenewing = this.keepLease(order, log);
+      const cancel = new AbortController();
+      this.running = { id: order.id, cancel };
+      const stopRenewing = this.keepLease(order, log, cancel);
       try {
-        outcome = await executor(order, host, log);
+        outcome = await executor(order, host, log, cancel.signal);
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
       } finally {
         stopRenewing();
+        this.running = undefined;
       }
       if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
@@ -316,6 +323,13 @@ export class Agent {
     }
   }
 
+  /** Stops the order being executed, when it is `orderId` (an admin cancelled it). */
+  private cancelRunning(orderId: string, reason: string, log: Logger = this.log): void {
+    if (this.running?.id !== orderId || this.running.cancel.signal.aborted) return;
+    log.warn({ action: "cancel", result: "stopping", work_order_id: orderId, metadata: { reason } }, "work order cancelled by an admin; stopping it");
+    this.running.cancel.abort(reason);
+  }
+
   /** True while the controller still has the order running under this agent's claim. */
   private async stillHeld(order: WorkOrder): Promise<boolean> {
     const token = order.claim?.fencingToken ?? 0n;
@@ -335,14 +349,16 @@ export class Agent {
    * A refused renewal means the lease lapsed and the order went to another claim: the result of
    * this run will be refused too, so it is only logged.
    */
-  private keepLease(order: WorkOrder, log: Logger): () => void {
+  private keepLease(order: WorkOrder, log: Logger, cancel: AbortController): () => void {
     const claim = order.claim;
     if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return () => undefined;
     const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
     let lost = false;
     const timer = setInterval(() => {
       if (lost) return;
-      this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).catch((e: unknown) => {
+      this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).then((res) => {
+        if (res.workOrder?.cancelRequest) this.cancelRunning(order.id, res.workOrder.cancelRequest.reason, log);
+      }, (e: unknown) => {
         const err = ConnectError.from(e);
         if (TRANSIENT.has(err.code)) return;
         lost = true;

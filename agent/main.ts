@@ -35,8 +35,8 @@ async function main(): Promise<void> {
     journal: new Journal(cfg.stateDir),
     log: logger,
     probe: probeDockerHost,
-    deploy: (order, host, log) =>
-      deployService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs, readyTimeoutMs: cfg.readyTimeoutMs, log }),
+    deploy: (order, host, log, signal) =>
+      deployService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs, readyTimeoutMs: cfg.readyTimeoutMs, log, signal }),
     remove: (order, host) => removeService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs }),
     observe: () => observeProjects(cfg.workDir),
   });

@@ -5,6 +5,7 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "./backoff.js";
 
 export class OrderWatch {
@@ -16,6 +17,8 @@ export class OrderWatch {
     private readonly nodes: Client<typeof NodeService>,
     private readonly nodeId: string,
     private readonly log: Logger,
+    /** Told of every order a notice carries (e.g. to stop one an admin cancelled). */
+    private readonly onNotice: (order: WorkOrder) => void = () => undefined,
   ) {}
 
   /** Keeps a stream open until `signal` aborts. */
@@ -29,7 +32,10 @@ export class OrderWatch {
             backoff.reset();
             this.log.info({ action: "watch", result: "connected" }, "watching for work orders");
           }
-          if (notice.workOrder) this.ring();
+          if (notice.workOrder) {
+            this.onNotice(notice.workOrder);
+            this.ring();
+          }
         }
       } catch (e) {
         if (signal.aborted) break;

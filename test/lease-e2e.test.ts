@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -115,5 +115,45 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     expect(await readFile(agent.logFile, "utf8")).not.toContain("PermissionDenied");
     // One order per desired state: nothing else ran.
     expect((await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.result?.code !== "SUPERSEDED").map((o) => o.id)).toEqual([firstId, orderId]);
+  }, 120_000);
+
+  it("an admin cancels a running order: the agent stops it, reports CANCELLED, and nothing retries it", async () => {
+    const orders = ctl.admin(WorkOrderService);
+    await ctl.admin(ResourceService).updateResource({
+      resourceType: "tenant",
+      id: TENANT,
+      desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "3" } } } } },
+    });
+    const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
+    await waitFor("the order to run", async () => ((await orders.getWorkOrder({ id: orderId })).workOrder!.status === WorkOrderStatus.RUNNING ? true : undefined), 30_000, 50);
+    const asked = await orders.cancelWorkOrder({ id: orderId, reason: "bad release" });
+    expect(asked.workOrder?.cancelRequest?.reason).toBe("bad release");
+    const done = await waitFor("the agent to stop it", async () => {
+      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+      return o.finishedAt ? o : undefined;
+    }, 20_000, 100);
+    expect(done.status).toBe(WorkOrderStatus.CANCELLED);
+    expect(done.result?.code).toBe("CANCELLED");
+    const events = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+    expect(events).toContain("work_order_cancel_requested");
+    expect(events).toContain("work_order_cancelled");
+    // The reconciler leaves a cancelled desired state alone until it changes or someone applies.
+    await waitFor("the tenant to say so", async () => {
+      const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource!;
+      return t.convergence?.status === ConvergenceStatus.ORDER_FAILED && t.convergence.message.includes("CANCELLED") ? true : undefined;
+    }, 10_000);
+    await new Promise((r) => setTimeout(r, 2500));
+    const after = (await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.status === WorkOrderStatus.PENDING || o.status === WorkOrderStatus.RUNNING);
+    expect(after).toEqual([]);
+    // A pending order is cancelled at once.
+    const again = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!;
+    agent.child.kill("SIGSTOP");
+    try {
+      const c = await orders.cancelWorkOrder({ id: again.id, reason: "not now" });
+      if (c.workOrder?.status !== WorkOrderStatus.RUNNING) expect(c.workOrder?.status).toBe(WorkOrderStatus.CANCELLED);
+    } finally {
+      agent.child.kill("SIGCONT");
+    }
+    await waitFor("the second order to end", async () => ((await orders.getWorkOrder({ id: again.id })).workOrder!.finishedAt ? true : undefined), 30_000, 100);
   }, 120_000);
 });

@@ -459,6 +459,27 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.finishWorkOrder("wo-f2", "node-1", ok(), at(1600), 2n)).duplicate).toBe(true);
       });
 
+      it("cancel: a pending order at once, a running one on request until its holder reports", async () => {
+        await store.createWorkOrder(order("wo-cp", "node-1"));
+        const c = await store.cancelWorkOrder("wo-cp", "not needed", "req-c", at(10));
+        expect(c.status).toBe(WorkOrderStatus.CANCELLED);
+        expect(c.result?.code).toBe("CANCELLED");
+        expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
+        expect((await store.cancelWorkOrder("wo-cp", "again", "req-d", at(20))).cancelRequest?.requestId).toBe("req-c");
+        await store.createWorkOrder(order("wo-cr", "node-1"));
+        await store.claimWorkOrder("wo-cr", "node-1", at(30));
+        const asked = await store.cancelWorkOrder("wo-cr", "stop it", "req-e", at(40));
+        expect(asked.status).toBe(WorkOrderStatus.RUNNING);
+        expect(asked.cancelRequest?.reason).toBe("stop it");
+        const done = await store.finishWorkOrder("wo-cr", "node-1", create(WorkOrderResultSchema, { success: false, code: "CANCELLED" }), at(50), 1n);
+        expect(done.workOrder.status).toBe(WorkOrderStatus.CANCELLED);
+        await expectCode(store.cancelWorkOrder("wo-ok", "x", "r", at(60)), "RESOURCE_NOT_FOUND");
+        await store.createWorkOrder(order("wo-ok", "node-1"));
+        await store.claimWorkOrder("wo-ok", "node-1", at(70));
+        await store.finishWorkOrder("wo-ok", "node-1", ok(), at(80));
+        await expectCode(store.cancelWorkOrder("wo-ok", "too late", "r", at(90)), "WORK_ORDER_NOT_CLAIMABLE");
+      });
+
       it("a lease expiry survives reopening over a crash that left both copies", async (ctx) => {
         if (!sut.reopen) return ctx.skip();
         await store.createWorkOrder(order("wo-x", "node-1"));

@@ -15,6 +15,8 @@ export interface CommandRun {
   timedOut: boolean;
   /** The program could not be started (not installed, not executable). */
   notFound: boolean;
+  /** Stopped because the order was cancelled. */
+  cancelled: boolean;
   durationMs: number;
 }
 
@@ -26,6 +28,8 @@ export interface RunOptions {
   secrets?: string[];
   /** Keep the whole output (for output the agent parses itself, never for reported output). */
   uncapped?: boolean;
+  /** Stops the program (SIGTERM, then SIGKILL) when it aborts: the order was cancelled. */
+  signal?: AbortSignal;
 }
 
 /** Runs `program args…`; never throws for a failed or timed-out command, only describes it. */
@@ -42,6 +46,7 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
     stdin: "ignore",
     stripFinalNewline: false,
     maxBuffer: 8 * 1024 * 1024,
+    ...(opts.signal ? { cancelSignal: opts.signal } : {}),
   });
   const notFound = (r as { code?: string }).code === "ENOENT";
   const clean = (s: unknown) => {
@@ -56,6 +61,7 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
     stderr: notFound ? `${program}: not found` : clean(r.stderr),
     timedOut: r.timedOut === true,
     notFound,
+    cancelled: (r as { isCanceled?: boolean }).isCanceled === true,
     durationMs: Math.round(performance.now() - started),
   };
 }

@@ -37,6 +37,8 @@ export interface DeployContext {
   composeTimeoutMs: number;
   readyTimeoutMs: number;
   log: Logger;
+  /** Aborts when the order is cancelled: the running command is stopped, the result is CANCELLED. */
+  signal?: AbortSignal;
 }
 
 export interface DeployOutcome {
@@ -103,8 +105,14 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     dir,
     ...rest,
   ];
-  const run = (args: string[], timeoutMs: number) => runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets });
+  const run = (args: string[], timeoutMs: number) => runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets, signal: ctx.signal });
+  const cancelled = (command?: CommandRun) =>
+    done("CANCELLED", `cancelled by an admin: ${String(ctx.signal?.reason ?? "").slice(0, 200) || "no reason given"}`, { command, composePath });
   const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
+  if (check.cancelled || ctx.signal?.aborted) {
+    await rm(staging, { recursive: true, force: true });
+    return done("CANCELLED", "cancelled by an admin before the project changed", { command: check });
+  }
   if (check.exitCode !== 0 || check.timedOut) {
     await rm(staging, { recursive: true, force: true });
     if (ENGINE_DOWN.test(check.stderr)) return done("DOCKER_UNAVAILABLE", lastLine(check.stderr), { command: check });
@@ -126,6 +134,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     throw e;
   }
   const up = await run(composeArgs(composePath, envPath, "up", "-d", "--remove-orphans"), ctx.composeTimeoutMs);
+  if (up.cancelled) return cancelled(up);
   if (up.timedOut) return done("TIMEOUT", `compose up did not finish within ${ctx.composeTimeoutMs} ms`, { command: up, composePath });
   if (up.exitCode !== 0) {
     const code = ENGINE_DOWN.test(up.stderr) ? "DOCKER_UNAVAILABLE" : "COMPOSE_FAILED";
@@ -142,6 +151,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   let after = await readProjectContainers(projectName);
   let observed = observeServices(services, after);
   while (!observed.every((s) => s.state === "running") && Date.now() < deadline) {
+    if (ctx.signal?.aborted) return cancelled(up);
     await new Promise((r) => setTimeout(r, READY_POLL_MS));
     after = await readProjectContainers(projectName);
     observed = observeServices(services, after);

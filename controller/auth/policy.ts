@@ -20,6 +20,7 @@ const POLICY: Record<string, Access> = {
   "skipper.v1.WorkOrderService/ClaimWorkOrder": "node",
   "skipper.v1.WorkOrderService/ReportWorkOrderResult": "node",
   "skipper.v1.WorkOrderService/RenewWorkOrderLease": "node",
+  "skipper.v1.WorkOrderService/CancelWorkOrder": "admin",
   "skipper.v1.NodeService/RegisterNode": "admin",
   "skipper.v1.NodeService/RotateNodeToken": "admin",
   "skipper.v1.NodeService/Heartbeat": "node",

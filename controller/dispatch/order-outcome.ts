@@ -62,7 +62,7 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
   const removal = order.type === WorkOrderType.REMOVE_SERVICE;
   await recordEvents(store, [
-    orderEvent(order, ok ? "work_order_succeeded" : "work_order_failed", trace, { data, at }),
+    orderEvent(order, ok ? "work_order_succeeded" : order.status === WorkOrderStatus.CANCELLED ? "work_order_cancelled" : "work_order_failed", trace, { data, at }),
     ...(deploymentId === ""
       ? []
       : [orderEvent(order, ok ? "deployment_succeeded" : "deployment_failed", trace, { data, at, resourceType: "deployment", resourceId: deploymentId })]),
@@ -99,7 +99,7 @@ export async function onOrderSuperseded(store: Store, order: WorkOrder, trace: T
 export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   const { store } = deps;
   let repaired = 0;
-  for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.RUNNING]) {
+  for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED, WorkOrderStatus.RUNNING]) {
     let pageToken = "";
     do {
       const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });

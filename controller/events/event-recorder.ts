@@ -22,6 +22,8 @@ export type EventType =
   | "work_order_created"
   | "work_order_started"
   | "work_order_lease_expired"
+  | "work_order_cancelled"
+  | "work_order_cancel_requested"
   | "work_order_succeeded"
   | "work_order_failed"
   | "deployment_started"

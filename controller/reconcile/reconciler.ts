@@ -30,6 +30,7 @@ import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { planDeployment, planRemoval } from "./plan-deployment.js";
 import { recordOutcome } from "./target-record.js";
+import { isFinished } from "../store/work-order-transitions.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
 
 type Trace = { requestId: string; correlationId: string };
@@ -255,7 +256,7 @@ export class Reconciler {
     for (const t of targets) {
       if (t.lastWorkOrderId === "" || t.lastResultCode !== "" || world.inFlight(tenantId, t.nodeId)?.id === t.lastWorkOrderId) continue;
       const order = await this.deps.store.getWorkOrder(t.lastWorkOrderId);
-      if (order && (order.status === WorkOrderStatus.SUCCESS || order.status === WorkOrderStatus.FAILED)) {
+      if (order && isFinished(order)) {
         out = recordOutcome(out, order, order.finishedAt ? timestampDate(order.finishedAt) : now);
       }
     }

@@ -4,7 +4,7 @@ import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
+import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 
 /** The targets after `order` finished: applied hash (REMOVAL_HASH after a removal), failure count and retry time updated. */
 export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Date): TargetStatus[] {
@@ -31,6 +31,11 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     t.appliedHash = hash;
     t.failedHash = "";
     t.failures = 0;
+    t.retryAt = undefined;
+  } else if (order.status === WorkOrderStatus.CANCELLED) {
+    // An admin stopped this desired state: no retries until it changes (or Apply forces one).
+    t.failures = MAX_FAILURES;
+    t.failedHash = hash;
     t.retryAt = undefined;
   } else {
     t.failures = t.failedHash === hash ? t.failures + 1 : 1;

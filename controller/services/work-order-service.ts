@@ -6,6 +6,7 @@ import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../ids.js";
 import { onOrderFinished, onOrderStarted } from "../dispatch/order-outcome.js";
+import { recordEvents } from "../events/event-recorder.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Work order implementation. */
@@ -53,6 +54,35 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
         "work order claimed",
       );
       return { meta: responseMeta(ctx), workOrder: claimed };
+    },
+
+    async cancelWorkOrder(req, ctx) {
+      const call = callInfo(ctx);
+      const order = await ownOrder(req.id, call);
+      if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
+      const after = await store.cancelWorkOrder(order.id, req.reason, call.requestId, deps.now());
+      const trace = { requestId: call.requestId, correlationId: order.correlationId };
+      if (order.status === WorkOrderStatus.PENDING && after.status === WorkOrderStatus.CANCELLED) {
+        await onOrderFinished(deps, after, trace);
+        deps.reconciler.enqueue(order.target?.tenantId ?? "");
+      } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
+        await recordEvents(store, [
+          {
+            type: "work_order_cancel_requested",
+            ...trace,
+            resourceType: "work_order",
+            resourceId: order.id,
+            tenantId: order.target?.tenantId,
+            nodeId: order.target?.nodeId,
+            workOrderId: order.id,
+            data: { reason: req.reason },
+          },
+        ]);
+        // The agent hears it on its stream at once, else on its next lease renewal.
+        deps.feed.publish(after);
+      }
+      call.logger.info({ action: "work_order_cancel", result: WorkOrderStatus[after.status] ?? "", tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { reason: req.reason } }, "work order cancel");
+      return { meta: responseMeta(ctx), workOrder: after };
     },
 
     async renewWorkOrderLease(req, ctx) {

@@ -23,7 +23,7 @@ import { ResourceIndex } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
-import { checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, superseded } from "./work-order-transitions.js";
+import { cancelled, checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, superseded } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -198,6 +198,10 @@ export class FileStore implements S.Store {
     return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
   }
 
+  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => cancelled(current, reason, requestId, now));
+  }
+
   async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
     return this.transition(id, (current) => leaseExpired(current, now));
   }
@@ -224,6 +228,7 @@ export class FileStore implements S.Store {
       const current = this.orders.get(id);
       if (!current) throw notFound("work_order", id);
       const next = step(current);
+      if (next === current) return clone(WorkOrderSchema, current); // nothing to do (idempotent)
       await this.moveOrder(current, next);
       return clone(WorkOrderSchema, next);
     });

@@ -34,7 +34,7 @@ export type Warn = (msg: string, meta: object) => void;
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   pending: [WorkOrderStatus.PENDING],
   running: [WorkOrderStatus.RUNNING],
-  finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED],
+  finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED],
 };
 const STORE_DIRS = ["resources", "work-orders", "events", "snapshots", "idempotency", "auth"];
 const READ_CONCURRENCY = 32;

@@ -160,6 +160,11 @@ export interface Store {
    */
   expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder>;
   /**
+   * An admin's cancel (see transitions.cancelled): pending -> cancelled, running -> cancel
+   * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
+   */
+  cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder>;
+  /**
    * running -> success | failed (from result.success), setting result and finished_at. When the
    * order already finished, returns it unchanged with duplicate=true. Throws RESOURCE_NOT_FOUND,
    * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending

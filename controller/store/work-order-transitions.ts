@@ -5,6 +5,7 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
+  CancelRequestSchema,
   WorkOrderAttemptSchema,
   WorkOrderClaimSchema,
   WorkOrderResultSchema,
@@ -22,11 +23,12 @@ export const SHORT_STATUS: Record<WorkOrderStatus, string> = {
   [WorkOrderStatus.RUNNING]: "running",
   [WorkOrderStatus.SUCCESS]: "success",
   [WorkOrderStatus.FAILED]: "failed",
+  [WorkOrderStatus.CANCELLED]: "cancelled",
 };
 
 /** True once the order has a final status. */
 export function isFinished(o: WorkOrder): boolean {
-  return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED;
+  return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED || o.status === WorkOrderStatus.CANCELLED;
 }
 
 /** Default lease of a claim when the caller names none. */
@@ -116,10 +118,32 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
   }
   checkHolder(current, nodeId, token);
   const next = clone(WorkOrderSchema, current);
-  next.status = result.success ? WorkOrderStatus.SUCCESS : WorkOrderStatus.FAILED;
+  // An agent that stopped on an admin's request reports CANCELLED.
+  const cancelled = current.cancelRequest !== undefined && result.code === "CANCELLED";
+  next.status = result.success ? WorkOrderStatus.SUCCESS : cancelled ? WorkOrderStatus.CANCELLED : WorkOrderStatus.FAILED;
   next.result = clone(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
   endAttempt(next, now, "finished");
+  return next;
+}
+
+/**
+ * An admin's cancel: a pending order becomes CANCELLED; a running one records the request (its
+ * agent stops and reports); a cancelled one is returned as it is; any other finished one is
+ * WORK_ORDER_NOT_CLAIMABLE.
+ */
+export function cancelled(current: WorkOrder, reason: string, requestId: string, now: Date): WorkOrder {
+  if (current.status === WorkOrderStatus.CANCELLED || (current.status === WorkOrderStatus.RUNNING && current.cancelRequest)) return current;
+  if (current.status !== WorkOrderStatus.PENDING && current.status !== WorkOrderStatus.RUNNING) {
+    throw notClaimable(`work order ${current.id} already finished (${SHORT_STATUS[current.status]}); there is nothing to cancel`, { status: SHORT_STATUS[current.status] });
+  }
+  const next = clone(WorkOrderSchema, current);
+  next.cancelRequest = create(CancelRequestSchema, { requestedAt: timestampFromDate(now), reason, requestId });
+  if (current.status === WorkOrderStatus.PENDING) {
+    next.status = WorkOrderStatus.CANCELLED;
+    next.result = create(WorkOrderResultSchema, { success: false, code: "CANCELLED", message: reason || "cancelled before any node claimed it" });
+    next.finishedAt = timestampFromDate(now);
+  }
   return next;
 }
 

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order.proto.
  */
 export const file_skipper_v1_work_order: GenFile = /*@__PURE__*/
-  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIsACChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIGjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEingEKDldvcmtPcmRlckNsYWltEg8KB25vZGVfaWQYASABKAkSLgoKY2xhaW1lZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZmVuY2luZ190b2tlbhgEIAEoAyKpAQoQV29ya09yZGVyQXR0ZW1wdBIPCgdub2RlX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB291dGNvbWUYBSABKAkihwUKCVdvcmtPcmRlchIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEicKBHR5cGUYBCABKA4yGS5za2lwcGVyLnYxLldvcmtPcmRlclR5cGUSKwoGdGFyZ2V0GAUgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJUYXJnZXQSOAoNZGVzaXJlZF9zdGF0ZRgGIAEoCzIhLnNraXBwZXIudjEuV29ya09yZGVyRGVzaXJlZFN0YXRlEisKBnN0YXR1cxgHIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEisKBnJlc3VsdBgIIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhIKCnJlcXVlc3RfaWQYCSABKAkSFgoOY29ycmVsYXRpb25faWQYCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKCG1ldGFkYXRhGA4gASgLMhQuc2tpcHBlci52MS5NZXRhZGF0YRIpCgVjbGFpbRgPIAEoCzIaLnNraXBwZXIudjEuV29ya09yZGVyQ2xhaW0SFQoNZmVuY2luZ190b2tlbhgQIAEoAxIuCghhdHRlbXB0cxgRIAMoCzIcLnNraXBwZXIudjEuV29ya09yZGVyQXR0ZW1wdCJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgigQIKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJ2Cg9Xb3JrT3JkZXJSZXN1bHQSDwoHc3VjY2VzcxgBIAEoCBIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSMwoHZGV0YWlscxgEIAEoCzIiLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscyp4Cg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACKq8BCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
+  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIsACChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIGjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEingEKDldvcmtPcmRlckNsYWltEg8KB25vZGVfaWQYASABKAkSLgoKY2xhaW1lZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZmVuY2luZ190b2tlbhgEIAEoAyKpAQoQV29ya09yZGVyQXR0ZW1wdBIPCgdub2RlX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB291dGNvbWUYBSABKAkiugUKCVdvcmtPcmRlchIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEicKBHR5cGUYBCABKA4yGS5za2lwcGVyLnYxLldvcmtPcmRlclR5cGUSKwoGdGFyZ2V0GAUgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJUYXJnZXQSOAoNZGVzaXJlZF9zdGF0ZRgGIAEoCzIhLnNraXBwZXIudjEuV29ya09yZGVyRGVzaXJlZFN0YXRlEisKBnN0YXR1cxgHIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEisKBnJlc3VsdBgIIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhIKCnJlcXVlc3RfaWQYCSABKAkSFgoOY29ycmVsYXRpb25faWQYCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKCG1ldGFkYXRhGA4gASgLMhQuc2tpcHBlci52MS5NZXRhZGF0YRIpCgVjbGFpbRgPIAEoCzIaLnNraXBwZXIudjEuV29ya09yZGVyQ2xhaW0SFQoNZmVuY2luZ190b2tlbhgQIAEoAxIuCghhdHRlbXB0cxgRIAMoCzIcLnNraXBwZXIudjEuV29ya09yZGVyQXR0ZW1wdBIxCg5jYW5jZWxfcmVxdWVzdBgSIAEoCzIZLnNraXBwZXIudjEuQ2FuY2VsUmVxdWVzdCJlCg1DYW5jZWxSZXF1ZXN0EjAKDHJlcXVlc3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkidAoNQ29tbWFuZFJlc3VsdBIPCgdwcm9ncmFtGAEgASgJEgwKBGFyZ3MYAiADKAkSEQoJZXhpdF9jb2RlGAMgASgFEg4KBnN0ZG91dBgEIAEoCRIOCgZzdGRlcnIYBSABKAkSEQoJdGltZWRfb3V0GAYgASgIIoECChZXb3JrT3JkZXJSZXN1bHREZXRhaWxzEhMKC2R1cmF0aW9uX21zGAEgASgDEhQKDGNvbXBvc2VfcGF0aBgCIAEoCRIZChFjaGFuZ2VkX3Jlc291cmNlcxgDIAMoCRIbChN1bmNoYW5nZWRfcmVzb3VyY2VzGAQgAygJEioKB2NvbW1hbmQYBSABKAsyGS5za2lwcGVyLnYxLkNvbW1hbmRSZXN1bHQSMAoIc2VydmljZXMYBiADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbhImCgVleHRyYRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QidgoPV29ya09yZGVyUmVzdWx0Eg8KB3N1Y2Nlc3MYASABKAgSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjMKB2RldGFpbHMYBCABKAsyIi5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdERldGFpbHMqeAoNV29ya09yZGVyVHlwZRIfChtXT1JLX09SREVSX1RZUEVfVU5TUEVDSUZJRUQQABIiCh5XT1JLX09SREVSX1RZUEVfREVQTE9ZX1NFUlZJQ0UQARIiCh5XT1JLX09SREVSX1RZUEVfUkVNT1ZFX1NFUlZJQ0UQAirQAQoPV29ya09yZGVyU3RhdHVzEiEKHVdPUktfT1JERVJfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHQoZV09SS19PUkRFUl9TVEFUVVNfUEVORElORxABEh0KGVdPUktfT1JERVJfU1RBVFVTX1JVTk5JTkcQAhIdChlXT1JLX09SREVSX1NUQVRVU19TVUNDRVNTEAMSHAoYV09SS19PUkRFUl9TVEFUVVNfRkFJTEVEEAQSHwobV09SS19PUkRFUl9TVEFUVVNfQ0FOQ0VMTEVEEAViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
 
 /**
  * WorkOrderTarget says which node (and tenant) a work order is for.
@@ -274,6 +274,14 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
    * @generated from field: repeated skipper.v1.WorkOrderAttempt attempts = 17;
    */
   attempts: WorkOrderAttempt[];
+
+  /**
+   * Set when an admin asked to cancel the order while it ran: its agent stops the command and
+   * reports CANCELLED.
+   *
+   * @generated from field: skipper.v1.CancelRequest cancel_request = 18;
+   */
+  cancelRequest?: CancelRequest | undefined;
 };
 
 /**
@@ -282,6 +290,35 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
  */
 export const WorkOrderSchema: GenMessage<WorkOrder> = /*@__PURE__*/
   messageDesc(file_skipper_v1_work_order, 4);
+
+/**
+ * CancelRequest records who asked to cancel an order, when and why.
+ *
+ * @generated from message skipper.v1.CancelRequest
+ */
+export type CancelRequest = Message<"skipper.v1.CancelRequest"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp requested_at = 1;
+   */
+  requestedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message skipper.v1.CancelRequest.
+ * Use `create(CancelRequestSchema)` to create a new message.
+ */
+export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 5);
 
 /**
  * CommandResult is one external command the executor ran (argv, never a shell string).
@@ -326,7 +363,7 @@ export type CommandResult = Message<"skipper.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 5);
+  messageDesc(file_skipper_v1_work_order, 6);
 
 /**
  * WorkOrderResultDetails is the structured detail of a result.
@@ -379,7 +416,7 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
  * Use `create(WorkOrderResultDetailsSchema)` to create a new message.
  */
 export const WorkOrderResultDetailsSchema: GenMessage<WorkOrderResultDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 6);
+  messageDesc(file_skipper_v1_work_order, 7);
 
 /**
  * WorkOrderResult is what the agent reports when an order ends.
@@ -416,7 +453,7 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
  * Use `create(WorkOrderResultSchema)` to create a new message.
  */
 export const WorkOrderResultSchema: GenMessage<WorkOrderResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 7);
+  messageDesc(file_skipper_v1_work_order, 8);
 
 /**
  * WorkOrderType is what a work order asks its node to do.
@@ -451,7 +488,8 @@ export const WorkOrderTypeSchema: GenEnum<WorkOrderType> = /*@__PURE__*/
   enumDesc(file_skipper_v1_work_order, 0);
 
 /**
- * WorkOrderStatus is the lifecycle of a work order: pending -> running -> success | failed.
+ * WorkOrderStatus is the lifecycle of a work order: pending -> running -> success | failed, and
+ * cancelled from pending or running.
  *
  * @generated from enum skipper.v1.WorkOrderStatus
  */
@@ -480,6 +518,13 @@ export enum WorkOrderStatus {
    * @generated from enum value: WORK_ORDER_STATUS_FAILED = 4;
    */
   FAILED = 4,
+
+  /**
+   * Cancelled by an admin: before any node claimed it, or stopped by its agent.
+   *
+   * @generated from enum value: WORK_ORDER_STATUS_CANCELLED = 5;
+   */
+  CANCELLED = 5,
 }
 
 /**

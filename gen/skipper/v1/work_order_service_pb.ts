@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order_service.proto.
  */
 export const file_skipper_v1_work_order_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKPAQoVTGlzdFdvcmtPcmRlcnNSZXF1ZXN0EisKBnN0YXR1cxgBIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEg8KB25vZGVfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgy0AUKEFdvcmtPcmRlclNlcnZpY2UScwoOTGlzdFdvcmtPcmRlcnMSIS5za2lwcGVyLnYxLkxpc3RXb3JrT3JkZXJzUmVxdWVzdBoiLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXNwb25zZSIakAIBgtPkkwIREg8vdjEvd29yay1vcmRlcnMSfgoMR2V0V29ya09yZGVyEh8uc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXF1ZXN0GiAuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXNwb25zZSIrkAIBgtPkkwIiYgp3b3JrX29yZGVyEhQvdjEvd29yay1vcmRlcnMve2lkfRKNAQoOQ2xhaW1Xb3JrT3JkZXISIS5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyUmVxdWVzdBoiLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9jbGFpbRKcAQoTUmVuZXdXb3JrT3JkZXJMZWFzZRImLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKXAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSIpkAICgtPkkwIgOgEqIhsvdjEvd29yay1vcmRlcnMve2lkfS9yZXN1bHRiBnByb3RvMw", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKPAQoVTGlzdFdvcmtPcmRlcnNSZXF1ZXN0EisKBnN0YXR1cxgBIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEg8KB25vZGVfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgiNAoWQ2FuY2VsV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkibAoXQ2FuY2VsV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlcjLkBgoQV29ya09yZGVyU2VydmljZRJzCg5MaXN0V29ya09yZGVycxIhLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXF1ZXN0GiIuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1Jlc3BvbnNlIhqQAgGC0+STAhESDy92MS93b3JrLW9yZGVycxJ+CgxHZXRXb3JrT3JkZXISHy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlcXVlc3QaIC5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlc3BvbnNlIiuQAgGC0+STAiJiCndvcmtfb3JkZXISFC92MS93b3JrLW9yZGVycy97aWR9Eo0BCg5DbGFpbVdvcmtPcmRlchIhLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0GiIuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlc3BvbnNlIjSQAgKC0+STAis6ASpiCndvcmtfb3JkZXIiGi92MS93b3JrLW9yZGVycy97aWR9L2NsYWltEpEBCg9DYW5jZWxXb3JrT3JkZXISIi5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlcXVlc3QaIy5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlc3BvbnNlIjWQAgKC0+STAiw6ASpiCndvcmtfb3JkZXIiGy92MS93b3JrLW9yZGVycy97aWR9L2NhbmNlbBKcAQoTUmVuZXdXb3JrT3JkZXJMZWFzZRImLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKXAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSIpkAICgtPkkwIgOgEqIhsvdjEvd29yay1vcmRlcnMve2lkfS9yZXN1bHRiBnByb3RvMw", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_work_order]);
 
 /**
  * ListWorkOrdersRequest filters and pages a listing.
@@ -282,6 +282,56 @@ export const ReportWorkOrderResultResponseSchema: GenMessage<ReportWorkOrderResu
   messageDesc(file_skipper_v1_work_order_service, 9);
 
 /**
+ * CancelWorkOrderRequest names the order to cancel.
+ *
+ * @generated from message skipper.v1.CancelWorkOrderRequest
+ */
+export type CancelWorkOrderRequest = Message<"skipper.v1.CancelWorkOrderRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Why, for the record (at most 512 characters).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message skipper.v1.CancelWorkOrderRequest.
+ * Use `create(CancelWorkOrderRequestSchema)` to create a new message.
+ */
+export const CancelWorkOrderRequestSchema: GenMessage<CancelWorkOrderRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 10);
+
+/**
+ * CancelWorkOrderResponse carries the order: CANCELLED, or RUNNING with cancel_request set.
+ *
+ * @generated from message skipper.v1.CancelWorkOrderResponse
+ */
+export type CancelWorkOrderResponse = Message<"skipper.v1.CancelWorkOrderResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.CancelWorkOrderResponse.
+ * Use `create(CancelWorkOrderResponseSchema)` to create a new message.
+ */
+export const CancelWorkOrderResponseSchema: GenMessage<CancelWorkOrderResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 11);
+
+/**
  * WorkOrderService reads work orders (admins, or a node its own) and lets a node claim and finish
  * its own orders.
  *
@@ -319,6 +369,20 @@ export const WorkOrderService: GenService<{
     methodKind: "unary";
     input: typeof ClaimWorkOrderRequestSchema;
     output: typeof ClaimWorkOrderResponseSchema;
+  },
+  /**
+   * CancelWorkOrder cancels an order: a pending one at once (CANCELLED); for a running one the
+   * cancellation is recorded and its agent, told on its next lease renewal or through its
+   * stream, stops the command and reports CANCELLED. Cancelling a cancelled order returns it;
+   * a finished one is WORK_ORDER_NOT_CLAIMABLE. The reconciler does not retry a cancelled
+   * desired state: change it, or Apply, to deploy again.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.CancelWorkOrder
+   */
+  cancelWorkOrder: {
+    methodKind: "unary";
+    input: typeof CancelWorkOrderRequestSchema;
+    output: typeof CancelWorkOrderResponseSchema;
   },
   /**
    * RenewWorkOrderLease extends the lease of a running order held by the caller with the given
