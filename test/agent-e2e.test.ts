@@ -266,7 +266,8 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
       return o.status === WorkOrderStatus.RUNNING ? o : undefined;
     });
     await agent.kill();
-    expect(await readdir(join(stateDir, "orders"))).toEqual([`${id}.json`]);
+    // (A journal write cut by the kill may leave a .tmp beside it; the next start removes it.)
+    expect((await readdir(join(stateDir, "orders"))).filter((f) => !f.endsWith(".tmp"))).toEqual([`${id}.json`]);
     agent = startAgent();
     const order = await finished(id);
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
@@ -283,8 +284,15 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
         desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: SICK_COMPOSE } } } },
       }),
     });
-    const order = await finished(await apply(SICK));
-    expect(order.status).toBe(WorkOrderStatus.FAILED);
+    // SERVICES_NOT_RUNNING is retriable: the first attempt's result sends the order to wait for
+    // another (retry_pending), with what the engine saw.
+    const id = await apply(SICK);
+    const order = await waitFor("the first attempt's result", async () => {
+      const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
+      return o.result ? o : undefined;
+    }, 60_000);
+    expect([WorkOrderStatus.RETRY_PENDING, WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.FAILED]).toContain(order.status);
+    expect(order.result?.retriable).toBe(true);
     expect(order.result?.code, order.result?.message).toBe("SERVICES_NOT_RUNNING");
     // Compose itself succeeded: a zero exit code alone is not success.
     expect(order.result?.details?.command?.exitCode).toBe(0);
@@ -293,9 +301,8 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(seen.sick?.containers[0]?.health).toBe("unhealthy");
     expect(seen.crashy?.state).toBe("not_running");
     expect(seen.crashy?.containers[0]?.state).toBe("exited");
-    const t = (await resources().getResource({ resourceType: "tenant", id: SICK })).resource!;
-    expect(t.currentState?.kind.case === "tenant" ? t.currentState.kind.value.resultCode : "").toBe("SERVICES_NOT_RUNNING");
-    // Deleting the tenant brings its project down: the reconciler sends a remove_service order.
+    // Deleting the tenant cancels nothing by itself: the waiting order is superseded when it is
+    // pending, or finishes its attempt; then the reconciler sends a remove_service order.
     await resources().deleteResource({ resourceType: "tenant", id: SICK });
     await waitFor("the sick project's containers to go", async () => ((await projectContainers(SICK)).length === 0 ? true : undefined), 60_000);
     const tomb = (await resources().getResource({ resourceType: "tenant", id: SICK, includeDeleted: true })).resource!;

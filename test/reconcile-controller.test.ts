@@ -100,6 +100,33 @@ describe("reconciler in the controller", () => {
     for (const t of ["resource_created", "work_order_created", "work_order_failed", "work_order_succeeded", "convergence_changed"]) expect(events).toContain(t);
   });
 
+  it("a retriable failure retries the same order (retry_pending, then pending again) and converges", async () => {
+    await beat();
+    const tenant = "lv-retry";
+    await api().createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  b:\n    image: busybox\n" } } } } }),
+    });
+    const orders = asNode(WorkOrderService);
+    const o = await waitFor("the order", async () => (await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders[0], 5000, 20);
+    const c1 = (await orders.claimWorkOrder({ id: o.id })).workOrder!;
+    const r1 = await orders.reportWorkOrderResult({ id: o.id, result: { success: false, retriable: true, code: "DOCKER_UNAVAILABLE", message: "engine down" }, fencingToken: c1.claim!.fencingToken });
+    expect(r1.workOrder?.status).toBe(WorkOrderStatus.RETRY_PENDING);
+    const again = await waitFor("the retry to be pending", async () => {
+      const w = (await tc.client(WorkOrderService, { admin: true }).getWorkOrder({ id: o.id })).workOrder!;
+      return w.status === WorkOrderStatus.PENDING ? w : undefined;
+    }, 10_000, 50);
+    expect(again.attempts).toHaveLength(1);
+    const c2 = (await orders.claimWorkOrder({ id: o.id })).workOrder!;
+    expect(c2.claim?.fencingToken).toBe(2n);
+    await orders.reportWorkOrderResult({ id: o.id, result: { success: true, code: "APPLY_OK" }, fencingToken: 2n });
+    await waitFor("CONVERGED", async () => ((await api().getResource({ resourceType: "tenant", id: tenant })).resource!.convergence?.status === ConvergenceStatus.CONVERGED ? true : undefined), 5000, 20);
+    expect((await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders.map((w) => w.id)).toEqual([o.id]);
+    const types = (await tc.client(EventService, { admin: true }).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
+    expect(types.filter((t) => t === "work_order_started")).toHaveLength(2);
+    expect(types).toContain("work_order_retry_scheduled");
+  });
+
   it("explains a resource nothing converges by itself through the services that use it", async () => {
     await api().createResource({ resourceType: "resource_limits", resource: create(ResourceSchema, { id: "lv-lim", resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus: 1 } } } }) });
     const why = await api().explainResource({ resourceType: "resource_limits", id: "lv-lim" });

@@ -480,6 +480,27 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await expectCode(store.cancelWorkOrder("wo-ok", "too late", "r", at(90)), "WORK_ORDER_NOT_CLAIMABLE");
       });
 
+      it("a retriable failure waits for another attempt while attempts are left, then fails for good", async () => {
+        const o = order("wo-rt", "node-1");
+        o.maxAttempts = 2;
+        await store.createWorkOrder(o);
+        await store.claimWorkOrder("wo-rt", "node-1", at(0));
+        const fail = (t: bigint, when: number) => store.finishWorkOrder("wo-rt", "node-1", create(WorkOrderResultSchema, { success: false, retriable: true, code: "TIMEOUT" }), at(when), t);
+        const first = await fail(1n, 100);
+        expect(first.workOrder.status).toBe(WorkOrderStatus.RETRY_PENDING);
+        expect(first.workOrder.finishedAt).toBeUndefined();
+        const due = timestampDate(first.workOrder.nextAttemptAt!).getTime();
+        expect(due).toBeGreaterThan(at(100).getTime());
+        expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
+        expect((await fail(1n, 150)).duplicate).toBe(true); // the same report again
+        await expectCode(store.releaseWorkOrderRetry("wo-rt", new Date(due - 1)), "WORK_ORDER_NOT_CLAIMABLE");
+        expect((await store.releaseWorkOrderRetry("wo-rt", new Date(due))).status).toBe(WorkOrderStatus.PENDING);
+        expect((await store.claimWorkOrder("wo-rt", "node-1", new Date(due + 10))).claim?.fencingToken).toBe(2n);
+        const last = await fail(2n, Number(due) - T0 + 20);
+        expect(last.workOrder.status).toBe(WorkOrderStatus.FAILED);
+        expect(last.workOrder.attempts.map((a) => a.outcome)).toEqual(["finished", "finished"]);
+      });
+
       it("a lease expiry survives reopening over a crash that left both copies", async (ctx) => {
         if (!sut.reopen) return ctx.skip();
         await store.createWorkOrder(order("wo-x", "node-1"));

@@ -52,6 +52,8 @@ export interface DeployOutcome {
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 const READY_POLL_MS = 500;
+// Failures that may pass on their own: the controller retries the order while it has attempts.
+const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING"]);
 // What the CLIs print when they cannot reach the engine.
 const ENGINE_DOWN = /Cannot connect to the Docker daemon|Couldn't connect to Docker daemon|error during connect|Is the docker daemon running|connection refused.*docker\.sock/i;
 
@@ -187,6 +189,7 @@ interface Parts {
 function outcome(code: string, message: string, started: number, p: Parts): DeployOutcome {
   const result = create(WorkOrderResultSchema, {
     success: code === "APPLY_OK",
+    retriable: RETRIABLE.has(code),
     code,
     message,
     details: {

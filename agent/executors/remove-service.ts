@@ -33,6 +33,7 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const done = (code: string, message: string, command?: CommandRun): DeployOutcome => ({
     result: create(WorkOrderResultSchema, {
       success: code === "REMOVE_OK",
+      retriable: code === "DOCKER_UNAVAILABLE" || code === "TIMEOUT" || code === "COMPOSE_FAILED" || code === "REMOVE_FAILED",
       code,
       message,
       details: {

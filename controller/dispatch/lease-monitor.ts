@@ -1,6 +1,7 @@
 // Claims are leases. This monitor finds running orders whose lease lapsed (the agent died, hung
 // or lost the network and did not renew), puts them back to pending for the next claim, and
-// records work_order_lease_expired. The order's fencing token keeps growing, so the old holder's
+// records work_order_lease_expired. It also releases retry_pending orders whose next attempt is
+// due. The order's fencing token keeps growing, so the old holder's
 // late renewal or result is refused and the order still ends exactly once.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -8,13 +9,13 @@ import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { isSkipperError } from "../errors.js";
-import { leaseLapsed } from "../store/work-order-transitions.js";
+import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
 
 export interface LeaseDeps {
   store: Store;
   logger: Logger;
   now: () => Date;
-  /** Told of every order put back to pending. */
+  /** Told of every order put back to pending (lapsed lease or due retry). */
   onExpired: (order: WorkOrder) => void;
   everyMs?: number;
 }
@@ -37,8 +38,33 @@ export class LeaseMonitor {
     await this.running;
   }
 
-  /** Puts every running order whose lease lapsed back to pending; returns how many. */
+  /** Puts every running order whose lease lapsed, and every due retry, back to pending. */
   async check(): Promise<number> {
+    return (await this.expireLeases()) + (await this.releaseRetries());
+  }
+
+  private async releaseRetries(): Promise<number> {
+    const now = this.deps.now();
+    let released = 0;
+    let pageToken = "";
+    do {
+      const page = await this.deps.store.listWorkOrders({ status: WorkOrderStatus.RETRY_PENDING, pageSize: 1000, pageToken });
+      for (const o of page.items) {
+        if (!retryDue(o, now)) continue;
+        try {
+          const back = await this.deps.store.releaseWorkOrderRetry(o.id, now);
+          released++;
+          this.deps.onExpired(back);
+        } catch (e) {
+          if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;
+        }
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    return released;
+  }
+
+  private async expireLeases(): Promise<number> {
     const now = this.deps.now();
     let expired = 0;
     let pageToken = "";

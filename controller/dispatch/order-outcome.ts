@@ -35,10 +35,19 @@ function orderEvent(order: WorkOrder, type: EventType, trace: Trace, extra: Part
   };
 }
 
-/** Records a claimed order's start: event and deployment phase RUNNING. */
+/** Records a claimed order's start: event (one per claim) and deployment phase RUNNING. */
 export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
   const deploymentId = order.desiredState?.deploymentId ?? "";
-  await recordEvents(store, [orderEvent(order, "work_order_started", trace, { at: order.startedAt ? timestampDate(order.startedAt) : undefined })]);
+  const token = order.claim?.fencingToken ?? 0n;
+  const claimedAt = order.claim?.claimedAt ?? order.startedAt;
+  await recordEvents(store, [
+    orderEvent(order, "work_order_started", trace, {
+      // The first claim keeps the plain transition id; later claims (retries, lapsed leases) add theirs.
+      id: token > 1n ? transitionEventId(`${order.id}#${token}`, "work_order_started") : undefined,
+      at: claimedAt ? timestampDate(claimedAt) : undefined,
+      data: { fencing_token: token.toString(), attempt: order.attempts.length },
+    }),
+  ]);
   await updateDeployment(store, deploymentId, (d) => {
     if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
   });
@@ -77,6 +86,23 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   // Under the tenant's reconcile lock: a pass reads the tenant's records and writes them back.
   await deps.locks.run(`reconcile:${tenantId}`, () => updateTenant(store, order, at, ok, removal));
   await snapshots.afterChange(tenantId, trace);
+}
+
+/** Records that a retriable failure sent the order to wait for another attempt. */
+export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  const n = order.attempts.length;
+  await recordEvents(store, [
+    orderEvent(order, "work_order_retry_scheduled", trace, {
+      id: transitionEventId(`${order.id}#${n}`, "work_order_retry_scheduled"),
+      data: {
+        code: order.result?.code ?? "",
+        message: order.result?.message ?? "",
+        attempt: n,
+        max_attempts: order.maxAttempts,
+        next_attempt_at: order.nextAttemptAt ? timestampDate(order.nextAttemptAt).toISOString() : "",
+      },
+    }),
+  ]);
 }
 
 /**

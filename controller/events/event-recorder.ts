@@ -23,6 +23,7 @@ export type EventType =
   | "work_order_started"
   | "work_order_lease_expired"
   | "work_order_cancelled"
+  | "work_order_retry_scheduled"
   | "work_order_cancel_requested"
   | "work_order_succeeded"
   | "work_order_failed"

@@ -8,6 +8,9 @@ import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from 
 import { SCHEMA_VERSION } from "../context.js";
 import type { RenderedProject } from "./render-project.js";
 
+/** Claims an order gets: retriable failures (engine down, timeouts) are retried by the order itself. */
+export const MAX_ATTEMPTS = 3;
+
 export interface OrderIds {
   tenantId: string;
   nodeId: string;
@@ -59,6 +62,7 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
       specHash: ids.rendered.specHash,
     },
     status: WorkOrderStatus.PENDING,
+    maxAttempts: MAX_ATTEMPTS,
     ...trace,
     createdAt: at,
     metadata: create(MetadataSchema, { labels: { deployment_id: ids.deploymentId }, annotations: { reason: ids.reason }, ...trace }),
@@ -78,6 +82,7 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
     desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
     status: WorkOrderStatus.PENDING,
+    maxAttempts: MAX_ATTEMPTS,
     ...trace,
     createdAt: at,
     metadata: create(MetadataSchema, { annotations: { reason: "not_desired" }, ...trace }),

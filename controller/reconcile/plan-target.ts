@@ -13,7 +13,7 @@
 // Failed orders for the same desired hash back off (2 s doubling, capped at 5 min) and stop
 // after MAX_FAILURES, when the status is ORDER_FAILED until the desired state changes.
 import { ConvergenceStatus, NodeLiveness, type ProjectObservation, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
-import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { RenderedProject } from "./render-project.js";
 
@@ -62,7 +62,8 @@ export function planTarget(f: TargetFacts): TargetPlan {
       ? { status: ConvergenceStatus.NODE_OFFLINE, message: `node ${f.nodeId} is offline; ${what} waits for it`, workOrderId: f.inFlight?.id }
       : { status: ConvergenceStatus.ORDER_IN_FLIGHT, message: what, workOrderId: f.inFlight?.id };
   if (f.inFlight) {
-    return { actions: [], verdict: waiting(`work order ${f.inFlight.id} is ${f.inFlight.claim ? "running" : "pending"}`), forget: false };
+    const state = f.inFlight.status === WorkOrderStatus.RETRY_PENDING ? "waiting to retry" : f.inFlight.status === WorkOrderStatus.RUNNING ? "running" : "pending";
+    return { actions: [], verdict: waiting(`work order ${f.inFlight.id} is ${state}`), forget: false };
   }
   const rec = f.record;
   if (f.desired) {

@@ -9,6 +9,9 @@ import type { ResourceType } from "../ids.js";
 import type { Store } from "../store/store.js";
 import type { TenantWorld } from "./desired-targets.js";
 
+/** Statuses of an order still in flight (its target gets no other order meanwhile). */
+const IN_FLIGHT = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
+
 export interface NodeFacts {
   liveness: NodeLiveness;
   disabled: boolean;
@@ -48,7 +51,7 @@ export async function loadWorld(store: Store): Promise<World> {
     (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) => listAll(store, t, t === "tenant")),
   );
   const inFlight: WorkOrder[] = [];
-  for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
+  for (const status of IN_FLIGHT) {
     let pageToken = "";
     do {
       const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });
@@ -154,7 +157,7 @@ export class World {
   /** Re-reads the tenant's pending and running orders (call under the tenant's lock). */
   async refreshInFlight(store: Store, tenantId: string): Promise<void> {
     this.orders.delete(tenantId);
-    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
+    for (const status of IN_FLIGHT) {
       let pageToken = "";
       do {
         const page = await store.listWorkOrders({ status, tenantId, pageSize: 1000, pageToken });

@@ -5,7 +5,7 @@ import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../ids.js";
-import { onOrderFinished, onOrderStarted } from "../dispatch/order-outcome.js";
+import { onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
 import { recordEvents } from "../events/event-recorder.js";
 import type { ServiceDeps } from "./deps.js";
 
@@ -105,7 +105,13 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
       const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now(), req.fencingToken);
-      if (!outcome.duplicate) {
+      if (!outcome.duplicate && outcome.workOrder.status === WorkOrderStatus.RETRY_PENDING) {
+        await onOrderRetryScheduled(store, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
+        call.logger.warn(
+          { action: "work_order_retry_scheduled", result: result.code, node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { attempt: outcome.workOrder.attempts.length, message: result.message } },
+          "work order failed; another attempt follows",
+        );
+      } else if (!outcome.duplicate) {
         await onOrderFinished(deps, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
         deps.reconciler.enqueue(order.target?.tenantId ?? "");
         const ok = outcome.workOrder.status === WorkOrderStatus.SUCCESS;

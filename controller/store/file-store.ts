@@ -23,7 +23,7 @@ import { ResourceIndex } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
-import { cancelled, checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, superseded } from "./work-order-transitions.js";
+import { cancelled, checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, reportedBefore, retryReleased, superseded } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -198,6 +198,10 @@ export class FileStore implements S.Store {
     return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
   }
 
+  async releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => retryReleased(current, now));
+  }
+
   async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
     return this.transition(id, (current) => cancelled(current, reason, requestId, now));
   }
@@ -215,6 +219,8 @@ export class FileStore implements S.Store {
         checkDuplicateResult(current, fencingToken);
         return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
       }
+      // The same claim reporting again (its first answer was lost) while the order waits to retry.
+      if (reportedBefore(current, fencingToken)) return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
       const next = finished(current, nodeId, result, now, fencingToken);
       await this.moveOrder(current, next);
       return { workOrder: clone(WorkOrderSchema, next), duplicate: false };

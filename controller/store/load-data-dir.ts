@@ -32,7 +32,7 @@ export interface LoadedData {
 export type Warn = (msg: string, meta: object) => void;
 
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
-  pending: [WorkOrderStatus.PENDING],
+  pending: [WorkOrderStatus.PENDING, WorkOrderStatus.RETRY_PENDING],
   running: [WorkOrderStatus.RUNNING],
   finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED],
 };

@@ -164,8 +164,11 @@ export interface Store {
    * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
    */
   cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder>;
+  /** retry_pending -> pending once next_attempt_at has come. WORK_ORDER_NOT_CLAIMABLE otherwise. */
+  releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder>;
   /**
-   * running -> success | failed (from result.success), setting result and finished_at. When the
+   * running -> success | failed (from result.success), setting result and finished_at, or
+   * running -> retry_pending for a retriable failure with attempts left (max_attempts). When the
    * order already finished, returns it unchanged with duplicate=true. Throws RESOURCE_NOT_FOUND,
    * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending
    * or when a non-zero `fencingToken` is not the current (or finishing) claim's.

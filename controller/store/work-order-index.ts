@@ -11,7 +11,7 @@ const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** The stage directory an order with this status lives in. */
 export function stageOf(status: WorkOrderStatus): OrderDir {
-  if (status === WorkOrderStatus.PENDING) return "pending";
+  if (status === WorkOrderStatus.PENDING || status === WorkOrderStatus.RETRY_PENDING) return "pending";
   if (status === WorkOrderStatus.RUNNING) return "running";
   return "finished";
 }
@@ -29,7 +29,7 @@ export class WorkOrderIndex {
   /** Rebuilds from the orders found on disk. */
   load(orders: WorkOrder[]): void {
     this.ordered.load(orders.map((o) => [orderKey(o), o]));
-    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]) {
+    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED, WorkOrderStatus.RETRY_PENDING]) {
       this.statusIndex(status).load(orders.filter((o) => o.status === status).map((o) => [orderKey(o), o]));
     }
     for (const o of orders) {

@@ -24,6 +24,7 @@ export const SHORT_STATUS: Record<WorkOrderStatus, string> = {
   [WorkOrderStatus.SUCCESS]: "success",
   [WorkOrderStatus.FAILED]: "failed",
   [WorkOrderStatus.CANCELLED]: "cancelled",
+  [WorkOrderStatus.RETRY_PENDING]: "retry_pending",
 };
 
 /** True once the order has a final status. */
@@ -120,10 +121,37 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
   const next = clone(WorkOrderSchema, current);
   // An agent that stopped on an admin's request reports CANCELLED.
   const cancelled = current.cancelRequest !== undefined && result.code === "CANCELLED";
-  next.status = result.success ? WorkOrderStatus.SUCCESS : cancelled ? WorkOrderStatus.CANCELLED : WorkOrderStatus.FAILED;
   next.result = clone(WorkOrderResultSchema, result);
-  next.finishedAt = timestampFromDate(now);
   endAttempt(next, now, "finished");
+  if (!result.success && !cancelled && !current.cancelRequest && result.retriable && next.attempts.length < Math.max(1, current.maxAttempts)) {
+    // Another attempt later: back to the pending stage, claimable from next_attempt_at.
+    next.status = WorkOrderStatus.RETRY_PENDING;
+    next.nextAttemptAt = timestampFromDate(new Date(now.getTime() + retryBackoffMs(next.attempts.length)));
+    return next;
+  }
+  next.status = result.success ? WorkOrderStatus.SUCCESS : cancelled ? WorkOrderStatus.CANCELLED : WorkOrderStatus.FAILED;
+  next.finishedAt = timestampFromDate(now);
+  return next;
+}
+
+/** Delay before attempt n+1 after n failed claims: 2 s doubling, capped at 60 s, with ±20% jitter. */
+export function retryBackoffMs(attempts: number, random: () => number = Math.random): number {
+  const base = Math.min(60_000, 2000 * 2 ** Math.max(0, attempts - 1));
+  return Math.round(base * (0.8 + 0.4 * random()));
+}
+
+/** True when a retry_pending order may be claimed again at `now`. */
+export function retryDue(o: WorkOrder, now: Date): boolean {
+  return o.status === WorkOrderStatus.RETRY_PENDING && (!o.nextAttemptAt || timestampDate(o.nextAttemptAt).getTime() <= now.getTime());
+}
+
+/** The pending copy of a retry_pending order whose next attempt is due. */
+export function retryReleased(current: WorkOrder, now: Date): WorkOrder {
+  if (!retryDue(current, now)) {
+    throw notClaimable(`work order ${current.id} is not waiting for a due retry`, { status: SHORT_STATUS[current.status] });
+  }
+  const next = clone(WorkOrderSchema, current);
+  next.status = WorkOrderStatus.PENDING;
   return next;
 }
 
@@ -134,12 +162,12 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
  */
 export function cancelled(current: WorkOrder, reason: string, requestId: string, now: Date): WorkOrder {
   if (current.status === WorkOrderStatus.CANCELLED || (current.status === WorkOrderStatus.RUNNING && current.cancelRequest)) return current;
-  if (current.status !== WorkOrderStatus.PENDING && current.status !== WorkOrderStatus.RUNNING) {
+  if (current.status !== WorkOrderStatus.PENDING && current.status !== WorkOrderStatus.RUNNING && current.status !== WorkOrderStatus.RETRY_PENDING) {
     throw notClaimable(`work order ${current.id} already finished (${SHORT_STATUS[current.status]}); there is nothing to cancel`, { status: SHORT_STATUS[current.status] });
   }
   const next = clone(WorkOrderSchema, current);
   next.cancelRequest = create(CancelRequestSchema, { requestedAt: timestampFromDate(now), reason, requestId });
-  if (current.status === WorkOrderStatus.PENDING) {
+  if (current.status !== WorkOrderStatus.RUNNING) {
     next.status = WorkOrderStatus.CANCELLED;
     next.result = create(WorkOrderResultSchema, { success: false, code: "CANCELLED", message: reason || "cancelled before any node claimed it" });
     next.finishedAt = timestampFromDate(now);
@@ -180,4 +208,9 @@ export function progressOf(o: WorkOrder): number {
   const last = o.attempts[o.attempts.length - 1];
   if (o.attempts.length === 0) return o.status === WorkOrderStatus.RUNNING ? 2 : 0; // orders from before leases
   return o.attempts.length * 2 + (last && last.outcome !== "running" ? 1 : 0);
+}
+
+/** True when the claim with `token` already reported its result (a retried report of it). */
+export function reportedBefore(current: WorkOrder, token?: bigint): boolean {
+  return token !== undefined && token !== 0n && current.attempts.some((a) => a.fencingToken === token && a.outcome === "finished");
 }
