@@ -18,6 +18,7 @@ import { MAX_FAILURES, planTarget, retryDelayMs, type TargetFacts } from "../con
 import { renderProject, type RenderInput } from "../controller/reconcile/render-project.js";
 import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
 import { recordOutcome } from "../controller/reconcile/target-record.js";
+import { MAX_ATTEMPTS, planDeployment } from "../controller/reconcile/plan-deployment.js";
 import { livenessOf } from "../controller/reconcile/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
 import { parseLabelSelector, matchesTerms } from "../controller/resources/label-selector.js";
@@ -217,6 +218,15 @@ describe("desiredForTenant", () => {
 
   it("a deleted tenant wants nothing anywhere", () => {
     expect(desiredForTenant({ ...world([service("web")]), tenant: undefined }).targets.size).toBe(0);
+  });
+});
+
+describe("planDeployment", () => {
+  it("carries the rendered project, its hash, the tenant's priority and the retry budget", () => {
+    const { deployment, workOrder } = planDeployment({ tenantId: "shop", nodeId: "n1", workOrderId: "o1", deploymentId: "d1", requestId: "r", correlationId: "c", now: NOW, rendered, reason: "apply", priority: 7 });
+    expect(workOrder).toMatchObject({ priority: 7, maxAttempts: MAX_ATTEMPTS, desiredState: { specHash: rendered.specHash, deploymentId: "d1" } });
+    expect(deployment.desiredState?.kind.value).toMatchObject({ specHash: rendered.specHash, workOrderId: "o1" });
+    expect(workOrder.metadata?.annotations.reason).toBe("apply");
   });
 });
 

@@ -501,6 +501,22 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(last.workOrder.attempts.map((a) => a.outcome)).toEqual(["finished", "finished"]);
       });
 
+      it("of a node's pending orders the highest priority comes next, then the oldest", async () => {
+        const low = order("wo-low", "node-p", 0);
+        const high = order("wo-high", "node-p", 10);
+        high.priority = 5;
+        const neg = order("wo-neg", "node-p", 5);
+        neg.priority = -3;
+        for (const o of [low, neg, high]) await store.createWorkOrder(o);
+        expect((await store.nextPendingWorkOrder("node-p"))?.id).toBe("wo-high");
+        await store.claimWorkOrder("wo-high", "node-p", at(20));
+        expect((await store.nextPendingWorkOrder("node-p"))?.id).toBe("wo-low");
+        await store.claimWorkOrder("wo-low", "node-p", at(21));
+        expect((await store.nextPendingWorkOrder("node-p"))?.id).toBe("wo-neg");
+        // Listings keep their (created_at, id) order.
+        expect((await store.listWorkOrders({ nodeId: "node-p" })).items.map((o) => o.id)).toEqual(["wo-low", "wo-neg", "wo-high"]);
+      });
+
       it("a lease expiry survives reopening over a crash that left both copies", async (ctx) => {
         if (!sut.reopen) return ctx.skip();
         await store.createWorkOrder(order("wo-x", "node-1"));

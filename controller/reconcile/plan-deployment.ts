@@ -13,6 +13,8 @@ export const MAX_ATTEMPTS = 3;
 
 export interface OrderIds {
   tenantId: string;
+  /** The tenant's priority: of a node's pending orders the highest runs first. */
+  priority?: number;
   nodeId: string;
   workOrderId: string;
   requestId: string;
@@ -63,6 +65,7 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
     },
     status: WorkOrderStatus.PENDING,
     maxAttempts: MAX_ATTEMPTS,
+    priority: ids.priority ?? 0,
     ...trace,
     createdAt: at,
     metadata: create(MetadataSchema, { labels: { deployment_id: ids.deploymentId }, annotations: { reason: ids.reason }, ...trace }),
@@ -83,6 +86,7 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
     desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
     status: WorkOrderStatus.PENDING,
     maxAttempts: MAX_ATTEMPTS,
+    priority: ids.priority ?? 0,
     ...trace,
     createdAt: at,
     metadata: create(MetadataSchema, { annotations: { reason: "not_desired" }, ...trace }),

@@ -201,6 +201,7 @@ export class Reconciler {
     const records = new Map((await this.outcomesOf(status.targets, world, tenantId, now)).map((t) => [t.nodeId, t]));
     const observedNodes = world.nodesObserving(tenantId);
     const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
+    const priority = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value.priority : 0;
     const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
     const orders: TargetOrder[] = [];
     const verdicts = new Map<string, TargetVerdict>();
@@ -228,7 +229,7 @@ export class Reconciler {
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
       for (const action of plan.actions) {
-        const issued = await this.execute(tenantId, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
+        const issued = await this.execute(tenantId, priority, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
@@ -294,17 +295,18 @@ export class Reconciler {
     }
   }
 
-  private async execute(tenantId: string, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
+  private async execute(tenantId: string, priority: number, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
     const { store } = this.deps;
     const workOrderId = uuidv4();
     const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
+    const ids = { ...base, priority };
     const events: EventInput[] = [];
     if (drift && drift.length > 0) {
       events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
     }
     if (action.kind === "deploy") {
       const deploymentId = `deploy-${uuidv4()}`;
-      const plan = planDeployment({ ...base, workOrderId, deploymentId, rendered: action.rendered, reason: action.reason, now });
+      const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, now });
       const deployment = await store.createResource(plan.deployment);
       const [workOrder] = await Promise.all([
         store.createWorkOrder(plan.workOrder),
@@ -318,7 +320,7 @@ export class Reconciler {
       this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
       return { nodeId: action.nodeId, workOrder, deployment, created: true };
     }
-    const order = planRemoval({ ...base, workOrderId, projectName: action.projectName, removeVolumes, now });
+    const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, now });
     const [workOrder] = await Promise.all([
       store.createWorkOrder(order),
       recordEvents(store, [

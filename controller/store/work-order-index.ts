@@ -35,7 +35,7 @@ export class WorkOrderIndex {
     for (const o of orders) {
       this.byId.set(o.id, o);
       this.tenantIndex(tenantOf(o)).set(orderKey(o), o);
-      if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(orderKey(o), o);
+      if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(pendingKey(o), o);
     }
   }
 
@@ -51,7 +51,7 @@ export class WorkOrderIndex {
       if (orderKey(prev) !== orderKey(order)) this.ordered.delete(orderKey(prev));
       this.statusIndex(prev.status).delete(orderKey(prev));
       const pending = this.pendingByNode.get(nodeOf(prev));
-      pending?.delete(orderKey(prev));
+      pending?.delete(pendingKey(prev));
       if (pending?.size === 0) this.pendingByNode.delete(nodeOf(prev));
     }
     if (prev && orderKey(prev) !== orderKey(order)) this.tenantIndex(tenantOf(prev)).delete(orderKey(prev));
@@ -59,10 +59,10 @@ export class WorkOrderIndex {
     this.ordered.set(orderKey(order), order);
     this.tenantIndex(tenantOf(order)).set(orderKey(order), order);
     this.statusIndex(order.status).set(orderKey(order), order);
-    if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(orderKey(order), order);
+    if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(pendingKey(order), order);
   }
 
-  /** The oldest pending order for `nodeId`. */
+  /** The pending order for `nodeId` to run next: highest priority, then oldest. */
   nextPending(nodeId: string): WorkOrder | undefined {
     return this.pendingByNode.get(nodeId)?.first();
   }
@@ -80,8 +80,7 @@ export class WorkOrderIndex {
       (!filter.tenantId || o.target?.tenantId === filter.tenantId);
     // Read the smallest index that holds every match.
     let source = this.ordered;
-    if (status === WorkOrderStatus.PENDING && filter.nodeId) source = this.pendingByNode.get(filter.nodeId) ?? new SortedIndex<WorkOrder>();
-    else if (filter.tenantId) source = this.byTenant.get(filter.tenantId) ?? new SortedIndex<WorkOrder>();
+    if (filter.tenantId) source = this.byTenant.get(filter.tenantId) ?? new SortedIndex<WorkOrder>();
     else if (status !== WorkOrderStatus.UNSPECIFIED) source = this.statusIndex(status);
     return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out);
   }
@@ -112,6 +111,11 @@ function tenantOf(o: WorkOrder): string {
 
 function nodeOf(o: WorkOrder): string {
   return o.target?.nodeId ?? "";
+}
+
+// Priority first (higher sorts first: the key holds 2^31-1 - priority), then the listing order.
+function pendingKey(o: WorkOrder): string {
+  return tupleKey(String(2147483647 - o.priority).padStart(10, "0"), orderKey(o));
 }
 
 function orderKey(o: WorkOrder): string {
