@@ -209,7 +209,7 @@ export class Agent {
       const host = await this.refreshHost();
       const cancel = new AbortController();
       this.running = { id: order.id, cancel };
-      const stopRenewing = this.keepLease(order, log, cancel);
+      const stopRenewing = this.keepLease(order, log);
       try {
         outcome = await executor(order, host, log, cancel.signal);
       } catch (e) {
@@ -349,7 +349,7 @@ export class Agent {
    * A refused renewal means the lease lapsed and the order went to another claim: the result of
    * this run will be refused too, so it is only logged.
    */
-  private keepLease(order: WorkOrder, log: Logger, cancel: AbortController): () => void {
+  private keepLease(order: WorkOrder, log: Logger): () => void {
     const claim = order.claim;
     if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return () => undefined;
     const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();

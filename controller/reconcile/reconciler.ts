@@ -6,12 +6,11 @@
 // changes to one tenant becomes one pass) and as a periodic sweep; passes for one tenant never
 // overlap, and a target never gets a second order while one is in flight.
 import { clone, create, equals } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
 import {
   ConvergenceSchema,
   ConvergenceStatus,
-  NodeLiveness,
   TargetStatusSchema,
   TenantStatusSchema,
   type Convergence,
@@ -32,6 +31,7 @@ import { planDeployment, planRemoval } from "./plan-deployment.js";
 import { recordOutcome } from "./target-record.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
+import { convergence, worst } from "./convergence.js";
 
 type Trace = { requestId: string; correlationId: string };
 
@@ -69,21 +69,6 @@ export interface PassResult {
   orders: TargetOrder[];
   verdicts: Map<string, TargetVerdict>;
 }
-
-// Worst first: the status a tenant (or service) shows when its targets differ.
-const SEVERITY: ConvergenceStatus[] = [
-  ConvergenceStatus.ORDER_FAILED,
-  ConvergenceStatus.REFERENCE_MISSING,
-  ConvergenceStatus.NO_MATCHING_NODE,
-  ConvergenceStatus.NODE_DISABLED,
-  ConvergenceStatus.NODE_OFFLINE,
-  ConvergenceStatus.RETRY_BACKOFF,
-  ConvergenceStatus.DRIFT_DETECTED,
-  ConvergenceStatus.ORDER_IN_FLIGHT,
-  ConvergenceStatus.PENDING,
-  ConvergenceStatus.NOTHING_TO_DEPLOY,
-  ConvergenceStatus.CONVERGED,
-];
 
 export class Reconciler {
   // tenant id -> the trace of the change that asked for the pass (undefined for sweeps).
@@ -386,26 +371,6 @@ export class Reconciler {
       },
     ]);
   }
-}
-
-/** A Convergence message for a verdict; checked_at only moves when the verdict changes. */
-function convergence(v: TargetVerdict, nodeId: string, now: Date, prev: Convergence | undefined): Convergence {
-  const next = create(ConvergenceSchema, {
-    status: v.status,
-    message: v.message,
-    nodeId,
-    workOrderId: v.workOrderId ?? "",
-    retryAt: v.retryAt ? timestampFromDate(v.retryAt) : undefined,
-  });
-  next.checkedAt = prev && prev.status === next.status && prev.message === next.message && prev.workOrderId === next.workOrderId ? prev.checkedAt : timestampFromDate(now);
-  if (prev?.desiredVersion) next.desiredVersion = prev.desiredVersion;
-  return next;
-}
-
-function worst(vs: TargetVerdict[]): TargetVerdict | undefined {
-  let best: TargetVerdict | undefined;
-  for (const v of vs) if (!best || SEVERITY.indexOf(v.status) < SEVERITY.indexOf(best.status)) best = v;
-  return best;
 }
 
 function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
