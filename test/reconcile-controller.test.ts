@@ -48,9 +48,12 @@ describe("reconciler in the controller", () => {
     await waitFor("the order to be issued", async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined), 10_000, 20);
     // No heartbeats: degraded after 3 intervals (300 ms), offline after 6.
     await waitFor("the node to go offline", async () => ((await liveness()) === NodeLiveness.OFFLINE ? true : undefined), 10_000, 20);
-    const types = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: NODE })).events.map((e) => e.type);
+    // The event follows the status write.
+    const types = await waitFor("the liveness events", async () => {
+      const t = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: NODE })).events.map((e) => e.type);
+      return t.includes("node_offline") ? t : undefined;
+    }, 5000, 20);
     expect(types).toContain("node_degraded");
-    expect(types).toContain("node_offline");
     await waitFor("the tenant to say NODE_OFFLINE", async () => ((await tenantStatus()) === ConvergenceStatus.NODE_OFFLINE ? true : undefined), 10_000, 20);
     const pending = await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: TENANT, status: WorkOrderStatus.PENDING });
     expect(pending.workOrders).toHaveLength(1);
