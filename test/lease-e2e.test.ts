@@ -104,7 +104,11 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
       [1n, "lease_expired"],
       [2n, "finished"],
     ]);
-    const events = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+    // Events follow the order's own write.
+    const events = await waitFor("the outcome events", async () => {
+      const t = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+      return t.includes("work_order_succeeded") || t.includes("work_order_failed") ? t : undefined;
+    });
     expect(events.filter((t) => t === "work_order_lease_expired")).toHaveLength(1);
     expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed")).toEqual(["work_order_succeeded"]);
     // The stale run learnt it lost the lease (renewal refused) or had its result refused.
@@ -134,9 +138,11 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     }, 20_000, 100);
     expect(done.status).toBe(WorkOrderStatus.CANCELLED);
     expect(done.result?.code).toBe("CANCELLED");
-    const events = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+    const events = await waitFor("the cancel events", async () => {
+      const t = (await ctl.admin(EventService).listEvents({ workOrderId: orderId })).events.map((e) => e.type);
+      return t.includes("work_order_cancelled") ? t : undefined;
+    });
     expect(events).toContain("work_order_cancel_requested");
-    expect(events).toContain("work_order_cancelled");
     // The reconciler leaves a cancelled desired state alone until it changes or someone applies.
     await waitFor("the tenant to say so", async () => {
       const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource!;
