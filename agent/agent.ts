@@ -20,7 +20,7 @@ import {
 } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import { Backoff } from "./backoff.js";
+import { Backoff, sleep } from "./backoff.js";
 import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
@@ -380,17 +380,4 @@ export class Agent {
 
 function failure(code: string, message: string): WorkOrderResult {
   return create(WorkOrderResultSchema, { success: false, code, message, details: {} });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

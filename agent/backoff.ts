@@ -1,5 +1,6 @@
 // Capped exponential backoff with full jitter: the n-th consecutive failure waits a random time
-// in [0, min(cap, base * 2^n)], so agents that lost the controller together do not return together.
+// in [0, min(cap, base * 2^n)], so agents that lost the controller together do not return
+// together. And the abortable sleep the agent waits with.
 export class Backoff {
   private failures = 0;
 
@@ -23,4 +24,18 @@ export class Backoff {
   get attempts(): number {
     return this.failures;
   }
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

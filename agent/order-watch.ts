@@ -6,7 +6,7 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { Backoff } from "./backoff.js";
+import { Backoff, sleep } from "./backoff.js";
 
 export class OrderWatch {
   private rung = false;
@@ -76,17 +76,4 @@ export class OrderWatch {
       signal.addEventListener("abort", done, { once: true });
     });
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

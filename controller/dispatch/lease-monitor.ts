@@ -10,6 +10,7 @@ import type { Logger } from "../logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { isSkipperError } from "../errors.js";
 import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
+import { Periodic } from "../periodic.js";
 
 export interface LeaseDeps {
   store: Store;
@@ -21,21 +22,18 @@ export interface LeaseDeps {
 }
 
 export class LeaseMonitor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  private readonly periodic: Periodic;
 
-  constructor(private readonly deps: LeaseDeps) {}
-
-  start(): void {
-    this.timer = setInterval(() => {
-      if (!this.running) this.running = this.check().finally(() => (this.running = undefined));
-    }, this.deps.everyMs ?? 1000);
-    this.timer.unref();
+  constructor(private readonly deps: LeaseDeps) {
+    this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
+  start(): void {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** Puts every running order whose lease lapsed, and every due retry, back to pending. */

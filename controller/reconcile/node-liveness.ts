@@ -10,6 +10,7 @@ import { isSkipperError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
+import { Periodic } from "../periodic.js";
 
 /** Interval assumed for agents that do not report theirs (the agent's default poll). */
 export const DEFAULT_HEARTBEAT_MS = 5000;
@@ -41,26 +42,23 @@ export interface LivenessDeps {
 }
 
 export class LivenessMonitor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic: Periodic;
   // node id -> what its liveness is computed from, as last stored. Loaded from the store at
   // start and kept current by heartbeats (seen()), so a check is arithmetic over a map, not a
   // read of every node.
   private readonly beats = new Map<string, { at: number; intervalMs: number; liveness: NodeLiveness }>();
   private loaded = false;
 
-  constructor(private readonly deps: LivenessDeps) {}
-
-  start(): void {
-    this.timer = setInterval(() => {
-      if (!this.running) this.running = this.check().finally(() => (this.running = undefined));
-    }, this.deps.everyMs ?? 1000);
-    this.timer.unref();
+  constructor(private readonly deps: LivenessDeps) {
+    this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
+  start(): void {
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** A heartbeat was stored for the node (it is online as of `at`). */
