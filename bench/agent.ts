@@ -2,17 +2,17 @@
 // claim (the order's started_at), with the default 5 s poll interval and with 100 ms; and the
 // agent's idle RSS and CPU over a quiet period with the default interval.
 //
-// The controller and skippy run as processes from dist/. The agent is pointed at a Docker socket
-// that does not exist, so each order ends at once with DOCKER_UNAVAILABLE: the figure is the
-// dispatch path, not Compose (the reconciler's own retries of those failures are skipped: a
-// sample is an order its Apply created). Options: --samples <n> (default 12 at 5 s, 60 at 100 ms),
-// --idle <s> (default 30).
+// The controller and skippy run as processes from dist/, the agent on a real engine when one can
+// be started (scripts/docker-engine.sh). The figure is the dispatch path, not Compose: a sample
+// is an order its Apply created, from Apply returning to the claim. The agent keeps its push
+// stream open (the default), so the poll interval is only its fallback.
+// Options: --samples <n> (default 12 at 5 s, 60 at 100 ms), --idle <s> (default 30).
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type Interceptor } from "@connectrpc/connect";
@@ -66,6 +66,16 @@ const stop = async (c: ChildProcess) => {
   await done;
 };
 
+// A real engine when one can be had: orders then succeed (a busybox project), so neither the
+// order's own retries nor the reconciler's follow-ups get in the way of the samples. Without
+// one, orders fail at once with DOCKER_UNAVAILABLE (retried), and the run takes much longer.
+let engine: string | undefined;
+try {
+  const out = execFileSync(join(resolve(dist, ".."), "scripts", "docker-engine.sh"), ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 120_000 });
+  engine = /DOCKER_HOST=(\S+)/.exec(out)?.[1];
+} catch {
+  console.error("bench:agent: no Docker engine; orders will fail with DOCKER_UNAVAILABLE and be retried");
+}
 const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-agent-"));
 const children: ChildProcess[] = [];
 try {
@@ -96,7 +106,7 @@ try {
     await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
     const agent = await spawnJson(
       [join(dist, "agent", "main.js"), "--controller", url, "--node-id", nodeId, "--ca-file", caFile, "--state-dir", join(base, `state-${w}`), "--work-dir", join(base, `work-${w}`), "--poll-interval", interval, "--log-level", "warn"],
-      { SKIPPY_NODE_TOKEN: token, DOCKER_HOST: `unix://${join(base, "no-engine.sock")}` },
+      { SKIPPY_NODE_TOKEN: token, DOCKER_HOST: engine ?? `unix://${join(base, "no-engine.sock")}` },
     );
     children.push(agent.child);
     await new Promise((r) => setTimeout(r, 1500));
@@ -151,5 +161,11 @@ try {
   console.log(JSON.stringify({ bench: "agent", node: process.version, ...figures }));
 } finally {
   for (const c of children) await stop(c).catch(() => undefined);
+  if (engine) {
+    for (const project of ["bench-0", "bench-1"]) {
+      const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`], { encoding: "utf8", env: { ...process.env, DOCKER_HOST: engine } }).split("\n").filter(Boolean);
+      if (ids.length > 0) execFileSync("docker", ["rm", "-f", ...ids], { env: { ...process.env, DOCKER_HOST: engine }, stdio: "ignore" });
+    }
+  }
   await rm(base, { recursive: true, force: true });
 }
