@@ -26,7 +26,8 @@ export class OrderWatch {
     const backoff = new Backoff(500, 30_000);
     while (!signal.aborted) {
       try {
-        for await (const notice of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal })) {
+        // No deadline: the stream is meant to stay open (the client's default is for unary calls).
+        for await (const notice of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal, timeoutMs: 0 })) {
           if (!this.connected) {
             this.connected = true;
             backoff.reset();
