@@ -3,11 +3,10 @@
 // records work_order_lease_expired. It also releases retry_pending orders whose next attempt is
 // due. The order's fencing token keeps growing, so the old holder's
 // late renewal or result is refused and the order still ends exactly once.
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
-import { recordEvents } from "../events/event-recorder.js";
+import { onLeaseExpired } from "./order-outcome.js";
 import { isSkipperError } from "../errors.js";
 import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
 import { Periodic } from "../periodic.js";
@@ -38,68 +37,38 @@ export class LeaseMonitor {
 
   /** Puts every running order whose lease lapsed, and every due retry, back to pending. */
   async check(): Promise<number> {
-    return (await this.expireLeases()) + (await this.releaseRetries());
+    const leases = await this.sweep(WorkOrderStatus.RUNNING, leaseLapsed, async (o, now) => {
+      const back = await this.deps.store.expireWorkOrderLease(o.id, now);
+      await onLeaseExpired(this.deps.store, o, back);
+      this.deps.logger.warn(
+        { action: "work_order_lease_expired", result: "pending", node_id: o.claim?.nodeId, tenant_id: o.target?.tenantId, work_order_id: o.id, metadata: { fencing_token: o.claim?.fencingToken.toString() } },
+        "lease lapsed; work order back to pending",
+      );
+      return back;
+    });
+    const retries = await this.sweep(WorkOrderStatus.RETRY_PENDING, retryDue, (o, now) => this.deps.store.releaseWorkOrderRetry(o.id, now));
+    return leases + retries;
   }
 
-  private async releaseRetries(): Promise<number> {
+  // Applies `step` to every order of `status` that is `due`, telling onExpired of each one it
+  // put back to pending. An order renewed, finished or released since the listing is skipped.
+  private async sweep(status: WorkOrderStatus, due: (o: WorkOrder, now: Date) => boolean, step: (o: WorkOrder, now: Date) => Promise<WorkOrder>): Promise<number> {
     const now = this.deps.now();
-    let released = 0;
+    let done = 0;
     let pageToken = "";
     do {
-      const page = await this.deps.store.listWorkOrders({ status: WorkOrderStatus.RETRY_PENDING, pageSize: 1000, pageToken });
+      const page = await this.deps.store.listWorkOrders({ status, pageSize: 1000, pageToken });
       for (const o of page.items) {
-        if (!retryDue(o, now)) continue;
+        if (!due(o, now)) continue;
         try {
-          const back = await this.deps.store.releaseWorkOrderRetry(o.id, now);
-          released++;
-          this.deps.onExpired(back);
+          this.deps.onExpired(await step(o, now));
+          done++;
         } catch (e) {
           if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;
         }
       }
       pageToken = page.nextPageToken;
     } while (pageToken !== "");
-    return released;
-  }
-
-  private async expireLeases(): Promise<number> {
-    const now = this.deps.now();
-    let expired = 0;
-    let pageToken = "";
-    do {
-      const page = await this.deps.store.listWorkOrders({ status: WorkOrderStatus.RUNNING, pageSize: 1000, pageToken });
-      for (const o of page.items) {
-        if (!leaseLapsed(o, now)) continue;
-        try {
-          const back = await this.deps.store.expireWorkOrderLease(o.id, now);
-          expired++;
-          const claim = o.claim!;
-          await recordEvents(this.deps.store, [
-            {
-              type: "work_order_lease_expired",
-              requestId: o.requestId,
-              correlationId: o.correlationId,
-              resourceType: "work_order",
-              resourceId: o.id,
-              tenantId: o.target?.tenantId,
-              nodeId: claim.nodeId,
-              workOrderId: o.id,
-              deploymentId: o.desiredState?.deploymentId,
-              data: { fencing_token: claim.fencingToken.toString(), lease_expired_at: timestampDate(claim.leaseExpiresAt!).toISOString(), attempts: back.attempts.length },
-            },
-          ]);
-          this.deps.logger.warn(
-            { action: "work_order_lease_expired", result: "pending", node_id: claim.nodeId, tenant_id: o.target?.tenantId, work_order_id: o.id, metadata: { fencing_token: claim.fencingToken.toString() } },
-            "lease lapsed; work order back to pending",
-          );
-          this.deps.onExpired(back);
-        } catch (e) {
-          // Renewed or finished since the listing: nothing to do.
-          if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;
-        }
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
-    return expired;
+    return done;
   }
 }

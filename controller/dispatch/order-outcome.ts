@@ -88,6 +88,27 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   await snapshots.afterChange(tenantId, trace);
 }
 
+/** Records that the claim of `before` lapsed and the order (`after`) is pending again. */
+export async function onLeaseExpired(store: Store, before: WorkOrder, after: WorkOrder): Promise<void> {
+  const claim = before.claim;
+  await recordEvents(store, [
+    orderEvent(before, "work_order_lease_expired", { requestId: before.requestId, correlationId: before.correlationId }, {
+      id: undefined, // recorded once, by the monitor that made the transition: no replay to dedupe
+      nodeId: claim?.nodeId,
+      data: {
+        fencing_token: (claim?.fencingToken ?? 0n).toString(),
+        lease_expired_at: claim?.leaseExpiresAt ? timestampDate(claim.leaseExpiresAt).toISOString() : "",
+        attempts: after.attempts.length,
+      },
+    }),
+  ]);
+}
+
+/** Records an admin's request to stop a running order. */
+export async function onCancelRequested(store: Store, order: WorkOrder, trace: Trace, reason: string): Promise<void> {
+  await recordEvents(store, [orderEvent(order, "work_order_cancel_requested", trace, { id: undefined, data: { reason } })]);
+}
+
 /** Records that a retriable failure sent the order to wait for another attempt. */
 export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
   const n = order.attempts.length;

@@ -5,8 +5,7 @@ import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../ids.js";
-import { onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
-import { recordEvents } from "../events/event-recorder.js";
+import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Work order implementation. */
@@ -62,22 +61,12 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
       const after = await store.cancelWorkOrder(order.id, req.reason, call.requestId, deps.now());
       const trace = { requestId: call.requestId, correlationId: order.correlationId };
-      if (order.status === WorkOrderStatus.PENDING && after.status === WorkOrderStatus.CANCELLED) {
+      if (order.status !== WorkOrderStatus.CANCELLED && after.status === WorkOrderStatus.CANCELLED) {
+        // Cancelled before any claim (pending, or waiting to retry): the outcome is recorded now.
         await onOrderFinished(deps, after, trace);
         deps.reconciler.enqueue(order.target?.tenantId ?? "");
       } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
-        await recordEvents(store, [
-          {
-            type: "work_order_cancel_requested",
-            ...trace,
-            resourceType: "work_order",
-            resourceId: order.id,
-            tenantId: order.target?.tenantId,
-            nodeId: order.target?.nodeId,
-            workOrderId: order.id,
-            data: { reason: req.reason },
-          },
-        ]);
+        await onCancelRequested(store, after, trace, req.reason);
         // The agent hears it on its stream at once, else on its next lease renewal.
         deps.feed.publish(after);
       }
