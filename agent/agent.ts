@@ -6,7 +6,7 @@
 // work it sleeps one poll interval. When the controller cannot be reached it retries with capped
 // exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import {
@@ -25,7 +25,7 @@ import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
-import type { DeployOutcome } from "./executors/deploy-service.js";
+import type { ExecOutcome, Executor } from "./executors/executor.js";
 import type { Journal } from "./journal.js";
 
 export const AGENT_VERSION = "0.1.0";
@@ -37,10 +37,8 @@ export interface AgentDeps {
   log: Logger;
   /** Finds out what the host can run (engine, compose). */
   probe: () => Promise<DockerHost>;
-  /** Runs a deploy_service order; `signal` aborts when an admin cancels it. */
-  deploy: (order: WorkOrder, host: DockerHost, log: Logger, signal: AbortSignal) => Promise<DeployOutcome>;
-  /** Runs a remove_service order. */
-  remove: (order: WorkOrder, host: DockerHost, log: Logger, signal: AbortSignal) => Promise<DeployOutcome>;
+  /** The executor of each order type this agent runs (others get UNSUPPORTED_ORDER_TYPE). */
+  executors: Partial<Record<WorkOrderType, Executor>>;
   /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
   observe: () => Promise<ProjectObservation[]>;
 }
@@ -142,7 +140,7 @@ export class Agent {
     await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
-      capabilities: host.capabilities,
+      capabilities: { ...host.capabilities, allowedCommands: this.deps.config.allowCommands },
       labels: this.deps.config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
       heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
@@ -203,21 +201,35 @@ export class Agent {
 
   private async execute(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
-    let outcome: DeployOutcome;
-    const executor = order.type === WorkOrderType.DEPLOY_SERVICE ? this.deps.deploy : order.type === WorkOrderType.REMOVE_SERVICE ? this.deps.remove : undefined;
+    let outcome: ExecOutcome;
+    const executor = this.deps.executors[order.type];
     if (executor) {
       const host = await this.refreshHost();
       const cancel = new AbortController();
       this.running = { id: order.id, cancel };
       const stopRenewing = this.keepLease(order, log);
+      // The order's own timeout counts from its claim, so a run resumed after a restart keeps
+      // the deadline the first run had.
+      const timeoutMs = order.timeout ? durationMs(order.timeout) : 0;
+      const left = timeoutMs > 0 ? Math.max(0, timeoutMs - (Date.now() - claimedAt.getTime())) : 0;
+      const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new OrderTimeout(timeoutMs)), left) : undefined;
       try {
-        outcome = await executor(order, host, log, cancel.signal);
+        outcome = await executor(order, { config: this.deps.config, host, log, signal: cancel.signal });
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
       } finally {
+        clearTimeout(timer);
         stopRenewing();
         this.running = undefined;
+      }
+      if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
+        outcome.result = create(WorkOrderResultSchema, {
+          ...outcome.result,
+          code: "TIMEOUT",
+          retriable: true,
+          message: `${cancel.signal.reason.message}; stopped (${outcome.result.code}: ${outcome.result.message})`,
+        });
       }
       if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
@@ -375,6 +387,13 @@ export class Agent {
       correlation_id: order.correlationId,
       work_order_id: order.id,
     });
+  }
+}
+
+/** The abort reason of an order stopped by its own timeout (an admin cancel is a string). */
+class OrderTimeout extends Error {
+  constructor(ms: number) {
+    super(`the order's timeout of ${ms} ms passed`);
   }
 }
 

@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ID_PATTERN } from "../controller/ids.js";
+import { validAllowEntry } from "./engine/allow-list.js";
 
 export interface AgentConfig {
   /** Base URL of the controller's API, ending in /v1. */
@@ -23,6 +24,8 @@ export interface AgentConfig {
   logLevel: string;
   /** Keep a WatchWorkOrders stream open for pushed orders (polling continues regardless). */
   watch: boolean;
+  /** Programs execute_command orders and deploy hooks may run (argv[0], matched exactly). */
+  allowCommands: string[];
 }
 
 export const USAGE = `Usage: skippy [options]
@@ -42,6 +45,9 @@ export const USAGE = `Usage: skippy [options]
   --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
   --log-level LEVEL      pino level [SKIPPY_LOG_LEVEL] (default info)
   --no-watch             do not keep a push stream open; poll only [SKIPPY_WATCH=0]
+  --allow-command PROG   a program execute_command orders and deploy hooks may run, repeatable:
+                         a name looked up on PATH or an absolute path, matched exactly
+                         [SKIPPY_ALLOW_COMMANDS=prog,/abs/prog] (default none)
   -h, --help             this text
 
 Durations: a number of milliseconds or a number with ms, s, m or h.
@@ -60,6 +66,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
       "work-dir": { type: "string" },
       "poll-interval": { type: "string" },
       label: { type: "string", multiple: true },
+      "allow-command": { type: "string", multiple: true },
       "compose-timeout": { type: "string" },
       "ready-timeout": { type: "string" },
       "no-watch": { type: "boolean" },
@@ -85,6 +92,10 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     if (!m) throw new Error(`label must be KEY=VALUE with safe characters, got '${spec}'`);
     labels[m[1]!] = m[2]!;
   }
+  const allowCommands = [...(env.SKIPPY_ALLOW_COMMANDS ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values["allow-command"] ?? [])];
+  for (const c of allowCommands) {
+    if (!validAllowEntry(c)) throw new Error(`--allow-command takes a program name or absolute path without spaces or shell syntax, got '${c}'`);
+  }
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   return {
@@ -100,6 +111,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),
     logLevel,
     watch: !(values["no-watch"] ?? false) && env.SKIPPY_WATCH !== "0" && env.SKIPPY_WATCH !== "false",
+    allowCommands: [...new Set(allowCommands)],
   };
 }
 

@@ -6,8 +6,7 @@ import { Agent, AGENT_VERSION } from "./agent.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { createControllerClients } from "./controller-client.js";
 import { probeDockerHost } from "./engine/docker-host.js";
-import { deployService } from "./executors/deploy-service.js";
-import { removeService } from "./executors/remove-service.js";
+import { executors } from "./executors/registry.js";
 import { observeProjects } from "./engine/project-state.js";
 import { Journal } from "./journal.js";
 
@@ -35,9 +34,7 @@ async function main(): Promise<void> {
     journal: new Journal(cfg.stateDir),
     log: logger,
     probe: probeDockerHost,
-    deploy: (order, host, log, signal) =>
-      deployService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs, readyTimeoutMs: cfg.readyTimeoutMs, log, signal }),
-    remove: (order, host) => removeService(order, { workDir: cfg.workDir, docker: host, composeTimeoutMs: cfg.composeTimeoutMs }),
+    executors: executors(),
     observe: () => observeProjects(cfg.workDir),
   });
   const stop = new AbortController();

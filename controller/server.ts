@@ -168,10 +168,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     );
   };
   liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
-  const leases = new LeaseMonitor({ store, logger, now, onExpired: (o) => {
+  const leases = new LeaseMonitor({ store, logger, now, snapshots, locks, onExpired: (o) => {
       feed.publish(o);
       reconciler.enqueue(o.target?.tenantId ?? "");
-    }, everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
+    }, onFinished: (o) => reconciler.enqueue(o.target?.tenantId ?? ""), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
   reconciler.start();
   liveness?.start();
   leases.start();

@@ -1,6 +1,7 @@
 // What this host can run: the Docker engine (through the `docker` CLI, so DOCKER_HOST and
 // contexts work as the operator set them up) and Compose, as the v2 plugin (`docker compose`) or
 // the v1 binary (`docker-compose`), whichever answers first.
+import { existsSync } from "node:fs";
 import { arch, hostname, platform } from "node:os";
 import { create } from "@bufbuild/protobuf";
 import { ComposeVariant, NodeCapabilitiesSchema, type NodeCapabilities } from "../../gen/skipper/v1/resource_pb.js";
@@ -22,6 +23,8 @@ export interface DockerHost {
 }
 
 const PROBE_TIMEOUT_MS = 15_000;
+// Where systemd keeps its runtime state: present only when systemd is the init system.
+const SYSTEMD_RUNTIME = "/run/systemd/system";
 
 /** Probes the engine and Compose. Never throws: what is missing is described in capabilities.message. */
 export async function probeDockerHost(): Promise<DockerHost> {
@@ -44,6 +47,7 @@ export async function probeDockerHost(): Promise<DockerHost> {
       arch: arch(),
       hostname: hostname(),
       message: problems.join("; "),
+      systemd: existsSync(SYSTEMD_RUNTIME),
     }),
   };
 }

@@ -42,6 +42,17 @@ export async function writeProjectState(workDir: string, state: ProjectState): P
   await rename(`${path}.tmp`, path);
 }
 
+/** The compose project name the last successful deploy recorded for a tenant, else the tenant id (deploy's default). */
+export async function recordedProjectName(workDir: string, tenantId: string): Promise<string> {
+  try {
+    const state = JSON.parse(await readFile(join(projectDir(workDir, tenantId), STATE_FILE), "utf8")) as { project_name?: unknown };
+    if (typeof state.project_name === "string" && state.project_name !== "") return state.project_name;
+  } catch {
+    // never deployed here, or unreadable: the default name
+  }
+  return tenantId;
+}
+
 /** Every recorded project under the work dir. Unreadable records are skipped. */
 export async function readProjectStates(workDir: string): Promise<ProjectState[]> {
   let names: string[];

@@ -4,11 +4,15 @@
 //   2. the engine and Compose answer                                       -> DOCKER_UNAVAILABLE
 //   3. write docker-compose.yml and .env (0600) to a staging directory and have Compose parse
 //      them (`config --services`); a file it rejects never replaces the live one -> COMPOSE_INVALID
+//      then the tenant's pre-deploy hooks, if any                          -> PRE_DEPLOY_FAILED
 //   4. move the files into <work_dir>/tenants/<tenant>/ and run `up -d --remove-orphans`
 //                                                      -> COMPOSE_FAILED, TIMEOUT, DOCKER_UNAVAILABLE
 //   5. wait until every service has its containers running (and healthy where a healthcheck is
-//      defined); otherwise                                                  -> SERVICES_NOT_RUNNING
-//   6. APPLY_OK, with the services whose containers changed, from the engine before and after.
+//      defined) and, with a health gate, its probes and post-deploy hooks pass; otherwise
+//      SERVICES_NOT_RUNNING, or with a gate: the last spec that applied here is restored
+//      (ROLLED_BACK, both specs in details) or, with none to restore, HEALTH_GATE_FAILED
+//   6. APPLY_OK, with the services whose containers changed, from the engine before and after;
+//      the spec is recorded as the one to restore if a later deploy fails its gate.
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
@@ -30,6 +34,12 @@ import { EngineError, observeServices, readProjectContainers, type ProjectContai
 import { containerChanges } from "./container-changes.js";
 import { writeProjectState } from "../engine/project-state.js";
 import type { Logger } from "pino";
+import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type ExecOutcome } from "./executor.js";
+import { awaitHealthy } from "./health-gate.js";
+import { rollBack, runHooks } from "./deploy-safety.js";
+import { writeAppliedSpec } from "../engine/applied-spec.js";
+import { durationMs } from "@bufbuild/protobuf/wkt";
+import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 
 export interface DeployContext {
   workDir: string;
@@ -39,19 +49,21 @@ export interface DeployContext {
   log: Logger;
   /** Aborts when the order is cancelled: the running command is stopped, the result is CANCELLED. */
   signal?: AbortSignal;
+  /** Programs the tenant's deploy hooks may run (the node's allow-list). */
+  allowCommands?: readonly string[];
 }
 
-export interface DeployOutcome {
-  result: WorkOrderResult;
-  /** Observed services after the apply (empty when it never got that far). */
-  services: ServiceObservation[];
-  composePath: string;
+export type DeployOutcome = ExecOutcome;
+
+/** The deploy context of an order's execution context. */
+export function deployContext(ctx: ExecContext): DeployContext {
+  const { config } = ctx;
+  return { workDir: config.workDir, docker: ctx.host, composeTimeoutMs: config.composeTimeoutMs, readyTimeoutMs: config.readyTimeoutMs, log: ctx.log, signal: ctx.signal, allowCommands: config.allowCommands };
 }
 
 // Compose project names: lowercase letters, digits, dashes and underscores, starting alphanumeric.
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-const READY_POLL_MS = 500;
 // Failures that may pass on their own: the controller retries the order while it has attempts.
 const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING"]);
 // What the CLIs print when they cannot reach the engine.
@@ -122,6 +134,13 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     return done("COMPOSE_INVALID", `compose rejected the file: ${lastLine(check.stderr)}`, { command: check });
   }
   const services = check.stdout.split("\n").map((s) => s.trim()).filter(Boolean).sort();
+  if (ds?.safety && ds.safety.preDeploy.length > 0) {
+    const pre = await runHooks(ds.safety.preDeploy, "pre-deploy", ctx, dir);
+    if (pre) {
+      await rm(staging, { recursive: true, force: true });
+      return done("PRE_DEPLOY_FAILED", `${pre.message}; nothing was changed`, { command: pre.run });
+    }
+  }
 
   // 4. Promote and apply. .env first: a crash in between leaves the old file with new variables,
   // which the next apply of this order (journal replay) overwrites anyway.
@@ -148,69 +167,71 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     });
   }
 
-  // 5. Honest success: wait for the containers, not just the exit code.
-  const deadline = Date.now() + ctx.readyTimeoutMs;
-  let after = await readProjectContainers(projectName);
-  let observed = observeServices(services, after);
-  while (!observed.every((s) => s.state === "running") && Date.now() < deadline) {
-    if (ctx.signal?.aborted) return cancelled(up);
-    await new Promise((r) => setTimeout(r, READY_POLL_MS));
-    after = await readProjectContainers(projectName);
-    observed = observeServices(services, after);
+  // 5. Honest success: wait for the containers (and the gate), not just the exit code.
+  const safety = ds?.safety;
+  const gate = safety?.healthGate;
+  const verdict = await awaitHealthy(projectName, services, {
+    deadlineMs: gate?.deadline ? durationMs(gate.deadline) : ctx.readyTimeoutMs,
+    probes: gate?.probes ?? [],
+    signal: ctx.signal,
+  });
+  if (verdict.cancelled) return cancelled(up);
+  const { changed, unchanged } = containerChanges(before.byService, verdict.containers.byService);
+  const parts = { command: up, composePath, services: verdict.observed, changed, unchanged, probes: verdict.probes };
+  let failure = verdict.failure;
+  if (!failure && safety && safety.postDeploy.length > 0) {
+    const post = await runHooks(safety.postDeploy, "post-deploy", ctx, dir);
+    if (post) {
+      failure = post.message;
+      parts.command = post.run ?? parts.command;
+    }
   }
-  const { changed, unchanged } = containerChanges(before.byService, after.byService);
-  const parts = { command: up, composePath, services: observed, changed, unchanged };
-  const notReady = observed.filter((s) => s.state !== "running");
-  if (notReady.length > 0) {
-    const list = notReady.map((s) => `${s.service}: ${s.state}`).join(", ");
-    return done("SERVICES_NOT_RUNNING", `not running after ${ctx.readyTimeoutMs} ms: ${list}`, parts);
-  }
-  // 6. Recorded for heartbeats, which report the project as the engine shows it from now on.
-  await writeProjectState(ctx.workDir, {
+  if (failure && !gate) return done("SERVICES_NOT_RUNNING", failure, parts);
+  if (failure) return rollBack(order, ctx, { failure, parts, started, redeploy: deployService });
+  // 6. Recorded for heartbeats, which report the project as the engine shows it from now on,
+  // and as the spec to restore should a later deploy fail its gate.
+  const appliedAt = new Date().toISOString();
+  await writeProjectState(ctx.workDir, { schema_version: "v1", project_name: projectName, tenant_id: tenantId, spec_hash: ds?.specHash ?? "", work_order_id: order.id, services, applied_at: appliedAt });
+  await writeAppliedSpec(ctx.workDir, {
     schema_version: "v1",
-    project_name: projectName,
     tenant_id: tenantId,
+    project_name: projectName,
     spec_hash: ds?.specHash ?? "",
     work_order_id: order.id,
-    services,
-    applied_at: new Date().toISOString(),
+    compose_file: project.composeFile,
+    env: { ...env },
+    compose_services: { ...ds?.composeServices },
+    service_ids: [...(ds?.serviceIds ?? [])],
+    applied_at: appliedAt,
   });
   return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}`, started, parts);
 }
 
-interface Parts {
+export interface Parts {
   command?: CommandRun;
   composePath: string;
   services: ServiceObservation[];
   changed?: string[];
   unchanged?: string[];
+  probes?: ProbeResult[];
 }
 
-function outcome(code: string, message: string, started: number, p: Parts): DeployOutcome {
-  const result = create(WorkOrderResultSchema, {
+export function outcome(code: string, message: string, started: number, p: Parts, details: DetailsInit = {}): DeployOutcome {
+  return orderOutcome(code, message, started, {
     success: code === "APPLY_OK",
     retriable: RETRIABLE.has(code),
-    code,
-    message,
+    services: p.services,
+    composePath: p.composePath,
     details: {
-      durationMs: BigInt(Math.round(performance.now() - started)),
+      ...details,
       composePath: p.composePath,
       changedResources: p.changed ?? [],
       unchangedResources: p.unchanged ?? [],
       services: p.services,
-      command: p.command
-        ? create(CommandResultSchema, {
-            program: p.command.program,
-            args: p.command.args,
-            exitCode: p.command.exitCode,
-            stdout: p.command.stdout,
-            stderr: p.command.stderr,
-            timedOut: p.command.timedOut,
-          })
-        : undefined,
+      probes: p.probes ?? [],
+      command: p.command && commandResult(p.command),
     },
   });
-  return { result, services: p.services, composePath: p.composePath };
 }
 
 async function writeDurable(path: string, data: string, mode: number): Promise<void> {

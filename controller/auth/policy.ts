@@ -15,6 +15,7 @@ const POLICY: Record<string, Access> = {
   "skipper.v1.ResourceService/UpdateResource": "admin",
   "skipper.v1.ResourceService/DeleteResource": "admin",
   "skipper.v1.ResourceService/ExplainResource": "admin",
+  "skipper.v1.WorkOrderService/CreateWorkOrder": "admin",
   "skipper.v1.WorkOrderService/ListWorkOrders": "admin",
   "skipper.v1.WorkOrderService/GetWorkOrder": "admin_or_node",
   "skipper.v1.WorkOrderService/ClaimWorkOrder": "node",

@@ -1,7 +1,7 @@
 // Claims are leases. This monitor finds running orders whose lease lapsed (the agent died, hung
 // or lost the network and did not renew), puts them back to pending for the next claim, and
 // records work_order_lease_expired. It also releases retry_pending orders whose next attempt is
-// due. The order's fencing token keeps growing, so the old holder's
+// due, and fails pending orders whose expires_at passed (EXPIRED). The order's fencing token keeps growing, so the old holder's
 // late renewal or result is refused and the order still ends exactly once.
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
@@ -10,13 +10,16 @@ import { onLeaseExpired } from "./order-outcome.js";
 import { isSkipperError } from "../errors.js";
 import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
 import { Periodic } from "../periodic.js";
+import { expireOrder, expiredAt } from "./order-expiry.js";
+import type { OutcomeDeps } from "./order-outcome.js";
 
-export interface LeaseDeps {
-  store: Store;
+export interface LeaseDeps extends OutcomeDeps {
   logger: Logger;
   now: () => Date;
   /** Told of every order put back to pending (lapsed lease or due retry). */
   onExpired: (order: WorkOrder) => void;
+  /** Told of every pending order that expired unclaimed (it has finished). */
+  onFinished?: (order: WorkOrder) => void;
   everyMs?: number;
 }
 
@@ -47,12 +50,17 @@ export class LeaseMonitor {
       return back;
     });
     const retries = await this.sweep(WorkOrderStatus.RETRY_PENDING, retryDue, (o, now) => this.deps.store.releaseWorkOrderRetry(o.id, now));
-    return leases + retries;
+    const expired = await this.sweep(WorkOrderStatus.PENDING, expiredAt, async (o, now) => {
+      const done = await expireOrder(this.deps, o, now);
+      if (done) this.deps.onFinished?.(done);
+      return done;
+    });
+    return leases + retries + expired;
   }
 
   // Applies `step` to every order of `status` that is `due`, telling onExpired of each one it
   // put back to pending. An order renewed, finished or released since the listing is skipped.
-  private async sweep(status: WorkOrderStatus, due: (o: WorkOrder, now: Date) => boolean, step: (o: WorkOrder, now: Date) => Promise<WorkOrder>): Promise<number> {
+  private async sweep(status: WorkOrderStatus, due: (o: WorkOrder, now: Date) => boolean, step: (o: WorkOrder, now: Date) => Promise<WorkOrder | undefined>): Promise<number> {
     const now = this.deps.now();
     let done = 0;
     let pageToken = "";
@@ -61,7 +69,9 @@ export class LeaseMonitor {
       for (const o of page.items) {
         if (!due(o, now)) continue;
         try {
-          this.deps.onExpired(await step(o, now));
+          const next = await step(o, now);
+          if (!next) continue;
+          if (next.status === WorkOrderStatus.PENDING) this.deps.onExpired(next);
           done++;
         } catch (e) {
           if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;

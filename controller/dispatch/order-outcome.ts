@@ -7,7 +7,7 @@ import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
 import { DeploymentPhase, DeploymentStatusSchema, ResourceSpecSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { KeyedLock } from "../keyed-lock.js";
-import { recordOutcome } from "../reconcile/target-record.js";
+import { changesTarget, recordOutcome } from "../reconcile/target-record.js";
 import type { Store } from "../store/store.js";
 import { recordEvents, transitionEventId, type EventInput, type EventType } from "../events/event-recorder.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
@@ -84,7 +84,7 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
   // Under the tenant's reconcile lock: a pass reads the tenant's records and writes them back.
-  await deps.locks.run(`reconcile:${tenantId}`, () => updateTenant(store, order, at, ok, removal));
+  if (changesTarget(order)) await deps.locks.run(`reconcile:${tenantId}`, () => updateTenant(store, order, at, ok, removal));
   await snapshots.afterChange(tenantId, trace);
 }
 
@@ -222,7 +222,7 @@ async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolea
           });
       t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
       // The desired state the order carried is now what the node runs.
-      if (ok && !removal && !t.deletion && t.desiredState?.kind.case === "tenant") t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
+      if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
       t.updatedAt = timestampFromDate(new Date());
       return t;
     });

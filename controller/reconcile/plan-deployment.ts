@@ -6,6 +6,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { SCHEMA_VERSION } from "../context.js";
+import { DeploySafetySchema, type DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import type { RenderedProject } from "./render-project.js";
 
 /** Claims an order gets: retriable failures (engine down, timeouts) are retried by the order itself. */
@@ -23,7 +24,7 @@ export interface OrderIds {
 }
 
 /** The deployment and deploy_service order that ship `rendered` to the node. */
-export function planDeployment(ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string }): { deployment: Resource; workOrder: WorkOrder } {
+export function planDeployment(ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety }): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
   const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
   const project = clone(ComposeProjectSchema, ids.rendered.project);
@@ -62,6 +63,8 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
       composeProject: project,
       composeServices: { ...ids.rendered.composeServices },
       specHash: ids.rendered.specHash,
+      // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
+      safety: ids.safety && clone(DeploySafetySchema, ids.safety),
     },
     status: WorkOrderStatus.PENDING,
     maxAttempts: MAX_ATTEMPTS,

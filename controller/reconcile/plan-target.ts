@@ -5,6 +5,7 @@
 //
 //   order in flight                         -> wait            ORDER_IN_FLIGHT (NODE_OFFLINE)
 //   should run, node disabled               -> wait            NODE_DISABLED
+//   should run, that spec was rolled back   -> wait            ROLLED_BACK (until it changes)
 //   should run, applied, observed as applied-> nothing         CONVERGED
 //   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED
 //   should run, not applied                 -> deploy          ORDER_IN_FLIGHT (NODE_OFFLINE)
@@ -70,6 +71,18 @@ export function planTarget(f: TargetFacts): TargetPlan {
     const hash = f.desired.specHash;
     if (!f.node) return { actions: [], verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` }, forget: false };
     if (f.node.disabled) return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
+    if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash) {
+      const why = rec.lastResultCode === "ROLLED_BACK" ? "failed its health gate" : "was rolled back by an admin";
+      return {
+        actions: [],
+        verdict: {
+          status: ConvergenceStatus.ROLLED_BACK,
+          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; change the desired state or Apply to deploy it again`,
+          workOrderId: rec.lastWorkOrderId,
+        },
+        forget: false,
+      };
+    }
     const blocked = backoff(rec, hash, f.now);
     if (rec?.appliedHash === hash) {
       const drift = driftOf(f, hash);

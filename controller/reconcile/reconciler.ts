@@ -17,6 +17,7 @@ import {
   type Resource,
   type TargetStatus,
 } from "../../gen/skipper/v1/resource_pb.js";
+import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError } from "../errors.js";
 import { onOrderSuperseded } from "../dispatch/order-outcome.js";
@@ -186,7 +187,8 @@ export class Reconciler {
     const records = new Map((await this.outcomesOf(status.targets, world, tenantId, now)).map((t) => [t.nodeId, t]));
     const observedNodes = world.nodesObserving(tenantId);
     const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
-    const priority = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value.priority : 0;
+    const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
+    const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety };
     const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
     const orders: TargetOrder[] = [];
     const verdicts = new Map<string, TargetVerdict>();
@@ -214,7 +216,7 @@ export class Reconciler {
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
       for (const action of plan.actions) {
-        const issued = await this.execute(tenantId, priority, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
+        const issued = await this.execute(tenantId, orderTerms, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
@@ -264,7 +266,7 @@ export class Reconciler {
   // A pending order for an older desired state is replaced rather than waited for (a burst of
   // changes becomes one order). One a node has claimed runs to its end.
   private async supersedeStale(o: WorkOrder | undefined, desiredHash: string, now: Date, trace: { requestId: string; correlationId: string }): Promise<WorkOrder | undefined> {
-    if (!o || o.status !== WorkOrderStatus.PENDING) return o;
+    if (!o || o.status !== WorkOrderStatus.PENDING || o.type === WorkOrderType.ROLLBACK) return o;
     const removal = o.type === WorkOrderType.REMOVE_SERVICE;
     const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
     if (!stale) return o;
@@ -280,18 +282,18 @@ export class Reconciler {
     }
   }
 
-  private async execute(tenantId: string, priority: number, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
+  private async execute(tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
     const { store } = this.deps;
     const workOrderId = uuidv4();
     const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
-    const ids = { ...base, priority };
+    const ids = { ...base, priority: terms.priority };
     const events: EventInput[] = [];
     if (drift && drift.length > 0) {
       events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
     }
     if (action.kind === "deploy") {
       const deploymentId = `deploy-${uuidv4()}`;
-      const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, now });
+      const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
       const deployment = await store.createResource(plan.deployment);
       const [workOrder] = await Promise.all([
         store.createWorkOrder(plan.workOrder),

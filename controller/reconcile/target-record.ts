@@ -6,8 +6,21 @@ import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/reso
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 
-/** The targets after `order` finished: applied hash (REMOVAL_HASH after a removal), failure count and retry time updated. */
+/** Result code of a deploy whose health gate failed and whose previous spec was restored. */
+export const ROLLED_BACK = "ROLLED_BACK";
+
+/** Order types that change what a target runs, and so its record. Others (restart, inspect…) leave it alone. */
+export function changesTarget(order: WorkOrder): boolean {
+  return order.type === WorkOrderType.DEPLOY_SERVICE || order.type === WorkOrderType.REMOVE_SERVICE || order.type === WorkOrderType.ROLLBACK;
+}
+
+/**
+ * The targets after `order` finished: applied hash (REMOVAL_HASH after a removal), failure count
+ * and retry time updated. A rollback, asked for or done by the health gate (ROLLED_BACK), leaves
+ * the node on the restored spec and holds the rolled-back desired hash (rolled_back_hash).
+ */
 export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Date): TargetStatus[] {
+  if (!changesTarget(order)) return targets;
   const nodeId = order.target?.nodeId ?? "";
   const ok = order.status === WorkOrderStatus.SUCCESS;
   const removal = order.type === WorkOrderType.REMOVE_SERVICE;
@@ -25,7 +38,25 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   t.lastResultCode = order.result?.code ?? "";
   t.finishedAt = timestampFromDate(now);
   if (!removal && order.desiredState?.composeProject?.projectName) t.projectName = order.desiredState.composeProject.projectName;
-  if (ok) {
+  const restored = order.result?.details?.rollback?.restoredSpecHash ?? "";
+  if (order.type === WorkOrderType.ROLLBACK) {
+    if (ok) {
+      t.appliedHash = hash;
+      t.rolledBackHash = t.desiredHash !== hash ? t.desiredHash : "";
+      t.failedHash = "";
+      t.failures = 0;
+      t.retryAt = undefined;
+    }
+  } else if (order.result?.code === ROLLED_BACK && restored !== "") {
+    // The health gate failed and the agent restored the previous spec: that runs now, and the
+    // failed spec is not tried again until the desired state changes.
+    t.appliedHash = restored;
+    t.rolledBackHash = hash;
+    t.failedHash = "";
+    t.failures = 0;
+    t.retryAt = undefined;
+  } else if (ok) {
+    if (!removal) t.rolledBackHash = "";
     // After a removal the record stays (applied = "removal") until the node's observations
     // confirm the project is gone; then the planner forgets the target.
     t.appliedHash = hash;

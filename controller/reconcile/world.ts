@@ -8,6 +8,7 @@ import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order
 import type { ResourceType } from "../ids.js";
 import type { Store } from "../store/store.js";
 import type { TenantWorld } from "./desired-targets.js";
+import { changesTarget } from "./target-record.js";
 
 /** Statuses of an order still in flight (its target gets no other order meanwhile). */
 const IN_FLIGHT = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
@@ -148,6 +149,9 @@ export class World {
   }
 
   addInFlight(o: WorkOrder): void {
+    // Ad-hoc orders (restart, inspect, upload…) do not change what the target should run; the
+    // agent runs orders one at a time, so they need no place here.
+    if (!changesTarget(o)) return;
     const tenantId = o.target?.tenantId ?? "";
     let m = this.orders.get(tenantId);
     if (!m) this.orders.set(tenantId, (m = new Map()));

@@ -1,6 +1,7 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
 // (current_state, last_applied_state) are not set by admins.
+import { checkSafety } from "../dispatch/ad-hoc-order.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type Resource, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
@@ -39,7 +40,7 @@ export function checkStatusKind(type: ResourceType, status: ResourceStatus | und
   }
 }
 
-/** Validates ids referenced from a spec (tenant, node, service, network, volume, limits). */
+/** Validates ids referenced from a spec (tenant, node, service, network, volume, limits), and a tenant's deploy safety. */
 export function checkReferences(spec: ResourceSpec): void {
   const k = spec.kind;
   const ref = (v: string, field: string) => v !== "" && checkId(v, field);
@@ -48,6 +49,7 @@ export function checkReferences(spec: ResourceSpec): void {
       ref(k.value.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
       k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
+      checkSafety(k.value.safety, "desired_state.tenant.safety");
       break;
     case "service":
       ref(k.value.tenantId, "desired_state.service.tenant_id");

@@ -2,8 +2,7 @@
 // (a deployment resource and a deploy_service work order per node) even when it looks converged. Honours x-idempotency-key: a retry with the same key
 // and body replays the first response; the same key with another body is a CONFLICT.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { create, fromJson, toJson } from "@bufbuild/protobuf";
-import { createHash } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
 import {
   ApplyRequestSchema,
   ApplyResponseSchema,
@@ -17,8 +16,7 @@ import { checkId } from "../ids.js";
 import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { PassResult } from "../reconcile/reconciler.js";
 import type { ServiceDeps } from "./deps.js";
-
-const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+import { idempotent } from "./idempotency.js";
 
 /** Deployment implementation. */
 export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof DeploymentService>> {
@@ -74,37 +72,8 @@ export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof
   return {
     async apply(req, ctx) {
       const call = callInfo(ctx);
-      const key = call.idempotencyKey;
-      if (key === undefined) return { ...(await apply(req, call)), meta: responseMeta(ctx) };
-      // Keys are scoped to the method and the caller; only a hash of the key is stored.
-      const scoped = sha256(`DeploymentService/Apply\0${call.principal.kind}\0${key}`);
-      const requestHash = sha256(JSON.stringify(toJson(ApplyRequestSchema, req)));
-      return deps.locks.run(`idem:${scoped}`, async () => {
-        const now = deps.now();
-        const prior = await store.getIdempotencyRecord(scoped, now);
-        if (prior) {
-          if (prior.requestHash !== requestHash) {
-            throw conflict("x-idempotency-key was already used with a different request body", {
-              field: "x-idempotency-key",
-            });
-          }
-          const replay = fromJson(ApplyResponseSchema, prior.response as never, { ignoreUnknownFields: true });
-          return { ...replay, meta: responseMeta(ctx) };
-        }
-        const res = await apply(req, call);
-        await store.putIdempotencyRecord({
-          key: scoped,
-          requestHash,
-          response: toJson(ApplyResponseSchema, res, { useProtoFieldName: true }),
-          createdAt: now,
-          expiresAt: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
-        });
-        return { ...res, meta: responseMeta(ctx) };
-      });
+      const res = await idempotent(deps, call, "DeploymentService/Apply", { request: ApplyRequestSchema, response: ApplyResponseSchema }, req, () => apply(req, call));
+      return { ...res, meta: responseMeta(ctx) };
     },
   };
-}
-
-function sha256(s: string): string {
-  return createHash("sha256").update(s, "utf8").digest("hex");
 }

@@ -14,6 +14,7 @@ import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";
 import type { ServiceDeps } from "./deps.js";
+import { expireOrder, expiredAt } from "../dispatch/order-expiry.js";
 
 // A heartbeat that reports nothing new is written to the node's record at most this often.
 const HEARTBEAT_PERSIST_MS = 30_000;
@@ -147,7 +148,13 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
 
     async getNextWorkOrder(req, ctx) {
       const nodeId = selfOnly(callInfo(ctx), req.nodeId);
-      const workOrder = await store.nextPendingWorkOrder(nodeId);
+      let workOrder = await store.nextPendingWorkOrder(nodeId);
+      // An expired order is failed here rather than handed out for a claim that must refuse it.
+      while (workOrder && expiredAt(workOrder, deps.now())) {
+        await expireOrder(deps, workOrder, deps.now());
+        deps.reconciler.enqueue(workOrder.target?.tenantId ?? "");
+        workOrder = await store.nextPendingWorkOrder(nodeId);
+      }
       return { meta: responseMeta(ctx), workOrder };
     },
 

@@ -1,12 +1,16 @@
-// WorkOrderService: admins list and read orders; nodes read, claim and finish their own.
+// WorkOrderService: admins queue ad-hoc orders, list, read and cancel them; nodes read, claim
+// and finish their own.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { CreateWorkOrderRequestSchema, CreateWorkOrderResponseSchema, WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../ids.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
 import type { ServiceDeps } from "./deps.js";
+import { idempotent } from "./idempotency.js";
+import { queueOrder } from "../dispatch/queue-order.js";
 
 /** Work order implementation. */
 export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof WorkOrderService>> {
@@ -22,6 +26,15 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
   }
 
   return {
+    async createWorkOrder(req, ctx) {
+      const call = callInfo(ctx);
+      const schemas = { request: CreateWorkOrderRequestSchema, response: CreateWorkOrderResponseSchema };
+      const res = await idempotent(deps, call, "WorkOrderService/CreateWorkOrder", schemas, req, async () =>
+        create(CreateWorkOrderResponseSchema, { workOrder: await queueOrder(deps, req, call) }),
+      );
+      return { ...res, meta: responseMeta(ctx) };
+    },
+
     async listWorkOrders(req, ctx) {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");

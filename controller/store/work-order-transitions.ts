@@ -44,6 +44,9 @@ export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs =
     const status = SHORT_STATUS[current.status];
     throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
   }
+  if (expiredAt(current, now)) {
+    throw notClaimable(`work order ${current.id} expired at ${timestampDate(current.expiresAt!).toISOString()} before any node claimed it`, { status: "expired" });
+  }
   const next = clone(WorkOrderSchema, current);
   const token = current.fencingToken + 1n;
   next.status = WorkOrderStatus.RUNNING;
@@ -183,6 +186,11 @@ export function checkDuplicateResult(current: WorkOrder, token?: bigint): void {
       fencing_token: current.claim.fencingToken.toString(),
     });
   }
+}
+
+/** True when a pending order's expires_at has passed: it may no longer be claimed. */
+export function expiredAt(o: WorkOrder, now: Date): boolean {
+  return o.status === WorkOrderStatus.PENDING && o.expiresAt !== undefined && timestampDate(o.expiresAt) <= now;
 }
 
 /** The failed copy of a pending order that was superseded before any node claimed it. */

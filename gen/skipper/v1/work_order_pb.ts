@@ -4,17 +4,21 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { ComposeProject, Metadata, ServiceObservation } from "./resource_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { FileWritten, ImageObservation, ProbeResult, ProcessObservation, RollbackDetails, VersionSticker, WorkOrderAction } from "./order_action_pb.js";
+import { file_skipper_v1_order_action } from "./order_action_pb.js";
+import type { ComposeProject, Metadata, ProjectObservation, ServiceObservation } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
+import type { DeploySafety } from "./safety_pb.js";
+import { file_skipper_v1_safety } from "./safety_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skipper/v1/work_order.proto.
  */
 export const file_skipper_v1_work_order: GenFile = /*@__PURE__*/
-  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIsACChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIGjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEingEKDldvcmtPcmRlckNsYWltEg8KB25vZGVfaWQYASABKAkSLgoKY2xhaW1lZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZmVuY2luZ190b2tlbhgEIAEoAyKpAQoQV29ya09yZGVyQXR0ZW1wdBIPCgdub2RlX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB291dGNvbWUYBSABKAkilwYKCVdvcmtPcmRlchIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEicKBHR5cGUYBCABKA4yGS5za2lwcGVyLnYxLldvcmtPcmRlclR5cGUSKwoGdGFyZ2V0GAUgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJUYXJnZXQSOAoNZGVzaXJlZF9zdGF0ZRgGIAEoCzIhLnNraXBwZXIudjEuV29ya09yZGVyRGVzaXJlZFN0YXRlEisKBnN0YXR1cxgHIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEisKBnJlc3VsdBgIIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhIKCnJlcXVlc3RfaWQYCSABKAkSFgoOY29ycmVsYXRpb25faWQYCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKCG1ldGFkYXRhGA4gASgLMhQuc2tpcHBlci52MS5NZXRhZGF0YRIpCgVjbGFpbRgPIAEoCzIaLnNraXBwZXIudjEuV29ya09yZGVyQ2xhaW0SFQoNZmVuY2luZ190b2tlbhgQIAEoAxIuCghhdHRlbXB0cxgRIAMoCzIcLnNraXBwZXIudjEuV29ya09yZGVyQXR0ZW1wdBIxCg5jYW5jZWxfcmVxdWVzdBgSIAEoCzIZLnNraXBwZXIudjEuQ2FuY2VsUmVxdWVzdBIUCgxtYXhfYXR0ZW1wdHMYEyABKAUSMwoPbmV4dF9hdHRlbXB0X2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghwcmlvcml0eRgVIAEoBSJlCg1DYW5jZWxSZXF1ZXN0EjAKDHJlcXVlc3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkidAoNQ29tbWFuZFJlc3VsdBIPCgdwcm9ncmFtGAEgASgJEgwKBGFyZ3MYAiADKAkSEQoJZXhpdF9jb2RlGAMgASgFEg4KBnN0ZG91dBgEIAEoCRIOCgZzdGRlcnIYBSABKAkSEQoJdGltZWRfb3V0GAYgASgIIoECChZXb3JrT3JkZXJSZXN1bHREZXRhaWxzEhMKC2R1cmF0aW9uX21zGAEgASgDEhQKDGNvbXBvc2VfcGF0aBgCIAEoCRIZChFjaGFuZ2VkX3Jlc291cmNlcxgDIAMoCRIbChN1bmNoYW5nZWRfcmVzb3VyY2VzGAQgAygJEioKB2NvbW1hbmQYBSABKAsyGS5za2lwcGVyLnYxLkNvbW1hbmRSZXN1bHQSMAoIc2VydmljZXMYBiADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbhImCgVleHRyYRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiiQEKD1dvcmtPcmRlclJlc3VsdBIPCgdzdWNjZXNzGAEgASgIEhEKCXJldHJpYWJsZRgFIAEoCBIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSMwoHZGV0YWlscxgEIAEoCzIiLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscyp4Cg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACKvUBCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBBIfChtXT1JLX09SREVSX1NUQVRVU19DQU5DRUxMRUQQBRIjCh9XT1JLX09SREVSX1NUQVRVU19SRVRSWV9QRU5ESU5HEAZiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_resource]);
+  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIuoCChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIEigKBnNhZmV0eRgIIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5GjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEingEKDldvcmtPcmRlckNsYWltEg8KB25vZGVfaWQYASABKAkSLgoKY2xhaW1lZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNZmVuY2luZ190b2tlbhgEIAEoAyKpAQoQV29ya09yZGVyQXR0ZW1wdBIPCgdub2RlX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSLgoKY2xhaW1lZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB291dGNvbWUYBSABKAkioAcKCVdvcmtPcmRlchIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEicKBHR5cGUYBCABKA4yGS5za2lwcGVyLnYxLldvcmtPcmRlclR5cGUSKwoGdGFyZ2V0GAUgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJUYXJnZXQSOAoNZGVzaXJlZF9zdGF0ZRgGIAEoCzIhLnNraXBwZXIudjEuV29ya09yZGVyRGVzaXJlZFN0YXRlEisKBnN0YXR1cxgHIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEisKBnJlc3VsdBgIIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhIKCnJlcXVlc3RfaWQYCSABKAkSFgoOY29ycmVsYXRpb25faWQYCiABKAkSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKCG1ldGFkYXRhGA4gASgLMhQuc2tpcHBlci52MS5NZXRhZGF0YRIpCgVjbGFpbRgPIAEoCzIaLnNraXBwZXIudjEuV29ya09yZGVyQ2xhaW0SFQoNZmVuY2luZ190b2tlbhgQIAEoAxIuCghhdHRlbXB0cxgRIAMoCzIcLnNraXBwZXIudjEuV29ya09yZGVyQXR0ZW1wdBIxCg5jYW5jZWxfcmVxdWVzdBgSIAEoCzIZLnNraXBwZXIudjEuQ2FuY2VsUmVxdWVzdBIUCgxtYXhfYXR0ZW1wdHMYEyABKAUSMwoPbmV4dF9hdHRlbXB0X2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghwcmlvcml0eRgVIAEoBRIqCgd0aW1lb3V0GBYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KCmV4cGlyZXNfYXQYFyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEisKBmFjdGlvbhgYIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyQWN0aW9uImUKDUNhbmNlbFJlcXVlc3QSMAoMcmVxdWVzdGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCSJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgivwQKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZwcm9iZXMYCCADKAsyFy5za2lwcGVyLnYxLlByb2JlUmVzdWx0EiwKBmltYWdlcxgJIAMoCzIcLnNraXBwZXIudjEuSW1hZ2VPYnNlcnZhdGlvbhIwCghwcm9qZWN0cxgKIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEisKB3N0aWNrZXIYCyABKAsyGi5za2lwcGVyLnYxLlZlcnNpb25TdGlja2VyEiYKBWZpbGVzGAwgAygLMhcuc2tpcHBlci52MS5GaWxlV3JpdHRlbhIvCgdwcm9jZXNzGA0gASgLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SLQoIcm9sbGJhY2sYDiABKAsyGy5za2lwcGVyLnYxLlJvbGxiYWNrRGV0YWlscyKJAQoPV29ya09yZGVyUmVzdWx0Eg8KB3N1Y2Nlc3MYASABKAgSEQoJcmV0cmlhYmxlGAUgASgIEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIzCgdkZXRhaWxzGAQgASgLMiIuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHREZXRhaWxzKs8DCg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACEiMKH1dPUktfT1JERVJfVFlQRV9SRVNUQVJUX1NFUlZJQ0UQAxIcChhXT1JLX09SREVSX1RZUEVfUk9MTEJBQ0sQBBIgChxXT1JLX09SREVSX1RZUEVfSEVBTFRIX0NIRUNLEAUSGwoXV09SS19PUkRFUl9UWVBFX0lOU1BFQ1QQBhIjCh9XT1JLX09SREVSX1RZUEVfRVhFQ1VURV9DT01NQU5EEAcSIAocV09SS19PUkRFUl9UWVBFX1VQTE9BRF9GSUxFUxAIEiEKHVdPUktfT1JERVJfVFlQRV9XUklURV9TVElDS0VSEAkSIAocV09SS19PUkRFUl9UWVBFX1JFQURfU1RJQ0tFUhAKEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfUFJPQ0VTUxALEiMKH1dPUktfT1JERVJfVFlQRV9DT05UUk9MX1BST0NFU1MQDCr1AQoPV29ya09yZGVyU3RhdHVzEiEKHVdPUktfT1JERVJfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHQoZV09SS19PUkRFUl9TVEFUVVNfUEVORElORxABEh0KGVdPUktfT1JERVJfU1RBVFVTX1JVTk5JTkcQAhIdChlXT1JLX09SREVSX1NUQVRVU19TVUNDRVNTEAMSHAoYV09SS19PUkRFUl9TVEFUVVNfRkFJTEVEEAQSHwobV09SS19PUkRFUl9TVEFUVVNfQ0FOQ0VMTEVEEAUSIwofV09SS19PUkRFUl9TVEFUVVNfUkVUUllfUEVORElORxAGYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_resource, file_skipper_v1_safety]);
 
 /**
  * WorkOrderTarget says which node (and tenant) a work order is for.
@@ -88,6 +92,13 @@ export type WorkOrderDesiredState = Message<"skipper.v1.WorkOrderDesiredState"> 
    * @generated from field: bool remove_volumes = 7;
    */
   removeVolumes: boolean;
+
+  /**
+   * Health gate and hooks, from the tenant's spec.
+   *
+   * @generated from field: skipper.v1.DeploySafety safety = 8;
+   */
+  safety?: DeploySafety | undefined;
 };
 
 /**
@@ -303,6 +314,28 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
    * @generated from field: int32 priority = 21;
    */
   priority: number;
+
+  /**
+   * How long one attempt may run on the node; the agent stops it after that and reports TIMEOUT.
+   * Unset: the executor's own limits.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 22;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * An order not claimed by this time fails with EXPIRED instead of running late.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 23;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * The typed payload of order types other than deploy_service and remove_service.
+   *
+   * @generated from field: skipper.v1.WorkOrderAction action = 24;
+   */
+  action?: WorkOrderAction | undefined;
 };
 
 /**
@@ -430,6 +463,55 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
    * @generated from field: google.protobuf.Struct extra = 7;
    */
   extra?: JsonObject | undefined;
+
+  /**
+   * health_check orders and health gates: each probe's outcome.
+   *
+   * @generated from field: repeated skipper.v1.ProbeResult probes = 8;
+   */
+  probes: ProbeResult[];
+
+  /**
+   * inspect: the images the node's containers run.
+   *
+   * @generated from field: repeated skipper.v1.ImageObservation images = 9;
+   */
+  images: ImageObservation[];
+
+  /**
+   * inspect: the projects the node manages.
+   *
+   * @generated from field: repeated skipper.v1.ProjectObservation projects = 10;
+   */
+  projects: ProjectObservation[];
+
+  /**
+   * write_sticker / read_sticker: the sticker.
+   *
+   * @generated from field: skipper.v1.VersionSticker sticker = 11;
+   */
+  sticker?: VersionSticker | undefined;
+
+  /**
+   * upload_files: each file written.
+   *
+   * @generated from field: repeated skipper.v1.FileWritten files = 12;
+   */
+  files: FileWritten[];
+
+  /**
+   * deploy_process / control_process: the module after the order.
+   *
+   * @generated from field: skipper.v1.ProcessObservation process = 13;
+   */
+  process?: ProcessObservation | undefined;
+
+  /**
+   * ROLLED_BACK and rollback orders: what was replaced with what.
+   *
+   * @generated from field: skipper.v1.RollbackDetails rollback = 14;
+   */
+  rollback?: RollbackDetails | undefined;
 };
 
 /**
@@ -508,6 +590,76 @@ export enum WorkOrderType {
    * @generated from enum value: WORK_ORDER_TYPE_REMOVE_SERVICE = 2;
    */
   REMOVE_SERVICE = 2,
+
+  /**
+   * Restart a tenant's compose services (action.restart_service).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_RESTART_SERVICE = 3;
+   */
+  RESTART_SERVICE = 3,
+
+  /**
+   * Restore an earlier spec of a tenant's project (action.rollback; desired_state is the spec).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_ROLLBACK = 4;
+   */
+  ROLLBACK = 4,
+
+  /**
+   * Run health probes and check a tenant's containers (action.health_check).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_HEALTH_CHECK = 5;
+   */
+  HEALTH_CHECK = 5,
+
+  /**
+   * Report engine facts: engine, projects, containers, images (action.inspect).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_INSPECT = 6;
+   */
+  INSPECT = 6,
+
+  /**
+   * Run one allow-listed command, argv only (action.execute_command).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_EXECUTE_COMMAND = 7;
+   */
+  EXECUTE_COMMAND = 7,
+
+  /**
+   * Write files atomically with sha256, mode and owner (action.upload_files).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_UPLOAD_FILES = 8;
+   */
+  UPLOAD_FILES = 8,
+
+  /**
+   * Write a tenant's version sticker (action.write_sticker).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_WRITE_STICKER = 9;
+   */
+  WRITE_STICKER = 9,
+
+  /**
+   * Read a tenant's version sticker (action.read_sticker).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_READ_STICKER = 10;
+   */
+  READ_STICKER = 10,
+
+  /**
+   * Install and run a version of a process module (action.deploy_process).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_DEPLOY_PROCESS = 11;
+   */
+  DEPLOY_PROCESS = 11,
+
+  /**
+   * Start, stop, restart or roll back a process module (action.control_process).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_CONTROL_PROCESS = 12;
+   */
+  CONTROL_PROCESS = 12,
 }
 
 /**

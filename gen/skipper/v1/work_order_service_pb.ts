@@ -5,9 +5,13 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { WorkOrderAction } from "./order_action_pb.js";
+import { file_skipper_v1_order_action } from "./order_action_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
-import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "./work_order_pb.js";
+import type { WorkOrder, WorkOrderResult, WorkOrderStatus, WorkOrderTarget, WorkOrderType } from "./work_order_pb.js";
 import { file_skipper_v1_work_order } from "./work_order_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +19,89 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order_service.proto.
  */
 export const file_skipper_v1_work_order_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKPAQoVTGlzdFdvcmtPcmRlcnNSZXF1ZXN0EisKBnN0YXR1cxgBIAEoDjIbLnNraXBwZXIudjEuV29ya09yZGVyU3RhdHVzEg8KB25vZGVfaWQYAiABKAkSEQoJdGVuYW50X2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgiNAoWQ2FuY2VsV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkibAoXQ2FuY2VsV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlcjLkBgoQV29ya09yZGVyU2VydmljZRJzCg5MaXN0V29ya09yZGVycxIhLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXF1ZXN0GiIuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1Jlc3BvbnNlIhqQAgGC0+STAhESDy92MS93b3JrLW9yZGVycxJ+CgxHZXRXb3JrT3JkZXISHy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlcXVlc3QaIC5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlc3BvbnNlIiuQAgGC0+STAiJiCndvcmtfb3JkZXISFC92MS93b3JrLW9yZGVycy97aWR9Eo0BCg5DbGFpbVdvcmtPcmRlchIhLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0GiIuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlc3BvbnNlIjSQAgKC0+STAis6ASpiCndvcmtfb3JkZXIiGi92MS93b3JrLW9yZGVycy97aWR9L2NsYWltEpEBCg9DYW5jZWxXb3JrT3JkZXISIi5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlcXVlc3QaIy5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlc3BvbnNlIjWQAgKC0+STAiw6ASpiCndvcmtfb3JkZXIiGy92MS93b3JrLW9yZGVycy97aWR9L2NhbmNlbBKcAQoTUmVuZXdXb3JrT3JkZXJMZWFzZRImLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKXAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSIpkAICgtPkkwIgOgEqIhsvdjEvd29yay1vcmRlcnMve2lkfS9yZXN1bHRiBnByb3RvMw", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKfAgoWQ3JlYXRlV29ya09yZGVyUmVxdWVzdBInCgR0eXBlGAEgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EisKBmFjdGlvbhgDIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyQWN0aW9uEioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYBiABKAUSFAoMbWF4X2F0dGVtcHRzGAcgASgFImwKF0NyZWF0ZVdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIijwEKFUxpc3RXb3JrT3JkZXJzUmVxdWVzdBIrCgZzdGF0dXMYASABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIPCgdub2RlX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSKFAQoWTGlzdFdvcmtPcmRlcnNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKgoLd29ya19vcmRlcnMYAiADKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiIQoTR2V0V29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJpChRHZXRXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIiMKFUNsYWltV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJrChZDbGFpbVdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIibgocUmVwb3J0V29ya09yZGVyUmVzdWx0UmVxdWVzdBIKCgJpZBgBIAEoCRIrCgZyZXN1bHQYAiABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBIVCg1mZW5jaW5nX3Rva2VuGAMgASgDIj8KGlJlbmV3V29ya09yZGVyTGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMicAobUmVuZXdXb3JrT3JkZXJMZWFzZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIihQEKHVJlcG9ydFdvcmtPcmRlclJlc3VsdFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXISEQoJZHVwbGljYXRlGAMgASgIIjQKFkNhbmNlbFdvcmtPcmRlclJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImwKF0NhbmNlbFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIy3AcKEFdvcmtPcmRlclNlcnZpY2USdgoPQ3JlYXRlV29ya09yZGVyEiIuc2tpcHBlci52MS5DcmVhdGVXb3JrT3JkZXJSZXF1ZXN0GiMuc2tpcHBlci52MS5DcmVhdGVXb3JrT3JkZXJSZXNwb25zZSIagtPkkwIUOgEqIg8vdjEvd29yay1vcmRlcnMScwoOTGlzdFdvcmtPcmRlcnMSIS5za2lwcGVyLnYxLkxpc3RXb3JrT3JkZXJzUmVxdWVzdBoiLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXNwb25zZSIakAIBgtPkkwIREg8vdjEvd29yay1vcmRlcnMSfgoMR2V0V29ya09yZGVyEh8uc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXF1ZXN0GiAuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXNwb25zZSIrkAIBgtPkkwIiYgp3b3JrX29yZGVyEhQvdjEvd29yay1vcmRlcnMve2lkfRKNAQoOQ2xhaW1Xb3JrT3JkZXISIS5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyUmVxdWVzdBoiLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXNwb25zZSI0kAICgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9jbGFpbRKRAQoPQ2FuY2VsV29ya09yZGVyEiIuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXF1ZXN0GiMuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXNwb25zZSI1kAICgtPkkwIsOgEqYgp3b3JrX29yZGVyIhsvdjEvd29yay1vcmRlcnMve2lkfS9jYW5jZWwSnAEKE1JlbmV3V29ya09yZGVyTGVhc2USJi5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXF1ZXN0Gicuc2tpcHBlci52MS5SZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2UiNJACAoLT5JMCKzoBKmIKd29ya19vcmRlciIaL3YxL3dvcmstb3JkZXJzL3tpZH0vbGVhc2USlwEKFVJlcG9ydFdvcmtPcmRlclJlc3VsdBIoLnNraXBwZXIudjEuUmVwb3J0V29ya09yZGVyUmVzdWx0UmVxdWVzdBopLnNraXBwZXIudjEuUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2UiKZACAoLT5JMCIDoBKiIbL3YxL3dvcmstb3JkZXJzL3tpZH0vcmVzdWx0YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_envelope, file_skipper_v1_work_order]);
+
+/**
+ * CreateWorkOrderRequest describes an ad-hoc order.
+ *
+ * @generated from message skipper.v1.CreateWorkOrderRequest
+ */
+export type CreateWorkOrderRequest = Message<"skipper.v1.CreateWorkOrderRequest"> & {
+  /**
+   * @generated from field: skipper.v1.WorkOrderType type = 1;
+   */
+  type: WorkOrderType;
+
+  /**
+   * node_id is required; tenant_id for the tenant-scoped types (restart_service, rollback,
+   * write_sticker, read_sticker; optional for health_check, inspect and upload_files).
+   *
+   * @generated from field: skipper.v1.WorkOrderTarget target = 2;
+   */
+  target?: WorkOrderTarget | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrderAction action = 3;
+   */
+  action?: WorkOrderAction | undefined;
+
+  /**
+   * How long one attempt may run on the node (default: the executor's own limits).
+   *
+   * @generated from field: google.protobuf.Duration timeout = 4;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * Fail with EXPIRED when not claimed by then.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 priority = 6;
+   */
+  priority: number;
+
+  /**
+   * Claims allowed when the executor reports a retriable failure (default 1, at most 10).
+   *
+   * @generated from field: int32 max_attempts = 7;
+   */
+  maxAttempts: number;
+};
+
+/**
+ * Describes the message skipper.v1.CreateWorkOrderRequest.
+ * Use `create(CreateWorkOrderRequestSchema)` to create a new message.
+ */
+export const CreateWorkOrderRequestSchema: GenMessage<CreateWorkOrderRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 0);
+
+/**
+ * CreateWorkOrderResponse carries the queued order.
+ *
+ * @generated from message skipper.v1.CreateWorkOrderResponse
+ */
+export type CreateWorkOrderResponse = Message<"skipper.v1.CreateWorkOrderResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.CreateWorkOrderResponse.
+ * Use `create(CreateWorkOrderResponseSchema)` to create a new message.
+ */
+export const CreateWorkOrderResponseSchema: GenMessage<CreateWorkOrderResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 1);
 
 /**
  * ListWorkOrdersRequest filters and pages a listing.
@@ -54,7 +140,7 @@ export type ListWorkOrdersRequest = Message<"skipper.v1.ListWorkOrdersRequest"> 
  * Use `create(ListWorkOrdersRequestSchema)` to create a new message.
  */
 export const ListWorkOrdersRequestSchema: GenMessage<ListWorkOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 0);
+  messageDesc(file_skipper_v1_work_order_service, 2);
 
 /**
  * ListWorkOrdersResponse is one page of work orders.
@@ -83,7 +169,7 @@ export type ListWorkOrdersResponse = Message<"skipper.v1.ListWorkOrdersResponse"
  * Use `create(ListWorkOrdersResponseSchema)` to create a new message.
  */
 export const ListWorkOrdersResponseSchema: GenMessage<ListWorkOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 1);
+  messageDesc(file_skipper_v1_work_order_service, 3);
 
 /**
  * GetWorkOrderRequest names a work order.
@@ -102,7 +188,7 @@ export type GetWorkOrderRequest = Message<"skipper.v1.GetWorkOrderRequest"> & {
  * Use `create(GetWorkOrderRequestSchema)` to create a new message.
  */
 export const GetWorkOrderRequestSchema: GenMessage<GetWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 2);
+  messageDesc(file_skipper_v1_work_order_service, 4);
 
 /**
  * GetWorkOrderResponse carries the work order.
@@ -126,7 +212,7 @@ export type GetWorkOrderResponse = Message<"skipper.v1.GetWorkOrderResponse"> & 
  * Use `create(GetWorkOrderResponseSchema)` to create a new message.
  */
 export const GetWorkOrderResponseSchema: GenMessage<GetWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 3);
+  messageDesc(file_skipper_v1_work_order_service, 5);
 
 /**
  * ClaimWorkOrderRequest names the order to claim; the node is the caller.
@@ -145,7 +231,7 @@ export type ClaimWorkOrderRequest = Message<"skipper.v1.ClaimWorkOrderRequest"> 
  * Use `create(ClaimWorkOrderRequestSchema)` to create a new message.
  */
 export const ClaimWorkOrderRequestSchema: GenMessage<ClaimWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 4);
+  messageDesc(file_skipper_v1_work_order_service, 6);
 
 /**
  * ClaimWorkOrderResponse carries the claimed (running) order.
@@ -169,7 +255,7 @@ export type ClaimWorkOrderResponse = Message<"skipper.v1.ClaimWorkOrderResponse"
  * Use `create(ClaimWorkOrderResponseSchema)` to create a new message.
  */
 export const ClaimWorkOrderResponseSchema: GenMessage<ClaimWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 5);
+  messageDesc(file_skipper_v1_work_order_service, 7);
 
 /**
  * ReportWorkOrderResultRequest carries the outcome of a running order.
@@ -200,7 +286,7 @@ export type ReportWorkOrderResultRequest = Message<"skipper.v1.ReportWorkOrderRe
  * Use `create(ReportWorkOrderResultRequestSchema)` to create a new message.
  */
 export const ReportWorkOrderResultRequestSchema: GenMessage<ReportWorkOrderResultRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 6);
+  messageDesc(file_skipper_v1_work_order_service, 8);
 
 /**
  * RenewWorkOrderLeaseRequest names the order and the claim to renew.
@@ -224,7 +310,7 @@ export type RenewWorkOrderLeaseRequest = Message<"skipper.v1.RenewWorkOrderLease
  * Use `create(RenewWorkOrderLeaseRequestSchema)` to create a new message.
  */
 export const RenewWorkOrderLeaseRequestSchema: GenMessage<RenewWorkOrderLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 7);
+  messageDesc(file_skipper_v1_work_order_service, 9);
 
 /**
  * RenewWorkOrderLeaseResponse carries the order with its new lease expiry.
@@ -248,7 +334,7 @@ export type RenewWorkOrderLeaseResponse = Message<"skipper.v1.RenewWorkOrderLeas
  * Use `create(RenewWorkOrderLeaseResponseSchema)` to create a new message.
  */
 export const RenewWorkOrderLeaseResponseSchema: GenMessage<RenewWorkOrderLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 8);
+  messageDesc(file_skipper_v1_work_order_service, 10);
 
 /**
  * ReportWorkOrderResultResponse carries the finished order.
@@ -279,7 +365,7 @@ export type ReportWorkOrderResultResponse = Message<"skipper.v1.ReportWorkOrderR
  * Use `create(ReportWorkOrderResultResponseSchema)` to create a new message.
  */
 export const ReportWorkOrderResultResponseSchema: GenMessage<ReportWorkOrderResultResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 9);
+  messageDesc(file_skipper_v1_work_order_service, 11);
 
 /**
  * CancelWorkOrderRequest names the order to cancel.
@@ -305,7 +391,7 @@ export type CancelWorkOrderRequest = Message<"skipper.v1.CancelWorkOrderRequest"
  * Use `create(CancelWorkOrderRequestSchema)` to create a new message.
  */
 export const CancelWorkOrderRequestSchema: GenMessage<CancelWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 10);
+  messageDesc(file_skipper_v1_work_order_service, 12);
 
 /**
  * CancelWorkOrderResponse carries the order: CANCELLED, or RUNNING with cancel_request set.
@@ -329,7 +415,7 @@ export type CancelWorkOrderResponse = Message<"skipper.v1.CancelWorkOrderRespons
  * Use `create(CancelWorkOrderResponseSchema)` to create a new message.
  */
 export const CancelWorkOrderResponseSchema: GenMessage<CancelWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 11);
+  messageDesc(file_skipper_v1_work_order_service, 13);
 
 /**
  * WorkOrderService reads work orders (admins, or a node its own) and lets a node claim and finish
@@ -338,6 +424,21 @@ export const CancelWorkOrderResponseSchema: GenMessage<CancelWorkOrderResponse> 
  * @generated from service skipper.v1.WorkOrderService
  */
 export const WorkOrderService: GenService<{
+  /**
+   * CreateWorkOrder queues an ad-hoc order for one node: restart_service, rollback, health_check,
+   * inspect, execute_command, upload_files, write_sticker, read_sticker, deploy_process or
+   * control_process (deploy_service and remove_service come from the reconciler). The action must
+   * match the type and is checked here: bad input is INVALID_REQUEST and creates nothing. A
+   * rollback is resolved to the spec it restores. With an x-idempotency-key header a retry
+   * returns the first order.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.CreateWorkOrder
+   */
+  createWorkOrder: {
+    methodKind: "unary";
+    input: typeof CreateWorkOrderRequestSchema;
+    output: typeof CreateWorkOrderResponseSchema;
+  },
   /**
    * ListWorkOrders lists work orders, newest first.
    *

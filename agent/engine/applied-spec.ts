@@ -1,0 +1,45 @@
+// The last spec of a tenant's project that applied successfully on this host, kept beside the
+// project as .skipper-applied.json (mode 0600: the env may hold secrets). A deploy whose health
+// gate fails restores it; a rollback order may name it. Written atomically (temp, fsync, rename)
+// after every successful apply, so it is always a spec that once ran healthy here.
+import { open, readFile, rename } from "node:fs/promises";
+import { join } from "node:path";
+import { projectDir } from "./project-state.js";
+
+export const APPLIED_FILE = ".skipper-applied.json";
+
+export interface AppliedSpec {
+  schema_version: "v1";
+  tenant_id: string;
+  project_name: string;
+  spec_hash: string;
+  work_order_id: string;
+  compose_file: string;
+  env: Record<string, string>;
+  /** service resource id -> compose service, as the order that applied it said. */
+  compose_services: Record<string, string>;
+  service_ids: string[];
+  applied_at: string;
+}
+
+export async function writeAppliedSpec(workDir: string, spec: AppliedSpec): Promise<void> {
+  const path = join(projectDir(workDir, spec.tenant_id), APPLIED_FILE);
+  const fh = await open(`${path}.tmp`, "w", 0o600);
+  try {
+    await fh.writeFile(JSON.stringify(spec, null, 2) + "\n");
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(`${path}.tmp`, path);
+}
+
+/** The recorded spec, or undefined when there is none (or it cannot be read). */
+export async function readAppliedSpec(workDir: string, tenantId: string): Promise<AppliedSpec | undefined> {
+  try {
+    const s = JSON.parse(await readFile(join(projectDir(workDir, tenantId), APPLIED_FILE), "utf8")) as AppliedSpec;
+    return s.schema_version === "v1" && s.tenant_id === tenantId ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}

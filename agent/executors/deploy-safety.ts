@@ -1,0 +1,79 @@
+// The safe-deploy steps around compose up: the tenant's pre- and post-deploy hooks (allow-listed
+// commands, argv only), and the automatic rollback when a deploy fails its health gate: the
+// last spec that applied successfully on this host is deployed again, and the result says
+// ROLLED_BACK with both specs (secret values blanked) so nobody has to guess what runs.
+import { clone, create } from "@bufbuild/protobuf";
+import { ComposeProjectSchema, type ComposeProject } from "../../gen/skipper/v1/resource_pb.js";
+import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
+import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isSecretKey } from "../../controller/logging/redact.js";
+import { readAppliedSpec } from "../engine/applied-spec.js";
+import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
+import type { CommandRun } from "../engine/run-command.js";
+import type { DeployContext, DeployOutcome, Parts } from "./deploy-service.js";
+import { outcome } from "./deploy-service.js";
+
+/** Runs hooks in order; the first failure is returned (undefined when all passed). */
+export async function runHooks(hooks: CommandSpec[], phase: string, ctx: DeployContext, dir: string): Promise<{ message: string; run?: CommandRun } | undefined> {
+  for (const hook of hooks) {
+    const r = await runCommandSpec(hook, ctx.allowCommands ?? [], { defaultCwd: dir, signal: ctx.signal });
+    ctx.log.info({ action: "hook", result: succeeded(r) ? "ok" : "failed", metadata: { phase, program: hook.argv[0], message: describeRun(r) } }, `${phase} hook ${hook.argv[0]}`);
+    if (!succeeded(r)) return { message: `${phase} hook ${hook.argv[0] ?? ""}: ${describeRun(r)}`, run: r.kind === "ran" ? r.run : undefined };
+  }
+  return undefined;
+}
+
+export interface GateFailure {
+  failure: string;
+  /** What the failed deploy observed. */
+  parts: Parts;
+  started: number;
+  /** Deploys an order (the executor itself: the restore is a deploy of the recorded spec). */
+  redeploy: (order: WorkOrder, ctx: DeployContext) => Promise<DeployOutcome>;
+}
+
+/** Restores the last applied spec after `order` failed its gate. */
+export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFailure): Promise<DeployOutcome> {
+  const ds = order.desiredState!;
+  const applied = await readAppliedSpec(ctx.workDir, ds.tenantId);
+  if (!applied || applied.spec_hash === ds.specHash) {
+    return outcome("HEALTH_GATE_FAILED", `${f.failure}; no earlier spec applied on this node to restore`, f.started, f.parts);
+  }
+  ctx.log.warn({ action: "rollback", result: "restoring", metadata: { failed_spec: ds.specHash, restored_spec: applied.spec_hash, reason: f.failure } }, "health gate failed; restoring the previous spec");
+  const restored = create(ComposeProjectSchema, { projectName: applied.project_name, composeFile: applied.compose_file, env: applied.env });
+  const restore = clone(WorkOrderSchema, order);
+  restore.desiredState = {
+    ...ds,
+    serviceIds: applied.service_ids,
+    composeProject: restored,
+    composeServices: applied.compose_services,
+    specHash: applied.spec_hash,
+    safety: undefined,
+  };
+  const back = await f.redeploy(restore, ctx);
+  const rollback = {
+    failedSpecHash: ds.specHash,
+    failedProject: redacted(ds.composeProject),
+    restoredSpecHash: applied.spec_hash,
+    restoredProject: redacted(restored),
+    reason: f.failure,
+  };
+  if (back.result.code !== "APPLY_OK") {
+    return outcome("ROLLBACK_FAILED", `${f.failure}; restoring spec ${applied.spec_hash.slice(0, 12)} failed too: ${back.result.code} ${back.result.message}`, f.started, { ...f.parts, services: back.services }, { rollback });
+  }
+  return outcome(
+    "ROLLED_BACK",
+    `${f.failure}; restored spec ${applied.spec_hash.slice(0, 12)} (applied by order ${applied.work_order_id})`,
+    f.started,
+    { ...f.parts, services: back.services },
+    { rollback },
+  );
+}
+
+/** The project with secret-shaped env values blanked, for results that end up in events. */
+function redacted(p: ComposeProject | undefined): ComposeProject | undefined {
+  if (!p) return undefined;
+  const out = clone(ComposeProjectSchema, p);
+  for (const k of Object.keys(out.env)) if (isSecretKey(k)) out.env[k] = "[REDACTED]";
+  return out;
+}

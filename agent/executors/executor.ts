@@ -1,0 +1,71 @@
+// What every executor is: a function from a claimed work order (and the host it runs on) to an
+// outcome the agent reports. Executors never throw for a failure of the order itself; they
+// describe it with a result code. The helpers here build results the same way for all of them.
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { Logger } from "pino";
+import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  CommandResultSchema,
+  WorkOrderResultDetailsSchema,
+  WorkOrderResultSchema,
+  type CommandResult,
+  type WorkOrder,
+  type WorkOrderResult,
+} from "../../gen/skipper/v1/work_order_pb.js";
+import type { AgentConfig } from "../config.js";
+import type { DockerHost } from "../engine/docker-host.js";
+import type { CommandRun } from "../engine/run-command.js";
+
+export interface ExecOutcome {
+  result: WorkOrderResult;
+  /** Observed services of the order's tenant project after it ran (empty when none). */
+  services: ServiceObservation[];
+  composePath: string;
+}
+
+export interface ExecContext {
+  config: AgentConfig;
+  host: DockerHost;
+  log: Logger;
+  /** Aborts when an admin cancels the order or its timeout passes: stop and report. */
+  signal: AbortSignal;
+}
+
+export type Executor = (order: WorkOrder, ctx: ExecContext) => Promise<ExecOutcome>;
+
+export type DetailsInit = MessageInitShape<typeof WorkOrderResultDetailsSchema>;
+
+/** A result with its duration measured from `startedMs` (a performance.now() reading). */
+export function orderOutcome(
+  code: string,
+  message: string,
+  startedMs: number,
+  opts: { success: boolean; retriable?: boolean; details?: DetailsInit; services?: ServiceObservation[]; composePath?: string },
+): ExecOutcome {
+  const result = create(WorkOrderResultSchema, {
+    success: opts.success,
+    retriable: opts.retriable ?? false,
+    code,
+    message,
+    details: { ...opts.details, durationMs: BigInt(Math.round(performance.now() - startedMs)) },
+  });
+  return { result, services: opts.services ?? [], composePath: opts.composePath ?? "" };
+}
+
+/** The reported form of a command run. */
+export function commandResult(run: CommandRun): CommandResult {
+  return create(CommandResultSchema, {
+    program: run.program,
+    args: run.args,
+    exitCode: run.exitCode,
+    stdout: run.stdout,
+    stderr: run.stderr,
+    timedOut: run.timedOut,
+  });
+}
+
+/** Why an order's signal aborted, for a CANCELLED or TIMEOUT message. */
+export function abortReason(signal: AbortSignal): string {
+  const r = signal.reason;
+  return (r instanceof Error ? r.message : String(r ?? "")).slice(0, 200);
+}

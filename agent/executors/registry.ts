@@ -1,0 +1,25 @@
+// Which executor runs which order type. One table, so what an agent can do is one look away.
+import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import { deployContext, deployService } from "./deploy-service.js";
+import { executeCommand } from "./execute-command.js";
+import type { Executor } from "./executor.js";
+import { healthCheck, inspect } from "./node-checks.js";
+import { restartService, rollbackProject } from "./project-orders.js";
+import { removeService } from "./remove-service.js";
+import { readSticker, writeSticker } from "./sticker.js";
+import { uploadFiles } from "./upload-files.js";
+
+export function executors(): Partial<Record<WorkOrderType, Executor>> {
+  return {
+    [WorkOrderType.DEPLOY_SERVICE]: (order, ctx) => deployService(order, deployContext(ctx)),
+    [WorkOrderType.REMOVE_SERVICE]: (order, { config, host }) => removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs }),
+    [WorkOrderType.RESTART_SERVICE]: restartService,
+    [WorkOrderType.ROLLBACK]: rollbackProject,
+    [WorkOrderType.HEALTH_CHECK]: healthCheck,
+    [WorkOrderType.INSPECT]: inspect,
+    [WorkOrderType.EXECUTE_COMMAND]: executeCommand,
+    [WorkOrderType.UPLOAD_FILES]: uploadFiles,
+    [WorkOrderType.WRITE_STICKER]: writeSticker,
+    [WorkOrderType.READ_STICKER]: readSticker,
+  };
+}

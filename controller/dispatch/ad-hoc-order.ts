@@ -1,0 +1,208 @@
+// CreateWorkOrder's rules: which order types an admin may queue, what each one's action must hold,
+// and the order built from a request that passed. Pure apart from the facts passed in (the node,
+// the tenant): the service looks those up, calls check, then stores what build returns.
+import { create } from "@bufbuild/protobuf";
+import { durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { MetadataSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ProcessOperation } from "../../gen/skipper/v1/order_action_pb.js";
+import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { SCHEMA_VERSION } from "../context.js";
+import { conflict, invalid } from "../errors.js";
+import { checkId } from "../ids.js";
+import { createHash } from "node:crypto";
+import { COMPOSE_SERVICE, ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
+import type { CommandSpec, DeploySafety, HealthProbe } from "../../gen/skipper/v1/safety_pb.js";
+
+/** The action member each ad-hoc type carries, and whether the order names a tenant. */
+const TYPES: Partial<Record<WorkOrderType, { action: string; tenant: "required" | "optional" | "none" }>> = {
+  [WorkOrderType.RESTART_SERVICE]: { action: "restartService", tenant: "required" },
+  [WorkOrderType.ROLLBACK]: { action: "rollback", tenant: "required" },
+  [WorkOrderType.HEALTH_CHECK]: { action: "healthCheck", tenant: "optional" },
+  [WorkOrderType.INSPECT]: { action: "inspect", tenant: "optional" },
+  [WorkOrderType.EXECUTE_COMMAND]: { action: "executeCommand", tenant: "none" },
+  [WorkOrderType.UPLOAD_FILES]: { action: "uploadFiles", tenant: "optional" },
+  [WorkOrderType.WRITE_STICKER]: { action: "writeSticker", tenant: "required" },
+  [WorkOrderType.READ_STICKER]: { action: "readSticker", tenant: "required" },
+  [WorkOrderType.DEPLOY_PROCESS]: { action: "deployProcess", tenant: "none" },
+  [WorkOrderType.CONTROL_PROCESS]: { action: "controlProcess", tenant: "none" },
+};
+
+const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
+const MAX_COMMAND_TIMEOUT_MS = 60 * 60 * 1000;
+const MAX_PROBE_TIMEOUT_MS = 60_000;
+const MAX_UPLOAD_BYTES = 8 * 1024 * 1024;
+const MAX_FILES = 100;
+
+/** Checks the request's shape: type, target ids, action, limits. Throws INVALID_REQUEST. */
+export function checkRequest(req: CreateWorkOrderRequest, now: Date): void {
+  const rule = TYPES[req.type];
+  if (!rule) {
+    const reconciled = req.type === WorkOrderType.DEPLOY_SERVICE || req.type === WorkOrderType.REMOVE_SERVICE;
+    throw invalid(reconciled ? `${WorkOrderType[req.type]} orders come from the reconciler: change the desired state or call Apply` : `unknown or unsupported work order type ${req.type}`, { field: "type" });
+  }
+  checkId(req.target?.nodeId ?? "", "target.node_id");
+  const tenantId = req.target?.tenantId ?? "";
+  if (rule.tenant === "required" || tenantId !== "") checkId(tenantId, "target.tenant_id");
+  if (rule.tenant === "none" && tenantId !== "") throw invalid(`${WorkOrderType[req.type]} orders are for a node, not a tenant`, { field: "target.tenant_id" });
+  if (req.action?.kind.case !== rule.action) {
+    throw invalid(`a ${WorkOrderType[req.type]} order carries action.${snake(rule.action)}`, { field: "action", got: snake(req.action?.kind.case ?? "") });
+  }
+  if (req.timeout) {
+    const ms = durationMs(req.timeout);
+    if (ms <= 0 || ms > MAX_TIMEOUT_MS) throw invalid("timeout must be positive and at most 24h", { field: "timeout" });
+  }
+  if (req.expiresAt && timestampDate(req.expiresAt) <= now) throw invalid("expires_at must be in the future", { field: "expires_at" });
+  if (req.maxAttempts < 0 || req.maxAttempts > 10) throw invalid("max_attempts must be 0-10", { field: "max_attempts" });
+  if (Math.abs(req.priority) > 1_000_000) throw invalid("priority must be within ±1000000", { field: "priority" });
+  checkAction(req);
+}
+
+function checkAction(req: CreateWorkOrderRequest): void {
+  const a = req.action!.kind;
+  switch (a.case) {
+    case "restartService":
+      a.value.services.forEach((s, i) => COMPOSE_SERVICE.test(s) || fail(`action.restart_service.services[${i}]`, "is not a compose service name"));
+      return;
+    case "rollback":
+      if (a.value.deploymentId !== "") checkId(a.value.deploymentId, "action.rollback.deployment_id");
+      return;
+    case "healthCheck":
+      if (a.value.probes.length === 0 && (req.target?.tenantId ?? "") === "") fail("action.health_check.probes", "are required when the order names no tenant");
+      a.value.probes.forEach((p, i) => checkProbe(p, `action.health_check.probes[${i}]`));
+      return;
+    case "executeCommand":
+      checkCommandSpec(a.value.command, "action.execute_command.command");
+      return;
+    case "uploadFiles": {
+      const files = a.value.files;
+      if (files.length === 0 || files.length > MAX_FILES) fail("action.upload_files.files", `must hold 1-${MAX_FILES} files`);
+      if (files.reduce((n, f) => n + f.content.length, 0) > MAX_UPLOAD_BYTES) fail("action.upload_files.files", `must hold at most ${MAX_UPLOAD_BYTES} bytes in all`);
+      const seen = new Set<string>();
+      files.forEach((f, i) => {
+        const field = `action.upload_files.files[${i}]`;
+        const p = uploadPathProblem(f.path);
+        if (p) fail(`${field}.path`, p);
+        if (seen.has(f.path)) fail(`${field}.path`, "appears twice");
+        seen.add(f.path);
+        if (!SHA256_HEX.test(f.sha256)) fail(`${field}.sha256`, "must be 64 hex digits");
+        if (createHash("sha256").update(f.content).digest("hex") !== f.sha256.toLowerCase()) fail(`${field}.sha256`, "does not match the content");
+        if (f.mode > 0o777) fail(`${field}.mode`, "must be permission bits (at most 0777)");
+        for (const [k, v] of [["owner", f.owner], ["group", f.group]] as const) if (v !== "" && !/^[A-Za-z0-9._-]{1,32}$/.test(v)) fail(`${field}.${k}`, "must be a name or number");
+      });
+      return;
+    }
+    case "writeSticker": {
+      const s = a.value.sticker;
+      if ((s?.releaseId ?? "").length > 200 || (s?.deploymentId ?? "").length > 200) fail("action.write_sticker.sticker", "release_id and deployment_id are at most 200 characters");
+      for (const [k, v] of Object.entries(s?.imageDigests ?? {})) if (!COMPOSE_SERVICE.test(k) || v.length > 200) fail("action.write_sticker.sticker.image_digests", `entry ${JSON.stringify(k)} is not a service name with a digest`);
+      return;
+    }
+    case "deployProcess": {
+      const s = a.value.spec;
+      const f = "action.deploy_process.spec";
+      if (!s) return fail(f, "is required");
+      if (!MODULE_NAME.test(s.module)) fail(`${f}.module`, `must match ${MODULE_NAME.source}`);
+      if (s.version !== "latest" && (!MODULE_VERSION.test(s.version) || s.version === "active")) fail(`${f}.version`, `must match ${MODULE_VERSION.source} or be "latest"`);
+      if (!SHA256_HEX.test(s.sha256)) fail(`${f}.sha256`, "must be 64 hex digits");
+      if (s.source?.kind.case === "path") {
+        if (!s.source.kind.value.startsWith("/") || s.source.kind.value.split("/").includes("..")) fail(`${f}.source.path`, "must be an absolute path without '..'");
+      } else if (s.source?.kind.case === "url") {
+        const p = urlProblem(s.source.kind.value);
+        if (p) fail(`${f}.source.url`, p);
+      } else fail(`${f}.source`, "needs a path or a url");
+      if (s.argv.length === 0 || s.argv[0] === "" || s.argv[0]!.startsWith("/") || s.argv[0]!.split("/").includes("..")) fail(`${f}.argv`, "argv[0] must be a path inside the version directory");
+      for (const k of Object.keys(s.env)) if (!ENV_KEY.test(k)) fail(`${f}.env`, `${JSON.stringify(k)} is not a variable name`);
+      return;
+    }
+    case "controlProcess":
+      if (!MODULE_NAME.test(a.value.module)) fail("action.control_process.module", `must match ${MODULE_NAME.source}`);
+      if (!(a.value.operation in ProcessOperation) || a.value.operation === ProcessOperation.UNSPECIFIED) fail("action.control_process.operation", "must be START, STOP, RESTART or ROLLBACK");
+      if (a.value.version !== "" && !MODULE_VERSION.test(a.value.version)) fail("action.control_process.version", `must match ${MODULE_VERSION.source}`);
+      return;
+    default:
+      return;
+  }
+}
+
+/** Checks a tenant's deploy safety: gate probes and deadline, hook commands. */
+export function checkSafety(s: DeploySafety | undefined, field: string): void {
+  if (!s) return;
+  s.healthGate?.probes.forEach((p, i) => checkProbe(p, `${field}.health_gate.probes[${i}]`));
+  const deadline = s.healthGate?.deadline ? durationMs(s.healthGate.deadline) : 0;
+  if (deadline < 0 || deadline > MAX_COMMAND_TIMEOUT_MS) fail(`${field}.health_gate.deadline`, "must be at most 1h");
+  s.preDeploy.forEach((c, i) => checkCommandSpec(c, `${field}.pre_deploy[${i}]`));
+  s.postDeploy.forEach((c, i) => checkCommandSpec(c, `${field}.post_deploy[${i}]`));
+}
+
+function checkProbe(p: HealthProbe, field: string): void {
+  if (p.kind.case === "http") {
+    const problem = urlProblem(p.kind.value.url);
+    if (problem) fail(`${field}.http.url`, problem);
+    if (p.kind.value.expectStatus !== 0 && (p.kind.value.expectStatus < 100 || p.kind.value.expectStatus > 599)) fail(`${field}.http.expect_status`, "must be an HTTP status");
+  } else if (p.kind.case === "tcp") {
+    const problem = hostProblem(p.kind.value.host);
+    if (problem) fail(`${field}.tcp.host`, problem);
+    if (p.kind.value.port < 1 || p.kind.value.port > 65535) fail(`${field}.tcp.port`, "must be 1-65535");
+  } else fail(field, "needs http or tcp");
+  if (p.timeout && (durationMs(p.timeout) <= 0 || durationMs(p.timeout) > MAX_PROBE_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 60s");
+}
+
+/** Checks a command's shape (argv, timeout, directory, env); the allow-list is the node's business. */
+export function checkCommandSpec(c: CommandSpec | undefined, field: string): void {
+  if (!c || c.argv.length === 0 || c.argv[0] === "") return fail(`${field}.argv`, "needs at least a program");
+  if (c.argv.some((a) => a.includes("\0"))) fail(`${field}.argv`, "must not contain NUL bytes");
+  if (!/^(\/[A-Za-z0-9._+\/-]+|[A-Za-z0-9._+-]+)$/.test(c.argv[0]!)) fail(`${field}.argv`, "argv[0] must be a program name or absolute path, without shell syntax");
+  if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 1h");
+  if (c.workingDir !== "" && !c.workingDir.startsWith("/")) fail(`${field}.working_dir`, "must be absolute");
+  for (const k of Object.keys(c.env)) if (!ENV_KEY.test(k)) fail(`${field}.env`, `${JSON.stringify(k)} is not a variable name`);
+}
+
+/** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
+export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant: Resource | undefined): void {
+  const spec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
+  if (spec?.disabled) throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
+  if (tenant?.deletion) throw conflict(`tenant ${tenant.id} is deleted`, { tenant_id: tenant.id });
+  if (req.action?.kind.case === "executeCommand") {
+    // The agent is the authority (it checks again); refusing early saves a round trip and says why.
+    const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
+    const program = req.action.kind.value.command?.argv[0] ?? "";
+    if (caps && !caps.allowedCommands.includes(program)) {
+      throw conflict(`${JSON.stringify(program)} is not on node ${node.id}'s allow-list (${caps.allowedCommands.join(", ") || "empty"}); the agent's --allow-command sets it`, {
+        field: "action.execute_command.command.argv",
+        node_id: node.id,
+        reason: "COMMAND_NOT_ALLOWED",
+      });
+    }
+  }
+}
+
+/** The pending order for a checked request. */
+export function buildOrder(req: CreateWorkOrderRequest, ids: { id: string; requestId: string; correlationId: string; now: Date }, desiredState?: WorkOrderDesiredState): WorkOrder {
+  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
+  return create(WorkOrderSchema, {
+    id: ids.id,
+    resourceType: "work_order",
+    schemaVersion: SCHEMA_VERSION,
+    type: req.type,
+    target: { tenantId: req.target?.tenantId ?? "", nodeId: req.target?.nodeId ?? "" },
+    desiredState,
+    action: req.action,
+    status: WorkOrderStatus.PENDING,
+    maxAttempts: req.maxAttempts || 1,
+    priority: req.priority,
+    timeout: req.timeout,
+    expiresAt: req.expiresAt,
+    ...trace,
+    createdAt: timestampFromDate(ids.now),
+    metadata: create(MetadataSchema, { annotations: { reason: "ad_hoc" }, ...trace }),
+  });
+}
+
+function fail(field: string, problem: string): never {
+  throw invalid(`${field} ${problem}`, { field });
+}
+
+function snake(s: string): string {
+  return s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}

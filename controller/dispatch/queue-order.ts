@@ -1,0 +1,90 @@
+// CreateWorkOrder: checks an ad-hoc order against the contract's rules and the facts of its node
+// and tenant, resolves a rollback to the spec it restores, stores the order, records
+// work_order_created and rings the node's stream. Nothing is stored when a check fails.
+import { create } from "@bufbuild/protobuf";
+import { v4 as uuidv4 } from "uuid";
+import { TargetStatusSchema, TenantStatusSchema } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
+import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
+import type { CallInfo } from "../context.js";
+import { notFound } from "../errors.js";
+import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import type { ServiceDeps } from "../services/deps.js";
+import { buildOrder, checkRequest, checkTargets } from "./ad-hoc-order.js";
+import { resolveRollback } from "./rollback-spec.js";
+
+export async function queueOrder(deps: ServiceDeps, req: CreateWorkOrderRequest, call: CallInfo): Promise<WorkOrder> {
+  const { store } = deps;
+  checkRequest(req, deps.now());
+  const nodeId = req.target!.nodeId;
+  const tenantId = req.target?.tenantId ?? "";
+  const node = await store.getResource("node", nodeId);
+  if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
+  const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
+  if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
+  checkTargets(req, node, tenant);
+  const ids = { id: uuidv4(), requestId: call.requestId, correlationId: call.correlationId, now: deps.now() };
+  let order: WorkOrder;
+  if (req.type === WorkOrderType.ROLLBACK && req.action?.kind.case === "rollback") {
+    const requested = req.action.kind.value;
+    // Under the tenant's reconcile lock: the target's record names this order as its last, so
+    // its outcome (the node runs the restored spec) is what the reconciler sees next.
+    order = await deps.locks.run(`reconcile:${tenantId}`, async () => {
+      const fresh = (await store.getResource("tenant", tenantId)) ?? tenant!;
+      const plan = await resolveRollback(store, fresh, nodeId, requested);
+      const built = buildOrder({ ...req, action: create(WorkOrderActionSchema, { kind: { case: "rollback", value: plan.action } }) }, ids, plan.desiredState);
+      const stored = await store.createWorkOrder(built);
+      await store.updateResource("tenant", tenantId, (t) => {
+        const status = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : create(TenantStatusSchema);
+        let target = status.targets.find((x) => x.nodeId === nodeId);
+        if (!target) status.targets.push((target = create(TargetStatusSchema, { nodeId })));
+        target.lastWorkOrderId = stored.id;
+        target.lastResultCode = "";
+        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
+        return t;
+      });
+      return stored;
+    });
+  } else {
+    order = await store.createWorkOrder(buildOrder(req, ids));
+  }
+  const type = (WorkOrderType[order.type] ?? "").toLowerCase();
+  await recordEvents(store, [
+    {
+      id: transitionEventId(order.id, "work_order_created"),
+      type: "work_order_created",
+      resourceType: "work_order",
+      resourceId: order.id,
+      workOrderId: order.id,
+      tenantId,
+      nodeId,
+      requestId: call.requestId,
+      correlationId: call.correlationId,
+      data: { type, reason: "ad_hoc", ...summary(order) },
+    },
+  ]);
+  deps.feed.publish(order);
+  call.logger.info({ action: "work_order_created", result: "ok", node_id: nodeId, tenant_id: tenantId, work_order_id: order.id, metadata: { type, ...summary(order) } }, `${type} order queued`);
+  return order;
+}
+
+// What an event or log line may say about the order: names, never contents (file bodies,
+// command arguments and env values can hold secrets).
+function summary(o: WorkOrder): Record<string, string | string[]> {
+  const a = o.action?.kind;
+  switch (a?.case) {
+    case "executeCommand":
+      return { program: a.value.command?.argv[0] ?? "" };
+    case "uploadFiles":
+      return { paths: a.value.files.map((f) => f.path) };
+    case "rollback":
+      return { resolved_from: a.value.resolvedFrom, spec_hash: o.desiredState?.specHash ?? "" };
+    case "deployProcess":
+      return { module: a.value.spec?.module ?? "", version: a.value.spec?.version ?? "" };
+    case "controlProcess":
+      return { module: a.value.module };
+    default:
+      return {};
+  }
+}

@@ -1,0 +1,54 @@
+// Resolves a rollback order to the spec it restores on its node: the named deployment's project,
+// or else the newest spec that applied successfully there and differs from the one applied now.
+// The order carries that spec as its desired_state, so the agent needs nothing but the order.
+import { clone, create } from "@bufbuild/protobuf";
+import { RollbackActionSchema, type RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderDesiredStateSchema, WorkOrderStatus, WorkOrderType, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { conflict, invalid, notFound } from "../errors.js";
+import type { Store } from "../store/store.js";
+
+export interface RollbackPlan {
+  desiredState: WorkOrderDesiredState;
+  action: RollbackAction;
+}
+
+export async function resolveRollback(store: Store, tenant: Resource, nodeId: string, requested: RollbackAction): Promise<RollbackPlan> {
+  const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : undefined;
+  const applied = status?.targets.find((t) => t.nodeId === nodeId)?.appliedHash ?? "";
+  const done = (ds: WorkOrderDesiredState, from: string): RollbackPlan => {
+    // The restored spec is not a new deployment: no deployment id, and no health gate of its own.
+    const desiredState = clone(WorkOrderDesiredStateSchema, ds);
+    desiredState.deploymentId = "";
+    desiredState.safety = undefined;
+    return { desiredState, action: create(RollbackActionSchema, { deploymentId: requested.deploymentId, resolvedFrom: from, replacesSpecHash: applied }) };
+  };
+  if (requested.deploymentId !== "") {
+    const dep = await store.getResource("deployment", requested.deploymentId);
+    const spec = dep?.desiredState?.kind.case === "deployment" ? dep.desiredState.kind.value : undefined;
+    if (!dep || !spec) throw notFound("deployment", requested.deploymentId);
+    if (spec.tenantId !== tenant.id || spec.nodeId !== nodeId) {
+      throw invalid(`deployment ${dep.id} shipped tenant ${spec.tenantId} to node ${spec.nodeId}, not tenant ${tenant.id} to node ${nodeId}`, { field: "action.rollback.deployment_id" });
+    }
+    // The deployment's order knows which compose service each service resource is.
+    const order = spec.workOrderId ? await store.getWorkOrder(spec.workOrderId) : undefined;
+    const ds = create(WorkOrderDesiredStateSchema, {
+      tenantId: tenant.id,
+      serviceIds: spec.serviceIds,
+      composeProject: spec.composeProject,
+      composeServices: order?.desiredState?.composeServices ?? {},
+      specHash: spec.specHash || order?.desiredState?.specHash || "",
+    });
+    return done(ds, `deployment/${dep.id}`);
+  }
+  let pageToken = "";
+  do {
+    const page = await store.listWorkOrders({ tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200, pageToken });
+    for (const o of page.items) {
+      const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
+      if (restores && o.desiredState && o.desiredState.specHash !== applied) return done(o.desiredState, `work_order/${o.id}`);
+    }
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, { tenant_id: tenant.id, node_id: nodeId, reason: "NO_PREVIOUS_SPEC" });
+}

@@ -1,0 +1,47 @@
+// x-idempotency-key for mutating RPCs that create something (Apply, CreateWorkOrder): a retry
+// with the same key and body replays the first response and creates nothing; the same key with
+// another body is a CONFLICT. Keys are scoped to the method and the caller's kind, and only a
+// hash of the key is stored; records expire after a day.
+import { createHash } from "node:crypto";
+import { fromJson, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { CallInfo } from "../context.js";
+import { conflict } from "../errors.js";
+import type { ServiceDeps } from "./deps.js";
+
+const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** Runs `create` once per idempotency key (when the call carries one). */
+export async function idempotent<Req extends DescMessage, Res extends DescMessage>(
+  deps: Pick<ServiceDeps, "store" | "locks" | "now">,
+  call: CallInfo,
+  method: string,
+  schemas: { request: Req; response: Res },
+  req: MessageShape<Req>,
+  create: () => Promise<MessageShape<Res>>,
+): Promise<MessageShape<Res>> {
+  const key = call.idempotencyKey;
+  if (key === undefined) return create();
+  const scoped = sha256(`${method}\0${call.principal.kind}\0${key}`);
+  const requestHash = sha256(JSON.stringify(toJson(schemas.request, req)));
+  return deps.locks.run(`idem:${scoped}`, async () => {
+    const now = deps.now();
+    const prior = await deps.store.getIdempotencyRecord(scoped, now);
+    if (prior) {
+      if (prior.requestHash !== requestHash) throw conflict("x-idempotency-key was already used with a different request body", { field: "x-idempotency-key" });
+      return fromJson(schemas.response, prior.response as never, { ignoreUnknownFields: true });
+    }
+    const res = await create();
+    await deps.store.putIdempotencyRecord({
+      key: scoped,
+      requestHash,
+      response: toJson(schemas.response, res, { useProtoFieldName: true }),
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
+    });
+    return res;
+  });
+}
+
+function sha256(s: string): string {
+  return createHash("sha256").update(s, "utf8").digest("hex");
+}
