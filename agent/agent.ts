@@ -15,6 +15,7 @@ import {
   ResourceStatusSchema,
   ServiceStatusSchema,
   TenantStatusSchema,
+  type ProcessObservation,
   type ProjectObservation,
   type ServiceObservation,
 } from "../gen/skipper/v1/resource_pb.js";
@@ -41,6 +42,8 @@ export interface AgentDeps {
   executors: Partial<Record<WorkOrderType, Executor>>;
   /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
   observe: () => Promise<ProjectObservation[]>;
+  /** Restarts process modules that died and reports them all (hosts without Docker). */
+  supervise?: () => Promise<ProcessObservation[]>;
 }
 
 // Capabilities are probed again this often, and right after an order found the engine down.
@@ -137,6 +140,11 @@ export class Agent {
         this.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
       }
     }
+    // Supervision rides the heartbeat: a module that died is started again at most one interval later.
+    const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
+      this.log.warn({ action: "supervise", result: "error", metadata: { message: (e as Error).message } }, "could not supervise process modules");
+      return [];
+    });
     await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
@@ -146,6 +154,7 @@ export class Agent {
       heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
       projects: projects ?? [],
       projectsReported: projects !== undefined,
+      processes,
     });
     this.lastHeartbeat = Date.now();
   }

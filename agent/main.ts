@@ -9,6 +9,7 @@ import { probeDockerHost } from "./engine/docker-host.js";
 import { executors } from "./executors/registry.js";
 import { observeProjects } from "./engine/project-state.js";
 import { Journal } from "./journal.js";
+import { superviseAll } from "./process/supervise-all.js";
 
 async function main(): Promise<void> {
   let config: AgentConfig | "help";
@@ -36,6 +37,7 @@ async function main(): Promise<void> {
     probe: probeDockerHost,
     executors: executors(),
     observe: () => observeProjects(cfg.workDir),
+    supervise: () => superviseAll(cfg.workDir, { log: logger }),
   });
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {

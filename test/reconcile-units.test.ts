@@ -189,6 +189,17 @@ describe("renderProject", () => {
     expect(doc.services.db.command).toEqual(["postgres", "-c", "x=$$y"]);
   });
 
+  it("strings that YAML 1.1 (compose v1) would read as booleans, nulls or numbers stay strings", () => {
+    const env = { A: "yes", B: "off", C: "null", D: "1.0", E: "0x10", F: "~", G: "plain" };
+    const file = renderProject(input([service("web", { env, command: ["echo", "on"] })])).project.composeFile;
+    for (const v of ["yes", "off", "null", "1.0", "0x10", "~"]) expect(file).toContain(`"${v}"`);
+    expect(file).toContain("G: plain");
+    // Read back as YAML 1.1, every value is the string it was.
+    const doc = parse(file, { version: "1.1" });
+    expect(doc.services.web.environment).toEqual(env);
+    expect(doc.services.web.command).toEqual(["echo", "on"]);
+  });
+
   it("a changed field changes the hash; a tenant's own compose file is used as it is", () => {
     const a = renderProject(input(services, extra));
     const b = renderProject(input(services, { limits: new Map([["small", limits("small", 0.25)]]) }));

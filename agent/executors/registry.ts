@@ -1,6 +1,8 @@
 // Which executor runs which order type. One table, so what an agent can do is one look away.
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { deployContext, deployService } from "./deploy-service.js";
+import { controlProcess } from "./control-process.js";
+import { deployProcess } from "./deploy-process.js";
 import { executeCommand } from "./execute-command.js";
 import type { Executor } from "./executor.js";
 import { healthCheck, inspect } from "./node-checks.js";
@@ -21,5 +23,7 @@ export function executors(): Partial<Record<WorkOrderType, Executor>> {
     [WorkOrderType.UPLOAD_FILES]: uploadFiles,
     [WorkOrderType.WRITE_STICKER]: writeSticker,
     [WorkOrderType.READ_STICKER]: readSticker,
+    [WorkOrderType.DEPLOY_PROCESS]: deployProcess,
+    [WorkOrderType.CONTROL_PROCESS]: controlProcess,
   };
 }

@@ -94,7 +94,9 @@ function renderComposeFile(tenantId: string, services: Resource[], input: Render
       }),
     );
   }
-  return stringify(doc, { sortMapEntries: true, lineWidth: 0 });
+  // Compose v1 reads YAML 1.1, where an unquoted yes, no, on or off is a boolean (and compose
+  // refuses a boolean env value): YAML 1.1 output quotes every string that would read otherwise.
+  return stringify(doc, { sortMapEntries: true, lineWidth: 0, version: "1.1" });
 }
 
 function renderService(tenantId: string, id: string, spec: ServiceSpec, input: RenderInput, placed: Set<string>): Record<string, unknown> {

@@ -100,6 +100,7 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
           livenessChangedAt: cameOnline ? timestampFromDate(now) : before?.livenessChangedAt,
           heartbeatIntervalMs: req.heartbeatIntervalMs > 0n ? req.heartbeatIntervalMs : (before?.heartbeatIntervalMs ?? 0n),
           projects,
+          processes: req.processes,
         });
         const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
         reportChanged = !comparable || !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });

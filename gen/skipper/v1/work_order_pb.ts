@@ -6,9 +6,9 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { FileWritten, ImageObservation, ProbeResult, ProcessObservation, RollbackDetails, VersionSticker, WorkOrderAction } from "./order_action_pb.js";
+import type { FileWritten, ImageObservation, ProbeResult, RollbackDetails, VersionSticker, WorkOrderAction } from "./order_action_pb.js";
 import { file_skipper_v1_order_action } from "./order_action_pb.js";
-import type { ComposeProject, Metadata, ProjectObservation, ServiceObservation } from "./resource_pb.js";
+import type { ComposeProject, Metadata, ProcessObservation, ProjectObservation, ServiceObservation } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
 import type { DeploySafety } from "./safety_pb.js";
 import { file_skipper_v1_safety } from "./safety_pb.js";

@@ -1,0 +1,57 @@
+// The periodic pass the agent runs (e.g. with every heartbeat): each module that should be
+// running but whose process died is started again, and every module is observed for the
+// heartbeat. A module that keeps dying soon after its start is restarted less and less often
+// (1 s, 2 s, 4 s … up to 5 minutes), like systemd's restart limits, so a broken version does not
+// spin. A module an order is working on right now is only observed: the order decides.
+import type { Logger } from "pino";
+import type { ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
+import { launchOf, livePid, observeModule } from "./module-control.js";
+import { isModuleLocked, knownModules, launchDigest, readRunState, withModuleLock, writeRunState } from "./run-state.js";
+import { runnerOf } from "./systemd.js";
+
+/** A process that lived less than this counts as a crash for the backoff. */
+const QUICK_DEATH_MS = 60_000;
+const MAX_BACKOFF_MS = 300_000;
+
+export interface SuperviseOptions {
+  log?: Logger;
+  /** For tests: the clock. */
+  now?: () => number;
+}
+
+/** Restarts modules that should run but died; returns every module's observation. */
+export async function superviseAll(workDir: string, opts: SuperviseOptions = {}): Promise<ProcessObservation[]> {
+  const out: ProcessObservation[] = [];
+  for (const module of await knownModules(workDir)) {
+    try {
+      if (!isModuleLocked(workDir, module)) await withModuleLock(workDir, module, () => reviveIfDead(workDir, module, opts));
+      out.push(await observeModule(workDir, module));
+    } catch (e) {
+      // One broken module (unreadable state, version removed by hand) must not hide the others.
+      opts.log?.warn({ action: "supervise", module, err: e }, `could not supervise process module ${module}`);
+    }
+  }
+  return out;
+}
+
+async function reviveIfDead(workDir: string, module: string, opts: SuperviseOptions): Promise<void> {
+  const state = await readRunState(workDir, module);
+  if (state.desired !== "running" || (await livePid(workDir, state)) > 0) return;
+  const now = opts.now?.() ?? Date.now();
+  const startedMs = Date.parse(state.startedAt) || 0;
+  if (now - startedMs < Math.min(1000 * 2 ** state.crashes, MAX_BACKOFF_MS)) return;
+  const crashes = now - startedMs < QUICK_DEATH_MS ? state.crashes + 1 : 0;
+  const launch = await launchOf(workDir, module);
+  const s = await runnerOf(state).start(workDir, launch);
+  await writeRunState(workDir, {
+    ...state,
+    version: launch.version,
+    launchDigest: launchDigest(launch),
+    pid: s.pid,
+    startTicks: s.startTicks,
+    systemdUnit: s.systemdUnit,
+    startedAt: new Date(now).toISOString(),
+    crashes,
+  });
+  opts.log?.info({ action: "supervise", module, metadata: { version: launch.version, pid: s.pid, crashes } }, `restarted process module ${module}`);
+}
