@@ -14,10 +14,36 @@ import { containerChanges } from "../agent/executors/container-changes.js";
 import { deployService } from "../agent/executors/deploy-service.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
 import { Journal } from "../agent/journal.js";
+import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
+import { digestMismatches } from "../agent/engine/images.js";
+import { ImageObservationSchema } from "../gen/skipper/v1/order_action_pb.js";
 
 const noFile = () => {
   throw new Error("no file");
 };
+
+describe("allow-list and pinned digests", () => {
+  it("allows exactly the listed programs, nothing that merely contains or resembles them", () => {
+    const list = ["echo", "/usr/bin/uptime"];
+    expect(checkCommand(["echo", "; rm -rf /"], list).allowed).toBe(true);
+    expect(checkCommand(["/usr/bin/uptime"], list).allowed).toBe(true);
+    for (const argv of [["uptime"], ["/bin/echo"], ["echo;id"], ["echo "], ["../echo"], ["/usr/bin/../bin/sh"], ["sh", "-c", "echo"], [""], []]) {
+      expect(checkCommand(argv, list).allowed, JSON.stringify(argv)).toBe(false);
+    }
+    expect(validAllowEntry("/usr/local/bin/deploy-hook")).toBe(true);
+    for (const bad of ["sh -c", "a;b", "$(x)", "/a/../b", ""]) expect(validAllowEntry(bad), bad).toBe(false);
+  });
+
+  it("flags a service whose image is pinned by digest but runs another one", () => {
+    const img = (id: string, repoDigests: string[]) => create(ImageObservationSchema, { id, repoDigests });
+    const pinned = "sha256:" + "a".repeat(64);
+    expect(digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@${pinned}`]) }])).toEqual([]);
+    expect(digestMismatches([{ service: "web", reference: "registry.example/web:1.2", image: img("sha256:1", []) }])).toEqual([]);
+    const wrong = digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", ["registry.example/web@sha256:" + "b".repeat(64)]) }]);
+    expect(wrong).toHaveLength(1);
+    expect(wrong[0]).toContain(`pinned ${pinned}`);
+  });
+});
 
 describe("agent configuration", () => {
   it("reads flags over environment and normalises the controller URL", () => {

@@ -156,6 +156,53 @@ describe("recordOutcome", () => {
   });
 });
 
+describe("rollbacks and ad-hoc orders in the target record", () => {
+  const base = create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", desiredHash: "h1", lastWorkOrderId: "o1" });
+  const deploy = (code: string, restored = "") =>
+    create(WorkOrderSchema, {
+      id: "o1",
+      type: WorkOrderType.DEPLOY_SERVICE,
+      status: WorkOrderStatus.FAILED,
+      target: { tenantId: "shop", nodeId: "n1" },
+      desiredState: { specHash: "h1" },
+      result: { code, details: restored ? { rollback: { failedSpecHash: "h1", restoredSpecHash: restored } } : {} },
+    });
+
+  it("a deploy the node rolled back leaves the restored spec applied and holds the failed one, without counting a failure", () => {
+    for (const code of ["ROLLED_BACK", "DIGEST_MISMATCH"]) {
+      const [t] = recordOutcome([base], deploy(code, "h0"), NOW);
+      expect(t).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1", failures: 0, failedHash: "", lastResultCode: code });
+    }
+    // The restore failed too: an ordinary failure, retried with backoff.
+    expect(recordOutcome([base], deploy("ROLLBACK_FAILED", "h0"), NOW)[0]).toMatchObject({ appliedHash: "h0", rolledBackHash: "", failures: 1, failedHash: "h1" });
+  });
+
+  it("the planner holds a rolled-back spec until the desired state changes", () => {
+    const held = create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", rolledBackHash: rendered.specHash, lastWorkOrderId: "o1", lastResultCode: "ROLLED_BACK" });
+    const plan = planTarget(facts({ desired: rendered, record: held }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.ROLLED_BACK);
+    expect(plan.verdict.message).toContain("ROLLED_BACK");
+    const other = renderProject(input([service("web", { env: { A: "2" } })]));
+    expect(planTarget(facts({ desired: other, record: held })).actions).toHaveLength(1);
+  });
+
+  it("a rollback order's success applies the restored spec and holds the desired one; a later deploy's success releases the hold", () => {
+    const rollback = create(WorkOrderSchema, { id: "o1", type: WorkOrderType.ROLLBACK, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h0" }, result: { code: "ROLLBACK_OK" } });
+    const [t] = recordOutcome([create(TargetStatusSchema, { ...base, appliedHash: "h1" })], rollback, NOW);
+    expect(t).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1", lastResultCode: "ROLLBACK_OK" });
+    const redeploy = create(WorkOrderSchema, { id: "o2", type: WorkOrderType.DEPLOY_SERVICE, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h1" }, result: { code: "APPLY_OK" } });
+    expect(recordOutcome([create(TargetStatusSchema, { ...t!, lastWorkOrderId: "o2", lastResultCode: "" })], redeploy, NOW)[0]).toMatchObject({ appliedHash: "h1", rolledBackHash: "" });
+  });
+
+  it("ad-hoc orders (restart, inspect, upload…) never touch the record", () => {
+    for (const type of [WorkOrderType.RESTART_SERVICE, WorkOrderType.INSPECT, WorkOrderType.UPLOAD_FILES, WorkOrderType.EXECUTE_COMMAND]) {
+      const o = create(WorkOrderSchema, { id: "o1", type, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, result: { code: "OK" } });
+      expect(recordOutcome([base], o, NOW)).toEqual([base]);
+    }
+  });
+});
+
 describe("renderProject", () => {
   const services = [
     service("web", { env: { B: "2", A: "1", PRICE: "$5" }, ports: [{ hostPort: 8080, containerPort: 80, hostIp: "127.0.0.1" }], resourceLimitsId: "small", dependsOn: ["db"] }),

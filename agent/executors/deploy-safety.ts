@@ -25,6 +25,8 @@ export async function runHooks(hooks: CommandSpec[], phase: string, ctx: DeployC
 
 export interface GateFailure {
   failure: string;
+  /** Result code whether or not the restore worked (default: ROLLED_BACK, or HEALTH_GATE_FAILED with nothing to restore). */
+  code?: string;
   /** What the failed deploy observed. */
   parts: Parts;
   started: number;
@@ -32,12 +34,12 @@ export interface GateFailure {
   redeploy: (order: WorkOrder, ctx: DeployContext) => Promise<DeployOutcome>;
 }
 
-/** Restores the last applied spec after `order` failed its gate. */
+/** Restores the last applied spec after `order` failed its gate (or ran images of the wrong digest). */
 export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFailure): Promise<DeployOutcome> {
   const ds = order.desiredState!;
   const applied = await readAppliedSpec(ctx.workDir, ds.tenantId);
   if (!applied || applied.spec_hash === ds.specHash) {
-    return outcome("HEALTH_GATE_FAILED", `${f.failure}; no earlier spec applied on this node to restore`, f.started, f.parts);
+    return outcome(f.code ?? "HEALTH_GATE_FAILED", `${f.failure}; no earlier spec applied on this node to restore`, f.started, f.parts);
   }
   ctx.log.warn({ action: "rollback", result: "restoring", metadata: { failed_spec: ds.specHash, restored_spec: applied.spec_hash, reason: f.failure } }, "health gate failed; restoring the previous spec");
   const restored = create(ComposeProjectSchema, { projectName: applied.project_name, composeFile: applied.compose_file, env: applied.env });
@@ -62,7 +64,7 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     return outcome("ROLLBACK_FAILED", `${f.failure}; restoring spec ${applied.spec_hash.slice(0, 12)} failed too: ${back.result.code} ${back.result.message}`, f.started, { ...f.parts, services: back.services }, { rollback });
   }
   return outcome(
-    "ROLLED_BACK",
+    f.code ?? "ROLLED_BACK",
     `${f.failure}; restored spec ${applied.spec_hash.slice(0, 12)} (applied by order ${applied.work_order_id})`,
     f.started,
     { ...f.parts, services: back.services },

@@ -38,6 +38,7 @@ import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type E
 import { awaitHealthy } from "./health-gate.js";
 import { rollBack, runHooks } from "./deploy-safety.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
+import { digestMismatches, projectImages } from "../engine/images.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 
@@ -169,6 +170,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
 
   // 5. Honest success: wait for the containers (and the gate), not just the exit code.
   const safety = ds?.safety;
+  const pinned = await checkPinnedDigests(projectName, project.composeFile);
+  if (pinned) return rollBack(order, ctx, { failure: pinned, code: "DIGEST_MISMATCH", parts: { command: up, composePath, services: [] }, started, redeploy: deployService });
   const gate = safety?.healthGate;
   const verdict = await awaitHealthy(projectName, services, {
     deadlineMs: gate?.deadline ? durationMs(gate.deadline) : ctx.readyTimeoutMs,
@@ -232,6 +235,14 @@ export function outcome(code: string, message: string, started: number, p: Parts
       command: p.command && commandResult(p.command),
     },
   });
+}
+
+// Images pinned by digest must run by that digest: the engine records the repo digest it pulled.
+// Undefined when nothing is pinned or everything matches; the mismatch otherwise.
+async function checkPinnedDigests(projectName: string, composeFile: string): Promise<string | undefined> {
+  if (!composeFile.includes("@sha256:")) return undefined;
+  const wrong = digestMismatches(await projectImages(projectName));
+  return wrong.length > 0 ? `image digest mismatch: ${wrong.join("; ")}` : undefined;
 }
 
 async function writeDurable(path: string, data: string, mode: number): Promise<void> {

@@ -72,7 +72,7 @@ export function planTarget(f: TargetFacts): TargetPlan {
     if (!f.node) return { actions: [], verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` }, forget: false };
     if (f.node.disabled) return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
     if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash) {
-      const why = rec.lastResultCode === "ROLLED_BACK" ? "failed its health gate" : "was rolled back by an admin";
+      const why = rec.lastResultCode === "ROLLBACK_OK" ? "was rolled back by an admin" : `was rolled back by its node (${rec.lastResultCode})`;
       return {
         actions: [],
         verdict: {

@@ -6,8 +6,8 @@ import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/reso
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 
-/** Result code of a deploy whose health gate failed and whose previous spec was restored. */
-export const ROLLED_BACK = "ROLLED_BACK";
+/** Result code of a deploy that failed and whose restore of the previous spec failed too. */
+export const ROLLBACK_FAILED = "ROLLBACK_FAILED";
 
 /** Order types that change what a target runs, and so its record. Others (restart, inspect…) leave it alone. */
 export function changesTarget(order: WorkOrder): boolean {
@@ -47,9 +47,10 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
       t.failures = 0;
       t.retryAt = undefined;
     }
-  } else if (order.result?.code === ROLLED_BACK && restored !== "") {
-    // The health gate failed and the agent restored the previous spec: that runs now, and the
-    // failed spec is not tried again until the desired state changes.
+  } else if (restored !== "" && order.result?.code !== ROLLBACK_FAILED) {
+    // The health gate failed (ROLLED_BACK) or the images were not the pinned ones
+    // (DIGEST_MISMATCH), and the agent restored the previous spec: that runs now, and the failed
+    // spec is not tried again until the desired state changes.
     t.appliedHash = restored;
     t.rolledBackHash = hash;
     t.failedHash = "";
