@@ -148,7 +148,7 @@ export class Agent {
     await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
-      capabilities: { ...host.capabilities, allowedCommands: this.deps.config.allowCommands },
+      capabilities: { ...host.capabilities, allowedCommands: this.deps.config.allowCommands, allowedProcessSources: this.deps.config.allowProcessSources },
       labels: this.deps.config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
       heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),

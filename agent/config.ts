@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ID_PATTERN } from "../controller/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
+import { validProcessSourceEntry } from "../controller/dispatch/action-rules.js";
 
 export interface AgentConfig {
   /** Base URL of the controller's API, ending in /v1. */
@@ -26,6 +27,8 @@ export interface AgentConfig {
   watch: boolean;
   /** Programs execute_command orders and deploy hooks may run (argv[0], matched exactly). */
   allowCommands: string[];
+  /** Where deploy_process may take artifacts from (URL prefixes, absolute directories). */
+  allowProcessSources: string[];
 }
 
 export const USAGE = `Usage: skippy [options]
@@ -48,6 +51,10 @@ export const USAGE = `Usage: skippy [options]
   --allow-command PROG   a program execute_command orders and deploy hooks may run, repeatable:
                          a name looked up on PATH or an absolute path, matched exactly
                          [SKIPPY_ALLOW_COMMANDS=prog,/abs/prog] (default none)
+  --allow-process-source SRC
+                         where deploy_process may fetch artifacts, repeatable: an
+                         http(s):// URL prefix or an absolute directory
+                         [SKIPPY_ALLOW_PROCESS_SOURCES=...] (default none: refused)
   -h, --help             this text
 
 Durations: a number of milliseconds or a number with ms, s, m or h.
@@ -67,6 +74,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
       "poll-interval": { type: "string" },
       label: { type: "string", multiple: true },
       "allow-command": { type: "string", multiple: true },
+      "allow-process-source": { type: "string", multiple: true },
       "compose-timeout": { type: "string" },
       "ready-timeout": { type: "string" },
       "no-watch": { type: "boolean" },
@@ -96,6 +104,10 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   for (const c of allowCommands) {
     if (!validAllowEntry(c)) throw new Error(`--allow-command takes a program name or absolute path without spaces or shell syntax, got '${c}'`);
   }
+  const allowProcessSources = [...(env.SKIPPY_ALLOW_PROCESS_SOURCES ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values["allow-process-source"] ?? [])];
+  for (const s of allowProcessSources) {
+    if (!validProcessSourceEntry(s)) throw new Error(`--allow-process-source takes an http(s):// URL prefix or an absolute directory, got '${s}'`);
+  }
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   return {
@@ -112,6 +124,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     logLevel,
     watch: !(values["no-watch"] ?? false) && env.SKIPPY_WATCH !== "0" && env.SKIPPY_WATCH !== "false",
     allowCommands: [...new Set(allowCommands)],
+    allowProcessSources: [...new Set(allowProcessSources)],
   };
 }
 

@@ -16,6 +16,7 @@ import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
 import { digestMismatches } from "../agent/engine/images.js";
+import { processSourceAllowed, validProcessSourceEntry } from "../controller/dispatch/action-rules.js";
 import { ImageObservationSchema } from "../gen/skipper/v1/order_action_pb.js";
 
 const noFile = () => {
@@ -32,6 +33,21 @@ describe("allow-list and pinned digests", () => {
     }
     expect(validAllowEntry("/usr/local/bin/deploy-hook")).toBe(true);
     for (const bad of ["sh -c", "a;b", "$(x)", "/a/../b", ""]) expect(validAllowEntry(bad), bad).toBe(false);
+  });
+
+  it("takes process artifacts only from allowed URL prefixes and directories", () => {
+    const allowed = ["https://artifacts.example/skipper/", "/srv/artifacts"];
+    const url = (value: string) => ({ case: "url" as const, value });
+    const path = (value: string) => ({ case: "path" as const, value });
+    expect(processSourceAllowed(url("https://artifacts.example/skipper/app-1.0.tgz"), allowed)).toBe(true);
+    expect(processSourceAllowed(path("/srv/artifacts/app-1.0.tgz"), allowed)).toBe(true);
+    for (const bad of [url("https://artifacts.example/other/app.tgz"), url("http://artifacts.example/skipper/app.tgz"), path("/srv/artifacts-evil/app.tgz"), path("/srv/artifacts/../etc/x"), path("/srv/artifacts"), path("relative/app.tgz")]) {
+      expect(processSourceAllowed(bad, allowed), bad.value).toBe(false);
+    }
+    expect(processSourceAllowed(path("/srv/artifacts/app.tgz"), [])).toBe(false);
+    expect(processSourceAllowed({ case: undefined }, allowed)).toBe(false);
+    expect(validProcessSourceEntry("/srv/artifacts")).toBe(true);
+    for (const bad of ["srv", "/", "/a/../b", "ftp://x/"]) expect(validProcessSourceEntry(bad), bad).toBe(false);
   });
 
   it("flags a service whose image is pinned by digest but runs another one", () => {

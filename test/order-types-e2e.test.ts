@@ -66,7 +66,7 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
       stateDir: join(root, "state"),
       workDir,
       dockerHost: dockerHost!,
-      extraArgs: ["--allow-command", "echo", "--allow-command", "sleep", "--allow-command", "touch"],
+      extraArgs: ["--allow-command", "echo", "--allow-command", "sleep", "--allow-command", "touch", "--allow-process-source", join(root, "artifacts")],
     });
     const compose = [
       "services:",
@@ -176,15 +176,19 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
   it("deploy_process installs a versioned process that answers and shows in the node's status; control_process stops it", async () => {
     const port = await freePort();
     const src = join(root, "hello-src");
+    await mkdir(join(root, "artifacts"), { recursive: true });
     await mkdir(join(src, "bin"), { recursive: true });
     await mkdir(join(src, "www"), { recursive: true });
     await writeFile(join(src, "VERSION"), "1.2.0\n");
     await writeFile(join(src, "www", "index.html"), "hello 1.2.0\n");
     await writeFile(join(src, "bin", "server"), `#!/bin/sh\nexec busybox httpd -f -p "127.0.0.1:$PORT" -h www\n`);
     await chmod(join(src, "bin", "server"), 0o755);
-    const artifact = join(root, "hello-1.2.0.tar.gz");
+    const artifact = join(root, "artifacts", "hello-1.2.0.tar.gz");
     await execa("tar", ["-czf", artifact, "-C", src, "."]);
     const sha256 = createHash("sha256").update(await readFile(artifact)).digest("hex");
+    // A source outside the node's --allow-process-source is refused before anything is queued.
+    const outside = await rpcError(orders().createWorkOrder({ type: WorkOrderType.DEPLOY_PROCESS, target: { nodeId: NODE }, action: { kind: { case: "deployProcess", value: { spec: { module: "hello", version: "1.2.0", source: { kind: { case: "path", value: join(root, "hello-src", "x.tgz") } }, sha256, argv: ["bin/server"] } } } } }));
+    expect(outside).toMatchObject({ code: "CONFLICT", details: { reason: "PROCESS_SOURCE_NOT_ALLOWED" } });
     const d = await run(WorkOrderType.DEPLOY_PROCESS, { case: "deployProcess", value: { spec: { module: "hello", version: "1.2.0", source: { kind: { case: "path", value: artifact } }, sha256, argv: ["bin/server"], env: { PORT: String(port) } } } });
     expect(d.result?.code).toBe("PROCESS_OK");
     expect(d.result?.details?.process).toMatchObject({ module: "hello", activeVersion: "1.2.0", state: "running" });

@@ -188,9 +188,20 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
   });
 
   it("a rollback order's success applies the restored spec and holds the desired one; a later deploy's success releases the hold", () => {
-    const rollback = create(WorkOrderSchema, { id: "o1", type: WorkOrderType.ROLLBACK, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h0" }, result: { code: "ROLLBACK_OK" } });
+    const rollback = create(WorkOrderSchema, {
+      id: "o1",
+      type: WorkOrderType.ROLLBACK,
+      status: WorkOrderStatus.SUCCESS,
+      target: { tenantId: "shop", nodeId: "n1" },
+      desiredState: { specHash: "h0" },
+      action: { kind: { case: "rollback", value: { holdsDesiredHash: "h1" } } },
+      result: { code: "ROLLBACK_OK" },
+    });
     const [t] = recordOutcome([create(TargetStatusSchema, { ...base, appliedHash: "h1" })], rollback, NOW);
     expect(t).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1", lastResultCode: "ROLLBACK_OK" });
+    // The desired state changed (to h2) while the rollback ran: h1 is held, h2 deploys next.
+    const [moved] = recordOutcome([create(TargetStatusSchema, { ...base, appliedHash: "h1", desiredHash: "h2" })], rollback, NOW);
+    expect(moved).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1" });
     const redeploy = create(WorkOrderSchema, { id: "o2", type: WorkOrderType.DEPLOY_SERVICE, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h1" }, result: { code: "APPLY_OK" } });
     expect(recordOutcome([create(TargetStatusSchema, { ...t!, lastWorkOrderId: "o2", lastResultCode: "" })], redeploy, NOW)[0]).toMatchObject({ appliedHash: "h1", rolledBackHash: "" });
   });

@@ -17,7 +17,10 @@ import { runCommand, scrub, type CommandRun } from "./run-command.js";
 export const DEFAULT_COMMAND_TIMEOUT_MS = 60_000;
 const MAX_COMMAND_TIMEOUT_MS = 60 * 60 * 1000;
 // Variables that choose the program or inject code into it (the loader's, shells', interpreters').
-const ENV_REFUSED = /^(PATH|IFS|ENV|BASH_ENV|SHELLOPTS|BASHOPTS|NODE_OPTIONS|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PERL5OPT|PERL5LIB|PERLLIB|RUBYOPT|RUBYLIB|LD_.*|DYLD_.*|SKIPPY_.*)$/;
+// HOME and the XDG directories are refused too: they point programs (git, ssh, shells) at config
+// files an upload could have placed, and config files can run commands.
+const ENV_REFUSED =
+  /^(PATH|IFS|ENV|BASH_ENV|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|HOME|ZDOTDIR|TMPDIR|NODE_OPTIONS|NODE_PATH|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PYTHONUSERBASE|PERL5OPT|PERL5LIB|PERLLIB|RUBYOPT|RUBYLIB|GEM_PATH|GEM_HOME|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|CLASSPATH|GCONV_PATH|LOCPATH|NLSPATH|HOSTALIASES|RESOLV_HOST_CONF|EDITOR|VISUAL|PAGER|SYSTEMD_.*|XDG_.*|GIT_.*|SSH_.*|DOCKER_.*|COMPOSE_.*|LD_.*|DYLD_.*|SKIPPY_.*|SKIPPER_.*)$/;
 
 export type SpecRun =
   | { kind: "not_allowed"; reason: string }

@@ -52,7 +52,9 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     specHash: applied.spec_hash,
     safety: undefined,
   };
-  const back = await f.redeploy(restore, ctx);
+  // The restore runs to its end even when the order was cancelled (or timed out): a half-restored
+  // project is worse than either spec. Compose's own timeout still bounds it.
+  const back = await f.redeploy(restore, { ...ctx, signal: undefined });
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -178,7 +178,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     probes: gate?.probes ?? [],
     signal: ctx.signal,
   });
-  if (verdict.cancelled) return cancelled(up);
+  // Cancelled while the gate decides: with a gate the unproven spec does not stay.
+  if (verdict.cancelled && !gate) return cancelled(up);
   const { changed, unchanged } = containerChanges(before.byService, verdict.containers.byService);
   const parts = { command: up, composePath, services: verdict.observed, changed, unchanged, probes: verdict.probes };
   let failure = verdict.failure;
@@ -189,12 +190,12 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
       parts.command = post.run ?? parts.command;
     }
   }
-  if (failure && !gate) return done("SERVICES_NOT_RUNNING", failure, parts);
-  if (failure) return rollBack(order, ctx, { failure, parts, started, redeploy: deployService });
-  // 6. Recorded for heartbeats, which report the project as the engine shows it from now on,
-  // and as the spec to restore should a later deploy fail its gate.
+  if (failure && !gate) return done(verdict.failure ? "SERVICES_NOT_RUNNING" : "POST_DEPLOY_FAILED", failure, parts);
+  if (failure) return rollBack(order, ctx, { failure, code: verdict.cancelled ? "CANCELLED" : undefined, parts, started, redeploy: deployService });
+  // 6. Recorded as the spec to restore should a later deploy fail its gate, then for heartbeats,
+  // which report the project as the engine shows it from now on (a crash in between leaves the
+  // restore point current and the state record one apply behind, which the next apply fixes).
   const appliedAt = new Date().toISOString();
-  await writeProjectState(ctx.workDir, { schema_version: "v1", project_name: projectName, tenant_id: tenantId, spec_hash: ds?.specHash ?? "", work_order_id: order.id, services, applied_at: appliedAt });
   await writeAppliedSpec(ctx.workDir, {
     schema_version: "v1",
     tenant_id: tenantId,
@@ -207,6 +208,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     service_ids: [...(ds?.serviceIds ?? [])],
     applied_at: appliedAt,
   });
+  await writeProjectState(ctx.workDir, { schema_version: "v1", project_name: projectName, tenant_id: tenantId, spec_hash: ds?.specHash ?? "", work_order_id: order.id, services, applied_at: appliedAt });
   return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}`, started, parts);
 }
 

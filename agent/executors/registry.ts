@@ -4,7 +4,8 @@ import { deployContext, deployService } from "./deploy-service.js";
 import { controlProcess } from "./control-process.js";
 import { deployProcess } from "./deploy-process.js";
 import { executeCommand } from "./execute-command.js";
-import type { Executor } from "./executor.js";
+import { orderOutcome, type Executor } from "./executor.js";
+import { processSourceAllowed } from "../../controller/dispatch/action-rules.js";
 import { healthCheck, inspect } from "./node-checks.js";
 import { restartService, rollbackProject } from "./project-orders.js";
 import { removeService } from "./remove-service.js";
@@ -23,7 +24,14 @@ export function executors(): Partial<Record<WorkOrderType, Executor>> {
     [WorkOrderType.UPLOAD_FILES]: uploadFiles,
     [WorkOrderType.WRITE_STICKER]: writeSticker,
     [WorkOrderType.READ_STICKER]: readSticker,
-    [WorkOrderType.DEPLOY_PROCESS]: deployProcess,
+    [WorkOrderType.DEPLOY_PROCESS]: (order, ctx) => {
+      // It runs what it installs: only from sources the operator allowed on this host.
+      const source = order.action?.kind.case === "deployProcess" ? order.action.kind.value.spec?.source?.kind : undefined;
+      if (processSourceAllowed(source ?? { case: undefined }, ctx.config.allowProcessSources)) return deployProcess(order, ctx);
+      const where = source?.case ? `${source.case} ${source.value}` : "no source";
+      const list = ctx.config.allowProcessSources.join(", ") || "none";
+      return Promise.resolve(orderOutcome("PROCESS_SOURCE_NOT_ALLOWED", `${where} is not under this node's --allow-process-source (${list})`, performance.now(), { success: false }));
+    },
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
   };
 }

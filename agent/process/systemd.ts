@@ -80,7 +80,8 @@ async function mainPid(unit: string): Promise<number> {
 async function start(workDir: string, launch: Launch): Promise<Started> {
   const program = await resolveProgram(modulePaths(workDir, launch.module).active, launch.argv[0] ?? "");
   const unit = unitName(launch.module);
-  await writeFileAtomic(join(UNIT_DIR, unit), unitText(workDir, launch, program), 0o644);
+  // 0600: Environment= lines carry the order's env, which may hold secrets.
+  await writeFileAtomic(join(UNIT_DIR, unit), unitText(workDir, launch, program), 0o600);
   await systemctl(["daemon-reload"]);
   await systemctl(["enable", unit]);
   await systemctl(["restart", unit]);

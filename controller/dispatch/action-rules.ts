@@ -11,17 +11,22 @@ export const COMPOSE_SERVICE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 export const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
 /** Names in a tenant's project directory that belong to the agent, not to uploads. */
-const RESERVED = new Set(["docker-compose.yml", ".env", ".skipper-state.json", ".skipper-sticker.json", ".previous"]);
+const RESERVED = new Set(["docker-compose.yml", ".env"]);
 
-/** Problem with an upload path (relative, normalised, inside its base, not the agent's own files). */
-export function uploadPathProblem(path: string): string | undefined {
+/**
+ * Problem with an upload path: relative, normalised, inside its base and, in a tenant's project
+ * directory, not one of the agent's own files (agent/executors/upload-files.ts applies the same rules).
+ */
+export function uploadPathProblem(path: string, inProjectDir: boolean): string | undefined {
   if (path === "" || path.length > 4096) return "must be 1-4096 characters";
   if (path.includes("\0") || path.includes("\\")) return "must not contain NUL or backslashes";
   if (path.startsWith("/")) return "must be relative";
   const parts = path.split("/");
   if (parts.some((p) => p === "" || p === "." || p === "..")) return "must be normalised: no empty, '.' or '..' segments";
   if (posix.normalize(path) !== path) return "must be normalised";
-  if (RESERVED.has(parts[0]!) || parts[0]!.startsWith(".staging-")) return `'${parts[0]}' is managed by the agent`;
+  const first = parts[0]!;
+  if (inProjectDir && RESERVED.has(first)) return `'${first}' is managed by the agent`;
+  if (inProjectDir && (first.startsWith(".skipper-") || first.startsWith(".staging-"))) return `'${first}' is managed by the agent`;
   return undefined;
 }
 
@@ -41,4 +46,22 @@ export function urlProblem(url: string): string | undefined {
 /** Problem with a TCP probe's host (a name or an address, no ports or paths). */
 export function hostProblem(host: string): string | undefined {
   return /^[A-Za-z0-9.:_-]{1,253}$/.test(host) ? undefined : "must be a host name or IP address";
+}
+
+/**
+ * True when a deploy_process source is under one of the node's allowed sources: an http(s) URL
+ * prefix, or an absolute directory the path lies in. deploy_process runs what it installs, so a
+ * node takes artifacts only from where its operator said (the agent's --allow-process-source).
+ */
+export function processSourceAllowed(source: { case: "path" | "url"; value: string } | { case: undefined }, allowed: readonly string[]): boolean {
+  if (source.case === undefined) return false;
+  if (source.case === "url") return allowed.some((a) => /^https?:\/\//.test(a) && source.value.startsWith(a));
+  if (!source.value.startsWith("/") || posix.normalize(source.value) !== source.value) return false;
+  return allowed.some((a) => a.startsWith("/") && source.value.startsWith(a.endsWith("/") ? a : `${a}/`));
+}
+
+/** Checks one --allow-process-source entry: an http(s) URL prefix or an absolute, normalised directory. */
+export function validProcessSourceEntry(entry: string): boolean {
+  if (/^https?:\/\//.test(entry)) return urlProblem(entry) === undefined;
+  return entry.startsWith("/") && entry.length > 1 && posix.normalize(entry) === entry && !entry.includes("\0");
 }

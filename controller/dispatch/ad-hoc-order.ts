@@ -3,12 +3,12 @@
 // the tenant): the service looks those up, calls check, then stores what build returns.
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { MetadataSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { MetadataSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { ProcessOperation } from "../../gen/skipper/v1/order_action_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { SCHEMA_VERSION } from "../context.js";
-import { conflict, invalid } from "../errors.js";
+import { invalid } from "../errors.js";
 import { checkId } from "../ids.js";
 import { createHash } from "node:crypto";
 import { COMPOSE_SERVICE, ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
@@ -81,13 +81,13 @@ function checkAction(req: CreateWorkOrderRequest): void {
       const seen = new Set<string>();
       files.forEach((f, i) => {
         const field = `action.upload_files.files[${i}]`;
-        const p = uploadPathProblem(f.path);
+        const p = uploadPathProblem(f.path, (req.target?.tenantId ?? "") !== "");
         if (p) fail(`${field}.path`, p);
         if (seen.has(f.path)) fail(`${field}.path`, "appears twice");
         seen.add(f.path);
         if (!SHA256_HEX.test(f.sha256)) fail(`${field}.sha256`, "must be 64 hex digits");
         if (createHash("sha256").update(f.content).digest("hex") !== f.sha256.toLowerCase()) fail(`${field}.sha256`, "does not match the content");
-        if (f.mode > 0o777) fail(`${field}.mode`, "must be permission bits (at most 0777)");
+        if (f.mode > 0o1777) fail(`${field}.mode`, "must be permission bits (at most 01777; setuid and setgid are refused)");
         for (const [k, v] of [["owner", f.owner], ["group", f.group]] as const) if (v !== "" && !/^[A-Za-z0-9._-]{1,32}$/.test(v)) fail(`${field}.${k}`, "must be a name or number");
       });
       return;
@@ -156,25 +156,6 @@ export function checkCommandSpec(c: CommandSpec | undefined, field: string): voi
   if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 1h");
   if (c.workingDir !== "" && !c.workingDir.startsWith("/")) fail(`${field}.working_dir`, "must be absolute");
   for (const k of Object.keys(c.env)) if (!ENV_KEY.test(k)) fail(`${field}.env`, `${JSON.stringify(k)} is not a variable name`);
-}
-
-/** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
-export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant: Resource | undefined): void {
-  const spec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
-  if (spec?.disabled) throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
-  if (tenant?.deletion) throw conflict(`tenant ${tenant.id} is deleted`, { tenant_id: tenant.id });
-  if (req.action?.kind.case === "executeCommand") {
-    // The agent is the authority (it checks again); refusing early saves a round trip and says why.
-    const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
-    const program = req.action.kind.value.command?.argv[0] ?? "";
-    if (caps && !caps.allowedCommands.includes(program)) {
-      throw conflict(`${JSON.stringify(program)} is not on node ${node.id}'s allow-list (${caps.allowedCommands.join(", ") || "empty"}); the agent's --allow-command sets it`, {
-        field: "action.execute_command.command.argv",
-        node_id: node.id,
-        reason: "COMMAND_NOT_ALLOWED",
-      });
-    }
-  }
 }
 
 /** The pending order for a checked request. */

@@ -11,7 +11,8 @@ import type { CallInfo } from "../context.js";
 import { notFound } from "../errors.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import type { ServiceDeps } from "../services/deps.js";
-import { buildOrder, checkRequest, checkTargets } from "./ad-hoc-order.js";
+import { buildOrder, checkRequest } from "./ad-hoc-order.js";
+import { checkTargets } from "./node-permits.js";
 import { resolveRollback } from "./rollback-spec.js";
 
 export async function queueOrder(deps: ServiceDeps, req: CreateWorkOrderRequest, call: CallInfo): Promise<WorkOrder> {

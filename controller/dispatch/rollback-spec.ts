@@ -15,13 +15,17 @@ export interface RollbackPlan {
 
 export async function resolveRollback(store: Store, tenant: Resource, nodeId: string, requested: RollbackAction): Promise<RollbackPlan> {
   const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : undefined;
-  const applied = status?.targets.find((t) => t.nodeId === nodeId)?.appliedHash ?? "";
+  const target = status?.targets.find((t) => t.nodeId === nodeId);
+  const applied = target?.appliedHash ?? "";
   const done = (ds: WorkOrderDesiredState, from: string): RollbackPlan => {
     // The restored spec is not a new deployment: no deployment id, and no health gate of its own.
     const desiredState = clone(WorkOrderDesiredStateSchema, ds);
     desiredState.deploymentId = "";
     desiredState.safety = undefined;
-    return { desiredState, action: create(RollbackActionSchema, { deploymentId: requested.deploymentId, resolvedFrom: from, replacesSpecHash: applied }) };
+    // The desired hash to hold is the one wanted now: a change made while the rollback runs is a
+    // new desired state and deploys after it.
+    const holds = target?.desiredHash ?? "";
+    return { desiredState, action: create(RollbackActionSchema, { deploymentId: requested.deploymentId, resolvedFrom: from, replacesSpecHash: applied, holdsDesiredHash: holds }) };
   };
   if (requested.deploymentId !== "") {
     const dep = await store.getResource("deployment", requested.deploymentId);

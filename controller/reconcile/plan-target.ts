@@ -77,7 +77,7 @@ export function planTarget(f: TargetFacts): TargetPlan {
         actions: [],
         verdict: {
           status: ConvergenceStatus.ROLLED_BACK,
-          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; change the desired state or Apply to deploy it again`,
+          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; change what runs (a change of the health gate or hooks alone does not count) or Apply to deploy it again`,
           workOrderId: rec.lastWorkOrderId,
         },
         forget: false,

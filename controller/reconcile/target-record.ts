@@ -41,8 +41,9 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   const restored = order.result?.details?.rollback?.restoredSpecHash ?? "";
   if (order.type === WorkOrderType.ROLLBACK) {
     if (ok) {
+      const held = order.action?.kind.case === "rollback" ? order.action.kind.value.holdsDesiredHash : "";
       t.appliedHash = hash;
-      t.rolledBackHash = t.desiredHash !== hash ? t.desiredHash : "";
+      t.rolledBackHash = held !== hash ? held : "";
       t.failedHash = "";
       t.failures = 0;
       t.retryAt = undefined;

@@ -4,7 +4,7 @@
 // tenant's lock before deciding, so a stale read can never lead to a second order.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ResourceType } from "../ids.js";
 import type { Store } from "../store/store.js";
 import type { TenantWorld } from "./desired-targets.js";
@@ -155,7 +155,10 @@ export class World {
     const tenantId = o.target?.tenantId ?? "";
     let m = this.orders.get(tenantId);
     if (!m) this.orders.set(tenantId, (m = new Map()));
-    m.set(o.target?.nodeId ?? "", o);
+    // A rollback in flight is what the target waits for, whatever else is listed with it.
+    const nodeId = o.target?.nodeId ?? "";
+    if (m.get(nodeId)?.type === WorkOrderType.ROLLBACK && o.type !== WorkOrderType.ROLLBACK) return;
+    m.set(nodeId, o);
   }
 
   /** Re-reads the tenant's pending and running orders (call under the tenant's lock). */

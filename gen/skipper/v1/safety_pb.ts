@@ -158,7 +158,7 @@ export type HealthGate = Message<"skipper.v1.HealthGate"> & {
   probes: HealthProbe[];
 
   /**
-   * How long the deploy has to pass the gate; default 60 s.
+   * How long the deploy has to pass the gate; default the agent's --ready-timeout (60 s).
    *
    * @generated from field: google.protobuf.Duration deadline = 2;
    */
@@ -193,7 +193,8 @@ export type DeploySafety = Message<"skipper.v1.DeploySafety"> & {
   preDeploy: CommandSpec[];
 
   /**
-   * Run after the services are up; a failure fails the health gate (and rolls back).
+   * Run after the services are up; a failure fails the health gate and rolls back (without a
+   * gate: POST_DEPLOY_FAILED, the new spec stays).
    *
    * @generated from field: repeated skipper.v1.CommandSpec post_deploy = 3;
    */

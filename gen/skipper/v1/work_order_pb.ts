@@ -324,7 +324,8 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
   timeout?: Duration | undefined;
 
   /**
-   * An order not claimed by this time fails with EXPIRED instead of running late.
+   * An order not claimed by this time fails with EXPIRED instead of running late (this includes
+   * a claim after a retry or a lapsed lease).
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 23;
    */
