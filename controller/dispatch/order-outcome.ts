@@ -207,6 +207,10 @@ async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolea
   try {
     await store.updateResource("tenant", tenantId, (t) => {
       const prev = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : create(TenantStatusSchema);
+      // A late result of an order the target no longer waits for (a newer one owns it) says
+      // nothing about what runs now: the tenant's status stays as the newer order left it.
+      const owner = prev.targets.find((x) => x.nodeId === order.target?.nodeId)?.lastWorkOrderId ?? "";
+      if (owner !== "" && owner !== order.id) return t;
       const targets = recordOutcome(prev.targets, order, at);
       const status = removal
         ? create(TenantStatusSchema, { ...prev, targets })

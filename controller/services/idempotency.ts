@@ -22,7 +22,7 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
   const key = call.idempotencyKey;
   if (key === undefined) return create();
   const scoped = sha256(`${method}\0${call.principal.kind}\0${key}`);
-  const requestHash = sha256(JSON.stringify(toJson(schemas.request, req)));
+  const requestHash = sha256(canonical(toJson(schemas.request, req)));
   return deps.locks.run(`idem:${scoped}`, async () => {
     const now = deps.now();
     const prior = await deps.store.getIdempotencyRecord(scoped, now);
@@ -40,6 +40,17 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     });
     return res;
   });
+}
+
+// JSON with object keys sorted at every level: protobuf maps have no order, so a retry that sends
+// the same map entries in another order is the same request.
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v);
 }
 
 function sha256(s: string): string {
