@@ -2,7 +2,8 @@
 // project as .skipper-applied.json (mode 0600: the env may hold secrets). A deploy whose health
 // gate fails restores it; a rollback order may name it. Written atomically (temp, fsync, rename)
 // after every successful apply, so it is always a spec that once ran healthy here.
-import { open, readFile, rename } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
+import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
 import { projectDir } from "./project-state.js";
 
@@ -23,15 +24,7 @@ export interface AppliedSpec {
 }
 
 export async function writeAppliedSpec(workDir: string, spec: AppliedSpec): Promise<void> {
-  const path = join(projectDir(workDir, spec.tenant_id), APPLIED_FILE);
-  const fh = await open(`${path}.tmp`, "w", 0o600);
-  try {
-    await fh.writeFile(JSON.stringify(spec, null, 2) + "\n");
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(`${path}.tmp`, path);
+  await writeFileAtomic(join(projectDir(workDir, spec.tenant_id), APPLIED_FILE), JSON.stringify(spec, null, 2) + "\n", 0o600);
 }
 
 /** The recorded spec, or undefined when there is none (or it cannot be read). */

@@ -2,7 +2,8 @@
 // <work-dir>/tenants/<tenant>/.skipper-state.json: which order last applied it successfully,
 // with which spec hash and which compose services. Heartbeats report every recorded project
 // with what the engine shows for it, so the controller can see drift.
-import { mkdir, open, readdir, readFile, rename } from "node:fs/promises";
+import { mkdir, readdir, readFile } from "node:fs/promises";
+import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { ProjectObservationSchema, type ProjectObservation } from "../../gen/skipper/v1/resource_pb.js";
@@ -31,15 +32,7 @@ export function projectDir(workDir: string, tenantId: string): string {
 export async function writeProjectState(workDir: string, state: ProjectState): Promise<void> {
   const dir = projectDir(workDir, state.tenant_id);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const path = join(dir, STATE_FILE);
-  const fh = await open(`${path}.tmp`, "w", 0o600);
-  try {
-    await fh.writeFile(JSON.stringify(state, null, 2) + "\n");
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(`${path}.tmp`, path);
+  await writeFileAtomic(join(dir, STATE_FILE), JSON.stringify(state, null, 2) + "\n", 0o600);
 }
 
 /** The compose project name the last successful deploy recorded for a tenant, else the tenant id (deploy's default). */

@@ -18,13 +18,7 @@
 // values of secret-shaped env keys are blanked from it.
 import { mkdir, rename, rm, writeFile, open } from "node:fs/promises";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
-import {
-  CommandResultSchema,
-  WorkOrderResultSchema,
-  type WorkOrder,
-  type WorkOrderResult,
-} from "../../gen/skipper/v1/work_order_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import { ID_PATTERN } from "../../controller/ids.js";
 import { isSecretKey } from "../../controller/logging/redact.js";

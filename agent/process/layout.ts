@@ -7,8 +7,8 @@
 //   <workDir>/run/<module>.json                   desired state, pid, start time, previous version
 //   <workDir>/logs/<module>.log                   the process's stdout and stderr, appended
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 
 export const MODULE_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 // A version never starts with a dot, so hidden names beside versions (temp dirs, metadata) can
@@ -62,37 +62,7 @@ export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new ProcessError("CANCELLED", "stopped: the order was cancelled");
 }
 
-/**
- * Replaces `path` with `data` so a reader (or the agent after a crash) sees the old or the new
- * content, never half of it: temp file, fsync, rename, fsync of the directory.
- */
-export async function writeFileAtomic(path: string, data: string, mode = 0o600): Promise<void> {
-  const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(data, "utf8");
-    await fh.sync();
-  } catch (e) {
-    await fh.close();
-    await unlink(tmp).catch(() => undefined);
-    throw e;
-  }
-  await fh.close();
-  await rename(tmp, path);
-  await syncDir(dir);
-}
-
-/** Makes a rename or a new entry in `dir` durable. */
-export async function syncDir(dir: string): Promise<void> {
-  const d = await open(dir, "r");
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
-}
+export { syncDir, writeFileAtomic } from "../engine/durable-file.js";
 
 /** The parsed JSON at `path`, or undefined when there is no such file. */
 export async function readJson<T>(path: string): Promise<T | undefined> {

@@ -4,7 +4,6 @@
 // due, and fails pending orders whose expires_at passed (EXPIRED). The order's fencing token keeps growing, so the old holder's
 // late renewal or result is refused and the order still ends exactly once.
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { onLeaseExpired } from "./order-outcome.js";
 import { isSkipperError } from "../errors.js";
