@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { parse } from "yaml";
 import {
+  DeletionSchema,
   ConvergenceStatus,
   NodeLiveness,
   ProjectObservationSchema,
@@ -18,6 +19,11 @@ import { MAX_FAILURES, planTarget, retryDelayMs, type TargetFacts } from "../con
 import { renderProject, type RenderInput } from "../controller/reconcile/render-project.js";
 import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
 import { recordOutcome } from "../controller/reconcile/target-record.js";
+import { NodeCache } from "../controller/reconcile/node-cache.js";
+import { FileStore } from "../controller/store/file-store.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { MAX_ATTEMPTS, planDeployment } from "../controller/reconcile/plan-deployment.js";
 import { livenessOf } from "../controller/reconcile/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
@@ -321,5 +327,36 @@ describe("small pure pieces", () => {
     expect(matchesTerms({ env: "prod", tier: "web" }, terms)).toBe(true);
     expect(matchesTerms({ env: "prod", tier: "web", region: "us" }, terms)).toBe(false);
     expect(() => parseLabelSelector("=x")).toThrow();
+  });
+});
+
+describe("node cache", () => {
+  it("follows the store by revision: changed, new and deleted nodes, without re-reading the rest", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "skipper-nodecache-"));
+    const store = new FileStore(dir);
+    await store.open();
+    try {
+      for (const id of ["n1", "n2"]) await store.createResource(node(id, { env: "prod" }));
+      const cache = new NodeCache();
+      expect((await cache.current(store)).map((n) => n.id).sort()).toEqual(["n1", "n2"]);
+      await store.updateResource("node", "n1", (n) => {
+        (n.desiredState!.kind.value as { labels: Record<string, string> }).labels = { env: "dev" };
+        return n;
+      });
+      await store.createResource(node("n3", { env: "prod" }));
+      await store.updateResource("node", "n2", (n) => {
+        n.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(NOW) });
+        return n;
+      });
+      const after = await cache.current(store);
+      expect(after.map((n) => n.id).sort()).toEqual(["n1", "n3"]);
+      const n1 = after.find((n) => n.id === "n1")!;
+      expect(n1.desiredState?.kind.case === "node" && n1.desiredState.kind.value.labels).toEqual({ env: "dev" });
+      // Same answer from a fresh cache (a restart): the store is the truth.
+      expect((await new NodeCache().current(store)).map((n) => n.id).sort()).toEqual(["n1", "n3"]);
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

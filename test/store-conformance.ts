@@ -142,6 +142,18 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
 
       it("an absent resource reads as undefined", async () => {
         expect(await store.getResource("tenant", "nobody")).toBeUndefined();
+        expect(await store.resourceExists("tenant", "nobody")).toBe(false);
+      });
+
+      it("resourceExists is true for a live resource and false once it is a tombstone", async () => {
+        await store.createResource(tenant("here"));
+        expect(await store.resourceExists("tenant", "here")).toBe(true);
+        expect(await store.resourceExists("node", "here")).toBe(false);
+        await store.updateResource("tenant", "here", (cur) => {
+          cur.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(at(1000)), requestId: "req-del" });
+          return cur;
+        });
+        expect(await store.resourceExists("tenant", "here")).toBe(false);
       });
 
       it("resource versions only grow across creates and updates of any resource", async () => {

@@ -26,7 +26,7 @@ export function createAuthenticator(adminTokenHash: string, store: Store): Authe
       if (nodeId !== undefined && isValidId(nodeId)) {
         const cred = await store.getNodeCredential(nodeId);
         // A deleted node's token stops working with the deletion (its tombstone stays).
-        if (cred && tokenMatches(bearer, cred.tokenHash) && (await store.getResource("node", nodeId))) return { kind: "node", nodeId };
+        if (cred && tokenMatches(bearer, cred.tokenHash) && (await store.resourceExists("node", nodeId))) return { kind: "node", nodeId };
         throw unauthorized("invalid node token");
       }
       if (tokenMatches(bearer, adminTokenHash)) return { kind: "admin" };

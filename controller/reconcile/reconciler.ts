@@ -32,6 +32,7 @@ import { planDeployment, planRemoval } from "./plan-deployment.js";
 import { recordOutcome } from "./target-record.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
+import { NodeCache } from "./node-cache.js";
 import { convergence, worst } from "./convergence.js";
 
 type Trace = { requestId: string; correlationId: string };
@@ -81,6 +82,8 @@ export class Reconciler {
   private stopped = false;
   // Per tenant: a wake-up for the earliest retry a pass scheduled (the result says when to look again).
   private readonly wakeups = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  // Every node, kept current by revision, for single-tenant passes (see node-cache.ts).
+  private readonly nodeCache = new NodeCache();
 
   constructor(private readonly deps: ReconcilerDeps) {}
 
@@ -170,7 +173,7 @@ export class Reconciler {
   /** One pass for one tenant (serialised per tenant); `world` is re-read when not given. */
   async reconcileTenant(tenantId: string, opts: PassOptions = {}, given?: World): Promise<PassResult> {
     return this.deps.locks.run(`reconcile:${tenantId}`, async () => {
-      const world = given ?? (await loadTenantWorld(this.deps.store, tenantId));
+      const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache));
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
       return this.pass(tenantId, opts, world);
     });

@@ -9,6 +9,7 @@ import type { ResourceType } from "../ids.js";
 import type { Store } from "../store/store.js";
 import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-record.js";
+import type { NodeCache } from "./node-cache.js";
 
 /** Statuses of an order still in flight (its target gets no other order meanwhile). */
 const IN_FLIGHT = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
@@ -24,11 +25,11 @@ export interface NodeFacts {
  * they name, every node, and the tenant's orders in flight. Far cheaper than the whole world
  * when a single change arrives.
  */
-export async function loadTenantWorld(store: Store, tenantId: string): Promise<World> {
+export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?: NodeCache): Promise<World> {
   const [tenant, services, nodes] = await Promise.all([
     store.getResource("tenant", tenantId, { includeDeleted: true }),
     listAll(store, "service", false, tenantId),
-    listAll(store, "node", false),
+    nodeCache ? nodeCache.current(store) : listAll(store, "node", false),
   ]);
   const wanted = { network: new Set<string>(), volume: new Set<string>(), resource_limits: new Set<string>() };
   for (const s of services) {

@@ -99,6 +99,12 @@ export class FileStore implements S.Store {
     return clone(ResourceSchema, r);
   }
 
+  async resourceExists(type: ResourceType, id: string): Promise<boolean> {
+    this.ensureOpen();
+    const r = this.resources.get(type, id);
+    return r !== undefined && !r.deletion;
+  }
+
   async currentRevision(): Promise<bigint> {
     this.ensureOpen();
     return this.revision;
@@ -137,12 +143,16 @@ export class FileStore implements S.Store {
           current_version: currentVersion,
         });
       }
-      const next = clone(ResourceSchema, mutate(clone(ResourceSchema, current)));
+      // mutate works on a private copy; what it returns is copied again only when it is some other
+      // object (which the caller might keep). Every heartbeat comes through here: copies count.
+      const draft = clone(ResourceSchema, current);
+      const returned = mutate(draft);
+      const next = returned === draft ? draft : clone(ResourceSchema, returned);
       // Identity and creation time belong to the store, whatever mutate did to them.
       next.id = current.id;
       next.resourceType = current.resourceType;
       next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
-      if (equals(ResourceSchema, next, current)) return clone(ResourceSchema, current);
+      if (equals(ResourceSchema, next, current)) return next;
       next.metadata ??= create(MetadataSchema);
       next.metadata.resourceVersion = this.nextRevision();
       await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next));

@@ -106,6 +106,8 @@ export interface Store {
   // --- resources -------------------------------------------------------------------------
   /** The resource, or undefined; a deleted one (tombstone) only with includeDeleted. */
   getResource(type: ResourceType, id: string, options?: GetOptions): Promise<Resource | undefined>;
+  /** True when the resource exists and is not deleted (cheaper than reading it: every node call asks). */
+  resourceExists(type: ResourceType, id: string): Promise<boolean>;
   /** Resources ordered by (resource_type, id); tombstones only with includeDeleted. */
   listResources(filter: ResourceFilter): Promise<Page<Resource>>;
   /** The store revision: the highest resource_version assigned so far (0 when empty). */

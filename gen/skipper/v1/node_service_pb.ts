@@ -452,7 +452,7 @@ export const NodeService: GenService<{
   /**
    * WatchWorkOrders is a doorbell for the agent: it streams the node's oldest pending order on
    * connect, then every order that becomes pending for the node (new, or back from a lapsed
-   * lease) as it happens, and a keepalive with the server time every 15 s. The agent still
+   * lease) as it happens, and a keepalive with the server time every 45 s. The agent still
    * claims through ClaimWorkOrder, and polls GetNextWorkOrder when the stream breaks.
    *
    * @generated from rpc skipper.v1.NodeService.WatchWorkOrders

@@ -1,0 +1,38 @@
+// The nodes a tenant's pass places work on, read once and then kept current by revision: each
+// pass asks the store only for nodes written since the last look (tombstones included, so a
+// deleted node drops out). Placement needs every node's labels and liveness, and copying a
+// thousand node records for every single change was most of a pass's cost. The store stays the
+// source of truth: nothing here is written back, and a restart starts from the store again.
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { Store } from "../store/store.js";
+
+export class NodeCache {
+  private readonly nodes = new Map<string, Resource>();
+  private revision: bigint | undefined;
+  private refreshing: Promise<void> | undefined;
+
+  /** Every live node as of now. The records are shared: callers must not change them. */
+  async current(store: Store): Promise<Resource[]> {
+    // Concurrent passes share one refresh, then each sees a map at least as new as its call.
+    while (this.refreshing) await this.refreshing;
+    this.refreshing = this.refresh(store).finally(() => (this.refreshing = undefined));
+    await this.refreshing;
+    return [...this.nodes.values()];
+  }
+
+  private async refresh(store: Store): Promise<void> {
+    // The revision is read before the listing: a write landing in between is listed now and,
+    // being newer than `upTo`, again next time (harmless), but never missed.
+    const upTo = await store.currentRevision();
+    let pageToken = "";
+    do {
+      const page = await store.listResources({ resourceType: "node", includeDeleted: true, sinceRevision: this.revision, pageSize: 1000, pageToken });
+      for (const n of page.items) {
+        if (n.deletion) this.nodes.delete(n.id);
+        else this.nodes.set(n.id, n);
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    this.revision = upTo;
+  }
+}
