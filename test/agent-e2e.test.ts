@@ -314,6 +314,12 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   }, 90_000);
 
   it("rides out a controller restart: retries with growing backoff, never exits, then takes new work", async () => {
+    // The agent must be idle, so its main loop is what meets the stopped controller: the last
+    // order's result can be stored before the agent hears back (then it retries the report).
+    const last = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1 })).workOrders[0]!;
+    await waitFor("the agent to hear its last result was stored", async () =>
+      (await readFile(agent.logFile, "utf8")).split("\n").some((l) => l.includes(last.id) && l.includes('"action":"report_result","result":"ok"')) ? true : undefined,
+    );
     const logBefore = (await readFile(agent.logFile, "utf8")).length;
     const ctlPort = Number(new URL(ctl.url).port);
     await ctl.stop();
