@@ -94,7 +94,10 @@ if (!env.DOCKER_HOST) {
   }
 }
 
-// 4. The agent.
+// 4. The agent. Its allow-list (what execute_command orders may run) holds two read-only
+// programs for the README's examples unless SKIPPY_ALLOW_COMMANDS says otherwise.
+env.SKIPPY_ALLOW_COMMANDS ??= "uptime,df";
+say(`agent ${NODE_ID} may run: ${env.SKIPPY_ALLOW_COMMANDS || "(nothing)"} (SKIPPY_ALLOW_COMMANDS)`);
 if (existsSync(tokenFile)) {
   agent = spawn(
     process.execPath,
