@@ -16,6 +16,7 @@ import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { CommandSpecSchema } from "../gen/skipper/v1/safety_pb.js";
 import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -61,7 +62,7 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     port = await freePort();
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", `${SWEEP_MS}ms`] });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
-    agent = startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir: join(root, "state"), workDir: join(root, "work"), dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "20s"] });
+    agent = startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir: join(root, "state"), workDir: join(root, "work"), dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "20s", "--allow-command", "true", "--allow-command", "false"] });
     await api().createResource({
       resourceType: "tenant",
       resource: res("tenant", TENANT, {
@@ -148,4 +149,34 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     await ctl.admin(DeploymentService).apply({ tenantId: TENANT });
     await waitFor("v3 again after Apply", async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v3" ? true : undefined), 90_000);
   }, 200_000);
+
+  it("a failing pre-deploy hook changes nothing; a failing post-deploy hook rolls the deploy back", async () => {
+    const container = await webContainer();
+    const setHooks = async (pre: string, post: string) => {
+      const t = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
+      const spec = t.desiredState!.kind.value as { safety: { preDeploy: unknown[]; postDeploy: unknown[] } };
+      spec.safety.preDeploy = [create(CommandSpecSchema, { argv: [pre] })];
+      spec.safety.postDeploy = [create(CommandSpecSchema, { argv: [post] })];
+      await api().updateResource({ resourceType: "tenant", id: TENANT, desiredState: t.desiredState });
+    };
+    const known = new Set((await tenantOrders()).map((o) => o.id));
+    const next = (code: string) =>
+      waitFor(`an order ending ${code}`, async () => (await tenantOrders()).find((o) => !known.has(o.id) && o.result?.code === code), 90_000);
+
+    await setHooks("false", "true");
+    await setGreeting("v4", true);
+    const refused = await next("PRE_DEPLOY_FAILED");
+    expect(refused.result?.message).toContain("pre-deploy hook false");
+    expect(refused.result?.details?.command?.exitCode).toBe(1);
+    expect(await webContainer()).toBe(container);
+    expect(await page()).toBe("v3");
+
+    // The hooks change; the reconciler's next attempt at v4 takes them: v4 comes up, its
+    // post-deploy hook fails, and v3 is restored.
+    await setHooks("true", "false");
+    const rolled = await next("ROLLED_BACK");
+    expect(rolled.result?.message).toContain("post-deploy hook false");
+    expect(rolled.desiredState?.safety?.postDeploy[0]?.argv).toEqual(["false"]);
+    expect(await page()).toBe("v3");
+  }, 150_000);
 });
