@@ -18,13 +18,10 @@ import { join, sep } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { FileWrittenSchema, type FileUpload, type FileWritten } from "../../gen/skipper/v1/order_action_pb.js";
 import { ID_PATTERN } from "../../controller/ids.js";
+import { uploadPathProblem } from "../../controller/dispatch/action-rules.js";
 import { orderOutcome, type Executor } from "./executor.js";
 
-const MAX_PATH = 4096;
 const DEFAULT_MODE = 0o644;
-// Files of a tenant's project directory that the agent itself manages (compose file, env, state,
-// sticker, their temp files, deploy staging directories): an upload must not replace them.
-const RESERVED = (first: string) => first === "docker-compose.yml" || first === ".env" || first.startsWith(".skipper-") || first.startsWith(".staging-");
 
 interface Plan {
   rel: string;
@@ -75,7 +72,7 @@ export const uploadFiles: Executor = async (order, ctx) => {
     for (const p of plans) await walkDirs(realBase, p, false);
     for (const p of plans) {
       if (ctx.signal.aborted) return done("CANCELLED", `cancelled after ${written.length} of ${plans.length} file(s)`);
-      written.push(await writeOne(await walkDirs(realBase, p, true), p));
+      written.push(await writeOne(await walkDirs(realBase, p, true), p, realBase));
     }
   } catch (e) {
     if (e instanceof Refused) return done("UPLOAD_INVALID", `${e.message}; ${written.length} file(s) written before`);
@@ -87,7 +84,7 @@ export const uploadFiles: Executor = async (order, ctx) => {
 };
 
 /** Writes `data` as dir/name atomically: temp file, owner, mode, fsync, rename, fsync dir. */
-export async function writeFileAtomic(dir: string, name: string, data: Uint8Array | string, opts: { mode: number; uid?: number; gid?: number }): Promise<void> {
+export async function writeFileAtomic(dir: string, name: string, data: Uint8Array | string, opts: { mode: number; uid?: number; gid?: number; within?: string }): Promise<void> {
   const tmp = join(dir, `.tmp-${randomBytes(8).toString("hex")}`);
   // O_EXCL and O_NOFOLLOW: never open something that was already there, least of all a symlink.
   const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
@@ -98,6 +95,12 @@ export async function writeFileAtomic(dir: string, name: string, data: Uint8Arra
     await fh.chmod(opts.mode);
     await fh.sync();
     await fh.close();
+    // The directory was checked when the walk reached it; a process that can write under the
+    // base (a container with it bind-mounted) could have swapped a parent for a symlink since.
+    // Checked again right before the rename, which is the step that makes the file appear.
+    if (opts.within !== undefined && !isInside(opts.within, await realpath(dir))) {
+      throw new Refused(`${join(dir, name)}: a directory on the way was replaced by a link out of the base directory while writing`);
+    }
     await rename(tmp, join(dir, name));
   } catch (e) {
     await fh.close().catch(() => undefined);
@@ -116,14 +119,11 @@ async function plan(f: FileUpload, projectDir: boolean, accounts: Accounts): Pro
   const rel = f.path;
   const segs = rel.split("/");
   const bad = (why: string) => new Refused(`path ${JSON.stringify(rel.slice(0, 200))} ${why}`);
-  if (rel === "") throw bad("is empty");
-  if (rel.length > MAX_PATH) throw bad(`is longer than ${MAX_PATH} characters`);
-  if (rel.includes("\0")) throw bad("contains a NUL byte");
-  if (rel.startsWith("/")) throw bad("is absolute; paths are relative to the base directory");
-  if (segs.includes("..")) throw bad("has a '..' segment");
-  if (segs.some((s) => s === "" || s === ".")) throw bad("is not normalised (empty or '.' segment)");
+  // The controller's rules (relative, normalised, no '..', not the agent's own files), checked
+  // again here: the agent trusts no one with its host.
+  const problem = uploadPathProblem(rel, projectDir);
+  if (problem) throw bad(problem);
   if (segs.some((s) => Buffer.byteLength(s) > 255)) throw bad("has a name longer than 255 bytes");
-  if (projectDir && RESERVED(segs[0]!)) throw bad("names a file the agent manages in the project directory");
   const mode = f.mode === 0 ? DEFAULT_MODE : f.mode;
   if ((mode & ~0o7777) !== 0) throw new Refused(`${rel}: mode ${mode.toString(8)} has bits beyond the permission bits (07777)`);
   if ((mode & 0o6000) !== 0) throw new Refused(`${rel}: setuid and setgid modes are refused (${mode.toString(8)})`);
@@ -145,7 +145,7 @@ async function walkDirs(realBase: string, p: Plan, create: boolean): Promise<str
     if (create) await mkdir(next, { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => (e.code === "EEXIST" ? undefined : Promise.reject(e)));
     else if (!(await exists(next))) return cur;
     const real = await realpath(next);
-    if (real !== realBase && !real.startsWith(realBase.endsWith(sep) ? realBase : realBase + sep)) {
+    if (!isInside(realBase, real)) {
       throw new Refused(`path ${JSON.stringify(p.rel)} leads out of the base directory through a symlink (to ${real})`);
     }
     if (!(await lstat(real)).isDirectory()) throw new Refused(`path ${JSON.stringify(p.rel)}: ${seg} is not a directory`);
@@ -156,7 +156,7 @@ async function walkDirs(realBase: string, p: Plan, create: boolean): Promise<str
   return cur;
 }
 
-async function writeOne(dir: string, p: Plan): Promise<FileWritten> {
+async function writeOne(dir: string, p: Plan, realBase: string): Promise<FileWritten> {
   const path = join(dir, p.name);
   const result = (changed: boolean) => create(FileWrittenSchema, { path, sha256: p.sha256, mode: p.mode, size: BigInt(p.content.length), changed });
   const old = await lstat(path).catch(() => undefined);
@@ -168,7 +168,7 @@ async function writeOne(dir: string, p: Plan): Promise<FileWritten> {
     (p.gid === undefined || old.gid === p.gid) &&
     sha256(await readFile(path)) === p.sha256;
   if (same) return result(false);
-  await writeFileAtomic(dir, p.name, p.content, p);
+  await writeFileAtomic(dir, p.name, p.content, { ...p, within: realBase });
   return result(true);
 }
 
@@ -194,6 +194,10 @@ class Accounts {
     if (id === undefined) throw new Refused(`${kind} ${JSON.stringify(nameOrId)} is not known on this node (/etc/${table})`);
     return id;
   }
+}
+
+function isInside(base: string, path: string): boolean {
+  return path === base || path.startsWith(base.endsWith(sep) ? base : base + sep);
 }
 
 function sha256(data: Uint8Array): string {
