@@ -6,20 +6,10 @@
 // work it sleeps one poll interval. When the controller cannot be reached it retries with capped
 // exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import {
-  DeploymentSpecSchema,
-  ResourceSpecSchema,
-  ResourceStatusSchema,
-  ServiceStatusSchema,
-  TenantStatusSchema,
-  type ProcessObservation,
-  type ProjectObservation,
-  type ServiceObservation,
-} from "../gen/skipper/v1/resource_pb.js";
-import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
+import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff, sleep } from "./backoff.js";
 import { OrderWatch } from "./order-watch.js";
@@ -28,6 +18,7 @@ import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
 import type { ExecOutcome, Executor } from "./executors/executor.js";
 import type { Journal } from "./journal.js";
+import { reportStates } from "./state-report.js";
 
 export const AGENT_VERSION = "0.1.0";
 
@@ -274,74 +265,8 @@ export class Agent {
       }
     }
     log.info({ action: "report_result", result: "ok" }, "result reported");
-    await this.reportStates(order, result, services, log);
+    await reportStates({ clients: this.deps.clients, nodeId: this.deps.config.nodeId }, order, result, services, log);
     await this.deps.journal.remove(order.id);
-  }
-
-  private async reportStates(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], log: Logger): Promise<void> {
-    const ds = order.desiredState;
-    if (!ds) return;
-    const now = timestampFromDate(new Date());
-    const nodeId = this.deps.config.nodeId;
-    const own: ResourceStateReport[] = [
-      create(ResourceStateReportSchema, {
-        resourceType: "tenant",
-        id: ds.tenantId,
-        currentState: create(ResourceStatusSchema, {
-          kind: {
-            case: "tenant",
-            value: create(TenantStatusSchema, {
-              nodeId,
-              deploymentId: ds.deploymentId,
-              workOrderId: order.id,
-              resultCode: result.code,
-              composePath: result.details?.composePath ?? "",
-              services,
-              observedAt: now,
-            }),
-          },
-        }),
-      }),
-    ];
-    if (result.success && ds.deploymentId) {
-      own.push(
-        create(ResourceStateReportSchema, {
-          resourceType: "deployment",
-          id: ds.deploymentId,
-          lastAppliedState: create(ResourceSpecSchema, {
-            kind: {
-              case: "deployment",
-              value: create(DeploymentSpecSchema, { tenantId: ds.tenantId, nodeId, serviceIds: ds.serviceIds, composeProject: ds.composeProject, workOrderId: order.id }),
-            },
-          }),
-        }),
-      );
-    }
-    const byCompose = new Map(services.map((s) => [s.service, s]));
-    const serviceReports = ds.serviceIds.flatMap((id) => {
-      const seen = byCompose.get(ds.composeServices[id] ?? id);
-      if (!seen) return [];
-      return [
-        create(ResourceStateReportSchema, {
-          resourceType: "service",
-          id,
-          currentState: create(ResourceStatusSchema, {
-            kind: { case: "service", value: create(ServiceStatusSchema, { nodeId, containers: seen.containers, state: seen.state, observedAt: now }) },
-          }),
-        }),
-      ];
-    });
-    // Tenant and deployment first; services separately, since a service id without a resource
-    // behind it must not keep the tenant's state from being recorded.
-    for (const reports of [own, serviceReports]) {
-      if (reports.length === 0) continue;
-      try {
-        await this.deps.clients.nodes.reportResourceState({ nodeId, workOrderId: order.id, reports }, traceHeaders(order));
-      } catch (e) {
-        const err = ConnectError.from(e);
-        log.warn({ action: "report_state", result: Code[err.code], metadata: { message: err.rawMessage, resources: reports.map((r) => `${r.resourceType}/${r.id}`) } }, "could not report observed state");
-      }
-    }
   }
 
   /** Stops the order being executed, when it is `orderId` (an admin cancelled it). */
