@@ -94,6 +94,8 @@ describe("execute_command: how runs end", () => {
     expect(failed).toMatchObject({ success: false, retriable: false, code: "COMMAND_FAILED" });
     expect(failed.details?.command?.exitCode).toBe(2);
     expect(failed.details?.command?.stderr).toMatch(/nothing-here/);
+    // What the command printed stays in details.command, out of the message (events, logs).
+    expect(failed.message).toBe("ls exited 2 (output in details.command)");
     for (const p of ["definitely-not-a-program-xyz", "/nonexistent/bin/prog"]) {
       const r = (await run({ argv: [p] }, [p])).result;
       expect(r.code).toBe("COMMAND_NOT_FOUND");

@@ -57,7 +57,9 @@ export function describeRun(r: SpecRun): string {
   if (run.timedOut) return `${run.program} did not finish within ${r.timeoutMs} ms and was stopped`;
   if (run.cancelled) return `${run.program} was stopped`;
   if (run.exitCode === 0) return `${run.program} exited 0 after ${run.durationMs} ms`;
-  return `${run.program} exited ${run.exitCode}: ${lastLine(run.stderr) || lastLine(run.stdout)}`;
+  // The output stays in details.command: messages end up in events and logs, and what a command
+  // prints is the operator's business, not the audit trail's.
+  return `${run.program} exited ${run.exitCode} (output in details.command)`;
 }
 
 /** True when the spec ran and exited 0. */
@@ -72,9 +74,4 @@ function withoutAgentSecrets(): Record<string, string> {
   for (const k of Object.keys(process.env)) if (k.startsWith("SKIPPY_") || isSecretKey(k)) hidden[k] = undefined;
   // Node's spawn leaves out variables whose value is undefined, which is how these are removed.
   return hidden as Record<string, string>;
-}
-
-function lastLine(s: string): string {
-  const lines = s.trim().split("\n").filter((l) => l.trim() !== "");
-  return (lines[lines.length - 1] ?? "").slice(0, 300);
 }
