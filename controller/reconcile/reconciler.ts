@@ -17,22 +17,19 @@ import {
   type Resource,
   type TargetStatus,
 } from "../../gen/skipper/v1/resource_pb.js";
-import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isSkipperError } from "../errors.js";
-import { onOrderSuperseded } from "../dispatch/order-outcome.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
-import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import { recordEvents } from "../events/event-recorder.js";
 import { tenantOf } from "../resources/resource-rules.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
-import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
-import { planDeployment, planRemoval } from "./plan-deployment.js";
+import { planTarget, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { recordOutcome } from "./target-record.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
 import { NodeCache } from "./node-cache.js";
+import { issueOrder, supersedeStale } from "./order-issuer.js";
 import { convergence, worst } from "./convergence.js";
 
 type Trace = { requestId: string; correlationId: string };
@@ -157,16 +154,38 @@ export class Reconciler {
         // A sweep reads the world once; a change reads only what its tenant's pass needs.
         const world = sweep ? await loadWorld(this.deps.store) : undefined;
         const tenants = world ? [...new Set([...world.tenantIds(), ...queued.keys()])] : [...queued.keys()];
+        // During a sweep, changes that arrive go first, between two tenants of the sweep, so a
+        // thousand-tenant sweep does not hold them up; a tenant passed that way (with what it
+        // reads fresh) is not passed again with the sweep's older world.
+        const fresh = new Set<string>();
         for (const id of tenants) {
-          try {
-            await this.reconcileTenant(id, { trace: queued.get(id) }, world);
-          } catch (e) {
-            this.deps.logger.error({ action: "reconcile", result: "error", tenant_id: id, err: e }, "reconcile pass failed");
-          }
+          if (world) await this.changesFirst(fresh);
+          if (fresh.has(id)) continue;
+          await this.passLogged(id, queued.get(id), world);
         }
       } catch (e) {
         this.deps.logger.error({ action: "reconcile", result: "error", err: e }, "could not read the world for a reconcile pass");
       }
+    }
+  }
+
+  // Lets requests in (the sweep's reads may all be answered from memory, never yielding), then
+  // passes the tenants queued meanwhile.
+  private async changesFirst(fresh: Set<string>): Promise<void> {
+    await new Promise((r) => setImmediate(r));
+    while (this.queue.size > 0 && !this.stopped) {
+      const [id, trace] = this.queue.entries().next().value!;
+      this.queue.delete(id);
+      fresh.add(id);
+      await this.passLogged(id, trace);
+    }
+  }
+
+  private async passLogged(id: string, trace: Trace | undefined, world?: World): Promise<void> {
+    try {
+      await this.reconcileTenant(id, { trace }, world);
+    } catch (e) {
+      this.deps.logger.error({ action: "reconcile", result: "error", tenant_id: id, err: e }, "reconcile pass failed");
     }
   }
 
@@ -197,7 +216,7 @@ export class Reconciler {
     const verdicts = new Map<string, TargetVerdict>();
     const nextRecords: TargetStatus[] = [];
     for (const nodeId of nodeIds) {
-      const inFlight = await this.supersedeStale(world.inFlight(tenantId, nodeId), desire.targets.get(nodeId)?.specHash ?? "", now, trace);
+      const inFlight = await supersedeStale(this.deps, world.inFlight(tenantId, nodeId), desire.targets.get(nodeId)?.specHash ?? "", now, trace);
       const node = world.node(nodeId);
       const facts = {
         nodeId,
@@ -219,7 +238,7 @@ export class Reconciler {
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
       for (const action of plan.actions) {
-        const issued = await this.execute(tenantId, orderTerms, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
+        const issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, live === undefined ? tenant.deletion?.deleteData === true : false, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
@@ -264,63 +283,6 @@ export class Reconciler {
     }, Math.max(0, at - now.getTime()) + 5);
     timer.unref();
     this.wakeups.set(tenantId, { at, timer });
-  }
-
-  // A pending order for an older desired state is replaced rather than waited for (a burst of
-  // changes becomes one order). One a node has claimed runs to its end.
-  private async supersedeStale(o: WorkOrder | undefined, desiredHash: string, now: Date, trace: { requestId: string; correlationId: string }): Promise<WorkOrder | undefined> {
-    if (!o || o.status !== WorkOrderStatus.PENDING || o.type === WorkOrderType.ROLLBACK) return o;
-    const removal = o.type === WorkOrderType.REMOVE_SERVICE;
-    const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
-    if (!stale) return o;
-    const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "replaced by an order for a newer desired state before any node claimed it" });
-    try {
-      const done = await this.deps.store.supersedeWorkOrder(o.id, result, now);
-      await onOrderSuperseded(this.deps.store, done, trace);
-      this.deps.logger.info({ action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id }, "reconcile: stale pending order superseded");
-      return undefined;
-    } catch (e) {
-      if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return (await this.deps.store.getWorkOrder(o.id)) ?? o;
-      throw e;
-    }
-  }
-
-  private async execute(tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
-    const { store } = this.deps;
-    const workOrderId = uuidv4();
-    const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
-    const ids = { ...base, priority: terms.priority };
-    const events: EventInput[] = [];
-    if (drift && drift.length > 0) {
-      events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
-    }
-    if (action.kind === "deploy") {
-      const deploymentId = `deploy-${uuidv4()}`;
-      const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
-      const deployment = await store.createResource(plan.deployment);
-      const [workOrder] = await Promise.all([
-        store.createWorkOrder(plan.workOrder),
-        recordEvents(store, [
-          ...events,
-          { id: transitionEventId(deploymentId, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deploymentId, deploymentId, ...base, revision: deployment.metadata?.resourceVersion },
-          { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, deploymentId, ...base, data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash } },
-        ]),
-      ]);
-      this.deps.onOrderCreated?.(workOrder);
-      this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
-      return { nodeId: action.nodeId, workOrder, deployment, created: true };
-    }
-    const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, now });
-    const [workOrder] = await Promise.all([
-      store.createWorkOrder(order),
-      recordEvents(store, [
-        ...events,
-        { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes } },
-      ]),
-    ]);
-    this.deps.onOrderCreated?.(workOrder);
-    this.deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } }, "reconcile: removal order issued");
-    return { nodeId: action.nodeId, workOrder, created: true };
   }
 
   // Writes the tenant's target records and convergence when they changed.
@@ -376,8 +338,4 @@ export class Reconciler {
       },
     ]);
   }
-}
-
-function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
-  return { tenant_id: b.tenantId, node_id: b.nodeId, request_id: b.requestId, correlation_id: b.correlationId, work_order_id: b.workOrderId };
 }

@@ -1,0 +1,83 @@
+// Carries out the reconciler's actions for one target: issues a deploy (a deployment record and
+// its deploy_service order) or a removal order, with their events, and supersedes a pending order
+// that a newer desired state made stale. The decisions are plan-target.ts's; this only executes.
+import { create } from "@bufbuild/protobuf";
+import { v4 as uuidv4 } from "uuid";
+import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isSkipperError } from "../errors.js";
+import { onOrderSuperseded } from "../dispatch/order-outcome.js";
+import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import type { Logger } from "../logging/logger.js";
+import type { Store } from "../store/store.js";
+import { planDeployment, planRemoval } from "./plan-deployment.js";
+import type { TargetAction } from "./plan-target.js";
+import type { TargetOrder } from "./reconciler.js";
+
+export interface IssuerDeps {
+  store: Store;
+  logger: Logger;
+  /** Told of every order created (WatchWorkOrders streams). */
+  onOrderCreated?: (order: WorkOrder) => void;
+}
+
+// A pending order for an older desired state is replaced rather than waited for (a burst of
+// changes becomes one order). One a node has claimed runs to its end.
+export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined, desiredHash: string, now: Date, trace: { requestId: string; correlationId: string }): Promise<WorkOrder | undefined> {
+  if (!o || o.status !== WorkOrderStatus.PENDING || o.type === WorkOrderType.ROLLBACK) return o;
+  const removal = o.type === WorkOrderType.REMOVE_SERVICE;
+  const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
+  if (!stale) return o;
+  const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "replaced by an order for a newer desired state before any node claimed it" });
+  try {
+    const done = await deps.store.supersedeWorkOrder(o.id, result, now);
+    await onOrderSuperseded(deps.store, done, trace);
+    deps.logger.info({ action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id }, "reconcile: stale pending order superseded");
+    return undefined;
+  } catch (e) {
+    if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return (await deps.store.getWorkOrder(o.id)) ?? o;
+    throw e;
+  }
+}
+
+export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
+  const { store } = deps;
+  const workOrderId = uuidv4();
+  const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
+  const ids = { ...base, priority: terms.priority };
+  const events: EventInput[] = [];
+  if (drift && drift.length > 0) {
+    events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
+  }
+  if (action.kind === "deploy") {
+    const deploymentId = `deploy-${uuidv4()}`;
+    const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
+    const deployment = await store.createResource(plan.deployment);
+    const [workOrder] = await Promise.all([
+      store.createWorkOrder(plan.workOrder),
+      recordEvents(store, [
+        ...events,
+        { id: transitionEventId(deploymentId, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deploymentId, deploymentId, ...base, revision: deployment.metadata?.resourceVersion },
+        { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, deploymentId, ...base, data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash } },
+      ]),
+    ]);
+    deps.onOrderCreated?.(workOrder);
+    deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
+    return { nodeId: action.nodeId, workOrder, deployment, created: true };
+  }
+  const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, now });
+  const [workOrder] = await Promise.all([
+    store.createWorkOrder(order),
+    recordEvents(store, [
+      ...events,
+      { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes } },
+    ]),
+  ]);
+  deps.onOrderCreated?.(workOrder);
+  deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } }, "reconcile: removal order issued");
+  return { nodeId: action.nodeId, workOrder, created: true };
+}
+
+function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
+  return { tenant_id: b.tenantId, node_id: b.nodeId, request_id: b.requestId, correlation_id: b.correlationId, work_order_id: b.workOrderId };
+}
