@@ -334,8 +334,11 @@ describe("expires_at", () => {
     }, 5000, 50);
     expect(failed.result).toMatchObject({ success: false, retriable: false, code: "EXPIRED" });
     expect(failed.finishedAt).toBeDefined();
-    const types = (await events({ workOrderId: order.id })).map((e) => e.type);
-    expect(types).toContain("work_order_failed");
+    // The event follows the transition (recorded right after it is stored).
+    const types = await waitFor("the failure event", async () => {
+      const t = (await events({ workOrderId: order.id })).map((e) => e.type);
+      return t.includes("work_order_failed") ? t : undefined;
+    }, 5000, 50);
     expect(types).not.toContain("work_order_started");
     const failedEvent = (await events({ type: "work_order_failed", workOrderId: order.id }))[0]!;
     expect(failedEvent.data).toMatchObject({ code: "EXPIRED" });

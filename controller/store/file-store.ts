@@ -143,11 +143,13 @@ export class FileStore implements S.Store {
           current_version: currentVersion,
         });
       }
-      // mutate works on a private copy; what it returns is copied again only when it is some other
-      // object (which the caller might keep). Every heartbeat comes through here: copies count.
+      // mutate works on a private copy. Returned unchanged (most heartbeats), that copy is the
+      // answer; changed, it is copied again before it is stored, since mutate may have put in it
+      // objects its caller still holds.
       const draft = clone(ResourceSchema, current);
       const returned = mutate(draft);
-      const next = returned === draft ? draft : clone(ResourceSchema, returned);
+      if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
+      const next = clone(ResourceSchema, returned);
       // Identity and creation time belong to the store, whatever mutate did to them.
       next.id = current.id;
       next.resourceType = current.resourceType;
