@@ -1,6 +1,7 @@
 // The agent's pieces that need no engine: configuration, backoff, change detection, command
 // output handling, the journal, and the executor's answers when no engine can be reached.
-import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { removeStaleTemps, writeFileAtomic } from "../agent/engine/durable-file.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -22,6 +23,22 @@ import { ImageObservationSchema } from "../gen/skipper/v1/order_action_pb.js";
 const noFile = () => {
   throw new Error("no file");
 };
+
+describe("durable files", () => {
+  it("writes atomically with its mode, and a crash's leftover temp files are removed, nothing else", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "skipper-durable-"));
+    try {
+      await writeFileAtomic(join(dir, ".skipper-state.json"), "{}\n", 0o600);
+      expect((await stat(join(dir, ".skipper-state.json"))).mode & 0o777).toBe(0o600);
+      await writeFile(join(dir, ".skipper-applied.json.0123456789ab.tmp"), "secret");
+      await writeFile(join(dir, "notes.tmp"), "keep");
+      await removeStaleTemps(dir);
+      expect((await readdir(dir)).sort()).toEqual([".skipper-state.json", "notes.tmp"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("allow-list and pinned digests", () => {
   it("allows exactly the listed programs, nothing that merely contains or resembles them", () => {

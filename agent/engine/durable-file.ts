@@ -2,7 +2,7 @@
 // to a temporary file beside the target, fsynced, renamed over it, and the directory fsynced, so
 // a reader or the agent after a crash sees the old content or the new, never a mix.
 import { randomBytes } from "node:crypto";
-import { mkdir, open, rename, unlink } from "node:fs/promises";
+import { mkdir, open, readdir, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -35,4 +35,13 @@ export async function syncDir(dir: string): Promise<void> {
   } finally {
     await d.close();
   }
+}
+
+// writeFileAtomic's temp files: `.<name>.<12 hex>.tmp`.
+const TEMP = /^\..+\.[0-9a-f]{12}\.tmp$/;
+
+/** Removes temp files a crash left in `dir` (they may hold secrets, e.g. a restore point's env). */
+export async function removeStaleTemps(dir: string): Promise<void> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  await Promise.all(names.filter((n) => TEMP.test(n)).map((n) => unlink(join(dir, n)).catch(() => undefined)));
 }

@@ -32,6 +32,7 @@ import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type E
 import { awaitHealthy } from "./health-gate.js";
 import { rollBack, runHooks } from "./deploy-safety.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
+import { removeStaleTemps } from "../engine/durable-file.js";
 import { digestMismatches, projectImages } from "../engine/images.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
@@ -98,6 +99,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const envPath = join(dir, ".env");
   const staging = join(dir, `.staging-${order.id}`);
   await mkdir(staging, { recursive: true, mode: 0o700 });
+  // A state record or restore point half-written when the agent died (the env may hold secrets).
+  await removeStaleTemps(dir);
   const stagedYml = join(staging, "docker-compose.yml");
   const stagedEnv = join(staging, ".env");
   await writeDurable(stagedYml, project.composeFile, 0o644);

@@ -22,7 +22,9 @@ export class NodeCache {
 
   private async refresh(store: Store): Promise<void> {
     // The revision is read before the listing: a write landing in between is listed now and,
-    // being newer than `upTo`, again next time (harmless), but never missed.
+    // being newer than `upTo`, again next time (harmless), but never missed. The store's
+    // currentRevision counts only writes a listing can already return (a write still on its way
+    // to disk holds it back), so nothing below `upTo` can appear later.
     const upTo = await store.currentRevision();
     let pageToken = "";
     do {

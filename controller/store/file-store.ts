@@ -40,6 +40,7 @@ export class FileStore implements S.Store {
   private readonly inFlight = new Set<Promise<unknown>>();
   private lock: DataDirLock | undefined;
   private revision = 0n;
+  private readonly unpublished = new Set<bigint>();
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
   private events = new EventIndex();
@@ -107,7 +108,12 @@ export class FileStore implements S.Store {
 
   async currentRevision(): Promise<bigint> {
     this.ensureOpen();
-    return this.revision;
+    // Only what a listing can already return: a revision handed to a write still on its way to
+    // disk (and so not yet in the index) holds the answer below it, or a reader that resumes
+    // "since" this answer would skip that write for good.
+    let low = this.revision;
+    for (const r of this.unpublished) if (r - 1n < low) low = r - 1n;
+    return low;
   }
 
   async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
@@ -125,9 +131,10 @@ export class FileStore implements S.Store {
       }
       const stored = clone(ResourceSchema, resource);
       stored.metadata ??= create(MetadataSchema);
-      stored.metadata.resourceVersion = this.nextRevision();
-      await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored));
-      this.resources.put(stored);
+      await this.publish((rev) => {
+        stored.metadata!.resourceVersion = rev;
+        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(stored));
+      });
       return clone(ResourceSchema, stored);
     });
   }
@@ -156,9 +163,10 @@ export class FileStore implements S.Store {
       next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
       next.metadata ??= create(MetadataSchema);
-      next.metadata.resourceVersion = this.nextRevision();
-      await this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next));
-      this.resources.put(next);
+      await this.publish((rev) => {
+        next.metadata!.resourceVersion = rev;
+        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next)).then(() => this.resources.put(next));
+      });
       return clone(ResourceSchema, next);
     });
   }
@@ -382,9 +390,17 @@ export class FileStore implements S.Store {
     if (!this.lock) throw new SkipperError("INTERNAL_ERROR", "the file store is not open");
   }
 
-  private nextRevision(): string {
+  // Gives a resource write the next revision and counts it unpublished until the record is in
+  // the index (or the write failed): see currentRevision.
+  private async publish(write: (revision: string) => Promise<void>): Promise<void> {
     this.revision += 1n;
-    return this.revision.toString();
+    const rev = this.revision;
+    this.unpublished.add(rev);
+    try {
+      await write(rev.toString());
+    } finally {
+      this.unpublished.delete(rev);
+    }
   }
 }
 
