@@ -22,6 +22,8 @@ export interface ControllerConfig {
   livenessCheckMs: number;
   /** Lease of a work-order claim. */
   leaseMs: number;
+  /** How long events are kept; 0 keeps them for ever. */
+  eventRetentionMs: number;
 }
 
 export const USAGE = `Usage: skipper-controller [options]
@@ -39,6 +41,8 @@ Options (environment variable in brackets):
                         (default 30s; changes are reconciled at once regardless)
   --lease-duration DUR  how long a work-order claim lasts unless the agent renews it
                         [SKIPPER_LEASE_DURATION] (default 30s)
+  --event-retention DUR events older than this are deleted, checked hourly; 0 keeps them
+                        [SKIPPER_EVENT_RETENTION] (default 30d)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
   -h, --help            show this help
 
@@ -61,6 +65,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
       "lease-duration": { type: "string" },
+      "event-retention": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -94,6 +99,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
     livenessCheckMs: 1000,
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
+    eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d"),
   };
 }
 
@@ -106,10 +112,15 @@ export function parseListen(listen: string): { host: string; port: number } {
 }
 
 /** Parses "500", "500ms", "5s", "2m", "1h" to milliseconds. */
+/** --event-retention: 0 keeps events for ever; otherwise at least an hour. */
+function retention(text: string): number {
+  return text.trim() === "0" ? 0 : duration(text, "--event-retention", 3_600_000);
+}
+
 export function duration(text: string, what: string, min: number): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s or 2m, got '${text}'`);
-  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "ms"]!;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s, 2m or 7d, got '${text}'`);
+  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
   if (ms < min) throw new Error(`${what} must be at least ${min} ms`);
   return Math.round(ms);
 }

@@ -35,6 +35,7 @@ async function main(): Promise<void> {
     resetAdminToken: config.resetAdminToken,
     reconcileIntervalMs: config.reconcileIntervalMs,
     leaseMs: config.leaseMs,
+    eventRetentionMs: config.eventRetentionMs,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;

@@ -37,6 +37,7 @@ import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { LivenessMonitor } from "./reconcile/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
+import { EventRetention } from "./events/event-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
 import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";
@@ -72,6 +73,8 @@ export interface BuildOptions {
   livenessCheckMs?: number;
   /** Lease of a work-order claim (default 30 s); lapsed leases are checked every second. */
   leaseMs?: number;
+  /** Events older than this are deleted (hourly); 0 or unset keeps them. */
+  eventRetentionMs?: number;
 }
 
 export type RequestHandler = (
@@ -172,9 +175,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       feed.publish(o);
       reconciler.enqueue(o.target?.tenantId ?? "");
     }, onFinished: (o) => reconciler.enqueue(o.target?.tenantId ?? ""), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
+  const retention = opts.eventRetentionMs ? new EventRetention({ store, logger, now, retentionMs: opts.eventRetentionMs }) : undefined;
   reconciler.start();
   liveness?.start();
   leases.start();
+  retention?.start();
   return {
     handler,
     store,
@@ -182,6 +187,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     generatedAdminToken,
     close: async () => {
       await leases.stop();
+      await retention?.stop();
       await liveness?.stop();
       await reconciler.stop();
       await snapshots.flush();

@@ -12,6 +12,9 @@ import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { DirFsyncBatcher } from "../controller/store/dir-fsync.js";
 import { FileStore } from "../controller/store/file-store.js";
+import { EventRetention } from "../controller/events/event-retention.js";
+import { EventSchema } from "../gen/skipper/v1/event_pb.js";
+import { pino } from "pino";
 import { describeStoreConformance, event, expectCode, order, tenant } from "./store-conformance.js";
 
 async function tempDir(): Promise<string> {
@@ -35,6 +38,30 @@ describeStoreConformance("file", async () => {
       await rm(dir, { recursive: true, force: true });
     },
   };
+});
+
+describe("event retention job", () => {
+  it("deletes events older than the retention, from listings and from disk, and logs how many", async () => {
+    const dir = await tempDir();
+    const store = new FileStore(dir);
+    await store.open();
+    try {
+      const now = new Date("2026-11-23T12:00:00Z");
+      const ev = (id: string, at: Date) => create(EventSchema, { id, type: "resource_created", schemaVersion: "v1", timestamp: timestampFromDate(at) });
+      await store.appendEvent(ev("ancient", new Date("2026-10-01T00:00:00Z")));
+      await store.appendEvent(ev("recent", new Date("2026-11-20T00:00:00Z")));
+      const lines: unknown[] = [];
+      const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
+      const job = new EventRetention({ store, logger, now: () => now, retentionMs: 30 * 86_400_000 });
+      expect(await job.prune()).toBe(1);
+      expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["recent"]);
+      expect(await readdir(join(dir, "events"))).toEqual(["2026-11-20"]);
+      expect(lines).toContainEqual(expect.objectContaining({ action: "event_retention", metadata: expect.objectContaining({ pruned: 1 }) }));
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("file store on disk", () => {

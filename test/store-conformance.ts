@@ -689,6 +689,24 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
     });
 
     describe("events", () => {
+      it("retention drops events older than the cutoff (other days and the same day), keeps the rest, and it holds after reopening", async (ctx) => {
+        const DAY = 24 * 3_600_000;
+        await store.appendEvent(event("old-1", -3 * DAY));
+        await store.appendEvent(event("old-2", -DAY - 5));
+        await store.appendEvent(event("same-day-old", 0));
+        await store.appendEvent(event("same-day-new", 2000));
+        await store.appendEvent(event("new", DAY));
+        expect(await store.pruneEvents(at(1000))).toBe(3);
+        expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["same-day-new", "new"]);
+        expect(await store.pruneEvents(at(1000))).toBe(0);
+        // A pruned event can be recorded again (its id is free), and the kept ones are still there.
+        await store.appendEvent(event("later", DAY + 1));
+        expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["same-day-new", "new", "later"]);
+        if (!sut.reopen) return ctx.skip();
+        store = await sut.reopen();
+        expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["same-day-new", "new", "later"]);
+      });
+
       it("appending the same event id again is a no-op", async () => {
         await store.appendEvent(event("ev-1", 0, { type: "resource_created" }));
         await store.appendEvent(event("ev-1", 0, { type: "resource_updated" }));

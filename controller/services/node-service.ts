@@ -24,7 +24,7 @@ const HEARTBEAT_PERSIST_MS = 60_000;
 // idle timeout common to proxies and load balancers, and rare enough to cost little at 1,000 streams.
 const WATCH_KEEPALIVE_MS = 45_000;
 // A heartbeat event is recorded when what the agent reports changes, or at most this often.
-const HEARTBEAT_EVENT_EVERY_MS = 5 * 60 * 1000;
+const HEARTBEAT_EVENT_EVERY_MS = 60 * 60 * 1000;
 
 /** Node implementation. */
 export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeService>> {

@@ -29,6 +29,13 @@ export class EventIndex {
     this.ordered.set(eventKey(event), event);
   }
 
+  /** Forgets every event older than `before`; returns them. */
+  removeBefore(before: Date): Event[] {
+    const gone = this.ordered.dropBefore(tupleKey(timestampKey(timestampFromDate(before)), ""));
+    for (const e of gone) this.byId.delete(e.id);
+    return gone;
+  }
+
   /** A page of events in (timestamp, id) order matching the filter; `out` copies each one. */
   list(filter: EventFilter, out: (e: Event) => Event): Page<Event> {
     const match = (e: Event) =>

@@ -5,6 +5,7 @@
 //
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
+import { rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
@@ -292,6 +293,22 @@ export class FileStore implements S.Store {
   async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
     this.ensureOpen();
     return this.events.list(filter, (e) => clone(EventSchema, e));
+  }
+
+  async pruneEvents(before: Date): Promise<number> {
+    this.ensureOpen();
+    const gone = this.events.removeBefore(before);
+    // Whole days before the cutoff go as directories; the cutoff's own day file by file.
+    const cutoffDay = before.toISOString().slice(0, 10);
+    const days = new Set<string>();
+    for (const e of gone) {
+      const at = timestampDate(e.timestamp!);
+      const day = at.toISOString().slice(0, 10);
+      if (day < cutoffDay) days.add(day);
+      else await rm(this.paths.event(at, e.id), { force: true });
+    }
+    for (const day of days) await rm(this.paths.dir("events", day), { recursive: true, force: true });
+    return gone.length;
   }
 
   // --- snapshots -------------------------------------------------------------------------

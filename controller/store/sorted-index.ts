@@ -58,6 +58,15 @@ export class SortedIndex<T> {
     }
   }
 
+  /** Removes every entry with key < `key` (one pass, not one splice each) and returns their values. */
+  dropBefore(key: string): T[] {
+    const i = this.lowerBound(key);
+    const gone = this.values.slice(0, i);
+    this.keys = this.keys.slice(i);
+    this.values = this.values.slice(i);
+    return gone;
+  }
+
   /** The first entry in key order, if any. */
   first(): T | undefined {
     return this.values[0];

@@ -187,6 +187,11 @@ export interface Store {
   appendEvent(event: Event): Promise<void>;
   /** Events ordered by (timestamp, id). */
   listEvents(filter: EventFilter): Promise<Page<Event>>;
+  /**
+   * Deletes every event older than `before` (retention), from disk and from listings; returns how
+   * many. Safe to repeat; events recorded meanwhile with a newer timestamp are untouched.
+   */
+  pruneEvents(before: Date): Promise<number>;
 
   // --- snapshots -------------------------------------------------------------------------
   /** Replaces the latest snapshot of its scope ("system", or "tenant" with tenant_id). */
