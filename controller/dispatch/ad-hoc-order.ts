@@ -1,14 +1,12 @@
 // CreateWorkOrder's rules: which order types an admin may queue, what each one's action must hold,
 // and the order built from a request that passed. Pure apart from the facts passed in (the node,
 // the tenant): the service looks those up, calls check, then stores what build returns.
-import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { MetadataSchema } from "../../gen/skipper/v1/resource_pb.js";
+import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { ProcessOperation } from "../../gen/skipper/v1/order_action_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
-import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
-import { SCHEMA_VERSION } from "../context.js";
+import { WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { invalid } from "../errors.js";
+import { pendingOrder } from "../reconcile/plan-deployment.js";
 import { checkId } from "../ids.js";
 import { createHash } from "node:crypto";
 import { COMPOSE_SERVICE, ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
@@ -160,23 +158,19 @@ export function checkCommandSpec(c: CommandSpec | undefined, field: string): voi
 
 /** The pending order for a checked request. */
 export function buildOrder(req: CreateWorkOrderRequest, ids: { id: string; requestId: string; correlationId: string; now: Date }, desiredState?: WorkOrderDesiredState): WorkOrder {
-  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
-  return create(WorkOrderSchema, {
+  return pendingOrder({
     id: ids.id,
-    resourceType: "work_order",
-    schemaVersion: SCHEMA_VERSION,
     type: req.type,
     target: { tenantId: req.target?.tenantId ?? "", nodeId: req.target?.nodeId ?? "" },
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    now: ids.now,
+    reason: "ad_hoc",
     desiredState,
     action: req.action,
-    status: WorkOrderStatus.PENDING,
     maxAttempts: req.maxAttempts || 1,
     priority: req.priority,
     timeout: req.timeout,
     expiresAt: req.expiresAt,
-    ...trace,
-    createdAt: timestampFromDate(ids.now),
-    metadata: create(MetadataSchema, { annotations: { reason: "ad_hoc" }, ...trace }),
   });
 }
 

@@ -1,7 +1,7 @@
 // Builds the records a reconcile action creates: for a deploy, the deployment resource (an
 // immutable record of what was sent where) and its deploy_service work order; for a removal,
 // a remove_service work order. Pure: the reconciler stores what these return.
-import { clone, create } from "@bufbuild/protobuf";
+import { clone, create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -50,12 +50,16 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
     createdAt: at,
     updatedAt: at,
   });
-  const workOrder = create(WorkOrderSchema, {
+  const workOrder = pendingOrder({
     id: ids.workOrderId,
-    resourceType: "work_order",
-    schemaVersion: SCHEMA_VERSION,
     type: WorkOrderType.DEPLOY_SERVICE,
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
+    trace,
+    now: ids.now,
+    reason: ids.reason,
+    labels: { deployment_id: ids.deploymentId },
+    maxAttempts: MAX_ATTEMPTS,
+    priority: ids.priority ?? 0,
     desiredState: {
       deploymentId: ids.deploymentId,
       tenantId: ids.tenantId,
@@ -66,32 +70,48 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
       // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
     },
-    status: WorkOrderStatus.PENDING,
-    maxAttempts: MAX_ATTEMPTS,
-    priority: ids.priority ?? 0,
-    ...trace,
-    createdAt: at,
-    metadata: create(MetadataSchema, { labels: { deployment_id: ids.deploymentId }, annotations: { reason: ids.reason }, ...trace }),
   });
   return { deployment, workOrder };
 }
 
 /** The remove_service order that brings the tenant's project down on the node. */
 export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes: boolean }): WorkOrder {
-  const at = timestampFromDate(ids.now);
-  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
-  return create(WorkOrderSchema, {
+  return pendingOrder({
     id: ids.workOrderId,
-    resourceType: "work_order",
-    schemaVersion: SCHEMA_VERSION,
     type: WorkOrderType.REMOVE_SERVICE,
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
-    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
-    status: WorkOrderStatus.PENDING,
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    now: ids.now,
+    reason: "not_desired",
     maxAttempts: MAX_ATTEMPTS,
     priority: ids.priority ?? 0,
+    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
+  });
+}
+
+type OrderInit = MessageInitShape<typeof WorkOrderSchema>;
+
+/** A new pending order: what every order has (kind, schema, status, trace, time, reason) plus `init`. */
+export function pendingOrder(o: {
+  id: string;
+  type: WorkOrderType;
+  target: { tenantId: string; nodeId: string };
+  trace: { requestId: string; correlationId: string };
+  now: Date;
+  reason: string;
+  labels?: Record<string, string>;
+} & Pick<OrderInit, "desiredState" | "action" | "maxAttempts" | "priority" | "timeout" | "expiresAt">): WorkOrder {
+  const { id, type, target, trace, now, reason, labels, ...init } = o;
+  return create(WorkOrderSchema, {
+    ...init,
+    id,
+    resourceType: "work_order",
+    schemaVersion: SCHEMA_VERSION,
+    type,
+    target,
+    status: WorkOrderStatus.PENDING,
     ...trace,
-    createdAt: at,
-    metadata: create(MetadataSchema, { annotations: { reason: "not_desired" }, ...trace }),
+    createdAt: timestampFromDate(now),
+    metadata: create(MetadataSchema, { labels: labels ?? {}, annotations: { reason }, ...trace }),
   });
 }
