@@ -8,7 +8,6 @@
 // stream open (the default), so the poll interval is only its fallback.
 // Options: --samples <n> (default 12 at 5 s, 60 at 100 ms), --idle <s> (default 30).
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -23,6 +22,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { benchTenant } from "./bench-tenant.js";
+import { percentile, procStats } from "./measure.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -49,15 +49,7 @@ function spawnJson(args: string[], env: NodeJS.ProcessEnv, ready?: (l: Record<st
   });
 }
 
-function procStats(pid: number): { rssMb: number; cpuSeconds: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { rssMb: rssKb / 1024, cpuSeconds: (Number(f[11]) + Number(f[12])) / 100 };
-}
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 const stop = async (c: ChildProcess) => {
   // A child that died of a signal has signalCode set and exitCode null.
   if (c.exitCode !== null || c.signalCode !== null) return;
@@ -138,8 +130,8 @@ try {
       }
     }
     latencies.sort((a, b) => a - b);
-    rows.push(`| ${label.padEnd(17)} | ${String(samples).padStart(7)} | ${String(pct(latencies, 50)).padStart(6)} | ${String(pct(latencies, 99)).padStart(6)} |`);
-    figures[interval] = { samples, p50_ms: pct(latencies, 50), p99_ms: pct(latencies, 99) };
+    rows.push(`| ${label.padEnd(17)} | ${String(samples).padStart(7)} | ${String(percentile(latencies, 50)).padStart(6)} | ${String(percentile(latencies, 99)).padStart(6)} |`);
+    figures[interval] = { samples, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) };
 
     if (interval === "5s") {
       const idleS = Number(values.idle);

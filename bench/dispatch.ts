@@ -11,7 +11,6 @@
 //             holding the claim: the reconciler issues the order, the stream rings, the agent
 //             claims. p50/p99 over --samples (default 200), one at a time, random nodes.
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -24,6 +23,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
+import { percentile, procStats } from "./measure.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -50,15 +50,7 @@ function clientFor<S extends DescService>(service: S, url: string, ca: string, h
   return createClient(service, createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }));
 }
 
-function procStats(pid: number): { rssMb: number; cpuSeconds: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = f.slice(f.lastIndexOf(")") + 2).split(" ");
-  return { rssMb: rssKb / 1024, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 };
-}
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 /** One simulated agent: a stream that claims what it is told about, and heartbeats. */
 class SimAgent {
@@ -185,8 +177,8 @@ try {
     controller_rss_mb: Number(a1.rssMb.toFixed(1)),
     controller_cpu_percent_of_core: Number(((100 * (a1.cpuSeconds - a0.cpuSeconds)) / (IDLE_MS / 1000)).toFixed(1)),
     dispatch_samples: lat.length,
-    dispatch_ms_p50: Number(pct(lat, 50).toFixed(2)),
-    dispatch_ms_p99: Number(pct(lat, 99).toFixed(2)),
+    dispatch_ms_p50: Number(percentile(lat, 50).toFixed(2)),
+    dispatch_ms_p99: Number(percentile(lat, 99).toFixed(2)),
   };
   console.log(`dispatch benchmark: ${AGENTS} simulated agents with open streams, heartbeats every ${figures.heartbeat_s} s (setup ${figures.setup_s} s)`);
   console.log("| measure | value | target |");

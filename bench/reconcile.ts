@@ -29,6 +29,7 @@ import { ensureTlsMaterial } from "../controller/tls/tls-material.js";
 import { FileStore } from "../controller/store/file-store.js";
 import type { Store } from "../controller/store/store.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { percentile } from "./measure.js";
 
 const ADMIN = "bench-admin-token-0123456789abcdef";
 const { values } = parseArgs({
@@ -62,9 +63,6 @@ function observed(store: Store): Store {
   });
 }
 
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), "skipper-bench-reconcile-"));
@@ -140,14 +138,14 @@ async function main(): Promise<void> {
     tenants,
     services: tenants * PER_TENANT,
     setup_s: Number(setupS.toFixed(1)),
-    sweep_cpu_ms_p50: Number(pct(cpu, 50).toFixed(1)),
+    sweep_cpu_ms_p50: Number(percentile(cpu, 50).toFixed(1)),
     sweep_cpu_ms_max: Number(cpu.at(-1)!.toFixed(1)),
-    sweep_wall_ms_p50: Number(pct(wall, 50).toFixed(1)),
+    sweep_wall_ms_p50: Number(percentile(wall, 50).toFixed(1)),
     orders_issued_by_converged_sweeps: afterSweeps - pending,
-    change_to_queue_ms_p50: Number(pct(lat, 50).toFixed(2)),
-    change_to_queue_ms_p99: Number(pct(lat, 99).toFixed(2)),
-    update_ack_ms_p50: Number(pct(ack, 50).toFixed(2)),
-    update_ack_ms_p99: Number(pct(ack, 99).toFixed(2)),
+    change_to_queue_ms_p50: Number(percentile(lat, 50).toFixed(2)),
+    change_to_queue_ms_p99: Number(percentile(lat, 99).toFixed(2)),
+    update_ack_ms_p50: Number(percentile(ack, 50).toFixed(2)),
+    update_ack_ms_p99: Number(percentile(ack, 99).toFixed(2)),
     changes: lat.length,
   };
   console.log(`reconcile benchmark: ${figures.services} services, ${figures.tenants} tenants on ${figures.nodes} nodes (file store, setup ${figures.setup_s} s)`);

@@ -23,7 +23,6 @@
 //          --cpu-prof <dir> writes a V8 CPU profile of the controller there,
 //          --phases apply,claim,read picks the controller phases.
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { mkdir, mkdtemp, open, readFile, rename, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -38,6 +37,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { benchTenant } from "./bench-tenant.js";
+import { percentile, procStats } from "./measure.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const distRoot = resolve(here, "..");
@@ -74,10 +74,6 @@ interface PhaseResult {
 
 // ---------- helpers ----------
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 /** Runs `op(worker)` in a closed loop on `workers` workers for `ms` (or until op returns false). */
 async function closedLoop(name: string, workers: number, ms: number, op: (worker: number) => Promise<boolean | void>, cpuOf?: () => number): Promise<PhaseResult> {
@@ -108,9 +104,7 @@ async function closedLoop(name: string, workers: number, ms: number, op: (worker
 function cpuSeconds(pid: number): () => number {
   return () => {
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+      return procStats(pid).cpuSeconds;
     } catch {
       return NaN;
     }
