@@ -37,13 +37,18 @@ export async function writeProjectState(workDir: string, state: ProjectState): P
 
 /** The compose project name the last successful deploy recorded for a tenant, else the tenant id (deploy's default). */
 export async function recordedProjectName(workDir: string, tenantId: string): Promise<string> {
+  return (await readProjectState(workDir, tenantId))?.project_name || tenantId;
+}
+
+/** A tenant's record, or undefined when it never applied successfully here (or it is unreadable). */
+export async function readProjectState(workDir: string, tenantId: string): Promise<ProjectState | undefined> {
+  if (!ID_PATTERN.test(tenantId)) return undefined;
   try {
-    const state = JSON.parse(await readFile(join(projectDir(workDir, tenantId), STATE_FILE), "utf8")) as { project_name?: unknown };
-    if (typeof state.project_name === "string" && state.project_name !== "") return state.project_name;
+    const s = JSON.parse(await readFile(join(workDir, "tenants", tenantId, STATE_FILE), "utf8")) as ProjectState;
+    return s.schema_version === "v1" && s.tenant_id === tenantId ? s : undefined;
   } catch {
-    // never deployed here, or unreadable: the default name
+    return undefined;
   }
-  return tenantId;
 }
 
 /** Every recorded project under the work dir. Unreadable records are skipped. */
@@ -56,21 +61,17 @@ export async function readProjectStates(workDir: string): Promise<ProjectState[]
   }
   const out: ProjectState[] = [];
   for (const name of names.sort()) {
-    if (!ID_PATTERN.test(name)) continue;
-    try {
-      const s = JSON.parse(await readFile(join(workDir, "tenants", name, STATE_FILE), "utf8")) as ProjectState;
-      if (s.schema_version === "v1" && s.tenant_id === name) out.push(s);
-    } catch {
-      // no record (never applied successfully) or unreadable: nothing to report
-    }
+    const s = await readProjectState(workDir, name);
+    if (s) out.push(s);
   }
   return out;
 }
 
-/** The recorded projects as the engine shows them now; throws when the engine does not answer. */
-export async function observeProjects(workDir: string): Promise<ProjectObservation[]> {
+/** The recorded projects (or one tenant's) as the engine shows them now; throws when the engine does not answer. */
+export async function observeProjects(workDir: string, tenantId?: string): Promise<ProjectObservation[]> {
   const out: ProjectObservation[] = [];
-  for (const s of await readProjectStates(workDir)) {
+  const states = tenantId === undefined ? await readProjectStates(workDir) : [await readProjectState(workDir, tenantId)].filter((s): s is ProjectState => s !== undefined);
+  for (const s of states) {
     const seen = await readProjectContainers(s.project_name);
     out.push(
       create(ProjectObservationSchema, {

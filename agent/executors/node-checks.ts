@@ -21,7 +21,7 @@ export const healthCheck: Executor = async (order, ctx) => {
   let services: ServiceObservation[] = [];
   if (tenantId !== "") {
     try {
-      const project = (await observeProjects(ctx.config.workDir)).find((p) => p.tenantId === tenantId);
+      const [project] = await observeProjects(ctx.config.workDir, tenantId);
       if (!project) return orderOutcome("UNHEALTHY", `tenant ${tenantId} has no project applied on this node`, started, { success: false });
       services = project.services;
     } catch (e) {
@@ -46,7 +46,7 @@ export const inspect: Executor = async (order, ctx) => {
   const caps = ctx.host.capabilities;
   if (!caps.dockerAvailable) return orderOutcome("DOCKER_UNAVAILABLE", caps.message || "no Docker engine answers", started, { success: false, retriable: true });
   try {
-    const projects = (await observeProjects(ctx.config.workDir)).filter((p) => tenantId === "" || p.tenantId === tenantId);
+    const projects = await observeProjects(ctx.config.workDir, tenantId || undefined);
     const images = new Map<string, ImageObservation>();
     for (const p of projects) for (const s of await projectImages(p.projectName)) images.set(s.image.id, s.image);
     const compose = ComposeVariant[caps.composeVariant] ?? "";

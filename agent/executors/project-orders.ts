@@ -11,7 +11,7 @@ import { WorkOrderResultSchema } from "../../gen/skipper/v1/work_order_pb.js";
 import { ID_PATTERN } from "../../controller/ids.js";
 import { COMPOSE_SERVICE } from "../../controller/dispatch/action-rules.js";
 import { EngineError } from "../engine/project-containers.js";
-import { projectDir, readProjectStates } from "../engine/project-state.js";
+import { projectDir, readProjectState } from "../engine/project-state.js";
 import { runCommand } from "../engine/run-command.js";
 import { deployContext, deployService } from "./deploy-service.js";
 import { abortReason, commandResult, orderOutcome, type Executor } from "./executor.js";
@@ -25,7 +25,7 @@ export const restartService: Executor = async (order, ctx) => {
   if (!ID_PATTERN.test(tenantId)) return done("RESTART_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
   const bad = wanted.find((s) => !COMPOSE_SERVICE.test(s));
   if (bad !== undefined) return done("RESTART_INVALID", `${JSON.stringify(bad)} is not a compose service name`);
-  const state = (await readProjectStates(ctx.config.workDir)).find((s) => s.tenant_id === tenantId);
+  const state = await readProjectState(ctx.config.workDir, tenantId);
   const dir = projectDir(ctx.config.workDir, tenantId);
   const file = join(dir, "docker-compose.yml");
   if (!state || !(await access(file).then(() => true, () => false))) return done("PROJECT_NOT_FOUND", `tenant ${tenantId} has no project applied on this node`);
