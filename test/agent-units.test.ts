@@ -28,7 +28,7 @@ describe("durable files", () => {
   it("writes atomically with its mode, and a crash's leftover temp files are removed, nothing else", async () => {
     const dir = await mkdtemp(join(tmpdir(), "skipper-durable-"));
     try {
-      await writeFileAtomic(join(dir, ".skipper-state.json"), "{}\n", 0o600);
+      await writeFileAtomic(join(dir, ".skipper-state.json"), "{}\n", { mode: 0o600 });
       expect((await stat(join(dir, ".skipper-state.json"))).mode & 0o777).toBe(0o600);
       await writeFile(join(dir, ".skipper-applied.json.0123456789ab.tmp"), "secret");
       await writeFile(join(dir, "notes.tmp"), "keep");

@@ -18,7 +18,7 @@ import { EngineError } from "../engine/project-containers.js";
 import { projectDir, recordedProjectName } from "../engine/project-state.js";
 import { digestOf, projectImages } from "../engine/images.js";
 import { orderOutcome, type Executor } from "./executor.js";
-import { writeFileAtomic } from "./upload-files.js";
+import { writeFileAtomic } from "../engine/durable-file.js";
 
 export const STICKER_FILE = ".skipper-sticker.json";
 
@@ -51,7 +51,7 @@ export async function writeStickerFile(workDir: string, sticker: VersionSticker)
     tenant_id: sticker.tenantId,
     node_id: sticker.nodeId,
   };
-  await writeFileAtomic(dir, STICKER_FILE, JSON.stringify(record, null, 2) + "\n", { mode: 0o644 });
+  await writeFileAtomic(join(dir, STICKER_FILE), JSON.stringify(record, null, 2) + "\n", { mode: 0o644 });
   return join(dir, STICKER_FILE);
 }
 

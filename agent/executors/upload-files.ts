@@ -11,13 +11,13 @@
 //                                                                     -> UPLOAD_OK, UPLOAD_FAILED
 // Steps 1-3 are all or nothing; a failure while writing (say, EPERM on chown) leaves the files
 // before it written, and the result lists them.
-import { createHash, randomBytes } from "node:crypto";
-import { constants } from "node:fs";
-import { lstat, mkdir, open, readFile, realpath, rename, rm } from "node:fs/promises";
-import { join, sep } from "node:path";
+import { createHash } from "node:crypto";
+import { lstat, mkdir, readFile, realpath } from "node:fs/promises";
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { FileWrittenSchema, type FileUpload, type FileWritten } from "../../gen/skipper/v1/order_action_pb.js";
 import { ID_PATTERN } from "../../controller/ids.js";
+import { isInside, OutsideBaseError, writeFileAtomic } from "../engine/durable-file.js";
 import { uploadPathProblem } from "../../controller/dispatch/action-rules.js";
 import { orderOutcome, type Executor } from "./executor.js";
 
@@ -83,38 +83,6 @@ export const uploadFiles: Executor = async (order, ctx) => {
   return done("UPLOAD_OK", `${written.length} file(s) under ${base}, ${changed} changed`);
 };
 
-/** Writes `data` as dir/name atomically: temp file, owner, mode, fsync, rename, fsync dir. */
-export async function writeFileAtomic(dir: string, name: string, data: Uint8Array | string, opts: { mode: number; uid?: number; gid?: number; within?: string }): Promise<void> {
-  const tmp = join(dir, `.tmp-${randomBytes(8).toString("hex")}`);
-  // O_EXCL and O_NOFOLLOW: never open something that was already there, least of all a symlink.
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    await fh.writeFile(data);
-    // chown before chmod: changing the owner clears set-id bits.
-    if (opts.uid !== undefined || opts.gid !== undefined) await fh.chown(opts.uid ?? -1, opts.gid ?? -1);
-    await fh.chmod(opts.mode);
-    await fh.sync();
-    await fh.close();
-    // The directory was checked when the walk reached it; a process that can write under the
-    // base (a container with it bind-mounted) could have swapped a parent for a symlink since.
-    // Checked again right before the rename, which is the step that makes the file appear.
-    if (opts.within !== undefined && !isInside(opts.within, await realpath(dir))) {
-      throw new Refused(`${join(dir, name)}: a directory on the way was replaced by a link out of the base directory while writing`);
-    }
-    await rename(tmp, join(dir, name));
-  } catch (e) {
-    await fh.close().catch(() => undefined);
-    await rm(tmp, { force: true });
-    throw e;
-  }
-  const d = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
-}
-
 async function plan(f: FileUpload, projectDir: boolean, accounts: Accounts): Promise<Plan> {
   const rel = f.path;
   const segs = rel.split("/");
@@ -168,7 +136,12 @@ async function writeOne(dir: string, p: Plan, realBase: string): Promise<FileWri
     (p.gid === undefined || old.gid === p.gid) &&
     sha256(await readFile(path)) === p.sha256;
   if (same) return result(false);
-  await writeFileAtomic(dir, p.name, p.content, { ...p, within: realBase });
+  try {
+    await writeFileAtomic(path, p.content, { mode: p.mode, uid: p.uid, gid: p.gid, within: realBase });
+  } catch (e) {
+    if (e instanceof OutsideBaseError) throw new Refused(e.message);
+    throw e;
+  }
   return result(true);
 }
 
@@ -194,10 +167,6 @@ class Accounts {
     if (id === undefined) throw new Refused(`${kind} ${JSON.stringify(nameOrId)} is not known on this node (/etc/${table})`);
     return id;
   }
-}
-
-function isInside(base: string, path: string): boolean {
-  return path === base || path.startsWith(base.endsWith(sep) ? base : base + sep);
 }
 
 function sha256(data: Uint8Array): string {

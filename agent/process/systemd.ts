@@ -81,7 +81,7 @@ async function start(workDir: string, launch: Launch): Promise<Started> {
   const program = await resolveProgram(modulePaths(workDir, launch.module).active, launch.argv[0] ?? "");
   const unit = unitName(launch.module);
   // 0600: Environment= lines carry the order's env, which may hold secrets.
-  await writeFileAtomic(join(UNIT_DIR, unit), unitText(workDir, launch, program), 0o600);
+  await writeFileAtomic(join(UNIT_DIR, unit), unitText(workDir, launch, program), { mode: 0o600 });
   await systemctl(["daemon-reload"]);
   await systemctl(["enable", unit]);
   await systemctl(["restart", unit]);
