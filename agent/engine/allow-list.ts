@@ -4,6 +4,7 @@
 // as `uptime` on PATH, "/usr/bin/uptime" only that path. Arguments are passed to the program as
 // they are, without a shell, so they cannot start anything else.
 import { isAbsolute } from "node:path";
+import { PROGRAM } from "../../controller/dispatch/action-rules.js";
 
 export interface AllowCheck {
   allowed: boolean;
@@ -11,8 +12,6 @@ export interface AllowCheck {
   reason?: string;
 }
 
-// An entry or argv[0]: a bare program name or an absolute path, without shell syntax or spaces.
-const PROGRAM = /^(\/[A-Za-z0-9._+\/-]+|[A-Za-z0-9._+-]+)$/;
 
 /** Checks one allow-list entry when the agent starts. */
 export function validAllowEntry(entry: string): boolean {

@@ -9,7 +9,7 @@ import { invalid } from "../errors.js";
 import { pendingOrder } from "../reconcile/plan-deployment.js";
 import { checkId } from "../ids.js";
 import { createHash } from "node:crypto";
-import { COMPOSE_SERVICE, ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
+import { COMPOSE_SERVICE, ENV_KEY, PROGRAM, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
 import type { CommandSpec, DeploySafety, HealthProbe } from "../../gen/skipper/v1/safety_pb.js";
 
 /** The action member each ad-hoc type carries, and whether the order names a tenant. */
@@ -150,7 +150,7 @@ function checkProbe(p: HealthProbe, field: string): void {
 export function checkCommandSpec(c: CommandSpec | undefined, field: string): void {
   if (!c || c.argv.length === 0 || c.argv[0] === "") return fail(`${field}.argv`, "needs at least a program");
   if (c.argv.some((a) => a.includes("\0"))) fail(`${field}.argv`, "must not contain NUL bytes");
-  if (!/^(\/[A-Za-z0-9._+\/-]+|[A-Za-z0-9._+-]+)$/.test(c.argv[0]!)) fail(`${field}.argv`, "argv[0] must be a program name or absolute path, without shell syntax");
+  if (!PROGRAM.test(c.argv[0]!)) fail(`${field}.argv`, "argv[0] must be a program name or absolute path, without shell syntax");
   if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 1h");
   if (c.workingDir !== "" && !c.workingDir.startsWith("/")) fail(`${field}.working_dir`, "must be absolute");
   for (const k of Object.keys(c.env)) if (!ENV_KEY.test(k)) fail(`${field}.env`, `${JSON.stringify(k)} is not a variable name`);
