@@ -16,7 +16,7 @@
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
-import { mkdir, rename, rm, writeFile, open } from "node:fs/promises";
+import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
@@ -32,7 +32,7 @@ import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type E
 import { awaitHealthy } from "./health-gate.js";
 import { rollBack, runHooks } from "./deploy-safety.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
-import { removeStaleTemps } from "../engine/durable-file.js";
+import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
 import { digestMismatches, projectImages } from "../engine/images.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
@@ -103,8 +103,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   await removeStaleTemps(dir);
   const stagedYml = join(staging, "docker-compose.yml");
   const stagedEnv = join(staging, ".env");
-  await writeDurable(stagedYml, project.composeFile, 0o644);
-  await writeDurable(stagedEnv, Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""), 0o600);
+  await writeFileAtomic(stagedYml, project.composeFile, { mode: 0o644 });
+  await writeFileAtomic(stagedEnv, Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""), { mode: 0o600 });
   const composeArgs = (yml: string, envFile: string, ...rest: string[]) => [
     ...compose.baseArgs,
     "--project-name",
@@ -242,17 +242,6 @@ async function checkPinnedDigests(projectName: string, composeFile: string): Pro
   if (!composeFile.includes("@sha256:")) return undefined;
   const wrong = digestMismatches(await projectImages(projectName));
   return wrong.length > 0 ? `image digest mismatch: ${wrong.join("; ")}` : undefined;
-}
-
-async function writeDurable(path: string, data: string, mode: number): Promise<void> {
-  await writeFile(path, data, { mode });
-  const fh = await open(path, "r+");
-  try {
-    await fh.chmod(mode);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 function lastLine(s: string): string {
