@@ -686,6 +686,19 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await ids({ tenantId: "tenant-b" })).toEqual(["wo-1", "wo-2b"]);
         expect(await ids({ nodeId: "node-9" })).toEqual([]);
       });
+
+      it("expiresBy lists only orders whose expires_at is due by then", async () => {
+        const expiring = (id: string, offsetMs?: number) => {
+          const o = order(id, "node-1");
+          if (offsetMs !== undefined) o.expiresAt = timestampFromDate(at(offsetMs));
+          return o;
+        };
+        for (const o of [expiring("x-never"), expiring("x-soon", 1000), expiring("x-later", 5000)]) await store.createWorkOrder(o);
+        const due = async (offsetMs: number) => (await store.listWorkOrders({ status: WorkOrderStatus.PENDING, expiresBy: at(offsetMs) })).items.map((o) => o.id).sort();
+        expect(await due(0)).toEqual([]);
+        expect(await due(1000)).toEqual(["x-soon"]);
+        expect(await due(9000)).toEqual(["x-later", "x-soon"]);
+      });
     });
 
     describe("events", () => {

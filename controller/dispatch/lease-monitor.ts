@@ -11,6 +11,7 @@ import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
 import { Periodic } from "../periodic.js";
 import { expireOrder, expiredAt } from "./order-expiry.js";
 import type { OutcomeDeps } from "./order-outcome.js";
+import type { WorkOrderFilter } from "../store/store.js";
 
 export interface LeaseDeps extends OutcomeDeps {
   logger: Logger;
@@ -49,22 +50,28 @@ export class LeaseMonitor {
       return back;
     });
     const retries = await this.sweep(WorkOrderStatus.RETRY_PENDING, retryDue, (o, now) => this.deps.store.releaseWorkOrderRetry(o.id, now));
+    // Only orders that carry an expires_at due by now are read, not every pending one.
     const expired = await this.sweep(WorkOrderStatus.PENDING, expiredAt, async (o, now) => {
       const done = await expireOrder(this.deps, o, now);
       if (done) this.deps.onFinished?.(done);
       return done;
-    });
+    }, (now) => ({ expiresBy: now }));
     return leases + retries + expired;
   }
 
   // Applies `step` to every order of `status` that is `due`, telling onExpired of each one it
   // put back to pending. An order renewed, finished or released since the listing is skipped.
-  private async sweep(status: WorkOrderStatus, due: (o: WorkOrder, now: Date) => boolean, step: (o: WorkOrder, now: Date) => Promise<WorkOrder | undefined>): Promise<number> {
+  private async sweep(
+    status: WorkOrderStatus,
+    due: (o: WorkOrder, now: Date) => boolean,
+    step: (o: WorkOrder, now: Date) => Promise<WorkOrder | undefined>,
+    narrow: (now: Date) => Partial<WorkOrderFilter> = () => ({}),
+  ): Promise<number> {
     const now = this.deps.now();
     let done = 0;
     let pageToken = "";
     do {
-      const page = await this.deps.store.listWorkOrders({ status, pageSize: 1000, pageToken });
+      const page = await this.deps.store.listWorkOrders({ ...narrow(now), status, pageSize: 1000, pageToken });
       for (const o of page.items) {
         if (!due(o, now)) continue;
         try {

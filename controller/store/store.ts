@@ -50,6 +50,8 @@ export interface WorkOrderFilter extends PageRequest {
   status?: WorkOrderStatus;
   nodeId?: string;
   tenantId?: string;
+  /** Only orders with an expires_at at or before this time (the expiry sweep). */
+  expiresBy?: Date;
 }
 
 export interface EventFilter extends PageRequest {

@@ -1,5 +1,6 @@
 // In-memory indexes over work orders: by id, in listing order (created_at, id), and the pending
 // orders of each node in the same order, so "next pending for node X" is a lookup, not a scan.
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { readPage } from "./paging.js";
 import { SortedIndex, timestampKey, tupleKey } from "./sorted-index.js";
@@ -77,7 +78,8 @@ export class WorkOrderIndex {
     const match = (o: WorkOrder) =>
       (status === WorkOrderStatus.UNSPECIFIED || o.status === status) &&
       (!filter.nodeId || nodeOf(o) === filter.nodeId) &&
-      (!filter.tenantId || o.target?.tenantId === filter.tenantId);
+      (!filter.tenantId || o.target?.tenantId === filter.tenantId) &&
+      (!filter.expiresBy || (o.expiresAt !== undefined && timestampDate(o.expiresAt) <= filter.expiresBy));
     // Read the smallest index that holds every match.
     let source = this.ordered;
     if (filter.tenantId) source = this.byTenant.get(filter.tenantId) ?? new SortedIndex<WorkOrder>();
