@@ -1,10 +1,11 @@
-// The agent's loop. Each round: heartbeat (when due), ask for the next order, and if there is
-// one: journal it, claim it, mark it claimed, execute it (renewing the claim's lease), journal the
-// result, report the result, report the observed state of what it touched, drop the journal
-// entry; then ask again at once. With nothing to do it waits one poll interval, cut short by the
-// WatchWorkOrders stream when the controller pushes a new order (order-watch.ts). With no
-// work it sleeps one poll interval. When the controller cannot be reached it retries with capped
-// exponential backoff and jitter, and never exits on its own.
+// The agent's loop. Each round: heartbeat (every poll interval), ask for the next order when
+// there may be one, and if there is: journal it, claim it, mark it claimed, execute it (renewing
+// the claim's lease), journal the result, report the result, report the observed state of what it
+// touched, drop the journal entry; then ask again at once. There may be an order at start, after
+// one, when the heartbeat's answer counts pending orders for this node (pull, the floor: it works
+// without the stream), and when the WatchWorkOrders stream rings (push, order-watch.ts). An idle
+// agent thus costs the controller one call per interval, not two. When the controller cannot be
+// reached it retries with capped exponential backoff and jitter, and never exits on its own.
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -47,6 +48,8 @@ export class Agent {
   private probing: Promise<DockerHost> | undefined;
   private probedAt = 0;
   private lastHeartbeat = 0;
+  // Whether the next round asks for an order (see the top of this file).
+  private mayHaveWork = true;
   private recovered = false;
   // The order being executed, so a cancel heard on the stream or a renewal can stop it.
   private running: { id: string; cancel: AbortController } | undefined;
@@ -69,15 +72,20 @@ export class Agent {
       try {
         await this.refreshHost();
         if (!this.recovered) await this.recoverJournal(signal);
-        if (Date.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs) await this.heartbeat();
-        const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
-        this.backoff.reset();
-        if (next.workOrder) {
-          await this.handle(next.workOrder, signal);
-          continue;
+        if (Date.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0) this.mayHaveWork = true;
+        if (this.mayHaveWork) {
+          const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
+          if (next.workOrder) {
+            this.backoff.reset();
+            await this.handle(next.workOrder, signal);
+            continue;
+          }
+          this.mayHaveWork = false;
         }
-        // Pull is the floor: the poll interval, cut short when the stream rings.
-        await (watch ? watch.wait(this.deps.config.pollIntervalMs, signal) : sleep(this.deps.config.pollIntervalMs, signal));
+        this.backoff.reset();
+        // Until the next heartbeat is due, cut short when the stream rings.
+        const due = Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - Date.now());
+        if (await (watch ? watch.wait(due, signal) : sleep(due, signal).then(() => false))) this.mayHaveWork = true;
       } catch (e) {
         if (signal.aborted) break;
         const delay = this.backoff.next();
@@ -119,7 +127,8 @@ export class Agent {
     return host;
   }
 
-  private async heartbeat(): Promise<void> {
+  /** Sends a heartbeat; returns how many orders wait for this node. */
+  private async heartbeat(): Promise<number> {
     const host = await this.refreshHost();
     // What runs here, for drift detection. When the engine cannot tell, say nothing rather than
     // "nothing runs".
@@ -136,7 +145,7 @@ export class Agent {
       this.log.warn({ action: "supervise", result: "error", metadata: { message: (e as Error).message } }, "could not supervise process modules");
       return [];
     });
-    await this.deps.clients.nodes.heartbeat({
+    const res = await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
       capabilities: { ...host.capabilities, allowedCommands: this.deps.config.allowCommands, allowedProcessSources: this.deps.config.allowProcessSources },
@@ -148,6 +157,7 @@ export class Agent {
       processes,
     });
     this.lastHeartbeat = Date.now();
+    return res.pendingWorkOrders;
   }
 
   /** Finishes what an earlier run of this agent left in the journal. */

@@ -58,23 +58,24 @@ export class OrderWatch {
     this.wakeLoop?.();
   }
 
-  /** Waits `ms`, or less when the doorbell rings. */
-  wait(ms: number, signal: AbortSignal): Promise<void> {
+  /** Waits `ms`, or less when the doorbell rings; true when it rang. */
+  wait(ms: number, signal: AbortSignal): Promise<boolean> {
     if (this.rung) {
       this.rung = false;
-      return Promise.resolve();
+      return Promise.resolve(true);
     }
     return new Promise((resolve) => {
-      const done = () => {
+      const done = (rang: boolean) => {
         clearTimeout(timer);
-        signal.removeEventListener("abort", done);
+        signal.removeEventListener("abort", aborted);
         this.wakeLoop = undefined;
         this.rung = false;
-        resolve();
+        resolve(rang);
       };
-      const timer = setTimeout(done, ms);
-      this.wakeLoop = done;
-      signal.addEventListener("abort", done, { once: true });
+      const aborted = () => done(false);
+      const timer = setTimeout(() => done(false), ms);
+      this.wakeLoop = () => done(true);
+      signal.addEventListener("abort", aborted, { once: true });
     });
   }
 }

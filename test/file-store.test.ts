@@ -11,6 +11,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { DirFsyncBatcher } from "../controller/store/dir-fsync.js";
+import { encodeMessage, encodeSnapshot } from "../controller/store/record-codec.js";
+import { buildSnapshot } from "../controller/snapshots/build-snapshot.js";
 import { FileStore } from "../controller/store/file-store.js";
 import { EventRetention } from "../controller/events/event-retention.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
@@ -131,6 +133,22 @@ describe("file store on disk", () => {
     expect((await readFile(join(dataDir, ".lock"), "utf8")).split("\n")[0]).toBe(String(process.pid));
     await store.close();
     expect(existsSync(join(dataDir, ".lock"))).toBe(false);
+  });
+
+  it("a snapshot is written slice by slice as exactly the text encodeMessage gives, and reads back", async () => {
+    const resources = Array.from({ length: 450 }, (_, i) => tenant(`t-${i}`, i === 7 ? 'line one\nline "two"\u0000' : `t-${i}`));
+    const snapshot = buildSnapshot({ snapshotId: "s-big", scope: "system", resources, requestId: "r", correlationId: "c", now: new Date("2026-11-23T09:00:00Z") });
+    expect(snapshot.diffs).toHaveLength(450);
+    const expected = encodeMessage(SnapshotSchema, snapshot);
+    expect(await encodeSnapshot(snapshot, 64)).toBe(expected);
+    const empty = create(SnapshotSchema, { snapshotId: "s-empty", scope: "system" });
+    expect(await encodeSnapshot(empty)).toBe(encodeMessage(SnapshotSchema, empty));
+
+    await store.putSnapshot(snapshot);
+    expect(await readFile(join(dataDir, "snapshots/system/latest.json"), "utf8")).toBe(expected);
+    const back = await store.getLatestSnapshot("system");
+    expect(back?.resources).toHaveLength(450);
+    expect(back && encodeMessage(SnapshotSchema, back)).toBe(expected);
   });
 
   it("leftover temp files are removed at open", async () => {

@@ -1,7 +1,7 @@
 // Streaming dispatch end to end: with a 30 s poll interval, an order reaches a connected agent
 // through WatchWorkOrders in well under a second; with the stream off, the agent waits for its
 // poll. Controller and skippy as processes, a real engine.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -23,7 +23,8 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-watch-"));
-    ctl = await startControllerProcess({ dataDir: join(root, "data") });
+    // Debug logging: one line per call, which the idle-agent test counts.
+    ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--log-level", "debug"] });
   });
   afterAll(async () => {
     for (const a of agents) await a.stop();
@@ -55,6 +56,29 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
 
   it("a connected agent claims a new order within a second despite a 30 s poll", async () => {
     expect(await dispatchMs("watch-on", "30s", [])).toBeLessThan(1000);
+  }, 60_000);
+
+  it("an idle agent makes one call per interval, its heartbeat, and asks for work only when there is some", async () => {
+    const nodeId = "idle-calls";
+    const token = (await ctl.admin(NodeService).registerNode({ nodeId })).token;
+    const agent = startAgentProcess({ controller: ctl, nodeId, token, stateDir: join(root, nodeId, "state"), workDir: join(root, nodeId, "work"), dockerHost: dockerHost!, pollInterval: "250ms" });
+    agents.push(agent);
+    const calls = async (action: string) =>
+      (await readFile(join(root, "controller.out"), "utf8"))
+        .split("\n")
+        .filter((l) => l.includes(`"node_id":"${nodeId}"`) && l.includes(`"action":"${action}"`)).length;
+    await waitFor("a few heartbeats", async () => ((await calls("NodeService.Heartbeat")) >= 12 ? true : undefined), 20_000, 100);
+    // One look at start; nothing was pending since.
+    expect(await calls("NodeService.GetNextWorkOrder")).toBe(1);
+    const tenant = `${nodeId}-t`;
+    await ctl.admin(ResourceService).createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { composeFile: "services: {}\n" } } } } }),
+    });
+    await waitFor("the order to finish", async () => {
+      const o = (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: tenant })).workOrders[0];
+      return o?.finishedAt ? o : undefined;
+    }, 30_000, 50);
   }, 60_000);
 
   it("without the stream an agent waits for its poll", async () => {

@@ -24,6 +24,27 @@ export interface SnapshotInput {
 
 /** Builds a snapshot of `resources` with redacted states and desired-vs-applied diffs. */
 export function buildSnapshot(input: SnapshotInput): Snapshot {
+  return assembleSnapshot(input, input.resources.map(snapshotEntry));
+}
+
+/** One resource's part of a snapshot: its redacted copy and its diffs. */
+export interface SnapshotEntry {
+  resource: Resource;
+  diff: ResourceDiff;
+}
+
+/** The part of a snapshot that one resource contributes (the costly step, done per resource). */
+export function snapshotEntry(r: Resource): SnapshotEntry {
+  const d = DEPLOYABLE.has(r.resourceType) ? diffResource(r) : create(ResourceDiffSchema, { resourceType: r.resourceType, resourceId: r.id, inSync: true });
+  d.currentChanges = currentDiff(r).map(([path, desired, current]) =>
+    create(StateDiffSchema, { path, desired: fromJson(ValueSchema, desired), current: fromJson(ValueSchema, current) }),
+  );
+  d.convergence = r.convergence;
+  return { resource: redactResource(r), diff: d };
+}
+
+/** The snapshot made of entries built by snapshotEntry, in the order given. */
+export function assembleSnapshot(input: Omit<SnapshotInput, "resources">, entries: SnapshotEntry[]): Snapshot {
   return create(SnapshotSchema, {
     snapshotId: input.snapshotId,
     scope: input.scope,
@@ -32,15 +53,8 @@ export function buildSnapshot(input: SnapshotInput): Snapshot {
     createdAt: timestampFromDate(input.now),
     requestId: input.requestId,
     correlationId: input.correlationId,
-    resources: input.resources.map(redactResource),
-    diffs: input.resources.map((r) => {
-      const d = DEPLOYABLE.has(r.resourceType) ? diffResource(r) : create(ResourceDiffSchema, { resourceType: r.resourceType, resourceId: r.id, inSync: true });
-      d.currentChanges = currentDiff(r).map(([path, desired, current]) =>
-        create(StateDiffSchema, { path, desired: fromJson(ValueSchema, desired), current: fromJson(ValueSchema, current) }),
-      );
-      d.convergence = r.convergence;
-      return d;
-    }),
+    resources: entries.map((e) => e.resource),
+    diffs: entries.map((e) => e.diff),
   });
 }
 

@@ -1,13 +1,17 @@
 // Writes snapshots when deployments finish. A tenant's snapshot is written for each finished
 // order of that tenant. The system snapshot covers the whole fleet, so its cost grows with the
-// fleet: it is written at most every few seconds, and one trailing write covers every change that
-// arrived in between (a busy fleet gets a fresh system snapshot every interval, not per order).
+// fleet: it is written at most every few seconds (longer when building one takes long, so that
+// snapshots never cost more than about 2% of the controller's time), and one trailing write covers
+// every change that arrived in between (a busy fleet gets a fresh system snapshot every interval,
+// not per order). A snapshot is built a slice of resources at a time, letting other calls run in
+// between: with thousands of resources one build would otherwise hold up every request for a
+// noticeable fraction of a second.
 import { v4 as uuidv4 } from "uuid";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
-import { buildSnapshot } from "./build-snapshot.js";
+import { assembleSnapshot, snapshotEntry, type SnapshotEntry } from "./build-snapshot.js";
 import { RESOURCE_TYPES } from "../ids.js";
 
 /** Ids recorded with a snapshot: the call that caused it. */
@@ -16,9 +20,15 @@ export interface SnapshotTrace {
   correlationId: string;
 }
 
+// Resources turned into snapshot entries between two yields to the event loop.
+const SLICE = 100;
+// The system snapshot waits at least this many times as long as the last one took to write.
+const SYSTEM_COST_FACTOR = 50;
+
 export class SnapshotWriter {
   private running: Promise<void> | undefined;
   private lastSystemAt = 0;
+  private lastSystemMs = 0;
   private trailing: NodeJS.Timeout | undefined;
   private trailingTrace: SnapshotTrace | undefined;
 
@@ -56,7 +66,7 @@ export class SnapshotWriter {
   }
 
   private system(trace: SnapshotTrace): Promise<void> {
-    const wait = this.lastSystemAt + this.systemEveryMs - Date.now();
+    const wait = this.lastSystemAt + Math.max(this.systemEveryMs, SYSTEM_COST_FACTOR * this.lastSystemMs) - Date.now();
     if (!this.running && wait <= 0) {
       this.lastSystemAt = Date.now();
       this.running = this.writeSystem(trace).finally(() => (this.running = undefined));
@@ -78,7 +88,14 @@ export class SnapshotWriter {
   }
 
   private async writeSystem(trace: SnapshotTrace): Promise<void> {
-    await this.write("system", await this.resources(), trace);
+    const started = performance.now();
+    try {
+      await this.write("system", await this.resources(), trace);
+    } finally {
+      // Wall time: includes slices of other work run in between, which errs on the side of
+      // writing system snapshots less often under load.
+      this.lastSystemMs = performance.now() - started;
+    }
   }
 
   /**
@@ -92,7 +109,7 @@ export class SnapshotWriter {
       if (resourceType === "deployment") continue;
       let pageToken = "";
       do {
-        const page = await this.store.listResources({ resourceType, tenantId, pageSize: 1000, pageToken });
+        const page = await this.store.listResources({ resourceType, tenantId, pageSize: 250, pageToken });
         out.push(...page.items);
         pageToken = page.nextPageToken;
       } while (pageToken !== "");
@@ -122,7 +139,12 @@ export class SnapshotWriter {
   }
 
   private async write(scope: "system" | "tenant", resources: Resource[], trace: SnapshotTrace, tenantId?: string): Promise<void> {
-    const snapshot = buildSnapshot({ snapshotId: uuidv4(), scope, tenantId, resources, ...trace, now: new Date() });
+    const entries: SnapshotEntry[] = [];
+    for (let i = 0; i < resources.length; i += SLICE) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      for (const r of resources.slice(i, i + SLICE)) entries.push(snapshotEntry(r));
+    }
+    const snapshot = assembleSnapshot({ snapshotId: uuidv4(), scope, tenantId, ...trace, now: new Date() }, entries);
     await this.store.putSnapshot(snapshot);
     await recordEvents(this.store, [
       {

@@ -45,7 +45,10 @@ export class FileStore implements S.Store {
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
   private events = new EventIndex();
-  private snapshots = new Map<string, Snapshot>();
+  // The latest snapshot per slot: as loaded at open, or as the text last written (a system
+  // snapshot covers every resource; keeping its text rather than a copy of the message saves
+  // copying it on every write, and reads are rare).
+  private snapshots = new Map<string, Snapshot | string>();
   private idempotency = new Map<string, S.IdempotencyRecord>();
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
@@ -316,16 +319,17 @@ export class FileStore implements S.Store {
   async putSnapshot(snapshot: Snapshot): Promise<void> {
     const { key, path } = this.snapshotSlot(snapshot.scope, snapshot.tenantId);
     await this.write(`snapshot/${key}`, async () => {
-      const stored = clone(SnapshotSchema, snapshot);
-      await this.fs.writeFile(path, codec.encodeMessage(SnapshotSchema, stored));
-      this.snapshots.set(key, stored);
+      const text = await codec.encodeSnapshot(snapshot);
+      await this.fs.writeFile(path, text);
+      this.snapshots.set(key, text);
     });
   }
 
   async getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined> {
     this.ensureOpen();
     const s = this.snapshots.get(this.snapshotSlot(scope, tenantId ?? "").key);
-    return s && clone(SnapshotSchema, s);
+    if (s === undefined) return undefined;
+    return typeof s === "string" ? codec.decodeMessage(SnapshotSchema, s) : clone(SnapshotSchema, s);
   }
 
   private snapshotSlot(scope: string, tenantId: string): { key: string; path: string } {

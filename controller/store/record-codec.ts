@@ -1,12 +1,47 @@
 // How records look on disk. Contract messages are proto JSON with proto field names, pretty
 // printed so an operator can read and diff them; the store's own records (idempotency replays,
 // credentials) are plain JSON with snake_case keys and RFC 3339 timestamps.
-import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { ResourceDiffSchema, SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
+import { ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
 
 /** Proto JSON text for `msg`: 2-space indent and a trailing newline. */
 export function encodeMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
   return JSON.stringify(toJson(schema, msg, { useProtoFieldName: true }), null, 2) + "\n";
+}
+
+/**
+ * encodeMessage(SnapshotSchema, s), the same text, made a slice of resources and diffs at a time
+ * with a yield to the event loop in between: a system snapshot holds every resource, and encoding
+ * it in one go would hold up every other call for as long.
+ */
+export async function encodeSnapshot(s: Snapshot, slice = 200): Promise<string> {
+  const opts = { useProtoFieldName: true } as const;
+  const head = toJson(SnapshotSchema, { ...s, resources: [], diffs: [] }, opts) as JsonObject;
+  const arrays = new Map<string, string>();
+  const sliced = async <T>(key: string, list: T[], one: (m: T) => JsonValue): Promise<void> => {
+    if (list.length === 0) return; // toJson leaves empty repeated fields out
+    const texts: string[] = [];
+    for (let i = 0; i < list.length; i += slice) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      // Each element as JSON.stringify(…, null, 2) writes it two levels down.
+      for (const m of list.slice(i, i + slice)) texts.push(JSON.stringify(one(m), null, 2).replace(/^/gm, "    "));
+    }
+    arrays.set(key, `[\n${texts.join(",\n")}\n  ]`);
+  };
+  await sliced("resources", s.resources, (r) => toJson(ResourceSchema, r, opts));
+  await sliced("diffs", s.diffs, (d) => toJson(ResourceDiffSchema, d, opts));
+  // The fields in the order toJson writes them (declaration order), each array as a marker that
+  // its text then replaces.
+  const ordered: JsonObject = {};
+  for (const f of SnapshotSchema.fields) {
+    if (arrays.has(f.name)) ordered[f.name] = `\u0000${f.name}`;
+    else if (head[f.name] !== undefined) ordered[f.name] = head[f.name]!;
+  }
+  let text = JSON.stringify(ordered, null, 2);
+  for (const [key, value] of arrays) text = text.replace(JSON.stringify(`\u0000${key}`), () => value);
+  return text + "\n";
 }
 
 /** Parses proto JSON text; unknown fields (from a newer controller) are tolerated. */
