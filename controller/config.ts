@@ -24,6 +24,8 @@ export interface ControllerConfig {
   leaseMs: number;
   /** How long events are kept; 0 keeps them for ever. */
   eventRetentionMs: number;
+  /** How long finished work orders are kept (unless still in use); 0 keeps them for ever. */
+  workOrderRetentionMs: number;
 }
 
 export const USAGE = `Usage: skipper-controller [options]
@@ -43,6 +45,10 @@ Options (environment variable in brackets):
                         [SKIPPER_LEASE_DURATION] (default 30s)
   --event-retention DUR events older than this are deleted, checked hourly; 0 keeps them
                         [SKIPPER_EVENT_RETENTION] (default 30d)
+  --work-order-retention DUR  finished work orders older than this are deleted, checked
+                        hourly, except each tenant's last order per node and the orders of its
+                        last 5 successful specs per node (rollback); 0 keeps them
+                        [SKIPPER_WORK_ORDER_RETENTION] (default 30d)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
   -h, --help            show this help
 
@@ -66,6 +72,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "reconcile-interval": { type: "string" },
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
+      "work-order-retention": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -99,7 +106,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
     livenessCheckMs: 1000,
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
-    eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d"),
+    eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),
+    workOrderRetentionMs: retention(values["work-order-retention"] ?? env.SKIPPER_WORK_ORDER_RETENTION ?? "30d", "--work-order-retention"),
   };
 }
 
@@ -112,9 +120,9 @@ export function parseListen(listen: string): { host: string; port: number } {
 }
 
 /** Parses "500", "500ms", "5s", "2m", "1h" to milliseconds. */
-/** --event-retention: 0 keeps events for ever; otherwise at least an hour. */
-function retention(text: string): number {
-  return text.trim() === "0" ? 0 : duration(text, "--event-retention", 3_600_000);
+/** A retention setting: 0 keeps for ever; otherwise at least an hour. */
+function retention(text: string, what: string): number {
+  return text.trim() === "0" ? 0 : duration(text, what, 3_600_000);
 }
 
 export function duration(text: string, what: string, min: number): number {

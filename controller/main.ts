@@ -36,6 +36,7 @@ async function main(): Promise<void> {
     reconcileIntervalMs: config.reconcileIntervalMs,
     leaseMs: config.leaseMs,
     eventRetentionMs: config.eventRetentionMs,
+    workOrderRetentionMs: config.workOrderRetentionMs,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;

@@ -37,7 +37,7 @@ import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { LivenessMonitor } from "./reconcile/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
-import { EventRetention } from "./events/event-retention.js";
+import { HistoryRetention } from "./history-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
 import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";
@@ -75,6 +75,8 @@ export interface BuildOptions {
   leaseMs?: number;
   /** Events older than this are deleted (hourly); 0 or unset keeps them. */
   eventRetentionMs?: number;
+  /** Finished work orders older than this and no longer in use are deleted (hourly); 0 or unset keeps them. */
+  workOrderRetentionMs?: number;
 }
 
 export type RequestHandler = (
@@ -175,7 +177,8 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       feed.publish(o);
       reconciler.enqueue(o.target?.tenantId ?? "");
     }, onFinished: (o) => reconciler.enqueue(o.target?.tenantId ?? ""), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
-  const retention = opts.eventRetentionMs ? new EventRetention({ store, logger, now, retentionMs: opts.eventRetentionMs }) : undefined;
+  const history = new HistoryRetention({ store, logger, now, eventRetentionMs: opts.eventRetentionMs ?? 0, workOrderRetentionMs: opts.workOrderRetentionMs ?? 0 });
+  const retention = history.enabled ? history : undefined;
   reconciler.start();
   liveness?.start();
   leases.start();

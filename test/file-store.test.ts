@@ -9,15 +9,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { DirFsyncBatcher } from "../controller/store/dir-fsync.js";
 import { encodeMessage, encodeSnapshot } from "../controller/store/record-codec.js";
 import { buildSnapshot } from "../controller/snapshots/build-snapshot.js";
 import { FileStore } from "../controller/store/file-store.js";
-import { EventRetention } from "../controller/events/event-retention.js";
+import { HistoryRetention } from "../controller/history-retention.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
 import { pino } from "pino";
 import { describeStoreConformance, event, expectCode, order, tenant } from "./store-conformance.js";
+import { TenantStatusSchema } from "../gen/skipper/v1/resource_pb.js";
+import { ordersToKeep } from "../controller/dispatch/orders-in-use.js";
 
 async function tempDir(): Promise<string> {
   return mkdtemp(join(tmpdir(), "skipper-store-"));
@@ -42,7 +44,7 @@ describeStoreConformance("file", async () => {
   };
 });
 
-describe("event retention job", () => {
+describe("history retention job", () => {
   it("deletes events older than the retention, from listings and from disk, and logs how many", async () => {
     const dir = await tempDir();
     const store = new FileStore(dir);
@@ -54,8 +56,8 @@ describe("event retention job", () => {
       await store.appendEvent(ev("recent", new Date("2026-11-20T00:00:00Z")));
       const lines: unknown[] = [];
       const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
-      const job = new EventRetention({ store, logger, now: () => now, retentionMs: 30 * 86_400_000 });
-      expect(await job.prune()).toBe(1);
+      const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 30 * 86_400_000, workOrderRetentionMs: 0 });
+      expect(await job.prune()).toEqual({ events: 1, workOrders: 0 });
       expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["recent"]);
       expect(await readdir(join(dir, "events"))).toEqual(["2026-11-20"]);
       expect(lines).toContainEqual(expect.objectContaining({ action: "event_retention", metadata: expect.objectContaining({ pruned: 1 }) }));
@@ -63,6 +65,67 @@ describe("event retention job", () => {
       await store.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("work-order retention", () => {
+  it("deletes old finished orders but keeps each target's last order and the orders of its last 5 successful specs", async () => {
+    const dir = await tempDir();
+    const store = new FileStore(dir);
+    await store.open();
+    try {
+      const now = new Date("2026-11-23T12:00:00Z");
+      const day = (d: number) => new Date(Date.UTC(2026, 9, d, 12)); // October: over 30 days ago
+      const finish = async (id: string, spec: string, finishedDay: number, opts: { ok?: boolean; type?: WorkOrderType; at?: Date } = {}) => {
+        const o = order(id, "node-1", 0, "tenant-a");
+        o.type = opts.type ?? WorkOrderType.DEPLOY_SERVICE;
+        o.desiredState!.specHash = spec;
+        await store.createWorkOrder(o);
+        const when = opts.at ?? day(finishedDay);
+        await store.claimWorkOrder(id, "node-1", new Date(when.getTime() - 1000));
+        const result = create(WorkOrderResultSchema, { success: opts.ok ?? true, code: (opts.ok ?? true) ? "APPLY_OK" : "COMPOSE_INVALID" });
+        await store.finishWorkOrder(id, "node-1", result, when);
+      };
+      // Newest first the specs are h6, h5, h4, h2, h3 (five), then h1: o2 is an older copy of h2.
+      await finish("o1", "h1", 1);
+      await finish("o2", "h2", 2);
+      await finish("o3", "h3", 3);
+      await finish("o4", "h2", 4);
+      await finish("o5", "h4", 5);
+      await finish("o6", "h5", 6);
+      await finish("o7", "h6", 7);
+      await finish("o8-failed", "h7", 8, { ok: false });
+      await finish("o9-command", "", 9, { type: WorkOrderType.EXECUTE_COMMAND });
+      await finish("o10-recent", "h8", 0, { type: WorkOrderType.EXECUTE_COMMAND, at: new Date("2026-11-20T00:00:00Z") });
+      // The tenant's record still names o1 as its last order on node-1.
+      await store.createResource(tenant("tenant-a"));
+      await store.updateResource("tenant", "tenant-a", (t) => {
+        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: create(TenantStatusSchema, { targets: [{ nodeId: "node-1", lastWorkOrderId: "o1" }] }) } };
+        return t;
+      });
+      const lines: Array<{ action?: string; metadata?: { pruned?: number } }> = [];
+      const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
+      const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 0, workOrderRetentionMs: 30 * 86_400_000 });
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 3 });
+      const left = (await store.listWorkOrders({})).items.map((o) => o.id).sort();
+      expect(left).toEqual(["o1", "o10-recent", "o3", "o4", "o5", "o6", "o7"]);
+      expect(await readdir(join(dir, "work-orders", "finished"))).toEqual(left.map((id) => `${id}.json`).sort());
+      expect(lines).toContainEqual(expect.objectContaining({ action: "work_order_retention", metadata: expect.objectContaining({ pruned: 3 }) }));
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 0 });
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the keep rule counts specs per tenant and node, newest first, and only deploys and rollbacks", () => {
+    const o = (id: string, tenantId: string, nodeId: string, specHash: string, finishedAtMs: number, type = WorkOrderType.DEPLOY_SERVICE) => ({ id, tenantId, nodeId, specHash, finishedAtMs, type });
+    const keep = ordersToKeep(
+      [],
+      [o("a1", "t", "n1", "x", 1), o("a2", "t", "n1", "y", 2), o("a3", "t", "n1", "x", 3), o("b1", "t", "n2", "x", 1), o("r1", "t", "n1", "z", 4, WorkOrderType.ROLLBACK), o("c1", "t", "n1", "w", 5, WorkOrderType.RESTART_SERVICE)],
+      2,
+    );
+    expect([...keep].sort()).toEqual(["a3", "b1", "r1"]);
   });
 });
 

@@ -439,6 +439,39 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await store.getWorkOrder("wo-none")).toBeUndefined();
       });
 
+      it("retention deletes finished orders older than the cutoff, except those kept, and nothing else", async (ctx) => {
+        const finish = async (id: string, tenantId: string, finishedAt: number, success = true) => {
+          await store.createWorkOrder(order(id, "node-1", 0, tenantId));
+          await store.claimWorkOrder(id, "node-1", at(finishedAt - 100));
+          await store.finishWorkOrder(id, "node-1", success ? ok() : failed(), at(finishedAt));
+        };
+        await finish("old-ok", "tenant-a", 1000);
+        await finish("old-failed", "tenant-b", 1000, false);
+        await store.createWorkOrder(order("old-cancelled", "node-1", 0, "tenant-a"));
+        await store.cancelWorkOrder("old-cancelled", "no longer wanted", "req-x", at(1000));
+        await finish("old-kept", "tenant-a", 1000);
+        await finish("new-ok", "tenant-a", 5000);
+        await store.createWorkOrder(order("still-pending", "node-2", 0, "tenant-a"));
+        await store.createWorkOrder(order("still-running", "node-3", 0, "tenant-a"));
+        await store.claimWorkOrder("still-running", "node-3", at(500));
+        expect((await store.getWorkOrder("old-failed"))?.status).toBe(WorkOrderStatus.FAILED);
+        expect((await store.getWorkOrder("old-cancelled"))?.status).toBe(WorkOrderStatus.CANCELLED);
+
+        expect(await store.pruneWorkOrders(at(3000), new Set(["old-kept"]))).toBe(3);
+        const ids = async (filter: Parameters<Store["listWorkOrders"]>[0] = {}) => (await store.listWorkOrders(filter)).items.map((o) => o.id).sort();
+        const left = ["new-ok", "old-kept", "still-pending", "still-running"];
+        expect(await ids()).toEqual(left);
+        expect(await ids({ tenantId: "tenant-b" })).toEqual([]);
+        expect(await ids({ status: WorkOrderStatus.SUCCESS })).toEqual(["new-ok", "old-kept"]);
+        expect(await ids({ status: WorkOrderStatus.CANCELLED })).toEqual([]);
+        expect(await store.getWorkOrder("old-ok")).toBeUndefined();
+        expect(await store.countPendingWorkOrders("node-2")).toBe(1);
+        expect(await store.pruneWorkOrders(at(3000), new Set(["old-kept"]))).toBe(0);
+        if (!sut.reopen) return ctx.skip();
+        store = await sut.reopen();
+        expect(await ids()).toEqual(left);
+      });
+
       it("a new work order that is not pending is refused with INVALID_REQUEST", async () => {
         const o = order("wo-run", "node-1");
         o.status = WorkOrderStatus.RUNNING;

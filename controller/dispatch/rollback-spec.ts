@@ -34,13 +34,14 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
     if (spec.tenantId !== tenant.id || spec.nodeId !== nodeId) {
       throw invalid(`deployment ${dep.id} shipped tenant ${spec.tenantId} to node ${spec.nodeId}, not tenant ${tenant.id} to node ${nodeId}`, { field: "action.rollback.deployment_id" });
     }
-    // The deployment's order knows which compose service each service resource is.
-    const order = spec.workOrderId ? await store.getWorkOrder(spec.workOrderId) : undefined;
+    // Which compose service each service resource is: on the deployment, or (deployments made
+    // before it carried the map) on its order while that is kept.
+    const order = spec.workOrderId && Object.keys(spec.composeServices).length === 0 ? await store.getWorkOrder(spec.workOrderId) : undefined;
     const ds = create(WorkOrderDesiredStateSchema, {
       tenantId: tenant.id,
       serviceIds: spec.serviceIds,
       composeProject: spec.composeProject,
-      composeServices: order?.desiredState?.composeServices ?? {},
+      composeServices: Object.keys(spec.composeServices).length > 0 ? spec.composeServices : (order?.desiredState?.composeServices ?? {}),
       specHash: spec.specHash || order?.desiredState?.specHash || "",
     });
     return done(ds, `deployment/${dep.id}`);

@@ -42,6 +42,7 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
           composeProject: project,
           workOrderId: ids.workOrderId,
           specHash: ids.rendered.specHash,
+          composeServices: { ...ids.rendered.composeServices },
         },
       },
     },

@@ -58,6 +58,19 @@ export class SortedIndex<T> {
     }
   }
 
+  /** Removes every entry whose value passes `drop`, in one pass. */
+  deleteWhere(drop: (value: T) => boolean): void {
+    const keys: string[] = [];
+    const values: T[] = [];
+    for (let i = 0; i < this.keys.length; i++) {
+      if (drop(this.values[i]!)) continue;
+      keys.push(this.keys[i]!);
+      values.push(this.values[i]!);
+    }
+    this.keys = keys;
+    this.values = values;
+  }
+
   /** Removes every entry with key < `key` (one pass, not one splice each) and returns their values. */
   dropBefore(key: string): T[] {
     const i = this.lowerBound(key);

@@ -142,6 +142,12 @@ export interface Store {
   getWorkOrder(id: string): Promise<WorkOrder | undefined>;
   /** Work orders ordered by (created_at, id). */
   listWorkOrders(filter: WorkOrderFilter): Promise<Page<WorkOrder>>;
+  /**
+   * Deletes the finished orders (SUCCESS, FAILED, CANCELLED) that finished before
+   * `finishedBefore`, except those whose id is in `keep` (retention), from disk and from
+   * listings; returns how many. Safe to repeat; other orders are never touched.
+   */
+  pruneWorkOrders(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
   /** The oldest pending work order targeted at `nodeId`, or undefined. */
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */

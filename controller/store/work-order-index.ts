@@ -10,6 +10,8 @@ import type { OrderDir } from "./store-paths.js";
 const PAGE_TAG = "work-orders";
 const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
+
 /** The stage directory an order with this status lives in. */
 export function stageOf(status: WorkOrderStatus): OrderDir {
   if (status === WorkOrderStatus.PENDING || status === WorkOrderStatus.RETRY_PENDING) return "pending";
@@ -61,6 +63,31 @@ export class WorkOrderIndex {
     this.tenantIndex(tenantOf(order)).set(orderKey(order), order);
     this.statusIndex(order.status).set(orderKey(order), order);
     if (order.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(order)).set(pendingKey(order), order);
+  }
+
+  /**
+   * Removes the finished orders (SUCCESS, FAILED, CANCELLED) that finished before `before`, except
+   * those in `keep`; returns them. One pass over each index, not one splice per order.
+   */
+  removeFinished(before: Date, keep: ReadonlySet<string>): WorkOrder[] {
+    const gone = new Set<WorkOrder>();
+    for (const status of FINISHED) {
+      for (const [, o] of this.statusIndex(status).entries()) {
+        if (!keep.has(o.id) && o.finishedAt !== undefined && timestampDate(o.finishedAt) < before) gone.add(o);
+      }
+    }
+    if (gone.size === 0) return [];
+    const drop = (o: WorkOrder) => gone.has(o);
+    this.ordered.deleteWhere(drop);
+    for (const status of FINISHED) this.statusIndex(status).deleteWhere(drop);
+    const tenants = new Set([...gone].map(tenantOf));
+    for (const t of tenants) {
+      const idx = this.tenantIndex(t);
+      idx.deleteWhere(drop);
+      if (idx.size === 0) this.byTenant.delete(t);
+    }
+    for (const o of gone) this.byId.delete(o.id);
+    return [...gone];
   }
 
   /** The pending order for `nodeId` to run next: highest priority, then oldest. */

@@ -1,0 +1,68 @@
+// History is kept for a retention period and then deleted, from disk and from listings, by an
+// hourly job: events (--event-retention, default 30 days) and finished work orders
+// (--work-order-retention, default 30 days). Without it a controller that runs for months would
+// keep every heartbeat event and every order it ever sent in memory and on disk for ever. Orders
+// still in use are kept whatever their age (dispatch/orders-in-use.ts).
+import type { Logger } from "./logging/logger.js";
+import { Periodic } from "./periodic.js";
+import type { Store } from "./store/store.js";
+import { ordersInUse } from "./dispatch/orders-in-use.js";
+
+const EVERY_MS = 60 * 60 * 1000;
+
+export interface RetentionSettings {
+  store: Store;
+  logger: Logger;
+  now: () => Date;
+  /** 0 keeps events for ever. */
+  eventRetentionMs: number;
+  /** 0 keeps finished work orders for ever. */
+  workOrderRetentionMs: number;
+  everyMs?: number;
+}
+
+export class HistoryRetention {
+  private readonly periodic: Periodic;
+
+  constructor(private readonly deps: RetentionSettings) {
+    this.periodic = new Periodic(() => this.prune(), deps.everyMs ?? EVERY_MS);
+  }
+
+  /** Whether there is anything to prune at all. */
+  get enabled(): boolean {
+    return this.deps.eventRetentionMs > 0 || this.deps.workOrderRetentionMs > 0;
+  }
+
+  /** Prunes once now, then every hour. */
+  start(): void {
+    void this.prune();
+    this.periodic.start();
+  }
+
+  stop(): Promise<void> {
+    return this.periodic.stop();
+  }
+
+  /** One round; returns how many events and orders it deleted. */
+  async prune(): Promise<{ events: number; workOrders: number }> {
+    const { store, eventRetentionMs, workOrderRetentionMs } = this.deps;
+    const events = eventRetentionMs > 0 ? await this.round("event_retention", "event(s)", eventRetentionMs, (before) => store.pruneEvents(before)) : 0;
+    const workOrders =
+      workOrderRetentionMs > 0
+        ? await this.round("work_order_retention", "finished work order(s)", workOrderRetentionMs, async (before) => store.pruneWorkOrders(before, await ordersInUse(store)))
+        : 0;
+    return { events, workOrders };
+  }
+
+  private async round(action: string, what: string, retentionMs: number, prune: (before: Date) => Promise<number>): Promise<number> {
+    const before = new Date(this.deps.now().getTime() - retentionMs);
+    try {
+      const n = await prune(before);
+      if (n > 0) this.deps.logger.info({ action, result: "ok", metadata: { pruned: n, before: before.toISOString() } }, `${n} ${what} older than the retention deleted`);
+      return n;
+    } catch (e) {
+      this.deps.logger.error({ action, result: "error", err: e }, `could not delete old ${what}`);
+      return 0;
+    }
+  }
+}
