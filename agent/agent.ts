@@ -48,6 +48,8 @@ export class Agent {
   private probing: Promise<DockerHost> | undefined;
   private probedAt = 0;
   private lastHeartbeat = 0;
+  // What the last full heartbeat reported of process modules (heartbeats during an order repeat it).
+  private lastProcesses: ProcessObservation[] = [];
   // Whether the next round asks for an order (see the top of this file).
   private mayHaveWork = true;
   private recovered = false;
@@ -127,8 +129,26 @@ export class Agent {
     return host;
   }
 
+  /**
+   * Heartbeats while an order runs (a deploy can take minutes; without them the node would be
+   * judged offline meanwhile). These report liveness and capabilities only: what runs is
+   * reported again by the loop's next full heartbeat, when the order has finished changing it.
+   */
+  private keepBeating(log: Logger): () => void {
+    let sending = false;
+    const timer = setInterval(() => {
+      if (sending || Date.now() - this.lastHeartbeat < this.deps.config.pollIntervalMs) return;
+      sending = true;
+      this.heartbeat({ observe: false })
+        .catch((e: unknown) => log.debug({ action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } }, "heartbeat during an order failed"))
+        .finally(() => (sending = false));
+    }, Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)));
+    return () => clearInterval(timer);
+  }
+
   /** Sends a heartbeat; returns how many orders wait for this node. */
-  private async heartbeat(): Promise<number> {
+  private async heartbeat(opts: { observe: boolean } = { observe: true }): Promise<number> {
+    if (!opts.observe) return this.sendHeartbeat(await this.refreshHost(), undefined, this.lastProcesses);
     const host = await this.refreshHost();
     // What runs here, for drift detection. When the engine cannot tell, say nothing rather than
     // "nothing runs".
@@ -145,6 +165,12 @@ export class Agent {
       this.log.warn({ action: "supervise", result: "error", metadata: { message: (e as Error).message } }, "could not supervise process modules");
       return [];
     });
+    this.lastProcesses = processes;
+    return this.sendHeartbeat(host, projects, processes);
+  }
+
+  // `projects` undefined: not reported (the controller keeps what it had).
+  private async sendHeartbeat(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): Promise<number> {
     const res = await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
@@ -218,6 +244,7 @@ export class Agent {
       const cancel = new AbortController();
       this.running = { id: order.id, cancel };
       const stopRenewing = this.keepLease(order, log);
+      const stopBeating = this.keepBeating(log);
       // The order's own timeout counts from its claim, so a run resumed after a restart keeps
       // the deadline the first run had.
       const timeoutMs = order.timeout ? durationMs(order.timeout) : 0;
@@ -231,6 +258,7 @@ export class Agent {
       } finally {
         clearTimeout(timer);
         stopRenewing();
+        stopBeating();
         this.running = undefined;
       }
       if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {

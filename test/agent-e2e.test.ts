@@ -316,7 +316,13 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   it("rides out a controller restart: retries with growing backoff, never exits, then takes new work", async () => {
     // The agent must be idle, so its main loop is what meets the stopped controller: the last
     // order's result can be stored before the agent hears back (then it retries the report).
-    const last = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1 })).workOrders[0]!;
+    // (Orders list oldest first: the newest is the last one, and none may still be under way,
+    // such as a retry of an earlier test's order.)
+    const last = await waitFor("no order to be under way", async () => {
+      const all = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders;
+      const busy = all.some((o) => [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING].includes(o.status));
+      return busy ? undefined : all[all.length - 1];
+    }, 60_000);
     await waitFor("the agent to hear its last result was stored", async () =>
       (await readFile(agent.logFile, "utf8")).split("\n").some((l) => l.includes(last.id) && l.includes('"action":"report_result","result":"ok"')) ? true : undefined,
     );

@@ -17,6 +17,8 @@ import { ConvergenceStatus } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import { rpcError } from "./helpers/errors.js";
@@ -124,6 +126,18 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     expect(e.status).toBe(WorkOrderStatus.FAILED);
     expect(e.result?.code).toBe("EXPIRED");
     expect(e.attempts).toHaveLength(0);
+  }, 60_000);
+
+  it("a node stays online while an order runs for many heartbeat intervals", async () => {
+    // The agent polls every 200 ms: six missed intervals (1.2 s) would mark it offline.
+    const since = timestampFromDate(new Date());
+    const o = await run(WorkOrderType.EXECUTE_COMMAND, { case: "executeCommand", value: { command: { argv: ["sleep", "4"] } } });
+    expect(o.result?.code).toBe("COMMAND_OK");
+    for (const type of ["node_degraded", "node_offline"]) {
+      expect((await ctl.admin(EventService).listEvents({ type, resourceId: NODE, since })).events.map((e) => e.type)).toEqual([]);
+    }
+    const node = (await ctl.admin(ResourceService).getResource({ resourceType: "node", id: NODE })).resource!;
+    expect(node.currentState?.kind.case === "node" ? node.currentState.kind.value.liveness : undefined).toBe(NodeLiveness.ONLINE);
   }, 60_000);
 
   it("upload_files writes the tenant's file atomically with its mode; a second upload changes nothing", async () => {
