@@ -111,11 +111,15 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     });
     expect(events.filter((t) => t === "work_order_lease_expired")).toHaveLength(1);
     expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed")).toEqual(["work_order_succeeded"]);
-    // The stale run learnt it lost the lease (renewal refused) or had its result refused.
-    await waitFor("the stale run to be refused", async () => {
-      const log = await readFile(agent.logFile, "utf8");
-      return /controller refused the result|lease lost/.test(log) ? true : undefined;
-    }, 30_000);
+    // The stale run (the same agent, which could claim again only once it was done) reported its
+    // result with the old fencing token and was refused: WORK_ORDER_NOT_CLAIMABLE
+    // (FailedPrecondition), not a success that overwrote the new claim's. (The order was pending
+    // again at that moment, so that is what the refusal says.)
+    const refusals = (await readFile(agent.logFile, "utf8"))
+      .split("\n")
+      .filter((l) => l.includes(orderId) && l.includes('"action":"report_result"') && l.includes("controller refused the result"));
+    expect(refusals).toHaveLength(1);
+    expect(JSON.parse(refusals[0]!)).toMatchObject({ result: "FailedPrecondition", metadata: { message: expect.stringMatching(/fencing token 1/) } });
     expect(await readFile(agent.logFile, "utf8")).not.toContain("PermissionDenied");
     // One order per desired state: nothing else ran.
     expect((await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.result?.code !== "SUPERSEDED").map((o) => o.id)).toEqual([firstId, orderId]);

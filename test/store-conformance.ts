@@ -525,6 +525,10 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.claimWorkOrder("wo-f2", "node-1", at(1100), 1000);
         await expectCode(store.renewWorkOrderLease("wo-f2", "node-1", 1n, at(1200), 1000), "WORK_ORDER_NOT_CLAIMABLE");
         await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1300), 1n), "WORK_ORDER_NOT_CLAIMABLE");
+        // Without a token a result cannot say which claim it belongs to: once the order has been
+        // claimed twice it is refused (a first claim's result may omit it).
+        await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1300)), "WORK_ORDER_NOT_CLAIMABLE");
+        await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1300), 0n), "WORK_ORDER_NOT_CLAIMABLE");
         expect((await store.getWorkOrder("wo-f2"))?.status).toBe(WorkOrderStatus.RUNNING);
         const done = await store.finishWorkOrder("wo-f2", "node-1", ok(), at(1400), 2n);
         expect(done.workOrder.attempts.map((a) => a.outcome)).toEqual(["lease_expired", "finished"]);

@@ -67,6 +67,14 @@ function checkHolder(current: WorkOrder, nodeId: string, token: bigint | undefin
   if (current.claim?.nodeId !== nodeId) {
     throw forbidden(`work order ${current.id} is claimed by another node`, { work_order_id: current.id });
   }
+  if ((token === undefined || token === 0n) && current.claim.fencingToken > 1n) {
+    // Only a first claim may leave its token out (no other holder can exist yet): after a lapsed
+    // lease a tokenless call could be the stale holder's.
+    throw notClaimable(`work order ${current.id} has been claimed ${current.claim.fencingToken} times: send the fencing_token of your claim`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.claim.fencingToken.toString(),
+    });
+  }
   if (token !== undefined && token !== 0n && token !== current.claim.fencingToken) {
     throw notClaimable(`work order ${current.id}: fencing token ${token} is not the current claim's (${current.claim.fencingToken}); the lease lapsed and the order was claimed again`, {
       status: SHORT_STATUS[current.status],
@@ -118,7 +126,13 @@ function endAttempt(o: WorkOrder, now: Date, outcome: string): void {
  */
 export function finished(current: WorkOrder, nodeId: string, result: WorkOrderResult, now: Date, token?: bigint): WorkOrder {
   if (current.status !== WorkOrderStatus.RUNNING) {
-    throw notClaimable(`work order ${current.id} has not been claimed`, { status: SHORT_STATUS[current.status], claimed_by: "" });
+    const lapsed = token !== undefined && token !== 0n && current.attempts.some((a) => a.fencingToken === token);
+    const why = isFinished(current)
+      ? `it has finished (${SHORT_STATUS[current.status]})`
+      : lapsed
+        ? `the claim with fencing token ${token} lapsed and it is ${SHORT_STATUS[current.status]} again`
+        : "it has not been claimed";
+    throw notClaimable(`work order ${current.id} is not running: ${why}`, { status: SHORT_STATUS[current.status], claimed_by: "" });
   }
   checkHolder(current, nodeId, token);
   const next = clone(WorkOrderSchema, current);

@@ -274,7 +274,8 @@ export type ReportWorkOrderResultRequest = Message<"skipper.v1.ReportWorkOrderRe
   result?: WorkOrderResult | undefined;
 
   /**
-   * The fencing token of the caller's claim. 0 skips the check (agents before leases).
+   * The fencing token of the caller's claim. May be 0 only while the order has been claimed once
+   * (no other holder can exist); after a lapsed lease a result without it is refused.
    *
    * @generated from field: int64 fencing_token = 3;
    */
