@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
@@ -61,12 +62,17 @@ describe("listing", () => {
     expect(revision).toBeGreaterThan(0n);
     const b = (await put(tenant("rev-b"))).resource!;
     expect(BigInt(b.metadata!.resourceVersion)).toBeGreaterThan(revision);
+    // A node made by RegisterNode is a resource like any other.
+    const n = (await tc.client(NodeService, { admin: true }).registerNode({ nodeId: "rev-node" })).node!;
     await tc.controller.reconciler.idle();
     const since = await api().listResources({ sinceRevision: revision });
-    expect(since.resources.map((r) => r.id)).toEqual(["rev-b"]);
-    expect(since.revision).toBeGreaterThanOrEqual(BigInt(b.metadata!.resourceVersion));
+    expect(since.resources.map((r) => r.id)).toEqual(["rev-node", "rev-b"]);
+    expect(since.revision).toBeGreaterThanOrEqual(BigInt(n.metadata!.resourceVersion));
     const events = await tc.client(EventService, { admin: true }).listEvents({ sinceRevision: revision });
-    expect(events.events.map((e) => [e.type, e.resourceId, e.revision])).toEqual([["resource_created", "rev-b", BigInt(b.metadata!.resourceVersion)]]);
+    expect(events.events.map((e) => [e.type, e.resourceId, e.revision])).toEqual([
+      ["resource_created", "rev-b", BigInt(b.metadata!.resourceVersion)],
+      ["resource_created", "rev-node", BigInt(n.metadata!.resourceVersion)],
+    ]);
   });
 });
 

@@ -60,7 +60,7 @@ export function nodeService(deps: ServiceDeps): Partial<ServiceImpl<typeof NodeS
             updatedAt: now,
           }),
         );
-        await recordEvents(store, [{ type: "resource_created", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId }]);
+        await recordEvents(store, [{ type: "resource_created", requestId: call.requestId, correlationId: call.correlationId, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion }]);
       }
       const token = mintNodeToken(nodeId);
       await store.putNodeCredential({ nodeId, tokenHash: hashToken(token), createdAt: deps.now() });
