@@ -123,7 +123,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
 
   const feed = new OrderFeed();
   let liveness: LivenessMonitor | undefined;
-  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs, onOrderCreated: (o) => feed.publish(o) });
+  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs, onOrderCreated: (o) => feed.publish(o), onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace) });
   const deps: ServiceDeps = {
     store,
     logger,

@@ -5,13 +5,14 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, ResourceSchema, ResourceSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -125,6 +126,21 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     expect(targets.every((t) => t.appliedHash === t.desiredHash && t.appliedHash !== "")).toBe(true);
     const tool = (await api().getResource({ resourceType: "service", id: "rc-tool" })).resource!;
     expect(tool.convergence).toMatchObject({ status: ConvergenceStatus.CONVERGED, nodeId: "rc-dev" });
+    // Converged services record what they run as their last applied state, and the tenant's
+    // snapshot then shows every service in sync.
+    for (const id of ["rc-web", "rc-worker", "rc-tool"]) {
+      const svc = await waitFor(`${id}'s last applied state`, async () => {
+        const r = (await api().getResource({ resourceType: "service", id })).resource!;
+        return r.lastAppliedState ? r : undefined;
+      });
+      expect(equals(ResourceSpecSchema, svc.lastAppliedState!, svc.desiredState!)).toBe(true);
+    }
+    const diffs = await waitFor("a snapshot with the services in sync", async () => {
+      const snap = (await ctl.admin(SnapshotService).getTenantSnapshot({ tenantId: TENANT })).snapshot;
+      const services = (snap?.diffs ?? []).filter((d) => d.resourceType === "service");
+      return services.length === 3 && services.every((d) => d.inSync) ? services : undefined;
+    });
+    expect(diffs.map((d) => d.resourceId).sort()).toEqual(["rc-tool", "rc-web", "rc-worker"]);
   }, 120_000);
 
   it("a container stopped behind Skipper's back runs again within one sweep, and drift_detected says why", async () => {

@@ -11,6 +11,7 @@ import { v4 as uuidv4 } from "uuid";
 import {
   ConvergenceSchema,
   ConvergenceStatus,
+  ResourceSpecSchema,
   TargetStatusSchema,
   TenantStatusSchema,
   type Convergence,
@@ -43,6 +44,8 @@ export interface ReconcilerDeps {
   sweepIntervalMs?: number;
   /** Told of every order a pass creates (push to connected agents). */
   onOrderCreated?: (order: WorkOrder) => void;
+  /** Told when a pass recorded services' desired states as applied (fresh tenant snapshot). */
+  onServicesApplied?: (tenantId: string, trace: { requestId: string; correlationId: string }) => Promise<void>;
 }
 
 /** One order a pass issued or found in flight for a target. */
@@ -309,19 +312,30 @@ export class Reconciler {
 
   private async writeServices(world: World, tenantId: string, desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: { requestId: string; correlationId: string }): Promise<void> {
     // Different records: written in parallel, so their fsyncs share the store's group commit.
+    let applied = false;
     await Promise.all(world.servicesOf(tenantId).map(async (svc) => {
       const placed = desire.services.get(svc.id);
       const verdict = placed?.blocker
         ? { status: placed.blocker.status, message: placed.blocker.message }
         : worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? { status: ConvergenceStatus.PENDING, message: "not reconciled yet" };
       const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
-      if (svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
+      // Converged means every node it is placed on runs the spec rendered from this desired
+      // state: that is now its last applied state.
+      const nowApplied = conv.status === ConvergenceStatus.CONVERGED && svc.desiredState !== undefined && !(svc.lastAppliedState && equals(ResourceSpecSchema, svc.lastAppliedState, svc.desiredState));
+      if (!nowApplied && svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
       const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
-        if (!cur.deletion) cur.convergence = conv;
+        if (cur.deletion) return cur;
+        cur.convergence = conv;
+        // Only the desired state this pass rendered: one changed since is not applied yet.
+        if (nowApplied && cur.metadata?.resourceVersion === svc.metadata?.resourceVersion && cur.desiredState) {
+          cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+          applied = true;
+        }
         return cur;
       });
       if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
     }));
+    if (applied) await this.deps.onServicesApplied?.(tenantId, trace);
   }
 
   private async convergenceEvent(r: Resource, c: Convergence, trace: { requestId: string; correlationId: string }): Promise<void> {
