@@ -9,7 +9,8 @@
 //             open and the heartbeats going
 //   dispatch  from CreateResource of a tenant placed on one node returning to that node's agent
 //             holding the claim: the reconciler issues the order, the stream rings, the agent
-//             claims. p50/p99 over --samples (default 200), one at a time, random nodes.
+//             claims; then from an Apply of that tenant returning to the claim of the order it
+//             made. p50/p99 over --samples (default 500) of each, one at a time, random nodes.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -21,6 +22,7 @@ import { createClient, type Client, type Interceptor } from "@connectrpc/connect
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { percentile, procStats } from "./measure.js";
@@ -32,7 +34,7 @@ const { values } = parseArgs({
     agents: { type: "string", default: "1000" },
     heartbeat: { type: "string", default: "10" },
     idle: { type: "string", default: "30" },
-    samples: { type: "string", default: "200" },
+    samples: { type: "string", default: "500" },
     // Writes a V8 CPU profile of the controller to this directory.
     "cpu-prof": { type: "string" },
   },
@@ -52,9 +54,14 @@ function clientFor<S extends DescService>(service: S, url: string, ca: string, h
 
 
 
-/** One simulated agent: a stream that claims what it is told about, and heartbeats. */
+/**
+ * One simulated agent: a stream that claims what it is told about and reports success, and
+ * heartbeats that report the projects it "runs", as skippy's do (else the reconciler would see
+ * every deployed project missing and redeploy it).
+ */
 class SimAgent {
   private claimed = new Map<string, (at: { notified: number; claimed: number }) => void>();
+  private readonly running = new Map<string, { projectName: string; specHash: string; workOrderId: string }>();
   private readonly nodes: Client<typeof NodeService>;
   private readonly orders: Client<typeof WorkOrderService>;
   constructor(readonly nodeId: string, url: string, ca: string, token: string) {
@@ -77,7 +84,10 @@ class SimAgent {
           const claim = await this.orders.claimWorkOrder({ id });
           const claimed = performance.now();
           await this.orders.reportWorkOrderResult({ id, fencingToken: claim.workOrder?.fencingToken, result: { success: true, code: "APPLY_OK", message: "bench" } });
-          this.claimed.get(n.workOrder.target?.tenantId ?? "")?.({ notified, claimed });
+          const ds = n.workOrder.desiredState;
+          const tenantId = n.workOrder.target?.tenantId ?? "";
+          if (ds) this.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: id });
+          this.claimed.get(tenantId)?.({ notified, claimed });
         } catch {
           // claimed already (a notice can repeat): nothing to do
         }
@@ -85,7 +95,8 @@ class SimAgent {
     })().catch(() => undefined);
   }
   heartbeat(): Promise<unknown> {
-    return this.nodes.heartbeat({ nodeId: this.nodeId, agentVersion: "bench", heartbeatIntervalMs: BigInt(HEARTBEAT_MS), projectsReported: true });
+    const projects = [...this.running].map(([tenantId, p]) => ({ tenantId, ...p, services: [] }));
+    return this.nodes.heartbeat({ nodeId: this.nodeId, agentVersion: "bench", heartbeatIntervalMs: BigInt(HEARTBEAT_MS), projectsReported: true, projects });
   }
   claimOf(tenantId: string): Promise<{ notified: number; claimed: number }> {
     return new Promise((r) => this.claimed.set(tenantId, r));
@@ -122,6 +133,7 @@ try {
   const admin = { "x-admin-token": ADMIN };
   const nodes = clientFor(NodeService, url, ca, admin);
   const resources = clientFor(ResourceService, url, ca, admin);
+  const deployments = clientFor(DeploymentService, url, ca, admin);
 
   const t0 = performance.now();
   const agents: SimAgent[] = [];
@@ -159,6 +171,7 @@ try {
   const lat: number[] = [];
   const toNotice: number[] = [];
   const toClaim: number[] = [];
+  const applyLat: number[] = [];
   for (let s = 0; s < SAMPLES; s++) {
     const agent = agents[Math.floor(Math.random() * agents.length)]!;
     const tenantId = `bench-d-${s}`;
@@ -172,9 +185,14 @@ try {
     lat.push(at.claimed - returned);
     toNotice.push(at.notified - returned);
     toClaim.push(at.claimed - at.notified);
+    // Apply on the same tenant (its first order is done): a forced redeploy through the stream.
+    const again = agent.claimOf(tenantId);
+    await deployments.apply({ tenantId });
+    const applied = performance.now();
+    applyLat.push((await again).claimed - applied);
   }
   for (const b of beats) clearTimeout(b);
-  for (const l of [lat, toNotice, toClaim]) l.sort((a, b) => a - b);
+  for (const l of [lat, toNotice, toClaim, applyLat]) l.sort((a, b) => a - b);
   const figures = {
     agents: AGENTS,
     heartbeat_s: HEARTBEAT_MS / 1000,
@@ -191,6 +209,8 @@ try {
     notice_ms_p99: Number(percentile(toNotice, 99).toFixed(2)),
     claim_ms_p50: Number(percentile(toClaim, 50).toFixed(2)),
     claim_ms_p99: Number(percentile(toClaim, 99).toFixed(2)),
+    apply_ms_p50: Number(percentile(applyLat, 50).toFixed(2)),
+    apply_ms_p99: Number(percentile(applyLat, 99).toFixed(2)),
   };
   console.log(`dispatch benchmark: ${AGENTS} simulated agents with open streams, heartbeats every ${figures.heartbeat_s} s (setup ${figures.setup_s} s)`);
   console.log("| measure | value | target |");
@@ -200,6 +220,7 @@ try {
   console.log(`| create -> claim via stream, p50 / p99 | ${figures.dispatch_ms_p50} / ${figures.dispatch_ms_p99} ms | p99 < 50 ms |`);
   console.log(`| of which create -> stream notice, p50 / p99 | ${figures.notice_ms_p50} / ${figures.notice_ms_p99} ms | |`);
   console.log(`| of which notice -> claim answered, p50 / p99 | ${figures.claim_ms_p50} / ${figures.claim_ms_p99} ms | |`);
+  console.log(`| Apply -> claim via stream, p50 / p99 | ${figures.apply_ms_p50} / ${figures.apply_ms_p99} ms | p99 < 50 ms |`);
   console.log(JSON.stringify({ bench: "dispatch", node: process.version, ...figures }));
 } finally {
   stop.abort();
