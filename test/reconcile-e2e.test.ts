@@ -42,6 +42,12 @@ async function containers(dockerHost: string): Promise<Record<string, { id: stri
   return out;
 }
 
+/** The tenant project's named volumes on one engine, by compose volume key. */
+async function volumes(dockerHost: string): Promise<string[]> {
+  const r = await execa("docker", ["volume", "ls", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.Label "com.docker.compose.volume"}}'], { env: { DOCKER_HOST: dockerHost } });
+  return r.stdout.split("\n").filter(Boolean).sort();
+}
+
 describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engines)", () => {
   let ctl: ControllerProcess;
   const agents: AgentProcess[] = [];
@@ -55,7 +61,17 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
   const converged = (type: string, id: string, timeoutMs = 60_000) =>
     waitFor(`${type} ${id} to converge`, async () => ((await convergence(type, id)) === ConvergenceStatus.CONVERGED ? true : undefined), timeoutMs);
 
+  /** Removes the project's volumes (left by an earlier run, or by this one). */
+  async function dropVolumes(): Promise<void> {
+    for (const h of [hostA, hostB]) {
+      if (!h) continue;
+      const names = (await execa("docker", ["volume", "ls", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`], { env: { DOCKER_HOST: h }, reject: false })).stdout.split("\n").filter(Boolean);
+      if (names.length > 0) await execa("docker", ["volume", "rm", "-f", ...names], { env: { DOCKER_HOST: h }, reject: false });
+    }
+  }
+
   beforeAll(async () => {
+    await dropVolumes();
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-reconcile-"));
     webPort = await freePort();
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", `${SWEEP_MS}ms`] });
@@ -94,10 +110,12 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
         },
       }),
     });
-    await api().createResource({ resourceType: "service", resource: res("service", "rc-worker", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, resourceLimitsId: "rc-small" } }) });
+    await api().createResource({ resourceType: "volume", resource: res("volume", "rc-cache", { case: "volume", value: { tenantId: TENANT, mountPath: "/cache" } }) });
+    await api().createResource({ resourceType: "volume", resource: res("volume", "rc-scratch", { case: "volume", value: { tenantId: TENANT, mountPath: "/scratch" } }) });
+    await api().createResource({ resourceType: "service", resource: res("service", "rc-worker", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, resourceLimitsId: "rc-small", volumeIds: ["rc-cache"] } }) });
     await api().createResource({
       resourceType: "service",
-      resource: res("service", "rc-tool", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, placement: { nodeSelector: { env: "dev" } } } }),
+      resource: res("service", "rc-tool", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, placement: { nodeSelector: { env: "dev" } }, volumeIds: ["rc-scratch"] } }),
     });
   }, 120_000);
 
@@ -109,6 +127,7 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
       const ids = Object.values(await containers(h).catch(() => ({}))).map((c) => c.id);
       if (ids.length > 0) await execa("docker", ["rm", "-f", ...ids], { env: { DOCKER_HOST: h }, reject: false });
     }
+    await dropVolumes();
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 60_000);
 
@@ -170,12 +189,19 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     expect((await containers(hostA!))["rc-web"]!.id).toBe(before["rc-web"]!.id);
   }, 90_000);
 
-  it("deleting a service takes its container off the engine; the tombstone stays readable", async () => {
-    await api().deleteResource({ resourceType: "service", id: "rc-tool" });
+  it("deleting a service takes its container off the engine, and its volume only with delete_data; the tombstone stays readable", async () => {
+    expect(await volumes(hostA!)).toEqual(["rc-cache"]);
+    expect(await volumes(hostB!)).toEqual(["rc-scratch"]);
+    // rc-tool was all the tenant ran on the dev host: its project goes, and with delete_data its volume.
+    await api().deleteResource({ resourceType: "service", id: "rc-tool", deleteData: true });
     await waitFor("rc-tool's container to go", async () => (Object.keys(await containers(hostB!)).length === 0 ? true : undefined), 60_000);
+    await waitFor("rc-tool's volume to go", async () => ((await volumes(hostB!)).length === 0 ? true : undefined), 60_000);
+    // Without delete_data the data stays.
     await api().deleteResource({ resourceType: "service", id: "rc-worker" });
     await waitFor("rc-worker's container to go", async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined), 60_000);
     expect((await containers(hostA!))["rc-web"]?.state).toBe("running");
+    await converged("tenant", TENANT);
+    expect(await volumes(hostA!)).toEqual(["rc-cache"]);
     const tomb = (await api().getResource({ resourceType: "service", id: "rc-tool", includeDeleted: true })).resource!;
     expect(tomb.deletion?.deletedAt).toBeDefined();
     await converged("tenant", TENANT);

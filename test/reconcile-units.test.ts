@@ -17,7 +17,7 @@ import {
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { MAX_FAILURES, planTarget, retryDelayMs, type TargetFacts } from "../controller/reconcile/plan-target.js";
 import { renderProject, type RenderInput } from "../controller/reconcile/render-project.js";
-import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
+import { desiredForTenant, volumesToDelete } from "../controller/reconcile/desired-targets.js";
 import { recordOutcome } from "../controller/reconcile/target-record.js";
 import { NodeCache } from "../controller/reconcile/node-cache.js";
 import { FileStore } from "../controller/store/file-store.js";
@@ -289,6 +289,32 @@ describe("desiredForTenant", () => {
     expect(d.services.get("web")!.blocker?.status).toBe(ConvergenceStatus.REFERENCE_MISSING);
     expect(d.services.get("lost")!.blocker?.status).toBe(ConvergenceStatus.NO_MATCHING_NODE);
     expect(d.targets.size).toBe(0);
+  });
+
+  it("data goes only for volumes whose latest deletion asked for it and that no live service uses", () => {
+    const gone = (r: Resource, atMs: number, deleteData: boolean) => {
+      r.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(ago(100_000 - atMs)), deleteData });
+      return r;
+    };
+    const vol = (id: string) => create(ResourceSchema, { id, resourceType: "volume", desiredState: { kind: { case: "volume", value: { tenantId: "shop" } } } });
+    const deleted = [
+      gone(service("a", { volumeIds: ["data", "shared"] }), 1, true),
+      gone(service("b", { volumeIds: ["reused"] }), 1, true),
+      gone(service("c", { volumeIds: ["reused"] }), 2, false), // used again later, deleted without its data
+      gone(service("d", { volumeIds: ["kept"] }), 1, false),
+      gone(vol("orphan"), 3, true),
+    ];
+    expect(volumesToDelete(deleted, [])).toEqual(["data", "orphan", "shared"]);
+    // A live service on the node still uses "shared": it stays there.
+    expect(volumesToDelete(deleted, [service("live", { volumeIds: ["shared"] })])).toEqual(["data", "orphan"]);
+    // The list is part of what the node must do: it changes the spec hash.
+    const w = { tenant: tenant(), services: [service("web")], networks: new Map(), volumes: new Map(), limits: new Map(), nodes: [node("p1", { env: "prod" })] };
+    const plain = desiredForTenant(w).targets.get("p1")!;
+    const withData = desiredForTenant({ ...w, deleted }).targets.get("p1")!;
+    expect(plain.deleteVolumes).toEqual([]);
+    expect(withData.deleteVolumes).toEqual(["data", "orphan", "shared"]);
+    expect(withData.specHash).not.toBe(plain.specHash);
+    expect(desiredForTenant({ ...w, deleted }).removalVolumes).toEqual(["data", "orphan", "shared"]);
   });
 
   it("a deleted tenant wants nothing anywhere", () => {

@@ -4,7 +4,8 @@
 //   3. with the project's files: `compose down --remove-orphans` (plus -v when the order asks
 //      for the data to go); without them: remove the project's containers by label
 //                                                             -> COMPOSE_FAILED, TIMEOUT
-//   4. no container of the project is left                    -> REMOVE_FAILED otherwise
+//   4. no container of the project is left                    -> REMOVE_FAILED otherwise; then
+//      the volumes whose data a deletion asked to remove (delete_volumes) -> VOLUME_DELETE_FAILED
 //   5. the project's files and state record are removed; REMOVE_OK. Removing a project that is
 //      not there is REMOVE_OK too (idempotent).
 import { access, rm } from "node:fs/promises";
@@ -15,6 +16,7 @@ import { ID_PATTERN } from "../../controller/ids.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
+import { removeProjectVolumes } from "../engine/project-volumes.js";
 import type { DeployOutcome } from "./deploy-service.js";
 
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -33,7 +35,7 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const done = (code: string, message: string, command?: CommandRun): DeployOutcome => ({
     result: create(WorkOrderResultSchema, {
       success: code === "REMOVE_OK",
-      retriable: code === "DOCKER_UNAVAILABLE" || code === "TIMEOUT" || code === "COMPOSE_FAILED" || code === "REMOVE_FAILED",
+      retriable: code === "DOCKER_UNAVAILABLE" || code === "TIMEOUT" || code === "COMPOSE_FAILED" || code === "REMOVE_FAILED" || code === "VOLUME_DELETE_FAILED",
       code,
       message,
       details: {
@@ -68,6 +70,10 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
     }
     const left = await readProjectContainers(projectName);
     if (left.byService.size > 0) return done("REMOVE_FAILED", `containers of ${projectName} are still there: ${[...left.byService.keys()].join(", ")}`, command);
+    if (!ds?.removeVolumes && (ds?.deleteVolumes.length ?? 0) > 0) {
+      const gone = await removeProjectVolumes(projectName, ds!.deleteVolumes);
+      if (gone.failure) return done("VOLUME_DELETE_FAILED", gone.failure.message, gone.failure.run);
+    }
   } catch (e) {
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, e.run);
     throw e;

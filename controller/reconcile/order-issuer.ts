@@ -40,7 +40,7 @@ export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined,
   }
 }
 
-export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removeVolumes: boolean, drift?: string[]): Promise<TargetOrder> {
+export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removal: { removeVolumes: boolean; deleteVolumes: string[] }, drift?: string[]): Promise<TargetOrder> {
   const { store } = deps;
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
@@ -65,12 +65,13 @@ export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { pr
     deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
     return { nodeId: action.nodeId, workOrder, deployment, created: true };
   }
-  const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, now });
+  const { removeVolumes, deleteVolumes } = removal;
+  const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, deleteVolumes, now });
   const [workOrder] = await Promise.all([
     store.createWorkOrder(order),
     recordEvents(store, [
       ...events,
-      { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes } },
+      { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes, delete_volumes: order.desiredState?.deleteVolumes ?? [] } },
     ]),
   ]);
   deps.onOrderCreated?.(workOrder);

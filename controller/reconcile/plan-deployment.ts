@@ -68,6 +68,7 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
       composeProject: project,
       composeServices: { ...ids.rendered.composeServices },
       specHash: ids.rendered.specHash,
+      deleteVolumes: [...ids.rendered.deleteVolumes],
       // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
     },
@@ -76,7 +77,7 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
 }
 
 /** The remove_service order that brings the tenant's project down on the node. */
-export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes: boolean }): WorkOrder {
+export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes: boolean; deleteVolumes?: string[] }): WorkOrder {
   return pendingOrder({
     id: ids.workOrderId,
     type: WorkOrderType.REMOVE_SERVICE,
@@ -86,7 +87,7 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
     reason: "not_desired",
     maxAttempts: MAX_ATTEMPTS,
     priority: ids.priority ?? 0,
-    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes },
+    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes, deleteVolumes: ids.removeVolumes ? [] : [...(ids.deleteVolumes ?? [])] },
   });
 }
 

@@ -17,6 +17,8 @@ export interface RenderInput {
   networks: Map<string, Resource>;
   volumes: Map<string, Resource>;
   limits: Map<string, Resource>;
+  /** Volume ids whose data is to be removed on this node (volumesToDelete). */
+  deleteVolumes?: string[];
 }
 
 export interface RenderedProject {
@@ -27,6 +29,8 @@ export interface RenderedProject {
   serviceIds: string[];
   /** service id -> compose service name. */
   composeServices: Record<string, string>;
+  /** Volume ids whose data is to be removed, sorted (part of the hash). */
+  deleteVolumes: string[];
 }
 
 /** Labels the rendered containers carry, so the engine can say which resource a container is. */
@@ -43,17 +47,21 @@ export function renderProject(input: RenderInput): RenderedProject {
   const composeFile = raw.trim() !== "" ? raw : renderComposeFile(input.tenant.id, services, input);
   const env = raw.trim() !== "" ? sortedRecord(spec?.compose?.env ?? {}) : {};
   const project = create(ComposeProjectSchema, { projectName, composeFile, env });
-  return { project, specHash: projectHash(project, composeServices), serviceIds: services.map((s) => s.id), composeServices };
+  const deleteVolumes = [...new Set(input.deleteVolumes ?? [])].sort(cmp);
+  return { project, specHash: projectHash(project, composeServices, deleteVolumes), serviceIds: services.map((s) => s.id), composeServices, deleteVolumes };
 }
 
 /**
  * sha256 of a project's canonical form: project name, file bytes, env and the service-resource
  * mapping (sorted by key), so adding a service resource to a tenant with its own compose file is
- * a change too (the next order reports that service's containers).
+ * a change too (the next order reports that service's containers); and the volumes whose data
+ * is to go, when there are any (so a deletion with delete_data is work for the node).
  */
-export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}): string {
+export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}, deleteVolumes: string[] = []): string {
   const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
-  const canonical = JSON.stringify([p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)]);
+  const parts: unknown[] = [p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)];
+  if (deleteVolumes.length > 0) parts.push([...deleteVolumes].sort(cmp));
+  const canonical = JSON.stringify(parts);
   return createHash("sha256").update(canonical, "utf8").digest("hex");
 }
 

@@ -26,11 +26,13 @@ export interface NodeFacts {
  * when a single change arrives.
  */
 export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?: NodeCache): Promise<World> {
-  const [tenant, services, nodes] = await Promise.all([
+  const [tenant, withTombstones, deletedVolumes, nodes] = await Promise.all([
     store.getResource("tenant", tenantId, { includeDeleted: true }),
-    listAll(store, "service", false, tenantId),
+    listAll(store, "service", true, tenantId),
+    listAll(store, "volume", true, tenantId).then((vs) => vs.filter((v) => v.deletion)),
     nodeCache ? nodeCache.current(store) : listAll(store, "node", false),
   ]);
+  const services = withTombstones.filter((s) => !s.deletion);
   const wanted = { network: new Set<string>(), volume: new Set<string>(), resource_limits: new Set<string>() };
   for (const s of services) {
     if (s.desiredState?.kind.case !== "service") continue;
@@ -42,7 +44,8 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
   const fetch = async (type: "network" | "volume" | "resource_limits") =>
     (await Promise.all([...wanted[type]].map((id) => store.getResource(type, id)))).filter((r): r is Resource => r !== undefined);
   const [networks, volumes, limits] = await Promise.all([fetch("network"), fetch("volume"), fetch("resource_limits")]);
-  const world = new World(tenant ? [tenant] : [], services.filter((s) => s.desiredState?.kind.case === "service" && s.desiredState.kind.value.tenantId === tenantId), networks, volumes, limits, nodes, []);
+  const own = (r: Resource) => tenantOfSpec(r) === tenantId;
+  const world = new World(tenant ? [tenant] : [], withTombstones.filter(own), networks, [...volumes, ...deletedVolumes.filter(own)], limits, nodes, []);
   await world.refreshInFlight(store, tenantId);
   return world;
 }
@@ -50,7 +53,8 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
 /** Reads the whole world from the store (a sweep). */
 export async function loadWorld(store: Store): Promise<World> {
   const [tenants, services, networks, volumes, limits, nodes] = await Promise.all(
-    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) => listAll(store, t, t === "tenant")),
+    // Deleted tenants, services and volumes too: tombstones say what must still go.
+    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) => listAll(store, t, t === "tenant" || t === "service" || t === "volume")),
   );
   const inFlight: WorkOrder[] = [];
   for (const status of IN_FLIGHT) {
@@ -66,6 +70,8 @@ export async function loadWorld(store: Store): Promise<World> {
 
 export class World {
   private readonly servicesByTenant = new Map<string, Resource[]>();
+  // tenant id -> its deleted services and volumes.
+  private readonly deletedByTenant = new Map<string, Resource[]>();
   private readonly networks: Map<string, Resource>;
   private readonly volumes: Map<string, Resource>;
   private readonly limits: Map<string, Resource>;
@@ -83,12 +89,18 @@ export class World {
     nodes: Resource[],
     inFlight: WorkOrder[],
   ) {
+    for (const r of [...services, ...volumes]) {
+      if (!r.deletion) continue;
+      const t = tenantOfSpec(r);
+      this.deletedByTenant.set(t, [...(this.deletedByTenant.get(t) ?? []), r]);
+    }
     for (const s of services) {
-      const t = s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.tenantId : "";
+      if (s.deletion) continue;
+      const t = tenantOfSpec(s);
       this.servicesByTenant.set(t, [...(this.servicesByTenant.get(t) ?? []), s]);
     }
     this.networks = new Map(networks.map((r) => [r.id, r]));
-    this.volumes = new Map(volumes.map((r) => [r.id, r]));
+    this.volumes = new Map(volumes.filter((r) => !r.deletion).map((r) => [r.id, r]));
     this.limits = new Map(limits.map((r) => [r.id, r]));
     this.nodes = new Map(nodes.map((r) => [r.id, r]));
     for (const o of inFlight) this.addInFlight(o);
@@ -119,6 +131,7 @@ export class World {
       volumes: this.volumes,
       limits: this.limits,
       nodes: [...this.nodes.values()],
+      deleted: this.deletedByTenant.get(tenantId) ?? [],
     };
   }
 
@@ -174,6 +187,12 @@ export class World {
       } while (pageToken !== "");
     }
   }
+}
+
+// The tenant a service or volume names in its spec.
+function tenantOfSpec(r: Resource): string {
+  const k = r.desiredState?.kind;
+  return k?.case === "service" || k?.case === "volume" ? k.value.tenantId : "";
 }
 
 function hasTargets(t: Resource): boolean {
