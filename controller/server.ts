@@ -173,7 +173,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     );
   };
   liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
-  const leases = new LeaseMonitor({ store, logger, now, snapshots, locks, onExpired: (o) => {
+  const leases = new LeaseMonitor({ store, logger, now, snapshots, locks, leaseMs: deps.leaseMs, onExpired: (o) => {
       feed.publish(o);
       reconciler.enqueue(o.target?.tenantId ?? "");
     }, onFinished: (o) => reconciler.enqueue(o.target?.tenantId ?? ""), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });

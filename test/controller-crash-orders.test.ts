@@ -99,4 +99,68 @@ describe("controller crash with orders in flight", () => {
     const all = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders;
     expect(all).toHaveLength(ORDERS);
   }, 120_000);
+
+  it("leases that lapsed while it was down get one lease of grace: live holders keep their orders, a gone one loses its order to a new claim", async () => {
+    await ctl?.stop();
+    root = await mkdtemp(join(tmpdir(), "skipper-crash-leases-"));
+    const dataDir = join(root, "data");
+    const lease = ["--lease-duration", "3s"];
+    ctl = await startControllerProcess({ dataDir, extraArgs: lease });
+    const port = Number(new URL(ctl.url).port);
+    const token = (await ctl.admin(NodeService).registerNode({ nodeId: "lease-node" })).token;
+    const auth: Interceptor = (next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req));
+    const agent = createClient(WorkOrderService, createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }));
+    const n = 6;
+    for (let i = 0; i < n; i++) {
+      await ctl.admin(ResourceService).createResource({
+        resourceType: "tenant",
+        resource: create(ResourceSchema, { id: `lease-t-${i}`, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: "lease-node" }, compose: { composeFile: "services: {}\n" } } } } }),
+      });
+    }
+    const pending = await waitFor("every tenant's order", async () => {
+      const os = (await ctl.admin(WorkOrderService).listWorkOrders({ status: WorkOrderStatus.PENDING, pageSize: 100 })).workOrders;
+      return os.length === n ? os : undefined;
+    });
+    const claimed: WorkOrder[] = [];
+    for (const o of pending) claimed.push((await agent.claimWorkOrder({ id: o.id })).workOrder!);
+    // Down for longer than a lease: every lease lapses meanwhile.
+    ctl.child.kill("SIGKILL");
+    await new Promise((r) => ctl.child.once("exit", r));
+    await new Promise((r) => setTimeout(r, 3500));
+    ctl = await startControllerProcess({ dataDir, port, extraArgs: lease });
+    const [alive, gone] = [claimed.slice(0, n / 2), claimed.slice(n / 2)];
+    // Live holders renew within the grace, though not at once (agents renew every third of a
+    // lease, and the monitor has swept meanwhile), and finish under their first claim.
+    await new Promise((r) => setTimeout(r, 1200));
+    for (const o of alive) await agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken });
+    const keep = setInterval(() => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)), 1000);
+    try {
+      // The others' holders never come back: after the grace their orders are pending again.
+      const again = await waitFor("the gone holders' orders to be pending again", async () => {
+        const os = await Promise.all(gone.map(async (o) => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!));
+        return os.every((o) => o.status === WorkOrderStatus.PENDING) ? os : undefined;
+      }, 15_000, 100);
+      expect(again.every((o) => o.attempts.map((a) => a.outcome).join() === "lease_expired")).toBe(true);
+      for (const o of alive) expect((await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!.status).toBe(WorkOrderStatus.RUNNING);
+      // A new holder takes each of them (token 2) and finishes it; the old holder's late result is refused.
+      for (const o of gone) {
+        const c = (await agent.claimWorkOrder({ id: o.id })).workOrder!;
+        expect(c.claim?.fencingToken).toBe(2n);
+        await agent.reportWorkOrderResult({ id: o.id, fencingToken: 2n, result: { success: true, code: "APPLY_OK", message: "new holder" } });
+        const late = await agent.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: { success: false, code: "COMPOSE_FAILED", message: "stale holder" } }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+        expect(late?.code).toBe(Code.FailedPrecondition);
+      }
+      for (const o of alive) await agent.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: { success: true, code: "APPLY_OK", message: "kept its lease" } });
+    } finally {
+      clearInterval(keep);
+    }
+    for (const o of claimed) {
+      const f = (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!;
+      expect(f.status, o.id).toBe(WorkOrderStatus.SUCCESS);
+      const expected = alive.includes(o) ? [[1n, "finished"]] : [[1n, "lease_expired"], [2n, "finished"]];
+      expect(f.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual(expected);
+      const events = (await ctl.admin(EventService).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
+      expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed"), o.id).toEqual(["work_order_succeeded"]);
+    }
+  }, 60_000);
 });

@@ -1,8 +1,13 @@
 // Claims are leases. This monitor finds running orders whose lease lapsed (the agent died, hung
 // or lost the network and did not renew), puts them back to pending for the next claim, and
 // records work_order_lease_expired. It also releases retry_pending orders whose next attempt is
-// due, and fails pending orders whose expires_at passed (EXPIRED). The order's fencing token keeps growing, so the old holder's
-// late renewal or result is refused and the order still ends exactly once.
+// due, and fails pending orders whose expires_at passed (EXPIRED). The order's fencing token
+// keeps growing, so the old holder's late renewal or result is refused and the order still ends
+// exactly once.
+// A lease that lapsed while the controller was down is not the holder's fault: its renewals
+// failed meanwhile. After a start, every lease gets one lease duration of grace to be renewed
+// before it is judged, so a controller restart does not take running orders from live agents
+// (which would run them a second time).
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "../logging/logger.js";
 import { onLeaseExpired } from "./order-outcome.js";
@@ -21,13 +26,18 @@ export interface LeaseDeps extends OutcomeDeps {
   /** Told of every pending order that expired unclaimed (it has finished). */
   onFinished?: (order: WorkOrder) => void;
   everyMs?: number;
+  /** The lease duration: the grace every lease gets after a start. */
+  leaseMs: number;
 }
 
 export class LeaseMonitor {
   private readonly periodic: Periodic;
 
+  private readonly graceUntil: number;
+
   constructor(private readonly deps: LeaseDeps) {
     this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
+    this.graceUntil = deps.now().getTime() + deps.leaseMs;
   }
 
   start(): void {
@@ -40,7 +50,8 @@ export class LeaseMonitor {
 
   /** Puts every running order whose lease lapsed, and every due retry, back to pending. */
   async check(): Promise<number> {
-    const leases = await this.sweep(WorkOrderStatus.RUNNING, leaseLapsed, async (o, now) => {
+    const lapsed = (o: WorkOrder, now: Date) => now.getTime() >= this.graceUntil && leaseLapsed(o, now);
+    const leases = await this.sweep(WorkOrderStatus.RUNNING, lapsed, async (o, now) => {
       const back = await this.deps.store.expireWorkOrderLease(o.id, now);
       await onLeaseExpired(this.deps.store, o, back);
       this.deps.logger.warn(
