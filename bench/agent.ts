@@ -156,7 +156,7 @@ try {
 } finally {
   for (const c of children) await stop(c).catch(() => undefined);
   if (engine) {
-    for (const project of ["bench-0", "bench-1"]) {
+    for (const project of ["bench-0", "bench-1", "bench-2", "bench-3"]) {
       const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`], { encoding: "utf8", env: { ...process.env, DOCKER_HOST: engine } }).split("\n").filter(Boolean);
       if (ids.length > 0) execFileSync("docker", ["rm", "-f", ...ids], { env: { ...process.env, DOCKER_HOST: engine }, stdio: "ignore" });
     }
