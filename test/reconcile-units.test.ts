@@ -28,6 +28,8 @@ import { MAX_ATTEMPTS, planDeployment } from "../controller/reconcile/plan-deplo
 import { livenessOf } from "../controller/reconcile/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
 import { parseLabelSelector, matchesTerms } from "../controller/resources/label-selector.js";
+import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
+import { fingerprint } from "../controller/canonical-json.js";
 
 const NOW = new Date("2026-11-23T10:00:00Z");
 const ago = (ms: number) => new Date(NOW.getTime() - ms);
@@ -191,6 +193,23 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
     expect(plan.verdict.message).toContain("ROLLED_BACK");
     const other = renderProject(input([service("web", { env: { A: "2" } })]));
     expect(planTarget(facts({ desired: other, record: held })).actions).toHaveLength(1);
+  });
+
+  it("a spec the node's gate rolled back is released by a change of the gate or hooks; an admin's rollback is not", () => {
+    const gate = (path: string) => create(DeploySafetySchema, { healthGate: { probes: [{ kind: { case: "http", value: { url: `http://127.0.0.1/${path}` } } }] } });
+    const failed = deploy("ROLLED_BACK", "h0");
+    failed.desiredState!.specHash = rendered.specHash;
+    failed.desiredState!.safety = gate("health");
+    const [rec] = recordOutcome([create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", lastWorkOrderId: "o1" })], failed, NOW);
+    expect(rec!.rolledBackSafetyHash).toBe(fingerprint(DeploySafetySchema, gate("health")));
+    // The same gate (map order aside): still held.
+    expect(planTarget(facts({ desired: rendered, record: rec, safetyHash: fingerprint(DeploySafetySchema, gate("health")) })).verdict.status).toBe(ConvergenceStatus.ROLLED_BACK);
+    // A fixed probe: the spec deploys again.
+    const released = planTarget(facts({ desired: rendered, record: rec, safetyHash: fingerprint(DeploySafetySchema, gate("index.html")) }));
+    expect(released.actions).toEqual([expect.objectContaining({ kind: "deploy", rendered })]);
+    // An admin's rollback order holds whatever the gate does.
+    const admin = create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", rolledBackHash: rendered.specHash, lastResultCode: "ROLLBACK_OK" });
+    expect(planTarget(facts({ desired: rendered, record: admin, safetyHash: fingerprint(DeploySafetySchema, gate("index.html")) })).actions).toEqual([]);
   });
 
   it("a rollback order's success applies the restored spec and holds the desired one; a later deploy's success releases the hold", () => {

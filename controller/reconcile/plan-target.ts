@@ -32,6 +32,8 @@ export interface TargetFacts {
   node?: { liveness: NodeLiveness; disabled: boolean; lastHeartbeatAt?: Date };
   /** The node's last observation of the project, if its agent reports one. */
   observed?: ProjectObservation;
+  /** Fingerprint of the tenant's safety settings now (canonical-json fingerprint). */
+  safetyHash?: string;
   now: Date;
 }
 
@@ -71,13 +73,15 @@ export function planTarget(f: TargetFacts): TargetPlan {
     const hash = f.desired.specHash;
     if (!f.node) return { actions: [], verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` }, forget: false };
     if (f.node.disabled) return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
-    if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash) {
+    // A spec the node's gate or hooks rolled back is tried again once those settings change.
+    const safetyChanged = rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
+    if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash && !safetyChanged) {
       const why = rec.lastResultCode === "ROLLBACK_OK" ? "was rolled back by an admin" : `was rolled back by its node (${rec.lastResultCode})`;
       return {
         actions: [],
         verdict: {
           status: ConvergenceStatus.ROLLED_BACK,
-          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; change what runs (a change of the health gate or hooks alone does not count) or Apply to deploy it again`,
+          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; ${rec.rolledBackSafetyHash !== "" ? "change what runs, or the health gate or hooks," : "change what runs"} or Apply to deploy it again`,
           workOrderId: rec.lastWorkOrderId,
         },
         forget: false,

@@ -32,6 +32,8 @@ import { loadTenantWorld, loadWorld, type World } from "./world.js";
 import { NodeCache } from "./node-cache.js";
 import { issueOrder, supersedeStale } from "./order-issuer.js";
 import { convergence, worst } from "./convergence.js";
+import { fingerprint } from "../canonical-json.js";
+import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
 
 type Trace = { requestId: string; correlationId: string };
 
@@ -214,6 +216,7 @@ export class Reconciler {
     const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
     const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
     const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety };
+    const safetyHash = fingerprint(DeploySafetySchema, tenantSpec?.safety);
     const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
     const orders: TargetOrder[] = [];
     const verdicts = new Map<string, TargetVerdict>();
@@ -228,6 +231,7 @@ export class Reconciler {
         inFlight,
         node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
         observed: world.observed(nodeId, tenantId),
+        safetyHash,
         now,
       };
       let plan: TargetPlan = planTarget(facts);

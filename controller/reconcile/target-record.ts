@@ -5,6 +5,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
+import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
+import { fingerprint } from "../canonical-json.js";
 
 /** Result code of a deploy that failed and whose restore of the previous spec failed too. */
 export const ROLLBACK_FAILED = "ROLLBACK_FAILED";
@@ -44,6 +46,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
       const held = order.action?.kind.case === "rollback" ? order.action.kind.value.holdsDesiredHash : "";
       t.appliedHash = hash;
       t.rolledBackHash = held !== hash ? held : "";
+      t.rolledBackSafetyHash = ""; // an admin's rollback holds until the spec changes or Apply
       t.failedHash = "";
       t.failures = 0;
       t.retryAt = undefined;
@@ -54,11 +57,15 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     // spec is not tried again until the desired state changes.
     t.appliedHash = restored;
     t.rolledBackHash = hash;
+    t.rolledBackSafetyHash = fingerprint(DeploySafetySchema, order.desiredState?.safety);
     t.failedHash = "";
     t.failures = 0;
     t.retryAt = undefined;
   } else if (ok) {
-    if (!removal) t.rolledBackHash = "";
+    if (!removal) {
+      t.rolledBackHash = "";
+      t.rolledBackSafetyHash = "";
+    }
     // After a removal the record stays (applied = "removal") until the node's observations
     // confirm the project is gone; then the planner forgets the target.
     t.appliedHash = hash;

@@ -2,8 +2,8 @@
 // with the same key and body replays the first response and creates nothing; the same key with
 // another body is a CONFLICT. Keys are scoped to the method and the caller's kind, and only a
 // hash of the key is stored; records expire after a day.
-import { createHash } from "node:crypto";
 import { fromJson, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { canonicalJson as canonical, sha256 } from "../canonical-json.js";
 import type { CallInfo } from "../context.js";
 import { conflict } from "../errors.js";
 import type { ServiceDeps } from "./deps.js";
@@ -40,19 +40,4 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     });
     return res;
   });
-}
-
-// JSON with object keys sorted at every level: protobuf maps have no order, so a retry that sends
-// the same map entries in another order is the same request.
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (v !== null && typeof v === "object") {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(v);
-}
-
-function sha256(s: string): string {
-  return createHash("sha256").update(s, "utf8").digest("hex");
 }
