@@ -137,6 +137,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
     onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
+    lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
   };
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
   const routes = (router: ConnectRouter) => {

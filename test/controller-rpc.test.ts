@@ -9,6 +9,7 @@ import { fromJson, toBinary, fromBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { HealthService, CheckRequestSchema, CheckResponseSchema } from "../gen/skipper/v1/health_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
@@ -118,6 +119,24 @@ describe("auth", () => {
     expect((await rpcError(asOther.getNextWorkOrder({ nodeId: "host-1" }))).code).toBe("FORBIDDEN");
     const ok = await asOther.heartbeat({ nodeId: "host-2", agentVersion: "test" });
     expect(ok.serverTime).toBeDefined();
+  });
+
+  it("shows a node's last heartbeat, though a beat that changes nothing is stored at most every minute", async () => {
+    const node = tc.client(NodeService, { token: otherNodeToken });
+    const read = async () => {
+      const r = (await tc.client(ResourceService, { admin: true }).getResource({ resourceType: "node", id: "host-2" })).resource!;
+      return r.currentState?.kind.case === "node" ? timestampDate(r.currentState.kind.value.lastHeartbeatAt!).getTime() : 0;
+    };
+    const listed = async () => {
+      const r = (await tc.client(ResourceService, { admin: true }).listResources({ resourceType: "node" })).resources.find((x) => x.id === "host-2")!;
+      return r.currentState?.kind.case === "node" ? timestampDate(r.currentState.kind.value.lastHeartbeatAt!).getTime() : 0;
+    };
+    const first = timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
+    await new Promise((r) => setTimeout(r, 1100));
+    const second = timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
+    expect(second - first).toBeGreaterThanOrEqual(1000);
+    expect(await read()).toBe(second);
+    expect(await listed()).toBe(second);
   });
 
   it("stores node tokens only as hashes", async () => {

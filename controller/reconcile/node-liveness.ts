@@ -3,7 +3,8 @@
 // (node-service.ts); this monitor notices silence, records the change on the node's status with
 // a node_degraded / node_offline event, and has the reconciler look again (work for an offline
 // node waits, and its status says so). It judges from every beat it is told of (seen()); the
-// node's stored last_heartbeat_at is written on changes and at least every 30 s.
+// node's stored last_heartbeat_at is written on changes and at least every 60 s; reads of a node
+// through the API show the last beat this monitor saw (lastSeen).
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { isSkipperError } from "../errors.js";
@@ -64,6 +65,12 @@ export class LivenessMonitor {
   /** A heartbeat was stored for the node (it is online as of `at`). */
   seen(nodeId: string, at: Date, intervalMs: number): void {
     this.beats.set(nodeId, { at: at.getTime(), intervalMs, liveness: NodeLiveness.ONLINE });
+  }
+
+  /** When the node's last heartbeat arrived, as this process saw it (newer than the stored one). */
+  lastSeen(nodeId: string): Date | undefined {
+    const b = this.beats.get(nodeId);
+    return b ? new Date(b.at) : undefined;
   }
 
   /** A node was deleted: stop judging it. */

@@ -22,6 +22,8 @@ export interface ServiceDeps {
   snapshots: SnapshotWriter;
   /** Told of every stored heartbeat (node liveness is judged from them). */
   onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+  /** The last heartbeat this process saw from a node (the stored time may lag up to a minute). */
+  lastHeartbeat?: (nodeId: string) => Date | undefined;
   /** Orders that became pending, for WatchWorkOrders streams. */
   feed: OrderFeed;
   /** How long a claim's lease lasts before it must be renewed. */

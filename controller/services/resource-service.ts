@@ -6,7 +6,7 @@
 // reconciler.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import { DeletionSchema, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { callInfo, responseMeta, SCHEMA_VERSION } from "../context.js";
@@ -28,6 +28,14 @@ const CREATABLE = new Set<ResourceType>(["tenant", "service", "resource_limits",
 /** Resource CRUD implementation. */
 export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof ResourceService>> {
   const { store } = deps;
+  // A node's stored last_heartbeat_at is written at most every minute when nothing else changes;
+  // what the API shows is the last beat this controller saw.
+  const withLastBeat = (r: Resource): Resource => {
+    const st = r.resourceType === "node" && r.currentState?.kind.case === "node" ? r.currentState.kind.value : undefined;
+    const live = st ? deps.lastHeartbeat?.(r.id) : undefined;
+    if (st && live && (!st.lastHeartbeatAt || timestampDate(st.lastHeartbeatAt) < live)) st.lastHeartbeatAt = timestampFromDate(live);
+    return r;
+  };
   return {
     async listResources(req, ctx) {
       const resourceType = req.resourceType === "" ? undefined : checkResourceType(req.resourceType);
@@ -45,7 +53,7 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
-      return { meta: responseMeta(ctx), resources: page.items, nextPageToken: page.nextPageToken, revision };
+      return { meta: responseMeta(ctx), resources: page.items.map(withLastBeat), nextPageToken: page.nextPageToken, revision };
     },
 
     async getResource(req, ctx) {
@@ -53,7 +61,7 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: req.includeDeleted });
       if (!resource) throw notFound(type, id);
-      return { meta: responseMeta(ctx), resource };
+      return { meta: responseMeta(ctx), resource: withLastBeat(resource) };
     },
 
     async createResource(req, ctx) {
