@@ -45,9 +45,10 @@ Options (environment variable in brackets):
                         [SKIPPER_LEASE_DURATION] (default 30s)
   --event-retention DUR events older than this are deleted, checked hourly; 0 keeps them
                         [SKIPPER_EVENT_RETENTION] (default 30d)
-  --work-order-retention DUR  finished work orders older than this are deleted, checked
-                        hourly, except each tenant's last order per node and the orders of its
-                        last 5 successful specs per node (rollback); 0 keeps them
+  --work-order-retention DUR  finished work orders and deployments older than this are
+                        deleted, checked hourly, except each tenant's last order per node, its
+                        current deployment, and those of its last 5 successful specs per node
+                        (rollback); 0 keeps them
                         [SKIPPER_WORK_ORDER_RETENTION] (default 30d)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
   -h, --help            show this help

@@ -1,12 +1,13 @@
 // History is kept for a retention period and then deleted, from disk and from listings, by an
-// hourly job: events (--event-retention, default 30 days) and finished work orders
-// (--work-order-retention, default 30 days). Without it a controller that runs for months would
-// keep every heartbeat event and every order it ever sent in memory and on disk for ever. Orders
-// still in use are kept whatever their age (dispatch/orders-in-use.ts).
+// hourly job: events (--event-retention, default 30 days) and finished work orders with their
+// deployments (--work-order-retention, default 30 days). Without it a controller that runs for
+// months would keep every heartbeat event, and every order and deployment it ever made, in memory
+// and on disk for ever. Orders and deployments still in use are kept whatever their age
+// (dispatch/orders-in-use.ts).
 import type { Logger } from "./logging/logger.js";
 import { Periodic } from "./periodic.js";
 import type { Store } from "./store/store.js";
-import { ordersInUse } from "./dispatch/orders-in-use.js";
+import { historyInUse } from "./dispatch/orders-in-use.js";
 
 const EVERY_MS = 60 * 60 * 1000;
 
@@ -43,15 +44,22 @@ export class HistoryRetention {
     return this.periodic.stop();
   }
 
-  /** One round; returns how many events and orders it deleted. */
-  async prune(): Promise<{ events: number; workOrders: number }> {
+  /** One round; returns how many events, orders and deployments it deleted. */
+  async prune(): Promise<{ events: number; workOrders: number; deployments: number }> {
     const { store, eventRetentionMs, workOrderRetentionMs } = this.deps;
     const events = eventRetentionMs > 0 ? await this.round("event_retention", "event(s)", eventRetentionMs, (before) => store.pruneEvents(before)) : 0;
+    let deployments = 0;
     const workOrders =
       workOrderRetentionMs > 0
-        ? await this.round("work_order_retention", "finished work order(s)", workOrderRetentionMs, async (before) => store.pruneWorkOrders(before, await ordersInUse(store)))
+        ? await this.round("work_order_retention", "finished work order(s)", workOrderRetentionMs, async (before) => {
+            const keep = await historyInUse(store);
+            const n = await store.pruneWorkOrders(before, keep.orders);
+            deployments = await store.pruneDeployments(before, keep.deployments);
+            if (deployments > 0) this.deps.logger.info({ action: "deployment_retention", result: "ok", metadata: { pruned: deployments, before: before.toISOString() } }, `${deployments} finished deployment(s) older than the retention deleted`);
+            return n;
+          })
         : 0;
-    return { events, workOrders };
+    return { events, workOrders, deployments };
   }
 
   private async round(action: string, what: string, retentionMs: number, prune: (before: Date) => Promise<number>): Promise<number> {

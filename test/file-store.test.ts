@@ -18,7 +18,7 @@ import { HistoryRetention } from "../controller/history-retention.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
 import { pino } from "pino";
 import { describeStoreConformance, event, expectCode, order, tenant } from "./store-conformance.js";
-import { TenantStatusSchema } from "../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, ResourceSchema, TenantStatusSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ordersToKeep } from "../controller/dispatch/orders-in-use.js";
 
 async function tempDir(): Promise<string> {
@@ -57,7 +57,7 @@ describe("history retention job", () => {
       const lines: unknown[] = [];
       const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
       const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 30 * 86_400_000, workOrderRetentionMs: 0 });
-      expect(await job.prune()).toEqual({ events: 1, workOrders: 0 });
+      expect(await job.prune()).toEqual({ events: 1, workOrders: 0, deployments: 0 });
       expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["recent"]);
       expect(await readdir(join(dir, "events"))).toEqual(["2026-11-20"]);
       expect(lines).toContainEqual(expect.objectContaining({ action: "event_retention", metadata: expect.objectContaining({ pruned: 1 }) }));
@@ -97,21 +97,36 @@ describe("work-order retention", () => {
       await finish("o8-failed", "h7", 8, { ok: false });
       await finish("o9-command", "", 9, { type: WorkOrderType.EXECUTE_COMMAND });
       await finish("o10-recent", "h8", 0, { type: WorkOrderType.EXECUTE_COMMAND, at: new Date("2026-11-20T00:00:00Z") });
-      // The tenant's record still names o1 as its last order on node-1.
+      // Each order's deployment, finished when the order did.
+      for (const [id, d] of [["o1", 1], ["o2", 2], ["o3", 3], ["o4", 4], ["o5", 5], ["o6", 6], ["o7", 7], ["o8-failed", 8]] as const) {
+        await store.createResource(
+          create(ResourceSchema, {
+            id: `dep-${id}`,
+            resourceType: "deployment",
+            desiredState: { kind: { case: "deployment", value: { tenantId: "tenant-a", nodeId: "node-1", workOrderId: id } } },
+            currentState: { kind: { case: "deployment", value: { phase: id === "o8-failed" ? DeploymentPhase.FAILED : DeploymentPhase.SUCCEEDED, finishedAt: timestampFromDate(day(d)) } } },
+          }),
+        );
+      }
+      // The tenant's record still names o1 as its last order on node-1, and dep-o2 as its current
+      // deployment (say, after an admin rolled back to it).
       await store.createResource(tenant("tenant-a"));
       await store.updateResource("tenant", "tenant-a", (t) => {
-        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: create(TenantStatusSchema, { targets: [{ nodeId: "node-1", lastWorkOrderId: "o1" }] }) } };
+        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: create(TenantStatusSchema, { deploymentId: "dep-o2", targets: [{ nodeId: "node-1", lastWorkOrderId: "o1" }] }) } };
         return t;
       });
       const lines: Array<{ action?: string; metadata?: { pruned?: number } }> = [];
       const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
       const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 0, workOrderRetentionMs: 30 * 86_400_000 });
-      expect(await job.prune()).toEqual({ events: 0, workOrders: 3 });
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 3, deployments: 1 });
       const left = (await store.listWorkOrders({})).items.map((o) => o.id).sort();
       expect(left).toEqual(["o1", "o10-recent", "o3", "o4", "o5", "o6", "o7"]);
+      // The kept orders' deployments and the current one stay; the failed order's goes.
+      const deps = (await store.listResources({ resourceType: "deployment" })).items.map((d) => d.id).sort();
+      expect(deps).toEqual(["dep-o1", "dep-o2", "dep-o3", "dep-o4", "dep-o5", "dep-o6", "dep-o7"]);
       expect(await readdir(join(dir, "work-orders", "finished"))).toEqual(left.map((id) => `${id}.json`).sort());
       expect(lines).toContainEqual(expect.objectContaining({ action: "work_order_retention", metadata: expect.objectContaining({ pruned: 3 }) }));
-      expect(await job.prune()).toEqual({ events: 0, workOrders: 0 });
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 0, deployments: 0 });
     } finally {
       await store.close();
       await rm(dir, { recursive: true, force: true });

@@ -6,7 +6,7 @@ import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/p
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
-import { DeletionSchema, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import type { LabelTerm } from "../controller/resources/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
@@ -470,6 +470,36 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         if (!sut.reopen) return ctx.skip();
         store = await sut.reopen();
         expect(await ids()).toEqual(left);
+      });
+
+      it("deployment retention deletes finished deployments older than the cutoff, except those kept and the newest revision", async (ctx) => {
+        const dep = (id: string, phase: DeploymentPhase, finishedAtMs?: number) =>
+          create(ResourceSchema, {
+            id,
+            resourceType: "deployment",
+            schemaVersion: "v1",
+            desiredState: { kind: { case: "deployment", value: { tenantId: "tenant-a", nodeId: "node-1", workOrderId: `wo-${id}` } } },
+            currentState: { kind: { case: "deployment", value: { phase, finishedAt: finishedAtMs === undefined ? undefined : timestampFromDate(at(finishedAtMs)) } } },
+            createdAt: timestampFromDate(at(0)),
+          });
+        await store.createResource(dep("d-old-ok", DeploymentPhase.SUCCEEDED, 1000));
+        await store.createResource(dep("d-old-failed", DeploymentPhase.FAILED, 1000));
+        await store.createResource(dep("d-old-kept", DeploymentPhase.SUCCEEDED, 1000));
+        await store.createResource(dep("d-running", DeploymentPhase.RUNNING));
+        await store.createResource(dep("d-new", DeploymentPhase.SUCCEEDED, 5000));
+        // Written last: it holds the highest revision, which the store resumes from.
+        await store.createResource(dep("d-old-newest-revision", DeploymentPhase.SUCCEEDED, 1000));
+        const ids = async () => (await store.listResources({ resourceType: "deployment", includeDeleted: true })).items.map((r) => r.id).sort();
+        expect(await store.pruneDeployments(at(3000), new Set(["d-old-kept"]))).toBe(2);
+        const left = ["d-new", "d-old-kept", "d-old-newest-revision", "d-running"];
+        expect(await ids()).toEqual(left);
+        expect(await store.getResource("deployment", "d-old-ok", { includeDeleted: true })).toBeUndefined();
+        expect(await store.pruneDeployments(at(3000), new Set(["d-old-kept"]))).toBe(0);
+        if (!sut.reopen) return ctx.skip();
+        const revision = await store.currentRevision();
+        store = await sut.reopen();
+        expect(await ids()).toEqual(left);
+        expect(await store.currentRevision()).toBe(revision);
       });
 
       it("a new work order that is not pending is refused with INVALID_REQUEST", async () => {

@@ -4,6 +4,7 @@
 //   - per tenant and node, the newest successful deploy or rollback order of each of the last
 //     ROLLBACK_DEPTH distinct specs: a rollback without a named deployment restores "the last
 //     spec that applied successfully before the current one" from these orders.
+// And the deployments it must keep: each tenant's current one, and those of the orders kept.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -49,15 +50,41 @@ export function ordersToKeep(tenants: Resource[], successful: SuccessfulOrder[],
   return keep;
 }
 
-/** Reads what ordersToKeep needs from the store, a page at a time. */
-export async function ordersInUse(store: Store): Promise<Set<string>> {
-  const tenants: Resource[] = [];
+/** The deployment ids to keep (pure): see the top of this file. */
+export function deploymentsToKeep(tenants: Resource[], deployments: Resource[], keptOrders: ReadonlySet<string>): Set<string> {
+  const keep = new Set<string>();
+  for (const t of tenants) {
+    if (t.currentState?.kind.case === "tenant" && t.currentState.kind.value.deploymentId !== "") keep.add(t.currentState.kind.value.deploymentId);
+  }
+  for (const d of deployments) {
+    const orderId = d.desiredState?.kind.case === "deployment" ? d.desiredState.kind.value.workOrderId : "";
+    if (orderId !== "" && keptOrders.has(orderId)) keep.add(d.id);
+  }
+  return keep;
+}
+
+/** What retention keeps: order ids and deployment ids, read from the store a page at a time. */
+export async function historyInUse(store: Store): Promise<{ orders: Set<string>; deployments: Set<string> }> {
+  const tenants = await listAll(store, "tenant");
+  const orders = await ordersInUse(store, tenants);
+  return { orders, deployments: deploymentsToKeep(tenants, await listAll(store, "deployment"), orders) };
+}
+
+async function listAll(store: Store, resourceType: "tenant" | "deployment"): Promise<Resource[]> {
+  const out: Resource[] = [];
   let pageToken = "";
   do {
-    const page = await store.listResources({ resourceType: "tenant", includeDeleted: true, pageSize: 500, pageToken });
-    tenants.push(...page.items);
+    const page = await store.listResources({ resourceType, includeDeleted: true, pageSize: 500, pageToken });
+    out.push(...page.items);
     pageToken = page.nextPageToken;
   } while (pageToken !== "");
+  return out;
+}
+
+/** Reads what ordersToKeep needs from the store, a page at a time. */
+export async function ordersInUse(store: Store, tenants?: Resource[]): Promise<Set<string>> {
+  tenants ??= await listAll(store, "tenant");
+  let pageToken = "";
   const successful: SuccessfulOrder[] = [];
   do {
     const page = await store.listWorkOrders({ status: WorkOrderStatus.SUCCESS, pageSize: 500, pageToken });

@@ -9,7 +9,7 @@ import { rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
-import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, notFound, SkipperError } from "../errors.js";
@@ -20,7 +20,7 @@ import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
 import { EventIndex } from "./event-index.js";
 import { loadDataDir } from "./load-data-dir.js";
 import * as codec from "./record-codec.js";
-import { ResourceIndex } from "./resource-index.js";
+import { ResourceIndex, versionOf } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
@@ -272,6 +272,23 @@ export class FileStore implements S.Store {
     const gone = this.orders.removeFinished(finishedBefore, keep);
     for (const o of gone) await rm(this.paths.workOrder("finished", o.id), { force: true });
     return gone.length;
+  }
+
+  async pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number> {
+    this.ensureOpen();
+    const top = this.resources.maxVersion();
+    const gone = new Set<Resource>();
+    for (const d of this.resources.ofType("deployment")) {
+      const st = d.currentState?.kind.case === "deployment" ? d.currentState.kind.value : undefined;
+      const done = st?.phase === DeploymentPhase.SUCCEEDED || st?.phase === DeploymentPhase.FAILED;
+      if (!done || !st?.finishedAt || timestampDate(st.finishedAt) >= finishedBefore || keep.has(d.id) || versionOf(d) === top) continue;
+      gone.add(d);
+    }
+    // As with orders: out of the indexes in one step, then off the disk; a finished deployment
+    // is not written again.
+    this.resources.removeMany(gone);
+    for (const d of gone) await rm(this.paths.resource("deployment", d.id), { force: true });
+    return gone.size;
   }
 
   async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {

@@ -56,6 +56,29 @@ export class ResourceIndex {
     this.ordered.set(key, resource);
   }
 
+  /** Removes these resources for good (history retention), in one pass over each index. */
+  removeMany(gone: ReadonlySet<Resource>): void {
+    if (gone.size === 0) return;
+    const drop = (r: Resource) => gone.has(r);
+    this.ordered.deleteWhere(drop);
+    for (const r of gone) {
+      this.byKey.delete(keyOf(r));
+      const t = tenantOf(r);
+      const idx = t ? this.byTenant.get(t) : undefined;
+      if (!idx) continue;
+      idx.delete(keyOf(r));
+      if (idx.size === 0) this.byTenant.delete(t!);
+    }
+  }
+
+  /** Every resource of one type, in listing order (shared records: do not change them). */
+  *ofType(type: string): Generator<Resource> {
+    for (const [key, r] of this.ordered.entries({ from: tupleKey(type, "") })) {
+      if (!key.startsWith(`${type}\0`)) return;
+      yield r;
+    }
+  }
+
   /** The highest resource_version held: the store revision resumes from it after a restart. */
   maxVersion(): bigint {
     let max = 0n;

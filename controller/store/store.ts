@@ -148,6 +148,12 @@ export interface Store {
    * listings; returns how many. Safe to repeat; other orders are never touched.
    */
   pruneWorkOrders(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
+  /**
+   * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
+   * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
+   * holding the store's highest revision (the revision resumes from it). Returns how many.
+   */
+  pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
   /** The oldest pending work order targeted at `nodeId`, or undefined. */
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */
