@@ -454,6 +454,20 @@ describe("rollback orders", () => {
     expect(ordersBefore.map((o) => o.id)).not.toContain(applied.workOrder!.id);
   });
 
+  it("without a named deployment, restores the newest earlier spec, not the oldest", async () => {
+    const { node: n, tenantId, first } = await deployedTenant("rb-three", { VERSION: "1" });
+    const seen = [first.id];
+    for (const v of ["2", "3"]) {
+      await resources().updateResource({ resourceType: "tenant", id: tenantId, desiredState: composeTenant(tenantId, n.id, { VERSION: v }).desiredState });
+      const next = await nextDeploy(tenantId, seen);
+      seen.push(next.id);
+      expect((await claimAndFinish(n.token, next.id, { success: true, code: "APPLY_OK" })).status).toBe(WorkOrderStatus.SUCCESS);
+    }
+    const rb = (await admin().createWorkOrder(rollback(tenantId, n.id))).workOrder!;
+    expect(rb.desiredState?.composeProject?.env).toEqual({ VERSION: "2" });
+    expect((rb.action!.kind.value as { resolvedFrom: string }).resolvedFrom).toBe(`work_order/${seen[1]}`);
+  });
+
   it("refuses a deployment of another tenant, an unknown deployment, and a node with no earlier spec", async () => {
     const one = await deployedTenant("rb-one", { VERSION: "1" });
     const other = await deployedTenant("rb-other", { VERSION: "1" });

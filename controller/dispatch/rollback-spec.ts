@@ -4,7 +4,8 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { RollbackActionSchema, type RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderDesiredStateSchema, WorkOrderStatus, WorkOrderType, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderDesiredStateSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { conflict, invalid, notFound } from "../errors.js";
 import type { Store } from "../store/store.js";
 
@@ -46,14 +47,19 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
     });
     return done(ds, `deployment/${dep.id}`);
   }
+  // Orders list oldest first: the one to restore is the newest to finish.
+  let newest: { order: WorkOrder; at: number } | undefined;
   let pageToken = "";
   do {
     const page = await store.listWorkOrders({ tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200, pageToken });
     for (const o of page.items) {
       const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
-      if (restores && o.desiredState && o.desiredState.specHash !== applied) return done(o.desiredState, `work_order/${o.id}`);
+      if (!restores || !o.desiredState || o.desiredState.specHash === applied) continue;
+      const at = o.finishedAt ? timestampDate(o.finishedAt).getTime() : 0;
+      if (!newest || at >= newest.at) newest = { order: o, at };
     }
     pageToken = page.nextPageToken;
   } while (pageToken !== "");
+  if (newest) return done(newest.order.desiredState!, `work_order/${newest.order.id}`);
   throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, { tenant_id: tenant.id, node_id: nodeId, reason: "NO_PREVIOUS_SPEC" });
 }
