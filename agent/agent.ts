@@ -47,7 +47,10 @@ export class Agent {
   private host: DockerHost | undefined;
   private probing: Promise<DockerHost> | undefined;
   private probedAt = 0;
-  private lastHeartbeat = 0;
+  // performance.now() of the last full heartbeat (with what runs here), and of the last beat of
+  // any kind: a monotonic clock, so a wall-clock step cannot stall the loop.
+  private lastHeartbeat = -Infinity;
+  private lastBeat = -Infinity;
   // What the last full heartbeat reported of process modules (heartbeats during an order repeat it).
   private lastProcesses: ProcessObservation[] = [];
   // Whether the next round asks for an order (see the top of this file).
@@ -74,7 +77,7 @@ export class Agent {
       try {
         await this.refreshHost();
         if (!this.recovered) await this.recoverJournal(signal);
-        if (Date.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0) this.mayHaveWork = true;
+        if (performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0) this.mayHaveWork = true;
         if (this.mayHaveWork) {
           const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
           if (next.workOrder) {
@@ -86,7 +89,7 @@ export class Agent {
         }
         this.backoff.reset();
         // Until the next heartbeat is due, cut short when the stream rings.
-        const due = Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - Date.now());
+        const due = Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - performance.now());
         if (await (watch ? watch.wait(due, signal) : sleep(due, signal).then(() => false))) this.mayHaveWork = true;
       } catch (e) {
         if (signal.aborted) break;
@@ -131,13 +134,13 @@ export class Agent {
 
   /**
    * Heartbeats while an order runs (a deploy can take minutes; without them the node would be
-   * judged offline meanwhile). These report liveness and capabilities only: what runs is
-   * reported again by the loop's next full heartbeat, when the order has finished changing it.
+   * judged offline meanwhile). These report liveness and capabilities only: they do not count as
+   * the loop's full heartbeat, so the loop reports what runs before it asks for another order.
    */
   private keepBeating(log: Logger): () => void {
     let sending = false;
     const timer = setInterval(() => {
-      if (sending || Date.now() - this.lastHeartbeat < this.deps.config.pollIntervalMs) return;
+      if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
       sending = true;
       this.heartbeat({ observe: false })
         .catch((e: unknown) => log.debug({ action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } }, "heartbeat during an order failed"))
@@ -182,7 +185,8 @@ export class Agent {
       projectsReported: projects !== undefined,
       processes,
     });
-    this.lastHeartbeat = Date.now();
+    this.lastBeat = performance.now();
+    if (projects !== undefined || !this.running) this.lastHeartbeat = this.lastBeat;
     return res.pendingWorkOrders;
   }
 
@@ -239,11 +243,15 @@ export class Agent {
     await this.deps.journal.record({ order, claimedAt });
     let outcome: ExecOutcome;
     const executor = this.deps.executors[order.type];
+    // The lease is renewed until the result is accepted, not only while the order runs: a
+    // controller that was down when the order ended must not hand it to a new claim while this
+    // agent retries its report.
+    let stopRenewing = () => {};
     if (executor) {
       const host = await this.refreshHost();
       const cancel = new AbortController();
       this.running = { id: order.id, cancel };
-      const stopRenewing = this.keepLease(order, log);
+      stopRenewing = this.keepLease(order, log);
       const stopBeating = this.keepBeating(log);
       // The order's own timeout counts from its claim, so a run resumed after a restart keeps
       // the deadline the first run had.
@@ -257,7 +265,6 @@ export class Agent {
         outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
       } finally {
         clearTimeout(timer);
-        stopRenewing();
         stopBeating();
         this.running = undefined;
       }
@@ -279,19 +286,25 @@ export class Agent {
       `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
     );
     await this.deps.journal.record({ order, claimedAt, result: r });
-    await this.finish(order, r, outcome.services, signal, log);
+    try {
+      await this.finish(order, r, outcome.services, signal, log, stopRenewing);
+    } finally {
+      stopRenewing();
+    }
   }
 
   /** Reports the result until the controller has it, then the observed states; clears the journal. */
-  private async finish(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], signal: AbortSignal, log: Logger): Promise<void> {
+  private async finish(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], signal: AbortSignal, log: Logger, reported: () => void = () => {}): Promise<void> {
     const retry = new Backoff();
     for (;;) {
       try {
         await this.deps.clients.orders.reportWorkOrderResult({ id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n }, traceHeaders(order));
+        reported();
         break;
       } catch (e) {
         const err = ConnectError.from(e);
         if (!TRANSIENT.has(err.code)) {
+          reported();
           log.error({ action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } }, "controller refused the result; dropping it");
           await this.deps.journal.remove(order.id);
           return;
@@ -338,18 +351,23 @@ export class Agent {
     if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return () => undefined;
     const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
     let lost = false;
+    let stopped = false;
     const timer = setInterval(() => {
-      if (lost) return;
+      if (lost || stopped) return;
       this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).then((res) => {
         if (res.workOrder?.cancelRequest) this.cancelRunning(order.id, res.workOrder.cancelRequest.reason, log);
       }, (e: unknown) => {
         const err = ConnectError.from(e);
-        if (TRANSIENT.has(err.code)) return;
+        // A renewal that crossed the accepted result is refused because the order finished.
+        if (TRANSIENT.has(err.code) || stopped) return;
         lost = true;
         log.warn({ action: "renew_lease", result: Code[err.code], metadata: { message: err.rawMessage, fencing_token: claim.fencingToken.toString() } }, "lease lost; this run's result will be refused");
       });
     }, Math.max(100, Math.floor(leaseMs / 3)));
-    return () => clearInterval(timer);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
   }
 
   private orderLog(order: WorkOrder): Logger {

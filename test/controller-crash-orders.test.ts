@@ -104,7 +104,7 @@ describe("controller crash with orders in flight", () => {
     await ctl?.stop();
     root = await mkdtemp(join(tmpdir(), "skipper-crash-leases-"));
     const dataDir = join(root, "data");
-    const lease = ["--lease-duration", "3s"];
+    const lease = ["--lease-duration", "6s"];
     ctl = await startControllerProcess({ dataDir, extraArgs: lease });
     const port = Number(new URL(ctl.url).port);
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: "lease-node" })).token;
@@ -126,20 +126,20 @@ describe("controller crash with orders in flight", () => {
     // Down for longer than a lease: every lease lapses meanwhile.
     ctl.child.kill("SIGKILL");
     await new Promise((r) => ctl.child.once("exit", r));
-    await new Promise((r) => setTimeout(r, 3500));
+    await new Promise((r) => setTimeout(r, 6500));
     ctl = await startControllerProcess({ dataDir, port, extraArgs: lease });
     const [alive, gone] = [claimed.slice(0, n / 2), claimed.slice(n / 2)];
     // Live holders renew within the grace, though not at once (agents renew every third of a
     // lease, and the monitor has swept meanwhile), and finish under their first claim.
     await new Promise((r) => setTimeout(r, 1200));
     for (const o of alive) await agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken });
-    const keep = setInterval(() => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)), 1000);
+    const keep = setInterval(() => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)), 2000);
     try {
       // The others' holders never come back: after the grace their orders are pending again.
       const again = await waitFor("the gone holders' orders to be pending again", async () => {
         const os = await Promise.all(gone.map(async (o) => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!));
         return os.every((o) => o.status === WorkOrderStatus.PENDING) ? os : undefined;
-      }, 15_000, 100);
+      }, 30_000, 100);
       expect(again.every((o) => o.attempts.map((a) => a.outcome).join() === "lease_expired")).toBe(true);
       for (const o of alive) expect((await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!.status).toBe(WorkOrderStatus.RUNNING);
       // A new holder takes each of them (token 2) and finishes it; the old holder's late result is refused.
@@ -162,5 +162,5 @@ describe("controller crash with orders in flight", () => {
       const events = (await ctl.admin(EventService).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
       expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed"), o.id).toEqual(["work_order_succeeded"]);
     }
-  }, 60_000);
+  }, 90_000);
 });

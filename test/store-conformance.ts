@@ -565,6 +565,8 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         // A late result of the first claim after the order finished is refused, not a duplicate.
         await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1500), 1n), "WORK_ORDER_NOT_CLAIMABLE");
         expect((await store.finishWorkOrder("wo-f2", "node-1", ok(), at(1600), 2n)).duplicate).toBe(true);
+        // Nor is a late result without a token taken for a duplicate.
+        await expectCode(store.finishWorkOrder("wo-f2", "node-1", ok(), at(1700)), "WORK_ORDER_NOT_CLAIMABLE");
       });
 
       it("cancel: a pending order at once, a running one on request until its holder reports", async () => {

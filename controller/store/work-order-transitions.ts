@@ -194,7 +194,15 @@ export function cancelled(current: WorkOrder, reason: string, requestId: string,
 
 /** A result for an order that already finished: a duplicate from its holder, or a stale claim. */
 export function checkDuplicateResult(current: WorkOrder, token?: bigint): void {
-  if (token !== undefined && token !== 0n && current.claim && token !== current.claim.fencingToken) {
+  // As for a running order: without a token, only an order claimed once can tell whose it is.
+  const tokenless = token === undefined || token === 0n;
+  if (current.claim && tokenless && current.claim.fencingToken > 1n) {
+    throw notClaimable(`work order ${current.id} has finished after ${current.claim.fencingToken} claims: send the fencing_token of your claim`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.claim.fencingToken.toString(),
+    });
+  }
+  if (!tokenless && current.claim && token !== current.claim.fencingToken) {
     throw notClaimable(`work order ${current.id} was finished under another claim (fencing token ${current.claim.fencingToken}, not ${token})`, {
       status: SHORT_STATUS[current.status],
       fencing_token: current.claim.fencingToken.toString(),
