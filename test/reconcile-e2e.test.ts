@@ -192,10 +192,16 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
   it("deleting a service takes its container off the engine, and its volume only with delete_data; the tombstone stays readable", async () => {
     expect(await volumes(hostA!)).toEqual(["rc-cache"]);
     expect(await volumes(hostB!)).toEqual(["rc-scratch"]);
-    // rc-tool was all the tenant ran on the dev host: its project goes, and with delete_data its volume.
-    await api().deleteResource({ resourceType: "service", id: "rc-tool", deleteData: true });
+    // rc-tool was all the tenant ran on the dev host: its project goes, and with delete_data its
+    // volume, once (the tombstone says where the data is still to go, until it went).
+    const deleted = await api().deleteResource({ resourceType: "service", id: "rc-tool", deleteData: true });
+    expect(deleted.resource?.deletion?.dataPendingOnNodes).toEqual(["rc-dev"]);
     await waitFor("rc-tool's container to go", async () => (Object.keys(await containers(hostB!)).length === 0 ? true : undefined), 60_000);
     await waitFor("rc-tool's volume to go", async () => ((await volumes(hostB!)).length === 0 ? true : undefined), 60_000);
+    await waitFor("the removal to be recorded as done", async () => {
+      const tomb = (await api().getResource({ resourceType: "service", id: "rc-tool", includeDeleted: true })).resource!;
+      return tomb.deletion?.dataPendingOnNodes.length === 0 ? true : undefined;
+    });
     // Without delete_data the data stays.
     await api().deleteResource({ resourceType: "service", id: "rc-worker" });
     await waitFor("rc-worker's container to go", async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined), 60_000);

@@ -310,30 +310,36 @@ describe("desiredForTenant", () => {
     expect(d.targets.size).toBe(0);
   });
 
-  it("data goes only for volumes whose latest deletion asked for it and that no live service uses", () => {
-    const gone = (r: Resource, atMs: number, deleteData: boolean) => {
-      r.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(ago(100_000 - atMs)), deleteData });
+  it("data goes once, on the nodes a deletion with delete_data left it on, unless a live service there uses it", () => {
+    const gone = (r: Resource, deleteData: boolean, pendingOn: string[]) => {
+      r.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(ago(1000)), deleteData, dataPendingOnNodes: pendingOn });
       return r;
     };
     const vol = (id: string) => create(ResourceSchema, { id, resourceType: "volume", desiredState: { kind: { case: "volume", value: { tenantId: "shop" } } } });
     const deleted = [
-      gone(service("a", { volumeIds: ["data", "shared"] }), 1, true),
-      gone(service("b", { volumeIds: ["reused"] }), 1, true),
-      gone(service("c", { volumeIds: ["reused"] }), 2, false), // used again later, deleted without its data
-      gone(service("d", { volumeIds: ["kept"] }), 1, false),
-      gone(vol("orphan"), 3, true),
+      gone(service("a", { volumeIds: ["data", "shared"] }), true, ["p1"]),
+      gone(service("b", { volumeIds: ["elsewhere"] }), true, ["p2"]),
+      gone(service("c", { volumeIds: ["kept"] }), false, []),
+      gone(service("d", { volumeIds: ["done"] }), true, []), // already carried out everywhere
+      gone(vol("orphan"), true, ["p1", "p2"]),
     ];
-    expect(volumesToDelete(deleted, [])).toEqual(["data", "orphan", "shared"]);
-    // A live service on the node still uses "shared": it stays there.
-    expect(volumesToDelete(deleted, [service("live", { volumeIds: ["shared"] })])).toEqual(["data", "orphan"]);
-    // The list is part of what the node must do: it changes the spec hash.
+    expect(volumesToDelete(deleted, [], "p1")).toEqual(["data", "orphan", "shared"]);
+    expect(volumesToDelete(deleted, [], "p2")).toEqual(["elsewhere", "orphan"]);
+    // A live service on the node uses "shared": it stays there.
+    expect(volumesToDelete(deleted, [service("live", { volumeIds: ["shared"] })], "p1")).toEqual(["data", "orphan"]);
+    // It travels with the node's project but is no part of its hash (a one-off, not a state).
     const w = { tenant: tenant(), services: [service("web")], networks: new Map(), volumes: new Map(), limits: new Map(), nodes: [node("p1", { env: "prod" })] };
     const plain = desiredForTenant(w).targets.get("p1")!;
     const withData = desiredForTenant({ ...w, deleted }).targets.get("p1")!;
     expect(plain.deleteVolumes).toEqual([]);
     expect(withData.deleteVolumes).toEqual(["data", "orphan", "shared"]);
-    expect(withData.specHash).not.toBe(plain.specHash);
-    expect(desiredForTenant({ ...w, deleted }).removalVolumes).toEqual(["data", "orphan", "shared"]);
+    expect(withData.specHash).toBe(plain.specHash);
+    expect(desiredForTenant({ ...w, deleted }).removalVolumes("p2")).toEqual(["elsewhere", "orphan"]);
+    // A converged target with data to remove gets one deploy for it.
+    const done = create(TargetStatusSchema, { nodeId: "n1", appliedHash: withData.specHash, desiredHash: withData.specHash, lastWorkOrderId: "o1", finishedAt: timestampFromDate(ago(5000)) });
+    const plan = planTarget(facts({ desired: withData, record: done, observed: observed("running", withData.specHash) }));
+    expect(plan.actions).toEqual([expect.objectContaining({ kind: "deploy", reason: "delete_data" })]);
+    expect(planTarget(facts({ desired: plain, record: done, observed: observed("running", plain.specHash) })).verdict.status).toBe(ConvergenceStatus.CONVERGED);
   });
 
   it("a deleted tenant wants nothing anywhere", () => {

@@ -11,10 +11,10 @@
 //      defined) and, with a health gate, its probes and post-deploy hooks pass; otherwise
 //      SERVICES_NOT_RUNNING, or with a gate: the last spec that applied here is restored
 //      (ROLLED_BACK, both specs in details) or, with none to restore, HEALTH_GATE_FAILED
-//   6. the volumes whose data a deletion asked to remove (delete_volumes) are removed
-//                                                                      -> VOLUME_DELETE_FAILED
-//   7. APPLY_OK, with the services whose containers changed, from the engine before and after;
+//   6. APPLY_OK, with the services whose containers changed, from the engine before and after;
 //      the spec is recorded as the one to restore if a later deploy fails its gate.
+//   7. then the volumes whose data a deletion asked to remove (delete_volumes) are removed, best
+//      effort: details.volumes_deleted says which went, the message which could not.
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
@@ -36,7 +36,7 @@ import { rollBack, runHooks } from "./deploy-safety.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
 import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
 import { digestMismatches, projectImages } from "../engine/images.js";
-import { removeProjectVolumes } from "../engine/project-volumes.js";
+import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 
@@ -64,7 +64,7 @@ export function deployContext(ctx: ExecContext): DeployContext {
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 // Failures that may pass on their own: the controller retries the order while it has attempts.
-const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING", "VOLUME_DELETE_FAILED"]);
+const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING"]);
 // What the CLIs print when they cannot reach the engine.
 const ENGINE_DOWN = /Cannot connect to the Docker daemon|Couldn't connect to Docker daemon|error during connect|Is the docker daemon running|connection refused.*docker\.sock/i;
 
@@ -192,14 +192,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   }
   if (failure && !gate) return done(verdict.failure ? "SERVICES_NOT_RUNNING" : "POST_DEPLOY_FAILED", failure, parts);
   if (failure) return rollBack(order, ctx, { failure, code: verdict.cancelled ? "CANCELLED" : undefined, parts, started, redeploy: deployService });
-  // Data a deletion asked to remove, of volumes the project no longer uses (the engine refuses a
-  // volume a container still uses): then the spec counts as applied.
-  let volumesNote = "";
-  if ((ds?.deleteVolumes.length ?? 0) > 0) {
-    const gone = await removeProjectVolumes(projectName, ds!.deleteVolumes);
-    if (gone.failure) return done("VOLUME_DELETE_FAILED", `the project runs, but ${gone.failure.message}`, { ...parts, command: gone.failure.run });
-    if (gone.removed.length > 0) volumesNote = `; volumes removed: ${gone.removed.join(", ")}`;
-  }
+
   // 6. Recorded as the spec to restore should a later deploy fail its gate, then for heartbeats,
   // which report the project as the engine shows it from now on (a crash in between leaves the
   // restore point current and the state record one apply behind, which the next apply fixes).
@@ -217,7 +210,10 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     applied_at: appliedAt,
   });
   await writeProjectState(ctx.workDir, { schema_version: "v1", project_name: projectName, tenant_id: tenantId, spec_hash: ds?.specHash ?? "", work_order_id: order.id, services, applied_at: appliedAt });
-  return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${volumesNote}`, started, parts);
+  // 7. Data a deletion asked to remove, of volumes the project does not use (best effort: the
+  // engine refuses a volume a container still uses; the result says which went).
+  const gone = await removeProjectVolumes(projectName, ds?.deleteVolumes ?? []);
+  return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${describeRemoval(gone)}`, started, parts, { volumesDeleted: gone.deleted });
 }
 
 export interface Parts {

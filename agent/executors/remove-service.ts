@@ -5,7 +5,7 @@
 //      for the data to go); without them: remove the project's containers by label
 //                                                             -> COMPOSE_FAILED, TIMEOUT
 //   4. no container of the project is left                    -> REMOVE_FAILED otherwise; then
-//      the volumes whose data a deletion asked to remove (delete_volumes) -> VOLUME_DELETE_FAILED
+//      the volumes whose data a deletion asked to remove (delete_volumes), best effort
 //   5. the project's files and state record are removed; REMOVE_OK. Removing a project that is
 //      not there is REMOVE_OK too (idempotent).
 import { access, rm } from "node:fs/promises";
@@ -16,7 +16,7 @@ import { ID_PATTERN } from "../../controller/ids.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
-import { removeProjectVolumes } from "../engine/project-volumes.js";
+import { describeRemoval, removeProjectVolumes, type VolumeRemoval } from "../engine/project-volumes.js";
 import type { DeployOutcome } from "./deploy-service.js";
 
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -32,15 +32,16 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const ds = order.desiredState;
   const tenantId = ds?.tenantId ?? "";
   const projectName = ds?.composeProject?.projectName || tenantId;
-  const done = (code: string, message: string, command?: CommandRun): DeployOutcome => ({
+  const done = (code: string, message: string, command?: CommandRun, volumesDeleted: string[] = []): DeployOutcome => ({
     result: create(WorkOrderResultSchema, {
       success: code === "REMOVE_OK",
-      retriable: code === "DOCKER_UNAVAILABLE" || code === "TIMEOUT" || code === "COMPOSE_FAILED" || code === "REMOVE_FAILED" || code === "VOLUME_DELETE_FAILED",
+      retriable: code === "DOCKER_UNAVAILABLE" || code === "TIMEOUT" || code === "COMPOSE_FAILED" || code === "REMOVE_FAILED",
       code,
       message,
       details: {
         durationMs: BigInt(Math.round(performance.now() - started)),
         command: command && create(CommandResultSchema, { program: command.program, args: command.args, exitCode: command.exitCode, stdout: command.stdout, stderr: command.stderr, timedOut: command.timedOut }),
+        volumesDeleted,
       },
     }),
     services: [],
@@ -51,6 +52,7 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const dir = join(ctx.workDir, "tenants", tenantId);
   const file = join(dir, "docker-compose.yml");
   let command: CommandRun | undefined;
+  let volumes: VolumeRemoval = { deleted: [], failed: [] };
   try {
     if (ctx.docker.compose && (await exists(file))) {
       const c = ctx.docker.compose;
@@ -70,16 +72,13 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
     }
     const left = await readProjectContainers(projectName);
     if (left.byService.size > 0) return done("REMOVE_FAILED", `containers of ${projectName} are still there: ${[...left.byService.keys()].join(", ")}`, command);
-    if (!ds?.removeVolumes && (ds?.deleteVolumes.length ?? 0) > 0) {
-      const gone = await removeProjectVolumes(projectName, ds!.deleteVolumes);
-      if (gone.failure) return done("VOLUME_DELETE_FAILED", gone.failure.message, gone.failure.run);
-    }
+    if (!ds?.removeVolumes && (ds?.deleteVolumes.length ?? 0) > 0) volumes = await removeProjectVolumes(projectName, ds!.deleteVolumes);
   } catch (e) {
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, e.run);
     throw e;
   }
   await rm(dir, { recursive: true, force: true });
-  return done("REMOVE_OK", `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}`, command);
+  return done("REMOVE_OK", `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}${describeRemoval(volumes)}`, command, volumes.deleted);
 }
 
 async function exists(p: string): Promise<boolean> {

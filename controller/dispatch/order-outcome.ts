@@ -84,8 +84,46 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
   // Under the tenant's reconcile lock: a pass reads the tenant's records and writes them back.
-  if (changesTarget(order)) await deps.locks.run(`reconcile:${tenantId}`, () => updateTenant(store, order, at, ok, removal));
+  if (changesTarget(order)) {
+    await deps.locks.run(`reconcile:${tenantId}`, async () => {
+      if (ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal)) await dataRemoved(store, order, trace);
+      await updateTenant(store, order, at, ok, removal);
+    });
+  }
   await snapshots.afterChange(tenantId, trace);
+}
+
+/**
+ * A deploy or removal issued after a deletion with delete_data succeeded on its node: it carried
+ * that deletion's volume removals (delete_volumes), so the node leaves the deleted resources'
+ * pending lists. Volumes the agent could not remove are named in a data_delete_incomplete event
+ * (the data stays; the removal is not tried again).
+ */
+async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  const tenantId = order.target?.tenantId ?? "";
+  const nodeId = order.target?.nodeId ?? "";
+  const createdAt = order.createdAt ? timestampDate(order.createdAt).getTime() : 0;
+  for (const type of ["service", "volume"] as const) {
+    let pageToken = "";
+    do {
+      const page = await store.listResources({ resourceType: type, tenantId, includeDeleted: true, pageSize: 500, pageToken });
+      for (const r of page.items) {
+        const d = r.deletion;
+        if (!d?.dataPendingOnNodes.includes(nodeId) || (d.deletedAt && timestampDate(d.deletedAt).getTime() > createdAt)) continue;
+        await store.updateResource(type, r.id, (cur) => {
+          if (cur.deletion) cur.deletion.dataPendingOnNodes = cur.deletion.dataPendingOnNodes.filter((n) => n !== nodeId);
+          return cur;
+        });
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+  }
+  const asked = order.desiredState?.deleteVolumes ?? [];
+  const done = new Set(order.result?.details?.volumesDeleted ?? []);
+  const kept = asked.filter((v) => !done.has(v));
+  if (kept.length > 0) {
+    await recordEvents(store, [orderEvent(order, "data_delete_incomplete", trace, { data: { volumes: kept, message: order.result?.message ?? "" } })]);
+  }
 }
 
 /** Records that the claim of `before` lapsed and the order (`after`) is pending again. */

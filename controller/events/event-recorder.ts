@@ -15,6 +15,7 @@ export type EventType =
   | "desired_state_changed"
   | "resource_deleted"
   | "drift_detected"
+  | "data_delete_incomplete"
   | "convergence_changed"
   | "node_online"
   | "node_degraded"

@@ -1,7 +1,6 @@
 // What should run where for one tenant: a pure function of the tenant, its services, the
 // networks/volumes/limits they name, and the nodes. The answer is one rendered project per
 // node, plus, for services that cannot be placed, the reason.
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { referencesOf } from "../resources/references.js";
 import { hasPlacement, placeOn } from "./placement.js";
@@ -35,24 +34,24 @@ export interface TenantDesire {
   /** Per service id: the nodes it is placed on, or why it is placed nowhere. */
   services: Map<string, { nodeIds: string[]; blocker?: Blocker }>;
   /** Volumes whose data must go from a node where the tenant no longer runs anything. */
-  removalVolumes: string[];
+  removalVolumes: (nodeId: string) => string[];
 }
 
 /** Computes the tenant's desired projects per node. */
 export function desiredForTenant(w: TenantWorld): TenantDesire {
   const deleted = w.deleted ?? [];
-  const out: TenantDesire = { targets: new Map(), services: new Map(), removalVolumes: volumesToDelete(deleted, []) };
+  const out: TenantDesire = { targets: new Map(), services: new Map(), removalVolumes: (nodeId) => volumesToDelete(deleted, [], nodeId) };
   const t = w.tenant;
   if (!t || t.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
   const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
-  const render = (services: Resource[]) => renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services) });
+  const render = (services: Resource[], nodeId: string) => renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services, nodeId) });
   if ((spec.compose?.composeFile ?? "").trim() !== "") {
     // The tenant's own compose file: one project on every node the tenant's policy selects.
     const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);
     for (const s of w.services) out.services.set(s.id, { nodeIds });
     if (nodeIds.length === 0) out.blocker = noNode(spec.deploymentPolicy !== undefined && hasPlacement(spec.deploymentPolicy));
-    for (const n of nodeIds) out.targets.set(n, render(w.services));
+    for (const n of nodeIds) out.targets.set(n, render(w.services, n));
     return out;
   }
   const perNode = new Map<string, Resource[]>();
@@ -73,7 +72,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
     out.services.set(s.id, nodeIds.length > 0 ? { nodeIds } : { nodeIds, blocker: noNode(hasPlacement(policy)) });
     for (const n of nodeIds) perNode.set(n, [...(perNode.get(n) ?? []), s]);
   }
-  for (const [n, services] of perNode) out.targets.set(n, render(services));
+  for (const [n, services] of perNode) out.targets.set(n, render(services, n));
   if (out.targets.size === 0) {
     const first = [...out.services.values()].find((s) => s.blocker)?.blocker;
     out.blocker = first ?? { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the tenant has no compose file and no services with an image" };
@@ -82,25 +81,23 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
 }
 
 /**
- * The volumes whose data must go from a node that runs `live` (the tenant's live services there):
- * those whose most recent deletion (of a service using it, or of the volume itself) asked for the
- * data to be removed, and that no live service there uses. The latest deletion decides, so a
- * volume deleted with its data and later used again by a service deleted without is kept.
+ * The volumes whose data must still go from node `nodeId`, which runs `live` (the tenant's live
+ * services there): those of services and volumes deleted with delete_data whose removal is
+ * pending on that node (Deletion.data_pending_on_nodes), unless a live service there uses them.
+ * The removal is a one-off: once an order issued after the deletion succeeded on the node, the
+ * node leaves the pending list (order-outcome.ts), so data a later service keeps in a reused
+ * volume is never touched.
  */
-export function volumesToDelete(deleted: Resource[], live: Resource[]): string[] {
+export function volumesToDelete(deleted: Resource[], live: Resource[], nodeId: string): string[] {
   const inUse = new Set(live.flatMap((s) => (s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.volumeIds : [])));
-  const latest = new Map<string, { at: number; deleteData: boolean }>();
+  const out = new Set<string>();
   for (const r of deleted) {
-    if (!r.deletion) continue;
-    const at = r.deletion.deletedAt ? timestampDate(r.deletion.deletedAt).getTime() : 0;
+    if (!r.deletion?.deleteData || !r.deletion.dataPendingOnNodes.includes(nodeId)) continue;
     const k = r.desiredState?.kind;
     const ids = k?.case === "service" ? k.value.volumeIds : r.resourceType === "volume" ? [r.id] : [];
-    for (const v of ids) {
-      const prev = latest.get(v);
-      if (!prev || at >= prev.at) latest.set(v, { at, deleteData: r.deletion.deleteData });
-    }
+    for (const v of ids) if (!inUse.has(v)) out.add(v);
   }
-  return [...latest].filter(([v, d]) => d.deleteData && !inUse.has(v)).map(([v]) => v).sort();
+  return [...out].sort();
 }
 
 function noNode(hasPolicy: boolean): Blocker {

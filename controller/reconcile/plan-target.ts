@@ -38,7 +38,7 @@ export interface TargetFacts {
 }
 
 export type TargetAction =
-  | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" }
+  | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" | "delete_data" }
   | { kind: "remove"; nodeId: string; projectName: string };
 
 export interface TargetVerdict {
@@ -90,6 +90,14 @@ export function planTarget(f: TargetFacts): TargetPlan {
     const blocked = backoff(rec, hash, f.now);
     if (rec?.appliedHash === hash) {
       const drift = driftOf(f, hash);
+      if (drift.length === 0 && f.desired.deleteVolumes.length > 0 && !blocked) {
+        // What runs is right, but a deletion asked for data on this node to go: one order does it.
+        return {
+          actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "delete_data" }],
+          verdict: waiting(`removing the data of deleted resources (volumes ${f.desired.deleteVolumes.join(", ")})`),
+          forget: false,
+        };
+      }
       if (drift.length === 0) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` }, forget: false };
       if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
       return {

@@ -207,7 +207,7 @@ export class Reconciler {
     const { store } = this.deps;
     const now = this.deps.now();
     const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
-    if (!tenant) return { desire: { targets: new Map(), services: new Map(), removalVolumes: [] }, orders: [], verdicts: new Map() };
+    if (!tenant) return { desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] }, orders: [], verdicts: new Map() };
     const live = tenant.deletion ? undefined : tenant;
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : create(TenantStatusSchema);
@@ -245,7 +245,7 @@ export class Reconciler {
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
       for (const action of plan.actions) {
-        const removal = { removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false, deleteVolumes: desire.removalVolumes };
+        const removal = { removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false, deleteVolumes: desire.removalVolumes(nodeId) };
         const issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);

@@ -29,7 +29,7 @@ export interface RenderedProject {
   serviceIds: string[];
   /** service id -> compose service name. */
   composeServices: Record<string, string>;
-  /** Volume ids whose data is to be removed, sorted (part of the hash). */
+  /** Volume ids whose data is to be removed on this node, sorted (not part of the hash: a one-off). */
   deleteVolumes: string[];
 }
 
@@ -48,20 +48,17 @@ export function renderProject(input: RenderInput): RenderedProject {
   const env = raw.trim() !== "" ? sortedRecord(spec?.compose?.env ?? {}) : {};
   const project = create(ComposeProjectSchema, { projectName, composeFile, env });
   const deleteVolumes = [...new Set(input.deleteVolumes ?? [])].sort(cmp);
-  return { project, specHash: projectHash(project, composeServices, deleteVolumes), serviceIds: services.map((s) => s.id), composeServices, deleteVolumes };
+  return { project, specHash: projectHash(project, composeServices), serviceIds: services.map((s) => s.id), composeServices, deleteVolumes };
 }
 
 /**
  * sha256 of a project's canonical form: project name, file bytes, env and the service-resource
  * mapping (sorted by key), so adding a service resource to a tenant with its own compose file is
- * a change too (the next order reports that service's containers); and the volumes whose data
- * is to go, when there are any (so a deletion with delete_data is work for the node).
+ * a change too (the next order reports that service's containers).
  */
-export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}, deleteVolumes: string[] = []): string {
+export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}): string {
   const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
-  const parts: unknown[] = [p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)];
-  if (deleteVolumes.length > 0) parts.push([...deleteVolumes].sort(cmp));
-  const canonical = JSON.stringify(parts);
+  const canonical = JSON.stringify([p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)]);
   return createHash("sha256").update(canonical, "utf8").digest("hex");
 }
 

@@ -228,8 +228,17 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
   };
 
   // Marks one resource deleted (idempotent: an existing tombstone is returned as it is).
+  // Where a deleted service's or volume's data is to be removed: the nodes its tenant ran it on.
+  async function dataNodes(r: Resource): Promise<string[]> {
+    const tenantId = tenantOf(r);
+    const t = tenantId ? await store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
+    const targets = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value.targets : [];
+    return targets.filter((x) => r.resourceType === "volume" || x.serviceIds.includes(r.id)).map((x) => x.nodeId).sort();
+  }
+
   async function tombstone(call: CallInfo, r: Resource, deleteData: boolean, cascadedFrom: string): Promise<Resource> {
     const type = r.resourceType as ResourceType;
+    const pendingOn = deleteData && (type === "service" || type === "volume") ? await dataNodes(r) : [];
     let wrote = false;
     const updated = await store.updateResource(type, r.id, (cur) => {
       if (cur.deletion) return cur;
@@ -240,6 +249,7 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
         correlationId: call.correlationId,
         deleteData,
         cascadedFrom,
+        dataPendingOnNodes: pendingOn,
       });
       cur.updatedAt = timestampFromDate(deps.now());
       return cur;
@@ -256,7 +266,7 @@ export function resourceService(deps: ServiceDeps): Partial<ServiceImpl<typeof R
         tenantId: tenantOf(updated),
         nodeId: type === "node" ? r.id : undefined,
         revision,
-        data: { resource_version: revision, delete_data: deleteData, ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}) },
+        data: { resource_version: revision, delete_data: deleteData, ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}), ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}) },
       },
     ];
     await recordEvents(store, events);
