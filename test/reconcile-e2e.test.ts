@@ -13,6 +13,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ConvergenceStatus, ResourceSchema, ResourceSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -194,6 +195,8 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     expect(await volumes(hostB!)).toEqual(["rc-scratch"]);
     // rc-tool was all the tenant ran on the dev host: its project goes, and with delete_data its
     // volume, once (the tombstone says where the data is still to go, until it went).
+    const prodOrders = async () => (await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: "rc-prod", pageSize: 1000 })).workOrders.length;
+    const prodBefore = await prodOrders();
     const deleted = await api().deleteResource({ resourceType: "service", id: "rc-tool", deleteData: true });
     expect(deleted.resource?.deletion?.dataPendingOnNodes).toEqual(["rc-dev"]);
     await waitFor("rc-tool's container to go", async () => (Object.keys(await containers(hostB!)).length === 0 ? true : undefined), 60_000);
@@ -202,6 +205,8 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
       const tomb = (await api().getResource({ resourceType: "service", id: "rc-tool", includeDeleted: true })).resource!;
       return tomb.deletion?.dataPendingOnNodes.length === 0 ? true : undefined;
     });
+    // The prod host never ran rc-tool: nothing was sent there for it.
+    expect(await prodOrders()).toBe(prodBefore);
     // Without delete_data the data stays.
     await api().deleteResource({ resourceType: "service", id: "rc-worker" });
     await waitFor("rc-worker's container to go", async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined), 60_000);
