@@ -9,6 +9,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skippe
 import type { KeyedLock } from "../keyed-lock.js";
 import { changesTarget, recordOutcome } from "../reconcile/target-record.js";
 import type { Store } from "../store/store.js";
+import { eachResource } from "../store/each-page.js";
 import { recordEvents, transitionEventId, type EventInput, type EventType } from "../events/event-recorder.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import { isSkipperError } from "../errors.js";
@@ -104,19 +105,14 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
   const nodeId = order.target?.nodeId ?? "";
   const createdAt = order.createdAt ? timestampDate(order.createdAt).getTime() : 0;
   for (const type of ["service", "volume"] as const) {
-    let pageToken = "";
-    do {
-      const page = await store.listResources({ resourceType: type, tenantId, includeDeleted: true, pageSize: 500, pageToken });
-      for (const r of page.items) {
-        const d = r.deletion;
-        if (!d?.dataPendingOnNodes.includes(nodeId) || (d.deletedAt && timestampDate(d.deletedAt).getTime() > createdAt)) continue;
-        await store.updateResource(type, r.id, (cur) => {
-          if (cur.deletion) cur.deletion.dataPendingOnNodes = cur.deletion.dataPendingOnNodes.filter((n) => n !== nodeId);
-          return cur;
-        });
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    for await (const r of eachResource(store, { resourceType: type, tenantId, includeDeleted: true, pageSize: 500 })) {
+      const d = r.deletion;
+      if (!d?.dataPendingOnNodes.includes(nodeId) || (d.deletedAt && timestampDate(d.deletedAt).getTime() > createdAt)) continue;
+      await store.updateResource(type, r.id, (cur) => {
+        if (cur.deletion) cur.deletion.dataPendingOnNodes = cur.deletion.dataPendingOnNodes.filter((n) => n !== nodeId);
+        return cur;
+      });
+    }
   }
   const asked = order.desiredState?.deleteVolumes ?? [];
   const done = new Set(order.result?.details?.volumesDeleted ?? []);

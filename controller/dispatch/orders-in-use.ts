@@ -9,6 +9,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
+import { allResources, eachWorkOrder } from "../store/each-page.js";
 
 export const ROLLBACK_DEPTH = 5;
 
@@ -70,27 +71,15 @@ export async function historyInUse(store: Store): Promise<{ orders: Set<string>;
   return { orders, deployments: deploymentsToKeep(tenants, await listAll(store, "deployment"), orders) };
 }
 
-async function listAll(store: Store, resourceType: "tenant" | "deployment"): Promise<Resource[]> {
-  const out: Resource[] = [];
-  let pageToken = "";
-  do {
-    const page = await store.listResources({ resourceType, includeDeleted: true, pageSize: 500, pageToken });
-    out.push(...page.items);
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
-  return out;
+function listAll(store: Store, resourceType: "tenant" | "deployment"): Promise<Resource[]> {
+  return allResources(store, { resourceType, includeDeleted: true, pageSize: 500 });
 }
 
 /** Reads what ordersToKeep needs from the store, a page at a time. */
 export async function ordersInUse(store: Store, tenants?: Resource[]): Promise<Set<string>> {
   tenants ??= await listAll(store, "tenant");
-  let pageToken = "";
   const successful: SuccessfulOrder[] = [];
-  do {
-    const page = await store.listWorkOrders({ status: WorkOrderStatus.SUCCESS, pageSize: 500, pageToken });
-    successful.push(...page.items.map(summary));
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
+  for await (const o of eachWorkOrder(store, { status: WorkOrderStatus.SUCCESS, pageSize: 500 })) successful.push(summary(o));
   return ordersToKeep(tenants, successful);
 }
 

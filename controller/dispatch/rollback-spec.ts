@@ -8,6 +8,7 @@ import { WorkOrderDesiredStateSchema, WorkOrderStatus, WorkOrderType, type WorkO
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { conflict, invalid, notFound } from "../errors.js";
 import type { Store } from "../store/store.js";
+import { eachWorkOrder } from "../store/each-page.js";
 
 export interface RollbackPlan {
   desiredState: WorkOrderDesiredState;
@@ -49,17 +50,12 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
   }
   // Orders list oldest first: the one to restore is the newest to finish.
   let newest: { order: WorkOrder; at: number } | undefined;
-  let pageToken = "";
-  do {
-    const page = await store.listWorkOrders({ tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200, pageToken });
-    for (const o of page.items) {
-      const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
-      if (!restores || !o.desiredState || o.desiredState.specHash === applied) continue;
-      const at = o.finishedAt ? timestampDate(o.finishedAt).getTime() : 0;
-      if (!newest || at >= newest.at) newest = { order: o, at };
-    }
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
+  for await (const o of eachWorkOrder(store, { tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200 })) {
+    const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
+    if (!restores || !o.desiredState || o.desiredState.specHash === applied) continue;
+    const at = o.finishedAt ? timestampDate(o.finishedAt).getTime() : 0;
+    if (!newest || at >= newest.at) newest = { order: o, at };
+  }
   if (newest) return done(newest.order.desiredState!, `work_order/${newest.order.id}`);
   throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, { tenant_id: tenant.id, node_id: nodeId, reason: "NO_PREVIOUS_SPEC" });
 }

@@ -7,6 +7,7 @@ import { NodeLiveness, type ProjectObservation, type Resource } from "../../gen/
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ResourceType } from "../ids.js";
 import type { Store } from "../store/store.js";
+import { allResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-record.js";
 import type { NodeCache } from "./node-cache.js";
@@ -199,13 +200,6 @@ function hasTargets(t: Resource): boolean {
   return t.currentState?.kind.case === "tenant" && t.currentState.kind.value.targets.length > 0;
 }
 
-async function listAll(store: Store, resourceType: ResourceType, includeDeleted: boolean, tenantId?: string): Promise<Resource[]> {
-  const out: Resource[] = [];
-  let pageToken = "";
-  do {
-    const page = await store.listResources({ resourceType, includeDeleted, tenantId, pageSize: 1000, pageToken });
-    out.push(...page.items);
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
-  return out;
+function listAll(store: Store, resourceType: ResourceType, includeDeleted: boolean, tenantId?: string): Promise<Resource[]> {
+  return allResources(store, { resourceType, includeDeleted, tenantId });
 }

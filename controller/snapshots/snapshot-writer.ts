@@ -9,6 +9,7 @@
 import { v4 as uuidv4 } from "uuid";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
+import { allResources } from "../store/each-page.js";
 import type { Logger } from "../logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { assembleSnapshot, snapshotEntry, type SnapshotEntry } from "./build-snapshot.js";
@@ -107,12 +108,7 @@ export class SnapshotWriter {
     const out: Resource[] = [];
     for (const resourceType of RESOURCE_TYPES) {
       if (resourceType === "deployment") continue;
-      let pageToken = "";
-      do {
-        const page = await this.store.listResources({ resourceType, tenantId, pageSize: 250, pageToken });
-        out.push(...page.items);
-        pageToken = page.nextPageToken;
-      } while (pageToken !== "");
+      out.push(...(await allResources(this.store, { resourceType, tenantId, pageSize: 250 })));
     }
     if (tenantId !== undefined) out.push(...(await this.tenantContext(out)));
     const current = await Promise.all(
