@@ -1,14 +1,14 @@
 // skippy's configuration: flags override SKIPPY_* environment variables, which override defaults.
-import { LOG_LEVELS } from "../controller/logging/logger.js";
-import { duration } from "../controller/config.js";
+import { LOG_LEVELS } from "../common/logging/logger.js";
+import { duration } from "../common/duration.js";
 export { duration };
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { ID_PATTERN } from "../controller/ids.js";
+import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
-import { validProcessSourceEntry } from "../controller/dispatch/action-rules.js";
+import { validProcessSourceEntry } from "../common/action-rules.js";
 
 export interface AgentConfig {
   /** Base URL of the controller's API, ending in /v1. */

@@ -10,7 +10,7 @@ import { mkdir, readdir, readFile, rename, rm, open } from "node:fs/promises";
 import { join } from "node:path";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { WorkOrderResultSchema, WorkOrderSchema, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import { ID_PATTERN } from "../controller/ids.js";
+import { ID_PATTERN } from "../common/ids.js";
 
 export interface JournalEntry {
   order: WorkOrder;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped.
 import { readFileSync } from "node:fs";
-import { createLogger } from "../controller/logging/logger.js";
+import { createLogger } from "../common/logging/logger.js";
 import { Agent, AGENT_VERSION } from "./agent.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { createControllerClients } from "./controller-client.js";

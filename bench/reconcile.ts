@@ -24,7 +24,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { build, serve } from "../controller/server.js";
-import { createLogger } from "../controller/logging/logger.js";
+import { createLogger } from "../common/logging/logger.js";
 import { ensureTlsMaterial } from "../controller/tls/tls-material.js";
 import { FileStore } from "../controller/store/file-store.js";
 import type { Store } from "../controller/store/store.js";

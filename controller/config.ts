@@ -1,5 +1,6 @@
 // Controller configuration from flags and environment (flags win). Documented in the README.
-import { LOG_LEVELS } from "./logging/logger.js";
+import { LOG_LEVELS } from "../common/logging/logger.js";
+import { duration } from "../common/duration.js";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 
@@ -124,12 +125,4 @@ export function parseListen(listen: string): { host: string; port: number } {
 /** A retention setting: 0 keeps for ever; otherwise at least an hour. */
 function retention(text: string, what: string): number {
   return text.trim() === "0" ? 0 : duration(text, what, 3_600_000);
-}
-
-export function duration(text: string, what: string, min: number): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
-  if (!m) throw new Error(`${what} must be a duration like 500ms, 5s, 2m or 7d, got '${text}'`);
-  const ms = Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
-  if (ms < min) throw new Error(`${what} must be at least ${min} ms`);
-  return Math.round(ms);
 }

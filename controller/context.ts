@@ -4,7 +4,7 @@ import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { ResponseMetaSchema, type ResponseMeta } from "../gen/skipper/v1/envelope_pb.js";
-import type { Logger } from "./logging/logger.js";
+import type { Logger } from "../common/logging/logger.js";
 
 export const SCHEMA_VERSION = "v1";
 

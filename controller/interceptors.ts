@@ -13,10 +13,10 @@ import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
 import { callInfoKey, type Principal } from "./context.js";
 import { isSkipperError, SkipperError, type ErrorCode, forbidden, unauthorized, invalid } from "./errors.js";
-import { isValidTraceId } from "./ids.js";
+import { isValidTraceId } from "../common/ids.js";
 import { accessFor } from "./auth/policy.js";
 import type { Authenticator } from "./auth/authenticator.js";
-import type { Logger } from "./logging/logger.js";
+import type { Logger } from "../common/logging/logger.js";
 
 const CONNECT_CODE: Record<ErrorCode, Code> = {
   INVALID_REQUEST: Code.InvalidArgument,

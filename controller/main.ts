@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
 import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
-import { createLogger } from "./logging/logger.js";
+import { createLogger } from "../common/logging/logger.js";
 import { build, serve } from "./server.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { VERSION } from "./version.js";

@@ -18,7 +18,7 @@ import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
-import type { Logger } from "./logging/logger.js";
+import type { Logger } from "../common/logging/logger.js";
 import { boundaryInterceptor } from "./interceptors.js";
 import { createAuthenticator } from "./auth/authenticator.js";
 import { hashToken, mintAdminToken } from "./auth/tokens.js";

@@ -17,7 +17,7 @@ import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
 import { digestMismatches } from "../agent/engine/images.js";
-import { processSourceAllowed, validProcessSourceEntry } from "../controller/dispatch/action-rules.js";
+import { processSourceAllowed, validProcessSourceEntry } from "../common/action-rules.js";
 import { ImageObservationSchema } from "../gen/skipper/v1/order_action_pb.js";
 
 const noFile = () => {

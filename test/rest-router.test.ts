@@ -28,7 +28,7 @@ import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized, type ErrorCode } from "../controller/errors.js";
-import { checkId, checkResourceType } from "../controller/ids.js";
+import { checkId, checkResourceType } from "../controller/id-checks.js";
 import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
 
 const SERVICES: DescService[] = [HealthService, ResourceService, WorkOrderService, NodeService, DeploymentService, SnapshotService, EventService];

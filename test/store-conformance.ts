@@ -11,7 +11,7 @@ import type { LabelTerm } from "../controller/resources/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
-import type { ResourceType } from "../controller/ids.js";
+import type { ResourceType } from "../common/ids.js";
 import type { Store } from "../controller/store/store.js";
 
 /**

@@ -4,7 +4,7 @@
 // as `uptime` on PATH, "/usr/bin/uptime" only that path. Arguments are passed to the program as
 // they are, without a shell, so they cannot start anything else.
 import { isAbsolute } from "node:path";
-import { PROGRAM } from "../../controller/dispatch/action-rules.js";
+import { PROGRAM } from "../../common/action-rules.js";
 
 export interface AllowCheck {
   allowed: boolean;

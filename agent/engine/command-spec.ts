@@ -9,8 +9,8 @@ import { stat } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
-import { isSecretKey } from "../../controller/logging/redact.js";
-import { ENV_KEY } from "../../controller/dispatch/action-rules.js";
+import { isSecretKey } from "../../common/logging/redact.js";
+import { ENV_KEY } from "../../common/action-rules.js";
 import { checkCommand } from "./allow-list.js";
 import { runCommand, scrub, type CommandRun } from "./run-command.js";
 

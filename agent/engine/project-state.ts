@@ -7,7 +7,7 @@ import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { ProjectObservationSchema, type ProjectObservation } from "../../gen/skipper/v1/resource_pb.js";
-import { ID_PATTERN } from "../../controller/ids.js";
+import { ID_PATTERN } from "../../common/ids.js";
 import { observeServices, readProjectContainers } from "./project-containers.js";
 
 export const STATE_FILE = ".skipper-state.json";

@@ -3,7 +3,7 @@
 // normalise project names differently) does not matter. A volume already gone counts as removed.
 // Best effort: a volume the engine refuses to remove (still in use by a container outside the
 // project, say) is reported, not retried.
-import { ID_PATTERN } from "../../controller/ids.js";
+import { ID_PATTERN } from "../../common/ids.js";
 import { runCommand, type CommandRun } from "./run-command.js";
 
 const TIMEOUT_MS = 60_000;

@@ -6,7 +6,7 @@ import { clone, create } from "@bufbuild/protobuf";
 import { ComposeProjectSchema, type ComposeProject } from "../../gen/skipper/v1/resource_pb.js";
 import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isSecretKey } from "../../controller/logging/redact.js";
+import { isSecretKey } from "../../common/logging/redact.js";
 import { readAppliedSpec } from "../engine/applied-spec.js";
 import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
 import type { CommandRun } from "../engine/run-command.js";

@@ -5,7 +5,7 @@ import { controlProcess } from "./control-process.js";
 import { deployProcess } from "./deploy-process.js";
 import { executeCommand } from "./execute-command.js";
 import { orderOutcome, type Executor } from "./executor.js";
-import { processSourceAllowed } from "../../controller/dispatch/action-rules.js";
+import { processSourceAllowed } from "../../common/action-rules.js";
 import { healthCheck, inspect } from "./node-checks.js";
 import { restartService, rollbackProject } from "./project-orders.js";
 import { removeService } from "./remove-service.js";

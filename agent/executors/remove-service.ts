@@ -12,7 +12,7 @@ import { access, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { CommandResultSchema, WorkOrderResultSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { ID_PATTERN } from "../../controller/ids.js";
+import { ID_PATTERN } from "../../common/ids.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { VersionStickerSchema, type VersionSticker } from "../../gen/skipper/v1/order_action_pb.js";
-import { ID_PATTERN } from "../../controller/ids.js";
+import { ID_PATTERN } from "../../common/ids.js";
 import { EngineError } from "../engine/project-containers.js";
 import { projectDir, recordedProjectName } from "../engine/project-state.js";
 import { digestOf, projectImages } from "../engine/images.js";

@@ -16,9 +16,9 @@ import { lstat, mkdir, readFile, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { FileWrittenSchema, type FileUpload, type FileWritten } from "../../gen/skipper/v1/order_action_pb.js";
-import { ID_PATTERN } from "../../controller/ids.js";
+import { ID_PATTERN } from "../../common/ids.js";
 import { isInside, OutsideBaseError, writeFileAtomic } from "../engine/durable-file.js";
-import { uploadPathProblem } from "../../controller/dispatch/action-rules.js";
+import { uploadPathProblem } from "../../common/action-rules.js";
 import { orderOutcome, type Executor } from "./executor.js";
 
 const DEFAULT_MODE = 0o644;

@@ -4,7 +4,7 @@ import { unauthorized } from "../errors.js";
 import type { Principal } from "../context.js";
 import type { Store } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
-import { isValidId } from "../ids.js";
+import { isValidId } from "../../common/ids.js";
 
 export interface Authenticator {
   /** The principal for these headers, or anonymous when none were presented. Throws UNAUTHORIZED for a bad credential. */

@@ -7,9 +7,9 @@ import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_ser
 import { WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { invalid } from "../errors.js";
 import { pendingOrder } from "../reconcile/plan-deployment.js";
-import { checkId } from "../ids.js";
+import { checkId } from "../id-checks.js";
 import { createHash } from "node:crypto";
-import { COMPOSE_SERVICE, ENV_KEY, PROGRAM, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "./action-rules.js";
+import { COMPOSE_SERVICE, ENV_KEY, PROGRAM, MODULE_NAME, MODULE_VERSION, SHA256_HEX, hostProblem, uploadPathProblem, urlProblem } from "../../common/action-rules.js";
 import type { CommandSpec, DeploySafety, HealthProbe } from "../../gen/skipper/v1/safety_pb.js";
 
 /** The action member each ad-hoc type carries, and whether the order names a tenant. */

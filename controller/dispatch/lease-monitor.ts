@@ -9,7 +9,7 @@
 // before it is judged, so a controller restart does not take running orders from live agents
 // (which would run them a second time).
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import { onLeaseExpired } from "./order-outcome.js";
 import { isSkipperError } from "../errors.js";
 import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";

@@ -5,7 +5,7 @@
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { conflict } from "../errors.js";
-import { processSourceAllowed } from "./action-rules.js";
+import { processSourceAllowed } from "../../common/action-rules.js";
 
 /** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
 export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant: Resource | undefined): void {

@@ -5,7 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderResultSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError } from "../errors.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import { onOrderFinished, type OutcomeDeps } from "./order-outcome.js";
 
 export { expiredAt } from "../store/work-order-transitions.js";

@@ -5,7 +5,7 @@ import { TimestampSchema, timestampFromDate, type Timestamp } from "@bufbuild/pr
 import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
-import { redact } from "../logging/redact.js";
+import { redact } from "../../common/logging/redact.js";
 import { SCHEMA_VERSION } from "../context.js";
 
 /** Event types the controller emits. */

@@ -10,7 +10,7 @@ import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../resources/resource-rules.js";
 import { dependentsOf } from "../resources/references.js";
-import type { ResourceType } from "../ids.js";
+import type { ResourceType } from "../../common/ids.js";
 
 const ORDERS_PER_TARGET = 3;
 const MAX_EVENTS = 100;

@@ -9,7 +9,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { isSkipperError } from "../errors.js";
 import type { Store } from "../store/store.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
 import { Periodic } from "../periodic.js";
 

@@ -8,7 +8,7 @@ import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder }
 import { isSkipperError } from "../errors.js";
 import { onOrderSuperseded } from "../dispatch/order-outcome.js";
 import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import type { Store } from "../store/store.js";
 import { planDeployment, planRemoval } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";

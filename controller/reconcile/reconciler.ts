@@ -20,7 +20,7 @@ import {
 } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { tenantOf } from "../resources/resource-rules.js";

@@ -5,7 +5,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness, type ProjectObservation, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { ResourceType } from "../ids.js";
+import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
 import { allResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";

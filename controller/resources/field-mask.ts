@@ -5,7 +5,7 @@
 import { fromJson, toJson, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, type ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
-import type { ResourceType } from "../ids.js";
+import type { ResourceType } from "../../common/ids.js";
 import { kindCase } from "./resource-rules.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;

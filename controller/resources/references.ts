@@ -6,7 +6,7 @@
 // tenant_id, and nodes come and go (a missing node is NO_MATCHING_NODE, not an error).
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
-import type { ResourceType } from "../ids.js";
+import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
 
 /** One outgoing reference and the request field it came from. */

@@ -5,7 +5,8 @@ import { checkSafety } from "../dispatch/ad-hoc-order.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type Resource, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
-import { checkId, type ResourceType } from "../ids.js";
+import { type ResourceType } from "../../common/ids.js";
+import { checkId } from "../id-checks.js";
 
 const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> = {
   tenant: "tenant",

@@ -12,7 +12,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import { isSkipperError } from "../errors.js";
-import { isValidTraceId } from "../ids.js";
+import { isValidTraceId } from "../../common/ids.js";
 import { envelope, errorOf, httpStatusOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
 import { BodyTooLargeError, readBody } from "./read-body.js";
 import { bindRequest } from "./request-binding.js";

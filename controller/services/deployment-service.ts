@@ -12,7 +12,7 @@ import {
 } from "../../gen/skipper/v1/deployment_service_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { conflict, invalid, notFound, type SkipperError } from "../errors.js";
-import { checkId } from "../ids.js";
+import { checkId } from "../id-checks.js";
 import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { PassResult } from "../reconcile/reconciler.js";
 import type { ServiceDeps } from "./deps.js";

@@ -1,6 +1,6 @@
 // What service implementations depend on. Built once in server.ts and passed to each factory.
 import type { Store } from "../store/store.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";

@@ -5,7 +5,8 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { responseMeta } from "../context.js";
 import { invalid } from "../errors.js";
-import { checkId, isValidTraceId } from "../ids.js";
+import { isValidTraceId } from "../../common/ids.js";
+import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Event listing implementation. */

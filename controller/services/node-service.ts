@@ -9,7 +9,7 @@ import { MetadataSchema, NodeLiveness, NodeStatusSchema, ProjectObservationSchem
 import { equals } from "@bufbuild/protobuf";
 import { callInfo, responseMeta, SCHEMA_VERSION, type CallInfo } from "../context.js";
 import { conflict, forbidden, invalid, notFound } from "../errors.js";
-import { checkId, checkResourceType } from "../ids.js";
+import { checkId, checkResourceType } from "../id-checks.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";

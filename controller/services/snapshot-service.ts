@@ -3,7 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
 import { responseMeta } from "../context.js";
 import { notFound } from "../errors.js";
-import { checkId } from "../ids.js";
+import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Snapshot implementation. */

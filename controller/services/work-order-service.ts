@@ -6,7 +6,7 @@ import { CreateWorkOrderRequestSchema, CreateWorkOrderResponseSchema, WorkOrderS
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
-import { checkId } from "../ids.js";
+import { checkId } from "../id-checks.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";

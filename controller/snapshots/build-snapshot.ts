@@ -5,7 +5,7 @@ import { create, toJson, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ResourceSchema, ResourceSpecSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, StateDiffSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
-import { redact } from "../logging/redact.js";
+import { redact } from "../../common/logging/redact.js";
 import { SCHEMA_VERSION } from "../context.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;

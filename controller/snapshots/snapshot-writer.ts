@@ -10,10 +10,10 @@ import { v4 as uuidv4 } from "uuid";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
 import { allResources } from "../store/each-page.js";
-import type { Logger } from "../logging/logger.js";
+import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { assembleSnapshot, snapshotEntry, type SnapshotEntry } from "./build-snapshot.js";
-import { RESOURCE_TYPES } from "../ids.js";
+import { RESOURCE_TYPES } from "../../common/ids.js";
 
 /** Ids recorded with a snapshot: the call that caused it. */
 export interface SnapshotTrace {

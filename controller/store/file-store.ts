@@ -13,7 +13,7 @@ import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, notFound, SkipperError } from "../errors.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../ids.js";
+import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";

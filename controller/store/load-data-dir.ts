@@ -10,7 +10,7 @@ import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isValidId, RESOURCE_TYPES } from "../ids.js";
+import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "./record-codec.js";
 import { progressOf } from "./work-order-transitions.js";

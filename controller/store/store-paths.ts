@@ -3,7 +3,7 @@
 // again and the resolved path must stay inside the data directory.
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { invalid } from "../errors.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../ids.js";
+import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
 
 /** Idempotency keys are hex digests computed by the caller. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[a-f0-9]{16,128}$/;

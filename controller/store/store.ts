@@ -7,13 +7,13 @@
 // - Every acknowledged write is durable (survives kill -9 / power loss of the process).
 // - Failures are SkipperError with a stable code (RESOURCE_NOT_FOUND, CONFLICT,
 //   WORK_ORDER_NOT_CLAIMABLE, INVALID_REQUEST); callers never see backend-specific errors.
-// - Ids passed in have already been validated (controller/ids.ts) but backends re-check them
+// - Ids passed in have already been validated (controller/id-checks.ts) but backends re-check them
 //   before touching a path or a query, as defence in depth.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
-import type { ResourceType } from "../ids.js";
+import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "../resources/label-selector.js";
 
 /** One page of a listing; `nextPageToken` is "" on the last page. */

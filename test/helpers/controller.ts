@@ -7,7 +7,7 @@ import { createClient, type Client, type Interceptor } from "@connectrpc/connect
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { build, serve, type Controller, type Serving } from "../../controller/server.js";
-import { createLogger } from "../../controller/logging/logger.js";
+import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
