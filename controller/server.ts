@@ -37,7 +37,7 @@ import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { LivenessMonitor } from "./reconcile/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
-import { HistoryRetention } from "./history-retention.js";
+import { HistoryRetention } from "./dispatch/history-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
 import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";

@@ -14,7 +14,7 @@ import { DirFsyncBatcher } from "../controller/store/dir-fsync.js";
 import { encodeMessage, encodeSnapshot } from "../controller/store/record-codec.js";
 import { buildSnapshot } from "../controller/snapshots/build-snapshot.js";
 import { FileStore } from "../controller/store/file-store.js";
-import { HistoryRetention } from "../controller/history-retention.js";
+import { HistoryRetention } from "../controller/dispatch/history-retention.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
 import { pino } from "pino";
 import { describeStoreConformance, event, expectCode, order, tenant } from "./store-conformance.js";

@@ -7,7 +7,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
-import type { LabelTerm } from "../controller/resources/label-selector.js";
+import type { LabelTerm } from "../controller/store/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";

@@ -8,7 +8,7 @@ import { ExplainStepKind, ExplainStepSchema, type ExplainStep } from "../../gen/
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
-import { tenantOf } from "../resources/resource-rules.js";
+import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
 

@@ -2,7 +2,7 @@
 // id, selects nodes by labels, or both (the union). Node labels are those an admin set and those
 // the node's agent reports; on a clash the admin's value wins.
 import type { DeploymentPolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { matchesSelector } from "../resources/label-selector.js";
+import { matchesSelector } from "../store/label-selector.js";
 
 /** A node's effective labels: metadata, then agent-reported, then admin-set node labels. */
 export function nodeLabels(node: Resource): Record<string, string> {

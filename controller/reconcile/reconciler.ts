@@ -23,7 +23,7 @@ import type { Store } from "../store/store.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import { recordEvents } from "../events/event-recorder.js";
-import { tenantOf } from "../resources/resource-rules.js";
+import { tenantOf } from "../store/tenant-of.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { planTarget, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { recordOutcome } from "./target-record.js";

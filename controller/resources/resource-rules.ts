@@ -1,9 +1,9 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
 // (current_state, last_applied_state) are not set by admins.
-import { checkSafety } from "../dispatch/ad-hoc-order.js";
+import { checkSafety } from "./safety-rules.js";
 import { equals } from "@bufbuild/protobuf";
-import { ResourceSpecSchema, ResourceStatusSchema, type Resource, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
 import { type ResourceType } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
@@ -93,18 +93,3 @@ export function sameStatus(a: ResourceStatus | undefined, b: ResourceStatus | un
   return equals(ResourceStatusSchema, a, b);
 }
 
-/** The tenant a resource belongs to, when it has one. */
-export function tenantOf(r: Resource): string | undefined {
-  const k = r.desiredState?.kind;
-  if (r.resourceType === "tenant") return r.id;
-  if (!k) return undefined;
-  switch (k.case) {
-    case "service":
-    case "deployment":
-    case "network":
-    case "volume":
-      return k.value.tenantId || undefined;
-    default:
-      return undefined;
-  }
-}

@@ -12,7 +12,8 @@ import { conflict, forbidden, invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
-import { checkSpecKind, checkStatusKind, sameStatus, tenantOf } from "../resources/resource-rules.js";
+import { checkSpecKind, checkStatusKind, sameStatus } from "../resources/resource-rules.js";
+import { tenantOf } from "../store/tenant-of.js";
 import type { ServiceDeps } from "./deps.js";
 import { expireOrder, expiredAt } from "../dispatch/order-expiry.js";
 

@@ -14,7 +14,7 @@ import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skip
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ResourceType } from "../../common/ids.js";
-import type { LabelTerm } from "../resources/label-selector.js";
+import type { LabelTerm } from "./label-selector.js";
 
 /** One page of a listing; `nextPageToken` is "" on the last page. */
 export interface Page<T> {

@@ -4,10 +4,10 @@
 // months would keep every heartbeat event, and every order and deployment it ever made, in memory
 // and on disk for ever. Orders and deployments still in use are kept whatever their age
 // (dispatch/orders-in-use.ts).
-import type { Logger } from "../common/logging/logger.js";
-import { Periodic } from "./periodic.js";
-import type { Store } from "./store/store.js";
-import { historyInUse } from "./dispatch/orders-in-use.js";
+import type { Logger } from "../../common/logging/logger.js";
+import { Periodic } from "../periodic.js";
+import type { Store } from "../store/store.js";
+import { historyInUse } from "./orders-in-use.js";
 
 const EVERY_MS = 60 * 60 * 1000;
 
