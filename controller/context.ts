@@ -14,6 +14,12 @@ export type Principal =
   | { kind: "node"; nodeId: string }
   | { kind: "anonymous" };
 
+/** The ids a change carries from the call that caused it to every record it leads to. */
+export interface Trace {
+  requestId: string;
+  correlationId: string;
+}
+
 /** Everything a handler needs to know about the call beyond its request message. */
 export interface CallInfo {
   requestId: string;

@@ -6,39 +6,18 @@
 //   3. one structured log line per call
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
 import { callInfoKey, type Principal } from "./context.js";
-import { isSkipperError, SkipperError, type ErrorCode, forbidden, unauthorized, invalid } from "./errors.js";
+import { CONNECT_CODE, errorCodeOf } from "./api-errors.js";
+import { isSkipperError, SkipperError, forbidden, unauthorized, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
 import { accessFor } from "./auth/policy.js";
 import type { Authenticator } from "./auth/authenticator.js";
 import type { Logger } from "../common/logging/logger.js";
-
-const CONNECT_CODE: Record<ErrorCode, Code> = {
-  INVALID_REQUEST: Code.InvalidArgument,
-  UNAUTHORIZED: Code.Unauthenticated,
-  FORBIDDEN: Code.PermissionDenied,
-  RESOURCE_NOT_FOUND: Code.NotFound,
-  CONFLICT: Code.Aborted,
-  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
-  INTERNAL_ERROR: Code.Internal,
-};
-
-const SKIPPER_CODE: Partial<Record<Code, ErrorCode>> = {
-  [Code.InvalidArgument]: "INVALID_REQUEST",
-  [Code.Unauthenticated]: "UNAUTHORIZED",
-  [Code.PermissionDenied]: "FORBIDDEN",
-  [Code.NotFound]: "RESOURCE_NOT_FOUND",
-  [Code.AlreadyExists]: "CONFLICT",
-  [Code.Aborted]: "CONFLICT",
-  [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
-  [Code.OutOfRange]: "INVALID_REQUEST",
-  [Code.Unimplemented]: "RESOURCE_NOT_FOUND",
-};
 
 // Calls every agent makes on a timer.
 const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
@@ -93,7 +72,7 @@ export function toConnectError(e: unknown, log: Logger, action: string): Connect
   if (isSkipperError(e)) return fromSkipperError(e);
   if (e instanceof ConnectError) {
     if (e.findDetails(ApiErrorSchema).length > 0) return e;
-    const code = SKIPPER_CODE[e.code] ?? "INTERNAL_ERROR";
+    const code = errorCodeOf(e.code);
     if (code === "INTERNAL_ERROR") return internal(e, log, action);
     return fromSkipperError(new SkipperError(code, e.rawMessage));
   }

@@ -35,7 +35,9 @@ import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
-import { LivenessMonitor } from "./reconcile/node-liveness.js";
+import { ReconcileTriggers } from "./reconcile/triggers.js";
+import { TargetRecords } from "./reconcile/target-records.js";
+import { LivenessMonitor } from "./nodes/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
 import { HistoryRetention } from "./dispatch/history-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
@@ -117,23 +119,33 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   }
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
-  const locks = new KeyedLock();
-  const repaired = await recoverOrderOutcomes({ store, snapshots, locks });
+  const records = new TargetRecords(store);
+  const repaired = await recoverOrderOutcomes({ store, snapshots, records });
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
   const feed = new OrderFeed();
   let liveness: LivenessMonitor | undefined;
-  const reconciler = new Reconciler({ store, logger, now, locks, sweepIntervalMs: opts.reconcileIntervalMs, onOrderCreated: (o) => feed.publish(o), onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace) });
+  const reconciler = new Reconciler({
+    store,
+    logger,
+    now,
+    records,
+    sweepIntervalMs: opts.reconcileIntervalMs,
+    onOrderCreated: (o) => feed.publish(o),
+    onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
+  });
+  const triggers = new ReconcileTriggers(reconciler.queue);
   const deps: ServiceDeps = {
     store,
     logger,
     now,
     startedAt: new Date(),
     version: VERSION,
-    locks,
+    locks: new KeyedLock(),
     snapshots,
     reconciler,
-    onResourceChanged: (r) => reconciler.notifyResource(r),
+    triggers,
+    records,
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
     onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
@@ -173,11 +185,9 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       },
     );
   };
-  liveness = new LivenessMonitor({ store, logger, now, onChange: () => reconciler.enqueueAll(), everyMs: opts.livenessCheckMs });
-  const leases = new LeaseMonitor({ store, logger, now, snapshots, locks, leaseMs: deps.leaseMs, onExpired: (o) => {
-      feed.publish(o);
-      reconciler.enqueue(o.target?.tenantId ?? "");
-    }, onFinished: (o) => reconciler.enqueue(o.target?.tenantId ?? ""), everyMs: Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4))) });
+  liveness = new LivenessMonitor({ store, logger, now, onChange: () => triggers.nodesChanged(), everyMs: opts.livenessCheckMs });
+  const leaseCheckMs = Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4)));
+  const leases = new LeaseMonitor({ store, logger, now, snapshots, records, feed, triggers, leaseMs: deps.leaseMs, everyMs: leaseCheckMs });
   const history = new HistoryRetention({ store, logger, now, eventRetentionMs: opts.eventRetentionMs ?? 0, workOrderRetentionMs: opts.workOrderRetentionMs ?? 0 });
   const retention = history.enabled ? history : undefined;
   reconciler.start();

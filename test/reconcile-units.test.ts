@@ -18,14 +18,14 @@ import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/
 import { MAX_FAILURES, planTarget, retryDelayMs, type TargetFacts } from "../controller/reconcile/plan-target.js";
 import { renderProject, type RenderInput } from "../controller/reconcile/render-project.js";
 import { desiredForTenant, volumesToDelete } from "../controller/reconcile/desired-targets.js";
-import { recordOutcome } from "../controller/reconcile/target-record.js";
+import { recordOutcome } from "../controller/reconcile/target-outcome.js";
 import { NodeCache } from "../controller/reconcile/node-cache.js";
 import { FileStore } from "../controller/store/file-store.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_ATTEMPTS, planDeployment } from "../controller/reconcile/plan-deployment.js";
-import { livenessOf } from "../controller/reconcile/node-liveness.js";
+import { livenessOf } from "../controller/nodes/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
 import { parseLabelSelector, matchesTerms } from "../controller/store/label-selector.js";
 import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";

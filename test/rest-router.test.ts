@@ -2,6 +2,7 @@
 // on a real HTTP server, executed through a Connect router transport with fake service
 // implementations and a tiny interceptor standing in for the boundary (ids + ApiError details).
 // Plain fetch for ordinary calls; node:http for paths fetch would normalise ("%2e%2e").
+import { CONNECT_CODE } from "../controller/api-errors.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import http from "node:http";
 import http2 from "node:http2";
@@ -27,7 +28,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
-import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized, type ErrorCode } from "../controller/errors.js";
+import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized } from "../controller/errors.js";
 import { checkId, checkResourceType } from "../controller/id-checks.js";
 import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
 
@@ -39,16 +40,6 @@ const META_TIME = "2024-01-02T03:04:05Z";
 const seen = new Map<string, unknown>();
 let seenHeaders = new Headers();
 let idCounter = 0;
-
-const CONNECT_CODE: Record<ErrorCode, Code> = {
-  INVALID_REQUEST: Code.InvalidArgument,
-  UNAUTHORIZED: Code.Unauthenticated,
-  FORBIDDEN: Code.PermissionDenied,
-  RESOURCE_NOT_FOUND: Code.NotFound,
-  CONFLICT: Code.Aborted,
-  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
-  INTERNAL_ERROR: Code.Internal,
-};
 
 // Stand-in for the boundary interceptor: ids in and out, domain errors -> ApiError details.
 const boundary: Interceptor = (next) => async (req) => {

@@ -17,14 +17,16 @@ import { Periodic } from "../periodic.js";
 import { expireOrder, expiredAt } from "./order-expiry.js";
 import type { OutcomeDeps } from "./order-outcome.js";
 import type { WorkOrderFilter } from "../store/store.js";
+import type { ReconcileTriggers } from "../reconcile/triggers.js";
+import type { OrderFeed } from "./order-feed.js";
 
 export interface LeaseDeps extends OutcomeDeps {
   logger: Logger;
   now: () => Date;
-  /** Told of every order put back to pending (lapsed lease or due retry). */
-  onExpired: (order: WorkOrder) => void;
-  /** Told of every pending order that expired unclaimed (it has finished). */
-  onFinished?: (order: WorkOrder) => void;
+  /** Rung for every order put back to pending (lapsed lease or due retry). */
+  feed: OrderFeed;
+  /** Told of orders that went back to pending or expired unclaimed. */
+  triggers: ReconcileTriggers;
   everyMs?: number;
   /** The lease duration: the grace every lease gets after a start. */
   leaseMs: number;
@@ -62,16 +64,12 @@ export class LeaseMonitor {
     });
     const retries = await this.sweep(WorkOrderStatus.RETRY_PENDING, retryDue, (o, now) => this.deps.store.releaseWorkOrderRetry(o.id, now));
     // Only orders that carry an expires_at due by now are read, not every pending one.
-    const expired = await this.sweep(WorkOrderStatus.PENDING, expiredAt, async (o, now) => {
-      const done = await expireOrder(this.deps, o, now);
-      if (done) this.deps.onFinished?.(done);
-      return done;
-    }, (now) => ({ expiresBy: now }));
+    const expired = await this.sweep(WorkOrderStatus.PENDING, expiredAt, (o, now) => expireOrder(this.deps, o, now), (now) => ({ expiresBy: now }));
     return leases + retries + expired;
   }
 
-  // Applies `step` to every order of `status` that is `due`, telling onExpired of each one it
-  // put back to pending. An order renewed, finished or released since the listing is skipped.
+  // Applies `step` to every order of `status` that is `due`, ringing the stream for each one it
+  // put back to pending (its node's stream rings). An order renewed, finished or released since the listing is skipped.
   private async sweep(
     status: WorkOrderStatus,
     due: (o: WorkOrder, now: Date) => boolean,
@@ -88,7 +86,10 @@ export class LeaseMonitor {
         try {
           const next = await step(o, now);
           if (!next) continue;
-          if (next.status === WorkOrderStatus.PENDING) this.deps.onExpired(next);
+          if (next.status === WorkOrderStatus.PENDING) {
+            this.deps.feed.publish(next);
+            this.deps.triggers.orderRequeued(next);
+          }
           done++;
         } catch (e) {
           if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;

@@ -2,39 +2,18 @@
 // phase, the tenant's observed state, events and snapshots. Each function is idempotent (events
 // have deterministic ids, updates set absolute values), so start-up recovery can replay them for
 // orders whose side effects a crash interrupted.
-import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
-import { DeploymentPhase, DeploymentStatusSchema, ResourceSpecSchema, TenantStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { KeyedLock } from "../keyed-lock.js";
-import { changesTarget, recordOutcome } from "../reconcile/target-record.js";
+import type { Trace } from "../context.js";
+import { changesTarget } from "../reconcile/target-outcome.js";
+import type { TargetRecords } from "../reconcile/target-records.js";
 import type { Store } from "../store/store.js";
 import { eachResource } from "../store/each-page.js";
-import { recordEvents, transitionEventId, type EventInput, type EventType } from "../events/event-recorder.js";
+import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { orderEvent } from "../events/order-events.js";
+import { updateDeployment } from "../resources/deployment-status.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
-import { isSkipperError } from "../errors.js";
-
-/** Ids recorded with side effects: the call that triggered them, or the order's own. */
-export interface Trace {
-  requestId: string;
-  correlationId: string;
-}
-
-/** The event of one order transition, with the stable id that makes a replay write it once. */
-function orderEvent(order: WorkOrder, type: EventType, trace: Trace, extra: Partial<EventInput> = {}): EventInput {
-  return {
-    id: transitionEventId(order.id, type),
-    type,
-    ...trace,
-    resourceType: "work_order",
-    resourceId: order.id,
-    tenantId: order.target?.tenantId,
-    nodeId: order.target?.nodeId,
-    workOrderId: order.id,
-    deploymentId: order.desiredState?.deploymentId ?? "",
-    ...extra,
-  };
-}
 
 /** Records a claimed order's start: event (one per claim) and deployment phase RUNNING. */
 export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
@@ -54,11 +33,11 @@ export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trac
   });
 }
 
-/** What recording an outcome needs: the store, snapshots, and the per-tenant reconcile lock. */
+/** What recording an outcome needs: the store, snapshots, and the owner of the target records. */
 export interface OutcomeDeps {
   store: Store;
   snapshots: SnapshotWriter;
-  locks: KeyedLock;
+  records: TargetRecords;
 }
 
 /** Records a finished order's outcome on the deployment and tenant, with events and snapshots. */
@@ -84,11 +63,11 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
     d.finishedAt = timestampFromDate(at);
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
-  // Under the tenant's reconcile lock: a pass reads the tenant's records and writes them back.
+  // Exclusive with passes: a pass reads the records and the pending data removals, then writes.
   if (changesTarget(order)) {
-    await deps.locks.run(`reconcile:${tenantId}`, async () => {
+    await deps.records.exclusive(tenantId, async () => {
       if (ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal)) await dataRemoved(store, order, trace);
-      await updateTenant(store, order, at, ok, removal);
+      await deps.records.recordFinished(order, at);
     });
   }
   await snapshots.afterChange(tenantId, trace);
@@ -160,21 +139,6 @@ export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trac
   ]);
 }
 
-/**
- * Records a superseded order (a newer desired state replaced it before any node claimed it): the
- * failure event and its deployment's phase. The target's record is not a failure: nothing ran.
- */
-export async function onOrderSuperseded(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
-  const deploymentId = order.desiredState?.deploymentId ?? "";
-  const data = { code: order.result?.code ?? "", message: order.result?.message ?? "" };
-  await recordEvents(store, [orderEvent(order, "work_order_failed", trace, { data })]);
-  await updateDeployment(store, deploymentId, (d) => {
-    d.phase = DeploymentPhase.FAILED;
-    d.resultCode = data.code;
-    d.message = data.message;
-    d.finishedAt = order.finishedAt;
-  });
-}
 
 /** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
 export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
@@ -192,7 +156,7 @@ export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
         if (status === WorkOrderStatus.RUNNING && phase === DeploymentPhase.PENDING) {
           await onOrderStarted(store, order, trace);
           repaired++;
-        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await outcomeMissing(store, order)))) {
+        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order)))) {
           await onOrderFinished(deps, order, trace);
           repaired++;
         }
@@ -203,69 +167,6 @@ export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   return repaired;
 }
 
-// The tenant's record still points at this finished order without its outcome.
-async function outcomeMissing(store: Store, order: WorkOrder): Promise<boolean> {
-  const t = await store.getResource("tenant", order.target?.tenantId ?? "", { includeDeleted: true });
-  const rec = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value.targets.find((r) => r.nodeId === order.target?.nodeId) : undefined;
-  return rec !== undefined && rec.lastWorkOrderId === order.id && rec.finishedAt === undefined;
-}
 
-type DeploymentStatusValue = Extract<NonNullable<Resource["currentState"]>["kind"], { case: "deployment" }>["value"];
 
-async function updateDeployment(
-  store: Store,
-  id: string,
-  mutate: (status: DeploymentStatusValue, dep: Resource) => void,
-): Promise<void> {
-  if (id === "") return;
-  try {
-    await store.updateResource("deployment", id, (dep) => {
-      if (dep.currentState?.kind.case !== "deployment") {
-        dep.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "deployment", value: create(DeploymentStatusSchema) } };
-      }
-      const kind = dep.currentState!.kind;
-      if (kind.case === "deployment") mutate(kind.value, dep);
-      dep.updatedAt = timestampFromDate(new Date());
-      return dep;
-    });
-  } catch (e) {
-    if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
-    throw e;
-  }
-}
 
-async function updateTenant(store: Store, order: WorkOrder, at: Date, ok: boolean, removal: boolean): Promise<void> {
-  const tenantId = order.target?.tenantId ?? "";
-  if (tenantId === "") return;
-  const result = order.result;
-  try {
-    await store.updateResource("tenant", tenantId, (t) => {
-      const prev = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : create(TenantStatusSchema);
-      // A late result of an order the target no longer waits for (a newer one owns it) says
-      // nothing about what runs now: the tenant's status stays as the newer order left it.
-      const owner = prev.targets.find((x) => x.nodeId === order.target?.nodeId)?.lastWorkOrderId ?? "";
-      if (owner !== "" && owner !== order.id) return t;
-      const targets = recordOutcome(prev.targets, order, at);
-      const status = removal
-        ? create(TenantStatusSchema, { ...prev, targets })
-        : create(TenantStatusSchema, {
-            nodeId: order.target?.nodeId ?? "",
-            deploymentId: order.desiredState?.deploymentId ?? "",
-            workOrderId: order.id,
-            resultCode: result?.code ?? "",
-            composePath: result?.details?.composePath ?? "",
-            services: result?.details?.services ?? [],
-            observedAt: timestampFromDate(at),
-            targets,
-          });
-      t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
-      // The desired state the order carried is now what the node runs.
-      if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
-      t.updatedAt = timestampFromDate(new Date());
-      return t;
-    });
-  } catch (e) {
-    if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
-    throw e;
-  }
-}

@@ -3,19 +3,29 @@
 // work_order_created and rings the node's stream. Nothing is stored when a check fails.
 import { create } from "@bufbuild/protobuf";
 import { v4 as uuidv4 } from "uuid";
-import { TargetStatusSchema, TenantStatusSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { CallInfo } from "../context.js";
 import { notFound } from "../errors.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
-import type { ServiceDeps } from "../services/deps.js";
+import type { Store } from "../store/store.js";
+import type { TargetRecords } from "../reconcile/target-records.js";
+import type { OrderFeed } from "./order-feed.js";
 import { buildOrder, checkRequest } from "./ad-hoc-order.js";
 import { checkTargets } from "./node-permits.js";
 import { resolveRollback } from "./rollback-spec.js";
 
-export async function queueOrder(deps: ServiceDeps, req: CreateWorkOrderRequest, call: CallInfo): Promise<WorkOrder> {
+/** What queueing an order needs. */
+export interface QueueDeps {
+  store: Store;
+  now: () => Date;
+  records: TargetRecords;
+  feed: OrderFeed;
+}
+
+/** Checks, stores and announces an ad-hoc order; a rollback also takes over its target's record. */
+export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, call: CallInfo): Promise<WorkOrder> {
   const { store } = deps;
   checkRequest(req, deps.now());
   const nodeId = req.target!.nodeId;
@@ -31,20 +41,12 @@ export async function queueOrder(deps: ServiceDeps, req: CreateWorkOrderRequest,
     const requested = req.action.kind.value;
     // Under the tenant's reconcile lock: the target's record names this order as its last, so
     // its outcome (the node runs the restored spec) is what the reconciler sees next.
-    order = await deps.locks.run(`reconcile:${tenantId}`, async () => {
+    order = await deps.records.exclusive(tenantId, async () => {
       const fresh = (await store.getResource("tenant", tenantId)) ?? tenant!;
       const plan = await resolveRollback(store, fresh, nodeId, requested);
       const built = buildOrder({ ...req, action: create(WorkOrderActionSchema, { kind: { case: "rollback", value: plan.action } }) }, ids, plan.desiredState);
       const stored = await store.createWorkOrder(built);
-      await store.updateResource("tenant", tenantId, (t) => {
-        const status = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : create(TenantStatusSchema);
-        let target = status.targets.find((x) => x.nodeId === nodeId);
-        if (!target) status.targets.push((target = create(TargetStatusSchema, { nodeId })));
-        target.lastWorkOrderId = stored.id;
-        target.lastResultCode = "";
-        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
-        return t;
-      });
+      await deps.records.pointAt(tenantId, nodeId, stored.id);
       return stored;
     });
   } else {

@@ -5,14 +5,16 @@ import { create } from "@bufbuild/protobuf";
 import { v4 as uuidv4 } from "uuid";
 import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isSkipperError } from "../errors.js";
-import { onOrderSuperseded } from "../dispatch/order-outcome.js";
-import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
+import type { Trace } from "../context.js";
+import { isSkipperError } from "../errors.js";
+import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import { orderEvent } from "../events/order-events.js";
+import { updateDeployment } from "../resources/deployment-status.js";
 import type { Store } from "../store/store.js";
 import { planDeployment, planRemoval } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";
-import type { TargetOrder } from "./reconciler.js";
 
 export interface IssuerDeps {
   store: Store;
@@ -21,9 +23,18 @@ export interface IssuerDeps {
   onOrderCreated?: (order: WorkOrder) => void;
 }
 
+/** One order a pass issued or found in flight for a target. */
+export interface TargetOrder {
+  nodeId: string;
+  workOrder: WorkOrder;
+  deployment?: Resource;
+  /** True when this pass created it. */
+  created: boolean;
+}
+
 // A pending order for an older desired state is replaced rather than waited for (a burst of
 // changes becomes one order). One a node has claimed runs to its end.
-export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined, desiredHash: string, now: Date, trace: { requestId: string; correlationId: string }): Promise<WorkOrder | undefined> {
+export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined, desiredHash: string, now: Date, trace: Trace): Promise<WorkOrder | undefined> {
   if (!o || o.status !== WorkOrderStatus.PENDING || o.type === WorkOrderType.ROLLBACK) return o;
   const removal = o.type === WorkOrderType.REMOVE_SERVICE;
   const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
@@ -31,7 +42,7 @@ export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined,
   const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "replaced by an order for a newer desired state before any node claimed it" });
   try {
     const done = await deps.store.supersedeWorkOrder(o.id, result, now);
-    await onOrderSuperseded(deps.store, done, trace);
+    await recordSuperseded(deps.store, done, trace);
     deps.logger.info({ action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id }, "reconcile: stale pending order superseded");
     return undefined;
   } catch (e) {
@@ -40,7 +51,24 @@ export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined,
   }
 }
 
-export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: { requestId: string; correlationId: string }, now: Date, removal: { removeVolumes: boolean; deleteVolumes: string[] }, drift?: string[]): Promise<TargetOrder> {
+/**
+ * Records a superseded order (a newer desired state replaced it before any node claimed it): the
+ * failure event and its deployment's phase. The target's record is not a failure: nothing ran.
+ */
+async function recordSuperseded(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  const data = { code: order.result?.code ?? "", message: order.result?.message ?? "" };
+  await recordEvents(store, [orderEvent(order, "work_order_failed", trace, { data })]);
+  await updateDeployment(store, deploymentId, (d) => {
+    d.phase = DeploymentPhase.FAILED;
+    d.resultCode = data.code;
+    d.message = data.message;
+    d.finishedAt = order.finishedAt;
+  });
+}
+
+/** Issues the order an action asks for: a deploy (deployment record + deploy_service order) or a removal. */
+export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: Trace, now: Date, removal: { removeVolumes: boolean; deleteVolumes: string[] }, drift?: string[]): Promise<TargetOrder> {
   const { store } = deps;
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };

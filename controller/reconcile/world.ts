@@ -9,7 +9,7 @@ import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
 import { allResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";
-import { changesTarget } from "./target-record.js";
+import { changesTarget } from "./target-outcome.js";
 import type { NodeCache } from "./node-cache.js";
 
 /** Statuses of an order still in flight (its target gets no other order meanwhile). */

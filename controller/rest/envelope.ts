@@ -4,9 +4,10 @@
 // without `meta`, or only the `response_body` field (null when unset). Failure: the ApiError
 // carried as a Connect error detail, else one derived from the Connect code; HTTP status by code.
 import { toJson, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
-import { isSkipperError, type ErrorCode } from "../errors.js";
+import { errorCodeOf } from "../api-errors.js";
+import { isSkipperError } from "../errors.js";
 import type { RestRoute } from "./route-table.js";
 
 /** The `error` member of an envelope. */
@@ -26,38 +27,12 @@ export interface Envelope {
   metadata: { timestamp: string };
 }
 
-/** HTTP status for each machine-readable error code. */
-export const HTTP_STATUS: Record<ErrorCode, number> = {
-  INVALID_REQUEST: 400,
-  UNAUTHORIZED: 401,
-  FORBIDDEN: 403,
-  RESOURCE_NOT_FOUND: 404,
-  CONFLICT: 409,
-  WORK_ORDER_NOT_CLAIMABLE: 409,
-  INTERNAL_ERROR: 500,
-};
-
-const FROM_CONNECT: Partial<Record<Code, ErrorCode>> = {
-  [Code.InvalidArgument]: "INVALID_REQUEST",
-  [Code.Unauthenticated]: "UNAUTHORIZED",
-  [Code.PermissionDenied]: "FORBIDDEN",
-  [Code.NotFound]: "RESOURCE_NOT_FOUND",
-  [Code.AlreadyExists]: "CONFLICT",
-  [Code.Aborted]: "CONFLICT",
-  [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
-};
-
 const JSON_OPTIONS = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
 
 /** Request and correlation ids of one REST exchange. */
 export interface TraceIds {
   requestId: string;
   correlationId: string;
-}
-
-/** The HTTP status for an error code; unknown codes count as internal errors. */
-export function httpStatusOf(code: string): number {
-  return HTTP_STATUS[code as ErrorCode] ?? 500;
 }
 
 /** The `data` member for a successful call, plus the response's own timestamp when it has one. */
@@ -83,7 +58,7 @@ export function errorOf(e: unknown): { error: EnvelopeError; ids: Partial<TraceI
   };
   const detail = err.findDetails(ApiErrorSchema)[0];
   if (detail) return { error: { code: detail.code, message: detail.message, details: detail.details ?? {} }, ids, unexpected };
-  const code = FROM_CONNECT[err.code] ?? "INTERNAL_ERROR";
+  const code = errorCodeOf(err.code);
   // Only Connect errors are trusted to carry client-safe messages.
   return { error: { code, message: unexpected ? "internal error" : err.rawMessage, details: {} }, ids, unexpected };
 }

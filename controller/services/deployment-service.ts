@@ -19,7 +19,7 @@ import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";
 
 /** Deployment implementation. */
-export function deploymentService(deps: ServiceDeps): Partial<ServiceImpl<typeof DeploymentService>> {
+export function deploymentService(deps: ServiceDeps): ServiceImpl<typeof DeploymentService> {
   const { store } = deps;
 
   // Apply is "reconcile this tenant now": the same pass the loop runs, forced to deploy even

@@ -3,8 +3,9 @@ import type { Store } from "../store/store.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Reconciler } from "../reconcile/reconciler.js";
+import type { ReconcileTriggers } from "../reconcile/triggers.js";
+import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
 
 export interface ServiceDeps {
@@ -28,8 +29,10 @@ export interface ServiceDeps {
   feed: OrderFeed;
   /** How long a claim's lease lasts before it must be renewed. */
   leaseMs: number;
-  /** The reconcile loop (Apply runs a pass; order outcomes and changes enqueue one). */
+  /** The reconcile loop (Apply runs a pass now). */
   reconciler: Reconciler;
-  /** Told after every acknowledged resource mutation (the reconciler listens). */
-  onResourceChanged?: (resource: Resource) => void;
+  /** What wakes the reconciler: told of every acknowledged change, order end and node report. */
+  triggers: ReconcileTriggers;
+  /** The owner of tenants' per-node target records (order outcomes and rollbacks write them). */
+  records: TargetRecords;
 }

@@ -10,7 +10,7 @@ import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Event listing implementation. */
-export function eventService(deps: ServiceDeps): Partial<ServiceImpl<typeof EventService>> {
+export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService> {
   return {
     async listEvents(req, ctx) {
       if (req.type !== "" && !/^[a-z][a-z0-9_]{0,63}$/.test(req.type)) {

@@ -6,7 +6,7 @@ import { responseMeta } from "../context.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Health check implementation. */
-export function healthService(deps: ServiceDeps): Partial<ServiceImpl<typeof HealthService>> {
+export function healthService(deps: ServiceDeps): ServiceImpl<typeof HealthService> {
   return {
     check(_req, ctx) {
       return {

@@ -7,7 +7,7 @@ import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Snapshot implementation. */
-export function snapshotService(deps: ServiceDeps): Partial<ServiceImpl<typeof SnapshotService>> {
+export function snapshotService(deps: ServiceDeps): ServiceImpl<typeof SnapshotService> {
   return {
     async getSystemSnapshot(_req, ctx) {
       const snapshot = await deps.store.getLatestSnapshot("system");

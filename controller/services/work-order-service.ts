@@ -7,13 +7,13 @@ import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
-import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted } from "../dispatch/order-outcome.js";
+import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";
 import { queueOrder } from "../dispatch/queue-order.js";
 
 /** Work order implementation. */
-export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof WorkOrderService>> {
+export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrderService> {
   const { store } = deps;
 
   async function ownOrder(id: string, call: CallInfo): Promise<WorkOrder> {
@@ -58,13 +58,7 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
     async claimWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
-      const nodeId = order.target!.nodeId;
-      const claimed = await store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs);
-      await onOrderStarted(store, claimed, { requestId: call.requestId, correlationId: order.correlationId });
-      call.logger.info(
-        { action: "work_order_started", result: "ok", node_id: nodeId, tenant_id: order.target?.tenantId, metadata: { work_order_id: order.id } },
-        "work order claimed",
-      );
+      const claimed = await claimOrder(deps, order, { requestId: call.requestId, correlationId: order.correlationId }, call.logger);
       return { meta: responseMeta(ctx), workOrder: claimed };
     },
 
@@ -72,19 +66,8 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
       if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
-      const after = await store.cancelWorkOrder(order.id, req.reason, call.requestId, deps.now());
       const trace = { requestId: call.requestId, correlationId: order.correlationId };
-      if (order.status !== WorkOrderStatus.CANCELLED && after.status === WorkOrderStatus.CANCELLED) {
-        // Cancelled before any claim (pending, or waiting to retry): the outcome is recorded now.
-        await onOrderFinished(deps, after, trace);
-        deps.reconciler.enqueue(order.target?.tenantId ?? "");
-      } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
-        await onCancelRequested(store, after, trace, req.reason);
-        // The agent hears it on its stream at once, else on its next lease renewal.
-        deps.feed.publish(after);
-      }
-      call.logger.info({ action: "work_order_cancel", result: WorkOrderStatus[after.status] ?? "", tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { reason: req.reason } }, "work order cancel");
-      return { meta: responseMeta(ctx), workOrder: after };
+      return { meta: responseMeta(ctx), workOrder: await cancelOrder(deps, order, req.reason, call.requestId, trace, call.logger) };
     },
 
     async renewWorkOrderLease(req, ctx) {
@@ -92,7 +75,7 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       const order = await ownOrder(req.id, call);
       if (call.principal.kind !== "node") throw forbidden("only the node holding the claim renews its lease", { work_order_id: order.id });
       if (req.fencingToken <= 0n) throw invalid("fencing_token is required", { field: "fencing_token" });
-      const renewed = await store.renewWorkOrderLease(order.id, call.principal.nodeId, req.fencingToken, deps.now(), deps.leaseMs);
+      const renewed = await renewLease(deps, order, call.principal.nodeId, req.fencingToken);
       return { meta: responseMeta(ctx), workOrder: renewed };
     },
 
@@ -106,28 +89,8 @@ export function workOrderService(deps: ServiceDeps): Partial<ServiceImpl<typeof 
       }
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
-      const outcome = await store.finishWorkOrder(order.id, nodeId, result, deps.now(), req.fencingToken);
-      if (!outcome.duplicate && outcome.workOrder.status === WorkOrderStatus.RETRY_PENDING) {
-        await onOrderRetryScheduled(store, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
-        call.logger.warn(
-          { action: "work_order_retry_scheduled", result: result.code, node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { attempt: outcome.workOrder.attempts.length, message: result.message } },
-          "work order failed; another attempt follows",
-        );
-      } else if (!outcome.duplicate) {
-        await onOrderFinished(deps, outcome.workOrder, { requestId: call.requestId, correlationId: order.correlationId });
-        deps.reconciler.enqueue(order.target?.tenantId ?? "");
-        const ok = outcome.workOrder.status === WorkOrderStatus.SUCCESS;
-        call.logger[ok ? "info" : "warn"](
-          {
-            action: ok ? "work_order_succeeded" : "work_order_failed",
-            result: result.code,
-            node_id: nodeId,
-            tenant_id: order.target?.tenantId,
-            metadata: { work_order_id: order.id, message: result.message },
-          },
-          `work order ${ok ? "succeeded" : "failed"}`,
-        );
-      }
+      const trace = { requestId: call.requestId, correlationId: order.correlationId };
+      const outcome = await finishOrder(deps, order, nodeId, result, req.fencingToken, trace, call.logger);
       return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
     },
   };

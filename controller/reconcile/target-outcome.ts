@@ -1,5 +1,5 @@
-// The reconciler's durable per-target record (TenantStatus.targets): how a finished order changes
-// it. Pure; order-outcome.ts writes the result onto the tenant.
+// How a finished order changes its target's record (TenantStatus.targets), the reconciler's
+// durable memory per node. Pure; target-records.ts writes the result onto the tenant.
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";

@@ -1,0 +1,87 @@
+// The import rules of ARCHITECTURE.md, checked by `npm run lint:deps` (CI runs it):
+//   - no cycles anywhere outside gen/;
+//   - gen/ imports nothing of ours; common/ only gen/; the agent only gen/, common/ and itself;
+//     the controller never the agent; neither program the benchmarks or the tests;
+//   - inside the controller, one direction: a layer imports only the layers below it.
+/** The controller's layers, lowest first. A module may import its own layer and those below. */
+const CONTROLLER_LAYERS = [
+  ["base", "^controller/(errors|id-checks|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
+  ["store", "^controller/store/"],
+  ["tls", "^controller/tls/"],
+  ["auth", "^controller/auth/"],
+  ["events", "^controller/events/"],
+  ["resources", "^controller/resources/"],
+  ["snapshots", "^controller/snapshots/"],
+  ["nodes", "^controller/nodes/"],
+  ["reconcile", "^controller/reconcile/"],
+  ["dispatch", "^controller/dispatch/"],
+  ["services", "^controller/services/"],
+  ["boundary", "^controller/(api-errors|interceptors)\\.ts$|^controller/rest/"],
+  ["server", "^controller/(server|main)\\.ts$"],
+];
+
+const layerRules = CONTROLLER_LAYERS.slice(0, -1).map(([name, path], i) => ({
+  name: `controller-${name}-imports-only-below`,
+  comment: `controller layer '${name}' may not import a layer above it (${CONTROLLER_LAYERS.slice(i + 1)
+    .map(([n]) => n)
+    .join(", ")})`,
+  severity: "error",
+  from: { path },
+  to: { path: CONTROLLER_LAYERS.slice(i + 1).map(([, p]) => `(${p})`).join("|") },
+}));
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      comment: "modules must not import each other in a loop",
+      severity: "error",
+      from: { pathNot: "^gen/" },
+      to: { circular: true },
+    },
+    {
+      name: "gen-is-generated",
+      comment: "generated code imports only itself and its libraries",
+      severity: "error",
+      from: { path: "^gen/" },
+      to: { path: "^(common|controller|agent|bench|test)/" },
+    },
+    {
+      name: "common-is-shared",
+      comment: "common/ is what both programs use: it imports gen/ and itself only",
+      severity: "error",
+      from: { path: "^common/" },
+      to: { path: "^(controller|agent|bench|test)/" },
+    },
+    {
+      name: "agent-is-a-client",
+      comment: "the agent is a client of the contract: gen/, common/ and itself, never the controller",
+      severity: "error",
+      from: { path: "^agent/" },
+      to: { path: "^(controller|bench|test)/" },
+    },
+    {
+      name: "controller-never-imports-agent",
+      severity: "error",
+      from: { path: "^controller/" },
+      to: { path: "^(agent|bench|test)/" },
+    },
+    {
+      name: "every-controller-module-has-a-layer",
+      comment: "a new top-level controller folder or file needs its place in CONTROLLER_LAYERS",
+      severity: "error",
+      from: { path: "^controller/", pathNot: CONTROLLER_LAYERS.map(([, p]) => `(${p})`).join("|") },
+      to: {},
+    },
+    ...layerRules,
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^(node_modules|dist)/" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { extensions: [".ts", ".js", ".mjs", ".json"] },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};

@@ -1,0 +1,51 @@
+// The one map between Skipper's machine-readable error codes (errors.ts), Connect codes and HTTP
+// statuses. The RPC interceptor uses it to turn a domain error into a Connect error, and the REST
+// envelope to turn a Connect error (one without a skipper.v1.ApiError detail, e.g. from the
+// router itself) back into a code and a status, so every protocol answers a failure alike.
+import { Code } from "@connectrpc/connect";
+import type { ErrorCode } from "./errors.js";
+
+/** The Connect (and so gRPC) code each error code is sent with. */
+export const CONNECT_CODE: Record<ErrorCode, Code> = {
+  INVALID_REQUEST: Code.InvalidArgument,
+  UNAUTHORIZED: Code.Unauthenticated,
+  FORBIDDEN: Code.PermissionDenied,
+  RESOURCE_NOT_FOUND: Code.NotFound,
+  CONFLICT: Code.Aborted,
+  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
+  INTERNAL_ERROR: Code.Internal,
+};
+
+/** The HTTP status each error code is answered with on the REST routes. */
+export const HTTP_STATUS: Record<ErrorCode, number> = {
+  INVALID_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  RESOURCE_NOT_FOUND: 404,
+  CONFLICT: 409,
+  WORK_ORDER_NOT_CLAIMABLE: 409,
+  INTERNAL_ERROR: 500,
+};
+
+// Connect codes that arrive without an ApiError detail; any other code is an internal error.
+const FROM_CONNECT: Partial<Record<Code, ErrorCode>> = {
+  [Code.InvalidArgument]: "INVALID_REQUEST",
+  [Code.OutOfRange]: "INVALID_REQUEST",
+  [Code.Unauthenticated]: "UNAUTHORIZED",
+  [Code.PermissionDenied]: "FORBIDDEN",
+  [Code.NotFound]: "RESOURCE_NOT_FOUND",
+  [Code.Unimplemented]: "RESOURCE_NOT_FOUND",
+  [Code.AlreadyExists]: "CONFLICT",
+  [Code.Aborted]: "CONFLICT",
+  [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
+};
+
+/** The error code for a Connect code; INTERNAL_ERROR for codes with no meaning to clients. */
+export function errorCodeOf(code: Code): ErrorCode {
+  return FROM_CONNECT[code] ?? "INTERNAL_ERROR";
+}
+
+/** The HTTP status for an error code; unknown codes count as internal errors. */
+export function httpStatusOf(code: string): number {
+  return HTTP_STATUS[code as ErrorCode] ?? 500;
+}

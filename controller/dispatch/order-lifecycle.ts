@@ -1,0 +1,80 @@
+// The one owner of a work order's life after it is queued. Each verb makes the store transition
+// (whose rules are store/work-order-transitions.ts), records what follows from it
+// (order-outcome.ts: events, the deployment's phase, the target record, snapshots), rings the
+// node's stream when the order is pending again or asked to stop, and tells the reconciler
+// (reconcile/triggers.ts) when the order has ended. The lease monitor (lease-monitor.ts) and
+// expiry (order-expiry.ts) make the transitions no caller asks for.
+//
+//   pending --claim--> running --finish--> succeeded | failed | retry_pending (--> pending)
+//      |                  '--lease lapses--> pending
+//      '--cancel / expire--> cancelled | failed
+import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Logger } from "../../common/logging/logger.js";
+import type { Trace } from "../context.js";
+import type { ReconcileTriggers } from "../reconcile/triggers.js";
+import type { FinishOutcome } from "../store/store.js";
+import type { OrderFeed } from "./order-feed.js";
+import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
+
+/** What the verbs need: the outcome recorders' deps, the clock, the lease, the feed and the triggers. */
+export interface LifecycleDeps extends OutcomeDeps {
+  now: () => Date;
+  leaseMs: number;
+  feed: OrderFeed;
+  triggers: ReconcileTriggers;
+}
+
+/** Claims `order` for its node (a lease with a new fencing token) and records its start. */
+export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: Trace, log: Logger): Promise<WorkOrder> {
+  const nodeId = order.target?.nodeId ?? "";
+  const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs);
+  await onOrderStarted(deps.store, claimed, trace);
+  log.info({ action: "work_order_started", result: "ok", node_id: nodeId, tenant_id: order.target?.tenantId, metadata: { work_order_id: order.id } }, "work order claimed");
+  return claimed;
+}
+
+/** Extends the lease of the node holding the claim under `fencingToken`. */
+export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string, fencingToken: bigint): Promise<WorkOrder> {
+  return deps.store.renewWorkOrderLease(order.id, nodeId, fencingToken, deps.now(), deps.leaseMs);
+}
+
+/**
+ * Records a node's result: the order ends (outcome recorded, reconciler told) or, after a
+ * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
+ * result already recorded changes nothing.
+ */
+export async function finishOrder(deps: LifecycleDeps, order: WorkOrder, nodeId: string, result: WorkOrderResult, fencingToken: bigint, trace: Trace, log: Logger): Promise<FinishOutcome> {
+  const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
+  if (outcome.duplicate) return outcome;
+  const after = outcome.workOrder;
+  const ids = { node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id };
+  if (after.status === WorkOrderStatus.RETRY_PENDING) {
+    await onOrderRetryScheduled(deps.store, after, trace);
+    log.warn({ action: "work_order_retry_scheduled", result: result.code, ...ids, metadata: { attempt: after.attempts.length, message: result.message } }, "work order failed; another attempt follows");
+    return outcome;
+  }
+  await onOrderFinished(deps, after, trace);
+  deps.triggers.orderEnded(after);
+  const ok = after.status === WorkOrderStatus.SUCCESS;
+  const meta = { work_order_id: order.id, message: result.message };
+  log[ok ? "info" : "warn"]({ action: ok ? "work_order_succeeded" : "work_order_failed", result: result.code, node_id: nodeId, tenant_id: order.target?.tenantId, metadata: meta }, `work order ${ok ? "succeeded" : "failed"}`);
+  return outcome;
+}
+
+/**
+ * Cancels `order`: one no node holds ends at once (outcome recorded, reconciler told); a running
+ * one is asked to stop (its node hears it on its stream, else at its next lease renewal).
+ */
+export async function cancelOrder(deps: LifecycleDeps, order: WorkOrder, reason: string, requestId: string, trace: Trace, log: Logger): Promise<WorkOrder> {
+  const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now());
+  if (order.status !== WorkOrderStatus.CANCELLED && after.status === WorkOrderStatus.CANCELLED) {
+    await onOrderFinished(deps, after, trace);
+    deps.triggers.orderEnded(after);
+  } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
+    await onCancelRequested(deps.store, after, trace, reason);
+    deps.feed.publish(after);
+  }
+  log.info({ action: "work_order_cancel", result: WorkOrderStatus[after.status] ?? "", tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { reason } }, "work order cancel");
+  return after;
+}

@@ -1,0 +1,99 @@
+// A node's heartbeat: what its agent reports (version, capabilities, labels, the projects and
+// processes it runs) becomes the node's status, and every beat counts for liveness. A beat that
+// changes nothing but the time is stored at most once a minute (each write is fsynced: at 1,000
+// nodes this is the controller's main idle cost); a node_heartbeat_received event is recorded when
+// the report changes, or at most hourly; coming online is a node_online event. What the beat
+// changed is returned, so the caller can tell the reconciler (reconcile/triggers.ts).
+import { create, equals } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
+import { NodeLiveness, NodeStatusSchema, ProjectObservationSchema, type ProjectObservation } from "../../gen/skipper/v1/resource_pb.js";
+import type { Trace } from "../context.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { sameStatus } from "../resources/resource-rules.js";
+import type { Store } from "../store/store.js";
+
+const HEARTBEAT_PERSIST_MS = 60_000;
+const HEARTBEAT_EVENT_EVERY_MS = 60 * 60 * 1000;
+
+/** What one heartbeat changed. */
+export interface HeartbeatOutcome {
+  nodeId: string;
+  /** When the beat was recorded (the node's last_heartbeat_at, the response's server_time). */
+  at: Date;
+  /** The node was not online before this beat. */
+  cameOnline: boolean;
+  /** The set of projects the node runs changed. */
+  projectsChanged: boolean;
+  /** Tenants of the projects that appeared or went (by tenant id, else project name). */
+  touchedTenants: Set<string>;
+}
+
+export interface HeartbeatDeps {
+  store: Store;
+  now: () => Date;
+  /** Told of every beat (liveness is judged from every one, in memory). */
+  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+}
+
+/** Records heartbeats; remembers, per node, when it last recorded a heartbeat event. */
+export class HeartbeatRecorder {
+  private readonly lastEvent = new Map<string, number>();
+
+  constructor(private readonly deps: HeartbeatDeps) {}
+
+  /** Records `req` from `nodeId` (already authorized to speak for itself). */
+  async record(nodeId: string, req: HeartbeatRequest, trace: Trace): Promise<HeartbeatOutcome> {
+    const now = this.deps.now();
+    const out: HeartbeatOutcome = { nodeId, at: now, cameOnline: false, projectsChanged: false, touchedTenants: new Set() };
+    let reportChanged = false;
+    await this.deps.store.updateResource("node", nodeId, (node) => {
+      const before = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+      const projects = req.projectsReported ? req.projects : (before?.projects ?? []);
+      out.projectsChanged = !sameProjects(before?.projects ?? [], projects);
+      if (out.projectsChanged) for (const p of [...(before?.projects ?? []), ...projects]) out.touchedTenants.add(p.tenantId || p.projectName);
+      out.cameOnline = before?.liveness !== NodeLiveness.ONLINE;
+      const status = create(NodeStatusSchema, {
+        lastHeartbeatAt: timestampFromDate(now),
+        agentVersion: req.agentVersion,
+        capabilities: req.capabilities,
+        labels: req.labels,
+        uptimeSeconds: req.uptimeSeconds,
+        liveness: NodeLiveness.ONLINE,
+        livenessChangedAt: out.cameOnline ? timestampFromDate(now) : before?.livenessChangedAt,
+        heartbeatIntervalMs: req.heartbeatIntervalMs > 0n ? req.heartbeatIntervalMs : (before?.heartbeatIntervalMs ?? 0n),
+        projects,
+        processes: req.processes,
+      });
+      const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
+      reportChanged =
+        !comparable ||
+        !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });
+      // Returning the node unchanged writes nothing.
+      const storedAt = before?.lastHeartbeatAt ? timestampDate(before.lastHeartbeatAt).getTime() : 0;
+      if (!reportChanged && !out.cameOnline && now.getTime() - storedAt < HEARTBEAT_PERSIST_MS) return node;
+      node.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } };
+      node.updatedAt = timestampFromDate(now);
+      return node;
+    });
+    this.deps.onHeartbeat?.(nodeId, now, Number(req.heartbeatIntervalMs));
+    const ids = { ...trace, resourceType: "node", resourceId: nodeId, nodeId };
+    if (out.cameOnline) await recordEvents(this.deps.store, [{ type: "node_online", ...ids }]);
+    const last = this.lastEvent.get(nodeId) ?? 0;
+    if (reportChanged || now.getTime() - last >= HEARTBEAT_EVENT_EVERY_MS) {
+      this.lastEvent.set(nodeId, now.getTime());
+      const data = {
+        agent_version: req.agentVersion,
+        changed: reportChanged,
+        docker_available: req.capabilities?.dockerAvailable ?? false,
+        compose_version: req.capabilities?.composeVersion ?? "",
+      };
+      await recordEvents(this.deps.store, [{ type: "node_heartbeat_received", ...ids, data }]);
+    }
+    return out;
+  }
+}
+
+function sameProjects(a: ProjectObservation[], b: ProjectObservation[]): boolean {
+  return a.length === b.length && a.every((p, i) => equals(ProjectObservationSchema, p, b[i]!));
+}

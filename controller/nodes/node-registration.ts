@@ -1,0 +1,58 @@
+// Registering a node and rotating its token. A node's token is shown once, in the response, and
+// stored only as its hash; registering a node that already has a credential is a CONFLICT (its
+// token is rotated instead), so a retry cannot silently take over a host's identity.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { RegisterNodeRequest } from "../../gen/skipper/v1/node_service_pb.js";
+import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { SCHEMA_VERSION, type Trace } from "../context.js";
+import { conflict, notFound } from "../errors.js";
+import { hashToken, mintNodeToken } from "../auth/tokens.js";
+import { recordEvents } from "../events/event-recorder.js";
+import type { Store } from "../store/store.js";
+
+export interface RegistrationDeps {
+  store: Store;
+  now: () => Date;
+}
+
+/** Registers node `nodeId` (its resource, when new, and a fresh credential); returns the node and its token. */
+export async function registerNode(deps: RegistrationDeps, nodeId: string, req: RegisterNodeRequest, trace: Trace): Promise<{ node: Resource; token: string }> {
+  const { store } = deps;
+  if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
+    throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
+  }
+  let node = await store.getResource("node", nodeId);
+  if (!node) {
+    const now = timestampFromDate(deps.now());
+    node = await store.createResource(
+      create(ResourceSchema, {
+        id: nodeId,
+        resourceType: "node",
+        schemaVersion: SCHEMA_VERSION,
+        desiredState: { kind: { case: "node", value: { displayName: req.displayName || nodeId, labels: req.labels } } },
+        metadata: create(MetadataSchema, { labels: req.labels, requestId: trace.requestId, correlationId: trace.correlationId }),
+        createdAt: now,
+        updatedAt: now,
+      }),
+    );
+    await recordEvents(store, [{ type: "resource_created", ...trace, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion }]);
+  }
+  const token = await newCredential(deps, nodeId);
+  await recordEvents(store, [{ type: "node_registered", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);
+  return { node, token };
+}
+
+/** Replaces a registered node's token; the old one stops working at once. */
+export async function rotateNodeToken(deps: RegistrationDeps, nodeId: string, trace: Trace): Promise<string> {
+  if (!(await deps.store.getResource("node", nodeId))) throw notFound("node", nodeId);
+  const token = await newCredential(deps, nodeId);
+  await recordEvents(deps.store, [{ type: "node_token_rotated", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);
+  return token;
+}
+
+async function newCredential(deps: RegistrationDeps, nodeId: string): Promise<string> {
+  const token = mintNodeToken(nodeId);
+  await deps.store.putNodeCredential({ nodeId, tokenHash: hashToken(token), createdAt: deps.now() });
+  return token;
+}

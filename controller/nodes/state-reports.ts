@@ -1,0 +1,75 @@
+// A node's reports of observed state. A node may report on itself and on the resources its own
+// work order touched (the order's tenant, deployment and services), nothing else; every report
+// is checked before any is written. The tenant's per-node target records belong to the
+// controller and are kept whatever the report says.
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ResourceStateReport } from "../../gen/skipper/v1/node_service_pb.js";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Trace } from "../context.js";
+import { forbidden, invalid } from "../errors.js";
+import { checkId, checkResourceType } from "../id-checks.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { checkSpecKind, checkStatusKind } from "../resources/resource-rules.js";
+import type { Store } from "../store/store.js";
+import { tenantOf } from "../store/tenant-of.js";
+
+export interface ReportDeps {
+  store: Store;
+  now: () => Date;
+}
+
+/** Checks every report of `nodeId` (about `order`, when it names one) and refuses the lot on the first bad one. */
+export function checkReports(nodeId: string, order: WorkOrder | undefined, reports: ResourceStateReport[]): void {
+  const allowed = new Set<string>([`node/${nodeId}`]);
+  if (order) {
+    allowed.add(`tenant/${order.target?.tenantId ?? ""}`);
+    allowed.add(`deployment/${order.desiredState?.deploymentId ?? ""}`);
+    for (const s of order.desiredState?.serviceIds ?? []) allowed.add(`service/${s}`);
+  }
+  for (const [i, report] of reports.entries()) {
+    const type = checkResourceType(report.resourceType, `reports[${i}].resource_type`);
+    const id = checkId(report.id, `reports[${i}].id`);
+    if (!allowed.has(`${type}/${id}`)) {
+      throw forbidden(`node ${nodeId} may not report state of ${type} ${id}`, { field: `reports[${i}]` });
+    }
+    checkStatusKind(type, report.currentState, `reports[${i}].current_state`);
+    if (report.lastAppliedState?.kind.case) checkSpecKind(type, report.lastAppliedState, `reports[${i}].last_applied_state`);
+    if (!report.currentState?.kind.case && !report.lastAppliedState?.kind.case) {
+      throw invalid("a report must carry current_state or last_applied_state", { field: `reports[${i}]` });
+    }
+  }
+}
+
+/** Checks, then writes each report with its resource_state_reported event; returns the updated resources. */
+export async function recordReports(deps: ReportDeps, nodeId: string, order: WorkOrder | undefined, reports: ResourceStateReport[], trace: Trace): Promise<Resource[]> {
+  checkReports(nodeId, order, reports);
+  const updated: Resource[] = [];
+  for (const report of reports) {
+    const type = checkResourceType(report.resourceType);
+    const r = await deps.store.updateResource(type, report.id, (cur) => {
+      if (report.currentState?.kind.case) {
+        const kept = cur.currentState?.kind.case === "tenant" ? cur.currentState.kind.value.targets : [];
+        cur.currentState = report.currentState;
+        if (cur.currentState.kind.case === "tenant") cur.currentState.kind.value.targets = kept;
+      }
+      if (report.lastAppliedState?.kind.case) cur.lastAppliedState = report.lastAppliedState;
+      cur.updatedAt = timestampFromDate(deps.now());
+      return cur;
+    });
+    updated.push(r);
+    await recordEvents(deps.store, [
+      {
+        type: "resource_state_reported",
+        requestId: trace.requestId,
+        correlationId: order?.correlationId ?? trace.correlationId,
+        resourceType: type,
+        resourceId: report.id,
+        tenantId: tenantOf(r),
+        nodeId,
+        workOrderId: order?.id,
+      },
+    ]);
+  }
+  return updated;
+}

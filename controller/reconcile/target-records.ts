@@ -1,0 +1,135 @@
+// The one owner of a tenant's per-node target records (TenantStatus.targets): the reconciler's
+// durable memory of what each node was last sent, what it runs and when to retry. Every reader
+// that must see them current and every writer goes through here, under one per-tenant lock:
+//   - a reconcile pass (reconciler.ts) reads them, plans, and writes the records it computed;
+//   - a finished order's outcome (dispatch/order-outcome.ts) is recorded on its target;
+//   - an ad-hoc rollback (dispatch/queue-order.ts) points its target at the new order.
+// How an outcome changes a record is the pure recordOutcome (target-outcome.ts).
+import { clone, create, equals } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ConvergenceSchema,
+  ResourceSpecSchema,
+  TargetStatusSchema,
+  TenantStatusSchema,
+  type Convergence,
+  type Resource,
+  type TargetStatus,
+  type TenantStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isSkipperError } from "../errors.js";
+import { KeyedLock } from "../keyed-lock.js";
+import type { Store } from "../store/store.js";
+import { tenantOf } from "../store/tenant-of.js";
+import { recordOutcome } from "./target-outcome.js";
+
+/** The tenant's status as stored, or an empty one. */
+export function tenantStatusOf(tenant: Resource | undefined): TenantStatus {
+  return tenant?.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : create(TenantStatusSchema);
+}
+
+/** Reads and writes the per-node target records of tenants, one writer per tenant at a time. */
+export class TargetRecords {
+  private readonly locks = new KeyedLock();
+
+  constructor(private readonly store: Store) {}
+
+  /** Runs `fn` while no other pass, outcome or rollback of this tenant touches its records. */
+  exclusive<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.run(`targets:${tenantId}`, fn);
+  }
+
+  /** The records of `tenant` as stored (call under exclusive() to act on them). */
+  of(tenant: Resource | undefined): TargetStatus[] {
+    return tenantStatusOf(tenant).targets;
+  }
+
+  /**
+   * Writes the records and the tenant's convergence a pass computed; returns the updated tenant,
+   * or undefined when both were already stored as they are. Call under exclusive().
+   */
+  async writePass(tenant: Resource, targets: TargetStatus[], conv: Convergence): Promise<Resource | undefined> {
+    const stored = this.of(tenant);
+    const sameTargets = stored.length === targets.length && targets.every((t, i) => equals(TargetStatusSchema, t, stored[i]!));
+    if (sameTargets && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv)) return undefined;
+    return this.store.updateResource("tenant", tenant.id, (cur) => {
+      const s = tenantStatusOf(cur);
+      s.targets = targets;
+      cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: s } };
+      cur.convergence = conv;
+      return cur;
+    });
+  }
+
+  /** Points `nodeId`'s record at an order issued outside a pass (its outcome is pending). Call under exclusive(). */
+  async pointAt(tenantId: string, nodeId: string, workOrderId: string): Promise<void> {
+    await this.store.updateResource("tenant", tenantId, (t) => {
+      const status = tenantStatusOf(t);
+      let target = status.targets.find((x) => x.nodeId === nodeId);
+      if (!target) status.targets.push((target = create(TargetStatusSchema, { nodeId })));
+      target.lastWorkOrderId = workOrderId;
+      target.lastResultCode = "";
+      t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
+      return t;
+    });
+  }
+
+  /**
+   * Records a finished order on its tenant: the target's record (recordOutcome) and, for a
+   * deploy, what the node now runs. A late result of an order the target no longer waits for
+   * changes nothing. Call under exclusive().
+   */
+  async recordFinished(order: WorkOrder, at: Date): Promise<void> {
+    const tenantId = order.target?.tenantId ?? "";
+    if (tenantId === "") return;
+    const ok = order.status === WorkOrderStatus.SUCCESS;
+    const removal = order.type === WorkOrderType.REMOVE_SERVICE;
+    const result = order.result;
+    try {
+      await this.store.updateResource("tenant", tenantId, (t) => {
+        const prev = tenantStatusOf(t);
+        // A newer order owns the target: this result says nothing about what runs now.
+        const owner = prev.targets.find((x) => x.nodeId === order.target?.nodeId)?.lastWorkOrderId ?? "";
+        if (owner !== "" && owner !== order.id) return t;
+        const targets = recordOutcome(prev.targets, order, at);
+        const status = removal
+          ? create(TenantStatusSchema, { ...prev, targets })
+          : create(TenantStatusSchema, {
+              nodeId: order.target?.nodeId ?? "",
+              deploymentId: order.desiredState?.deploymentId ?? "",
+              workOrderId: order.id,
+              resultCode: result?.code ?? "",
+              composePath: result?.details?.composePath ?? "",
+              services: result?.details?.services ?? [],
+              observedAt: timestampFromDate(at),
+              targets,
+            });
+        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
+        // The desired state the order carried is now what the node runs.
+        if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") {
+          t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
+        }
+        t.updatedAt = timestampFromDate(new Date());
+        return t;
+      });
+    } catch (e) {
+      if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
+      throw e;
+    }
+  }
+
+  /** The nodes whose targets carry service or volume `r` (a volume: every target of its tenant), sorted. */
+  async nodesRunning(r: Resource): Promise<string[]> {
+    const tenantId = tenantOf(r);
+    const t = tenantId ? await this.store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
+    return this.of(t).filter((x) => r.resourceType === "volume" || x.serviceIds.includes(r.id)).map((x) => x.nodeId).sort();
+  }
+
+  /** True when the target's record still points at this finished order without its outcome (a crash cut it short). */
+  async outcomeMissing(order: WorkOrder): Promise<boolean> {
+    const t = await this.store.getResource("tenant", order.target?.tenantId ?? "", { includeDeleted: true });
+    const rec = this.of(t).find((r) => r.nodeId === order.target?.nodeId);
+    return rec !== undefined && rec.lastWorkOrderId === order.id && rec.finishedAt === undefined;
+  }
+}

@@ -1,0 +1,202 @@
+// One reconcile pass for one tenant: computes each (tenant, node) target's desired project from
+// the world (desired-targets.ts), asks the pure planner (plan-target.ts) what to do, and carries
+// the actions out (order-issuer.ts: deployments and work orders with their events). Then it
+// writes each target's record (through target-records.ts, which owns them) and every affected
+// resource's convergence. Which tenant to pass, and when, is the loop's business (reconciler.ts).
+import { clone, create, equals } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { v4 as uuidv4 } from "uuid";
+import {
+  ConvergenceSchema,
+  ConvergenceStatus,
+  ResourceSpecSchema,
+  TargetStatusSchema,
+  type Convergence,
+  type Resource,
+  type TargetStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
+import type { Logger } from "../../common/logging/logger.js";
+import { fingerprint } from "../canonical-json.js";
+import type { Trace } from "../context.js";
+import { recordEvents } from "../events/event-recorder.js";
+import type { Store } from "../store/store.js";
+import { tenantOf } from "../store/tenant-of.js";
+import { isFinished } from "../store/work-order-transitions.js";
+import { convergence, worst } from "./convergence.js";
+import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
+import { issueOrder, supersedeStale, type TargetOrder } from "./order-issuer.js";
+import { planTarget, type TargetPlan, type TargetVerdict } from "./plan-target.js";
+import { recordOutcome } from "./target-outcome.js";
+import type { TargetRecords } from "./target-records.js";
+import type { World } from "./world.js";
+
+export interface PassDeps {
+  store: Store;
+  logger: Logger;
+  now: () => Date;
+  records: TargetRecords;
+  /** Told of every order a pass creates (push to connected agents). */
+  onOrderCreated?: (order: WorkOrder) => void;
+  /** Told when a pass recorded services' desired states as applied (fresh tenant snapshot). */
+  onServicesApplied?: (tenantId: string, trace: Trace) => Promise<void>;
+}
+
+export interface PassOptions {
+  /** Apply: deploy now even if converged or backing off (not while an order is in flight). */
+  force?: boolean;
+  /** Limit to this node. */
+  nodeId?: string;
+  /** Trace ids for what the pass creates (default: those of the last change to the tenant). */
+  trace?: Trace;
+}
+
+export interface PassResult {
+  desire: TenantDesire;
+  orders: TargetOrder[];
+  verdicts: Map<string, TargetVerdict>;
+}
+
+/** The earliest retry a pass's verdicts ask for (epoch ms), or undefined. */
+export function retryAtOf(result: PassResult): number | undefined {
+  const at = Math.min(...[...result.verdicts.values()].map((v) => v.retryAt?.getTime() ?? Infinity));
+  return Number.isFinite(at) ? at : undefined;
+}
+
+/** Runs passes; holds no state between them. */
+export class TenantPass {
+  constructor(private readonly deps: PassDeps) {}
+
+  /** One pass over `world` for one tenant; call under the tenant's TargetRecords.exclusive(). */
+  async run(tenantId: string, opts: PassOptions, world: World): Promise<PassResult> {
+    const { store } = this.deps;
+    const now = this.deps.now();
+    const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
+    if (!tenant) return { desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] }, orders: [], verdicts: new Map() };
+    const live = tenant.deletion ? undefined : tenant;
+    const desire = desiredForTenant(world.tenantWorld(live, tenantId));
+    const records = new Map((await this.outcomesOf(this.deps.records.of(tenant), world, tenantId, now)).map((t) => [t.nodeId, t]));
+    const observedNodes = world.nodesObserving(tenantId);
+    const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
+    const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
+    const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety };
+    const safetyHash = fingerprint(DeploySafetySchema, tenantSpec?.safety);
+    const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
+    const orders: TargetOrder[] = [];
+    const verdicts = new Map<string, TargetVerdict>();
+    const nextRecords: TargetStatus[] = [];
+    for (const nodeId of nodeIds) {
+      const inFlight = await supersedeStale(this.deps, world.inFlight(tenantId, nodeId), desire.targets.get(nodeId)?.specHash ?? "", now, trace);
+      const node = world.node(nodeId);
+      const facts = {
+        nodeId,
+        desired: desire.targets.get(nodeId),
+        record: records.get(nodeId),
+        inFlight,
+        node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
+        observed: world.observed(nodeId, tenantId),
+        safetyHash,
+        now,
+      };
+      let plan: TargetPlan = planTarget(facts);
+      if (opts.force && !inFlight && facts.desired && node && !node.disabled && plan.actions.length === 0) {
+        plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
+      }
+      if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
+      const prior = records.get(nodeId);
+      const record = prior ? clone(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
+      record.desiredHash = facts.desired?.specHash ?? "";
+      record.serviceIds = facts.desired?.serviceIds ?? [];
+      if (facts.desired) record.projectName = facts.desired.project.projectName;
+      for (const action of plan.actions) {
+        const removal = { removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false, deleteVolumes: desire.removalVolumes(nodeId) };
+        const issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
+        orders.push(issued);
+        world.addInFlight(issued.workOrder);
+        record.lastWorkOrderId = issued.workOrder.id;
+        record.lastResultCode = ""; // the outcome is pending
+        plan.verdict.workOrderId = issued.workOrder.id;
+      }
+      record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
+      verdicts.set(nodeId, plan.verdict);
+      if (!plan.forget) nextRecords.push(record);
+    }
+    // Records of nodes outside this pass (opts.nodeId) stay as they were.
+    for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
+    await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace);
+    await this.writeServices(world, tenantId, desire, verdicts, now, trace);
+    return { desire, orders, verdicts };
+  }
+
+  // Records the outcome of a target's last order when the order has finished but its result
+  // has not reached the record yet (the report is being recorded, or a crash cut it short), so
+  // a finished order is never mistaken for one that was never sent.
+  private async outcomesOf(targets: TargetStatus[], world: World, tenantId: string, now: Date): Promise<TargetStatus[]> {
+    let out = targets;
+    for (const t of targets) {
+      if (t.lastWorkOrderId === "" || t.lastResultCode !== "" || world.inFlight(tenantId, t.nodeId)?.id === t.lastWorkOrderId) continue;
+      const order = await this.deps.store.getWorkOrder(t.lastWorkOrderId);
+      if (order && isFinished(order)) {
+        out = recordOutcome(out, order, order.finishedAt ? timestampDate(order.finishedAt) : now);
+      }
+    }
+    return out;
+  }
+
+  // Writes the tenant's target records and convergence when they changed.
+  private async writeTenant(tenant: Resource, targets: TargetStatus[], desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: Trace): Promise<void> {
+    const verdict = tenant.deletion
+      ? worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "deleted; nothing runs" }
+      : desire.blocker && desire.targets.size === 0
+        ? { status: desire.blocker.status, message: desire.blocker.message }
+        : worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" };
+    const conv = convergence(verdict, "", now, tenant.convergence);
+    const updated = await this.deps.records.writePass(tenant, targets, conv);
+    if (!updated) return;
+    if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
+  }
+
+  private async writeServices(world: World, tenantId: string, desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: Trace): Promise<void> {
+    // Different records: written in parallel, so their fsyncs share the store's group commit.
+    let applied = false;
+    await Promise.all(world.servicesOf(tenantId).map(async (svc) => {
+      const placed = desire.services.get(svc.id);
+      const verdict = placed?.blocker
+        ? { status: placed.blocker.status, message: placed.blocker.message }
+        : worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? { status: ConvergenceStatus.PENDING, message: "not reconciled yet" };
+      const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
+      // Converged means every node it is placed on runs the spec rendered from this desired
+      // state: that is now its last applied state.
+      const nowApplied = conv.status === ConvergenceStatus.CONVERGED && svc.desiredState !== undefined && !(svc.lastAppliedState && equals(ResourceSpecSchema, svc.lastAppliedState, svc.desiredState));
+      if (!nowApplied && svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
+      const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
+        if (cur.deletion) return cur;
+        cur.convergence = conv;
+        // Only the desired state this pass rendered: one changed since is not applied yet.
+        if (nowApplied && cur.metadata?.resourceVersion === svc.metadata?.resourceVersion && cur.desiredState) {
+          cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+          applied = true;
+        }
+        return cur;
+      });
+      if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
+    }));
+    if (applied) await this.deps.onServicesApplied?.(tenantId, trace);
+  }
+
+  private async convergenceEvent(r: Resource, c: Convergence, trace: Trace): Promise<void> {
+    await recordEvents(this.deps.store, [
+      {
+        type: "convergence_changed",
+        ...trace,
+        resourceType: r.resourceType,
+        resourceId: r.id,
+        tenantId: tenantOf(r),
+        nodeId: c.nodeId || undefined,
+        workOrderId: c.workOrderId || undefined,
+        data: { status: ConvergenceStatus[c.status] ?? String(c.status), message: c.message },
+      },
+    ]);
+  }
+}

@@ -1,0 +1,60 @@
+// What wakes the reconciler, in one place (controller-runtime's EnqueueRequestsFromMapFunc): each
+// method names something that happened (a resource changed, an order ended or went back to
+// pending, a node's liveness or report changed) and maps it to the tenants whose passes may now
+// decide differently. Nothing else adds to the reconcile queue, apart from the loop's own sweep
+// and retries.
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Trace } from "../context.js";
+import type { HeartbeatOutcome } from "../nodes/heartbeat.js";
+import { tenantOf } from "../store/tenant-of.js";
+import type { TenantQueue } from "./tenant-queue.js";
+
+/** Maps store, order and node events to the tenants to reconcile. */
+export class ReconcileTriggers {
+  constructor(private readonly queue: TenantQueue) {}
+
+  /** An acknowledged change of a resource: its tenant (or, for nodes and limits, every tenant); orders it causes carry the change's ids. */
+  resourceChanged(r: Resource): void {
+    const m = r.metadata;
+    const trace: Trace | undefined = m?.requestId ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId } : undefined;
+    switch (r.resourceType) {
+      case "tenant":
+        return this.queue.add(r.id, trace);
+      case "service":
+      case "network":
+      case "volume":
+        return this.queue.add(tenantOf(r) ?? "", trace);
+      case "resource_limits":
+      case "node":
+        // Limits apply by label and nodes carry placement labels: any tenant may move.
+        return this.queue.addAll();
+      default:
+        return;
+    }
+  }
+
+  /** An order finished (result, cancel before a claim, expiry): its target may move on. */
+  orderEnded(order: WorkOrder): void {
+    this.queue.add(order.target?.tenantId ?? "");
+  }
+
+  /** An order went back to pending (its lease lapsed): its tenant's verdict may change. */
+  orderRequeued(order: WorkOrder): void {
+    this.queue.add(order.target?.tenantId ?? "");
+  }
+
+  /** A node's liveness changed (the monitor noticed silence): work for it waits, or goes elsewhere. */
+  nodesChanged(): void {
+    this.queue.addAll();
+  }
+
+  /**
+   * A heartbeat: a node that came online lets work that waited for it (or placement on it) go
+   * now; a changed set of projects has their tenants compare desired with observed again.
+   */
+  heartbeatRecorded(beat: HeartbeatOutcome): void {
+    if (beat.cameOnline) return this.queue.addAll();
+    if (beat.projectsChanged) for (const t of beat.touchedTenants) this.queue.add(t);
+  }
+}
