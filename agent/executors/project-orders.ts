@@ -13,7 +13,8 @@ import { COMPOSE_SERVICE } from "../../common/action-rules.js";
 import { EngineError } from "../engine/project-containers.js";
 import { projectDir, readProjectState } from "../engine/project-state.js";
 import { runCommand } from "../engine/run-command.js";
-import { deployContext, deployService } from "./deploy-service.js";
+import { deployContext } from "./deploy-context.js";
+import { deployService } from "./deploy-service.js";
 import { abortReason, commandResult, orderOutcome, type Executor } from "./executor.js";
 import { awaitHealthy } from "./health-gate.js";
 

@@ -1,6 +1,7 @@
 // Which executor runs which order type. One table, so what an agent can do is one look away.
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import { deployContext, deployService } from "./deploy-service.js";
+import { deployContext } from "./deploy-context.js";
+import { deployService } from "./deploy-service.js";
 import { controlProcess } from "./control-process.js";
 import { deployProcess } from "./deploy-process.js";
 import { executeCommand } from "./execute-command.js";
