@@ -13,10 +13,10 @@
 import { ProcessOperation, type ControlProcessAction } from "../../gen/skipper/v1/order_action_pb.js";
 import { MODULE_PATTERN, ProcessError, VERSION_PATTERN } from "../process/layout.js";
 import { activate, ensureRunning, launchOf, livePid, stopModule, type ControlOptions } from "../process/module-control.js";
-import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "../process/order-result.js";
 import { readRunState, withModuleLock, writeRunState } from "../process/run-state.js";
 import { chooseRunner } from "../process/systemd.js";
 import { activeVersion } from "../process/versions.js";
+import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "./process-result.js";
 import type { Executor } from "./executor.js";
 
 /** control_process with the host's defaults (systemd when it runs and the agent is root). */

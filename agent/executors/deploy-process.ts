@@ -18,10 +18,10 @@ import type { FetchOptions } from "../process/artifact.js";
 import { obtainVersion, type Obtained } from "../process/install.js";
 import { MODULE_PATTERN, VERSION_PATTERN } from "../process/layout.js";
 import { activate, launchOf, livePid } from "../process/module-control.js";
-import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "../process/order-result.js";
 import { launchDigest, readRunState, withModuleLock } from "../process/run-state.js";
 import { chooseRunner } from "../process/systemd.js";
 import { activeVersion } from "../process/versions.js";
+import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "./process-result.js";
 import type { Executor } from "./executor.js";
 
 /** deploy_process with the host's defaults (systemd when it runs and the agent is root). */

@@ -12,7 +12,6 @@ import {
   type WorkOrder,
   type WorkOrderResult,
 } from "../../gen/skipper/v1/work_order_pb.js";
-import type { AgentConfig } from "../config.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
 
@@ -23,8 +22,20 @@ export interface ExecOutcome {
   composePath: string;
 }
 
+/** What executors read of the agent's configuration (the rest belongs to the loop). */
+export interface ExecConfig {
+  /** Compose projects live in <workDir>/tenants/<tenant>; files and process modules beside them. */
+  workDir: string;
+  composeTimeoutMs: number;
+  readyTimeoutMs: number;
+  /** Programs execute_command orders and deploy hooks may run (argv[0], matched exactly). */
+  allowCommands: string[];
+  /** Where deploy_process may take artifacts from (URL prefixes, absolute directories). */
+  allowProcessSources: string[];
+}
+
 export interface ExecContext {
-  config: AgentConfig;
+  config: ExecConfig;
   host: DockerHost;
   log: Logger;
   /** Aborts when an admin cancels the order or its timeout passes: stop and report. */
