@@ -27,6 +27,7 @@ export interface RemoveContext {
   composeTimeoutMs: number;
 }
 
+/** Brings the tenant's project down on this host and removes its files (the steps above). */
 export async function removeService(order: WorkOrder, ctx: RemoveContext): Promise<DeployOutcome> {
   const started = performance.now();
   const ds = order.desiredState;
