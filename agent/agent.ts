@@ -12,12 +12,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import { Backoff, sleep } from "./backoff.js";
+import { Backoff } from "./backoff.js";
+import { sleep } from "./engine/sleep.js";
 import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
-import type { ExecOutcome, Executor } from "./executors/executor.js";
+import type { ExecOutcome } from "./executors/executor.js";
+import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
 import type { Journal } from "./journal.js";
 import { reportStates } from "./state-report.js";
 
@@ -31,7 +33,7 @@ export interface AgentDeps {
   /** Finds out what the host can run (engine, compose). */
   probe: () => Promise<DockerHost>;
   /** The executor of each order type this agent runs (others get UNSUPPORTED_ORDER_TYPE). */
-  executors: Partial<Record<WorkOrderType, Executor>>;
+  executors: Partial<ExecutorTable>;
   /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
   observe: () => Promise<ProjectObservation[]>;
   /** Restarts process modules that died and reports them all (hosts without Docker). */
@@ -242,7 +244,7 @@ export class Agent {
   private async execute(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
     let outcome: ExecOutcome;
-    const executor = this.deps.executors[order.type];
+    const executor = executorFor(this.deps.executors, order.type);
     // The lease is renewed until the result is accepted, not only while the order runs: a
     // controller that was down when the order ended must not hand it to a new claim while this
     // agent retries its report.

@@ -1,6 +1,6 @@
 // Capped exponential backoff with full jitter: the n-th consecutive failure waits a random time
 // in [0, min(cap, base * 2^n)], so agents that lost the controller together do not return
-// together. And the abortable sleep the agent waits with.
+// together. The wait itself is engine/sleep.ts.
 export class Backoff {
   private failures = 0;
 
@@ -17,25 +17,13 @@ export class Backoff {
     return Math.round(this.random() * ceiling);
   }
 
+  /** Forgets the failures: the next one waits the base delay again. */
   reset(): void {
     this.failures = 0;
   }
 
+  /** Consecutive failures so far. */
   get attempts(): number {
     return this.failures;
   }
-}
-
-/** Waits `ms`, or less when `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

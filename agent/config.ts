@@ -8,27 +8,22 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
+import type { ExecConfig } from "./executors/executor.js";
 import { validProcessSourceEntry } from "../common/action-rules.js";
 
-export interface AgentConfig {
+/** skippy's settings: the loop's, and what executors read (ExecConfig). */
+export interface AgentConfig extends ExecConfig {
   /** Base URL of the controller's API, ending in /v1. */
   controllerUrl: string;
   nodeId: string;
   token: string;
   caFile?: string;
   stateDir: string;
-  workDir: string;
   pollIntervalMs: number;
   labels: Record<string, string>;
-  composeTimeoutMs: number;
-  readyTimeoutMs: number;
   logLevel: string;
   /** Keep a WatchWorkOrders stream open for pushed orders (polling continues regardless). */
   watch: boolean;
-  /** Programs execute_command orders and deploy hooks may run (argv[0], matched exactly). */
-  allowCommands: string[];
-  /** Where deploy_process may take artifacts from (URL prefixes, absolute directories). */
-  allowProcessSources: string[];
 }
 
 export const USAGE = `Usage: skippy [options]
@@ -60,6 +55,7 @@ export const USAGE = `Usage: skippy [options]
 Durations: a number of milliseconds or a number with ms, s, m or h.
 `;
 
+/** The configuration from flags, then SKIPPY_* variables, then defaults; "help" when asked for the usage. */
 export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileReader: (p: string) => string): AgentConfig | "help" {
   const { values } = parseArgs({
     args: argv,

@@ -13,25 +13,24 @@
 import { ProcessOperation, type ControlProcessAction } from "../../gen/skipper/v1/order_action_pb.js";
 import { MODULE_PATTERN, ProcessError, VERSION_PATTERN } from "../process/layout.js";
 import { activate, ensureRunning, launchOf, livePid, stopModule, type ControlOptions } from "../process/module-control.js";
-import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "../process/order-result.js";
 import { readRunState, withModuleLock, writeRunState } from "../process/run-state.js";
 import { chooseRunner } from "../process/systemd.js";
 import { activeVersion } from "../process/versions.js";
-import type { Executor } from "./executor.js";
+import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "./process-result.js";
+import { executorOf, type Executor } from "./executor.js";
 
 /** control_process with the host's defaults (systemd when it runs and the agent is root). */
-export const controlProcess: Executor = makeControlProcess();
+export const controlProcess: Executor<"controlProcess"> = makeControlProcess();
 
 /** control_process with chosen settle time, grace period and runner. */
-export function makeControlProcess(opts: ProcessExecutorOptions = {}): Executor {
-  return async (order, ctx) => {
-    const action = order.action?.kind.case === "controlProcess" ? order.action.kind.value : undefined;
+export function makeControlProcess(opts: ProcessExecutorOptions = {}): Executor<"controlProcess"> {
+  return executorOf("controlProcess", async (action, order, ctx) => {
     const scope = { started: performance.now(), workDir: ctx.config.workDir, module: action?.module ?? "", signal: ctx.signal };
     const problem = actionProblem(action);
     if (problem || !action) return processResult({ code: "PROCESS_INVALID", message: problem ?? "no action" }, scope);
     const copts: ControlOptions = { runner: chooseRunner(opts.useSystemd), graceMs: opts.graceMs ?? 10_000, settleMs: opts.settleMs ?? 1000, signal: ctx.signal };
     return runProcessOrder(() => withModuleLock(scope.workDir, action.module, () => control(scope.workDir, action, order.id, copts)), scope);
-  };
+  });
 }
 
 async function control(workDir: string, a: ControlProcessAction, orderId: string, opts: ControlOptions): Promise<Verdict> {

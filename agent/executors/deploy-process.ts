@@ -18,19 +18,19 @@ import type { FetchOptions } from "../process/artifact.js";
 import { obtainVersion, type Obtained } from "../process/install.js";
 import { MODULE_PATTERN, VERSION_PATTERN } from "../process/layout.js";
 import { activate, launchOf, livePid } from "../process/module-control.js";
-import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "../process/order-result.js";
 import { launchDigest, readRunState, withModuleLock } from "../process/run-state.js";
 import { chooseRunner } from "../process/systemd.js";
 import { activeVersion } from "../process/versions.js";
-import type { Executor } from "./executor.js";
+import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "./process-result.js";
+import { executorOf, type Executor } from "./executor.js";
 
 /** deploy_process with the host's defaults (systemd when it runs and the agent is root). */
-export const deployProcess: Executor = makeDeployProcess();
+export const deployProcess: Executor<"deployProcess"> = makeDeployProcess();
 
 /** deploy_process with chosen settle time, grace period, runner and download limits. */
-export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<FetchOptions, "signal"> } = {}): Executor {
-  return async (order, ctx) => {
-    const spec = order.action?.kind.case === "deployProcess" ? order.action.kind.value.spec : undefined;
+export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<FetchOptions, "signal"> } = {}): Executor<"deployProcess"> {
+  return executorOf("deployProcess", async (action, _order, ctx) => {
+    const spec = action?.spec;
     let offline = false;
     const scope = { started: performance.now(), workDir: ctx.config.workDir, module: spec?.module ?? "", signal: ctx.signal, resolvedOffline: () => offline };
     const problem = specProblem(spec);
@@ -44,7 +44,7 @@ export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<
         }),
       scope,
     );
-  };
+  });
 }
 
 // Steps 3-5: the version is installed; make it the one that runs.

@@ -10,8 +10,7 @@ import { isSecretKey } from "../../common/logging/redact.js";
 import { readAppliedSpec } from "../engine/applied-spec.js";
 import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
 import type { CommandRun } from "../engine/run-command.js";
-import type { DeployContext, DeployOutcome, Parts } from "./deploy-service.js";
-import { outcome } from "./deploy-service.js";
+import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
 
 /** Runs hooks in order; the first failure is returned (undefined when all passed). */
 export async function runHooks(hooks: CommandSpec[], phase: string, ctx: DeployContext, dir: string): Promise<{ message: string; run?: CommandRun } | undefined> {

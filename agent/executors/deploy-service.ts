@@ -20,54 +20,29 @@
 // values of secret-shaped env keys are blanked from it.
 import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import { ID_PATTERN } from "../../common/ids.js";
 import { isSecretKey } from "../../common/logging/redact.js";
-import type { DockerHost } from "../engine/docker-host.js";
-import { runCommand, type CommandRun } from "../engine/run-command.js";
-import { EngineError, observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
-import { containerChanges } from "./container-changes.js";
-import { writeProjectState } from "../engine/project-state.js";
-import type { Logger } from "pino";
-import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type ExecOutcome } from "./executor.js";
-import { awaitHealthy } from "./health-gate.js";
-import { rollBack, runHooks } from "./deploy-safety.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
 import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
 import { digestMismatches, projectImages } from "../engine/images.js";
+import { EngineError, observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
+import { writeProjectState } from "../engine/project-state.js";
 import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
-import { durationMs } from "@bufbuild/protobuf/wkt";
-import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
-
-export interface DeployContext {
-  workDir: string;
-  docker: DockerHost;
-  composeTimeoutMs: number;
-  readyTimeoutMs: number;
-  log: Logger;
-  /** Aborts when the order is cancelled: the running command is stopped, the result is CANCELLED. */
-  signal?: AbortSignal;
-  /** Programs the tenant's deploy hooks may run (the node's allow-list). */
-  allowCommands?: readonly string[];
-}
-
-export type DeployOutcome = ExecOutcome;
-
-/** The deploy context of an order's execution context. */
-export function deployContext(ctx: ExecContext): DeployContext {
-  const { config } = ctx;
-  return { workDir: config.workDir, docker: ctx.host, composeTimeoutMs: config.composeTimeoutMs, readyTimeoutMs: config.readyTimeoutMs, log: ctx.log, signal: ctx.signal, allowCommands: config.allowCommands };
-}
+import { runCommand, type CommandRun } from "../engine/run-command.js";
+import { containerChanges } from "./container-changes.js";
+import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
+import { rollBack, runHooks } from "./deploy-safety.js";
+import { awaitHealthy } from "./health-gate.js";
 
 // Compose project names: lowercase letters, digits, dashes and underscores, starting alphanumeric.
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-// Failures that may pass on their own: the controller retries the order while it has attempts.
-const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING"]);
 // What the CLIs print when they cannot reach the engine.
 const ENGINE_DOWN = /Cannot connect to the Docker daemon|Couldn't connect to Docker daemon|error during connect|Is the docker daemon running|connection refused.*docker\.sock/i;
 
+/** Makes the order's tenant project on this host match its desired state (the steps above). */
 export async function deployService(order: WorkOrder, ctx: DeployContext): Promise<DeployOutcome> {
   const started = performance.now();
   const ds = order.desiredState;
@@ -214,33 +189,6 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   // engine refuses a volume a container still uses; the result says which went).
   const gone = await removeProjectVolumes(projectName, ds?.deleteVolumes ?? []);
   return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${describeRemoval(gone)}`, started, parts, { volumesDeleted: gone.deleted });
-}
-
-export interface Parts {
-  command?: CommandRun;
-  composePath: string;
-  services: ServiceObservation[];
-  changed?: string[];
-  unchanged?: string[];
-  probes?: ProbeResult[];
-}
-
-export function outcome(code: string, message: string, started: number, p: Parts, details: DetailsInit = {}): DeployOutcome {
-  return orderOutcome(code, message, started, {
-    success: code === "APPLY_OK",
-    retriable: RETRIABLE.has(code),
-    services: p.services,
-    composePath: p.composePath,
-    details: {
-      ...details,
-      composePath: p.composePath,
-      changedResources: p.changed ?? [],
-      unchangedResources: p.unchanged ?? [],
-      services: p.services,
-      probes: p.probes ?? [],
-      command: p.command && commandResult(p.command),
-    },
-  });
 }
 
 // Images pinned by digest must run by that digest: the engine records the repo digest it pulled.

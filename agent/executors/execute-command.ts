@@ -9,13 +9,13 @@
 //   COMMAND_OK (exit 0), COMMAND_FAILED (exit code in details.command), TIMEOUT, CANCELLED,
 //   COMMAND_NOT_FOUND.
 import { describeRun, runCommandSpec } from "../engine/command-spec.js";
-import { abortReason, commandResult, orderOutcome, type Executor } from "./executor.js";
+import { abortReason, commandResult, executorOf, orderOutcome } from "./executor.js";
 
 /** Runs the order's allow-listed command; never throws for a failure of the command itself. */
-export const executeCommand: Executor = async (order, ctx) => {
+export const executeCommand = executorOf("executeCommand", async (action, _order, ctx) => {
   const started = performance.now();
   const done = (code: string, message: string) => orderOutcome(code, message, started, { success: false });
-  const spec = order.action?.kind.case === "executeCommand" ? order.action.kind.value.command : undefined;
+  const spec = action?.command;
   if (!spec || spec.argv.length === 0) return done("COMMAND_INVALID", "the order carries no command (action.execute_command.command.argv)");
   if (ctx.signal.aborted) return done("CANCELLED", `cancelled before the command ran: ${abortReason(ctx.signal) || "no reason given"}`);
   const r = await runCommandSpec(spec, ctx.config.allowCommands, { defaultCwd: ctx.config.workDir, signal: ctx.signal });
@@ -27,4 +27,4 @@ export const executeCommand: Executor = async (order, ctx) => {
   if (run.timedOut) return ran("TIMEOUT");
   if (run.notFound) return ran("COMMAND_NOT_FOUND");
   return run.exitCode === 0 ? ran("COMMAND_OK", true) : ran("COMMAND_FAILED");
-};
+});

@@ -1,8 +1,11 @@
 // What every executor is: a function from a claimed work order (and the host it runs on) to an
-// outcome the agent reports. Executors never throw for a failure of the order itself; they
+// outcome the agent reports. Each runs one member of the order's action oneof and gets that
+// member's message already narrowed (executorOf), so the executor table can be checked by the
+// compiler (executor-table.ts). Executors never throw for a failure of the order itself; they
 // describe it with a result code. The helpers here build results the same way for all of them.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
+import type { WorkOrderAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import {
   CommandResultSchema,
@@ -12,7 +15,6 @@ import {
   type WorkOrder,
   type WorkOrderResult,
 } from "../../gen/skipper/v1/work_order_pb.js";
-import type { AgentConfig } from "../config.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
 
@@ -23,15 +25,62 @@ export interface ExecOutcome {
   composePath: string;
 }
 
+/** What executors read of the agent's configuration (the rest belongs to the loop). */
+export interface ExecConfig {
+  /** Compose projects live in <workDir>/tenants/<tenant>; files and process modules beside them. */
+  workDir: string;
+  composeTimeoutMs: number;
+  readyTimeoutMs: number;
+  /** Programs execute_command orders and deploy hooks may run (argv[0], matched exactly). */
+  allowCommands: string[];
+  /** Where deploy_process may take artifacts from (URL prefixes, absolute directories). */
+  allowProcessSources: string[];
+}
+
 export interface ExecContext {
-  config: AgentConfig;
+  config: ExecConfig;
   host: DockerHost;
   log: Logger;
   /** Aborts when an admin cancels the order or its timeout passes: stop and report. */
   signal: AbortSignal;
 }
 
-export type Executor = (order: WorkOrder, ctx: ExecContext) => Promise<ExecOutcome>;
+type ActionKind = WorkOrderAction["kind"];
+/** The name of a member of the action oneof: "executeCommand", "deployProcess", ... */
+export type ActionCase = NonNullable<ActionKind["case"]>;
+/** The message of member C ("deployProcess" -> DeployProcessAction); undefined for no member. */
+export type ActionMessage<C extends ActionCase | undefined> = Extract<ActionKind, { case: C }>["value"];
+
+/**
+ * Runs the orders whose action is member C (undefined: orders that carry a desired state, not an
+ * action). It is called with the whole order; `action` names the member it runs, which is what
+ * lets the compiler hold it to the order type it is filed under.
+ */
+export interface Executor<C extends ActionCase | undefined = ActionCase | undefined> {
+  (order: WorkOrder, ctx: ExecContext): Promise<ExecOutcome>;
+  readonly action: C;
+}
+
+/**
+ * The executor of action member C: `run` gets the order's action narrowed to C's message, or
+ * undefined when the order carries none of that kind, which `run` refuses in its own words
+ * (COMMAND_INVALID, UPLOAD_INVALID, ...) or, where an empty action means "all", runs as such.
+ */
+export function executorOf<C extends ActionCase>(
+  action: C,
+  run: (action: ActionMessage<C> | undefined, order: WorkOrder, ctx: ExecContext) => Promise<ExecOutcome>,
+): Executor<C> {
+  const exec = (order: WorkOrder, ctx: ExecContext) => {
+    const kind = order.action?.kind;
+    return run(kind?.case === action ? (kind.value as ActionMessage<C>) : undefined, order, ctx);
+  };
+  return Object.assign(exec, { action });
+}
+
+/** The executor of an order type without action: deploy_service, remove_service (the desired state is their payload). */
+export function stateExecutor(run: (order: WorkOrder, ctx: ExecContext) => Promise<ExecOutcome>): Executor<undefined> {
+  return Object.assign((order: WorkOrder, ctx: ExecContext) => run(order, ctx), { action: undefined });
+}
 
 export type DetailsInit = MessageInitShape<typeof WorkOrderResultDetailsSchema>;
 

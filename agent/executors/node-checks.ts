@@ -12,12 +12,13 @@ import { observeProjects } from "../engine/project-state.js";
 import { projectImages } from "../engine/images.js";
 import type { ImageObservation } from "../../gen/skipper/v1/order_action_pb.js";
 import { runProbes } from "../engine/probes.js";
-import { orderOutcome, type Executor } from "./executor.js";
+import { executorOf, orderOutcome } from "./executor.js";
 
-export const healthCheck: Executor = async (order, ctx) => {
+/** Runs the order's probes from this host and checks the named tenant's project, if any. */
+export const healthCheck = executorOf("healthCheck", async (action, order, ctx) => {
   const started = performance.now();
   const tenantId = order.target?.tenantId ?? "";
-  const probes = order.action?.kind.case === "healthCheck" ? order.action.kind.value.probes : [];
+  const probes = action?.probes ?? [];
   let services: ServiceObservation[] = [];
   if (tenantId !== "") {
     try {
@@ -38,9 +39,10 @@ export const healthCheck: Executor = async (order, ctx) => {
     services,
     details: { probes: results, services },
   });
-};
+});
 
-export const inspect: Executor = async (order, ctx) => {
+/** Reports engine facts, the managed projects (or the tenant's) and the images they run. */
+export const inspect = executorOf("inspect", async (_action, order, ctx) => {
   const started = performance.now();
   const tenantId = order.target?.tenantId ?? "";
   const caps = ctx.host.capabilities;
@@ -59,4 +61,4 @@ export const inspect: Executor = async (order, ctx) => {
     if (e instanceof EngineError) return orderOutcome("DOCKER_UNAVAILABLE", e.message, started, { success: false, retriable: true });
     throw e;
   }
-};
+});

@@ -13,14 +13,16 @@ import { COMPOSE_SERVICE } from "../../common/action-rules.js";
 import { EngineError } from "../engine/project-containers.js";
 import { projectDir, readProjectState } from "../engine/project-state.js";
 import { runCommand } from "../engine/run-command.js";
-import { deployContext, deployService } from "./deploy-service.js";
-import { abortReason, commandResult, orderOutcome, type Executor } from "./executor.js";
+import { deployContext } from "./deploy-context.js";
+import { deployService } from "./deploy-service.js";
+import { abortReason, commandResult, executorOf, orderOutcome } from "./executor.js";
 import { awaitHealthy } from "./health-gate.js";
 
-export const restartService: Executor = async (order, ctx) => {
+/** Restarts the named services of the tenant's project (all when none are named) and waits for them. */
+export const restartService = executorOf("restartService", async (action, order, ctx) => {
   const started = performance.now();
   const tenantId = order.target?.tenantId ?? "";
-  const wanted = order.action?.kind.case === "restartService" ? order.action.kind.value.services : [];
+  const wanted = action?.services ?? [];
   const done = (code: string, message: string, extra: Parameters<typeof orderOutcome>[3] = { success: false }) => orderOutcome(code, message, started, extra);
   if (!ID_PATTERN.test(tenantId)) return done("RESTART_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
   const bad = wanted.find((s) => !COMPOSE_SERVICE.test(s));
@@ -50,10 +52,10 @@ export const restartService: Executor = async (order, ctx) => {
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, { success: false, retriable: true, details });
     throw e;
   }
-};
+});
 
-export const rollbackProject: Executor = async (order, ctx) => {
-  const action = order.action?.kind.case === "rollback" ? order.action.kind.value : undefined;
+/** Deploys the spec the controller resolved for a rollback; ROLLBACK_OK with both spec hashes. */
+export const rollbackProject = executorOf("rollback", async (action, order, ctx) => {
   const out = await deployService(order, deployContext(ctx));
   if (out.result.code !== "APPLY_OK") return out;
   const ds = order.desiredState;
@@ -64,4 +66,4 @@ export const rollbackProject: Executor = async (order, ctx) => {
   });
   result.details!.rollback = { $typeName: "skipper.v1.RollbackDetails", failedSpecHash: action?.replacesSpecHash ?? "", restoredSpecHash: ds?.specHash ?? "", reason: "requested" };
   return { ...out, result };
-};
+});

@@ -1,21 +1,25 @@
-// Which executor runs which order type. One table, so what an agent can do is one look away.
+// Which executor runs which order type. One table, so what an agent can do is one look away; its
+// type (executor-table.ts) makes the compiler check each executor runs its type's action.
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import { deployContext, deployService } from "./deploy-service.js";
-import { controlProcess } from "./control-process.js";
-import { deployProcess } from "./deploy-process.js";
-import { executeCommand } from "./execute-command.js";
-import { orderOutcome, type Executor } from "./executor.js";
 import { processSourceAllowed } from "../../common/action-rules.js";
+import { controlProcess } from "./control-process.js";
+import { deployContext } from "./deploy-context.js";
+import { deployProcess } from "./deploy-process.js";
+import { deployService } from "./deploy-service.js";
+import { executeCommand } from "./execute-command.js";
+import type { ExecutorTable } from "./executor-table.js";
+import { executorOf, orderOutcome, stateExecutor } from "./executor.js";
 import { healthCheck, inspect } from "./node-checks.js";
 import { restartService, rollbackProject } from "./project-orders.js";
 import { removeService } from "./remove-service.js";
 import { readSticker, writeSticker } from "./sticker.js";
 import { uploadFiles } from "./upload-files.js";
 
-export function executors(): Partial<Record<WorkOrderType, Executor>> {
+/** The executors of every order type, as this agent runs them. */
+export function executors(): ExecutorTable {
   return {
-    [WorkOrderType.DEPLOY_SERVICE]: (order, ctx) => deployService(order, deployContext(ctx)),
-    [WorkOrderType.REMOVE_SERVICE]: (order, { config, host }) => removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs }),
+    [WorkOrderType.DEPLOY_SERVICE]: stateExecutor((order, ctx) => deployService(order, deployContext(ctx))),
+    [WorkOrderType.REMOVE_SERVICE]: stateExecutor((order, { config, host }) => removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs })),
     [WorkOrderType.RESTART_SERVICE]: restartService,
     [WorkOrderType.ROLLBACK]: rollbackProject,
     [WorkOrderType.HEALTH_CHECK]: healthCheck,
@@ -24,14 +28,14 @@ export function executors(): Partial<Record<WorkOrderType, Executor>> {
     [WorkOrderType.UPLOAD_FILES]: uploadFiles,
     [WorkOrderType.WRITE_STICKER]: writeSticker,
     [WorkOrderType.READ_STICKER]: readSticker,
-    [WorkOrderType.DEPLOY_PROCESS]: (order, ctx) => {
+    [WorkOrderType.DEPLOY_PROCESS]: executorOf("deployProcess", (action, order, ctx) => {
       // It runs what it installs: only from sources the operator allowed on this host.
-      const source = order.action?.kind.case === "deployProcess" ? order.action.kind.value.spec?.source?.kind : undefined;
+      const source = action?.spec?.source?.kind;
       if (processSourceAllowed(source ?? { case: undefined }, ctx.config.allowProcessSources)) return deployProcess(order, ctx);
       const where = source?.case ? `${source.case} ${source.value}` : "no source";
       const list = ctx.config.allowProcessSources.join(", ") || "none";
       return Promise.resolve(orderOutcome("PROCESS_SOURCE_NOT_ALLOWED", `${where} is not under this node's --allow-process-source (${list})`, performance.now(), { success: false }));
-    },
+    }),
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
   };
 }

@@ -17,7 +17,7 @@ import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
 import { describeRemoval, removeProjectVolumes, type VolumeRemoval } from "../engine/project-volumes.js";
-import type { DeployOutcome } from "./deploy-service.js";
+import type { DeployOutcome } from "./deploy-context.js";
 
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
@@ -27,6 +27,7 @@ export interface RemoveContext {
   composeTimeoutMs: number;
 }
 
+/** Brings the tenant's project down on this host and removes its files (the steps above). */
 export async function removeService(order: WorkOrder, ctx: RemoveContext): Promise<DeployOutcome> {
   const started = performance.now();
   const ds = order.desiredState;

@@ -17,7 +17,7 @@ import { ID_PATTERN } from "../../common/ids.js";
 import { EngineError } from "../engine/project-containers.js";
 import { projectDir, recordedProjectName } from "../engine/project-state.js";
 import { digestOf, projectImages } from "../engine/images.js";
-import { orderOutcome, type Executor } from "./executor.js";
+import { executorOf, orderOutcome } from "./executor.js";
 import { writeFileAtomic } from "../engine/durable-file.js";
 
 export const STICKER_FILE = ".skipper-sticker.json";
@@ -94,13 +94,13 @@ export async function readStickerFile(workDir: string, tenantId: string): Promis
 }
 
 /** Writes the target tenant's sticker, with digests from the engine when the order has none. */
-export const writeSticker: Executor = async (order, ctx) => {
+export const writeSticker = executorOf("writeSticker", async (action, order, ctx) => {
   const started = performance.now();
   const done = (code: string, message: string, sticker?: VersionSticker) =>
     orderOutcome(code, message, started, { success: code === "STICKER_OK", retriable: code === "DOCKER_UNAVAILABLE", details: { sticker } });
   const tenantId = order.target?.tenantId ?? "";
   if (!ID_PATTERN.test(tenantId)) return done("STICKER_INVALID", `a sticker needs the order's target tenant; got ${JSON.stringify(tenantId)}`);
-  const given = order.action?.kind.case === "writeSticker" ? order.action.kind.value.sticker : undefined;
+  const given = action?.sticker;
   if (!given) return done("STICKER_INVALID", "the order carries no sticker (action.write_sticker.sticker)");
   let imageDigests = given.imageDigests;
   if (Object.keys(imageDigests).length === 0) {
@@ -121,10 +121,10 @@ export const writeSticker: Executor = async (order, ctx) => {
   });
   const path = await writeStickerFile(ctx.config.workDir, sticker);
   return done("STICKER_OK", `sticker written to ${path} (${Object.keys(imageDigests).length} image digest(s))`, sticker);
-};
+});
 
 /** Reads the target tenant's sticker back. */
-export const readSticker: Executor = async (order, ctx) => {
+export const readSticker = executorOf("readSticker", async (_action, order, ctx) => {
   const started = performance.now();
   const done = (code: string, message: string, sticker?: VersionSticker) =>
     orderOutcome(code, message, started, { success: code === "STICKER_OK", details: { sticker } });
@@ -138,7 +138,7 @@ export const readSticker: Executor = async (order, ctx) => {
     if (e instanceof StickerInvalidError) return done("STICKER_INVALID", e.message);
     throw e;
   }
-};
+});
 
 // Service -> digest of the image its first container runs.
 async function engineDigests(project: string): Promise<Record<string, string>> {

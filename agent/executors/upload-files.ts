@@ -19,7 +19,7 @@ import { FileWrittenSchema, type FileUpload, type FileWritten } from "../../gen/
 import { ID_PATTERN } from "../../common/ids.js";
 import { isInside, OutsideBaseError, writeFileAtomic } from "../engine/durable-file.js";
 import { uploadPathProblem } from "../../common/action-rules.js";
-import { orderOutcome, type Executor } from "./executor.js";
+import { executorOf, orderOutcome } from "./executor.js";
 
 const DEFAULT_MODE = 0o644;
 
@@ -38,11 +38,11 @@ interface Plan {
 class Refused extends Error {}
 
 /** Writes the order's files; never throws for a failure of the order itself. */
-export const uploadFiles: Executor = async (order, ctx) => {
+export const uploadFiles = executorOf("uploadFiles", async (action, order, ctx) => {
   const started = performance.now();
   const written: FileWritten[] = [];
   const done = (code: string, message: string) => orderOutcome(code, message, started, { success: code === "UPLOAD_OK", details: { files: written } });
-  const files = order.action?.kind.case === "uploadFiles" ? order.action.kind.value.files : [];
+  const files = action?.files ?? [];
   if (files.length === 0) return done("UPLOAD_INVALID", "the order carries no files (action.upload_files.files)");
   const tenantId = order.target?.tenantId ?? "";
   if (tenantId !== "" && !ID_PATTERN.test(tenantId)) return done("UPLOAD_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
@@ -81,7 +81,7 @@ export const uploadFiles: Executor = async (order, ctx) => {
   }
   const changed = written.filter((w) => w.changed).length;
   return done("UPLOAD_OK", `${written.length} file(s) under ${base}, ${changed} changed`);
-};
+});
 
 async function plan(f: FileUpload, projectDir: boolean, accounts: Accounts): Promise<Plan> {
   const rel = f.path;

@@ -4,7 +4,7 @@
 // way: the process must still be alive `settleMs` after it was started.
 import { create } from "@bufbuild/protobuf";
 import { ProcessObservationSchema, type ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
-import { sleep } from "../backoff.js";
+import { sleep } from "../engine/sleep.js";
 import { ProcessError, isProcessError, throwIfAborted } from "./layout.js";
 import { launchDigest, readRunState, writeRunState, type Launch, type ProcessRunner, type RunState, type Started } from "./run-state.js";
 import { START_MARK, logTail, resolveProgram } from "./supervisor.js";

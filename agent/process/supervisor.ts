@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import { mkdir, open, readFile, realpath } from "node:fs/promises";
 import { dirname, isAbsolute, resolve, sep } from "node:path";
-import { sleep } from "../backoff.js";
+import { sleep } from "../engine/sleep.js";
 import { ProcessError, modulePaths } from "./layout.js";
 import type { Launch, ProcessRunner, RunState, Started } from "./run-state.js";
 

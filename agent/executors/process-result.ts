@@ -2,9 +2,9 @@
 // message) or a thrown ProcessError becomes the result, always with details.process — the module
 // as it is after the order — when the module name is usable.
 import type { ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
-import { abortReason, orderOutcome, type ExecOutcome } from "../executors/executor.js";
-import { MODULE_PATTERN, isProcessError } from "./layout.js";
-import { observeModule } from "./module-control.js";
+import { MODULE_PATTERN, isProcessError } from "../process/layout.js";
+import { observeModule } from "../process/module-control.js";
+import { abortReason, orderOutcome, type ExecOutcome } from "./executor.js";
 
 /** Settings the process executors share; tests pick short times and the agent's own supervisor. */
 export interface ProcessExecutorOptions {
