@@ -5,7 +5,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
@@ -88,6 +88,8 @@ export type RequestHandler = (
 
 export interface Controller {
   handler: RequestHandler;
+  /** Every service in memory, through the same interceptors (the REST routes use it; so do unit tests). */
+  transport: Transport;
   store: Store;
   reconciler: Reconciler;
   /** Set only when this start minted a new admin token; print it once, never log it. */
@@ -164,9 +166,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const common = { routes, interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES };
   const prefixed = connectNodeAdapter({ ...common, requestPathPrefix: "/v1" });
   const canonical = connectNodeAdapter(common);
+  const transport = createRouterTransport(routes, { router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES } });
   const rest = createRestHandler({
     services: SERVICES,
-    transport: createRouterTransport(routes, { router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES } }),
+    transport,
     maxBodyBytes: READ_MAX_BYTES,
     logger,
   });
@@ -196,6 +199,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   retention?.start();
   return {
     handler,
+    transport,
     store,
     reconciler,
     generatedAdminToken,
