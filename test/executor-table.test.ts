@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import type { ExecContext } from "../agent/executors/executor.js";
-import { ACTION_OF_TYPE, executorFor, type OrderType } from "../agent/executors/executor-table.js";
+import { executorFor } from "../agent/executors/executor-table.js";
+import { ACTION_OF_TYPE, type OrderType } from "../common/order-actions.js";
 import { executors } from "../agent/executors/registry.js";
 
 let workDir: string;

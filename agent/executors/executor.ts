@@ -17,6 +17,7 @@ import {
 } from "../../gen/skipper/v1/work_order_pb.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
+import type { ActionCase } from "../../common/order-actions.js";
 
 export interface ExecOutcome {
   result: WorkOrderResult;
@@ -37,6 +38,7 @@ export interface ExecConfig {
   allowProcessSources: string[];
 }
 
+
 export interface ExecContext {
   config: ExecConfig;
   host: DockerHost;
@@ -46,8 +48,6 @@ export interface ExecContext {
 }
 
 type ActionKind = WorkOrderAction["kind"];
-/** The name of a member of the action oneof: "executeCommand", "deployProcess", ... */
-export type ActionCase = NonNullable<ActionKind["case"]>;
 /** The message of member C ("deployProcess" -> DeployProcessAction); undefined for no member. */
 export type ActionMessage<C extends ActionCase | undefined> = Extract<ActionKind, { case: C }>["value"];
 

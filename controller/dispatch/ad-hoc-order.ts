@@ -8,22 +8,23 @@ import { WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../..
 import { invalid } from "../errors.js";
 import { pendingOrder } from "../reconcile/plan-deployment.js";
 import { checkId } from "../id-checks.js";
+import { ACTION_OF_TYPE, type OrderType } from "../../common/order-actions.js";
 import { createHash } from "node:crypto";
 import { COMPOSE_SERVICE, ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, uploadPathProblem, urlProblem } from "../../common/action-rules.js";
 import { checkCommandSpec, checkProbe } from "../resources/safety-rules.js";
 
-/** The action member each ad-hoc type carries, and whether the order names a tenant. */
-const TYPES: Partial<Record<WorkOrderType, { action: string; tenant: "required" | "optional" | "none" }>> = {
-  [WorkOrderType.RESTART_SERVICE]: { action: "restartService", tenant: "required" },
-  [WorkOrderType.ROLLBACK]: { action: "rollback", tenant: "required" },
-  [WorkOrderType.HEALTH_CHECK]: { action: "healthCheck", tenant: "optional" },
-  [WorkOrderType.INSPECT]: { action: "inspect", tenant: "optional" },
-  [WorkOrderType.EXECUTE_COMMAND]: { action: "executeCommand", tenant: "none" },
-  [WorkOrderType.UPLOAD_FILES]: { action: "uploadFiles", tenant: "optional" },
-  [WorkOrderType.WRITE_STICKER]: { action: "writeSticker", tenant: "required" },
-  [WorkOrderType.READ_STICKER]: { action: "readSticker", tenant: "required" },
-  [WorkOrderType.DEPLOY_PROCESS]: { action: "deployProcess", tenant: "none" },
-  [WorkOrderType.CONTROL_PROCESS]: { action: "controlProcess", tenant: "none" },
+/** The types an admin may queue, and whether each order names a tenant; its action member is ACTION_OF_TYPE's. */
+const TENANT_OF_TYPE: Partial<Record<WorkOrderType, "required" | "optional" | "none">> = {
+  [WorkOrderType.RESTART_SERVICE]: "required",
+  [WorkOrderType.ROLLBACK]: "required",
+  [WorkOrderType.HEALTH_CHECK]: "optional",
+  [WorkOrderType.INSPECT]: "optional",
+  [WorkOrderType.EXECUTE_COMMAND]: "none",
+  [WorkOrderType.UPLOAD_FILES]: "optional",
+  [WorkOrderType.WRITE_STICKER]: "required",
+  [WorkOrderType.READ_STICKER]: "required",
+  [WorkOrderType.DEPLOY_PROCESS]: "none",
+  [WorkOrderType.CONTROL_PROCESS]: "none",
 };
 
 const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
@@ -32,17 +33,18 @@ const MAX_FILES = 100;
 
 /** Checks the request's shape: type, target ids, action, limits. Throws INVALID_REQUEST. */
 export function checkRequest(req: CreateWorkOrderRequest, now: Date): void {
-  const rule = TYPES[req.type];
-  if (!rule) {
+  const tenant = TENANT_OF_TYPE[req.type];
+  const action = ACTION_OF_TYPE[req.type as OrderType];
+  if (!tenant || !action) {
     const reconciled = req.type === WorkOrderType.DEPLOY_SERVICE || req.type === WorkOrderType.REMOVE_SERVICE;
     throw invalid(reconciled ? `${WorkOrderType[req.type]} orders come from the reconciler: change the desired state or call Apply` : `unknown or unsupported work order type ${req.type}`, { field: "type" });
   }
   checkId(req.target?.nodeId ?? "", "target.node_id");
   const tenantId = req.target?.tenantId ?? "";
-  if (rule.tenant === "required" || tenantId !== "") checkId(tenantId, "target.tenant_id");
-  if (rule.tenant === "none" && tenantId !== "") throw invalid(`${WorkOrderType[req.type]} orders are for a node, not a tenant`, { field: "target.tenant_id" });
-  if (req.action?.kind.case !== rule.action) {
-    throw invalid(`a ${WorkOrderType[req.type]} order carries action.${snake(rule.action)}`, { field: "action", got: snake(req.action?.kind.case ?? "") });
+  if (tenant === "required" || tenantId !== "") checkId(tenantId, "target.tenant_id");
+  if (tenant === "none" && tenantId !== "") throw invalid(`${WorkOrderType[req.type]} orders are for a node, not a tenant`, { field: "target.tenant_id" });
+  if (req.action?.kind.case !== action) {
+    throw invalid(`a ${WorkOrderType[req.type]} order carries action.${snake(action)}`, { field: "action", got: snake(req.action?.kind.case ?? "") });
   }
   if (req.timeout) {
     const ms = durationMs(req.timeout);
