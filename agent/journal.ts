@@ -49,7 +49,7 @@ export class Journal {
     const tmp = `${path}.tmp`;
     const fh = await open(tmp, "w", 0o600);
     try {
-      await fh.writeFile(JSON.stringify(stored, null, 2) + "\n");
+      await fh.writeFile(`${JSON.stringify(stored, null, 2)}\n`);
       await fh.sync();
     } finally {
       await fh.close();

@@ -29,5 +29,5 @@ const handler = connectNodeAdapter({
   },
 });
 const serving = await serve(handler, { host: "127.0.0.1", port: 0, tls: { cert: tls.cert, key: tls.key } });
-process.stdout.write(JSON.stringify({ url: serving.url }) + "\n");
+process.stdout.write(`${JSON.stringify({ url: serving.url })}\n`);
 process.on("SIGTERM", () => void serving.close().then(() => process.exit(0)));

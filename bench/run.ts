@@ -76,7 +76,7 @@ interface PhaseResult {
 
 
 /** Runs `op(worker)` in a closed loop on `workers` workers for `ms` (or until op returns false). */
-async function closedLoop(name: string, workers: number, ms: number, op: (worker: number) => Promise<boolean | void>, cpuOf?: () => number): Promise<PhaseResult> {
+async function closedLoop(name: string, workers: number, ms: number, op: (worker: number) => Promise<boolean | undefined>, cpuOf?: () => number): Promise<PhaseResult> {
   const latencies: number[] = [];
   const cpu0 = cpuOf?.();
   const client0 = process.cpuUsage();
@@ -301,9 +301,9 @@ function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseRe
   });
   const header = ["phase", "ops", "ops/s", "p50 ms", "p99 ms", "server cpu", "client cpu", "vs ceiling"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
   console.log(line(header));
-  console.log("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
+  console.log(`| ${widths.map((w) => "-".repeat(w)).join(" | ")} |`);
   for (const r of rows) console.log(line(r));
 
   const apply = byName.get("apply");

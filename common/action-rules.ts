@@ -9,7 +9,7 @@ export const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 /** Compose service names. */
 export const COMPOSE_SERVICE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** A command's argv[0] (and an allow-list entry): a bare program name or an absolute path, no shell syntax or spaces. */
-export const PROGRAM = /^(\/[A-Za-z0-9._+\/-]+|[A-Za-z0-9._+-]+)$/;
+export const PROGRAM = /^(\/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$/;
 export const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
 /** Names in a tenant's project directory that belong to the agent, not to uploads. */

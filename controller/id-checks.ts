@@ -24,6 +24,6 @@ export function checkResourceType(type: string, field = "resource_type"): Resour
 
 // Show a bounded, printable rendering of untrusted input in error messages.
 function describe(v: string): string {
-  const shown = JSON.stringify(v.length > 64 ? v.slice(0, 64) + "…" : v);
+  const shown = JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
   return v.length === 0 ? "an empty string" : shown;
 }

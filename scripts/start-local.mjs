@@ -27,7 +27,7 @@ let adminToken = process.env.SKIPPER_ADMIN_TOKEN || undefined;
 const listening = new Promise((resolveListen, reject) => {
   controller.once("exit", (code) => reject(new Error(`controller exited with ${code}`)));
   createInterface({ input: controller.stdout }).on("line", (line) => {
-    process.stdout.write(line + "\n");
+    process.stdout.write(`${line}\n`);
     const t = /export SKIPPER_ADMIN_TOKEN=(\S+)/.exec(line);
     if (t) adminToken = t[1];
     try {
@@ -77,7 +77,7 @@ if (!existsSync(tokenFile)) {
       token = (await nodes.rotateNodeToken({ nodeId: NODE_ID })).token;
       say(`node ${NODE_ID} was registered before; issued it a new token`);
     }
-    writeFileSync(tokenFile, token + "\n", { mode: 0o600 });
+    writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
     chmodSync(tokenFile, 0o600);
   }
 }

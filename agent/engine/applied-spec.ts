@@ -24,7 +24,7 @@ export interface AppliedSpec {
 }
 
 export async function writeAppliedSpec(workDir: string, spec: AppliedSpec): Promise<void> {
-  await writeFileAtomic(join(projectDir(workDir, spec.tenant_id), APPLIED_FILE), JSON.stringify(spec, null, 2) + "\n", { mode: 0o600 });
+  await writeFileAtomic(join(projectDir(workDir, spec.tenant_id), APPLIED_FILE), `${JSON.stringify(spec, null, 2)}\n`, { mode: 0o600 });
 }
 
 /** The recorded spec, or undefined when there is none (or it cannot be read). */

@@ -32,7 +32,7 @@ export function projectDir(workDir: string, tenantId: string): string {
 export async function writeProjectState(workDir: string, state: ProjectState): Promise<void> {
   const dir = projectDir(workDir, state.tenant_id);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  await writeFileAtomic(join(dir, STATE_FILE), JSON.stringify(state, null, 2) + "\n", { mode: 0o600 });
+  await writeFileAtomic(join(dir, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
 }
 
 /** The compose project name the last successful deploy recorded for a tenant, else the tenant id (deploy's default). */

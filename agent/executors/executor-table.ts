@@ -1,8 +1,8 @@
 // The shape of the executor table: for every order type, the executor of the action member its
 // orders carry (common/order-actions.ts). A table that misses a type, or files an executor under
 // a type whose action it does not run, does not compile.
-import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import { ACTION_OF_TYPE, type OrderType } from "../../common/order-actions.js";
+import type { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import type { ACTION_OF_TYPE, OrderType } from "../../common/order-actions.js";
 import type { Executor } from "./executor.js";
 
 /** One executor per order type, each of the action that type carries. */

@@ -9,7 +9,7 @@ import type { WorkOrderAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import {
   CommandResultSchema,
-  WorkOrderResultDetailsSchema,
+  type WorkOrderResultDetailsSchema,
   WorkOrderResultSchema,
   type CommandResult,
   type WorkOrder,

@@ -51,7 +51,7 @@ export async function writeStickerFile(workDir: string, sticker: VersionSticker)
     tenant_id: sticker.tenantId,
     node_id: sticker.nodeId,
   };
-  await writeFileAtomic(join(dir, STICKER_FILE), JSON.stringify(record, null, 2) + "\n", { mode: 0o644 });
+  await writeFileAtomic(join(dir, STICKER_FILE), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o644 });
   return join(dir, STICKER_FILE);
 }
 

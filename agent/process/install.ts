@@ -8,7 +8,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ProcessSpec } from "../../gen/skipper/v1/order_action_pb.js";
-import { fetchArtifact, readArtifactVersion, unpackArtifact, verifyChecksum, type FetchOptions } from "./artifact.js";
+import { fetchArtifact, readArtifactVersion, unpackArtifact, verifyChecksum, type FetchedArtifact, type FetchOptions } from "./artifact.js";
 import { ProcessError, isProcessError } from "./layout.js";
 import { commitVersion, installedVersions, makeStaging, readVersionMeta, writeVersionMeta } from "./versions.js";
 
@@ -31,7 +31,7 @@ export async function obtainVersion(workDir: string, spec: ProcessSpec, opts: Fe
   }
   const staging = await makeStaging(workDir, module);
   try {
-    let artifact;
+    let artifact: FetchedArtifact;
     try {
       artifact = await fetchArtifact(spec.source, staging, opts);
     } catch (e) {

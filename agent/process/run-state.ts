@@ -81,7 +81,7 @@ export async function readRunState(workDir: string, module: string): Promise<Run
 
 /** Records a module's run state atomically (temp file, fsync, rename). */
 export function writeRunState(workDir: string, state: RunState): Promise<void> {
-  return writeFileAtomic(modulePaths(workDir, state.module).state, JSON.stringify(state, null, 2) + "\n");
+  return writeFileAtomic(modulePaths(workDir, state.module).state, `${JSON.stringify(state, null, 2)}\n`);
 }
 
 /** The modules that have a run state. */

@@ -4,6 +4,7 @@
 // is the symlink <workDir>/active/<module> -> ../versions/<module>/<version>, switched by creating
 // a temp symlink and renaming it over the old one (rename is atomic: a reader sees one or the
 // other, never a missing link).
+import type { Dirent } from "node:fs";
 import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { VERSION_PATTERN, modulePaths, readJson, syncDir, tempSuffix, writeFileAtomic } from "./layout.js";
@@ -28,7 +29,7 @@ function metaPath(workDir: string, module: string, version: string): string {
 
 /** The installed versions of a module, lowest first. */
 export async function installedVersions(workDir: string, module: string): Promise<string[]> {
-  let entries;
+  let entries: Dirent[];
   try {
     entries = await readdir(modulePaths(workDir, module).versions, { withFileTypes: true });
   } catch (e) {
@@ -50,7 +51,7 @@ export function readVersionMeta(workDir: string, module: string, version: string
 
 /** Records a version's sha256 and command (a redeploy may change the command, not the files). */
 export function writeVersionMeta(workDir: string, module: string, version: string, meta: VersionMeta): Promise<void> {
-  return writeFileAtomic(metaPath(workDir, module, version), JSON.stringify(meta, null, 2) + "\n");
+  return writeFileAtomic(metaPath(workDir, module, version), `${JSON.stringify(meta, null, 2)}\n`);
 }
 
 /**

@@ -99,7 +99,7 @@ function checkAction(req: CreateWorkOrderRequest): void {
     case "deployProcess": {
       const s = a.value.spec;
       const f = "action.deploy_process.spec";
-      if (!s) return fail(f, "is required");
+      if (!s) fail(f, "is required");
       if (!MODULE_NAME.test(s.module)) fail(`${f}.module`, `must match ${MODULE_NAME.source}`);
       if (s.version !== "latest" && (!MODULE_VERSION.test(s.version) || s.version === "active")) fail(`${f}.version`, `must match ${MODULE_VERSION.source} or be "latest"`);
       if (!SHA256_HEX.test(s.sha256)) fail(`${f}.sha256`, "must be 64 hex digits");

@@ -42,7 +42,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   const deleted = w.deleted ?? [];
   const out: TenantDesire = { targets: new Map(), services: new Map(), removalVolumes: (nodeId) => volumesToDelete(deleted, [], nodeId) };
   const t = w.tenant;
-  if (!t || t.desiredState?.kind.case !== "tenant") return out;
+  if (t?.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
   const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
   const render = (services: Resource[], nodeId: string) => renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services, nodeId) });

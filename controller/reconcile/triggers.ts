@@ -20,17 +20,18 @@ export class ReconcileTriggers {
     const trace: Trace | undefined = m?.requestId ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId } : undefined;
     switch (r.resourceType) {
       case "tenant":
-        return this.queue.add(r.id, trace);
+        this.queue.add(r.id, trace);
+        break;
       case "service":
       case "network":
       case "volume":
-        return this.queue.add(tenantOf(r) ?? "", trace);
+        this.queue.add(tenantOf(r) ?? "", trace);
+        break;
       case "resource_limits":
       case "node":
         // Limits apply by label and nodes carry placement labels: any tenant may move.
-        return this.queue.addAll();
-      default:
-        return;
+        this.queue.addAll();
+        break;
     }
   }
 
@@ -54,7 +55,7 @@ export class ReconcileTriggers {
    * now; a changed set of projects has their tenants compare desired with observed again.
    */
   heartbeatRecorded(beat: HeartbeatOutcome): void {
-    if (beat.cameOnline) return this.queue.addAll();
-    if (beat.projectsChanged) for (const t of beat.touchedTenants) this.queue.add(t);
+    if (beat.cameOnline) this.queue.addAll();
+    else if (beat.projectsChanged) for (const t of beat.touchedTenants) this.queue.add(t);
   }
 }

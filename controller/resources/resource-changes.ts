@@ -57,7 +57,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
     }
     const spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
     checkReferences(spec);
-    if (!isEmptyStatus(body.currentState) || (body.lastAppliedState && body.lastAppliedState.kind.case)) {
+    if (!isEmptyStatus(body.currentState) || (body.lastAppliedState?.kind.case)) {
       throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
         field: "resource.current_state",
       });

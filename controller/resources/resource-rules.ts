@@ -5,7 +5,7 @@ import { checkSafety } from "./safety-rules.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
-import { type ResourceType } from "../../common/ids.js";
+import type { ResourceType } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
 
 const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> = {

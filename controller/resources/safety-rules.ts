@@ -35,7 +35,7 @@ export function checkProbe(p: HealthProbe, field: string): void {
 
 /** Checks a command's shape (argv, timeout, directory, env); the allow-list is the node's business. */
 export function checkCommandSpec(c: CommandSpec | undefined, field: string): void {
-  if (!c || c.argv.length === 0 || c.argv[0] === "") return fail(`${field}.argv`, "needs at least a program");
+  if (!c || c.argv.length === 0 || c.argv[0] === "") fail(`${field}.argv`, "needs at least a program");
   if (c.argv.some((a) => a.includes("\0"))) fail(`${field}.argv`, "must not contain NUL bytes");
   if (!PROGRAM.test(c.argv[0]!)) fail(`${field}.argv`, "argv[0] must be a program name or absolute path, without shell syntax");
   if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 1h");

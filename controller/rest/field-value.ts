@@ -119,5 +119,5 @@ function long(n: bigint, asString: boolean): bigint | string {
 
 /** A bounded, quoted rendering of untrusted input for error messages. */
 export function show(text: string): string {
-  return JSON.stringify(text.length > 64 ? text.slice(0, 64) + "…" : text);
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
 }

@@ -128,7 +128,7 @@ function checkQueryField(route: RestRoute, name: string): DescField[] {
     throw invalid(`query parameter ${show(name)} is not accepted: ${route.template} takes every field from the JSON body`, { field: name });
   }
   for (const bound of route.pathFields.keys()) {
-    if (key === bound || key.startsWith(bound + ".") || bound.startsWith(key + ".")) {
+    if (key === bound || key.startsWith(`${bound}.`) || bound.startsWith(`${key}.`)) {
       throw invalid(`query parameter ${show(name)} is set by the path ${route.template}`, { field: name });
     }
   }

@@ -199,5 +199,5 @@ function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
 
 // Bounds untrusted path text echoed in messages.
 function clip(path: string): string {
-  return path.length > 200 ? path.slice(0, 200) + "…" : path;
+  return path.length > 200 ? `${path.slice(0, 200)}…` : path;
 }

@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import {
   ApplyRequestSchema,
   ApplyResponseSchema,
-  DeploymentService,
+  type DeploymentService,
   type ApplyRequest,
   type ApplyResponse,
 } from "../../gen/skipper/v1/deployment_service_pb.js";

@@ -2,7 +2,7 @@
 // correlation id and time.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
+import type { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { responseMeta } from "../context.js";
 import { invalid } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";

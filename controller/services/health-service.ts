@@ -1,7 +1,7 @@
 // HealthService: liveness for load balancers, agents and humans (GET /health, GET /v1/health).
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
+import type { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
 import { responseMeta } from "../context.js";
 import type { ServiceDeps } from "./deps.js";
 

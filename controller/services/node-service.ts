@@ -2,7 +2,7 @@
 // next work order and reports observed state, always about itself only.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import type { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js";
 import { forbidden, notFound } from "../errors.js";

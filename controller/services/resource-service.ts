@@ -3,7 +3,7 @@
 // (reconcile/triggers.ts) about every resource a change wrote.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js";
 import { invalid, notFound } from "../errors.js";

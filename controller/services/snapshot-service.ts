@@ -1,6 +1,6 @@
 // SnapshotService: the latest system and per-tenant snapshots (written when deployments finish).
 import type { ServiceImpl } from "@connectrpc/connect";
-import { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
+import type { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
 import { responseMeta } from "../context.js";
 import { notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";

@@ -6,7 +6,7 @@
 // This guards against operator mistakes (starting a second controller), not against a hostile
 // process: two processes taking over the same stale lock at the same instant could both win.
 import { randomBytes } from "node:crypto";
-import { open, readFile, unlink } from "node:fs/promises";
+import { open, readFile, unlink, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fsyncDir } from "./dir-fsync.js";
@@ -57,7 +57,7 @@ export async function acquireDataDirLock(lockPath: string, dataDir: string): Pro
 }
 
 async function tryCreate(lockPath: string, token: string): Promise<boolean> {
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(lockPath, "wx", 0o644);
   } catch (e) {

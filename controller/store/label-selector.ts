@@ -27,7 +27,7 @@ export function parseLabelSelector(text: string, field = "label_selector"): Labe
 /** True when `labels` satisfy every term. */
 export function matchesTerms(labels: Record<string, string>, terms: LabelTerm[]): boolean {
   return terms.every((t) => {
-    const has = Object.prototype.hasOwnProperty.call(labels, t.key);
+    const has = Object.hasOwn(labels, t.key);
     if (t.op === "exists") return has;
     if (t.op === "=") return has && labels[t.key] === t.value;
     return !has || labels[t.key] !== t.value;
@@ -36,7 +36,7 @@ export function matchesTerms(labels: Record<string, string>, terms: LabelTerm[])
 
 /** True when `labels` carry every key/value of an equality selector (an empty selector matches all). */
 export function matchesSelector(labels: Record<string, string>, selector: Record<string, string>): boolean {
-  return Object.entries(selector).every(([k, v]) => Object.prototype.hasOwnProperty.call(labels, k) && labels[k] === v);
+  return Object.entries(selector).every(([k, v]) => Object.hasOwn(labels, k) && labels[k] === v);
 }
 
 /** Checks the keys and values of an equality selector from a spec. */

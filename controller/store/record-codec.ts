@@ -8,7 +8,7 @@ import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store
 
 /** Proto JSON text for `msg`: 2-space indent and a trailing newline. */
 export function encodeMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
-  return JSON.stringify(toJson(schema, msg, { useProtoFieldName: true }), null, 2) + "\n";
+  return `${JSON.stringify(toJson(schema, msg, { useProtoFieldName: true }), null, 2)}\n`;
 }
 
 /**
@@ -41,7 +41,7 @@ export async function encodeSnapshot(s: Snapshot, slice = 200): Promise<string> 
   }
   let text = JSON.stringify(ordered, null, 2);
   for (const [key, value] of arrays) text = text.replace(JSON.stringify(`\u0000${key}`), () => value);
-  return text + "\n";
+  return `${text}\n`;
 }
 
 /** Parses proto JSON text; unknown fields (from a newer controller) are tolerated. */
@@ -51,7 +51,7 @@ export function decodeMessage<D extends DescMessage>(schema: D, text: string): M
 
 /** Plain JSON text with the same layout as messages. */
 export function encodePlain(value: unknown): string {
-  return JSON.stringify(value, null, 2) + "\n";
+  return `${JSON.stringify(value, null, 2)}\n`;
 }
 
 /** idempotency/<key>.json */
