@@ -1,78 +1,22 @@
-// DeploymentService.Apply: reconciles a tenant now, deploying its desired state to its nodes
-// (a deployment resource and a deploy_service work order per node) even when it looks converged. Honours x-idempotency-key: a retry with the same key
-// and body replays the first response; the same key with another body is a CONFLICT.
+// DeploymentService.Apply: reconcile a tenant now (reconcile/apply-now.ts). Honours
+// x-idempotency-key: a retry with the same key and body replays the first response; the same
+// key with another body is a CONFLICT.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { create } from "@bufbuild/protobuf";
-import {
-  ApplyRequestSchema,
-  ApplyResponseSchema,
-  type DeploymentService,
-  type ApplyRequest,
-  type ApplyResponse,
-} from "../../gen/skipper/v1/deployment_service_pb.js";
-import { callInfo, responseMeta, type CallInfo } from "../context.js";
-import { conflict, invalid, notFound, type SkipperError } from "../errors.js";
-import { checkId } from "../id-checks.js";
-import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import type { PassResult } from "../reconcile/reconciler.js";
+import { ApplyRequestSchema, ApplyResponseSchema, type DeploymentService } from "../../gen/skipper/v1/deployment_service_pb.js";
+import { callInfo, responseMeta } from "../context.js";
+import { applyNow } from "../reconcile/apply-now.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";
 
+const SCHEMAS = { request: ApplyRequestSchema, response: ApplyResponseSchema };
+
 /** Deployment implementation. */
 export function deploymentService(deps: ServiceDeps): ServiceImpl<typeof DeploymentService> {
-  const { store } = deps;
-
-  // Apply is "reconcile this tenant now": the same pass the loop runs, forced to deploy even
-  // when the target looks converged. An order already in flight for the same desired state is
-  // returned instead of a second one.
-  async function apply(req: ApplyRequest, call: CallInfo): Promise<ApplyResponse> {
-    const tenantId = checkId(req.tenantId, "tenant_id");
-    if (req.nodeId !== "") checkId(req.nodeId, "node_id");
-    const tenant = await store.getResource("tenant", tenantId);
-    if (!tenant) throw notFound("tenant", tenantId);
-    if (req.nodeId !== "" && !(await store.getResource("node", req.nodeId))) throw notFound("node", req.nodeId, `node ${req.nodeId} is not registered`);
-    const pass = await deps.reconciler.reconcileTenant(tenantId, { force: true, nodeId: req.nodeId || undefined, trace: call });
-    const pick = pass.orders.find((o) => req.nodeId === "" || o.nodeId === req.nodeId);
-    if (!pick) throw whyNoOrder(tenant, req.nodeId, pass);
-    const desiredHash = pass.desire.targets.get(pick.nodeId)?.specHash ?? "";
-    if (!pick.created && (pick.workOrder.desiredState?.specHash ?? "") !== desiredHash) {
-      throw conflict(`work order ${pick.workOrder.id} for node ${pick.nodeId} is still in flight with an older desired state; the change follows when it ends`, {
-        work_order_id: pick.workOrder.id,
-        node_id: pick.nodeId,
-      });
-    }
-    const deploymentId = pick.workOrder.desiredState?.deploymentId ?? "";
-    const deployment = pick.deployment ?? (deploymentId ? await store.getResource("deployment", deploymentId) : undefined);
-    call.logger.info(
-      { action: "apply", result: pick.created ? "issued" : "in_flight", tenant_id: tenantId, node_id: pick.nodeId, metadata: { deployment_id: deploymentId, work_order_id: pick.workOrder.id } },
-      pick.created ? "deployment started" : "deployment already in flight",
-    );
-    return create(ApplyResponseSchema, { deployment, workOrder: pick.workOrder });
-  }
-
-  // Turns the pass's verdict into the error a caller can act on.
-  function whyNoOrder(tenant: Resource, nodeId: string, pass: PassResult): SkipperError {
-    if (nodeId !== "" && !pass.desire.targets.has(nodeId)) {
-      return invalid(`tenant ${tenant.id} is not placed on node ${nodeId}`, { field: "node_id", tenant_id: tenant.id });
-    }
-    const policyNode = tenant.desiredState?.kind.case === "tenant" ? (tenant.desiredState.kind.value.deploymentPolicy?.targetNodeId ?? "") : "";
-    const blocker = pass.desire.blocker;
-    if (blocker?.status === ConvergenceStatus.NO_MATCHING_NODE && policyNode !== "") {
-      return notFound("node", policyNode, `node ${policyNode} is not registered`);
-    }
-    const verdict = [...pass.verdicts.values()][0];
-    if (verdict?.status === ConvergenceStatus.NODE_DISABLED) return conflict(verdict.message, { status: "NODE_DISABLED" });
-    const why = blocker ?? verdict;
-    return invalid(`nothing to deploy for tenant ${tenant.id}: ${why?.message ?? "no target"}`, {
-      field: "tenant_id",
-      status: ConvergenceStatus[why?.status ?? ConvergenceStatus.UNSPECIFIED] ?? "",
-    });
-  }
-
   return {
     async apply(req, ctx) {
       const call = callInfo(ctx);
-      const res = await idempotent(deps, call, "DeploymentService/Apply", { request: ApplyRequestSchema, response: ApplyResponseSchema }, req, () => apply(req, call));
+      const trace = { requestId: call.requestId, correlationId: call.correlationId };
+      const res = await idempotent(deps, call, "DeploymentService/Apply", SCHEMAS, req, () => applyNow(deps, req, trace, call.logger));
       return { ...res, meta: responseMeta(ctx) };
     },
   };
