@@ -108,10 +108,9 @@ describe("a batch of reports", () => {
     expect(await reported()).toEqual([]);
   });
 
-  // Bug: the checks run before any write, but a report that passes them can still fail when its
-  // resource is gone (a deployment pruned by retention while its order lived on), after the
-  // reports before it were written: the batch is then half-written, though the call failed.
-  it.fails("a report on a resource that no longer exists writes none of the batch", async () => {
+  // A resource can be gone though its order still names it (a deployment retired by retention):
+  // the batch is refused before any report is written, not half-written.
+  it("a report on a resource that no longer exists writes none of the batch", async () => {
     // An order still naming a deployment that is gone (as after retention pruned it).
     const stray = await c.ctl.store.createWorkOrder(
       create(WorkOrderSchema, {
@@ -148,11 +147,9 @@ describe("what the controller derives", () => {
     expect(json(status.targets)).toEqual(json(targets));
   });
 
-  // Bug: a node's report on itself replaces its whole NodeStatus, liveness and last heartbeat
-  // included, though the controller derives those from heartbeats (as it keeps a tenant's
-  // targets). The node reads as liveness UNSPECIFIED until its next beat, which then records a
-  // second node_online and wakes a sweep of every tenant.
-  it.fails("a node's report on itself keeps the liveness and last heartbeat the controller derived", async () => {
+  // A node's liveness and last heartbeat come from its heartbeats: a report that replaced them
+  // made the next beat record a second node_online and wake a sweep of every tenant.
+  it("a node's report on itself keeps the liveness and last heartbeat the controller derived", async () => {
     await c.asNode(NodeService, n1).heartbeat({ nodeId: "n1", agentVersion: "1.0" });
     const before = (await c.ctl.store.getResource("node", "n1"))!.currentState?.kind.value as NodeStatus;
     await report(n1, "n1", "", [nodeReport("n1")]);

@@ -1,13 +1,13 @@
 // A node's reports of observed state. A node may report on itself and on the resources its own
 // work order touched (the order's tenant, deployment and services), nothing else; every report
-// is checked before any is written. The tenant's per-node target records belong to the
-// controller and are kept whatever the report says.
+// is checked, and must exist, before any is written. What the controller derives itself (a
+// tenant's target records, a node's liveness and last heartbeat) is kept whatever a report says.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceStateReport } from "../../gen/skipper/v1/node_service_pb.js";
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { Resource, ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../context.js";
-import { forbidden, invalid } from "../errors.js";
+import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind } from "../resources/resource-rules.js";
@@ -44,15 +44,17 @@ export function checkReports(nodeId: string, order: WorkOrder | undefined, repor
 /** Checks, then writes each report with its resource_state_reported event; returns the updated resources. */
 export async function recordReports(deps: ReportDeps, nodeId: string, order: WorkOrder | undefined, reports: ResourceStateReport[], trace: Trace): Promise<Resource[]> {
   checkReports(nodeId, order, reports);
+  // Every resource reported on must exist before any report is written (a deployment the order
+  // names may have been retired since), so a refused batch changes nothing.
+  for (const report of reports) {
+    const type = checkResourceType(report.resourceType);
+    if (!(await deps.store.getResource(type, report.id))) throw notFound(type, report.id);
+  }
   const updated: Resource[] = [];
   for (const report of reports) {
     const type = checkResourceType(report.resourceType);
     const r = await deps.store.updateResource(type, report.id, (cur) => {
-      if (report.currentState?.kind.case) {
-        const kept = cur.currentState?.kind.case === "tenant" ? cur.currentState.kind.value.targets : [];
-        cur.currentState = report.currentState;
-        if (cur.currentState.kind.case === "tenant") cur.currentState.kind.value.targets = kept;
-      }
+      if (report.currentState?.kind.case) cur.currentState = keepDerived(cur.currentState, report.currentState);
       if (report.lastAppliedState?.kind.case) cur.lastAppliedState = report.lastAppliedState;
       cur.updatedAt = timestampFromDate(deps.now());
       return cur;
@@ -72,4 +74,21 @@ export async function recordReports(deps: ReportDeps, nodeId: string, order: Wor
     ]);
   }
   return updated;
+}
+
+// What the controller derives itself stays as it derived it, whatever a report says: a tenant's
+// per-node target records (the reconciler's), a node's liveness and last heartbeat (the
+// heartbeats').
+function keepDerived(stored: ResourceStatus | undefined, reported: ResourceStatus): ResourceStatus {
+  const was = stored?.kind;
+  const now = reported.kind;
+  if (now.case === "tenant") now.value.targets = was?.case === "tenant" ? was.value.targets : [];
+  if (now.case === "node") {
+    const prev = was?.case === "node" ? was.value : undefined;
+    now.value.liveness = prev?.liveness ?? now.value.liveness;
+    now.value.livenessChangedAt = prev?.livenessChangedAt;
+    now.value.lastHeartbeatAt = prev?.lastHeartbeatAt;
+    now.value.heartbeatIntervalMs = prev?.heartbeatIntervalMs ?? 0n;
+  }
+  return reported;
 }
