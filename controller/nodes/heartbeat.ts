@@ -25,7 +25,7 @@ export interface HeartbeatOutcome {
   cameOnline: boolean;
   /** The set of projects the node runs changed. */
   projectsChanged: boolean;
-  /** Tenants of the projects that appeared or went (by tenant id, else project name). */
+  /** When the list changed: the tenants of every project in the old and the new list (by tenant id, else project name). */
   touchedTenants: Set<string>;
 }
 

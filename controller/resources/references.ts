@@ -98,7 +98,7 @@ function ownerTenant(r: Resource): string {
   return k?.case === "network" || k?.case === "volume" || k?.case === "service" ? k.value.tenantId : "";
 }
 
-/** Live resources that reference (type, id) directly, as "<type>/<id>", sorted. */
+/** Live resources that reference (type, id) directly, by kind (services, then networks, volumes), each kind in id order. */
 export async function dependentsOf(store: Store, type: ResourceType, id: string): Promise<Resource[]> {
   const out: Resource[] = [];
   for (const kind of REFERRING) {
