@@ -69,10 +69,10 @@ describe("allow-list and pinned digests", () => {
 
   it("flags a service whose image is pinned by digest but runs another one", () => {
     const img = (id: string, repoDigests: string[]) => create(ImageObservationSchema, { id, repoDigests });
-    const pinned = "sha256:" + "a".repeat(64);
+    const pinned = `sha256:${"a".repeat(64)}`;
     expect(digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@${pinned}`]) }])).toEqual([]);
     expect(digestMismatches([{ service: "web", reference: "registry.example/web:1.2", image: img("sha256:1", []) }])).toEqual([]);
-    const wrong = digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", ["registry.example/web@sha256:" + "b".repeat(64)]) }]);
+    const wrong = digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@sha256:${"b".repeat(64)}`]) }]);
     expect(wrong).toHaveLength(1);
     expect(wrong[0]).toContain(`pinned ${pinned}`);
   });

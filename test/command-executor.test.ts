@@ -72,7 +72,7 @@ describe("execute_command: arguments are literal", () => {
     for (const echo of ["echo", "/bin/echo"]) {
       const r = (await run({ argv: [echo, ...args] }, [echo])).result;
       expect(r).toMatchObject({ success: true, code: "COMMAND_OK" });
-      expect(r.details?.command?.stdout).toBe(args.join(" ") + "\n");
+      expect(r.details?.command?.stdout).toBe(`${args.join(" ")}\n`);
       expect(r.details?.command).toMatchObject({ program: echo, args, exitCode: 0, timedOut: false });
     }
     expect(await readdir(dir)).toEqual([]);

@@ -17,6 +17,7 @@ async function call(method: string, path: string, opts: { body?: unknown; header
     headers: opts.headers ?? admin,
     body: opts.body === undefined ? undefined : typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body),
   });
+  // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> };
 }
 

@@ -106,7 +106,7 @@ describe("upload_files", () => {
       [file("dir/", "x"), ""],
       [file("", "x"), ""],
       [file("a\0b", "x"), ""],
-      [file("a/".repeat(2100) + "b", "x"), ""],
+      [file(`${"a/".repeat(2100)}b`, "x"), ""],
       [file(".env", "X=1"), "t1"],
       [file("docker-compose.yml", "services: {}"), "t1"],
       [file(".skipper-state.json", "{}"), "t1"],
@@ -244,6 +244,7 @@ describe("version stickers", () => {
   describe.skipIf(!dockerHost)("image digests from a real engine", () => {
     const project = `skippy-sticker-${process.pid}`;
     const docker = (...args: string[]) => execa("docker", args, { env: { DOCKER_HOST: dockerHost! } });
+    // biome-ignore lint/suspicious/noDuplicateTestHooks: the hook of the nested describe.skipIf block, not a second one of the outer block
     afterEach(async () => {
       const ids = (await docker("ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`)).stdout.split("\n").filter(Boolean);
       if (ids.length > 0) await docker("rm", "-f", ...ids);

@@ -20,7 +20,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
+import type { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import { rpcError } from "./helpers/errors.js";
 import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 

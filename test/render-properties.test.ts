@@ -35,6 +35,7 @@ function rng(seed: number) {
 }
 type Rng = ReturnType<typeof rng>;
 
+// biome-ignore lint/suspicious/noTemplateCurlyInString: "${X}" is one of the awkward values, on purpose
 const AWKWARD = ["yes", "no", "on", "off", "null", "~", "1.0", "0x10", "007", "", "$HOME", "${X}", "a$$b", "it's", 'say "hi"', "line\nbreak", "tab\there", "ünïcødé", "#not-a-comment", "- dash", "key: value", "[1,2]", "{a: 1}", "*alias", "&anchor", "!tag", "%percent", "@at", "`tick`"];
 const str = (r: Rng) => (r.next() < 0.5 ? r.pick(AWKWARD) : `v${r.int(1000)}`);
 const key = (r: Rng) => r.pick(["A", "B", "PATH_X", "DB_URL", "MODE", "x-y", "Z9", "TOKEN_HINT", "LOWER"]);
@@ -56,7 +57,7 @@ function generate(seed: number): RenderInput {
           case: "service",
           value: {
             tenantId,
-            image: r.pick(["busybox:stable", "registry.local/app@sha256:" + "a".repeat(64), "nginx"]),
+            image: r.pick(["busybox:stable", `registry.local/app@sha256:${"a".repeat(64)}`, "nginx"]),
             env: Object.fromEntries(Array.from({ length: r.int(5) }, () => [key(r), str(r)])),
             command: Array.from({ length: r.int(4) }, () => str(r)),
             ports: Array.from({ length: r.int(3) }, () => ({ hostPort: 1024 + r.int(60000), containerPort: 1 + r.int(65000), hostIp: r.pick(["", "127.0.0.1"]), protocol: r.pick(["", "udp"]) })),

@@ -27,7 +27,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
+import { type WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized } from "../controller/errors.js";
 import { checkId, checkResourceType } from "../controller/id-checks.js";
 import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
@@ -145,6 +145,7 @@ beforeAll(async () => {
 });
 afterAll(() => server?.close());
 
+// biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
 type Reply = { status: number; headers: Headers; body: Record<string, any> };
 
 async function call(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
@@ -160,7 +161,7 @@ async function call(method: string, path: string, opts: { body?: unknown; header
 // node:http sends the path exactly as given (fetch would resolve "%2e%2e" before sending).
 function rawGet(path: string): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.request(server.url + "/", { method: "GET", path }, (res) => {
+    const req = http.request(`${server.url}/`, { method: "GET", path }, (res) => {
       let text = "";
       res.on("data", (c) => (text += c));
       res.on("end", () =>
@@ -413,7 +414,7 @@ describe("errors", () => {
         else controller.close();
       },
     });
-    const res = await fetch(server.url + "/v1/resources/tenant", { method: "POST", body: stream, duplex: "half" } as RequestInit);
+    const res = await fetch(`${server.url}/v1/resources/tenant`, { method: "POST", body: stream, duplex: "half" } as RequestInit);
     expect(res.status).toBe(413);
     expect(((await res.json()) as Reply["body"]).error.code).toBe("INVALID_REQUEST");
     expect((await call("GET", "/v1/health")).status).toBe(200);
@@ -491,6 +492,7 @@ describe("HTTP/2", () => {
     await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
     const client = http2.connect(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
     const request = (headers: http2.OutgoingHttpHeaders, body?: string) =>
+      // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
       new Promise<{ status: number; requestId: unknown; body: Record<string, any> }>((resolve, reject) => {
         const stream = client.request(headers);
         let status = 0;
@@ -555,9 +557,9 @@ describe("templates beyond the seed contract", () => {
     const probeRest = createRestHandler({ services: [probe], transport });
     const probeServer = await serveRest(probeRest);
     try {
-      const next = (await (await fetch(probeServer.url + "/v1/items/next")).json()) as Reply["body"];
+      const next = (await (await fetch(`${probeServer.url}/v1/items/next`)).json()) as Reply["body"];
       expect(next.data.id).toBe("from-next");
-      const byId = (await (await fetch(probeServer.url + "/v1/items/i1?tags=a&tags=b&count=9007199254740993")).json()) as Reply["body"];
+      const byId = (await (await fetch(`${probeServer.url}/v1/items/i1?tags=a&tags=b&count=9007199254740993`)).json()) as Reply["body"];
       expect(byId.data).toEqual({ id: "i1", tags: ["a", "b"], count: "9007199254740993" });
     } finally {
       await probeServer.close();

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { create, equals, type MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs, durationMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { CreateWorkOrderRequestSchema, WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { type CreateWorkOrderRequestSchema, WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
@@ -233,7 +233,7 @@ describe("CreateWorkOrder queues a valid order of each ad-hoc type", () => {
     inspect: { type: WorkOrderType.INSPECT, tenant: false, action: { kind: { case: "inspect", value: {} } }, event: {} },
     execute_command: { type: WorkOrderType.EXECUTE_COMMAND, tenant: false, action: { kind: { case: "executeCommand", value: { command: { argv: ["echo", "secret-argument-xyz"] } } } }, event: { program: "echo" } },
     upload_files: { type: WorkOrderType.UPLOAD_FILES, tenant: true, action: { kind: { case: "uploadFiles", value: { files: [{ path: "conf/app.conf", content, sha256: sha256(content), mode: 0o640 }] } } }, event: { paths: ["conf/app.conf"] } },
-    write_sticker: { type: WorkOrderType.WRITE_STICKER, tenant: true, action: { kind: { case: "writeSticker", value: { sticker: { releaseId: "r-1", deploymentId: "d-1", imageDigests: { web: "sha256:" + "b".repeat(64) } } } } }, event: {} },
+    write_sticker: { type: WorkOrderType.WRITE_STICKER, tenant: true, action: { kind: { case: "writeSticker", value: { sticker: { releaseId: "r-1", deploymentId: "d-1", imageDigests: { web: `sha256:${"b".repeat(64)}` } } } } }, event: {} },
     read_sticker: { type: WorkOrderType.READ_STICKER, tenant: true, action: { kind: { case: "readSticker", value: {} } }, event: {} },
     deploy_process: { type: WorkOrderType.DEPLOY_PROCESS, tenant: false, action: { kind: { case: "deployProcess", value: { spec: { module: "web-app", version: "1.2.3", source: { kind: { case: "path", value: "/srv/artifacts/web-app-1.2.3.tar.gz" } }, sha256: "c".repeat(64), argv: ["bin/server", "--port", "8080"], env: { PORT: "8080" } } } } }, event: { module: "web-app", version: "1.2.3" } },
     control_process: { type: WorkOrderType.CONTROL_PROCESS, tenant: false, action: { kind: { case: "controlProcess", value: { module: "web-app", operation: ProcessOperation.RESTART } } }, event: { module: "web-app" } },
@@ -493,6 +493,7 @@ describe("rollback orders", () => {
 describe("REST: POST /v1/work-orders", () => {
   const post = async (body: unknown, headers: Record<string, string> = { "x-admin-token": ADMIN_TOKEN }) => {
     const res = await fetch(`${tc.url}/v1/work-orders`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
 

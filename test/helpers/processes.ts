@@ -42,7 +42,7 @@ export async function startControllerProcess(opts: { dataDir?: string; port?: nu
     const lines = createInterface({ input: child.stdout! });
     child.once("exit", (code) => reject(new Error(`controller exited with ${code}`)));
     lines.on("line", (line) => {
-      out.write(line + "\n");
+      out.write(`${line}\n`);
       try {
         const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
         if (l.action === "listen" && l.metadata?.url) resolve(l.metadata.url);
