@@ -30,7 +30,11 @@ const layerRules = CONTROLLER_LAYERS.slice(0, -1).map(([name, path], i) => ({
     .join(", ")})`,
   severity: "error",
   from: { path, pathNot: TESTS },
-  to: { path: CONTROLLER_LAYERS.slice(i + 1).map(([, p]) => `(${p})`).join("|") },
+  to: {
+    path: CONTROLLER_LAYERS.slice(i + 1)
+      .map(([, p]) => `(${p})`)
+      .join("|"),
+  },
 }));
 
 /** @type {import('dependency-cruiser').IConfiguration} */

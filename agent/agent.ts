@@ -11,7 +11,13 @@ import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import {
+  WorkOrderResultSchema,
+  WorkOrderStatus,
+  WorkOrderType,
+  type WorkOrder,
+  type WorkOrderResult,
+} from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "./backoff.js";
 import { sleep } from "./engine/sleep.js";
 import { OrderWatch } from "./order-watch.js";
@@ -43,7 +49,16 @@ export interface AgentDeps {
 // Capabilities are probed again this often, and right after an order found the engine down.
 const PROBE_EVERY_MS = 60_000;
 // Errors that mean "try again later" rather than "the controller refuses this".
-const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.Aborted, Code.ResourceExhausted, Code.Canceled, Code.Unauthenticated]);
+const TRANSIENT = new Set([
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+  Code.Internal,
+  Code.Unknown,
+  Code.Aborted,
+  Code.ResourceExhausted,
+  Code.Canceled,
+  Code.Unauthenticated,
+]);
 
 export class Agent {
   private host: DockerHost | undefined;
@@ -72,14 +87,20 @@ export class Agent {
   async run(signal: AbortSignal): Promise<void> {
     await this.deps.journal.open();
     const watch = this.deps.config.watch
-      ? new OrderWatch(this.deps.clients.nodes, this.deps.config.nodeId, this.log, (o) => o.cancelRequest && this.cancelRunning(o.id, o.cancelRequest.reason))
+      ? new OrderWatch(
+          this.deps.clients.nodes,
+          this.deps.config.nodeId,
+          this.log,
+          (o) => o.cancelRequest && this.cancelRunning(o.id, o.cancelRequest.reason),
+        )
       : undefined;
     const watching = watch?.run(signal);
     while (!signal.aborted) {
       try {
         await this.refreshHost();
         if (!this.recovered) await this.recoverJournal(signal);
-        if (performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0) this.mayHaveWork = true;
+        if (performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0)
+          this.mayHaveWork = true;
         if (this.mayHaveWork) {
           const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
           if (next.workOrder) {
@@ -98,7 +119,11 @@ export class Agent {
         const delay = this.backoff.next();
         const err = ConnectError.from(e);
         this.log.warn(
-          { action: "controller_unreachable", result: Code[err.code] ?? String(err.code), metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage } },
+          {
+            action: "controller_unreachable",
+            result: Code[err.code] ?? String(err.code),
+            metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage },
+          },
           `controller call failed; retrying in ${delay} ms`,
         );
         await sleep(delay, signal);
@@ -127,9 +152,16 @@ export class Agent {
     this.host = host;
     const c = host.capabilities;
     if (c.message !== prev || force) {
-      const meta = { docker_version: c.dockerVersion, compose_variant: c.composeVariant, compose_version: c.composeVersion, message: c.message };
-      if (c.message) this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
-      else this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
+      const meta = {
+        docker_version: c.dockerVersion,
+        compose_variant: c.composeVariant,
+        compose_version: c.composeVersion,
+        message: c.message,
+      };
+      if (c.message)
+        this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
+      else
+        this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
     }
     return host;
   }
@@ -141,13 +173,21 @@ export class Agent {
    */
   private keepBeating(log: Logger): () => void {
     let sending = false;
-    const timer = setInterval(() => {
-      if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
-      sending = true;
-      this.heartbeat({ observe: false })
-        .catch((e: unknown) => log.debug({ action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } }, "heartbeat during an order failed"))
-        .finally(() => (sending = false));
-    }, Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)));
+    const timer = setInterval(
+      () => {
+        if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
+        sending = true;
+        this.heartbeat({ observe: false })
+          .catch((e: unknown) =>
+            log.debug(
+              { action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } },
+              "heartbeat during an order failed",
+            ),
+          )
+          .finally(() => (sending = false));
+      },
+      Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)),
+    );
     return () => clearInterval(timer);
   }
 
@@ -167,7 +207,10 @@ export class Agent {
     }
     // Supervision rides the heartbeat: a module that died is started again at most one interval later.
     const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
-      this.log.warn({ action: "supervise", result: "error", metadata: { message: (e as Error).message } }, "could not supervise process modules");
+      this.log.warn(
+        { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
+        "could not supervise process modules",
+      );
       return [];
     });
     this.lastProcesses = processes;
@@ -175,11 +218,19 @@ export class Agent {
   }
 
   // `projects` undefined: not reported (the controller keeps what it had).
-  private async sendHeartbeat(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): Promise<number> {
+  private async sendHeartbeat(
+    host: DockerHost,
+    projects: ProjectObservation[] | undefined,
+    processes: ProcessObservation[],
+  ): Promise<number> {
     const res = await this.deps.clients.nodes.heartbeat({
       nodeId: this.deps.config.nodeId,
       agentVersion: AGENT_VERSION,
-      capabilities: { ...host.capabilities, allowedCommands: this.deps.config.allowCommands, allowedProcessSources: this.deps.config.allowProcessSources },
+      capabilities: {
+        ...host.capabilities,
+        allowedCommands: this.deps.config.allowCommands,
+        allowedProcessSources: this.deps.config.allowProcessSources,
+      },
       labels: this.deps.config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
       heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
@@ -195,7 +246,8 @@ export class Agent {
   /** Finishes what an earlier run of this agent left in the journal. */
   private async recoverJournal(signal: AbortSignal): Promise<void> {
     const { entries, problems } = await this.deps.journal.pending();
-    for (const p of problems) this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
+    for (const p of problems)
+      this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
     for (const entry of entries) {
       const log = this.orderLog(entry.order);
       if (entry.result) {
@@ -210,7 +262,10 @@ export class Agent {
       } else {
         // The lease lapsed while this agent was down: the order went back to pending (the loop
         // claims it afresh) or another claim finished it.
-        log.warn({ action: "recover", result: "lease_lost" }, "an order claimed before a restart is no longer held; dropping the journal entry");
+        log.warn(
+          { action: "recover", result: "lease_lost" },
+          "an order claimed before a restart is no longer held; dropping the journal entry",
+        );
         await this.deps.journal.remove(entry.order.id);
       }
     }
@@ -264,7 +319,11 @@ export class Agent {
         outcome = await executor(order, { config: this.deps.config, host, log, signal: cancel.signal });
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
-        outcome = { result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`), services: [], composePath: "" };
+        outcome = {
+          result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`),
+          services: [],
+          composePath: "",
+        };
       } finally {
         clearTimeout(timer);
         stopBeating();
@@ -280,11 +339,22 @@ export class Agent {
       }
       if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
-      outcome = { result: failure("UNSUPPORTED_ORDER_TYPE", `this agent (${AGENT_VERSION}) cannot run order type ${WorkOrderType[order.type] ?? order.type}`), services: [], composePath: "" };
+      outcome = {
+        result: failure(
+          "UNSUPPORTED_ORDER_TYPE",
+          `this agent (${AGENT_VERSION}) cannot run order type ${WorkOrderType[order.type] ?? order.type}`,
+        ),
+        services: [],
+        composePath: "",
+      };
     }
     const r = outcome.result;
     log[r.success ? "info" : "warn"](
-      { action: "execute", result: r.code, metadata: { duration_ms: Number(r.details?.durationMs ?? 0n), changed: r.details?.changedResources, message: r.message } },
+      {
+        action: "execute",
+        result: r.code,
+        metadata: { duration_ms: Number(r.details?.durationMs ?? 0n), changed: r.details?.changedResources, message: r.message },
+      },
       `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
     );
     await this.deps.journal.record({ order, claimedAt, result: r });
@@ -296,24 +366,40 @@ export class Agent {
   }
 
   /** Reports the result until the controller has it, then the observed states; clears the journal. */
-  private async finish(order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], signal: AbortSignal, log: Logger, reported: () => void = () => {}): Promise<void> {
+  private async finish(
+    order: WorkOrder,
+    result: WorkOrderResult,
+    services: ServiceObservation[],
+    signal: AbortSignal,
+    log: Logger,
+    reported: () => void = () => {},
+  ): Promise<void> {
     const retry = new Backoff();
     for (;;) {
       try {
-        await this.deps.clients.orders.reportWorkOrderResult({ id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n }, traceHeaders(order));
+        await this.deps.clients.orders.reportWorkOrderResult(
+          { id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n },
+          traceHeaders(order),
+        );
         reported();
         break;
       } catch (e) {
         const err = ConnectError.from(e);
         if (!TRANSIENT.has(err.code)) {
           reported();
-          log.error({ action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } }, "controller refused the result; dropping it");
+          log.error(
+            { action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } },
+            "controller refused the result; dropping it",
+          );
           await this.deps.journal.remove(order.id);
           return;
         }
         if (signal.aborted) return; // the journal keeps it for the next start
         const delay = retry.next();
-        log.warn({ action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } }, "could not report the result; retrying");
+        log.warn(
+          { action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } },
+          "could not report the result; retrying",
+        );
         await sleep(delay, signal);
       }
     }
@@ -325,7 +411,10 @@ export class Agent {
   /** Stops the order being executed, when it is `orderId` (an admin cancelled it). */
   private cancelRunning(orderId: string, reason: string, log: Logger = this.log): void {
     if (this.running?.id !== orderId || this.running.cancel.signal.aborted) return;
-    log.warn({ action: "cancel", result: "stopping", work_order_id: orderId, metadata: { reason } }, "work order cancelled by an admin; stopping it");
+    log.warn(
+      { action: "cancel", result: "stopping", work_order_id: orderId, metadata: { reason } },
+      "work order cancelled by an admin; stopping it",
+    );
     this.running.cancel.abort(reason);
   }
 
@@ -354,18 +443,31 @@ export class Agent {
     const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
     let lost = false;
     let stopped = false;
-    const timer = setInterval(() => {
-      if (lost || stopped) return;
-      this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).then((res) => {
-        if (res.workOrder?.cancelRequest) this.cancelRunning(order.id, res.workOrder.cancelRequest.reason, log);
-      }, (e: unknown) => {
-        const err = ConnectError.from(e);
-        // A renewal that crossed the accepted result is refused because the order finished.
-        if (TRANSIENT.has(err.code) || stopped) return;
-        lost = true;
-        log.warn({ action: "renew_lease", result: Code[err.code], metadata: { message: err.rawMessage, fencing_token: claim.fencingToken.toString() } }, "lease lost; this run's result will be refused");
-      });
-    }, Math.max(100, Math.floor(leaseMs / 3)));
+    const timer = setInterval(
+      () => {
+        if (lost || stopped) return;
+        this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).then(
+          (res) => {
+            if (res.workOrder?.cancelRequest) this.cancelRunning(order.id, res.workOrder.cancelRequest.reason, log);
+          },
+          (e: unknown) => {
+            const err = ConnectError.from(e);
+            // A renewal that crossed the accepted result is refused because the order finished.
+            if (TRANSIENT.has(err.code) || stopped) return;
+            lost = true;
+            log.warn(
+              {
+                action: "renew_lease",
+                result: Code[err.code],
+                metadata: { message: err.rawMessage, fencing_token: claim.fencingToken.toString() },
+              },
+              "lease lost; this run's result will be refused",
+            );
+          },
+        );
+      },
+      Math.max(100, Math.floor(leaseMs / 3)),
+    );
     return () => {
       stopped = true;
       clearInterval(timer);

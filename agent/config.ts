@@ -81,7 +81,8 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   });
   if (values.help) return "help";
   const nodeId = values["node-id"] ?? env.SKIPPY_NODE_ID ?? "";
-  if (!ID_PATTERN.test(nodeId)) throw new Error("--node-id (SKIPPY_NODE_ID) is required: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric");
+  if (!ID_PATTERN.test(nodeId))
+    throw new Error("--node-id (SKIPPY_NODE_ID) is required: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric");
   let token = values.token ?? env.SKIPPY_NODE_TOKEN ?? "";
   const tokenFile = values["token-file"] ?? env.SKIPPY_NODE_TOKEN_FILE;
   if (token === "" && tokenFile) token = fileReader(tokenFile).trim();
@@ -90,19 +91,39 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(controllerUrl)) throw new Error(`--controller must be an http(s) URL, got '${controllerUrl}'`);
   if (!controllerUrl.endsWith("/v1")) controllerUrl += "/v1";
   const labels: Record<string, string> = {};
-  const labelSpecs = [...(env.SKIPPY_LABELS ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values.label ?? [])];
+  const labelSpecs = [
+    ...(env.SKIPPY_LABELS ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+    ...(values.label ?? []),
+  ];
   for (const spec of labelSpecs) {
     const m = /^([A-Za-z0-9][A-Za-z0-9._/-]{0,62})=([A-Za-z0-9._-]{0,63})$/.exec(spec);
     if (!m) throw new Error(`label must be KEY=VALUE with safe characters, got '${spec}'`);
     labels[m[1]!] = m[2]!;
   }
-  const allowCommands = [...(env.SKIPPY_ALLOW_COMMANDS ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values["allow-command"] ?? [])];
+  const allowCommands = [
+    ...(env.SKIPPY_ALLOW_COMMANDS ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+    ...(values["allow-command"] ?? []),
+  ];
   for (const c of allowCommands) {
-    if (!validAllowEntry(c)) throw new Error(`--allow-command takes a program name or absolute path without spaces or shell syntax, got '${c}'`);
+    if (!validAllowEntry(c))
+      throw new Error(`--allow-command takes a program name or absolute path without spaces or shell syntax, got '${c}'`);
   }
-  const allowProcessSources = [...(env.SKIPPY_ALLOW_PROCESS_SOURCES ?? "").split(",").map((s) => s.trim()).filter(Boolean), ...(values["allow-process-source"] ?? [])];
+  const allowProcessSources = [
+    ...(env.SKIPPY_ALLOW_PROCESS_SOURCES ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+    ...(values["allow-process-source"] ?? []),
+  ];
   for (const s of allowProcessSources) {
-    if (!validProcessSourceEntry(s)) throw new Error(`--allow-process-source takes an http(s):// URL prefix or an absolute directory, got '${s}'`);
+    if (!validProcessSourceEntry(s))
+      throw new Error(`--allow-process-source takes an http(s):// URL prefix or an absolute directory, got '${s}'`);
   }
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
@@ -111,8 +132,12 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     nodeId,
     token,
     caFile: values["ca-file"] ?? env.SKIPPY_CA_FILE,
-    stateDir: resolve(values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy"))),
-    workDir: resolve(values["work-dir"] ?? env.SKIPPY_WORK_DIR ?? writableOr("/opt/skipper", join(homedir(), ".local", "share", "skipper"))),
+    stateDir: resolve(
+      values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy")),
+    ),
+    workDir: resolve(
+      values["work-dir"] ?? env.SKIPPY_WORK_DIR ?? writableOr("/opt/skipper", join(homedir(), ".local", "share", "skipper")),
+    ),
     pollIntervalMs: duration(values["poll-interval"] ?? env.SKIPPY_POLL_INTERVAL ?? "5s", "poll interval", 10),
     labels,
     composeTimeoutMs: duration(values["compose-timeout"] ?? env.SKIPPY_COMPOSE_TIMEOUT ?? "5m", "compose timeout", 1000),

@@ -26,7 +26,18 @@ async function main(): Promise<void> {
   const cfg = config;
   const { logger, close } = createLogger({ service: "skippy", level: cfg.logLevel });
   logger.info(
-    { action: "start", node_id: cfg.nodeId, metadata: { version: AGENT_VERSION, controller: cfg.controllerUrl, state_dir: cfg.stateDir, work_dir: cfg.workDir, poll_interval_ms: cfg.pollIntervalMs, labels: cfg.labels } },
+    {
+      action: "start",
+      node_id: cfg.nodeId,
+      metadata: {
+        version: AGENT_VERSION,
+        controller: cfg.controllerUrl,
+        state_dir: cfg.stateDir,
+        work_dir: cfg.workDir,
+        poll_interval_ms: cfg.pollIntervalMs,
+        labels: cfg.labels,
+      },
+    },
     `skippy ${AGENT_VERSION} starting for node ${cfg.nodeId}`,
   );
   const agent = new Agent({

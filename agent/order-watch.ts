@@ -43,7 +43,10 @@ export class OrderWatch {
         if (signal.aborted) break;
         const err = ConnectError.from(e);
         const delay = backoff.next();
-        this.log[this.connected ? "warn" : "debug"]({ action: "watch", result: Code[err.code] ?? String(err.code), metadata: { retry_in_ms: delay, message: err.rawMessage } }, "work-order stream broke; polling until it is back");
+        this.log[this.connected ? "warn" : "debug"](
+          { action: "watch", result: Code[err.code] ?? String(err.code), metadata: { retry_in_ms: delay, message: err.rawMessage } },
+          "work-order stream broke; polling until it is back",
+        );
         this.connected = false;
         await sleep(delay, signal);
         continue;

@@ -18,7 +18,13 @@ import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skip
 import type { WorkOrder, WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 
-export async function reportStates(deps: { clients: ControllerClients; nodeId: string }, order: WorkOrder, result: WorkOrderResult, services: ServiceObservation[], log: Logger): Promise<void> {
+export async function reportStates(
+  deps: { clients: ControllerClients; nodeId: string },
+  order: WorkOrder,
+  result: WorkOrderResult,
+  services: ServiceObservation[],
+  log: Logger,
+): Promise<void> {
   const ds = order.desiredState;
   if (!ds) return;
   const now = timestampFromDate(new Date());
@@ -51,7 +57,13 @@ export async function reportStates(deps: { clients: ControllerClients; nodeId: s
         lastAppliedState: create(ResourceSpecSchema, {
           kind: {
             case: "deployment",
-            value: create(DeploymentSpecSchema, { tenantId: ds.tenantId, nodeId, serviceIds: ds.serviceIds, composeProject: ds.composeProject, workOrderId: order.id }),
+            value: create(DeploymentSpecSchema, {
+              tenantId: ds.tenantId,
+              nodeId,
+              serviceIds: ds.serviceIds,
+              composeProject: ds.composeProject,
+              workOrderId: order.id,
+            }),
           },
         }),
       }),
@@ -66,7 +78,10 @@ export async function reportStates(deps: { clients: ControllerClients; nodeId: s
         resourceType: "service",
         id,
         currentState: create(ResourceStatusSchema, {
-          kind: { case: "service", value: create(ServiceStatusSchema, { nodeId, containers: seen.containers, state: seen.state, observedAt: now }) },
+          kind: {
+            case: "service",
+            value: create(ServiceStatusSchema, { nodeId, containers: seen.containers, state: seen.state, observedAt: now }),
+          },
         }),
       }),
     ];
@@ -79,7 +94,14 @@ export async function reportStates(deps: { clients: ControllerClients; nodeId: s
       await deps.clients.nodes.reportResourceState({ nodeId, workOrderId: order.id, reports }, traceHeaders(order));
     } catch (e) {
       const err = ConnectError.from(e);
-      log.warn({ action: "report_state", result: Code[err.code], metadata: { message: err.rawMessage, resources: reports.map((r) => `${r.resourceType}/${r.id}`) } }, "could not report observed state");
+      log.warn(
+        {
+          action: "report_state",
+          result: Code[err.code],
+          metadata: { message: err.rawMessage, resources: reports.map((r) => `${r.resourceType}/${r.id}`) },
+        },
+        "could not report observed state",
+      );
     }
   }
 }

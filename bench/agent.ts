@@ -29,7 +29,11 @@ const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
 const { values } = parseArgs({ options: { samples: { type: "string" }, idle: { type: "string", default: "30" } } });
 
-function spawnJson(args: string[], env: NodeJS.ProcessEnv, ready?: (l: Record<string, unknown>) => string | undefined): Promise<{ child: ChildProcess; value: string }> {
+function spawnJson(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready?: (l: Record<string, unknown>) => string | undefined,
+): Promise<{ child: ChildProcess; value: string }> {
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((res, rej) => {
     if (!ready) return res({ child, value: "" });
@@ -50,7 +54,6 @@ function spawnJson(args: string[], env: NodeJS.ProcessEnv, ready?: (l: Record<st
   });
 }
 
-
 const stop = async (c: ChildProcess) => {
   // A child that died of a signal has signalCode set and exitCode null.
   if (c.exitCode !== null || c.signalCode !== null) return;
@@ -64,7 +67,11 @@ const stop = async (c: ChildProcess) => {
 // one, orders fail at once with DOCKER_UNAVAILABLE (retried), and the run takes much longer.
 let engine: string | undefined;
 try {
-  const out = execFileSync(join(resolve(dist, ".."), "scripts", "docker-engine.sh"), ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 120_000 });
+  const out = execFileSync(join(resolve(dist, ".."), "scripts", "docker-engine.sh"), ["start"], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+    timeout: 120_000,
+  });
   engine = /DOCKER_HOST=(\S+)/.exec(out)?.[1];
 } catch {
   console.error("bench:agent: no Docker engine; orders will fail with DOCKER_UNAVAILABLE and be retried");
@@ -73,8 +80,10 @@ const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-agent-"));
 const children: ChildProcess[] = [];
 try {
   const dataDir = join(base, "data");
-  const ctl = await spawnJson([join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { SKIPPER_ADMIN_TOKEN: ADMIN }, (l) =>
-    l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined,
+  const ctl = await spawnJson(
+    [join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+    { SKIPPER_ADMIN_TOKEN: ADMIN },
+    (l) => (l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined),
   );
   children.push(ctl.child);
   const url = ctl.value;
@@ -99,7 +108,24 @@ try {
     const token = (await nodes.registerNode({ nodeId })).token;
     await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
     const agent = await spawnJson(
-      [join(dist, "agent", "main.js"), "--controller", url, "--node-id", nodeId, "--ca-file", caFile, "--state-dir", join(base, `state-${w}`), "--work-dir", join(base, `work-${w}`), "--poll-interval", interval, "--log-level", "warn", ...(watch ? [] : ["--no-watch"])],
+      [
+        join(dist, "agent", "main.js"),
+        "--controller",
+        url,
+        "--node-id",
+        nodeId,
+        "--ca-file",
+        caFile,
+        "--state-dir",
+        join(base, `state-${w}`),
+        "--work-dir",
+        join(base, `work-${w}`),
+        "--poll-interval",
+        interval,
+        "--log-level",
+        "warn",
+        ...(watch ? [] : ["--no-watch"]),
+      ],
       { SKIPPY_NODE_TOKEN: token, DOCKER_HOST: engine ?? `unix://${join(base, "no-engine.sock")}` },
     );
     children.push(agent.child);
@@ -132,7 +158,9 @@ try {
       }
     }
     latencies.sort((a, b) => a - b);
-    rows.push(`| ${label.padEnd(21)} | ${String(samples).padStart(7)} | ${String(percentile(latencies, 50)).padStart(6)} | ${String(percentile(latencies, 99)).padStart(6)} |`);
+    rows.push(
+      `| ${label.padEnd(21)} | ${String(samples).padStart(7)} | ${String(percentile(latencies, 50)).padStart(6)} | ${String(percentile(latencies, 99)).padStart(6)} |`,
+    );
     figures[watch ? interval : `${interval}_no_stream`] = { samples, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) };
 
     if (w === 0) {
@@ -141,7 +169,11 @@ try {
       const a = procStats(agent.child.pid!);
       await new Promise((r) => setTimeout(r, idleS * 1000));
       const b = procStats(agent.child.pid!);
-      figures.idle = { seconds: idleS, rss_mb: +b.rssMb.toFixed(1), cpu_percent_of_core: +((100 * (b.cpuSeconds - a.cpuSeconds)) / idleS).toFixed(2) };
+      figures.idle = {
+        seconds: idleS,
+        rss_mb: +b.rssMb.toFixed(1),
+        cpu_percent_of_core: +((100 * (b.cpuSeconds - a.cpuSeconds)) / idleS).toFixed(2),
+      };
     }
     await stop(agent.child);
   }
@@ -157,7 +189,12 @@ try {
   for (const c of children) await stop(c).catch(() => undefined);
   if (engine) {
     for (const project of ["bench-0", "bench-1", "bench-2", "bench-3"]) {
-      const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`], { encoding: "utf8", env: { ...process.env, DOCKER_HOST: engine } }).split("\n").filter(Boolean);
+      const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`], {
+        encoding: "utf8",
+        env: { ...process.env, DOCKER_HOST: engine },
+      })
+        .split("\n")
+        .filter(Boolean);
       if (ids.length > 0) execFileSync("docker", ["rm", "-f", ...ids], { env: { ...process.env, DOCKER_HOST: engine }, stdio: "ignore" });
     }
   }

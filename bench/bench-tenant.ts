@@ -14,7 +14,10 @@ export function benchTenant(w: number, k?: number): Resource {
         value: {
           displayName: `Bench tenant ${w}`,
           deploymentPolicy: { targetNodeId: `bench-node-${w}` },
-          compose: { projectName: `bench-${w}`, composeFile: "services:\n  web:\n    image: busybox:stable\n    command: [httpd, -f, -p, '8080']\n" },
+          compose: {
+            projectName: `bench-${w}`,
+            composeFile: "services:\n  web:\n    image: busybox:stable\n    command: [httpd, -f, -p, '8080']\n",
+          },
         },
       },
     },

@@ -49,10 +49,11 @@ function clientFor<S extends DescService>(service: S, url: string, ca: string, h
     for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
     return next(req);
   };
-  return createClient(service, createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }));
+  return createClient(
+    service,
+    createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }),
+  );
 }
-
-
 
 /**
  * One simulated agent: a stream that claims what it is told about and reports success, and
@@ -64,7 +65,12 @@ class SimAgent {
   private readonly running = new Map<string, { projectName: string; specHash: string; workOrderId: string }>();
   private readonly nodes: Client<typeof NodeService>;
   private readonly orders: Client<typeof WorkOrderService>;
-  constructor(readonly nodeId: string, url: string, ca: string, token: string) {
+  constructor(
+    readonly nodeId: string,
+    url: string,
+    ca: string,
+    token: string,
+  ) {
     const h = { authorization: `Bearer ${token}` };
     this.nodes = clientFor(NodeService, url, ca, h);
     this.orders = clientFor(WorkOrderService, url, ca, h);
@@ -83,10 +89,15 @@ class SimAgent {
         try {
           const claim = await this.orders.claimWorkOrder({ id });
           const claimed = performance.now();
-          await this.orders.reportWorkOrderResult({ id, fencingToken: claim.workOrder?.fencingToken, result: { success: true, code: "APPLY_OK", message: "bench" } });
+          await this.orders.reportWorkOrderResult({
+            id,
+            fencingToken: claim.workOrder?.fencingToken,
+            result: { success: true, code: "APPLY_OK", message: "bench" },
+          });
           const ds = n.workOrder.desiredState;
           const tenantId = n.workOrder.target?.tenantId ?? "";
-          if (ds) this.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: id });
+          if (ds)
+            this.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: id });
           this.claimed.get(tenantId)?.({ notified, claimed });
         } catch {
           // claimed already (a notice can repeat): nothing to do
@@ -96,7 +107,13 @@ class SimAgent {
   }
   heartbeat(): Promise<unknown> {
     const projects = [...this.running].map(([tenantId, p]) => ({ tenantId, ...p, services: [] }));
-    return this.nodes.heartbeat({ nodeId: this.nodeId, agentVersion: "bench", heartbeatIntervalMs: BigInt(HEARTBEAT_MS), projectsReported: true, projects });
+    return this.nodes.heartbeat({
+      nodeId: this.nodeId,
+      agentVersion: "bench",
+      heartbeatIntervalMs: BigInt(HEARTBEAT_MS),
+      projectsReported: true,
+      projects,
+    });
   }
   claimOf(tenantId: string): Promise<{ notified: number; claimed: number }> {
     return new Promise((r) => this.claimed.set(tenantId, r));
@@ -154,10 +171,13 @@ try {
   // Heartbeats, staggered over the interval, as real agents' would be.
   await Promise.all(agents.map((a) => a.heartbeat()));
   const beats = agents.map((a, i) =>
-    setTimeout(function beat() {
-      void a.heartbeat().catch(() => undefined);
-      beats[i] = setTimeout(beat, HEARTBEAT_MS);
-    }, (i * HEARTBEAT_MS) / agents.length),
+    setTimeout(
+      function beat() {
+        void a.heartbeat().catch(() => undefined);
+        beats[i] = setTimeout(beat, HEARTBEAT_MS);
+      },
+      (i * HEARTBEAT_MS) / agents.length,
+    ),
   );
   const setupS = (performance.now() - t0) / 1000;
 
@@ -178,7 +198,13 @@ try {
     const claimed = agent.claimOf(tenantId);
     await resources.createResource({
       resourceType: "tenant",
-      resource: create(ResourceSchema, { id: tenantId, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: agent.nodeId }, compose: { composeFile: "services: {}\n" } } } } }),
+      resource: create(ResourceSchema, {
+        id: tenantId,
+        resourceType: "tenant",
+        desiredState: {
+          kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: agent.nodeId }, compose: { composeFile: "services: {}\n" } } },
+        },
+      }),
     });
     const returned = performance.now();
     const at = await claimed;
@@ -213,7 +239,9 @@ try {
     apply_ms_p50: Number(percentile(applyLat, 50).toFixed(2)),
     apply_ms_p99: Number(percentile(applyLat, 99).toFixed(2)),
   };
-  console.log(`dispatch benchmark: ${AGENTS} simulated agents with open streams, heartbeats every ${figures.heartbeat_s} s (setup ${figures.setup_s} s)`);
+  console.log(
+    `dispatch benchmark: ${AGENTS} simulated agents with open streams, heartbeats every ${figures.heartbeat_s} s (setup ${figures.setup_s} s)`,
+  );
   console.log("| measure | value | target |");
   console.log("|---|---|---|");
   console.log(`| controller RSS, idle streams | ${figures.controller_rss_mb} MB | < 300 MB |`);

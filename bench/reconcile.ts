@@ -63,7 +63,6 @@ function observed(store: Store): Store {
   });
 }
 
-
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), "skipper-bench-reconcile-"));
   const { logger, close: closeLog } = createLogger({ service: "skipper-controller", stdout: false, level: "warn" });
@@ -80,13 +79,21 @@ async function main(): Promise<void> {
   const api = createClient(ResourceService, transport);
   const nodes = createClient(NodeService, transport);
   const t0 = performance.now();
-  for (let n = 0; n < NODES; n++) tokens.set(`node-${n}`, (await nodes.registerNode({ nodeId: `node-${n}`, labels: { slot: String(n) } })).token);
+  for (let n = 0; n < NODES; n++)
+    tokens.set(`node-${n}`, (await nodes.registerNode({ nodeId: `node-${n}`, labels: { slot: String(n) } })).token);
   agentTransport = (token: string) =>
     createConnectTransport({ baseUrl: `${serving.url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [bearer(token)] });
   const tenants = NODES;
   for (let t = 0; t < tenants; t++) {
     const tenant = `tenant-${t}`;
-    await api.createResource({ resourceType: "tenant", resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { nodeSelector: { slot: String(t) } } } } } }) });
+    await api.createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, {
+        id: tenant,
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { nodeSelector: { slot: String(t) } } } } },
+      }),
+    });
     for (let s = 0; s < PER_TENANT; s++) {
       await api.createResource({ resourceType: "service", resource: service(tenant, s, "1") });
     }
@@ -119,7 +126,11 @@ async function main(): Promise<void> {
     const tenant = `tenant-${t}`;
     const got = new Promise<WorkOrder>((resolve) => waiting.set(tenant, resolve));
     const start = performance.now();
-    await api.updateResource({ resourceType: "service", id: `${tenant}-svc-${i % PER_TENANT}`, desiredState: service(tenant, i % PER_TENANT, `v${i + 2}`).desiredState });
+    await api.updateResource({
+      resourceType: "service",
+      id: `${tenant}-svc-${i % PER_TENANT}`,
+      desiredState: service(tenant, i % PER_TENANT, `v${i + 2}`).desiredState,
+    });
     ack.push(performance.now() - start);
     const order = await got;
     lat.push(performance.now() - start);
@@ -148,13 +159,17 @@ async function main(): Promise<void> {
     update_ack_ms_p99: Number(percentile(ack, 99).toFixed(2)),
     changes: lat.length,
   };
-  console.log(`reconcile benchmark: ${figures.services} services, ${figures.tenants} tenants on ${figures.nodes} nodes (file store, setup ${figures.setup_s} s)`);
+  console.log(
+    `reconcile benchmark: ${figures.services} services, ${figures.tenants} tenants on ${figures.nodes} nodes (file store, setup ${figures.setup_s} s)`,
+  );
   console.log(`| measure | value | target |`);
   console.log(`|---|---|---|`);
   console.log(`| full sweep, controller CPU p50 / max | ${figures.sweep_cpu_ms_p50} / ${figures.sweep_cpu_ms_max} ms | < 1000 ms |`);
   console.log(`| full sweep, wall p50 | ${figures.sweep_wall_ms_p50} ms | |`);
   console.log(`| orders issued by sweeps of a converged fleet | ${figures.orders_issued_by_converged_sweeps} | 0 |`);
-  console.log(`| change -> node queue p50 / p99 | ${figures.change_to_queue_ms_p50} / ${figures.change_to_queue_ms_p99} ms | p99 < 50 ms |`);
+  console.log(
+    `| change -> node queue p50 / p99 | ${figures.change_to_queue_ms_p50} / ${figures.change_to_queue_ms_p99} ms | p99 < 50 ms |`,
+  );
   console.log(`| of which UpdateResource acknowledged p50 / p99 | ${figures.update_ack_ms_p50} / ${figures.update_ack_ms_p99} ms | |`);
   console.log(JSON.stringify(figures));
   await serving.close();
@@ -167,7 +182,12 @@ function service(tenant: string, s: number, version: string): Resource {
   return create(ResourceSchema, {
     id: `${tenant}-svc-${s}`,
     resourceType: "service",
-    desiredState: { kind: { case: "service", value: { tenantId: tenant, image: "busybox:stable", command: ["sleep", "3600"], env: { VERSION: version } } } },
+    desiredState: {
+      kind: {
+        case: "service",
+        value: { tenantId: tenant, image: "busybox:stable", command: ["sleep", "3600"], env: { VERSION: version } },
+      },
+    },
   });
 }
 
@@ -189,7 +209,10 @@ async function finish(o: WorkOrder): Promise<void> {
   let client = agents.get(node);
   if (!client) agents.set(node, (client = createClient(WorkOrderService, agentTransport(tokens.get(node)!))));
   await client.claimWorkOrder({ id: o.id });
-  await client.reportWorkOrderResult({ id: o.id, result: create(WorkOrderResultSchema, { success: true, code: "APPLY_OK", message: "bench" }) });
+  await client.reportWorkOrderResult({
+    id: o.id,
+    result: create(WorkOrderResultSchema, { success: true, code: "APPLY_OK", message: "bench" }),
+  });
 }
 
 function bearer(token: string): Interceptor {

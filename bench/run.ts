@@ -74,9 +74,14 @@ interface PhaseResult {
 
 // ---------- helpers ----------
 
-
 /** Runs `op(worker)` in a closed loop on `workers` workers for `ms` (or until op returns false). */
-async function closedLoop(name: string, workers: number, ms: number, op: (worker: number) => Promise<boolean | undefined>, cpuOf?: () => number): Promise<PhaseResult> {
+async function closedLoop(
+  name: string,
+  workers: number,
+  ms: number,
+  op: (worker: number) => Promise<boolean | undefined>,
+  cpuOf?: () => number,
+): Promise<PhaseResult> {
   const latencies: number[] = [];
   const cpu0 = cpuOf?.();
   const client0 = process.cpuUsage();
@@ -97,7 +102,16 @@ async function closedLoop(name: string, workers: number, ms: number, op: (worker
   const cpu = cpuOf && cpu0 !== undefined ? (cpuOf() - cpu0) / seconds : undefined;
   const used = process.cpuUsage(client0);
   const clientCpu = (used.user + used.system) / 1e6 / seconds;
-  return { name, ops: latencies.length, seconds, rate: latencies.length / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), cpu, clientCpu };
+  return {
+    name,
+    ops: latencies.length,
+    seconds,
+    rate: latencies.length / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpu,
+    clientCpu,
+  };
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
@@ -112,7 +126,11 @@ function cpuSeconds(pid: number): () => number {
 }
 
 /** Starts a node process and waits for the first stdout JSON line matching `ready`. */
-async function startProcess(args: string[], env: NodeJS.ProcessEnv, ready: (line: Record<string, unknown>) => string | undefined): Promise<{ child: ChildProcess; url: string }> {
+async function startProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (line: Record<string, unknown>) => string | undefined,
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
   const lines = createInterface({ input: child.stdout! });
   return new Promise((resolveStart, reject) => {
@@ -146,7 +164,10 @@ function clientFor<S extends DescService>(service: S, baseUrl: string, ca: strin
     for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
     return next(req);
   };
-  return createClient(service, createConnectTransport({ baseUrl: `${baseUrl}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }));
+  return createClient(
+    service,
+    createConnectTransport({ baseUrl: `${baseUrl}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }),
+  );
 }
 
 // ---------- ceilings ----------
@@ -195,7 +216,13 @@ try {
   results.push(await closedLoop("echo Check", concurrency, durationMs, async (w) => void (await echoClients[w]!.check({})), echoCpu));
   const echoReaders = Array.from({ length: concurrency }, () => clientFor(ResourceService, echo.url, echoCa, {}));
   await Promise.all(echoReaders.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
-  const echoResult = await closedLoop("echo GetResource", concurrency, durationMs, async (w) => void (await echoReaders[w]!.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })), echoCpu);
+  const echoResult = await closedLoop(
+    "echo GetResource",
+    concurrency,
+    durationMs,
+    async (w) => void (await echoReaders[w]!.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })),
+    echoCpu,
+  );
   results.push(echoResult);
   await stopProcess(echo.child);
 
@@ -216,14 +243,18 @@ try {
   // play the agents and finish those, so every pool tenant starts the phase converged.
   const setup = clientFor(NodeService, ctl.url, ca, admin);
   const tokens: string[] = [];
-  for (let w = 0; w < concurrency; w++) tokens.push((await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` })).token);
+  for (let w = 0; w < concurrency; w++)
+    tokens.push((await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` })).token);
   const nodes = tokens.map((t) => clientFor(NodeService, ctl.url, ca, { authorization: `Bearer ${t}` }));
   const orders = tokens.map((t) => clientFor(WorkOrderService, ctl.url, ca, { authorization: `Bearer ${t}` }));
   const finishOne = async (w: number): Promise<boolean> => {
     const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
     if (!next.workOrder) return false;
     await orders[w]!.claimWorkOrder({ id: next.workOrder.id });
-    await orders[w]!.reportWorkOrderResult({ id: next.workOrder.id, result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } } });
+    await orders[w]!.reportWorkOrderResult({
+      id: next.workOrder.id,
+      result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } },
+    });
     return true;
   };
   const pool = phases.has("apply") ? Number(values.pool) : 0;
@@ -234,11 +265,14 @@ try {
       await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
       for (let k = 0; k < pool; k++) await resources.createResource({ resourceType: "tenant", resource: benchTenant(w, k) });
       // The reconciler issues the first orders right after each create; wait for them all.
-      while ((await nodes[w]!.heartbeat({ nodeId: `bench-node-${w}` })).pendingWorkOrders < pool + 1) await new Promise((r) => setTimeout(r, 50));
+      while ((await nodes[w]!.heartbeat({ nodeId: `bench-node-${w}` })).pendingWorkOrders < pool + 1)
+        await new Promise((r) => setTimeout(r, 50));
       while (await finishOne(w));
     }),
   );
-  console.error(`setup: ${concurrency} nodes, ${concurrency * (pool + 1)} converged tenants in ${((performance.now() - setupStart) / 1000).toFixed(1)} s`);
+  console.error(
+    `setup: ${concurrency} nodes, ${concurrency * (pool + 1)} converged tenants in ${((performance.now() - setupStart) / 1000).toFixed(1)} s`,
+  );
 
   const deploys = Array.from({ length: concurrency }, () => clientFor(DeploymentService, ctl.url, ca, admin));
   const nextTenant = Array.from({ length: concurrency }, () => 0);
@@ -258,22 +292,24 @@ try {
       ),
     );
     const used = nextTenant.reduce((a, b) => a + Math.min(b, pool), 0);
-    if (nextTenant.some((n) => n > pool)) console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
+    if (nextTenant.some((n) => n > pool))
+      console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
   }
 
-  if (phases.has("claim")) results.push(
-    await closedLoop(
-      "claim+result",
-      concurrency,
-      durationMs,
-      async (w) => finishOne(w),
-      ctlCpu,
-    ),
-  );
+  if (phases.has("claim")) results.push(await closedLoop("claim+result", concurrency, durationMs, async (w) => finishOne(w), ctlCpu));
 
   const readers = Array.from({ length: concurrency }, () => clientFor(ResourceService, ctl.url, ca, admin));
   await Promise.all(readers.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
-  if (phases.has("read")) results.push(await closedLoop("read", concurrency, durationMs, async (w) => void (await readers[w]!.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })), ctlCpu));
+  if (phases.has("read"))
+    results.push(
+      await closedLoop(
+        "read",
+        concurrency,
+        durationMs,
+        async (w) => void (await readers[w]!.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })),
+        ctlCpu,
+      ),
+    );
 
   await stopProcess(ctl.child);
   report(results, rawSerial, rawParallel, echoResult);

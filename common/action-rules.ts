@@ -55,7 +55,10 @@ export function hostProblem(host: string): string | undefined {
  * prefix, or an absolute directory the path lies in. deploy_process runs what it installs, so a
  * node takes artifacts only from where its operator said (the agent's --allow-process-source).
  */
-export function processSourceAllowed(source: { case: "path" | "url"; value: string } | { case: undefined }, allowed: readonly string[]): boolean {
+export function processSourceAllowed(
+  source: { case: "path" | "url"; value: string } | { case: undefined },
+  allowed: readonly string[],
+): boolean {
   if (source.case === undefined) return false;
   if (source.case === "url") return allowed.some((a) => /^https?:\/\//.test(a) && source.value.startsWith(a));
   if (!source.value.startsWith("/") || posix.normalize(source.value) !== source.value) return false;

@@ -92,7 +92,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
   }
   const hostnames = [
     ...(values["tls-hostname"] ?? []),
-    ...(env.SKIPPER_TLS_HOSTNAMES ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    ...(env.SKIPPER_TLS_HOSTNAMES ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
   ];
   return {
     dataDir: resolve(values["data-dir"] ?? env.SKIPPER_DATA_DIR ?? "./data"),

@@ -9,10 +9,7 @@ import type { Logger } from "../common/logging/logger.js";
 export const SCHEMA_VERSION = "v1";
 
 /** The authenticated caller. */
-export type Principal =
-  | { kind: "admin" }
-  | { kind: "node"; nodeId: string }
-  | { kind: "anonymous" };
+export type Principal = { kind: "admin" } | { kind: "node"; nodeId: string } | { kind: "anonymous" };
 
 /** The ids a change carries from the call that caused it to every record it leads to. */
 export interface Trace {

@@ -43,8 +43,7 @@ export function isSkipperError(e: unknown): e is SkipperError {
   return e instanceof Error && e.name === "SkipperError" && typeof (e as SkipperError).code === "string";
 }
 
-export const invalid = (message: string, details: ErrorDetails = {}) =>
-  new SkipperError("INVALID_REQUEST", message, details);
+export const invalid = (message: string, details: ErrorDetails = {}) => new SkipperError("INVALID_REQUEST", message, details);
 
 export const notFound = (resourceType: string, resourceId: string, message?: string) =>
   new SkipperError("RESOURCE_NOT_FOUND", message ?? `${resourceType} ${resourceId} not found`, {
@@ -52,14 +51,10 @@ export const notFound = (resourceType: string, resourceId: string, message?: str
     resource_id: resourceId,
   });
 
-export const conflict = (message: string, details: ErrorDetails = {}) =>
-  new SkipperError("CONFLICT", message, details);
+export const conflict = (message: string, details: ErrorDetails = {}) => new SkipperError("CONFLICT", message, details);
 
-export const notClaimable = (message: string, details: ErrorDetails = {}) =>
-  new SkipperError("WORK_ORDER_NOT_CLAIMABLE", message, details);
+export const notClaimable = (message: string, details: ErrorDetails = {}) => new SkipperError("WORK_ORDER_NOT_CLAIMABLE", message, details);
 
-export const unauthorized = (message = "missing or invalid credentials") =>
-  new SkipperError("UNAUTHORIZED", message);
+export const unauthorized = (message = "missing or invalid credentials") => new SkipperError("UNAUTHORIZED", message);
 
-export const forbidden = (message: string, details: ErrorDetails = {}) =>
-  new SkipperError("FORBIDDEN", message, details);
+export const forbidden = (message: string, details: ErrorDetails = {}) => new SkipperError("FORBIDDEN", message, details);

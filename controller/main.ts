@@ -56,12 +56,22 @@ async function main(): Promise<void> {
     {
       action: "listen",
       result: "ok",
-      metadata: { url: serving.url, data_dir: config.dataDir, tls: !config.insecureHttp, ca_file: caFile, store: controller.store.backend, version: VERSION },
+      metadata: {
+        url: serving.url,
+        data_dir: config.dataDir,
+        tls: !config.insecureHttp,
+        ca_file: caFile,
+        store: controller.store.backend,
+        version: VERSION,
+      },
     },
     `skipper-controller listening on ${serving.url}`,
   );
   if (config.insecureHttp) {
-    logger.warn({ action: "listen", metadata: { url: serving.url } }, "TLS is off (SKIPPER_INSECURE_HTTP): tokens cross the network in clear text");
+    logger.warn(
+      { action: "listen", metadata: { url: serving.url } },
+      "TLS is off (SKIPPER_INSECURE_HTTP): tokens cross the network in clear text",
+    );
   } else if (caFile) {
     logger.info({ action: "tls", metadata: { ca_file: caFile } }, `clients trust the controller with: --cacert ${caFile}`);
   }

@@ -191,7 +191,13 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   liveness = new LivenessMonitor({ store, logger, now, onChange: () => triggers.nodesChanged(), everyMs: opts.livenessCheckMs });
   const leaseCheckMs = Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4)));
   const leases = new LeaseMonitor({ store, logger, now, snapshots, records, feed, triggers, leaseMs: deps.leaseMs, everyMs: leaseCheckMs });
-  const history = new HistoryRetention({ store, logger, now, eventRetentionMs: opts.eventRetentionMs ?? 0, workOrderRetentionMs: opts.workOrderRetentionMs ?? 0 });
+  const history = new HistoryRetention({
+    store,
+    logger,
+    now,
+    eventRetentionMs: opts.eventRetentionMs ?? 0,
+    workOrderRetentionMs: opts.workOrderRetentionMs ?? 0,
+  });
   const retention = history.enabled ? history : undefined;
   reconciler.start();
   liveness?.start();

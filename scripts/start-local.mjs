@@ -22,7 +22,9 @@ const tokenFile = join(agentHome, "token");
 const say = (s) => process.stderr.write(`start: ${s}\n`);
 
 // 1. The controller; its stdout passes through, and we read the listen line and the admin token.
-const controller = spawn(process.execPath, [join(root, "dist/controller/main.js"), ...process.argv.slice(2)], { stdio: ["ignore", "pipe", "inherit"] });
+const controller = spawn(process.execPath, [join(root, "dist/controller/main.js"), ...process.argv.slice(2)], {
+  stdio: ["ignore", "pipe", "inherit"],
+});
 let adminToken = process.env.SKIPPER_ADMIN_TOKEN || undefined;
 const listening = new Promise((resolveListen, reject) => {
   controller.once("exit", (code) => reject(new Error(`controller exited with ${code}`)));
@@ -103,10 +105,14 @@ if (existsSync(tokenFile)) {
     process.execPath,
     [
       join(root, "dist/agent/main.js"),
-      "--controller", url,
-      "--node-id", NODE_ID,
-      "--token-file", tokenFile,
-      "--state-dir", join(agentHome, "state"),
+      "--controller",
+      url,
+      "--node-id",
+      NODE_ID,
+      "--token-file",
+      tokenFile,
+      "--state-dir",
+      join(agentHome, "state"),
       ...(caFile ? ["--ca-file", caFile] : []),
     ],
     { stdio: ["ignore", "inherit", "inherit"], env },

@@ -15,7 +15,14 @@ import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js"
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import {
+  freePort,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -81,7 +88,12 @@ function tenant(port: number, opts: { greeting?: string; workerMode?: string; sl
           compose: {
             projectName: TENANT,
             composeFile: composeFile(opts),
-            env: { GREETING: opts.greeting ?? "hello e2e", WEB_PORT: String(port), WORKER_MODE: opts.workerMode ?? "a", API_TOKEN: "super-secret-value-123" },
+            env: {
+              GREETING: opts.greeting ?? "hello e2e",
+              WEB_PORT: String(port),
+              WORKER_MODE: opts.workerMode ?? "a",
+              API_TOKEN: "super-secret-value-123",
+            },
           },
         },
       },
@@ -98,14 +110,27 @@ function service(id: string, composeService: string): Resource {
 }
 
 async function projectContainers(project: string): Promise<string[]> {
-  const r = await execa("docker", ["ps", "-a", "-q", "--filter", `label=com.docker.compose.project=${project}`], { env: { DOCKER_HOST: dockerHost! } });
+  const r = await execa("docker", ["ps", "-a", "-q", "--filter", `label=com.docker.compose.project=${project}`], {
+    env: { DOCKER_HOST: dockerHost! },
+  });
   return r.stdout.split("\n").filter(Boolean);
 }
 
 async function containerIds(): Promise<Record<string, string>> {
-  const r = await execa("docker", ["ps", "--no-trunc", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.ID}} {{.Label "com.docker.compose.service"}}'], {
-    env: { DOCKER_HOST: dockerHost! },
-  });
+  const r = await execa(
+    "docker",
+    [
+      "ps",
+      "--no-trunc",
+      "--filter",
+      `label=com.docker.compose.project=${TENANT}`,
+      "--format",
+      '{{.ID}} {{.Label "com.docker.compose.service"}}',
+    ],
+    {
+      env: { DOCKER_HOST: dockerHost! },
+    },
+  );
   const out: Record<string, string> = {};
   for (const line of r.stdout.split("\n").filter(Boolean)) {
     const [id, svc] = line.split(" ");
@@ -126,7 +151,15 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   const resources = () => ctl.admin(ResourceService);
   // A short readiness deadline, so an order whose services never get healthy fails within a test.
   const startAgent = () =>
-    startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir, workDir, dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "10s"] });
+    startAgentProcess({
+      controller: ctl,
+      nodeId: NODE,
+      token,
+      stateDir,
+      workDir,
+      dockerHost: dockerHost!,
+      extraArgs: ["--ready-timeout", "10s"],
+    });
 
   // Apply as a script would: when an order for an older desired state is still in flight (the
   // reconciler's own, or a retry), wait for it to end and ask again.
@@ -184,10 +217,24 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     await agent?.stop();
     await ctl?.stop();
     for (const project of workDir ? [TENANT, SICK] : []) {
-      await execa("docker-compose", ["-p", project, "-f", join(workDir, "tenants", project, "docker-compose.yml"), "--env-file", join(workDir, "tenants", project, ".env"), "down", "-t", "1"], {
-        env: { DOCKER_HOST: dockerHost! },
-        reject: false,
-      });
+      await execa(
+        "docker-compose",
+        [
+          "-p",
+          project,
+          "-f",
+          join(workDir, "tenants", project, "docker-compose.yml"),
+          "--env-file",
+          join(workDir, "tenants", project, ".env"),
+          "down",
+          "-t",
+          "1",
+        ],
+        {
+          env: { DOCKER_HOST: dockerHost! },
+          reject: false,
+        },
+      );
     }
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 120_000);
@@ -281,17 +328,25 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
       resource: create(ResourceSchema, {
         id: SICK,
         resourceType: "tenant",
-        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: SICK_COMPOSE } } } },
+        desiredState: {
+          kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: SICK_COMPOSE } } },
+        },
       }),
     });
     // SERVICES_NOT_RUNNING is retriable: the first attempt's result sends the order to wait for
     // another (retry_pending), with what the engine saw.
     const id = await apply(SICK);
-    const order = await waitFor("the first attempt's result", async () => {
-      const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
-      return o.result ? o : undefined;
-    }, 60_000);
-    expect([WorkOrderStatus.RETRY_PENDING, WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.FAILED]).toContain(order.status);
+    const order = await waitFor(
+      "the first attempt's result",
+      async () => {
+        const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
+        return o.result ? o : undefined;
+      },
+      60_000,
+    );
+    expect([WorkOrderStatus.RETRY_PENDING, WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.FAILED]).toContain(
+      order.status,
+    );
     expect(order.result?.retriable).toBe(true);
     expect(order.result?.code, order.result?.message).toBe("SERVICES_NOT_RUNNING");
     // Compose itself succeeded: a zero exit code alone is not success.
@@ -304,11 +359,17 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     // Deleting the tenant cancels nothing by itself: the waiting order is superseded when it is
     // pending, or finishes its attempt; then the reconciler sends a remove_service order.
     await resources().deleteResource({ resourceType: "tenant", id: SICK });
-    await waitFor("the sick project's containers to go", async () => ((await projectContainers(SICK)).length === 0 ? true : undefined), 60_000);
+    await waitFor(
+      "the sick project's containers to go",
+      async () => ((await projectContainers(SICK)).length === 0 ? true : undefined),
+      60_000,
+    );
     const tomb = (await resources().getResource({ resourceType: "tenant", id: SICK, includeDeleted: true })).resource!;
     expect(tomb.deletion?.deletedAt).toBeDefined();
     const removal = await waitFor("the removal order's result", async () =>
-      (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: SICK })).workOrders.find((o) => o.type === WorkOrderType.REMOVE_SERVICE && o.result),
+      (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: SICK })).workOrders.find(
+        (o) => o.type === WorkOrderType.REMOVE_SERVICE && o.result,
+      ),
     );
     expect(removal.result?.code).toBe("REMOVE_OK");
   }, 90_000);
@@ -318,13 +379,21 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     // order's result can be stored before the agent hears back (then it retries the report).
     // (Orders list oldest first: the newest is the last one, and none may still be under way,
     // such as a retry of an earlier test's order.)
-    const last = await waitFor("no order to be under way", async () => {
-      const all = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders;
-      const busy = all.some((o) => [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING].includes(o.status));
-      return busy ? undefined : all[all.length - 1];
-    }, 60_000);
+    const last = await waitFor(
+      "no order to be under way",
+      async () => {
+        const all = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders;
+        const busy = all.some((o) => [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING].includes(o.status));
+        return busy ? undefined : all[all.length - 1];
+      },
+      60_000,
+    );
     await waitFor("the agent to hear its last result was stored", async () =>
-      (await readFile(agent.logFile, "utf8")).split("\n").some((l) => l.includes(last.id) && l.includes('"action":"report_result","result":"ok"')) ? true : undefined,
+      (await readFile(agent.logFile, "utf8"))
+        .split("\n")
+        .some((l) => l.includes(last.id) && l.includes('"action":"report_result","result":"ok"'))
+        ? true
+        : undefined,
     );
     const logBefore = (await readFile(agent.logFile, "utf8")).length;
     const ctlPort = Number(new URL(ctl.url).port);
@@ -332,7 +401,10 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     const retries = await waitFor(
       "the agent to retry three times",
       async () => {
-        const lines = (await readFile(agent.logFile, "utf8")).slice(logBefore).split("\n").filter((l) => l.includes('"controller_unreachable"'));
+        const lines = (await readFile(agent.logFile, "utf8"))
+          .slice(logBefore)
+          .split("\n")
+          .filter((l) => l.includes('"controller_unreachable"'));
         return lines.length >= 3 ? lines.map((l) => JSON.parse(l) as { metadata: { attempt: number; retry_in_ms: number } }) : undefined;
       },
       30_000,

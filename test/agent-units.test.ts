@@ -45,7 +45,17 @@ describe("allow-list and pinned digests", () => {
     const list = ["echo", "/usr/bin/uptime"];
     expect(checkCommand(["echo", "; rm -rf /"], list).allowed).toBe(true);
     expect(checkCommand(["/usr/bin/uptime"], list).allowed).toBe(true);
-    for (const argv of [["uptime"], ["/bin/echo"], ["echo;id"], ["echo "], ["../echo"], ["/usr/bin/../bin/sh"], ["sh", "-c", "echo"], [""], []]) {
+    for (const argv of [
+      ["uptime"],
+      ["/bin/echo"],
+      ["echo;id"],
+      ["echo "],
+      ["../echo"],
+      ["/usr/bin/../bin/sh"],
+      ["sh", "-c", "echo"],
+      [""],
+      [],
+    ]) {
       expect(checkCommand(argv, list).allowed, JSON.stringify(argv)).toBe(false);
     }
     expect(validAllowEntry("/usr/local/bin/deploy-hook")).toBe(true);
@@ -58,7 +68,14 @@ describe("allow-list and pinned digests", () => {
     const path = (value: string) => ({ case: "path" as const, value });
     expect(processSourceAllowed(url("https://artifacts.example/skipper/app-1.0.tgz"), allowed)).toBe(true);
     expect(processSourceAllowed(path("/srv/artifacts/app-1.0.tgz"), allowed)).toBe(true);
-    for (const bad of [url("https://artifacts.example/other/app.tgz"), url("http://artifacts.example/skipper/app.tgz"), path("/srv/artifacts-evil/app.tgz"), path("/srv/artifacts/../etc/x"), path("/srv/artifacts"), path("relative/app.tgz")]) {
+    for (const bad of [
+      url("https://artifacts.example/other/app.tgz"),
+      url("http://artifacts.example/skipper/app.tgz"),
+      path("/srv/artifacts-evil/app.tgz"),
+      path("/srv/artifacts/../etc/x"),
+      path("/srv/artifacts"),
+      path("relative/app.tgz"),
+    ]) {
       expect(processSourceAllowed(bad, allowed), bad.value).toBe(false);
     }
     expect(processSourceAllowed(path("/srv/artifacts/app.tgz"), [])).toBe(false);
@@ -70,9 +87,19 @@ describe("allow-list and pinned digests", () => {
   it("flags a service whose image is pinned by digest but runs another one", () => {
     const img = (id: string, repoDigests: string[]) => create(ImageObservationSchema, { id, repoDigests });
     const pinned = `sha256:${"a".repeat(64)}`;
-    expect(digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@${pinned}`]) }])).toEqual([]);
+    expect(
+      digestMismatches([
+        { service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@${pinned}`]) },
+      ]),
+    ).toEqual([]);
     expect(digestMismatches([{ service: "web", reference: "registry.example/web:1.2", image: img("sha256:1", []) }])).toEqual([]);
-    const wrong = digestMismatches([{ service: "web", reference: `registry.example/web@${pinned}`, image: img("sha256:1", [`registry.example/web@sha256:${"b".repeat(64)}`]) }]);
+    const wrong = digestMismatches([
+      {
+        service: "web",
+        reference: `registry.example/web@${pinned}`,
+        image: img("sha256:1", [`registry.example/web@sha256:${"b".repeat(64)}`]),
+      },
+    ]);
     expect(wrong).toHaveLength(1);
     expect(wrong[0]).toContain(`pinned ${pinned}`);
   });
@@ -80,8 +107,18 @@ describe("allow-list and pinned digests", () => {
 
 describe("agent configuration", () => {
   it("reads flags over environment and normalises the controller URL", () => {
-    const cfg = loadAgentConfig(["--node-id", "n1", "--label", "zone=a", "--poll-interval", "250ms"], { SKIPPY_NODE_TOKEN: "skn.x.y", SKIPPY_CONTROLLER_URL: "https://ctl:8443/", SKIPPY_LABELS: "env=prod" }, noFile);
-    expect(cfg).toMatchObject({ nodeId: "n1", token: "skn.x.y", controllerUrl: "https://ctl:8443/v1", pollIntervalMs: 250, labels: { env: "prod", zone: "a" } });
+    const cfg = loadAgentConfig(
+      ["--node-id", "n1", "--label", "zone=a", "--poll-interval", "250ms"],
+      { SKIPPY_NODE_TOKEN: "skn.x.y", SKIPPY_CONTROLLER_URL: "https://ctl:8443/", SKIPPY_LABELS: "env=prod" },
+      noFile,
+    );
+    expect(cfg).toMatchObject({
+      nodeId: "n1",
+      token: "skn.x.y",
+      controllerUrl: "https://ctl:8443/v1",
+      pollIntervalMs: 250,
+      labels: { env: "prod", zone: "a" },
+    });
   });
 
   it("reads the token from a file and refuses missing or unsafe settings", () => {
@@ -94,7 +131,9 @@ describe("agent configuration", () => {
   });
 
   it("parses durations", () => {
-    expect([duration("5s", "x", 0), duration("2m", "x", 0), duration("150", "x", 0), duration("1.5s", "x", 0)]).toEqual([5000, 120_000, 150, 1500]);
+    expect([duration("5s", "x", 0), duration("2m", "x", 0), duration("150", "x", 0), duration("1.5s", "x", 0)]).toEqual([
+      5000, 120_000, 150, 1500,
+    ]);
     expect(() => duration("soon", "x", 0)).toThrow(/duration/);
     expect(() => duration("1ms", "poll interval", 10)).toThrow(/at least 10/);
   });
@@ -113,7 +152,8 @@ describe("backoff", () => {
 });
 
 describe("container changes", () => {
-  const c = (id: string, hash: string, state = "running") => create(ContainerObservationSchema, { containerId: id, configHash: hash, state });
+  const c = (id: string, hash: string, state = "running") =>
+    create(ContainerObservationSchema, { containerId: id, configHash: hash, state });
   it("counts only services whose containers are the same, same config, running before and after as unchanged", () => {
     const before = new Map([
       ["web", [c("a", "h1")]],
@@ -143,7 +183,10 @@ describe("running commands", () => {
     expect((await runCommand("definitely-not-a-program-xyz", [], { timeoutMs: 5000 })).notFound).toBe(true);
     const slow = await runCommand("sleep", ["5"], { timeoutMs: 200 });
     expect(slow.timedOut).toBe(true);
-    const big = await runCommand("sh", ["-c", `yes hunter2-password | head -c ${OUTPUT_CAP_BYTES * 3}`], { timeoutMs: 5000, secrets: ["hunter2-password"] });
+    const big = await runCommand("sh", ["-c", `yes hunter2-password | head -c ${OUTPUT_CAP_BYTES * 3}`], {
+      timeoutMs: 5000,
+      secrets: ["hunter2-password"],
+    });
     expect(Buffer.byteLength(big.stdout)).toBeLessThan(OUTPUT_CAP_BYTES + 100);
     expect(big.stdout).not.toContain("hunter2");
     expect(big.stdout).toContain("[REDACTED]");
@@ -204,12 +247,24 @@ describe("deploy_service without a usable engine", () => {
     await rm(workDir, { recursive: true, force: true });
   });
   const order = (tenantId: string, composeFile = "services:\n  web:\n    image: busybox\n", env: Record<string, string> = {}) =>
-    create(WorkOrderSchema, { id: "o-1", type: WorkOrderType.DEPLOY_SERVICE, desiredState: { tenantId, deploymentId: "d-1", composeProject: { composeFile, env } } });
+    create(WorkOrderSchema, {
+      id: "o-1",
+      type: WorkOrderType.DEPLOY_SERVICE,
+      desiredState: { tenantId, deploymentId: "d-1", composeProject: { composeFile, env } },
+    });
   const host = (compose: boolean) => ({
     capabilities: create(NodeCapabilitiesSchema, { message: compose ? "" : "neither compose found" }),
-    compose: compose ? { variant: ComposeVariant.STANDALONE_V1 as const, program: "docker-compose", baseArgs: [], version: "1.29.2" } : undefined,
+    compose: compose
+      ? { variant: ComposeVariant.STANDALONE_V1 as const, program: "docker-compose", baseArgs: [], version: "1.29.2" }
+      : undefined,
   });
-  const ctx = (compose: boolean) => ({ workDir, docker: host(compose), composeTimeoutMs: 10_000, readyTimeoutMs: 1000, log: pino({ level: "silent" }) });
+  const ctx = (compose: boolean) => ({
+    workDir,
+    docker: host(compose),
+    composeTimeoutMs: 10_000,
+    readyTimeoutMs: 1000,
+    log: pino({ level: "silent" }),
+  });
 
   it("refuses orders that would escape the work dir or break the .env file, before touching anything", async () => {
     expect((await deployService(order("../etc"), ctx(true))).result.code).toBe("COMPOSE_INVALID");

@@ -30,7 +30,11 @@ const ctx = (allowCommands: string[], signal = new AbortController().signal): Ex
   signal,
 });
 const order = (command: Spec) =>
-  create(WorkOrderSchema, { id: "o-1", type: WorkOrderType.EXECUTE_COMMAND, action: { kind: { case: "executeCommand", value: { command } } } });
+  create(WorkOrderSchema, {
+    id: "o-1",
+    type: WorkOrderType.EXECUTE_COMMAND,
+    action: { kind: { case: "executeCommand", value: { command } } },
+  });
 const run = (command: Spec, allow: string[], signal?: AbortSignal) => executeCommand(order(command), ctx(allow, signal));
 
 describe("execute_command: the allow-list", () => {
@@ -68,7 +72,14 @@ describe("execute_command: the allow-list", () => {
 describe("execute_command: arguments are literal", () => {
   it("echo prints shell metacharacters as they are and starts nothing", async () => {
     const x = join(dir, "x");
-    const args = [`a; touch ${x}`, `$(touch ${dir}/y)`, `\`touch ${dir}/z\``, "&& rm -rf /", "| tee /tmp/skippy-never", "> /tmp/skippy-never2"];
+    const args = [
+      `a; touch ${x}`,
+      `$(touch ${dir}/y)`,
+      `\`touch ${dir}/z\``,
+      "&& rm -rf /",
+      "| tee /tmp/skippy-never",
+      "> /tmp/skippy-never2",
+    ];
     for (const echo of ["echo", "/bin/echo"]) {
       const r = (await run({ argv: [echo, ...args] }, [echo])).result;
       expect(r).toMatchObject({ success: true, code: "COMMAND_OK" });
@@ -154,7 +165,9 @@ describe("execute_command: directory, environment and secrets", () => {
     const saved = process.env.SKIPPY_NODE_TOKEN;
     process.env.SKIPPY_NODE_TOKEN = "skn.agent.private-token";
     try {
-      const r = (await run({ argv: ["printenv", "GREETING", "API_TOKEN"], env: { GREETING: "hello", API_TOKEN: "hunter2-secret" } }, ["printenv"])).result;
+      const r = (
+        await run({ argv: ["printenv", "GREETING", "API_TOKEN"], env: { GREETING: "hello", API_TOKEN: "hunter2-secret" } }, ["printenv"])
+      ).result;
       expect(r.details?.command?.stdout).toBe("hello\n[REDACTED]\n");
       const agentToken = (await run({ argv: ["printenv", "SKIPPY_NODE_TOKEN"] }, ["printenv"])).result;
       expect(agentToken.code).toBe("COMMAND_FAILED"); // printenv exits 1 for an unset variable

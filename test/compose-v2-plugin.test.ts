@@ -50,14 +50,22 @@ const COMPOSE_FILE = `services:
 `;
 
 describe.skipIf(!dockerHost)("compose v2 plugin path (docker CLI plugin shim forwarding to v1)", () => {
-  const saved = { DOCKER_CONFIG: process.env.DOCKER_CONFIG, DOCKER_HOST: process.env.DOCKER_HOST, [ARGV_LOG_VAR]: process.env[ARGV_LOG_VAR] };
+  const saved = {
+    DOCKER_CONFIG: process.env.DOCKER_CONFIG,
+    DOCKER_HOST: process.env.DOCKER_HOST,
+    [ARGV_LOG_VAR]: process.env[ARGV_LOG_VAR],
+  };
   let root: string;
   let workDir: string;
   let argvLog: string;
   let host: DockerHost;
   const engineEnv = () => ({ DOCKER_HOST: dockerHost! });
   const removeProjectContainers = async () => {
-    const ids = (await execa("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${PROJECT}`], { env: engineEnv() })).stdout.split("\n").filter(Boolean);
+    const ids = (
+      await execa("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${PROJECT}`], { env: engineEnv() })
+    ).stdout
+      .split("\n")
+      .filter(Boolean);
     if (ids.length > 0) await execa("docker", ["rm", "-f", ...ids], { env: engineEnv(), reject: false });
   };
 
@@ -80,7 +88,11 @@ describe.skipIf(!dockerHost)("compose v2 plugin path (docker CLI plugin shim for
   afterAll(async () => {
     if (workDir) {
       const dir = join(workDir, "tenants", PROJECT);
-      await execa("docker-compose", ["-p", PROJECT, "-f", join(dir, "docker-compose.yml"), "--env-file", join(dir, ".env"), "down", "-t", "1"], { env: engineEnv(), reject: false });
+      await execa(
+        "docker-compose",
+        ["-p", PROJECT, "-f", join(dir, "docker-compose.yml"), "--env-file", join(dir, ".env"), "down", "-t", "1"],
+        { env: engineEnv(), reject: false },
+      );
       await removeProjectContainers().catch(() => undefined);
     }
     for (const [k, v] of Object.entries(saved)) {
@@ -118,7 +130,11 @@ describe.skipIf(!dockerHost)("compose v2 plugin path (docker CLI plugin shim for
     expect(result.details?.command).toMatchObject({ program: "docker", exitCode: 0 });
     expect(result.details?.command?.args[0]).toBe("compose");
 
-    const ps = await execa("docker", ["ps", "--filter", `label=com.docker.compose.project=${PROJECT}`, "--format", '{{.State}} {{.Label "com.docker.compose.service"}}'], { env: engineEnv() });
+    const ps = await execa(
+      "docker",
+      ["ps", "--filter", `label=com.docker.compose.project=${PROJECT}`, "--format", '{{.State}} {{.Label "com.docker.compose.service"}}'],
+      { env: engineEnv() },
+    );
     expect(ps.stdout.trim().split("\n")).toEqual(["running idle"]);
 
     // Only calls that went docker -> plugin -> shim are logged here; a direct v1 call logs nothing.

@@ -41,14 +41,22 @@ describe("controller crash with orders in flight", () => {
         resource: create(ResourceSchema, {
           id: `crash-t-${i}`,
           resourceType: "tenant",
-          desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: `crash-node-${i % NODES}` }, compose: { composeFile: "services: {}\n" } } } },
+          desiredState: {
+            kind: {
+              case: "tenant",
+              value: { deploymentPolicy: { targetNodeId: `crash-node-${i % NODES}` }, compose: { composeFile: "services: {}\n" } },
+            },
+          },
         }),
       });
     }
     // Agents over the API; their clients survive the restart (same URL and CA).
     const agents: Client<typeof WorkOrderService>[] = tokens.map((t) => {
       const auth: Interceptor = (next) => (req) => (req.header.set("authorization", `Bearer ${t}`), next(req));
-      return createClient(WorkOrderService, createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }));
+      return createClient(
+        WorkOrderService,
+        createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }),
+      );
     });
     let interrupted = 0;
     const retry = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -57,7 +65,11 @@ describe("controller crash with orders in flight", () => {
           return await fn();
         } catch (e) {
           const code = ConnectError.from(e).code;
-          if (![Code.Unavailable, Code.Aborted, Code.Unknown, Code.Internal, Code.Canceled, Code.DeadlineExceeded].includes(code) || i > 300) throw e;
+          if (
+            ![Code.Unavailable, Code.Aborted, Code.Unknown, Code.Internal, Code.Canceled, Code.DeadlineExceeded].includes(code) ||
+            i > 300
+          )
+            throw e;
           if (i === 0) interrupted++;
           await new Promise((r) => setTimeout(r, 50));
         }
@@ -69,11 +81,18 @@ describe("controller crash with orders in flight", () => {
     });
     // Claim them all (50 leases held), then report results while the controller is killed.
     const claimed: WorkOrder[] = [];
-    for (const o of pending) claimed.push((await agents[Number(o.target!.nodeId.split("-").pop())]!.claimWorkOrder({ id: o.id })).workOrder!);
+    for (const o of pending)
+      claimed.push((await agents[Number(o.target!.nodeId.split("-").pop())]!.claimWorkOrder({ id: o.id })).workOrder!);
     const reports = claimed.map(async (o, i) => {
       await new Promise((r) => setTimeout(r, i * 8));
       const agent = agents[Number(o.target!.nodeId.split("-").pop())]!;
-      return retry(() => agent.reportWorkOrderResult({ id: o.id, result: { success: true, code: "APPLY_OK", message: "crash test" }, fencingToken: o.claim!.fencingToken }));
+      return retry(() =>
+        agent.reportWorkOrderResult({
+          id: o.id,
+          result: { success: true, code: "APPLY_OK", message: "crash test" },
+          fencingToken: o.claim!.fencingToken,
+        }),
+      );
     });
     await new Promise((r) => setTimeout(r, 150));
     ctl.child.kill("SIGKILL");
@@ -86,14 +105,22 @@ describe("controller crash with orders in flight", () => {
     expect(interrupted).toBeLessThan(ORDERS);
     expect(outcomes).toHaveLength(ORDERS);
 
-    const finals = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders.filter((o) => claimed.some((c) => c.id === o.id));
+    const finals = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders.filter((o) =>
+      claimed.some((c) => c.id === o.id),
+    );
     expect(finals).toHaveLength(ORDERS);
     for (const o of finals) {
       expect(o.status, o.id).toBe(WorkOrderStatus.SUCCESS);
       expect(o.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([[1n, "finished"]]);
       const events = (await ctl.admin(EventService).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
-      expect(events.filter((t) => t === "work_order_succeeded"), o.id).toHaveLength(1);
-      expect(events.filter((t) => t === "work_order_started"), o.id).toHaveLength(1);
+      expect(
+        events.filter((t) => t === "work_order_succeeded"),
+        o.id,
+      ).toHaveLength(1);
+      expect(
+        events.filter((t) => t === "work_order_started"),
+        o.id,
+      ).toHaveLength(1);
     }
     // Nothing was issued twice for a target: one order per tenant.
     const all = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders;
@@ -109,12 +136,24 @@ describe("controller crash with orders in flight", () => {
     const port = Number(new URL(ctl.url).port);
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: "lease-node" })).token;
     const auth: Interceptor = (next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req));
-    const agent = createClient(WorkOrderService, createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }));
+    const agent = createClient(
+      WorkOrderService,
+      createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }),
+    );
     const n = 6;
     for (let i = 0; i < n; i++) {
       await ctl.admin(ResourceService).createResource({
         resourceType: "tenant",
-        resource: create(ResourceSchema, { id: `lease-t-${i}`, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: "lease-node" }, compose: { composeFile: "services: {}\n" } } } } }),
+        resource: create(ResourceSchema, {
+          id: `lease-t-${i}`,
+          resourceType: "tenant",
+          desiredState: {
+            kind: {
+              case: "tenant",
+              value: { deploymentPolicy: { targetNodeId: "lease-node" }, compose: { composeFile: "services: {}\n" } },
+            },
+          },
+        }),
       });
     }
     const pending = await waitFor("every tenant's order", async () => {
@@ -133,34 +172,69 @@ describe("controller crash with orders in flight", () => {
     // lease, and the monitor has swept meanwhile), and finish under their first claim.
     await new Promise((r) => setTimeout(r, 1200));
     for (const o of alive) await agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken });
-    const keep = setInterval(() => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)), 2000);
+    const keep = setInterval(
+      () => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)),
+      2000,
+    );
     try {
       // The others' holders never come back: after the grace their orders are pending again.
-      const again = await waitFor("the gone holders' orders to be pending again", async () => {
-        const os = await Promise.all(gone.map(async (o) => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!));
-        return os.every((o) => o.status === WorkOrderStatus.PENDING) ? os : undefined;
-      }, 30_000, 100);
+      const again = await waitFor(
+        "the gone holders' orders to be pending again",
+        async () => {
+          const os = await Promise.all(gone.map(async (o) => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!));
+          return os.every((o) => o.status === WorkOrderStatus.PENDING) ? os : undefined;
+        },
+        30_000,
+        100,
+      );
       expect(again.every((o) => o.attempts.map((a) => a.outcome).join() === "lease_expired")).toBe(true);
-      for (const o of alive) expect((await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!.status).toBe(WorkOrderStatus.RUNNING);
+      for (const o of alive)
+        expect((await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!.status).toBe(WorkOrderStatus.RUNNING);
       // A new holder takes each of them (token 2) and finishes it; the old holder's late result is refused.
       for (const o of gone) {
         const c = (await agent.claimWorkOrder({ id: o.id })).workOrder!;
         expect(c.claim?.fencingToken).toBe(2n);
-        await agent.reportWorkOrderResult({ id: o.id, fencingToken: 2n, result: { success: true, code: "APPLY_OK", message: "new holder" } });
-        const late = await agent.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: { success: false, code: "COMPOSE_FAILED", message: "stale holder" } }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+        await agent.reportWorkOrderResult({
+          id: o.id,
+          fencingToken: 2n,
+          result: { success: true, code: "APPLY_OK", message: "new holder" },
+        });
+        const late = await agent
+          .reportWorkOrderResult({
+            id: o.id,
+            fencingToken: 1n,
+            result: { success: false, code: "COMPOSE_FAILED", message: "stale holder" },
+          })
+          .then(
+            () => undefined,
+            (e: unknown) => ConnectError.from(e),
+          );
         expect(late?.code).toBe(Code.FailedPrecondition);
       }
-      for (const o of alive) await agent.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: { success: true, code: "APPLY_OK", message: "kept its lease" } });
+      for (const o of alive)
+        await agent.reportWorkOrderResult({
+          id: o.id,
+          fencingToken: 1n,
+          result: { success: true, code: "APPLY_OK", message: "kept its lease" },
+        });
     } finally {
       clearInterval(keep);
     }
     for (const o of claimed) {
       const f = (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder!;
       expect(f.status, o.id).toBe(WorkOrderStatus.SUCCESS);
-      const expected = alive.includes(o) ? [[1n, "finished"]] : [[1n, "lease_expired"], [2n, "finished"]];
+      const expected = alive.includes(o)
+        ? [[1n, "finished"]]
+        : [
+            [1n, "lease_expired"],
+            [2n, "finished"],
+          ];
       expect(f.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual(expected);
       const events = (await ctl.admin(EventService).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
-      expect(events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed"), o.id).toEqual(["work_order_succeeded"]);
+      expect(
+        events.filter((t) => t === "work_order_succeeded" || t === "work_order_failed"),
+        o.id,
+      ).toEqual(["work_order_succeeded"]);
     }
   }, 90_000);
 });

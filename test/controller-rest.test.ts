@@ -31,7 +31,9 @@ afterAll(async () => {
 
 describe("REST routes", () => {
   it("PATCH with an update_mask and DELETE map onto UpdateResource and DeleteResource", async () => {
-    await call("POST", "/v1/resources/tenant", { body: { id: "rest-crud", desired_state: { tenant: { display_name: "before" } }, metadata: { labels: { a: "1" } } } });
+    await call("POST", "/v1/resources/tenant", {
+      body: { id: "rest-crud", desired_state: { tenant: { display_name: "before" } }, metadata: { labels: { a: "1" } } },
+    });
     const patched = await call("PATCH", "/v1/resources/tenant/rest-crud", {
       body: { desired_state: { tenant: { display_name: "after" } }, update_mask: "desiredState.tenant.displayName" },
     });
@@ -87,7 +89,10 @@ describe("REST routes", () => {
     const issued = await call("GET", "/v1/nodes/host-1/work-orders/next", { headers: node });
     expect(issued.status).toBe(200);
     expect(issued.body.data.correlation_id).toBe("rest-corr-1");
-    const applied = await call("POST", "/v1/deployments/example-tenant/apply", { body: {}, headers: { ...admin, "x-correlation-id": "rest-corr-2" } });
+    const applied = await call("POST", "/v1/deployments/example-tenant/apply", {
+      body: {},
+      headers: { ...admin, "x-correlation-id": "rest-corr-2" },
+    });
     expect(applied.status).toBe(200);
     const orderId = applied.body.data.work_order.id as string;
     expect(orderId).toBe(issued.body.data.id);
@@ -97,7 +102,10 @@ describe("REST routes", () => {
     const pending = await call("GET", "/v1/work-orders?status=pending");
     expect(pending.body.data.work_orders.map((w: { id: string }) => w.id)).toContain(orderId);
 
-    const hb = await call("POST", "/v1/nodes/host-1/heartbeat", { headers: node, body: { agent_version: "test", capabilities: { docker_available: false, os: "linux" } } });
+    const hb = await call("POST", "/v1/nodes/host-1/heartbeat", {
+      headers: node,
+      body: { agent_version: "test", capabilities: { docker_available: false, os: "linux" } },
+    });
     expect(hb.status).toBe(200);
     expect(hb.body.data.pending_work_orders).toBe(1);
 
@@ -111,7 +119,12 @@ describe("REST routes", () => {
     expect(second.body.error.code).toBe("WORK_ORDER_NOT_CLAIMABLE");
     expect(second.body.data).toBeNull();
 
-    const result = { success: false, code: "COMPOSE_FAILED", message: "compose exited 1", details: { duration_ms: 5, command: { program: "docker", args: ["compose", "up"], exit_code: 1 } } };
+    const result = {
+      success: false,
+      code: "COMPOSE_FAILED",
+      message: "compose exited 1",
+      details: { duration_ms: 5, command: { program: "docker", args: ["compose", "up"], exit_code: 1 } },
+    };
     const done = await call("POST", `/v1/work-orders/${orderId}/result`, { headers: node, body: { result } });
     expect(done.status).toBe(200);
     expect(done.body.data.work_order.status).toBe("WORK_ORDER_STATUS_FAILED");

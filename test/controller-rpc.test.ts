@@ -47,14 +47,20 @@ afterAll(async () => {
 describe("access policy", () => {
   it("names every RPC of the contract, so a new one cannot fall back to a default by accident", () => {
     const rpcs = SERVICES.flatMap((svc) => svc.methods.map((m) => `${svc.typeName}/${m.name}`)).sort();
-    expect(policyEntries().map(([k]) => k).sort()).toEqual(rpcs);
+    expect(
+      policyEntries()
+        .map(([k]) => k)
+        .sort(),
+    ).toEqual(rpcs);
   });
 });
 
 describe("serving", () => {
   it("answers health over HTTP/2 + TLS with the envelope metadata and echoes the request id", async () => {
     let echoed = "";
-    const res = await tc.client(HealthService).check({}, { headers: { "x-request-id": "req-abc.1" }, onHeader: (h) => (echoed = h.get("x-request-id") ?? "") });
+    const res = await tc
+      .client(HealthService)
+      .check({}, { headers: { "x-request-id": "req-abc.1" }, onHeader: (h) => (echoed = h.get("x-request-id") ?? "") });
     expect(res.status).toBe("ok");
     expect(res.store).toBe("file");
     expect(res.meta?.schemaVersion).toBe("v1");
@@ -82,9 +88,15 @@ describe("serving", () => {
   });
 
   it("serves gRPC-Web and Connect over HTTP/1.1 under /v1", async () => {
-    const web = createClient(HealthService, createGrpcWebTransport({ baseUrl: `${tc.url}/v1`, httpVersion: "1.1", nodeOptions: { ca: tc.ca } }));
+    const web = createClient(
+      HealthService,
+      createGrpcWebTransport({ baseUrl: `${tc.url}/v1`, httpVersion: "1.1", nodeOptions: { ca: tc.ca } }),
+    );
     expect((await web.check({})).status).toBe("ok");
-    const h1 = createClient(HealthService, createConnectTransport({ baseUrl: `${tc.url}/v1`, httpVersion: "1.1", nodeOptions: { ca: tc.ca } }));
+    const h1 = createClient(
+      HealthService,
+      createConnectTransport({ baseUrl: `${tc.url}/v1`, httpVersion: "1.1", nodeOptions: { ca: tc.ca } }),
+    );
     expect((await h1.check({})).status).toBe("ok");
   });
 
@@ -128,7 +140,9 @@ describe("auth", () => {
       return r.currentState?.kind.case === "node" ? timestampDate(r.currentState.kind.value.lastHeartbeatAt!).getTime() : 0;
     };
     const listed = async () => {
-      const r = (await tc.client(ResourceService, { admin: true }).listResources({ resourceType: "node" })).resources.find((x) => x.id === "host-2")!;
+      const r = (await tc.client(ResourceService, { admin: true }).listResources({ resourceType: "node" })).resources.find(
+        (x) => x.id === "host-2",
+      )!;
       return r.currentState?.kind.case === "node" ? timestampDate(r.currentState.kind.value.lastHeartbeatAt!).getTime() : 0;
     };
     const first = timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
@@ -198,16 +212,22 @@ describe("resources", () => {
     const created = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
     const v1 = created.metadata!.resourceVersion;
     const next = await exampleTenant("versioned", { GREETING: "v2" });
-    const updated = (await rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: next.desiredState, resourceVersion: v1 })).resource!;
+    const updated = (
+      await rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: next.desiredState, resourceVersion: v1 })
+    ).resource!;
     expect(BigInt(updated.metadata!.resourceVersion)).toBeGreaterThan(BigInt(v1));
     await tc.controller.reconciler.idle();
     const before = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
-    const e = await rpcError(rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: created.desiredState, resourceVersion: v1 }));
+    const e = await rpcError(
+      rs.updateResource({ resourceType: "tenant", id: "versioned", desiredState: created.desiredState, resourceVersion: v1 }),
+    );
     expect(e.code).toBe("CONFLICT");
     const after = (await rs.getResource({ resourceType: "tenant", id: "versioned" })).resource!;
     expect(after.metadata!.resourceVersion).toBe(before.metadata!.resourceVersion);
     expect(after.desiredState).toEqual(updated.desiredState);
-    const types = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: "versioned" })).events.map((e) => e.type).filter((t) => t.startsWith("resource_") || t === "desired_state_changed");
+    const types = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: "versioned" })).events
+      .map((e) => e.type)
+      .filter((t) => t.startsWith("resource_") || t === "desired_state_changed");
     expect(types).toEqual(["resource_created", "resource_updated", "desired_state_changed"]);
   });
 
@@ -228,7 +248,10 @@ describe("deploy flow", () => {
     // The reconciler deploys the new tenant at once; Apply returns that order rather than a second.
     const apply = await tc
       .client(DeploymentService, { admin: true })
-      .apply({ tenantId: "flow-tenant", nodeId: "host-1" }, { headers: { "x-request-id": "apply-req-1", "x-correlation-id": "corr-flow-2" } });
+      .apply(
+        { tenantId: "flow-tenant", nodeId: "host-1" },
+        { headers: { "x-request-id": "apply-req-1", "x-correlation-id": "corr-flow-2" } },
+      );
     const order = apply.workOrder!;
     expect(order.status).toBe(WorkOrderStatus.PENDING);
     expect(order.requestId).toBe("create-req-1");
@@ -243,7 +266,9 @@ describe("deploy flow", () => {
     // Other tenants of this file deploy to host-1 too: the order is among the node's pending ones.
     const next = await node.getNextWorkOrder({ nodeId: "host-1" });
     expect(next.workOrder?.target?.nodeId).toBe("host-1");
-    const pendingIds = (await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ nodeId: "host-1", status: WorkOrderStatus.PENDING })).workOrders.map((o) => o.id);
+    const pendingIds = (
+      await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ nodeId: "host-1", status: WorkOrderStatus.PENDING })
+    ).workOrders.map((o) => o.id);
     expect(pendingIds).toContain(order.id);
     const otherWo = tc.client(WorkOrderService, { token: otherNodeToken });
     expect((await rpcError(otherWo.claimWorkOrder({ id: order.id }))).code).toBe("FORBIDDEN");
@@ -253,11 +278,19 @@ describe("deploy flow", () => {
     expect(claimed.workOrder?.claim?.nodeId).toBe("host-1");
     expect((await node.getNextWorkOrder({ nodeId: "host-1" })).workOrder?.id).not.toBe(order.id);
 
-    const result = { success: true, code: "APPLY_OK", message: "Desired state applied", details: { durationMs: 12n, composePath: "/opt/skipper/tenants/flow-tenant/docker-compose.yml", changedResources: ["service-web"] } };
+    const result = {
+      success: true,
+      code: "APPLY_OK",
+      message: "Desired state applied",
+      details: { durationMs: 12n, composePath: "/opt/skipper/tenants/flow-tenant/docker-compose.yml", changedResources: ["service-web"] },
+    };
     const done = await wo.reportWorkOrderResult({ id: order.id, result });
     expect(done.duplicate).toBe(false);
     expect(done.workOrder?.status).toBe(WorkOrderStatus.SUCCESS);
-    const again = await wo.reportWorkOrderResult({ id: order.id, result: { success: false, code: "COMPOSE_FAILED", message: "late duplicate" } });
+    const again = await wo.reportWorkOrderResult({
+      id: order.id,
+      result: { success: false, code: "COMPOSE_FAILED", message: "late duplicate" },
+    });
     expect(again.duplicate).toBe(true);
     expect(again.workOrder?.result?.code).toBe("APPLY_OK");
     expect(again.workOrder?.finishedAt).toEqual(done.workOrder?.finishedAt);
@@ -270,7 +303,14 @@ describe("deploy flow", () => {
 
     const events = (await tc.client(EventService, { admin: true }).listEvents({ correlationId: "corr-flow-1" })).events;
     const types = events.map((e) => e.type);
-    for (const t of ["deployment_started", "work_order_created", "work_order_started", "work_order_succeeded", "deployment_succeeded", "snapshot_created"]) {
+    for (const t of [
+      "deployment_started",
+      "work_order_created",
+      "work_order_started",
+      "work_order_succeeded",
+      "deployment_succeeded",
+      "snapshot_created",
+    ]) {
       expect(types).toContain(t);
     }
     expect(types.filter((t) => t === "work_order_succeeded")).toHaveLength(1);
@@ -289,7 +329,9 @@ describe("deploy flow", () => {
   });
 
   it("lets exactly one of many simultaneous claims win", async () => {
-    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: await exampleTenant("race-tenant") });
+    await tc
+      .client(ResourceService, { admin: true })
+      .createResource({ resourceType: "tenant", resource: await exampleTenant("race-tenant") });
     const order = (await tc.client(DeploymentService, { admin: true }).apply({ tenantId: "race-tenant" })).workOrder!;
     const wo = tc.client(WorkOrderService, { token: nodeToken });
     const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => wo.claimWorkOrder({ id: order.id })));
@@ -303,7 +345,9 @@ describe("deploy flow", () => {
   });
 
   it("replays an apply with the same idempotency key and refuses the key with another body", async () => {
-    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: await exampleTenant("idem-apply") });
+    await tc
+      .client(ResourceService, { admin: true })
+      .createResource({ resourceType: "tenant", resource: await exampleTenant("idem-apply") });
     const dep = tc.client(DeploymentService, { admin: true });
     const h = { headers: { "x-idempotency-key": "apply-once-123" } };
     const [a, b] = await Promise.all([dep.apply({ tenantId: "idem-apply" }, h), dep.apply({ tenantId: "idem-apply" }, h)]);
@@ -332,7 +376,10 @@ describe("observability", () => {
     // Logs are written asynchronously; give the stream a moment to flush.
     await new Promise((r) => setTimeout(r, 300));
     const text = await readFile(join(tc.dataDir, "logs", day, "skipper-controller.ndjson"), "utf8");
-    const lines = text.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const apply = lines.find((l) => l.request_id === "apply-req-1" && l.action === "DeploymentService.Apply");
     expect(apply).toMatchObject({ level: "info", service: "skipper-controller", correlation_id: "corr-flow-2", result: "ok" });
     expect(typeof apply.timestamp).toBe("string");

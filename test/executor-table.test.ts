@@ -38,7 +38,9 @@ describe("executor table", () => {
   it("files under every order type the executor of the action that type carries", () => {
     const table = executors();
     const types = Object.keys(ACTION_OF_TYPE).map(Number) as OrderType[];
-    expect(types.sort((a, b) => a - b)).toEqual(Object.values(WorkOrderType).filter((v): v is OrderType => typeof v === "number" && v !== WorkOrderType.UNSPECIFIED));
+    expect(types.sort((a, b) => a - b)).toEqual(
+      Object.values(WorkOrderType).filter((v): v is OrderType => typeof v === "number" && v !== WorkOrderType.UNSPECIFIED),
+    );
     for (const t of types) expect([WorkOrderType[t], executorFor(table, t)?.action]).toEqual([WorkOrderType[t], ACTION_OF_TYPE[t]]);
   });
 
@@ -48,11 +50,31 @@ describe("executor table", () => {
   });
 
   it("an order whose action is of another kind than its type's is refused as one without action", async () => {
-    expect(await run(WorkOrderType.EXECUTE_COMMAND, files)).toMatchObject({ success: false, code: "COMMAND_INVALID", message: "the order carries no command (action.execute_command.command.argv)" });
-    expect(await run(WorkOrderType.UPLOAD_FILES, command)).toMatchObject({ success: false, code: "UPLOAD_INVALID", message: "the order carries no files (action.upload_files.files)" });
-    expect(await run(WorkOrderType.WRITE_STICKER, command)).toMatchObject({ success: false, code: "STICKER_INVALID", message: "the order carries no sticker (action.write_sticker.sticker)" });
-    expect(await run(WorkOrderType.CONTROL_PROCESS, command)).toMatchObject({ success: false, code: "PROCESS_INVALID", message: "the order has no control_process action" });
-    expect(await run(WorkOrderType.DEPLOY_PROCESS, command)).toMatchObject({ success: false, code: "PROCESS_SOURCE_NOT_ALLOWED", message: "no source is not under this node's --allow-process-source (none)" });
+    expect(await run(WorkOrderType.EXECUTE_COMMAND, files)).toMatchObject({
+      success: false,
+      code: "COMMAND_INVALID",
+      message: "the order carries no command (action.execute_command.command.argv)",
+    });
+    expect(await run(WorkOrderType.UPLOAD_FILES, command)).toMatchObject({
+      success: false,
+      code: "UPLOAD_INVALID",
+      message: "the order carries no files (action.upload_files.files)",
+    });
+    expect(await run(WorkOrderType.WRITE_STICKER, command)).toMatchObject({
+      success: false,
+      code: "STICKER_INVALID",
+      message: "the order carries no sticker (action.write_sticker.sticker)",
+    });
+    expect(await run(WorkOrderType.CONTROL_PROCESS, command)).toMatchObject({
+      success: false,
+      code: "PROCESS_INVALID",
+      message: "the order has no control_process action",
+    });
+    expect(await run(WorkOrderType.DEPLOY_PROCESS, command)).toMatchObject({
+      success: false,
+      code: "PROCESS_SOURCE_NOT_ALLOWED",
+      message: "no source is not under this node's --allow-process-source (none)",
+    });
     // With its own kind the same order passes the first check.
     expect((await run(WorkOrderType.EXECUTE_COMMAND, command)).code).toBe("COMMAND_OK");
   });
@@ -60,6 +82,9 @@ describe("executor table", () => {
   it("an order without action is refused the same way", async () => {
     expect(await run(WorkOrderType.EXECUTE_COMMAND, undefined)).toMatchObject({ code: "COMMAND_INVALID" });
     expect(await run(WorkOrderType.UPLOAD_FILES, undefined)).toMatchObject({ code: "UPLOAD_INVALID" });
-    expect(await run(WorkOrderType.CONTROL_PROCESS, undefined)).toMatchObject({ code: "PROCESS_INVALID", message: "the order has no control_process action" });
+    expect(await run(WorkOrderType.CONTROL_PROCESS, undefined)).toMatchObject({
+      code: "PROCESS_INVALID",
+      message: "the order has no control_process action",
+    });
   });
 });

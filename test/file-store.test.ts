@@ -51,7 +51,8 @@ describe("history retention job", () => {
     await store.open();
     try {
       const now = new Date("2026-11-23T12:00:00Z");
-      const ev = (id: string, at: Date) => create(EventSchema, { id, type: "resource_created", schemaVersion: "v1", timestamp: timestampFromDate(at) });
+      const ev = (id: string, at: Date) =>
+        create(EventSchema, { id, type: "resource_created", schemaVersion: "v1", timestamp: timestampFromDate(at) });
       await store.appendEvent(ev("ancient", new Date("2026-10-01T00:00:00Z")));
       await store.appendEvent(ev("recent", new Date("2026-11-20T00:00:00Z")));
       const lines: unknown[] = [];
@@ -60,7 +61,9 @@ describe("history retention job", () => {
       expect(await job.prune()).toEqual({ events: 1, workOrders: 0, deployments: 0 });
       expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["recent"]);
       expect(await readdir(join(dir, "events"))).toEqual(["2026-11-20"]);
-      expect(lines).toContainEqual(expect.objectContaining({ action: "event_retention", metadata: expect.objectContaining({ pruned: 1 }) }));
+      expect(lines).toContainEqual(
+        expect.objectContaining({ action: "event_retention", metadata: expect.objectContaining({ pruned: 1 }) }),
+      );
     } finally {
       await store.close();
       await rm(dir, { recursive: true, force: true });
@@ -76,14 +79,22 @@ describe("work-order retention", () => {
     try {
       const now = new Date("2026-11-23T12:00:00Z");
       const day = (d: number) => new Date(Date.UTC(2026, 9, d, 12)); // October: over 30 days ago
-      const finish = async (id: string, spec: string, finishedDay: number, opts: { ok?: boolean; type?: WorkOrderType; at?: Date } = {}) => {
+      const finish = async (
+        id: string,
+        spec: string,
+        finishedDay: number,
+        opts: { ok?: boolean; type?: WorkOrderType; at?: Date } = {},
+      ) => {
         const o = order(id, "node-1", 0, "tenant-a");
         o.type = opts.type ?? WorkOrderType.DEPLOY_SERVICE;
         o.desiredState!.specHash = spec;
         await store.createWorkOrder(o);
         const when = opts.at ?? day(finishedDay);
         await store.claimWorkOrder(id, "node-1", new Date(when.getTime() - 1000));
-        const result = create(WorkOrderResultSchema, { success: opts.ok ?? true, code: (opts.ok ?? true) ? "APPLY_OK" : "COMPOSE_INVALID" });
+        const result = create(WorkOrderResultSchema, {
+          success: opts.ok ?? true,
+          code: (opts.ok ?? true) ? "APPLY_OK" : "COMPOSE_INVALID",
+        });
         await store.finishWorkOrder(id, "node-1", result, when);
       };
       // Newest first the specs are h6, h5, h4, h2, h3 (five), then h1: o2 is an older copy of h2.
@@ -98,13 +109,30 @@ describe("work-order retention", () => {
       await finish("o9-command", "", 9, { type: WorkOrderType.EXECUTE_COMMAND });
       await finish("o10-recent", "h8", 0, { type: WorkOrderType.EXECUTE_COMMAND, at: new Date("2026-11-20T00:00:00Z") });
       // Each order's deployment, finished when the order did.
-      for (const [id, d] of [["o1", 1], ["o2", 2], ["o3", 3], ["o4", 4], ["o5", 5], ["o6", 6], ["o7", 7], ["o8-failed", 8]] as const) {
+      for (const [id, d] of [
+        ["o1", 1],
+        ["o2", 2],
+        ["o3", 3],
+        ["o4", 4],
+        ["o5", 5],
+        ["o6", 6],
+        ["o7", 7],
+        ["o8-failed", 8],
+      ] as const) {
         await store.createResource(
           create(ResourceSchema, {
             id: `dep-${id}`,
             resourceType: "deployment",
             desiredState: { kind: { case: "deployment", value: { tenantId: "tenant-a", nodeId: "node-1", workOrderId: id } } },
-            currentState: { kind: { case: "deployment", value: { phase: id === "o8-failed" ? DeploymentPhase.FAILED : DeploymentPhase.SUCCEEDED, finishedAt: timestampFromDate(day(d)) } } },
+            currentState: {
+              kind: {
+                case: "deployment",
+                value: {
+                  phase: id === "o8-failed" ? DeploymentPhase.FAILED : DeploymentPhase.SUCCEEDED,
+                  finishedAt: timestampFromDate(day(d)),
+                },
+              },
+            },
           }),
         );
       }
@@ -112,7 +140,13 @@ describe("work-order retention", () => {
       // deployment (say, after an admin rolled back to it).
       await store.createResource(tenant("tenant-a"));
       await store.updateResource("tenant", "tenant-a", (t) => {
-        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: create(TenantStatusSchema, { deploymentId: "dep-o2", targets: [{ nodeId: "node-1", lastWorkOrderId: "o1" }] }) } };
+        t.currentState = {
+          $typeName: "skipper.v1.ResourceStatus",
+          kind: {
+            case: "tenant",
+            value: create(TenantStatusSchema, { deploymentId: "dep-o2", targets: [{ nodeId: "node-1", lastWorkOrderId: "o1" }] }),
+          },
+        };
         return t;
       });
       const lines: Array<{ action?: string; metadata?: { pruned?: number } }> = [];
@@ -125,7 +159,9 @@ describe("work-order retention", () => {
       const deps = (await store.listResources({ resourceType: "deployment" })).items.map((d) => d.id).sort();
       expect(deps).toEqual(["dep-o1", "dep-o2", "dep-o3", "dep-o4", "dep-o5", "dep-o6", "dep-o7"]);
       expect(await readdir(join(dir, "work-orders", "finished"))).toEqual(left.map((id) => `${id}.json`).sort());
-      expect(lines).toContainEqual(expect.objectContaining({ action: "work_order_retention", metadata: expect.objectContaining({ pruned: 3 }) }));
+      expect(lines).toContainEqual(
+        expect.objectContaining({ action: "work_order_retention", metadata: expect.objectContaining({ pruned: 3 }) }),
+      );
       expect(await job.prune()).toEqual({ events: 0, workOrders: 0, deployments: 0 });
     } finally {
       await store.close();
@@ -134,10 +170,24 @@ describe("work-order retention", () => {
   });
 
   it("the keep rule counts specs per tenant and node, newest first, and only deploys and rollbacks", () => {
-    const o = (id: string, tenantId: string, nodeId: string, specHash: string, finishedAtMs: number, type = WorkOrderType.DEPLOY_SERVICE) => ({ id, tenantId, nodeId, specHash, finishedAtMs, type });
+    const o = (
+      id: string,
+      tenantId: string,
+      nodeId: string,
+      specHash: string,
+      finishedAtMs: number,
+      type = WorkOrderType.DEPLOY_SERVICE,
+    ) => ({ id, tenantId, nodeId, specHash, finishedAtMs, type });
     const keep = ordersToKeep(
       [],
-      [o("a1", "t", "n1", "x", 1), o("a2", "t", "n1", "y", 2), o("a3", "t", "n1", "x", 3), o("b1", "t", "n2", "x", 1), o("r1", "t", "n1", "z", 4, WorkOrderType.ROLLBACK), o("c1", "t", "n1", "w", 5, WorkOrderType.RESTART_SERVICE)],
+      [
+        o("a1", "t", "n1", "x", 1),
+        o("a2", "t", "n1", "y", 2),
+        o("a3", "t", "n1", "x", 3),
+        o("b1", "t", "n2", "x", 1),
+        o("r1", "t", "n1", "z", 4, WorkOrderType.ROLLBACK),
+        o("c1", "t", "n1", "w", 5, WorkOrderType.RESTART_SERVICE),
+      ],
       2,
     );
     expect([...keep].sort()).toEqual(["a3", "b1", "r1"]);
@@ -172,7 +222,11 @@ describe("file store on disk", () => {
     const text = await readFile(join(dataDir, "resources/tenant/example-tenant.json"), "utf8");
     expect(text.endsWith("}\n")).toBe(true);
     expect(text).toContain('\n  "resource_type": "tenant"');
-    expect(JSON.parse(text)).toMatchObject({ id: "example-tenant", desired_state: { tenant: { display_name: "example-tenant" } }, metadata: { resource_version: "1" } });
+    expect(JSON.parse(text)).toMatchObject({
+      id: "example-tenant",
+      desired_state: { tenant: { display_name: "example-tenant" } },
+      metadata: { resource_version: "1" },
+    });
 
     await store.createWorkOrder(order("wo-1", "node-1"));
     expect(await readJson("work-orders/pending/wo-1.json")).toMatchObject({ id: "wo-1", status: "WORK_ORDER_STATUS_PENDING" });
@@ -186,7 +240,10 @@ describe("file store on disk", () => {
     const ev = event("ev-1", 0);
     ev.timestamp = timestampFromDate(new Date("2026-11-22T10:15:00.123Z"));
     await store.appendEvent(ev);
-    expect(await readJson("events/2026-11-22/20261122T101500123Z-ev-1.json")).toMatchObject({ id: "ev-1", timestamp: "2026-11-22T10:15:00.123Z" });
+    expect(await readJson("events/2026-11-22/20261122T101500123Z-ev-1.json")).toMatchObject({
+      id: "ev-1",
+      timestamp: "2026-11-22T10:15:00.123Z",
+    });
 
     await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s1", scope: "system" }));
     await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s2", scope: "tenant", tenantId: "example-tenant" }));
@@ -194,7 +251,13 @@ describe("file store on disk", () => {
     expect(await readJson("snapshots/tenants/example-tenant.json")).toMatchObject({ snapshot_id: "s2" });
 
     const key = "ab".repeat(32);
-    await store.putIdempotencyRecord({ key, requestHash: "cd", response: { a: 1 }, createdAt: new Date("2026-11-22T10:00:00Z"), expiresAt: new Date("2099-01-01T00:00:00Z") });
+    await store.putIdempotencyRecord({
+      key,
+      requestHash: "cd",
+      response: { a: 1 },
+      createdAt: new Date("2026-11-22T10:00:00Z"),
+      expiresAt: new Date("2099-01-01T00:00:00Z"),
+    });
     expect(await readJson(`idempotency/${key}.json`)).toEqual({
       key,
       request_hash: "cd",
@@ -203,7 +266,11 @@ describe("file store on disk", () => {
       expires_at: "2099-01-01T00:00:00.000Z",
     });
     await store.putNodeCredential({ nodeId: "node-1", tokenHash: "ef", createdAt: new Date("2026-11-22T10:00:00Z") });
-    expect(await readJson("auth/nodes/node-1.json")).toEqual({ node_id: "node-1", token_hash: "ef", created_at: "2026-11-22T10:00:00.000Z" });
+    expect(await readJson("auth/nodes/node-1.json")).toEqual({
+      node_id: "node-1",
+      token_hash: "ef",
+      created_at: "2026-11-22T10:00:00.000Z",
+    });
     await store.putAdminCredential({ tokenHash: "01", createdAt: new Date("2026-11-22T10:00:00Z") });
     expect(await readJson("auth/admin.json")).toEqual({ token_hash: "01", created_at: "2026-11-22T10:00:00.000Z" });
 
@@ -215,7 +282,14 @@ describe("file store on disk", () => {
 
   it("a snapshot is written slice by slice as exactly the text encodeMessage gives, and reads back", async () => {
     const resources = Array.from({ length: 450 }, (_, i) => tenant(`t-${i}`, i === 7 ? 'line one\nline "two"\u0000' : `t-${i}`));
-    const snapshot = buildSnapshot({ snapshotId: "s-big", scope: "system", resources, requestId: "r", correlationId: "c", now: new Date("2026-11-23T09:00:00Z") });
+    const snapshot = buildSnapshot({
+      snapshotId: "s-big",
+      scope: "system",
+      resources,
+      requestId: "r",
+      correlationId: "c",
+      now: new Date("2026-11-23T09:00:00Z"),
+    });
     expect(snapshot.diffs).toHaveLength(450);
     const expected = encodeMessage(SnapshotSchema, snapshot);
     expect(await encodeSnapshot(snapshot, 64)).toBe(expected);
@@ -232,7 +306,11 @@ describe("file store on disk", () => {
   it("leftover temp files are removed at open", async () => {
     await store.createResource(tenant("kept"));
     await store.close();
-    const leftovers = ["resources/tenant/.kept.json.0123456789ab.tmp", "events/2026-11-22/.x.json.abcdefabcdef.tmp", "work-orders/running/.wo.json.000000000000.tmp"];
+    const leftovers = [
+      "resources/tenant/.kept.json.0123456789ab.tmp",
+      "events/2026-11-22/.x.json.abcdefabcdef.tmp",
+      "work-orders/running/.wo.json.000000000000.tmp",
+    ];
     await mkdir(join(dataDir, "events/2026-11-22"), { recursive: true });
     for (const rel of leftovers) await writeFile(join(dataDir, rel), '{"torn":');
     await open();
@@ -283,7 +361,10 @@ describe("file store on disk", () => {
     await store.close();
     await writeFile(join(dataDir, "resources/tenant/torn.json"), '{"id": "torn", "resource_ty');
     await writeFile(join(dataDir, "resources/tenant/liar.json"), JSON.stringify({ id: "someone-else", resource_type: "tenant" }));
-    await writeFile(join(dataDir, "work-orders/pending/wo-run.json"), JSON.stringify({ id: "wo-run", status: "WORK_ORDER_STATUS_RUNNING" }));
+    await writeFile(
+      join(dataDir, "work-orders/pending/wo-run.json"),
+      JSON.stringify({ id: "wo-run", status: "WORK_ORDER_STATUS_RUNNING" }),
+    );
 
     await open();
     expect((await store.getResource("tenant", "good"))?.id).toBe("good");
@@ -300,7 +381,13 @@ describe("file store on disk", () => {
   it("expired idempotency records are pruned at open", async () => {
     const live = "1".repeat(32);
     const dead = "2".repeat(32);
-    await store.putIdempotencyRecord({ key: live, requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date(Date.now() + 60_000) });
+    await store.putIdempotencyRecord({
+      key: live,
+      requestHash: "h",
+      response: {},
+      createdAt: new Date(),
+      expiresAt: new Date(Date.now() + 60_000),
+    });
     await store.putIdempotencyRecord({ key: dead, requestHash: "h", response: {}, createdAt: new Date(0), expiresAt: new Date(1000) });
     await store.close();
     await open();
@@ -319,18 +406,27 @@ describe("file store on disk", () => {
     const ok = create(WorkOrderResultSchema, { success: true, code: "OK" });
     for (const id of bad) {
       await expectCode(store.createResource(tenant(id)), "INVALID_REQUEST");
-      await expectCode(store.updateResource("tenant", id, (r) => r), "INVALID_REQUEST");
+      await expectCode(
+        store.updateResource("tenant", id, (r) => r),
+        "INVALID_REQUEST",
+      );
       await expectCode(store.createWorkOrder(order(id, "node-1")), "INVALID_REQUEST");
       await expectCode(store.claimWorkOrder(id, "node-1", new Date()), "INVALID_REQUEST");
       await expectCode(store.finishWorkOrder(id, "node-1", ok, new Date()), "INVALID_REQUEST");
       await expectCode(store.appendEvent(event(id, 0)), "INVALID_REQUEST");
       await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "tenant", tenantId: id })), "INVALID_REQUEST");
       await expectCode(store.putNodeCredential({ nodeId: id, tokenHash: "h", createdAt: new Date() }), "INVALID_REQUEST");
-      await expectCode(store.putIdempotencyRecord({ key: id, requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }), "INVALID_REQUEST");
+      await expectCode(
+        store.putIdempotencyRecord({ key: id, requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }),
+        "INVALID_REQUEST",
+      );
     }
     await expectCode(store.claimWorkOrder("wo-ok", "../node", new Date()), "INVALID_REQUEST");
     await expectCode(store.getIdempotencyRecord("ABCDEF0123456789", new Date()), "INVALID_REQUEST");
-    await expectCode(store.putIdempotencyRecord({ key: "abc", requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }), "INVALID_REQUEST");
+    await expectCode(
+      store.putIdempotencyRecord({ key: "abc", requestHash: "h", response: {}, createdAt: new Date(), expiresAt: new Date() }),
+      "INVALID_REQUEST",
+    );
     await expectCode(store.createResource(Object.assign(tenant("fine"), { resourceType: "../tenant" })), "INVALID_REQUEST");
     expect(await readdir(parent)).toEqual(["data"]);
     expect((await readdir(join(dataDir, "resources/tenant"))).length).toBe(0);

@@ -21,7 +21,8 @@ import { uploadFiles } from "../agent/executors/upload-files.js";
 type Upload = MessageInitShape<typeof FileUploadSchema>;
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
-if (!dockerHost) console.warn("!!! files-executor.test.ts: image digests from a real engine SKIPPED: no Docker engine (see test/global-setup.ts)");
+if (!dockerHost)
+  console.warn("!!! files-executor.test.ts: image digests from a real engine SKIPPED: no Docker engine (see test/global-setup.ts)");
 const asRoot = process.getuid?.() === 0;
 if (!asRoot) console.warn("!!! files-executor.test.ts: file ownership tests SKIPPED: not running as root");
 
@@ -43,20 +44,40 @@ const ctx = (): ExecContext => ({
   signal: new AbortController().signal,
 });
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-const file = (path: string, text: string, extra: { mode?: number; owner?: string; group?: string; sha256?: string } = {}): Upload => ({ path, content: Buffer.from(text), sha256: sha(text), ...extra });
+const file = (path: string, text: string, extra: { mode?: number; owner?: string; group?: string; sha256?: string } = {}): Upload => ({
+  path,
+  content: Buffer.from(text),
+  sha256: sha(text),
+  ...extra,
+});
 const upload = (files: Upload[], tenantId = "") =>
-  uploadFiles(create(WorkOrderSchema, { id: "o-up", type: WorkOrderType.UPLOAD_FILES, target: { tenantId, nodeId: "n1" }, action: { kind: { case: "uploadFiles", value: { files } } } }), ctx());
+  uploadFiles(
+    create(WorkOrderSchema, {
+      id: "o-up",
+      type: WorkOrderType.UPLOAD_FILES,
+      target: { tenantId, nodeId: "n1" },
+      action: { kind: { case: "uploadFiles", value: { files } } },
+    }),
+    ctx(),
+  );
 const filesDir = () => join(workDir, "files");
 const mode = async (p: string) => ((await stat(p)).mode & 0o7777).toString(8);
 // Every file under a directory, relative, sorted (temp files would show up here).
-const tree = async (dir: string): Promise<string[]> => (existsSync(dir) ? ((await readdir(dir, { recursive: true })) as string[]).sort() : []);
+const tree = async (dir: string): Promise<string[]> =>
+  existsSync(dir) ? ((await readdir(dir, { recursive: true })) as string[]).sort() : [];
 
 describe("upload_files", () => {
   it("writes each file's content with its mode and reports path, sha256, size and changed", async () => {
-    const r = (await upload([file("conf/app.ini", "a=1\n", { mode: 0o640 }), file("run.sh", "#!/bin/sh\n", { mode: 0o755 }), file("plain.txt", "x")])).result;
+    const r = (
+      await upload([file("conf/app.ini", "a=1\n", { mode: 0o640 }), file("run.sh", "#!/bin/sh\n", { mode: 0o755 }), file("plain.txt", "x")])
+    ).result;
     expect(r).toMatchObject({ success: true, code: "UPLOAD_OK" });
     expect(await readFile(join(filesDir(), "conf/app.ini"), "utf8")).toBe("a=1\n");
-    expect([await mode(join(filesDir(), "conf/app.ini")), await mode(join(filesDir(), "run.sh")), await mode(join(filesDir(), "plain.txt"))]).toEqual(["640", "755", "644"]);
+    expect([
+      await mode(join(filesDir(), "conf/app.ini")),
+      await mode(join(filesDir(), "run.sh")),
+      await mode(join(filesDir(), "plain.txt")),
+    ]).toEqual(["640", "755", "644"]);
     const base = await realpath(filesDir());
     expect(r.details?.files.map((f) => [f.path, f.sha256, f.mode, f.size, f.changed])).toEqual([
       [join(base, "conf/app.ini"), sha("a=1\n"), 0o640, 4n, true],
@@ -159,7 +180,9 @@ describe("upload_files", () => {
   });
 
   it.skipIf(!asRoot)("sets the owner and group by number or by name, and an owned file uploaded again is unchanged", async () => {
-    const r = (await upload([file("n.txt", "n", { owner: "65534", group: "65534", mode: 0o640 }), file("named.txt", "m", { owner: "nobody" })])).result;
+    const r = (
+      await upload([file("n.txt", "n", { owner: "65534", group: "65534", mode: 0o640 }), file("named.txt", "m", { owner: "nobody" })])
+    ).result;
     expect(r.code).toBe("UPLOAD_OK");
     const n = await stat(join(filesDir(), "n.txt"));
     expect([n.uid, n.gid, (n.mode & 0o7777).toString(8)]).toEqual([65534, 65534, "640"]);
@@ -181,7 +204,12 @@ const stickerOrder = (tenantId: string, sticker?: StickerInit) =>
     action: sticker ? { kind: { case: "writeSticker", value: { sticker } } } : undefined,
   });
 const readOrder = (tenantId: string) =>
-  create(WorkOrderSchema, { id: "o-rd", type: WorkOrderType.READ_STICKER, target: { tenantId, nodeId: "n1" }, action: { kind: { case: "readSticker", value: {} } } });
+  create(WorkOrderSchema, {
+    id: "o-rd",
+    type: WorkOrderType.READ_STICKER,
+    target: { tenantId, nodeId: "n1" },
+    action: { kind: { case: "readSticker", value: {} } },
+  });
 
 describe("version stickers", () => {
   const savedHost = process.env.DOCKER_HOST;
@@ -192,7 +220,19 @@ describe("version stickers", () => {
 
   it("a written sticker reads back the same, stored as snake_case JSON with mode 0644", async () => {
     const at = new Date("2025-01-02T03:04:05.678Z");
-    const w = (await writeSticker(stickerOrder("t1", { releaseId: "r-7", deploymentId: "d-3", imageDigests: { web: "sha256:aa", db: "sha256:bb" }, writtenAt: timestampFromDate(at), tenantId: "ignored", nodeId: "ignored" }), ctx())).result;
+    const w = (
+      await writeSticker(
+        stickerOrder("t1", {
+          releaseId: "r-7",
+          deploymentId: "d-3",
+          imageDigests: { web: "sha256:aa", db: "sha256:bb" },
+          writtenAt: timestampFromDate(at),
+          tenantId: "ignored",
+          nodeId: "ignored",
+        }),
+        ctx(),
+      )
+    ).result;
     expect(w).toMatchObject({ success: true, code: "STICKER_OK" });
     expect(w.details?.sticker).toMatchObject({ releaseId: "r-7", deploymentId: "d-3", tenantId: "t1", nodeId: "n1", schemaVersion: "v1" });
     const path = join(workDir, "tenants/t1/.skipper-sticker.json");
@@ -258,9 +298,27 @@ describe("version stickers", () => {
 
       // The project name comes from the deploy's state record, not the tenant id.
       await mkdir(join(workDir, "tenants/t1"), { recursive: true });
-      await writeFile(join(workDir, "tenants/t1/.skipper-state.json"), JSON.stringify({ schema_version: "v1", project_name: project, tenant_id: "t1" }));
-      await docker("run", "-d", "--network", "none", "--label", `com.docker.compose.project=${project}`, "--label", "com.docker.compose.service=web", "skipper-busybox:local", "sleep", "300");
-      const image = JSON.parse((await docker("image", "inspect", "skipper-busybox:local")).stdout)[0] as { Id: string; RepoDigests?: string[] };
+      await writeFile(
+        join(workDir, "tenants/t1/.skipper-state.json"),
+        JSON.stringify({ schema_version: "v1", project_name: project, tenant_id: "t1" }),
+      );
+      await docker(
+        "run",
+        "-d",
+        "--network",
+        "none",
+        "--label",
+        `com.docker.compose.project=${project}`,
+        "--label",
+        "com.docker.compose.service=web",
+        "skipper-busybox:local",
+        "sleep",
+        "300",
+      );
+      const image = JSON.parse((await docker("image", "inspect", "skipper-busybox:local")).stdout)[0] as {
+        Id: string;
+        RepoDigests?: string[];
+      };
       const expected = image.RepoDigests?.[0]?.split("@")[1] ?? image.Id;
       const w = (await writeSticker(stickerOrder("t1", { releaseId: "r-1", deploymentId: "d-1" }), ctx())).result;
       expect(w.code).toBe("STICKER_OK");

@@ -16,7 +16,9 @@ export default function setup(): void {
     if (!host) throw new Error(`no DOCKER_HOST in: ${out}`);
     process.env.SKIPPER_TEST_DOCKER_HOST = host;
   } catch (e) {
-    console.warn(`\n!!! No Docker engine could be started (${(e as Error).message.split("\n")[0]}):\n!!! tests that need one are SKIPPED\n`);
+    console.warn(
+      `\n!!! No Docker engine could be started (${(e as Error).message.split("\n")[0]}):\n!!! tests that need one are SKIPPED\n`,
+    );
     return;
   }
   // A second engine stands for a second host in the placement tests (each node has its own).

@@ -43,7 +43,15 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-lease-"));
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--lease-duration", "2s"] });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
-    agent = startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir: join(root, "state"), workDir: join(root, "work"), dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "30s"] });
+    agent = startAgentProcess({
+      controller: ctl,
+      nodeId: NODE,
+      token,
+      stateDir: join(root, "state"),
+      workDir: join(root, "work"),
+      dockerHost: dockerHost!,
+      extraArgs: ["--ready-timeout", "30s"],
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -53,7 +61,10 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     }
     await ctl?.stop();
     if (root) {
-      await execa("docker-compose", ["-p", TENANT, "-f", join(root, "work", "tenants", TENANT, "docker-compose.yml"), "down", "-t", "1"], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+      await execa("docker-compose", ["-p", TENANT, "-f", join(root, "work", "tenants", TENANT, "docker-compose.yml"), "down", "-t", "1"], {
+        env: { DOCKER_HOST: dockerHost! },
+        reject: false,
+      });
       if (!process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
     }
   }, 60_000);
@@ -61,15 +72,23 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
   it("an agent frozen past its lease loses the order; its late result is refused; the order ends once", async () => {
     await ctl.admin(ResourceService).createResource({
       resourceType: "tenant",
-      resource: create(ResourceSchema, { id: TENANT, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE } } } } }),
+      resource: create(ResourceSchema, {
+        id: TENANT,
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE } } } },
+      }),
     });
     const orders = ctl.admin(WorkOrderService);
     // An order that outlives its lease (ready after 4 s, lease 2 s) keeps it by renewals.
     const firstId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
-    const renewedRun = await waitFor("the first order to finish", async () => {
-      const o = (await orders.getWorkOrder({ id: firstId })).workOrder!;
-      return o.finishedAt ? o : undefined;
-    }, 60_000);
+    const renewedRun = await waitFor(
+      "the first order to finish",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: firstId })).workOrder!;
+        return o.finishedAt ? o : undefined;
+      },
+      60_000,
+    );
     expect(renewedRun.result?.code, renewedRun.result?.message).toBe("APPLY_OK");
     expect(renewedRun.attempts.map((a) => a.outcome)).toEqual(["finished"]);
 
@@ -77,27 +96,46 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     await ctl.admin(ResourceService).updateResource({
       resourceType: "tenant",
       id: TENANT,
-      desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "2" } } } } },
+      desiredState: {
+        kind: {
+          case: "tenant",
+          value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "2" } } },
+        },
+      },
     });
     const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
-    const first = await waitFor("the first claim", async () => {
-      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
-      return o.status === WorkOrderStatus.RUNNING ? o : undefined;
-    }, 30_000, 50);
+    const first = await waitFor(
+      "the first claim",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+        return o.status === WorkOrderStatus.RUNNING ? o : undefined;
+      },
+      30_000,
+      50,
+    );
     expect(first.claim?.fencingToken).toBe(1n);
 
     agent.child.kill("SIGSTOP");
-    const lapsed = await waitFor("the lease to lapse", async () => {
-      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
-      return o.status === WorkOrderStatus.PENDING ? o : undefined;
-    }, 15_000, 100);
+    const lapsed = await waitFor(
+      "the lease to lapse",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+        return o.status === WorkOrderStatus.PENDING ? o : undefined;
+      },
+      15_000,
+      100,
+    );
     expect(lapsed.attempts.map((a) => a.outcome)).toEqual(["lease_expired"]);
     agent.child.kill("SIGCONT");
 
-    const done = await waitFor("the order to finish", async () => {
-      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
-      return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
-    }, 60_000);
+    const done = await waitFor(
+      "the order to finish",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      60_000,
+    );
     expect(done.result?.code, done.result?.message).toBe("APPLY_OK");
     expect(done.claim?.fencingToken).toBe(2n);
     expect(done.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
@@ -119,10 +157,15 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
       .split("\n")
       .filter((l) => l.includes(orderId) && l.includes('"action":"report_result"') && l.includes("controller refused the result"));
     expect(refusals).toHaveLength(1);
-    expect(JSON.parse(refusals[0]!)).toMatchObject({ result: "FailedPrecondition", metadata: { message: expect.stringMatching(/fencing token 1/) } });
+    expect(JSON.parse(refusals[0]!)).toMatchObject({
+      result: "FailedPrecondition",
+      metadata: { message: expect.stringMatching(/fencing token 1/) },
+    });
     expect(await readFile(agent.logFile, "utf8")).not.toContain("PermissionDenied");
     // One order per desired state: nothing else ran.
-    expect((await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.result?.code !== "SUPERSEDED").map((o) => o.id)).toEqual([firstId, orderId]);
+    expect(
+      (await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.result?.code !== "SUPERSEDED").map((o) => o.id),
+    ).toEqual([firstId, orderId]);
   }, 120_000);
 
   it("an admin cancels a running order: the agent stops it, reports CANCELLED, and nothing retries it", async () => {
@@ -130,16 +173,31 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     await ctl.admin(ResourceService).updateResource({
       resourceType: "tenant",
       id: TENANT,
-      desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "3" } } } } },
+      desiredState: {
+        kind: {
+          case: "tenant",
+          value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "3" } } },
+        },
+      },
     });
     const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
-    await waitFor("the order to run", async () => ((await orders.getWorkOrder({ id: orderId })).workOrder!.status === WorkOrderStatus.RUNNING ? true : undefined), 30_000, 50);
+    await waitFor(
+      "the order to run",
+      async () => ((await orders.getWorkOrder({ id: orderId })).workOrder!.status === WorkOrderStatus.RUNNING ? true : undefined),
+      30_000,
+      50,
+    );
     const asked = await orders.cancelWorkOrder({ id: orderId, reason: "bad release" });
     expect(asked.workOrder?.cancelRequest?.reason).toBe("bad release");
-    const done = await waitFor("the agent to stop it", async () => {
-      const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
-      return o.finishedAt ? o : undefined;
-    }, 20_000, 100);
+    const done = await waitFor(
+      "the agent to stop it",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
+        return o.finishedAt ? o : undefined;
+      },
+      20_000,
+      100,
+    );
     expect(done.status).toBe(WorkOrderStatus.CANCELLED);
     expect(done.result?.code).toBe("CANCELLED");
     const events = await waitFor("the cancel events", async () => {
@@ -148,12 +206,18 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     });
     expect(events).toContain("work_order_cancel_requested");
     // The reconciler leaves a cancelled desired state alone until it changes or someone applies.
-    await waitFor("the tenant to say so", async () => {
-      const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource!;
-      return t.convergence?.status === ConvergenceStatus.ORDER_FAILED && t.convergence.message.includes("CANCELLED") ? true : undefined;
-    }, 10_000);
+    await waitFor(
+      "the tenant to say so",
+      async () => {
+        const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource!;
+        return t.convergence?.status === ConvergenceStatus.ORDER_FAILED && t.convergence.message.includes("CANCELLED") ? true : undefined;
+      },
+      10_000,
+    );
     await new Promise((r) => setTimeout(r, 2500));
-    const after = (await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter((o) => o.status === WorkOrderStatus.PENDING || o.status === WorkOrderStatus.RUNNING);
+    const after = (await orders.listWorkOrders({ tenantId: TENANT })).workOrders.filter(
+      (o) => o.status === WorkOrderStatus.PENDING || o.status === WorkOrderStatus.RUNNING,
+    );
     expect(after).toEqual([]);
     // A pending order is cancelled at once.
     const again = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!;
@@ -164,6 +228,11 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     } finally {
       agent.child.kill("SIGCONT");
     }
-    await waitFor("the second order to end", async () => ((await orders.getWorkOrder({ id: again.id })).workOrder!.finishedAt ? true : undefined), 30_000, 100);
+    await waitFor(
+      "the second order to end",
+      async () => ((await orders.getWorkOrder({ id: again.id })).workOrder!.finishedAt ? true : undefined),
+      30_000,
+      100,
+    );
   }, 120_000);
 });

@@ -22,7 +22,14 @@ import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import { rpcError } from "./helpers/errors.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import {
+  freePort,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! order-types-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -39,7 +46,11 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
   const orders = () => ctl.admin(WorkOrderService);
   const engine = (args: string[]) => execa("docker", args, { env: { DOCKER_HOST: dockerHost! } });
 
-  async function run(type: WorkOrderType, action: MessageInitShape<typeof WorkOrderActionSchema>["kind"], extra: { tenantId?: string; nodeId?: string; timeoutMs?: number; expiresAt?: Date } = {}): Promise<WorkOrder> {
+  async function run(
+    type: WorkOrderType,
+    action: MessageInitShape<typeof WorkOrderActionSchema>["kind"],
+    extra: { tenantId?: string; nodeId?: string; timeoutMs?: number; expiresAt?: Date } = {},
+  ): Promise<WorkOrder> {
     const { workOrder } = await orders().createWorkOrder({
       type,
       target: { nodeId: extra.nodeId ?? NODE, tenantId: extra.tenantId ?? "" },
@@ -47,10 +58,14 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
       timeout: extra.timeoutMs ? durationFromMs(extra.timeoutMs) : undefined,
       expiresAt: extra.expiresAt ? timestampFromDate(extra.expiresAt) : undefined,
     });
-    return waitFor(`order ${workOrder!.id} to finish`, async () => {
-      const o = (await orders().getWorkOrder({ id: workOrder!.id })).workOrder!;
-      return [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED].includes(o.status) ? o : undefined;
-    }, 60_000);
+    return waitFor(
+      `order ${workOrder!.id} to finish`,
+      async () => {
+        const o = (await orders().getWorkOrder({ id: workOrder!.id })).workOrder!;
+        return [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED].includes(o.status) ? o : undefined;
+      },
+      60_000,
+    );
   }
 
   beforeAll(async () => {
@@ -68,7 +83,16 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
       stateDir: join(root, "state"),
       workDir,
       dockerHost: dockerHost!,
-      extraArgs: ["--allow-command", "echo", "--allow-command", "sleep", "--allow-command", "touch", "--allow-process-source", join(root, "artifacts")],
+      extraArgs: [
+        "--allow-command",
+        "echo",
+        "--allow-command",
+        "sleep",
+        "--allow-command",
+        "touch",
+        "--allow-process-source",
+        join(root, "artifacts"),
+      ],
     });
     const compose = [
       "services:",
@@ -81,19 +105,32 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     ].join("\n");
     await ctl.admin(ResourceService).createResource({
       resourceType: "tenant",
-      resource: { id: TENANT, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: compose } } } } },
+      resource: {
+        id: TENANT,
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: compose } } } },
+      },
     });
-    await waitFor("the tenant to converge", async () => {
-      const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource;
-      return t?.convergence?.status === ConvergenceStatus.CONVERGED ? true : undefined;
-    }, 90_000);
+    await waitFor(
+      "the tenant to converge",
+      async () => {
+        const t = (await ctl.admin(ResourceService).getResource({ resourceType: "tenant", id: TENANT })).resource;
+        return t?.convergence?.status === ConvergenceStatus.CONVERGED ? true : undefined;
+      },
+      90_000,
+    );
   }, 150_000);
 
   afterAll(async () => {
-    await run(WorkOrderType.CONTROL_PROCESS, { case: "controlProcess", value: { module: "hello", operation: ProcessOperation.STOP } }).catch(() => undefined);
+    await run(WorkOrderType.CONTROL_PROCESS, {
+      case: "controlProcess",
+      value: { module: "hello", operation: ProcessOperation.STOP },
+    }).catch(() => undefined);
     await agent?.stop();
     await ctl?.stop();
-    const ids = (await engine(["ps", "-aq", "--filter", `label=com.docker.compose.project=${TENANT}`]).catch(() => ({ stdout: "" }))).stdout.split("\n").filter(Boolean);
+    const ids = (await engine(["ps", "-aq", "--filter", `label=com.docker.compose.project=${TENANT}`]).catch(() => ({ stdout: "" }))).stdout
+      .split("\n")
+      .filter(Boolean);
     if (ids.length > 0) await engine(["rm", "-f", ...ids]).catch(() => undefined);
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 60_000);
@@ -103,14 +140,27 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
     expect(caps?.allowedCommands).toEqual(["echo", "sleep", "touch"]);
     const trap = join(root, "pwned");
-    const o = await run(WorkOrderType.EXECUTE_COMMAND, { case: "executeCommand", value: { command: { argv: ["echo", `a; touch ${trap}`, `$(touch ${trap})`, `\`touch ${trap}\``] } } });
+    const o = await run(WorkOrderType.EXECUTE_COMMAND, {
+      case: "executeCommand",
+      value: { command: { argv: ["echo", `a; touch ${trap}`, `$(touch ${trap})`, `\`touch ${trap}\``] } },
+    });
     expect(o.result?.code).toBe("COMMAND_OK");
     expect(o.result?.details?.command?.stdout).toBe(`a; touch ${trap} $(touch ${trap}) \`touch ${trap}\`\n`);
     await expect(stat(trap)).rejects.toThrow();
     // Off the list: the controller refuses it before anything is queued.
     const before = (await orders().listWorkOrders({ nodeId: NODE, pageSize: 500 })).workOrders.length;
-    const refused = await rpcError(orders().createWorkOrder({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: NODE }, action: { kind: { case: "executeCommand", value: { command: { argv: ["sh", "-c", `touch ${trap}`] } } } } }));
-    expect(refused).toMatchObject({ code: "CONFLICT", connectCode: Code.Aborted, details: { reason: "COMMAND_NOT_ALLOWED", node_id: NODE } });
+    const refused = await rpcError(
+      orders().createWorkOrder({
+        type: WorkOrderType.EXECUTE_COMMAND,
+        target: { nodeId: NODE },
+        action: { kind: { case: "executeCommand", value: { command: { argv: ["sh", "-c", `touch ${trap}`] } } } },
+      }),
+    );
+    expect(refused).toMatchObject({
+      code: "CONFLICT",
+      connectCode: Code.Aborted,
+      details: { reason: "COMMAND_NOT_ALLOWED", node_id: NODE },
+    });
     expect(refused.message).toMatch(/allow-list/);
     expect((await orders().listWorkOrders({ nodeId: NODE, pageSize: 500 })).workOrders.length).toBe(before);
     await expect(stat(trap)).rejects.toThrow();
@@ -118,11 +168,19 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
 
   it("an order's timeout stops it on the node (TIMEOUT); an order no node claims in time expires (EXPIRED)", async () => {
     const t0 = Date.now();
-    const o = await run(WorkOrderType.EXECUTE_COMMAND, { case: "executeCommand", value: { command: { argv: ["sleep", "30"] } } }, { timeoutMs: 1000 });
+    const o = await run(
+      WorkOrderType.EXECUTE_COMMAND,
+      { case: "executeCommand", value: { command: { argv: ["sleep", "30"] } } },
+      { timeoutMs: 1000 },
+    );
     expect(o.status).toBe(WorkOrderStatus.FAILED);
     expect(o.result?.code).toBe("TIMEOUT");
     expect(Date.now() - t0).toBeLessThan(15_000);
-    const e = await run(WorkOrderType.INSPECT, { case: "inspect", value: {} }, { nodeId: "ot-ghost", expiresAt: new Date(Date.now() + 800) });
+    const e = await run(
+      WorkOrderType.INSPECT,
+      { case: "inspect", value: {} },
+      { nodeId: "ot-ghost", expiresAt: new Date(Date.now() + 800) },
+    );
     expect(e.status).toBe(WorkOrderStatus.FAILED);
     expect(e.result?.code).toBe("EXPIRED");
     expect(e.attempts).toHaveLength(0);
@@ -134,7 +192,9 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     const since = timestampFromDate(new Date());
     const o = await run(WorkOrderType.EXECUTE_COMMAND, { case: "executeCommand", value: { command: { argv: ["sleep", "4"] } } });
     expect(o.result?.code).toBe("COMMAND_OK");
-    expect((await ctl.admin(EventService).listEvents({ type: "node_offline", resourceId: NODE, since })).events.map((e) => e.type)).toEqual([]);
+    expect((await ctl.admin(EventService).listEvents({ type: "node_offline", resourceId: NODE, since })).events.map((e) => e.type)).toEqual(
+      [],
+    );
     await waitFor("the node online", async () => {
       const node = (await ctl.admin(ResourceService).getResource({ resourceType: "node", id: NODE })).resource!;
       return node.currentState?.kind.case === "node" && node.currentState.kind.value.liveness === NodeLiveness.ONLINE ? true : undefined;
@@ -164,11 +224,26 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     expect(await startedAt()).not.toBe(before);
     expect((await engine(["ps", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${TENANT}`])).stdout.trim()).toBe(id);
 
-    const healthy = await run(WorkOrderType.HEALTH_CHECK, { case: "healthCheck", value: { probes: [{ kind: { case: "tcp", value: { host: "127.0.0.1", port: webPort } } }, { kind: { case: "http", value: { url: `http://127.0.0.1:${webPort}/` } } }] } }, { tenantId: TENANT });
+    const healthy = await run(
+      WorkOrderType.HEALTH_CHECK,
+      {
+        case: "healthCheck",
+        value: {
+          probes: [
+            { kind: { case: "tcp", value: { host: "127.0.0.1", port: webPort } } },
+            { kind: { case: "http", value: { url: `http://127.0.0.1:${webPort}/` } } },
+          ],
+        },
+      },
+      { tenantId: TENANT },
+    );
     expect(healthy.result?.code).toBe("HEALTHY");
     expect(healthy.result?.details?.probes.map((p) => p.ok)).toEqual([true, true]);
     const closed = await freePort();
-    const sick = await run(WorkOrderType.HEALTH_CHECK, { case: "healthCheck", value: { probes: [{ kind: { case: "tcp", value: { host: "127.0.0.1", port: closed } } }] } });
+    const sick = await run(WorkOrderType.HEALTH_CHECK, {
+      case: "healthCheck",
+      value: { probes: [{ kind: { case: "tcp", value: { host: "127.0.0.1", port: closed } } }] },
+    });
     expect(sick.result?.code).toBe("UNHEALTHY");
     expect(sick.result?.message).toContain(`tcp 127.0.0.1:${closed}`);
 
@@ -179,13 +254,23 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
   }, 90_000);
 
   it("write_sticker records the release with the engine's image digests; read_sticker returns it", async () => {
-    const w = await run(WorkOrderType.WRITE_STICKER, { case: "writeSticker", value: { sticker: { releaseId: "2026.11.23-1", deploymentId: "dep-1" } } }, { tenantId: TENANT });
+    const w = await run(
+      WorkOrderType.WRITE_STICKER,
+      { case: "writeSticker", value: { sticker: { releaseId: "2026.11.23-1", deploymentId: "dep-1" } } },
+      { tenantId: TENANT },
+    );
     expect(w.result?.code).toBe("STICKER_OK");
     const imageId = (await engine(["image", "inspect", "--format", "{{.Id}}", "skipper-busybox:local"])).stdout.trim();
     expect(w.result?.details?.sticker?.imageDigests).toEqual({ web: imageId });
     const r = await run(WorkOrderType.READ_STICKER, { case: "readSticker", value: {} }, { tenantId: TENANT });
     expect(r.result?.code).toBe("STICKER_OK");
-    expect(r.result?.details?.sticker).toMatchObject({ releaseId: "2026.11.23-1", deploymentId: "dep-1", tenantId: TENANT, nodeId: NODE, imageDigests: { web: imageId } });
+    expect(r.result?.details?.sticker).toMatchObject({
+      releaseId: "2026.11.23-1",
+      deploymentId: "dep-1",
+      tenantId: TENANT,
+      nodeId: NODE,
+      imageDigests: { web: imageId },
+    });
   }, 60_000);
 
   it("deploy_process installs a versioned process that answers and shows in the node's status; control_process stops it", async () => {
@@ -200,20 +285,60 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     await chmod(join(src, "bin", "server"), 0o755);
     const artifact = join(root, "artifacts", "hello-1.2.0.tar.gz");
     await execa("tar", ["-czf", artifact, "-C", src, "."]);
-    const sha256 = createHash("sha256").update(await readFile(artifact)).digest("hex");
+    const sha256 = createHash("sha256")
+      .update(await readFile(artifact))
+      .digest("hex");
     // A source outside the node's --allow-process-source is refused before anything is queued.
-    const outside = await rpcError(orders().createWorkOrder({ type: WorkOrderType.DEPLOY_PROCESS, target: { nodeId: NODE }, action: { kind: { case: "deployProcess", value: { spec: { module: "hello", version: "1.2.0", source: { kind: { case: "path", value: join(root, "hello-src", "x.tgz") } }, sha256, argv: ["bin/server"] } } } } }));
+    const outside = await rpcError(
+      orders().createWorkOrder({
+        type: WorkOrderType.DEPLOY_PROCESS,
+        target: { nodeId: NODE },
+        action: {
+          kind: {
+            case: "deployProcess",
+            value: {
+              spec: {
+                module: "hello",
+                version: "1.2.0",
+                source: { kind: { case: "path", value: join(root, "hello-src", "x.tgz") } },
+                sha256,
+                argv: ["bin/server"],
+              },
+            },
+          },
+        },
+      }),
+    );
     expect(outside).toMatchObject({ code: "CONFLICT", details: { reason: "PROCESS_SOURCE_NOT_ALLOWED" } });
-    const d = await run(WorkOrderType.DEPLOY_PROCESS, { case: "deployProcess", value: { spec: { module: "hello", version: "1.2.0", source: { kind: { case: "path", value: artifact } }, sha256, argv: ["bin/server"], env: { PORT: String(port) } } } });
+    const d = await run(WorkOrderType.DEPLOY_PROCESS, {
+      case: "deployProcess",
+      value: {
+        spec: {
+          module: "hello",
+          version: "1.2.0",
+          source: { kind: { case: "path", value: artifact } },
+          sha256,
+          argv: ["bin/server"],
+          env: { PORT: String(port) },
+        },
+      },
+    });
     expect(d.result?.code).toBe("PROCESS_OK");
     expect(d.result?.details?.process).toMatchObject({ module: "hello", activeVersion: "1.2.0", state: "running" });
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("hello 1.2.0");
-    await waitFor("the node to report the module", async () => {
-      const n = (await ctl.admin(ResourceService).getResource({ resourceType: "node", id: NODE })).resource!;
-      const procs = n.currentState?.kind.case === "node" ? n.currentState.kind.value.processes : [];
-      return procs.some((p) => p.module === "hello" && p.state === "running" && p.activeVersion === "1.2.0") ? true : undefined;
-    }, 30_000);
-    const s = await run(WorkOrderType.CONTROL_PROCESS, { case: "controlProcess", value: { module: "hello", operation: ProcessOperation.STOP } });
+    await waitFor(
+      "the node to report the module",
+      async () => {
+        const n = (await ctl.admin(ResourceService).getResource({ resourceType: "node", id: NODE })).resource!;
+        const procs = n.currentState?.kind.case === "node" ? n.currentState.kind.value.processes : [];
+        return procs.some((p) => p.module === "hello" && p.state === "running" && p.activeVersion === "1.2.0") ? true : undefined;
+      },
+      30_000,
+    );
+    const s = await run(WorkOrderType.CONTROL_PROCESS, {
+      case: "controlProcess",
+      value: { module: "hello", operation: ProcessOperation.STOP },
+    });
     expect(s.result?.code).toBe("PROCESS_OK");
     await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow();
   }, 90_000);

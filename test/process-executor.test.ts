@@ -47,7 +47,11 @@ const sums: Record<string, string> = {};
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "skipper-process-"));
   workDir = join(root, "work");
-  config = loadAgentConfig(["--node-id", "n1", "--work-dir", workDir, "--state-dir", join(root, "state")], { SKIPPY_NODE_TOKEN: "t" }, () => "") as AgentConfig;
+  config = loadAgentConfig(
+    ["--node-id", "n1", "--work-dir", workDir, "--state-dir", join(root, "state")],
+    { SKIPPY_NODE_TOKEN: "t" },
+    () => "",
+  ) as AgentConfig;
   for (const v of ["1.0.0", "2.0.0", "3.0.0"]) await tarball(`app-${v}.tar.gz`, v, SERVER);
   await tarball("crash-0.2.0.tgz", "0.2.0", CRASH);
   port = await freePort();
@@ -83,7 +87,9 @@ async function tarball(name: string, version: string, script: string): Promise<s
   await writeFile(join(src, "bin", "server"), script);
   await chmod(join(src, "bin", "server"), 0o755);
   await execa("tar", ["-czf", join(root, name), "-C", src, "."]);
-  sums[name] = createHash("sha256").update(await readFile(join(root, name))).digest("hex");
+  sums[name] = createHash("sha256")
+    .update(await readFile(join(root, name)))
+    .digest("hex");
   return join(root, name);
 }
 
@@ -93,13 +99,29 @@ function ctx(signal = new AbortController().signal): ExecContext {
 
 type SpecInit = { module?: string; version: string; path?: string; url?: string; sha256: string; argv?: string[] };
 function deployOrder(s: SpecInit): WorkOrder {
-  const source = s.url !== undefined ? { kind: { case: "url" as const, value: s.url } } : { kind: { case: "path" as const, value: s.path ?? "" } };
-  const spec = { module: s.module ?? "app", version: s.version, source, sha256: s.sha256, argv: s.argv ?? ["bin/server"], env: { PORT: String(port) } };
-  return create(WorkOrderSchema, { id: `wo-${Math.random().toString(36).slice(2)}`, type: WorkOrderType.DEPLOY_PROCESS, action: { kind: { case: "deployProcess", value: { spec } } } });
+  const source =
+    s.url !== undefined ? { kind: { case: "url" as const, value: s.url } } : { kind: { case: "path" as const, value: s.path ?? "" } };
+  const spec = {
+    module: s.module ?? "app",
+    version: s.version,
+    source,
+    sha256: s.sha256,
+    argv: s.argv ?? ["bin/server"],
+    env: { PORT: String(port) },
+  };
+  return create(WorkOrderSchema, {
+    id: `wo-${Math.random().toString(36).slice(2)}`,
+    type: WorkOrderType.DEPLOY_PROCESS,
+    action: { kind: { case: "deployProcess", value: { spec } } },
+  });
 }
 
 function controlOrder(module: string, operation: ProcessOperation, version = ""): WorkOrder {
-  return create(WorkOrderSchema, { id: `wo-${Math.random().toString(36).slice(2)}`, type: WorkOrderType.CONTROL_PROCESS, action: { kind: { case: "controlProcess", value: { module, operation, version } } } });
+  return create(WorkOrderSchema, {
+    id: `wo-${Math.random().toString(36).slice(2)}`,
+    type: WorkOrderType.CONTROL_PROCESS,
+    action: { kind: { case: "controlProcess", value: { module, operation, version } } },
+  });
 }
 
 const deploy = makeDeployProcess(OPTS);
@@ -107,7 +129,10 @@ const control = makeControlProcess(OPTS);
 
 /** What the module answers on its port, or "" when nothing listens. */
 async function answer(): Promise<string> {
-  return fetch(`http://127.0.0.1:${port}/version.txt`).then((r) => r.text(), () => "");
+  return fetch(`http://127.0.0.1:${port}/version.txt`).then(
+    (r) => r.text(),
+    () => "",
+  );
 }
 const answers = (v: string) => waitFor(`the port to answer ${v}`, async () => ((await answer()) === v ? true : undefined), 5000, 50);
 
@@ -119,7 +144,9 @@ async function serversOnPort(): Promise<number> {
 
 describe("process executor: versions, symlink, rollback, supervision", () => {
   it("installs v1 from a URL, starts it, and v1 answers", async () => {
-    const r = (await deploy(deployOrder({ version: "1.0.0", url: `${artifactsUrl}/app-1.0.0.tar.gz`, sha256: sums["app-1.0.0.tar.gz"]! }), ctx())).result;
+    const r = (
+      await deploy(deployOrder({ version: "1.0.0", url: `${artifactsUrl}/app-1.0.0.tar.gz`, sha256: sums["app-1.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(r.code, r.message).toBe("PROCESS_OK");
     expect(r.details?.process).toMatchObject({ module: "app", activeVersion: "1.0.0", installedVersions: ["1.0.0"], state: "running" });
     expect(await readlink(join(workDir, "active", "app"))).toBe("../versions/app/1.0.0");
@@ -129,11 +156,15 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
 
   it("refuses an artifact whose sha256 differs, and v1 keeps running untouched", async () => {
     const before = (await readRunState(workDir, "app")).pid;
-    const bad = (await deploy(deployOrder({ version: "2.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-1.0.0.tar.gz"]! }), ctx())).result;
+    const bad = (
+      await deploy(deployOrder({ version: "2.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-1.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(bad.code).toBe("CHECKSUM_MISMATCH");
     expect(bad.success).toBe(false);
     // An installed version is never overwritten with other bytes.
-    const again = (await deploy(deployOrder({ version: "1.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-2.0.0.tar.gz"]! }), ctx())).result;
+    const again = (
+      await deploy(deployOrder({ version: "1.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-2.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(again.code).toBe("CHECKSUM_MISMATCH");
     expect(again.details?.process).toMatchObject({ activeVersion: "1.0.0", installedVersions: ["1.0.0"], state: "running", pid: before });
     await answers("1.0.0");
@@ -141,9 +172,16 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
 
   it("deploying v2 switches the symlink and the process now answers as v2", async () => {
     const v1pid = (await readRunState(workDir, "app")).pid;
-    const r = (await deploy(deployOrder({ version: "2.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-2.0.0.tar.gz"]! }), ctx())).result;
+    const r = (
+      await deploy(deployOrder({ version: "2.0.0", path: join(root, "app-2.0.0.tar.gz"), sha256: sums["app-2.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(r.code, r.message).toBe("PROCESS_OK");
-    expect(r.details?.process).toMatchObject({ activeVersion: "2.0.0", previousVersion: "1.0.0", installedVersions: ["1.0.0", "2.0.0"], state: "running" });
+    expect(r.details?.process).toMatchObject({
+      activeVersion: "2.0.0",
+      previousVersion: "1.0.0",
+      installedVersions: ["1.0.0", "2.0.0"],
+      state: "running",
+    });
     expect(await readlink(join(workDir, "active", "app"))).toBe("../versions/app/2.0.0");
     await answers("2.0.0");
     expect(existsSync(`/proc/${v1pid}`)).toBe(false);
@@ -162,7 +200,12 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
 
   it('"latest" with its source unreachable runs the highest installed version and says resolved_offline', async () => {
     const closed = await freePort();
-    const r = (await deploy(deployOrder({ version: "latest", url: `http://127.0.0.1:${closed}/app.tar.gz`, sha256: sums["app-3.0.0.tar.gz"]! }), ctx())).result;
+    const r = (
+      await deploy(
+        deployOrder({ version: "latest", url: `http://127.0.0.1:${closed}/app.tar.gz`, sha256: sums["app-3.0.0.tar.gz"]! }),
+        ctx(),
+      )
+    ).result;
     expect(r.code, r.message).toBe("PROCESS_OK");
     expect(r.message).toMatch(/could not be reached.*highest installed version 2\.0\.0/);
     expect(r.details?.process).toMatchObject({ activeVersion: "2.0.0", resolvedOffline: true });
@@ -170,23 +213,39 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
   });
 
   it('"latest" from a reachable source installs the version its VERSION file names', async () => {
-    const r = (await deploy(deployOrder({ version: "latest", url: `${artifactsUrl}/app-3.0.0.tar.gz`, sha256: sums["app-3.0.0.tar.gz"]! }), ctx())).result;
+    const r = (
+      await deploy(deployOrder({ version: "latest", url: `${artifactsUrl}/app-3.0.0.tar.gz`, sha256: sums["app-3.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(r.code, r.message).toBe("PROCESS_OK");
-    expect(r.details?.process).toMatchObject({ activeVersion: "3.0.0", installedVersions: ["1.0.0", "2.0.0", "3.0.0"], resolvedOffline: false });
+    expect(r.details?.process).toMatchObject({
+      activeVersion: "3.0.0",
+      installedVersions: ["1.0.0", "2.0.0", "3.0.0"],
+      resolvedOffline: false,
+    });
     await answers("3.0.0");
   });
 
   it("a process that was killed is started again by superviseAll", async () => {
     const killed = await readRunState(workDir, "app");
     process.kill(-killed.pid, "SIGKILL");
-    await waitFor("the process to be gone", async () => ((await isSameProcess(killed.pid, killed.startTicks)) ? undefined : true), 5000, 20);
+    await waitFor(
+      "the process to be gone",
+      async () => ((await isSameProcess(killed.pid, killed.startTicks)) ? undefined : true),
+      5000,
+      20,
+    );
     expect(await answer()).toBe("");
     // The first pass may wait out the restart backoff; the agent calls it every poll interval.
-    const obs = await waitFor("superviseAll to restart app", async () => {
-      const all = await superviseAll(workDir);
-      const app = all.find((o) => o.module === "app");
-      return app?.state === "running" ? app : undefined;
-    }, 10_000, 250);
+    const obs = await waitFor(
+      "superviseAll to restart app",
+      async () => {
+        const all = await superviseAll(workDir);
+        const app = all.find((o) => o.module === "app");
+        return app?.state === "running" ? app : undefined;
+      },
+      10_000,
+      250,
+    );
     expect(obs.pid).not.toBe(killed.pid);
     expect(obs.activeVersion).toBe("3.0.0");
     await answers("3.0.0");
@@ -197,7 +256,9 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
     // New executor instances, as a restarted agent builds them; all they share is the work dir.
     const deploy2 = makeDeployProcess(OPTS);
     const control2 = makeControlProcess(OPTS);
-    const again = (await deploy2(deployOrder({ version: "3.0.0", path: join(root, "app-3.0.0.tar.gz"), sha256: sums["app-3.0.0.tar.gz"]! }), ctx())).result;
+    const again = (
+      await deploy2(deployOrder({ version: "3.0.0", path: join(root, "app-3.0.0.tar.gz"), sha256: sums["app-3.0.0.tar.gz"]! }), ctx())
+    ).result;
     expect(again.code).toBe("PROCESS_OK");
     expect(again.message).toContain("already runs");
     const start = (await control2(controlOrder("app", ProcessOperation.START), ctx())).result;
@@ -231,9 +292,19 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
 
 describe("process executor: failures", () => {
   it("a version that exits at once is reported with its log tail and the previous version runs again", async () => {
-    const ok = (await deploy(deployOrder({ module: "crashy", version: "1.0.0", path: join(root, "app-1.0.0.tar.gz"), sha256: sums["app-1.0.0.tar.gz"]! }), ctx())).result;
+    const ok = (
+      await deploy(
+        deployOrder({ module: "crashy", version: "1.0.0", path: join(root, "app-1.0.0.tar.gz"), sha256: sums["app-1.0.0.tar.gz"]! }),
+        ctx(),
+      )
+    ).result;
     expect(ok.code, ok.message).toBe("PROCESS_OK");
-    const r = (await deploy(deployOrder({ module: "crashy", version: "0.2.0", path: join(root, "crash-0.2.0.tgz"), sha256: sums["crash-0.2.0.tgz"]! }), ctx())).result;
+    const r = (
+      await deploy(
+        deployOrder({ module: "crashy", version: "0.2.0", path: join(root, "crash-0.2.0.tgz"), sha256: sums["crash-0.2.0.tgz"]! }),
+        ctx(),
+      )
+    ).result;
     expect(r.code).toBe("PROCESS_EXITED");
     expect(r.message).toContain("boom: no config file");
     expect(r.message).not.toContain("server 1.0.0"); // the tail is this start's output only
@@ -251,7 +322,9 @@ describe("process executor: failures", () => {
     await writeFile(join(build, "VERSION"), "6.6.6\n");
     await execa("tar", ["-czPf", join(root, "evil.tar.gz"), "VERSION", "../evil"], { cwd: build });
     expect((await execa("tar", ["-tzf", join(root, "evil.tar.gz")])).stdout).toContain("../evil");
-    const sha = createHash("sha256").update(await readFile(join(root, "evil.tar.gz"))).digest("hex");
+    const sha = createHash("sha256")
+      .update(await readFile(join(root, "evil.tar.gz")))
+      .digest("hex");
     const r = (await deploy(deployOrder({ module: "evil", version: "6.6.6", path: join(root, "evil.tar.gz"), sha256: sha }), ctx())).result;
     expect(r.code).toBe("PROCESS_INVALID");
     expect(r.message).toContain("../evil");
@@ -262,8 +335,11 @@ describe("process executor: failures", () => {
     await mkdir(join(linkDir, "bin"), { recursive: true });
     await symlink("/bin/sh", join(linkDir, "bin", "server"));
     await execa("tar", ["-czf", join(root, "link.tar.gz"), "-C", linkDir, "."]);
-    const lsha = createHash("sha256").update(await readFile(join(root, "link.tar.gz"))).digest("hex");
-    const l = (await deploy(deployOrder({ module: "evil", version: "6.6.7", path: join(root, "link.tar.gz"), sha256: lsha }), ctx())).result;
+    const lsha = createHash("sha256")
+      .update(await readFile(join(root, "link.tar.gz")))
+      .digest("hex");
+    const l = (await deploy(deployOrder({ module: "evil", version: "6.6.7", path: join(root, "link.tar.gz"), sha256: lsha }), ctx()))
+      .result;
     expect(l.code).toBe("PROCESS_INVALID");
     expect(l.message).toMatch(/symlink .*outside/);
     expect(l.details?.process?.installedVersions).toEqual([]);
@@ -271,7 +347,12 @@ describe("process executor: failures", () => {
 
   it('"latest" with the source unreachable and nothing installed is SOURCE_UNAVAILABLE, retriable', async () => {
     const closed = await freePort();
-    const r = (await deploy(deployOrder({ module: "ghost", version: "latest", url: `http://127.0.0.1:${closed}/x.tar.gz`, sha256: "a".repeat(64) }), ctx())).result;
+    const r = (
+      await deploy(
+        deployOrder({ module: "ghost", version: "latest", url: `http://127.0.0.1:${closed}/x.tar.gz`, sha256: "a".repeat(64) }),
+        ctx(),
+      )
+    ).result;
     expect([r.code, r.retriable, r.success]).toEqual(["SOURCE_UNAVAILABLE", true, false]);
   });
 
@@ -279,7 +360,12 @@ describe("process executor: failures", () => {
     const abort = new AbortController();
     setTimeout(() => abort.abort(new Error("cancelled by admin")), 300);
     const t0 = Date.now();
-    const r = (await deploy(deployOrder({ module: "slow", version: "1.0.0", url: `${artifactsUrl}/slow.tar.gz`, sha256: "b".repeat(64) }), ctx(abort.signal))).result;
+    const r = (
+      await deploy(
+        deployOrder({ module: "slow", version: "1.0.0", url: `${artifactsUrl}/slow.tar.gz`, sha256: "b".repeat(64) }),
+        ctx(abort.signal),
+      )
+    ).result;
     expect(r.code, r.message).toBe("CANCELLED");
     expect(r.message).toContain("cancelled by admin");
     expect(Date.now() - t0).toBeLessThan(3000);
@@ -314,7 +400,11 @@ describe("process pieces", () => {
   });
 
   it("writes a systemd unit that runs through the active symlink with quoted arguments and env", () => {
-    const text = unitText("/opt/skipper", { module: "api", version: "1.0.0", argv: ["bin/server", "--name", 'a "b" $HOME 100%'], env: { PORT: "8080" } }, "/opt/skipper/active/api/bin/server");
+    const text = unitText(
+      "/opt/skipper",
+      { module: "api", version: "1.0.0", argv: ["bin/server", "--name", 'a "b" $HOME 100%'], env: { PORT: "8080" } },
+      "/opt/skipper/active/api/bin/server",
+    );
     expect(text).toContain('ExecStart="/opt/skipper/active/api/bin/server" "--name" "a \\"b\\" $$HOME 100%%"');
     expect(text).toContain("WorkingDirectory=/opt/skipper/active/api");
     expect(text).toContain('Environment="PORT=8080"');

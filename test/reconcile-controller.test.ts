@@ -42,24 +42,51 @@ describe("reconciler in the controller", () => {
       resource: create(ResourceSchema, {
         id: TENANT,
         resourceType: "tenant",
-        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  app:\n    image: busybox\n" } } } },
+        desiredState: {
+          kind: {
+            case: "tenant",
+            value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  app:\n    image: busybox\n" } },
+          },
+        },
       }),
     });
-    await waitFor("the order to be issued", async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined), 10_000, 20);
+    await waitFor(
+      "the order to be issued",
+      async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
+      10_000,
+      20,
+    );
     // No heartbeats: degraded after 3 intervals (300 ms), offline after 6.
     await waitFor("the node to go offline", async () => ((await liveness()) === NodeLiveness.OFFLINE ? true : undefined), 10_000, 20);
     // The event follows the status write.
-    const types = await waitFor("the liveness events", async () => {
-      const t = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: NODE })).events.map((e) => e.type);
-      return t.includes("node_offline") ? t : undefined;
-    }, 5000, 20);
+    const types = await waitFor(
+      "the liveness events",
+      async () => {
+        const t = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: NODE })).events.map((e) => e.type);
+        return t.includes("node_offline") ? t : undefined;
+      },
+      5000,
+      20,
+    );
     expect(types).toContain("node_degraded");
-    await waitFor("the tenant to say NODE_OFFLINE", async () => ((await tenantStatus()) === ConvergenceStatus.NODE_OFFLINE ? true : undefined), 10_000, 20);
-    const pending = await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: TENANT, status: WorkOrderStatus.PENDING });
+    await waitFor(
+      "the tenant to say NODE_OFFLINE",
+      async () => ((await tenantStatus()) === ConvergenceStatus.NODE_OFFLINE ? true : undefined),
+      10_000,
+      20,
+    );
+    const pending = await tc
+      .client(WorkOrderService, { admin: true })
+      .listWorkOrders({ tenantId: TENANT, status: WorkOrderStatus.PENDING });
     expect(pending.workOrders).toHaveLength(1);
     await beat();
     expect(await liveness()).toBe(NodeLiveness.ONLINE);
-    await waitFor("the tenant to wait on the order again", async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined), 10_000, 20);
+    await waitFor(
+      "the tenant to wait on the order again",
+      async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
+      10_000,
+      20,
+    );
     const next = await asNode(NodeService).getNextWorkOrder({ nodeId: NODE });
     expect(next.workOrder?.id).toBe(pending.workOrders[0]!.id);
   });
@@ -78,10 +105,15 @@ describe("reconciler in the controller", () => {
     const backoff = await api().explainResource({ resourceType: "tenant", id: TENANT });
     expect(backoff.convergence?.message).toContain("COMPOSE_FAILED");
     // The retry comes after the 2 s backoff, by itself.
-    const retry = await waitFor("the retry order", async () => {
-      const o = (await asNode(NodeService).getNextWorkOrder({ nodeId: NODE })).workOrder;
-      return o && o.id !== first.id ? o : undefined;
-    }, 10_000, 100);
+    const retry = await waitFor(
+      "the retry order",
+      async () => {
+        const o = (await asNode(NodeService).getNextWorkOrder({ nodeId: NODE })).workOrder;
+        return o && o.id !== first.id ? o : undefined;
+      },
+      10_000,
+      100,
+    );
     expect(retry.metadata?.annotations.reason).toBe("retry");
     await orders.claimWorkOrder({ id: retry.id });
     await orders.reportWorkOrderResult({ id: retry.id, result: { success: true, code: "APPLY_OK", message: "ok" } });
@@ -100,7 +132,8 @@ describe("reconciler in the controller", () => {
     expect(why.steps.some((s) => s.kind === ExplainStepKind.OBSERVED && s.nodeId === NODE)).toBe(true);
     expect(why.workOrders.map((o) => o.id)).toEqual([retry.id, first.id]);
     const events = why.events.map((e) => e.type);
-    for (const t of ["resource_created", "work_order_created", "work_order_failed", "work_order_succeeded", "convergence_changed"]) expect(events).toContain(t);
+    for (const t of ["resource_created", "work_order_created", "work_order_failed", "work_order_succeeded", "convergence_changed"])
+      expect(events).toContain(t);
   });
 
   it("a retriable failure retries the same order (retry_pending, then pending again) and converges", async () => {
@@ -108,30 +141,70 @@ describe("reconciler in the controller", () => {
     const tenant = "lv-retry";
     await api().createResource({
       resourceType: "tenant",
-      resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  b:\n    image: busybox\n" } } } } }),
+      resource: create(ResourceSchema, {
+        id: tenant,
+        resourceType: "tenant",
+        desiredState: {
+          kind: {
+            case: "tenant",
+            value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  b:\n    image: busybox\n" } },
+          },
+        },
+      }),
     });
     const orders = asNode(WorkOrderService);
-    const o = await waitFor("the order", async () => (await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders[0], 5000, 20);
+    const o = await waitFor(
+      "the order",
+      async () => (await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders[0],
+      5000,
+      20,
+    );
     const c1 = (await orders.claimWorkOrder({ id: o.id })).workOrder!;
-    const r1 = await orders.reportWorkOrderResult({ id: o.id, result: { success: false, retriable: true, code: "DOCKER_UNAVAILABLE", message: "engine down" }, fencingToken: c1.claim!.fencingToken });
+    const r1 = await orders.reportWorkOrderResult({
+      id: o.id,
+      result: { success: false, retriable: true, code: "DOCKER_UNAVAILABLE", message: "engine down" },
+      fencingToken: c1.claim!.fencingToken,
+    });
     expect(r1.workOrder?.status).toBe(WorkOrderStatus.RETRY_PENDING);
-    const again = await waitFor("the retry to be pending", async () => {
-      const w = (await tc.client(WorkOrderService, { admin: true }).getWorkOrder({ id: o.id })).workOrder!;
-      return w.status === WorkOrderStatus.PENDING ? w : undefined;
-    }, 10_000, 50);
+    const again = await waitFor(
+      "the retry to be pending",
+      async () => {
+        const w = (await tc.client(WorkOrderService, { admin: true }).getWorkOrder({ id: o.id })).workOrder!;
+        return w.status === WorkOrderStatus.PENDING ? w : undefined;
+      },
+      10_000,
+      50,
+    );
     expect(again.attempts).toHaveLength(1);
     const c2 = (await orders.claimWorkOrder({ id: o.id })).workOrder!;
     expect(c2.claim?.fencingToken).toBe(2n);
     await orders.reportWorkOrderResult({ id: o.id, result: { success: true, code: "APPLY_OK" }, fencingToken: 2n });
-    await waitFor("CONVERGED", async () => ((await api().getResource({ resourceType: "tenant", id: tenant })).resource!.convergence?.status === ConvergenceStatus.CONVERGED ? true : undefined), 5000, 20);
-    expect((await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders.map((w) => w.id)).toEqual([o.id]);
+    await waitFor(
+      "CONVERGED",
+      async () =>
+        (await api().getResource({ resourceType: "tenant", id: tenant })).resource!.convergence?.status === ConvergenceStatus.CONVERGED
+          ? true
+          : undefined,
+      5000,
+      20,
+    );
+    expect((await tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant })).workOrders.map((w) => w.id)).toEqual([
+      o.id,
+    ]);
     const types = (await tc.client(EventService, { admin: true }).listEvents({ workOrderId: o.id })).events.map((e) => e.type);
     expect(types.filter((t) => t === "work_order_started")).toHaveLength(2);
     expect(types).toContain("work_order_retry_scheduled");
   });
 
   it("explains a resource nothing converges by itself through the services that use it", async () => {
-    await api().createResource({ resourceType: "resource_limits", resource: create(ResourceSchema, { id: "lv-lim", resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus: 1 } } } }) });
+    await api().createResource({
+      resourceType: "resource_limits",
+      resource: create(ResourceSchema, {
+        id: "lv-lim",
+        resourceType: "resource_limits",
+        desiredState: { kind: { case: "resourceLimits", value: { cpus: 1 } } },
+      }),
+    });
     const why = await api().explainResource({ resourceType: "resource_limits", id: "lv-lim" });
     expect(why.convergence?.status).toBe(ConvergenceStatus.CONVERGED);
     expect(why.convergence?.message).toBe("nothing uses it");

@@ -14,7 +14,14 @@ import { ConvergenceStatus, ResourceSchema, ResourceSpecSchema, type Resource } 
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import {
+  freePort,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
 const hostB = process.env.SKIPPER_TEST_DOCKER_HOST_B;
@@ -32,9 +39,21 @@ function res(type: string, id: string, kind: { case: string; value: object }): R
 
 /** Containers of the tenant's project on one engine: service id -> {id, state}. */
 async function containers(dockerHost: string): Promise<Record<string, { id: string; state: string }>> {
-  const r = await execa("docker", ["ps", "-a", "--no-trunc", "--filter", `label=dev.skipper.tenant-id=${TENANT}`, "--format", '{{.ID}} {{.State}} {{.Label "dev.skipper.service-id"}}'], {
-    env: { DOCKER_HOST: dockerHost },
-  });
+  const r = await execa(
+    "docker",
+    [
+      "ps",
+      "-a",
+      "--no-trunc",
+      "--filter",
+      `label=dev.skipper.tenant-id=${TENANT}`,
+      "--format",
+      '{{.ID}} {{.State}} {{.Label "dev.skipper.service-id"}}',
+    ],
+    {
+      env: { DOCKER_HOST: dockerHost },
+    },
+  );
   const out: Record<string, { id: string; state: string }> = {};
   for (const line of r.stdout.split("\n").filter(Boolean)) {
     const [id, state, svc] = line.split(" ");
@@ -45,7 +64,11 @@ async function containers(dockerHost: string): Promise<Record<string, { id: stri
 
 /** The tenant project's named volumes on one engine, by compose volume key. */
 async function volumes(dockerHost: string): Promise<string[]> {
-  const r = await execa("docker", ["volume", "ls", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.Label "com.docker.compose.volume"}}'], { env: { DOCKER_HOST: dockerHost } });
+  const r = await execa(
+    "docker",
+    ["volume", "ls", "--filter", `label=com.docker.compose.project=${TENANT}`, "--format", '{{.Label "com.docker.compose.volume"}}'],
+    { env: { DOCKER_HOST: dockerHost } },
+  );
   return r.stdout.split("\n").filter(Boolean).sort();
 }
 
@@ -60,13 +83,24 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     return (await api().getResource({ resourceType: type, id })).resource?.convergence?.status;
   }
   const converged = (type: string, id: string, timeoutMs = 60_000) =>
-    waitFor(`${type} ${id} to converge`, async () => ((await convergence(type, id)) === ConvergenceStatus.CONVERGED ? true : undefined), timeoutMs);
+    waitFor(
+      `${type} ${id} to converge`,
+      async () => ((await convergence(type, id)) === ConvergenceStatus.CONVERGED ? true : undefined),
+      timeoutMs,
+    );
 
   /** Removes the project's volumes (left by an earlier run, or by this one). */
   async function dropVolumes(): Promise<void> {
     for (const h of [hostA, hostB]) {
       if (!h) continue;
-      const names = (await execa("docker", ["volume", "ls", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`], { env: { DOCKER_HOST: h }, reject: false })).stdout.split("\n").filter(Boolean);
+      const names = (
+        await execa("docker", ["volume", "ls", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`], {
+          env: { DOCKER_HOST: h },
+          reject: false,
+        })
+      ).stdout
+        .split("\n")
+        .filter(Boolean);
       if (names.length > 0) await execa("docker", ["volume", "rm", "-f", ...names], { env: { DOCKER_HOST: h }, reject: false });
     }
   }
@@ -94,8 +128,17 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
         }),
       );
     }
-    await api().createResource({ resourceType: "tenant", resource: res("tenant", TENANT, { case: "tenant", value: { displayName: "Shop", deploymentPolicy: { nodeSelector: { env: "prod" } } } }) });
-    await api().createResource({ resourceType: "resource_limits", resource: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.5, memoryBytes: 64n * MiB } }) });
+    await api().createResource({
+      resourceType: "tenant",
+      resource: res("tenant", TENANT, {
+        case: "tenant",
+        value: { displayName: "Shop", deploymentPolicy: { nodeSelector: { env: "prod" } } },
+      }),
+    });
+    await api().createResource({
+      resourceType: "resource_limits",
+      resource: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.5, memoryBytes: 64n * MiB } }),
+    });
     const loop = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"];
     await api().createResource({
       resourceType: "service",
@@ -111,12 +154,27 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
         },
       }),
     });
-    await api().createResource({ resourceType: "volume", resource: res("volume", "rc-cache", { case: "volume", value: { tenantId: TENANT, mountPath: "/cache" } }) });
-    await api().createResource({ resourceType: "volume", resource: res("volume", "rc-scratch", { case: "volume", value: { tenantId: TENANT, mountPath: "/scratch" } }) });
-    await api().createResource({ resourceType: "service", resource: res("service", "rc-worker", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, resourceLimitsId: "rc-small", volumeIds: ["rc-cache"] } }) });
+    await api().createResource({
+      resourceType: "volume",
+      resource: res("volume", "rc-cache", { case: "volume", value: { tenantId: TENANT, mountPath: "/cache" } }),
+    });
+    await api().createResource({
+      resourceType: "volume",
+      resource: res("volume", "rc-scratch", { case: "volume", value: { tenantId: TENANT, mountPath: "/scratch" } }),
+    });
     await api().createResource({
       resourceType: "service",
-      resource: res("service", "rc-tool", { case: "service", value: { tenantId: TENANT, image: IMAGE, command: loop, placement: { nodeSelector: { env: "dev" } }, volumeIds: ["rc-scratch"] } }),
+      resource: res("service", "rc-worker", {
+        case: "service",
+        value: { tenantId: TENANT, image: IMAGE, command: loop, resourceLimitsId: "rc-small", volumeIds: ["rc-cache"] },
+      }),
+    });
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "rc-tool", {
+        case: "service",
+        value: { tenantId: TENANT, image: IMAGE, command: loop, placement: { nodeSelector: { env: "dev" } }, volumeIds: ["rc-scratch"] },
+      }),
     });
   }, 120_000);
 
@@ -168,7 +226,12 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     const stoppedAt = Date.now();
     await execa("docker", ["stop", "-t", "1", before["rc-worker"]!.id], { env: { DOCKER_HOST: hostA! } });
     expect((await containers(hostA!))["rc-worker"]!.state).toBe("exited");
-    await waitFor("rc-worker to run again", async () => ((await containers(hostA!))["rc-worker"]?.state === "running" ? true : undefined), 30_000, 100);
+    await waitFor(
+      "rc-worker to run again",
+      async () => ((await containers(hostA!))["rc-worker"]?.state === "running" ? true : undefined),
+      30_000,
+      100,
+    );
     expect(Date.now() - stoppedAt).toBeLessThan(SWEEP_MS + 5000);
     const drift = (await ctl.admin(EventService).listEvents({ type: "drift_detected", tenantId: TENANT })).events;
     expect(drift.length).toBeGreaterThanOrEqual(1);
@@ -179,12 +242,27 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
 
   it("a resource_limits change recreates the services that use it with the new limits, others untouched", async () => {
     const before = await containers(hostA!);
-    await api().updateResource({ resourceType: "resource_limits", id: "rc-small", desiredState: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.25, memoryBytes: 32n * MiB } }).desiredState });
-    await waitFor("rc-worker to be recreated", async () => {
-      const now = await containers(hostA!);
-      return now["rc-worker"] && now["rc-worker"].id !== before["rc-worker"]!.id && now["rc-worker"].state === "running" ? now : undefined;
-    }, 60_000);
-    const inspect = await execa("docker", ["inspect", "--format", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", (await containers(hostA!))["rc-worker"]!.id], { env: { DOCKER_HOST: hostA! } });
+    await api().updateResource({
+      resourceType: "resource_limits",
+      id: "rc-small",
+      desiredState: res("resource_limits", "rc-small", { case: "resourceLimits", value: { cpus: 0.25, memoryBytes: 32n * MiB } })
+        .desiredState,
+    });
+    await waitFor(
+      "rc-worker to be recreated",
+      async () => {
+        const now = await containers(hostA!);
+        return now["rc-worker"] && now["rc-worker"].id !== before["rc-worker"]!.id && now["rc-worker"].state === "running"
+          ? now
+          : undefined;
+      },
+      60_000,
+    );
+    const inspect = await execa(
+      "docker",
+      ["inspect", "--format", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", (await containers(hostA!))["rc-worker"]!.id],
+      { env: { DOCKER_HOST: hostA! } },
+    );
     expect(inspect.stdout.trim()).toBe(`250000000 ${32n * MiB}`);
     await converged("tenant", TENANT);
     expect((await containers(hostA!))["rc-web"]!.id).toBe(before["rc-web"]!.id);
@@ -195,7 +273,8 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     expect(await volumes(hostB!)).toEqual(["rc-scratch"]);
     // rc-tool was all the tenant ran on the dev host: its project goes, and with delete_data its
     // volume, once (the tombstone says where the data is still to go, until it went).
-    const prodOrders = async () => (await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: "rc-prod", pageSize: 1000 })).workOrders.length;
+    const prodOrders = async () =>
+      (await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: "rc-prod", pageSize: 1000 })).workOrders.length;
     const prodBefore = await prodOrders();
     const deleted = await api().deleteResource({ resourceType: "service", id: "rc-tool", deleteData: true });
     expect(deleted.resource?.deletion?.dataPendingOnNodes).toEqual(["rc-dev"]);
@@ -209,7 +288,11 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     expect(await prodOrders()).toBe(prodBefore);
     // Without delete_data the data stays.
     await api().deleteResource({ resourceType: "service", id: "rc-worker" });
-    await waitFor("rc-worker's container to go", async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined), 60_000);
+    await waitFor(
+      "rc-worker's container to go",
+      async () => ((await containers(hostA!))["rc-worker"] === undefined ? true : undefined),
+      60_000,
+    );
     expect((await containers(hostA!))["rc-web"]?.state).toBe("running");
     await converged("tenant", TENANT);
     expect(await volumes(hostA!)).toEqual(["rc-cache"]);

@@ -35,16 +35,28 @@ const NOW = new Date("2026-11-23T10:00:00Z");
 const ago = (ms: number) => new Date(NOW.getTime() - ms);
 
 function tenant(spec: Record<string, unknown> = {}): Resource {
-  return create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { nodeSelector: { env: "prod" } }, ...spec } } } as never });
+  return create(ResourceSchema, {
+    id: "shop",
+    resourceType: "tenant",
+    desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { nodeSelector: { env: "prod" } }, ...spec } } } as never,
+  });
 }
 function service(id: string, spec: Record<string, unknown> = {}): Resource {
-  return create(ResourceSchema, { id, resourceType: "service", desiredState: { kind: { case: "service", value: { tenantId: "shop", image: "busybox:stable", ...spec } } } as never });
+  return create(ResourceSchema, {
+    id,
+    resourceType: "service",
+    desiredState: { kind: { case: "service", value: { tenantId: "shop", image: "busybox:stable", ...spec } } } as never,
+  });
 }
 function node(id: string, labels: Record<string, string>): Resource {
   return create(ResourceSchema, { id, resourceType: "node", desiredState: { kind: { case: "node", value: { labels } } } });
 }
 function limits(id: string, cpus: number): Resource {
-  return create(ResourceSchema, { id, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } } });
+  return create(ResourceSchema, {
+    id,
+    resourceType: "resource_limits",
+    desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } },
+  });
 }
 const input = (services: Resource[], extra: Partial<RenderInput> = {}): RenderInput => ({
   tenant: tenant(),
@@ -58,9 +70,22 @@ const rendered = renderProject(input([service("web")]));
 const onlineNode = { liveness: NodeLiveness.ONLINE, disabled: false, lastHeartbeatAt: ago(1000) };
 const facts = (f: Partial<TargetFacts>): TargetFacts => ({ nodeId: "n1", node: onlineNode, now: NOW, ...f });
 const applied = (extra: Record<string, unknown> = {}) =>
-  create(TargetStatusSchema, { nodeId: "n1", appliedHash: rendered.specHash, desiredHash: rendered.specHash, lastWorkOrderId: "o1", finishedAt: timestampFromDate(ago(5000)), projectName: "shop", ...extra });
+  create(TargetStatusSchema, {
+    nodeId: "n1",
+    appliedHash: rendered.specHash,
+    desiredHash: rendered.specHash,
+    lastWorkOrderId: "o1",
+    finishedAt: timestampFromDate(ago(5000)),
+    projectName: "shop",
+    ...extra,
+  });
 const observed = (state: string, specHash = rendered.specHash) =>
-  create(ProjectObservationSchema, { projectName: "shop", tenantId: "shop", specHash, services: [create(ServiceObservationSchema, { service: "web", state })] });
+  create(ProjectObservationSchema, {
+    projectName: "shop",
+    tenantId: "shop",
+    specHash,
+    services: [create(ServiceObservationSchema, { service: "web", state })],
+  });
 
 describe("planTarget", () => {
   it("deploys a desired project that was never applied", () => {
@@ -102,13 +127,28 @@ describe("planTarget", () => {
   });
 
   it("ignores an observation older than the last finished order", () => {
-    const plan = planTarget(facts({ desired: rendered, record: applied({ finishedAt: timestampFromDate(ago(100)) }), observed: observed("not_running"), node: { ...onlineNode, lastHeartbeatAt: ago(500) } }));
+    const plan = planTarget(
+      facts({
+        desired: rendered,
+        record: applied({ finishedAt: timestampFromDate(ago(100)) }),
+        observed: observed("not_running"),
+        node: { ...onlineNode, lastHeartbeatAt: ago(500) },
+      }),
+    );
     expect(plan.actions).toEqual([]);
     expect(plan.verdict.status).toBe(ConvergenceStatus.CONVERGED);
   });
 
   it("backs off after a failure, retries when due, and gives up after MAX_FAILURES", () => {
-    const failed = (failures: number, retryAt: Date) => create(TargetStatusSchema, { nodeId: "n1", failedHash: rendered.specHash, failures, retryAt: timestampFromDate(retryAt), lastWorkOrderId: "o1", lastResultCode: "COMPOSE_FAILED" });
+    const failed = (failures: number, retryAt: Date) =>
+      create(TargetStatusSchema, {
+        nodeId: "n1",
+        failedHash: rendered.specHash,
+        failures,
+        retryAt: timestampFromDate(retryAt),
+        lastWorkOrderId: "o1",
+        lastResultCode: "COMPOSE_FAILED",
+      });
     const waiting = planTarget(facts({ desired: rendered, record: failed(1, new Date(NOW.getTime() + 1000)) }));
     expect(waiting.actions).toEqual([]);
     expect(waiting.verdict.status).toBe(ConvergenceStatus.RETRY_BACKOFF);
@@ -141,11 +181,22 @@ describe("planTarget", () => {
 
 describe("recordOutcome", () => {
   const order = (status: WorkOrderStatus, type = WorkOrderType.DEPLOY_SERVICE) =>
-    create(WorkOrderSchema, { id: "o1", type, status, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h1", composeProject: { projectName: "shop" } }, result: { code: status === WorkOrderStatus.SUCCESS ? "APPLY_OK" : "COMPOSE_FAILED" } });
+    create(WorkOrderSchema, {
+      id: "o1",
+      type,
+      status,
+      target: { tenantId: "shop", nodeId: "n1" },
+      desiredState: { specHash: "h1", composeProject: { projectName: "shop" } },
+      result: { code: status === WorkOrderStatus.SUCCESS ? "APPLY_OK" : "COMPOSE_FAILED" },
+    });
   const start = [create(TargetStatusSchema, { nodeId: "n1", lastWorkOrderId: "o1" })];
 
   it("a success records the applied hash; failures count up with a growing delay", () => {
-    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS), NOW)[0]).toMatchObject({ appliedHash: "h1", failures: 0, lastResultCode: "APPLY_OK" });
+    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS), NOW)[0]).toMatchObject({
+      appliedHash: "h1",
+      failures: 0,
+      lastResultCode: "APPLY_OK",
+    });
     const once = recordOutcome(start, order(WorkOrderStatus.FAILED), NOW);
     expect(recordOutcome(once, order(WorkOrderStatus.FAILED), NOW)).toBe(once); // the same outcome counts once
     // The reconciler issues the retry (o2): its failure counts as the second.
@@ -158,7 +209,10 @@ describe("recordOutcome", () => {
   });
 
   it("a successful removal is recorded until the node confirms; a late result of an older order changes nothing", () => {
-    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS, WorkOrderType.REMOVE_SERVICE), NOW)[0]).toMatchObject({ appliedHash: "removal", lastResultCode: "APPLY_OK" });
+    expect(recordOutcome(start, order(WorkOrderStatus.SUCCESS, WorkOrderType.REMOVE_SERVICE), NOW)[0]).toMatchObject({
+      appliedHash: "removal",
+      lastResultCode: "APPLY_OK",
+    });
     const newer = [create(TargetStatusSchema, { nodeId: "n1", lastWorkOrderId: "o2" })];
     expect(recordOutcome(newer, order(WorkOrderStatus.FAILED), NOW)).toBe(newer);
   });
@@ -182,11 +236,22 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
       expect(t).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1", failures: 0, failedHash: "", lastResultCode: code });
     }
     // The restore failed too: an ordinary failure, retried with backoff.
-    expect(recordOutcome([base], deploy("ROLLBACK_FAILED", "h0"), NOW)[0]).toMatchObject({ appliedHash: "h0", rolledBackHash: "", failures: 1, failedHash: "h1" });
+    expect(recordOutcome([base], deploy("ROLLBACK_FAILED", "h0"), NOW)[0]).toMatchObject({
+      appliedHash: "h0",
+      rolledBackHash: "",
+      failures: 1,
+      failedHash: "h1",
+    });
   });
 
   it("the planner holds a rolled-back spec until the desired state changes", () => {
-    const held = create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", rolledBackHash: rendered.specHash, lastWorkOrderId: "o1", lastResultCode: "ROLLED_BACK" });
+    const held = create(TargetStatusSchema, {
+      nodeId: "n1",
+      appliedHash: "h0",
+      rolledBackHash: rendered.specHash,
+      lastWorkOrderId: "o1",
+      lastResultCode: "ROLLED_BACK",
+    });
     const plan = planTarget(facts({ desired: rendered, record: held }));
     expect(plan.actions).toEqual([]);
     expect(plan.verdict.status).toBe(ConvergenceStatus.ROLLED_BACK);
@@ -196,20 +261,30 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
   });
 
   it("a spec the node's gate rolled back is released by a change of the gate or hooks; an admin's rollback is not", () => {
-    const gate = (path: string) => create(DeploySafetySchema, { healthGate: { probes: [{ kind: { case: "http", value: { url: `http://127.0.0.1/${path}` } } }] } });
+    const gate = (path: string) =>
+      create(DeploySafetySchema, { healthGate: { probes: [{ kind: { case: "http", value: { url: `http://127.0.0.1/${path}` } } }] } });
     const failed = deploy("ROLLED_BACK", "h0");
     failed.desiredState!.specHash = rendered.specHash;
     failed.desiredState!.safety = gate("health");
     const [rec] = recordOutcome([create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", lastWorkOrderId: "o1" })], failed, NOW);
     expect(rec!.rolledBackSafetyHash).toBe(fingerprint(DeploySafetySchema, gate("health")));
     // The same gate (map order aside): still held.
-    expect(planTarget(facts({ desired: rendered, record: rec, safetyHash: fingerprint(DeploySafetySchema, gate("health")) })).verdict.status).toBe(ConvergenceStatus.ROLLED_BACK);
+    expect(
+      planTarget(facts({ desired: rendered, record: rec, safetyHash: fingerprint(DeploySafetySchema, gate("health")) })).verdict.status,
+    ).toBe(ConvergenceStatus.ROLLED_BACK);
     // A fixed probe: the spec deploys again.
     const released = planTarget(facts({ desired: rendered, record: rec, safetyHash: fingerprint(DeploySafetySchema, gate("index.html")) }));
     expect(released.actions).toEqual([expect.objectContaining({ kind: "deploy", rendered })]);
     // An admin's rollback order holds whatever the gate does.
-    const admin = create(TargetStatusSchema, { nodeId: "n1", appliedHash: "h0", rolledBackHash: rendered.specHash, lastResultCode: "ROLLBACK_OK" });
-    expect(planTarget(facts({ desired: rendered, record: admin, safetyHash: fingerprint(DeploySafetySchema, gate("index.html")) })).actions).toEqual([]);
+    const admin = create(TargetStatusSchema, {
+      nodeId: "n1",
+      appliedHash: "h0",
+      rolledBackHash: rendered.specHash,
+      lastResultCode: "ROLLBACK_OK",
+    });
+    expect(
+      planTarget(facts({ desired: rendered, record: admin, safetyHash: fingerprint(DeploySafetySchema, gate("index.html")) })).actions,
+    ).toEqual([]);
   });
 
   it("a rollback order's success applies the restored spec and holds the desired one; a later deploy's success releases the hold", () => {
@@ -227,13 +302,28 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
     // The desired state changed (to h2) while the rollback ran: h1 is held, h2 deploys next.
     const [moved] = recordOutcome([create(TargetStatusSchema, { ...base, appliedHash: "h1", desiredHash: "h2" })], rollback, NOW);
     expect(moved).toMatchObject({ appliedHash: "h0", rolledBackHash: "h1" });
-    const redeploy = create(WorkOrderSchema, { id: "o2", type: WorkOrderType.DEPLOY_SERVICE, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, desiredState: { specHash: "h1" }, result: { code: "APPLY_OK" } });
-    expect(recordOutcome([create(TargetStatusSchema, { ...t!, lastWorkOrderId: "o2", lastResultCode: "" })], redeploy, NOW)[0]).toMatchObject({ appliedHash: "h1", rolledBackHash: "" });
+    const redeploy = create(WorkOrderSchema, {
+      id: "o2",
+      type: WorkOrderType.DEPLOY_SERVICE,
+      status: WorkOrderStatus.SUCCESS,
+      target: { tenantId: "shop", nodeId: "n1" },
+      desiredState: { specHash: "h1" },
+      result: { code: "APPLY_OK" },
+    });
+    expect(
+      recordOutcome([create(TargetStatusSchema, { ...t!, lastWorkOrderId: "o2", lastResultCode: "" })], redeploy, NOW)[0],
+    ).toMatchObject({ appliedHash: "h1", rolledBackHash: "" });
   });
 
   it("ad-hoc orders (restart, inspect, upload…) never touch the record", () => {
     for (const type of [WorkOrderType.RESTART_SERVICE, WorkOrderType.INSPECT, WorkOrderType.UPLOAD_FILES, WorkOrderType.EXECUTE_COMMAND]) {
-      const o = create(WorkOrderSchema, { id: "o1", type, status: WorkOrderStatus.SUCCESS, target: { tenantId: "shop", nodeId: "n1" }, result: { code: "OK" } });
+      const o = create(WorkOrderSchema, {
+        id: "o1",
+        type,
+        status: WorkOrderStatus.SUCCESS,
+        target: { tenantId: "shop", nodeId: "n1" },
+        result: { code: "OK" },
+      });
       expect(recordOutcome([base], o, NOW)).toEqual([base]);
     }
   });
@@ -241,7 +331,12 @@ describe("rollbacks and ad-hoc orders in the target record", () => {
 
 describe("renderProject", () => {
   const services = [
-    service("web", { env: { B: "2", A: "1", PRICE: "$5" }, ports: [{ hostPort: 8080, containerPort: 80, hostIp: "127.0.0.1" }], resourceLimitsId: "small", dependsOn: ["db"] }),
+    service("web", {
+      env: { B: "2", A: "1", PRICE: "$5" },
+      ports: [{ hostPort: 8080, containerPort: 80, hostIp: "127.0.0.1" }],
+      resourceLimitsId: "small",
+      dependsOn: ["db"],
+    }),
     service("db", { command: ["postgres", "-c", "x=$y"] }),
   ];
   const extra = { limits: new Map([["small", limits("small", 0.5)]]) };
@@ -294,7 +389,14 @@ describe("renderProject", () => {
 
 describe("desiredForTenant", () => {
   const nodes = [node("p1", { env: "prod" }), node("p2", { env: "prod" }), node("d1", { env: "dev" })];
-  const world = (services: Resource[]) => ({ tenant: tenant(), services, networks: new Map(), volumes: new Map(), limits: new Map(), nodes });
+  const world = (services: Resource[]) => ({
+    tenant: tenant(),
+    services,
+    networks: new Map(),
+    volumes: new Map(),
+    limits: new Map(),
+    nodes,
+  });
 
   it("a selector matching several nodes deploys to each; a service's own placement wins", () => {
     const d = desiredForTenant(world([service("web"), service("tool", { placement: { targetNodeId: "d1" } })]));
@@ -304,7 +406,9 @@ describe("desiredForTenant", () => {
   });
 
   it("names what blocks: a missing reference, or no matching node", () => {
-    const d = desiredForTenant(world([service("web", { resourceLimitsId: "gone" }), service("lost", { placement: { nodeSelector: { env: "qa" } } })]));
+    const d = desiredForTenant(
+      world([service("web", { resourceLimitsId: "gone" }), service("lost", { placement: { nodeSelector: { env: "qa" } } })]),
+    );
     expect(d.services.get("web")!.blocker?.status).toBe(ConvergenceStatus.REFERENCE_MISSING);
     expect(d.services.get("lost")!.blocker?.status).toBe(ConvergenceStatus.NO_MATCHING_NODE);
     expect(d.targets.size).toBe(0);
@@ -315,7 +419,8 @@ describe("desiredForTenant", () => {
       r.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(ago(1000)), deleteData, dataPendingOnNodes: pendingOn });
       return r;
     };
-    const vol = (id: string) => create(ResourceSchema, { id, resourceType: "volume", desiredState: { kind: { case: "volume", value: { tenantId: "shop" } } } });
+    const vol = (id: string) =>
+      create(ResourceSchema, { id, resourceType: "volume", desiredState: { kind: { case: "volume", value: { tenantId: "shop" } } } });
     const deleted = [
       gone(service("a", { volumeIds: ["data", "shared"] }), true, ["p1"]),
       gone(service("b", { volumeIds: ["elsewhere"] }), true, ["p2"]),
@@ -328,7 +433,14 @@ describe("desiredForTenant", () => {
     // A live service on the node uses "shared": it stays there.
     expect(volumesToDelete(deleted, [service("live", { volumeIds: ["shared"] })], "p1")).toEqual(["data", "orphan"]);
     // It travels with the node's project but is no part of its hash (a one-off, not a state).
-    const w = { tenant: tenant(), services: [service("web")], networks: new Map(), volumes: new Map(), limits: new Map(), nodes: [node("p1", { env: "prod" })] };
+    const w = {
+      tenant: tenant(),
+      services: [service("web")],
+      networks: new Map(),
+      volumes: new Map(),
+      limits: new Map(),
+      nodes: [node("p1", { env: "prod" })],
+    };
     const plain = desiredForTenant(w).targets.get("p1")!;
     const withData = desiredForTenant({ ...w, deleted }).targets.get("p1")!;
     expect(plain.deleteVolumes).toEqual([]);
@@ -336,10 +448,18 @@ describe("desiredForTenant", () => {
     expect(withData.specHash).toBe(plain.specHash);
     expect(desiredForTenant({ ...w, deleted }).removalVolumes("p2")).toEqual(["elsewhere", "orphan"]);
     // A converged target with data to remove gets one deploy for it.
-    const done = create(TargetStatusSchema, { nodeId: "n1", appliedHash: withData.specHash, desiredHash: withData.specHash, lastWorkOrderId: "o1", finishedAt: timestampFromDate(ago(5000)) });
+    const done = create(TargetStatusSchema, {
+      nodeId: "n1",
+      appliedHash: withData.specHash,
+      desiredHash: withData.specHash,
+      lastWorkOrderId: "o1",
+      finishedAt: timestampFromDate(ago(5000)),
+    });
     const plan = planTarget(facts({ desired: withData, record: done, observed: observed("running", withData.specHash) }));
     expect(plan.actions).toEqual([expect.objectContaining({ kind: "deploy", reason: "delete_data" })]);
-    expect(planTarget(facts({ desired: plain, record: done, observed: observed("running", plain.specHash) })).verdict.status).toBe(ConvergenceStatus.CONVERGED);
+    expect(planTarget(facts({ desired: plain, record: done, observed: observed("running", plain.specHash) })).verdict.status).toBe(
+      ConvergenceStatus.CONVERGED,
+    );
   });
 
   it("a deleted tenant wants nothing anywhere", () => {
@@ -349,8 +469,23 @@ describe("desiredForTenant", () => {
 
 describe("planDeployment", () => {
   it("carries the rendered project, its hash, the tenant's priority and the retry budget", () => {
-    const { deployment, workOrder } = planDeployment({ tenantId: "shop", nodeId: "n1", workOrderId: "o1", deploymentId: "d1", requestId: "r", correlationId: "c", now: NOW, rendered, reason: "apply", priority: 7 });
-    expect(workOrder).toMatchObject({ priority: 7, maxAttempts: MAX_ATTEMPTS, desiredState: { specHash: rendered.specHash, deploymentId: "d1" } });
+    const { deployment, workOrder } = planDeployment({
+      tenantId: "shop",
+      nodeId: "n1",
+      workOrderId: "o1",
+      deploymentId: "d1",
+      requestId: "r",
+      correlationId: "c",
+      now: NOW,
+      rendered,
+      reason: "apply",
+      priority: 7,
+    });
+    expect(workOrder).toMatchObject({
+      priority: 7,
+      maxAttempts: MAX_ATTEMPTS,
+      desiredState: { specHash: rendered.specHash, deploymentId: "d1" },
+    });
     expect(deployment.desiredState?.kind.value).toMatchObject({ specHash: rendered.specHash, workOrderId: "o1" });
     expect(workOrder.metadata?.annotations.reason).toBe("apply");
   });

@@ -35,17 +35,72 @@ function rng(seed: number) {
 }
 type Rng = ReturnType<typeof rng>;
 
-// biome-ignore lint/suspicious/noTemplateCurlyInString: "${X}" is one of the awkward values, on purpose
-const AWKWARD = ["yes", "no", "on", "off", "null", "~", "1.0", "0x10", "007", "", "$HOME", "${X}", "a$$b", "it's", 'say "hi"', "line\nbreak", "tab\there", "ünïcødé", "#not-a-comment", "- dash", "key: value", "[1,2]", "{a: 1}", "*alias", "&anchor", "!tag", "%percent", "@at", "`tick`"];
+const AWKWARD = [
+  "yes",
+  "no",
+  "on",
+  "off",
+  "null",
+  "~",
+  "1.0",
+  "0x10",
+  "007",
+  "",
+  "$HOME",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: one of the awkward values, on purpose
+  "${X}",
+  "a$$b",
+  "it's",
+  'say "hi"',
+  "line\nbreak",
+  "tab\there",
+  "ünïcødé",
+  "#not-a-comment",
+  "- dash",
+  "key: value",
+  "[1,2]",
+  "{a: 1}",
+  "*alias",
+  "&anchor",
+  "!tag",
+  "%percent",
+  "@at",
+  "`tick`",
+];
 const str = (r: Rng) => (r.next() < 0.5 ? r.pick(AWKWARD) : `v${r.int(1000)}`);
 const key = (r: Rng) => r.pick(["A", "B", "PATH_X", "DB_URL", "MODE", "x-y", "Z9", "TOKEN_HINT", "LOWER"]);
 
 function generate(seed: number): RenderInput {
   const r = rng(seed);
   const tenantId = "t1";
-  const nets = Array.from({ length: r.int(3) }, (_, i) => create(ResourceSchema, { id: `net-${i}`, resourceType: "network", desiredState: { kind: { case: "network", value: { tenantId, driver: r.pick(["", "bridge"]), internal: r.next() < 0.3 } } } }));
-  const vols = Array.from({ length: r.int(3) }, (_, i) => create(ResourceSchema, { id: `vol-${i}`, resourceType: "volume", desiredState: { kind: { case: "volume", value: { tenantId, driver: r.pick(["", "local"]), mountPath: r.pick(["", "/data", "/var/lib/x"]) } } } }));
-  const lims = Array.from({ length: r.int(3) }, (_, i) => create(ResourceSchema, { id: `lim-${i}`, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus: r.pick([0, 0.25, 1.5]), memoryBytes: BigInt(r.pick([0, 64, 512])) << 20n, pids: BigInt(r.pick([0, 100])) } } } }));
+  const nets = Array.from({ length: r.int(3) }, (_, i) =>
+    create(ResourceSchema, {
+      id: `net-${i}`,
+      resourceType: "network",
+      desiredState: { kind: { case: "network", value: { tenantId, driver: r.pick(["", "bridge"]), internal: r.next() < 0.3 } } },
+    }),
+  );
+  const vols = Array.from({ length: r.int(3) }, (_, i) =>
+    create(ResourceSchema, {
+      id: `vol-${i}`,
+      resourceType: "volume",
+      desiredState: {
+        kind: { case: "volume", value: { tenantId, driver: r.pick(["", "local"]), mountPath: r.pick(["", "/data", "/var/lib/x"]) } },
+      },
+    }),
+  );
+  const lims = Array.from({ length: r.int(3) }, (_, i) =>
+    create(ResourceSchema, {
+      id: `lim-${i}`,
+      resourceType: "resource_limits",
+      desiredState: {
+        kind: {
+          case: "resourceLimits",
+          value: { cpus: r.pick([0, 0.25, 1.5]), memoryBytes: BigInt(r.pick([0, 64, 512])) << 20n, pids: BigInt(r.pick([0, 100])) },
+        },
+      },
+    }),
+  );
   const n = 1 + r.int(6);
   const ids = Array.from({ length: n }, (_, i) => `svc-${i}`);
   const services = ids.map((id, i) =>
@@ -60,7 +115,12 @@ function generate(seed: number): RenderInput {
             image: r.pick(["busybox:stable", `registry.local/app@sha256:${"a".repeat(64)}`, "nginx"]),
             env: Object.fromEntries(Array.from({ length: r.int(5) }, () => [key(r), str(r)])),
             command: Array.from({ length: r.int(4) }, () => str(r)),
-            ports: Array.from({ length: r.int(3) }, () => ({ hostPort: 1024 + r.int(60000), containerPort: 1 + r.int(65000), hostIp: r.pick(["", "127.0.0.1"]), protocol: r.pick(["", "udp"]) })),
+            ports: Array.from({ length: r.int(3) }, () => ({
+              hostPort: 1024 + r.int(60000),
+              containerPort: 1 + r.int(65000),
+              hostIp: r.pick(["", "127.0.0.1"]),
+              protocol: r.pick(["", "udp"]),
+            })),
             networkIds: nets.filter(() => r.next() < 0.5).map((x) => x.id),
             volumeIds: vols.filter(() => r.next() < 0.5).map((x) => x.id),
             resourceLimitsId: lims.length > 0 && r.next() < 0.5 ? r.pick(lims).id : "",
@@ -73,7 +133,13 @@ function generate(seed: number): RenderInput {
     }),
   );
   const tenant = create(ResourceSchema, { id: tenantId, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: {} } } });
-  return { tenant, services, networks: new Map(nets.map((x) => [x.id, x])), volumes: new Map(vols.map((x) => [x.id, x])), limits: new Map(lims.map((x) => [x.id, x])) };
+  return {
+    tenant,
+    services,
+    networks: new Map(nets.map((x) => [x.id, x])),
+    volumes: new Map(vols.map((x) => [x.id, x])),
+    limits: new Map(lims.map((x) => [x.id, x])),
+  };
 }
 
 /** The same world, with every list and map in another order and every resource a fresh copy. */
@@ -82,10 +148,17 @@ function reordered(input: RenderInput, r: Rng): RenderInput {
   const remap = (m: Map<string, Resource>) => new Map(r.shuffle([...m.entries()]).map(([k, v]) => [k, copy(v)]));
   const services = r.shuffle(input.services).map((s) => {
     const c = copy(s);
-    if (c.desiredState?.kind.case === "service") c.desiredState.kind.value.env = Object.fromEntries(r.shuffle(Object.entries(c.desiredState.kind.value.env)));
+    if (c.desiredState?.kind.case === "service")
+      c.desiredState.kind.value.env = Object.fromEntries(r.shuffle(Object.entries(c.desiredState.kind.value.env)));
     return c;
   });
-  return { tenant: copy(input.tenant), services, networks: remap(input.networks), volumes: remap(input.volumes), limits: remap(input.limits) };
+  return {
+    tenant: copy(input.tenant),
+    services,
+    networks: remap(input.networks),
+    volumes: remap(input.volumes),
+    limits: remap(input.limits),
+  };
 }
 
 const spec = (s: Resource) => (s.desiredState?.kind.case === "service" ? s.desiredState.kind.value : undefined)!;
@@ -107,13 +180,19 @@ describe("compose renderer over generated worlds", () => {
       const world = generate(seed);
       const file = renderProject(world).project.composeFile;
       for (const version of ["1.1", "1.2"] as const) {
-        const doc = parse(file, { version }) as { services: Record<string, Record<string, unknown>>; networks?: Record<string, unknown>; volumes?: Record<string, unknown> };
+        const doc = parse(file, { version }) as {
+          services: Record<string, Record<string, unknown>>;
+          networks?: Record<string, unknown>;
+          volumes?: Record<string, unknown>;
+        };
         expect(Object.keys(doc.services).length, `seed ${seed}`).toBe(world.services.length);
         for (const s of world.services) {
           const sp = spec(s);
           const out = doc.services[sp.composeService || s.id]!;
           expect(out.image, `seed ${seed} ${s.id}`).toBe(sp.image);
-          const env = Object.fromEntries(Object.entries((out.environment ?? {}) as Record<string, string>).map(([k, v]) => [k, undollar(v)]));
+          const env = Object.fromEntries(
+            Object.entries((out.environment ?? {}) as Record<string, string>).map(([k, v]) => [k, undollar(v)]),
+          );
           expect(env, `seed ${seed} ${s.id} ${version}`).toEqual(sp.env);
           expect(((out.command ?? []) as string[]).map(undollar), `seed ${seed} ${s.id}`).toEqual(sp.command);
           expect(out.networks ?? [], `seed ${seed}`).toEqual([...sp.networkIds].sort());

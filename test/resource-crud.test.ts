@@ -14,7 +14,12 @@ let tc: TestController;
 const api = () => tc.client(ResourceService, { admin: true });
 
 function tenant(id: string, labels: Record<string, string> = {}): Resource {
-  return create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } }, metadata: { labels } });
+  return create(ResourceSchema, {
+    id,
+    resourceType: "tenant",
+    desiredState: { kind: { case: "tenant", value: { displayName: id } } },
+    metadata: { labels },
+  });
 }
 function service(id: string, tenantId: string, extra: Record<string, unknown> = {}, labels: Record<string, string> = {}): Resource {
   return create(ResourceSchema, {
@@ -25,10 +30,18 @@ function service(id: string, tenantId: string, extra: Record<string, unknown> = 
   });
 }
 function network(id: string, tenantId: string): Resource {
-  return create(ResourceSchema, { id, resourceType: "network", desiredState: { kind: { case: "network", value: { tenantId, driver: "bridge" } } } });
+  return create(ResourceSchema, {
+    id,
+    resourceType: "network",
+    desiredState: { kind: { case: "network", value: { tenantId, driver: "bridge" } } },
+  });
 }
 function limits(id: string, cpus: number): Resource {
-  return create(ResourceSchema, { id, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } } });
+  return create(ResourceSchema, {
+    id,
+    resourceType: "resource_limits",
+    desiredState: { kind: { case: "resourceLimits", value: { cpus, memoryBytes: 64n << 20n } } },
+  });
 }
 const put = (r: Resource) => api().createResource({ resourceType: r.resourceType, resource: r });
 
@@ -45,7 +58,9 @@ describe("listing", () => {
     await put(tenant("lab-b", { env: "prod", region: "us" }));
     await put(tenant("lab-c", { env: "dev" }));
     const ids = async (label_selector: string) =>
-      (await api().listResources({ resourceType: "tenant", labelSelector: label_selector })).resources.map((r) => r.id).filter((id) => id.startsWith("lab-"));
+      (await api().listResources({ resourceType: "tenant", labelSelector: label_selector })).resources
+        .map((r) => r.id)
+        .filter((id) => id.startsWith("lab-"));
     expect(await ids("env=prod")).toEqual(["lab-a", "lab-b"]);
     expect(await ids("env=prod,region=eu")).toEqual(["lab-a"]);
     expect(await ids("env=prod,region!=eu")).toEqual(["lab-b"]);
@@ -116,7 +131,9 @@ describe("references", () => {
     );
     expect(err.code).toBe("INVALID_REQUEST");
     expect(err.details.cycle).toEqual(["cyc-a", "cyc-b", "cyc-a"]);
-    expect((await api().getResource({ resourceType: "service", id: "cyc-a" })).resource!.metadata!.resourceVersion).toBe(a.metadata!.resourceVersion);
+    expect((await api().getResource({ resourceType: "service", id: "cyc-a" })).resource!.metadata!.resourceVersion).toBe(
+      a.metadata!.resourceVersion,
+    );
   });
 });
 
@@ -135,14 +152,26 @@ describe("partial updates", () => {
     expect(spec?.image).toBe("busybox:stable");
     expect(spec?.command).toEqual(["sh"]);
     expect(res.resource!.metadata!.labels).toEqual({ team: "web" });
-    const labels = await api().updateResource({ resourceType: "service", id: "mask-s", labels: {}, updateMask: create(FieldMaskSchema, { paths: ["labels"] }) });
+    const labels = await api().updateResource({
+      resourceType: "service",
+      id: "mask-s",
+      labels: {},
+      updateMask: create(FieldMaskSchema, { paths: ["labels"] }),
+    });
     expect(labels.resource!.metadata!.labels).toEqual({});
     expect(labels.resource!.desiredState).toEqual(res.resource!.desiredState);
   });
 
   it("a mask path that does not exist, or leaves the kind, is INVALID_REQUEST", async () => {
-    for (const path of ["desired_state.service.nope", "desired_state.tenant.display_name", "metadata.resource_version", "desired_state.service.env.A"]) {
-      const err = await rpcError(api().updateResource({ resourceType: "service", id: "mask-s", updateMask: create(FieldMaskSchema, { paths: [path] }) }));
+    for (const path of [
+      "desired_state.service.nope",
+      "desired_state.tenant.display_name",
+      "metadata.resource_version",
+      "desired_state.service.env.A",
+    ]) {
+      const err = await rpcError(
+        api().updateResource({ resourceType: "service", id: "mask-s", updateMask: create(FieldMaskSchema, { paths: [path] }) }),
+      );
       expect(err.code, path).toBe("INVALID_REQUEST");
       expect(err.details.field).toBe("update_mask");
     }
@@ -171,7 +200,9 @@ describe("delete", () => {
     expect(again.resource!.metadata!.resourceVersion).toBe(res.resource!.metadata!.resourceVersion);
     const tomb = (await api().getResource({ resourceType: "service", id: "del-s", includeDeleted: true })).resource!;
     expect(tomb.deletion?.requestId).not.toBe("");
-    expect((await rpcError(api().updateResource({ resourceType: "service", id: "del-s", desiredState: tomb.desiredState }))).code).toBe("RESOURCE_NOT_FOUND");
+    expect((await rpcError(api().updateResource({ resourceType: "service", id: "del-s", desiredState: tomb.desiredState }))).code).toBe(
+      "RESOURCE_NOT_FOUND",
+    );
     // Now unreferenced, the limits can go; a new resource may take a deleted id.
     await api().deleteResource({ resourceType: "resource_limits", id: "del-l" });
     await put(limits("del-l", 1));
@@ -202,4 +233,3 @@ describe("delete", () => {
     expect(events.events).toHaveLength(4);
   });
 });
-

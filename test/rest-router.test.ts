@@ -32,7 +32,15 @@ import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthoriz
 import { checkId, checkResourceType } from "../controller/id-checks.js";
 import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
 
-const SERVICES: DescService[] = [HealthService, ResourceService, WorkOrderService, NodeService, DeploymentService, SnapshotService, EventService];
+const SERVICES: DescService[] = [
+  HealthService,
+  ResourceService,
+  WorkOrderService,
+  NodeService,
+  DeploymentService,
+  SnapshotService,
+  EventService,
+];
 const MAX_BODY = 64 * 1024;
 const META_TIME = "2024-01-02T03:04:05Z";
 
@@ -73,7 +81,11 @@ function record<T>(name: string, req: T): T {
 }
 
 const meta = () => ({ schemaVersion: "v1", timestamp: timestampFromDate(new Date(META_TIME)) });
-const order = (id: string): MessageInitShape<typeof WorkOrderSchema> => ({ id, resourceType: "work_order", status: WorkOrderStatus.PENDING });
+const order = (id: string): MessageInitShape<typeof WorkOrderSchema> => ({
+  id,
+  resourceType: "work_order",
+  status: WorkOrderStatus.PENDING,
+});
 
 function fakeRoutes(router: ConnectRouter): void {
   router.service(HealthService, { check: () => ({ meta: meta(), status: "ok", version: "test", store: "fake" }) });
@@ -209,7 +221,11 @@ describe("derived route table", () => {
     expect(table.slice(0, 3)).toEqual(["GET /v1/health", "GET /health", "GET /v1/resources"]);
     expect(table.at(-1)).toBe("GET /v1/events");
     expect(rest.describe()).toContainEqual({ method: "GET", path: "/health", rpc: "skipper.v1.HealthService.Check" });
-    expect(rest.describe()).toContainEqual({ method: "POST", path: "/v1/resources/{resource_type}", rpc: "skipper.v1.ResourceService.CreateResource" });
+    expect(rest.describe()).toContainEqual({
+      method: "POST",
+      path: "/v1/resources/{resource_type}",
+      rpc: "skipper.v1.ResourceService.CreateResource",
+    });
   });
 });
 
@@ -261,15 +277,23 @@ describe("binding", () => {
   it("names the accepted parameters when one is unknown", async () => {
     const r = await call("GET", "/v1/resources?type=tenant");
     expect(r.body.error.message).toContain("unknown query parameter");
-    expect(r.body.error.details.allowed).toEqual(["resource_type", "page_size", "page_token", "tenant_id", "label_selector", "include_deleted", "since_revision"]);
+    expect(r.body.error.details.allowed).toEqual([
+      "resource_type",
+      "page_size",
+      "page_token",
+      "tenant_id",
+      "label_selector",
+      "include_deleted",
+      "since_revision",
+    ]);
   });
 
-  it("refuses query parameters on a body \"*\" route", async () => {
+  it('refuses query parameters on a body "*" route', async () => {
     const r = await call("POST", "/v1/deployments/t1/apply?node_id=n1", { body: {} });
     expectErrorEnvelope(r, 400, "INVALID_REQUEST");
   });
 
-  it("binds a body: \"resource\" route from the example file as it is, with 201 for Create", async () => {
+  it('binds a body: "resource" route from the example file as it is, with 201 for Create', async () => {
     const text = await readFile(new URL("../examples/tenant.json", import.meta.url), "utf8");
     const r = await call("POST", "/v1/resources/tenant", { body: text });
     expect(r.status).toBe(201);
@@ -278,7 +302,7 @@ describe("binding", () => {
     expect(seen.get("CreateResource")).toMatchObject({ resourceType: "tenant", resource: { id: "example-tenant" } });
   });
 
-  it("binds body \"*\" with path variables, which must agree with the body", async () => {
+  it('binds body "*" with path variables, which must agree with the body', async () => {
     const body = { desired_state: { tenant: { display_name: "T" } }, resource_version: "3", labels: { env: "dev" } };
     const ok = await call("PUT", "/v1/resources/tenant/t1", { body: { ...body, id: "t1" } });
     expect(ok.status).toBe(200);
@@ -466,7 +490,7 @@ describe("headers and path segments", () => {
     expect(bad.headers.get("x-request-id")).toBe(bad.body.request_id);
   });
 
-  it("decodes %2e%2e to \"..\" and hands it to the handler, which refuses it", async () => {
+  it('decodes %2e%2e to ".." and hands it to the handler, which refuses it', async () => {
     const r = await rawGet("/v1/resources/tenant/%2e%2e");
     expectErrorEnvelope(r, 400, "INVALID_REQUEST");
     expect(seen.get("GetResource")).toMatchObject({ id: ".." });

@@ -17,7 +17,14 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { CommandSpecSchema } from "../gen/skipper/v1/safety_pb.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import {
+  freePort,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! safe-deploy-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -40,7 +47,11 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
   const orders = () => ctl.admin(WorkOrderService);
   const page = async () => (await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim();
   const webContainer = async () =>
-    (await execa("docker", ["ps", "-q", "--no-trunc", "--filter", `label=dev.skipper.tenant-id=${TENANT}`], { env: { DOCKER_HOST: dockerHost! } })).stdout.trim();
+    (
+      await execa("docker", ["ps", "-q", "--no-trunc", "--filter", `label=dev.skipper.tenant-id=${TENANT}`], {
+        env: { DOCKER_HOST: dockerHost! },
+      })
+    ).stdout.trim();
 
   async function setGreeting(greeting: string, healthy: boolean): Promise<void> {
     const current = (await api().getResource({ resourceType: "service", id: "sd-web" })).resource!;
@@ -52,24 +63,46 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
   const convergence = async () => (await tenantStatus()).convergence?.status;
   const tenantOrders = async (): Promise<WorkOrder[]> => (await orders().listWorkOrders({ tenantId: TENANT, pageSize: 100 })).workOrders;
   const finished = (id: string) =>
-    waitFor(`order ${id} to finish`, async () => {
-      const o = (await orders().getWorkOrder({ id })).workOrder!;
-      return [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED].includes(o.status) ? o : undefined;
-    }, 90_000);
+    waitFor(
+      `order ${id} to finish`,
+      async () => {
+        const o = (await orders().getWorkOrder({ id })).workOrder!;
+        return [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED].includes(o.status) ? o : undefined;
+      },
+      90_000,
+    );
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-safe-"));
     port = await freePort();
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", `${SWEEP_MS}ms`] });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
-    agent = startAgentProcess({ controller: ctl, nodeId: NODE, token, stateDir: join(root, "state"), workDir: join(root, "work"), dockerHost: dockerHost!, extraArgs: ["--ready-timeout", "20s", "--allow-command", "true", "--allow-command", "false"] });
+    agent = startAgentProcess({
+      controller: ctl,
+      nodeId: NODE,
+      token,
+      stateDir: join(root, "state"),
+      workDir: join(root, "work"),
+      dockerHost: dockerHost!,
+      extraArgs: ["--ready-timeout", "20s", "--allow-command", "true", "--allow-command", "false"],
+    });
     await api().createResource({
       resourceType: "tenant",
       resource: res("tenant", TENANT, {
         case: "tenant",
         value: {
           deploymentPolicy: { targetNodeId: NODE },
-          safety: { healthGate: { probes: [{ kind: { case: "http", value: { url: `http://127.0.0.1:${port}/health.html`, expectStatus: 200 } }, timeout: durationFromMs(1000) }], deadline: durationFromMs(4000) } },
+          safety: {
+            healthGate: {
+              probes: [
+                {
+                  kind: { case: "http", value: { url: `http://127.0.0.1:${port}/health.html`, expectStatus: 200 } },
+                  timeout: durationFromMs(1000),
+                },
+              ],
+              deadline: durationFromMs(4000),
+            },
+          },
         },
       }),
     });
@@ -81,7 +114,11 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
           tenantId: TENANT,
           image: IMAGE,
           // sh stays PID 1 and exits on TERM, so a recreate does not wait out the stop timeout.
-          command: ["sh", "-c", 'mkdir -p /www && echo "$GREETING" > /www/index.html && if [ "$HEALTHY" = yes ]; then echo ok > /www/health.html; fi; httpd -f -p 8080 -h /www & trap "exit 0" TERM; wait'],
+          command: [
+            "sh",
+            "-c",
+            'mkdir -p /www && echo "$GREETING" > /www/index.html && if [ "$HEALTHY" = yes ]; then echo ok > /www/health.html; fi; httpd -f -p 8080 -h /www & trap "exit 0" TERM; wait',
+          ],
           env: { GREETING: "v1", HEALTHY: "yes" },
           ports: [{ hostIp: "127.0.0.1", hostPort: port, containerPort: 8080 }],
         },
@@ -103,10 +140,14 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     const v1Container = await webContainer();
 
     await setGreeting("v2", false);
-    const order = await waitFor("the v2 order to end", async () => {
-      const o = (await tenantOrders()).find((x) => x.type === WorkOrderType.DEPLOY_SERVICE && x.status === WorkOrderStatus.FAILED);
-      return o;
-    }, 90_000);
+    const order = await waitFor(
+      "the v2 order to end",
+      async () => {
+        const o = (await tenantOrders()).find((x) => x.type === WorkOrderType.DEPLOY_SERVICE && x.status === WorkOrderStatus.FAILED);
+        return o;
+      },
+      90_000,
+    );
     expect(order.result?.code).toBe("ROLLED_BACK");
     const rb = order.result?.details?.rollback;
     expect(rb?.failedSpecHash).toBe(order.desiredState?.specHash);
@@ -126,28 +167,51 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     await new Promise((r) => setTimeout(r, SWEEP_MS * 2 + 500));
     expect((await tenantOrders()).length).toBe(count);
     expect(await convergence()).toBe(ConvergenceStatus.ROLLED_BACK);
-    const targets = (await tenantStatus()).currentState?.kind.case === "tenant" ? (await tenantStatus()).currentState!.kind.value : undefined;
+    const targets =
+      (await tenantStatus()).currentState?.kind.case === "tenant" ? (await tenantStatus()).currentState!.kind.value : undefined;
     expect((targets as { targets: { rolledBackHash: string }[] }).targets[0]!.rolledBackHash).toBe(rb?.failedSpecHash);
   }, 150_000);
 
   it("a changed desired state deploys again; an admin's rollback order restores the last good spec until Apply", async () => {
     await setGreeting("v3", true);
-    await waitFor("v3 to converge", async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v3" ? true : undefined), 90_000);
+    await waitFor(
+      "v3 to converge",
+      async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v3" ? true : undefined),
+      90_000,
+    );
 
     // Refused without changing anything: no tenant, or a deployment of another tenant.
-    await expect(orders().createWorkOrder({ type: WorkOrderType.ROLLBACK, target: { nodeId: NODE }, action: { kind: { case: "rollback", value: {} } } })).rejects.toThrow(/tenant_id/);
+    await expect(
+      orders().createWorkOrder({
+        type: WorkOrderType.ROLLBACK,
+        target: { nodeId: NODE },
+        action: { kind: { case: "rollback", value: {} } },
+      }),
+    ).rejects.toThrow(/tenant_id/);
 
-    const { workOrder } = await orders().createWorkOrder({ type: WorkOrderType.ROLLBACK, target: { nodeId: NODE, tenantId: TENANT }, action: { kind: { case: "rollback", value: {} } } });
+    const { workOrder } = await orders().createWorkOrder({
+      type: WorkOrderType.ROLLBACK,
+      target: { nodeId: NODE, tenantId: TENANT },
+      action: { kind: { case: "rollback", value: {} } },
+    });
     expect(workOrder?.action?.kind.case === "rollback" && workOrder.action.kind.value.resolvedFrom).toMatch(/^work_order\//);
     const done = await finished(workOrder!.id);
     expect(done.result?.code).toBe("ROLLBACK_OK");
     expect(await page()).toBe("v1");
-    await waitFor("ROLLED_BACK after the rollback order", async () => ((await convergence()) === ConvergenceStatus.ROLLED_BACK ? true : undefined), 20_000);
+    await waitFor(
+      "ROLLED_BACK after the rollback order",
+      async () => ((await convergence()) === ConvergenceStatus.ROLLED_BACK ? true : undefined),
+      20_000,
+    );
     expect(await page()).toBe("v1");
 
     // Apply deploys the desired state (v3) again.
     await ctl.admin(DeploymentService).apply({ tenantId: TENANT });
-    await waitFor("v3 again after Apply", async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v3" ? true : undefined), 90_000);
+    await waitFor(
+      "v3 again after Apply",
+      async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v3" ? true : undefined),
+      90_000,
+    );
   }, 200_000);
 
   it("a failing pre-deploy hook changes nothing; a failing post-deploy hook rolls the deploy back", async () => {
@@ -161,7 +225,11 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     };
     const known = new Set((await tenantOrders()).map((o) => o.id));
     const next = (code: string) =>
-      waitFor(`an order ending ${code}`, async () => (await tenantOrders()).find((o) => !known.has(o.id) && o.result?.code === code), 90_000);
+      waitFor(
+        `an order ending ${code}`,
+        async () => (await tenantOrders()).find((o) => !known.has(o.id) && o.result?.code === code),
+        90_000,
+      );
 
     await setHooks("false", "true");
     await setGreeting("v4", true);
@@ -182,6 +250,10 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     // Fixing the hook alone (what runs is the same v4) releases the rolled-back spec: v4 deploys.
     await waitFor("ROLLED_BACK", async () => ((await convergence()) === ConvergenceStatus.ROLLED_BACK ? true : undefined), 20_000);
     await setHooks("true", "true");
-    await waitFor("v4 once the hook was fixed", async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v4" ? true : undefined), 90_000);
+    await waitFor(
+      "v4 once the hook was fixed",
+      async () => ((await convergence()) === ConvergenceStatus.CONVERGED && (await page().catch(() => "")) === "v4" ? true : undefined),
+      90_000,
+    );
   }, 200_000);
 });

@@ -58,7 +58,11 @@ export function order(id: string, nodeId: string, offsetMs = 0, tenantId = "tena
 }
 
 /** An event at T0 + offsetMs. */
-export function event(id: string, offsetMs: number, fields: Partial<Pick<Event, "type" | "tenantId" | "resourceId" | "workOrderId" | "correlationId">> = {}): Event {
+export function event(
+  id: string,
+  offsetMs: number,
+  fields: Partial<Pick<Event, "type" | "tenantId" | "resourceId" | "workOrderId" | "correlationId">> = {},
+): Event {
   return create(EventSchema, {
     id,
     type: fields.type ?? "resource_created",
@@ -96,7 +100,9 @@ export function json<D extends DescMessage>(schema: D, msg: MessageShape<D> | un
 }
 
 // Every item of a listing, page by page.
-async function collect<T>(list: (pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>): Promise<{ items: T[]; pages: number }> {
+async function collect<T>(
+  list: (pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>,
+): Promise<{ items: T[]; pages: number }> {
   const items: T[] = [];
   let token = "";
   let pages = 0;
@@ -111,9 +117,11 @@ async function collect<T>(list: (pageToken: string) => Promise<{ items: T[]; nex
 
 async function inParallel(n: number, limit: number, fn: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < n) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
 }
 
 /** Defines the conformance suite for one backend. */
@@ -218,7 +226,10 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       });
 
       it("updating an absent resource is RESOURCE_NOT_FOUND", async () => {
-        await expectCode(store.updateResource("tenant", "ghost", (r) => r), "RESOURCE_NOT_FOUND");
+        await expectCode(
+          store.updateResource("tenant", "ghost", (r) => r),
+          "RESOURCE_NOT_FOUND",
+        );
       });
 
       it("an update cannot change id, resource_type or created_at", async () => {
@@ -294,8 +305,18 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createResource(tenant("other"));
         await store.createResource(tenant("n0", "n0", "node"));
         const service = (id: string, tenantId: string) =>
-          create(ResourceSchema, { id, resourceType: "service", schemaVersion: "v1", desiredState: { kind: { case: "service", value: { tenantId, image: "busybox" } } } });
-        for (const [id, t] of [["web", "acme"], ["db", "acme"], ["api", "other"]] as const) await store.createResource(service(id, t));
+          create(ResourceSchema, {
+            id,
+            resourceType: "service",
+            schemaVersion: "v1",
+            desiredState: { kind: { case: "service", value: { tenantId, image: "busybox" } } },
+          });
+        for (const [id, t] of [
+          ["web", "acme"],
+          ["db", "acme"],
+          ["api", "other"],
+        ] as const)
+          await store.createResource(service(id, t));
         const acme = await collect((pageToken) => store.listResources({ tenantId: "acme", pageSize: 1, pageToken }));
         expect(acme.items.map((r) => `${r.resourceType}/${r.id}`)).toEqual(["service/db", "service/web", "tenant/acme"]);
         const acmeServices = await store.listResources({ tenantId: "acme", resourceType: "service" });
@@ -352,7 +373,10 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await store.getResource("tenant", "gone")).toBeUndefined();
         expect((await store.getResource("tenant", "gone", { includeDeleted: true }))?.deletion?.requestId).toBe("req-del");
         expect((await store.listResources({ resourceType: "tenant" })).items.map((r) => r.id)).toEqual(["kept"]);
-        expect((await store.listResources({ resourceType: "tenant", includeDeleted: true })).items.map((r) => r.id)).toEqual(["gone", "kept"]);
+        expect((await store.listResources({ resourceType: "tenant", includeDeleted: true })).items.map((r) => r.id)).toEqual([
+          "gone",
+          "kept",
+        ]);
         const touched = await store.updateResource("tenant", "gone", (cur) => {
           cur.metadata!.annotations = { note: "after deletion" };
           return cur;
@@ -395,7 +419,8 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         let since = await store.currentRevision();
         const readOnce = async () => {
           const upTo = await store.currentRevision();
-          for (const r of (await store.listResources({ resourceType: "tenant", sinceRevision: since, pageSize: 1000 })).items) seen.set(r.id, r.metadata!.resourceVersion);
+          for (const r of (await store.listResources({ resourceType: "tenant", sinceRevision: since, pageSize: 1000 })).items)
+            seen.set(r.id, r.metadata!.resourceVersion);
           since = upTo;
         };
         let writing = true;
@@ -406,10 +431,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
           }
         })();
         // Concurrent writes to different records: their revisions may land out of order.
-        const written = await Promise.all(ids.map((id) => store.updateResource("tenant", id, (cur) => {
-          cur.metadata!.annotations = { round: "2" };
-          return cur;
-        })));
+        const written = await Promise.all(
+          ids.map((id) =>
+            store.updateResource("tenant", id, (cur) => {
+              cur.metadata!.annotations = { round: "2" };
+              return cur;
+            }),
+          ),
+        );
         writing = false;
         await reader;
         await readOnce();
@@ -427,7 +456,12 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createResource(labelled("l3", { env: "dev", tier: "web" }));
         const ids = async (labelSelector: LabelTerm[]) => (await store.listResources({ labelSelector })).items.map((r) => r.id);
         expect(await ids([{ key: "env", op: "=", value: "prod" }])).toEqual(["l1", "l2"]);
-        expect(await ids([{ key: "tier", op: "exists" }, { key: "env", op: "!=", value: "prod" }])).toEqual(["l3"]);
+        expect(
+          await ids([
+            { key: "tier", op: "exists" },
+            { key: "env", op: "!=", value: "prod" },
+          ]),
+        ).toEqual(["l3"]);
       });
     });
 
@@ -458,7 +492,8 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.getWorkOrder("old-cancelled"))?.status).toBe(WorkOrderStatus.CANCELLED);
 
         expect(await store.pruneWorkOrders(at(3000), new Set(["old-kept"]))).toBe(3);
-        const ids = async (filter: Parameters<Store["listWorkOrders"]>[0] = {}) => (await store.listWorkOrders(filter)).items.map((o) => o.id).sort();
+        const ids = async (filter: Parameters<Store["listWorkOrders"]>[0] = {}) =>
+          (await store.listWorkOrders(filter)).items.map((o) => o.id).sort();
         const left = ["new-ok", "old-kept", "still-pending", "still-running"];
         expect(await ids()).toEqual(left);
         expect(await ids({ tenantId: "tenant-b" })).toEqual([]);
@@ -479,7 +514,12 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
             resourceType: "deployment",
             schemaVersion: "v1",
             desiredState: { kind: { case: "deployment", value: { tenantId: "tenant-a", nodeId: "node-1", workOrderId: `wo-${id}` } } },
-            currentState: { kind: { case: "deployment", value: { phase, finishedAt: finishedAtMs === undefined ? undefined : timestampFromDate(at(finishedAtMs)) } } },
+            currentState: {
+              kind: {
+                case: "deployment",
+                value: { phase, finishedAt: finishedAtMs === undefined ? undefined : timestampFromDate(at(finishedAtMs)) },
+              },
+            },
             createdAt: timestampFromDate(at(0)),
           });
         await store.createResource(dep("d-old-ok", DeploymentPhase.SUCCEEDED, 1000));
@@ -489,7 +529,8 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createResource(dep("d-new", DeploymentPhase.SUCCEEDED, 5000));
         // Written last: it holds the highest revision, which the store resumes from.
         await store.createResource(dep("d-old-newest-revision", DeploymentPhase.SUCCEEDED, 1000));
-        const ids = async () => (await store.listResources({ resourceType: "deployment", includeDeleted: true })).items.map((r) => r.id).sort();
+        const ids = async () =>
+          (await store.listResources({ resourceType: "deployment", includeDeleted: true })).items.map((r) => r.id).sort();
         expect(await store.pruneDeployments(at(3000), new Set(["d-old-kept"]))).toBe(2);
         const left = ["d-new", "d-old-kept", "d-old-newest-revision", "d-running"];
         expect(await ids()).toEqual(left);
@@ -581,7 +622,13 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         const asked = await store.cancelWorkOrder("wo-cr", "stop it", "req-e", at(40));
         expect(asked.status).toBe(WorkOrderStatus.RUNNING);
         expect(asked.cancelRequest?.reason).toBe("stop it");
-        const done = await store.finishWorkOrder("wo-cr", "node-1", create(WorkOrderResultSchema, { success: false, code: "CANCELLED" }), at(50), 1n);
+        const done = await store.finishWorkOrder(
+          "wo-cr",
+          "node-1",
+          create(WorkOrderResultSchema, { success: false, code: "CANCELLED" }),
+          at(50),
+          1n,
+        );
         expect(done.workOrder.status).toBe(WorkOrderStatus.CANCELLED);
         await expectCode(store.cancelWorkOrder("wo-ok", "x", "r", at(60)), "RESOURCE_NOT_FOUND");
         await store.createWorkOrder(order("wo-ok", "node-1"));
@@ -595,7 +642,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         o.maxAttempts = 2;
         await store.createWorkOrder(o);
         await store.claimWorkOrder("wo-rt", "node-1", at(0));
-        const fail = (t: bigint, when: number) => store.finishWorkOrder("wo-rt", "node-1", create(WorkOrderResultSchema, { success: false, retriable: true, code: "TIMEOUT" }), at(when), t);
+        const fail = (t: bigint, when: number) =>
+          store.finishWorkOrder(
+            "wo-rt",
+            "node-1",
+            create(WorkOrderResultSchema, { success: false, retriable: true, code: "TIMEOUT" }),
+            at(when),
+            t,
+          );
         const first = await fail(1n, 100);
         expect(first.workOrder.status).toBe(WorkOrderStatus.RETRY_PENDING);
         expect(first.workOrder.finishedAt).toBeUndefined();
@@ -659,14 +713,21 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
 
       it("a pending order can be superseded (failed, with the result), a claimed one cannot", async () => {
         await store.createWorkOrder(order("old-1", "node-1"));
-        const gone = await store.supersedeWorkOrder("old-1", create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED" }), at(100));
+        const gone = await store.supersedeWorkOrder(
+          "old-1",
+          create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED" }),
+          at(100),
+        );
         expect(gone.status).toBe(WorkOrderStatus.FAILED);
         expect(gone.result?.code).toBe("SUPERSEDED");
         expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
         await expectCode(store.claimWorkOrder("old-1", "node-1", at(200)), "WORK_ORDER_NOT_CLAIMABLE");
         await store.createWorkOrder(order("old-2", "node-1"));
         await store.claimWorkOrder("old-2", "node-1", at(300));
-        await expectCode(store.supersedeWorkOrder("old-2", create(WorkOrderResultSchema, { code: "SUPERSEDED" }), at(400)), "WORK_ORDER_NOT_CLAIMABLE");
+        await expectCode(
+          store.supersedeWorkOrder("old-2", create(WorkOrderResultSchema, { code: "SUPERSEDED" }), at(400)),
+          "WORK_ORDER_NOT_CLAIMABLE",
+        );
       });
 
       it("claiming an absent order is RESOURCE_NOT_FOUND", async () => {
@@ -763,7 +824,8 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
           return o;
         };
         for (const o of [expiring("x-never"), expiring("x-soon", 1000), expiring("x-later", 5000)]) await store.createWorkOrder(o);
-        const due = async (offsetMs: number) => (await store.listWorkOrders({ status: WorkOrderStatus.PENDING, expiresBy: at(offsetMs) })).items.map((o) => o.id).sort();
+        const due = async (offsetMs: number) =>
+          (await store.listWorkOrders({ status: WorkOrderStatus.PENDING, expiresBy: at(offsetMs) })).items.map((o) => o.id).sort();
         expect(await due(0)).toEqual([]);
         expect(await due(1000)).toEqual(["x-soon"]);
         expect(await due(9000)).toEqual(["x-later", "x-soon"]);
@@ -817,7 +879,9 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await ids({ since: at(101) })).toEqual(["ev-c", "ev-d"]);
         expect(await ids({ since: at(101), tenantId: "t2" })).toEqual(["ev-d"]);
         const [first] = (await store.listEvents({ workOrderId: "wo-1" })).items;
-        expect(json(EventSchema, first)).toEqual(json(EventSchema, event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" })));
+        expect(json(EventSchema, first)).toEqual(
+          json(EventSchema, event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" })),
+        );
       });
     });
 
@@ -825,19 +889,31 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       it("the latest snapshot of each scope replaces the previous one", async () => {
         expect(await store.getLatestSnapshot("system")).toBeUndefined();
         const snap = (snapshotId: string, scope: string, tenantId = "") =>
-          create(SnapshotSchema, { snapshotId, scope, tenantId, schemaVersion: "v1", createdAt: timestampFromDate(at(0)), resources: [tenant("alpha")] });
+          create(SnapshotSchema, {
+            snapshotId,
+            scope,
+            tenantId,
+            schemaVersion: "v1",
+            createdAt: timestampFromDate(at(0)),
+            resources: [tenant("alpha")],
+          });
         await store.putSnapshot(snap("s1", "system"));
         await store.putSnapshot(snap("s2", "system"));
         await store.putSnapshot(snap("s3", "tenant", "alpha"));
         await store.putSnapshot(snap("s4", "tenant", "beta"));
         expect((await store.getLatestSnapshot("system"))?.snapshotId).toBe("s2");
         expect((await store.getLatestSnapshot("tenant", "alpha"))?.snapshotId).toBe("s3");
-        expect(json(SnapshotSchema, await store.getLatestSnapshot("tenant", "beta"))).toEqual(json(SnapshotSchema, snap("s4", "tenant", "beta")));
+        expect(json(SnapshotSchema, await store.getLatestSnapshot("tenant", "beta"))).toEqual(
+          json(SnapshotSchema, snap("s4", "tenant", "beta")),
+        );
         expect(await store.getLatestSnapshot("tenant", "gamma")).toBeUndefined();
       });
 
       it("a tenant snapshot with an invalid tenant id is refused with INVALID_REQUEST", async () => {
-        await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "tenant", tenantId: "../x" })), "INVALID_REQUEST");
+        await expectCode(
+          store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "tenant", tenantId: "../x" })),
+          "INVALID_REQUEST",
+        );
         await expectCode(store.putSnapshot(create(SnapshotSchema, { snapshotId: "s", scope: "galaxy" })), "INVALID_REQUEST");
       });
     });
@@ -846,7 +922,13 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       const key = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
 
       it("an idempotency record is returned until it expires, then treated as absent", async () => {
-        const record = { key, requestHash: "f".repeat(64), response: { work_order: { id: "wo-1" } }, createdAt: at(0), expiresAt: at(60_000) };
+        const record = {
+          key,
+          requestHash: "f".repeat(64),
+          response: { work_order: { id: "wo-1" } },
+          createdAt: at(0),
+          expiresAt: at(60_000),
+        };
         await store.putIdempotencyRecord(record);
         expect(await store.getIdempotencyRecord(key, at(59_999))).toEqual(record);
         expect(await store.getIdempotencyRecord(key, at(60_000))).toBeUndefined();
@@ -896,7 +978,13 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.putSnapshot(create(SnapshotSchema, { snapshotId: "snap", scope: "tenant", tenantId: "keep" }));
         await store.putSnapshot(create(SnapshotSchema, { snapshotId: "sys", scope: "system" }));
         const key = "0123456789abcdef0123456789abcdef";
-        const record = { key, requestHash: "e".repeat(64), response: { ok: true }, createdAt: new Date(), expiresAt: new Date(Date.now() + 3_600_000) };
+        const record = {
+          key,
+          requestHash: "e".repeat(64),
+          response: { ok: true },
+          createdAt: new Date(),
+          expiresAt: new Date(Date.now() + 3_600_000),
+        };
         await store.putIdempotencyRecord(record);
         await store.putNodeCredential({ nodeId: "node-1", tokenHash: "a".repeat(64), createdAt: at(0) });
         await store.putAdminCredential({ tokenHash: "c".repeat(64), createdAt: at(0) });

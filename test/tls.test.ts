@@ -249,7 +249,8 @@ describe("generated material, later starts", () => {
   it("a corrupt or missing CA with server files present regenerates everything", async () => {
     for (const damage of ["corrupt-cert", "missing-key"] as const) {
       const { dataDir, material, tlsDir } = await fresh();
-      if (damage === "corrupt-cert") await writeFile(join(tlsDir, "ca.crt"), "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
+      if (damage === "corrupt-cert")
+        await writeFile(join(tlsDir, "ca.crt"), "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
       else await rm(join(tlsDir, "ca.key"));
       const infos: string[] = [];
       const again = await ensureTlsMaterial({ dataDir, onInfo: (m) => infos.push(m) });

@@ -34,7 +34,16 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
 
   async function dispatchMs(nodeId: string, pollInterval: string, extraArgs: string[]): Promise<number> {
     const token = (await ctl.admin(NodeService).registerNode({ nodeId })).token;
-    const agent = startAgentProcess({ controller: ctl, nodeId, token, stateDir: join(root, nodeId, "state"), workDir: join(root, nodeId, "work"), dockerHost: dockerHost!, pollInterval, extraArgs });
+    const agent = startAgentProcess({
+      controller: ctl,
+      nodeId,
+      token,
+      stateDir: join(root, nodeId, "state"),
+      workDir: join(root, nodeId, "work"),
+      dockerHost: dockerHost!,
+      pollInterval,
+      extraArgs,
+    });
     agents.push(agent);
     // Let it settle into its poll sleep (first heartbeat and poll done, stream open).
     await waitFor(`${nodeId}'s first heartbeat`, async () => {
@@ -45,12 +54,23 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
     const tenant = `${nodeId}-t`;
     await ctl.admin(ResourceService).createResource({
       resourceType: "tenant",
-      resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { composeFile: "services: {}\n" } } } } }),
+      resource: create(ResourceSchema, {
+        id: tenant,
+        resourceType: "tenant",
+        desiredState: {
+          kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { composeFile: "services: {}\n" } } },
+        },
+      }),
     });
-    const order = await waitFor("the order to be claimed", async () => {
-      const o = (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: tenant })).workOrders[0];
-      return o?.startedAt ? o : undefined;
-    }, 45_000, 50);
+    const order = await waitFor(
+      "the order to be claimed",
+      async () => {
+        const o = (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: tenant })).workOrders[0];
+        return o?.startedAt ? o : undefined;
+      },
+      45_000,
+      50,
+    );
     return timestampDate(order.startedAt!).getTime() - timestampDate(order.createdAt!).getTime();
   }
 
@@ -61,7 +81,15 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
   it("an idle agent makes one call per interval, its heartbeat, and asks for work only when there is some", async () => {
     const nodeId = "idle-calls";
     const token = (await ctl.admin(NodeService).registerNode({ nodeId })).token;
-    const agent = startAgentProcess({ controller: ctl, nodeId, token, stateDir: join(root, nodeId, "state"), workDir: join(root, nodeId, "work"), dockerHost: dockerHost!, pollInterval: "250ms" });
+    const agent = startAgentProcess({
+      controller: ctl,
+      nodeId,
+      token,
+      stateDir: join(root, nodeId, "state"),
+      workDir: join(root, nodeId, "work"),
+      dockerHost: dockerHost!,
+      pollInterval: "250ms",
+    });
     agents.push(agent);
     const calls = async (action: string) =>
       (await readFile(join(root, "controller.out"), "utf8"))
@@ -73,12 +101,23 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
     const tenant = `${nodeId}-t`;
     await ctl.admin(ResourceService).createResource({
       resourceType: "tenant",
-      resource: create(ResourceSchema, { id: tenant, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { composeFile: "services: {}\n" } } } } }),
+      resource: create(ResourceSchema, {
+        id: tenant,
+        resourceType: "tenant",
+        desiredState: {
+          kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { composeFile: "services: {}\n" } } },
+        },
+      }),
     });
-    await waitFor("the order to finish", async () => {
-      const o = (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: tenant })).workOrders[0];
-      return o?.finishedAt ? o : undefined;
-    }, 30_000, 50);
+    await waitFor(
+      "the order to finish",
+      async () => {
+        const o = (await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: tenant })).workOrders[0];
+        return o?.finishedAt ? o : undefined;
+      },
+      30_000,
+      50,
+    );
   }, 60_000);
 
   it("without the stream an agent waits for its poll", async () => {

@@ -45,7 +45,14 @@ async function node(prefix = "wo-node"): Promise<{ id: string; token: string }> 
 /** A tenant with no placement: the reconciler issues nothing for it. */
 async function idleTenant(prefix = "wo-tenant"): Promise<string> {
   const id = uid(prefix);
-  await resources().createResource({ resourceType: "tenant", resource: create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } } }) });
+  await resources().createResource({
+    resourceType: "tenant",
+    resource: create(ResourceSchema, {
+      id,
+      resourceType: "tenant",
+      desiredState: { kind: { case: "tenant", value: { displayName: id } } },
+    }),
+  });
   return id;
 }
 
@@ -54,7 +61,15 @@ function composeTenant(id: string, nodeId: string, env: Record<string, string>) 
   return create(ResourceSchema, {
     id,
     resourceType: "tenant",
-    desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: nodeId }, compose: { projectName: id, composeFile: "services:\n  app:\n    image: busybox\n", env } } } },
+    desiredState: {
+      kind: {
+        case: "tenant",
+        value: {
+          deploymentPolicy: { targetNodeId: nodeId },
+          compose: { projectName: id, composeFile: "services:\n  app:\n    image: busybox\n", env },
+        },
+      },
+    },
   });
 }
 
@@ -113,35 +128,162 @@ describe("CreateWorkOrder refuses bad input and stores nothing", () => {
   });
 
   const upload = (path: string, content = "hello\n", hash?: string): ActionInit => ({
-    kind: { case: "uploadFiles", value: { files: [{ path, content: new TextEncoder().encode(content), sha256: hash ?? sha256(content) }] } },
+    kind: {
+      case: "uploadFiles",
+      value: { files: [{ path, content: new TextEncoder().encode(content), sha256: hash ?? sha256(content) }] },
+    },
   });
   const command = (...argv: string[]): ActionInit => ({ kind: { case: "executeCommand", value: { command: { argv } } } });
   const inspect: ActionInit = { kind: { case: "inspect", value: {} } };
-  const goodSpec = { module: "web-app", version: "1.2.3", source: { kind: { case: "url" as const, value: "https://example.com/web-app.tar.gz" } }, sha256: "a".repeat(64), argv: ["bin/server"] };
+  const goodSpec = {
+    module: "web-app",
+    version: "1.2.3",
+    source: { kind: { case: "url" as const, value: "https://example.com/web-app.tar.gz" } },
+    sha256: "a".repeat(64),
+    argv: ["bin/server"],
+  };
 
   const cases: Array<[string, () => CreateInit, string]> = [
-    ["a deploy_service order (the reconciler's)", () => ({ type: WorkOrderType.DEPLOY_SERVICE, target: { nodeId: n, tenantId: tenant } }), "type"],
-    ["a remove_service order (the reconciler's)", () => ({ type: WorkOrderType.REMOVE_SERVICE, target: { nodeId: n, tenantId: tenant } }), "type"],
-    ["an action that does not match the type", () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: { kind: { case: "restartService", value: {} } } }), "action"],
+    [
+      "a deploy_service order (the reconciler's)",
+      () => ({ type: WorkOrderType.DEPLOY_SERVICE, target: { nodeId: n, tenantId: tenant } }),
+      "type",
+    ],
+    [
+      "a remove_service order (the reconciler's)",
+      () => ({ type: WorkOrderType.REMOVE_SERVICE, target: { nodeId: n, tenantId: tenant } }),
+      "type",
+    ],
+    [
+      "an action that does not match the type",
+      () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: { kind: { case: "restartService", value: {} } } }),
+      "action",
+    ],
     ["a missing node", () => ({ type: WorkOrderType.INSPECT, action: inspect }), "target.node_id"],
-    ["a tenant on an execute_command order", () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n, tenantId: tenant }, action: command("echo", "hi") }), "target.tenant_id"],
-    ["an upload path that climbs out (../x)", () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("../x") }), "action.upload_files.files[0].path"],
-    ["an absolute upload path", () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("/etc/passwd") }), "action.upload_files.files[0].path"],
-    ["an upload over the agent's docker-compose.yml", () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n, tenantId: tenant }, action: upload("docker-compose.yml") }), "action.upload_files.files[0].path"],
-    ["an upload whose sha256 does not match its content", () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("a.txt", "hello\n", sha256("other")) }), "action.upload_files.files[0].sha256"],
-    ["a shell string as argv[0] (sh -c)", () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n }, action: command("sh -c", "id") }), "action.execute_command.command.argv"],
-    ["shell syntax in argv[0] (echo;id)", () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n }, action: command("echo;id") }), "action.execute_command.command.argv"],
-    ["a file:// health probe", () => ({ type: WorkOrderType.HEALTH_CHECK, target: { nodeId: n }, action: { kind: { case: "healthCheck", value: { probes: [{ kind: { case: "http", value: { url: "file:///etc/passwd" } } }] } } } }), "action.health_check.probes[0].http.url"],
-    ["a tcp probe on port 0", () => ({ type: WorkOrderType.HEALTH_CHECK, target: { nodeId: n }, action: { kind: { case: "healthCheck", value: { probes: [{ kind: { case: "tcp", value: { host: "127.0.0.1", port: 0 } } }] } } } }), "action.health_check.probes[0].tcp.port"],
-    ["an expires_at in the past", () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: inspect, expiresAt: inMs(-60_000) }), "expires_at"],
-    ["a timeout over 24h", () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: inspect, timeout: durationFromMs(24 * 3600_000 + 1000) }), "timeout"],
+    [
+      "a tenant on an execute_command order",
+      () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n, tenantId: tenant }, action: command("echo", "hi") }),
+      "target.tenant_id",
+    ],
+    [
+      "an upload path that climbs out (../x)",
+      () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("../x") }),
+      "action.upload_files.files[0].path",
+    ],
+    [
+      "an absolute upload path",
+      () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("/etc/passwd") }),
+      "action.upload_files.files[0].path",
+    ],
+    [
+      "an upload over the agent's docker-compose.yml",
+      () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n, tenantId: tenant }, action: upload("docker-compose.yml") }),
+      "action.upload_files.files[0].path",
+    ],
+    [
+      "an upload whose sha256 does not match its content",
+      () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: upload("a.txt", "hello\n", sha256("other")) }),
+      "action.upload_files.files[0].sha256",
+    ],
+    [
+      "a shell string as argv[0] (sh -c)",
+      () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n }, action: command("sh -c", "id") }),
+      "action.execute_command.command.argv",
+    ],
+    [
+      "shell syntax in argv[0] (echo;id)",
+      () => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: n }, action: command("echo;id") }),
+      "action.execute_command.command.argv",
+    ],
+    [
+      "a file:// health probe",
+      () => ({
+        type: WorkOrderType.HEALTH_CHECK,
+        target: { nodeId: n },
+        action: { kind: { case: "healthCheck", value: { probes: [{ kind: { case: "http", value: { url: "file:///etc/passwd" } } }] } } },
+      }),
+      "action.health_check.probes[0].http.url",
+    ],
+    [
+      "a tcp probe on port 0",
+      () => ({
+        type: WorkOrderType.HEALTH_CHECK,
+        target: { nodeId: n },
+        action: { kind: { case: "healthCheck", value: { probes: [{ kind: { case: "tcp", value: { host: "127.0.0.1", port: 0 } } }] } } },
+      }),
+      "action.health_check.probes[0].tcp.port",
+    ],
+    [
+      "an expires_at in the past",
+      () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: inspect, expiresAt: inMs(-60_000) }),
+      "expires_at",
+    ],
+    [
+      "a timeout over 24h",
+      () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: inspect, timeout: durationFromMs(24 * 3600_000 + 1000) }),
+      "timeout",
+    ],
     ["max_attempts 11", () => ({ type: WorkOrderType.INSPECT, target: { nodeId: n }, action: inspect, maxAttempts: 11 }), "max_attempts"],
-    ["a deploy_process module name that is not one", () => ({ type: WorkOrderType.DEPLOY_PROCESS, target: { nodeId: n }, action: { kind: { case: "deployProcess", value: { spec: { ...goodSpec, module: "Web_App" } } } } }), "action.deploy_process.spec.module"],
-    ["a deploy_process without sha256", () => ({ type: WorkOrderType.DEPLOY_PROCESS, target: { nodeId: n }, action: { kind: { case: "deployProcess", value: { spec: { ...goodSpec, sha256: "" } } } } }), "action.deploy_process.spec.sha256"],
-    ["a control_process without operation", () => ({ type: WorkOrderType.CONTROL_PROCESS, target: { nodeId: n }, action: { kind: { case: "controlProcess", value: { module: "web-app" } } } }), "action.control_process.operation"],
-    ["a rollback without a tenant", () => ({ type: WorkOrderType.ROLLBACK, target: { nodeId: n }, action: { kind: { case: "rollback", value: {} } } }), "target.tenant_id"],
-    ["the same upload path twice", () => ({ type: WorkOrderType.UPLOAD_FILES, target: { nodeId: n }, action: { kind: { case: "uploadFiles", value: { files: [{ path: "a.txt", sha256: sha256("") }, { path: "a.txt", sha256: sha256("") }] } } } }), "action.upload_files.files[1].path"],
-    ["a restart_service service name with ';'", () => ({ type: WorkOrderType.RESTART_SERVICE, target: { nodeId: n, tenantId: tenant }, action: { kind: { case: "restartService", value: { services: ["web;reboot"] } } } }), "action.restart_service.services[0]"],
+    [
+      "a deploy_process module name that is not one",
+      () => ({
+        type: WorkOrderType.DEPLOY_PROCESS,
+        target: { nodeId: n },
+        action: { kind: { case: "deployProcess", value: { spec: { ...goodSpec, module: "Web_App" } } } },
+      }),
+      "action.deploy_process.spec.module",
+    ],
+    [
+      "a deploy_process without sha256",
+      () => ({
+        type: WorkOrderType.DEPLOY_PROCESS,
+        target: { nodeId: n },
+        action: { kind: { case: "deployProcess", value: { spec: { ...goodSpec, sha256: "" } } } },
+      }),
+      "action.deploy_process.spec.sha256",
+    ],
+    [
+      "a control_process without operation",
+      () => ({
+        type: WorkOrderType.CONTROL_PROCESS,
+        target: { nodeId: n },
+        action: { kind: { case: "controlProcess", value: { module: "web-app" } } },
+      }),
+      "action.control_process.operation",
+    ],
+    [
+      "a rollback without a tenant",
+      () => ({ type: WorkOrderType.ROLLBACK, target: { nodeId: n }, action: { kind: { case: "rollback", value: {} } } }),
+      "target.tenant_id",
+    ],
+    [
+      "the same upload path twice",
+      () => ({
+        type: WorkOrderType.UPLOAD_FILES,
+        target: { nodeId: n },
+        action: {
+          kind: {
+            case: "uploadFiles",
+            value: {
+              files: [
+                { path: "a.txt", sha256: sha256("") },
+                { path: "a.txt", sha256: sha256("") },
+              ],
+            },
+          },
+        },
+      }),
+      "action.upload_files.files[1].path",
+    ],
+    [
+      "a restart_service service name with ';'",
+      () => ({
+        type: WorkOrderType.RESTART_SERVICE,
+        target: { nodeId: n, tenantId: tenant },
+        action: { kind: { case: "restartService", value: { services: ["web;reboot"] } } },
+      }),
+      "action.restart_service.services[0]",
+    ],
   ];
 
   it.each(cases)("refuses %s with INVALID_REQUEST naming the field", async (_name, req, field) => {
@@ -157,12 +299,24 @@ describe("CreateWorkOrder refuses bad input and stores nothing", () => {
 describe("CreateWorkOrder checks its node and tenant", () => {
   it("refuses an unknown node and an unknown tenant with RESOURCE_NOT_FOUND", async () => {
     const before = await footprint();
-    const ghost = await rpcError(admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: "no-such-node" }, action: { kind: { case: "inspect", value: {} } } }));
+    const ghost = await rpcError(
+      admin().createWorkOrder({
+        type: WorkOrderType.INSPECT,
+        target: { nodeId: "no-such-node" },
+        action: { kind: { case: "inspect", value: {} } },
+      }),
+    );
     expect(ghost.code).toBe("RESOURCE_NOT_FOUND");
     expect(ghost.connectCode).toBe(Code.NotFound);
     expect(ghost.details).toMatchObject({ resource_type: "node", resource_id: "no-such-node" });
     const { id } = await node();
-    const noTenant = await rpcError(admin().createWorkOrder({ type: WorkOrderType.READ_STICKER, target: { nodeId: id, tenantId: "no-such-tenant" }, action: { kind: { case: "readSticker", value: {} } } }));
+    const noTenant = await rpcError(
+      admin().createWorkOrder({
+        type: WorkOrderType.READ_STICKER,
+        target: { nodeId: id, tenantId: "no-such-tenant" },
+        action: { kind: { case: "readSticker", value: {} } },
+      }),
+    );
     expect(noTenant.code).toBe("RESOURCE_NOT_FOUND");
     expect(noTenant.connectCode).toBe(Code.NotFound);
     expect(noTenant.details).toMatchObject({ resource_type: "tenant", resource_id: "no-such-tenant" });
@@ -171,9 +325,15 @@ describe("CreateWorkOrder checks its node and tenant", () => {
 
   it("refuses a disabled node with CONFLICT, reason NODE_DISABLED", async () => {
     const { id } = await node("disabled-node");
-    await resources().updateResource({ resourceType: "node", id, desiredState: { kind: { case: "node", value: { displayName: id, disabled: true } } } });
+    await resources().updateResource({
+      resourceType: "node",
+      id,
+      desiredState: { kind: { case: "node", value: { displayName: id, disabled: true } } },
+    });
     const before = await footprint();
-    const e = await rpcError(admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }));
+    const e = await rpcError(
+      admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(e.connectCode).toBe(Code.Aborted); // controller/interceptors.ts maps CONFLICT to Aborted
     expect(e.details.reason).toBe("NODE_DISABLED");
@@ -184,13 +344,24 @@ describe("CreateWorkOrder checks its node and tenant", () => {
     const { id, token } = await node("allow-node");
     await tc.client(NodeService, { token }).heartbeat({ nodeId: id, agentVersion: "test", capabilities: { allowedCommands: ["echo"] } });
     const before = await footprint();
-    const e = await rpcError(admin().createWorkOrder({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: id }, action: { kind: { case: "executeCommand", value: { command: { argv: ["ls", "/"] } } } } }));
+    const e = await rpcError(
+      admin().createWorkOrder({
+        type: WorkOrderType.EXECUTE_COMMAND,
+        target: { nodeId: id },
+        action: { kind: { case: "executeCommand", value: { command: { argv: ["ls", "/"] } } } },
+      }),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(e.details.reason).toBe("COMMAND_NOT_ALLOWED");
     expect(e.details.field).toBe("action.execute_command.command.argv");
     expect(await footprint()).toEqual(before);
 
-    const action = create(WorkOrderActionSchema, { kind: { case: "executeCommand", value: { command: { argv: ["echo", "hello", "$(id)"], timeout: durationFromMs(5000), env: { LANG: "C" } } } } });
+    const action = create(WorkOrderActionSchema, {
+      kind: {
+        case: "executeCommand",
+        value: { command: { argv: ["echo", "hello", "$(id)"], timeout: durationFromMs(5000), env: { LANG: "C" } } },
+      },
+    });
     const ok = (await admin().createWorkOrder({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: id }, action })).workOrder!;
     expect(ok.status).toBe(WorkOrderStatus.PENDING);
     expect(equals(WorkOrderActionSchema, ok.action!, action)).toBe(true);
@@ -199,14 +370,22 @@ describe("CreateWorkOrder checks its node and tenant", () => {
 
   it("accepts any program for a node that never reported capabilities (its agent decides)", async () => {
     const { id } = await node("silent-node");
-    const res = await admin().createWorkOrder({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: id }, action: { kind: { case: "executeCommand", value: { command: { argv: ["uptime"] } } } } });
+    const res = await admin().createWorkOrder({
+      type: WorkOrderType.EXECUTE_COMMAND,
+      target: { nodeId: id },
+      action: { kind: { case: "executeCommand", value: { command: { argv: ["uptime"] } } } },
+    });
     expect(res.workOrder?.status).toBe(WorkOrderStatus.PENDING);
   });
 
   it("refuses a node token: CreateWorkOrder is for admins", async () => {
     const { id, token } = await node();
     const before = await footprint();
-    const e = await rpcError(tc.client(WorkOrderService, { token }).createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }));
+    const e = await rpcError(
+      tc
+        .client(WorkOrderService, { token })
+        .createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }),
+    );
     expect(e.code).toBe("FORBIDDEN");
     expect(e.connectCode).toBe(Code.PermissionDenied);
     expect(await footprint()).toEqual(before);
@@ -228,22 +407,96 @@ describe("CreateWorkOrder queues a valid order of each ad-hoc type", () => {
     event: Record<string, unknown>;
   }
   const cases: Record<string, Case> = {
-    restart_service: { type: WorkOrderType.RESTART_SERVICE, tenant: true, action: { kind: { case: "restartService", value: { services: ["web", "worker"] } } }, event: {} },
-    health_check: { type: WorkOrderType.HEALTH_CHECK, tenant: false, action: { kind: { case: "healthCheck", value: { probes: [{ kind: { case: "http", value: { url: "http://127.0.0.1:8080/health", expectStatus: 200 } } }, { kind: { case: "tcp", value: { host: "127.0.0.1", port: 5432 } }, timeout: durationFromMs(2000) }] } } }, event: {} },
+    restart_service: {
+      type: WorkOrderType.RESTART_SERVICE,
+      tenant: true,
+      action: { kind: { case: "restartService", value: { services: ["web", "worker"] } } },
+      event: {},
+    },
+    health_check: {
+      type: WorkOrderType.HEALTH_CHECK,
+      tenant: false,
+      action: {
+        kind: {
+          case: "healthCheck",
+          value: {
+            probes: [
+              { kind: { case: "http", value: { url: "http://127.0.0.1:8080/health", expectStatus: 200 } } },
+              { kind: { case: "tcp", value: { host: "127.0.0.1", port: 5432 } }, timeout: durationFromMs(2000) },
+            ],
+          },
+        },
+      },
+      event: {},
+    },
     inspect: { type: WorkOrderType.INSPECT, tenant: false, action: { kind: { case: "inspect", value: {} } }, event: {} },
-    execute_command: { type: WorkOrderType.EXECUTE_COMMAND, tenant: false, action: { kind: { case: "executeCommand", value: { command: { argv: ["echo", "secret-argument-xyz"] } } } }, event: { program: "echo" } },
-    upload_files: { type: WorkOrderType.UPLOAD_FILES, tenant: true, action: { kind: { case: "uploadFiles", value: { files: [{ path: "conf/app.conf", content, sha256: sha256(content), mode: 0o640 }] } } }, event: { paths: ["conf/app.conf"] } },
-    write_sticker: { type: WorkOrderType.WRITE_STICKER, tenant: true, action: { kind: { case: "writeSticker", value: { sticker: { releaseId: "r-1", deploymentId: "d-1", imageDigests: { web: `sha256:${"b".repeat(64)}` } } } } }, event: {} },
+    execute_command: {
+      type: WorkOrderType.EXECUTE_COMMAND,
+      tenant: false,
+      action: { kind: { case: "executeCommand", value: { command: { argv: ["echo", "secret-argument-xyz"] } } } },
+      event: { program: "echo" },
+    },
+    upload_files: {
+      type: WorkOrderType.UPLOAD_FILES,
+      tenant: true,
+      action: {
+        kind: { case: "uploadFiles", value: { files: [{ path: "conf/app.conf", content, sha256: sha256(content), mode: 0o640 }] } },
+      },
+      event: { paths: ["conf/app.conf"] },
+    },
+    write_sticker: {
+      type: WorkOrderType.WRITE_STICKER,
+      tenant: true,
+      action: {
+        kind: {
+          case: "writeSticker",
+          value: { sticker: { releaseId: "r-1", deploymentId: "d-1", imageDigests: { web: `sha256:${"b".repeat(64)}` } } },
+        },
+      },
+      event: {},
+    },
     read_sticker: { type: WorkOrderType.READ_STICKER, tenant: true, action: { kind: { case: "readSticker", value: {} } }, event: {} },
-    deploy_process: { type: WorkOrderType.DEPLOY_PROCESS, tenant: false, action: { kind: { case: "deployProcess", value: { spec: { module: "web-app", version: "1.2.3", source: { kind: { case: "path", value: "/srv/artifacts/web-app-1.2.3.tar.gz" } }, sha256: "c".repeat(64), argv: ["bin/server", "--port", "8080"], env: { PORT: "8080" } } } } }, event: { module: "web-app", version: "1.2.3" } },
-    control_process: { type: WorkOrderType.CONTROL_PROCESS, tenant: false, action: { kind: { case: "controlProcess", value: { module: "web-app", operation: ProcessOperation.RESTART } } }, event: { module: "web-app" } },
+    deploy_process: {
+      type: WorkOrderType.DEPLOY_PROCESS,
+      tenant: false,
+      action: {
+        kind: {
+          case: "deployProcess",
+          value: {
+            spec: {
+              module: "web-app",
+              version: "1.2.3",
+              source: { kind: { case: "path", value: "/srv/artifacts/web-app-1.2.3.tar.gz" } },
+              sha256: "c".repeat(64),
+              argv: ["bin/server", "--port", "8080"],
+              env: { PORT: "8080" },
+            },
+          },
+        },
+      },
+      event: { module: "web-app", version: "1.2.3" },
+    },
+    control_process: {
+      type: WorkOrderType.CONTROL_PROCESS,
+      tenant: false,
+      action: { kind: { case: "controlProcess", value: { module: "web-app", operation: ProcessOperation.RESTART } } },
+      event: { module: "web-app" },
+    },
   };
 
   it.each(Object.entries(cases))("stores %s PENDING as sent, hands it to its node and records work_order_created", async (name, c) => {
     const { id: nodeId, token } = await node(`adhoc-${name.replace(/_/g, "-")}`);
     const action = create(WorkOrderActionSchema, c.action);
     const expiresAt = inMs(3600_000);
-    const res = await admin().createWorkOrder({ type: c.type, target: { nodeId, tenantId: c.tenant ? tenant : "" }, action, priority: 7, timeout: durationFromMs(90_000), expiresAt, maxAttempts: 0 });
+    const res = await admin().createWorkOrder({
+      type: c.type,
+      target: { nodeId, tenantId: c.tenant ? tenant : "" },
+      action,
+      priority: 7,
+      timeout: durationFromMs(90_000),
+      expiresAt,
+      maxAttempts: 0,
+    });
     const order = res.workOrder!;
     expect(res.meta?.schemaVersion).toBe("v1");
     const stored = await getOrder(order.id);
@@ -274,7 +527,14 @@ describe("CreateWorkOrder queues a valid order of each ad-hoc type", () => {
 
   it("keeps max_attempts when one is given", async () => {
     const { id } = await node();
-    const o = (await admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } }, maxAttempts: 3 })).workOrder!;
+    const o = (
+      await admin().createWorkOrder({
+        type: WorkOrderType.INSPECT,
+        target: { nodeId: id },
+        action: { kind: { case: "inspect", value: {} } },
+        maxAttempts: 3,
+      })
+    ).workOrder!;
     expect(o.maxAttempts).toBe(3);
     expect(o.timeout).toBeUndefined();
     expect(o.expiresAt).toBeUndefined();
@@ -298,9 +558,17 @@ describe("x-idempotency-key", () => {
   it("the same key with another body is a CONFLICT and creates nothing", async () => {
     const { id } = await node("idem-node");
     const h = { headers: { "x-idempotency-key": `create-${id}` } };
-    await admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }, h);
+    await admin().createWorkOrder(
+      { type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } },
+      h,
+    );
     const before = await footprint();
-    const e = await rpcError(admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } }, priority: 5 }, h));
+    const e = await rpcError(
+      admin().createWorkOrder(
+        { type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } }, priority: 5 },
+        h,
+      ),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(e.connectCode).toBe(Code.Aborted);
     expect(e.details.field).toBe("x-idempotency-key");
@@ -312,7 +580,11 @@ describe("x-idempotency-key", () => {
   it("the same key with the same body whose map entries come in another order replays the first order", async () => {
     const { id } = await node("idem-node");
     const h = { headers: { "x-idempotency-key": `create-${id}` } };
-    const req = (env: Record<string, string>): CreateInit => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: id }, action: { kind: { case: "executeCommand", value: { command: { argv: ["echo"], env } } } } });
+    const req = (env: Record<string, string>): CreateInit => ({
+      type: WorkOrderType.EXECUTE_COMMAND,
+      target: { nodeId: id },
+      action: { kind: { case: "executeCommand", value: { command: { argv: ["echo"], env } } } },
+    });
     const a = await admin().createWorkOrder(req({ A: "1", B: "2" }), h);
     const b = await admin().createWorkOrder(req({ B: "2", A: "1" }), h);
     expect(b.workOrder?.id).toBe(a.workOrder?.id);
@@ -321,24 +593,39 @@ describe("x-idempotency-key", () => {
 });
 
 describe("expires_at", () => {
-  const inspect = (nodeId: string, extra: { expiresAt?: CreateInit["expiresAt"]; priority?: number } = {}): CreateInit => ({ type: WorkOrderType.INSPECT, target: { nodeId }, action: { kind: { case: "inspect", value: {} } }, ...extra });
+  const inspect = (nodeId: string, extra: { expiresAt?: CreateInit["expiresAt"]; priority?: number } = {}): CreateInit => ({
+    type: WorkOrderType.INSPECT,
+    target: { nodeId },
+    action: { kind: { case: "inspect", value: {} } },
+    ...extra,
+  });
 
   it("an order no node claimed in time fails with EXPIRED, with its event, and cannot be claimed", async () => {
     const { id, token } = await node("expiry-node");
     const order = (await admin().createWorkOrder(inspect(id, { expiresAt: inMs(300) }))).workOrder!;
     expect(order.status).toBe(WorkOrderStatus.PENDING);
     // The lease monitor's sweep (every second with the default lease) fails it.
-    const failed = await waitFor("the order to expire", async () => {
-      const o = await getOrder(order.id);
-      return o.status === WorkOrderStatus.FAILED ? o : undefined;
-    }, 5000, 50);
+    const failed = await waitFor(
+      "the order to expire",
+      async () => {
+        const o = await getOrder(order.id);
+        return o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      5000,
+      50,
+    );
     expect(failed.result).toMatchObject({ success: false, retriable: false, code: "EXPIRED" });
     expect(failed.finishedAt).toBeDefined();
     // The event follows the transition (recorded right after it is stored).
-    const types = await waitFor("the failure event", async () => {
-      const t = (await events({ workOrderId: order.id })).map((e) => e.type);
-      return t.includes("work_order_failed") ? t : undefined;
-    }, 5000, 50);
+    const types = await waitFor(
+      "the failure event",
+      async () => {
+        const t = (await events({ workOrderId: order.id })).map((e) => e.type);
+        return t.includes("work_order_failed") ? t : undefined;
+      },
+      5000,
+      50,
+    );
     expect(types).not.toContain("work_order_started");
     const failedEvent = (await events({ type: "work_order_failed", workOrderId: order.id }))[0]!;
     expect(failedEvent.data).toMatchObject({ code: "EXPIRED" });
@@ -383,7 +670,15 @@ describe("rollback orders", () => {
 
   /** Waits for the reconciler's pending deploy_service order for the tenant other than `seen`. */
   const nextDeploy = (tenantId: string, seen: string[] = []) =>
-    waitFor("a deploy_service order", async () => (await allOrders({ tenantId })).find((o) => o.type === WorkOrderType.DEPLOY_SERVICE && o.status === WorkOrderStatus.PENDING && !seen.includes(o.id)), 5000, 20);
+    waitFor(
+      "a deploy_service order",
+      async () =>
+        (await allOrders({ tenantId })).find(
+          (o) => o.type === WorkOrderType.DEPLOY_SERVICE && o.status === WorkOrderStatus.PENDING && !seen.includes(o.id),
+        ),
+      5000,
+      20,
+    );
 
   /** A tenant on a fresh node whose first deploy the "agent" applied. */
   async function deployedTenant(prefix: string, env: Record<string, string>) {
@@ -397,7 +692,11 @@ describe("rollback orders", () => {
 
   it("resolves to the previous successful spec or a named deployment, and the reconciler then leaves the target alone until Apply", async () => {
     const { node: n, tenantId, first } = await deployedTenant("rb", { VERSION: "1" });
-    await resources().updateResource({ resourceType: "tenant", id: tenantId, desiredState: composeTenant(tenantId, n.id, { VERSION: "2" }).desiredState });
+    await resources().updateResource({
+      resourceType: "tenant",
+      id: tenantId,
+      desiredState: composeTenant(tenantId, n.id, { VERSION: "2" }).desiredState,
+    });
     const second = await nextDeploy(tenantId, [first.id]);
     await claimAndFinish(n.token, second.id, { success: true, code: "APPLY_OK" });
     const h1 = first.desiredState!.specHash;
@@ -433,7 +732,12 @@ describe("rollback orders", () => {
     await admin().cancelWorkOrder({ id: byHistory.id, reason: "test: one rollback is enough" });
     const ran = await claimAndFinish(n.token, byDeployment.id, { success: true, code: "ROLLBACK_OK" });
     expect(ran.status).toBe(WorkOrderStatus.SUCCESS);
-    await waitFor("ROLLED_BACK", async () => ((await tenantStatus(tenantId)).convergence?.status === ConvergenceStatus.ROLLED_BACK ? true : undefined), 5000, 20);
+    await waitFor(
+      "ROLLED_BACK",
+      async () => ((await tenantStatus(tenantId)).convergence?.status === ConvergenceStatus.ROLLED_BACK ? true : undefined),
+      5000,
+      20,
+    );
     const t = await tenantStatus(tenantId);
     const target = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value.targets.find((x) => x.nodeId === n.id) : undefined;
     expect(target).toMatchObject({ appliedHash: h1, rolledBackHash: h2 });
@@ -458,7 +762,11 @@ describe("rollback orders", () => {
     const { node: n, tenantId, first } = await deployedTenant("rb-three", { VERSION: "1" });
     const seen = [first.id];
     for (const v of ["2", "3"]) {
-      await resources().updateResource({ resourceType: "tenant", id: tenantId, desiredState: composeTenant(tenantId, n.id, { VERSION: v }).desiredState });
+      await resources().updateResource({
+        resourceType: "tenant",
+        id: tenantId,
+        desiredState: composeTenant(tenantId, n.id, { VERSION: v }).desiredState,
+      });
       const next = await nextDeploy(tenantId, seen);
       seen.push(next.id);
       expect((await claimAndFinish(n.token, next.id, { success: true, code: "APPLY_OK" })).status).toBe(WorkOrderStatus.SUCCESS);
@@ -492,7 +800,11 @@ describe("rollback orders", () => {
 
 describe("REST: POST /v1/work-orders", () => {
   const post = async (body: unknown, headers: Record<string, string> = { "x-admin-token": ADMIN_TOKEN }) => {
-    const res = await fetch(`${tc.url}/v1/work-orders`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const res = await fetch(`${tc.url}/v1/work-orders`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
     // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
@@ -501,15 +813,35 @@ describe("REST: POST /v1/work-orders", () => {
   // POST /v1/resources/{type} does.
   it("queues an order from a proto-JSON body and answers 201 with it", async () => {
     const { id } = await node("rest-node");
-    const r = await post({ type: "WORK_ORDER_TYPE_INSPECT", target: { node_id: id }, action: { inspect: {} }, priority: 3, timeout: "30s" });
+    const r = await post({
+      type: "WORK_ORDER_TYPE_INSPECT",
+      target: { node_id: id },
+      action: { inspect: {} },
+      priority: 3,
+      timeout: "30s",
+    });
     expect(r.status).toBe(201);
     expect(r.body.error).toBeNull();
     const wo = r.body.data.work_order;
-    expect(wo).toMatchObject({ type: "WORK_ORDER_TYPE_INSPECT", status: "WORK_ORDER_STATUS_PENDING", target: { node_id: id }, action: { inspect: {} }, priority: 3, timeout: "30s", max_attempts: 1 });
+    expect(wo).toMatchObject({
+      type: "WORK_ORDER_TYPE_INSPECT",
+      status: "WORK_ORDER_STATUS_PENDING",
+      target: { node_id: id },
+      action: { inspect: {} },
+      priority: 3,
+      timeout: "30s",
+      max_attempts: 1,
+    });
     expect((await getOrder(wo.id)).status).toBe(WorkOrderStatus.PENDING);
 
     const content = "key = value\n";
-    const up = await post({ type: "WORK_ORDER_TYPE_UPLOAD_FILES", target: { node_id: id }, action: { upload_files: { files: [{ path: "app.conf", content: Buffer.from(content).toString("base64"), sha256: sha256(content) }] } } });
+    const up = await post({
+      type: "WORK_ORDER_TYPE_UPLOAD_FILES",
+      target: { node_id: id },
+      action: {
+        upload_files: { files: [{ path: "app.conf", content: Buffer.from(content).toString("base64"), sha256: sha256(content) }] },
+      },
+    });
     expect(up.status).toBe(201);
     expect(up.body.data.work_order.action.upload_files.files[0].path).toBe("app.conf");
   });
@@ -530,18 +862,23 @@ describe("REST: POST /v1/work-orders", () => {
   it("answers a bad order with 400 and a machine-readable error, and a node token with 403", async () => {
     const { id, token } = await node("rest-node");
     const before = await footprint();
-    const bad = await post({ type: "WORK_ORDER_TYPE_EXECUTE_COMMAND", target: { node_id: id }, action: { execute_command: { command: { argv: ["sh -c", "id"] } } } });
+    const bad = await post({
+      type: "WORK_ORDER_TYPE_EXECUTE_COMMAND",
+      target: { node_id: id },
+      action: { execute_command: { command: { argv: ["sh -c", "id"] } } },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.data).toBeNull();
     expect(bad.body.error).toMatchObject({ code: "INVALID_REQUEST", details: { field: "action.execute_command.command.argv" } });
     const reconciled = await post({ type: "WORK_ORDER_TYPE_DEPLOY_SERVICE", target: { node_id: id } });
     expect(reconciled.status).toBe(400);
     expect(reconciled.body.error).toMatchObject({ code: "INVALID_REQUEST", details: { field: "type" } });
-    const asNode = await post({ type: "WORK_ORDER_TYPE_INSPECT", target: { node_id: id }, action: { inspect: {} } }, { authorization: `Bearer ${token}` });
+    const asNode = await post(
+      { type: "WORK_ORDER_TYPE_INSPECT", target: { node_id: id }, action: { inspect: {} } },
+      { authorization: `Bearer ${token}` },
+    );
     expect(asNode.status).toBe(403);
     expect(asNode.body.error.code).toBe("FORBIDDEN");
     expect(await footprint()).toEqual(before);
   });
 });
-
-

@@ -12,7 +12,6 @@ export interface AllowCheck {
   reason?: string;
 }
 
-
 /** Checks one allow-list entry when the agent starts. */
 export function validAllowEntry(entry: string): boolean {
   return PROGRAM.test(entry) && !entry.split("/").includes("..");
@@ -26,7 +25,10 @@ export function checkCommand(argv: readonly string[], allowList: readonly string
     return { allowed: false, reason: `${JSON.stringify(program)} is not a program name or absolute path` };
   }
   if (!allowList.includes(program)) {
-    return { allowed: false, reason: `${JSON.stringify(program)} is not on this node's allow-list (${allowList.length === 0 ? "empty" : allowList.join(", ")})` };
+    return {
+      allowed: false,
+      reason: `${JSON.stringify(program)} is not on this node's allow-list (${allowList.length === 0 ? "empty" : allowList.join(", ")})`,
+    };
   }
   return { allowed: true };
 }

@@ -28,24 +28,45 @@ export type SpecRun =
   /** `run.args` has secret values blanked. */
   | { kind: "ran"; run: CommandRun; timeoutMs: number };
 
-export async function runCommandSpec(spec: CommandSpec, allowList: readonly string[], opts: { defaultCwd: string; signal?: AbortSignal }): Promise<SpecRun> {
+export async function runCommandSpec(
+  spec: CommandSpec,
+  allowList: readonly string[],
+  opts: { defaultCwd: string; signal?: AbortSignal },
+): Promise<SpecRun> {
   if (spec.argv.length === 0) return { kind: "invalid", reason: "the command has no argv" };
   const allowed = checkCommand(spec.argv, allowList);
   if (!allowed.allowed) return { kind: "not_allowed", reason: allowed.reason ?? "not allowed" };
   const cwd = spec.workingDir || opts.defaultCwd;
-  if (!isAbsolute(cwd) || cwd.includes("\0")) return { kind: "invalid", reason: `working_dir ${JSON.stringify(cwd)} must be an absolute path` };
-  if (!(await stat(cwd).then((s) => s.isDirectory(), () => false))) return { kind: "invalid", reason: `working_dir ${JSON.stringify(cwd)} is not an existing directory` };
+  if (!isAbsolute(cwd) || cwd.includes("\0"))
+    return { kind: "invalid", reason: `working_dir ${JSON.stringify(cwd)} must be an absolute path` };
+  if (
+    !(await stat(cwd).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  )
+    return { kind: "invalid", reason: `working_dir ${JSON.stringify(cwd)} is not an existing directory` };
   for (const [k, v] of Object.entries(spec.env)) {
     if (!ENV_KEY.test(k)) return { kind: "invalid", reason: `env key ${JSON.stringify(k)} is not a valid variable name` };
-    if (ENV_REFUSED.test(k)) return { kind: "invalid", reason: `env key ${k} may not be set by an order: it changes which program runs or what it loads` };
+    if (ENV_REFUSED.test(k))
+      return { kind: "invalid", reason: `env key ${k} may not be set by an order: it changes which program runs or what it loads` };
     if (v.includes("\0")) return { kind: "invalid", reason: `env value of ${k} contains a NUL byte` };
   }
   const timeoutMs = spec.timeout ? durationMs(spec.timeout) : DEFAULT_COMMAND_TIMEOUT_MS;
-  if (timeoutMs < 0 || timeoutMs > MAX_COMMAND_TIMEOUT_MS) return { kind: "invalid", reason: `timeout must be between 0 and 1 h, got ${timeoutMs} ms` };
+  if (timeoutMs < 0 || timeoutMs > MAX_COMMAND_TIMEOUT_MS)
+    return { kind: "invalid", reason: `timeout must be between 0 and 1 h, got ${timeoutMs} ms` };
   const effective = timeoutMs || DEFAULT_COMMAND_TIMEOUT_MS;
-  const secrets = Object.entries(spec.env).filter(([k]) => isSecretKey(k)).map(([, v]) => v);
+  const secrets = Object.entries(spec.env)
+    .filter(([k]) => isSecretKey(k))
+    .map(([, v]) => v);
   const [program, ...args] = spec.argv as [string, ...string[]];
-  const run = await runCommand(program, args, { timeoutMs: effective, cwd, env: { ...withoutAgentSecrets(), ...spec.env }, secrets, signal: opts.signal });
+  const run = await runCommand(program, args, {
+    timeoutMs: effective,
+    cwd,
+    env: { ...withoutAgentSecrets(), ...spec.env },
+    secrets,
+    signal: opts.signal,
+  });
   return { kind: "ran", run: { ...run, args: run.args.map((a) => scrub(a, secrets)) }, timeoutMs: effective };
 }
 

@@ -32,7 +32,9 @@ export async function probeDockerHost(): Promise<DockerHost> {
   const engine = await runCommand("docker", ["version", "--format", "{{.Server.Version}}"], { timeoutMs: PROBE_TIMEOUT_MS });
   const dockerAvailable = engine.exitCode === 0 && engine.stdout.trim() !== "";
   if (!dockerAvailable) {
-    problems.push(engine.notFound ? "docker CLI not found" : `docker engine unreachable: ${firstLine(engine.stderr) || `exit ${engine.exitCode}`}`);
+    problems.push(
+      engine.notFound ? "docker CLI not found" : `docker engine unreachable: ${firstLine(engine.stderr) || `exit ${engine.exitCode}`}`,
+    );
   }
   const compose = await detectCompose();
   if (!compose) problems.push("neither `docker compose` (v2 plugin) nor `docker-compose` (v1) works");

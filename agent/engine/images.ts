@@ -18,16 +18,25 @@ export async function projectImages(project: string): Promise<ServiceImage[]> {
   const seen = await readProjectContainers(project);
   const firsts = [...seen.byService].flatMap(([service, cs]) => (cs[0] ? [{ service, container: cs[0] }] : []));
   if (firsts.length === 0) return [];
-  const ids = (await engine(["container", "inspect", "--format", "{{.Image}}", ...firsts.map((f) => f.container.containerId)])).split("\n").map((s) => s.trim()).filter(Boolean);
+  const ids = (await engine(["container", "inspect", "--format", "{{.Image}}", ...firsts.map((f) => f.container.containerId)]))
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const images = await inspectImages([...new Set(ids)]);
-  return firsts.map((f, i) => ({ service: f.service, reference: f.container.image, image: images.get(ids[i] ?? "") ?? create(ImageObservationSchema, { id: ids[i] ?? "" }) }));
+  return firsts.map((f, i) => ({
+    service: f.service,
+    reference: f.container.image,
+    image: images.get(ids[i] ?? "") ?? create(ImageObservationSchema, { id: ids[i] ?? "" }),
+  }));
 }
 
 /** Image id -> its observation. */
 export async function inspectImages(ids: string[]): Promise<Map<string, ImageObservation>> {
   if (ids.length === 0) return new Map();
   const docs = JSON.parse(await engine(["image", "inspect", ...ids])) as { Id: string; RepoTags?: string[]; RepoDigests?: string[] }[];
-  return new Map(docs.map((d) => [d.Id, create(ImageObservationSchema, { id: d.Id, repoTags: d.RepoTags ?? [], repoDigests: d.RepoDigests ?? [] })]));
+  return new Map(
+    docs.map((d) => [d.Id, create(ImageObservationSchema, { id: d.Id, repoTags: d.RepoTags ?? [], repoDigests: d.RepoDigests ?? [] })]),
+  );
 }
 
 /** The digest a service's image is known by: its first repo digest, else its image id. */

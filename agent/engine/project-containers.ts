@@ -1,7 +1,12 @@
 // Reads a compose project's containers from the engine (by compose's project label, so it works
 // the same for v1 and v2) and sums them up per service.
 import { create } from "@bufbuild/protobuf";
-import { ContainerObservationSchema, ServiceObservationSchema, type ContainerObservation, type ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ContainerObservationSchema,
+  ServiceObservationSchema,
+  type ContainerObservation,
+  type ServiceObservation,
+} from "../../gen/skipper/v1/resource_pb.js";
 import { runCommand, type CommandRun } from "./run-command.js";
 
 const TIMEOUT_MS = 30_000;
@@ -13,9 +18,15 @@ export interface ProjectContainers {
 
 /** Lists the project's containers; throws with the failed command when the engine does not answer. */
 export async function readProjectContainers(project: string): Promise<ProjectContainers> {
-  const ids = await runCommand("docker", ["ps", "-a", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${project}`], { timeoutMs: TIMEOUT_MS, uncapped: true });
+  const ids = await runCommand("docker", ["ps", "-a", "-q", "--no-trunc", "--filter", `label=com.docker.compose.project=${project}`], {
+    timeoutMs: TIMEOUT_MS,
+    uncapped: true,
+  });
   if (ids.exitCode !== 0) throw new EngineError(ids);
-  const list = ids.stdout.split("\n").map((s) => s.trim()).filter(Boolean);
+  const list = ids.stdout
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const byService = new Map<string, ContainerObservation[]>();
   if (list.length === 0) return { byService };
   const inspect = await runCommand("docker", ["inspect", ...list], { timeoutMs: TIMEOUT_MS, uncapped: true });

@@ -70,7 +70,10 @@ export async function readProjectStates(workDir: string): Promise<ProjectState[]
 /** The recorded projects (or one tenant's) as the engine shows them now; throws when the engine does not answer. */
 export async function observeProjects(workDir: string, tenantId?: string): Promise<ProjectObservation[]> {
   const out: ProjectObservation[] = [];
-  const states = tenantId === undefined ? await readProjectStates(workDir) : [await readProjectState(workDir, tenantId)].filter((s): s is ProjectState => s !== undefined);
+  const states =
+    tenantId === undefined
+      ? await readProjectStates(workDir)
+      : [await readProjectState(workDir, tenantId)].filter((s): s is ProjectState => s !== undefined);
   for (const s of states) {
     const seen = await readProjectContainers(s.project_name);
     out.push(

@@ -20,11 +20,27 @@ export interface VolumeRemoval {
 export async function removeProjectVolumes(project: string, keys: string[]): Promise<VolumeRemoval> {
   const wanted = [...new Set(keys.filter((k) => ID_PATTERN.test(k)))].sort();
   if (wanted.length === 0) return { deleted: [], failed: [] };
-  const ls = await runCommand("docker", ["volume", "ls", "--filter", `label=com.docker.compose.project=${project}`, "--format", '{{.Name}}\t{{.Label "com.docker.compose.volume"}}'], {
-    timeoutMs: TIMEOUT_MS,
-    uncapped: true,
-  });
-  if (ls.exitCode !== 0) return { deleted: [], failed: wanted.map((key) => ({ key, message: `could not list the project volumes: ${lastLine(ls.stderr)}` })), run: ls };
+  const ls = await runCommand(
+    "docker",
+    [
+      "volume",
+      "ls",
+      "--filter",
+      `label=com.docker.compose.project=${project}`,
+      "--format",
+      '{{.Name}}\t{{.Label "com.docker.compose.volume"}}',
+    ],
+    {
+      timeoutMs: TIMEOUT_MS,
+      uncapped: true,
+    },
+  );
+  if (ls.exitCode !== 0)
+    return {
+      deleted: [],
+      failed: wanted.map((key) => ({ key, message: `could not list the project volumes: ${lastLine(ls.stderr)}` })),
+      run: ls,
+    };
   const byKey = new Map<string, string[]>();
   for (const [name, key] of ls.stdout.split("\n").map((l) => l.split("\t"))) {
     if (!name || key === undefined) continue;

@@ -8,7 +8,10 @@ export interface ContainerChanges {
   unchanged: string[];
 }
 
-export function containerChanges(before: Map<string, ContainerObservation[]>, after: Map<string, ContainerObservation[]>): ContainerChanges {
+export function containerChanges(
+  before: Map<string, ContainerObservation[]>,
+  after: Map<string, ContainerObservation[]>,
+): ContainerChanges {
   const services = [...new Set([...before.keys(), ...after.keys()])].sort();
   const changed: string[] = [];
   const unchanged: string[] = [];

@@ -28,8 +28,16 @@ export function makeControlProcess(opts: ProcessExecutorOptions = {}): Executor<
     const scope = { started: performance.now(), workDir: ctx.config.workDir, module: action?.module ?? "", signal: ctx.signal };
     const problem = actionProblem(action);
     if (problem || !action) return processResult({ code: "PROCESS_INVALID", message: problem ?? "no action" }, scope);
-    const copts: ControlOptions = { runner: chooseRunner(opts.useSystemd), graceMs: opts.graceMs ?? 10_000, settleMs: opts.settleMs ?? 1000, signal: ctx.signal };
-    return runProcessOrder(() => withModuleLock(scope.workDir, action.module, () => control(scope.workDir, action, order.id, copts)), scope);
+    const copts: ControlOptions = {
+      runner: chooseRunner(opts.useSystemd),
+      graceMs: opts.graceMs ?? 10_000,
+      settleMs: opts.settleMs ?? 1000,
+      signal: ctx.signal,
+    };
+    return runProcessOrder(
+      () => withModuleLock(scope.workDir, action.module, () => control(scope.workDir, action, order.id, copts)),
+      scope,
+    );
   });
 }
 
@@ -40,7 +48,12 @@ async function control(workDir: string, a: ControlProcessAction, orderId: string
     case ProcessOperation.RESTART: {
       const r = await ensureRunning(workDir, m, opts, a.operation === ProcessOperation.RESTART);
       if (!r.alive) return exited(m, opts, r.logTail);
-      return { code: "PROCESS_OK", message: r.adopted ? `${m} already runs (pid ${r.pid})` : `${m} ${a.operation === ProcessOperation.START ? "started" : "restarted"} (pid ${r.pid})` };
+      return {
+        code: "PROCESS_OK",
+        message: r.adopted
+          ? `${m} already runs (pid ${r.pid})`
+          : `${m} ${a.operation === ProcessOperation.START ? "started" : "restarted"} (pid ${r.pid})`,
+      };
     }
     case ProcessOperation.STOP: {
       const pid = await livePid(workDir, await readRunState(workDir, m));
@@ -58,13 +71,16 @@ async function rollback(workDir: string, a: ControlProcessAction, orderId: strin
   if (!from) throw new ProcessError("MODULE_NOT_INSTALLED", `module ${m} has no active version on this node`);
   const state = await readRunState(workDir, m);
   // The agent may re-run an order it had finished before a crash: a second toggle would undo it.
-  if (orderId !== "" && state.rollbackOrderId === orderId) return { code: "PROCESS_OK", message: `${m} was already rolled back to ${from} by this order` };
+  if (orderId !== "" && state.rollbackOrderId === orderId)
+    return { code: "PROCESS_OK", message: `${m} was already rolled back to ${from} by this order` };
   const target = a.version || state.previousVersion;
   if (!target) throw new ProcessError("VERSION_NOT_INSTALLED", `${m} has no previous version to roll back to`);
   const launch = await launchOf(workDir, m, target);
   if (target === from) {
     const r = await ensureRunning(workDir, m, opts);
-    return r.alive ? { code: "PROCESS_OK", message: `${m} already on ${target} (pid ${r.pid})` } : exited(`${m} ${target}`, opts, r.logTail);
+    return r.alive
+      ? { code: "PROCESS_OK", message: `${m} already on ${target} (pid ${r.pid})` }
+      : exited(`${m} ${target}`, opts, r.logTail);
   }
   const r = await activate(workDir, launch, opts);
   await writeRunState(workDir, { ...(await readRunState(workDir, m)), rollbackOrderId: orderId });
@@ -81,7 +97,9 @@ function exited(what: string, opts: ControlOptions, tail: string, note = ""): Ve
 export function actionProblem(a: ControlProcessAction | undefined): string | undefined {
   if (!a) return "the order has no control_process action";
   if (!MODULE_PATTERN.test(a.module)) return `module ${JSON.stringify(a.module)} must be 1-63 lowercase letters, digits and dashes`;
-  if (!(a.operation in ProcessOperation) || a.operation === ProcessOperation.UNSPECIFIED) return "operation must be START, STOP, RESTART or ROLLBACK";
-  if (a.version !== "" && (a.operation !== ProcessOperation.ROLLBACK || !VERSION_PATTERN.test(a.version))) return `version ${JSON.stringify(a.version)} is only for ROLLBACK and must be a plain version`;
+  if (!(a.operation in ProcessOperation) || a.operation === ProcessOperation.UNSPECIFIED)
+    return "operation must be START, STOP, RESTART or ROLLBACK";
+  if (a.version !== "" && (a.operation !== ProcessOperation.ROLLBACK || !VERSION_PATTERN.test(a.version)))
+    return `version ${JSON.stringify(a.version)} is only for ROLLBACK and must be a plain version`;
   return undefined;
 }

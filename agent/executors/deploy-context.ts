@@ -25,7 +25,15 @@ export type DeployOutcome = ExecOutcome;
 /** The deploy context of an order's execution context. */
 export function deployContext(ctx: ExecContext): DeployContext {
   const { config } = ctx;
-  return { workDir: config.workDir, docker: ctx.host, composeTimeoutMs: config.composeTimeoutMs, readyTimeoutMs: config.readyTimeoutMs, log: ctx.log, signal: ctx.signal, allowCommands: config.allowCommands };
+  return {
+    workDir: config.workDir,
+    docker: ctx.host,
+    composeTimeoutMs: config.composeTimeoutMs,
+    readyTimeoutMs: config.readyTimeoutMs,
+    log: ctx.log,
+    signal: ctx.signal,
+    allowCommands: config.allowCommands,
+  };
 }
 
 /** What a deploy observed and ran, reported with its result. */

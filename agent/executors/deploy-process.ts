@@ -32,7 +32,13 @@ export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<
   return executorOf("deployProcess", async (action, _order, ctx) => {
     const spec = action?.spec;
     let offline = false;
-    const scope = { started: performance.now(), workDir: ctx.config.workDir, module: spec?.module ?? "", signal: ctx.signal, resolvedOffline: () => offline };
+    const scope = {
+      started: performance.now(),
+      workDir: ctx.config.workDir,
+      module: spec?.module ?? "",
+      signal: ctx.signal,
+      resolvedOffline: () => offline,
+    };
     const problem = specProblem(spec);
     if (problem || !spec) return processResult({ code: "PROCESS_INVALID", message: problem ?? "no spec" }, scope);
     return runProcessOrder(
@@ -48,8 +54,16 @@ export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<
 }
 
 // Steps 3-5: the version is installed; make it the one that runs.
-async function deployVersion(workDir: string, module: string, got: Obtained, opts: ProcessExecutorOptions, signal: AbortSignal): Promise<Verdict> {
-  const note = got.resolvedOffline ? `; the source could not be reached (${got.offlineReason}), so the highest installed version ${got.version} was used (resolved offline)` : "";
+async function deployVersion(
+  workDir: string,
+  module: string,
+  got: Obtained,
+  opts: ProcessExecutorOptions,
+  signal: AbortSignal,
+): Promise<Verdict> {
+  const note = got.resolvedOffline
+    ? `; the source could not be reached (${got.offlineReason}), so the highest installed version ${got.version} was used (resolved offline)`
+    : "";
   const launch = await launchOf(workDir, module, got.version);
   const state = await readRunState(workDir, module);
   const pid = await livePid(workDir, state);
@@ -58,11 +72,18 @@ async function deployVersion(workDir: string, module: string, got: Obtained, opt
   }
   const settleMs = opts.settleMs ?? 1000;
   const r = await activate(workDir, launch, { runner: chooseRunner(opts.useSystemd), graceMs: opts.graceMs ?? 10_000, settleMs, signal });
-  if (r.alive) return { code: "PROCESS_OK", message: `${module} ${got.version} ${got.installedNow ? "installed and " : ""}running (pid ${r.pid})${note}` };
+  if (r.alive)
+    return {
+      code: "PROCESS_OK",
+      message: `${module} ${got.version} ${got.installedNow ? "installed and " : ""}running (pid ${r.pid})${note}`,
+    };
   const restored = !r.restored
     ? ""
     : `; restored ${r.restored}${r.restoredAlive ? ", which runs again" : state.desired === "running" ? ", which did not start either" : " (left stopped, as it was)"}`;
-  return { code: "PROCESS_EXITED", message: `${module} ${got.version} exited within ${settleMs} ms${restored}${note}; log tail:\n${r.logTail}` };
+  return {
+    code: "PROCESS_EXITED",
+    message: `${module} ${got.version} exited within ${settleMs} ms${restored}${note}; log tail:\n${r.logTail}`,
+  };
 }
 
 /** What is wrong with a spec, or undefined when it can be deployed. */
@@ -74,11 +95,14 @@ export function specProblem(spec: ProcessSpec | undefined): string | undefined {
   }
   const src = spec.source?.kind;
   if (!src?.case) return "the spec needs a source: an absolute path or an http(s) URL";
-  if (src.case === "path" && (!isAbsolute(src.value) || src.value.includes("\0"))) return `source path ${JSON.stringify(src.value)} must be absolute`;
-  if (src.case === "url" && !/^https?:$/.test(URL.canParse(src.value) ? new URL(src.value).protocol : "")) return `source url ${JSON.stringify(src.value)} must be http(s)`;
+  if (src.case === "path" && (!isAbsolute(src.value) || src.value.includes("\0")))
+    return `source path ${JSON.stringify(src.value)} must be absolute`;
+  if (src.case === "url" && !/^https?:$/.test(URL.canParse(src.value) ? new URL(src.value).protocol : ""))
+    return `source url ${JSON.stringify(src.value)} must be http(s)`;
   if (!/^[0-9a-fA-F]{64}$/.test(spec.sha256)) return "sha256 must be 64 hex digits";
   const argv0 = spec.argv[0] ?? "";
-  if (argv0 === "" || isAbsolute(argv0) || argv0.split("/").includes("..")) return "argv[0] must be a path inside the version directory (e.g. bin/server)";
+  if (argv0 === "" || isAbsolute(argv0) || argv0.split("/").includes(".."))
+    return "argv[0] must be a path inside the version directory (e.g. bin/server)";
   if (spec.argv.some((a) => a.includes("\0"))) return "argv may not contain NUL bytes";
   for (const [k, v] of Object.entries(spec.env)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || v.includes("\0")) return `env ${JSON.stringify(k)} is not a usable variable`;

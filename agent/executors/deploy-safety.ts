@@ -13,11 +13,20 @@ import type { CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
 
 /** Runs hooks in order; the first failure is returned (undefined when all passed). */
-export async function runHooks(hooks: CommandSpec[], phase: string, ctx: DeployContext, dir: string): Promise<{ message: string; run?: CommandRun } | undefined> {
+export async function runHooks(
+  hooks: CommandSpec[],
+  phase: string,
+  ctx: DeployContext,
+  dir: string,
+): Promise<{ message: string; run?: CommandRun } | undefined> {
   for (const hook of hooks) {
     const r = await runCommandSpec(hook, ctx.allowCommands ?? [], { defaultCwd: dir, signal: ctx.signal });
-    ctx.log.info({ action: "hook", result: succeeded(r) ? "ok" : "failed", metadata: { phase, program: hook.argv[0], message: describeRun(r) } }, `${phase} hook ${hook.argv[0]}`);
-    if (!succeeded(r)) return { message: `${phase} hook ${hook.argv[0] ?? ""}: ${describeRun(r)}`, run: r.kind === "ran" ? r.run : undefined };
+    ctx.log.info(
+      { action: "hook", result: succeeded(r) ? "ok" : "failed", metadata: { phase, program: hook.argv[0], message: describeRun(r) } },
+      `${phase} hook ${hook.argv[0]}`,
+    );
+    if (!succeeded(r))
+      return { message: `${phase} hook ${hook.argv[0] ?? ""}: ${describeRun(r)}`, run: r.kind === "ran" ? r.run : undefined };
   }
   return undefined;
 }
@@ -40,7 +49,14 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
   if (!applied || applied.spec_hash === ds.specHash) {
     return outcome(f.code ?? "HEALTH_GATE_FAILED", `${f.failure}; no earlier spec applied on this node to restore`, f.started, f.parts);
   }
-  ctx.log.warn({ action: "rollback", result: "restoring", metadata: { failed_spec: ds.specHash, restored_spec: applied.spec_hash, reason: f.failure } }, "health gate failed; restoring the previous spec");
+  ctx.log.warn(
+    {
+      action: "rollback",
+      result: "restoring",
+      metadata: { failed_spec: ds.specHash, restored_spec: applied.spec_hash, reason: f.failure },
+    },
+    "health gate failed; restoring the previous spec",
+  );
   const restored = create(ComposeProjectSchema, { projectName: applied.project_name, composeFile: applied.compose_file, env: applied.env });
   const restore = clone(WorkOrderSchema, order);
   restore.desiredState = {
@@ -62,7 +78,13 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     reason: f.failure,
   };
   if (back.result.code !== "APPLY_OK") {
-    return outcome("ROLLBACK_FAILED", `${f.failure}; restoring spec ${applied.spec_hash.slice(0, 12)} failed too: ${back.result.code} ${back.result.message}`, f.started, { ...f.parts, services: back.services }, { rollback });
+    return outcome(
+      "ROLLBACK_FAILED",
+      `${f.failure}; restoring spec ${applied.spec_hash.slice(0, 12)} failed too: ${back.result.code} ${back.result.message}`,
+      f.started,
+      { ...f.parts, services: back.services },
+      { rollback },
+    );
   }
   return outcome(
     f.code ?? "ROLLED_BACK",

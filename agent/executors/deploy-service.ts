@@ -40,7 +40,8 @@ import { awaitHealthy } from "./health-gate.js";
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 // What the CLIs print when they cannot reach the engine.
-const ENGINE_DOWN = /Cannot connect to the Docker daemon|Couldn't connect to Docker daemon|error during connect|Is the docker daemon running|connection refused.*docker\.sock/i;
+const ENGINE_DOWN =
+  /Cannot connect to the Docker daemon|Couldn't connect to Docker daemon|error during connect|Is the docker daemon running|connection refused.*docker\.sock/i;
 
 /** Makes the order's tenant project on this host match its desired state (the steps above). */
 export async function deployService(order: WorkOrder, ctx: DeployContext): Promise<DeployOutcome> {
@@ -55,7 +56,10 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   if (!ID_PATTERN.test(tenantId)) return done("COMPOSE_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
   const projectName = project?.projectName || tenantId;
   if (!PROJECT_NAME.test(projectName)) {
-    return done("COMPOSE_INVALID", `compose project name ${JSON.stringify(projectName)} must be lowercase letters, digits, '-' or '_', starting with a letter or digit`);
+    return done(
+      "COMPOSE_INVALID",
+      `compose project name ${JSON.stringify(projectName)} must be lowercase letters, digits, '-' or '_', starting with a letter or digit`,
+    );
   }
   if (!project || project.composeFile.trim() === "") return done("COMPOSE_INVALID", "the order carries no compose file");
   const env = project.env;
@@ -63,13 +67,16 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     if (!ENV_KEY.test(k)) return done("COMPOSE_INVALID", `env key ${JSON.stringify(k)} is not a valid variable name`);
     if (/[\r\n\0]/.test(v)) return done("COMPOSE_INVALID", `env value of ${k} contains a line break or NUL`);
   }
-  const secrets = Object.entries(env).filter(([k]) => isSecretKey(k)).map(([, v]) => v);
+  const secrets = Object.entries(env)
+    .filter(([k]) => isSecretKey(k))
+    .map(([, v]) => v);
 
   // 2. Engine and Compose.
   const compose = ctx.docker.compose;
   if (!compose) return done("DOCKER_UNAVAILABLE", ctx.docker.capabilities.message || "no Compose implementation found");
   const engine = await runCommand("docker", ["version", "--format", "{{.Server.Version}}"], { timeoutMs: 15_000 });
-  if (engine.exitCode !== 0) return done("DOCKER_UNAVAILABLE", `docker engine unreachable: ${lastLine(engine.stderr)}`, { command: engine });
+  if (engine.exitCode !== 0)
+    return done("DOCKER_UNAVAILABLE", `docker engine unreachable: ${lastLine(engine.stderr)}`, { command: engine });
 
   // 3. Stage and validate.
   const dir = join(ctx.workDir, "tenants", tenantId);
@@ -82,7 +89,13 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const stagedYml = join(staging, "docker-compose.yml");
   const stagedEnv = join(staging, ".env");
   await writeFileAtomic(stagedYml, project.composeFile, { mode: 0o644 });
-  await writeFileAtomic(stagedEnv, Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join(""), { mode: 0o600 });
+  await writeFileAtomic(
+    stagedEnv,
+    Object.entries(env)
+      .map(([k, v]) => `${k}=${v}\n`)
+      .join(""),
+    { mode: 0o600 },
+  );
   const composeArgs = (yml: string, envFile: string, ...rest: string[]) => [
     ...compose.baseArgs,
     "--project-name",
@@ -95,9 +108,13 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     dir,
     ...rest,
   ];
-  const run = (args: string[], timeoutMs: number) => runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets, signal: ctx.signal });
+  const run = (args: string[], timeoutMs: number) =>
+    runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets, signal: ctx.signal });
   const cancelled = (command?: CommandRun) =>
-    done("CANCELLED", `cancelled by an admin: ${String(ctx.signal?.reason ?? "").slice(0, 200) || "no reason given"}`, { command, composePath });
+    done("CANCELLED", `cancelled by an admin: ${String(ctx.signal?.reason ?? "").slice(0, 200) || "no reason given"}`, {
+      command,
+      composePath,
+    });
   const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
   if (check.cancelled || ctx.signal?.aborted) {
     await rm(staging, { recursive: true, force: true });
@@ -109,7 +126,11 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     if (check.timedOut) return done("TIMEOUT", `compose config did not finish within ${ctx.composeTimeoutMs} ms`, { command: check });
     return done("COMPOSE_INVALID", `compose rejected the file: ${lastLine(check.stderr)}`, { command: check });
   }
-  const services = check.stdout.split("\n").map((s) => s.trim()).filter(Boolean).sort();
+  const services = check.stdout
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .sort();
   if (ds?.safety && ds.safety.preDeploy.length > 0) {
     const pre = await runHooks(ds.safety.preDeploy, "pre-deploy", ctx, dir);
     if (pre) {
@@ -146,7 +167,14 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   // 5. Honest success: wait for the containers (and the gate), not just the exit code.
   const safety = ds?.safety;
   const pinned = await checkPinnedDigests(projectName, project.composeFile);
-  if (pinned) return rollBack(order, ctx, { failure: pinned, code: "DIGEST_MISMATCH", parts: { command: up, composePath, services: [] }, started, redeploy: deployService });
+  if (pinned)
+    return rollBack(order, ctx, {
+      failure: pinned,
+      code: "DIGEST_MISMATCH",
+      parts: { command: up, composePath, services: [] },
+      started,
+      redeploy: deployService,
+    });
   const gate = safety?.healthGate;
   const verdict = await awaitHealthy(projectName, services, {
     deadlineMs: gate?.deadline ? durationMs(gate.deadline) : ctx.readyTimeoutMs,
@@ -166,7 +194,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     }
   }
   if (failure && !gate) return done(verdict.failure ? "SERVICES_NOT_RUNNING" : "POST_DEPLOY_FAILED", failure, parts);
-  if (failure) return rollBack(order, ctx, { failure, code: verdict.cancelled ? "CANCELLED" : undefined, parts, started, redeploy: deployService });
+  if (failure)
+    return rollBack(order, ctx, { failure, code: verdict.cancelled ? "CANCELLED" : undefined, parts, started, redeploy: deployService });
 
   // 6. Recorded as the spec to restore should a later deploy fail its gate, then for heartbeats,
   // which report the project as the engine shows it from now on (a crash in between leaves the
@@ -184,11 +213,25 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     service_ids: [...(ds?.serviceIds ?? [])],
     applied_at: appliedAt,
   });
-  await writeProjectState(ctx.workDir, { schema_version: "v1", project_name: projectName, tenant_id: tenantId, spec_hash: ds?.specHash ?? "", work_order_id: order.id, services, applied_at: appliedAt });
+  await writeProjectState(ctx.workDir, {
+    schema_version: "v1",
+    project_name: projectName,
+    tenant_id: tenantId,
+    spec_hash: ds?.specHash ?? "",
+    work_order_id: order.id,
+    services,
+    applied_at: appliedAt,
+  });
   // 7. Data a deletion asked to remove, of volumes the project does not use (best effort: the
   // engine refuses a volume a container still uses; the result says which went).
   const gone = await removeProjectVolumes(projectName, ds?.deleteVolumes ?? []);
-  return outcome("APPLY_OK", `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${describeRemoval(gone)}`, started, parts, { volumesDeleted: gone.deleted });
+  return outcome(
+    "APPLY_OK",
+    `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${describeRemoval(gone)}`,
+    started,
+    parts,
+    { volumesDeleted: gone.deleted },
+  );
 }
 
 // Images pinned by digest must run by that digest: the engine records the repo digest it pulled.
@@ -200,6 +243,9 @@ async function checkPinnedDigests(projectName: string, composeFile: string): Pro
 }
 
 function lastLine(s: string): string {
-  const lines = s.trim().split("\n").filter((l) => l.trim() !== "");
+  const lines = s
+    .trim()
+    .split("\n")
+    .filter((l) => l.trim() !== "");
   return lines[lines.length - 1] ?? "";
 }

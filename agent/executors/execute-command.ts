@@ -22,8 +22,13 @@ export const executeCommand = executorOf("executeCommand", async (action, _order
   if (r.kind === "not_allowed") return done("COMMAND_NOT_ALLOWED", `not run: ${r.reason}`);
   if (r.kind === "invalid") return done("COMMAND_INVALID", r.reason);
   const { run } = r;
-  const ran = (code: string, success = false) => orderOutcome(code, describeRun(r), started, { success, details: { command: commandResult(run) } });
-  if (run.cancelled || ctx.signal.aborted) return orderOutcome("CANCELLED", `stopped: ${abortReason(ctx.signal) || "cancelled"}`, started, { success: false, details: { command: commandResult(run) } });
+  const ran = (code: string, success = false) =>
+    orderOutcome(code, describeRun(r), started, { success, details: { command: commandResult(run) } });
+  if (run.cancelled || ctx.signal.aborted)
+    return orderOutcome("CANCELLED", `stopped: ${abortReason(ctx.signal) || "cancelled"}`, started, {
+      success: false,
+      details: { command: commandResult(run) },
+    });
   if (run.timedOut) return ran("TIMEOUT");
   if (run.notFound) return ran("COMMAND_NOT_FOUND");
   return run.exitCode === 0 ? ran("COMMAND_OK", true) : ran("COMMAND_FAILED");

@@ -38,7 +38,6 @@ export interface ExecConfig {
   allowProcessSources: string[];
 }
 
-
 export interface ExecContext {
   config: ExecConfig;
   host: DockerHost;

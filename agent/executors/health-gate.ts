@@ -19,7 +19,11 @@ export interface HealthVerdict {
   cancelled?: boolean;
 }
 
-export async function awaitHealthy(projectName: string, services: string[], opts: { deadlineMs: number; probes: HealthProbe[]; signal?: AbortSignal }): Promise<HealthVerdict> {
+export async function awaitHealthy(
+  projectName: string,
+  services: string[],
+  opts: { deadlineMs: number; probes: HealthProbe[]; signal?: AbortSignal },
+): Promise<HealthVerdict> {
   const deadline = Date.now() + opts.deadlineMs;
   for (;;) {
     const containers = await readProjectContainers(projectName);

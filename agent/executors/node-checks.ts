@@ -31,7 +31,10 @@ export const healthCheck = executorOf("healthCheck", async (action, order, ctx) 
     }
   }
   const results = await runProbes(probes, ctx.signal);
-  const problems = [...services.filter((s) => s.state !== "running").map((s) => `${s.service}: ${s.state}`), ...results.filter((r) => !r.ok).map((r) => `${r.probe}: ${r.message}`)];
+  const problems = [
+    ...services.filter((s) => s.state !== "running").map((s) => `${s.service}: ${s.state}`),
+    ...results.filter((r) => !r.ok).map((r) => `${r.probe}: ${r.message}`),
+  ];
   const ok = problems.length === 0;
   const what = `${results.length} probe(s)${tenantId ? `, ${services.length} service(s) of ${tenantId}` : ""}`;
   return orderOutcome(ok ? "HEALTHY" : "UNHEALTHY", ok ? `${what} healthy` : `unhealthy: ${problems.join(", ")}`, started, {
@@ -46,17 +49,34 @@ export const inspect = executorOf("inspect", async (_action, order, ctx) => {
   const started = performance.now();
   const tenantId = order.target?.tenantId ?? "";
   const caps = ctx.host.capabilities;
-  if (!caps.dockerAvailable) return orderOutcome("DOCKER_UNAVAILABLE", caps.message || "no Docker engine answers", started, { success: false, retriable: true });
+  if (!caps.dockerAvailable)
+    return orderOutcome("DOCKER_UNAVAILABLE", caps.message || "no Docker engine answers", started, { success: false, retriable: true });
   try {
     const projects = await observeProjects(ctx.config.workDir, tenantId || undefined);
     const images = new Map<string, ImageObservation>();
     for (const p of projects) for (const s of await projectImages(p.projectName)) images.set(s.image.id, s.image);
     const compose = ComposeVariant[caps.composeVariant] ?? "";
-    return orderOutcome("INSPECT_OK", `docker ${caps.dockerVersion}, compose ${compose.toLowerCase()} ${caps.composeVersion}; ${projects.length} project(s), ${images.size} image(s)`, started, {
-      success: true,
-      services: projects.find((p) => p.tenantId === tenantId)?.services ?? [],
-      details: { projects, images: [...images.values()], extra: { docker_version: caps.dockerVersion, compose_variant: compose, compose_version: caps.composeVersion, os: caps.os, arch: caps.arch, hostname: caps.hostname } },
-    });
+    return orderOutcome(
+      "INSPECT_OK",
+      `docker ${caps.dockerVersion}, compose ${compose.toLowerCase()} ${caps.composeVersion}; ${projects.length} project(s), ${images.size} image(s)`,
+      started,
+      {
+        success: true,
+        services: projects.find((p) => p.tenantId === tenantId)?.services ?? [],
+        details: {
+          projects,
+          images: [...images.values()],
+          extra: {
+            docker_version: caps.dockerVersion,
+            compose_variant: compose,
+            compose_version: caps.composeVersion,
+            os: caps.os,
+            arch: caps.arch,
+            hostname: caps.hostname,
+          },
+        },
+      },
+    );
   } catch (e) {
     if (e instanceof EngineError) return orderOutcome("DOCKER_UNAVAILABLE", e.message, started, { success: false, retriable: true });
     throw e;

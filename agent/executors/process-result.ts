@@ -50,7 +50,8 @@ export async function runProcessOrder(body: () => Promise<Verdict>, scope: Order
 /** The outcome for a verdict, with the module's observation attached. */
 export async function processResult(v: Verdict, scope: OrderScope): Promise<ExecOutcome> {
   let process: ProcessObservation | undefined;
-  if (MODULE_PATTERN.test(scope.module)) process = await observeModule(scope.workDir, scope.module, scope.resolvedOffline?.() ?? false).catch(() => undefined);
+  if (MODULE_PATTERN.test(scope.module))
+    process = await observeModule(scope.workDir, scope.module, scope.resolvedOffline?.() ?? false).catch(() => undefined);
   return orderOutcome(v.code, v.message, scope.started, {
     success: v.code === "PROCESS_OK",
     retriable: RETRIABLE.has(v.code),

@@ -23,31 +23,65 @@ export const restartService = executorOf("restartService", async (action, order,
   const started = performance.now();
   const tenantId = order.target?.tenantId ?? "";
   const wanted = action?.services ?? [];
-  const done = (code: string, message: string, extra: Parameters<typeof orderOutcome>[3] = { success: false }) => orderOutcome(code, message, started, extra);
+  const done = (code: string, message: string, extra: Parameters<typeof orderOutcome>[3] = { success: false }) =>
+    orderOutcome(code, message, started, extra);
   if (!ID_PATTERN.test(tenantId)) return done("RESTART_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
   const bad = wanted.find((s) => !COMPOSE_SERVICE.test(s));
   if (bad !== undefined) return done("RESTART_INVALID", `${JSON.stringify(bad)} is not a compose service name`);
   const state = await readProjectState(ctx.config.workDir, tenantId);
   const dir = projectDir(ctx.config.workDir, tenantId);
   const file = join(dir, "docker-compose.yml");
-  if (!state || !(await access(file).then(() => true, () => false))) return done("PROJECT_NOT_FOUND", `tenant ${tenantId} has no project applied on this node`);
+  if (
+    !state ||
+    !(await access(file).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return done("PROJECT_NOT_FOUND", `tenant ${tenantId} has no project applied on this node`);
   const unknown = wanted.filter((s) => !state.services.includes(s));
-  if (unknown.length > 0) return done("RESTART_INVALID", `project ${state.project_name} has no service ${unknown.join(", ")} (it has ${state.services.join(", ")})`);
+  if (unknown.length > 0)
+    return done(
+      "RESTART_INVALID",
+      `project ${state.project_name} has no service ${unknown.join(", ")} (it has ${state.services.join(", ")})`,
+    );
   const compose = ctx.host.compose;
-  if (!compose) return done("DOCKER_UNAVAILABLE", ctx.host.capabilities.message || "no Compose implementation found", { success: false, retriable: true });
+  if (!compose)
+    return done("DOCKER_UNAVAILABLE", ctx.host.capabilities.message || "no Compose implementation found", {
+      success: false,
+      retriable: true,
+    });
   const args = [...compose.baseArgs, "--project-name", state.project_name, "--file", file, "--project-directory", dir];
-  if (await access(join(dir, ".env")).then(() => true, () => false)) args.push("--env-file", join(dir, ".env"));
+  if (
+    await access(join(dir, ".env")).then(
+      () => true,
+      () => false,
+    )
+  )
+    args.push("--env-file", join(dir, ".env"));
   args.push("restart", ...wanted);
   const run = await runCommand(compose.program, args, { timeoutMs: ctx.config.composeTimeoutMs, cwd: dir, signal: ctx.signal });
   const details = { command: commandResult(run) };
   if (run.cancelled) return done("CANCELLED", `stopped: ${abortReason(ctx.signal)}`, { success: false, details });
-  if (run.timedOut || run.exitCode !== 0) return done("COMPOSE_FAILED", `compose restart ${run.timedOut ? "timed out" : `failed (exit ${run.exitCode})`}`, { success: false, retriable: true, details });
+  if (run.timedOut || run.exitCode !== 0)
+    return done("COMPOSE_FAILED", `compose restart ${run.timedOut ? "timed out" : `failed (exit ${run.exitCode})`}`, {
+      success: false,
+      retriable: true,
+      details,
+    });
   try {
-    const v = await awaitHealthy(state.project_name, state.services, { deadlineMs: ctx.config.readyTimeoutMs, probes: [], signal: ctx.signal });
+    const v = await awaitHealthy(state.project_name, state.services, {
+      deadlineMs: ctx.config.readyTimeoutMs,
+      probes: [],
+      signal: ctx.signal,
+    });
     const extra = { services: v.observed, details: { ...details, services: v.observed } };
     if (v.cancelled) return done("CANCELLED", `stopped: ${abortReason(ctx.signal)}`, { success: false, ...extra });
     if (v.failure) return done("SERVICES_NOT_RUNNING", v.failure, { success: false, retriable: true, ...extra });
-    return done("RESTART_OK", `restarted ${wanted.length > 0 ? wanted.join(", ") : `every service of ${state.project_name}`}`, { success: true, ...extra });
+    return done("RESTART_OK", `restarted ${wanted.length > 0 ? wanted.join(", ") : `every service of ${state.project_name}`}`, {
+      success: true,
+      ...extra,
+    });
   } catch (e) {
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, { success: false, retriable: true, details });
     throw e;
@@ -64,6 +98,11 @@ export const rollbackProject = executorOf("rollback", async (action, order, ctx)
     code: "ROLLBACK_OK",
     message: `restored spec ${(ds?.specHash ?? "").slice(0, 12)} from ${action?.resolvedFrom || "the order"}; ${out.result.message}`,
   });
-  result.details!.rollback = { $typeName: "skipper.v1.RollbackDetails", failedSpecHash: action?.replacesSpecHash ?? "", restoredSpecHash: ds?.specHash ?? "", reason: "requested" };
+  result.details!.rollback = {
+    $typeName: "skipper.v1.RollbackDetails",
+    failedSpecHash: action?.replacesSpecHash ?? "",
+    restoredSpecHash: ds?.specHash ?? "",
+    reason: "requested",
+  };
   return { ...out, result };
 });

@@ -19,7 +19,9 @@ import { uploadFiles } from "./upload-files.js";
 export function executors(): ExecutorTable {
   return {
     [WorkOrderType.DEPLOY_SERVICE]: stateExecutor((order, ctx) => deployService(order, deployContext(ctx))),
-    [WorkOrderType.REMOVE_SERVICE]: stateExecutor((order, { config, host }) => removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs })),
+    [WorkOrderType.REMOVE_SERVICE]: stateExecutor((order, { config, host }) =>
+      removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs }),
+    ),
     [WorkOrderType.RESTART_SERVICE]: restartService,
     [WorkOrderType.ROLLBACK]: rollbackProject,
     [WorkOrderType.HEALTH_CHECK]: healthCheck,
@@ -34,7 +36,14 @@ export function executors(): ExecutorTable {
       if (processSourceAllowed(source ?? { case: undefined }, ctx.config.allowProcessSources)) return deployProcess(order, ctx);
       const where = source?.case ? `${source.case} ${source.value}` : "no source";
       const list = ctx.config.allowProcessSources.join(", ") || "none";
-      return Promise.resolve(orderOutcome("PROCESS_SOURCE_NOT_ALLOWED", `${where} is not under this node's --allow-process-source (${list})`, performance.now(), { success: false }));
+      return Promise.resolve(
+        orderOutcome(
+          "PROCESS_SOURCE_NOT_ALLOWED",
+          `${where} is not under this node's --allow-process-source (${list})`,
+          performance.now(),
+          { success: false },
+        ),
+      );
     }),
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
   };

@@ -41,7 +41,16 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
       message,
       details: {
         durationMs: BigInt(Math.round(performance.now() - started)),
-        command: command && create(CommandResultSchema, { program: command.program, args: command.args, exitCode: command.exitCode, stdout: command.stdout, stderr: command.stderr, timedOut: command.timedOut }),
+        command:
+          command &&
+          create(CommandResultSchema, {
+            program: command.program,
+            args: command.args,
+            exitCode: command.exitCode,
+            stdout: command.stdout,
+            stderr: command.stderr,
+            timedOut: command.timedOut,
+          }),
         volumesDeleted,
       },
     }),
@@ -67,19 +76,27 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
       const seen = await readProjectContainers(projectName);
       const ids = [...seen.byService.values()].flat().map((c) => c.containerId);
       if (ids.length > 0) {
-        command = await runCommand("docker", ["rm", "--force", ...(ds?.removeVolumes ? ["--volumes"] : []), ...ids], { timeoutMs: ctx.composeTimeoutMs });
+        command = await runCommand("docker", ["rm", "--force", ...(ds?.removeVolumes ? ["--volumes"] : []), ...ids], {
+          timeoutMs: ctx.composeTimeoutMs,
+        });
         if (command.exitCode !== 0) return done("COMPOSE_FAILED", `docker rm failed (exit ${command.exitCode})`, command);
       }
     }
     const left = await readProjectContainers(projectName);
-    if (left.byService.size > 0) return done("REMOVE_FAILED", `containers of ${projectName} are still there: ${[...left.byService.keys()].join(", ")}`, command);
+    if (left.byService.size > 0)
+      return done("REMOVE_FAILED", `containers of ${projectName} are still there: ${[...left.byService.keys()].join(", ")}`, command);
     if (!ds?.removeVolumes && (ds?.deleteVolumes.length ?? 0) > 0) volumes = await removeProjectVolumes(projectName, ds!.deleteVolumes);
   } catch (e) {
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, e.run);
     throw e;
   }
   await rm(dir, { recursive: true, force: true });
-  return done("REMOVE_OK", `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}${describeRemoval(volumes)}`, command, volumes.deleted);
+  return done(
+    "REMOVE_OK",
+    `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}${describeRemoval(volumes)}`,
+    command,
+    volumes.deleted,
+  );
 }
 
 async function exists(p: string): Promise<boolean> {

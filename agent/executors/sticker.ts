@@ -76,7 +76,9 @@ export async function readStickerFile(workDir: string, tenantId: string): Promis
   if (
     r.schema_version !== "v1" ||
     !strings.every((s) => typeof s === "string") ||
-    typeof digests !== "object" || digests === null || Array.isArray(digests) ||
+    typeof digests !== "object" ||
+    digests === null ||
+    Array.isArray(digests) ||
     !Object.values(digests).every((d) => typeof d === "string") ||
     Number.isNaN(written.getTime())
   ) {
@@ -97,9 +99,14 @@ export async function readStickerFile(workDir: string, tenantId: string): Promis
 export const writeSticker = executorOf("writeSticker", async (action, order, ctx) => {
   const started = performance.now();
   const done = (code: string, message: string, sticker?: VersionSticker) =>
-    orderOutcome(code, message, started, { success: code === "STICKER_OK", retriable: code === "DOCKER_UNAVAILABLE", details: { sticker } });
+    orderOutcome(code, message, started, {
+      success: code === "STICKER_OK",
+      retriable: code === "DOCKER_UNAVAILABLE",
+      details: { sticker },
+    });
   const tenantId = order.target?.tenantId ?? "";
-  if (!ID_PATTERN.test(tenantId)) return done("STICKER_INVALID", `a sticker needs the order's target tenant; got ${JSON.stringify(tenantId)}`);
+  if (!ID_PATTERN.test(tenantId))
+    return done("STICKER_INVALID", `a sticker needs the order's target tenant; got ${JSON.stringify(tenantId)}`);
   const given = action?.sticker;
   if (!given) return done("STICKER_INVALID", "the order carries no sticker (action.write_sticker.sticker)");
   let imageDigests = given.imageDigests;
@@ -129,7 +136,8 @@ export const readSticker = executorOf("readSticker", async (_action, order, ctx)
   const done = (code: string, message: string, sticker?: VersionSticker) =>
     orderOutcome(code, message, started, { success: code === "STICKER_OK", details: { sticker } });
   const tenantId = order.target?.tenantId ?? "";
-  if (!ID_PATTERN.test(tenantId)) return done("STICKER_INVALID", `a sticker needs the order's target tenant; got ${JSON.stringify(tenantId)}`);
+  if (!ID_PATTERN.test(tenantId))
+    return done("STICKER_INVALID", `a sticker needs the order's target tenant; got ${JSON.stringify(tenantId)}`);
   try {
     const sticker = await readStickerFile(ctx.config.workDir, tenantId);
     if (!sticker) return done("STICKER_MISSING", `tenant ${tenantId} has no sticker on this node`);

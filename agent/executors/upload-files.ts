@@ -41,11 +41,13 @@ class Refused extends Error {}
 export const uploadFiles = executorOf("uploadFiles", async (action, order, ctx) => {
   const started = performance.now();
   const written: FileWritten[] = [];
-  const done = (code: string, message: string) => orderOutcome(code, message, started, { success: code === "UPLOAD_OK", details: { files: written } });
+  const done = (code: string, message: string) =>
+    orderOutcome(code, message, started, { success: code === "UPLOAD_OK", details: { files: written } });
   const files = action?.files ?? [];
   if (files.length === 0) return done("UPLOAD_INVALID", "the order carries no files (action.upload_files.files)");
   const tenantId = order.target?.tenantId ?? "";
-  if (tenantId !== "" && !ID_PATTERN.test(tenantId)) return done("UPLOAD_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
+  if (tenantId !== "" && !ID_PATTERN.test(tenantId))
+    return done("UPLOAD_INVALID", `tenant id ${JSON.stringify(tenantId)} cannot name a directory`);
   const base = tenantId ? join(ctx.config.workDir, "tenants", tenantId) : join(ctx.config.workDir, "files");
 
   // 1 and 2: the order itself, every file before any is written.
@@ -61,7 +63,8 @@ export const uploadFiles = executorOf("uploadFiles", async (action, order, ctx) 
   if (dup) return done("UPLOAD_INVALID", `${JSON.stringify(dup.rel)} appears twice in the order`);
   for (const p of plans) {
     const actual = sha256(p.content);
-    if (actual !== p.sha256) return done("CHECKSUM_MISMATCH", `${p.rel}: content has sha256 ${actual}, the order says ${p.sha256}; nothing written`);
+    if (actual !== p.sha256)
+      return done("CHECKSUM_MISMATCH", `${p.rel}: content has sha256 ${actual}, the order says ${p.sha256}; nothing written`);
   }
 
   // 3 and 4: where the files go, then the files.
@@ -110,7 +113,8 @@ async function walkDirs(realBase: string, p: Plan, create: boolean): Promise<str
   let cur = realBase;
   for (const seg of p.dirs) {
     const next = join(cur, seg);
-    if (create) await mkdir(next, { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => (e.code === "EEXIST" ? undefined : Promise.reject(e)));
+    if (create)
+      await mkdir(next, { mode: 0o755 }).catch((e: NodeJS.ErrnoException) => (e.code === "EEXIST" ? undefined : Promise.reject(e)));
     else if (!(await exists(next))) return cur;
     const real = await realpath(next);
     if (!isInside(realBase, real)) {
@@ -126,7 +130,8 @@ async function walkDirs(realBase: string, p: Plan, create: boolean): Promise<str
 
 async function writeOne(dir: string, p: Plan, realBase: string): Promise<FileWritten> {
   const path = join(dir, p.name);
-  const result = (changed: boolean) => create(FileWrittenSchema, { path, sha256: p.sha256, mode: p.mode, size: BigInt(p.content.length), changed });
+  const result = (changed: boolean) =>
+    create(FileWrittenSchema, { path, sha256: p.sha256, mode: p.mode, size: BigInt(p.content.length), changed });
   const old = await lstat(path).catch(() => undefined);
   const same =
     old?.isFile() &&
@@ -152,7 +157,8 @@ class Accounts {
   async id(table: "passwd" | "group", nameOrId: string): Promise<number> {
     if (/^\d{1,10}$/.test(nameOrId) && Number(nameOrId) < 0xffffffff) return Number(nameOrId);
     const kind = table === "passwd" ? "owner" : "group";
-    if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}\$?$/.test(nameOrId)) throw new Refused(`${kind} ${JSON.stringify(nameOrId.slice(0, 80))} is not a name or number`);
+    if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}\$?$/.test(nameOrId))
+      throw new Refused(`${kind} ${JSON.stringify(nameOrId.slice(0, 80))} is not a name or number`);
     let ids = this.tables.get(table);
     if (!ids) {
       ids = new Map();

@@ -111,7 +111,8 @@ export async function unpackArtifact(artifact: FetchedArtifact, dir: string, sig
   }
   const list = await runCommand("tar", ["-tzf", artifact.file], { timeoutMs: TAR_TIMEOUT_MS, signal, uncapped: true });
   throwIfAborted(signal);
-  if (list.exitCode !== 0) throw new ProcessError("PROCESS_INVALID", `artifact is not a readable .tar.gz: ${list.stderr.trim().slice(0, 300)}`);
+  if (list.exitCode !== 0)
+    throw new ProcessError("PROCESS_INVALID", `artifact is not a readable .tar.gz: ${list.stderr.trim().slice(0, 300)}`);
   for (const entry of list.stdout.split("\n").filter(Boolean)) {
     if (entry.startsWith("/") || entry.split("/").includes("..")) {
       throw new ProcessError("PROCESS_INVALID", `archive entry ${JSON.stringify(entry)} would be written outside the version directory`);
@@ -133,7 +134,10 @@ export async function readArtifactVersion(dir: string): Promise<string> {
   }
   const version = text.trim();
   if (!VERSION_PATTERN.test(version) || version === "latest" || version === "active") {
-    throw new ProcessError("PROCESS_INVALID", `the artifact's VERSION file says ${JSON.stringify(version.slice(0, 80))}, not a usable version`);
+    throw new ProcessError(
+      "PROCESS_INVALID",
+      `the artifact's VERSION file says ${JSON.stringify(version.slice(0, 80))}, not a usable version`,
+    );
   }
   return version;
 }
@@ -148,7 +152,10 @@ async function checkTree(root: string): Promise<void> {
     if (st.isSymbolicLink()) {
       const target = await realpath(path).catch(() => "");
       if (target !== realRoot && !target.startsWith(realRoot + sep)) {
-        throw new ProcessError("PROCESS_INVALID", `archive symlink ${path.slice(root.length + 1)} points outside the version directory (or nowhere)`);
+        throw new ProcessError(
+          "PROCESS_INVALID",
+          `archive symlink ${path.slice(root.length + 1)} points outside the version directory (or nowhere)`,
+        );
       }
     } else if (!st.isFile() && !st.isDirectory()) {
       throw new ProcessError("PROCESS_INVALID", `archive entry ${path.slice(root.length + 1)} is not a file, directory or symlink`);

@@ -58,9 +58,16 @@ export async function obtainVersion(workDir: string, spec: ProcessSpec, opts: Fe
 // the recorded one (a redeploy may change argv or env without changing the files).
 async function keepInstalled(workDir: string, spec: ProcessSpec, version: string, sha256: string): Promise<void> {
   const meta = await readVersionMeta(workDir, spec.module, version);
-  if (!meta) throw new ProcessError("CHECKSUM_MISMATCH", `version ${version} of ${spec.module} is installed without a recorded sha256; it is not overwritten`);
+  if (!meta)
+    throw new ProcessError(
+      "CHECKSUM_MISMATCH",
+      `version ${version} of ${spec.module} is installed without a recorded sha256; it is not overwritten`,
+    );
   if (meta.sha256 !== sha256) {
-    throw new ProcessError("CHECKSUM_MISMATCH", `version ${version} of ${spec.module} is installed with sha256 ${meta.sha256}, the order says ${sha256}; an installed version is never overwritten`);
+    throw new ProcessError(
+      "CHECKSUM_MISMATCH",
+      `version ${version} of ${spec.module} is installed with sha256 ${meta.sha256}, the order says ${sha256}; an installed version is never overwritten`,
+    );
   }
   if (JSON.stringify([meta.argv, meta.env]) !== JSON.stringify([spec.argv, spec.env])) {
     await writeVersionMeta(workDir, spec.module, version, { ...meta, argv: spec.argv, env: spec.env });

@@ -30,7 +30,10 @@ export async function launchOf(workDir: string, module: string, version?: string
   if (!v) throw new ProcessError("MODULE_NOT_INSTALLED", `module ${module} has no active version on this node`);
   const meta = await readVersionMeta(workDir, module, v);
   if (!meta || !(await installedVersions(workDir, module)).includes(v)) {
-    throw new ProcessError(version ? "VERSION_NOT_INSTALLED" : "MODULE_NOT_INSTALLED", `version ${v} of ${module} is not installed on this node`);
+    throw new ProcessError(
+      version ? "VERSION_NOT_INSTALLED" : "MODULE_NOT_INSTALLED",
+      `version ${v} of ${module} is not installed on this node`,
+    );
   }
   return { module, version: v, argv: meta.argv, env: meta.env };
 }
@@ -44,7 +47,12 @@ export async function livePid(workDir: string, state: RunState): Promise<number>
  * Makes the active version run: a live process of it (same argv and env) is adopted as it is, no
  * second one is started; otherwise it is (re)started and verified. `fresh` restarts a live one.
  */
-export async function ensureRunning(workDir: string, module: string, opts: ControlOptions, fresh = false): Promise<StartResult & { adopted: boolean }> {
+export async function ensureRunning(
+  workDir: string,
+  module: string,
+  opts: ControlOptions,
+  fresh = false,
+): Promise<StartResult & { adopted: boolean }> {
   const launch = await launchOf(workDir, module);
   const state = await readRunState(workDir, module);
   const pid = await livePid(workDir, state);
@@ -59,7 +67,8 @@ export async function ensureRunning(workDir: string, module: string, opts: Contr
 
 /** Stops the module's process (if any) and records that it should stay stopped. */
 export async function stopModule(workDir: string, module: string, opts: ControlOptions): Promise<void> {
-  if (!(await hasActiveLink(workDir, module))) throw new ProcessError("MODULE_NOT_INSTALLED", `module ${module} is not installed on this node`);
+  if (!(await hasActiveLink(workDir, module)))
+    throw new ProcessError("MODULE_NOT_INSTALLED", `module ${module} is not installed on this node`);
   const state = await readRunState(workDir, module);
   await runnerOf(state).stop(workDir, state, opts.graceMs);
   await writeRunState(workDir, { ...state, desired: "stopped", pid: 0, startTicks: "" });
@@ -103,10 +112,27 @@ async function startVerified(workDir: string, state: RunState, launch: Launch, o
     s = await opts.runner.start(workDir, launch);
   } catch (e) {
     if (!isProcessError(e) || e.code === "CANCELLED") throw e;
-    await writeRunState(workDir, { ...state, desired: "running", version: launch.version, pid: 0, startTicks: "", startedAt: new Date().toISOString() });
+    await writeRunState(workDir, {
+      ...state,
+      desired: "running",
+      version: launch.version,
+      pid: 0,
+      startTicks: "",
+      startedAt: new Date().toISOString(),
+    });
     return { alive: false, logTail: e.message };
   }
-  const now: RunState = { ...state, desired: "running", version: launch.version, launchDigest: launchDigest(launch), pid: s.pid, startTicks: s.startTicks, systemdUnit: s.systemdUnit, startedAt: new Date().toISOString(), crashes: 0 };
+  const now: RunState = {
+    ...state,
+    desired: "running",
+    version: launch.version,
+    launchDigest: launchDigest(launch),
+    pid: s.pid,
+    startTicks: s.startTicks,
+    systemdUnit: s.systemdUnit,
+    startedAt: new Date().toISOString(),
+    crashes: 0,
+  };
   await writeRunState(workDir, now);
   await sleep(opts.settleMs, opts.signal ?? new AbortController().signal);
   throwIfAborted(opts.signal);

@@ -42,7 +42,9 @@ export interface Launch {
 /** Two launches with the same digest run the same thing (the version's files never change). */
 export function launchDigest(launch: Launch): string {
   const env = Object.entries(launch.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return createHash("sha256").update(JSON.stringify([launch.version, launch.argv, env])).digest("hex");
+  return createHash("sha256")
+    .update(JSON.stringify([launch.version, launch.argv, env]))
+    .digest("hex");
 }
 
 export interface Started {
@@ -88,7 +90,11 @@ export function writeRunState(workDir: string, state: RunState): Promise<void> {
 export async function knownModules(workDir: string): Promise<string[]> {
   try {
     const names = await readdir(join(workDir, "run"));
-    return names.filter((n) => n.endsWith(".json")).map((n) => n.slice(0, -5)).filter((m) => MODULE_PATTERN.test(m)).sort();
+    return names
+      .filter((n) => n.endsWith(".json"))
+      .map((n) => n.slice(0, -5))
+      .filter((m) => MODULE_PATTERN.test(m))
+      .sort();
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw e;

@@ -53,5 +53,8 @@ async function reviveIfDead(workDir: string, module: string, opts: SuperviseOpti
     startedAt: new Date(now).toISOString(),
     crashes,
   });
-  opts.log?.info({ action: "supervise", module, metadata: { version: launch.version, pid: s.pid, crashes } }, `restarted process module ${module}`);
+  opts.log?.info(
+    { action: "supervise", module, metadata: { version: launch.version, pid: s.pid, crashes } },
+    `restarted process module ${module}`,
+  );
 }

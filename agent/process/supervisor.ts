@@ -43,7 +43,8 @@ export async function isSameProcess(pid: number, startTicks: string): Promise<bo
 export async function resolveProgram(dir: string, argv0: string): Promise<string> {
   const program = resolve(dir, argv0);
   const escapes = (root: string, p: string) => p !== root && !p.startsWith(root + sep);
-  if (isAbsolute(argv0) || escapes(dir, program)) throw new ProcessError("PROCESS_INVALID", `argv[0] ${JSON.stringify(argv0)} must be a path inside the version directory`);
+  if (isAbsolute(argv0) || escapes(dir, program))
+    throw new ProcessError("PROCESS_INVALID", `argv[0] ${JSON.stringify(argv0)} must be a path inside the version directory`);
   let realDir: string;
   let realProgram: string;
   try {
@@ -52,7 +53,8 @@ export async function resolveProgram(dir: string, argv0: string): Promise<string
   } catch {
     throw new ProcessError("PROCESS_INVALID", `argv[0] ${JSON.stringify(argv0)} does not exist in the version`);
   }
-  if (escapes(realDir, realProgram)) throw new ProcessError("PROCESS_INVALID", `argv[0] ${JSON.stringify(argv0)} leads outside the version directory`);
+  if (escapes(realDir, realProgram))
+    throw new ProcessError("PROCESS_INVALID", `argv[0] ${JSON.stringify(argv0)} leads outside the version directory`);
   return program;
 }
 

@@ -62,13 +62,18 @@ export function unitText(workDir: string, launch: Launch, program: string, grace
 
 // systemd's quoting: one word in double quotes with C-style escapes; "%" starts a specifier.
 function quote(s: string): string {
-  const escaped = s.replace(/[\\"]/g, (c) => `\\${c}`).replace(/\n/g, "\\n").replace(/\t/g, "\\t").replaceAll("%", "%%");
+  const escaped = s
+    .replace(/[\\"]/g, (c) => `\\${c}`)
+    .replace(/\n/g, "\\n")
+    .replace(/\t/g, "\\t")
+    .replaceAll("%", "%%");
   return `"${escaped}"`;
 }
 
 async function systemctl(args: string[]): Promise<string> {
   const run = await runCommand("systemctl", args, { timeoutMs: SYSTEMCTL_TIMEOUT_MS });
-  if (run.exitCode !== 0) throw new ProcessError("PROCESS_FAILED", `systemctl ${args.join(" ")} failed: ${run.stderr.trim().slice(0, 300)}`);
+  if (run.exitCode !== 0)
+    throw new ProcessError("PROCESS_FAILED", `systemctl ${args.join(" ")} failed: ${run.stderr.trim().slice(0, 300)}`);
   return run.stdout.trim();
 }
 

@@ -36,7 +36,10 @@ export async function installedVersions(workDir: string, module: string): Promis
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw e;
   }
-  return entries.filter((e) => e.isDirectory() && VERSION_PATTERN.test(e.name)).map((e) => e.name).sort(compareVersions);
+  return entries
+    .filter((e) => e.isDirectory() && VERSION_PATTERN.test(e.name))
+    .map((e) => e.name)
+    .sort(compareVersions);
 }
 
 /** Whether `version` of `module` is installed. */

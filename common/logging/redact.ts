@@ -4,8 +4,7 @@
 
 export const REDACTED = "[REDACTED]";
 
-const SECRET_KEY =
-  /(token|secret|passw(or)?d|passwd|authorization|api[_-]?key|apikey|private[_-]?key|credential|cookie|session[_-]?key)/i;
+const SECRET_KEY = /(token|secret|passw(or)?d|passwd|authorization|api[_-]?key|apikey|private[_-]?key|credential|cookie|session[_-]?key)/i;
 
 /** True when a key name looks like it holds a secret. */
 export function isSecretKey(key: string): boolean {

@@ -47,7 +47,8 @@ export class HistoryRetention {
   /** One round; returns how many events, orders and deployments it deleted. */
   async prune(): Promise<{ events: number; workOrders: number; deployments: number }> {
     const { store, eventRetentionMs, workOrderRetentionMs } = this.deps;
-    const events = eventRetentionMs > 0 ? await this.round("event_retention", "event(s)", eventRetentionMs, (before) => store.pruneEvents(before)) : 0;
+    const events =
+      eventRetentionMs > 0 ? await this.round("event_retention", "event(s)", eventRetentionMs, (before) => store.pruneEvents(before)) : 0;
     let deployments = 0;
     const workOrders =
       workOrderRetentionMs > 0
@@ -55,7 +56,11 @@ export class HistoryRetention {
             const keep = await historyInUse(store);
             const n = await store.pruneWorkOrders(before, keep.orders);
             deployments = await store.pruneDeployments(before, keep.deployments);
-            if (deployments > 0) this.deps.logger.info({ action: "deployment_retention", result: "ok", metadata: { pruned: deployments, before: before.toISOString() } }, `${deployments} finished deployment(s) older than the retention deleted`);
+            if (deployments > 0)
+              this.deps.logger.info(
+                { action: "deployment_retention", result: "ok", metadata: { pruned: deployments, before: before.toISOString() } },
+                `${deployments} finished deployment(s) older than the retention deleted`,
+              );
             return n;
           })
         : 0;
@@ -66,7 +71,11 @@ export class HistoryRetention {
     const before = new Date(this.deps.now().getTime() - retentionMs);
     try {
       const n = await prune(before);
-      if (n > 0) this.deps.logger.info({ action, result: "ok", metadata: { pruned: n, before: before.toISOString() } }, `${n} ${what} older than the retention deleted`);
+      if (n > 0)
+        this.deps.logger.info(
+          { action, result: "ok", metadata: { pruned: n, before: before.toISOString() } },
+          `${n} ${what} older than the retention deleted`,
+        );
       return n;
     } catch (e) {
       this.deps.logger.error({ action, result: "error", err: e }, `could not delete old ${what}`);

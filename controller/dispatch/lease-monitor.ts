@@ -57,14 +57,26 @@ export class LeaseMonitor {
       const back = await this.deps.store.expireWorkOrderLease(o.id, now);
       await onLeaseExpired(this.deps.store, o, back);
       this.deps.logger.warn(
-        { action: "work_order_lease_expired", result: "pending", node_id: o.claim?.nodeId, tenant_id: o.target?.tenantId, work_order_id: o.id, metadata: { fencing_token: o.claim?.fencingToken.toString() } },
+        {
+          action: "work_order_lease_expired",
+          result: "pending",
+          node_id: o.claim?.nodeId,
+          tenant_id: o.target?.tenantId,
+          work_order_id: o.id,
+          metadata: { fencing_token: o.claim?.fencingToken.toString() },
+        },
         "lease lapsed; work order back to pending",
       );
       return back;
     });
     const retries = await this.sweep(WorkOrderStatus.RETRY_PENDING, retryDue, (o, now) => this.deps.store.releaseWorkOrderRetry(o.id, now));
     // Only orders that carry an expires_at due by now are read, not every pending one.
-    const expired = await this.sweep(WorkOrderStatus.PENDING, expiredAt, (o, now) => expireOrder(this.deps, o, now), (now) => ({ expiresBy: now }));
+    const expired = await this.sweep(
+      WorkOrderStatus.PENDING,
+      expiredAt,
+      (o, now) => expireOrder(this.deps, o, now),
+      (now) => ({ expiresBy: now }),
+    );
     return leases + retries + expired;
   }
 

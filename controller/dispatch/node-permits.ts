@@ -10,28 +10,35 @@ import { processSourceAllowed } from "../../common/action-rules.js";
 /** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
 export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant: Resource | undefined): void {
   const spec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
-  if (spec?.disabled) throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
+  if (spec?.disabled)
+    throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
   if (tenant?.deletion) throw conflict(`tenant ${tenant.id} is deleted`, { tenant_id: tenant.id });
   const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
   if (req.action?.kind.case === "deployProcess" && caps) {
     const source = req.action.kind.value.spec?.source?.kind ?? { case: undefined };
     if (!processSourceAllowed(source, caps.allowedProcessSources)) {
-      throw conflict(`the artifact source is not under node ${node.id}'s allowed process sources (${caps.allowedProcessSources.join(", ") || "none"}); the agent's --allow-process-source sets them`, {
-        field: "action.deploy_process.spec.source",
-        node_id: node.id,
-        reason: "PROCESS_SOURCE_NOT_ALLOWED",
-      });
+      throw conflict(
+        `the artifact source is not under node ${node.id}'s allowed process sources (${caps.allowedProcessSources.join(", ") || "none"}); the agent's --allow-process-source sets them`,
+        {
+          field: "action.deploy_process.spec.source",
+          node_id: node.id,
+          reason: "PROCESS_SOURCE_NOT_ALLOWED",
+        },
+      );
     }
   }
   if (req.action?.kind.case === "executeCommand") {
     // The agent is the authority (it checks again); refusing early saves a round trip and says why.
     const program = req.action.kind.value.command?.argv[0] ?? "";
     if (caps && !caps.allowedCommands.includes(program)) {
-      throw conflict(`${JSON.stringify(program)} is not on node ${node.id}'s allow-list (${caps.allowedCommands.join(", ") || "empty"}); the agent's --allow-command sets it`, {
-        field: "action.execute_command.command.argv",
-        node_id: node.id,
-        reason: "COMMAND_NOT_ALLOWED",
-      });
+      throw conflict(
+        `${JSON.stringify(program)} is not on node ${node.id}'s allow-list (${caps.allowedCommands.join(", ") || "empty"}); the agent's --allow-command sets it`,
+        {
+          field: "action.execute_command.command.argv",
+          node_id: node.id,
+          reason: "COMMAND_NOT_ALLOWED",
+        },
+      );
     }
   }
 }

@@ -12,9 +12,18 @@ import { onOrderFinished, type OutcomeDeps } from "./order-outcome.js";
 export { expiredAt } from "../store/work-order-transitions.js";
 
 /** Fails a pending order past its expires_at; undefined when it moved on meanwhile (claimed, cancelled). */
-export async function expireOrder(deps: OutcomeDeps & { logger: Logger; triggers: ReconcileTriggers }, o: WorkOrder, now: Date): Promise<WorkOrder | undefined> {
+export async function expireOrder(
+  deps: OutcomeDeps & { logger: Logger; triggers: ReconcileTriggers },
+  o: WorkOrder,
+  now: Date,
+): Promise<WorkOrder | undefined> {
   const at = o.expiresAt ? timestampDate(o.expiresAt).toISOString() : "";
-  const result = create(WorkOrderResultSchema, { success: false, retriable: false, code: "EXPIRED", message: `no node claimed the order before it expired at ${at}` });
+  const result = create(WorkOrderResultSchema, {
+    success: false,
+    retriable: false,
+    code: "EXPIRED",
+    message: `no node claimed the order before it expired at ${at}`,
+  });
   let done: WorkOrder;
   try {
     done = await deps.store.supersedeWorkOrder(o.id, result, now);
@@ -25,7 +34,14 @@ export async function expireOrder(deps: OutcomeDeps & { logger: Logger; triggers
   await onOrderFinished(deps, done, { requestId: o.requestId, correlationId: o.correlationId });
   deps.triggers.orderEnded(done);
   deps.logger.warn(
-    { action: "work_order_expired", result: "EXPIRED", node_id: o.target?.nodeId, tenant_id: o.target?.tenantId, work_order_id: o.id, metadata: { expires_at: at } },
+    {
+      action: "work_order_expired",
+      result: "EXPIRED",
+      node_id: o.target?.nodeId,
+      tenant_id: o.target?.tenantId,
+      work_order_id: o.id,
+      metadata: { expires_at: at },
+    },
     "work order expired before any node claimed it",
   );
   return done;

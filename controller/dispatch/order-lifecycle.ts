@@ -30,7 +30,16 @@ export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: T
   const nodeId = order.target?.nodeId ?? "";
   const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs);
   await onOrderStarted(deps.store, claimed, trace);
-  log.info({ action: "work_order_started", result: "ok", node_id: nodeId, tenant_id: order.target?.tenantId, metadata: { work_order_id: order.id } }, "work order claimed");
+  log.info(
+    {
+      action: "work_order_started",
+      result: "ok",
+      node_id: nodeId,
+      tenant_id: order.target?.tenantId,
+      metadata: { work_order_id: order.id },
+    },
+    "work order claimed",
+  );
   return claimed;
 }
 
@@ -44,21 +53,46 @@ export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string
  * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
  * result already recorded changes nothing.
  */
-export async function finishOrder(deps: LifecycleDeps, order: WorkOrder, nodeId: string, result: WorkOrderResult, fencingToken: bigint, trace: Trace, log: Logger): Promise<FinishOutcome> {
+export async function finishOrder(
+  deps: LifecycleDeps,
+  order: WorkOrder,
+  nodeId: string,
+  result: WorkOrderResult,
+  fencingToken: bigint,
+  trace: Trace,
+  log: Logger,
+): Promise<FinishOutcome> {
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
   if (outcome.duplicate) return outcome;
   const after = outcome.workOrder;
   const ids = { node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id };
   if (after.status === WorkOrderStatus.RETRY_PENDING) {
     await onOrderRetryScheduled(deps.store, after, trace);
-    log.warn({ action: "work_order_retry_scheduled", result: result.code, ...ids, metadata: { attempt: after.attempts.length, message: result.message } }, "work order failed; another attempt follows");
+    log.warn(
+      {
+        action: "work_order_retry_scheduled",
+        result: result.code,
+        ...ids,
+        metadata: { attempt: after.attempts.length, message: result.message },
+      },
+      "work order failed; another attempt follows",
+    );
     return outcome;
   }
   await onOrderFinished(deps, after, trace);
   deps.triggers.orderEnded(after);
   const ok = after.status === WorkOrderStatus.SUCCESS;
   const meta = { work_order_id: order.id, message: result.message };
-  log[ok ? "info" : "warn"]({ action: ok ? "work_order_succeeded" : "work_order_failed", result: result.code, node_id: nodeId, tenant_id: order.target?.tenantId, metadata: meta }, `work order ${ok ? "succeeded" : "failed"}`);
+  log[ok ? "info" : "warn"](
+    {
+      action: ok ? "work_order_succeeded" : "work_order_failed",
+      result: result.code,
+      node_id: nodeId,
+      tenant_id: order.target?.tenantId,
+      metadata: meta,
+    },
+    `work order ${ok ? "succeeded" : "failed"}`,
+  );
   return outcome;
 }
 
@@ -66,7 +100,14 @@ export async function finishOrder(deps: LifecycleDeps, order: WorkOrder, nodeId:
  * Cancels `order`: one no node holds ends at once (outcome recorded, reconciler told); a running
  * one is asked to stop (its node hears it on its stream, else at its next lease renewal).
  */
-export async function cancelOrder(deps: LifecycleDeps, order: WorkOrder, reason: string, requestId: string, trace: Trace, log: Logger): Promise<WorkOrder> {
+export async function cancelOrder(
+  deps: LifecycleDeps,
+  order: WorkOrder,
+  reason: string,
+  requestId: string,
+  trace: Trace,
+  log: Logger,
+): Promise<WorkOrder> {
   const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now());
   if (order.status !== WorkOrderStatus.CANCELLED && after.status === WorkOrderStatus.CANCELLED) {
     await onOrderFinished(deps, after, trace);
@@ -75,6 +116,15 @@ export async function cancelOrder(deps: LifecycleDeps, order: WorkOrder, reason:
     await onCancelRequested(deps.store, after, trace, reason);
     deps.feed.publish(after);
   }
-  log.info({ action: "work_order_cancel", result: WorkOrderStatus[after.status] ?? "", tenant_id: order.target?.tenantId, work_order_id: order.id, metadata: { reason } }, "work order cancel");
+  log.info(
+    {
+      action: "work_order_cancel",
+      result: WorkOrderStatus[after.status] ?? "",
+      tenant_id: order.target?.tenantId,
+      work_order_id: order.id,
+      metadata: { reason },
+    },
+    "work order cancel",
+  );
   return after;
 }

@@ -51,10 +51,22 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
   const removal = order.type === WorkOrderType.REMOVE_SERVICE;
   await recordEvents(store, [
-    orderEvent(order, ok ? "work_order_succeeded" : order.status === WorkOrderStatus.CANCELLED ? "work_order_cancelled" : "work_order_failed", trace, { data, at }),
+    orderEvent(
+      order,
+      ok ? "work_order_succeeded" : order.status === WorkOrderStatus.CANCELLED ? "work_order_cancelled" : "work_order_failed",
+      trace,
+      { data, at },
+    ),
     ...(deploymentId === ""
       ? []
-      : [orderEvent(order, ok ? "deployment_succeeded" : "deployment_failed", trace, { data, at, resourceType: "deployment", resourceId: deploymentId })]),
+      : [
+          orderEvent(order, ok ? "deployment_succeeded" : "deployment_failed", trace, {
+            data,
+            at,
+            resourceType: "deployment",
+            resourceId: deploymentId,
+          }),
+        ]),
   ]);
   await updateDeployment(store, deploymentId, (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
@@ -97,7 +109,9 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
   const done = new Set(order.result?.details?.volumesDeleted ?? []);
   const kept = asked.filter((v) => !done.has(v));
   if (kept.length > 0) {
-    await recordEvents(store, [orderEvent(order, "data_delete_incomplete", trace, { data: { volumes: kept, message: order.result?.message ?? "" } })]);
+    await recordEvents(store, [
+      orderEvent(order, "data_delete_incomplete", trace, { data: { volumes: kept, message: order.result?.message ?? "" } }),
+    ]);
   }
 }
 
@@ -105,15 +119,20 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
 export async function onLeaseExpired(store: Store, before: WorkOrder, after: WorkOrder): Promise<void> {
   const claim = before.claim;
   await recordEvents(store, [
-    orderEvent(before, "work_order_lease_expired", { requestId: before.requestId, correlationId: before.correlationId }, {
-      id: undefined, // recorded once, by the monitor that made the transition: no replay to dedupe
-      nodeId: claim?.nodeId,
-      data: {
-        fencing_token: (claim?.fencingToken ?? 0n).toString(),
-        lease_expired_at: claim?.leaseExpiresAt ? timestampDate(claim.leaseExpiresAt).toISOString() : "",
-        attempts: after.attempts.length,
+    orderEvent(
+      before,
+      "work_order_lease_expired",
+      { requestId: before.requestId, correlationId: before.correlationId },
+      {
+        id: undefined, // recorded once, by the monitor that made the transition: no replay to dedupe
+        nodeId: claim?.nodeId,
+        data: {
+          fencing_token: (claim?.fencingToken ?? 0n).toString(),
+          lease_expired_at: claim?.leaseExpiresAt ? timestampDate(claim.leaseExpiresAt).toISOString() : "",
+          attempts: after.attempts.length,
+        },
       },
-    }),
+    ),
   ]);
 }
 
@@ -139,7 +158,6 @@ export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trac
   ]);
 }
 
-
 /** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
 export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   const { store } = deps;
@@ -156,7 +174,10 @@ export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
         if (status === WorkOrderStatus.RUNNING && phase === DeploymentPhase.PENDING) {
           await onOrderStarted(store, order, trace);
           repaired++;
-        } else if (status !== WorkOrderStatus.RUNNING && (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order)))) {
+        } else if (
+          status !== WorkOrderStatus.RUNNING &&
+          (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order)))
+        ) {
           await onOrderFinished(deps, order, trace);
           repaired++;
         }
@@ -166,7 +187,3 @@ export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   }
   return repaired;
 }
-
-
-
-

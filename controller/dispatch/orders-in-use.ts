@@ -55,7 +55,8 @@ export function ordersToKeep(tenants: Resource[], successful: SuccessfulOrder[],
 export function deploymentsToKeep(tenants: Resource[], deployments: Resource[], keptOrders: ReadonlySet<string>): Set<string> {
   const keep = new Set<string>();
   for (const t of tenants) {
-    if (t.currentState?.kind.case === "tenant" && t.currentState.kind.value.deploymentId !== "") keep.add(t.currentState.kind.value.deploymentId);
+    if (t.currentState?.kind.case === "tenant" && t.currentState.kind.value.deploymentId !== "")
+      keep.add(t.currentState.kind.value.deploymentId);
   }
   for (const d of deployments) {
     const orderId = d.desiredState?.kind.case === "deployment" ? d.desiredState.kind.value.workOrderId : "";

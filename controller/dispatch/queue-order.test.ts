@@ -16,7 +16,11 @@ type CreateInit = MessageInitShape<typeof CreateWorkOrderRequestSchema>;
 let c: InMemoryController;
 const orders = () => c.admin(WorkOrderService);
 const command = (...argv: string[]) => ({ kind: { case: "executeCommand" as const, value: { command: { argv } } } });
-const echo = (node: string, ...args: string[]): CreateInit => ({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: node }, action: command("echo", ...args) });
+const echo = (node: string, ...args: string[]): CreateInit => ({
+  type: WorkOrderType.EXECUTE_COMMAND,
+  target: { nodeId: node },
+  action: command("echo", ...args),
+});
 
 async function storedOrders(nodeId: string): Promise<WorkOrder[]> {
   return (await c.ctl.store.listWorkOrders({ nodeId, pageSize: 1000 })).items;
@@ -30,7 +34,10 @@ beforeAll(async () => {
   c = await startInMemory();
   // A node that never reported capabilities: its agent decides which programs run.
   for (const id of ["n-bad", "n-good", "n-idem"]) await c.admin(NodeService).registerNode({ nodeId: id });
-  await c.admin(ResourceService).createResource({ resourceType: "tenant", resource: create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: {} } } }) });
+  await c.admin(ResourceService).createResource({
+    resourceType: "tenant",
+    resource: create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: {} } } }),
+  });
   await c.ctl.reconciler.idle();
 });
 afterAll(async () => {
@@ -39,8 +46,16 @@ afterAll(async () => {
 
 describe("a request that fails a check", () => {
   it.each<[string, CreateInit, string]>([
-    ["EXECUTE_COMMAND with an empty argv", { type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: "n-bad" }, action: command() }, "action.execute_command.command.argv"],
-    ["EXECUTE_COMMAND naming a tenant", { type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: "n-bad", tenantId: "shop" }, action: command("echo") }, "target.tenant_id"],
+    [
+      "EXECUTE_COMMAND with an empty argv",
+      { type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: "n-bad" }, action: command() },
+      "action.execute_command.command.argv",
+    ],
+    [
+      "EXECUTE_COMMAND naming a tenant",
+      { type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: "n-bad", tenantId: "shop" }, action: command("echo") },
+      "target.tenant_id",
+    ],
     ["DEPLOY_SERVICE (the reconciler's)", { type: WorkOrderType.DEPLOY_SERVICE, target: { nodeId: "n-bad", tenantId: "shop" } }, "type"],
     ["an action of another type", { type: WorkOrderType.INSPECT, target: { nodeId: "n-bad" }, action: command("echo") }, "action"],
   ])("%s is INVALID_REQUEST and stores no order and no event", async (_what, req, field) => {

@@ -44,7 +44,11 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
     order = await deps.records.exclusive(tenantId, async () => {
       const fresh = (await store.getResource("tenant", tenantId)) ?? tenant!;
       const plan = await resolveRollback(store, fresh, nodeId, requested);
-      const built = buildOrder({ ...req, action: create(WorkOrderActionSchema, { kind: { case: "rollback", value: plan.action } }) }, ids, plan.desiredState);
+      const built = buildOrder(
+        { ...req, action: create(WorkOrderActionSchema, { kind: { case: "rollback", value: plan.action } }) },
+        ids,
+        plan.desiredState,
+      );
       const stored = await store.createWorkOrder(built);
       await deps.records.pointAt(tenantId, nodeId, stored.id);
       return stored;
@@ -68,7 +72,17 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
     },
   ]);
   deps.feed.publish(order);
-  call.logger.info({ action: "work_order_created", result: "ok", node_id: nodeId, tenant_id: tenantId, work_order_id: order.id, metadata: { type, ...summary(order) } }, `${type} order queued`);
+  call.logger.info(
+    {
+      action: "work_order_created",
+      result: "ok",
+      node_id: nodeId,
+      tenant_id: tenantId,
+      work_order_id: order.id,
+      metadata: { type, ...summary(order) },
+    },
+    `${type} order queued`,
+  );
   return order;
 }
 

@@ -4,7 +4,13 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { RollbackActionSchema, type RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderDesiredStateSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import {
+  WorkOrderDesiredStateSchema,
+  WorkOrderStatus,
+  WorkOrderType,
+  type WorkOrder,
+  type WorkOrderDesiredState,
+} from "../../gen/skipper/v1/work_order_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { conflict, invalid, notFound } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -27,18 +33,30 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
     // The desired hash to hold is the one wanted now: a change made while the rollback runs is a
     // new desired state and deploys after it.
     const holds = target?.desiredHash ?? "";
-    return { desiredState, action: create(RollbackActionSchema, { deploymentId: requested.deploymentId, resolvedFrom: from, replacesSpecHash: applied, holdsDesiredHash: holds }) };
+    return {
+      desiredState,
+      action: create(RollbackActionSchema, {
+        deploymentId: requested.deploymentId,
+        resolvedFrom: from,
+        replacesSpecHash: applied,
+        holdsDesiredHash: holds,
+      }),
+    };
   };
   if (requested.deploymentId !== "") {
     const dep = await store.getResource("deployment", requested.deploymentId);
     const spec = dep?.desiredState?.kind.case === "deployment" ? dep.desiredState.kind.value : undefined;
     if (!dep || !spec) throw notFound("deployment", requested.deploymentId);
     if (spec.tenantId !== tenant.id || spec.nodeId !== nodeId) {
-      throw invalid(`deployment ${dep.id} shipped tenant ${spec.tenantId} to node ${spec.nodeId}, not tenant ${tenant.id} to node ${nodeId}`, { field: "action.rollback.deployment_id" });
+      throw invalid(
+        `deployment ${dep.id} shipped tenant ${spec.tenantId} to node ${spec.nodeId}, not tenant ${tenant.id} to node ${nodeId}`,
+        { field: "action.rollback.deployment_id" },
+      );
     }
     // Which compose service each service resource is: on the deployment, or (deployments made
     // before it carried the map) on its order while that is kept.
-    const order = spec.workOrderId && Object.keys(spec.composeServices).length === 0 ? await store.getWorkOrder(spec.workOrderId) : undefined;
+    const order =
+      spec.workOrderId && Object.keys(spec.composeServices).length === 0 ? await store.getWorkOrder(spec.workOrderId) : undefined;
     const ds = create(WorkOrderDesiredStateSchema, {
       tenantId: tenant.id,
       serviceIds: spec.serviceIds,
@@ -57,5 +75,9 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
     if (!newest || at >= newest.at) newest = { order: o, at };
   }
   if (newest) return done(newest.order.desiredState!, `work_order/${newest.order.id}`);
-  throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, { tenant_id: tenant.id, node_id: nodeId, reason: "NO_PREVIOUS_SPEC" });
+  throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, {
+    tenant_id: tenant.id,
+    node_id: nodeId,
+    reason: "NO_PREVIOUS_SPEC",
+  });
 }

@@ -122,13 +122,16 @@ describe("HeartbeatRecorder", () => {
   let recorder: HeartbeatRecorder;
   const trace = { requestId: "req-1", correlationId: "req-1" };
   const project = (projectName: string, tenantId = "", specHash = "h1") => ({ projectName, tenantId, specHash });
-  const record = (req: BeatInit) => recorder.record("n1", create(HeartbeatRequestSchema, { nodeId: "n1", agentVersion: "1.0", ...req }), trace);
+  const record = (req: BeatInit) =>
+    recorder.record("n1", create(HeartbeatRequestSchema, { nodeId: "n1", agentVersion: "1.0", ...req }), trace);
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "skipper-heartbeat-"));
     store = new FileStore(dir);
     await store.open();
-    await store.createResource(create(ResourceSchema, { id: "n1", resourceType: "node", desiredState: { kind: { case: "node", value: {} } } }));
+    await store.createResource(
+      create(ResourceSchema, { id: "n1", resourceType: "node", desiredState: { kind: { case: "node", value: {} } } }),
+    );
     recorder = new HeartbeatRecorder({ store, now: () => START });
   });
   afterEach(async () => {

@@ -51,7 +51,8 @@ export class HeartbeatRecorder {
       const before = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
       const projects = req.projectsReported ? req.projects : (before?.projects ?? []);
       out.projectsChanged = !sameProjects(before?.projects ?? [], projects);
-      if (out.projectsChanged) for (const p of [...(before?.projects ?? []), ...projects]) out.touchedTenants.add(p.tenantId || p.projectName);
+      if (out.projectsChanged)
+        for (const p of [...(before?.projects ?? []), ...projects]) out.touchedTenants.add(p.tenantId || p.projectName);
       out.cameOnline = before?.liveness !== NodeLiveness.ONLINE;
       const status = create(NodeStatusSchema, {
         lastHeartbeatAt: timestampFromDate(now),
@@ -68,7 +69,10 @@ export class HeartbeatRecorder {
       const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
       reportChanged =
         !comparable ||
-        !sameStatus({ $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } }, { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } });
+        !sameStatus(
+          { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: comparable } },
+          { $typeName: "skipper.v1.ResourceStatus", kind: { case: "node", value: status } },
+        );
       // Returning the node unchanged writes nothing.
       const storedAt = before?.lastHeartbeatAt ? timestampDate(before.lastHeartbeatAt).getTime() : 0;
       if (!reportChanged && !out.cameOnline && now.getTime() - storedAt < HEARTBEAT_PERSIST_MS) return node;

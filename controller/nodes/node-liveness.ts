@@ -146,10 +146,20 @@ export class LivenessMonitor {
     if (type) {
       const trace = { requestId: `liveness-${nodeId}-${now.getTime()}`, correlationId: `liveness-${nodeId}` };
       await recordEvents(this.deps.store, [
-        { type, ...trace, resourceType: "node", resourceId: nodeId, nodeId, data: { from: NodeLiveness[from] ?? "", to: NodeLiveness[next] ?? "", last_heartbeat_at: last!.toISOString() } },
+        {
+          type,
+          ...trace,
+          resourceType: "node",
+          resourceId: nodeId,
+          nodeId,
+          data: { from: NodeLiveness[from] ?? "", to: NodeLiveness[next] ?? "", last_heartbeat_at: last!.toISOString() },
+        },
       ]);
     }
-    this.deps.logger.warn({ action: type ?? "node_liveness", result: NodeLiveness[next], node_id: nodeId }, `node ${nodeId} is ${NodeLiveness[next]?.toLowerCase()}`);
+    this.deps.logger.warn(
+      { action: type ?? "node_liveness", result: NodeLiveness[next], node_id: nodeId },
+      `node ${nodeId} is ${NodeLiveness[next]?.toLowerCase()}`,
+    );
     return true;
   }
 }

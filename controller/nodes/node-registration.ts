@@ -17,7 +17,12 @@ export interface RegistrationDeps {
 }
 
 /** Registers node `nodeId` (its resource, when new, and a fresh credential); returns the node and its token. */
-export async function registerNode(deps: RegistrationDeps, nodeId: string, req: RegisterNodeRequest, trace: Trace): Promise<{ node: Resource; token: string }> {
+export async function registerNode(
+  deps: RegistrationDeps,
+  nodeId: string,
+  req: RegisterNodeRequest,
+  trace: Trace,
+): Promise<{ node: Resource; token: string }> {
   const { store } = deps;
   if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
     throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
@@ -36,7 +41,9 @@ export async function registerNode(deps: RegistrationDeps, nodeId: string, req: 
         updatedAt: now,
       }),
     );
-    await recordEvents(store, [{ type: "resource_created", ...trace, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion }]);
+    await recordEvents(store, [
+      { type: "resource_created", ...trace, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion },
+    ]);
   }
   const token = await newCredential(deps, nodeId);
   await recordEvents(store, [{ type: "node_registered", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);

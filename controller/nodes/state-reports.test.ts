@@ -8,7 +8,14 @@ import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
 import { NodeService, type ResourceStateReportSchema } from "../../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
-import { NodeLiveness, ResourceSchema, TargetStatusSchema, type NodeStatus, type Resource, type TenantStatus } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  NodeLiveness,
+  ResourceSchema,
+  TargetStatusSchema,
+  type NodeStatus,
+  type Resource,
+  type TenantStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { startInMemory, type InMemoryController } from "../../test/helpers/in-memory-controller.js";
 import { rpcError } from "../../test/helpers/errors.js";
@@ -24,11 +31,28 @@ let order: WorkOrder;
 
 const report = (token: string, nodeId: string, workOrderId: string, reports: Reports) =>
   c.asNode(NodeService, token).reportResourceState({ nodeId, workOrderId, reports });
-const tenantReport = (id: string, resultCode = "APPLY_OK") => ({ resourceType: "tenant", id, currentState: { kind: { case: "tenant" as const, value: { nodeId: "n1", resultCode } } } });
-const serviceReport = (id: string) => ({ resourceType: "service", id, currentState: { kind: { case: "service" as const, value: { nodeId: "n1", state: "running" } } } });
-const nodeReport = (id: string) => ({ resourceType: "node", id, currentState: { kind: { case: "node" as const, value: { agentVersion: "reported" } } } });
-const deploymentReport = (id: string) => ({ resourceType: "deployment", id, currentState: { kind: { case: "deployment" as const, value: {} } } });
-const versionOf = async (type: "tenant" | "service" | "node" | "deployment", id: string) => (await c.ctl.store.getResource(type, id))?.metadata?.resourceVersion;
+const tenantReport = (id: string, resultCode = "APPLY_OK") => ({
+  resourceType: "tenant",
+  id,
+  currentState: { kind: { case: "tenant" as const, value: { nodeId: "n1", resultCode } } },
+});
+const serviceReport = (id: string) => ({
+  resourceType: "service",
+  id,
+  currentState: { kind: { case: "service" as const, value: { nodeId: "n1", state: "running" } } },
+});
+const nodeReport = (id: string) => ({
+  resourceType: "node",
+  id,
+  currentState: { kind: { case: "node" as const, value: { agentVersion: "reported" } } },
+});
+const deploymentReport = (id: string) => ({
+  resourceType: "deployment",
+  id,
+  currentState: { kind: { case: "deployment" as const, value: {} } },
+});
+const versionOf = async (type: "tenant" | "service" | "node" | "deployment", id: string) =>
+  (await c.ctl.store.getResource(type, id))?.metadata?.resourceVersion;
 const reported = async () => (await c.events()).filter((e) => e.type === "resource_state_reported");
 
 function resource(id: string, kind: "tenant" | "service", value: Record<string, unknown>): Resource {
@@ -43,7 +67,10 @@ beforeEach(async () => {
   await rs.createResource({ resourceType: "tenant", resource: resource("shop", "tenant", { deploymentPolicy: { targetNodeId: "n1" } }) });
   await rs.createResource({ resourceType: "service", resource: resource("web", "service", { tenantId: "shop", image: "busybox:stable" }) });
   await rs.createResource({ resourceType: "tenant", resource: resource("blog", "tenant", {}) });
-  await rs.createResource({ resourceType: "service", resource: resource("other", "service", { tenantId: "blog", image: "busybox:stable" }) });
+  await rs.createResource({
+    resourceType: "service",
+    resource: resource("other", "service", { tenantId: "blog", image: "busybox:stable" }),
+  });
   order = await waitFor(
     "the deploy order for n1",
     async () => (await c.ctl.store.listWorkOrders({ nodeId: "n1" })).items.find((o) => o.desiredState?.serviceIds.includes("web")),
@@ -60,8 +87,18 @@ afterEach(async () => {
 describe("what a node may report", () => {
   it("a node reports on itself and on the tenant, deployment and services its own order touched", async () => {
     const deploymentId = order.desiredState!.deploymentId;
-    const res = await report(n1, "n1", order.id, [nodeReport("n1"), tenantReport("shop"), deploymentReport(deploymentId), serviceReport("web")]);
-    expect(res.resources.map((r) => `${r.resourceType}/${r.id}`)).toEqual(["node/n1", "tenant/shop", `deployment/${deploymentId}`, "service/web"]);
+    const res = await report(n1, "n1", order.id, [
+      nodeReport("n1"),
+      tenantReport("shop"),
+      deploymentReport(deploymentId),
+      serviceReport("web"),
+    ]);
+    expect(res.resources.map((r) => `${r.resourceType}/${r.id}`)).toEqual([
+      "node/n1",
+      "tenant/shop",
+      `deployment/${deploymentId}`,
+      "service/web",
+    ]);
     const web = (await c.ctl.store.getResource("service", "web"))!;
     expect(web.currentState?.kind.case === "service" && web.currentState.kind.value.state).toBe("running");
     const events = await reported();
@@ -102,7 +139,12 @@ describe("a batch of reports", () => {
     const before = await versionOf("service", "web");
     const empty = await rpcError(report(n1, "n1", order.id, [serviceReport("web"), { resourceType: "tenant", id: "shop" }]));
     expect(empty.code).toBe("INVALID_REQUEST");
-    const wrongKind = await rpcError(report(n1, "n1", order.id, [serviceReport("web"), { resourceType: "tenant", id: "shop", currentState: { kind: { case: "service", value: {} } } }]));
+    const wrongKind = await rpcError(
+      report(n1, "n1", order.id, [
+        serviceReport("web"),
+        { resourceType: "tenant", id: "shop", currentState: { kind: { case: "service", value: {} } } },
+      ]),
+    );
     expect(wrongKind.code).toBe("INVALID_REQUEST");
     expect(await versionOf("service", "web")).toBe(before);
     expect(await reported()).toEqual([]);
@@ -137,7 +179,13 @@ describe("what the controller derives", () => {
     const tenantBefore = (await c.ctl.store.getResource("tenant", "shop"))!;
     const targets = tenantBefore.currentState?.kind.case === "tenant" ? tenantBefore.currentState.kind.value.targets : [];
     expect(targets.map((t) => t.nodeId)).toEqual(["n1"]);
-    const forged = { resourceType: "tenant", id: "shop", currentState: { kind: { case: "tenant" as const, value: { resultCode: "APPLY_OK", targets: [{ nodeId: "forged", appliedHash: "x" }] } } } };
+    const forged = {
+      resourceType: "tenant",
+      id: "shop",
+      currentState: {
+        kind: { case: "tenant" as const, value: { resultCode: "APPLY_OK", targets: [{ nodeId: "forged", appliedHash: "x" }] } },
+      },
+    };
     await report(n1, "n1", order.id, [forged]);
     const after = (await c.ctl.store.getResource("tenant", "shop"))!;
     const status = after.currentState?.kind.value as TenantStatus;

@@ -42,7 +42,13 @@ export function checkReports(nodeId: string, order: WorkOrder | undefined, repor
 }
 
 /** Checks, then writes each report with its resource_state_reported event; returns the updated resources. */
-export async function recordReports(deps: ReportDeps, nodeId: string, order: WorkOrder | undefined, reports: ResourceStateReport[], trace: Trace): Promise<Resource[]> {
+export async function recordReports(
+  deps: ReportDeps,
+  nodeId: string,
+  order: WorkOrder | undefined,
+  reports: ResourceStateReport[],
+  trace: Trace,
+): Promise<Resource[]> {
   checkReports(nodeId, order, reports);
   // Every resource reported on must exist before any report is written (a deployment the order
   // names may have been retired since), so a refused batch changes nothing.

@@ -26,21 +26,31 @@ export async function applyNow(deps: ApplyDeps, req: ApplyRequest, trace: Trace,
   if (req.nodeId !== "") checkId(req.nodeId, "node_id");
   const tenant = await store.getResource("tenant", tenantId);
   if (!tenant) throw notFound("tenant", tenantId);
-  if (req.nodeId !== "" && !(await store.getResource("node", req.nodeId))) throw notFound("node", req.nodeId, `node ${req.nodeId} is not registered`);
+  if (req.nodeId !== "" && !(await store.getResource("node", req.nodeId)))
+    throw notFound("node", req.nodeId, `node ${req.nodeId} is not registered`);
   const pass = await deps.reconciler.reconcileTenant(tenantId, { force: true, nodeId: req.nodeId || undefined, trace });
   const pick = pass.orders.find((o) => req.nodeId === "" || o.nodeId === req.nodeId);
   if (!pick) throw whyNoOrder(tenant, req.nodeId, pass);
   const desiredHash = pass.desire.targets.get(pick.nodeId)?.specHash ?? "";
   if (!pick.created && (pick.workOrder.desiredState?.specHash ?? "") !== desiredHash) {
-    throw conflict(`work order ${pick.workOrder.id} for node ${pick.nodeId} is still in flight with an older desired state; the change follows when it ends`, {
-      work_order_id: pick.workOrder.id,
-      node_id: pick.nodeId,
-    });
+    throw conflict(
+      `work order ${pick.workOrder.id} for node ${pick.nodeId} is still in flight with an older desired state; the change follows when it ends`,
+      {
+        work_order_id: pick.workOrder.id,
+        node_id: pick.nodeId,
+      },
+    );
   }
   const deploymentId = pick.workOrder.desiredState?.deploymentId ?? "";
   const deployment = pick.deployment ?? (deploymentId ? await store.getResource("deployment", deploymentId) : undefined);
   log.info(
-    { action: "apply", result: pick.created ? "issued" : "in_flight", tenant_id: tenantId, node_id: pick.nodeId, metadata: { deployment_id: deploymentId, work_order_id: pick.workOrder.id } },
+    {
+      action: "apply",
+      result: pick.created ? "issued" : "in_flight",
+      tenant_id: tenantId,
+      node_id: pick.nodeId,
+      metadata: { deployment_id: deploymentId, work_order_id: pick.workOrder.id },
+    },
     pick.created ? "deployment started" : "deployment already in flight",
   );
   return create(ApplyResponseSchema, { deployment, workOrder: pick.workOrder });
@@ -51,7 +61,8 @@ function whyNoOrder(tenant: Resource, nodeId: string, pass: PassResult): Skipper
   if (nodeId !== "" && !pass.desire.targets.has(nodeId)) {
     return invalid(`tenant ${tenant.id} is not placed on node ${nodeId}`, { field: "node_id", tenant_id: tenant.id });
   }
-  const policyNode = tenant.desiredState?.kind.case === "tenant" ? (tenant.desiredState.kind.value.deploymentPolicy?.targetNodeId ?? "") : "";
+  const policyNode =
+    tenant.desiredState?.kind.case === "tenant" ? (tenant.desiredState.kind.value.deploymentPolicy?.targetNodeId ?? "") : "";
   const blocker = pass.desire.blocker;
   if (blocker?.status === ConvergenceStatus.NO_MATCHING_NODE && policyNode !== "") {
     return notFound("node", policyNode, `node ${policyNode} is not registered`);

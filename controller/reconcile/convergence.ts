@@ -29,7 +29,10 @@ export function convergence(v: TargetVerdict, nodeId: string, now: Date, prev: C
     workOrderId: v.workOrderId ?? "",
     retryAt: v.retryAt ? timestampFromDate(v.retryAt) : undefined,
   });
-  next.checkedAt = prev && prev.status === next.status && prev.message === next.message && prev.workOrderId === next.workOrderId ? prev.checkedAt : timestampFromDate(now);
+  next.checkedAt =
+    prev && prev.status === next.status && prev.message === next.message && prev.workOrderId === next.workOrderId
+      ? prev.checkedAt
+      : timestampFromDate(now);
   if (prev?.desiredVersion) next.desiredVersion = prev.desiredVersion;
   return next;
 }
@@ -39,4 +42,3 @@ export function worst(vs: TargetVerdict[]): TargetVerdict | undefined {
   for (const v of vs) if (!best || SEVERITY.indexOf(v.status) < SEVERITY.indexOf(best.status)) best = v;
   return best;
 }
-

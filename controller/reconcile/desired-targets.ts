@@ -45,7 +45,8 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   if (t?.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
   const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
-  const render = (services: Resource[], nodeId: string) => renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services, nodeId) });
+  const render = (services: Resource[], nodeId: string) =>
+    renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services, nodeId) });
   if ((spec.compose?.composeFile ?? "").trim() !== "") {
     // The tenant's own compose file: one project on every node the tenant's policy selects.
     const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);
@@ -60,11 +61,20 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
     const svc = s.desiredState.kind.value;
     const missing = referencesOf(s).find((ref) => ref.type !== "tenant" && !has(w, ref.type, ref.id));
     if (missing) {
-      out.services.set(s.id, { nodeIds: [], blocker: { status: ConvergenceStatus.REFERENCE_MISSING, message: `${missing.field} names ${missing.type} ${missing.id}, which does not exist` } });
+      out.services.set(s.id, {
+        nodeIds: [],
+        blocker: {
+          status: ConvergenceStatus.REFERENCE_MISSING,
+          message: `${missing.field} names ${missing.type} ${missing.id}, which does not exist`,
+        },
+      });
       continue;
     }
     if (svc.image === "") {
-      out.services.set(s.id, { nodeIds: [], blocker: { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the service has no image" } });
+      out.services.set(s.id, {
+        nodeIds: [],
+        blocker: { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the service has no image" },
+      });
       continue;
     }
     const policy = hasPlacement(svc.placement) ? svc.placement : spec.deploymentPolicy;
@@ -75,7 +85,10 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   for (const [n, services] of perNode) out.targets.set(n, render(services, n));
   if (out.targets.size === 0) {
     const first = [...out.services.values()].find((s) => s.blocker)?.blocker;
-    out.blocker = first ?? { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the tenant has no compose file and no services with an image" };
+    out.blocker = first ?? {
+      status: ConvergenceStatus.NOTHING_TO_DEPLOY,
+      message: "the tenant has no compose file and no services with an image",
+    };
   }
   return out;
 }
@@ -103,7 +116,9 @@ export function volumesToDelete(deleted: Resource[], live: Resource[], nodeId: s
 function noNode(hasPolicy: boolean): Blocker {
   return {
     status: ConvergenceStatus.NO_MATCHING_NODE,
-    message: hasPolicy ? "no registered node matches the placement (node id or node_selector)" : "no placement: set deployment_policy.target_node_id or node_selector",
+    message: hasPolicy
+      ? "no registered node matches the placement (node id or node_selector)"
+      : "no placement: set deployment_policy.target_node_id or node_selector",
   };
 }
 

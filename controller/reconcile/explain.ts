@@ -28,9 +28,16 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
   type StepExtra = { nodeId?: string; workOrderId?: string; resourceVersion?: string; code?: string };
   const step = (kind: ExplainStepKind, at: Timestamp | undefined, summary: string, extra: StepExtra = {}) =>
     steps.push(create(ExplainStepSchema, { kind, at, summary, ...extra }));
-  step(ExplainStepKind.DESIRED, r.updatedAt, r.deletion ? `deleted (revision ${r.metadata?.resourceVersion ?? ""})` : `desired state at revision ${r.metadata?.resourceVersion ?? ""}`, {
-    resourceVersion: r.metadata?.resourceVersion ?? "",
-  });
+  step(
+    ExplainStepKind.DESIRED,
+    r.updatedAt,
+    r.deletion
+      ? `deleted (revision ${r.metadata?.resourceVersion ?? ""})`
+      : `desired state at revision ${r.metadata?.resourceVersion ?? ""}`,
+    {
+      resourceVersion: r.metadata?.resourceVersion ?? "",
+    },
+  );
 
   const tenantId = r.resourceType === "tenant" ? r.id : (tenantOf(r) ?? "");
   const tenant = tenantId ? await store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
@@ -54,12 +61,23 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
   for (const o of orders) {
     const type = o.type === WorkOrderType.REMOVE_SERVICE ? "remove_service" : "deploy_service";
     const reason = o.metadata?.annotations.reason ?? "";
-    step(ExplainStepKind.WORK_ORDER, o.createdAt, `${type} order for node ${o.target?.nodeId ?? ""}${reason ? ` (${reason})` : ""}, spec ${(o.desiredState?.specHash ?? "").slice(0, 12)}`, {
-      nodeId: o.target?.nodeId ?? "",
-      workOrderId: o.id,
-    });
-    if (o.claim) step(ExplainStepKind.CLAIM, o.claim.claimedAt, `claimed by node ${o.claim.nodeId}`, { nodeId: o.claim.nodeId, workOrderId: o.id });
-    if (o.result) step(ExplainStepKind.RESULT, o.finishedAt, `${o.result.code}: ${o.result.message}`, { nodeId: o.target?.nodeId ?? "", workOrderId: o.id, code: o.result.code });
+    step(
+      ExplainStepKind.WORK_ORDER,
+      o.createdAt,
+      `${type} order for node ${o.target?.nodeId ?? ""}${reason ? ` (${reason})` : ""}, spec ${(o.desiredState?.specHash ?? "").slice(0, 12)}`,
+      {
+        nodeId: o.target?.nodeId ?? "",
+        workOrderId: o.id,
+      },
+    );
+    if (o.claim)
+      step(ExplainStepKind.CLAIM, o.claim.claimedAt, `claimed by node ${o.claim.nodeId}`, { nodeId: o.claim.nodeId, workOrderId: o.id });
+    if (o.result)
+      step(ExplainStepKind.RESULT, o.finishedAt, `${o.result.code}: ${o.result.message}`, {
+        nodeId: o.target?.nodeId ?? "",
+        workOrderId: o.id,
+        code: o.result.code,
+      });
   }
 
   for (const nodeId of nodeIds) {
@@ -107,7 +125,13 @@ async function derivedConvergence(store: Store, r: Resource): Promise<Convergenc
   const blocked = users.find((u) => u.convergence && u.convergence.status !== ConvergenceStatus.CONVERGED);
   if (blocked) {
     const c = blocked.convergence!;
-    return create(ConvergenceSchema, { status: c.status, nodeId: c.nodeId, workOrderId: c.workOrderId, checkedAt: c.checkedAt, message: `used by service ${blocked.id}: ${c.message}` });
+    return create(ConvergenceSchema, {
+      status: c.status,
+      nodeId: c.nodeId,
+      workOrderId: c.workOrderId,
+      checkedAt: c.checkedAt,
+      message: `used by service ${blocked.id}: ${c.message}`,
+    });
   }
   return create(ConvergenceSchema, {
     status: ConvergenceStatus.CONVERGED,
@@ -120,7 +144,8 @@ async function linkedEvents(store: Store, r: Resource, tenantId: string, orders:
   const seen = new Map<string, Event>();
   const add = (es: Event[]) => es.forEach((e) => seen.set(e.id, e));
   add((await store.listEvents({ resourceId: r.id, pageSize: 1000 })).items.slice(-MAX_EVENTS));
-  if (tenantId && tenantId !== r.id) add((await store.listEvents({ resourceId: tenantId, type: "drift_detected", pageSize: 1000 })).items.slice(-10));
+  if (tenantId && tenantId !== r.id)
+    add((await store.listEvents({ resourceId: tenantId, type: "drift_detected", pageSize: 1000 })).items.slice(-10));
   for (const o of orders) add((await store.listEvents({ workOrderId: o.id, pageSize: 100 })).items);
   return [...seen.values()].sort((a, b) => time(a.timestamp) - time(b.timestamp)).slice(-MAX_EVENTS);
 }

@@ -28,7 +28,13 @@ export class NodeCache {
     const upTo = await store.currentRevision();
     let pageToken = "";
     do {
-      const page = await store.listResources({ resourceType: "node", includeDeleted: true, sinceRevision: this.revision, pageSize: 1000, pageToken });
+      const page = await store.listResources({
+        resourceType: "node",
+        includeDeleted: true,
+        sinceRevision: this.revision,
+        pageSize: 1000,
+        pageToken,
+      });
       for (const n of page.items) {
         if (n.deletion) this.nodes.delete(n.id);
         else this.nodes.set(n.id, n);

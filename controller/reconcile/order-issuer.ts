@@ -34,16 +34,29 @@ export interface TargetOrder {
 
 // A pending order for an older desired state is replaced rather than waited for (a burst of
 // changes becomes one order). One a node has claimed runs to its end.
-export async function supersedeStale(deps: IssuerDeps, o: WorkOrder | undefined, desiredHash: string, now: Date, trace: Trace): Promise<WorkOrder | undefined> {
+export async function supersedeStale(
+  deps: IssuerDeps,
+  o: WorkOrder | undefined,
+  desiredHash: string,
+  now: Date,
+  trace: Trace,
+): Promise<WorkOrder | undefined> {
   if (!o || o.status !== WorkOrderStatus.PENDING || o.type === WorkOrderType.ROLLBACK) return o;
   const removal = o.type === WorkOrderType.REMOVE_SERVICE;
   const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
   if (!stale) return o;
-  const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "replaced by an order for a newer desired state before any node claimed it" });
+  const result = create(WorkOrderResultSchema, {
+    success: false,
+    code: "SUPERSEDED",
+    message: "replaced by an order for a newer desired state before any node claimed it",
+  });
   try {
     const done = await deps.store.supersedeWorkOrder(o.id, result, now);
     await recordSuperseded(deps.store, done, trace);
-    deps.logger.info({ action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id }, "reconcile: stale pending order superseded");
+    deps.logger.info(
+      { action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id },
+      "reconcile: stale pending order superseded",
+    );
     return undefined;
   } catch (e) {
     if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return (await deps.store.getWorkOrder(o.id)) ?? o;
@@ -68,7 +81,16 @@ async function recordSuperseded(store: Store, order: WorkOrder, trace: Trace): P
 }
 
 /** Issues the order an action asks for: a deploy (deployment record + deploy_service order) or a removal. */
-export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { priority: number; safety?: DeploySafety }, action: TargetAction, trace: Trace, now: Date, removal: { removeVolumes: boolean; deleteVolumes: string[] }, drift?: string[]): Promise<TargetOrder> {
+export async function issueOrder(
+  deps: IssuerDeps,
+  tenantId: string,
+  terms: { priority: number; safety?: DeploySafety },
+  action: TargetAction,
+  trace: Trace,
+  now: Date,
+  removal: { removeVolumes: boolean; deleteVolumes: string[] },
+  drift?: string[],
+): Promise<TargetOrder> {
   const { store } = deps;
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
@@ -85,12 +107,36 @@ export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { pr
       store.createWorkOrder(plan.workOrder),
       recordEvents(store, [
         ...events,
-        { id: transitionEventId(deploymentId, "deployment_started"), type: "deployment_started", resourceType: "deployment", resourceId: deploymentId, deploymentId, ...base, revision: deployment.metadata?.resourceVersion },
-        { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, deploymentId, ...base, data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash } },
+        {
+          id: transitionEventId(deploymentId, "deployment_started"),
+          type: "deployment_started",
+          resourceType: "deployment",
+          resourceId: deploymentId,
+          deploymentId,
+          ...base,
+          revision: deployment.metadata?.resourceVersion,
+        },
+        {
+          id: transitionEventId(workOrderId, "work_order_created"),
+          type: "work_order_created",
+          resourceType: "work_order",
+          resourceId: workOrderId,
+          deploymentId,
+          ...base,
+          data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash },
+        },
       ]),
     ]);
     deps.onOrderCreated?.(workOrder);
-    deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId } }, "reconcile: deploy order issued");
+    deps.logger.info(
+      {
+        action: "work_order_created",
+        result: "ok",
+        ...logIds(base),
+        metadata: { type: "deploy_service", reason: action.reason, deployment_id: deploymentId },
+      },
+      "reconcile: deploy order issued",
+    );
     return { nodeId: action.nodeId, workOrder, deployment, created: true };
   }
   const { removeVolumes, deleteVolumes } = removal;
@@ -99,14 +145,35 @@ export async function issueOrder(deps: IssuerDeps, tenantId: string, terms: { pr
     store.createWorkOrder(order),
     recordEvents(store, [
       ...events,
-      { id: transitionEventId(workOrderId, "work_order_created"), type: "work_order_created", resourceType: "work_order", resourceId: workOrderId, ...base, data: { type: "remove_service", project: action.projectName, remove_volumes: removeVolumes, delete_volumes: order.desiredState?.deleteVolumes ?? [] } },
+      {
+        id: transitionEventId(workOrderId, "work_order_created"),
+        type: "work_order_created",
+        resourceType: "work_order",
+        resourceId: workOrderId,
+        ...base,
+        data: {
+          type: "remove_service",
+          project: action.projectName,
+          remove_volumes: removeVolumes,
+          delete_volumes: order.desiredState?.deleteVolumes ?? [],
+        },
+      },
     ]),
   ]);
   deps.onOrderCreated?.(workOrder);
-  deps.logger.info({ action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } }, "reconcile: removal order issued");
+  deps.logger.info(
+    { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } },
+    "reconcile: removal order issued",
+  );
   return { nodeId: action.nodeId, workOrder, created: true };
 }
 
 function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
-  return { tenant_id: b.tenantId, node_id: b.nodeId, request_id: b.requestId, correlation_id: b.correlationId, work_order_id: b.workOrderId };
+  return {
+    tenant_id: b.tenantId,
+    node_id: b.nodeId,
+    request_id: b.requestId,
+    correlation_id: b.correlationId,
+    work_order_id: b.workOrderId,
+  };
 }

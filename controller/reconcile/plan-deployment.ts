@@ -24,7 +24,9 @@ export interface OrderIds {
 }
 
 /** The deployment and deploy_service order that ship `rendered` to the node. */
-export function planDeployment(ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety }): { deployment: Resource; workOrder: WorkOrder } {
+export function planDeployment(
+  ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety },
+): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
   const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
   const project = clone(ComposeProjectSchema, ids.rendered.project);
@@ -47,7 +49,11 @@ export function planDeployment(ids: OrderIds & { deploymentId: string; rendered:
       },
     },
     currentState: { kind: { case: "deployment", value: { phase: DeploymentPhase.PENDING, workOrderId: ids.workOrderId, startedAt: at } } },
-    metadata: create(MetadataSchema, { labels: { tenant_id: ids.tenantId, node_id: ids.nodeId }, annotations: { reason: ids.reason }, ...trace }),
+    metadata: create(MetadataSchema, {
+      labels: { tenant_id: ids.tenantId, node_id: ids.nodeId },
+      annotations: { reason: ids.reason },
+      ...trace,
+    }),
     createdAt: at,
     updatedAt: at,
   });
@@ -87,22 +93,29 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
     reason: "not_desired",
     maxAttempts: MAX_ATTEMPTS,
     priority: ids.priority ?? 0,
-    desiredState: { tenantId: ids.tenantId, composeProject: { projectName: ids.projectName }, removeVolumes: ids.removeVolumes, deleteVolumes: ids.removeVolumes ? [] : [...(ids.deleteVolumes ?? [])] },
+    desiredState: {
+      tenantId: ids.tenantId,
+      composeProject: { projectName: ids.projectName },
+      removeVolumes: ids.removeVolumes,
+      deleteVolumes: ids.removeVolumes ? [] : [...(ids.deleteVolumes ?? [])],
+    },
   });
 }
 
 type OrderInit = MessageInitShape<typeof WorkOrderSchema>;
 
 /** A new pending order: what every order has (kind, schema, status, trace, time, reason) plus `init`. */
-export function pendingOrder(o: {
-  id: string;
-  type: WorkOrderType;
-  target: { tenantId: string; nodeId: string };
-  trace: { requestId: string; correlationId: string };
-  now: Date;
-  reason: string;
-  labels?: Record<string, string>;
-} & Pick<OrderInit, "desiredState" | "action" | "maxAttempts" | "priority" | "timeout" | "expiresAt">): WorkOrder {
+export function pendingOrder(
+  o: {
+    id: string;
+    type: WorkOrderType;
+    target: { tenantId: string; nodeId: string };
+    trace: { requestId: string; correlationId: string };
+    now: Date;
+    reason: string;
+    labels?: Record<string, string>;
+  } & Pick<OrderInit, "desiredState" | "action" | "maxAttempts" | "priority" | "timeout" | "expiresAt">,
+): WorkOrder {
   const { id, type, target, trace, now, reason, labels, ...init } = o;
   return create(WorkOrderSchema, {
     ...init,

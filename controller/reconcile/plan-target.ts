@@ -62,21 +62,38 @@ export function planTarget(f: TargetFacts): TargetPlan {
   const offline = f.node?.liveness === NodeLiveness.OFFLINE;
   const waiting = (what: string): TargetVerdict =>
     offline
-      ? { status: ConvergenceStatus.NODE_OFFLINE, message: `node ${f.nodeId} is offline; ${what} waits for it`, workOrderId: f.inFlight?.id }
+      ? {
+          status: ConvergenceStatus.NODE_OFFLINE,
+          message: `node ${f.nodeId} is offline; ${what} waits for it`,
+          workOrderId: f.inFlight?.id,
+        }
       : { status: ConvergenceStatus.ORDER_IN_FLIGHT, message: what, workOrderId: f.inFlight?.id };
   if (f.inFlight) {
-    const state = f.inFlight.status === WorkOrderStatus.RETRY_PENDING ? "waiting to retry" : f.inFlight.status === WorkOrderStatus.RUNNING ? "running" : "pending";
+    const state =
+      f.inFlight.status === WorkOrderStatus.RETRY_PENDING
+        ? "waiting to retry"
+        : f.inFlight.status === WorkOrderStatus.RUNNING
+          ? "running"
+          : "pending";
     return { actions: [], verdict: waiting(`work order ${f.inFlight.id} is ${state}`), forget: false };
   }
   const rec = f.record;
   if (f.desired) {
     const hash = f.desired.specHash;
-    if (!f.node) return { actions: [], verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` }, forget: false };
-    if (f.node.disabled) return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
+    if (!f.node)
+      return {
+        actions: [],
+        verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` },
+        forget: false,
+      };
+    if (f.node.disabled)
+      return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
     // A spec the node's gate or hooks rolled back is tried again once those settings change.
-    const safetyChanged = rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
+    const safetyChanged =
+      rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
     if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash && !safetyChanged) {
-      const why = rec.lastResultCode === "ROLLBACK_OK" ? "was rolled back by an admin" : `was rolled back by its node (${rec.lastResultCode})`;
+      const why =
+        rec.lastResultCode === "ROLLBACK_OK" ? "was rolled back by an admin" : `was rolled back by its node (${rec.lastResultCode})`;
       return {
         actions: [],
         verdict: {
@@ -98,7 +115,12 @@ export function planTarget(f: TargetFacts): TargetPlan {
           forget: false,
         };
       }
-      if (drift.length === 0) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` }, forget: false };
+      if (drift.length === 0)
+        return {
+          actions: [],
+          verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` },
+          forget: false,
+        };
       if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
       return {
         actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "drift" }],
@@ -120,16 +142,31 @@ export function planTarget(f: TargetFacts): TargetPlan {
   if (rec?.appliedHash === REMOVAL_HASH) {
     // Removed: forget the target once the node no longer reports the project; an observation
     // older than the removal says nothing; a fresh one that still shows it means remove again.
-    if (f.observed === undefined || !f.node) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "removed" }, forget: true };
-    if (!observed) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: `removed; waiting for node ${f.nodeId} to confirm` }, forget: false };
+    if (f.observed === undefined || !f.node)
+      return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "removed" }, forget: true };
+    if (!observed)
+      return {
+        actions: [],
+        verdict: { status: ConvergenceStatus.CONVERGED, message: `removed; waiting for node ${f.nodeId} to confirm` },
+        forget: false,
+      };
   }
-  const leftovers = ((rec?.appliedHash ?? "") !== "" && rec?.appliedHash !== REMOVAL_HASH) || (rec?.lastWorkOrderId ?? "") !== "" || f.observed !== undefined;
-  if (!leftovers || !f.node) return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
+  const leftovers =
+    ((rec?.appliedHash ?? "") !== "" && rec?.appliedHash !== REMOVAL_HASH) ||
+    (rec?.lastWorkOrderId ?? "") !== "" ||
+    f.observed !== undefined;
+  if (!leftovers || !f.node)
+    return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
   const blocked = backoff(rec, REMOVAL_HASH, f.now);
   if (blocked) return { actions: [], verdict: blocked, forget: false };
   const projectName = f.observed?.projectName || rec?.projectName || "";
-  if (projectName === "") return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
-  return { actions: [{ kind: "remove", nodeId: f.nodeId, projectName }], verdict: waiting(`removing project ${projectName}`), forget: false };
+  if (projectName === "")
+    return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
+  return {
+    actions: [{ kind: "remove", nodeId: f.nodeId, projectName }],
+    verdict: waiting(`removing project ${projectName}`),
+    forget: false,
+  };
 }
 
 /** Backoff after failed orders for `hash`, as a verdict, or undefined when an attempt may go. */
@@ -137,11 +174,20 @@ function backoff(rec: TargetStatus | undefined, hash: string, now: Date): Target
   if (!rec || rec.failedHash !== hash || rec.failures <= 0) return undefined;
   const last = rec.lastResultCode || "a failure";
   if (rec.failures >= MAX_FAILURES) {
-    return { status: ConvergenceStatus.ORDER_FAILED, message: `${rec.failures} orders failed (last: ${last}); change the desired state or Apply to try again`, workOrderId: rec.lastWorkOrderId };
+    return {
+      status: ConvergenceStatus.ORDER_FAILED,
+      message: `${rec.failures} orders failed (last: ${last}); change the desired state or Apply to try again`,
+      workOrderId: rec.lastWorkOrderId,
+    };
   }
   const retryAt = rec.retryAt ? timestampDate(rec.retryAt) : now;
   if (now < retryAt) {
-    return { status: ConvergenceStatus.RETRY_BACKOFF, message: `order ${rec.lastWorkOrderId} failed with ${last}; retry ${rec.failures + 1} at ${retryAt.toISOString()}`, workOrderId: rec.lastWorkOrderId, retryAt };
+    return {
+      status: ConvergenceStatus.RETRY_BACKOFF,
+      message: `order ${rec.lastWorkOrderId} failed with ${last}; retry ${rec.failures + 1} at ${retryAt.toISOString()}`,
+      workOrderId: rec.lastWorkOrderId,
+      retryAt,
+    };
   }
   return undefined;
 }

@@ -59,7 +59,13 @@ afterEach(async () => {
 
 describe("a pass that throws", () => {
   it("is queued again after a backoff and succeeds later without any sweep", async () => {
-    await store.createResource(create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: "shop" } } } }));
+    await store.createResource(
+      create(ResourceSchema, {
+        id: "shop",
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { displayName: "shop" } } },
+      }),
+    );
     const sweeps = vi.spyOn(reconciler.queue, "addAll");
     const backoffs = vi.spyOn(reconciler.queue, "addRateLimited");
     const passes = vi.spyOn(reconciler, "reconcileTenant");
@@ -85,7 +91,9 @@ describe("a pass that throws", () => {
   });
 
   it("backs off twice as long after each failure in a row, and a success resets the count", async () => {
-    await store.createResource(create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: {} } } }));
+    await store.createResource(
+      create(ResourceSchema, { id: "shop", resourceType: "tenant", desiredState: { kind: { case: "tenant", value: {} } } }),
+    );
     const backoffs = vi.spyOn(reconciler.queue, "addRateLimited");
     store.failReads.set("shop", 2);
 

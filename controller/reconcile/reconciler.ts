@@ -130,7 +130,13 @@ export class Reconciler {
     } catch (e) {
       const retryInMs = this.queue.addRateLimited(id, this.deps.now().getTime());
       this.deps.logger.error(
-        { action: "reconcile", result: "error", tenant_id: id, err: e, metadata: { failures: this.queue.failuresOf(id), retry_in_ms: retryInMs } },
+        {
+          action: "reconcile",
+          result: "error",
+          tenant_id: id,
+          err: e,
+          metadata: { failures: this.queue.failuresOf(id), retry_in_ms: retryInMs },
+        },
         "reconcile pass failed; retrying after a backoff",
       );
     }

@@ -48,7 +48,13 @@ export function renderProject(input: RenderInput): RenderedProject {
   const env = raw.trim() !== "" ? sortedRecord(spec?.compose?.env ?? {}) : {};
   const project = create(ComposeProjectSchema, { projectName, composeFile, env });
   const deleteVolumes = [...new Set(input.deleteVolumes ?? [])].sort(cmp);
-  return { project, specHash: projectHash(project, composeServices), serviceIds: services.map((s) => s.id), composeServices, deleteVolumes };
+  return {
+    project,
+    specHash: projectHash(project, composeServices),
+    serviceIds: services.map((s) => s.id),
+    composeServices,
+    deleteVolumes,
+  };
 }
 
 /**
@@ -118,9 +124,21 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
   return prune({
     image: spec.image,
     command: spec.command.length > 0 ? spec.command.map(escapeDollar) : undefined,
-    environment: Object.keys(spec.env).length > 0 ? Object.fromEntries(Object.entries(spec.env).sort(([a], [b]) => cmp(a, b)).map(([k, v]) => [k, escapeDollar(v)])) : undefined,
-    ports: spec.ports.length > 0 ? spec.ports.map((p) => `${p.hostIp ? `${p.hostIp}:` : ""}${p.hostPort}:${p.containerPort}/${p.protocol || "tcp"}`) : undefined,
-    networks: spec.networkIds.some((n) => input.networks.has(n)) ? spec.networkIds.filter((n) => input.networks.has(n)).sort(cmp) : undefined,
+    environment:
+      Object.keys(spec.env).length > 0
+        ? Object.fromEntries(
+            Object.entries(spec.env)
+              .sort(([a], [b]) => cmp(a, b))
+              .map(([k, v]) => [k, escapeDollar(v)]),
+          )
+        : undefined,
+    ports:
+      spec.ports.length > 0
+        ? spec.ports.map((p) => `${p.hostIp ? `${p.hostIp}:` : ""}${p.hostPort}:${p.containerPort}/${p.protocol || "tcp"}`)
+        : undefined,
+    networks: spec.networkIds.some((n) => input.networks.has(n))
+      ? spec.networkIds.filter((n) => input.networks.has(n)).sort(cmp)
+      : undefined,
     volumes: volumeMounts.length > 0 ? volumeMounts.sort(cmp) : undefined,
     depends_on: dependsOn(spec, placed, byId),
     cpus: l && l.cpus > 0 ? l.cpus : undefined,
@@ -133,7 +151,10 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
 
 // Only dependencies placed on the same node can be started first; others are outside the project.
 function dependsOn(spec: ServiceSpec, placed: Set<string>, byId: Map<string, Resource>): string[] | undefined {
-  const names = spec.dependsOn.filter((d) => placed.has(d)).map((d) => composeName(byId.get(d)!)).sort(cmp);
+  const names = spec.dependsOn
+    .filter((d) => placed.has(d))
+    .map((d) => composeName(byId.get(d)!))
+    .sort(cmp);
   return names.length > 0 ? names : undefined;
 }
 

@@ -13,7 +13,9 @@ export const ROLLBACK_FAILED = "ROLLBACK_FAILED";
 
 /** Order types that change what a target runs, and so its record. Others (restart, inspect…) leave it alone. */
 export function changesTarget(order: WorkOrder): boolean {
-  return order.type === WorkOrderType.DEPLOY_SERVICE || order.type === WorkOrderType.REMOVE_SERVICE || order.type === WorkOrderType.ROLLBACK;
+  return (
+    order.type === WorkOrderType.DEPLOY_SERVICE || order.type === WorkOrderType.REMOVE_SERVICE || order.type === WorkOrderType.ROLLBACK
+  );
 }
 
 /**

@@ -123,7 +123,10 @@ export class TargetRecords {
   async nodesRunning(r: Resource): Promise<string[]> {
     const tenantId = tenantOf(r);
     const t = tenantId ? await this.store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
-    return this.of(t).filter((x) => r.resourceType === "volume" || x.serviceIds.includes(r.id)).map((x) => x.nodeId).sort();
+    return this.of(t)
+      .filter((x) => r.resourceType === "volume" || x.serviceIds.includes(r.id))
+      .map((x) => x.nodeId)
+      .sort();
   }
 
   /** True when the target's record still points at this finished order without its outcome (a crash cut it short). */

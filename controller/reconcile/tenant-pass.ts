@@ -78,16 +78,27 @@ export class TenantPass {
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const records = new Map((await this.outcomesOf(this.deps.records.of(tenant), world, tenantId, now)).map((t) => [t.nodeId, t]));
     const observedNodes = world.nodesObserving(tenantId);
-    const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])].sort().filter((n) => !opts.nodeId || n === opts.nodeId);
+    const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])]
+      .sort()
+      .filter((n) => !opts.nodeId || n === opts.nodeId);
     const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
     const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety };
     const safetyHash = fingerprint(DeploySafetySchema, tenantSpec?.safety);
-    const trace = opts.trace ?? { requestId: tenant.metadata?.requestId || uuidv4(), correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4() };
+    const trace = opts.trace ?? {
+      requestId: tenant.metadata?.requestId || uuidv4(),
+      correlationId: tenant.metadata?.correlationId || tenant.metadata?.requestId || uuidv4(),
+    };
     const orders: TargetOrder[] = [];
     const verdicts = new Map<string, TargetVerdict>();
     const nextRecords: TargetStatus[] = [];
     for (const nodeId of nodeIds) {
-      const inFlight = await supersedeStale(this.deps, world.inFlight(tenantId, nodeId), desire.targets.get(nodeId)?.specHash ?? "", now, trace);
+      const inFlight = await supersedeStale(
+        this.deps,
+        world.inFlight(tenantId, nodeId),
+        desire.targets.get(nodeId)?.specHash ?? "",
+        now,
+        trace,
+      );
       const node = world.node(nodeId);
       const facts = {
         nodeId,
@@ -110,7 +121,10 @@ export class TenantPass {
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
       for (const action of plan.actions) {
-        const removal = { removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false, deleteVolumes: desire.removalVolumes(nodeId) };
+        const removal = {
+          removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false,
+          deleteVolumes: desire.removalVolumes(nodeId),
+        };
         const issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);
@@ -145,43 +159,65 @@ export class TenantPass {
   }
 
   // Writes the tenant's target records and convergence when they changed.
-  private async writeTenant(tenant: Resource, targets: TargetStatus[], desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: Trace): Promise<void> {
+  private async writeTenant(
+    tenant: Resource,
+    targets: TargetStatus[],
+    desire: TenantDesire,
+    verdicts: Map<string, TargetVerdict>,
+    now: Date,
+    trace: Trace,
+  ): Promise<void> {
     const verdict = tenant.deletion
-      ? worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "deleted; nothing runs" }
+      ? (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "deleted; nothing runs" })
       : desire.blocker && desire.targets.size === 0
         ? { status: desire.blocker.status, message: desire.blocker.message }
-        : worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" };
+        : (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" });
     const conv = convergence(verdict, "", now, tenant.convergence);
     const updated = await this.deps.records.writePass(tenant, targets, conv);
     if (!updated) return;
     if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
   }
 
-  private async writeServices(world: World, tenantId: string, desire: TenantDesire, verdicts: Map<string, TargetVerdict>, now: Date, trace: Trace): Promise<void> {
+  private async writeServices(
+    world: World,
+    tenantId: string,
+    desire: TenantDesire,
+    verdicts: Map<string, TargetVerdict>,
+    now: Date,
+    trace: Trace,
+  ): Promise<void> {
     // Different records: written in parallel, so their fsyncs share the store's group commit.
     let applied = false;
-    await Promise.all(world.servicesOf(tenantId).map(async (svc) => {
-      const placed = desire.services.get(svc.id);
-      const verdict = placed?.blocker
-        ? { status: placed.blocker.status, message: placed.blocker.message }
-        : worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? { status: ConvergenceStatus.PENDING, message: "not reconciled yet" };
-      const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
-      // Converged means every node it is placed on runs the spec rendered from this desired
-      // state: that is now its last applied state.
-      const nowApplied = conv.status === ConvergenceStatus.CONVERGED && svc.desiredState !== undefined && !(svc.lastAppliedState && equals(ResourceSpecSchema, svc.lastAppliedState, svc.desiredState));
-      if (!nowApplied && svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
-      const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
-        if (cur.deletion) return cur;
-        cur.convergence = conv;
-        // Only the desired state this pass rendered: one changed since is not applied yet.
-        if (nowApplied && cur.metadata?.resourceVersion === svc.metadata?.resourceVersion && cur.desiredState) {
-          cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
-          applied = true;
-        }
-        return cur;
-      });
-      if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
-    }));
+    await Promise.all(
+      world.servicesOf(tenantId).map(async (svc) => {
+        const placed = desire.services.get(svc.id);
+        const verdict = placed?.blocker
+          ? { status: placed.blocker.status, message: placed.blocker.message }
+          : (worst((placed?.nodeIds ?? []).map((n) => verdicts.get(n)).filter((v): v is TargetVerdict => v !== undefined)) ?? {
+              status: ConvergenceStatus.PENDING,
+              message: "not reconciled yet",
+            });
+        const conv = convergence(verdict, placed?.nodeIds.length === 1 ? placed.nodeIds[0]! : "", now, svc.convergence);
+        // Converged means every node it is placed on runs the spec rendered from this desired
+        // state: that is now its last applied state.
+        const nowApplied =
+          conv.status === ConvergenceStatus.CONVERGED &&
+          svc.desiredState !== undefined &&
+          !(svc.lastAppliedState && equals(ResourceSpecSchema, svc.lastAppliedState, svc.desiredState));
+        if (!nowApplied && svc.convergence && equals(ConvergenceSchema, svc.convergence, conv)) return;
+        const updated = await this.deps.store.updateResource("service", svc.id, (cur) => {
+          if (cur.deletion) return cur;
+          cur.convergence = conv;
+          // Only the desired state this pass rendered: one changed since is not applied yet.
+          if (nowApplied && cur.metadata?.resourceVersion === svc.metadata?.resourceVersion && cur.desiredState) {
+            cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+            applied = true;
+          }
+          return cur;
+        });
+        if (svc.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
+      }),
+    );
     if (applied) await this.deps.onServicesApplied?.(tenantId, trace);
   }
 

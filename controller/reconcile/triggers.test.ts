@@ -18,10 +18,21 @@ beforeEach(() => {
   triggers = new ReconcileTriggers(queue);
 });
 
-const changed = (type: string, id: string, kind: Record<string, unknown> | undefined, meta: { requestId?: string; correlationId?: string } = {}): Resource =>
-  create(ResourceSchema, { id, resourceType: type, desiredState: kind ? ({ kind } as never) : undefined, metadata: meta });
+const changed = (
+  type: string,
+  id: string,
+  kind: Record<string, unknown> | undefined,
+  meta: { requestId?: string; correlationId?: string } = {},
+): Resource => create(ResourceSchema, { id, resourceType: type, desiredState: kind ? ({ kind } as never) : undefined, metadata: meta });
 const order = (tenantId: string) => create(WorkOrderSchema, { id: "o1", target: { tenantId, nodeId: "n1" } });
-const beat = (b: Partial<HeartbeatOutcome>): HeartbeatOutcome => ({ nodeId: "n1", at: new Date(), cameOnline: false, projectsChanged: false, touchedTenants: new Set(), ...b });
+const beat = (b: Partial<HeartbeatOutcome>): HeartbeatOutcome => ({
+  nodeId: "n1",
+  at: new Date(),
+  cameOnline: false,
+  projectsChanged: false,
+  touchedTenants: new Set(),
+  ...b,
+});
 /** What the queue holds: the sweep flag and the tenants with their traces. */
 const queued = () => {
   const { sweep, tenants } = queue.takeAll();

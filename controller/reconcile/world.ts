@@ -46,7 +46,15 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
     (await Promise.all([...wanted[type]].map((id) => store.getResource(type, id)))).filter((r): r is Resource => r !== undefined);
   const [networks, volumes, limits] = await Promise.all([fetch("network"), fetch("volume"), fetch("resource_limits")]);
   const own = (r: Resource) => tenantOfSpec(r) === tenantId;
-  const world = new World(tenant ? [tenant] : [], withTombstones.filter(own), networks, [...volumes, ...deletedVolumes.filter(own)], limits, nodes, []);
+  const world = new World(
+    tenant ? [tenant] : [],
+    withTombstones.filter(own),
+    networks,
+    [...volumes, ...deletedVolumes.filter(own)],
+    limits,
+    nodes,
+    [],
+  );
   await world.refreshInFlight(store, tenantId);
   return world;
 }
@@ -55,7 +63,9 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
 export async function loadWorld(store: Store): Promise<World> {
   const [tenants, services, networks, volumes, limits, nodes] = await Promise.all(
     // Deleted tenants, services and volumes too: tombstones say what must still go.
-    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) => listAll(store, t, t === "tenant" || t === "service" || t === "volume")),
+    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) =>
+      listAll(store, t, t === "tenant" || t === "service" || t === "volume"),
+    ),
   );
   const inFlight: WorkOrder[] = [];
   for (const status of IN_FLIGHT) {

@@ -33,14 +33,20 @@ export function planMask(type: ResourceType, paths: string[]): MaskPlan {
     }
     const segs = path.split(".");
     if (segs[0] !== "desired_state") {
-      throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))} is not updatable (use desired_state.…, labels or annotations)`, { field, path: path.slice(0, 128) });
+      throw invalid(
+        `update_mask path ${JSON.stringify(path.slice(0, 128))} is not updatable (use desired_state.…, labels or annotations)`,
+        { field, path: path.slice(0, 128) },
+      );
     }
     if (segs.length === 1) {
       plan.specPaths.push([]);
       continue;
     }
     if (segs[1] !== kind) {
-      throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))} must start with desired_state.${kind} for a ${type}`, { field, path: path.slice(0, 128) });
+      throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))} must start with desired_state.${kind} for a ${type}`, {
+        field,
+        path: path.slice(0, 128),
+      });
     }
     checkPath(ResourceSpecSchema, segs.slice(1), path);
     plan.specPaths.push(segs.slice(1));
@@ -66,10 +72,17 @@ function checkPath(schema: DescMessage, segs: string[], path: string): void {
   let msg: DescMessage | undefined = schema;
   for (const [i, seg] of segs.entries()) {
     const f: DescField | undefined = msg?.fields.find((x) => x.name === seg);
-    if (!msg || !f) throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))}: no field ${JSON.stringify(seg.slice(0, 64))}`, { field: "update_mask", path: path.slice(0, 128) });
+    if (!msg || !f)
+      throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))}: no field ${JSON.stringify(seg.slice(0, 64))}`, {
+        field: "update_mask",
+        path: path.slice(0, 128),
+      });
     const last = i === segs.length - 1;
-    if (!last && (f.fieldKind !== "message")) {
-      throw invalid(`update_mask path ${JSON.stringify(path.slice(0, 128))}: ${seg} has no sub-fields (maps and lists are replaced whole)`, { field: "update_mask", path: path.slice(0, 128) });
+    if (!last && f.fieldKind !== "message") {
+      throw invalid(
+        `update_mask path ${JSON.stringify(path.slice(0, 128))}: ${seg} has no sub-fields (maps and lists are replaced whole)`,
+        { field: "update_mask", path: path.slice(0, 128) },
+      );
     }
     msg = f.fieldKind === "message" ? f.message : undefined;
   }

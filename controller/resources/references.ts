@@ -54,12 +54,20 @@ export async function checkReferencesExist(store: Store, r: Resource): Promise<v
     if (ref.type === r.resourceType && ref.id === r.id) throw invalid(`${ref.field} names the resource itself`, { field: ref.field });
     const target = await store.getResource(ref.type, ref.id);
     if (!target) {
-      throw invalid(`${ref.field} names ${ref.type} ${ref.id}, which does not exist`, { field: ref.field, resource_type: ref.type, resource_id: ref.id });
+      throw invalid(`${ref.field} names ${ref.type} ${ref.id}, which does not exist`, {
+        field: ref.field,
+        resource_type: ref.type,
+        resource_id: ref.id,
+      });
     }
     if (r.resourceType === "service" && ref.type !== "tenant" && ref.type !== "resource_limits") {
       const owner = ownerTenant(target);
       if (owner !== "" && owner !== tenantId) {
-        throw invalid(`${ref.field} names ${ref.type} ${ref.id} of tenant ${owner}, not ${tenantId}`, { field: ref.field, resource_type: ref.type, resource_id: ref.id });
+        throw invalid(`${ref.field} names ${ref.type} ${ref.id} of tenant ${owner}, not ${tenantId}`, {
+          field: ref.field,
+          resource_type: ref.type,
+          resource_id: ref.id,
+        });
       }
     }
   }
@@ -81,7 +89,10 @@ async function checkNoDependencyCycle(store: Store, r: Resource): Promise<void> 
   const visit = async (id: string): Promise<void> => {
     if (path.includes(id)) {
       const cycle = [...path.slice(path.indexOf(id)), id];
-      throw invalid(`desired_state.service.depends_on makes a cycle: ${cycle.join(" -> ")}`, { field: "desired_state.service.depends_on", cycle });
+      throw invalid(`desired_state.service.depends_on makes a cycle: ${cycle.join(" -> ")}`, {
+        field: "desired_state.service.depends_on",
+        cycle,
+      });
     }
     if (seen.has(id)) return;
     seen.add(id);

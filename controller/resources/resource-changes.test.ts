@@ -12,12 +12,27 @@ import { rpcError } from "../../test/helpers/errors.js";
 let c: InMemoryController;
 const api = () => c.admin(ResourceService);
 
-const tenant = (id: string) => create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } } });
+const tenant = (id: string) =>
+  create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } } });
 const limits = (id: string, cpus: number, labels: Record<string, string> = {}) =>
-  create(ResourceSchema, { id, resourceType: "resource_limits", desiredState: { kind: { case: "resourceLimits", value: { cpus } } }, metadata: { labels } });
-const network = (id: string, tenantId: string) => create(ResourceSchema, { id, resourceType: "network", desiredState: { kind: { case: "network", value: { tenantId, driver: "bridge" } } } });
+  create(ResourceSchema, {
+    id,
+    resourceType: "resource_limits",
+    desiredState: { kind: { case: "resourceLimits", value: { cpus } } },
+    metadata: { labels },
+  });
+const network = (id: string, tenantId: string) =>
+  create(ResourceSchema, {
+    id,
+    resourceType: "network",
+    desiredState: { kind: { case: "network", value: { tenantId, driver: "bridge" } } },
+  });
 const service = (id: string, tenantId: string, networkIds: string[] = []) =>
-  create(ResourceSchema, { id, resourceType: "service", desiredState: { kind: { case: "service", value: { tenantId, image: "busybox:stable", networkIds } } } });
+  create(ResourceSchema, {
+    id,
+    resourceType: "service",
+    desiredState: { kind: { case: "service", value: { tenantId, image: "busybox:stable", networkIds } } },
+  });
 const put = async (r: Resource) => (await api().createResource({ resourceType: r.resourceType, resource: r })).resource!;
 const stored = (type: ResourceType, id: string) => c.ctl.store.getResource(type, id, { includeDeleted: true });
 const typesOf = async (id: string) => (await c.events({ resourceId: id })).map((e) => e.type);
@@ -62,9 +77,23 @@ describe("create", () => {
 describe("update", () => {
   it("with a stale resource_version is CONFLICT and changes nothing", async () => {
     const v1 = (await put(limits("lim-stale", 1))).metadata!.resourceVersion;
-    const v2 = (await api().updateResource({ resourceType: "resource_limits", id: "lim-stale", resourceVersion: v1, desiredState: limits("x", 2).desiredState })).resource!.metadata!.resourceVersion;
+    const v2 = (
+      await api().updateResource({
+        resourceType: "resource_limits",
+        id: "lim-stale",
+        resourceVersion: v1,
+        desiredState: limits("x", 2).desiredState,
+      })
+    ).resource!.metadata!.resourceVersion;
     expect(v2).not.toBe(v1);
-    const e = await rpcError(api().updateResource({ resourceType: "resource_limits", id: "lim-stale", resourceVersion: v1, desiredState: limits("x", 3).desiredState }));
+    const e = await rpcError(
+      api().updateResource({
+        resourceType: "resource_limits",
+        id: "lim-stale",
+        resourceVersion: v1,
+        desiredState: limits("x", 3).desiredState,
+      }),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(e.details.current_version).toBe(v2);
     const now = await stored("resource_limits", "lim-stale");
@@ -75,7 +104,12 @@ describe("update", () => {
 
   it("an update that changes nothing keeps the resource_version and writes no event", async () => {
     const created = await put(limits("lim-noop", 1, { tier: "gold" }));
-    const res = await api().updateResource({ resourceType: "resource_limits", id: "lim-noop", desiredState: created.desiredState, labels: { tier: "gold" } });
+    const res = await api().updateResource({
+      resourceType: "resource_limits",
+      id: "lim-noop",
+      desiredState: created.desiredState,
+      labels: { tier: "gold" },
+    });
     expect(res.resource?.metadata?.resourceVersion).toBe(created.metadata?.resourceVersion);
     expect((await stored("resource_limits", "lim-noop"))?.metadata?.resourceVersion).toBe(created.metadata?.resourceVersion);
     expect(await typesOf("lim-noop")).toEqual(["resource_created"]);
@@ -83,7 +117,12 @@ describe("update", () => {
 
   it("an update of labels alone records resource_updated without desired_state_changed", async () => {
     const created = await put(limits("lim-labels", 1, { tier: "gold" }));
-    await api().updateResource({ resourceType: "resource_limits", id: "lim-labels", desiredState: created.desiredState, labels: { tier: "silver" } });
+    await api().updateResource({
+      resourceType: "resource_limits",
+      id: "lim-labels",
+      desiredState: created.desiredState,
+      labels: { tier: "silver" },
+    });
     expect((await stored("resource_limits", "lim-labels"))?.metadata?.labels).toEqual({ tier: "silver" });
     expect(await typesOf("lim-labels")).toEqual(["resource_created", "resource_updated"]);
   });
@@ -97,7 +136,11 @@ describe("delete", () => {
     const e = await rpcError(api().deleteResource({ resourceType: "tenant", id: "t-ref" }));
     expect(e.code).toBe("CONFLICT");
     expect([...(e.details.referenced_by as string[])].sort()).toEqual(["network/net-ref", "service/svc-ref"]);
-    for (const [type, id] of [["tenant", "t-ref"], ["network", "net-ref"], ["service", "svc-ref"]] as const) {
+    for (const [type, id] of [
+      ["tenant", "t-ref"],
+      ["network", "net-ref"],
+      ["service", "svc-ref"],
+    ] as const) {
       expect((await stored(type, id))?.deletion, `${type}/${id}`).toBeUndefined();
       expect(await typesOf(id)).not.toContain("resource_deleted");
     }
@@ -111,7 +154,10 @@ describe("delete", () => {
     // Each comes after everything that references it: the service before its network.
     expect(res.cascaded).toEqual(["service/svc-cas", "network/net-cas"]);
     expect(res.resource?.deletion?.cascadedFrom).toBe("");
-    for (const [type, id] of [["network", "net-cas"], ["service", "svc-cas"]] as const) {
+    for (const [type, id] of [
+      ["network", "net-cas"],
+      ["service", "svc-cas"],
+    ] as const) {
       const tomb = await stored(type, id);
       expect(tomb?.deletion?.cascadedFrom, `${type}/${id}`).toBe("tenant/t-cas");
       const deleted = (await c.events({ resourceId: id })).filter((ev) => ev.type === "resource_deleted");

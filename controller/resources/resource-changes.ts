@@ -40,165 +40,193 @@ export interface Change {
 /** Creates the resource in `req` (idempotent: the same one again returns the stored one). */
 export async function createResource(deps: ChangeDeps, req: CreateResourceRequest, trace: Trace, log: Logger): Promise<Change> {
   const { store } = deps;
-    const body = req.resource;
-    if (!body) throw invalid("request must carry a resource", { field: "resource" });
-    const type = checkResourceType(req.resourceType || body.resourceType);
-    if (body.resourceType !== "" && body.resourceType !== type) {
-      throw invalid(`resource_type '${body.resourceType}' in the body does not match '${type}' in the path`, {
-        field: "resource.resource_type",
-      });
-    }
-    if (body.schemaVersion !== "" && body.schemaVersion !== SCHEMA_VERSION) {
-      throw invalid(`schema_version must be '${SCHEMA_VERSION}'`, { field: "resource.schema_version" });
-    }
-    const id = checkId(body.id, "resource.id");
-    if (!CREATABLE.has(type)) {
-      throw invalid(type === "node" ? "nodes are created by RegisterNode (POST /v1/nodes)" : "deployments are created by the reconciler and Apply", { field: "resource_type" });
-    }
-    const spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
-    checkReferences(spec);
-    if (!isEmptyStatus(body.currentState) || (body.lastAppliedState?.kind.case)) {
-      throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
-        field: "resource.current_state",
-      });
-    }
-    const labels = body.metadata?.labels ?? {};
-    const annotations = body.metadata?.annotations ?? {};
-    const existing = await store.getResource(type, id);
-    if (existing) return { resource: sameAsExisting(existing, body), changed: [] };
-    await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
-    const now = timestampFromDate(deps.now());
-    const resource = create(ResourceSchema, {
-      id,
-      resourceType: type,
-      schemaVersion: SCHEMA_VERSION,
-      desiredState: spec,
-      metadata: create(MetadataSchema, {
-        labels,
-        annotations,
-        requestId: trace.requestId,
-        correlationId: trace.correlationId,
-      }),
-      createdAt: now,
-      updatedAt: now,
+  const body = req.resource;
+  if (!body) throw invalid("request must carry a resource", { field: "resource" });
+  const type = checkResourceType(req.resourceType || body.resourceType);
+  if (body.resourceType !== "" && body.resourceType !== type) {
+    throw invalid(`resource_type '${body.resourceType}' in the body does not match '${type}' in the path`, {
+      field: "resource.resource_type",
     });
-    let stored: Resource;
-    try {
-      stored = await store.createResource(resource);
-    } catch (e) {
-      // A concurrent identical create is still a success for this caller.
-      const raced = await store.getResource(type, id);
-      if (raced) return { resource: sameAsExisting(raced, body), changed: [] };
-      throw e;
-    }
-    await recordEvents(store, [
-      {
-        type: "resource_created",
-        requestId: trace.requestId,
-        correlationId: trace.correlationId,
-        resourceType: type,
-        resourceId: id,
-        tenantId: tenantOf(stored),
-        data: { resource_version: stored.metadata?.resourceVersion ?? "" },
-        revision: stored.metadata?.resourceVersion,
-      },
-    ]);
-    log.info({ action: "resource_created", result: "ok", tenant_id: tenantOf(stored), metadata: { resource_type: type, resource_id: id } }, "resource created");
-    return { resource: stored, changed: [stored] };
+  }
+  if (body.schemaVersion !== "" && body.schemaVersion !== SCHEMA_VERSION) {
+    throw invalid(`schema_version must be '${SCHEMA_VERSION}'`, { field: "resource.schema_version" });
+  }
+  const id = checkId(body.id, "resource.id");
+  if (!CREATABLE.has(type)) {
+    throw invalid(
+      type === "node" ? "nodes are created by RegisterNode (POST /v1/nodes)" : "deployments are created by the reconciler and Apply",
+      { field: "resource_type" },
+    );
+  }
+  const spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
+  checkReferences(spec);
+  if (!isEmptyStatus(body.currentState) || body.lastAppliedState?.kind.case) {
+    throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
+      field: "resource.current_state",
+    });
+  }
+  const labels = body.metadata?.labels ?? {};
+  const annotations = body.metadata?.annotations ?? {};
+  const existing = await store.getResource(type, id);
+  if (existing) return { resource: sameAsExisting(existing, body), changed: [] };
+  await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  const now = timestampFromDate(deps.now());
+  const resource = create(ResourceSchema, {
+    id,
+    resourceType: type,
+    schemaVersion: SCHEMA_VERSION,
+    desiredState: spec,
+    metadata: create(MetadataSchema, {
+      labels,
+      annotations,
+      requestId: trace.requestId,
+      correlationId: trace.correlationId,
+    }),
+    createdAt: now,
+    updatedAt: now,
+  });
+  let stored: Resource;
+  try {
+    stored = await store.createResource(resource);
+  } catch (e) {
+    // A concurrent identical create is still a success for this caller.
+    const raced = await store.getResource(type, id);
+    if (raced) return { resource: sameAsExisting(raced, body), changed: [] };
+    throw e;
+  }
+  await recordEvents(store, [
+    {
+      type: "resource_created",
+      requestId: trace.requestId,
+      correlationId: trace.correlationId,
+      resourceType: type,
+      resourceId: id,
+      tenantId: tenantOf(stored),
+      data: { resource_version: stored.metadata?.resourceVersion ?? "" },
+      revision: stored.metadata?.resourceVersion,
+    },
+  ]);
+  log.info(
+    { action: "resource_created", result: "ok", tenant_id: tenantOf(stored), metadata: { resource_type: type, resource_id: id } },
+    "resource created",
+  );
+  return { resource: stored, changed: [stored] };
 }
 
 /** Updates desired state, labels and annotations (whole, or the fields of update_mask), at resource_version when given. */
 export async function updateResource(deps: ChangeDeps, req: UpdateResourceRequest, trace: Trace): Promise<Change> {
   const { store } = deps;
-    const type = checkResourceType(req.resourceType);
-    const id = checkId(req.id, "id");
-    const before = await store.getResource(type, id);
-    if (!before) throw notFound(type, id);
-    const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
-    const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
-    const spec = checkSpecKind(type, desired, "desired_state");
-    checkReferences(spec);
-    if (!sameSpec(before.desiredState, spec)) await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
-    let desiredChanged = false;
-    let changed = false;
-    const updated = await store.updateResource(
-      type,
-      id,
-      (cur) => {
-        if (cur.deletion) throw notFound(type, id);
-        desiredChanged = !sameSpec(cur.desiredState, spec);
-        const pick = (given: Record<string, string>, masked: boolean | undefined, stored: Record<string, string>) =>
-          mask ? (masked ? given : stored) : Object.keys(given).length > 0 ? given : stored;
-        const labels = pick(req.labels, mask?.labels, cur.metadata?.labels ?? {});
-        const annotations = pick(req.annotations, mask?.annotations, cur.metadata?.annotations ?? {});
-        const metaChanged =
-          !sameMap(labels, cur.metadata?.labels ?? {}) || !sameMap(annotations, cur.metadata?.annotations ?? {});
-        changed = desiredChanged || metaChanged;
-        if (!changed) return cur;
-        cur.desiredState = spec;
-        cur.metadata = create(MetadataSchema, {
-          resourceVersion: cur.metadata?.resourceVersion ?? "",
-          labels,
-          annotations,
-          requestId: trace.requestId,
-          correlationId: trace.correlationId,
-        });
-        cur.updatedAt = timestampFromDate(deps.now());
-        return cur;
-      },
-      req.resourceVersion === "" ? undefined : req.resourceVersion,
-    );
-    if (changed) {
-      const revision = updated.metadata?.resourceVersion ?? "";
-      const base = { requestId: trace.requestId, correlationId: trace.correlationId, resourceType: type, resourceId: id, tenantId: tenantOf(updated), revision };
-      const data = { resource_version: revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
-      await recordEvents(store, [
-        { type: "resource_updated", ...base, data },
-        ...(desiredChanged ? [{ type: "desired_state_changed" as const, ...base, data }] : []),
-      ]);
-    }
-    return { resource: updated, changed: changed ? [updated] : [] };
+  const type = checkResourceType(req.resourceType);
+  const id = checkId(req.id, "id");
+  const before = await store.getResource(type, id);
+  if (!before) throw notFound(type, id);
+  const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
+  const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
+  const spec = checkSpecKind(type, desired, "desired_state");
+  checkReferences(spec);
+  if (!sameSpec(before.desiredState, spec))
+    await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  let desiredChanged = false;
+  let changed = false;
+  const updated = await store.updateResource(
+    type,
+    id,
+    (cur) => {
+      if (cur.deletion) throw notFound(type, id);
+      desiredChanged = !sameSpec(cur.desiredState, spec);
+      const pick = (given: Record<string, string>, masked: boolean | undefined, stored: Record<string, string>) =>
+        mask ? (masked ? given : stored) : Object.keys(given).length > 0 ? given : stored;
+      const labels = pick(req.labels, mask?.labels, cur.metadata?.labels ?? {});
+      const annotations = pick(req.annotations, mask?.annotations, cur.metadata?.annotations ?? {});
+      const metaChanged = !sameMap(labels, cur.metadata?.labels ?? {}) || !sameMap(annotations, cur.metadata?.annotations ?? {});
+      changed = desiredChanged || metaChanged;
+      if (!changed) return cur;
+      cur.desiredState = spec;
+      cur.metadata = create(MetadataSchema, {
+        resourceVersion: cur.metadata?.resourceVersion ?? "",
+        labels,
+        annotations,
+        requestId: trace.requestId,
+        correlationId: trace.correlationId,
+      });
+      cur.updatedAt = timestampFromDate(deps.now());
+      return cur;
+    },
+    req.resourceVersion === "" ? undefined : req.resourceVersion,
+  );
+  if (changed) {
+    const revision = updated.metadata?.resourceVersion ?? "";
+    const base = {
+      requestId: trace.requestId,
+      correlationId: trace.correlationId,
+      resourceType: type,
+      resourceId: id,
+      tenantId: tenantOf(updated),
+      revision,
+    };
+    const data = { resource_version: revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
+    await recordEvents(store, [
+      { type: "resource_updated", ...base, data },
+      ...(desiredChanged ? [{ type: "desired_state_changed" as const, ...base, data }] : []),
+    ]);
+  }
+  return { resource: updated, changed: changed ? [updated] : [] };
 }
 
 /** Tombstones the resource (and, with cascade, what references it); returns the names of those cascaded. */
-export async function deleteResource(deps: ChangeDeps, req: DeleteResourceRequest, trace: Trace, log: Logger): Promise<Change & { cascaded: string[] }> {
+export async function deleteResource(
+  deps: ChangeDeps,
+  req: DeleteResourceRequest,
+  trace: Trace,
+  log: Logger,
+): Promise<Change & { cascaded: string[] }> {
   const { store } = deps;
-    const type = checkResourceType(req.resourceType);
-    const id = checkId(req.id, "id");
-    const current = await store.getResource(type, id, { includeDeleted: true });
-    if (!current) throw notFound(type, id);
-    if (current.deletion) return { resource: current, cascaded: [], changed: [] };
-    if (req.resourceVersion !== "" && req.resourceVersion !== current.metadata?.resourceVersion) {
-      throw conflict(`${type} ${id} was modified: resource_version is ${current.metadata?.resourceVersion ?? ""}, not ${req.resourceVersion}`, {
+  const type = checkResourceType(req.resourceType);
+  const id = checkId(req.id, "id");
+  const current = await store.getResource(type, id, { includeDeleted: true });
+  if (!current) throw notFound(type, id);
+  if (current.deletion) return { resource: current, cascaded: [], changed: [] };
+  if (req.resourceVersion !== "" && req.resourceVersion !== current.metadata?.resourceVersion) {
+    throw conflict(
+      `${type} ${id} was modified: resource_version is ${current.metadata?.resourceVersion ?? ""}, not ${req.resourceVersion}`,
+      {
         current_version: current.metadata?.resourceVersion ?? "",
+      },
+    );
+  }
+  let cascade: Resource[] = [];
+  if (req.cascade) {
+    cascade = await cascadeOf(store, type, id);
+  } else {
+    const direct = await dependentsOf(store, type, id);
+    if (direct.length > 0) {
+      throw conflict(`${type} ${id} is still referenced by ${direct.map(refKey).join(", ")}; delete those first or pass cascade=true`, {
+        resource_type: type,
+        resource_id: id,
+        referenced_by: direct.map(refKey),
       });
     }
-    let cascade: Resource[] = [];
-    if (req.cascade) {
-      cascade = await cascadeOf(store, type, id);
-    } else {
-      const direct = await dependentsOf(store, type, id);
-      if (direct.length > 0) {
-        throw conflict(`${type} ${id} is still referenced by ${direct.map(refKey).join(", ")}; delete those first or pass cascade=true`, {
-          resource_type: type,
-          resource_id: id,
-          referenced_by: direct.map(refKey),
-        });
-      }
-    }
-    const changed: Resource[] = [];
-    const mark = async (r: Resource, from: string) => {
-      const t = await tombstone(deps, trace, log, r, req.deleteData, from);
-      if (t.wrote) changed.push(t.resource);
-      return t.resource;
-    };
-    for (const dep of cascade) await mark(dep, refKey(current));
-    const resource = await mark(current, "");
-    return { resource, cascaded: cascade.map(refKey), changed };
+  }
+  const changed: Resource[] = [];
+  const mark = async (r: Resource, from: string) => {
+    const t = await tombstone(deps, trace, log, r, req.deleteData, from);
+    if (t.wrote) changed.push(t.resource);
+    return t.resource;
+  };
+  for (const dep of cascade) await mark(dep, refKey(current));
+  const resource = await mark(current, "");
+  return { resource, cascaded: cascade.map(refKey), changed };
 }
 
 // Marks one resource deleted (idempotent: an existing tombstone is returned as it is).
-async function tombstone(deps: ChangeDeps, trace: Trace, log: Logger, r: Resource, deleteData: boolean, cascadedFrom: string): Promise<{ resource: Resource; wrote: boolean }> {
+async function tombstone(
+  deps: ChangeDeps,
+  trace: Trace,
+  log: Logger,
+  r: Resource,
+  deleteData: boolean,
+  cascadedFrom: string,
+): Promise<{ resource: Resource; wrote: boolean }> {
   const type = r.resourceType as ResourceType;
   const pendingOn = deleteData && (type === "service" || type === "volume") ? await deps.dataNodes(r) : [];
   let wrote = false;
@@ -228,31 +256,43 @@ async function tombstone(deps: ChangeDeps, trace: Trace, log: Logger, r: Resourc
       tenantId: tenantOf(updated),
       nodeId: type === "node" ? r.id : undefined,
       revision,
-      data: { resource_version: revision, delete_data: deleteData, ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}), ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}) },
+      data: {
+        resource_version: revision,
+        delete_data: deleteData,
+        ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}),
+        ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}),
+      },
     },
   ];
   await recordEvents(deps.store, events);
-  log.info({ action: "resource_deleted", result: "ok", tenant_id: tenantOf(updated), metadata: { resource_type: type, resource_id: r.id, cascaded_from: cascadedFrom || undefined } }, "resource deleted");
+  log.info(
+    {
+      action: "resource_deleted",
+      result: "ok",
+      tenant_id: tenantOf(updated),
+      metadata: { resource_type: type, resource_id: r.id, cascaded_from: cascadedFrom || undefined },
+    },
+    "resource deleted",
+  );
   return { resource: updated, wrote };
 }
 
 // An idempotent create: the same desired state and labels return the stored resource; anything
 // different is a conflict that points the caller at update.
 function sameAsExisting(existing: Resource, body: Resource): Resource {
-const same =
-  sameSpec(existing.desiredState, body.desiredState) &&
-  sameMap(existing.metadata?.labels ?? {}, body.metadata?.labels ?? {}) &&
-  sameMap(existing.metadata?.annotations ?? {}, body.metadata?.annotations ?? {});
-if (same) return existing;
-throw conflict(`${existing.resourceType} ${existing.id} already exists with a different spec; use UpdateResource (PUT) to change it`, {
-  resource_type: existing.resourceType,
-  resource_id: existing.id,
-  resource_version: existing.metadata?.resourceVersion ?? "",
-});
+  const same =
+    sameSpec(existing.desiredState, body.desiredState) &&
+    sameMap(existing.metadata?.labels ?? {}, body.metadata?.labels ?? {}) &&
+    sameMap(existing.metadata?.annotations ?? {}, body.metadata?.annotations ?? {});
+  if (same) return existing;
+  throw conflict(`${existing.resourceType} ${existing.id} already exists with a different spec; use UpdateResource (PUT) to change it`, {
+    resource_type: existing.resourceType,
+    resource_id: existing.id,
+    resource_version: existing.metadata?.resourceVersion ?? "",
+  });
 }
 
 function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
-const ka = Object.keys(a);
-return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
-

@@ -92,4 +92,3 @@ export function sameStatus(a: ResourceStatus | undefined, b: ResourceStatus | un
   if (!a || !b) return (a?.kind.case ?? undefined) === (b?.kind.case ?? undefined);
   return equals(ResourceStatusSchema, a, b);
 }
-

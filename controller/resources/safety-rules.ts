@@ -24,13 +24,15 @@ export function checkProbe(p: HealthProbe, field: string): void {
   if (p.kind.case === "http") {
     const problem = urlProblem(p.kind.value.url);
     if (problem) fail(`${field}.http.url`, problem);
-    if (p.kind.value.expectStatus !== 0 && (p.kind.value.expectStatus < 100 || p.kind.value.expectStatus > 599)) fail(`${field}.http.expect_status`, "must be an HTTP status");
+    if (p.kind.value.expectStatus !== 0 && (p.kind.value.expectStatus < 100 || p.kind.value.expectStatus > 599))
+      fail(`${field}.http.expect_status`, "must be an HTTP status");
   } else if (p.kind.case === "tcp") {
     const problem = hostProblem(p.kind.value.host);
     if (problem) fail(`${field}.tcp.host`, problem);
     if (p.kind.value.port < 1 || p.kind.value.port > 65535) fail(`${field}.tcp.port`, "must be 1-65535");
   } else fail(field, "needs http or tcp");
-  if (p.timeout && (durationMs(p.timeout) <= 0 || durationMs(p.timeout) > MAX_PROBE_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 60s");
+  if (p.timeout && (durationMs(p.timeout) <= 0 || durationMs(p.timeout) > MAX_PROBE_TIMEOUT_MS))
+    fail(`${field}.timeout`, "must be positive and at most 60s");
 }
 
 /** Checks a command's shape (argv, timeout, directory, env); the allow-list is the node's business. */
@@ -38,7 +40,8 @@ export function checkCommandSpec(c: CommandSpec | undefined, field: string): voi
   if (!c || c.argv.length === 0 || c.argv[0] === "") fail(`${field}.argv`, "needs at least a program");
   if (c.argv.some((a) => a.includes("\0"))) fail(`${field}.argv`, "must not contain NUL bytes");
   if (!PROGRAM.test(c.argv[0]!)) fail(`${field}.argv`, "argv[0] must be a program name or absolute path, without shell syntax");
-  if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS)) fail(`${field}.timeout`, "must be positive and at most 1h");
+  if (c.timeout && (durationMs(c.timeout) <= 0 || durationMs(c.timeout) > MAX_COMMAND_TIMEOUT_MS))
+    fail(`${field}.timeout`, "must be positive and at most 1h");
   if (c.workingDir !== "" && !c.workingDir.startsWith("/")) fail(`${field}.working_dir`, "must be absolute");
   for (const k of Object.keys(c.env)) if (!ENV_KEY.test(k)) fail(`${field}.env`, `${JSON.stringify(k)} is not a variable name`);
 }

@@ -26,7 +26,8 @@ export function isTextSettable(field: DescField): boolean {
 export function parseFieldText(field: DescField, text: string, param: string): unknown {
   const message = elementMessage(field);
   if (message !== undefined) return parseMessageText(message, text, param);
-  const enumDesc = field.fieldKind === "enum" ? field.enum : field.fieldKind === "list" && field.listKind === "enum" ? field.enum : undefined;
+  const enumDesc =
+    field.fieldKind === "enum" ? field.enum : field.fieldKind === "list" && field.listKind === "enum" ? field.enum : undefined;
   if (enumDesc !== undefined) return parseEnum(enumDesc, text, param);
   if (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) {
     return parseScalar(field.scalar, field.longAsString, text, param);

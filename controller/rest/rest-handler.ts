@@ -100,7 +100,11 @@ async function handle(ctx: Context, req: Request, res: Response): Promise<boolea
   }
   if (match.kind === "wrong-method") {
     const allow = match.allow.join(", ");
-    const error = { code: "INVALID_REQUEST", message: `${method} is not allowed on ${clip(rawPath)}; use ${allow}`, details: { allow: match.allow } };
+    const error = {
+      code: "INVALID_REQUEST",
+      message: `${method} is not allowed on ${clip(rawPath)}; use ${allow}`,
+      details: { allow: match.allow },
+    };
     return refuse(ctx, res, 405, ids, error, { allow });
   }
   return execute(ctx, req, res, match.route, match.rawVars, q < 0 ? "" : target.slice(q + 1), ids);
@@ -148,7 +152,14 @@ async function execute(
 }
 
 // Errors raised here never reach the RPC interceptor, so they get their own log line.
-function refuse(ctx: Context, res: Response, status: number, ids: TraceIds, error: EnvelopeError, headers: Record<string, string> = {}): true {
+function refuse(
+  ctx: Context,
+  res: Response,
+  status: number,
+  ids: TraceIds,
+  error: EnvelopeError,
+  headers: Record<string, string> = {},
+): true {
   logRefusal(ctx, ids, error);
   send(res, status, ids, envelope(ids, null, error), headers);
   return true;

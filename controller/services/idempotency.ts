@@ -27,7 +27,8 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     const now = deps.now();
     const prior = await deps.store.getIdempotencyRecord(scoped, now);
     if (prior) {
-      if (prior.requestHash !== requestHash) throw conflict("x-idempotency-key was already used with a different request body", { field: "x-idempotency-key" });
+      if (prior.requestHash !== requestHash)
+        throw conflict("x-idempotency-key was already used with a different request body", { field: "x-idempotency-key" });
       return fromJson(schemas.response, prior.response as never, { ignoreUnknownFields: true });
     }
     const res = await create();

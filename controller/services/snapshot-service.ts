@@ -17,7 +17,8 @@ export function snapshotService(deps: ServiceDeps): ServiceImpl<typeof SnapshotS
     async getTenantSnapshot(req, ctx) {
       const tenantId = checkId(req.tenantId, "tenant_id");
       const snapshot = await deps.store.getLatestSnapshot("tenant", tenantId);
-      if (!snapshot) throw notFound("snapshot", tenantId, `no snapshot for tenant ${tenantId} yet: one is written when its deployment finishes`);
+      if (!snapshot)
+        throw notFound("snapshot", tenantId, `no snapshot for tenant ${tenantId} yet: one is written when its deployment finishes`);
       return { meta: responseMeta(ctx), snapshot };
     },
   };

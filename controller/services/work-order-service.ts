@@ -2,7 +2,11 @@
 // and finish their own.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { CreateWorkOrderRequestSchema, CreateWorkOrderResponseSchema, type WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import {
+  CreateWorkOrderRequestSchema,
+  CreateWorkOrderResponseSchema,
+  type WorkOrderService,
+} from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";

@@ -35,7 +35,9 @@ export interface SnapshotEntry {
 
 /** The part of a snapshot that one resource contributes (the costly step, done per resource). */
 export function snapshotEntry(r: Resource): SnapshotEntry {
-  const d = DEPLOYABLE.has(r.resourceType) ? diffResource(r) : create(ResourceDiffSchema, { resourceType: r.resourceType, resourceId: r.id, inSync: true });
+  const d = DEPLOYABLE.has(r.resourceType)
+    ? diffResource(r)
+    : create(ResourceDiffSchema, { resourceType: r.resourceType, resourceId: r.id, inSync: true });
   d.currentChanges = currentDiff(r).map(([path, desired, current]) =>
     create(StateDiffSchema, { path, desired: fromJson(ValueSchema, desired), current: fromJson(ValueSchema, current) }),
   );
@@ -71,7 +73,8 @@ export function currentDiff(r: Resource): [string, JsonValue, JsonValue][] {
   } else if (spec?.case === "service" && st?.case === "service") {
     for (const c of st.value.containers) {
       if (c.state !== "running") out.push([`containers.${c.name}.state`, "running", c.state]);
-      if (spec.value.image !== "" && c.image !== "" && c.image !== spec.value.image) out.push([`containers.${c.name}.image`, spec.value.image, c.image]);
+      if (spec.value.image !== "" && c.image !== "" && c.image !== spec.value.image)
+        out.push([`containers.${c.name}.image`, spec.value.image, c.image]);
     }
     if (st.value.containers.length === 0 && st.value.state !== "") out.push(["state", "running", st.value.state]);
   } else if (spec?.case === "node" && st?.case === "node") {

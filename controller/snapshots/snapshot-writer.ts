@@ -75,14 +75,17 @@ export class SnapshotWriter {
     }
     this.trailingTrace = trace;
     if (!this.trailing) {
-      this.trailing = setTimeout(() => {
-        this.trailing = undefined;
-        const next = this.trailingTrace!;
-        this.trailingTrace = undefined;
-        void (this.running ?? Promise.resolve())
-          .then(() => this.system(next))
-          .catch((e: unknown) => this.log.error({ action: "snapshot_created", result: "error", err: e }, "system snapshot failed"));
-      }, Math.max(wait, 50));
+      this.trailing = setTimeout(
+        () => {
+          this.trailing = undefined;
+          const next = this.trailingTrace!;
+          this.trailingTrace = undefined;
+          void (this.running ?? Promise.resolve())
+            .then(() => this.system(next))
+            .catch((e: unknown) => this.log.error({ action: "snapshot_created", result: "error", err: e }, "system snapshot failed"));
+        },
+        Math.max(wait, 50),
+      );
       this.trailing.unref();
     }
     return Promise.resolve();
@@ -112,7 +115,11 @@ export class SnapshotWriter {
     }
     if (tenantId !== undefined) out.push(...(await this.tenantContext(out)));
     const current = await Promise.all(
-      out.map((r) => (r.currentState?.kind.case === "tenant" && r.currentState.kind.value.deploymentId !== "" ? this.store.getResource("deployment", r.currentState.kind.value.deploymentId) : undefined)),
+      out.map((r) =>
+        r.currentState?.kind.case === "tenant" && r.currentState.kind.value.deploymentId !== ""
+          ? this.store.getResource("deployment", r.currentState.kind.value.deploymentId)
+          : undefined,
+      ),
     );
     for (const d of current) if (d) out.push(d);
     return out;
@@ -150,6 +157,9 @@ export class SnapshotWriter {
         data: { snapshot_id: snapshot.snapshotId, scope, resources: snapshot.resources.length },
       },
     ]);
-    this.log.debug({ action: "snapshot_created", result: "ok", tenant_id: tenantId, metadata: { scope, snapshot_id: snapshot.snapshotId } }, "snapshot written");
+    this.log.debug(
+      { action: "snapshot_created", result: "ok", tenant_id: tenantId, metadata: { scope, snapshot_id: snapshot.snapshotId } },
+      "snapshot written",
+    );
   }
 }

@@ -24,7 +24,18 @@ import { ResourceIndex, versionOf } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
-import { cancelled, checkDuplicateResult, claimed, finished, isFinished, leaseExpired, renewed, reportedBefore, retryReleased, superseded } from "./work-order-transitions.js";
+import {
+  cancelled,
+  checkDuplicateResult,
+  claimed,
+  finished,
+  isFinished,
+  leaseExpired,
+  renewed,
+  reportedBefore,
+  retryReleased,
+  superseded,
+} from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -143,7 +154,12 @@ export class FileStore implements S.Store {
     });
   }
 
-  async updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource> {
+  async updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+  ): Promise<Resource> {
     const path = this.paths.resource(resourceType(type), id);
     return this.write(`resource/${type}/${id}`, async () => {
       const current = this.resources.get(type, id);
@@ -183,7 +199,8 @@ export class FileStore implements S.Store {
       throw invalid("a new work order must have status PENDING", { field: "status" });
     }
     return this.write(`work-order/${workOrder.id}`, async () => {
-      if (this.orders.get(workOrder.id)) throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
+      if (this.orders.get(workOrder.id))
+        throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
       const stored = clone(WorkOrderSchema, workOrder);
       await this.fs.writeFile(path, codec.encodeMessage(WorkOrderSchema, stored));
       this.orders.put(stored);

@@ -16,10 +16,12 @@ export function parseLabelSelector(text: string, field = "label_selector"): Labe
     const part = raw.trim();
     const m = /^([^=!]+?)\s*(!=|==|=)\s*(.*)$/.exec(part);
     const key = (m ? m[1]! : part).trim();
-    if (!KEY.test(key)) throw invalid(`${field}: ${JSON.stringify(key.slice(0, 64))} is not a label key`, { field, term: part.slice(0, 64) });
+    if (!KEY.test(key))
+      throw invalid(`${field}: ${JSON.stringify(key.slice(0, 64))} is not a label key`, { field, term: part.slice(0, 64) });
     if (!m) return { key, op: "exists" as const };
     const value = m[3]!.trim();
-    if (!VALUE.test(value)) throw invalid(`${field}: ${JSON.stringify(value.slice(0, 64))} is not a label value`, { field, term: part.slice(0, 64) });
+    if (!VALUE.test(value))
+      throw invalid(`${field}: ${JSON.stringify(value.slice(0, 64))} is not a label value`, { field, term: part.slice(0, 64) });
     return { key, op: m[2] === "!=" ? ("!=" as const) : ("=" as const), value };
   });
 }

@@ -102,7 +102,11 @@ class Loader {
     const found = new Map<string, Array<{ stage: OrderDir; order: WorkOrder }>>();
     for (const stage of ORDER_DIRS) {
       const allowed = STAGE_STATUSES[stage];
-      const orders = await this.records(this.paths.dir("work-orders", stage), WorkOrderSchema, (o, id) => o.id === id && allowed.includes(o.status));
+      const orders = await this.records(
+        this.paths.dir("work-orders", stage),
+        WorkOrderSchema,
+        (o, id) => o.id === id && allowed.includes(o.status),
+      );
       for (const order of orders) found.set(order.id, [...(found.get(order.id) ?? []), { stage, order }]);
     }
     const result: WorkOrder[] = [];
@@ -111,7 +115,11 @@ class Loader {
       result.push(copies[0]!.order);
       for (const stale of copies.slice(1)) {
         await this.fs.unlink(this.paths.workOrder(stale.stage, id));
-        this.warn("removed a superseded work order copy left by an interrupted transition", { work_order_id: id, kept: copies[0]!.stage, removed: stale.stage });
+        this.warn("removed a superseded work order copy left by an interrupted transition", {
+          work_order_id: id,
+          kept: copies[0]!.stage,
+          removed: stale.stage,
+        });
       }
     }
     return result;
@@ -126,7 +134,11 @@ class Loader {
       const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
       await forEachLimit(files, async (f) => {
         const id = /^\d{8}T\d{9}Z-(.+)\.json$/.exec(f.name)?.[1] ?? "";
-        const e = await this.read(join(dir, f.name), (t) => codec.decodeMessage(EventSchema, t), (ev) => isValidId(id) && ev.id === id);
+        const e = await this.read(
+          join(dir, f.name),
+          (t) => codec.decodeMessage(EventSchema, t),
+          (ev) => isValidId(id) && ev.id === id,
+        );
         if (e) out.push(e);
       });
     }

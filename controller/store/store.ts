@@ -129,12 +129,7 @@ export interface Store {
    * updated too (deleting is an update, and so is bookkeeping after it): callers that must not
    * touch a deleted resource check `deletion` in mutate.
    */
-  updateResource(
-    type: ResourceType,
-    id: string,
-    mutate: (current: Resource) => Resource,
-    expectedVersion?: string,
-  ): Promise<Resource>;
+  updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource>;
 
   // --- work orders -----------------------------------------------------------------------
   /** Stores a new pending work order. Throws CONFLICT when the id exists. */

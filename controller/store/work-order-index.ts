@@ -32,7 +32,14 @@ export class WorkOrderIndex {
   /** Rebuilds from the orders found on disk. */
   load(orders: WorkOrder[]): void {
     this.ordered.load(orders.map((o) => [orderKey(o), o]));
-    for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED, WorkOrderStatus.RETRY_PENDING]) {
+    for (const status of [
+      WorkOrderStatus.PENDING,
+      WorkOrderStatus.RUNNING,
+      WorkOrderStatus.SUCCESS,
+      WorkOrderStatus.FAILED,
+      WorkOrderStatus.CANCELLED,
+      WorkOrderStatus.RETRY_PENDING,
+    ]) {
       this.statusIndex(status).load(orders.filter((o) => o.status === status).map((o) => [orderKey(o), o]));
     }
     for (const o of orders) {

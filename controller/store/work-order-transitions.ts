@@ -45,7 +45,10 @@ export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs =
     throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
   }
   if (expiredAt(current, now)) {
-    throw notClaimable(`work order ${current.id} expired at ${timestampDate(current.expiresAt!).toISOString()} before any node claimed it`, { status: "expired" });
+    throw notClaimable(
+      `work order ${current.id} expired at ${timestampDate(current.expiresAt!).toISOString()} before any node claimed it`,
+      { status: "expired" },
+    );
   }
   const next = clone(WorkOrderSchema, current);
   const token = current.fencingToken + 1n;
@@ -57,7 +60,9 @@ export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs =
     leaseExpiresAt: timestampFromDate(new Date(now.getTime() + leaseMs)),
     fencingToken: token,
   });
-  next.attempts.push(create(WorkOrderAttemptSchema, { nodeId, fencingToken: token, claimedAt: timestampFromDate(now), outcome: "running" }));
+  next.attempts.push(
+    create(WorkOrderAttemptSchema, { nodeId, fencingToken: token, claimedAt: timestampFromDate(now), outcome: "running" }),
+  );
   next.startedAt = timestampFromDate(now);
   return next;
 }
@@ -70,16 +75,22 @@ function checkHolder(current: WorkOrder, nodeId: string, token: bigint | undefin
   if ((token === undefined || token === 0n) && current.claim.fencingToken > 1n) {
     // Only a first claim may leave its token out (no other holder can exist yet): after a lapsed
     // lease a tokenless call could be the stale holder's.
-    throw notClaimable(`work order ${current.id} has been claimed ${current.claim.fencingToken} times: send the fencing_token of your claim`, {
-      status: SHORT_STATUS[current.status],
-      fencing_token: current.claim.fencingToken.toString(),
-    });
+    throw notClaimable(
+      `work order ${current.id} has been claimed ${current.claim.fencingToken} times: send the fencing_token of your claim`,
+      {
+        status: SHORT_STATUS[current.status],
+        fencing_token: current.claim.fencingToken.toString(),
+      },
+    );
   }
   if (token !== undefined && token !== 0n && token !== current.claim.fencingToken) {
-    throw notClaimable(`work order ${current.id}: fencing token ${token} is not the current claim's (${current.claim.fencingToken}); the lease lapsed and the order was claimed again`, {
-      status: SHORT_STATUS[current.status],
-      fencing_token: current.claim.fencingToken.toString(),
-    });
+    throw notClaimable(
+      `work order ${current.id}: fencing token ${token} is not the current claim's (${current.claim.fencingToken}); the lease lapsed and the order was claimed again`,
+      {
+        status: SHORT_STATUS[current.status],
+        fencing_token: current.claim.fencingToken.toString(),
+      },
+    );
   }
 }
 
@@ -87,7 +98,10 @@ function checkHolder(current: WorkOrder, nodeId: string, token: bigint | undefin
 export function renewed(current: WorkOrder, nodeId: string, token: bigint, now: Date, leaseMs = DEFAULT_LEASE_MS): WorkOrder {
   if (current.status !== WorkOrderStatus.RUNNING) {
     const status = SHORT_STATUS[current.status];
-    throw notClaimable(`work order ${current.id} is ${status}, not running: its lease cannot be renewed`, { status, fencing_token: current.fencingToken.toString() });
+    throw notClaimable(`work order ${current.id} is ${status}, not running: its lease cannot be renewed`, {
+      status,
+      fencing_token: current.fencingToken.toString(),
+    });
   }
   checkHolder(current, nodeId, token);
   const next = clone(WorkOrderSchema, current);
@@ -140,7 +154,13 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
   const cancelled = current.cancelRequest !== undefined && result.code === "CANCELLED";
   next.result = clone(WorkOrderResultSchema, result);
   endAttempt(next, now, "finished");
-  if (!result.success && !cancelled && !current.cancelRequest && result.retriable && next.attempts.length < Math.max(1, current.maxAttempts)) {
+  if (
+    !result.success &&
+    !cancelled &&
+    !current.cancelRequest &&
+    result.retriable &&
+    next.attempts.length < Math.max(1, current.maxAttempts)
+  ) {
     // Another attempt later: back to the pending stage, claimable from next_attempt_at.
     next.status = WorkOrderStatus.RETRY_PENDING;
     next.nextAttemptAt = timestampFromDate(new Date(now.getTime() + retryBackoffMs(next.attempts.length)));
@@ -179,14 +199,24 @@ export function retryReleased(current: WorkOrder, now: Date): WorkOrder {
  */
 export function cancelled(current: WorkOrder, reason: string, requestId: string, now: Date): WorkOrder {
   if (current.status === WorkOrderStatus.CANCELLED || (current.status === WorkOrderStatus.RUNNING && current.cancelRequest)) return current;
-  if (current.status !== WorkOrderStatus.PENDING && current.status !== WorkOrderStatus.RUNNING && current.status !== WorkOrderStatus.RETRY_PENDING) {
-    throw notClaimable(`work order ${current.id} already finished (${SHORT_STATUS[current.status]}); there is nothing to cancel`, { status: SHORT_STATUS[current.status] });
+  if (
+    current.status !== WorkOrderStatus.PENDING &&
+    current.status !== WorkOrderStatus.RUNNING &&
+    current.status !== WorkOrderStatus.RETRY_PENDING
+  ) {
+    throw notClaimable(`work order ${current.id} already finished (${SHORT_STATUS[current.status]}); there is nothing to cancel`, {
+      status: SHORT_STATUS[current.status],
+    });
   }
   const next = clone(WorkOrderSchema, current);
   next.cancelRequest = create(CancelRequestSchema, { requestedAt: timestampFromDate(now), reason, requestId });
   if (current.status !== WorkOrderStatus.RUNNING) {
     next.status = WorkOrderStatus.CANCELLED;
-    next.result = create(WorkOrderResultSchema, { success: false, code: "CANCELLED", message: reason || "cancelled before any node claimed it" });
+    next.result = create(WorkOrderResultSchema, {
+      success: false,
+      code: "CANCELLED",
+      message: reason || "cancelled before any node claimed it",
+    });
     next.finishedAt = timestampFromDate(now);
   }
   return next;
@@ -197,16 +227,22 @@ export function checkDuplicateResult(current: WorkOrder, token?: bigint): void {
   // As for a running order: without a token, only an order claimed once can tell whose it is.
   const tokenless = token === undefined || token === 0n;
   if (current.claim && tokenless && current.claim.fencingToken > 1n) {
-    throw notClaimable(`work order ${current.id} has finished after ${current.claim.fencingToken} claims: send the fencing_token of your claim`, {
-      status: SHORT_STATUS[current.status],
-      fencing_token: current.claim.fencingToken.toString(),
-    });
+    throw notClaimable(
+      `work order ${current.id} has finished after ${current.claim.fencingToken} claims: send the fencing_token of your claim`,
+      {
+        status: SHORT_STATUS[current.status],
+        fencing_token: current.claim.fencingToken.toString(),
+      },
+    );
   }
   if (!tokenless && current.claim && token !== current.claim.fencingToken) {
-    throw notClaimable(`work order ${current.id} was finished under another claim (fencing token ${current.claim.fencingToken}, not ${token})`, {
-      status: SHORT_STATUS[current.status],
-      fencing_token: current.claim.fencingToken.toString(),
-    });
+    throw notClaimable(
+      `work order ${current.id} was finished under another claim (fencing token ${current.claim.fencingToken}, not ${token})`,
+      {
+        status: SHORT_STATUS[current.status],
+        fencing_token: current.claim.fencingToken.toString(),
+      },
+    );
   }
 }
 

@@ -74,9 +74,7 @@ export async function issueServerCert(ca: PemPair, names: readonly SubjectName[]
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
       new x509.SubjectAlternativeNameExtension(names.map((n) => ({ type: n.type, value: n.value }))),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-      caKeyId
-        ? new x509.AuthorityKeyIdentifierExtension(caKeyId)
-        : await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
+      caKeyId ? new x509.AuthorityKeyIdentifierExtension(caKeyId) : await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
     ],
   });
   return { cert: pem(cert), key: exportKey(keys.privateKey) };
@@ -104,6 +102,6 @@ function pem(cert: x509.X509Certificate): string {
 // first byte (so it stays 16 bytes once leading zeros are stripped).
 function randomSerial(): string {
   const bytes = randomBytes(16);
-  bytes[0] = (bytes[0]! & 0x7f) || 0x01;
+  bytes[0] = bytes[0]! & 0x7f || 0x01;
   return bytes.toString("hex");
 }

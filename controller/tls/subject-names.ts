@@ -43,7 +43,10 @@ export function requestedNames(hostnames: readonly string[], machineHostname: st
   for (const raw of hostnames) {
     const name = parseSubjectName(raw);
     if (!name) {
-      throw new TlsError("TLS_HOSTNAME_INVALID", `TLS hostname '${raw}' is neither a DNS name nor an IP address (SKIPPER_TLS_HOSTNAMES / --tls-hostname)`);
+      throw new TlsError(
+        "TLS_HOSTNAME_INVALID",
+        `TLS hostname '${raw}' is neither a DNS name nor an IP address (SKIPPER_TLS_HOSTNAMES / --tls-hostname)`,
+      );
     }
     names.push(name);
   }

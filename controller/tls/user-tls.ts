@@ -19,7 +19,10 @@ export async function loadUserTls(certFile: string | undefined, keyFile: string 
     const [given, absent] = certFile
       ? ["SKIPPER_TLS_CERT (--tls-cert)", "SKIPPER_TLS_KEY (--tls-key)"]
       : ["SKIPPER_TLS_KEY (--tls-key)", "SKIPPER_TLS_CERT (--tls-cert)"];
-    throw new TlsError("TLS_PAIR_INCOMPLETE", `${given} is set but ${absent} is not: give both, or neither to use the generated certificate`);
+    throw new TlsError(
+      "TLS_PAIR_INCOMPLETE",
+      `${given} is set but ${absent} is not: give both, or neither to use the generated certificate`,
+    );
   }
   const certPath = resolve(certFile);
   const keyPath = resolve(keyFile);

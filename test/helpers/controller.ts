@@ -19,7 +19,10 @@ export interface TestController {
   controller: Controller;
   serving: Serving;
   /** A Connect client (HTTP/2, TLS when enabled) with the given bearer/admin token. */
-  client<S extends DescService>(service: S, opts?: { token?: string; admin?: boolean; grpc?: boolean; headers?: Record<string, string> }): Client<S>;
+  client<S extends DescService>(
+    service: S,
+    opts?: { token?: string; admin?: boolean; grpc?: boolean; headers?: Record<string, string> },
+  ): Client<S>;
   /** Stops the server, closes the store; removes the data dir unless keep. */
   stop(opts?: { keep?: boolean }): Promise<void>;
 }
@@ -35,7 +38,13 @@ export async function startController(
     stdout: false,
     level: "debug",
   });
-  const controller = await build({ dataDir, logger, adminToken: ADMIN_TOKEN, reconcileIntervalMs: opts.reconcileIntervalMs, livenessCheckMs: opts.livenessCheckMs });
+  const controller = await build({
+    dataDir,
+    logger,
+    adminToken: ADMIN_TOKEN,
+    reconcileIntervalMs: opts.reconcileIntervalMs,
+    livenessCheckMs: opts.livenessCheckMs,
+  });
   let tls: { cert: string; key: string } | undefined;
   let ca: string | undefined;
   if (opts.tls !== false) {

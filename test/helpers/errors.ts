@@ -3,7 +3,9 @@ import { ConnectError } from "@connectrpc/connect";
 import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
 
 /** Awaits `p`, expecting it to fail; returns the ApiError code, Connect code and details. */
-export async function rpcError(p: Promise<unknown>): Promise<{ code: string; connectCode: number; message: string; details: Record<string, unknown>; err: ConnectError }> {
+export async function rpcError(
+  p: Promise<unknown>,
+): Promise<{ code: string; connectCode: number; message: string; details: Record<string, unknown>; err: ConnectError }> {
   try {
     await p;
   } catch (e) {

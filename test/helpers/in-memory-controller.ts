@@ -30,11 +30,21 @@ export interface InMemoryController {
  * Builds a controller in a fresh temp dir. No periodic sweep, and node liveness is checked only
  * hourly, so neither a slow machine nor a fake clock (`now`) turns a node offline mid-test.
  */
-export async function startInMemory(opts: Partial<Omit<BuildOptions, "dataDir" | "logger" | "adminToken">> = {}): Promise<InMemoryController> {
+export async function startInMemory(
+  opts: Partial<Omit<BuildOptions, "dataDir" | "logger" | "adminToken">> = {},
+): Promise<InMemoryController> {
   const dataDir = await mkdtemp(join(tmpdir(), "skipper-unit-"));
   const { logger, close: closeLog } = createLogger({ service: "t", stdout: false, level: "silent" });
-  const ctl = await build({ dataDir, logger, adminToken: IN_MEMORY_ADMIN_TOKEN, reconcileIntervalMs: 0, livenessCheckMs: 3_600_000, ...opts });
-  const withHeaders = <S extends DescService>(service: S, headers: Record<string, string>): Client<S> => createClient(service, sendingHeaders(ctl.transport, headers));
+  const ctl = await build({
+    dataDir,
+    logger,
+    adminToken: IN_MEMORY_ADMIN_TOKEN,
+    reconcileIntervalMs: 0,
+    livenessCheckMs: 3_600_000,
+    ...opts,
+  });
+  const withHeaders = <S extends DescService>(service: S, headers: Record<string, string>): Client<S> =>
+    createClient(service, sendingHeaders(ctl.transport, headers));
   return {
     ctl,
     dataDir,
@@ -66,7 +76,9 @@ function sendingHeaders(t: Transport, headers: Record<string, string>): Transpor
     return h;
   };
   return {
-    unary: (method, signal, timeoutMs, header, input, contextValues) => t.unary(method, signal, timeoutMs, add(header), input, contextValues),
-    stream: (method, signal, timeoutMs, header, input, contextValues) => t.stream(method, signal, timeoutMs, add(header), input, contextValues),
+    unary: (method, signal, timeoutMs, header, input, contextValues) =>
+      t.unary(method, signal, timeoutMs, add(header), input, contextValues),
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      t.stream(method, signal, timeoutMs, add(header), input, contextValues),
   };
 }

@@ -29,9 +29,18 @@ export interface ControllerProcess {
  * Starts the controller with a fresh (or given) data dir on a free port (or `port`, to restart
  * one where its agents expect it); stdout goes to <dataDir>/../controller.out.
  */
-export async function startControllerProcess(opts: { dataDir?: string; port?: number; extraArgs?: string[] } = {}): Promise<ControllerProcess> {
+export async function startControllerProcess(
+  opts: { dataDir?: string; port?: number; extraArgs?: string[] } = {},
+): Promise<ControllerProcess> {
   const dataDir = opts.dataDir ?? join(await mkdtemp(join(tmpdir(), "skipper-e2e-")), "data");
-  const args = [join(DIST, "controller", "main.js"), "--data-dir", dataDir, "--listen", `127.0.0.1:${opts.port ?? 0}`, ...(opts.extraArgs ?? [])];
+  const args = [
+    join(DIST, "controller", "main.js"),
+    "--data-dir",
+    dataDir,
+    "--listen",
+    `127.0.0.1:${opts.port ?? 0}`,
+    ...(opts.extraArgs ?? []),
+  ];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN },
     stdio: ["ignore", "pipe", "pipe"],
@@ -93,12 +102,18 @@ export function startAgentProcess(opts: {
     process.execPath,
     [
       join(DIST, "agent", "main.js"),
-      "--controller", opts.controller.url,
-      "--node-id", opts.nodeId,
-      "--ca-file", opts.controller.caFile,
-      "--state-dir", opts.stateDir,
-      "--work-dir", opts.workDir,
-      "--poll-interval", opts.pollInterval ?? "200ms",
+      "--controller",
+      opts.controller.url,
+      "--node-id",
+      opts.nodeId,
+      "--ca-file",
+      opts.controller.caFile,
+      "--state-dir",
+      opts.stateDir,
+      "--work-dir",
+      opts.workDir,
+      "--poll-interval",
+      opts.pollInterval ?? "200ms",
       ...(opts.extraArgs ?? []),
     ],
     { env: { ...process.env, SKIPPY_NODE_TOKEN: opts.token, DOCKER_HOST: opts.dockerHost }, stdio: ["ignore", "pipe", "pipe"] },
