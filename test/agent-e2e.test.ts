@@ -15,16 +15,16 @@ import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js"
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import { RUN_ID, freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
 const IMAGE = "skipper-busybox:local";
 const NODE = "e2e-host";
-const TENANT = "e2e-shop";
+const TENANT = `e2e-shop-${RUN_ID}`;
 // A second tenant whose services never become ready.
-const SICK = "e2e-sick";
+const SICK = `e2e-sick-${RUN_ID}`;
 const SICK_COMPOSE = `services:
   sick:
     image: ${IMAGE}

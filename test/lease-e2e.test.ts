@@ -15,13 +15,13 @@ import { ConvergenceStatus, ResourceSchema } from "../gen/skipper/v1/resource_pb
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import { RUN_ID, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! lease-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
 const NODE = "lease-host";
-const TENANT = "lease-shop";
+const TENANT = `lease-shop-${RUN_ID}`;
 // Ready only after 4 s, so the order is still running when the agent is frozen.
 const COMPOSE = `services:
   slow:

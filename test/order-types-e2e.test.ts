@@ -22,13 +22,13 @@ import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import { rpcError } from "./helpers/errors.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import { RUN_ID, freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! order-types-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
 const NODE = "ot-node";
-const TENANT = "ot-app";
+const TENANT = `ot-app-${RUN_ID}`;
 
 describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real engine)", () => {
   let ctl: ControllerProcess;

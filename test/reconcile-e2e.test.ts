@@ -14,14 +14,14 @@ import { ConvergenceStatus, ResourceSchema, ResourceSpecSchema, type Resource } 
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import { RUN_ID, freePort, startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
 const hostB = process.env.SKIPPER_TEST_DOCKER_HOST_B;
 if (!hostA || !hostB) console.warn("!!! reconcile-e2e.test.ts SKIPPED: needs two Docker engines (see test/global-setup.ts)");
 
 const IMAGE = "skipper-busybox:local";
-const TENANT = "rc-shop";
+const TENANT = `rc-shop-${RUN_ID}`;
 const SWEEP_MS = 3000;
 const MiB = 1024n * 1024n;
 
