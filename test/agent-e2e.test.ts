@@ -16,6 +16,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import {
+  RUN_ID,
   freePort,
   startAgentProcess,
   startControllerProcess,
@@ -29,9 +30,9 @@ if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (
 
 const IMAGE = "skipper-busybox:local";
 const NODE = "e2e-host";
-const TENANT = "e2e-shop";
+const TENANT = `e2e-shop-${RUN_ID}`;
 // A second tenant whose services never become ready.
-const SICK = "e2e-sick";
+const SICK = `e2e-sick-${RUN_ID}`;
 const SICK_COMPOSE = `services:
   sick:
     image: ${IMAGE}
@@ -48,8 +49,9 @@ const SICK_COMPOSE = `services:
 
 function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string {
   if (opts.broken) return "services:\n  web:\n    image: [this is not\n";
+  // slowWeb: healthy only once the test creates /tmp/ready in the container (webReady()).
   const web = opts.slowWeb
-    ? `    command: ["sh", "-c", "sleep 4; touch /tmp/ready; mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ? `    command: ["sh", "-c", "mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
     healthcheck:
       test: ["CMD", "test", "-f", "/tmp/ready"]
       interval: 1s
@@ -137,6 +139,17 @@ async function containerIds(): Promise<Record<string, string>> {
     out[svc!] = id!;
   }
   return out;
+}
+
+/** Makes the tenant's running web container(s) healthy (see slowWeb). */
+async function webReady(): Promise<void> {
+  const env = { DOCKER_HOST: dockerHost! };
+  const r = await execa(
+    "docker",
+    ["ps", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", "label=com.docker.compose.service=web"],
+    { env },
+  );
+  for (const id of r.stdout.split("\n").filter(Boolean)) await execa("docker", ["exec", id, "touch", "/tmp/ready"], { env, reject: false });
 }
 
 describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", () => {
@@ -306,6 +319,8 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   });
 
   it("an agent killed mid-order finishes the order after a restart", async () => {
+    // The web service is not healthy until the test makes it so: the order is still under way
+    // when the agent is killed, however long the test takes to see it claimed.
     await setTenant(tenant(port, { workerMode: "b", slowWeb: true, greeting: "after restart" }));
     const id = await apply();
     await waitFor("the order to be claimed", async () => {
@@ -316,7 +331,15 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     // (A journal write cut by the kill may leave a .tmp beside it; the next start removes it.)
     expect((await readdir(join(stateDir, "orders"))).filter((f) => !f.endsWith(".tmp"))).toEqual([`${id}.json`]);
     agent = startAgent();
-    const order = await finished(id);
+    const order = await waitFor(
+      `work order ${id} to finish`,
+      async () => {
+        await webReady();
+        const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      90_000,
+    );
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("after restart");
     await waitFor("the journal to empty", async () => ((await readdir(join(stateDir, "orders"))).length === 0 ? true : undefined));

@@ -19,11 +19,12 @@ import { ComposeVariant } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { probeDockerHost, type DockerHost } from "../agent/engine/docker-host.js";
 import { deployService } from "../agent/executors/deploy-service.js";
+import { RUN_ID } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! compose-v2-plugin.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
-const PROJECT = "v2-shim";
+const PROJECT = `v2-shim-${RUN_ID}`;
 const ARGV_LOG_VAR = "SKIPPER_COMPOSE_SHIM_ARGV_LOG";
 
 // A docker CLI plugin: `docker-cli-plugin-metadata` -> metadata JSON; otherwise the CLI runs it
@@ -143,6 +144,7 @@ describe.skipIf(!dockerHost)("compose v2 plugin path (docker CLI plugin shim for
     const up = lines.filter((l) => / up -d --remove-orphans$/.test(l));
     expect(config, lines.join("\n")).toHaveLength(1);
     expect(up, lines.join("\n")).toHaveLength(1);
-    for (const l of [...config, ...up]) expect(l).toMatch(/^--project-name v2-shim --file \S+docker-compose\.yml --env-file \S+\.env /);
+    for (const l of [...config, ...up])
+      expect(l).toMatch(new RegExp(`^--project-name ${PROJECT} --file \\S+docker-compose\\.yml --env-file \\S+\\.env `));
   }, 120_000);
 });

@@ -1,11 +1,13 @@
 // The controller killed (SIGKILL) while 50 work orders are in flight, then restarted on the same
 // data: agents (played here over the API, each order claimed with its lease and fencing token)
 // retry what failed while it was down; every order ends exactly once, none is lost, none has a
-// second holder.
+// second holder. The kill moments come from observed progress (acknowledged results, observed
+// lease expiries and monitor sweeps), never from elapsed time, so a slow machine cannot move them.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, describe, expect, it } from "vitest";
@@ -13,12 +15,18 @@ import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { startControllerProcess, waitFor, type ControllerProcess } from "./helpers/processes.js";
 
 const ORDERS = 50;
 const NODES = 5;
+// Results are reported by this many concurrent senders, one report in flight each. The
+// controller is killed right after the KILL_AFTER-th acknowledgement: the other senders' reports
+// are then in flight (stored or not, unanswered), and the killing sender's next one meets the
+// dead controller, whatever the machine's speed.
+const REPORTERS = 10;
+const KILL_AFTER = 20;
 
 describe("controller crash with orders in flight", () => {
   let ctl: ControllerProcess;
@@ -58,6 +66,10 @@ describe("controller crash with orders in flight", () => {
         createConnectTransport({ baseUrl: `${ctl.url}/v1`, httpVersion: "2", nodeOptions: { ca: ctl.ca }, interceptors: [auth] }),
       );
     });
+    // Set at the kill; `back` resolves once the controller listens again.
+    let killedYet = false;
+    let restarted!: () => void;
+    const back = new Promise<void>((r) => (restarted = r));
     let interrupted = 0;
     const retry = async <T>(fn: () => Promise<T>): Promise<T> => {
       for (let i = 0; ; i++) {
@@ -66,11 +78,14 @@ describe("controller crash with orders in flight", () => {
         } catch (e) {
           const code = ConnectError.from(e).code;
           if (
+            !killedYet ||
             ![Code.Unavailable, Code.Aborted, Code.Unknown, Code.Internal, Code.Canceled, Code.DeadlineExceeded].includes(code) ||
             i > 300
           )
             throw e;
           if (i === 0) interrupted++;
+          // Nothing answers until the restart; after it, a short pause between tries.
+          await back;
           await new Promise((r) => setTimeout(r, 50));
         }
       }
@@ -83,32 +98,54 @@ describe("controller crash with orders in flight", () => {
     const claimed: WorkOrder[] = [];
     for (const o of pending)
       claimed.push((await agents[Number(o.target!.nodeId.split("-").pop())]!.claimWorkOrder({ id: o.id })).workOrder!);
-    const reports = claimed.map(async (o, i) => {
-      await new Promise((r) => setTimeout(r, i * 8));
+    // The kill comes right after the KILL_AFTER-th acknowledged result, in the same tick (no
+    // other report is sent in between), with the other senders' reports in flight.
+    const acknowledged: string[] = [];
+    let ackedBeforeKill: string[] = [];
+    const killed = new Promise((r) => ctl.child.once("exit", r));
+    const queue = [...claimed];
+    const report = async (o: WorkOrder) => {
       const agent = agents[Number(o.target!.nodeId.split("-").pop())]!;
-      return retry(() =>
+      const res = await retry(() =>
         agent.reportWorkOrderResult({
           id: o.id,
           result: { success: true, code: "APPLY_OK", message: "crash test" },
           fencingToken: o.claim!.fencingToken,
         }),
       );
-    });
-    await new Promise((r) => setTimeout(r, 150));
-    ctl.child.kill("SIGKILL");
-    await new Promise((r) => ctl.child.once("exit", r));
+      acknowledged.push(o.id);
+      if (acknowledged.length === KILL_AFTER) {
+        killedYet = true;
+        ctl.child.kill("SIGKILL");
+        ackedBeforeKill = [...acknowledged];
+      }
+      return res;
+    };
+    const senders = Promise.all(
+      Array.from({ length: REPORTERS }, async () => {
+        const out = [];
+        for (let o = queue.shift(); o; o = queue.shift()) out.push(await report(o));
+        return out;
+      }),
+    );
+    // A report that fails before the kill fails the test here rather than waiting for a restart.
+    await Promise.race([killed, senders.then(() => Promise.reject(new Error("every result was reported before the kill")))]);
     ctl = await startControllerProcess({ dataDir, port, extraArgs: ["--lease-duration", "60s"] });
-    const outcomes = await Promise.all(reports);
-    // The kill landed mid-traffic: some reports failed and were retried after the restart,
-    // and some had been acknowledged before it.
+    restarted();
+    const outcomes = (await senders).flat();
+    // The kill landed mid-traffic: some reports failed and were retried after the restart (at
+    // least the killing sender's next one), and some had been acknowledged before it.
+    expect(ackedBeforeKill).toHaveLength(KILL_AFTER);
     expect(interrupted).toBeGreaterThan(0);
-    expect(interrupted).toBeLessThan(ORDERS);
+    expect(interrupted).toBeLessThanOrEqual(ORDERS - KILL_AFTER);
     expect(outcomes).toHaveLength(ORDERS);
 
     const finals = (await ctl.admin(WorkOrderService).listWorkOrders({ pageSize: 1000 })).workOrders.filter((o) =>
       claimed.some((c) => c.id === o.id),
     );
     expect(finals).toHaveLength(ORDERS);
+    // Every result acknowledged before the kill survived it.
+    for (const id of ackedBeforeKill) expect(finals.find((o) => o.id === id)?.status, id).toBe(WorkOrderStatus.SUCCESS);
     for (const o of finals) {
       expect(o.status, o.id).toBe(WorkOrderStatus.SUCCESS);
       expect(o.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([[1n, "finished"]]);
@@ -162,15 +199,40 @@ describe("controller crash with orders in flight", () => {
     });
     const claimed: WorkOrder[] = [];
     for (const o of pending) claimed.push((await agent.claimWorkOrder({ id: o.id })).workOrder!);
-    // Down for longer than a lease: every lease lapses meanwhile.
+    const lapseAt = Math.max(...claimed.map((o) => timestampDate(o.claim!.leaseExpiresAt!).getTime()));
+    // A canary shows when the lease monitor has swept after the restart: a pending order for a
+    // node without an agent that expires when the leases lapse, while the controller is down,
+    // so only a sweep of the restarted controller can fail it (EXPIRED).
+    await ctl.admin(NodeService).registerNode({ nodeId: "lease-canary" });
+    const canary = (
+      await ctl.admin(WorkOrderService).createWorkOrder({
+        type: WorkOrderType.INSPECT,
+        target: { nodeId: "lease-canary" },
+        action: { kind: { case: "inspect", value: {} } },
+        expiresAt: timestampFromDate(new Date(lapseAt)),
+      })
+    ).workOrder!;
+    // Down for longer than a lease: every lease lapses meanwhile (seen on the clock against the
+    // leases' own expiry times).
     ctl.child.kill("SIGKILL");
     await new Promise((r) => ctl.child.once("exit", r));
-    await new Promise((r) => setTimeout(r, 6500));
+    const killedAt = Date.now();
+    await waitFor("every lease to lapse", async () => (Date.now() > lapseAt ? true : undefined), 30_000, 50);
     ctl = await startControllerProcess({ dataDir, port, extraArgs: lease });
     const [alive, gone] = [claimed.slice(0, n / 2), claimed.slice(n / 2)];
     // Live holders renew within the grace, though not at once (agents renew every third of a
-    // lease, and the monitor has swept meanwhile), and finish under their first claim.
-    await new Promise((r) => setTimeout(r, 1200));
+    // lease): here once the monitor has swept the lapsed leases at least once.
+    const expired = await waitFor(
+      "a lease-monitor sweep after the restart",
+      async () => {
+        const o = (await ctl.admin(WorkOrderService).getWorkOrder({ id: canary.id })).workOrder!;
+        return o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(expired.result?.code).toBe("EXPIRED");
+    expect(timestampDate(expired.finishedAt!).getTime()).toBeGreaterThanOrEqual(killedAt);
     for (const o of alive) await agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken });
     const keep = setInterval(
       () => alive.forEach((o) => void agent.renewWorkOrderLease({ id: o.id, fencingToken: o.claim!.fencingToken }).catch(() => undefined)),

@@ -21,6 +21,7 @@ import { startController, ADMIN_TOKEN, type TestController } from "./helpers/con
 import { SERVICES } from "../controller/server.js";
 import { policyEntries } from "../controller/auth/policy.js";
 import { rpcError } from "./helpers/errors.js";
+import { waitFor } from "./helpers/processes.js";
 
 let tc: TestController;
 let nodeToken = "";
@@ -145,9 +146,18 @@ describe("auth", () => {
       )!;
       return r.currentState?.kind.case === "node" ? timestampDate(r.currentState.kind.value.lastHeartbeatAt!).getTime() : 0;
     };
-    const first = timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
-    await new Promise((r) => setTimeout(r, 1100));
-    const second = timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
+    const beat = async () => timestampDate((await node.heartbeat({ nodeId: "host-2", agentVersion: "test" })).serverTime!).getTime();
+    const first = await beat();
+    // Beats until one comes at least a second after the first (by the controller's clock).
+    const second = await waitFor(
+      "a beat a second after the first",
+      async () => {
+        const at = await beat();
+        return at - first >= 1000 ? at : undefined;
+      },
+      30_000,
+      100,
+    );
     expect(second - first).toBeGreaterThanOrEqual(1000);
     expect(await read()).toBe(second);
     expect(await listed()).toBe(second);
@@ -373,9 +383,22 @@ describe("deploy flow", () => {
 describe("observability", () => {
   it("writes structured logs with request ids and without secrets", async () => {
     const day = new Date().toISOString().slice(0, 10);
-    // Logs are written asynchronously; give the stream a moment to flush.
-    await new Promise((r) => setTimeout(r, 300));
-    const text = await readFile(join(tc.dataDir, "logs", day, "skipper-controller.ndjson"), "utf8");
+    // Logs are written asynchronously: wait for the apply's line to reach the file (complete
+    // lines only: the stream may be mid-write).
+    const text = await waitFor(
+      "the apply's log line",
+      async () => {
+        const all = await readFile(join(tc.dataDir, "logs", day, "skipper-controller.ndjson"), "utf8").catch(() => "");
+        const complete = all.slice(0, all.lastIndexOf("\n") + 1);
+        return complete
+          .split("\n")
+          .some((l) => l.includes('"request_id":"apply-req-1"') && l.includes('"action":"DeploymentService.Apply"'))
+          ? complete
+          : undefined;
+      },
+      30_000,
+      50,
+    );
     const lines = text
       .trim()
       .split("\n")

@@ -6,6 +6,8 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
@@ -15,24 +17,41 @@ import { ConvergenceStatus, ResourceSchema } from "../gen/skipper/v1/resource_pb
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { startAgentProcess, startControllerProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
+import {
+  RUN_ID,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! lease-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
 const NODE = "lease-host";
-const TENANT = "lease-shop";
-// Ready only after 4 s, so the order is still running when the agent is frozen.
+const TENANT = `lease-shop-${RUN_ID}`;
+// Healthy only once the test says so (ready(): /tmp/ready in the container), so an order runs
+// until the test has seen what it waits for, however slow the machine. ROUND changes recreate
+// the container (a fresh one is not ready).
 const COMPOSE = `services:
   slow:
     image: skipper-busybox:local
-    command: ["sh", "-c", "sleep 4; touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 1; done"]
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    environment:
+      ROUND: \${ROUND}
     healthcheck:
       test: ["CMD", "test", "-f", "/tmp/ready"]
       interval: 1s
-      retries: 30
+      retries: 60
     stop_grace_period: 1s
 `;
+const spec = (round: number) => ({
+  kind: {
+    case: "tenant" as const,
+    value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: String(round) } } },
+  },
+});
 
 describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", () => {
   let ctl: ControllerProcess;
@@ -61,48 +80,83 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     }
     await ctl?.stop();
     if (root) {
-      await execa("docker-compose", ["-p", TENANT, "-f", join(root, "work", "tenants", TENANT, "docker-compose.yml"), "down", "-t", "1"], {
-        env: { DOCKER_HOST: dockerHost! },
-        reject: false,
-      });
+      const dir = join(root, "work", "tenants", TENANT);
+      await execa(
+        "docker-compose",
+        ["-p", TENANT, "-f", join(dir, "docker-compose.yml"), "--env-file", join(dir, ".env"), "down", "-t", "1"],
+        { env: { DOCKER_HOST: dockerHost! }, reject: false },
+      );
       if (!process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
     }
   }, 60_000);
 
-  it("an agent frozen past its lease loses the order; its late result is refused; the order ends once", async () => {
-    await ctl.admin(ResourceService).createResource({
-      resourceType: "tenant",
-      resource: create(ResourceSchema, {
-        id: TENANT,
-        resourceType: "tenant",
-        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE } } } },
-      }),
-    });
-    const orders = ctl.admin(WorkOrderService);
-    // An order that outlives its lease (ready after 4 s, lease 2 s) keeps it by renewals.
-    const firstId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
-    const renewedRun = await waitFor(
-      "the first order to finish",
+  /** Makes the running slow container(s) healthy. */
+  async function ready(): Promise<void> {
+    const env = { DOCKER_HOST: dockerHost! };
+    const ids = (
+      await execa(
+        "docker",
+        ["ps", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", "label=com.docker.compose.service=slow"],
+        { env },
+      )
+    ).stdout
+      .split("\n")
+      .filter(Boolean);
+    for (const id of ids) await execa("docker", ["exec", id, "touch", "/tmp/ready"], { env, reject: false });
+  }
+
+  /** Waits for the order to end, making its container healthy meanwhile. */
+  const finishReady = (orders: Client<typeof WorkOrderService>, id: string) =>
+    waitFor(
+      `order ${id} to finish`,
       async () => {
-        const o = (await orders.getWorkOrder({ id: firstId })).workOrder!;
-        return o.finishedAt ? o : undefined;
+        await ready();
+        const o = (await orders.getWorkOrder({ id })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
       },
       60_000,
     );
+
+  it("an agent frozen past its lease loses the order; its late result is refused; the order ends once", async () => {
+    await ctl.admin(ResourceService).createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, { id: TENANT, resourceType: "tenant", desiredState: spec(1) }),
+    });
+    const orders = ctl.admin(WorkOrderService);
+    // An order that outlives its lease (2 s) keeps it by renewals: it is made ready only once it
+    // has been seen running under a renewed lease past the end of its first one.
+    const firstId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
+    const claimed = await waitFor(
+      "the first order's claim",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: firstId })).workOrder!;
+        return o.status === WorkOrderStatus.RUNNING ? o : undefined;
+      },
+      30_000,
+      50,
+    );
+    const firstLeaseEnd = timestampDate(claimed.claim!.leaseExpiresAt!).getTime();
+    const renewed = await waitFor(
+      "the first order to outlive its first lease",
+      async () => {
+        const o = (await orders.getWorkOrder({ id: firstId })).workOrder!;
+        return Date.now() > firstLeaseEnd &&
+          o.status === WorkOrderStatus.RUNNING &&
+          timestampDate(o.claim!.leaseExpiresAt!).getTime() > firstLeaseEnd
+          ? o
+          : undefined;
+      },
+      30_000,
+      100,
+    );
+    expect(renewed.claim?.fencingToken).toBe(1n);
+    const renewedRun = await finishReady(orders, firstId);
     expect(renewedRun.result?.code, renewedRun.result?.message).toBe("APPLY_OK");
     expect(renewedRun.attempts.map((a) => a.outcome)).toEqual(["finished"]);
 
-    // A change recreates the slow container; this time the agent is frozen mid-order.
-    await ctl.admin(ResourceService).updateResource({
-      resourceType: "tenant",
-      id: TENANT,
-      desiredState: {
-        kind: {
-          case: "tenant",
-          value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "2" } } },
-        },
-      },
-    });
+    // A change recreates the slow container; this time the agent is frozen mid-order (it cannot
+    // finish before the freeze: its new container is not ready until the test makes it so).
+    await ctl.admin(ResourceService).updateResource({ resourceType: "tenant", id: TENANT, desiredState: spec(2) });
     const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
     const first = await waitFor(
       "the first claim",
@@ -128,14 +182,7 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
     expect(lapsed.attempts.map((a) => a.outcome)).toEqual(["lease_expired"]);
     agent.child.kill("SIGCONT");
 
-    const done = await waitFor(
-      "the order to finish",
-      async () => {
-        const o = (await orders.getWorkOrder({ id: orderId })).workOrder!;
-        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
-      },
-      60_000,
-    );
+    const done = await finishReady(orders, orderId);
     expect(done.result?.code, done.result?.message).toBe("APPLY_OK");
     expect(done.claim?.fencingToken).toBe(2n);
     expect(done.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
@@ -170,16 +217,9 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
 
   it("an admin cancels a running order: the agent stops it, reports CANCELLED, and nothing retries it", async () => {
     const orders = ctl.admin(WorkOrderService);
-    await ctl.admin(ResourceService).updateResource({
-      resourceType: "tenant",
-      id: TENANT,
-      desiredState: {
-        kind: {
-          case: "tenant",
-          value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: COMPOSE, env: { ROUND: "3" } } },
-        },
-      },
-    });
+    // The order recreates the container and waits for it to get ready, which it never does
+    // here: the cancel always finds it running.
+    await ctl.admin(ResourceService).updateResource({ resourceType: "tenant", id: TENANT, desiredState: spec(3) });
     const orderId = (await ctl.admin(DeploymentService).apply({ tenantId: TENANT })).workOrder!.id;
     await waitFor(
       "the order to run",

@@ -26,6 +26,25 @@ const liveness = async () => {
 };
 const tenantStatus = async () => (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!.convergence?.status;
 
+/**
+ * Beats every 50 ms (half the node's interval) until the returned stop is awaited: a live agent.
+ * A single beat keeps the node online for only 300 ms (then degraded, offline after 600 ms), so
+ * a test that needs it online while it waits for something keeps it beating.
+ */
+function keepBeating(): () => Promise<void> {
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      await beat();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return async () => {
+    on = false;
+    await loop;
+  };
+}
+
 beforeAll(async () => {
   tc = await startController({ tls: true, livenessCheckMs: 50 });
   token = (await tc.client(NodeService, { admin: true }).registerNode({ nodeId: NODE })).token;
@@ -37,25 +56,30 @@ afterAll(async () => {
 
 describe("reconciler in the controller", () => {
   it("work for a node that goes offline waits, says NODE_OFFLINE, and goes out when it returns", async () => {
-    await api().createResource({
-      resourceType: "tenant",
-      resource: create(ResourceSchema, {
-        id: TENANT,
+    const stopBeating = keepBeating();
+    try {
+      await api().createResource({
         resourceType: "tenant",
-        desiredState: {
-          kind: {
-            case: "tenant",
-            value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  app:\n    image: busybox\n" } },
+        resource: create(ResourceSchema, {
+          id: TENANT,
+          resourceType: "tenant",
+          desiredState: {
+            kind: {
+              case: "tenant",
+              value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  app:\n    image: busybox\n" } },
+            },
           },
-        },
-      }),
-    });
-    await waitFor(
-      "the order to be issued",
-      async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
-      10_000,
-      20,
-    );
+        }),
+      });
+      await waitFor(
+        "the order to be issued",
+        async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
+        10_000,
+        20,
+      );
+    } finally {
+      await stopBeating();
+    }
     // No heartbeats: degraded after 3 intervals (300 ms), offline after 6.
     await waitFor("the node to go offline", async () => ((await liveness()) === NodeLiveness.OFFLINE ? true : undefined), 10_000, 20);
     // The event follows the status write.
@@ -80,13 +104,18 @@ describe("reconciler in the controller", () => {
       .listWorkOrders({ tenantId: TENANT, status: WorkOrderStatus.PENDING });
     expect(pending.workOrders).toHaveLength(1);
     await beat();
-    expect(await liveness()).toBe(NodeLiveness.ONLINE);
-    await waitFor(
-      "the tenant to wait on the order again",
-      async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
-      10_000,
-      20,
-    );
+    const stopBeatingAgain = keepBeating();
+    try {
+      expect(await liveness()).toBe(NodeLiveness.ONLINE);
+      await waitFor(
+        "the tenant to wait on the order again",
+        async () => ((await tenantStatus()) === ConvergenceStatus.ORDER_IN_FLIGHT ? true : undefined),
+        10_000,
+        20,
+      );
+    } finally {
+      await stopBeatingAgain();
+    }
     const next = await asNode(NodeService).getNextWorkOrder({ nodeId: NODE });
     expect(next.workOrder?.id).toBe(pending.workOrders[0]!.id);
   });

@@ -18,6 +18,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { CommandSpecSchema } from "../gen/skipper/v1/safety_pb.js";
 import {
+  RUN_ID,
   freePort,
   startAgentProcess,
   startControllerProcess,
@@ -30,7 +31,7 @@ const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! safe-deploy-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
 
 const IMAGE = "skipper-busybox:local";
-const TENANT = "sd-shop";
+const TENANT = `sd-shop-${RUN_ID}`;
 const NODE = "sd-node";
 const SWEEP_MS = 2000;
 

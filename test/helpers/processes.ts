@@ -15,6 +15,13 @@ import type { DescService } from "@bufbuild/protobuf";
 const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
 export const E2E_ADMIN_TOKEN = "e2e-admin-token-0123456789";
 
+/**
+ * A suffix for the names a test gives to what it creates on a Docker engine (tenant ids, which
+ * are the Compose project names): test runs that share an engine (two checkouts tested at once)
+ * must not remove or recreate each other's containers.
+ */
+export const RUN_ID = Math.random().toString(36).slice(2, 8);
+
 export interface ControllerProcess {
   child: ChildProcess;
   url: string;
