@@ -2,7 +2,7 @@
 //   - no cycles anywhere outside gen/;
 //   - gen/ imports nothing of ours; common/ only gen/; the agent only gen/, common/ and itself;
 //     the controller never the agent; neither program the benchmarks or the tests;
-//   - inside the controller, one direction: a layer imports only the layers below it.
+//   - inside each program, one direction: a layer imports only the layers below it.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
   ["base", "^controller/(errors|id-checks|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
@@ -20,22 +20,36 @@ const CONTROLLER_LAYERS = [
   ["server", "^controller/(server|main)\\.ts$"],
 ];
 
+/** The agent's layers, lowest first: the engine, versioned processes, executors, the loop, main. */
+const AGENT_LAYERS = [
+  ["engine", "^agent/engine/"],
+  ["process", "^agent/process/"],
+  ["executors", "^agent/executors/"],
+  ["loop", "^agent/(?!main\\.ts$)[^/]+\\.ts$"],
+  ["main", "^agent/main\\.ts$"],
+];
+
 // Tests beside the code may use the test helpers and any layer; the rules are for the programs.
 const TESTS = "\\.test\\.ts$";
 
-const layerRules = CONTROLLER_LAYERS.slice(0, -1).map(([name, path], i) => ({
-  name: `controller-${name}-imports-only-below`,
-  comment: `controller layer '${name}' may not import a layer above it (${CONTROLLER_LAYERS.slice(i + 1)
-    .map(([n]) => n)
-    .join(", ")})`,
-  severity: "error",
-  from: { path, pathNot: TESTS },
-  to: {
-    path: CONTROLLER_LAYERS.slice(i + 1)
-      .map(([, p]) => `(${p})`)
-      .join("|"),
-  },
-}));
+/** One rule per layer of a program: it may not import any layer above it. */
+function layerRules(program, layers) {
+  return layers.slice(0, -1).map(([name, path], i) => ({
+    name: `${program}-${name}-imports-only-below`,
+    comment: `${program} layer '${name}' may not import a layer above it (${layers
+      .slice(i + 1)
+      .map(([n]) => n)
+      .join(", ")})`,
+    severity: "error",
+    from: { path, pathNot: TESTS },
+    to: {
+      path: layers
+        .slice(i + 1)
+        .map(([, p]) => `(${p})`)
+        .join("|"),
+    },
+  }));
+}
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -81,7 +95,8 @@ module.exports = {
       from: { path: "^controller/", pathNot: CONTROLLER_LAYERS.map(([, p]) => `(${p})`).join("|") },
       to: {},
     },
-    ...layerRules,
+    ...layerRules("controller", CONTROLLER_LAYERS),
+    ...layerRules("agent", AGENT_LAYERS),
   ],
   options: {
     doNotFollow: { path: "node_modules" },

@@ -15,6 +15,7 @@ import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
 import type { OrderFeed } from "./order-feed.js";
+import { expiredAt, expireOrder } from "./order-expiry.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
 
 /** What the verbs need: the outcome recorders' deps, the clock, the lease, the feed and the triggers. */
@@ -23,6 +24,19 @@ export interface LifecycleDeps extends OutcomeDeps {
   leaseMs: number;
   feed: OrderFeed;
   triggers: ReconcileTriggers;
+}
+
+/**
+ * The node's next pending order, highest priority first. One whose expires_at has passed is
+ * failed (EXPIRED) here rather than handed out for a claim that must refuse it.
+ */
+export async function nextOrderFor(deps: LifecycleDeps & { logger: Logger }, nodeId: string): Promise<WorkOrder | undefined> {
+  let order = await deps.store.nextPendingWorkOrder(nodeId);
+  while (order && expiredAt(order, deps.now())) {
+    await expireOrder(deps, order, deps.now());
+    order = await deps.store.nextPendingWorkOrder(nodeId);
+  }
+  return order;
 }
 
 /** Claims `order` for its node (a lease with a new fencing token) and records its start. */

@@ -3,7 +3,7 @@
 // changes nothing but the time is stored at most once a minute (each write is fsynced: at 1,000
 // nodes this is the controller's main idle cost); a node_heartbeat_received event is recorded when
 // the report changes, or at most hourly; coming online is a node_online event. What the beat
-// changed is returned, so the caller can tell the reconciler (reconcile/triggers.ts).
+// changed goes to onRecorded (the reconciler's triggers) as soon as it is stored, and is returned.
 import { create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
@@ -34,6 +34,8 @@ export interface HeartbeatDeps {
   now: () => Date;
   /** Told of every beat (liveness is judged from every one, in memory). */
   onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+  /** Told what a beat changed once it is stored (with its node_online event), before the heartbeat event. */
+  onRecorded?: (beat: HeartbeatOutcome) => void;
 }
 
 /** Records heartbeats; remembers, per node, when it last recorded a heartbeat event. */
@@ -83,6 +85,7 @@ export class HeartbeatRecorder {
     this.deps.onHeartbeat?.(nodeId, now, Number(req.heartbeatIntervalMs));
     const ids = { ...trace, resourceType: "node", resourceId: nodeId, nodeId };
     if (out.cameOnline) await recordEvents(this.deps.store, [{ type: "node_online", ...ids }]);
+    this.deps.onRecorded?.(out);
     const last = this.lastEvent.get(nodeId) ?? 0;
     if (reportChanged || now.getTime() - last >= HEARTBEAT_EVENT_EVERY_MS) {
       this.lastEvent.set(nodeId, now.getTime());

@@ -150,6 +150,16 @@ describe("a batch of reports", () => {
     expect(await reported()).toEqual([]);
   });
 
+  it("a report on a deleted (tombstoned) tenant is written, as a removal's report is", async () => {
+    await c.admin(ResourceService).deleteResource({ resourceType: "tenant", id: "shop", cascade: true });
+    const before = await c.ctl.store.getResource("tenant", "shop", { includeDeleted: true });
+    await report(n1, "n1", order.id, [tenantReport("shop", "REMOVE_OK")]);
+    const after = (await c.ctl.store.getResource("tenant", "shop", { includeDeleted: true }))!;
+    expect(after.deletion).toBeDefined();
+    expect(after.metadata?.resourceVersion).not.toBe(before?.metadata?.resourceVersion);
+    expect(after.currentState?.kind.case === "tenant" && after.currentState.kind.value.resultCode).toBe("REMOVE_OK");
+  });
+
   // A resource can be gone though its order still names it (a deployment retired by retention):
   // the batch is refused before any report is written, not half-written.
   it("a report on a resource that no longer exists writes none of the batch", async () => {

@@ -50,11 +50,12 @@ export async function recordReports(
   trace: Trace,
 ): Promise<Resource[]> {
   checkReports(nodeId, order, reports);
-  // Every resource reported on must exist before any report is written (a deployment the order
-  // names may have been retired since), so a refused batch changes nothing.
+  // Every resource reported on must exist (a tombstone counts: a removal's report lands on its
+  // deleted tenant) before any report is written; a deployment the order names may have been
+  // retired since, and then the batch is refused whole.
   for (const report of reports) {
     const type = checkResourceType(report.resourceType);
-    if (!(await deps.store.getResource(type, report.id))) throw notFound(type, report.id);
+    if (!(await deps.store.getResource(type, report.id, { includeDeleted: true }))) throw notFound(type, report.id);
   }
   const updated: Resource[] = [];
   for (const report of reports) {

@@ -68,6 +68,7 @@ export class Reconciler {
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
       return this.passes.run(tenantId, opts, world);
     });
+    this.queue.forget(tenantId);
     const retryAt = retryAtOf(result);
     if (retryAt !== undefined && !this.stopped) this.queue.addAt(tenantId, retryAt, this.deps.now().getTime());
     return result;
@@ -126,7 +127,6 @@ export class Reconciler {
   private async passLogged(id: string, trace: Trace | undefined, world?: World): Promise<void> {
     try {
       await this.reconcileTenant(id, { trace }, world);
-      this.queue.forget(id);
     } catch (e) {
       const retryInMs = this.queue.addRateLimited(id, this.deps.now().getTime());
       this.deps.logger.error(

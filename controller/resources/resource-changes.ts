@@ -2,8 +2,8 @@
 // is idempotent (the same resource posted twice returns the stored one); an update honours a
 // resource_version precondition and writes only when something changes; a delete leaves a
 // tombstone and refuses while live resources still reference the target (unless cascade), and
-// with delete_data names the nodes that must remove the data. Each function returns the
-// resources it wrote, for the caller to tell the reconciler.
+// with delete_data names the nodes that must remove the data. Each resource written is told to
+// `changed` right after its event, so the reconciler hears of it even if a later step fails.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CreateResourceRequest, DeleteResourceRequest, UpdateResourceRequest } from "../../gen/skipper/v1/resource_service_pb.js";
@@ -29,12 +29,13 @@ export interface ChangeDeps {
   now: () => Date;
   /** The nodes a service or volume ran on (its tenant's targets): where delete_data removes its data. */
   dataNodes: (r: Resource) => Promise<string[]>;
+  /** Told at once of every resource a change wrote, after its event (the reconciler's triggers). */
+  changed: (r: Resource) => void;
 }
 
-/** A change's answer and the resources it wrote (none when it changed nothing). */
+/** A change's answer: the resource as stored. */
 export interface Change {
   resource: Resource;
-  changed: Resource[];
 }
 
 /** Creates the resource in `req` (idempotent: the same one again returns the stored one). */
@@ -68,7 +69,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   const labels = body.metadata?.labels ?? {};
   const annotations = body.metadata?.annotations ?? {};
   const existing = await store.getResource(type, id);
-  if (existing) return { resource: sameAsExisting(existing, body), changed: [] };
+  if (existing) return { resource: sameAsExisting(existing, body) };
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   const now = timestampFromDate(deps.now());
   const resource = create(ResourceSchema, {
@@ -91,7 +92,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   } catch (e) {
     // A concurrent identical create is still a success for this caller.
     const raced = await store.getResource(type, id);
-    if (raced) return { resource: sameAsExisting(raced, body), changed: [] };
+    if (raced) return { resource: sameAsExisting(raced, body) };
     throw e;
   }
   await recordEvents(store, [
@@ -106,11 +107,12 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       revision: stored.metadata?.resourceVersion,
     },
   ]);
+  deps.changed(stored);
   log.info(
     { action: "resource_created", result: "ok", tenant_id: tenantOf(stored), metadata: { resource_type: type, resource_id: id } },
     "resource created",
   );
-  return { resource: stored, changed: [stored] };
+  return { resource: stored };
 }
 
 /** Updates desired state, labels and annotations (whole, or the fields of update_mask), at resource_version when given. */
@@ -169,8 +171,9 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
       { type: "resource_updated", ...base, data },
       ...(desiredChanged ? [{ type: "desired_state_changed" as const, ...base, data }] : []),
     ]);
+    deps.changed(updated);
   }
-  return { resource: updated, changed: changed ? [updated] : [] };
+  return { resource: updated };
 }
 
 /** Tombstones the resource (and, with cascade, what references it); returns the names of those cascaded. */
@@ -185,7 +188,7 @@ export async function deleteResource(
   const id = checkId(req.id, "id");
   const current = await store.getResource(type, id, { includeDeleted: true });
   if (!current) throw notFound(type, id);
-  if (current.deletion) return { resource: current, cascaded: [], changed: [] };
+  if (current.deletion) return { resource: current, cascaded: [] };
   if (req.resourceVersion !== "" && req.resourceVersion !== current.metadata?.resourceVersion) {
     throw conflict(
       `${type} ${id} was modified: resource_version is ${current.metadata?.resourceVersion ?? ""}, not ${req.resourceVersion}`,
@@ -207,15 +210,9 @@ export async function deleteResource(
       });
     }
   }
-  const changed: Resource[] = [];
-  const mark = async (r: Resource, from: string) => {
-    const t = await tombstone(deps, trace, log, r, req.deleteData, from);
-    if (t.wrote) changed.push(t.resource);
-    return t.resource;
-  };
-  for (const dep of cascade) await mark(dep, refKey(current));
-  const resource = await mark(current, "");
-  return { resource, cascaded: cascade.map(refKey), changed };
+  for (const dep of cascade) await tombstone(deps, trace, log, dep, req.deleteData, refKey(current));
+  const resource = await tombstone(deps, trace, log, current, req.deleteData, "");
+  return { resource, cascaded: cascade.map(refKey) };
 }
 
 // Marks one resource deleted (idempotent: an existing tombstone is returned as it is).
@@ -226,7 +223,7 @@ async function tombstone(
   r: Resource,
   deleteData: boolean,
   cascadedFrom: string,
-): Promise<{ resource: Resource; wrote: boolean }> {
+): Promise<Resource> {
   const type = r.resourceType as ResourceType;
   const pendingOn = deleteData && (type === "service" || type === "volume") ? await deps.dataNodes(r) : [];
   let wrote = false;
@@ -244,7 +241,7 @@ async function tombstone(
     cur.updatedAt = timestampFromDate(deps.now());
     return cur;
   });
-  if (!wrote) return { resource: updated, wrote };
+  if (!wrote) return updated;
   const revision = updated.metadata?.resourceVersion ?? "";
   const events: EventInput[] = [
     {
@@ -265,6 +262,7 @@ async function tombstone(
     },
   ];
   await recordEvents(deps.store, events);
+  deps.changed(updated);
   log.info(
     {
       action: "resource_deleted",
@@ -274,7 +272,7 @@ async function tombstone(
     },
     "resource deleted",
   );
-  return { resource: updated, wrote };
+  return updated;
 }
 
 // An idempotent create: the same desired state and labels return the stored resource; anything

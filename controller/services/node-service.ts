@@ -7,7 +7,7 @@ import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js";
 import { forbidden, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
-import { expireOrder, expiredAt } from "../dispatch/order-expiry.js";
+import { nextOrderFor } from "../dispatch/order-lifecycle.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
 import { recordReports } from "../nodes/state-reports.js";
@@ -20,7 +20,12 @@ const WATCH_KEEPALIVE_MS = 45_000;
 /** Node implementation. */
 export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> {
   const { store } = deps;
-  const heartbeats = new HeartbeatRecorder(deps);
+  const heartbeats = new HeartbeatRecorder({
+    store,
+    now: deps.now,
+    onHeartbeat: deps.onHeartbeat,
+    onRecorded: (beat) => deps.triggers.heartbeatRecorded(beat),
+  });
 
   function selfOnly(call: CallInfo, nodeId: string): string {
     checkId(nodeId, "node_id");
@@ -46,7 +51,6 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
       const call = callInfo(ctx);
       const nodeId = selfOnly(call, req.nodeId);
       const beat = await heartbeats.record(nodeId, req, traceOf(call));
-      deps.triggers.heartbeatRecorded(beat);
       return {
         meta: responseMeta(ctx),
         serverTime: timestampFromDate(beat.at),
@@ -56,13 +60,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
 
     async getNextWorkOrder(req, ctx) {
       const nodeId = selfOnly(callInfo(ctx), req.nodeId);
-      let workOrder = await store.nextPendingWorkOrder(nodeId);
-      // An expired order is failed here rather than handed out for a claim that must refuse it.
-      while (workOrder && expiredAt(workOrder, deps.now())) {
-        await expireOrder(deps, workOrder, deps.now());
-        workOrder = await store.nextPendingWorkOrder(nodeId);
-      }
-      return { meta: responseMeta(ctx), workOrder };
+      return { meta: responseMeta(ctx), workOrder: await nextOrderFor(deps, nodeId) };
     },
 
     async *watchWorkOrders(req, ctx) {

@@ -9,7 +9,7 @@ import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { explainResource } from "../reconcile/explain.js";
-import { createResource, deleteResource, updateResource, type Change, type ChangeDeps } from "../resources/resource-changes.js";
+import { createResource, deleteResource, updateResource, type ChangeDeps } from "../resources/resource-changes.js";
 import { parseLabelSelector } from "../store/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
 
@@ -24,11 +24,12 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     if (st && live && (!st.lastHeartbeatAt || timestampDate(st.lastHeartbeatAt) < live)) st.lastHeartbeatAt = timestampFromDate(live);
     return r;
   };
-  const changeDeps: ChangeDeps = { store, now: deps.now, dataNodes: (r) => deps.records.nodesRunning(r) };
-  // Every acknowledged change wakes the reconciler for what depends on it.
-  const announce = <T extends Change>(change: T): T => {
-    for (const r of change.changed) deps.triggers.resourceChanged(r);
-    return change;
+  // Every resource a change writes wakes the reconciler for what depends on it.
+  const changeDeps: ChangeDeps = {
+    store,
+    now: deps.now,
+    dataNodes: (r) => deps.records.nodesRunning(r),
+    changed: (r) => deps.triggers.resourceChanged(r),
   };
   return {
     async listResources(req, ctx) {
@@ -60,12 +61,12 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
 
     async createResource(req, ctx) {
       const call = callInfo(ctx);
-      const { resource } = announce(await createResource(changeDeps, req, traceOf(call), call.logger));
+      const { resource } = await createResource(changeDeps, req, traceOf(call), call.logger);
       return { meta: responseMeta(ctx), resource };
     },
 
     async updateResource(req, ctx) {
-      const { resource } = announce(await updateResource(changeDeps, req, traceOf(callInfo(ctx))));
+      const { resource } = await updateResource(changeDeps, req, traceOf(callInfo(ctx)));
       return { meta: responseMeta(ctx), resource };
     },
 
@@ -80,7 +81,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
 
     async deleteResource(req, ctx) {
       const call = callInfo(ctx);
-      const { resource, cascaded } = announce(await deleteResource(changeDeps, req, traceOf(call), call.logger));
+      const { resource, cascaded } = await deleteResource(changeDeps, req, traceOf(call), call.logger);
       return { meta: responseMeta(ctx), resource, cascaded };
     },
   };
