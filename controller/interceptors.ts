@@ -13,9 +13,9 @@ import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
 import { callInfoKey, type Principal } from "./context.js";
 import { CONNECT_CODE, errorCodeOf } from "./api-errors.js";
-import { isSkipperError, SkipperError, forbidden, unauthorized, invalid } from "./errors.js";
+import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
-import { accessFor } from "./auth/policy.js";
+import { admit } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
 import type { Logger } from "../common/logging/logger.js";
 
@@ -35,8 +35,7 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
       log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
-      principal = await deps.authenticator.authenticate(req.header);
-      authorize(accessFor(req.method), principal);
+      principal = await admit(deps.authenticator, req.method, req.header);
       const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
       if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
         throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });
@@ -87,13 +86,6 @@ function internal(e: unknown, log: Logger, action: string): ConnectError {
 function fromSkipperError(e: SkipperError): ConnectError {
   const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
   return new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
-}
-
-function authorize(access: ReturnType<typeof accessFor>, p: Principal): void {
-  if (access === "public") return;
-  if (p.kind === "anonymous") throw unauthorized();
-  if (access === "admin" && p.kind !== "admin") throw forbidden("this call needs the admin token");
-  if (access === "node" && p.kind !== "node") throw forbidden("this call needs a node token");
 }
 
 function traceHeader(h: Headers, name: string): string | undefined {

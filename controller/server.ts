@@ -20,7 +20,9 @@ import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import type { Logger } from "../common/logging/logger.js";
 import { boundaryInterceptor } from "./interceptors.js";
+import { admit } from "./auth/admission.js";
 import { createAuthenticator } from "./auth/authenticator.js";
+import { createRequestGate } from "./request-gate.js";
 import { hashToken, mintAdminToken } from "./auth/tokens.js";
 import { KeyedLock } from "./keyed-lock.js";
 import type { ServiceDeps } from "./services/deps.js";
@@ -153,7 +155,8 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
   };
-  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator: createAuthenticator(adminHash, store), logger })];
+  const authenticator = createAuthenticator(adminHash, store);
+  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger })];
   const routes = (router: ConnectRouter) => {
     router.service(HealthService, healthService(deps));
     router.service(ResourceService, resourceService(deps));
@@ -172,12 +175,26 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     transport,
     maxBodyBytes: READ_MAX_BYTES,
     logger,
+    admit: (method, headers) => admit(authenticator, method, headers),
   });
+  const gate = createRequestGate({ services: SERVICES, authenticator, logger });
 
   const handler: RequestHandler = (req, res) => {
     const path = req.url ?? "/";
-    if (path.startsWith("/v1/skipper.v1.")) return prefixed(req, res);
-    if (path.startsWith("/skipper.v1.")) return canonical(req, res);
+    const rpc = path.startsWith("/v1/skipper.v1.") ? prefixed : path.startsWith("/skipper.v1.") ? canonical : undefined;
+    if (rpc) {
+      // Refused from its headers before the adapter reads any of its body (request-gate.ts).
+      gate(req, res).then(
+        (refused) => {
+          if (!refused) rpc(req, res);
+        },
+        (err: unknown) => {
+          logger.error({ action: "rpc", result: "INTERNAL_ERROR", err }, "request gate failed");
+          if (!res.headersSent) notFound(res, 500);
+        },
+      );
+      return;
+    }
     rest.handle(req, res).then(
       (handled: boolean) => {
         if (!handled) notFound(res);

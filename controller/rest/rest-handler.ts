@@ -8,8 +8,8 @@
 // to the caller (handle() returns false).
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescService } from "@bufbuild/protobuf";
+import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import { isSkipperError } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
@@ -35,6 +35,8 @@ export interface RestHandlerOptions {
   services: DescService[];
   /** Where each REST call is executed: in production the interceptor-wrapped router transport. */
   transport: Transport;
+  /** Admits the caller of `method` from the request's headers before its body is read; throws to refuse. */
+  admit?: (method: DescMethod, headers: Headers) => Promise<unknown>;
   /** Largest accepted request body (default 4 MiB); larger ones get 413. */
   maxBodyBytes?: number;
   logger?: RestLogger;
@@ -125,6 +127,16 @@ async function execute(
     if (!res.writableEnded) aborter.abort();
   });
   try {
+    // An unadmitted caller is refused before a byte of its body is read (and the connection is
+    // not kept for the rest of it).
+    if (ctx.admit) {
+      try {
+        await ctx.admit(route.rpc, forwardedHeaders(req.headers));
+      } catch (e) {
+        stopReading(req, res);
+        throw e;
+      }
+    }
     // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
     const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
     const input = bindRequest(route, rawVars, rawQuery, body);
@@ -206,6 +218,15 @@ function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
     out.set(name, Array.isArray(value) ? value.join(", ") : value);
   }
   return out;
+}
+
+// The answer goes out without the body having been read: over HTTP/1.1 the connection closes
+// after it (rather than reading the rest to keep it alive); over HTTP/2 the stream is reset
+// with NO_ERROR once the answer is complete, which tells the client to stop sending.
+function stopReading(req: Request, res: Response): void {
+  if (req.httpVersionMajor === 1) res.setHeader("connection", "close");
+  const stream = (req as Http2ServerRequest).stream;
+  if (stream) (res as unknown as Http2ServerResponse).once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
 }
 
 // Bounds untrusted path text echoed in messages.

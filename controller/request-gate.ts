@@ -1,0 +1,100 @@
+// The front door for Connect, gRPC and gRPC-Web requests: a call that is not admitted (no, a
+// wrong or another kind of credential) is answered from its headers alone, in its own protocol,
+// before any of its body is read. The Connect adapters read and decode a whole message before the
+// interceptor runs, so without this an unauthenticated stream that announces a 4 MiB message and
+// never finishes holds that memory for as long as it likes. Admitted calls go on to the adapters,
+// whose interceptor admits them again (the same rule, auth/admission.ts) and does the rest.
+import http2 from "node:http2";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
+import type { Logger } from "../common/logging/logger.js";
+import { CONNECT_CODE } from "./api-errors.js";
+import { admit } from "./auth/admission.js";
+import type { Authenticator } from "./auth/authenticator.js";
+import { accessFor } from "./auth/policy.js";
+import { isSkipperError, type SkipperError } from "./errors.js";
+
+type Request = IncomingMessage | Http2ServerRequest;
+type Response = ServerResponse | Http2ServerResponse;
+
+export interface GateOptions {
+  services: DescService[];
+  authenticator: Authenticator;
+  logger: Logger;
+}
+
+/** Returns a check that answers (and returns true for) a request that may not call its RPC. */
+export function createRequestGate(opts: GateOptions): (req: Request, res: Response) => Promise<boolean> {
+  const methods = new Map<string, DescMethod>();
+  for (const s of opts.services) for (const m of s.methods) methods.set(`/${s.typeName}/${m.name}`, m);
+  return async (req, res) => {
+    const path = (req.url ?? "/").split("?")[0]!.replace(/^\/v1(?=\/)/, "");
+    const method = methods.get(path);
+    // Unknown paths are the adapters' to answer; public calls need no credential.
+    if (!method || accessFor(method) === "public") return false;
+    try {
+      await admit(opts.authenticator, method, headersOf(req.headers));
+      return false;
+    } catch (e) {
+      // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.
+      if (!isSkipperError(e)) return false;
+      const action = `${method.parent.name}.${method.name}`;
+      opts.logger.warn({ action, result: e.code, metadata: { message: e.message, stage: "before body" } }, `${action} refused: ${e.code}`);
+      refuse(req, res, e);
+      return true;
+    }
+  };
+}
+
+// Answers with the error in the request's protocol, then stops reading what the client still sends.
+function refuse(req: Request, res: Response, e: SkipperError): void {
+  const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
+  const err = new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
+  const type = String(req.headers["content-type"] ?? "");
+  const headers: Record<string, string> = {};
+  let status = 200;
+  let body: Uint8Array = new Uint8Array();
+  if (/^application\/grpc(-web)?([+;]|$)/.test(type)) {
+    // gRPC and gRPC-Web: a trailers-only response, the status in the headers.
+    const h = new Headers();
+    setTrailerStatus(h, err);
+    h.forEach((v, k) => {
+      headers[k] = v;
+    });
+    headers["content-type"] = type;
+  } else if (/^application\/connect\+/.test(type)) {
+    // A Connect stream: HTTP 200 and an end-of-stream message that carries the error.
+    const json = new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, undefined)));
+    body = new Uint8Array(5 + json.length);
+    body[0] = 0b10;
+    new DataView(body.buffer).setUint32(1, json.length);
+    body.set(json, 5);
+    headers["content-type"] = type;
+  } else {
+    // Connect unary (JSON or binary) and anything else: the HTTP status and a JSON error body.
+    status = codeToHttpStatus(err.code);
+    body = errorToJsonBytes(err, {});
+    headers["content-type"] = "application/json";
+  }
+  if (req.httpVersionMajor === 1) headers.connection = "close";
+  (res as ServerResponse).writeHead(status, headers);
+  res.end(body);
+  const stream = (req as Http2ServerRequest).stream;
+  // HTTP/2: the answer is complete; tell the client to stop sending the body (RST_STREAM NO_ERROR).
+  if (stream) res.once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+}
+
+/** Request headers as a fetch Headers object (HTTP/2 pseudo-headers left out). */
+export function headersOf(raw: IncomingHttpHeaders): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(raw)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) h.append(k, one);
+  }
+  return h;
+}

@@ -1,0 +1,153 @@
+// The front door: a call that is not admitted is refused from its headers, in its own protocol,
+// while its body is still unfinished, so an unauthenticated client cannot make the controller hold
+// a large message. Each request here announces 4 MiB, sends 1 KiB and never finishes its body;
+// the answer must come anyway (there is nothing else that could end the exchange).
+import https from "node:https";
+import http2 from "node:http2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
+import { startController, type TestController } from "./helpers/controller.js";
+
+const ANNOUNCED = 4 * 1024 * 1024;
+const SENT = Buffer.alloc(1024, 0x61);
+
+let tc: TestController;
+let nodeToken = "";
+
+beforeAll(async () => {
+  tc = await startController();
+  nodeToken = (await tc.client(NodeService, { admin: true }).registerNode({ nodeId: "door-1" })).token;
+});
+afterAll(async () => {
+  await tc?.stop();
+});
+
+interface Answer {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: Buffer;
+  /** The stream's reset code when it closed (the body was never finished, so only the server ended it). */
+  rstCode: number | undefined;
+}
+
+/** Sends headers and the start of a body over HTTP/2, never ends it, and collects the answer. */
+function h2Stalled(path: string, headers: Record<string, string>, prefix: Buffer): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(tc.url, { ca: tc.ca });
+    session.on("error", reject);
+    const stream = session.request({ ":method": "POST", ":path": path, ...headers });
+    let status = 0;
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      responseHeaders = h;
+    });
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("error", () => undefined);
+    stream.on("close", () => {
+      session.close();
+      resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks), rstCode: stream.rstCode });
+    });
+    stream.write(prefix);
+    stream.write(SENT);
+  });
+}
+
+/** A gRPC length prefix that announces a message of `n` bytes. */
+function grpcPrefix(n: number): Buffer {
+  const b = Buffer.alloc(5);
+  b.writeUInt32BE(n, 1);
+  return b;
+}
+
+describe("calls that are not admitted are refused before their body is read", () => {
+  it("gRPC without a credential: UNAUTHENTICATED with the ApiError detail, stream closed", async () => {
+    const a = await h2Stalled("/skipper.v1.ResourceService/ListResources", { "content-type": "application/grpc" }, grpcPrefix(ANNOUNCED));
+    expect(a.status).toBe(200);
+    expect(a.headers["grpc-status"]).toBe("16");
+    const trailer = new Headers();
+    for (const [k, v] of Object.entries(a.headers)) if (!k.startsWith(":") && typeof v === "string") trailer.set(k, v);
+    expect(findTrailerError(trailer)?.findDetails(ApiErrorSchema)[0]?.code).toBe("UNAUTHORIZED");
+    // The server told the client to stop sending: RST_STREAM with NO_ERROR after the answer.
+    expect(a.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+  });
+
+  it("gRPC with a node token on an admin call: PERMISSION_DENIED", async () => {
+    const a = await h2Stalled(
+      "/skipper.v1.ResourceService/CreateResource",
+      { "content-type": "application/grpc", authorization: `Bearer ${nodeToken}` },
+      grpcPrefix(ANNOUNCED),
+    );
+    expect(a.headers["grpc-status"]).toBe("7");
+  });
+
+  it("gRPC-Web without a credential: the status in the headers", async () => {
+    const a = await h2Stalled(
+      "/v1/skipper.v1.EventService/ListEvents",
+      { "content-type": "application/grpc-web+proto" },
+      grpcPrefix(ANNOUNCED),
+    );
+    expect(a.status).toBe(200);
+    expect(a.headers["grpc-status"]).toBe("16");
+  });
+
+  it("Connect unary JSON with a wrong token: HTTP 401 and a Connect error body", async () => {
+    const a = await h2Stalled(
+      "/v1/skipper.v1.ResourceService/CreateResource",
+      { "content-type": "application/json", "content-length": String(ANNOUNCED), "x-admin-token": "wrong" },
+      Buffer.from("{"),
+    );
+    expect(a.status).toBe(401);
+    const body = JSON.parse(a.body.toString("utf8")) as { code: string; details: unknown[] };
+    expect(body.code).toBe("unauthenticated");
+    expect(body.details.length).toBe(1);
+  });
+
+  it("Connect streaming without a credential: an end-of-stream message with the error", async () => {
+    const a = await h2Stalled(
+      "/v1/skipper.v1.NodeService/WatchWorkOrders",
+      { "content-type": "application/connect+json" },
+      grpcPrefix(ANNOUNCED),
+    );
+    expect(a.status).toBe(200);
+    expect(a.body[0]).toBe(0b10);
+    const end = JSON.parse(a.body.subarray(5).toString("utf8")) as { error: { code: string } };
+    expect(end.error.code).toBe("unauthenticated");
+  });
+
+  it("REST over HTTP/1.1 without a credential: 401 envelope, and the connection is not kept for the rest of the body", async () => {
+    const answer = await new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+      const req = https.request(
+        `${tc.url}/v1/resources/tenant`,
+        { method: "POST", ca: tc.ca, headers: { "content-type": "application/json", "content-length": String(ANNOUNCED) } },
+        (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (c: string) => {
+            body += c;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+        },
+      );
+      req.on("error", reject);
+      req.write(SENT);
+    });
+    expect(answer.status).toBe(401);
+    expect(answer.connection).toBe("close");
+    expect((JSON.parse(answer.body) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("admitted calls and the public health check are served as before", async () => {
+    const beat = await tc.client(NodeService, { token: nodeToken, grpc: true }).heartbeat({ nodeId: "door-1", agentVersion: "test" });
+    expect(beat.serverTime).toBeDefined();
+    const listed = await tc.client(ResourceService, { admin: true }).listResources({ resourceType: "node" });
+    expect(listed.resources.map((r) => r.id)).toContain("door-1");
+    const health = await tc.client(HealthService, { grpc: true }).check({});
+    expect(health.status).toBe("ok");
+  });
+});
