@@ -17,7 +17,7 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["services", "^controller/services/"],
   ["boundary", "^controller/(api-errors|interceptors|request-gate)\\.ts$|^controller/rest/"],
-  ["server", "^controller/(server|main)\\.ts$"],
+  ["server", "^controller/(server|listener|main)\\.ts$"],
 ];
 
 /** The agent's layers, lowest first: the engine, versioned processes, executors, the loop, main. */

@@ -2,7 +2,8 @@
 // skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
 import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
 import { createLogger } from "../common/logging/logger.js";
-import { build, serve } from "./server.js";
+import { build } from "./server.js";
+import { serve } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { VERSION } from "./version.js";
 

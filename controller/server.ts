@@ -1,10 +1,9 @@
 // build(): the controller's request handler (Connect + gRPC + gRPC-Web under /v1 and at the
 // canonical gRPC paths, plus the REST routes derived from google.api.http), with no listening.
-// serve(): puts a handler on a port, over TLS (HTTP/2 with HTTP/1.1 fallback) or plain HTTP.
+// listener.ts serve() puts the handler on a port.
 // Tests use both with port 0; main.ts adds configuration and signals.
 import http from "node:http";
 import http2 from "node:http2";
-import net from "node:net";
 import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -249,70 +248,4 @@ function notFound(res: http.ServerResponse | http2.Http2ServerResponse, status =
   });
   (res as http.ServerResponse).writeHead(status, { "content-type": "application/json" });
   res.end(body);
-}
-
-export interface ServeOptions {
-  host: string;
-  port: number;
-  /** PEM cert and key; absent means plain HTTP (HTTP/1.1 and h2c on one port). */
-  tls?: { cert: string; key: string };
-}
-
-export interface Serving {
-  /** Base URL, e.g. https://127.0.0.1:8443 */
-  url: string;
-  port: number;
-  close(): Promise<void>;
-}
-
-/** Listens with `handler` and resolves once the port is bound. */
-export async function serve(handler: RequestHandler, opts: ServeOptions): Promise<Serving> {
-  const sessions = new Set<http2.ServerHttp2Session>();
-  const sockets = new Set<net.Socket>();
-  let server: net.Server;
-  if (opts.tls) {
-    const h2 = http2.createSecureServer({ ...opts.tls, allowHTTP1: true, minVersion: "TLSv1.2" }, handler);
-    h2.on("session", (s) => {
-      sessions.add(s);
-      s.on("close", () => sessions.delete(s));
-    });
-    server = h2;
-  } else {
-    // Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
-    const h1 = http.createServer(handler);
-    const h2c = http2.createServer({}, handler);
-    h2c.on("session", (s) => {
-      sessions.add(s);
-      s.on("close", () => sessions.delete(s));
-    });
-    server = net.createServer((socket) => {
-      socket.once("data", (head: Buffer) => {
-        socket.pause();
-        socket.unshift(head);
-        const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
-        (isH2 ? h2c : h1).emit("connection", socket);
-        process.nextTick(() => socket.resume());
-      });
-    });
-  }
-  server.on("connection", (s: net.Socket) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port, opts.host, () => resolve());
-  });
-  const port = (server.address() as net.AddressInfo).port;
-  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
-  return {
-    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sessions) s.close();
-        for (const s of sockets) s.destroy();
-      }),
-  };
 }

@@ -25,6 +25,7 @@ import { OFFLINE_AFTER } from "../controller/nodes/node-liveness.js";
 import { rpcError } from "./helpers/errors.js";
 import {
   RUN_ID,
+  removeComposeProject,
   freePort,
   startAgentProcess,
   startControllerProcess,
@@ -136,6 +137,7 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
       .split("\n")
       .filter(Boolean);
     if (ids.length > 0) await engine(["rm", "-f", ...ids]).catch(() => undefined);
+    if (dockerHost) await removeComposeProject(dockerHost, TENANT);
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 60_000);
 

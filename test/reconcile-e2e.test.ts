@@ -18,6 +18,7 @@ import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import {
   RUN_ID,
+  removeComposeProject,
   freePort,
   startAgentProcess,
   startControllerProcess,
@@ -188,6 +189,7 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
       if (!h) continue;
       const ids = Object.values(await containers(h).catch(() => ({}))).map((c) => c.id);
       if (ids.length > 0) await execa("docker", ["rm", "-f", ...ids], { env: { DOCKER_HOST: h }, reject: false });
+      await removeComposeProject(h, TENANT);
     }
     await dropVolumes();
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });

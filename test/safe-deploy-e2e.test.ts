@@ -19,6 +19,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { CommandSpecSchema } from "../gen/skipper/v1/safety_pb.js";
 import {
   RUN_ID,
+  removeComposeProject,
   freePort,
   startAgentProcess,
   startControllerProcess,
@@ -132,6 +133,7 @@ describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
     await ctl?.stop();
     const ids = (await webContainer().catch(() => "")).split("\n").filter(Boolean);
     if (ids.length > 0) await execa("docker", ["rm", "-f", ...ids], { env: { DOCKER_HOST: dockerHost! }, reject: false });
+    if (dockerHost) await removeComposeProject(dockerHost, TENANT);
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 60_000);
 

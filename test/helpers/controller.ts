@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
-import { build, serve, type Controller, type Serving } from "../../controller/server.js";
+import { build, type Controller } from "../../controller/server.js";
+import { serve, type ConnectionLimits, type Serving } from "../../controller/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
 
@@ -29,7 +30,14 @@ export interface TestController {
 
 /** Starts a controller; `dataDir` may be reused to test restarts. */
 export async function startController(
-  opts: { tls?: boolean; dataDir?: string; logToFile?: boolean; reconcileIntervalMs?: number; livenessCheckMs?: number } = {},
+  opts: {
+    tls?: boolean;
+    dataDir?: string;
+    logToFile?: boolean;
+    reconcileIntervalMs?: number;
+    livenessCheckMs?: number;
+    limits?: Partial<ConnectionLimits>;
+  } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
   const { logger, close: closeLog } = createLogger({
@@ -52,7 +60,7 @@ export async function startController(
     tls = { cert: m.cert, key: m.key };
     ca = m.caFile ? await readFile(m.caFile, "utf8") : undefined;
   }
-  const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls });
+  const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;
   return {
     url,

@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { execa } from "execa";
 import type { DescService } from "@bufbuild/protobuf";
 
 const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
@@ -21,6 +22,18 @@ export const E2E_ADMIN_TOKEN = "e2e-admin-token-0123456789";
  * must not remove or recreate each other's containers.
  */
 export const RUN_ID = Math.random().toString(36).slice(2, 8);
+
+/** Removes what a test's Compose project left on an engine: its containers and its networks (names are per run, so nothing else cleans them). */
+export async function removeComposeProject(dockerHost: string, project: string): Promise<void> {
+  const env = { ...process.env, DOCKER_HOST: dockerHost };
+  const filter = ["--filter", `label=com.docker.compose.project=${project}`];
+  const list = async (args: string[]) =>
+    (await execa("docker", [...args, ...filter], { env, reject: false })).stdout.split("\n").filter(Boolean);
+  const containers = await list(["ps", "-aq"]);
+  if (containers.length > 0) await execa("docker", ["rm", "-f", ...containers], { env, reject: false });
+  const networks = await list(["network", "ls", "-q"]);
+  if (networks.length > 0) await execa("docker", ["network", "rm", ...networks], { env, reject: false });
+}
 
 export interface ControllerProcess {
   child: ChildProcess;

@@ -1,0 +1,117 @@
+// serve(): puts a request handler on a port, over TLS (HTTP/2 with HTTP/1.1 fallback) or plain
+// HTTP (HTTP/1.1 and h2c on one port), with limits on silent connections, stalled requests and
+// streams per connection. main.ts and the tests listen through it; build() (server.ts) never does.
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import type { RequestHandler } from "./server.js";
+
+/** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
+export interface ConnectionLimits {
+  /** A TLS client must finish its handshake within this (a connection that sends nothing is closed). */
+  handshakeTimeoutMs: number;
+  /** A request (HTTP/1.1 or an HTTP/2 stream) with no bytes either way for this long is closed: a stalled body, a vanished client. */
+  requestIdleMs: number;
+  /** An HTTP/2 connection with no stream activity for this long is closed. */
+  sessionIdleMs: number;
+  /** Concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+}
+
+/**
+ * The defaults. A watching agent's stream carries a keepalive every 45 s and a polling agent
+ * calls every few seconds, so neither idles out; a request that sends nothing for a minute does.
+ */
+export const DEFAULT_LIMITS: ConnectionLimits = {
+  handshakeTimeoutMs: 10_000,
+  requestIdleMs: 60_000,
+  sessionIdleMs: 300_000,
+  maxConcurrentStreams: 100,
+};
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  /** PEM cert and key; absent means plain HTTP (HTTP/1.1 and h2c on one port). */
+  tls?: { cert: string; key: string };
+  /** Overrides of DEFAULT_LIMITS. */
+  limits?: Partial<ConnectionLimits>;
+}
+
+export interface Serving {
+  /** Base URL, e.g. https://127.0.0.1:8443 */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Listens with `handler` and resolves once the port is bound. */
+export async function serve(handler: RequestHandler, opts: ServeOptions): Promise<Serving> {
+  const limits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const sockets = new Set<net.Socket>();
+  const h2Options = { settings: { maxConcurrentStreams: limits.maxConcurrentStreams } };
+  const watched = idleLimited(handler, limits.requestIdleMs);
+  const track = (s: http2.ServerHttp2Session) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+    s.setTimeout(limits.sessionIdleMs, () => s.close());
+  };
+  let server: net.Server;
+  if (opts.tls) {
+    const h2 = http2.createSecureServer(
+      { ...opts.tls, ...h2Options, allowHTTP1: true, minVersion: "TLSv1.2", handshakeTimeout: limits.handshakeTimeoutMs },
+      watched,
+    );
+    h2.on("session", track);
+    server = h2;
+  } else {
+    // Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
+    const h1 = http.createServer(watched);
+    const h2c = http2.createServer(h2Options, watched);
+    h2c.on("session", track);
+    server = net.createServer((socket) => {
+      socket.once("data", (head: Buffer) => {
+        socket.pause();
+        socket.unshift(head);
+        const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
+        (isH2 ? h2c : h1).emit("connection", socket);
+        process.nextTick(() => socket.resume());
+      });
+    });
+  }
+  server.on("connection", (s: net.Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
+  return {
+    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sessions) s.close();
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+// Closes a request (an HTTP/1.1 connection, or one HTTP/2 stream) once nothing has moved either
+// way for `ms`: a body that stalls half-way, a client that vanished. Long streams stay open as
+// long as something flows (the watch stream's keepalive).
+function idleLimited(handler: RequestHandler, ms: number): RequestHandler {
+  return (req, res) => {
+    req.setTimeout(ms, () => {
+      const stream = (req as http2.Http2ServerRequest).stream;
+      if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
+      else (req as http.IncomingMessage).socket.destroy();
+    });
+    handler(req, res);
+  };
+}
