@@ -2,8 +2,8 @@
 // canonical gRPC paths, plus the REST routes derived from google.api.http), with no listening.
 // listener.ts serve() puts the handler on a port.
 // Tests use both with port 0; main.ts adds configuration and signals.
-import http from "node:http";
-import http2 from "node:http2";
+import type http from "node:http";
+import type http2 from "node:http2";
 import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";

@@ -43,8 +43,8 @@ export class DailyFileStream {
   private rotate(day: string): void {
     this.end();
     const dir = join(this.logsDir, day);
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.day = day;
-    this.dest = pino.destination({ dest: join(dir, `${this.service}.ndjson`), sync: false, append: true });
+    this.dest = pino.destination({ dest: join(dir, `${this.service}.ndjson`), sync: false, append: true, mode: 0o600 });
   }
 }

@@ -8,6 +8,11 @@ import { closeFd, fsyncFd, openFd, writeAll } from "./fd-ops.js";
 import { basename, dirname, join, sep } from "node:path";
 import { DirFsyncBatcher } from "./dir-fsync.js";
 
+/** Store files hold service env values and token hashes: readable by the controller's user only. */
+export const FILE_MODE = 0o600;
+/** Store directories: the controller's user only. */
+export const DIR_MODE = 0o700;
+
 /** Temp files are hidden and end in .tmp so open() can find and remove leftovers. */
 export const TEMP_FILE_PATTERN = /^\..+\.[0-9a-f]{12}\.tmp$/;
 
@@ -25,7 +30,7 @@ export class DurableFs {
     const dir = dirname(path);
     await this.ensureDir(dir);
     const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-    const fd = await openFd(tmp, "wx", 0o644);
+    const fd = await openFd(tmp, "wx", FILE_MODE);
     try {
       await writeAll(fd, Buffer.from(data, "utf8"));
       await fsyncFd(fd);
@@ -78,7 +83,7 @@ export class DurableFs {
   private async createDir(dir: string): Promise<void> {
     if (dir === this.root || !dir.startsWith(this.root + sep)) {
       // The root may be several levels deep and new: make each directory created here durable.
-      const first = await mkdir(dir, { recursive: true });
+      const first = await mkdir(dir, { recursive: true, mode: DIR_MODE });
       if (first === undefined) return;
       for (let d = dir; d.length >= first.length && d !== dirname(d); d = dirname(d)) await this.dirSync.sync(dirname(d));
       return;
@@ -86,7 +91,7 @@ export class DurableFs {
     const parent = dirname(dir);
     await this.ensureDir(parent);
     try {
-      await mkdir(dir);
+      await mkdir(dir, { mode: DIR_MODE });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }

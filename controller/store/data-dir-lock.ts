@@ -59,7 +59,7 @@ export async function acquireDataDirLock(lockPath: string, dataDir: string): Pro
 async function tryCreate(lockPath: string, token: string): Promise<boolean> {
   let fh: FileHandle;
   try {
-    fh = await open(lockPath, "wx", 0o644);
+    fh = await open(lockPath, "wx", 0o600);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
     throw e;

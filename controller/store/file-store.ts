@@ -24,6 +24,7 @@ import { ResourceIndex, versionOf } from "./resource-index.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
+import { makePrivate } from "./private-modes.js";
 import {
   cancelled,
   checkDuplicateResult,
@@ -76,6 +77,9 @@ export class FileStore implements S.Store {
     await this.fs.ensureDir(this.paths.root);
     const lock = await acquireDataDirLock(this.paths.lock(), this.paths.root);
     try {
+      const tightened = await makePrivate(this.paths.root);
+      if (tightened > 0)
+        this.warn("data directory was readable by other users: made private (directories 0700, files 0600)", { entries: tightened });
       for (const dir of LAYOUT) await this.fs.ensureDir(this.paths.dir(dir));
       const data = await loadDataDir(this.paths, this.fs, this.warn, new Date());
       this.resources = new ResourceIndex();
