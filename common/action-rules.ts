@@ -60,7 +60,7 @@ export function processSourceAllowed(
   allowed: readonly string[],
 ): boolean {
   if (source.case === undefined) return false;
-  if (source.case === "url") return allowed.some((a) => /^https?:\/\//.test(a) && source.value.startsWith(a));
+  if (source.case === "url") return allowed.some((a) => urlUnder(source.value, a));
   if (!source.value.startsWith("/") || posix.normalize(source.value) !== source.value) return false;
   return allowed.some((a) => a.startsWith("/") && source.value.startsWith(a.endsWith("/") ? a : `${a}/`));
 }
@@ -69,4 +69,24 @@ export function processSourceAllowed(
 export function validProcessSourceEntry(entry: string): boolean {
   if (/^https?:\/\//.test(entry)) return urlProblem(entry) === undefined;
   return entry.startsWith("/") && entry.length > 1 && posix.normalize(entry) === entry && !entry.includes("\0");
+}
+
+// A URL source is under an allowed URL when, both parsed, they have the same origin (scheme,
+// host and port: "https://artifacts.example.com" does not admit
+// "https://artifacts.example.com.evil.net/...") and the source's normalised path lies within the
+// allowed path as a directory ("/skipper" admits "/skipper/app.tgz", not "/skipper-evil/...").
+// A source carrying credentials is refused.
+function urlUnder(source: string, allowedEntry: string): boolean {
+  if (!/^https?:\/\//.test(allowedEntry)) return false;
+  let src: URL;
+  let allowed: URL;
+  try {
+    src = new URL(source);
+    allowed = new URL(allowedEntry);
+  } catch {
+    return false;
+  }
+  if (src.username !== "" || src.password !== "" || src.origin !== allowed.origin) return false;
+  const base = allowed.pathname.endsWith("/") ? allowed.pathname : `${allowed.pathname}/`;
+  return src.pathname.startsWith(base) && src.pathname.length > base.length;
 }

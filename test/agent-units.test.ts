@@ -71,6 +71,14 @@ describe("allow-list and pinned digests", () => {
     for (const bad of [
       url("https://artifacts.example/other/app.tgz"),
       url("http://artifacts.example/skipper/app.tgz"),
+      url("https://artifacts.example.evil.net/skipper/app.tgz"),
+      url("https://artifacts.example:8443/skipper/app.tgz"),
+      url("https://artifacts.example/skipper/../other/app.tgz"),
+      url("https://artifacts.example/skipper/%2e%2e/other/app.tgz"),
+      url("https://artifacts.example/skipper-evil/app.tgz"),
+      url("https://user:pw@artifacts.example/skipper/app.tgz"),
+      url("https://artifacts.example/skipper/"),
+      url("not a url"),
       path("/srv/artifacts-evil/app.tgz"),
       path("/srv/artifacts/../etc/x"),
       path("/srv/artifacts"),
@@ -79,6 +87,9 @@ describe("allow-list and pinned digests", () => {
       expect(processSourceAllowed(bad, allowed), bad.value).toBe(false);
     }
     expect(processSourceAllowed(path("/srv/artifacts/app.tgz"), [])).toBe(false);
+    // An allowed origin without a path admits everything it serves, and nothing on another host.
+    expect(processSourceAllowed(url("https://cdn.example/app.tgz"), ["https://cdn.example"])).toBe(true);
+    expect(processSourceAllowed(url("https://cdn.example.evil.net/app.tgz"), ["https://cdn.example"])).toBe(false);
     expect(processSourceAllowed({ case: undefined }, allowed)).toBe(false);
     expect(validProcessSourceEntry("/srv/artifacts")).toBe(true);
     for (const bad of ["srv", "/", "/a/../b", "ftp://x/"]) expect(validProcessSourceEntry(bad), bad).toBe(false);
