@@ -6,7 +6,7 @@
 //   3. one structured log line per call
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
@@ -31,6 +31,19 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
     let correlationId = requestId;
     let principal: Principal = { kind: "anonymous" };
     let log = deps.logger;
+    // Every failure, of the call or later of its response stream, leaves as a Connect error with
+    // the ApiError detail, the trace ids and one log line.
+    const failure = (e: unknown): ConnectError => {
+      const err = toConnectError(e, log, action);
+      err.metadata.set("x-request-id", requestId);
+      err.metadata.set("x-correlation-id", correlationId);
+      const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
+      log[code === "INTERNAL_ERROR" ? "error" : "warn"](
+        { action, result: code, node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started), message: err.rawMessage } },
+        `${action} failed: ${code}`,
+      );
+      return err;
+    };
     try {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
@@ -51,19 +64,24 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
       const quiet = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS || PERIODIC.has(action);
       const level = quiet ? "debug" : "info";
       log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } }, `${action} ok`);
-      return res;
+      // A streaming handler's body runs as its messages are read, after this returns: its errors
+      // (a node watching another node's orders, say) are mapped here too.
+      return res.stream ? { ...res, message: mapErrors(res.message, failure) } : res;
     } catch (e) {
-      const err = toConnectError(e, log, action);
-      err.metadata.set("x-request-id", requestId);
-      err.metadata.set("x-correlation-id", correlationId);
-      const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
-      log[code === "INTERNAL_ERROR" ? "error" : "warn"](
-        { action, result: code, node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started), message: err.rawMessage } },
-        `${action} failed: ${code}`,
-      );
-      throw err;
+      throw failure(e);
     }
   };
+}
+
+async function* mapErrors<T>(messages: AsyncIterable<T>, failure: (e: unknown) => ConnectError): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (e) {
+    // A client that went away is not a failure of the call.
+    const gone =
+      (e instanceof ConnectError && (e.code === Code.Canceled || e.code === Code.DeadlineExceeded)) || (e as Error)?.name === "AbortError";
+    throw gone ? e : failure(e);
+  }
 }
 
 /** Maps any thrown value to a ConnectError with an ApiError detail. */

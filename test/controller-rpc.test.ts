@@ -134,6 +134,16 @@ describe("auth", () => {
     expect(ok.serverTime).toBeDefined();
   });
 
+  it("refuses a node watching another node's orders with FORBIDDEN (permission denied), not an internal error", async () => {
+    const asOther = tc.client(NodeService, { token: otherNodeToken });
+    const watch = async () => {
+      for await (const _ of asOther.watchWorkOrders({ nodeId: "host-1" })) return;
+    };
+    const e = await rpcError(watch());
+    expect(e.code).toBe("FORBIDDEN");
+    expect(e.connectCode).toBe(Code.PermissionDenied);
+  });
+
   it("shows a node's last heartbeat, though a beat that changes nothing is stored at most every minute", async () => {
     const node = tc.client(NodeService, { token: otherNodeToken });
     const read = async () => {
