@@ -28,6 +28,11 @@ export interface CallInfo {
   logger: Logger;
 }
 
+/** The trace ids of a call, for the records it leads to. */
+export function traceOf(call: CallInfo): Trace {
+  return { requestId: call.requestId, correlationId: call.correlationId };
+}
+
 export const callInfoKey = createContextKey<CallInfo | undefined>(undefined, {
   description: "skipper call info",
 });

@@ -81,12 +81,21 @@ function refuse(req: Request, res: Response, e: SkipperError): void {
     body = errorToJsonBytes(err, {});
     headers["content-type"] = "application/json";
   }
-  if (req.httpVersionMajor === 1) headers.connection = "close";
+  stopReading(req, res);
   (res as ServerResponse).writeHead(status, headers);
   res.end(body);
+}
+
+/**
+ * For an answer sent without reading the request's body: over HTTP/1.1 the connection closes
+ * after it (rather than reading the rest to keep it alive); over HTTP/2 the stream is reset with
+ * NO_ERROR once the answer is complete, which tells the client to stop sending. Call before the
+ * answer's headers are written.
+ */
+export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown }): void {
+  if (req.httpVersionMajor === 1) res.setHeader("connection", "close");
   const stream = (req as Http2ServerRequest).stream;
-  // HTTP/2: the answer is complete; tell the client to stop sending the body (RST_STREAM NO_ERROR).
-  if (stream) res.once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+  if (stream) stream.once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
 }
 
 /** Request headers as a fetch Headers object (HTTP/2 pseudo-headers left out). */

@@ -8,12 +8,13 @@
 // to the caller (handle() returns false).
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import { isSkipperError } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
 import { httpStatusOf } from "../api-errors.js";
+import { stopReading } from "../request-gate.js";
 import { envelope, errorOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
 import { BodyTooLargeError, readBody } from "./read-body.js";
 import { bindRequest } from "./request-binding.js";
@@ -218,15 +219,6 @@ function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
     out.set(name, Array.isArray(value) ? value.join(", ") : value);
   }
   return out;
-}
-
-// The answer goes out without the body having been read: over HTTP/1.1 the connection closes
-// after it (rather than reading the rest to keep it alive); over HTTP/2 the stream is reset
-// with NO_ERROR once the answer is complete, which tells the client to stop sending.
-function stopReading(req: Request, res: Response): void {
-  if (req.httpVersionMajor === 1) res.setHeader("connection", "close");
-  const stream = (req as Http2ServerRequest).stream;
-  if (stream) (res as unknown as Http2ServerResponse).once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
 }
 
 // Bounds untrusted path text echoed in messages.

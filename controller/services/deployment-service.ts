@@ -3,7 +3,7 @@
 // key with another body is a CONFLICT.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ApplyRequestSchema, ApplyResponseSchema, type DeploymentService } from "../../gen/skipper/v1/deployment_service_pb.js";
-import { callInfo, responseMeta } from "../context.js";
+import { callInfo, responseMeta, traceOf } from "../context.js";
 import { applyNow } from "../reconcile/apply-now.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";
@@ -15,8 +15,9 @@ export function deploymentService(deps: ServiceDeps): ServiceImpl<typeof Deploym
   return {
     async apply(req, ctx) {
       const call = callInfo(ctx);
-      const trace = { requestId: call.requestId, correlationId: call.correlationId };
-      const res = await idempotent(deps, call, "DeploymentService/Apply", SCHEMAS, req, () => applyNow(deps, req, trace, call.logger));
+      const res = await idempotent(deps, call, "DeploymentService/Apply", SCHEMAS, req, () =>
+        applyNow(deps, req, traceOf(call), call.logger),
+      );
       return { ...res, meta: responseMeta(ctx) };
     },
   };

@@ -4,7 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js";
+import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { forbidden, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import { nextOrderFor } from "../dispatch/order-lifecycle.js";
@@ -105,8 +105,4 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
       return { meta: responseMeta(ctx), resources: await recordReports(deps, nodeId, order, req.reports, traceOf(call)) };
     },
   };
-}
-
-function traceOf(call: CallInfo): Trace {
-  return { requestId: call.requestId, correlationId: call.correlationId };
 }

@@ -5,7 +5,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { callInfo, responseMeta, type CallInfo, type Trace } from "../context.js";
+import { callInfo, responseMeta, traceOf } from "../context.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { explainResource } from "../reconcile/explain.js";
@@ -85,8 +85,4 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       return { meta: responseMeta(ctx), resource, cascaded };
     },
   };
-}
-
-function traceOf(call: CallInfo): Trace {
-  return { requestId: call.requestId, correlationId: call.correlationId };
 }
