@@ -11,6 +11,7 @@ import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
+import { tenantStatusOf } from "./target-records.js";
 
 const ORDERS_PER_TARGET = 3;
 const MAX_EVENTS = 100;
@@ -41,7 +42,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
 
   const tenantId = r.resourceType === "tenant" ? r.id : (tenantOf(r) ?? "");
   const tenant = tenantId ? await store.getResource("tenant", tenantId, { includeDeleted: true }) : undefined;
-  const targets = tenant?.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.targets : [];
+  const targets = tenant ? tenantStatusOf(tenant).targets : [];
   const nodeIds =
     r.resourceType === "service"
       ? targets.filter((t) => t.serviceIds.includes(r.id)).map((t) => t.nodeId)

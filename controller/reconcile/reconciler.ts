@@ -15,8 +15,6 @@ import { retryAtOf, TenantPass, type PassDeps, type PassOptions, type PassResult
 import { TenantQueue } from "./tenant-queue.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
 
-export type { PassOptions, PassResult } from "./tenant-pass.js";
-
 export interface ReconcilerDeps extends PassDeps {
   store: Store;
   logger: Logger;
