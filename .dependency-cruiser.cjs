@@ -16,7 +16,7 @@ const CONTROLLER_LAYERS = [
   ["reconcile", "^controller/reconcile/"],
   ["dispatch", "^controller/dispatch/"],
   ["services", "^controller/services/"],
-  ["boundary", "^controller/(api-errors|interceptors|request-gate)\\.ts$|^controller/rest/"],
+  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler)\\.ts$|^controller/rest/"],
   ["server", "^controller/(server|listener|main)\\.ts$"],
 ];
 

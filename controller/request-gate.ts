@@ -7,7 +7,7 @@
 import http2 from "node:http2";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { create, type DescMethod } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -23,20 +23,18 @@ type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
 
 export interface GateOptions {
-  services: DescService[];
   authenticator: Authenticator;
   logger: Logger;
 }
 
-/** Returns a check that answers (and returns true for) a request that may not call its RPC. */
-export function createRequestGate(opts: GateOptions): (req: Request, res: Response) => Promise<boolean> {
-  const methods = new Map<string, DescMethod>();
-  for (const s of opts.services) for (const m of s.methods) methods.set(`/${s.typeName}/${m.name}`, m);
-  return async (req, res) => {
-    const path = (req.url ?? "/").split("?")[0]!.replace(/^\/v1(?=\/)/, "");
-    const method = methods.get(path);
-    // Unknown paths are the adapters' to answer; public calls need no credential.
-    if (!method || accessFor(method) === "public") return false;
+/** Answers (and resolves true for) a request that may not call `method`; resolves false otherwise. */
+export type RequestGate = (req: Request, res: Response, method: DescMethod) => Promise<boolean>;
+
+/** The gate for the RPCs of `opts.services`. */
+export function createRequestGate(opts: GateOptions): RequestGate {
+  return async (req, res, method) => {
+    // Public calls need no credential.
+    if (accessFor(method) === "public") return false;
     try {
       await admit(opts.authenticator, method, headersOf(req.headers));
       return false;
@@ -45,14 +43,18 @@ export function createRequestGate(opts: GateOptions): (req: Request, res: Respon
       if (!isSkipperError(e)) return false;
       const action = `${method.parent.name}.${method.name}`;
       opts.logger.warn({ action, result: e.code, metadata: { message: e.message, stage: "before body" } }, `${action} refused: ${e.code}`);
-      refuse(req, res, e);
+      answerError(req, res, e, { unread: true });
       return true;
     }
   };
 }
 
-// Answers with the error in the request's protocol, then stops reading what the client still sends.
-function refuse(req: Request, res: Response, e: SkipperError): void {
+/**
+ * Answers with the error in the request's protocol (gRPC and gRPC-Web trailers-only, a Connect
+ * end-of-stream message, or a Connect unary error body). With `unread`, the rest of the request's
+ * body is not read (stopReading).
+ */
+export function answerError(req: Request, res: Response, e: SkipperError, opts: { unread: boolean }): void {
   const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
   const err = new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
   const type = String(req.headers["content-type"] ?? "");
@@ -81,7 +83,7 @@ function refuse(req: Request, res: Response, e: SkipperError): void {
     body = errorToJsonBytes(err, {});
     headers["content-type"] = "application/json";
   }
-  stopReading(req, res);
+  if (opts.unread) stopReading(req, res);
   (res as ServerResponse).writeHead(status, headers);
   res.end(body);
 }

@@ -6,7 +6,6 @@ import type http from "node:http";
 import type http2 from "node:http2";
 import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
@@ -22,6 +21,7 @@ import { boundaryInterceptor } from "./interceptors.js";
 import { admit } from "./auth/admission.js";
 import { createAuthenticator } from "./auth/authenticator.js";
 import { createRequestGate } from "./request-gate.js";
+import { createRpcHandler } from "./rpc-handler.js";
 import { hashToken, mintAdminToken } from "./auth/tokens.js";
 import { KeyedLock } from "./keyed-lock.js";
 import type { ServiceDeps } from "./services/deps.js";
@@ -58,6 +58,8 @@ export const SERVICES: DescService[] = [
 
 // Limits applied to every protocol: request bodies and server-side deadline.
 const READ_MAX_BYTES = 4 * 1024 * 1024;
+// Public calls (the health check) carry next to nothing, and nobody vouches for their callers.
+const PUBLIC_READ_MAX_BYTES = 16 * 1024;
 const JSON_OPTIONS = { useProtoFieldName: true } as const;
 
 export interface BuildOptions {
@@ -165,9 +167,16 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(SnapshotService, snapshotService(deps));
     router.service(EventService, eventService(deps));
   };
-  const common = { routes, interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES };
-  const prefixed = connectNodeAdapter({ ...common, requestPathPrefix: "/v1" });
-  const canonical = connectNodeAdapter(common);
+  const gate = createRequestGate({ authenticator, logger });
+  const rpc = createRpcHandler({
+    routes,
+    interceptors,
+    jsonOptions: JSON_OPTIONS,
+    readMaxBytes: READ_MAX_BYTES,
+    publicReadMaxBytes: PUBLIC_READ_MAX_BYTES,
+    gate,
+    logger,
+  });
   const transport = createRouterTransport(routes, { router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES } });
   const rest = createRestHandler({
     services: SERVICES,
@@ -176,24 +185,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     logger,
     admit: (method, headers) => admit(authenticator, method, headers),
   });
-  const gate = createRequestGate({ services: SERVICES, authenticator, logger });
 
   const handler: RequestHandler = (req, res) => {
-    const path = req.url ?? "/";
-    const rpc = path.startsWith("/v1/skipper.v1.") ? prefixed : path.startsWith("/skipper.v1.") ? canonical : undefined;
-    if (rpc) {
-      // Refused from its headers before the adapter reads any of its body (request-gate.ts).
-      gate(req, res).then(
-        (refused) => {
-          if (!refused) rpc(req, res);
-        },
-        (err: unknown) => {
-          logger.error({ action: "rpc", result: "INTERNAL_ERROR", err }, "request gate failed");
-          if (!res.headersSent) notFound(res, 500);
-        },
-      );
-      return;
-    }
+    // Connect, gRPC and gRPC-Web (rpc-handler.ts); the REST routes otherwise.
+    if (rpc(req, res)) return;
     rest.handle(req, res).then(
       (handled: boolean) => {
         if (!handled) notFound(res);

@@ -10,7 +10,7 @@ import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
-import { startController, type TestController } from "./helpers/controller.js";
+import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 
 const ANNOUNCED = 4 * 1024 * 1024;
 const SENT = Buffer.alloc(1024, 0x61);
@@ -151,3 +151,113 @@ describe("calls that are not admitted are refused before their body is read", ()
     expect(health.status).toBe("ok");
   });
 });
+
+describe("request bodies are capped and decoded at the door", () => {
+  it("a public call that announces a large message is refused at its prefix, not held", async () => {
+    // Nobody vouches for a public caller: its cap is small, and checked against the announced length.
+    const a = await h2Stalled("/skipper.v1.HealthService/Check", { "content-type": "application/grpc" }, grpcPrefix(ANNOUNCED));
+    expect(a.headers["grpc-status"]).toBe("3");
+    expect(trailerError(a)?.code).toBe("INVALID_REQUEST");
+    expect(trailerError(a)?.details.limit).toBeLessThan(ANNOUNCED);
+    expect(a.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+  });
+
+  it("an admitted call that announces more than the cap is refused at its prefix", async () => {
+    const a = await h2Stalled(
+      "/skipper.v1.NodeService/Heartbeat",
+      { "content-type": "application/grpc", authorization: `Bearer ${nodeToken}` },
+      grpcPrefix(ANNOUNCED + 1),
+    );
+    expect(a.headers["grpc-status"]).toBe("3");
+    expect(trailerError(a)?.details.field).toBe("body");
+  });
+
+  // Bytes that are not the method's request message, in every encoding: a 4xx with the API's
+  // code, never a 5xx (Connect's own decoder calls binary garbage `internal`).
+  const garbage = Buffer.from([0xff, 0xff, 0xff, 0x0f, 0x12, 0x67, 0x61, 0x72, 0x62]);
+  const enveloped = Buffer.concat([grpcPrefix(garbage.length), garbage]);
+  const cases: [string, Record<string, string>, Buffer, (a: Answer) => { status: string | number; code?: string }][] = [
+    ["Connect unary binary", { "content-type": "application/proto" }, garbage, connectUnaryError],
+    ["Connect unary JSON", { "content-type": "application/json" }, Buffer.from('{"resource_type": 7, '), connectUnaryError],
+    [
+      "gRPC",
+      { "content-type": "application/grpc" },
+      enveloped,
+      (a) => ({ status: String(a.headers["grpc-status"]), code: trailerError(a)?.code }),
+    ],
+    [
+      "gRPC-Web",
+      { "content-type": "application/grpc-web+proto" },
+      enveloped,
+      (a) => ({ status: String(a.headers["grpc-status"]), code: trailerError(a)?.code }),
+    ],
+    [
+      "gRPC with a truncated message",
+      { "content-type": "application/grpc" },
+      enveloped.subarray(0, 8),
+      (a) => ({ status: String(a.headers["grpc-status"]), code: trailerError(a)?.code }),
+    ],
+  ];
+  for (const [name, headers, body, read] of cases) {
+    it(`${name}: INVALID_REQUEST`, async () => {
+      const a = await h2Complete(
+        "/v1/skipper.v1.ResourceService/ListResources",
+        { ...headers, authorization: `Bearer ${ADMIN_TOKEN}` },
+        body,
+      );
+      const got = read(a);
+      expect([400, "3"]).toContain(got.status);
+      expect(got.code).toBe("INVALID_REQUEST");
+    });
+  }
+
+  it("a valid message in each encoding still goes through", async () => {
+    const a = await h2Complete(
+      "/v1/skipper.v1.ResourceService/ListResources",
+      { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+      Buffer.from('{"resource_type": "node"}'),
+    );
+    expect(a.status).toBe(200);
+    expect(a.body.toString("utf8")).toContain("door-1");
+  });
+});
+
+/** Sends a whole request over HTTP/2 and collects the answer. */
+function h2Complete(path: string, headers: Record<string, string>, body: Buffer): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(tc.url, { ca: tc.ca });
+    session.on("error", reject);
+    const stream = session.request({ ":method": "POST", ":path": path, ...headers });
+    let status = 0;
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      responseHeaders = h;
+    });
+    stream.on("trailers", (t) => {
+      responseHeaders = { ...responseHeaders, ...t };
+    });
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("error", () => undefined);
+    stream.on("close", () => {
+      session.close();
+      resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks), rstCode: stream.rstCode });
+    });
+    stream.end(body);
+  });
+}
+
+/** The ApiError of a gRPC answer (trailers-only: in its headers). */
+function trailerError(a: Answer): { code: string; details: Record<string, unknown> } | undefined {
+  const trailer = new Headers();
+  for (const [k, v] of Object.entries(a.headers)) if (!k.startsWith(":") && typeof v === "string") trailer.set(k, v);
+  const detail = findTrailerError(trailer)?.findDetails(ApiErrorSchema)[0];
+  if (!detail) return undefined;
+  return { code: detail.code, details: (detail.details ?? {}) as Record<string, unknown> };
+}
+
+function connectUnaryError(a: Answer): { status: number; code?: string } {
+  const body = JSON.parse(a.body.toString("utf8")) as { details?: { debug?: { code?: string } }[] };
+  return { status: a.status, code: body.details?.[0]?.debug?.code };
+}

@@ -1,0 +1,167 @@
+// The RPC side of the front door (Connect, gRPC and gRPC-Web, under /v1 and at the canonical
+// paths), in the order a request meets it:
+//   1. admission from headers alone (request-gate.ts): an unadmitted call is refused unread;
+//   2. the body, read here with a cap (smaller for public calls, which nobody vouches for),
+//      refused as soon as a declared length or an envelope's announced length is over it;
+//   3. the request message decoded here once: bytes that are not the method's request message
+//      are INVALID_REQUEST (Connect's own decoder reports binary garbage as `internal`, from
+//      before any interceptor can map it, and a 5xx must mean a bug of ours);
+//   4. the Connect router's handler for the method, given the bytes already read.
+// The router's interceptors (interceptors.ts) then run as for any call.
+import { fromBinary, fromJsonString, type DescMethod, type JsonReadOptions } from "@bufbuild/protobuf";
+import type { ConnectRouterOptions, ConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Logger } from "../common/logging/logger.js";
+import { accessFor } from "./auth/policy.js";
+import { SkipperError } from "./errors.js";
+import { answerError, type RequestGate } from "./request-gate.js";
+import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
+
+type Request = IncomingMessage | Http2ServerRequest;
+type Response = ServerResponse | Http2ServerResponse;
+
+export interface RpcHandlerOptions {
+  routes: (router: ConnectRouter) => void;
+  interceptors: ConnectRouterOptions["interceptors"];
+  jsonOptions: Partial<JsonReadOptions> & ConnectRouterOptions["jsonOptions"];
+  /** Largest request body of an admitted call. */
+  readMaxBytes: number;
+  /** Largest request body of a public call (no credential). */
+  publicReadMaxBytes: number;
+  gate: RequestGate;
+  logger: Logger;
+}
+
+/** Serves RPC paths; returns false (and does nothing) for any other path. */
+export type RpcHandler = (req: Request, res: Response) => boolean;
+
+export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
+  const router = createConnectRouter({
+    interceptors: opts.interceptors,
+    jsonOptions: opts.jsonOptions,
+    readMaxBytes: opts.readMaxBytes,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  opts.routes(router);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return (req, res) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    const canonical = path.startsWith("/v1/skipper.v1.") ? path.slice(3) : path;
+    if (!canonical.startsWith("/skipper.v1.")) return false;
+    const handler = handlers.get(canonical);
+    if (!handler) {
+      (res as ServerResponse).writeHead(404);
+      res.end();
+      return true;
+    }
+    serveCall(opts, handler, req, res).catch((err: unknown) => {
+      if (ConnectError.from(err).code === Code.Aborted) return;
+      opts.logger.error({ action: "rpc", result: "INTERNAL_ERROR", err }, "RPC handler failed");
+      if (!res.headersSent) {
+        (res as ServerResponse).writeHead(500);
+        res.end();
+      }
+    });
+    return true;
+  };
+}
+
+type UniversalHandler = ReturnType<typeof createConnectRouter>["handlers"][number];
+
+async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req: Request, res: Response): Promise<void> {
+  if (await opts.gate(req, res, handler.method)) return;
+  const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+  if ((req.method ?? "GET") !== "GET") {
+    const type = bodyTypeOf(req.headers["content-type"]);
+    const limit = accessFor(handler.method) === "public" ? opts.publicReadMaxBytes : opts.readMaxBytes;
+    let body: Buffer;
+    try {
+      body = await readBodyBytes(req, limit, { enveloped: type?.enveloped ?? false });
+    } catch (e) {
+      if (!(e instanceof BodyTooLargeError)) throw e;
+      return refuse(opts, req, res, handler.method, new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit }), true);
+    }
+    if (type && !isCompressed(req.headers, type)) {
+      const problem = undecodable(handler.method, body, type, opts.jsonOptions);
+      if (problem) {
+        const e = new SkipperError("INVALID_REQUEST", `the request is not a valid ${handler.method.input.typeName}: ${problem}`, {
+          field: "body",
+        });
+        return refuse(opts, req, res, handler.method, e, false);
+      }
+    }
+    uReq.body = createAsyncIterable([new Uint8Array(body.buffer, body.byteOffset, body.byteLength)]);
+  }
+  const uRes = await handler(uReq);
+  await universalResponseToNodeResponse(uRes, res);
+}
+
+function refuse(opts: RpcHandlerOptions, req: Request, res: Response, method: DescMethod, e: SkipperError, unread: boolean): void {
+  const action = `${method.parent.name}.${method.name}`;
+  opts.logger.warn({ action, result: e.code, metadata: { message: e.message, ...e.details } }, `${action} refused: ${e.code}`);
+  answerError(req, res, e, { unread });
+}
+
+/** How a request body is framed and encoded, from its content type; undefined when not one of ours. */
+interface BodyType {
+  enveloped: boolean;
+  json: boolean;
+  /** The header that names the compression of the body or of its compressed envelopes. */
+  encodingHeader: string;
+}
+
+function bodyTypeOf(contentType: string | undefined): BodyType | undefined {
+  const m = /^application\/(proto|json|connect\+(proto|json)|grpc(?:-web)?(?:\+(proto|json))?)\s*(;|$)/i.exec(contentType ?? "");
+  if (!m) return undefined;
+  const kind = m[1]!.toLowerCase();
+  if (kind === "proto" || kind === "json") return { enveloped: false, json: kind === "json", encodingHeader: "content-encoding" };
+  if (kind.startsWith("connect+"))
+    return { enveloped: true, json: m[2]!.toLowerCase() === "json", encodingHeader: "connect-content-encoding" };
+  return { enveloped: true, json: (m[3] ?? "").toLowerCase() === "json", encodingHeader: "grpc-encoding" };
+}
+
+// A compressed body is left to the router, which decompresses it under its own limit.
+function isCompressed(headers: Request["headers"], type: BodyType): boolean {
+  const value = String(headers[type.encodingHeader] ?? "identity").toLowerCase();
+  return value !== "identity" && value !== "";
+}
+
+/** Why `body` is not the method's request message (framed as `type` says), or undefined when it is. */
+function undecodable(method: DescMethod, body: Buffer, type: BodyType, jsonOptions: Partial<JsonReadOptions>): string | undefined {
+  const decode = (bytes: Uint8Array): void => {
+    if (type.json) fromJsonString(method.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), jsonOptions);
+    else fromBinary(method.input, bytes);
+  };
+  try {
+    if (!type.enveloped) {
+      decode(body);
+      return undefined;
+    }
+    let offset = 0;
+    let messages = 0;
+    while (offset < body.length) {
+      if (offset + 5 > body.length) return "the last message's 5-byte prefix is incomplete";
+      const flags = body[offset]!;
+      const length = body.readUInt32BE(offset + 1);
+      const end = offset + 5 + length;
+      if (end > body.length) return `a message announces ${length} bytes but the body ends after ${body.length - offset - 5}`;
+      // Compressed messages (flag bit 0) are decompressed and checked by the router.
+      if ((flags & 0b1) === 0) decode(body.subarray(offset + 5, end));
+      offset = end;
+      messages++;
+    }
+    return messages === 0 ? "the body holds no message" : undefined;
+  } catch (e) {
+    // protobuf-es names the message again ("cannot decode message X from JSON: ..."); the caller already does.
+    return (e instanceof Error ? e.message : String(e)).replace(/^cannot decode message \S+ from JSON: /, "");
+  }
+}
