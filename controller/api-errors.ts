@@ -13,6 +13,7 @@ export const CONNECT_CODE: Record<ErrorCode, Code> = {
   RESOURCE_NOT_FOUND: Code.NotFound,
   CONFLICT: Code.Aborted,
   WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
+  RESOURCE_EXHAUSTED: Code.ResourceExhausted,
   INTERNAL_ERROR: Code.Internal,
 };
 
@@ -24,6 +25,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   RESOURCE_NOT_FOUND: 404,
   CONFLICT: 409,
   WORK_ORDER_NOT_CLAIMABLE: 409,
+  RESOURCE_EXHAUSTED: 429,
   INTERNAL_ERROR: 500,
 };
 
@@ -38,6 +40,7 @@ const FROM_CONNECT: Partial<Record<Code, ErrorCode>> = {
   [Code.AlreadyExists]: "CONFLICT",
   [Code.Aborted]: "CONFLICT",
   [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
+  [Code.ResourceExhausted]: "RESOURCE_EXHAUSTED",
 };
 
 /** The error code for a Connect code; INTERNAL_ERROR for codes with no meaning to clients. */

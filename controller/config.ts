@@ -27,6 +27,19 @@ export interface ControllerConfig {
   eventRetentionMs: number;
   /** How long finished work orders are kept (unless still in use); 0 keeps them for ever. */
   workOrderRetentionMs: number;
+  /** Limits on connections and requests (listener.ts ConnectionLimits; unset ones keep their defaults). */
+  limits: {
+    handshakeTimeoutMs?: number;
+    requestIdleMs?: number;
+    sessionIdleMs?: number;
+    maxConcurrentStreams?: number;
+    maxConnectionsPerAddress?: number;
+    maxConnections?: number;
+  };
+  /** Largest request body of an admitted call; unset keeps the default (4 MiB). */
+  maxRequestBytes?: number;
+  /** Work-order watch streams one node may hold; unset keeps the default (4). */
+  maxWatchStreamsPerNode?: number;
 }
 
 export const USAGE = `Usage: skipper-controller [options]
@@ -52,6 +65,25 @@ Options (environment variable in brackets):
                         (rollback); 0 keeps them
                         [SKIPPER_WORK_ORDER_RETENTION] (default 30d)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
+
+Limits (0 turns a cap off):
+  --handshake-timeout DUR     a connection must finish TLS (or, over plain HTTP, send its
+                        first bytes) within this [SKIPPER_HANDSHAKE_TIMEOUT] (default 10s)
+  --request-idle-timeout DUR  a request or stream with nothing moving either way for this
+                        long is closed [SKIPPER_REQUEST_IDLE_TIMEOUT] (default 60s; keep it
+                        above the agents' 45 s watch keepalive)
+  --session-idle-timeout DUR  an HTTP/2 connection with no streams for this long is closed
+                        [SKIPPER_SESSION_IDLE_TIMEOUT] (default 5m)
+  --max-streams-per-connection N  concurrent HTTP/2 streams per connection
+                        [SKIPPER_MAX_STREAMS_PER_CONNECTION] (default 100)
+  --max-connections-per-address N  open connections per client IP address
+                        [SKIPPER_MAX_CONNECTIONS_PER_ADDRESS] (default 512; raise it when
+                        many agents share one NAT address)
+  --max-connections N   open connections in all [SKIPPER_MAX_CONNECTIONS] (default 10000)
+  --max-request-bytes N request body of an authenticated call, in bytes
+                        [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
+  --max-watch-streams-per-node N  work-order watch streams one node may hold
+                        [SKIPPER_MAX_WATCH_STREAMS_PER_NODE] (default 4)
   -h, --help            show this help
 
 The admin token comes from SKIPPER_ADMIN_TOKEN; when unset, one is generated on first start,
@@ -75,6 +107,14 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
       "work-order-retention": { type: "string" },
+      "handshake-timeout": { type: "string" },
+      "request-idle-timeout": { type: "string" },
+      "session-idle-timeout": { type: "string" },
+      "max-streams-per-connection": { type: "string" },
+      "max-connections-per-address": { type: "string" },
+      "max-connections": { type: "string" },
+      "max-request-bytes": { type: "string" },
+      "max-watch-streams-per-node": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -113,7 +153,42 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
     eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),
     workOrderRetentionMs: retention(values["work-order-retention"] ?? env.SKIPPER_WORK_ORDER_RETENTION ?? "30d", "--work-order-retention"),
+    limits: {
+      handshakeTimeoutMs: optionalDuration(values["handshake-timeout"] ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
+      requestIdleMs: optionalDuration(values["request-idle-timeout"] ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),
+      sessionIdleMs: optionalDuration(values["session-idle-timeout"] ?? env.SKIPPER_SESSION_IDLE_TIMEOUT, "--session-idle-timeout", 1000),
+      maxConcurrentStreams: count(
+        values["max-streams-per-connection"] ?? env.SKIPPER_MAX_STREAMS_PER_CONNECTION,
+        "--max-streams-per-connection",
+        1,
+      ),
+      maxConnectionsPerAddress: count(
+        values["max-connections-per-address"] ?? env.SKIPPER_MAX_CONNECTIONS_PER_ADDRESS,
+        "--max-connections-per-address",
+        0,
+      ),
+      maxConnections: count(values["max-connections"] ?? env.SKIPPER_MAX_CONNECTIONS, "--max-connections", 0),
+    },
+    maxRequestBytes: count(values["max-request-bytes"] ?? env.SKIPPER_MAX_REQUEST_BYTES, "--max-request-bytes", 16 * 1024),
+    maxWatchStreamsPerNode: count(
+      values["max-watch-streams-per-node"] ?? env.SKIPPER_MAX_WATCH_STREAMS_PER_NODE,
+      "--max-watch-streams-per-node",
+      0,
+    ),
   };
+}
+
+/** A duration setting that may be left unset (the default applies). */
+function optionalDuration(text: string | undefined, what: string, min: number): number | undefined {
+  return text === undefined || text === "" ? undefined : duration(text, what, min);
+}
+
+/** A whole-number setting of at least `min`, or unset. */
+function count(text: string | undefined, what: string, min: number): number | undefined {
+  if (text === undefined || text === "") return undefined;
+  if (!/^\d{1,12}$/.test(text.trim()) || Number(text) < min)
+    throw new Error(`${what} must be a whole number of at least ${min}, got '${text}'`);
+  return Number(text);
 }
 
 /** Splits "host:port" or "[v6]:port". */

@@ -10,6 +10,7 @@ export type ErrorCode =
   | "RESOURCE_NOT_FOUND"
   | "CONFLICT"
   | "WORK_ORDER_NOT_CLAIMABLE"
+  | "RESOURCE_EXHAUSTED"
   | "INTERNAL_ERROR";
 
 export const ERROR_CODES: readonly ErrorCode[] = [
@@ -19,6 +20,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "RESOURCE_NOT_FOUND",
   "CONFLICT",
   "WORK_ORDER_NOT_CLAIMABLE",
+  "RESOURCE_EXHAUSTED",
   "INTERNAL_ERROR",
 ];
 

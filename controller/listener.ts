@@ -8,7 +8,7 @@ import type { RequestHandler } from "./server.js";
 
 /** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
 export interface ConnectionLimits {
-  /** A TLS client must finish its handshake within this (a connection that sends nothing is closed). */
+  /** A TLS client must finish its handshake within this, a plain-HTTP one send its first bytes (a connection that sends nothing is closed). */
   handshakeTimeoutMs: number;
   /** A request (HTTP/1.1 or an HTTP/2 stream) with no bytes either way for this long is closed: a stalled body, a vanished client. */
   requestIdleMs: number;
@@ -16,17 +16,25 @@ export interface ConnectionLimits {
   sessionIdleMs: number;
   /** Concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
   maxConcurrentStreams: number;
+  /** Open connections one client address may hold; more are closed as they arrive. 0: no cap. */
+  maxConnectionsPerAddress: number;
+  /** Open connections in all; more are closed as they arrive. 0: no cap. */
+  maxConnections: number;
 }
 
 /**
  * The defaults. A watching agent's stream carries a keepalive every 45 s and a polling agent
  * calls every few seconds, so neither idles out; a request that sends nothing for a minute does.
+ * An agent holds one connection; the per-address cap leaves room for a few hundred hosts behind
+ * one NAT address (raise it for more) while one client cannot take every socket.
  */
 export const DEFAULT_LIMITS: ConnectionLimits = {
   handshakeTimeoutMs: 10_000,
   requestIdleMs: 60_000,
   sessionIdleMs: 300_000,
   maxConcurrentStreams: 100,
+  maxConnectionsPerAddress: 512,
+  maxConnections: 10_000,
 };
 
 export interface ServeOptions {
@@ -36,6 +44,8 @@ export interface ServeOptions {
   tls?: { cert: string; key: string };
   /** Overrides of DEFAULT_LIMITS. */
   limits?: Partial<ConnectionLimits>;
+  /** Told of each connection closed on arrival because a connection cap was reached. */
+  onRefusedConnection?: (address: string, cap: "per-address" | "total") => void;
 }
 
 export interface Serving {
@@ -71,7 +81,10 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     const h2c = http2.createServer(h2Options, watched);
     h2c.on("session", track);
     server = net.createServer((socket) => {
+      // A connection that sends nothing is closed like a TLS one that never starts its handshake.
+      socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
       socket.once("data", (head: Buffer) => {
+        socket.setTimeout(0);
         socket.pause();
         socket.unshift(head);
         const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
@@ -80,10 +93,30 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
       });
     });
   }
-  server.on("connection", (s: net.Socket) => {
+  const perAddress = new Map<string, number>();
+  const admitConnection = (s: net.Socket) => {
+    const address = s.remoteAddress ?? "";
+    const open = perAddress.get(address) ?? 0;
+    const full =
+      (limits.maxConnections > 0 && sockets.size >= limits.maxConnections) ||
+      (limits.maxConnectionsPerAddress > 0 && open >= limits.maxConnectionsPerAddress);
+    if (full) {
+      opts.onRefusedConnection?.(address, open >= limits.maxConnectionsPerAddress ? "per-address" : "total");
+      s.destroy();
+      return;
+    }
+    perAddress.set(address, open + 1);
     sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
+    s.on("close", () => {
+      sockets.delete(s);
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
+    });
+  };
+  // Counted as the TCP connection is accepted, before any TLS work is spent on it.
+  if (opts.tls) server.prependListener("connection", admitConnection);
+  else server.on("connection", admitConnection);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port, opts.host, () => resolve());

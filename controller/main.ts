@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
 import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
-import { createLogger } from "../common/logging/logger.js";
+import { createLogger, type Logger } from "../common/logging/logger.js";
 import { build } from "./server.js";
 import { serve } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
@@ -38,6 +38,8 @@ async function main(): Promise<void> {
     leaseMs: config.leaseMs,
     eventRetentionMs: config.eventRetentionMs,
     workOrderRetentionMs: config.workOrderRetentionMs,
+    maxRequestBytes: config.maxRequestBytes,
+    maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;
@@ -52,7 +54,13 @@ async function main(): Promise<void> {
     tls = { cert: material.cert, key: material.key };
     caFile = material.caFile;
   }
-  const serving = await serve(controller.handler, { host: config.host, port: config.port, tls });
+  const serving = await serve(controller.handler, {
+    host: config.host,
+    port: config.port,
+    tls,
+    limits: definedOnly(config.limits),
+    onRefusedConnection: refusalReporter(logger),
+  });
   logger.info(
     {
       action: "listen",
@@ -101,3 +109,27 @@ main().catch((e: unknown) => {
   process.stderr.write(`skipper-controller: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exit(1);
 });
+
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+// Connections closed on arrival by a cap are logged at most once a minute, with counts: a flood
+// of them must not become a flood of log lines.
+function refusalReporter(logger: Logger): (address: string, cap: string) => void {
+  let counts = new Map<string, number>();
+  let timer: NodeJS.Timeout | undefined;
+  return (address, cap) => {
+    const key = `${cap} ${address}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+    timer ??= setTimeout(() => {
+      const refused = Object.fromEntries(counts);
+      counts = new Map();
+      timer = undefined;
+      logger.warn(
+        { action: "listen", result: "RESOURCE_EXHAUSTED", metadata: { refused } },
+        "connections closed on arrival: a connection cap was reached",
+      );
+    }, 60_000).unref();
+  };
+}

@@ -82,6 +82,10 @@ export interface BuildOptions {
   eventRetentionMs?: number;
   /** Finished work orders older than this and no longer in use are deleted (hourly); 0 or unset keeps them. */
   workOrderRetentionMs?: number;
+  /** Largest request body of an admitted call (default 4 MiB). */
+  maxRequestBytes?: number;
+  /** Work-order watch streams one node may hold (default 4; 0: no cap). */
+  maxWatchStreamsPerNode?: number;
 }
 
 export type RequestHandler = (
@@ -128,7 +132,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const repaired = await recoverOrderOutcomes({ store, snapshots, records });
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
-  const feed = new OrderFeed();
+  const feed = new OrderFeed(opts.maxWatchStreamsPerNode);
   let liveness: LivenessMonitor | undefined;
   const reconciler = new Reconciler({
     store,
@@ -172,16 +176,18 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     routes,
     interceptors,
     jsonOptions: JSON_OPTIONS,
-    readMaxBytes: READ_MAX_BYTES,
+    readMaxBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
     publicReadMaxBytes: PUBLIC_READ_MAX_BYTES,
     gate,
     logger,
   });
-  const transport = createRouterTransport(routes, { router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: READ_MAX_BYTES } });
+  const transport = createRouterTransport(routes, {
+    router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: opts.maxRequestBytes ?? READ_MAX_BYTES },
+  });
   const rest = createRestHandler({
     services: SERVICES,
     transport,
-    maxBodyBytes: READ_MAX_BYTES,
+    maxBodyBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
     logger,
     admit: (method, headers) => admit(authenticator, method, headers),
   });

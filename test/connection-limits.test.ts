@@ -5,6 +5,9 @@ import net from "node:net";
 import tls from "node:tls";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 
 let tc: TestController;
@@ -66,5 +69,84 @@ describe("connection limits", () => {
     expect(stream.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
     await closed(session);
     expect(session.closed || session.destroyed).toBe(true);
+  });
+});
+
+describe("caps per client and per node", () => {
+  let capped: TestController;
+  let watched: TestController;
+  beforeAll(async () => {
+    capped = await startController({ limits: { maxConnectionsPerAddress: 2 } });
+    watched = await startController({ maxWatchStreamsPerNode: 2 });
+  });
+  afterAll(async () => {
+    await capped?.stop();
+    await watched?.stop();
+  });
+
+  /** A TLS connection: resolves "open" once its handshake is done, "closed" if the server closes it first. */
+  const connect = (): Promise<{ outcome: "open" | "closed"; socket: tls.TLSSocket }> =>
+    new Promise((resolve) => {
+      const socket = tls.connect({ port: Number(new URL(capped.url).port), host: "127.0.0.1", ca: capped.ca, servername: "localhost" });
+      socket.on("error", () => undefined);
+      socket.once("secureConnect", () => resolve({ outcome: "open", socket }));
+      socket.once("close", () => resolve({ outcome: "closed", socket }));
+    });
+
+  it("closes connections from one address past its cap, and takes new ones once one closes", async () => {
+    const a = await connect();
+    const b = await connect();
+    expect([a.outcome, b.outcome]).toEqual(["open", "open"]);
+    const c = await connect();
+    expect(c.outcome).toBe("closed");
+    a.socket.destroy();
+    await closed(a.socket);
+    // The server counts the close when it sees it; a refused attempt is retried until then.
+    let d = await connect();
+    while (d.outcome === "closed") d = await connect();
+    expect(d.outcome).toBe("open");
+    b.socket.destroy();
+    d.socket.destroy();
+    await Promise.all([closed(b.socket), closed(d.socket)]);
+  });
+
+  it("refuses a node's watch stream past its cap with RESOURCE_EXHAUSTED, and takes one again once one ends", async () => {
+    const token = (await watched.client(NodeService, { admin: true }).registerNode({ nodeId: "watch-cap-1" })).token;
+    const nodes = watched.client(NodeService, { token });
+    const open = async () => {
+      const abort = new AbortController();
+      const it = nodes.watchWorkOrders({ nodeId: "watch-cap-1" }, { signal: abort.signal, timeoutMs: 0 })[Symbol.asyncIterator]();
+      await it.next(); // the first notice: the stream is open
+      return { abort, it };
+    };
+    const first = await open();
+    const second = await open();
+    const refused = await open().then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(refused?.code).toBe(Code.ResourceExhausted);
+    expect(refused?.findDetails(ApiErrorSchema)[0]?.code).toBe("RESOURCE_EXHAUSTED");
+    first.abort.abort();
+    await first.it.next().catch(() => undefined);
+    // The server lets go of the watch when it sees the cancel; until then a new one is refused.
+    let third: Awaited<ReturnType<typeof open>> | undefined;
+    while (!third) third = await open().catch(() => undefined);
+    second.abort.abort();
+    third.abort.abort();
+  });
+});
+
+describe("plain HTTP", () => {
+  it("closes a connection that sends nothing", async () => {
+    const plain = await startController({ tls: false, limits: { handshakeTimeoutMs: 300 } });
+    try {
+      const socket = net.connect(Number(new URL(plain.url).port), "127.0.0.1");
+      socket.on("error", () => undefined);
+      await closed(socket);
+      expect(socket.destroyed).toBe(true);
+    } finally {
+      await plain.stop();
+    }
   });
 });

@@ -1,16 +1,33 @@
 // Push, with pull as the floor: an in-process feed of orders that became pending, per node, for
 // the WatchWorkOrders streams of connected agents. Losing a notice costs nothing but latency:
 // agents still poll.
+// A node may hold a few watches at once (an agent holds one; a restarted agent's old stream can
+// linger until its dead connection is noticed), and no more: each costs the controller memory.
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { SkipperError } from "../errors.js";
 
 export type OrderListener = (order: WorkOrder) => void;
+
+/** Watch streams one node may hold open by default. */
+export const DEFAULT_WATCHES_PER_NODE = 4;
 
 export class OrderFeed {
   private readonly listeners = new Map<string, Set<OrderListener>>();
 
-  /** Calls `fn` for each order that becomes pending for `nodeId`; returns the unsubscribe. */
+  constructor(private readonly maxPerNode = DEFAULT_WATCHES_PER_NODE) {}
+
+  /**
+   * Calls `fn` for each order that becomes pending for `nodeId`; returns the unsubscribe. Throws
+   * RESOURCE_EXHAUSTED when the node already holds its limit of watches.
+   */
   subscribe(nodeId: string, fn: OrderListener): () => void {
     let set = this.listeners.get(nodeId);
+    if (set && this.maxPerNode > 0 && set.size >= this.maxPerNode) {
+      throw new SkipperError("RESOURCE_EXHAUSTED", `node ${nodeId} already holds ${set.size} work-order watches (the limit)`, {
+        node_id: nodeId,
+        limit: this.maxPerNode,
+      });
+    }
     if (!set) this.listeners.set(nodeId, (set = new Set()));
     set.add(fn);
     return () => {

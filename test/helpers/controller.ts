@@ -37,6 +37,7 @@ export async function startController(
     reconcileIntervalMs?: number;
     livenessCheckMs?: number;
     limits?: Partial<ConnectionLimits>;
+    maxWatchStreamsPerNode?: number;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -52,6 +53,7 @@ export async function startController(
     adminToken: ADMIN_TOKEN,
     reconcileIntervalMs: opts.reconcileIntervalMs,
     livenessCheckMs: opts.livenessCheckMs,
+    maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
   });
   let tls: { cert: string; key: string } | undefined;
   let ca: string | undefined;

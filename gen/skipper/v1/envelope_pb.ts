@@ -66,7 +66,8 @@ export const ResponseMetaSchema: GenMessage<ResponseMeta> = /*@__PURE__*/
 export type ApiError = Message<"skipper.v1.ApiError"> & {
   /**
    * One of: INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN, RESOURCE_NOT_FOUND, CONFLICT,
-   * WORK_ORDER_NOT_CLAIMABLE, INTERNAL_ERROR.
+   * WORK_ORDER_NOT_CLAIMABLE, RESOURCE_EXHAUSTED (a per-client cap, e.g. watch streams per
+   * node; retry later), INTERNAL_ERROR.
    *
    * @generated from field: string code = 1;
    */

@@ -1,0 +1,35 @@
+// The controller's limits are set by flag or environment (flags win), and bad values are refused
+// with a message that names the setting.
+import { describe, expect, it } from "vitest";
+import { loadConfig, type ControllerConfig } from "./config.js";
+
+const load = (argv: string[], env: NodeJS.ProcessEnv = {}) => loadConfig(argv, env) as ControllerConfig;
+
+describe("limit settings", () => {
+  it("are unset (the listener's defaults apply) when not given", () => {
+    const c = load([]);
+    expect(Object.values(c.limits).every((v) => v === undefined)).toBe(true);
+    expect(c.maxRequestBytes).toBeUndefined();
+    expect(c.maxWatchStreamsPerNode).toBeUndefined();
+  });
+
+  it("come from flags, then the environment", () => {
+    const c = load(["--request-idle-timeout", "90s", "--max-connections-per-address", "2000"], {
+      SKIPPER_REQUEST_IDLE_TIMEOUT: "5s",
+      SKIPPER_HANDSHAKE_TIMEOUT: "3s",
+      SKIPPER_MAX_WATCH_STREAMS_PER_NODE: "1",
+      SKIPPER_MAX_REQUEST_BYTES: "1048576",
+      SKIPPER_MAX_CONNECTIONS: "0",
+    });
+    expect(c.limits).toMatchObject({ requestIdleMs: 90_000, handshakeTimeoutMs: 3000, maxConnectionsPerAddress: 2000, maxConnections: 0 });
+    expect(c.maxWatchStreamsPerNode).toBe(1);
+    expect(c.maxRequestBytes).toBe(1_048_576);
+  });
+
+  it("refuse values that are not whole numbers or durations, naming the setting", () => {
+    expect(() => load(["--max-connections", "lots"])).toThrow(/--max-connections/);
+    expect(() => load(["--max-streams-per-connection", "0"])).toThrow(/at least 1/);
+    expect(() => load([], { SKIPPER_MAX_REQUEST_BYTES: "100" })).toThrow(/--max-request-bytes/);
+    expect(() => load(["--session-idle-timeout", "soon"])).toThrow(/--session-idle-timeout/);
+  });
+});
