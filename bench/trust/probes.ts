@@ -1,4 +1,6 @@
 // Every probe of the trust suite, in the order the table lists them.
 import type { Probe } from "./figures.js";
+import { hostileInputsProbe } from "./hostile-inputs.js";
+import { killRoundsProbe } from "./kill-rounds.js";
 
-export const PROBES: Probe[] = [];
+export const PROBES: Probe[] = [hostileInputsProbe, killRoundsProbe];

@@ -1,0 +1,345 @@
+// Hostile input at every door: each RPC of the contract over Connect (JSON and binary), gRPC and
+// gRPC-Web, and each REST route derived from the same contract, sent without a credential, with
+// a wrong one, with a node's and with the admin's, carrying bodies no client should send (garbage
+// bytes, truncated and oversized messages, deep nesting, wrong types, path traversal in ids, NUL
+// bytes, 5 MB strings). Counted: answers by class, 5xx (each a bug), requests left unanswered
+// (hangs), whether the controller survived, files that appeared outside its data directory, and
+// its memory before and after.
+import http2 from "node:http2";
+import { readdir } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { http } from "../../gen/google/api/annotations_pb.js";
+import { DeploymentService } from "../../gen/skipper/v1/deployment_service_pb.js";
+import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
+import { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
+import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { atMost, exactly, fmt, info, type Figure, type Probe } from "./figures.js";
+import { startController, TRUST_ADMIN_TOKEN } from "./controller-process.js";
+
+const SECTION = "hostile input";
+const SERVICES: DescService[] = [
+  HealthService,
+  ResourceService,
+  WorkOrderService,
+  NodeService,
+  DeploymentService,
+  SnapshotService,
+  EventService,
+];
+// An answer slower than this counts as a hang (the server's own limits close stalled requests in 60 s).
+const HANG_MS = 15_000;
+
+interface Attempt {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  label: string;
+}
+
+export const hostileInputsProbe: Probe = {
+  name: "hostile-inputs",
+  async run({ short, workDir, log }) {
+    const dataDir = join(workDir, "data");
+    const cwd = join(workDir, "cwd");
+    const ctl = await startController({ dataDir, cwd });
+    const nodeToken = (await ctl.admin(NodeService).registerNode({ nodeId: "hostile-node" })).token;
+    const before = await listFiles(workDir, dataDir);
+    const rssBefore = ctl.rssMb();
+    const attempts = [...rpcAttempts(nodeToken), ...restAttempts(nodeToken)];
+    const chosen = short ? attempts.filter((_, i) => i % 4 === 0) : attempts;
+    log(`${chosen.length} requests`);
+    const byClass = new Map<string, number>();
+    const fiveHundreds: string[] = [];
+    let hangs = 0;
+    const session = () => {
+      const ss = http2.connect(ctl.url, { ca: ctl.ca });
+      return ss;
+    };
+    let s = session();
+    s.on("error", () => undefined);
+    // A few at a time: enough to overlap, not a load test.
+    const queue = [...chosen];
+    const worker = async () => {
+      for (let a = queue.shift(); a; a = queue.shift()) {
+        if (s.closed || s.destroyed) {
+          s = session();
+          s.on("error", () => undefined);
+        }
+        const status = await send(s, a);
+        const cls = status === "hang" ? "hang" : status === "reset" ? "reset" : `${String(status)[0]}xx`;
+        byClass.set(cls, (byClass.get(cls) ?? 0) + 1);
+        if (status === "hang") hangs++;
+        if (typeof status === "number" && status >= 500) fiveHundreds.push(`${a.label} -> ${status}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+    s.close();
+    const alive = ctl.alive();
+    const health = alive
+      ? await ctl
+          .client(HealthService)
+          .check({})
+          .then(
+            () => true,
+            () => false,
+          )
+      : false;
+    const rssAfter = alive ? ctl.rssMb() : NaN;
+    await ctl.stop();
+    const after = await listFiles(workDir, dataDir);
+    const outside = [...after].filter((f) => !before.has(f) && !/^controller-\d+\.out$/.test(f));
+    if (fiveHundreds.length) log(`5xx: ${fiveHundreds.slice(0, 10).join("; ")}`);
+    if (outside.length) log(`outside the data dir: ${outside.join(", ")}`);
+    const classes = [...byClass]
+      .sort()
+      .map(([k, v]) => `${k} ${fmt(v)}`)
+      .join(", ");
+    const figures: Figure[] = [
+      info(SECTION, "requests tried (RPC × protocol × credential × body, and REST routes)", `${fmt(chosen.length)} (${classes})`),
+      exactly(SECTION, "5xx answers", fiveHundreds.length, 0, chosen.length),
+      exactly(SECTION, `requests unanswered after ${HANG_MS / 1000} s`, hangs, 0, chosen.length),
+      exactly(SECTION, "controller crashed or stopped answering", alive && health ? 0 : 1, 0),
+      exactly(SECTION, "files written outside the data directory", outside.length, 0),
+      info(SECTION, "controller RSS before → after", `${fmt(Math.round(rssBefore))} → ${fmt(Math.round(rssAfter))} MB`),
+      atMost(SECTION, "RSS growth", Math.max(0, Math.round(rssAfter - rssBefore)), 150, "MB"),
+    ];
+    return figures;
+  },
+};
+
+// --- what is sent ---
+
+const CREDENTIALS = (nodeToken: string): [string, Record<string, string>][] => [
+  ["none", {}],
+  ["wrong", { authorization: "Bearer not-a-token-0123456789" }],
+  ["node", { authorization: `Bearer ${nodeToken}` }],
+  ["admin", { authorization: `Bearer ${TRUST_ADMIN_TOKEN}` }],
+];
+
+const EVIL_IDS = ["../../../../etc/passwd", "..", "a/../../b", "%2e%2e%2f%2e%2e", "x\u0000y", "é".repeat(200), "a".repeat(5000), " ", ""];
+
+function envelope(payload: Buffer, announced = payload.length, flags = 0): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(announced, 1);
+  return Buffer.concat([head, payload]);
+}
+
+function garbageBodies(): [string, Buffer][] {
+  const random = (n: number, seed: number) => {
+    const b = Buffer.alloc(n);
+    let x = seed;
+    for (let i = 0; i < n; i++) {
+      x = (x * 1103515245 + 12345) & 0x7fffffff;
+      b[i] = x & 0xff;
+    }
+    return b;
+  };
+  return [
+    ["empty", Buffer.alloc(0)],
+    ["random 64", random(64, 1)],
+    ["random 4k", random(4096, 2)],
+    ["illegal tag", Buffer.from([0xff, 0xff, 0xff, 0x0f, 0x12, 0x01])],
+    ["varint overflow", Buffer.from([0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01])],
+    ["length past end", Buffer.from([0x0a, 0x7f, 0x61])],
+    ["deep groups", Buffer.from(Array.from({ length: 2000 }, () => 0x0b))],
+  ];
+}
+
+function jsonBodies(): [string, string][] {
+  const deep = `${"[".repeat(10_000)}${"]".repeat(10_000)}`;
+  return [
+    ["not json", "{not json"],
+    ["deep nesting", `{"resource": ${deep}}`],
+    ["wrong types", '{"resource_type": 7, "id": {"a": 1}, "page_size": "many"}'],
+    ["unknown fields", '{"no_such_field": true, "__proto__": {"admin": true}}'],
+    ["huge string", JSON.stringify({ id: "x".repeat(5 * 1024 * 1024) })],
+    ["evil ids", JSON.stringify({ id: EVIL_IDS[0], resource_type: "tenant", node_id: EVIL_IDS[2], tenant_id: EVIL_IDS[4] })],
+    ["null bytes", '{"id": "a\\u0000b", "resource_type": "ten\\u0000ant"}'],
+    ["array", "[]"],
+  ];
+}
+
+function rpcAttempts(nodeToken: string): Attempt[] {
+  const out: Attempt[] = [];
+  for (const service of SERVICES) {
+    for (const method of service.methods) {
+      const path = `/v1/${service.typeName}/${method.name}`;
+      for (const [cred, auth] of CREDENTIALS(nodeToken)) {
+        const label = (enc: string, body: string) => `${service.name}.${method.name} ${enc} ${cred} ${body}`;
+        const streaming = method.methodKind === "server_streaming";
+        for (const [name, body] of garbageBodies()) {
+          const unaryType = streaming ? "application/connect+proto" : "application/proto";
+          out.push({
+            method: "POST",
+            path,
+            headers: { ...auth, "content-type": unaryType },
+            body: streaming ? envelope(body) : body,
+            label: label("connect-proto", name),
+          });
+          out.push({
+            method: "POST",
+            path,
+            headers: { ...auth, "content-type": "application/grpc", te: "trailers" },
+            body: envelope(body),
+            label: label("grpc", name),
+          });
+          out.push({
+            method: "POST",
+            path,
+            headers: { ...auth, "content-type": "application/grpc-web+proto" },
+            body: envelope(body),
+            label: label("grpc-web", name),
+          });
+        }
+        for (const [name, text] of jsonBodies()) {
+          const body = Buffer.from(text);
+          const type = streaming ? "application/connect+json" : "application/json";
+          out.push({
+            method: "POST",
+            path,
+            headers: { ...auth, "content-type": type },
+            body: streaming ? envelope(body) : body,
+            label: label("connect-json", name),
+          });
+        }
+        out.push({
+          method: "POST",
+          path,
+          headers: { ...auth, "content-type": "application/grpc" },
+          body: envelope(Buffer.alloc(16), 5 * 1024 * 1024),
+          label: label("grpc", "announces 5 MiB"),
+        });
+        out.push({
+          method: "POST",
+          path,
+          headers: { ...auth, "content-type": "application/grpc" },
+          body: Buffer.from([0, 0, 0]),
+          label: label("grpc", "truncated prefix"),
+        });
+        out.push({
+          method: "POST",
+          path,
+          headers: { ...auth, "content-type": "application/grpc", "grpc-encoding": "gzip" },
+          body: envelope(Buffer.from("not gzip"), 8, 1),
+          label: label("grpc", "bad gzip"),
+        });
+        out.push({
+          method: "POST",
+          path,
+          headers: { ...auth, "content-type": "text/plain" },
+          body: Buffer.from("hello"),
+          label: label("text/plain", ""),
+        });
+        out.push({
+          method: "GET",
+          path: `${path}?encoding=json&message=%7Bbad`,
+          headers: { ...auth },
+          body: Buffer.alloc(0),
+          label: label("connect-get", "bad message"),
+        });
+      }
+    }
+  }
+  return out;
+}
+
+function restAttempts(nodeToken: string): Attempt[] {
+  const out: Attempt[] = [];
+  for (const service of SERVICES) {
+    for (const method of service.methods) {
+      const rule = getOption(method as DescMethod, http);
+      const pattern = rule?.pattern;
+      if (!pattern || pattern.case === undefined || pattern.case === "custom") continue;
+      const verb = pattern.case.toUpperCase();
+      const template = pattern.value as string;
+      for (const [cred, auth] of CREDENTIALS(nodeToken)) {
+        for (const id of EVIL_IDS) {
+          const path = template.replace(/\{[^}]+\}/g, encodeURIComponent(id) || "%20");
+          for (const [name, text] of [["no body", ""], ...jsonBodies()] as [string, string][]) {
+            if (verb === "GET" && name !== "no body") continue;
+            out.push({
+              method: verb,
+              path,
+              headers: { ...auth, "content-type": "application/json" },
+              body: Buffer.from(text),
+              label: `REST ${verb} ${template} id=${JSON.stringify(id.slice(0, 20))} ${cred} ${name}`,
+            });
+          }
+        }
+        // Raw traversal in the path itself, not encoded.
+        const raw = template.replace(/\{[^}]+\}/g, "..%2F..%2F..%2Fetc");
+        out.push({ method: verb, path: raw, headers: { ...auth }, body: Buffer.alloc(0), label: `REST ${verb} raw ${raw} ${cred}` });
+      }
+    }
+  }
+  return out;
+}
+
+// --- how it is sent ---
+
+function send(session: http2.ClientHttp2Session, a: Attempt): Promise<number | "hang" | "reset"> {
+  return new Promise((resolve) => {
+    let status: number | undefined;
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request({ ":method": a.method, ":path": a.path, ...a.headers });
+    } catch {
+      resolve("reset");
+      return;
+    }
+    const timer = setTimeout(() => {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      resolve("hang");
+    }, HANG_MS);
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      // gRPC answers 200 with the status in headers or trailers: grpc-status 13 (internal) is a 5xx.
+      if (h["grpc-status"] === "13") status = 500;
+    });
+    stream.on("trailers", (t) => {
+      if (t["grpc-status"] === "13") status = 500;
+    });
+    stream.on("data", (chunk: Buffer) => {
+      // gRPC-Web trailers travel in the body: a trailer frame (flag 0x80) with grpc-status 13.
+      if (chunk.includes("grpc-status:13") || chunk.includes("grpc-status: 13")) status = 500;
+      // A Connect end-of-stream message with an internal error.
+      if (chunk.includes('"code":"internal"')) status = 500;
+    });
+    stream.on("error", () => undefined);
+    const done = () => {
+      clearTimeout(timer);
+      resolve(status ?? "reset");
+    };
+    // The whole answer has arrived. (A Node client whose upload the server cut short with
+    // RST_STREAM NO_ERROR, as RFC 9113 8.1 allows once the response is complete, never emits
+    // "close" while its own writes are pending, so the answer's end is what counts.)
+    stream.on("end", () => {
+      done();
+      stream.destroy();
+    });
+    stream.on("close", done);
+    if (a.body.length > 0) stream.end(a.body);
+    else stream.end();
+  });
+}
+
+/** Every file under `root` outside `dataDir`, as relative paths. */
+async function listFiles(root: string, dataDir: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const walk = async (dir: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const p = join(dir, e.name);
+      if (p === dataDir) continue;
+      if (e.isDirectory()) await walk(p);
+      else out.add(relative(root, p));
+    }
+  };
+  await walk(root);
+  return out;
+}
