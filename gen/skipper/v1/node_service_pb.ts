@@ -136,7 +136,7 @@ export const RotateNodeTokenResponseSchema: GenMessage<RotateNodeTokenResponse> 
 /**
  * HeartbeatRequest is the agent's periodic report. It is bounded: at most 1,000 entries in any
  * list or map (projects, a project's services, a service's containers, processes, labels…) and
- * 1,024 characters in any string; labels are label keys and values (as in selectors), and
+ * 4,096 characters in any string; labels are label keys and values (as in selectors), and
  * project tenant ids and work order ids are ids. A beat out of bounds is refused whole with
  * INVALID_REQUEST naming the field, and changes nothing.
  *

@@ -413,7 +413,8 @@ export const ComposeProjectSchema: GenMessage<ComposeProject> = /*@__PURE__*/
 
 /**
  * DeploymentPolicy says where a tenant's project (or one service) runs: on the named node, and on
- * every node whose labels (admin-set and agent-reported) match all of node_selector.
+ * every node whose placement labels (admin-set, and agent-reported under a key the node's
+ * trusted_label_keys allow) match all of node_selector.
  *
  * @generated from message skipper.v1.DeploymentPolicy
  */
