@@ -6,6 +6,7 @@ import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
 import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
 import type { ExecConfig } from "./executors/executor.js";
@@ -37,7 +38,7 @@ export const USAGE = `Usage: skippy [options]
                          (default /var/lib/skippy, else ~/.local/state/skippy)
   --work-dir PATH        compose projects live in <work-dir>/tenants/<tenant> [SKIPPY_WORK_DIR]
                          (default /opt/skipper, else ~/.local/share/skipper)
-  --poll-interval DUR    how often to heartbeat and ask for work [SKIPPY_POLL_INTERVAL] (default 5s)
+  --poll-interval DUR    how often to heartbeat and ask for work, 100ms..5m [SKIPPY_POLL_INTERVAL] (default 5s)
   --label KEY=VALUE      a node label, repeatable [SKIPPY_LABELS=k=v,k2=v2]
   --compose-timeout DUR  limit for one compose command [SKIPPY_COMPOSE_TIMEOUT] (default 5m)
   --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
@@ -125,6 +126,9 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     if (!validProcessSourceEntry(s))
       throw new Error(`--allow-process-source takes an http(s):// URL prefix or an absolute directory, got '${s}'`);
   }
+  // The poll interval is the heartbeat interval the controller judges liveness by, within its bounds.
+  const pollIntervalMs = duration(values["poll-interval"] ?? env.SKIPPY_POLL_INTERVAL ?? "5s", "poll interval", MIN_HEARTBEAT_INTERVAL_MS);
+  if (pollIntervalMs > MAX_HEARTBEAT_INTERVAL_MS) throw new Error(`poll interval must be at most ${MAX_HEARTBEAT_INTERVAL_MS} ms (5m)`);
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   return {
@@ -138,7 +142,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     workDir: resolve(
       values["work-dir"] ?? env.SKIPPY_WORK_DIR ?? writableOr("/opt/skipper", join(homedir(), ".local", "share", "skipper")),
     ),
-    pollIntervalMs: duration(values["poll-interval"] ?? env.SKIPPY_POLL_INTERVAL ?? "5s", "poll interval", 10),
+    pollIntervalMs,
     labels,
     composeTimeoutMs: duration(values["compose-timeout"] ?? env.SKIPPY_COMPOSE_TIMEOUT ?? "5m", "compose timeout", 1000),
     readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),

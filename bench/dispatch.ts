@@ -26,6 +26,7 @@ import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { percentile, procStats } from "./measure.js";
+import { MAX_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -110,7 +111,8 @@ class SimAgent {
     return this.nodes.heartbeat({
       nodeId: this.nodeId,
       agentVersion: "bench",
-      heartbeatIntervalMs: BigInt(HEARTBEAT_MS),
+      // The controller refuses intervals over 5 min; a longer --heartbeat (an idle-cost run) still beats that rarely.
+      heartbeatIntervalMs: BigInt(Math.min(HEARTBEAT_MS, MAX_HEARTBEAT_INTERVAL_MS)),
       projectsReported: true,
       projects,
     });

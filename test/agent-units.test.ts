@@ -141,6 +141,14 @@ describe("agent configuration", () => {
     expect(() => loadAgentConfig(["--node-id", "n1", "--label", "a b=c"], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/label/);
   });
 
+  it("keeps the poll interval within the heartbeat intervals the controller accepts (100 ms .. 5 min)", () => {
+    const env = { SKIPPY_NODE_TOKEN: "t" };
+    expect(() => loadAgentConfig(["--node-id", "n1", "--poll-interval", "50ms"], env, noFile)).toThrow(/at least 100/);
+    expect(() => loadAgentConfig(["--node-id", "n1", "--poll-interval", "6m"], env, noFile)).toThrow(/at most 300000/);
+    const cfg = loadAgentConfig(["--node-id", "n1", "--poll-interval", "5m"], env, noFile);
+    expect(cfg !== "help" && cfg.pollIntervalMs).toBe(300_000);
+  });
+
   it("parses durations", () => {
     expect([duration("5s", "x", 0), duration("2m", "x", 0), duration("150", "x", 0), duration("1.5s", "x", 0)]).toEqual([
       5000, 120_000, 150, 1500,

@@ -65,6 +65,26 @@ describe("REST routes", () => {
     }
   });
 
+  it("an admin promotes a label the agent reports, or trusts its key, with PATCH (the README's calls)", async () => {
+    const reg = await call("POST", "/v1/nodes", { body: { node_id: "rest-labels", labels: { env: "dev" }, trusted_label_keys: ["zone"] } });
+    expect(reg.status).toBe(200);
+    expect(reg.body.data.node.desired_state.node.trusted_label_keys).toEqual(["zone"]);
+    const promoted = await call("PATCH", "/v1/resources/node/rest-labels", {
+      body: { desired_state: { node: { labels: { env: "dev", tier: "gold" } } }, update_mask: "desiredState.node.labels" },
+    });
+    expect(promoted.status).toBe(200);
+    expect(promoted.body.data.desired_state.node).toMatchObject({ labels: { env: "dev", tier: "gold" }, trusted_label_keys: ["zone"] });
+    const trusted = await call("PATCH", "/v1/resources/node/rest-labels", {
+      body: { desired_state: { node: { trusted_label_keys: ["zone", "tier"] } }, update_mask: "desiredState.node.trustedLabelKeys" },
+    });
+    expect(trusted.body.data.desired_state.node.trusted_label_keys).toEqual(["zone", "tier"]);
+    const bad = await call("PATCH", "/v1/resources/node/rest-labels", {
+      body: { desired_state: { node: { trusted_label_keys: ["no spaces"] } }, update_mask: "desiredState.node.trustedLabelKeys" },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details.field).toBe("desired_state.node.trusted_label_keys[0]");
+  });
+
   it("runs the seed flow: register, post the example files as they are, apply, poll, claim, report", async () => {
     const reg = await call("POST", "/v1/nodes", { body: { node_id: "host-1", display_name: "Local host", labels: { env: "dev" } } });
     expect(reg.status).toBe(200);

@@ -1,6 +1,6 @@
 // The reconciler end to end: a controller and two agents as processes, each agent with its own
 // Docker engine (two hosts on one machine), services rendered from resources and placed by
-// labels. Drift made behind Skipper's back is repaired; limits changes recreate only the
+// labels (admin-set, or agent-reported under a trusted key). Drift made behind Skipper's back is repaired; limits changes recreate only the
 // services that use them; deleted services leave the engine and stay readable as tombstones.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -115,11 +115,15 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     webPort = await freePort();
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", `${SWEEP_MS}ms`] });
     const nodes = ctl.admin(NodeService);
-    for (const [id, dockerHost, labels] of [
-      ["rc-prod", hostA!, ["env=prod", "region=eu"]],
-      ["rc-dev", hostB!, ["env=dev"]],
-    ] as const) {
-      const token = (await nodes.registerNode({ nodeId: id })).token;
+    // Placement trusts the admin's labels, and agent-reported ones only under keys the admin
+    // allowed: the prod host's labels are set at registration, the dev host's agent is trusted
+    // for env (both agents report their labels).
+    const nodeSetups: [string, string, string[], { labels?: Record<string, string>; trustedLabelKeys?: string[] }][] = [
+      ["rc-prod", hostA!, ["env=prod", "region=eu"], { labels: { env: "prod", region: "eu" } }],
+      ["rc-dev", hostB!, ["env=dev"], { trustedLabelKeys: ["env"] }],
+    ];
+    for (const [id, dockerHost, labels, registration] of nodeSetups) {
+      const token = (await nodes.registerNode({ nodeId: id, ...registration })).token;
       agents.push(
         startAgentProcess({
           controller: ctl,

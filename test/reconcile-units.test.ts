@@ -498,6 +498,8 @@ describe("small pure pieces", () => {
     expect(livenessOf(ago(3500), 1000, NOW)).toBe(NodeLiveness.DEGRADED);
     expect(livenessOf(ago(6500), 1000, NOW)).toBe(NodeLiveness.OFFLINE);
     expect(livenessOf(ago(20_000), 0, NOW)).toBe(NodeLiveness.DEGRADED);
+    // An interval stored before the bounds is judged as the longest allowed (5 min): offline after 30 min.
+    expect(livenessOf(ago(31 * 60_000), 86_400_000_000, NOW)).toBe(NodeLiveness.OFFLINE);
   });
 
   it("a diff of a state with itself is empty, whatever the state", () => {

@@ -165,6 +165,16 @@ describe("HeartbeatRecorder", () => {
     expect([...drifted.touchedTenants]).toEqual(["shop"]);
   });
 
+  it("says when a reported label under a trusted key changed, and only then", async () => {
+    await store.updateResource("node", "n1", (n) => {
+      if (n.desiredState?.kind.case === "node") n.desiredState.kind.value.trustedLabelKeys = ["zone"];
+      return n;
+    });
+    expect((await record({ labels: { zone: "a", tier: "gold" } })).trustedLabelsChanged).toBe(true);
+    expect((await record({ labels: { zone: "a", tier: "platinum" } })).trustedLabelsChanged).toBe(false);
+    expect((await record({ labels: { tier: "platinum" } })).trustedLabelsChanged).toBe(true);
+  });
+
   it("a beat that does not report projects keeps the observed ones and touches no tenant", async () => {
     await record({ projectsReported: true, projects: [project("shop", "shop")] });
     const silent = await record({ projectsReported: false });

@@ -4,6 +4,9 @@
 // nodes this is the controller's main idle cost); a node_heartbeat_received event is recorded when
 // the report changes, or at most hourly; coming online is a node_online event. What the beat
 // changed goes to onRecorded (the reconciler's triggers) as soon as it is stored, and is returned.
+// A beat is checked first (report-checks.ts: bounded lists and strings, labels, a heartbeat
+// interval within bounds); a bad one is refused and changes nothing, liveness included. The
+// labels it reports are stored and shown; placement trusts only the keys an admin allowed.
 import { create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
@@ -11,6 +14,7 @@ import { NodeLiveness, NodeStatusSchema, ProjectObservationSchema, type ProjectO
 import type { Trace } from "../context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { sameStatus } from "../resources/resource-rules.js";
+import { checkHeartbeat } from "./report-checks.js";
 import type { Store } from "../store/store.js";
 
 const HEARTBEAT_PERSIST_MS = 60_000;
@@ -23,6 +27,8 @@ export interface HeartbeatOutcome {
   at: Date;
   /** The node was not online before this beat. */
   cameOnline: boolean;
+  /** A reported label under a key the admin trusts for placement changed. */
+  trustedLabelsChanged: boolean;
   /** The set of projects the node runs changed. */
   projectsChanged: boolean;
   /** When the list changed: the tenants of every project in the old and the new list (by tenant id, else project name). */
@@ -46,9 +52,18 @@ export class HeartbeatRecorder {
 
   /** Records `req` from `nodeId` (already authorized to speak for itself). */
   async record(nodeId: string, req: HeartbeatRequest, trace: Trace): Promise<HeartbeatOutcome> {
+    checkHeartbeat(req);
     const now = this.deps.now();
-    const out: HeartbeatOutcome = { nodeId, at: now, cameOnline: false, projectsChanged: false, touchedTenants: new Set() };
+    const out: HeartbeatOutcome = {
+      nodeId,
+      at: now,
+      cameOnline: false,
+      trustedLabelsChanged: false,
+      projectsChanged: false,
+      touchedTenants: new Set(),
+    };
     let reportChanged = false;
+    let intervalMs = 0n;
     await this.deps.store.updateResource("node", nodeId, (node) => {
       const before = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
       const projects = req.projectsReported ? req.projects : (before?.projects ?? []);
@@ -56,6 +71,8 @@ export class HeartbeatRecorder {
       if (out.projectsChanged)
         for (const p of [...(before?.projects ?? []), ...projects]) out.touchedTenants.add(p.tenantId || p.projectName);
       out.cameOnline = before?.liveness !== NodeLiveness.ONLINE;
+      const trusted = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value.trustedLabelKeys : [];
+      out.trustedLabelsChanged = trusted.some((k) => before?.labels[k] !== req.labels[k]);
       const status = create(NodeStatusSchema, {
         lastHeartbeatAt: timestampFromDate(now),
         agentVersion: req.agentVersion,
@@ -68,6 +85,7 @@ export class HeartbeatRecorder {
         projects,
         processes: req.processes,
       });
+      intervalMs = status.heartbeatIntervalMs;
       const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
       reportChanged =
         !comparable ||
@@ -82,7 +100,7 @@ export class HeartbeatRecorder {
       node.updatedAt = timestampFromDate(now);
       return node;
     });
-    this.deps.onHeartbeat?.(nodeId, now, Number(req.heartbeatIntervalMs));
+    this.deps.onHeartbeat?.(nodeId, now, Number(intervalMs));
     const ids = { ...trace, resourceType: "node", resourceId: nodeId, nodeId };
     if (out.cameOnline) await recordEvents(this.deps.store, [{ type: "node_online", ...ids }]);
     this.deps.onRecorded?.(out);

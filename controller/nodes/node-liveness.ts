@@ -7,6 +7,7 @@
 // through the API show the last beat this monitor saw (lastSeen).
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
+import { boundHeartbeatInterval } from "../../common/heartbeat-interval.js";
 import { isSkipperError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../../common/logging/logger.js";
@@ -18,10 +19,11 @@ export const DEFAULT_HEARTBEAT_MS = 5000;
 export const DEGRADED_AFTER = 3;
 export const OFFLINE_AFTER = 6;
 
-/** The liveness a heartbeat at `last` implies at `now`; UNSPECIFIED before any heartbeat. */
+/** The liveness a heartbeat at `last` implies at `now` (intervals within bounds); UNSPECIFIED before any heartbeat. */
 export function livenessOf(last: Date | undefined, intervalMs: number, now: Date): NodeLiveness {
   if (!last) return NodeLiveness.UNSPECIFIED;
-  const missed = (now.getTime() - last.getTime()) / (intervalMs > 0 ? intervalMs : DEFAULT_HEARTBEAT_MS);
+  // Bounded here too: an interval stored before heartbeats were checked may be anything.
+  const missed = (now.getTime() - last.getTime()) / (intervalMs > 0 ? boundHeartbeatInterval(intervalMs) : DEFAULT_HEARTBEAT_MS);
   if (missed > OFFLINE_AFTER) return NodeLiveness.OFFLINE;
   if (missed > DEGRADED_AFTER) return NodeLiveness.DEGRADED;
   return NodeLiveness.ONLINE;

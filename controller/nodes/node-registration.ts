@@ -9,6 +9,8 @@ import { SCHEMA_VERSION, type Trace } from "../context.js";
 import { conflict, notFound } from "../errors.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
+import { checkTrustedKeys } from "../resources/resource-rules.js";
+import { checkSelector } from "../store/label-selector.js";
 import type { Store } from "../store/store.js";
 
 export interface RegistrationDeps {
@@ -24,6 +26,8 @@ export async function registerNode(
   trace: Trace,
 ): Promise<{ node: Resource; token: string }> {
   const { store } = deps;
+  checkSelector(req.labels, "labels");
+  checkTrustedKeys(req.trustedLabelKeys, "trusted_label_keys");
   if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
     throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
   }
@@ -35,7 +39,12 @@ export async function registerNode(
         id: nodeId,
         resourceType: "node",
         schemaVersion: SCHEMA_VERSION,
-        desiredState: { kind: { case: "node", value: { displayName: req.displayName || nodeId, labels: req.labels } } },
+        desiredState: {
+          kind: {
+            case: "node",
+            value: { displayName: req.displayName || nodeId, labels: req.labels, trustedLabelKeys: req.trustedLabelKeys },
+          },
+        },
         metadata: create(MetadataSchema, { labels: req.labels, requestId: trace.requestId, correlationId: trace.correlationId }),
         createdAt: now,
         updatedAt: now,

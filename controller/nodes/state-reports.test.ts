@@ -111,6 +111,22 @@ describe("what a node may report", () => {
     ["a service of another tenant", () => [serviceReport("other")], true],
     ["a tenant its order did not touch", () => [tenantReport("blog")], true],
     ["a tenant, with no work order named", () => [tenantReport("shop")], false],
+    [
+      "its order's tenant as run by another node",
+      () => [{ ...tenantReport("shop"), currentState: { kind: { case: "tenant" as const, value: { nodeId: "n2" } } } }],
+      true,
+    ],
+    [
+      "its order's deployment as applied for another tenant",
+      () => [
+        {
+          resourceType: "deployment",
+          id: order.desiredState!.deploymentId,
+          lastAppliedState: { kind: { case: "deployment" as const, value: { tenantId: "blog", nodeId: "n1" } } },
+        },
+      ],
+      true,
+    ],
   ])("reporting on %s is FORBIDDEN", async (_what, reports, withOrder) => {
     const before = await c.events();
     const e = await rpcError(report(n1, "n1", withOrder ? order.id : "", reports()));
@@ -135,7 +151,7 @@ describe("a batch of reports", () => {
     expect(await reported()).toEqual([]);
   });
 
-  it("an invalid report in a batch (no state at all, or a status of the wrong kind) writes none of them", async () => {
+  it("an invalid report in a batch (no state at all, a status of the wrong kind, one out of bounds) writes none of them", async () => {
     const before = await versionOf("service", "web");
     const empty = await rpcError(report(n1, "n1", order.id, [serviceReport("web"), { resourceType: "tenant", id: "shop" }]));
     expect(empty.code).toBe("INVALID_REQUEST");
@@ -146,6 +162,13 @@ describe("a batch of reports", () => {
       ]),
     );
     expect(wrongKind.code).toBe("INVALID_REQUEST");
+    const tooLong = await rpcError(
+      report(n1, "n1", order.id, [
+        serviceReport("web"),
+        { resourceType: "node", id: "n1", currentState: { kind: { case: "node", value: { agentVersion: "x".repeat(5000) } } } },
+      ]),
+    );
+    expect(tooLong.code).toBe("INVALID_REQUEST");
     expect(await versionOf("service", "web")).toBe(before);
     expect(await reported()).toEqual([]);
   });

@@ -1,10 +1,11 @@
 // A node's reports of observed state. A node may report on itself and on the resources its own
-// work order touched (the order's tenant, deployment and services), nothing else; every report
+// work order touched (the order's tenant, deployment and services), nothing else; a node id in a
+// report must be its own, statuses are bounded as heartbeats are (report-checks.ts); every report
 // is checked, and must exist, before any is written. What the controller derives itself (a
 // tenant's target records, a node's liveness and last heartbeat) is kept whatever a report says.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceStateReport } from "../../gen/skipper/v1/node_service_pb.js";
-import type { Resource, ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { ResourceStatusSchema, type Resource, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
@@ -13,6 +14,7 @@ import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind } from "../resources/resource-rules.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
+import { checkBounded, checkObservations, MAX_REPORT_ENTRIES } from "./report-checks.js";
 
 export interface ReportDeps {
   store: Store;
@@ -27,6 +29,8 @@ export function checkReports(nodeId: string, order: WorkOrder | undefined, repor
     allowed.add(`deployment/${order.desiredState?.deploymentId ?? ""}`);
     for (const s of order.desiredState?.serviceIds ?? []) allowed.add(`service/${s}`);
   }
+  if (reports.length > MAX_REPORT_ENTRIES)
+    throw invalid(`reports has ${reports.length} entries, more than ${MAX_REPORT_ENTRIES}`, { field: "reports", max: MAX_REPORT_ENTRIES });
   for (const [i, report] of reports.entries()) {
     const type = checkResourceType(report.resourceType, `reports[${i}].resource_type`);
     const id = checkId(report.id, `reports[${i}].id`);
@@ -38,6 +42,27 @@ export function checkReports(nodeId: string, order: WorkOrder | undefined, repor
     if (!report.currentState?.kind.case && !report.lastAppliedState?.kind.case) {
       throw invalid("a report must carry current_state or last_applied_state", { field: `reports[${i}]` });
     }
+    checkClaims(nodeId, order, report, `reports[${i}]`);
+  }
+}
+
+// What a report may claim: bounded statuses, its own node id, its order's tenant.
+function checkClaims(nodeId: string, order: WorkOrder | undefined, report: ResourceStateReport, at: string): void {
+  const status = report.currentState;
+  if (status) checkBounded(ResourceStatusSchema, status, `${at}.current_state`);
+  const own = (id: string, field: string) => {
+    if (id !== "" && id !== nodeId) throw forbidden(`node ${nodeId} may not report for node ${id}`, { field });
+  };
+  if (status?.kind.case === "node") checkObservations(status.kind.value, `${at}.current_state.node.`);
+  if (status?.kind.case === "tenant" || status?.kind.case === "service")
+    own(status.kind.value.nodeId, `${at}.current_state.${status.kind.case}.node_id`);
+  const applied = report.lastAppliedState?.kind;
+  if (applied?.case === "deployment") {
+    own(applied.value.nodeId, `${at}.last_applied_state.deployment.node_id`);
+    if (applied.value.tenantId !== "" && applied.value.tenantId !== order?.target?.tenantId)
+      throw forbidden(`node ${nodeId} may not report a deployment of another tenant`, {
+        field: `${at}.last_applied_state.deployment.tenant_id`,
+      });
   }
 }
 

@@ -1,14 +1,18 @@
 // Placement: which nodes a tenant's project, or one service, runs on. A policy names a node by
-// id, selects nodes by labels, or both (the union). Node labels are those an admin set and those
-// the node's agent reports; on a clash the admin's value wins.
+// id, selects nodes by labels, or both (the union). A node's labels for placement are those an
+// admin set (metadata and desired_state.node.labels) and, of those its agent reports, only the
+// keys an admin trusts (desired_state.node.trusted_label_keys): a node cannot report its way
+// into another tenant's placement. On a clash the admin's value wins.
 import type { DeploymentPolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { matchesSelector } from "../store/label-selector.js";
 
-/** A node's effective labels: metadata, then agent-reported, then admin-set node labels. */
+/** A node's labels for placement: metadata, then trusted agent-reported, then admin-set node labels. */
 export function nodeLabels(node: Resource): Record<string, string> {
   const reported = node.currentState?.kind.case === "node" ? node.currentState.kind.value.labels : {};
-  const admin = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value.labels : {};
-  return { ...(node.metadata?.labels ?? {}), ...reported, ...admin };
+  const spec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
+  const trusted: Record<string, string> = {};
+  for (const key of spec?.trustedLabelKeys ?? []) if (Object.hasOwn(reported, key)) trusted[key] = reported[key]!;
+  return { ...(node.metadata?.labels ?? {}), ...trusted, ...(spec?.labels ?? {}) };
 }
 
 /** True when the policy says something (a node id or a selector). */

@@ -68,6 +68,24 @@ export function retryAtOf(result: PassResult): number | undefined {
 export class TenantPass {
   constructor(private readonly deps: PassDeps) {}
 
+  /**
+   * Nodes whose observations of the tenant's project count: those it is placed on, has a target
+   * record on (it was sent an order) or has an order in flight to. Any other node reporting the
+   * tenant's project is ignored and logged: a node cannot make itself a target, nor have orders
+   * (or records) made for a tenant, by claiming to run its project.
+   */
+  private trustedObservers(world: World, tenantId: string, known: string[]): string[] {
+    const ids = new Set(known);
+    const [trusted, ignored] = [[] as string[], [] as string[]];
+    for (const n of world.nodesObserving(tenantId)) (ids.has(n) || world.inFlight(tenantId, n) ? trusted : ignored).push(n);
+    for (const nodeId of ignored)
+      this.deps.logger.warn(
+        { action: "observation", result: "ignored", tenant_id: tenantId, node_id: nodeId },
+        `node ${nodeId} reports a project of tenant ${tenantId}, which is not placed there and sent it no order: ignored`,
+      );
+    return trusted;
+  }
+
   /** One pass over `world` for one tenant; call under the tenant's TargetRecords.exclusive(). */
   async run(tenantId: string, opts: PassOptions, world: World): Promise<PassResult> {
     const { store } = this.deps;
@@ -77,7 +95,7 @@ export class TenantPass {
     const live = tenant.deletion ? undefined : tenant;
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const records = new Map((await this.outcomesOf(this.deps.records.of(tenant), world, tenantId, now)).map((t) => [t.nodeId, t]));
-    const observedNodes = world.nodesObserving(tenantId);
+    const observedNodes = this.trustedObservers(world, tenantId, [...desire.targets.keys(), ...records.keys()]);
     const nodeIds = [...new Set([...desire.targets.keys(), ...records.keys(), ...observedNodes])]
       .sort()
       .filter((n) => !opts.nodeId || n === opts.nodeId);

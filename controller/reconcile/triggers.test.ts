@@ -29,6 +29,7 @@ const beat = (b: Partial<HeartbeatOutcome>): HeartbeatOutcome => ({
   nodeId: "n1",
   at: new Date(),
   cameOnline: false,
+  trustedLabelsChanged: false,
   projectsChanged: false,
   touchedTenants: new Set(),
   ...b,
@@ -97,6 +98,11 @@ describe("orders and nodes", () => {
 describe("heartbeats", () => {
   it("a node that came online queues a sweep (its touched tenants go with it)", () => {
     triggers.heartbeatRecorded(beat({ cameOnline: true, projectsChanged: true, touchedTenants: new Set(["shop"]) }));
+    expect(queued()).toEqual({ sweep: true, tenants: {} });
+  });
+
+  it("a node whose trusted labels changed queues a sweep (placement may move)", () => {
+    triggers.heartbeatRecorded(beat({ trustedLabelsChanged: true }));
     expect(queued()).toEqual({ sweep: true, tenants: {} });
   });
 

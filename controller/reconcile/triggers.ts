@@ -51,11 +51,12 @@ export class ReconcileTriggers {
   }
 
   /**
-   * A heartbeat: a node that came online lets work that waited for it (or placement on it) go
-   * now; a changed set of projects has their tenants compare desired with observed again.
+   * A heartbeat: a node that came online, or whose trusted labels changed, lets work that waited
+   * for it (or placement on it) go now; a changed set of projects has their tenants compare
+   * desired with observed again.
    */
   heartbeatRecorded(beat: HeartbeatOutcome): void {
-    if (beat.cameOnline) this.queue.addAll();
+    if (beat.cameOnline || beat.trustedLabelsChanged) this.queue.addAll();
     else if (beat.projectsChanged) for (const t of beat.touchedTenants) this.queue.add(t);
   }
 }

@@ -7,6 +7,7 @@ import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type Resou
 import { invalid } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
+import { checkLabelKey, checkSelector } from "../store/label-selector.js";
 
 const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> = {
   tenant: "tenant",
@@ -62,9 +63,19 @@ export function checkReferences(spec: ResourceSpec): void {
     case "volume":
       ref(k.value.tenantId, `desired_state.${k.case}.tenant_id`);
       break;
+    case "node":
+      checkSelector(k.value.labels, "desired_state.node.labels");
+      checkTrustedKeys(k.value.trustedLabelKeys, "desired_state.node.trusted_label_keys");
+      break;
     default:
       break;
   }
+}
+
+/** Checks a node's trusted_label_keys: label keys, each once. */
+export function checkTrustedKeys(keys: string[], field: string): void {
+  keys.forEach((k, i) => checkLabelKey(k, `${field}[${i}]`));
+  if (new Set(keys).size !== keys.length) throw invalid(`${field} lists a key twice`, { field });
 }
 
 /** Compose project names become directory and engine names: lowercase, digits, '-' and '_'. */

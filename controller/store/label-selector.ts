@@ -41,7 +41,12 @@ export function matchesSelector(labels: Record<string, string>, selector: Record
   return Object.entries(selector).every(([k, v]) => Object.hasOwn(labels, k) && labels[k] === v);
 }
 
-/** Checks the keys and values of an equality selector from a spec. */
+/** Checks one label key (e.g. of a node's trusted_label_keys). */
+export function checkLabelKey(key: string, field: string): void {
+  if (!KEY.test(key)) throw invalid(`${field}: ${JSON.stringify(key.slice(0, 64))} is not a label key`, { field });
+}
+
+/** Checks the keys and values of an equality selector from a spec (or of a label map). */
 export function checkSelector(selector: Record<string, string>, field: string): void {
   for (const [k, v] of Object.entries(selector)) {
     if (!KEY.test(k)) throw invalid(`${field}: ${JSON.stringify(k.slice(0, 64))} is not a label key`, { field });
