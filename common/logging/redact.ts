@@ -1,38 +1,36 @@
-// Secret redaction applied to everything that leaves the process as a record: logs, events and
-// snapshots. A value is hidden when its key looks like a secret, at any depth, including compose
-// `env` entries (DB_PASSWORD, API_KEY...) and `KEY=value` / `key: value` lines of compose files.
+// Secret redaction applied to everything that leaves the process as a record: logs, events,
+// snapshots, the explain route, result messages. One walk over a JSON-like value: a value under a
+// secret-named key is hidden whole (DB_PASSWORD, API_KEY, *_TOKEN...), at any depth; a compose
+// file (compose_file) is redacted as a compose file (redact-compose.ts: block and flow YAML,
+// JSON); every other string is scrubbed as text (URL credentials, bearer tokens, secret pairs),
+// with the credentials a connection-named key (DATABASE_URL, *_DSN) carries hidden.
+import { redactCompose } from "./redact-compose.js";
+import { REDACTED, redactText, redactValue } from "./redact-text.js";
+import { isSecretKey } from "./secret-names.js";
 
-export const REDACTED = "[REDACTED]";
+export { REDACTED, redactLines, redactText, redactValue } from "./redact-text.js";
+export { isConnectionKey, isSecretKey } from "./secret-names.js";
+export { redactCompose } from "./redact-compose.js";
 
-const SECRET_KEY = /(token|secret|passw(or)?d|passwd|authorization|api[_-]?key|apikey|private[_-]?key|credential|cookie|session[_-]?key)/i;
-
-/** True when a key name looks like it holds a secret. */
-export function isSecretKey(key: string): boolean {
-  return SECRET_KEY.test(key);
-}
-
-const SECRET_LINE =
-  /^(\s*(?:-\s*)?["']?[A-Za-z0-9_.-]*(?:token|secret|passw(?:or)?d|passwd|authorization|api[_-]?key|apikey|private[_-]?key|credential)[A-Za-z0-9_.-]*["']?\s*[:=]\s*)(\S.*)$/gim;
-
-/** Hides values of secret-looking keys inside YAML/.env-style text (e.g. a compose file). */
-export function redactText(text: string): string {
-  return text.replace(SECRET_LINE, (_m, head: string) => `${head}${REDACTED}`);
-}
+const COMPOSE_KEYS = new Set(["compose_file", "composeFile"]);
 
 /** Returns a deep copy of `value` with secrets replaced by "[REDACTED]". */
 export function redact<T>(value: T): T {
-  return walk(value, 0) as T;
+  return walk(value, undefined, false, 0) as T;
 }
 
-function walk(value: unknown, depth: number): unknown {
-  if (depth > 32 || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map((v) => walk(v, depth + 1));
+function walk(value: unknown, key: string | undefined, secret: boolean, depth: number): unknown {
+  if (depth > 32 || value === null || value === undefined) return value;
+  if (typeof value === "string") {
+    if (value === "") return value;
+    if (secret) return REDACTED;
+    if (key !== undefined && COMPOSE_KEYS.has(key)) return redactCompose(value);
+    return key !== undefined ? redactValue(key, value) : redactText(value);
+  }
+  if (typeof value !== "object") return secret ? REDACTED : value;
+  if (Array.isArray(value)) return value.map((v) => walk(v, key, secret, depth + 1));
   if (value instanceof Date || value instanceof Uint8Array || value instanceof Error) return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    if (isSecretKey(k) && v !== null && v !== undefined && v !== "") out[k] = REDACTED;
-    else if ((k === "compose_file" || k === "composeFile") && typeof v === "string") out[k] = redactText(v);
-    else out[k] = walk(v, depth + 1);
-  }
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = walk(v, k, secret || isSecretKey(k), depth + 1);
   return out;
 }

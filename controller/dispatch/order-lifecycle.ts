@@ -11,6 +11,7 @@
 import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
+import { redact } from "../../common/logging/redact.js";
 import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
@@ -65,17 +66,19 @@ export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string
 /**
  * Records a node's result: the order ends (outcome recorded, reconciler told) or, after a
  * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
- * result already recorded changes nothing.
+ * result already recorded changes nothing. The result is node-reported free text: it is redacted
+ * once, here, before anything (the order, events, the deployment, logs, snapshots) keeps it.
  */
 export async function finishOrder(
   deps: LifecycleDeps,
   order: WorkOrder,
   nodeId: string,
-  result: WorkOrderResult,
+  reported: WorkOrderResult,
   fencingToken: bigint,
   trace: Trace,
   log: Logger,
 ): Promise<FinishOutcome> {
+  const result = redact(reported);
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
   if (outcome.duplicate) return outcome;
   const after = outcome.workOrder;

@@ -1,6 +1,7 @@
 // Resolves a rollback order to the spec it restores on its node: the named deployment's project,
 // or else the newest spec that applied successfully there and differs from the one applied now.
-// The order carries that spec as its desired_state, so the agent needs nothing but the order.
+// The order carries that spec as its desired_state, so the agent needs nothing but the order; the
+// secret values it lacks (records keep none) come from the tenant's current spec.
 import { clone, create } from "@bufbuild/protobuf";
 import { RollbackActionSchema, type RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -15,6 +16,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { conflict, invalid, notFound } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { eachWorkOrder } from "../store/each-page.js";
+import { withCurrentSecrets } from "./rollback-secrets.js";
 
 export interface RollbackPlan {
   desiredState: WorkOrderDesiredState;
@@ -25,7 +27,9 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
   const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : undefined;
   const target = status?.targets.find((t) => t.nodeId === nodeId);
   const applied = target?.appliedHash ?? "";
-  const done = (ds: WorkOrderDesiredState, from: string): RollbackPlan => {
+  const done = async (stored: WorkOrderDesiredState, from: string): Promise<RollbackPlan> => {
+    // Deployments and finished orders keep no secret values: the current ones fill them in.
+    const ds = await withCurrentSecrets(store, tenant, stored);
     // The restored spec is not a new deployment: no deployment id, and no health gate of its own.
     const desiredState = clone(WorkOrderDesiredStateSchema, ds);
     desiredState.deploymentId = "";

@@ -15,6 +15,7 @@ import { checkSpecKind, checkStatusKind } from "../resources/resource-rules.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { checkBounded, checkObservations, MAX_REPORT_ENTRIES } from "./report-checks.js";
+import { redact } from "../../common/logging/redact.js";
 
 export interface ReportDeps {
   store: Store;
@@ -87,7 +88,9 @@ export async function recordReports(
     const type = checkResourceType(report.resourceType);
     const r = await deps.store.updateResource(type, report.id, (cur) => {
       if (report.currentState?.kind.case) cur.currentState = keepDerived(cur.currentState, report.currentState);
-      if (report.lastAppliedState?.kind.case) cur.lastAppliedState = report.lastAppliedState;
+      // A deployment is a record of what was sent: like its desired state, kept without secrets.
+      if (report.lastAppliedState?.kind.case)
+        cur.lastAppliedState = type === "deployment" ? redact(report.lastAppliedState) : report.lastAppliedState;
       cur.updatedAt = timestampFromDate(deps.now());
       return cur;
     });

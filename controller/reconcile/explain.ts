@@ -1,6 +1,7 @@
 // ExplainResource: "why isn't this converged?" as a causal chain, oldest first: the desired
 // state at its revision, the work orders issued for it (with claim and result), what the node
-// last observed, and the verdict, plus the events that tie them together. Read-only.
+// last observed, and the verdict, plus the events that tie them together. Read-only. What it shows
+// is redacted like a snapshot: the resource, the orders' specs, node-reported messages, events.
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ConvergenceSchema, ConvergenceStatus, type Convergence, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -12,11 +13,14 @@ import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
 import { tenantStatusOf } from "./target-records.js";
+import { redact, redactText } from "../../common/logging/redact.js";
 
 const ORDERS_PER_TARGET = 3;
 const MAX_EVENTS = 100;
 
 export interface Explanation {
+  /** The resource explained, redacted. */
+  resource: Resource;
   convergence: Convergence;
   steps: ExplainStep[];
   workOrders: WorkOrder[];
@@ -28,7 +32,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
   const steps: ExplainStep[] = [];
   type StepExtra = { nodeId?: string; workOrderId?: string; resourceVersion?: string; code?: string };
   const step = (kind: ExplainStepKind, at: Timestamp | undefined, summary: string, extra: StepExtra = {}) =>
-    steps.push(create(ExplainStepSchema, { kind, at, summary, ...extra }));
+    steps.push(create(ExplainStepSchema, { kind, at, summary: redactText(summary), ...extra }));
   step(
     ExplainStepKind.DESIRED,
     r.updatedAt,
@@ -106,7 +110,13 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
   });
 
   const events = await linkedEvents(store, r, tenantId, orders);
-  return { convergence, steps, workOrders: [...orders].reverse(), events };
+  return {
+    resource: redact(r),
+    convergence: redact(convergence),
+    steps,
+    workOrders: redact([...orders].reverse()),
+    events: redact(events),
+  };
 }
 
 // Resources the reconciler does not track themselves (limits, networks, volumes, nodes) are as

@@ -8,6 +8,7 @@ import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from 
 import { SCHEMA_VERSION } from "../context.js";
 import { DeploySafetySchema, type DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import type { RenderedProject } from "./render-project.js";
+import { redact } from "../../common/logging/redact.js";
 
 /** Claims an order gets: retriable failures (engine down, timeouts) are retried by the order itself. */
 export const MAX_ATTEMPTS = 3;
@@ -41,7 +42,10 @@ export function planDeployment(
           tenantId: ids.tenantId,
           nodeId: ids.nodeId,
           serviceIds: [...ids.rendered.serviceIds],
-          composeProject: project,
+          // The record of what was sent keeps no secret values: the resources hold them, the
+          // order carries them to the node, and a rollback to this deployment takes the current
+          // ones (dispatch/rollback-spec.ts). One copy of a secret, not one per apply.
+          composeProject: redact(project),
           workOrderId: ids.workOrderId,
           specHash: ids.rendered.specHash,
           composeServices: { ...ids.rendered.composeServices },

@@ -1,12 +1,14 @@
 // x-idempotency-key for mutating RPCs that create something (Apply, CreateWorkOrder): a retry
 // with the same key and body replays the first response and creates nothing; the same key with
 // another body is a CONFLICT. Keys are scoped to the method and the caller's kind, and only a
-// hash of the key is stored; records expire after a day.
+// hash of the key is stored; records expire after a day. A replayed response carries no secret
+// values (they are stored redacted).
 import { fromJson, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { canonicalJson as canonical, sha256 } from "../canonical-json.js";
 import type { CallInfo } from "../context.js";
 import { conflict } from "../errors.js";
 import type { ServiceDeps } from "./deps.js";
+import { redact } from "../../common/logging/redact.js";
 
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
@@ -35,7 +37,9 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     await deps.store.putIdempotencyRecord({
       key: scoped,
       requestHash,
-      response: toJson(schemas.response, res, { useProtoFieldName: true }),
+      // Stored without secret values (a replay shows them as [REDACTED]): the caller sent them
+      // and still has them, and a record kept for a day is no place for another copy.
+      response: redact(toJson(schemas.response, res, { useProtoFieldName: true })),
       createdAt: now,
       expiresAt: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
     });

@@ -75,8 +75,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: true });
       if (!resource) throw notFound(type, id);
-      const why = await explainResource(store, resource);
-      return { meta: responseMeta(ctx), resource, ...why };
+      return { meta: responseMeta(ctx), ...(await explainResource(store, resource)) };
     },
 
     async deleteResource(req, ctx) {

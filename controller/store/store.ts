@@ -180,7 +180,8 @@ export interface Store {
   /**
    * running -> success | failed (from result.success), setting result and finished_at, or
    * running -> retry_pending for a retriable failure with attempts left (max_attempts). When the
-   * order already finished, returns it unchanged with duplicate=true. Throws RESOURCE_NOT_FOUND,
+   * order already finished, returns it unchanged with duplicate=true. A finished order (here, and
+   * when superseded or cancelled) is stored without the secret values of its payload. Throws RESOURCE_NOT_FOUND,
    * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending
    * or when a non-zero `fencingToken` is not the current (or finishing) claim's.
    */

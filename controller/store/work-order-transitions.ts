@@ -15,6 +15,7 @@ import {
   type WorkOrderResult,
 } from "../../gen/skipper/v1/work_order_pb.js";
 import { forbidden, notClaimable } from "../errors.js";
+import { redact } from "../../common/logging/redact.js";
 
 /** Lowercase status names used in error details ("running", "success"...). */
 export const SHORT_STATUS: Record<WorkOrderStatus, string> = {
@@ -168,7 +169,17 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
   }
   next.status = result.success ? WorkOrderStatus.SUCCESS : cancelled ? WorkOrderStatus.CANCELLED : WorkOrderStatus.FAILED;
   next.finishedAt = timestampFromDate(now);
-  return next;
+  return withoutSecrets(next);
+}
+
+/**
+ * A finished order as it is kept: its payload (compose file, env, an action's env) without secret
+ * values. Nothing runs a finished order again, and a rollback to its spec takes the secrets from
+ * the current spec (dispatch/rollback-spec.ts), so the only copies of a secret are the resource
+ * that holds it and the orders still to run.
+ */
+export function withoutSecrets(finishedOrder: WorkOrder): WorkOrder {
+  return redact(finishedOrder);
 }
 
 /** Delay before attempt n+1 after n failed claims: 2 s doubling, capped at 60 s, with ±20% jitter. */
@@ -218,6 +229,7 @@ export function cancelled(current: WorkOrder, reason: string, requestId: string,
       message: reason || "cancelled before any node claimed it",
     });
     next.finishedAt = timestampFromDate(now);
+    return withoutSecrets(next);
   }
   return next;
 }
@@ -261,7 +273,7 @@ export function superseded(current: WorkOrder, result: WorkOrderResult, now: Dat
   next.status = WorkOrderStatus.FAILED;
   next.result = clone(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
-  return next;
+  return withoutSecrets(next);
 }
 
 /**

@@ -1,0 +1,51 @@
+// A rollback's spec comes from a deployment record or a finished order, and both are kept without
+// secret values (one copy of a secret lives in the resource that holds it, not one per apply). The
+// rollback runs the old spec with the secrets it has now: each placeholder is filled from the same
+// place (compose path or env key) in the tenant's current spec. That is also what a rollback should
+// do with a rotated credential: the old one may be revoked. When the secrets did not change, the
+// restored project is byte for byte the one deployed, with the same spec hash.
+import { clone, create } from "@bufbuild/protobuf";
+import { ComposeProjectSchema, type ComposeProject, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderDesiredStateSchema, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { hasPlaceholder, restoreCompose, restoreEnv, SecretsUnavailable } from "../../common/logging/restore-secrets.js";
+import { conflict } from "../errors.js";
+import { projectHash, renderProject } from "../reconcile/render-project.js";
+import { allResources } from "../store/each-page.js";
+import type { Store } from "../store/store.js";
+
+/** `ds` with the secret values its project lacks taken from the tenant's current spec. */
+export async function withCurrentSecrets(store: Store, tenant: Resource, ds: WorkOrderDesiredState): Promise<WorkOrderDesiredState> {
+  const stored = ds.composeProject;
+  if (!stored || !lacksSecrets(stored)) return ds;
+  const current = await currentProject(store, tenant);
+  let project: ComposeProject;
+  try {
+    project = create(ComposeProjectSchema, {
+      projectName: stored.projectName,
+      composeFile: restoreCompose(stored.composeFile, current.composeFile),
+      env: restoreEnv(stored.env, current.env),
+    });
+  } catch (e) {
+    if (!(e instanceof SecretsUnavailable)) throw e;
+    throw conflict(`the spec to roll back to needs secrets tenant ${tenant.id} no longer has (${e.missing.join(", ")})`, {
+      tenant_id: tenant.id,
+      reason: "SECRETS_UNAVAILABLE",
+      missing: e.missing.join(", "),
+    });
+  }
+  const out = clone(WorkOrderDesiredStateSchema, ds);
+  out.composeProject = project;
+  out.specHash = projectHash(project, ds.composeServices);
+  return out;
+}
+
+function lacksSecrets(p: ComposeProject): boolean {
+  return hasPlaceholder(p.composeFile) || Object.values(p.env).some(hasPlaceholder);
+}
+
+// The tenant's project as it would render now with all its services, wherever they are placed:
+// secrets sit at the same compose paths on every node.
+async function currentProject(store: Store, tenant: Resource): Promise<ComposeProject> {
+  const services = await allResources(store, { resourceType: "service", tenantId: tenant.id, pageSize: 500 });
+  return renderProject({ tenant, services, networks: new Map(), volumes: new Map(), limits: new Map() }).project;
+}
