@@ -10,10 +10,12 @@
 //      '--cancel / expire--> cancelled | failed
 import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import { crashPoint } from "../../common/crash-points.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
+import { isFinished } from "../store/work-order-transitions.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
@@ -65,7 +67,7 @@ export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string
 /**
  * Records a node's result: the order ends (outcome recorded, reconciler told) or, after a
  * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
- * result already recorded changes nothing.
+ * result already recorded changes nothing but what a crash left unrecorded of its outcome.
  */
 export async function finishOrder(
   deps: LifecycleDeps,
@@ -77,7 +79,14 @@ export async function finishOrder(
   log: Logger,
 ): Promise<FinishOutcome> {
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
-  if (outcome.duplicate) return outcome;
+  if (outcome.duplicate) {
+    // A crash may have cut short what follows a finish (its events, the deployment, the target
+    // record): the node reports again until it is answered, and the replay is idempotent (fixed
+    // event ids, absolute updates). Ad-hoc orders have no deployment for start-up recovery to find.
+    if (isFinished(outcome.workOrder)) await onOrderFinished(deps, outcome.workOrder, trace);
+    return outcome;
+  }
+  crashPoint("dispatch.after-finish");
   const after = outcome.workOrder;
   const ids = { node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id };
   if (after.status === WorkOrderStatus.RETRY_PENDING) {
