@@ -6,13 +6,14 @@
 // without the stream), and when the WatchWorkOrders stream rings (push, order-watch.ts). An idle
 // agent thus costs the controller one call per interval, not two. When the controller cannot be
 // reached it retries with capped exponential backoff and jitter, and never exits on its own.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
 import {
   WorkOrderResultSchema,
+  WorkOrderSchema,
   WorkOrderStatus,
   WorkOrderType,
   type WorkOrder,
@@ -293,9 +294,12 @@ export class Agent {
   private async reclaim(order: WorkOrder, signal: AbortSignal, log: Logger): Promise<void> {
     const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order)).catch(() => undefined))?.workOrder;
     const claim = now?.status === WorkOrderStatus.RUNNING ? now.claim : undefined;
-    if (now && claim?.nodeId === this.deps.config.nodeId && claim.claimedAt) {
+    if (claim?.nodeId === this.deps.config.nodeId && claim.claimedAt) {
       log.warn({ action: "recover", result: "adopt" }, "taking up the claim granted just before a restart");
-      await this.execute(now, timestampDate(claim.claimedAt), signal, log);
+      // What runs is the order as journaled (as handed out for the claim), under the granted claim.
+      const held = clone(WorkOrderSchema, order);
+      held.claim = claim;
+      await this.execute(held, timestampDate(claim.claimedAt), signal, log);
       return;
     }
     log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
