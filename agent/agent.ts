@@ -6,18 +6,20 @@
 // without the stream), and when the WatchWorkOrders stream rings (push, order-watch.ts). An idle
 // agent thus costs the controller one call per interval, not two. When the controller cannot be
 // reached it retries with capped exponential backoff and jitter, and never exits on its own.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
 import {
   WorkOrderResultSchema,
+  WorkOrderSchema,
   WorkOrderStatus,
   WorkOrderType,
   type WorkOrder,
   type WorkOrderResult,
 } from "../gen/skipper/v1/work_order_pb.js";
+import { crashPoint } from "../common/crash-points.js";
 import { Backoff } from "./backoff.js";
 import { sleep } from "./engine/sleep.js";
 import { OrderWatch } from "./order-watch.js";
@@ -30,6 +32,12 @@ import type { Journal } from "./journal.js";
 import { reportStates } from "./state-report.js";
 
 export const AGENT_VERSION = "0.1.0";
+
+// Order types a run interrupted by a restart must not run again: a command need not be
+// idempotent, and whether it ran is unknown. The others converge when run again.
+const RERUN_UNSAFE = new Set([WorkOrderType.EXECUTE_COMMAND]);
+const INTERRUPTED =
+  "the agent restarted while this order ran or before its result was saved: it is not run again, and whether it finished is unknown";
 
 export interface AgentDeps {
   config: AgentConfig;
@@ -254,9 +262,15 @@ export class Agent {
         log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
         await this.finish(entry.order, entry.result, [], signal, log);
       } else if (!entry.claimedAt) {
-        log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
-        await this.handle(entry.order, signal);
+        await this.reclaim(entry.order, signal, log);
       } else if (await this.stillHeld(entry.order)) {
+        if (RERUN_UNSAFE.has(entry.order.type)) {
+          log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
+          const result = failure("AGENT_RESTARTED", INTERRUPTED);
+          await this.deps.journal.record({ order: entry.order, claimedAt: entry.claimedAt, result });
+          await this.finish(entry.order, result, [], signal, log);
+          continue;
+        }
         log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
         await this.execute(entry.order, entry.claimedAt, signal, log);
       } else {
@@ -270,6 +284,26 @@ export class Agent {
       }
     }
     this.recovered = true;
+  }
+
+  /**
+   * An order whose claim was in flight at a restart: when the controller granted it (the order
+   * runs under this node's claim), that claim is this agent's and nothing ran under it yet (a run
+   * journals its claim first), so it is taken up; otherwise the order is claimed again.
+   */
+  private async reclaim(order: WorkOrder, signal: AbortSignal, log: Logger): Promise<void> {
+    const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order)).catch(() => undefined))?.workOrder;
+    const claim = now?.status === WorkOrderStatus.RUNNING ? now.claim : undefined;
+    if (claim?.nodeId === this.deps.config.nodeId && claim.claimedAt) {
+      log.warn({ action: "recover", result: "adopt" }, "taking up the claim granted just before a restart");
+      // What runs is the order as journaled (as handed out for the claim), under the granted claim.
+      const held = clone(WorkOrderSchema, order);
+      held.claim = claim;
+      await this.execute(held, timestampDate(claim.claimedAt), signal, log);
+      return;
+    }
+    log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
+    await this.handle(order, signal);
   }
 
   private async handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
@@ -293,6 +327,7 @@ export class Agent {
       throw e;
     }
     log.info({ action: "claim", result: "ok" }, "work order claimed");
+    crashPoint("agent.after-claim");
     await this.execute(claimed, new Date(), signal, log);
   }
 
@@ -329,6 +364,7 @@ export class Agent {
         stopBeating();
         this.running = undefined;
       }
+      crashPoint("agent.after-execute");
       if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
         outcome.result = create(WorkOrderResultSchema, {
           ...outcome.result,
@@ -358,6 +394,7 @@ export class Agent {
       `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
     );
     await this.deps.journal.record({ order, claimedAt, result: r });
+    crashPoint("agent.before-report");
     try {
       await this.finish(order, r, outcome.services, signal, log, stopRenewing);
     } finally {

@@ -4,8 +4,10 @@
 // has the result. On start, the agent reads what is left: an entry with a result is reported
 // again (the controller answers a repeated report with the stored result); a claimed one is
 // executed again (executors converge, so a second run finishes what the first began) and then
-// reported; one whose claim was in flight is claimed again (a node re-claiming its own order gets
-// it back) or dropped when the controller refuses it.
+// reported, except an execute_command, which is reported failed (AGENT_RESTARTED) rather than run
+// twice; one whose claim was in flight is taken up when the controller shows it running under
+// this node's claim (granted, nothing ran under it), else claimed again or dropped when the
+// controller refuses it.
 import { mkdir, readdir, readFile, rename, rm, open } from "node:fs/promises";
 import { join } from "node:path";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";

@@ -38,6 +38,7 @@ import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { ReconcileTriggers } from "./reconcile/triggers.js";
 import { TargetRecords } from "./reconcile/target-records.js";
+import { failUnissuedDeployments } from "./reconcile/unissued-deployments.js";
 import { LivenessMonitor } from "./nodes/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
 import { HistoryRetention } from "./dispatch/history-retention.js";
@@ -129,7 +130,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
   const records = new TargetRecords(store);
-  const repaired = await recoverOrderOutcomes({ store, snapshots, records });
+  const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
   const feed = new OrderFeed(opts.maxWatchStreamsPerNode);

@@ -10,11 +10,13 @@
 //      '--cancel / expire--> cancelled | failed
 import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import { crashPoint } from "../../common/crash-points.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { redact } from "../../common/logging/redact.js";
 import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
+import { isFinished } from "../store/work-order-transitions.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
@@ -66,8 +68,9 @@ export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string
 /**
  * Records a node's result: the order ends (outcome recorded, reconciler told) or, after a
  * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
- * result already recorded changes nothing. The result is node-reported free text: it is redacted
- * once, here, before anything (the order, events, the deployment, logs, snapshots) keeps it.
+ * result already recorded changes nothing but what a crash left unrecorded of its outcome. The
+ * result is node-reported free text: it is redacted once, here, before anything (the order,
+ * events, the deployment, logs, snapshots) keeps it.
  */
 export async function finishOrder(
   deps: LifecycleDeps,
@@ -80,7 +83,14 @@ export async function finishOrder(
 ): Promise<FinishOutcome> {
   const result = redact(reported);
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
-  if (outcome.duplicate) return outcome;
+  if (outcome.duplicate) {
+    // A crash may have cut short what follows a finish (its events, the deployment, the target
+    // record): the node reports again until it is answered, and the replay is idempotent (fixed
+    // event ids, absolute updates). Ad-hoc orders have no deployment for start-up recovery to find.
+    if (isFinished(outcome.workOrder)) await onOrderFinished(deps, outcome.workOrder, trace);
+    return outcome;
+  }
+  crashPoint("dispatch.after-finish");
   const after = outcome.workOrder;
   const ids = { node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id };
   if (after.status === WorkOrderStatus.RETRY_PENDING) {

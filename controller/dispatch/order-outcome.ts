@@ -3,6 +3,7 @@
 // have deterministic ids, updates set absolute values), so start-up recovery can replay them for
 // orders whose side effects a crash interrupted.
 import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
+import { crashPoint } from "../../common/crash-points.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../context.js";
@@ -77,6 +78,7 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
   });
   // Exclusive with passes: a pass reads the records and the pending data removals, then writes.
   if (changesTarget(order)) {
+    crashPoint("dispatch.before-target-record");
     await deps.records.exclusive(tenantId, async () => {
       if (ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal)) await dataRemoved(store, order, trace);
       await deps.records.recordFinished(order, at);

@@ -6,6 +6,7 @@ import { v4 as uuidv4 } from "uuid";
 import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { crashPoint } from "../../common/crash-points.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../context.js";
 import { isSkipperError } from "../errors.js";
@@ -103,6 +104,7 @@ export async function issueOrder(
     const deploymentId = `deploy-${uuidv4()}`;
     const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
     const deployment = await store.createResource(plan.deployment);
+    crashPoint("reconcile.after-deployment");
     const [workOrder] = await Promise.all([
       store.createWorkOrder(plan.workOrder),
       recordEvents(store, [

@@ -7,6 +7,7 @@ import { mkdir, rename, unlink } from "node:fs/promises";
 import { closeFd, fsyncFd, openFd, writeAll } from "./fd-ops.js";
 import { basename, dirname, join, sep } from "node:path";
 import { DirFsyncBatcher } from "./dir-fsync.js";
+import { crashPoint } from "../../common/crash-points.js";
 
 /** Store files hold service env values and token hashes: readable by the controller's user only. */
 export const FILE_MODE = 0o600;
@@ -40,12 +41,14 @@ export class DurableFs {
       throw e;
     }
     await closeFd(fd);
+    crashPoint("store.after-write");
     try {
       await rename(tmp, path);
     } catch (e) {
       await unlink(tmp).catch(() => undefined);
       throw e;
     }
+    crashPoint("store.after-rename");
     await this.dirSync.sync(dir);
   }
 

@@ -50,7 +50,7 @@ export interface ControllerProcess {
  * one where its agents expect it); stdout goes to <dataDir>/../controller.out.
  */
 export async function startControllerProcess(
-  opts: { dataDir?: string; port?: number; extraArgs?: string[] } = {},
+  opts: { dataDir?: string; port?: number; extraArgs?: string[]; env?: Record<string, string> } = {},
 ): Promise<ControllerProcess> {
   const dataDir = opts.dataDir ?? join(await mkdtemp(join(tmpdir(), "skipper-e2e-")), "data");
   const args = [
@@ -62,7 +62,7 @@ export async function startControllerProcess(
     ...(opts.extraArgs ?? []),
   ];
   const child = spawn(process.execPath, args, {
-    env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN },
+    env: { ...process.env, SKIPPER_ADMIN_TOKEN: E2E_ADMIN_TOKEN, ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const out = createWriteStream(join(dataDir, "..", "controller.out"), { flags: "a" });
@@ -115,6 +115,7 @@ export function startAgentProcess(opts: {
   dockerHost: string;
   pollInterval?: string;
   extraArgs?: string[];
+  env?: Record<string, string>;
 }): AgentProcess {
   const logFile = join(opts.stateDir, "..", `agent-${opts.nodeId}.log`);
   mkdirSync(dirname(logFile), { recursive: true });
@@ -136,7 +137,10 @@ export function startAgentProcess(opts: {
       opts.pollInterval ?? "200ms",
       ...(opts.extraArgs ?? []),
     ],
-    { env: { ...process.env, SKIPPY_NODE_TOKEN: opts.token, DOCKER_HOST: opts.dockerHost }, stdio: ["ignore", "pipe", "pipe"] },
+    {
+      env: { ...process.env, SKIPPY_NODE_TOKEN: opts.token, DOCKER_HOST: opts.dockerHost, ...opts.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
   );
   const out = createWriteStream(logFile, { flags: "a" });
   child.stdout!.pipe(out);
