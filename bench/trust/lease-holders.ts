@@ -308,46 +308,30 @@ function acceptedFrom(o: WorkOrder, pid: number, token: bigint | undefined): boo
 
 function figures(section: string, label: string, n: number, runs: OrderRun[]): Figure[] {
   const count = (f: (o: OrderRun) => boolean) => runs.filter(f).length;
+  const ofAll = (name: string, f: (o: OrderRun) => boolean) => exactly(section, name, count(f), n, n);
+  const none = (name: string, f: (o: OrderRun) => boolean) => exactly(section, name, count(f), 0, n);
   const takeovers = runs.flatMap((o) => (o.takeoverMs === undefined ? [] : [o.takeoverMs / 1000])).sort((x, y) => x - y);
+  // Measured, not barred: see the top of this file.
   const both =
     label === "SIGSTOP"
-      ? "orders whose command ran to its end under both holders (a frozen agent's child is not frozen)"
-      : "orders whose command ran to its end under both holders (the cut-off agent's went on after a refused renewal told it the lease was lost)";
+      ? info(
+          section,
+          "orders whose command ran to its end under both holders (a frozen agent's child is not frozen)",
+          `${fmt(count((o) => o.bothEnded))} of ${fmt(runs.length)}`,
+        )
+      : info(
+          section,
+          "orders whose command ran to its end under both holders (the cut-off agent's went on after a refused renewal told it the lease was lost)",
+          `${fmt(count((o) => o.bothEnded && o.toldLost))} of ${fmt(runs.length)}`,
+        );
   return [
     exactly(section, "orders tried", runs.length, n),
-    exactly(
-      section,
-      "leases lapsed and taken over by the other agent",
-      count((o) => o.takenOver),
-      n,
-      n,
-    ),
-    exactly(
-      section,
-      "late results of the first holder refused",
-      count((o) => o.staleRefused),
-      n,
-      n,
-    ),
-    exactly(
-      section,
-      "results accepted from a stale holder",
-      count((o) => o.staleAccepted),
-      0,
-    ),
-    exactly(
-      section,
-      "orders finished more than once",
-      count((o) => o.finishEvents > 1),
-      0,
-    ),
-    exactly(
-      section,
-      "orders that never finished",
-      count((o) => !o.finished),
-      0,
-    ),
-    info(section, both, `${fmt(count((o) => o.bothEnded))} of ${fmt(runs.length)}`),
+    ofAll("leases lapsed and taken over by the other agent", (o) => o.takenOver),
+    ofAll("late results of the first holder refused", (o) => o.staleRefused),
+    none("results accepted from a stale holder", (o) => o.staleAccepted),
+    none("orders finished more than once", (o) => o.finishEvents > 1),
+    none("orders that never finished", (o) => !o.finished),
+    both,
     info(
       section,
       `takeover after the cut (lease ${LEASE}): p50 / max`,
