@@ -543,6 +543,34 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await store.currentRevision()).toBe(revision);
       });
 
+      it("finished orders read back whole after a reopen, and a summary listing carries what retention reads", async (ctx) => {
+        await store.createWorkOrder(order("wo-sum", "node-1", 0, "tenant-s"));
+        await store.claimWorkOrder("wo-sum", "node-1", at(100));
+        const done = (await store.finishWorkOrder("wo-sum", "node-1", ok(), at(200))).workOrder;
+        await store.createWorkOrder(order("wo-sum-pending", "node-2", 10, "tenant-s"));
+        const check = async (s: Store) => {
+          expect(json(WorkOrderSchema, await s.getWorkOrder("wo-sum"))).toEqual(json(WorkOrderSchema, done));
+          const listed = (await s.listWorkOrders({ tenantId: "tenant-s" })).items;
+          expect(listed.map((o) => json(WorkOrderSchema, o))).toEqual([
+            json(WorkOrderSchema, done),
+            json(WorkOrderSchema, await s.getWorkOrder("wo-sum-pending")),
+          ]);
+          const [summary] = (await s.listWorkOrders({ tenantId: "tenant-s", status: WorkOrderStatus.SUCCESS, summaryOnly: true })).items;
+          expect(summary).toMatchObject({ id: "wo-sum", status: WorkOrderStatus.SUCCESS, type: done.type });
+          expect(summary?.target).toMatchObject({ tenantId: "tenant-s", nodeId: "node-1" });
+          expect(summary?.finishedAt).toEqual(done.finishedAt);
+          expect(summary?.createdAt).toEqual(done.createdAt);
+          expect(summary?.desiredState?.deploymentId).toBe("dep-wo-sum");
+          // A finished order still refuses what a finished order refuses, and knows its claim.
+          expect((await s.finishWorkOrder("wo-sum", "node-1", ok(), at(300))).duplicate).toBe(true);
+          await expectCode(s.cancelWorkOrder("wo-sum", "late", "req-y", at(300)), "WORK_ORDER_NOT_CLAIMABLE");
+        };
+        await check(store);
+        if (!sut.reopen) return ctx.skip();
+        store = await sut.reopen();
+        await check(store);
+      });
+
       it("a new work order that is not pending is refused with INVALID_REQUEST", async () => {
         const o = order("wo-run", "node-1");
         o.status = WorkOrderStatus.RUNNING;

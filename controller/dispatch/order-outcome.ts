@@ -10,7 +10,7 @@ import type { Trace } from "../context.js";
 import { changesTarget } from "../reconcile/target-outcome.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { Store } from "../store/store.js";
-import { eachResource } from "../store/each-page.js";
+import { eachResource, eachWorkOrder } from "../store/each-page.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
@@ -160,32 +160,52 @@ export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trac
   ]);
 }
 
-/** Re-runs outcome side effects for finished orders whose deployment is not yet terminal. */
+/**
+ * Re-runs outcome side effects a crash cut short: for running orders whose deployment is still
+ * pending, and for finished orders whose deployment is not terminal or whose target record still
+ * waits for them. The finished ones are found from the deployments and target records, not by
+ * reading every finished order (a retention period holds a great many).
+ */
 export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   const { store } = deps;
   let repaired = 0;
-  for (const status of [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED, WorkOrderStatus.RUNNING]) {
-    let pageToken = "";
-    do {
-      const page = await store.listWorkOrders({ status, pageSize: 1000, pageToken });
-      for (const order of page.items) {
-        const deploymentId = order.desiredState?.deploymentId ?? "";
-        const dep = deploymentId === "" ? undefined : await store.getResource("deployment", deploymentId);
-        const phase = dep?.currentState?.kind.case === "deployment" ? dep.currentState.kind.value.phase : undefined;
-        const trace = { requestId: order.requestId, correlationId: order.correlationId };
-        if (status === WorkOrderStatus.RUNNING && phase === DeploymentPhase.PENDING) {
-          await onOrderStarted(store, order, trace);
-          repaired++;
-        } else if (
-          status !== WorkOrderStatus.RUNNING &&
-          (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order)))
-        ) {
-          await onOrderFinished(deps, order, trace);
-          repaired++;
-        }
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+  for await (const order of eachWorkOrder(store, { status: WorkOrderStatus.RUNNING })) {
+    if ((await deploymentPhase(store, order)) !== DeploymentPhase.PENDING) continue;
+    await onOrderStarted(store, order, traceOf(order));
+    repaired++;
+  }
+  for (const id of await unsettledOrderIds(deps)) {
+    const order = await store.getWorkOrder(id);
+    if (!order || !FINISHED.includes(order.status)) continue;
+    const phase = await deploymentPhase(store, order);
+    if (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order))) {
+      await onOrderFinished(deps, order, traceOf(order));
+      repaired++;
+    }
   }
   return repaired;
+}
+
+const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
+
+// The orders of deployments still pending or running, and those target records wait for.
+async function unsettledOrderIds(deps: OutcomeDeps): Promise<Set<string>> {
+  const ids = new Set(await deps.records.awaitingOutcome());
+  for await (const d of eachResource(deps.store, { resourceType: "deployment" })) {
+    if (d.currentState?.kind.case !== "deployment" || d.desiredState?.kind.case !== "deployment") continue;
+    const phase = d.currentState.kind.value.phase;
+    if (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING) ids.add(d.desiredState.kind.value.workOrderId);
+  }
+  ids.delete("");
+  return ids;
+}
+
+async function deploymentPhase(store: Store, order: WorkOrder): Promise<DeploymentPhase | undefined> {
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  const dep = deploymentId === "" ? undefined : await store.getResource("deployment", deploymentId);
+  return dep?.currentState?.kind.case === "deployment" ? dep.currentState.kind.value.phase : undefined;
+}
+
+function traceOf(order: WorkOrder): Trace {
+  return { requestId: order.requestId, correlationId: order.correlationId };
 }

@@ -80,7 +80,8 @@ function listAll(store: Store, resourceType: "tenant" | "deployment"): Promise<R
 export async function ordersInUse(store: Store, tenants?: Resource[]): Promise<Set<string>> {
   tenants ??= await listAll(store, "tenant");
   const successful: SuccessfulOrder[] = [];
-  for await (const o of eachWorkOrder(store, { status: WorkOrderStatus.SUCCESS, pageSize: 500 })) successful.push(summary(o));
+  for await (const o of eachWorkOrder(store, { status: WorkOrderStatus.SUCCESS, pageSize: 500, summaryOnly: true }))
+    successful.push(summary(o));
   return ordersToKeep(tenants, successful);
 }
 

@@ -21,6 +21,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skippe
 import { isSkipperError } from "../errors.js";
 import { KeyedLock } from "../keyed-lock.js";
 import type { Store } from "../store/store.js";
+import { eachResource } from "../store/each-page.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { recordOutcome } from "./target-outcome.js";
 
@@ -127,6 +128,15 @@ export class TargetRecords {
       .filter((x) => r.resourceType === "volume" || x.serviceIds.includes(r.id))
       .map((x) => x.nodeId)
       .sort();
+  }
+
+  /** The orders target records point at without their outcome yet (start-up recovery looks at these). */
+  async awaitingOutcome(): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const t of eachResource(this.store, { resourceType: "tenant", includeDeleted: true })) {
+      for (const r of this.of(t)) if (r.lastWorkOrderId !== "" && r.finishedAt === undefined) ids.push(r.lastWorkOrderId);
+    }
+    return ids;
   }
 
   /** True when the target's record still points at this finished order without its outcome (a crash cut it short). */

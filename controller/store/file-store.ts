@@ -1,11 +1,11 @@
 // The embedded store: one readable JSON file per record under the data directory, every write
 // atomic and durable (atomic-write.ts), every read served from in-memory indexes rebuilt at
-// open(). Writes to one record are serialised by a per-key lock, and the index is updated only
+// open() (finished work orders as summaries: order-summary.ts, summary-file.ts). Writes to one record are serialised by a per-key lock, and the index is updated only
 // after the write is durable, so a reader never sees a state that a crash could take back.
 //
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
-import { rm } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
@@ -25,6 +25,8 @@ import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
+import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise } from "./order-summary.js";
+import { writeSummary } from "./summary-file.js";
 import {
   cancelled,
   checkDuplicateResult,
@@ -41,7 +43,11 @@ import {
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
   onWarning?: (msg: string, meta: object) => void;
+  /** Rewrite the finished orders' summary after this many orders finished or were pruned (default 1,000). */
+  summaryEvery?: number;
 }
+
+const SUMMARY_EVERY = 1000;
 
 /** The file-backed Store (backend "file"). */
 export class FileStore implements S.Store {
@@ -64,11 +70,15 @@ export class FileStore implements S.Store {
   private idempotency = new Map<string, S.IdempotencyRecord>();
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
+  // Finished or pruned orders the summary file on disk does not reflect yet.
+  private summaryLag = 0;
+  private readonly summaryEvery: number;
 
   constructor(dataDir: string, options: FileStoreOptions = {}) {
     this.paths = new StorePaths(dataDir);
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
+    this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
   }
 
   /** Creates the layout, takes the directory lock, repairs leftovers and loads the indexes. */
@@ -86,7 +96,9 @@ export class FileStore implements S.Store {
       this.resources.load(data.resources);
       this.revision = this.resources.maxVersion();
       this.orders = new WorkOrderIndex();
-      this.orders.load(data.workOrders);
+      // Finished orders read in full (not named by the summary) are held as summaries too.
+      this.orders.load(data.workOrders.map((o) => (isFinished(o) ? summarise(o) : o)));
+      this.summaryLag = data.finishedSummaryStale ? this.summaryEvery : 0;
       this.events = new EventIndex();
       this.events.load(data.events);
       this.snapshots = new Map(data.tenantSnapshots.map((s) => [`tenant/${s.tenantId}`, s]));
@@ -99,12 +111,14 @@ export class FileStore implements S.Store {
       throw e;
     }
     this.lock = lock;
+    this.summariseIfBehind(1);
   }
 
-  /** Waits for writes in flight, then releases the directory lock. */
+  /** Waits for writes in flight, brings the finished orders' summary up to date, then releases the directory lock. */
   async close(): Promise<void> {
     const lock = this.lock;
     if (!lock) return;
+    this.summariseIfBehind(1);
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
     await lock.release();
@@ -215,12 +229,39 @@ export class FileStore implements S.Store {
   async getWorkOrder(id: string): Promise<WorkOrder | undefined> {
     this.ensureOpen();
     const o = this.orders.get(id);
-    return o && clone(WorkOrderSchema, o);
+    return o && this.wholeOrder(o);
   }
 
   async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
     this.ensureOpen();
-    return this.orders.list(filter, (o) => clone(WorkOrderSchema, o));
+    if (filter.summaryOnly) return this.orders.list(filter, (o) => clone(WorkOrderSchema, summarise(o)));
+    const page = this.orders.list(filter, (o) => o);
+    const items = await Promise.all(page.items.map((o) => this.wholeOrder(o)));
+    return { items: items.filter((o) => o !== undefined), nextPageToken: page.nextPageToken };
+  }
+
+  // A copy of the stored order: a summary's record is read from its file (a finished order's
+  // file is never rewritten). One that cannot be read is left out with a warning.
+  private async wholeOrder(o: WorkOrder): Promise<WorkOrder | undefined> {
+    if (!isOrderSummary(o)) return clone(WorkOrderSchema, o);
+    const path = this.paths.workOrder("finished", o.id);
+    try {
+      const whole = codec.decodeMessage(WorkOrderSchema, await readFile(path, "utf8"));
+      if (whole.id === o.id && whole.status === o.status) return whole;
+    } catch (e) {
+      this.warn("could not read a finished work order", { work_order_id: o.id, reason: e instanceof Error ? e.message : String(e) });
+      return undefined;
+    }
+    this.warn("a finished work order's file does not match its summary", { work_order_id: o.id });
+    return undefined;
+  }
+
+  // The stored order in full for a transition under its lock (see wholeOrder).
+  private async currentOrder(id: string): Promise<WorkOrder> {
+    const o = this.orders.get(id);
+    const whole = o && (isOrderSummary(o) ? await this.wholeOrder(o) : o);
+    if (!whole) throw notFound("work_order", id);
+    return whole;
   }
 
   async nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined> {
@@ -258,8 +299,7 @@ export class FileStore implements S.Store {
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
     this.paths.workOrder("finished", id);
     return this.write(`work-order/${id}`, async () => {
-      const current = this.orders.get(id);
-      if (!current) throw notFound("work_order", id);
+      const current = await this.currentOrder(id);
       if (isFinished(current)) {
         checkDuplicateResult(current, fencingToken);
         return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
@@ -276,8 +316,7 @@ export class FileStore implements S.Store {
   private transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
     this.paths.workOrder("pending", id);
     return this.write(`work-order/${id}`, async () => {
-      const current = this.orders.get(id);
-      if (!current) throw notFound("work_order", id);
+      const current = await this.currentOrder(id);
       const next = step(current);
       if (next === current) return clone(WorkOrderSchema, current); // nothing to do (idempotent)
       await this.moveOrder(current, next);
@@ -292,6 +331,8 @@ export class FileStore implements S.Store {
     // prune deletes.
     const gone = this.orders.removeFinished(finishedBefore, keep);
     for (const o of gone) await rm(this.paths.workOrder("finished", o.id), { force: true });
+    this.summaryLag += gone.length;
+    this.summariseIfBehind(this.summaryEvery);
     return gone.length;
   }
 
@@ -325,7 +366,24 @@ export class FileStore implements S.Store {
     await this.fs.writeFile(this.paths.workOrder(to, next.id), codec.encodeMessage(WorkOrderSchema, next));
     // A lease renewal stays in its stage: the write above replaced the file.
     if (from !== to) await this.fs.unlink(this.paths.workOrder(from, current.id));
-    this.orders.put(next);
+    if (to !== "finished") return this.orders.put(next);
+    this.orders.put(summarise(next));
+    this.summaryLag++;
+    this.summariseIfBehind(this.summaryEvery);
+  }
+
+  // Rewrites the finished orders' summary (in the background, tracked like a write) once it lags
+  // `atLeast` changes behind. It only saves work at the next open(): see summary-file.ts.
+  private summariseIfBehind(atLeast: number): void {
+    if (this.summaryLag < atLeast || this.summaryLag === 0) return;
+    this.summaryLag = 0;
+    const rows = [...this.orders.finished()].map((o): [string, WorkOrder] => [`${o.id}.json`, o]);
+    this.write("summary/finished-orders", () =>
+      writeSummary(this.fs, this.paths.dir("work-orders", "finished"), ORDER_SUMMARY_ROWS, rows),
+    ).catch((e: unknown) => {
+      this.summaryLag++;
+      this.warn("could not write the finished work orders' summary", { reason: e instanceof Error ? e.message : String(e) });
+    });
   }
 
   // --- events ----------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 // and rename) are deleted; a file that does not parse, or does not match the path it sits at, is
 // moved to quarantine/ with a warning instead of stopping the controller; a work order found in
 // several stage directories (a crash between writing the new stage and unlinking the old one)
-// keeps its most advanced copy.
+// keeps its most advanced copy. Finished work orders come from their summary file (see
+// summary-file.ts), read in full only when the summary does not name them.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
-import { readdir, readFile, unlink } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { readdir, unlink } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -15,12 +17,17 @@ import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "./record-codec.js";
 import { progressOf } from "./work-order-transitions.js";
 import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
+import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
+import { loadSummarised } from "./summary-file.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
 
 /** Everything open() rebuilds its indexes from. */
 export interface LoadedData {
   resources: Resource[];
+  /** Unfinished orders in full; finished ones as summaries (order-summary.ts) or in full. */
   workOrders: WorkOrder[];
+  /** The finished orders' summary file differs from the directory: it should be rewritten. */
+  finishedSummaryStale: boolean;
   events: Event[];
   systemSnapshot?: Snapshot;
   tenantSnapshots: Snapshot[];
@@ -50,9 +57,11 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
       ),
     )
   ).flat();
+  const { orders, finishedSummaryStale } = await loader.workOrders();
   return {
     resources,
-    workOrders: await loader.workOrders(),
+    workOrders: orders,
+    finishedSummaryStale,
     events: await loader.events(),
     systemSnapshot: (await loader.records(paths.dir("snapshots", "system"), SnapshotSchema, (_s, id) => id === "latest"))[0],
     tenantSnapshots: await loader.records(paths.dir("snapshots", "tenants"), SnapshotSchema, (s, id) => s.tenantId === id),
@@ -91,25 +100,35 @@ class Loader {
     const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
     const out: T[] = [];
     await forEachLimit(files, async (f) => {
-      const id = f.name.endsWith(".json") ? f.name.slice(0, -5) : "";
+      const id = idOf(f.name);
       const r = await this.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
       if (r !== undefined) out.push(r);
     });
     return out;
   }
 
-  async workOrders(): Promise<WorkOrder[]> {
+  async workOrders(): Promise<{ orders: WorkOrder[]; finishedSummaryStale: boolean }> {
     const found = new Map<string, Array<{ stage: OrderDir; order: WorkOrder }>>();
-    for (const stage of ORDER_DIRS) {
-      const allowed = STAGE_STATUSES[stage];
-      const orders = await this.records(
-        this.paths.dir("work-orders", stage),
-        WorkOrderSchema,
-        (o, id) => o.id === id && allowed.includes(o.status),
-      );
+    const matches = (stage: OrderDir) => (o: WorkOrder, id: string) => o.id === id && STAGE_STATUSES[stage].includes(o.status);
+    const finishedDir = this.paths.dir("work-orders", "finished");
+    const finished = await loadSummarised(finishedDir, ORDER_SUMMARY_ROWS, (name) =>
+      this.read(
+        join(finishedDir, name),
+        (t) => codec.decodeMessage(WorkOrderSchema, t),
+        (o) => isValidId(idOf(name)) && matches("finished")(o, idOf(name)),
+      ),
+    );
+    const finishedById = new Map(finished.items.map((o) => [o.id, o]));
+    for (const stage of ORDER_DIRS.filter((d) => d !== "finished")) {
+      const orders = await this.records(this.paths.dir("work-orders", stage), WorkOrderSchema, matches(stage));
       for (const order of orders) found.set(order.id, [...(found.get(order.id) ?? []), { stage, order }]);
     }
-    const result: WorkOrder[] = [];
+    // Copies to resolve are rare: only an unfinished order can also have a finished copy.
+    for (const [id, copies] of found) {
+      const done = finishedById.get(id);
+      if (done) copies.push({ stage: "finished", order: done });
+    }
+    const result: WorkOrder[] = [...finished.items.filter((o) => !found.has(o.id))];
     for (const [id, copies] of found) {
       copies.sort((a, b) => progressOf(b.order) - progressOf(a.order));
       result.push(copies[0]!.order);
@@ -122,7 +141,7 @@ class Loader {
         });
       }
     }
-    return result;
+    return { orders: result, finishedSummaryStale: finished.stale };
   }
 
   async events(): Promise<Event[]> {
@@ -158,7 +177,9 @@ class Loader {
   private async read<T>(path: string, decode: (text: string) => T, ok: (v: T) => boolean): Promise<T | undefined> {
     let reason: string;
     try {
-      const value = decode(await readFile(path, "utf8"));
+      // Synchronous: nothing else runs while the store opens, and for thousands of small files
+      // one call each is far cheaper than fs/promises' open, stat, read and close round trips.
+      const value = decode(readFileSync(path, "utf8"));
       if (ok(value)) return value;
       reason = "its content does not match its file name or directory";
     } catch (e) {
@@ -179,6 +200,11 @@ class Loader {
   private rel(p: string): string {
     return relative(this.paths.root, p);
   }
+}
+
+// The id a record file is named for ("" when the name is not <id>.json).
+function idOf(fileName: string): string {
+  return fileName.endsWith(".json") ? fileName.slice(0, -5) : "";
 }
 
 async function list(dir: string) {

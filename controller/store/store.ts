@@ -52,6 +52,12 @@ export interface WorkOrderFilter extends PageRequest {
   tenantId?: string;
   /** Only orders with an expires_at at or before this time (the expiry sweep). */
   expiresBy?: Date;
+  /**
+   * Each order with only id, status, type, target, created_at, finished_at, expires_at and
+   * desired_state.spec_hash/deployment_id set (what retention reads), so that a backend need not
+   * read whole records of a long history.
+   */
+  summaryOnly?: boolean;
 }
 
 export interface EventFilter extends PageRequest {

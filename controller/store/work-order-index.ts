@@ -29,24 +29,21 @@ export class WorkOrderIndex {
   // Listing one tenant's orders (the reconciler's in-flight check, Explain) reads only those.
   private readonly byTenant = new Map<string, SortedIndex<WorkOrder>>();
 
-  /** Rebuilds from the orders found on disk. */
+  /** Rebuilds from the orders found on disk (each key computed once: open() loads a whole history). */
   load(orders: WorkOrder[]): void {
-    this.ordered.load(orders.map((o) => [orderKey(o), o]));
-    for (const status of [
-      WorkOrderStatus.PENDING,
-      WorkOrderStatus.RUNNING,
-      WorkOrderStatus.SUCCESS,
-      WorkOrderStatus.FAILED,
-      WorkOrderStatus.CANCELLED,
-      WorkOrderStatus.RETRY_PENDING,
-    ]) {
-      this.statusIndex(status).load(orders.filter((o) => o.status === status).map((o) => [orderKey(o), o]));
-    }
-    for (const o of orders) {
+    const keyed = orders.map((o): [string, WorkOrder] => [orderKey(o), o]);
+    this.ordered.load(keyed);
+    const byStatus = new Map<WorkOrderStatus, Array<[string, WorkOrder]>>();
+    const byTenant = new Map<string, Array<[string, WorkOrder]>>();
+    for (const entry of keyed) {
+      const o = entry[1];
       this.byId.set(o.id, o);
-      this.tenantIndex(tenantOf(o)).set(orderKey(o), o);
+      listIn(byStatus, o.status).push(entry);
+      listIn(byTenant, tenantOf(o)).push(entry);
       if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(pendingKey(o), o);
     }
+    for (const [status, entries] of byStatus) this.statusIndex(status).load(entries);
+    for (const [tenant, entries] of byTenant) this.tenantIndex(tenant).load(entries);
   }
 
   get(id: string): WorkOrder | undefined {
@@ -97,6 +94,11 @@ export class WorkOrderIndex {
     return [...gone];
   }
 
+  /** Every finished order (SUCCESS, FAILED, CANCELLED). */
+  *finished(): Generator<WorkOrder> {
+    for (const status of FINISHED) for (const [, o] of this.statusIndex(status).entries()) yield o;
+  }
+
   /** The pending order for `nodeId` to run next: highest priority, then oldest. */
   nextPending(nodeId: string): WorkOrder | undefined {
     return this.pendingByNode.get(nodeId)?.first();
@@ -132,6 +134,12 @@ export class WorkOrderIndex {
   private pendingOf(nodeId: string): SortedIndex<WorkOrder> {
     return indexIn(this.pendingByNode, nodeId);
   }
+}
+
+function listIn<K, V>(map: Map<K, V[]>, key: K): V[] {
+  let list = map.get(key);
+  if (!list) map.set(key, (list = []));
+  return list;
 }
 
 /** The index under `key`, created empty on first use. */

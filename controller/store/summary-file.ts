@@ -1,0 +1,99 @@
+// A directory of records that are never rewritten once there (finished work orders, one day of
+// events) keeps a summary file beside them: one row per record, enough to index and filter it
+// without reading it. open() reads the summary and the directory's file names instead of every
+// record; the summary is only a cache of what the files say, checked against the names:
+//   - a file with no row (written after the summary, e.g. before a kill -9) is read in full;
+//   - a row with no file (deleted after the summary) is dropped;
+//   - a summary that is missing or does not parse is rebuilt from the files.
+// So a crash between a record's write and the summary's can neither lose nor hide a record.
+// The summary is written atomically (atomic-write.ts) but need not be current.
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { DurableFs } from "./atomic-write.js";
+
+/** The summary's file name; hidden, so the record loaders skip it. */
+export const SUMMARY_FILE = ".summary.json";
+const FORMAT = 1;
+
+/** How one record becomes a row of JSON values and back. */
+export interface SummaryRows<T> {
+  toRow(item: T): unknown[];
+  /** Throws on a row it cannot read (the whole summary is then rebuilt). */
+  fromRow(row: unknown[]): T;
+}
+
+/** What loadSummarised found: every record, and whether the summary on disk differs from it. */
+export interface Summarised<T> {
+  items: T[];
+  stale: boolean;
+}
+
+/**
+ * The records of `dir` as summaries: rows of the summary file for the files it names, `readOne`
+ * (which reads a file in full, or quarantines it and returns undefined) for the files it does not.
+ */
+export async function loadSummarised<T>(
+  dir: string,
+  rows: SummaryRows<T>,
+  readOne: (fileName: string) => Promise<T | undefined>,
+  readConcurrency = 32,
+): Promise<Summarised<T>> {
+  const names = await recordNames(dir);
+  const summary = await readSummary(dir, rows);
+  const items: T[] = [];
+  const unread: string[] = [];
+  for (const name of names) {
+    const item = summary?.get(name);
+    if (item === undefined) unread.push(name);
+    else items.push(item);
+  }
+  let next = 0;
+  const worker = async () => {
+    while (next < unread.length) {
+      const item = await readOne(unread[next++]!);
+      if (item !== undefined) items.push(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(readConcurrency, unread.length) }, worker));
+  const stale = summary === undefined ? names.length > 0 : unread.length > 0 || summary.size !== names.length - unread.length;
+  return { items, stale };
+}
+
+/** Replaces the summary of `dir` with rows for `items`, each under its record's file name. */
+export async function writeSummary<T>(fs: DurableFs, dir: string, rows: SummaryRows<T>, items: Iterable<[string, T]>): Promise<void> {
+  const lines: string[] = [];
+  for (const [name, item] of items) lines.push(JSON.stringify([name, ...rows.toRow(item)]));
+  await fs.writeFile(join(dir, SUMMARY_FILE), `{"format":${FORMAT},"rows":[\n${lines.join(",\n")}\n]}\n`);
+}
+
+// The summary as file name -> item, or undefined when there is none or it cannot be read.
+async function readSummary<T>(dir: string, rows: SummaryRows<T>): Promise<Map<string, T> | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, SUMMARY_FILE), "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    const parsed = JSON.parse(text) as { format?: unknown; rows?: unknown };
+    if (parsed.format !== FORMAT || !Array.isArray(parsed.rows)) return undefined;
+    const out = new Map<string, T>();
+    for (const row of parsed.rows as unknown[]) {
+      if (!Array.isArray(row) || typeof row[0] !== "string") return undefined;
+      out.set(row[0], rows.fromRow(row.slice(1)));
+    }
+    return out;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The record files of `dir` (not hidden: temp files and the summary are). */
+export async function recordNames(dir: string): Promise<string[]> {
+  try {
+    return (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && !e.name.startsWith(".")).map((e) => e.name);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw e;
+  }
+}
