@@ -118,14 +118,14 @@ function definedOnly<T extends object>(o: T): Partial<T> {
 // of them must not become a flood of log lines.
 function refusalReporter(logger: Logger): (address: string, cap: string) => void {
   let counts = new Map<string, number>();
-  let timer: NodeJS.Timeout | undefined;
   return (address, cap) => {
     const key = `${cap} ${address}`;
+    const first = counts.size === 0;
     counts.set(key, (counts.get(key) ?? 0) + 1);
-    timer ??= setTimeout(() => {
+    if (!first) return;
+    setTimeout(() => {
       const refused = Object.fromEntries(counts);
       counts = new Map();
-      timer = undefined;
       logger.warn(
         { action: "listen", result: "RESOURCE_EXHAUSTED", metadata: { refused } },
         "connections closed on arrival: a connection cap was reached",

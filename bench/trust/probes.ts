@@ -2,5 +2,6 @@
 import type { Probe } from "./figures.js";
 import { hostileInputsProbe } from "./hostile-inputs.js";
 import { killRoundsProbe } from "./kill-rounds.js";
+import { leaseHoldersProbe } from "./lease-holders.js";
 
-export const PROBES: Probe[] = [hostileInputsProbe, killRoundsProbe];
+export const PROBES: Probe[] = [hostileInputsProbe, killRoundsProbe, leaseHoldersProbe];
