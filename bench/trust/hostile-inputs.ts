@@ -56,29 +56,44 @@ export const hostileInputsProbe: Probe = {
     const byClass = new Map<string, number>();
     const fiveHundreds: string[] = [];
     let hangs = 0;
-    const session = () => {
+    const goaways = new Map<number, number>();
+    const opened = () => {
       const ss = http2.connect(ctl.url, { ca: ctl.ca });
+      ss.on("error", () => undefined);
+      ss.on("goaway", (code) => goaways.set(code, (goaways.get(code) ?? 0) + 1));
       return ss;
     };
-    let s = session();
-    s.on("error", () => undefined);
-    // A few at a time: enough to overlap, not a load test.
+    // A few workers at a time, each on its own connection, renewed every few requests and for
+    // each large upload: Node's HTTP/2 server rejects new streams on a connection that holds
+    // more than 10 MB (maxSessionMemory) and ends it after 100 rejections, which would keep later
+    // inputs from reaching the controller at all (that protection is the client's own loss).
     const queue = [...chosen];
     const worker = async () => {
+      let s = opened();
+      let used = 0;
       for (let a = queue.shift(); a; a = queue.shift()) {
-        if (s.closed || s.destroyed) {
-          s = session();
-          s.on("error", () => undefined);
+        const large = a.body.length > 1024 * 1024;
+        if (large || used >= 20 || s.closed || s.destroyed) {
+          s.close();
+          s = opened();
+          used = 0;
         }
+        used++;
         const status = await send(s, a);
+        if (large) {
+          s.destroy();
+          s = opened();
+          used = 0;
+        }
         const cls = status === "hang" ? "hang" : status === "reset" ? "reset" : `${String(status)[0]}xx`;
         byClass.set(cls, (byClass.get(cls) ?? 0) + 1);
         if (status === "hang") hangs++;
+        if (status === "reset" && process.env.TRUST_DEBUG) process.stderr.write(`reset: ${a.label}\n`);
         if (typeof status === "number" && status >= 500) fiveHundreds.push(`${a.label} -> ${status}`);
       }
+      s.close();
     };
     await Promise.all(Array.from({ length: 8 }, worker));
-    s.close();
     const alive = ctl.alive();
     const health = alive
       ? await ctl
@@ -102,6 +117,7 @@ export const hostileInputsProbe: Probe = {
     const figures: Figure[] = [
       info(SECTION, "requests tried (RPC × protocol × credential × body, and REST routes)", `${fmt(chosen.length)} (${classes})`),
       exactly(SECTION, "5xx answers", fiveHundreds.length, 0, chosen.length),
+      info(SECTION, "sessions the server ended (GOAWAY code: count)", [...goaways].map(([c, n]) => `${c}: ${n}`).join(", ") || "none"),
       exactly(SECTION, `requests unanswered after ${HANG_MS / 1000} s`, hangs, 0, chosen.length),
       exactly(SECTION, "controller crashed or stopped answering", alive && health ? 0 : 1, 0),
       exactly(SECTION, "files written outside the data directory", outside.length, 0),
@@ -297,19 +313,25 @@ function send(session: http2.ClientHttp2Session, a: Attempt): Promise<number | "
       stream.close(http2.constants.NGHTTP2_CANCEL);
       resolve("hang");
     }, HANG_MS);
+    // gRPC and gRPC-Web answer HTTP 200 and carry the status in headers, trailers, or (gRPC-Web)
+    // a trailer frame in the body; a Connect stream in its end-of-stream message. Each is mapped
+    // to the HTTP class it stands for: internal, unknown, data loss and unavailable are 5xx.
+    const rpcStatus = (code: number) => {
+      if (code !== 0) status = [2, 13, 14, 15].includes(code) ? 500 : 400;
+    };
     stream.on("response", (h) => {
       status = Number(h[":status"]);
-      // gRPC answers 200 with the status in headers or trailers: grpc-status 13 (internal) is a 5xx.
-      if (h["grpc-status"] === "13") status = 500;
+      if (h["grpc-status"] !== undefined) rpcStatus(Number(h["grpc-status"]));
     });
     stream.on("trailers", (t) => {
-      if (t["grpc-status"] === "13") status = 500;
+      if (t["grpc-status"] !== undefined) rpcStatus(Number(t["grpc-status"]));
     });
     stream.on("data", (chunk: Buffer) => {
-      // gRPC-Web trailers travel in the body: a trailer frame (flag 0x80) with grpc-status 13.
-      if (chunk.includes("grpc-status:13") || chunk.includes("grpc-status: 13")) status = 500;
-      // A Connect end-of-stream message with an internal error.
-      if (chunk.includes('"code":"internal"')) status = 500;
+      const text = chunk.toString("latin1");
+      const grpcWeb = /grpc-status:\s*(\d+)/.exec(text);
+      if (grpcWeb) rpcStatus(Number(grpcWeb[1]));
+      const connect = /"code"\s*:\s*"([a-z_]+)"/.exec(text);
+      if (connect && status === 200) status = ["internal", "unknown", "data_loss", "unavailable"].includes(connect[1]!) ? 500 : 400;
     });
     stream.on("error", () => undefined);
     const done = () => {
@@ -321,7 +343,7 @@ function send(session: http2.ClientHttp2Session, a: Attempt): Promise<number | "
     // "close" while its own writes are pending, so the answer's end is what counts.)
     stream.on("end", () => {
       done();
-      stream.destroy();
+      if (!stream.writableFinished) stream.destroy();
     });
     stream.on("close", done);
     if (a.body.length > 0) stream.end(a.body);
