@@ -67,10 +67,18 @@ export async function startControllerProcess(
   });
   const out = createWriteStream(join(dataDir, "..", "controller.out"), { flags: "a" });
   child.stderr!.pipe(out);
+  // The last lines it wrote, for the error when it exits before listening (a port taken, a lock held).
+  const tail: string[] = [];
+  const keep = (line: string) => {
+    tail.push(line.slice(0, 500));
+    if (tail.length > 5) tail.shift();
+  };
+  child.stderr!.on("data", (d: Buffer) => keep(d.toString("utf8").trim()));
   const url = await new Promise<string>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
-    child.once("exit", (code) => reject(new Error(`controller exited with ${code}`)));
+    child.once("exit", (code) => reject(new Error(`controller exited with ${code}; last output:\n${tail.join("\n")}`)));
     lines.on("line", (line) => {
+      keep(line);
       out.write(`${line}\n`);
       try {
         const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
