@@ -4,6 +4,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import type tls from "node:tls";
 import type { RequestHandler } from "./server.js";
 
 /** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
@@ -74,6 +75,12 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
       watched,
     );
     h2.on("session", track);
+    // An HTTP/1.1 connection over TLS gets none of Node's HTTP/1.1 server timeouts (they are
+    // properties of http.Server, not of the HTTP/2 server that hands it over): one that sends no
+    // request, or idles between requests, is closed once nothing has moved for requestIdleMs.
+    h2.on("secureConnection", (socket: tls.TLSSocket) => {
+      if (socket.alpnProtocol !== "h2") socket.setTimeout(limits.requestIdleMs, () => socket.destroy());
+    });
     server = h2;
   } else {
     // Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.

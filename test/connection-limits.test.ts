@@ -31,6 +31,14 @@ describe("connection limits", () => {
     expect(socket.destroyed).toBe(true);
   });
 
+  it("closes a TLS connection that speaks HTTP/1.1 and never sends a request", async () => {
+    const socket = tls.connect({ port, host: "127.0.0.1", ca: tc.ca, servername: "localhost", ALPNProtocols: ["http/1.1"] });
+    socket.on("error", () => undefined);
+    await new Promise<void>((r) => socket.once("secureConnect", () => r()));
+    await closed(socket);
+    expect(socket.destroyed).toBe(true);
+  });
+
   it("resets an admitted HTTP/2 call whose body stalls", async () => {
     const session = http2.connect(tc.url, { ca: tc.ca });
     session.on("error", () => undefined);

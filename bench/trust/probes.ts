@@ -3,5 +3,6 @@ import type { Probe } from "./figures.js";
 import { hostileInputsProbe } from "./hostile-inputs.js";
 import { killRoundsProbe } from "./kill-rounds.js";
 import { leaseHoldersProbe } from "./lease-holders.js";
+import { slowClientsProbe } from "./slow-clients.js";
 
-export const PROBES: Probe[] = [hostileInputsProbe, killRoundsProbe, leaseHoldersProbe];
+export const PROBES: Probe[] = [hostileInputsProbe, slowClientsProbe, killRoundsProbe, leaseHoldersProbe];
