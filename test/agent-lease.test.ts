@@ -23,7 +23,8 @@ import {
 import { Agent } from "../agent/agent.js";
 import type { AgentConfig } from "../agent/config.js";
 import type { ControllerClients } from "../agent/controller-client.js";
-import { executorOf, type ExecContext } from "../agent/executors/executor.js";
+import { rollBack } from "../agent/executors/deploy-safety.js";
+import { executorOf, LeaseLost, type ExecContext } from "../agent/executors/executor.js";
 import { Journal } from "../agent/journal.js";
 import type { Clock } from "../agent/lease-keeper.js";
 
@@ -311,5 +312,36 @@ describe("the agent as a lease holder", () => {
     first.stop();
     stuck.end();
     await first.done;
+  });
+});
+
+describe("a deploy whose lease is lost", () => {
+  it("is not rolled back: the next holder deploys the same spec again", async () => {
+    const lost = new AbortController();
+    lost.abort(new LeaseLost("renewal refused"));
+    let redeploys = 0;
+    const order = create(WorkOrderSchema, { id: "o-deploy", desiredState: { tenantId: "t1", specHash: "new" } });
+    const ctx = {
+      workDir: "/nonexistent",
+      docker: { capabilities: create(NodeCapabilitiesSchema, {}) },
+      composeTimeoutMs: 1000,
+      readyTimeoutMs: 1000,
+      log: pino({ level: "silent" }),
+      signal: lost.signal,
+      lease: lost.signal,
+    };
+    const out = await rollBack(order, ctx, {
+      failure: "cancelled",
+      code: "CANCELLED",
+      parts: { composePath: "", services: [] },
+      started: performance.now(),
+      redeploy: async () => {
+        redeploys++;
+        throw new Error("no restore expected");
+      },
+    });
+    expect(redeploys).toBe(0);
+    expect(out.result).toMatchObject({ success: false, code: "CANCELLED" });
+    expect(out.result.message).toMatch(/not rolled back: the lease was lost/);
   });
 });
