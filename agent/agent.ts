@@ -6,6 +6,10 @@
 // without the stream), and when the WatchWorkOrders stream rings (push, order-watch.ts). An idle
 // agent thus costs the controller one call per interval, not two. When the controller cannot be
 // reached it retries with capped exponential backoff and jitter, and never exits on its own.
+// An order whose lease is lost (a renewal refused, or none granted before the lease would end:
+// lease-keeper.ts) is stopped as a cancel stops it, journaled with a LEASE_LOST result at once
+// (so a restart does not run it again), and that result is reported: the controller refuses it
+// when another claim has the order, which is the usual case.
 import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -26,9 +30,10 @@ import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
-import type { ExecOutcome } from "./executors/executor.js";
+import { LeaseLost, type ExecOutcome } from "./executors/executor.js";
 import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
 import type { Journal } from "./journal.js";
+import { LeaseKeeper, monotonicClock, TRANSIENT, type Clock, type LeaseLoss } from "./lease-keeper.js";
 import { reportStates } from "./state-report.js";
 
 export const AGENT_VERSION = "0.1.0";
@@ -52,21 +57,13 @@ export interface AgentDeps {
   observe: () => Promise<ProjectObservation[]>;
   /** Restarts process modules that died and reports them all (hosts without Docker). */
   supervise?: () => Promise<ProcessObservation[]>;
+  /** The clock leases are kept by (default: performance.now() and setTimeout). */
+  clock?: Clock;
 }
 
 // Capabilities are probed again this often, and right after an order found the engine down.
 const PROBE_EVERY_MS = 60_000;
-// Errors that mean "try again later" rather than "the controller refuses this".
-const TRANSIENT = new Set([
-  Code.Unavailable,
-  Code.DeadlineExceeded,
-  Code.Internal,
-  Code.Unknown,
-  Code.Aborted,
-  Code.ResourceExhausted,
-  Code.Canceled,
-  Code.Unauthenticated,
-]);
+const LEASE_LOST = "LEASE_LOST";
 
 export class Agent {
   private host: DockerHost | undefined;
@@ -86,9 +83,11 @@ export class Agent {
   private readonly startedAt = Date.now();
   private readonly backoff = new Backoff();
   private readonly log: Logger;
+  private readonly clock: Clock;
 
   constructor(private readonly deps: AgentDeps) {
     this.log = deps.log.child({ node_id: deps.config.nodeId });
+    this.clock = deps.clock ?? monotonicClock;
   }
 
   /** Runs until `signal` aborts. */
@@ -258,12 +257,13 @@ export class Agent {
       this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
     for (const entry of entries) {
       const log = this.orderLog(entry.order);
+      let granted: number | undefined;
       if (entry.result) {
         log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
         await this.finish(entry.order, entry.result, [], signal, log);
       } else if (!entry.claimedAt) {
         await this.reclaim(entry.order, signal, log);
-      } else if (await this.stillHeld(entry.order)) {
+      } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
         if (RERUN_UNSAFE.has(entry.order.type)) {
           log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
           const result = failure("AGENT_RESTARTED", INTERRUPTED);
@@ -272,7 +272,7 @@ export class Agent {
           continue;
         }
         log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
-        await this.execute(entry.order, entry.claimedAt, signal, log);
+        await this.execute(entry.order, entry.claimedAt, granted, signal, log);
       } else {
         // The lease lapsed while this agent was down: the order went back to pending (the loop
         // claims it afresh) or another claim finished it.
@@ -294,12 +294,13 @@ export class Agent {
   private async reclaim(order: WorkOrder, signal: AbortSignal, log: Logger): Promise<void> {
     const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order)).catch(() => undefined))?.workOrder;
     const claim = now?.status === WorkOrderStatus.RUNNING ? now.claim : undefined;
-    if (claim?.nodeId === this.deps.config.nodeId && claim.claimedAt) {
+    // What runs is the order as journaled (as handed out for the claim), under the granted claim.
+    const held = clone(WorkOrderSchema, order);
+    held.claim = claim;
+    const granted = claim?.nodeId === this.deps.config.nodeId && claim.claimedAt ? await this.renewHeld(held) : undefined;
+    if (granted !== undefined && claim?.claimedAt) {
       log.warn({ action: "recover", result: "adopt" }, "taking up the claim granted just before a restart");
-      // What runs is the order as journaled (as handed out for the claim), under the granted claim.
-      const held = clone(WorkOrderSchema, order);
-      held.claim = claim;
-      await this.execute(held, timestampDate(claim.claimedAt), signal, log);
+      await this.execute(held, timestampDate(claim.claimedAt), granted, signal, log);
       return;
     }
     log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
@@ -312,6 +313,8 @@ export class Agent {
     // the agent would forget an order the controller thinks it is running.
     await this.deps.journal.record({ order });
     let claimed: WorkOrder;
+    // The lease counts from before the claim was sent: the controller's lease cannot end earlier.
+    const asked = this.clock.now();
     try {
       const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, traceHeaders(order));
       claimed = res.workOrder!;
@@ -328,10 +331,11 @@ export class Agent {
     }
     log.info({ action: "claim", result: "ok" }, "work order claimed");
     crashPoint("agent.after-claim");
-    await this.execute(claimed, new Date(), signal, log);
+    await this.execute(claimed, new Date(), asked, signal, log);
   }
 
-  private async execute(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
+  /** Runs a claimed order, keeping its lease (granted to a request sent at `grantedAt`), then reports it. */
+  private async execute(order: WorkOrder, claimedAt: Date, grantedAt: number, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
     let outcome: ExecOutcome;
     const executor = executorFor(this.deps.executors, order.type);
@@ -342,8 +346,23 @@ export class Agent {
     if (executor) {
       const host = await this.refreshHost();
       const cancel = new AbortController();
+      const lease = new AbortController();
       this.running = { id: order.id, cancel };
-      stopRenewing = this.keepLease(order, log);
+      let executing = true;
+      // While it runs, a lost lease stops the order and is journaled at once as its result.
+      const lost: { loss?: LeaseLoss; journaled?: Promise<void> } = {};
+      const keeper = this.keepLease(order, grantedAt, log, (loss) => {
+        this.logLoss(order, loss, executing, log);
+        if (!executing) return;
+        const reason = new LeaseLost(describeLoss(loss));
+        lease.abort(reason);
+        cancel.abort(reason);
+        const journaled = this.deps.journal
+          .record({ order, claimedAt, result: leaseLostResult(loss) })
+          .catch((e: unknown) => log.error({ action: "journal", result: "error", err: e }, "could not journal the lost lease"));
+        Object.assign(lost, { loss, journaled });
+      });
+      stopRenewing = () => keeper?.stop();
       const stopBeating = this.keepBeating(log);
       // The order's own timeout counts from its claim, so a run resumed after a restart keeps
       // the deadline the first run had.
@@ -351,7 +370,7 @@ export class Agent {
       const left = timeoutMs > 0 ? Math.max(0, timeoutMs - (Date.now() - claimedAt.getTime())) : 0;
       const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new OrderTimeout(timeoutMs)), left) : undefined;
       try {
-        outcome = await executor(order, { config: this.deps.config, host, log, signal: cancel.signal });
+        outcome = await executor(order, { config: this.deps.config, host, log, signal: cancel.signal, lease: lease.signal });
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = {
@@ -360,12 +379,17 @@ export class Agent {
           composePath: "",
         };
       } finally {
+        executing = false;
         clearTimeout(timer);
         stopBeating();
         this.running = undefined;
       }
       crashPoint("agent.after-execute");
-      if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
+      if (lost.loss) {
+        // Never a success: the run was stopped, and another holder may have the order by now.
+        outcome.result = leaseLostResult(lost.loss, outcome.result);
+        await lost.journaled;
+      } else if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
         outcome.result = create(WorkOrderResultSchema, {
           ...outcome.result,
           code: "TIMEOUT",
@@ -424,7 +448,8 @@ export class Agent {
         const err = ConnectError.from(e);
         if (!TRANSIENT.has(err.code)) {
           reported();
-          log.error(
+          // A lost lease's result is expected to be refused: another claim has the order.
+          log[result.code === LEASE_LOST ? "info" : "error"](
             { action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } },
             "controller refused the result; dropping it",
           );
@@ -455,60 +480,56 @@ export class Agent {
     this.running.cancel.abort(reason);
   }
 
-  /** True while the controller still has the order running under this agent's claim. */
-  private async stillHeld(order: WorkOrder): Promise<boolean> {
+  /**
+   * Renews the lease of an order claimed before a restart. Returns when (clock.now()) the granted
+   * renewal was sent, or undefined when the controller no longer has the order under this claim.
+   */
+  private async renewHeld(order: WorkOrder): Promise<number | undefined> {
+    const sent = this.clock.now();
     const token = order.claim?.fencingToken ?? 0n;
-    if (token === 0n) return true;
+    if (token === 0n) return sent;
     try {
-      const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order))).workOrder;
-      return now?.status === WorkOrderStatus.RUNNING && now.claim?.fencingToken === token;
+      await this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: token }, traceHeaders(order));
+      return sent;
     } catch (e) {
-      const err = ConnectError.from(e);
-      if (err.code === Code.NotFound || err.code === Code.PermissionDenied) return false;
-      throw e;
+      if (TRANSIENT.has(ConnectError.from(e).code)) throw e;
+      return undefined;
     }
   }
 
   /**
-   * Renews the claim's lease every third of its length while the order runs; returns the stop.
-   * A refused renewal means the lease lapsed and the order went to another claim: the result of
-   * this run will be refused too, so it is only logged.
+   * Keeps the claim's lease (lease-keeper.ts) until stopped; `onLost` is told once when it is
+   * lost. Undefined for an order without a lease (an old claim without a fencing token).
    */
-  private keepLease(order: WorkOrder, log: Logger): () => void {
+  private keepLease(order: WorkOrder, grantedAt: number, log: Logger, onLost: (loss: LeaseLoss) => void): LeaseKeeper | undefined {
     const claim = order.claim;
-    if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return () => undefined;
+    if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return undefined;
     const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
-    let lost = false;
-    let stopped = false;
-    const timer = setInterval(
-      () => {
-        if (lost || stopped) return;
-        this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: claim.fencingToken }, traceHeaders(order)).then(
-          (res) => {
-            if (res.workOrder?.cancelRequest) this.cancelRunning(order.id, res.workOrder.cancelRequest.reason, log);
-          },
-          (e: unknown) => {
-            const err = ConnectError.from(e);
-            // A renewal that crossed the accepted result is refused because the order finished.
-            if (TRANSIENT.has(err.code) || stopped) return;
-            lost = true;
-            log.warn(
-              {
-                action: "renew_lease",
-                result: Code[err.code],
-                metadata: { message: err.rawMessage, fencing_token: claim.fencingToken.toString() },
-              },
-              "lease lost; this run's result will be refused",
-            );
-          },
-        );
-      },
-      Math.max(100, Math.floor(leaseMs / 3)),
+    return new LeaseKeeper({
+      leaseMs,
+      grantedAt,
+      clock: this.clock,
+      renew: async (timeoutMs) =>
+        (
+          await this.deps.clients.orders.renewWorkOrderLease(
+            { id: order.id, fencingToken: claim.fencingToken },
+            { ...traceHeaders(order), timeoutMs },
+          )
+        ).workOrder,
+      onRenewed: (o) => o?.cancelRequest && this.cancelRunning(order.id, o.cancelRequest.reason, log),
+      onLost,
+    }).start();
+  }
+
+  /** The one line a lost lease gets. */
+  private logLoss(order: WorkOrder, loss: LeaseLoss, executing: boolean, log: Logger): void {
+    const { kind, ...why } = loss;
+    log[executing ? "warn" : "info"](
+      { action: "lease_lost", result: kind, metadata: { ...why, fencing_token: order.claim?.fencingToken.toString() } },
+      executing
+        ? `lease lost (${describeLoss(loss)}); stopping the order`
+        : `lease lost (${describeLoss(loss)}) after the order ran; its result is reported as it is`,
     );
-    return () => {
-      stopped = true;
-      clearInterval(timer);
-    };
   }
 
   private orderLog(order: WorkOrder): Logger {
@@ -530,4 +551,26 @@ class OrderTimeout extends Error {
 
 function failure(code: string, message: string): WorkOrderResult {
   return create(WorkOrderResultSchema, { success: false, code, message, details: {} });
+}
+
+/** Why a lease was lost, in words. */
+function describeLoss(loss: LeaseLoss): string {
+  return loss.kind === "refused"
+    ? `renewal refused: ${loss.code}: ${loss.message}`
+    : `no renewal granted within ${loss.leaseMs - loss.marginMs} ms of the last grant (lease ${loss.leaseMs} ms, margin ${loss.marginMs} ms)`;
+}
+
+/**
+ * The result of a run stopped because its lease was lost (`stopped`: what the stopped executor
+ * said). Retriable: nothing is wrong with the order, its holder gave it up.
+ */
+function leaseLostResult(loss: LeaseLoss, stopped?: WorkOrderResult): WorkOrderResult {
+  const after = stopped ? ` (${stopped.code}: ${stopped.message})` : "";
+  return create(WorkOrderResultSchema, {
+    success: false,
+    retriable: true,
+    code: LEASE_LOST,
+    message: `the agent lost the order's lease (${describeLoss(loss)}) and stopped it${after}`,
+    details: stopped?.details ?? {},
+  });
 }

@@ -1,7 +1,7 @@
 // The agent's local record of orders it has claimed, so a restart cannot lose one. An entry is
 // written (atomically, fsynced) before the claim is sent, marked claimed once the controller
-// grants it, updated with the result once the executor returns, and removed once the controller
-// has the result. On start, the agent reads what is left: an entry with a result is reported
+// grants it, updated with the result once the executor returns (or, when the lease is lost while
+// it runs, at once with a LEASE_LOST result), and removed once the controller has the result. On start, the agent reads what is left: an entry with a result is reported
 // again (the controller answers a repeated report with the stored result); a claimed one is
 // executed again (executors converge, so a second run finishes what the first began) and then
 // reported, except an execute_command, which is reported failed (AGENT_RESTARTED) rather than run

@@ -16,6 +16,8 @@ export interface DeployContext {
   log: Logger;
   /** Aborts when the order is cancelled: the running command is stopped, the result is CANCELLED. */
   signal?: AbortSignal;
+  /** Aborts when the agent lost the order's lease: stop, and do not roll back (the next holder converges). */
+  lease?: AbortSignal;
   /** Programs the tenant's deploy hooks may run (the node's allow-list). */
   allowCommands?: readonly string[];
 }
@@ -32,6 +34,7 @@ export function deployContext(ctx: ExecContext): DeployContext {
     readyTimeoutMs: config.readyTimeoutMs,
     log: ctx.log,
     signal: ctx.signal,
+    lease: ctx.lease,
     allowCommands: config.allowCommands,
   };
 }

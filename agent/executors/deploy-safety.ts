@@ -45,6 +45,10 @@ export interface GateFailure {
 /** Restores the last applied spec after `order` failed its gate (or ran images of the wrong digest). */
 export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFailure): Promise<DeployOutcome> {
   const ds = order.desiredState!;
+  // The lease is lost: another holder may be deploying this order now, and a restore would race
+  // it. It is left as it is; the next holder deploys the same spec again and judges its own gate.
+  if (ctx.lease?.aborted)
+    return outcome(f.code ?? "CANCELLED", `${f.failure}; not rolled back: the lease was lost to the next holder`, f.started, f.parts);
   const applied = await readAppliedSpec(ctx.workDir, ds.tenantId);
   if (!applied || applied.spec_hash === ds.specHash) {
     return outcome(f.code ?? "HEALTH_GATE_FAILED", `${f.failure}; no earlier spec applied on this node to restore`, f.started, f.parts);
@@ -68,8 +72,9 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     safety: undefined,
   };
   // The restore runs to its end even when the order was cancelled (or timed out): a half-restored
-  // project is worse than either spec. Compose's own timeout still bounds it.
-  const back = await f.redeploy(restore, { ...ctx, signal: undefined });
+  // project is worse than either spec. Compose's own timeout still bounds it. Only a lost lease
+  // stops it: the next holder redeploys the order and converges whatever it finds.
+  const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease });
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -32,6 +32,7 @@ import { writeProjectState } from "../engine/project-state.js";
 import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { containerChanges } from "./container-changes.js";
+import { abortReason } from "./executor.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
 import { rollBack, runHooks } from "./deploy-safety.js";
 import { awaitHealthy } from "./health-gate.js";
@@ -110,16 +111,15 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   ];
   const run = (args: string[], timeoutMs: number) =>
     runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets, signal: ctx.signal });
-  const cancelled = (command?: CommandRun) =>
-    done("CANCELLED", `cancelled by an admin: ${String(ctx.signal?.reason ?? "").slice(0, 200) || "no reason given"}`, {
-      command,
-      composePath,
-    });
-  const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
-  if (check.cancelled || ctx.signal?.aborted) {
+  // An admin's cancel, the order's timeout or a lost lease.
+  const why = () => (ctx.signal ? abortReason(ctx.signal) : "") || "no reason given";
+  const cancelled = (command?: CommandRun) => done("CANCELLED", `stopped: ${why()}`, { command, composePath });
+  const stoppedEarly = async (command?: CommandRun) => {
     await rm(staging, { recursive: true, force: true });
-    return done("CANCELLED", "cancelled by an admin before the project changed", { command: check });
-  }
+    return done("CANCELLED", `stopped before the project changed: ${why()}`, { command });
+  };
+  const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
+  if (check.cancelled || ctx.signal?.aborted) return stoppedEarly(check);
   if (check.exitCode !== 0 || check.timedOut) {
     await rm(staging, { recursive: true, force: true });
     if (ENGINE_DOWN.test(check.stderr)) return done("DOCKER_UNAVAILABLE", lastLine(check.stderr), { command: check });
@@ -138,6 +138,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
       return done("PRE_DEPLOY_FAILED", `${pre.message}; nothing was changed`, { command: pre.run });
     }
   }
+  // Stopped meanwhile: the live files stay as they were.
+  if (ctx.signal?.aborted) return stoppedEarly();
 
   // 4. Promote and apply. .env first: a crash in between leaves the old file with new variables,
   // which the next apply of this order (journal replay) overwrites anyway.

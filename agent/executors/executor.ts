@@ -42,8 +42,13 @@ export interface ExecContext {
   config: ExecConfig;
   host: DockerHost;
   log: Logger;
-  /** Aborts when an admin cancels the order or its timeout passes: stop and report. */
+  /** Aborts when an admin cancels the order, its timeout passes or its lease is lost: stop and report. */
   signal: AbortSignal;
+  /**
+   * Aborts when the agent lost the order's lease (`signal` aborts too): another holder may run
+   * the order now, so stop at once and change nothing more, not even to undo what was done.
+   */
+  lease?: AbortSignal;
 }
 
 type ActionKind = WorkOrderAction["kind"];
@@ -110,6 +115,14 @@ export function commandResult(run: CommandRun): CommandResult {
     stderr: run.stderr,
     timedOut: run.timedOut,
   });
+}
+
+/** The abort reason of an order whose lease the agent lost (see ExecContext.lease). */
+export class LeaseLost extends Error {
+  constructor(why: string) {
+    super(`the agent lost the order's lease (${why})`);
+    this.name = "LeaseLost";
+  }
 }
 
 /** Why an order's signal aborted, for a CANCELLED or TIMEOUT message. */

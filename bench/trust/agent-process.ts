@@ -19,6 +19,8 @@ export interface AgentLogLine {
   work_order_id?: string;
   message?: string;
   metadata?: Record<string, unknown>;
+  /** ISO time the line was written. */
+  timestamp?: string;
 }
 
 export interface AgentProcess {

@@ -1,30 +1,32 @@
 // Orders executed by two lease holders: two skippy processes serve the same node (one token,
 // separate state dirs), so either may claim an order. Each order is an execute_command that
-// writes "start" to a ledger, waits for a go-file the probe writes, then writes "end"; each line
-// names the agent that ran it ($PPID: the agent spawns the shell itself). Once the ledger shows
-// the order started, the probe cuts its holder off, waits for the other agent to take the order
-// over under a higher fencing token, lets both commands finish, and checks that only the second
-// claim's result counted: the first holder's late result is refused, the order ends once.
+// writes "start" to a ledger, waits for a go-file the probe writes, then writes "end" ("stop"
+// when it is stopped: SIGTERM); each line names the agent that ran it ($PPID: the agent spawns
+// the shell itself). Once the ledger shows the order started, the probe cuts its holder off,
+// waits for the other agent to take the order over under a higher fencing token, lets the
+// commands finish, and checks that only the second claim's result counted: the first holder's
+// late result is refused, the order ends once.
 //
 //   SIGSTOP run    the holder is frozen (SIGSTOP), thawed once both commands have ended.
 //   partition run  each agent reaches the controller through its own TCP proxy on loopback; the
 //                  holder's proxy stops all traffic, and heals once the other agent has taken
-//                  over; the go-file is written only after the first holder has been told (a
-//                  refused renewal) that its lease is lost.
+//                  over; the go-file is written once the first holder has logged that it lost
+//                  its lease.
 //
-// What a lease cannot do is reach into a program already running: a frozen agent's child is not
-// frozen, and an agent cut off from the controller cannot hear that its lease lapsed. Orders
-// whose command ran to its end under both holders are therefore reported as measured (info),
-// not held to a bar; the bars are on what the controller accepts.
+// A partitioned holder cannot renew, so it gives the order up when its lease, less a margin, has
+// passed since the last renewal it was granted: its command must be stopped before the lease
+// ends at the controller, i.e. before anyone else can claim the order (a bar of 0 on commands
+// that ran on). A frozen agent cannot stop anything, and its child is not frozen: commands that
+// ran to their end under both holders in the SIGSTOP run are measured (info), not barred.
 import { writeFile, readFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { percentile } from "../measure.js";
-import { startAgent, type AgentProcess } from "./agent-process.js";
+import { startAgent, type AgentLogLine, type AgentProcess } from "./agent-process.js";
 import { startController, type ControllerProcess } from "./controller-process.js";
 import { exactly, fmt, info, type Figure, type Probe, type ProbeOptions } from "./figures.js";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.js";
@@ -36,6 +38,7 @@ const LEASE = "2s";
 const STEP_MS = 30_000;
 const FINISH_EVENTS = new Set(["work_order_succeeded", "work_order_failed", "work_order_cancelled", "work_order_expired"]);
 const SCRIPT = [
+  'trap \'echo "stop $TRUST_MARK $PPID" >> "$TRUST_LEDGER"; exit 143\' TERM',
   'echo "start $TRUST_MARK $PPID" >> "$TRUST_LEDGER"',
   'until [ -f "$TRUST_GO" ]; do sleep 0.05; done',
   'echo "end $TRUST_MARK $PPID" >> "$TRUST_LEDGER"',
@@ -67,8 +70,15 @@ interface OrderRun {
   secondPid?: number;
   takenOver: boolean;
   takeoverMs?: number;
-  /** The first holder logged a refused renewal (it was told its lease is lost) before the go-file. */
+  /** The first holder logged that it lost its lease before the go-file. */
   toldLost: boolean;
+  /** When (epoch ms) the first claim's lease ended at the controller, as last renewed. */
+  leaseEnd?: number;
+  /** When the first holder logged its lease lost, and when its run of the order had ended. */
+  lostAt?: number;
+  stoppedAt?: number;
+  /** The first holder's command was still running when the lease ended (or when the second started). */
+  ranOn: boolean;
   finished: boolean;
   finishEvents: number;
   staleAccepted: boolean;
@@ -123,14 +133,12 @@ function partition(): Cut {
     cut: (holder) => proxies.get(holder)!.partition(),
     async release(holder, o) {
       proxies.get(holder)!.heal();
-      const told = await holder.waitForLog(
-        (l) => l.work_order_id === o.id && l.action === "renew_lease" && l.result !== undefined,
-        STEP_MS,
-      );
+      const told = await holder.waitForLog((l) => l.work_order_id === o.id && l.action === "lease_lost", STEP_MS);
       o.toldLost = told !== undefined;
-      if (!told) o.problems.push("the first holder never logged a refused renewal after the heal");
+      if (!told) o.problems.push("the first holder never logged that it lost its lease");
       await writeFile(o.goFile, "");
-      await o.ledger.waitFor((l) => l.ends(o.mark).length === 2, STEP_MS);
+      // The first holder's command was stopped; should it run on, it ends now too.
+      await o.ledger.waitFor((l) => l.ends(o.mark).includes(o.secondPid!), STEP_MS);
     },
     restore: () => {
       for (const p of proxies.values()) p.heal();
@@ -194,6 +202,7 @@ async function runOrder(
     staleAccepted: false,
     staleRefused: false,
     bothEnded: false,
+    ranOn: false,
     problems: [],
   };
   o.id = await queueOrder(ctl, o, dir);
@@ -250,7 +259,8 @@ async function queueOrder(ctl: ControllerProcess, o: OrderRun, dir: string): Pro
  * fencing token, started by the other agent. Returns the first claim's token.
  */
 async function takeOver(ctl: ControllerProcess, how: Cut, holder: AgentProcess, o: OrderRun): Promise<bigint | undefined> {
-  const token = async () => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder?.claim?.fencingToken ?? 0n;
+  const claim = async () => (await ctl.admin(WorkOrderService).getWorkOrder({ id: o.id })).workOrder?.claim;
+  const token = async () => (await claim())?.fencingToken ?? 0n;
   const first = await waitUntil(async () => {
     const t = await token();
     return t > 0n ? t : undefined;
@@ -263,7 +273,10 @@ async function takeOver(ctl: ControllerProcess, how: Cut, holder: AgentProcess, 
   how.cut(holder);
   const second = await waitUntil(async () => {
     const other = (await o.ledger.read()).starts(o.mark).find((pid) => pid !== holder.pid);
-    return other !== undefined && (await token()) > first ? other : undefined;
+    const c = await claim();
+    // The first claim's lease as last renewed: it ends there at the controller.
+    if (c?.fencingToken === first && c.leaseExpiresAt) o.leaseEnd = timestampDate(c.leaseExpiresAt).getTime();
+    return other !== undefined && (c?.fencingToken ?? 0n) > first ? other : undefined;
   }, STEP_MS);
   if (second === undefined) o.problems.push("no other holder took the order over");
   else {
@@ -296,8 +309,21 @@ async function settle(ctl: ControllerProcess, holder: AgentProcess, o: OrderRun,
   if (final && acceptedFrom(final, holder.pid, first)) o.staleAccepted = true;
   const events = (await ctl.admin(EventService).listEvents({ workOrderId: o.id })).events;
   o.finishEvents = events.filter((e) => FINISH_EVENTS.has(e.type)).length;
-  const ends = (await o.ledger.read()).ends(o.mark);
+  const ledger = await o.ledger.read();
+  const ends = ledger.ends(o.mark);
   o.bothEnded = o.secondPid !== undefined && ends.includes(holder.pid) && ends.includes(o.secondPid);
+  // The first holder's run ended (its command had exited) when it logged the run's result.
+  const at = (action: string) => logTime(holder.lines.find((l) => l.work_order_id === o.id && l.action === action));
+  o.lostAt = at("lease_lost");
+  o.stoppedAt = at("execute");
+  const stoppedFirst = o.secondPid !== undefined && ledger.before("stop", holder.pid, "start", o.secondPid, o.mark);
+  o.ranOn =
+    ends.includes(holder.pid) || !stoppedFirst || o.stoppedAt === undefined || o.leaseEnd === undefined || o.stoppedAt >= o.leaseEnd;
+}
+
+function logTime(l: AgentLogLine | undefined): number | undefined {
+  const t = l?.timestamp ? Date.parse(l.timestamp) : Number.NaN;
+  return Number.isNaN(t) ? undefined : t;
 }
 
 /** True when the order's accepted result came from the first holder's run. */
@@ -311,19 +337,35 @@ function figures(section: string, label: string, n: number, runs: OrderRun[]): F
   const ofAll = (name: string, f: (o: OrderRun) => boolean) => exactly(section, name, count(f), n, n);
   const none = (name: string, f: (o: OrderRun) => boolean) => exactly(section, name, count(f), 0, n);
   const takeovers = runs.flatMap((o) => (o.takeoverMs === undefined ? [] : [o.takeoverMs / 1000])).sort((x, y) => x - y);
-  // Measured, not barred: see the top of this file.
+  // See the top of this file: measured in the SIGSTOP run, barred in the partition run.
   const both =
     label === "SIGSTOP"
-      ? info(
-          section,
-          "orders whose command ran to its end under both holders (a frozen agent's child is not frozen)",
-          `${fmt(count((o) => o.bothEnded))} of ${fmt(runs.length)}`,
-        )
-      : info(
-          section,
-          "orders whose command ran to its end under both holders (the cut-off agent's went on after a refused renewal told it the lease was lost)",
-          `${fmt(count((o) => o.bothEnded && o.toldLost))} of ${fmt(runs.length)}`,
-        );
+      ? [
+          info(
+            section,
+            "orders whose command ran to its end under both holders (a frozen agent's child is not frozen)",
+            `${fmt(count((o) => o.bothEnded))} of ${fmt(runs.length)}`,
+          ),
+        ]
+      : [
+          none(
+            "orders whose command ran on after the lease was lost (not stopped before the lease ended at the controller)",
+            (o) => o.ranOn,
+          ),
+          info(
+            section,
+            "command stopped after the agent found its lease lost: p50 / max",
+            spread(runs.map((o) => (o.stoppedAt !== undefined && o.lostAt !== undefined ? o.stoppedAt - o.lostAt : undefined))),
+          ),
+          info(
+            section,
+            `command stopped before the lease ended at the controller (lease ${LEASE}): p50 / least`,
+            spread(
+              runs.map((o) => (o.stoppedAt !== undefined && o.leaseEnd !== undefined ? o.leaseEnd - o.stoppedAt : undefined)),
+              true,
+            ),
+          ),
+        ];
   return [
     exactly(section, "orders tried", runs.length, n),
     ofAll("leases lapsed and taken over by the other agent", (o) => o.takenOver),
@@ -331,13 +373,20 @@ function figures(section: string, label: string, n: number, runs: OrderRun[]): F
     none("results accepted from a stale holder", (o) => o.staleAccepted),
     none("orders finished more than once", (o) => o.finishEvents > 1),
     none("orders that never finished", (o) => !o.finished),
-    both,
+    ...both,
     info(
       section,
       `takeover after the cut (lease ${LEASE}): p50 / max`,
       takeovers.length ? `${percentile(takeovers, 50).toFixed(1)} s / ${takeovers[takeovers.length - 1]!.toFixed(1)} s` : "none",
     ),
   ];
+}
+
+/** "p50 / max" (or "p50 / least") of millisecond figures, in ms. */
+function spread(ms: (number | undefined)[], least = false): string {
+  const xs = ms.filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+  if (xs.length === 0) return "none";
+  return `${Math.round(percentile(xs, 50))} ms / ${Math.round(least ? xs[0]! : xs[xs.length - 1]!)} ms`;
 }
 
 function agentOptions(dir: string, name: string, controllerUrl: string, ctl: ControllerProcess, token: string) {
@@ -387,6 +436,14 @@ class LedgerLines {
   /** The agent pids that started `mark`, in order. */
   starts(mark: string): number[] {
     return this.lines.filter((l) => l.what === "start" && l.mark === mark).map((l) => l.pid);
+  }
+
+  /** True when `what` of pid `a` comes before `then` of pid `b` in `mark`'s lines. */
+  before(what: string, a: number, then: string, b: number, mark: string): boolean {
+    const at = (w: string, pid: number) => this.lines.findIndex((l) => l.what === w && l.mark === mark && l.pid === pid);
+    const first = at(what, a);
+    const second = at(then, b);
+    return first >= 0 && (second < 0 || first < second);
   }
 
   /** The agent pids whose run of `mark` reached its end. */
