@@ -93,8 +93,9 @@ export const killRoundsProbe: Probe = {
       info(SECTION, "writes acknowledged / attempted", `${acked.size.toLocaleString("en-US")} / ${attempted.toLocaleString("en-US")}`),
       exactly(SECTION, "acknowledged writes lost", lost.length, 0, acked.size),
       exactly(SECTION, "restarts that failed", failedRestarts, 0, rounds),
-      atMost(SECTION, "restart to first answered read, p50", Math.round(percentile(restarts, 50)), 2000, "ms"),
-      atMost(SECTION, "restart to first answered read, max", Math.round(restarts.at(-1) ?? NaN), 2000, "ms"),
+      // A timing bar only in the full run: the short one runs in CI beside other tests on a busy machine.
+      restartFigure("restart to first answered read, p50", percentile(restarts, 50), short),
+      restartFigure("restart to first answered read, max", restarts.at(-1) ?? NaN, short),
     ];
     return figures;
   },
@@ -109,4 +110,8 @@ async function allTenantIds(ctl: ControllerProcess): Promise<Set<string>> {
     pageToken = page.nextPageToken;
   } while (pageToken);
   return ids;
+}
+
+function restartFigure(name: string, ms: number, short: boolean): Figure {
+  return short ? info(SECTION, name, `${Math.round(ms).toLocaleString("en-US")} ms`) : atMost(SECTION, name, Math.round(ms), 2000, "ms");
 }
