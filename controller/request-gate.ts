@@ -93,11 +93,24 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
  * after it (rather than reading the rest to keep it alive); over HTTP/2 the stream is reset with
  * NO_ERROR once the answer is complete, which tells the client to stop sending. Call before the
  * answer's headers are written.
+ *
+ * The reset waits until the answer's trailers have been asked for and given: Node's HTTP/2
+ * compatibility responses always end with trailers, and a stream reset between the end of the
+ * answer ("finish") and that request aborts the whole process (an assertion in
+ * Http2Stream::OnTrailers, nodejs/node#41458). One unauthenticated gRPC call whose message
+ * announced more than the cap was enough. A request whose body has already ended needs no reset.
  */
 export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown }): void {
   if (req.httpVersionMajor === 1) res.setHeader("connection", "close");
   const stream = (req as Http2ServerRequest).stream;
-  if (stream) stream.once("finish", () => stream.close(http2.constants.NGHTTP2_NO_ERROR));
+  if (!stream) return;
+  stream.once("wantTrailers", () => {
+    // After the compatibility layer's own listener has sent the trailers, and after the native
+    // callback that asked for them has returned.
+    setImmediate(() => {
+      if (!stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+  });
 }
 
 /** Request headers as a fetch Headers object (HTTP/2 pseudo-headers left out). */

@@ -162,6 +162,21 @@ describe("request bodies are capped and decoded at the door", () => {
     expect(a.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
   });
 
+  it("a refused call whose body has already ended is answered, and the server lives on", async () => {
+    // Resetting such a stream between the end of the answer and its trailers aborted the whole
+    // process (Node's HTTP/2 assertion in Http2Stream::OnTrailers); the request gate now waits.
+    for (const path of ["/skipper.v1.HealthService/Check", "/skipper.v1.ResourceService/ListResources"]) {
+      const a = await h2Complete(
+        path,
+        { "content-type": "application/grpc" },
+        Buffer.concat([grpcPrefix(5 * 1024 * 1024), Buffer.alloc(16)]),
+      );
+      expect(a.headers["grpc-status"]).toBeDefined();
+    }
+    const health = await tc.client(HealthService, { grpc: true }).check({});
+    expect(health.status).toBe("ok");
+  });
+
   it("an admitted call that announces more than the cap is refused at its prefix", async () => {
     const a = await h2Stalled(
       "/skipper.v1.NodeService/Heartbeat",
