@@ -36,6 +36,19 @@ interface Answer {
 
 /** Sends headers and the start of a body over HTTP/2, never ends it, and collects the answer. */
 function h2Stalled(path: string, headers: Record<string, string>, prefix: Buffer): Promise<Answer> {
+  return h2Exchange(path, headers, (stream) => {
+    stream.write(prefix);
+    stream.write(SENT);
+  });
+}
+
+/** Sends a whole request over HTTP/2 and collects the answer. */
+function h2Complete(path: string, headers: Record<string, string>, body: Buffer): Promise<Answer> {
+  return h2Exchange(path, headers, (stream) => stream.end(body));
+}
+
+/** Opens a POST stream, lets `send` write to it, and collects the answer (trailers as headers). */
+function h2Exchange(path: string, headers: Record<string, string>, send: (stream: http2.ClientHttp2Stream) => void): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(tc.url, { ca: tc.ca });
     session.on("error", reject);
@@ -47,14 +60,16 @@ function h2Stalled(path: string, headers: Record<string, string>, prefix: Buffer
       status = Number(h[":status"]);
       responseHeaders = h;
     });
+    stream.on("trailers", (t) => {
+      responseHeaders = { ...responseHeaders, ...t };
+    });
     stream.on("data", (c: Buffer) => chunks.push(c));
     stream.on("error", () => undefined);
     stream.on("close", () => {
       session.close();
       resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks), rstCode: stream.rstCode });
     });
-    stream.write(prefix);
-    stream.write(SENT);
+    send(stream);
   });
 }
 
@@ -236,32 +251,6 @@ describe("request bodies are capped and decoded at the door", () => {
     expect(a.body.toString("utf8")).toContain("door-1");
   });
 });
-
-/** Sends a whole request over HTTP/2 and collects the answer. */
-function h2Complete(path: string, headers: Record<string, string>, body: Buffer): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(tc.url, { ca: tc.ca });
-    session.on("error", reject);
-    const stream = session.request({ ":method": "POST", ":path": path, ...headers });
-    let status = 0;
-    let responseHeaders: http2.IncomingHttpHeaders = {};
-    const chunks: Buffer[] = [];
-    stream.on("response", (h) => {
-      status = Number(h[":status"]);
-      responseHeaders = h;
-    });
-    stream.on("trailers", (t) => {
-      responseHeaders = { ...responseHeaders, ...t };
-    });
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    stream.on("error", () => undefined);
-    stream.on("close", () => {
-      session.close();
-      resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks), rstCode: stream.rstCode });
-    });
-    stream.end(body);
-  });
-}
 
 /** The ApiError of a gRPC answer (trailers-only: in its headers). */
 function trailerError(a: Answer): { code: string; details: Record<string, unknown> } | undefined {
