@@ -303,7 +303,7 @@ describe("file store on disk", () => {
     expect(back && encodeMessage(SnapshotSchema, back)).toBe(expected);
   });
 
-  it("leftover temp files are removed at open", async () => {
+  it("leftover temp files are removed at open (in an event day, when the day is first read)", async () => {
     await store.createResource(tenant("kept"));
     await store.close();
     const leftovers = [
@@ -314,6 +314,8 @@ describe("file store on disk", () => {
     await mkdir(join(dataDir, "events/2026-11-22"), { recursive: true });
     for (const rel of leftovers) await writeFile(join(dataDir, rel), '{"torn":');
     await open();
+    expect(existsSync(join(dataDir, leftovers[1]!))).toBe(true);
+    await store.listEvents({});
     for (const rel of leftovers) expect(existsSync(join(dataDir, rel))).toBe(false);
     expect((await store.getResource("tenant", "kept"))?.id).toBe("kept");
     expect(warnings.filter((w) => w.msg.includes("temp file"))).toHaveLength(3);

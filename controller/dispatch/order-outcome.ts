@@ -112,7 +112,11 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
   const kept = asked.filter((v) => !done.has(v));
   if (kept.length > 0) {
     await recordEvents(store, [
-      orderEvent(order, "data_delete_incomplete", trace, { data: { volumes: kept, message: order.result?.message ?? "" } }),
+      // Dated by the order's finish, as its other outcome events: a replay must land on the same day (Store.appendEvent).
+      orderEvent(order, "data_delete_incomplete", trace, {
+        at: order.finishedAt ? timestampDate(order.finishedAt) : undefined,
+        data: { volumes: kept, message: order.result?.message ?? "" },
+      }),
     ]);
   }
 }

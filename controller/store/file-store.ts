@@ -17,7 +17,8 @@ import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.j
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
-import { EventIndex } from "./event-index.js";
+import { EventLog } from "./event-log.js";
+import { RecordReader } from "./quarantine.js";
 import { loadDataDir } from "./load-data-dir.js";
 import * as codec from "./record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
@@ -62,7 +63,7 @@ export class FileStore implements S.Store {
   private readonly unpublished = new Set<bigint>();
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
-  private events = new EventIndex();
+  private events: EventLog;
   // The latest snapshot per slot: as loaded at open, or as the text last written (a system
   // snapshot covers every resource; keeping its text rather than a copy of the message saves
   // copying it on every write, and reads are rare).
@@ -79,6 +80,23 @@ export class FileStore implements S.Store {
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
     this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
+    this.events = this.eventLog();
+  }
+
+  private eventLog(): EventLog {
+    const reader = new RecordReader(this.paths, this.fs, this.warn);
+    return new EventLog({
+      paths: this.paths,
+      fs: this.fs,
+      reader,
+      warn: this.warn,
+      removeTemp: async (path) => {
+        await rm(path, { force: true });
+        this.warn("removed a temp file left by an interrupted write", { path: reader.rel(path) });
+      },
+      track: (key, write) => this.write(key, write),
+      summaryEvery: this.summaryEvery,
+    });
   }
 
   /** Creates the layout, takes the directory lock, repairs leftovers and loads the indexes. */
@@ -99,8 +117,8 @@ export class FileStore implements S.Store {
       // Finished orders read in full (not named by the summary) are held as summaries too.
       this.orders.load(data.workOrders.map((o) => (isFinished(o) ? summarise(o) : o)));
       this.summaryLag = data.finishedSummaryStale ? this.summaryEvery : 0;
-      this.events = new EventIndex();
-      this.events.load(data.events);
+      this.events = this.eventLog();
+      await this.events.open();
       this.snapshots = new Map(data.tenantSnapshots.map((s) => [`tenant/${s.tenantId}`, s]));
       if (data.systemSnapshot) this.snapshots.set("system", data.systemSnapshot);
       this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
@@ -119,6 +137,7 @@ export class FileStore implements S.Store {
     const lock = this.lock;
     if (!lock) return;
     this.summariseIfBehind(1);
+    this.events.flush();
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
     await lock.release();
@@ -390,34 +409,25 @@ export class FileStore implements S.Store {
 
   async appendEvent(event: Event): Promise<void> {
     if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
-    const path = this.paths.event(timestampDate(event.timestamp), event.id);
+    const at = timestampDate(event.timestamp);
+    const path = this.paths.event(at, event.id);
     await this.write(`event/${event.id}`, async () => {
-      if (this.events.has(event.id)) return;
+      const day = await this.events.dayOf(at);
+      if (day.has(event.id)) return;
       const stored = clone(EventSchema, event);
       await this.fs.writeFile(path, codec.encodeMessage(EventSchema, stored));
-      this.events.add(stored);
+      this.events.added(day, stored);
     });
   }
 
   async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
     this.ensureOpen();
-    return this.events.list(filter, (e) => clone(EventSchema, e));
+    return this.events.list(filter);
   }
 
   async pruneEvents(before: Date): Promise<number> {
     this.ensureOpen();
-    const gone = this.events.removeBefore(before);
-    // Whole days before the cutoff go as directories; the cutoff's own day file by file.
-    const cutoffDay = before.toISOString().slice(0, 10);
-    const days = new Set<string>();
-    for (const e of gone) {
-      const at = timestampDate(e.timestamp!);
-      const day = at.toISOString().slice(0, 10);
-      if (day < cutoffDay) days.add(day);
-      else await rm(this.paths.event(at, e.id), { force: true });
-    }
-    for (const day of days) await rm(this.paths.dir("events", day), { recursive: true, force: true });
-    return gone.length;
+    return this.events.prune(before);
   }
 
   // --- snapshots -------------------------------------------------------------------------

@@ -5,10 +5,8 @@
 // keeps its most advanced copy. Finished work orders come from their summary file (see
 // summary-file.ts), read in full only when the summary does not name them.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
-import { readFileSync } from "node:fs";
 import { readdir, unlink } from "node:fs/promises";
-import { join, relative, sep } from "node:path";
-import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { join } from "node:path";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -19,6 +17,7 @@ import { progressOf } from "./work-order-transitions.js";
 import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
 import { loadSummarised } from "./summary-file.js";
+import { RecordReader, type Warn } from "./quarantine.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
 
 /** Everything open() rebuilds its indexes from. */
@@ -28,7 +27,6 @@ export interface LoadedData {
   workOrders: WorkOrder[];
   /** The finished orders' summary file differs from the directory: it should be rewritten. */
   finishedSummaryStale: boolean;
-  events: Event[];
   systemSnapshot?: Snapshot;
   tenantSnapshots: Snapshot[];
   idempotency: IdempotencyRecord[];
@@ -36,7 +34,7 @@ export interface LoadedData {
   adminCredential?: AdminCredential;
 }
 
-export type Warn = (msg: string, meta: object) => void;
+export type { Warn } from "./quarantine.js";
 
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   pending: [WorkOrderStatus.PENDING, WorkOrderStatus.RETRY_PENDING],
@@ -62,7 +60,6 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
     resources,
     workOrders: orders,
     finishedSummaryStale,
-    events: await loader.events(),
     systemSnapshot: (await loader.records(paths.dir("snapshots", "system"), SnapshotSchema, (_s, id) => id === "latest"))[0],
     tenantSnapshots: await loader.records(paths.dir("snapshots", "tenants"), SnapshotSchema, (s, id) => s.tenantId === id),
     idempotency: await loader.idempotency(now),
@@ -72,22 +69,34 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
 }
 
 class Loader {
+  private readonly reader: RecordReader;
+
   constructor(
     private readonly paths: StorePaths,
     private readonly fs: DurableFs,
     private readonly warn: Warn,
-  ) {}
+  ) {
+    this.reader = new RecordReader(paths, fs, warn);
+  }
 
-  /** Deletes temp files under the root's store directories (not logs/ or tls/, owned by others). */
+  /**
+   * Deletes temp files under the root's store directories (not logs/ or tls/, owned by others),
+   * except in directories whose own reader lists them anyway and removes them there: finished
+   * orders (loadSummarised) and event days (event-day.ts, when a day is first read).
+   */
   async removeTempFiles(dir: string, depth: number): Promise<void> {
     for (const entry of await list(dir)) {
       const p = join(dir, entry.name);
-      if (entry.isDirectory() && (depth > 0 || STORE_DIRS.includes(entry.name))) await this.removeTempFiles(p, depth + 1);
-      else if (entry.isFile() && TEMP_FILE_PATTERN.test(entry.name)) {
-        await unlink(p).catch(() => undefined);
-        this.warn("removed a temp file left by an interrupted write", { path: this.rel(p) });
-      }
+      if (entry.isDirectory() && (depth > 0 || STORE_DIRS.includes(entry.name))) {
+        if (p !== this.paths.dir("work-orders", "finished") && dir !== this.paths.dir("events")) await this.removeTempFiles(p, depth + 1);
+      } else if (entry.isFile() && TEMP_FILE_PATTERN.test(entry.name)) await this.removeTempFile(p);
     }
+  }
+
+  /** Deletes one temp file left by an interrupted write, with a warning. */
+  async removeTempFile(p: string): Promise<void> {
+    await unlink(p).catch(() => undefined);
+    this.warn("removed a temp file left by an interrupted write", { path: this.reader.rel(p) });
   }
 
   /** Proto records `<id>.json` in `dir` that decode and pass `matches(record, id)`. */
@@ -101,7 +110,7 @@ class Loader {
     const out: T[] = [];
     await forEachLimit(files, async (f) => {
       const id = idOf(f.name);
-      const r = await this.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
+      const r = await this.reader.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
       if (r !== undefined) out.push(r);
     });
     return out;
@@ -111,12 +120,16 @@ class Loader {
     const found = new Map<string, Array<{ stage: OrderDir; order: WorkOrder }>>();
     const matches = (stage: OrderDir) => (o: WorkOrder, id: string) => o.id === id && STAGE_STATUSES[stage].includes(o.status);
     const finishedDir = this.paths.dir("work-orders", "finished");
-    const finished = await loadSummarised(finishedDir, ORDER_SUMMARY_ROWS, (name) =>
-      this.read(
-        join(finishedDir, name),
-        (t) => codec.decodeMessage(WorkOrderSchema, t),
-        (o) => isValidId(idOf(name)) && matches("finished")(o, idOf(name)),
-      ),
+    const finished = await loadSummarised(
+      finishedDir,
+      ORDER_SUMMARY_ROWS,
+      (name) =>
+        this.reader.read(
+          join(finishedDir, name),
+          (t) => codec.decodeMessage(WorkOrderSchema, t),
+          (o) => isValidId(idOf(name)) && matches("finished")(o, idOf(name)),
+        ),
+      (name) => this.removeTempFile(join(finishedDir, name)),
     );
     const finishedById = new Map(finished.items.map((o) => [o.id, o]));
     for (const stage of ORDER_DIRS.filter((d) => d !== "finished")) {
@@ -144,26 +157,6 @@ class Loader {
     return { orders: result, finishedSummaryStale: finished.stale };
   }
 
-  async events(): Promise<Event[]> {
-    const root = this.paths.dir("events");
-    const out: Event[] = [];
-    for (const day of await list(root)) {
-      if (!day.isDirectory() || !/^\d{4}-\d{2}-\d{2}$/.test(day.name)) continue;
-      const dir = join(root, day.name);
-      const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
-      await forEachLimit(files, async (f) => {
-        const id = /^\d{8}T\d{9}Z-(.+)\.json$/.exec(f.name)?.[1] ?? "";
-        const e = await this.read(
-          join(dir, f.name),
-          (t) => codec.decodeMessage(EventSchema, t),
-          (ev) => isValidId(id) && ev.id === id,
-        );
-        if (e) out.push(e);
-      });
-    }
-    return out;
-  }
-
   async idempotency(now: Date): Promise<IdempotencyRecord[]> {
     const dir = this.paths.dir("idempotency");
     const all = await this.plain(dir, codec.decodeIdempotency, (r, id) => r.key === id && IDEMPOTENCY_KEY_PATTERN.test(id));
@@ -171,34 +164,6 @@ class Loader {
     // Concurrent, so the unlinks share directory fsyncs.
     await Promise.all(all.filter((r) => !isLive(r)).map((r) => this.fs.unlink(this.paths.idempotency(r.key))));
     return all.filter(isLive);
-  }
-
-  // Reads and decodes one file; on any failure moves it to quarantine/ and returns undefined.
-  private async read<T>(path: string, decode: (text: string) => T, ok: (v: T) => boolean): Promise<T | undefined> {
-    let reason: string;
-    try {
-      // Synchronous: nothing else runs while the store opens, and for thousands of small files
-      // one call each is far cheaper than fs/promises' open, stat, read and close round trips.
-      const value = decode(readFileSync(path, "utf8"));
-      if (ok(value)) return value;
-      reason = "its content does not match its file name or directory";
-    } catch (e) {
-      reason = e instanceof Error ? e.message : String(e);
-    }
-    await this.quarantine(path, reason);
-    return undefined;
-  }
-
-  private async quarantine(path: string, reason: string): Promise<void> {
-    const rel = this.rel(path);
-    const stamp = new Date().toISOString().replace(/[-:.]/g, "");
-    const target = this.paths.dir("quarantine", `${rel.split(sep).join("__")}.${stamp}`);
-    await this.fs.rename(path, target);
-    this.warn("moved an unreadable store file to quarantine", { path: rel, quarantined_as: this.rel(target), reason });
-  }
-
-  private rel(p: string): string {
-    return relative(this.paths.root, p);
   }
 }
 

@@ -15,6 +15,12 @@ export function timestampKey(ts: Timestamp | undefined): string {
   return s.toString().padStart(12, "0") + nanos.toString().padStart(9, "0");
 }
 
+/** The time a timestampKey stands for, to the millisecond (clamped keys give the clamped time). */
+export function timestampKeyDate(key: string): Date {
+  const seconds = BigInt(key.slice(0, 12)) - SECONDS_OFFSET;
+  return new Date(Number(seconds) * 1000 + Math.floor(Number(key.slice(12, 21)) / 1e6));
+}
+
 /** Joins tuple parts into one key; NUL sorts below every id character. */
 export function tupleKey(...parts: string[]): string {
   return parts.join("\0");

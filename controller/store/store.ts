@@ -199,7 +199,10 @@ export interface Store {
   supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
 
   // --- events (append-only) ----------------------------------------------------------------
-  /** Appends an event; appending the same event id again is a no-op. */
+  /**
+   * Appends an event; appending one again (the same id on the same UTC day of its timestamp) is
+   * a no-op. A caller that may replay an event gives it a fixed id and the same timestamp.
+   */
   appendEvent(event: Event): Promise<void>;
   /** Events ordered by (timestamp, id). */
   listEvents(filter: EventFilter): Promise<Page<Event>>;

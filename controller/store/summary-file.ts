@@ -9,7 +9,7 @@
 // The summary is written atomically (atomic-write.ts) but need not be current.
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { DurableFs } from "./atomic-write.js";
+import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 
 /** The summary's file name; hidden, so the record loaders skip it. */
 export const SUMMARY_FILE = ".summary.json";
@@ -31,14 +31,17 @@ export interface Summarised<T> {
 /**
  * The records of `dir` as summaries: rows of the summary file for the files it names, `readOne`
  * (which reads a file in full, or quarantines it and returns undefined) for the files it does not.
+ * Temp files left by interrupted writes (atomic-write.ts) are handed to `onTempFile`.
  */
 export async function loadSummarised<T>(
   dir: string,
   rows: SummaryRows<T>,
   readOne: (fileName: string) => Promise<T | undefined>,
+  onTempFile: (fileName: string) => Promise<void>,
   readConcurrency = 32,
 ): Promise<Summarised<T>> {
-  const names = await recordNames(dir);
+  const { names, temps } = await listDir(dir);
+  for (const t of temps) await onTempFile(t);
   const summary = await readSummary(dir, rows);
   const items: T[] = [];
   const unread: string[] = [];
@@ -88,12 +91,18 @@ async function readSummary<T>(dir: string, rows: SummaryRows<T>): Promise<Map<st
   }
 }
 
-/** The record files of `dir` (not hidden: temp files and the summary are). */
-export async function recordNames(dir: string): Promise<string[]> {
+/** The record files of `dir` (not hidden: temp files and the summary are), and its temp files. */
+export async function listDir(dir: string): Promise<{ names: string[]; temps: string[] }> {
+  const names: string[] = [];
+  const temps: string[] = [];
   try {
-    return (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && !e.name.startsWith(".")).map((e) => e.name);
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      if (!e.isFile()) continue;
+      if (!e.name.startsWith(".")) names.push(e.name);
+      else if (TEMP_FILE_PATTERN.test(e.name)) temps.push(e.name);
+    }
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw e;
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
   }
+  return { names, temps };
 }
