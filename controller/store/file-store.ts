@@ -64,10 +64,10 @@ export class FileStore implements S.Store {
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
   private events: EventLog;
-  // The latest snapshot per slot: as loaded at open, or as the text last written (a system
-  // snapshot covers every resource; keeping its text rather than a copy of the message saves
-  // copying it on every write, and reads are rare).
-  private snapshots = new Map<string, Snapshot | string>();
+  // The snapshot slots that have a file. A snapshot is read from it when asked for: reads are
+  // rare, and a system snapshot covers every resource (open() read them all before).
+  private snapshots = new Set<string>();
+  private readonly reader: RecordReader;
   private idempotency = new Map<string, S.IdempotencyRecord>();
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
@@ -80,11 +80,12 @@ export class FileStore implements S.Store {
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
     this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
+    this.reader = new RecordReader(this.paths, this.fs, this.warn);
     this.events = this.eventLog();
   }
 
   private eventLog(): EventLog {
-    const reader = new RecordReader(this.paths, this.fs, this.warn);
+    const reader = this.reader;
     return new EventLog({
       paths: this.paths,
       fs: this.fs,
@@ -119,8 +120,7 @@ export class FileStore implements S.Store {
       this.summaryLag = data.finishedSummaryStale ? this.summaryEvery : 0;
       this.events = this.eventLog();
       await this.events.open();
-      this.snapshots = new Map(data.tenantSnapshots.map((s) => [`tenant/${s.tenantId}`, s]));
-      if (data.systemSnapshot) this.snapshots.set("system", data.systemSnapshot);
+      this.snapshots = new Set(data.snapshotSlots);
       this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
       this.admin = data.adminCredential;
@@ -437,15 +437,24 @@ export class FileStore implements S.Store {
     await this.write(`snapshot/${key}`, async () => {
       const text = await codec.encodeSnapshot(snapshot);
       await this.fs.writeFile(path, text);
-      this.snapshots.set(key, text);
+      this.snapshots.add(key);
     });
   }
 
   async getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined> {
     this.ensureOpen();
-    const s = this.snapshots.get(this.snapshotSlot(scope, tenantId ?? "").key);
-    if (s === undefined) return undefined;
-    return typeof s === "string" ? codec.decodeMessage(SnapshotSchema, s) : clone(SnapshotSchema, s);
+    const { key, path } = this.snapshotSlot(scope, tenantId ?? "");
+    if (!this.snapshots.has(key)) return undefined;
+    // Under the slot's lock, so a file being replaced is never taken for a bad one.
+    return this.write(`snapshot/${key}`, async () => {
+      const s = await this.reader.read(
+        path,
+        (t) => codec.decodeMessage(SnapshotSchema, t),
+        (s) => scope === "system" || s.tenantId === tenantId,
+      );
+      if (!s) this.snapshots.delete(key);
+      return s;
+    });
   }
 
   private snapshotSlot(scope: string, tenantId: string): { key: string; path: string } {

@@ -8,7 +8,6 @@ import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
@@ -27,8 +26,8 @@ export interface LoadedData {
   workOrders: WorkOrder[];
   /** The finished orders' summary file differs from the directory: it should be rewritten. */
   finishedSummaryStale: boolean;
-  systemSnapshot?: Snapshot;
-  tenantSnapshots: Snapshot[];
+  /** The snapshot slots that have a file ("system", "tenant/<id>"); snapshots are read when asked for. */
+  snapshotSlots: string[];
   idempotency: IdempotencyRecord[];
   nodeCredentials: NodeCredential[];
   adminCredential?: AdminCredential;
@@ -60,8 +59,10 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
     resources,
     workOrders: orders,
     finishedSummaryStale,
-    systemSnapshot: (await loader.records(paths.dir("snapshots", "system"), SnapshotSchema, (_s, id) => id === "latest"))[0],
-    tenantSnapshots: await loader.records(paths.dir("snapshots", "tenants"), SnapshotSchema, (s, id) => s.tenantId === id),
+    snapshotSlots: [
+      ...(await recordIds(paths.dir("snapshots", "system"))).filter((id) => id === "latest").map(() => "system"),
+      ...(await recordIds(paths.dir("snapshots", "tenants"))).map((id) => `tenant/${id}`),
+    ],
     idempotency: await loader.idempotency(now),
     nodeCredentials: await loader.plain(paths.dir("auth", "nodes"), codec.decodeNodeCredential, (c, id) => c.nodeId === id),
     adminCredential: (await loader.plain(paths.dir("auth"), codec.decodeAdminCredential, (_c, id) => id === "admin"))[0],
@@ -170,6 +171,11 @@ class Loader {
 // The id a record file is named for ("" when the name is not <id>.json).
 function idOf(fileName: string): string {
   return fileName.endsWith(".json") ? fileName.slice(0, -5) : "";
+}
+
+// The ids of the record files `<id>.json` in `dir`.
+async function recordIds(dir: string): Promise<string[]> {
+  return (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith(".") && isValidId(idOf(e.name))).map((e) => idOf(e.name));
 }
 
 async function list(dir: string) {
