@@ -35,13 +35,20 @@ export class SortedIndex<T> {
     return this.keys.length;
   }
 
-  /** Replaces the contents with `entries` (any order; the last value wins for a repeated key). */
-  load(entries: Array<[string, T]>): void {
+  /** Replaces the contents with `entries` (any order; the last value wins for a repeated key); returns them sorted. */
+  load(entries: Array<[string, T]>): Array<[string, T]> {
     const byKey = new Map(entries);
     const sorted = [...byKey.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     // Assigned, not spliced: spreading a large array into splice() overflows the call stack.
     this.keys = sorted;
     this.values = sorted.map((k) => byKey.get(k)!);
+    return sorted.map((k, i) => [k, this.values[i]!]);
+  }
+
+  /** Replaces the contents with `entries`, already in ascending key order with no key repeated. */
+  loadSorted(entries: Array<[string, T]>): void {
+    this.keys = entries.map((e) => e[0]);
+    this.values = entries.map((e) => e[1]);
   }
 
   /** Inserts or replaces the value under `key`. */
