@@ -31,7 +31,7 @@ async function reopen(options: { summaryEvery?: number } = {}): Promise<FileStor
 const fileOf = (e: Event) => new StorePaths(dir).event(timestampDate(e.timestamp!), e.id);
 const summaryOf = (e: Event) => join(dirname(fileOf(e)), SUMMARY_FILE);
 const summaryNames = async (e: Event) =>
-  (JSON.parse(await readFile(summaryOf(e), "utf8")) as { rows: string[][] }).rows.map((r) => r[0]!).sort();
+  (JSON.parse(await readFile(summaryOf(e), "utf8")) as { rows: string[] }).rows.map((r) => r.split("\t")[0]!).sort();
 const listed = async () => (await store.listEvents({ pageSize: 1000 })).items.map((e) => json(EventSchema, e));
 const ids = async () => (await store.listEvents({ pageSize: 1000 })).items.map((e) => e.id);
 
@@ -105,7 +105,7 @@ describe("file store event log", () => {
     await unlink(fileOf(gone));
     await reopen();
     expect(await ids()).toEqual(["ev-keep"]);
-    await writeFile(summaryOf(keep), '{"format":1,"rows":[["x.json", 3');
+    await writeFile(summaryOf(keep), '{"format":2,"rows":["x.json\t3');
     await reopen();
     expect(await ids()).toEqual(["ev-keep"]);
     await unlink(summaryOf(keep));

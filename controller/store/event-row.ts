@@ -41,25 +41,20 @@ export function rowOf(e: Event): EventRow {
 export const EVENT_SUMMARY_ROWS: SummaryRows<EventRow> = {
   toRow: (r) => [r.key, r.name, r.type, r.tenantId, r.resourceId, r.workOrderId, r.correlationId, r.revision.toString()],
   fromRow: (v) => {
-    const key = str(v[0]);
+    if (v.length !== 8) throw new Error("an event summary row has the wrong number of columns");
+    const key = v[0]!;
     if (!/^\d{21}\0/.test(key)) throw new Error("bad key in an event summary row");
-    const revision = str(v[7]);
-    if (!/^\d{1,20}$/.test(revision)) throw new Error("bad revision in an event summary row");
+    if (!/^\d{1,20}$/.test(v[7]!)) throw new Error("bad revision in an event summary row");
     return {
       key,
       id: key.slice(22),
-      name: str(v[1]),
-      type: str(v[2]),
-      tenantId: str(v[3]),
-      resourceId: str(v[4]),
-      workOrderId: str(v[5]),
-      correlationId: str(v[6]),
-      revision: BigInt(revision),
+      name: v[1]!,
+      type: v[2]!,
+      tenantId: v[3]!,
+      resourceId: v[4]!,
+      workOrderId: v[5]!,
+      correlationId: v[6]!,
+      revision: BigInt(v[7]!),
     };
   },
 };
-
-function str(v: unknown): string {
-  if (typeof v !== "string") throw new Error("bad string in an event summary row");
-  return v;
-}

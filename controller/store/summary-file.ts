@@ -13,13 +13,16 @@ import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 
 /** The summary's file name; hidden, so the record loaders skip it. */
 export const SUMMARY_FILE = ".summary.json";
-const FORMAT = 1;
+// Format 2: each row one JSON string of tab-separated columns (a tab or backslash in a value is
+// escaped), the file name first. Parsing 100,000 strings costs a fraction of parsing as many
+// arrays of values. A summary of another format is rebuilt from the files.
+const FORMAT = 2;
 
-/** How one record becomes a row of JSON values and back. */
+/** How one record becomes a row of string columns and back. */
 export interface SummaryRows<T> {
-  toRow(item: T): unknown[];
+  toRow(item: T): string[];
   /** Throws on a row it cannot read (the whole summary is then rebuilt). */
-  fromRow(row: unknown[]): T;
+  fromRow(columns: string[]): T;
 }
 
 /** What loadSummarised found: every record, and whether the summary on disk differs from it. */
@@ -65,7 +68,7 @@ export async function loadSummarised<T>(
 /** Replaces the summary of `dir` with rows for `items`, each under its record's file name. */
 export async function writeSummary<T>(fs: DurableFs, dir: string, rows: SummaryRows<T>, items: Iterable<[string, T]>): Promise<void> {
   const lines: string[] = [];
-  for (const [name, item] of items) lines.push(JSON.stringify([name, ...rows.toRow(item)]));
+  for (const [name, item] of items) lines.push(JSON.stringify([name, ...rows.toRow(item)].map(escapeColumn).join("\t")));
   await fs.writeFile(join(dir, SUMMARY_FILE), `{"format":${FORMAT},"rows":[\n${lines.join(",\n")}\n]}\n`);
 }
 
@@ -82,13 +85,23 @@ async function readSummary<T>(dir: string, rows: SummaryRows<T>): Promise<Map<st
     if (parsed.format !== FORMAT || !Array.isArray(parsed.rows)) return undefined;
     const out = new Map<string, T>();
     for (const row of parsed.rows as unknown[]) {
-      if (!Array.isArray(row) || typeof row[0] !== "string") return undefined;
-      out.set(row[0], rows.fromRow(row.slice(1)));
+      if (typeof row !== "string") return undefined;
+      const columns = row.split("\t");
+      if (row.includes("\\")) for (let i = 0; i < columns.length; i++) columns[i] = unescapeColumn(columns[i]!);
+      out.set(columns[0]!, rows.fromRow(columns.slice(1)));
     }
     return out;
   } catch {
     return undefined;
   }
+}
+
+function escapeColumn(value: string): string {
+  return /[\t\\]/.test(value) ? value.replace(/\\/g, "\\\\").replace(/\t/g, "\\t") : value;
+}
+
+function unescapeColumn(value: string): string {
+  return value.replace(/\\(.)/g, (_m, c: string) => (c === "t" ? "\t" : c));
 }
 
 /** The record files of `dir` (not hidden: temp files and the summary are), and its temp files. */
