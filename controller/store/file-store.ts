@@ -26,7 +26,7 @@ import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
-import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise } from "./order-summary.js";
+import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
 import { writeSummary } from "./summary-file.js";
 import {
   cancelled,
@@ -253,7 +253,7 @@ export class FileStore implements S.Store {
 
   async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
     this.ensureOpen();
-    if (filter.summaryOnly) return this.orders.list(filter, (o) => clone(WorkOrderSchema, summarise(o)));
+    if (filter.summaryOnly) return this.orders.list(filter, summaryMessage);
     const page = this.orders.list(filter, (o) => o);
     const items = await Promise.all(page.items.map((o) => this.wholeOrder(o)));
     return { items: items.filter((o) => o !== undefined), nextPageToken: page.nextPageToken };

@@ -2,33 +2,83 @@
 // sort and filter on (id, status, times, target), and what retention and recovery look at (type,
 // spec hash, deployment). A controller keeps the work orders of its whole retention period; held
 // in full they made open() read every one and memory grow with history.
+//
+// A summary is a small object of its own class, not a WorkOrder message: open() makes one per
+// finished order, and a message (create(), its defaults, a WeakSet to mark it) cost several
+// times as much. It has only the fields above, so it never leaves the store as it is: callers
+// get summaryMessage(s), or the order read from its file.
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { WorkOrderDesiredStateSchema, WorkOrderSchema, WorkOrderTargetSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { SummaryRows } from "./summary-file.js";
 
-const summaries = new WeakSet<WorkOrder>();
+class OrderSummary {
+  readonly priority = 0;
+  readonly target: { tenantId: string; nodeId: string };
+  readonly desiredState: { specHash: string; deploymentId: string };
+
+  constructor(
+    readonly id: string,
+    readonly status: number,
+    readonly type: number,
+    readonly createdAt: Timestamp | undefined,
+    readonly finishedAt: Timestamp | undefined,
+    readonly expiresAt: Timestamp | undefined,
+    tenantId: string,
+    nodeId: string,
+    specHash: string,
+    deploymentId: string,
+  ) {
+    this.target = { tenantId, nodeId };
+    this.desiredState = { specHash, deploymentId };
+  }
+}
+
+// Typed as the WorkOrder it stands for, for the index (which reads only the fields above).
+function summary(...args: ConstructorParameters<typeof OrderSummary>): WorkOrder {
+  return new OrderSummary(...args) as unknown as WorkOrder;
+}
 
 /** True when `o` is a summary (from summarise or a summary row), not the stored record. */
 export function isOrderSummary(o: WorkOrder): boolean {
-  return summaries.has(o);
+  return o instanceof OrderSummary;
 }
 
 /** The summary of a finished order. */
 export function summarise(o: WorkOrder): WorkOrder {
-  if (summaries.has(o)) return o;
-  const s = create(WorkOrderSchema, {
-    id: o.id,
-    status: o.status,
-    type: o.type,
-    createdAt: o.createdAt,
-    finishedAt: o.finishedAt,
-    expiresAt: o.expiresAt,
-    target: o.target && { tenantId: o.target.tenantId, nodeId: o.target.nodeId },
-    desiredState: o.desiredState && { specHash: o.desiredState.specHash, deploymentId: o.desiredState.deploymentId },
+  if (isOrderSummary(o)) return o;
+  return summary(
+    o.id,
+    o.status,
+    o.type,
+    o.createdAt,
+    o.finishedAt,
+    o.expiresAt,
+    o.target?.tenantId ?? "",
+    o.target?.nodeId ?? "",
+    o.desiredState?.specHash ?? "",
+    o.desiredState?.deploymentId ?? "",
+  );
+}
+
+/** A WorkOrder message with only the summary's fields set (WorkOrderFilter.summaryOnly). */
+export function summaryMessage(o: WorkOrder): WorkOrder {
+  const s = summarise(o);
+  const copy = (t: Timestamp | undefined) => t && create(TimestampSchema, { seconds: t.seconds, nanos: t.nanos });
+  return create(WorkOrderSchema, {
+    id: s.id,
+    status: s.status,
+    type: s.type,
+    createdAt: copy(s.createdAt),
+    finishedAt: copy(s.finishedAt),
+    expiresAt: copy(s.expiresAt),
+    // Absent on the summary's order when empty (a row cannot tell an empty one from none).
+    target: s.target!.tenantId || s.target!.nodeId ? { tenantId: s.target!.tenantId, nodeId: s.target!.nodeId } : undefined,
+    desiredState:
+      s.desiredState!.specHash || s.desiredState!.deploymentId
+        ? { specHash: s.desiredState!.specHash, deploymentId: s.desiredState!.deploymentId }
+        : undefined,
   });
-  summaries.add(s);
-  return s;
 }
 
 /** Rows of the finished orders' summary file (summary-file.ts). */
@@ -47,23 +97,7 @@ export const ORDER_SUMMARY_ROWS: SummaryRows<WorkOrder> = {
   ],
   fromRow: (r) => {
     if (r.length !== 10) throw new Error("a summary row has the wrong number of columns");
-    // Defaults made, then fields set: create() with an init object costs twice as much, and
-    // open() makes one of these per finished order.
-    const s = create(WorkOrderSchema);
-    s.id = r[0]!;
-    s.status = num(r[1]!);
-    s.type = num(r[2]!);
-    s.createdAt = timestamp(r[3]!);
-    s.finishedAt = timestamp(r[4]!);
-    s.expiresAt = timestamp(r[5]!);
-    s.target = create(WorkOrderTargetSchema);
-    s.target.tenantId = r[6]!;
-    s.target.nodeId = r[7]!;
-    s.desiredState = create(WorkOrderDesiredStateSchema);
-    s.desiredState.specHash = r[8]!;
-    s.desiredState.deploymentId = r[9]!;
-    summaries.add(s);
-    return s;
+    return summary(r[0]!, num(r[1]!), num(r[2]!), timestamp(r[3]!), timestamp(r[4]!), timestamp(r[5]!), r[6]!, r[7]!, r[8]!, r[9]!);
   },
 };
 
@@ -76,10 +110,8 @@ function timestamp(v: string): Timestamp | undefined {
   if (v === "") return undefined;
   const m = /^(-?\d{1,19})\.(\d{1,9})$/.exec(v);
   if (!m) throw new Error("bad timestamp in a summary row");
-  const t = create(TimestampSchema);
-  t.seconds = BigInt(m[1]!);
-  t.nanos = Number(m[2]);
-  return t;
+  // A Timestamp message is exactly these fields; a literal saves create()'s reflection.
+  return { $typeName: "google.protobuf.Timestamp", seconds: BigInt(m[1]!), nanos: Number(m[2]) };
 }
 
 function num(v: string): number {
