@@ -47,6 +47,10 @@ const READ_CONCURRENCY = 32;
 export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, now: Date): Promise<LoadedData> {
   const loader = new Loader(paths, fs, warn);
   await loader.removeTempFiles(paths.root, 0);
+  // Started first: the listing of finished orders and their summary's text are read (off the
+  // main thread) while resources are decoded.
+  const workOrders = loader.workOrders();
+  workOrders.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   const resources = (
     await Promise.all(
       RESOURCE_TYPES.map((type) =>
@@ -54,7 +58,7 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
       ),
     )
   ).flat();
-  const { orders, finishedSummaryStale } = await loader.workOrders();
+  const { orders, finishedSummaryStale } = await workOrders;
   return {
     resources,
     workOrders: orders,

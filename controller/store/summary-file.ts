@@ -43,9 +43,9 @@ export async function loadSummarised<T>(
   onTempFile: (fileName: string) => Promise<void>,
   readConcurrency = 32,
 ): Promise<Summarised<T>> {
-  const { names, temps } = await listDir(dir);
+  // Both read at once: at open the listing of a long history and the summary's text take a while.
+  const [{ names, temps }, summary] = await Promise.all([listDir(dir), readSummary(dir, rows)]);
   for (const t of temps) await onTempFile(t);
-  const summary = await readSummary(dir, rows);
   const items: T[] = [];
   const unread: string[] = [];
   for (const name of names) {
