@@ -136,17 +136,16 @@ class Loader {
         ),
       (name) => this.removeTempFile(join(finishedDir, name)),
     );
-    const finishedById = new Map(finished.items.map((o) => [o.id, o]));
     for (const stage of ORDER_DIRS.filter((d) => d !== "finished")) {
       const orders = await this.records(this.paths.dir("work-orders", stage), WorkOrderSchema, matches(stage));
       for (const order of orders) found.set(order.id, [...(found.get(order.id) ?? []), { stage, order }]);
     }
     // Copies to resolve are rare: only an unfinished order can also have a finished copy.
     for (const [id, copies] of found) {
-      const done = finishedById.get(id);
+      const done = finished.get(`${id}.json`);
       if (done) copies.push({ stage: "finished", order: done });
     }
-    const result: WorkOrder[] = [...finished.items.filter((o) => !found.has(o.id))];
+    const result: WorkOrder[] = found.size === 0 ? finished.items : finished.items.filter((o) => !found.has(o.id));
     for (const [id, copies] of found) {
       copies.sort((a, b) => progressOf(b.order) - progressOf(a.order));
       result.push(copies[0]!.order);

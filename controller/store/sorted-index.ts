@@ -37,6 +37,10 @@ export class SortedIndex<T> {
 
   /** Replaces the contents with `entries` (any order; the last value wins for a repeated key); returns them sorted. */
   load(entries: Array<[string, T]>): Array<[string, T]> {
+    if (ascending(entries)) {
+      this.loadSorted(entries);
+      return entries;
+    }
     const byKey = new Map(entries);
     // The default sort compares UTF-16 code units, as < does, without a call per comparison.
     const sorted = [...byKey.keys()].sort();
@@ -130,4 +134,10 @@ export class SortedIndex<T> {
     }
     return lo;
   }
+}
+
+// True when the keys of `entries` strictly ascend (a summary written in key order loads so).
+function ascending<T>(entries: Array<[string, T]>): boolean {
+  for (let i = 1; i < entries.length; i++) if (!(entries[i - 1]![0] < entries[i]![0])) return false;
+  return true;
 }

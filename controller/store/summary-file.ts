@@ -27,8 +27,11 @@ export interface SummaryRows<T> {
 
 /** What loadSummarised found: every record, and whether the summary on disk differs from it. */
 export interface Summarised<T> {
+  /** In the summary's order, then those read in full. */
   items: T[];
   stale: boolean;
+  /** The item of one file name, if it is among `items`. */
+  get(fileName: string): T | undefined;
 }
 
 /**
@@ -46,23 +49,26 @@ export async function loadSummarised<T>(
   // Both read at once: at open the listing of a long history and the summary's text take a while.
   const [{ names, temps }, summary] = await Promise.all([listDir(dir), readSummary(dir, rows)]);
   for (const t of temps) await onTempFile(t);
+  // Rows in the summary's order (a writer that keeps it sorted spares the reader a sort).
+  const present = new Set(names);
   const items: T[] = [];
-  const unread: string[] = [];
-  for (const name of names) {
-    const item = summary?.get(name);
-    if (item === undefined) unread.push(name);
-    else items.push(item);
-  }
+  if (summary) for (const [name, item] of summary) if (present.has(name)) items.push(item);
+  const unread = summary ? names.filter((n) => !summary.has(n)) : names;
+  const read = new Map<string, T>();
   let next = 0;
   const worker = async () => {
     while (next < unread.length) {
-      const item = await readOne(unread[next++]!);
-      if (item !== undefined) items.push(item);
+      const name = unread[next++]!;
+      const item = await readOne(name);
+      if (item === undefined) continue;
+      items.push(item);
+      read.set(name, item);
     }
   };
   await Promise.all(Array.from({ length: Math.min(readConcurrency, unread.length) }, worker));
   const stale = summary === undefined ? names.length > 0 : unread.length > 0 || summary.size !== names.length - unread.length;
-  return { items, stale };
+  const get = (name: string) => (present.has(name) ? (summary?.get(name) ?? read.get(name)) : undefined);
+  return { items, stale, get };
 }
 
 /** Replaces the summary of `dir` with rows for `items`, each under its record's file name. */

@@ -94,9 +94,9 @@ export class WorkOrderIndex {
     return [...gone];
   }
 
-  /** Every finished order (SUCCESS, FAILED, CANCELLED). */
+  /** Every finished order (SUCCESS, FAILED, CANCELLED), in listing order. */
   *finished(): Generator<WorkOrder> {
-    for (const status of FINISHED) for (const [, o] of this.statusIndex(status).entries()) yield o;
+    for (const [, o] of this.ordered.entries()) if (FINISHED.includes(o.status)) yield o;
   }
 
   /** The pending order for `nodeId` to run next: highest priority, then oldest. */
