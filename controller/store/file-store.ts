@@ -1,7 +1,10 @@
 // The embedded store: one readable JSON file per record under the data directory, every write
-// atomic and durable (atomic-write.ts), every read served from in-memory indexes rebuilt at
-// open() (finished work orders as summaries: order-summary.ts, summary-file.ts). Writes to one record are serialised by a per-key lock, and the index is updated only
-// after the write is durable, so a reader never sees a state that a crash could take back.
+// atomic and durable (atomic-write.ts), every read served from in-memory indexes. open() rebuilds
+// those of resources and work orders (finished ones as summaries: order-summary.ts,
+// summary-file.ts); history that is never rewritten is read when first asked for: events a day at
+// a time (event-log.ts), snapshots one file at a time. Writes to one record are serialised by a
+// per-key lock, and the index is updated only after the write is durable, so a reader never sees
+// a state that a crash could take back.
 //
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
