@@ -303,6 +303,21 @@ describe("file store on disk", () => {
     expect(back && encodeMessage(SnapshotSchema, back)).toBe(expected);
   });
 
+  it("snapshots are read when asked for, not at open; a bad one is quarantined then and reads as none", async () => {
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s1", scope: "tenant", tenantId: "t-good" }));
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s2", scope: "tenant", tenantId: "t-bad" }));
+    await store.close();
+    await writeFile(join(dataDir, "snapshots/tenants/t-bad.json"), '{"snapshot_id": "s2", "sco');
+    await open();
+    expect(warnings).toEqual([]);
+    expect((await store.getLatestSnapshot("tenant", "t-good"))?.snapshotId).toBe("s1");
+    expect(await store.getLatestSnapshot("tenant", "t-bad")).toBeUndefined();
+    expect(warnings.map((w) => w.msg)).toEqual(["moved an unreadable store file to quarantine"]);
+    expect(await store.getLatestSnapshot("tenant", "t-none")).toBeUndefined();
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s3", scope: "tenant", tenantId: "t-bad" }));
+    expect((await store.getLatestSnapshot("tenant", "t-bad"))?.snapshotId).toBe("s3");
+  });
+
   it("leftover temp files are removed at open (in an event day, when the day is first read)", async () => {
     await store.createResource(tenant("kept"));
     await store.close();
