@@ -49,11 +49,13 @@ export async function loadSummarised<T>(
   // Both read at once: at open the listing of a long history and the summary's text take a while.
   const [{ names, temps }, summary] = await Promise.all([listDir(dir), readSummary(dir, rows)]);
   for (const t of temps) await onTempFile(t);
-  // Rows in the summary's order (a writer that keeps it sorted spares the reader a sort).
-  const present = new Set(names);
-  const items: T[] = [];
-  if (summary) for (const [name, item] of summary) if (present.has(name)) items.push(item);
+  // Rows in the summary's order (a writer that keeps it sorted spares the reader a sort). When
+  // the summary names every file and nothing else (the usual case), its rows are the items.
   const unread = summary ? names.filter((n) => !summary.has(n)) : names;
+  const exact = summary !== undefined && summary.size === names.length - unread.length;
+  const present = exact ? summary : new Set(names);
+  const items: T[] = exact ? [...summary.values()] : [];
+  if (summary && !exact) for (const [name, item] of summary) if (present.has(name)) items.push(item);
   const read = new Map<string, T>();
   let next = 0;
   const worker = async () => {
@@ -66,7 +68,7 @@ export async function loadSummarised<T>(
     }
   };
   await Promise.all(Array.from({ length: Math.min(readConcurrency, unread.length) }, worker));
-  const stale = summary === undefined ? names.length > 0 : unread.length > 0 || summary.size !== names.length - unread.length;
+  const stale = summary === undefined ? names.length > 0 : unread.length > 0 || !exact;
   const get = (name: string) => (present.has(name) ? (summary?.get(name) ?? read.get(name)) : undefined);
   return { items, stale, get };
 }
