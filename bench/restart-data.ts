@@ -108,23 +108,17 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
       attempts: [{ node_id: node, fencing_token: "1", claimed_at: at(created + 500), ended_at: at(created + 4_000), outcome: "finished" }],
       max_attempts: 3,
     });
-    const types = ["work_order_created", "work_order_started", "work_order_succeeded", "deployment_started", "deployment_succeeded"];
-    for (let e = 0; e < shape.eventsPerOrder; e++) {
+    for (const e of orderEvents(id, tenantId, node, hash).slice(0, shape.eventsPerOrder)) {
       const eid = randomUUID();
-      const ts = new Date(created + e * 1_000);
+      const ts = new Date(created + e.afterMs);
       put(paths.event(ts, eid), EventSchema, {
         id: eid,
-        type: types[e % types.length]!,
         schema_version: "v1",
         timestamp: ts.toISOString(),
-        resource_type: "work_order",
-        resource_id: id,
         tenant_id: tenantId,
-        node_id: node,
-        work_order_id: id,
         request_id: randomUUID(),
         correlation_id: corr,
-        data: { attempt: 1 },
+        ...e.fields,
       });
     }
     lastOrder.set(tenant, { id, node, finished: created + 4_000, hash });
@@ -181,6 +175,46 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
   files.push([paths.systemSnapshot(), await encodeSnapshot(system)]);
   await flush(0);
   return written;
+}
+
+/**
+ * The events one deploy leaves, as a controller records them (up to 9; --events-per-order takes
+ * the first n): the tenant's change, the deployment and its order issued, claimed and finished,
+ * the node's state report, convergence and the snapshot.
+ */
+function orderEvents(orderId: string, tenantId: string, node: string, hash: string): Array<{ afterMs: number; fields: JsonObject }> {
+  const deploymentId = `deploy-${orderId}`;
+  const order = { resource_type: "work_order", resource_id: orderId, work_order_id: orderId, node_id: node, deployment_id: deploymentId };
+  const dep = { resource_type: "deployment", resource_id: deploymentId, deployment_id: deploymentId, node_id: node };
+  const tenant = { resource_type: "tenant", resource_id: tenantId };
+  return [
+    { afterMs: -2_000, fields: { type: "desired_state_changed", ...tenant, data: { fields: ["desired_state.tenant.compose"] } } },
+    { afterMs: -1, fields: { type: "deployment_started", ...dep, data: { spec_hash: hash } } },
+    {
+      afterMs: 0,
+      fields: { type: "work_order_created", ...order, data: { type: "deploy_service", reason: "desired_changed", spec_hash: hash } },
+    },
+    { afterMs: 500, fields: { type: "work_order_started", ...order, data: { fencing_token: "1", attempt: 1 } } },
+    {
+      afterMs: 4_000,
+      fields: {
+        type: "work_order_succeeded",
+        ...order,
+        data: { code: "APPLY_OK", message: `applied project ${tenantId}: 1 service started` },
+      },
+    },
+    {
+      afterMs: 4_000,
+      fields: {
+        type: "deployment_succeeded",
+        ...dep,
+        data: { code: "APPLY_OK", message: `applied project ${tenantId}: 1 service started` },
+      },
+    },
+    { afterMs: 4_100, fields: { type: "resource_state_reported", ...tenant, node_id: node, data: { services: 1, running: 1 } } },
+    { afterMs: 4_200, fields: { type: "convergence_changed", ...tenant, data: { from: "converging", to: "converged" } } },
+    { afterMs: 4_300, fields: { type: "snapshot_created", ...tenant, data: { scope: "tenant", resources: 2 } } },
+  ];
 }
 
 function deployment(

@@ -2,7 +2,7 @@
 //
 // Writes (once, then reuses) a data directory with --resources resources (default 10,000) and
 // --orders finished work orders (default 100,000) with --events-per-order events each (default
-// 3), spread over --days days (default 25, inside the default 30-day retention), then starts the
+// 9, what one deploy records; 0 for none), spread over --days days (default 25, inside the default 30-day retention), then starts the
 // built controller on it --runs times (default 5, after one warm-up start that makes its TLS
 // material and lets the reconciler settle). Measured per start, from spawning the process:
 //
@@ -32,7 +32,7 @@ const { values } = parseArgs({
   options: {
     resources: { type: "string", default: "10000" },
     orders: { type: "string", default: "100000" },
-    "events-per-order": { type: "string", default: "3" },
+    "events-per-order": { type: "string", default: "9" },
     days: { type: "string", default: "25" },
     runs: { type: "string", default: "5" },
     // Writes a V8 CPU profile of each start to this directory.

@@ -40,6 +40,7 @@ async function main(): Promise<void> {
     workOrderRetentionMs: config.workOrderRetentionMs,
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
+    deferLoops: true,
   });
   let tls: { cert: string; key: string } | undefined;
   let caFile: string | undefined;
@@ -76,6 +77,8 @@ async function main(): Promise<void> {
     },
     `skipper-controller listening on ${serving.url}`,
   );
+  // Recovery ran in build(); the loops' first rounds (a sweep reads every resource) wait until now.
+  controller.start();
   if (config.insecureHttp) {
     logger.warn(
       { action: "listen", metadata: { url: serving.url } },

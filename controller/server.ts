@@ -87,6 +87,11 @@ export interface BuildOptions {
   maxRequestBytes?: number;
   /** Work-order watch streams one node may hold (default 4; 0: no cap). */
   maxWatchStreamsPerNode?: number;
+  /**
+   * Leave the background loops (reconcile sweep, node liveness, leases, retention) to start();
+   * main calls it once it listens, so their first rounds do not hold up the listen.
+   */
+  deferLoops?: boolean;
 }
 
 export type RequestHandler = (
@@ -102,6 +107,8 @@ export interface Controller {
   reconciler: Reconciler;
   /** Set only when this start minted a new admin token; print it once, never log it. */
   generatedAdminToken?: string;
+  /** Starts the background loops, when build() was told to defer them (idempotent). */
+  start(): void;
   /** Closes the store. The server (if any) is closed by whoever listens. */
   close(): Promise<void>;
 }
@@ -217,16 +224,23 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     workOrderRetentionMs: opts.workOrderRetentionMs ?? 0,
   });
   const retention = history.enabled ? history : undefined;
-  reconciler.start();
-  liveness?.start();
-  leases.start();
-  retention?.start();
+  let started = false;
+  const start = () => {
+    if (started) return;
+    started = true;
+    reconciler.start();
+    liveness?.start();
+    leases.start();
+    retention?.start();
+  };
+  if (!opts.deferLoops) start();
   return {
     handler,
     transport,
     store,
     reconciler,
     generatedAdminToken,
+    start,
     close: async () => {
       await leases.stop();
       await retention?.stop();

@@ -3,13 +3,14 @@
 // against the directory, so a crash between an order's write and the summary's write can
 // neither lose nor hide an order.
 import { create } from "@bufbuild/protobuf";
-import { cp, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WorkOrderResultSchema, WorkOrderSchema, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { FileStore } from "../controller/store/file-store.js";
-import { SUMMARY_FILE } from "../controller/store/summary-file.js";
+import { DurableFs } from "../controller/store/atomic-write.js";
+import { loadSummarised, SUMMARY_FILE, writeSummary } from "../controller/store/summary-file.js";
 import { json, order } from "./store-conformance.js";
 
 const T0 = Date.parse("2026-11-01T00:00:00Z");
@@ -35,7 +36,8 @@ async function finish(id: string, tenantId = "tenant-a"): Promise<WorkOrder> {
 const finishedPath = (id: string) => join(dir, "work-orders", "finished", `${id}.json`);
 const summaryPath = () => join(dir, "work-orders", "finished", SUMMARY_FILE);
 const listed = async () => (await store.listWorkOrders({ pageSize: 1000 })).items.map((o) => json(WorkOrderSchema, o));
-const summaryNames = async () => (JSON.parse(await readFile(summaryPath(), "utf8")) as { rows: string[][] }).rows.map((r) => r[0]!).sort();
+const summaryNames = async () =>
+  (JSON.parse(await readFile(summaryPath(), "utf8")) as { rows: string[] }).rows.map((r) => r.split("\t")[0]!).sort();
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "skipper-summary-"));
@@ -108,7 +110,7 @@ describe("finished work orders' summary", () => {
     await store.close();
     const copy = `${dir}-copy`;
     await cp(dir, copy, { recursive: true });
-    await writeFile(summaryPath(), '{"format":1,"rows":[["wo-1.json", 3');
+    await writeFile(summaryPath(), '{"format":2,"rows":["wo-1.json\t3');
     await reopen();
     expect((await store.listWorkOrders({})).items.map((o) => o.id)).toEqual(["wo-1", "wo-2"]);
     await store.close();
@@ -117,6 +119,28 @@ describe("finished work orders' summary", () => {
     await reopen();
     expect((await store.listWorkOrders({})).items.map((o) => o.id)).toEqual(["wo-1", "wo-2"]);
     await rm(copy, { recursive: true, force: true });
+  });
+
+  it("a summary row's values keep tabs and backslashes; a row of another shape makes the summary rebuilt", async () => {
+    const rows = { toRow: (v: string[]) => v, fromRow: (c: string[]) => c };
+    const sub = join(dir, "rows");
+    await mkdir(sub);
+    const values = ["a\tb", "c\\d\\", "\\t", ""];
+    await writeFile(join(sub, "r.json"), "{}");
+    await writeSummary(new DurableFs(dir), sub, rows, [["r.json", values]]);
+    const none = async () => undefined;
+    const read = await loadSummarised(sub, rows, async () => ["read in full"], none);
+    expect([read.items, read.stale, read.get("r.json")]).toEqual([[values], false, values]);
+    const picky = {
+      ...rows,
+      fromRow: (c: string[]) => {
+        if (c.length !== 4) throw new Error("a short row");
+        return c;
+      },
+    };
+    await writeFile(join(sub, SUMMARY_FILE), '{"format":2,"rows":["r.json\\tonly"]}');
+    const rebuilt = await loadSummarised(sub, picky, async () => ["read in full"], none);
+    expect([rebuilt.items, rebuilt.stale]).toEqual([[["read in full"]], true]);
   });
 
   it("the summary is rewritten after every `summaryEvery` finished orders, not only at close", async () => {

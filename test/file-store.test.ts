@@ -303,7 +303,22 @@ describe("file store on disk", () => {
     expect(back && encodeMessage(SnapshotSchema, back)).toBe(expected);
   });
 
-  it("leftover temp files are removed at open", async () => {
+  it("snapshots are read when asked for, not at open; a bad one is quarantined then and reads as none", async () => {
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s1", scope: "tenant", tenantId: "t-good" }));
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s2", scope: "tenant", tenantId: "t-bad" }));
+    await store.close();
+    await writeFile(join(dataDir, "snapshots/tenants/t-bad.json"), '{"snapshot_id": "s2", "sco');
+    await open();
+    expect(warnings).toEqual([]);
+    expect((await store.getLatestSnapshot("tenant", "t-good"))?.snapshotId).toBe("s1");
+    expect(await store.getLatestSnapshot("tenant", "t-bad")).toBeUndefined();
+    expect(warnings.map((w) => w.msg)).toEqual(["moved an unreadable store file to quarantine"]);
+    expect(await store.getLatestSnapshot("tenant", "t-none")).toBeUndefined();
+    await store.putSnapshot(create(SnapshotSchema, { snapshotId: "s3", scope: "tenant", tenantId: "t-bad" }));
+    expect((await store.getLatestSnapshot("tenant", "t-bad"))?.snapshotId).toBe("s3");
+  });
+
+  it("leftover temp files are removed at open (in an event day, when the day is first read)", async () => {
     await store.createResource(tenant("kept"));
     await store.close();
     const leftovers = [
@@ -314,6 +329,8 @@ describe("file store on disk", () => {
     await mkdir(join(dataDir, "events/2026-11-22"), { recursive: true });
     for (const rel of leftovers) await writeFile(join(dataDir, rel), '{"torn":');
     await open();
+    expect(existsSync(join(dataDir, leftovers[1]!))).toBe(true);
+    await store.listEvents({});
     for (const rel of leftovers) expect(existsSync(join(dataDir, rel))).toBe(false);
     expect((await store.getResource("tenant", "kept"))?.id).toBe("kept");
     expect(warnings.filter((w) => w.msg.includes("temp file"))).toHaveLength(3);

@@ -531,6 +531,11 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.createResource(dep("d-old-newest-revision", DeploymentPhase.SUCCEEDED, 1000));
         const ids = async () =>
           (await store.listResources({ resourceType: "deployment", includeDeleted: true })).items.map((r) => r.id).sort();
+        const inPhase = async (...phases: DeploymentPhase[]) =>
+          (await store.listResources({ deploymentPhases: phases })).items.map((r) => r.id).sort();
+        expect(await inPhase(DeploymentPhase.RUNNING, DeploymentPhase.PENDING)).toEqual(["d-running"]);
+        expect(await inPhase(DeploymentPhase.FAILED)).toEqual(["d-old-failed"]);
+        expect(await inPhase()).toEqual([]);
         expect(await store.pruneDeployments(at(3000), new Set(["d-old-kept"]))).toBe(2);
         const left = ["d-new", "d-old-kept", "d-old-newest-revision", "d-running"];
         expect(await ids()).toEqual(left);

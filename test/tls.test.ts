@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isTlsError, type TlsErrorCode } from "../controller/tls/tls-error.js";
+import { certificateNames } from "../controller/tls/subject-names.js";
 import { ensureTlsMaterial, type TlsMaterial } from "../controller/tls/tls-material.js";
 import { x509 } from "../controller/tls/x509.js";
 
@@ -283,6 +284,20 @@ describe("generated material, later starts", () => {
     const e = await tlsErrorCode(ensureTlsMaterial({ dataDir: await tempDir(), hostnames: ["https://skipper.test/"] }));
     expect(e.code).toBe("TLS_HOSTNAME_INVALID");
     expect(e.message).toContain("https://skipper.test/");
+  });
+});
+
+describe("names read from a stored certificate", () => {
+  it("takes DNS and IP entries from node:crypto's rendering, quoted values included, and ignores other kinds", () => {
+    const cert = {
+      subjectAltName: 'DNS:"odd,name", DNS:Ok.Example., email:a@b.c, URI:http://x, IP Address:0:0:0:0:0:0:0:1, DNS:"quoted.example"',
+    };
+    expect(certificateNames(cert as X509Certificate)).toEqual([
+      { type: "dns", value: "ok.example" },
+      { type: "ip", value: "::1" },
+      { type: "dns", value: "quoted.example" },
+    ]);
+    expect(certificateNames({ subjectAltName: undefined } as unknown as X509Certificate)).toEqual([]);
   });
 });
 

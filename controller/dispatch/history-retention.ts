@@ -1,15 +1,18 @@
 // History is kept for a retention period and then deleted, from disk and from listings, by an
-// hourly job: events (--event-retention, default 30 days) and finished work orders with their
-// deployments (--work-order-retention, default 30 days). Without it a controller that runs for
-// months would keep every heartbeat event, and every order and deployment it ever made, in memory
-// and on disk for ever. Orders and deployments still in use are kept whatever their age
-// (dispatch/orders-in-use.ts).
+// hourly job (its first round a minute after start): events (--event-retention, default 30 days)
+// and finished work orders with their deployments (--work-order-retention, default 30 days).
+// Without it a controller that runs for months would keep every heartbeat event, and every order
+// and deployment it ever made, on disk for ever. Orders and deployments still in use are kept
+// whatever their age (dispatch/orders-in-use.ts).
 import type { Logger } from "../../common/logging/logger.js";
 import { Periodic } from "../periodic.js";
 import type { Store } from "../store/store.js";
 import { historyInUse } from "./orders-in-use.js";
 
 const EVERY_MS = 60 * 60 * 1000;
+// The first round waits this long after start: it reads every finished order and deployment,
+// and at start that work would hold up the first requests (and recovery) for nothing urgent.
+const FIRST_AFTER_MS = 60 * 1000;
 
 export interface RetentionSettings {
   store: Store;
@@ -20,10 +23,14 @@ export interface RetentionSettings {
   /** 0 keeps finished work orders for ever. */
   workOrderRetentionMs: number;
   everyMs?: number;
+  /** Delay of the first round after start (default one minute). */
+  firstAfterMs?: number;
 }
 
 export class HistoryRetention {
   private readonly periodic: Periodic;
+  private first: NodeJS.Timeout | undefined;
+  private firstRound: Promise<unknown> | undefined;
 
   constructor(private readonly deps: RetentionSettings) {
     this.periodic = new Periodic(() => this.prune(), deps.everyMs ?? EVERY_MS);
@@ -34,14 +41,19 @@ export class HistoryRetention {
     return this.deps.eventRetentionMs > 0 || this.deps.workOrderRetentionMs > 0;
   }
 
-  /** Prunes once now, then every hour. */
+  /** Prunes once a minute after start, then every hour. */
   start(): void {
-    void this.prune();
+    this.first = setTimeout(() => {
+      this.firstRound = this.prune();
+    }, this.deps.firstAfterMs ?? FIRST_AFTER_MS);
+    this.first.unref();
     this.periodic.start();
   }
 
-  stop(): Promise<void> {
-    return this.periodic.stop();
+  async stop(): Promise<void> {
+    clearTimeout(this.first);
+    await this.firstRound;
+    await this.periodic.stop();
   }
 
   /** One round; returns how many events, orders and deployments it deleted. */

@@ -112,7 +112,11 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
   const kept = asked.filter((v) => !done.has(v));
   if (kept.length > 0) {
     await recordEvents(store, [
-      orderEvent(order, "data_delete_incomplete", trace, { data: { volumes: kept, message: order.result?.message ?? "" } }),
+      // Dated by the order's finish, as its other outcome events: a replay must land on the same day (Store.appendEvent).
+      orderEvent(order, "data_delete_incomplete", trace, {
+        at: order.finishedAt ? timestampDate(order.finishedAt) : undefined,
+        data: { volumes: kept, message: order.result?.message ?? "" },
+      }),
     ]);
   }
 }
@@ -191,7 +195,8 @@ const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStat
 // The orders of deployments still pending or running, and those target records wait for.
 async function unsettledOrderIds(deps: OutcomeDeps): Promise<Set<string>> {
   const ids = new Set(await deps.records.awaitingOutcome());
-  for await (const d of eachResource(deps.store, { resourceType: "deployment" })) {
+  const unsettled = [DeploymentPhase.PENDING, DeploymentPhase.RUNNING];
+  for await (const d of eachResource(deps.store, { resourceType: "deployment", deploymentPhases: unsettled })) {
     if (d.currentState?.kind.case !== "deployment" || d.desiredState?.kind.case !== "deployment") continue;
     const phase = d.currentState.kind.value.phase;
     if (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING) ids.add(d.desiredState.kind.value.workOrderId);

@@ -14,7 +14,7 @@ export const NOT_ISSUED = "ORDER_NOT_ISSUED";
 /** Fails every pending deployment whose work order was never stored; returns how many. Call before the reconciler starts. */
 export async function failUnissuedDeployments(store: Store, now: Date): Promise<number> {
   const orphans: Resource[] = [];
-  for await (const d of eachResource(store, { resourceType: "deployment" })) {
+  for await (const d of eachResource(store, { resourceType: "deployment", deploymentPhases: [DeploymentPhase.PENDING] })) {
     const s = d.currentState?.kind.case === "deployment" ? d.currentState.kind.value : undefined;
     if (s?.phase === DeploymentPhase.PENDING && !(await store.getWorkOrder(s.workOrderId))) orphans.push(d);
   }

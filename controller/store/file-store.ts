@@ -1,7 +1,10 @@
 // The embedded store: one readable JSON file per record under the data directory, every write
-// atomic and durable (atomic-write.ts), every read served from in-memory indexes rebuilt at
-// open() (finished work orders as summaries: order-summary.ts, summary-file.ts). Writes to one record are serialised by a per-key lock, and the index is updated only
-// after the write is durable, so a reader never sees a state that a crash could take back.
+// atomic and durable (atomic-write.ts), every read served from in-memory indexes. open() rebuilds
+// those of resources and work orders (finished ones as summaries: order-summary.ts,
+// summary-file.ts); history that is never rewritten is read when first asked for: events a day at
+// a time (event-log.ts), snapshots one file at a time. Writes to one record are serialised by a
+// per-key lock, and the index is updated only after the write is durable, so a reader never sees
+// a state that a crash could take back.
 //
 // Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
 // <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
@@ -17,7 +20,8 @@ import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.j
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
-import { EventIndex } from "./event-index.js";
+import { EventLog } from "./event-log.js";
+import { RecordReader } from "./quarantine.js";
 import { loadDataDir } from "./load-data-dir.js";
 import * as codec from "./record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
@@ -25,7 +29,7 @@ import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
-import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise } from "./order-summary.js";
+import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
 import { writeSummary } from "./summary-file.js";
 import {
   cancelled,
@@ -62,11 +66,11 @@ export class FileStore implements S.Store {
   private readonly unpublished = new Set<bigint>();
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
-  private events = new EventIndex();
-  // The latest snapshot per slot: as loaded at open, or as the text last written (a system
-  // snapshot covers every resource; keeping its text rather than a copy of the message saves
-  // copying it on every write, and reads are rare).
-  private snapshots = new Map<string, Snapshot | string>();
+  private events: EventLog;
+  // The snapshot slots that have a file. A snapshot is read from it when asked for: reads are
+  // rare, and a system snapshot covers every resource (open() read them all before).
+  private snapshots = new Set<string>();
+  private readonly reader: RecordReader;
   private idempotency = new Map<string, S.IdempotencyRecord>();
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
@@ -79,6 +83,24 @@ export class FileStore implements S.Store {
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
     this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
+    this.reader = new RecordReader(this.paths, this.fs, this.warn);
+    this.events = this.eventLog();
+  }
+
+  private eventLog(): EventLog {
+    const reader = this.reader;
+    return new EventLog({
+      paths: this.paths,
+      fs: this.fs,
+      reader,
+      warn: this.warn,
+      removeTemp: async (path) => {
+        await rm(path, { force: true });
+        this.warn("removed a temp file left by an interrupted write", { path: reader.rel(path) });
+      },
+      track: (key, write) => this.write(key, write),
+      summaryEvery: this.summaryEvery,
+    });
   }
 
   /** Creates the layout, takes the directory lock, repairs leftovers and loads the indexes. */
@@ -99,10 +121,9 @@ export class FileStore implements S.Store {
       // Finished orders read in full (not named by the summary) are held as summaries too.
       this.orders.load(data.workOrders.map((o) => (isFinished(o) ? summarise(o) : o)));
       this.summaryLag = data.finishedSummaryStale ? this.summaryEvery : 0;
-      this.events = new EventIndex();
-      this.events.load(data.events);
-      this.snapshots = new Map(data.tenantSnapshots.map((s) => [`tenant/${s.tenantId}`, s]));
-      if (data.systemSnapshot) this.snapshots.set("system", data.systemSnapshot);
+      this.events = this.eventLog();
+      await this.events.open();
+      this.snapshots = new Set(data.snapshotSlots);
       this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
       this.admin = data.adminCredential;
@@ -119,6 +140,7 @@ export class FileStore implements S.Store {
     const lock = this.lock;
     if (!lock) return;
     this.summariseIfBehind(1);
+    this.events.flush();
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
     await lock.release();
@@ -234,7 +256,7 @@ export class FileStore implements S.Store {
 
   async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
     this.ensureOpen();
-    if (filter.summaryOnly) return this.orders.list(filter, (o) => clone(WorkOrderSchema, summarise(o)));
+    if (filter.summaryOnly) return this.orders.list(filter, summaryMessage);
     const page = this.orders.list(filter, (o) => o);
     const items = await Promise.all(page.items.map((o) => this.wholeOrder(o)));
     return { items: items.filter((o) => o !== undefined), nextPageToken: page.nextPageToken };
@@ -390,34 +412,25 @@ export class FileStore implements S.Store {
 
   async appendEvent(event: Event): Promise<void> {
     if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
-    const path = this.paths.event(timestampDate(event.timestamp), event.id);
+    const at = timestampDate(event.timestamp);
+    const path = this.paths.event(at, event.id);
     await this.write(`event/${event.id}`, async () => {
-      if (this.events.has(event.id)) return;
+      const day = await this.events.dayOf(at);
+      if (day.has(event.id)) return;
       const stored = clone(EventSchema, event);
       await this.fs.writeFile(path, codec.encodeMessage(EventSchema, stored));
-      this.events.add(stored);
+      this.events.added(day, stored);
     });
   }
 
   async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
     this.ensureOpen();
-    return this.events.list(filter, (e) => clone(EventSchema, e));
+    return this.events.list(filter);
   }
 
   async pruneEvents(before: Date): Promise<number> {
     this.ensureOpen();
-    const gone = this.events.removeBefore(before);
-    // Whole days before the cutoff go as directories; the cutoff's own day file by file.
-    const cutoffDay = before.toISOString().slice(0, 10);
-    const days = new Set<string>();
-    for (const e of gone) {
-      const at = timestampDate(e.timestamp!);
-      const day = at.toISOString().slice(0, 10);
-      if (day < cutoffDay) days.add(day);
-      else await rm(this.paths.event(at, e.id), { force: true });
-    }
-    for (const day of days) await rm(this.paths.dir("events", day), { recursive: true, force: true });
-    return gone.length;
+    return this.events.prune(before);
   }
 
   // --- snapshots -------------------------------------------------------------------------
@@ -427,15 +440,24 @@ export class FileStore implements S.Store {
     await this.write(`snapshot/${key}`, async () => {
       const text = await codec.encodeSnapshot(snapshot);
       await this.fs.writeFile(path, text);
-      this.snapshots.set(key, text);
+      this.snapshots.add(key);
     });
   }
 
   async getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined> {
     this.ensureOpen();
-    const s = this.snapshots.get(this.snapshotSlot(scope, tenantId ?? "").key);
-    if (s === undefined) return undefined;
-    return typeof s === "string" ? codec.decodeMessage(SnapshotSchema, s) : clone(SnapshotSchema, s);
+    const { key, path } = this.snapshotSlot(scope, tenantId ?? "");
+    if (!this.snapshots.has(key)) return undefined;
+    // Under the slot's lock, so a file being replaced is never taken for a bad one.
+    return this.write(`snapshot/${key}`, async () => {
+      const s = await this.reader.read(
+        path,
+        (t) => codec.decodeMessage(SnapshotSchema, t),
+        (s) => scope === "system" || s.tenantId === tenantId,
+      );
+      if (!s) this.snapshots.delete(key);
+      return s;
+    });
   }
 
   private snapshotSlot(scope: string, tenantId: string): { key: string; path: string } {

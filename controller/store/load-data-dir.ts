@@ -5,12 +5,9 @@
 // keeps its most advanced copy. Finished work orders come from their summary file (see
 // summary-file.ts), read in full only when the summary does not name them.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
-import { readFileSync } from "node:fs";
 import { readdir, unlink } from "node:fs/promises";
-import { join, relative, sep } from "node:path";
-import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { join } from "node:path";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
@@ -19,6 +16,7 @@ import { progressOf } from "./work-order-transitions.js";
 import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
 import { loadSummarised } from "./summary-file.js";
+import { RecordReader, type Warn } from "./quarantine.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
 
 /** Everything open() rebuilds its indexes from. */
@@ -28,15 +26,14 @@ export interface LoadedData {
   workOrders: WorkOrder[];
   /** The finished orders' summary file differs from the directory: it should be rewritten. */
   finishedSummaryStale: boolean;
-  events: Event[];
-  systemSnapshot?: Snapshot;
-  tenantSnapshots: Snapshot[];
+  /** The snapshot slots that have a file ("system", "tenant/<id>"); snapshots are read when asked for. */
+  snapshotSlots: string[];
   idempotency: IdempotencyRecord[];
   nodeCredentials: NodeCredential[];
   adminCredential?: AdminCredential;
 }
 
-export type Warn = (msg: string, meta: object) => void;
+export type { Warn } from "./quarantine.js";
 
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   pending: [WorkOrderStatus.PENDING, WorkOrderStatus.RETRY_PENDING],
@@ -50,6 +47,10 @@ const READ_CONCURRENCY = 32;
 export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, now: Date): Promise<LoadedData> {
   const loader = new Loader(paths, fs, warn);
   await loader.removeTempFiles(paths.root, 0);
+  // Started first: the listing of finished orders and their summary's text are read (off the
+  // main thread) while resources are decoded.
+  const workOrders = loader.workOrders();
+  workOrders.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   const resources = (
     await Promise.all(
       RESOURCE_TYPES.map((type) =>
@@ -57,14 +58,15 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
       ),
     )
   ).flat();
-  const { orders, finishedSummaryStale } = await loader.workOrders();
+  const { orders, finishedSummaryStale } = await workOrders;
   return {
     resources,
     workOrders: orders,
     finishedSummaryStale,
-    events: await loader.events(),
-    systemSnapshot: (await loader.records(paths.dir("snapshots", "system"), SnapshotSchema, (_s, id) => id === "latest"))[0],
-    tenantSnapshots: await loader.records(paths.dir("snapshots", "tenants"), SnapshotSchema, (s, id) => s.tenantId === id),
+    snapshotSlots: [
+      ...(await recordIds(paths.dir("snapshots", "system"))).filter((id) => id === "latest").map(() => "system"),
+      ...(await recordIds(paths.dir("snapshots", "tenants"))).map((id) => `tenant/${id}`),
+    ],
     idempotency: await loader.idempotency(now),
     nodeCredentials: await loader.plain(paths.dir("auth", "nodes"), codec.decodeNodeCredential, (c, id) => c.nodeId === id),
     adminCredential: (await loader.plain(paths.dir("auth"), codec.decodeAdminCredential, (_c, id) => id === "admin"))[0],
@@ -72,22 +74,34 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
 }
 
 class Loader {
+  private readonly reader: RecordReader;
+
   constructor(
     private readonly paths: StorePaths,
     private readonly fs: DurableFs,
     private readonly warn: Warn,
-  ) {}
+  ) {
+    this.reader = new RecordReader(paths, fs, warn);
+  }
 
-  /** Deletes temp files under the root's store directories (not logs/ or tls/, owned by others). */
+  /**
+   * Deletes temp files under the root's store directories (not logs/ or tls/, owned by others),
+   * except in directories whose own reader lists them anyway and removes them there: finished
+   * orders (loadSummarised) and event days (event-day.ts, when a day is first read).
+   */
   async removeTempFiles(dir: string, depth: number): Promise<void> {
     for (const entry of await list(dir)) {
       const p = join(dir, entry.name);
-      if (entry.isDirectory() && (depth > 0 || STORE_DIRS.includes(entry.name))) await this.removeTempFiles(p, depth + 1);
-      else if (entry.isFile() && TEMP_FILE_PATTERN.test(entry.name)) {
-        await unlink(p).catch(() => undefined);
-        this.warn("removed a temp file left by an interrupted write", { path: this.rel(p) });
-      }
+      if (entry.isDirectory() && (depth > 0 || STORE_DIRS.includes(entry.name))) {
+        if (p !== this.paths.dir("work-orders", "finished") && dir !== this.paths.dir("events")) await this.removeTempFiles(p, depth + 1);
+      } else if (entry.isFile() && TEMP_FILE_PATTERN.test(entry.name)) await this.removeTempFile(p);
     }
+  }
+
+  /** Deletes one temp file left by an interrupted write, with a warning. */
+  async removeTempFile(p: string): Promise<void> {
+    await unlink(p).catch(() => undefined);
+    this.warn("removed a temp file left by an interrupted write", { path: this.reader.rel(p) });
   }
 
   /** Proto records `<id>.json` in `dir` that decode and pass `matches(record, id)`. */
@@ -101,7 +115,7 @@ class Loader {
     const out: T[] = [];
     await forEachLimit(files, async (f) => {
       const id = idOf(f.name);
-      const r = await this.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
+      const r = await this.reader.read(join(dir, f.name), decode, (v) => isValidId(id) && matches(v, id));
       if (r !== undefined) out.push(r);
     });
     return out;
@@ -111,24 +125,27 @@ class Loader {
     const found = new Map<string, Array<{ stage: OrderDir; order: WorkOrder }>>();
     const matches = (stage: OrderDir) => (o: WorkOrder, id: string) => o.id === id && STAGE_STATUSES[stage].includes(o.status);
     const finishedDir = this.paths.dir("work-orders", "finished");
-    const finished = await loadSummarised(finishedDir, ORDER_SUMMARY_ROWS, (name) =>
-      this.read(
-        join(finishedDir, name),
-        (t) => codec.decodeMessage(WorkOrderSchema, t),
-        (o) => isValidId(idOf(name)) && matches("finished")(o, idOf(name)),
-      ),
+    const finished = await loadSummarised(
+      finishedDir,
+      ORDER_SUMMARY_ROWS,
+      (name) =>
+        this.reader.read(
+          join(finishedDir, name),
+          (t) => codec.decodeMessage(WorkOrderSchema, t),
+          (o) => isValidId(idOf(name)) && matches("finished")(o, idOf(name)),
+        ),
+      (name) => this.removeTempFile(join(finishedDir, name)),
     );
-    const finishedById = new Map(finished.items.map((o) => [o.id, o]));
     for (const stage of ORDER_DIRS.filter((d) => d !== "finished")) {
       const orders = await this.records(this.paths.dir("work-orders", stage), WorkOrderSchema, matches(stage));
       for (const order of orders) found.set(order.id, [...(found.get(order.id) ?? []), { stage, order }]);
     }
     // Copies to resolve are rare: only an unfinished order can also have a finished copy.
     for (const [id, copies] of found) {
-      const done = finishedById.get(id);
+      const done = finished.get(`${id}.json`);
       if (done) copies.push({ stage: "finished", order: done });
     }
-    const result: WorkOrder[] = [...finished.items.filter((o) => !found.has(o.id))];
+    const result: WorkOrder[] = found.size === 0 ? finished.items : finished.items.filter((o) => !found.has(o.id));
     for (const [id, copies] of found) {
       copies.sort((a, b) => progressOf(b.order) - progressOf(a.order));
       result.push(copies[0]!.order);
@@ -144,26 +161,6 @@ class Loader {
     return { orders: result, finishedSummaryStale: finished.stale };
   }
 
-  async events(): Promise<Event[]> {
-    const root = this.paths.dir("events");
-    const out: Event[] = [];
-    for (const day of await list(root)) {
-      if (!day.isDirectory() || !/^\d{4}-\d{2}-\d{2}$/.test(day.name)) continue;
-      const dir = join(root, day.name);
-      const files = (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith("."));
-      await forEachLimit(files, async (f) => {
-        const id = /^\d{8}T\d{9}Z-(.+)\.json$/.exec(f.name)?.[1] ?? "";
-        const e = await this.read(
-          join(dir, f.name),
-          (t) => codec.decodeMessage(EventSchema, t),
-          (ev) => isValidId(id) && ev.id === id,
-        );
-        if (e) out.push(e);
-      });
-    }
-    return out;
-  }
-
   async idempotency(now: Date): Promise<IdempotencyRecord[]> {
     const dir = this.paths.dir("idempotency");
     const all = await this.plain(dir, codec.decodeIdempotency, (r, id) => r.key === id && IDEMPOTENCY_KEY_PATTERN.test(id));
@@ -172,39 +169,16 @@ class Loader {
     await Promise.all(all.filter((r) => !isLive(r)).map((r) => this.fs.unlink(this.paths.idempotency(r.key))));
     return all.filter(isLive);
   }
-
-  // Reads and decodes one file; on any failure moves it to quarantine/ and returns undefined.
-  private async read<T>(path: string, decode: (text: string) => T, ok: (v: T) => boolean): Promise<T | undefined> {
-    let reason: string;
-    try {
-      // Synchronous: nothing else runs while the store opens, and for thousands of small files
-      // one call each is far cheaper than fs/promises' open, stat, read and close round trips.
-      const value = decode(readFileSync(path, "utf8"));
-      if (ok(value)) return value;
-      reason = "its content does not match its file name or directory";
-    } catch (e) {
-      reason = e instanceof Error ? e.message : String(e);
-    }
-    await this.quarantine(path, reason);
-    return undefined;
-  }
-
-  private async quarantine(path: string, reason: string): Promise<void> {
-    const rel = this.rel(path);
-    const stamp = new Date().toISOString().replace(/[-:.]/g, "");
-    const target = this.paths.dir("quarantine", `${rel.split(sep).join("__")}.${stamp}`);
-    await this.fs.rename(path, target);
-    this.warn("moved an unreadable store file to quarantine", { path: rel, quarantined_as: this.rel(target), reason });
-  }
-
-  private rel(p: string): string {
-    return relative(this.paths.root, p);
-  }
 }
 
 // The id a record file is named for ("" when the name is not <id>.json).
 function idOf(fileName: string): string {
   return fileName.endsWith(".json") ? fileName.slice(0, -5) : "";
+}
+
+// The ids of the record files `<id>.json` in `dir`.
+async function recordIds(dir: string): Promise<string[]> {
+  return (await list(dir)).filter((e) => e.isFile() && !e.name.startsWith(".") && isValidId(idOf(e.name))).map((e) => idOf(e.name));
 }
 
 async function list(dir: string) {

@@ -2,41 +2,91 @@
 // sort and filter on (id, status, times, target), and what retention and recovery look at (type,
 // spec hash, deployment). A controller keeps the work orders of its whole retention period; held
 // in full they made open() read every one and memory grow with history.
+//
+// A summary is a small object of its own class, not a WorkOrder message: open() makes one per
+// finished order, and a message (create(), its defaults, a WeakSet to mark it) cost several
+// times as much. It has only the fields above, so it never leaves the store as it is: callers
+// get summaryMessage(s), or the order read from its file.
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { SummaryRows } from "./summary-file.js";
 
-const summaries = new WeakSet<WorkOrder>();
+class OrderSummary {
+  readonly priority = 0;
+  readonly target: { tenantId: string; nodeId: string };
+  readonly desiredState: { specHash: string; deploymentId: string };
+
+  constructor(
+    readonly id: string,
+    readonly status: number,
+    readonly type: number,
+    readonly createdAt: Timestamp | undefined,
+    readonly finishedAt: Timestamp | undefined,
+    readonly expiresAt: Timestamp | undefined,
+    tenantId: string,
+    nodeId: string,
+    specHash: string,
+    deploymentId: string,
+  ) {
+    this.target = { tenantId, nodeId };
+    this.desiredState = { specHash, deploymentId };
+  }
+}
+
+// Typed as the WorkOrder it stands for, for the index (which reads only the fields above).
+function summary(...args: ConstructorParameters<typeof OrderSummary>): WorkOrder {
+  return new OrderSummary(...args) as unknown as WorkOrder;
+}
 
 /** True when `o` is a summary (from summarise or a summary row), not the stored record. */
 export function isOrderSummary(o: WorkOrder): boolean {
-  return summaries.has(o);
+  return o instanceof OrderSummary;
 }
 
 /** The summary of a finished order. */
 export function summarise(o: WorkOrder): WorkOrder {
-  if (summaries.has(o)) return o;
-  const s = create(WorkOrderSchema, {
-    id: o.id,
-    status: o.status,
-    type: o.type,
-    createdAt: o.createdAt,
-    finishedAt: o.finishedAt,
-    expiresAt: o.expiresAt,
-    target: o.target && { tenantId: o.target.tenantId, nodeId: o.target.nodeId },
-    desiredState: o.desiredState && { specHash: o.desiredState.specHash, deploymentId: o.desiredState.deploymentId },
+  if (isOrderSummary(o)) return o;
+  return summary(
+    o.id,
+    o.status,
+    o.type,
+    o.createdAt,
+    o.finishedAt,
+    o.expiresAt,
+    o.target?.tenantId ?? "",
+    o.target?.nodeId ?? "",
+    o.desiredState?.specHash ?? "",
+    o.desiredState?.deploymentId ?? "",
+  );
+}
+
+/** A WorkOrder message with only the summary's fields set (WorkOrderFilter.summaryOnly). */
+export function summaryMessage(o: WorkOrder): WorkOrder {
+  const s = summarise(o);
+  const copy = (t: Timestamp | undefined) => t && create(TimestampSchema, { seconds: t.seconds, nanos: t.nanos });
+  return create(WorkOrderSchema, {
+    id: s.id,
+    status: s.status,
+    type: s.type,
+    createdAt: copy(s.createdAt),
+    finishedAt: copy(s.finishedAt),
+    expiresAt: copy(s.expiresAt),
+    // Absent on the summary's order when empty (a row cannot tell an empty one from none).
+    target: s.target!.tenantId || s.target!.nodeId ? { tenantId: s.target!.tenantId, nodeId: s.target!.nodeId } : undefined,
+    desiredState:
+      s.desiredState!.specHash || s.desiredState!.deploymentId
+        ? { specHash: s.desiredState!.specHash, deploymentId: s.desiredState!.deploymentId }
+        : undefined,
   });
-  summaries.add(s);
-  return s;
 }
 
 /** Rows of the finished orders' summary file (summary-file.ts). */
 export const ORDER_SUMMARY_ROWS: SummaryRows<WorkOrder> = {
   toRow: (o) => [
     o.id,
-    o.status,
-    o.type,
+    String(o.status),
+    String(o.type),
     time(o.createdAt),
     time(o.finishedAt),
     time(o.expiresAt),
@@ -46,37 +96,25 @@ export const ORDER_SUMMARY_ROWS: SummaryRows<WorkOrder> = {
     o.desiredState?.deploymentId ?? "",
   ],
   fromRow: (r) => {
-    const s = create(WorkOrderSchema, {
-      id: str(r[0]),
-      status: num(r[1]),
-      type: num(r[2]),
-      createdAt: timestamp(r[3]),
-      finishedAt: timestamp(r[4]),
-      expiresAt: timestamp(r[5]),
-      target: { tenantId: str(r[6]), nodeId: str(r[7]) },
-      desiredState: { specHash: str(r[8]), deploymentId: str(r[9]) },
-    });
-    summaries.add(s);
-    return s;
+    if (r.length !== 10) throw new Error("a summary row has the wrong number of columns");
+    return summary(r[0]!, num(r[1]!), num(r[2]!), timestamp(r[3]!), timestamp(r[4]!), timestamp(r[5]!), r[6]!, r[7]!, r[8]!, r[9]!);
   },
 };
 
-function time(t: Timestamp | undefined): [string, number] | null {
-  return t ? [t.seconds.toString(), t.nanos] : null;
+// "<seconds>.<nanos>", or "" for none.
+function time(t: Timestamp | undefined): string {
+  return t ? `${t.seconds}.${t.nanos}` : "";
 }
 
-function timestamp(v: unknown): Timestamp | undefined {
-  if (v === null) return undefined;
-  if (!Array.isArray(v) || typeof v[0] !== "string" || typeof v[1] !== "number") throw new Error("bad timestamp in a summary row");
-  return create(TimestampSchema, { seconds: BigInt(v[0]), nanos: v[1] });
+function timestamp(v: string): Timestamp | undefined {
+  if (v === "") return undefined;
+  const m = /^(-?\d{1,19})\.(\d{1,9})$/.exec(v);
+  if (!m) throw new Error("bad timestamp in a summary row");
+  // A Timestamp message is exactly these fields; a literal saves create()'s reflection.
+  return { $typeName: "google.protobuf.Timestamp", seconds: BigInt(m[1]!), nanos: Number(m[2]) };
 }
 
-function str(v: unknown): string {
-  if (typeof v !== "string") throw new Error("bad string in a summary row");
-  return v;
-}
-
-function num(v: unknown): number {
-  if (typeof v !== "number") throw new Error("bad number in a summary row");
-  return v;
+function num(v: string): number {
+  if (!/^\d{1,10}$/.test(v)) throw new Error("bad number in a summary row");
+  return Number(v);
 }

@@ -95,7 +95,9 @@ export class ResourceIndex {
     const tenant = filter.tenantId;
     const terms = filter.labelSelector ?? [];
     const since = filter.sinceRevision === undefined ? undefined : filter.sinceRevision.toString();
+    const phases = filter.deploymentPhases;
     const match = (r: Resource) =>
+      (!phases || (r.currentState?.kind.case === "deployment" && phases.includes(r.currentState.kind.value.phase))) &&
       (!type || r.resourceType === type) &&
       (filter.includeDeleted === true || r.deletion === undefined) &&
       (!tenant || tenantOf(r) === tenant) &&

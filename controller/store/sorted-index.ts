@@ -15,6 +15,12 @@ export function timestampKey(ts: Timestamp | undefined): string {
   return s.toString().padStart(12, "0") + nanos.toString().padStart(9, "0");
 }
 
+/** The time a timestampKey stands for, to the millisecond (clamped keys give the clamped time). */
+export function timestampKeyDate(key: string): Date {
+  const seconds = BigInt(key.slice(0, 12)) - SECONDS_OFFSET;
+  return new Date(Number(seconds) * 1000 + Math.floor(Number(key.slice(12, 21)) / 1e6));
+}
+
 /** Joins tuple parts into one key; NUL sorts below every id character. */
 export function tupleKey(...parts: string[]): string {
   return parts.join("\0");
@@ -29,13 +35,25 @@ export class SortedIndex<T> {
     return this.keys.length;
   }
 
-  /** Replaces the contents with `entries` (any order; the last value wins for a repeated key). */
-  load(entries: Array<[string, T]>): void {
+  /** Replaces the contents with `entries` (any order; the last value wins for a repeated key); returns them sorted. */
+  load(entries: Array<[string, T]>): Array<[string, T]> {
+    if (ascending(entries)) {
+      this.loadSorted(entries);
+      return entries;
+    }
     const byKey = new Map(entries);
-    const sorted = [...byKey.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    // The default sort compares UTF-16 code units, as < does, without a call per comparison.
+    const sorted = [...byKey.keys()].sort();
     // Assigned, not spliced: spreading a large array into splice() overflows the call stack.
     this.keys = sorted;
     this.values = sorted.map((k) => byKey.get(k)!);
+    return sorted.map((k, i) => [k, this.values[i]!]);
+  }
+
+  /** Replaces the contents with `entries`, already in ascending key order with no key repeated. */
+  loadSorted(entries: Array<[string, T]>): void {
+    this.keys = entries.map((e) => e[0]);
+    this.values = entries.map((e) => e[1]);
   }
 
   /** Inserts or replaces the value under `key`. */
@@ -116,4 +134,10 @@ export class SortedIndex<T> {
     }
     return lo;
   }
+}
+
+// True when the keys of `entries` strictly ascend (a summary written in key order loads so).
+function ascending<T>(entries: Array<[string, T]>): boolean {
+  for (let i = 1; i < entries.length; i++) if (!(entries[i - 1]![0] < entries[i]![0])) return false;
+  return true;
 }

@@ -29,6 +29,16 @@ export const LAYOUT = [
   "quarantine",
 ] as const;
 
+/** The day directory (YYYY-MM-DD, UTC) of an event at `at`. */
+export function eventDay(at: Date): string {
+  return at.toISOString().slice(0, 10);
+}
+
+/** An event's file name in its day directory: <compact ts>-<id>.json (20261122T101500123Z-<id>.json). */
+export function eventFileName(at: Date, id: string): string {
+  return `${at.toISOString().replace(/[-:.]/g, "")}-${id}.json`;
+}
+
 /** Builds validated, contained paths under one data directory. */
 export class StorePaths {
   readonly root: string;
@@ -51,9 +61,7 @@ export class StorePaths {
   /** events/YYYY-MM-DD/<compact ts>-<id>.json, dated by the event's own UTC timestamp. */
   event(at: Date, id: string): string {
     if (Number.isNaN(at.getTime())) throw invalid("event timestamp is not a valid date", { field: "timestamp" });
-    const iso = at.toISOString(); // 2026-11-22T10:15:00.123Z
-    const compact = iso.replace(/[-:.]/g, ""); // 20261122T101500123Z
-    return this.inside("events", iso.slice(0, 10), `${compact}-${this.id(id, "event_id")}.json`);
+    return this.inside("events", eventDay(at), eventFileName(at, this.id(id, "event_id")));
   }
 
   /** snapshots/system/latest.json */

@@ -9,7 +9,7 @@
 //   WORK_ORDER_NOT_CLAIMABLE, INVALID_REQUEST); callers never see backend-specific errors.
 // - Ids passed in have already been validated (controller/id-checks.ts) but backends re-check them
 //   before touching a path or a query, as defence in depth.
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { DeploymentPhase, Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
@@ -38,6 +38,11 @@ export interface ResourceFilter extends PageRequest {
   includeDeleted?: boolean;
   /** Only resources whose resource_version is greater than this revision. */
   sinceRevision?: bigint;
+  /**
+   * Only deployments whose current phase is one of these (no other type matches): start-up
+   * recovery looks for the few unsettled ones among a long history without copying them all.
+   */
+  deploymentPhases?: DeploymentPhase[];
 }
 
 /** Options of single-resource reads. */
@@ -199,7 +204,10 @@ export interface Store {
   supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
 
   // --- events (append-only) ----------------------------------------------------------------
-  /** Appends an event; appending the same event id again is a no-op. */
+  /**
+   * Appends an event; appending one again (the same id on the same UTC day of its timestamp) is
+   * a no-op. A caller that may replay an event gives it a fixed id and the same timestamp.
+   */
   appendEvent(event: Event): Promise<void>;
   /** Events ordered by (timestamp, id). */
   listEvents(filter: EventFilter): Promise<Page<Event>>;

@@ -31,8 +31,8 @@ export class WorkOrderIndex {
 
   /** Rebuilds from the orders found on disk (each key computed once: open() loads a whole history). */
   load(orders: WorkOrder[]): void {
-    const keyed = orders.map((o): [string, WorkOrder] => [orderKey(o), o]);
-    this.ordered.load(keyed);
+    // Sorted once: the status and tenant indexes take their entries in that order.
+    const keyed = this.ordered.load(orders.map((o): [string, WorkOrder] => [orderKey(o), o]));
     const byStatus = new Map<WorkOrderStatus, Array<[string, WorkOrder]>>();
     const byTenant = new Map<string, Array<[string, WorkOrder]>>();
     for (const entry of keyed) {
@@ -42,8 +42,8 @@ export class WorkOrderIndex {
       listIn(byTenant, tenantOf(o)).push(entry);
       if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(pendingKey(o), o);
     }
-    for (const [status, entries] of byStatus) this.statusIndex(status).load(entries);
-    for (const [tenant, entries] of byTenant) this.tenantIndex(tenant).load(entries);
+    for (const [status, entries] of byStatus) this.statusIndex(status).loadSorted(entries);
+    for (const [tenant, entries] of byTenant) this.tenantIndex(tenant).loadSorted(entries);
   }
 
   get(id: string): WorkOrder | undefined {
@@ -94,9 +94,9 @@ export class WorkOrderIndex {
     return [...gone];
   }
 
-  /** Every finished order (SUCCESS, FAILED, CANCELLED). */
+  /** Every finished order (SUCCESS, FAILED, CANCELLED), in listing order. */
   *finished(): Generator<WorkOrder> {
-    for (const status of FINISHED) for (const [, o] of this.statusIndex(status).entries()) yield o;
+    for (const [, o] of this.ordered.entries()) if (FINISHED.includes(o.status)) yield o;
   }
 
   /** The pending order for `nodeId` to run next: highest priority, then oldest. */

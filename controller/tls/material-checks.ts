@@ -3,7 +3,6 @@
 // fine. Nothing here reads files or writes them; tls-material.ts does that.
 import { createPrivateKey, X509Certificate, type KeyObject } from "node:crypto";
 import { certificateNames, missingNames, type SubjectName } from "./subject-names.js";
-import { x509 } from "./x509.js";
 
 /** Certificates are replaced once they have less than this left to live. */
 export const RENEW_BEFORE_DAYS = 30;
@@ -58,7 +57,7 @@ export function checkServer(server: StoredPair, caPem: string, names: readonly S
   if (!loaded.cert.checkIssued(ca) || !loaded.cert.verify(ca.publicKey)) return { ok: false, reason: "not-signed-by-ca" };
   const validity = checkValidity(server.cert!, now);
   if (!validity.ok) return validity;
-  const missing = missingNames(names, certificateNames(new x509.X509Certificate(server.cert!)));
+  const missing = missingNames(names, certificateNames(loaded.cert));
   return missing.length > 0 ? { ok: false, reason: "names-not-covered", missing } : { ok: true };
 }
 
@@ -82,8 +81,11 @@ function loadPair(pair: StoredPair): { cert: X509Certificate; key: KeyObject } |
 }
 
 function checkValidity(certPem: string, now: Date): PairCheck {
-  const cert = new x509.X509Certificate(certPem);
-  if (cert.notBefore.getTime() > now.getTime()) return { ok: false, reason: "not-yet-valid" };
-  if (cert.notAfter.getTime() - now.getTime() < RENEW_BEFORE_MS) return { ok: false, reason: "expiring" };
+  const cert = new X509Certificate(certPem);
+  // "Nov 23 22:26:53 2036 GMT", as OpenSSL prints it.
+  const notBefore = Date.parse(cert.validFrom);
+  const notAfter = Date.parse(cert.validTo);
+  if (Number.isNaN(notBefore) || notBefore > now.getTime()) return { ok: false, reason: "not-yet-valid" };
+  if (Number.isNaN(notAfter) || notAfter - now.getTime() < RENEW_BEFORE_MS) return { ok: false, reason: "expiring" };
   return { ok: true };
 }

@@ -2,9 +2,9 @@
 // certificate are both reduced to one canonical form (lower-case DNS names without a trailing
 // dot, compressed IPv6), so "is every requested name covered?" is a plain set lookup and a
 // renewal is not triggered by spelling alone.
+import type { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { TlsError } from "./tls-error.js";
-import { x509 } from "./x509.js";
 
 /** One subjectAltName entry: a DNS name or an IP address, canonical. */
 export interface SubjectName {
@@ -54,13 +54,25 @@ export function requestedNames(hostnames: readonly string[], machineHostname: st
   return dedupe(names);
 }
 
-/** The DNS and IP entries of a certificate's subjectAltName, canonical; other kinds are ignored. */
-export function certificateNames(cert: x509.X509Certificate): SubjectName[] {
-  const san = cert.getExtension(x509.SubjectAlternativeNameExtension);
+/**
+ * The DNS and IP entries of a certificate's subjectAltName, canonical; other kinds are ignored.
+ * Read from node:crypto's rendering ("DNS:a, IP Address:127.0.0.1"; a value with special
+ * characters in JSON quotes), so checking stored material at start needs no X.509 library.
+ */
+export function certificateNames(cert: X509Certificate): SubjectName[] {
   const names: SubjectName[] = [];
-  for (const n of san?.names.items ?? []) {
-    if (n.type !== "dns" && n.type !== "ip") continue;
-    const parsed = parseSubjectName(n.value);
+  const entry = /(?:^|, )(DNS|IP Address|[^:,]+):("(?:[^"\\]|\\.)*"|[^,]*)/g;
+  for (const m of (cert.subjectAltName ?? "").matchAll(entry)) {
+    if (m[1] !== "DNS" && m[1] !== "IP Address") continue;
+    let value = m[2]!;
+    if (value.startsWith('"')) {
+      try {
+        value = JSON.parse(value) as string;
+      } catch {
+        continue;
+      }
+    }
+    const parsed = parseSubjectName(value);
     if (parsed) names.push(parsed);
   }
   return names;

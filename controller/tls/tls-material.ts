@@ -13,7 +13,7 @@
 import { X509Certificate } from "node:crypto";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import { createCa, issueServerCert, type PemPair } from "./certificate-issuer.js";
+import type { PemPair } from "./certificate-issuer.js";
 import { checkCa, checkServer, type StoredPair } from "./material-checks.js";
 import { ensurePrivateDir, readIfExists, removeTempFiles, tightenKeyMode, writeFileAtomic } from "./pem-files.js";
 import { formatName, requestedNames, type SubjectName } from "./subject-names.js";
@@ -82,6 +82,8 @@ async function ensureGenerated(dir: string, names: SubjectName[], now: Date, onI
     ca = storedCa as PemPair;
     await tightenKey(files.caKey, onInfo);
   } else {
+    // Loaded only to issue: the X.509 library is most of the controller's module loading.
+    const { createCa } = await import("./certificate-issuer.js");
     ca = await createCa(now);
     // Key first: a crash between the two writes leaves a mismatched pair, which the next start
     // detects and replaces, rather than a certificate whose key was never written.
@@ -102,6 +104,7 @@ async function ensureGenerated(dir: string, names: SubjectName[], now: Date, onI
     await tightenKey(files.serverKey, onInfo);
     onInfo("reusing the TLS server certificate", certFacts(server.cert, files.serverCert));
   } else {
+    const { issueServerCert } = await import("./certificate-issuer.js");
     server = await issueServerCert(ca, names, now);
     await writeFileAtomic(files.serverKey, server.key, 0o600);
     await writeFileAtomic(files.serverCert, server.cert, 0o644);
