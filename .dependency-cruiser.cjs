@@ -13,6 +13,7 @@ const CONTROLLER_LAYERS = [
   ["resources", "^controller/resources/"],
   ["snapshots", "^controller/snapshots/"],
   ["nodes", "^controller/nodes/"],
+  ["rollouts", "^controller/rollouts/"],
   ["reconcile", "^controller/reconcile/"],
   ["dispatch", "^controller/dispatch/"],
   ["services", "^controller/services/"],
