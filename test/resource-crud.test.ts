@@ -7,6 +7,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { RolloutPolicySchema } from "../gen/skipper/v1/rollout_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
 
@@ -105,6 +106,20 @@ describe("references", () => {
       expect(err.details.field).toBe(field);
     }
     expect((await rpcError(api().getResource({ resourceType: "service", id: "ref-s1" }))).code).toBe("RESOURCE_NOT_FOUND");
+  });
+
+  it("a tenant with a rollout policy is refused until rollouts are acted on, and nothing is stored", async () => {
+    const t = tenant("rollout-t");
+    if (t.desiredState?.kind.case === "tenant") {
+      t.desiredState.kind.value.rollout = create(RolloutPolicySchema, {
+        waves: [{ name: "canary", nodeSelector: { ring: "canary" } }],
+        maxParallel: 1,
+      });
+    }
+    const err = await rpcError(put(t));
+    expect(err.code).toBe("INVALID_REQUEST");
+    expect(err.details.field).toBe("desired_state.tenant.rollout");
+    expect((await rpcError(api().getResource({ resourceType: "tenant", id: "rollout-t" }))).code).toBe("RESOURCE_NOT_FOUND");
   });
 
   it("a network of another tenant cannot be used", async () => {

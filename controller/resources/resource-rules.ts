@@ -52,6 +52,13 @@ export function checkReferences(spec: ResourceSpec): void {
       k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
       checkSafety(k.value.safety, "desired_state.tenant.safety");
+      // The rollout policy is in the contract, and its planner exists (rollouts/), but nothing
+      // acts on it yet: refused rather than silently ignored, until it does (issue 19).
+      if (k.value.rollout) {
+        throw invalid("desired_state.tenant.rollout is not acted on yet: progressive rollouts are still being built", {
+          field: "desired_state.tenant.rollout",
+        });
+      }
       break;
     case "service":
       ref(k.value.tenantId, "desired_state.service.tenant_id");

@@ -488,8 +488,9 @@ export type TenantSpec = Message<"skipper.v1.TenantSpec"> & {
 
   /**
    * How a change of the rendered spec reaches the nodes: waves, nodes at once, bake time,
-   * deadline, failure budget. Unset: every node at once, as without rollouts. (Recorded in the
-   * contract; the reconciler does not act on it yet.)
+   * deadline, failure budget. Unset: every node at once, as without rollouts. Not acted on yet:
+   * a tenant that sets it is refused with INVALID_REQUEST (field desired_state.tenant.rollout)
+   * until the reconciler follows it.
    *
    * @generated from field: skipper.v1.RolloutPolicy rollout = 7;
    */
