@@ -55,13 +55,20 @@ async function main(): Promise<void> {
     tls = { cert: material.cert, key: material.key };
     caFile = material.caFile;
   }
-  const serving = await serve(controller.handler, {
-    host: config.host,
-    port: config.port,
-    tls,
-    limits: definedOnly(config.limits),
-    onRefusedConnection: refusalReporter(logger),
-  });
+  let serving: Awaited<ReturnType<typeof serve>>;
+  try {
+    serving = await serve(controller.handler, {
+      host: config.host,
+      port: config.port,
+      tls,
+      limits: definedOnly(config.limits),
+      onRefusedConnection: refusalReporter(logger),
+    });
+  } catch (e) {
+    // The token minted by this start is stored (as a hash) already: shown now, or never.
+    if (controller.generatedAdminToken) printAdminToken(controller.generatedAdminToken);
+    throw new Error(`cannot listen on ${config.host}:${config.port}: ${(e as Error).message}`);
+  }
   logger.info(
     {
       action: "listen",
@@ -87,10 +94,11 @@ async function main(): Promise<void> {
   } else if (caFile) {
     logger.info({ action: "tls", metadata: { ca_file: caFile } }, `clients trust the controller with: --cacert ${caFile}`);
   }
-  if (controller.generatedAdminToken) {
-    // Printed once, straight to the terminal; never through the logger (logs are kept on disk).
-    process.stdout.write(
-      `\nAdmin token (shown only now; stored as a SHA-256 hash):\n  export SKIPPER_ADMIN_TOKEN=${controller.generatedAdminToken}\n\n`,
+  if (controller.generatedAdminToken) printAdminToken(controller.generatedAdminToken);
+  else if (!config.adminToken) {
+    logger.info(
+      { action: "auth", metadata: { admin_token: "stored hash" } },
+      "admin calls take the token printed at first start (SKIPPER_ADMIN_TOKEN); lost it? restart with --reset-admin-token",
     );
   }
 
@@ -135,4 +143,9 @@ function refusalReporter(logger: Logger): (address: string, cap: string) => void
       );
     }, 60_000).unref();
   };
+}
+
+// Printed once, straight to the terminal; never through the logger (logs are kept on disk).
+function printAdminToken(token: string): void {
+  process.stdout.write(`\nAdmin token (shown only now; stored as a SHA-256 hash):\n  export SKIPPER_ADMIN_TOKEN=${token}\n\n`);
 }

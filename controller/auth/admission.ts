@@ -19,7 +19,14 @@ export async function admit(authenticator: Authenticator, method: DescMethod, he
 /** Throws unless `p` holds the access a call needs (a node's own-id checks are the handler's). */
 export function authorize(access: Access, p: Principal): void {
   if (access === "public") return;
-  if (p.kind === "anonymous") throw unauthorized();
+  if (p.kind === "anonymous") {
+    // Say what would do: the commonest case is a new shell without the admin token.
+    throw unauthorized(
+      access === "node"
+        ? "missing or invalid credentials: send the node's token as Authorization: Bearer <token>"
+        : "missing or invalid credentials: send the admin token (printed once at the controller's first start; `--reset-admin-token` mints a new one) as x-admin-token or Authorization: Bearer",
+    );
+  }
   if (access === "admin" && p.kind !== "admin") throw forbidden("this call needs the admin token");
   if (access === "node" && p.kind !== "node") throw forbidden("this call needs a node token");
 }
