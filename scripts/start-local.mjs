@@ -86,6 +86,7 @@ if (!existsSync(tokenFile)) {
 
 // 3. A Docker engine for the agent, when none is configured.
 const env = { ...process.env };
+const PRIVATE_ENGINE = "unix:///tmp/skipper-docker/docker.sock";
 if (!env.DOCKER_HOST) {
   try {
     const out = execFileSync(join(root, "scripts/docker-engine.sh"), ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
@@ -95,6 +96,16 @@ if (!env.DOCKER_HOST) {
     say("no Docker engine available; the agent will report that in its heartbeat");
   }
 }
+if (env.DOCKER_HOST) say(`the agent deploys to the Docker engine at ${env.DOCKER_HOST} (export DOCKER_HOST=${env.DOCKER_HOST} to look at it)`);
+// What outlives Ctrl-C: deployed containers keep running (stopping a control plane does not stop
+// what it deployed), and so does a private engine started here. Say how to stop them.
+controller.on("exit", () => {
+  if (env.DOCKER_HOST === PRIVATE_ENGINE) {
+    say("the private Docker engine and what it runs (e.g. the example on :8081) are still running; stop them with: scripts/docker-engine.sh stop");
+  } else if (env.DOCKER_HOST) {
+    say(`containers deployed to ${env.DOCKER_HOST} are still running; remove a tenant through the API to take them down`);
+  }
+});
 
 // 4. The agent. Its allow-list (what execute_command orders may run) holds two read-only
 // programs for the README's examples unless SKIPPY_ALLOW_COMMANDS says otherwise.
