@@ -131,6 +131,7 @@ try {
     children.push(agent.child);
     await new Promise((r) => setTimeout(r, 1500));
     const samples = Number(values.samples ?? defaultSamples);
+    console.error(`bench:agent: ${label}: measuring ${samples} dispatches...`);
     const latencies: number[] = [];
     for (let i = 0; i < samples; i++) {
       await new Promise((r) => setTimeout(r, Math.random() * intervalMs)); // land anywhere in the poll cycle
@@ -158,6 +159,7 @@ try {
       }
     }
     latencies.sort((a, b) => a - b);
+    console.error(`bench:agent: ${label}: ${samples} samples, p50 ${percentile(latencies, 50)} ms`);
     rows.push(
       `| ${label.padEnd(21)} | ${String(samples).padStart(7)} | ${String(percentile(latencies, 50)).padStart(6)} | ${String(percentile(latencies, 99)).padStart(6)} |`,
     );
@@ -165,6 +167,7 @@ try {
 
     if (w === 0) {
       const idleS = Number(values.idle);
+      console.error(`bench:agent: measuring the idle agent for ${idleS} s...`);
       await new Promise((r) => setTimeout(r, 3000));
       const a = procStats(agent.child.pid!);
       await new Promise((r) => setTimeout(r, idleS * 1000));

@@ -259,17 +259,29 @@ try {
   };
   const pool = phases.has("apply") ? Number(values.pool) : 0;
   const setupStart = performance.now();
+  // Setup takes minutes with the default pool: say how far it is, every 10 s.
+  const total = concurrency * (pool + 1);
+  let created = 0;
+  console.error(`setup: creating and converging ${total} tenants for the apply phase (--pool ${pool} per client)...`);
+  const progress = setInterval(() => {
+    console.error(`setup: ${created} of ${total} tenants created (${((performance.now() - setupStart) / 1000).toFixed(0)} s)`);
+  }, 10_000);
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
       const resources = clientFor(ResourceService, ctl.url, ca, admin);
       await resources.createResource({ resourceType: "tenant", resource: benchTenant(w) });
-      for (let k = 0; k < pool; k++) await resources.createResource({ resourceType: "tenant", resource: benchTenant(w, k) });
+      created++;
+      for (let k = 0; k < pool; k++) {
+        await resources.createResource({ resourceType: "tenant", resource: benchTenant(w, k) });
+        created++;
+      }
       // The reconciler issues the first orders right after each create; wait for them all.
       while ((await nodes[w]!.heartbeat({ nodeId: `bench-node-${w}` })).pendingWorkOrders < pool + 1)
         await new Promise((r) => setTimeout(r, 50));
       while (await finishOne(w));
     }),
   );
+  clearInterval(progress);
   console.error(
     `setup: ${concurrency} nodes, ${concurrency * (pool + 1)} converged tenants in ${((performance.now() - setupStart) / 1000).toFixed(1)} s`,
   );
