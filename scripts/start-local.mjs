@@ -96,12 +96,15 @@ if (!env.DOCKER_HOST) {
     say("no Docker engine available; the agent will report that in its heartbeat");
   }
 }
-if (env.DOCKER_HOST) say(`the agent deploys to the Docker engine at ${env.DOCKER_HOST} (export DOCKER_HOST=${env.DOCKER_HOST} to look at it)`);
+if (env.DOCKER_HOST)
+  say(`the agent deploys to the Docker engine at ${env.DOCKER_HOST} (export DOCKER_HOST=${env.DOCKER_HOST} to look at it)`);
 // What outlives Ctrl-C: deployed containers keep running (stopping a control plane does not stop
 // what it deployed), and so does a private engine started here. Say how to stop them.
 controller.on("exit", () => {
   if (env.DOCKER_HOST === PRIVATE_ENGINE) {
-    say("the private Docker engine and what it runs (e.g. the example on :8081) are still running; stop them with: scripts/docker-engine.sh stop");
+    say(
+      "the private Docker engine and what it runs (e.g. the example on :8081) are still running; stop them with: scripts/docker-engine.sh stop",
+    );
   } else if (env.DOCKER_HOST) {
     say(`containers deployed to ${env.DOCKER_HOST} are still running; remove a tenant through the API to take them down`);
   }
