@@ -162,6 +162,24 @@ describe("planTarget", () => {
     expect(planTarget(facts({ desired: other, record: failed(MAX_FAILURES, ago(1)) })).actions).toHaveLength(1);
   });
 
+  it("a failure the spec gets every time (COMPOSE_INVALID) is ORDER_FAILED at once, without retries", () => {
+    const invalid = create(TargetStatusSchema, {
+      nodeId: "n1",
+      failedHash: rendered.specHash,
+      failures: 1,
+      retryAt: timestampFromDate(ago(1)),
+      lastWorkOrderId: "o1",
+      lastResultCode: "COMPOSE_INVALID",
+    });
+    const plan = planTarget(facts({ desired: rendered, record: invalid }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.ORDER_FAILED);
+    expect(plan.verdict.message).toContain("COMPOSE_INVALID");
+    // A new desired state is tried.
+    const other = renderProject(input([service("web", { env: { A: "2" } })]));
+    expect(planTarget(facts({ desired: other, record: invalid })).actions).toHaveLength(1);
+  });
+
   it("removes what runs where nothing should, then forgets the target", () => {
     const plan = planTarget(facts({ record: applied() }));
     expect(plan.actions).toEqual([{ kind: "remove", nodeId: "n1", projectName: "shop" }]);

@@ -19,6 +19,11 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { RenderedProject } from "./render-project.js";
 
 export const MAX_FAILURES = 5;
+/**
+ * Result codes that the same spec on the same node gets every time (the agent refused the file
+ * itself): retrying cannot help, so the first one is ORDER_FAILED.
+ */
+export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["COMPOSE_INVALID"]);
 /** Marks failures of removal orders in TargetStatus.failed_hash. */
 export const REMOVAL_HASH = "removal";
 
@@ -173,6 +178,13 @@ export function planTarget(f: TargetFacts): TargetPlan {
 function backoff(rec: TargetStatus | undefined, hash: string, now: Date): TargetVerdict | undefined {
   if (!rec || rec.failedHash !== hash || rec.failures <= 0) return undefined;
   const last = rec.lastResultCode || "a failure";
+  if (DETERMINISTIC_FAILURES.has(rec.lastResultCode)) {
+    return {
+      status: ConvergenceStatus.ORDER_FAILED,
+      message: `order ${rec.lastWorkOrderId} failed with ${last}, which this spec gets every time; change the desired state or Apply to try again`,
+      workOrderId: rec.lastWorkOrderId,
+    };
+  }
   if (rec.failures >= MAX_FAILURES) {
     return {
       status: ConvergenceStatus.ORDER_FAILED,
