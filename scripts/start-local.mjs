@@ -6,7 +6,7 @@
 // Docker: when DOCKER_HOST is unset and no engine answers on /var/run/docker.sock, this starts a
 // private engine with scripts/docker-engine.sh (root only). Without an engine the agent still
 // runs and reports in its heartbeat why it cannot deploy.
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -84,29 +84,31 @@ if (!existsSync(tokenFile)) {
   }
 }
 
-// 3. A Docker engine for the agent, when none is configured.
+// 3. A Docker engine for the agent, when none is configured. A private engine this start
+// started is stopped again when it ends, with the containers it runs (the example's included).
 const env = { ...process.env };
-const PRIVATE_ENGINE = "unix:///tmp/skipper-docker/docker.sock";
+const engineScript = join(root, "scripts/docker-engine.sh");
+let startedEngine = false;
 if (!env.DOCKER_HOST) {
-  try {
-    const out = execFileSync(join(root, "scripts/docker-engine.sh"), ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
-    const host = /DOCKER_HOST=(\S+)/.exec(out)?.[1];
-    if (host) env.DOCKER_HOST = host;
-  } catch {
+  const r = spawnSync(engineScript, ["start"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  process.stderr.write(r.stderr ?? "");
+  const host = /DOCKER_HOST=(\S+)/.exec(r.stdout ?? "")?.[1];
+  if (r.status === 0 && host) {
+    env.DOCKER_HOST = host;
+    startedEngine = /starting dockerd/.test(r.stderr ?? "");
+  } else {
     say("no Docker engine available; the agent will report that in its heartbeat");
   }
 }
 if (env.DOCKER_HOST)
   say(`the agent deploys to the Docker engine at ${env.DOCKER_HOST} (export DOCKER_HOST=${env.DOCKER_HOST} to look at it)`);
-// What outlives Ctrl-C: deployed containers keep running (stopping a control plane does not stop
-// what it deployed), and so does a private engine started here. Say how to stop them.
 controller.on("exit", () => {
-  if (env.DOCKER_HOST === PRIVATE_ENGINE) {
-    say(
-      "the private Docker engine and what it runs (e.g. the example on :8081) are still running; stop them with: scripts/docker-engine.sh stop",
-    );
+  if (startedEngine) {
+    say("stopping the private Docker engine this start started, and the containers it runs");
+    spawnSync(engineScript, ["stop"], { stdio: "inherit" });
   } else if (env.DOCKER_HOST) {
-    say(`containers deployed to ${env.DOCKER_HOST} are still running; remove a tenant through the API to take them down`);
+    // Stopping a control plane does not stop what it deployed on an engine it did not start.
+    say(`containers deployed to ${env.DOCKER_HOST} are still running; delete the tenant through the API to take them down`);
   }
 });
 
