@@ -100,9 +100,12 @@ export class LivenessMonitor {
         const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
         if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {
           // A stored heartbeat time can lag the last beat (quiet beats are written at most every
-          // 30 s), and none arrived while this controller was down: judge nodes from no earlier
-          // than now, so a restart does not mark live nodes degraded before they can beat again.
-          const at = Math.max(timestampDate(st.lastHeartbeatAt).getTime(), this.deps.now().getTime());
+          // 60 s), and none arrived while this controller was down: judge online nodes from no
+          // earlier than now, so a restart does not mark live nodes degraded before they can beat
+          // again. A node already degraded or offline keeps its last beat: only a heartbeat
+          // brings it back (a restart used to mark offline nodes online, with a node_online event).
+          const stored = timestampDate(st.lastHeartbeatAt).getTime();
+          const at = st.liveness === NodeLiveness.ONLINE ? Math.max(stored, this.deps.now().getTime()) : stored;
           this.beats.set(node.id, { at, intervalMs: Number(st.heartbeatIntervalMs), liveness: st.liveness });
         }
       }
