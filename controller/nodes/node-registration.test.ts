@@ -2,7 +2,7 @@
 // over the in-memory transport: a token is shown once and stored only as its hash, a second
 // registration cannot take over a node, and a rotated token stops working at once.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import { hashToken } from "../auth/tokens.js";
@@ -49,6 +49,26 @@ describe("registering a node", () => {
 });
 
 describe("rotating a node's token", () => {
+  it("a registration retried with its idempotency key gets a working token, not CONFLICT, and keeps none on disk", async () => {
+    const key = { headers: { "x-idempotency-key": "register-n9-once" } };
+    const first = await nodes().registerNode({ nodeId: "n9", labels: { env: "dev" } }, key);
+    // The answer was lost: the same request again, same key.
+    const retry = await nodes().registerNode({ nodeId: "n9", labels: { env: "dev" } }, key);
+    expect(retry.node?.id).toBe("n9");
+    expect(retry.token).not.toBe(first.token);
+    expect(retry.token.startsWith("[")).toBe(false);
+    await beatAs(retry.token, "n9");
+    expect((await rpcError(beatAs(first.token, "n9"))).code).toBe("UNAUTHORIZED");
+    // The same key with another body is CONFLICT; without a key a second registration still is.
+    expect((await rpcError(nodes().registerNode({ nodeId: "n9" }, key))).code).toBe("CONFLICT");
+    expect((await rpcError(nodes().registerNode({ nodeId: "n9", labels: { env: "dev" } }))).code).toBe("CONFLICT");
+    // Neither token is stored in the clear.
+    await c.ctl.reconciler.idle();
+    const files = (await readdir(c.dataDir, { recursive: true, withFileTypes: true })).filter((e) => e.isFile());
+    const raw = (await Promise.all(files.map((e) => readFile(join(e.parentPath, e.name), "utf8")))).join("\n");
+    expect(raw.includes(first.token) || raw.includes(retry.token)).toBe(false);
+  });
+
   it("invalidates the old token at once and the new one works", async () => {
     const { token: old } = await nodes().registerNode({ nodeId: "n1" });
     const { token: fresh } = await nodes().rotateNodeToken({ nodeId: "n1" });

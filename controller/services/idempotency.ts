@@ -1,4 +1,4 @@
-// x-idempotency-key for mutating RPCs that create something (Apply, CreateWorkOrder): a retry
+// x-idempotency-key for mutating RPCs that create something (Apply, CreateWorkOrder, RegisterNode): a retry
 // with the same key and body replays the first response and creates nothing; the same key with
 // another body is a CONFLICT. Keys are scoped to the method and the caller's kind, and only a
 // hash of the key is stored; records expire after a day. A replayed response carries no secret
@@ -12,7 +12,11 @@ import { redact } from "../../common/logging/redact.js";
 
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** Runs `create` once per idempotency key (when the call carries one). */
+/**
+ * Runs `create` once per idempotency key (when the call carries one). A retry gets the stored
+ * response, or, with `replay`, what `replay` makes of it: for a response whose secret the store
+ * must not keep (a node's new token), the retry is answered with a fresh one instead.
+ */
 export async function idempotent<Req extends DescMessage, Res extends DescMessage>(
   deps: Pick<ServiceDeps, "store" | "locks" | "now">,
   call: CallInfo,
@@ -20,6 +24,7 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
   schemas: { request: Req; response: Res },
   req: MessageShape<Req>,
   create: () => Promise<MessageShape<Res>>,
+  replay?: (stored: MessageShape<Res>) => Promise<MessageShape<Res>>,
 ): Promise<MessageShape<Res>> {
   const key = call.idempotencyKey;
   if (key === undefined) return create();
@@ -31,7 +36,8 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     if (prior) {
       if (prior.requestHash !== requestHash)
         throw conflict("x-idempotency-key was already used with a different request body", { field: "x-idempotency-key" });
-      return fromJson(schemas.response, prior.response as never, { ignoreUnknownFields: true });
+      const stored = fromJson(schemas.response, prior.response as never, { ignoreUnknownFields: true });
+      return replay ? replay(stored) : stored;
     }
     const res = await create();
     await deps.store.putIdempotencyRecord({

@@ -1,8 +1,9 @@
 // NodeService: admins register nodes and rotate their tokens; each node heartbeats, asks for its
 // next work order and reports observed state, always about itself only.
 import type { ServiceImpl } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import { RegisterNodeRequestSchema, RegisterNodeResponseSchema, type NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { forbidden, notFound } from "../errors.js";
@@ -12,6 +13,7 @@ import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
 import { recordReports } from "../nodes/state-reports.js";
 import type { ServiceDeps } from "./deps.js";
+import { idempotent } from "./idempotency.js";
 
 // An open WatchWorkOrders stream gets a keepalive this often when nothing happens: under the 60 s
 // idle timeout common to proxies and load balancers, and rare enough to cost little at 1,000 streams.
@@ -38,8 +40,25 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
   return {
     async registerNode(req, ctx) {
       const nodeId = checkId(req.nodeId, "node_id");
-      const { node, token } = await registerNode(deps, nodeId, req, traceOf(callInfo(ctx)));
-      return { meta: responseMeta(ctx), node, token };
+      const call = callInfo(ctx);
+      const res = await idempotent(
+        deps,
+        call,
+        "NodeService/RegisterNode",
+        { request: RegisterNodeRequestSchema, response: RegisterNodeResponseSchema },
+        req,
+        async () => {
+          const { node, token } = await registerNode(deps, nodeId, req, traceOf(call));
+          return create(RegisterNodeResponseSchema, { node, token });
+        },
+        // The token is stored only as a hash: a retry whose first answer was lost gets a new one
+        // (the first, never received, stops working), and the node as it is now.
+        async () => {
+          const token = await rotateNodeToken(deps, nodeId, traceOf(call));
+          return create(RegisterNodeResponseSchema, { node: await store.getResource("node", nodeId), token });
+        },
+      );
+      return { ...res, meta: responseMeta(ctx) };
     },
 
     async rotateNodeToken(req, ctx) {
