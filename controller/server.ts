@@ -205,11 +205,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     if (rpc(req, res)) return;
     rest.handle(req, res).then(
       (handled: boolean) => {
-        if (!handled) notFound(res);
+        if (!handled) rest.unrouted(req, res, 404);
       },
       (err: unknown) => {
         logger.error({ action: "rest", result: "INTERNAL_ERROR", err }, "REST handler failed");
-        if (!res.headersSent) notFound(res, 500);
+        if (!res.headersSent) rest.unrouted(req, res, 500);
       },
     );
   };
@@ -250,18 +250,4 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       await store.close();
     },
   };
-}
-
-function notFound(res: http.ServerResponse | http2.Http2ServerResponse, status = 404): void {
-  const code = status === 404 ? "RESOURCE_NOT_FOUND" : "INTERNAL_ERROR";
-  const body = JSON.stringify({
-    schema_version: "v1",
-    request_id: "",
-    correlation_id: "",
-    data: null,
-    error: { code, message: status === 404 ? "no such route" : "internal error", details: {} },
-    metadata: { timestamp: new Date().toISOString() },
-  });
-  (res as http.ServerResponse).writeHead(status, { "content-type": "application/json" });
-  res.end(body);
 }

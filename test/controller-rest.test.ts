@@ -53,6 +53,16 @@ describe("REST routes", () => {
     expect(Number(listed.body.data.revision)).toBeGreaterThan(0);
   });
 
+  it("a path outside every route is a 404 envelope with the request's ids, in the body and the headers", async () => {
+    const mine = await call("GET", "/nothing/here", { headers: { "x-request-id": "lost-1" } });
+    expect(mine.status).toBe(404);
+    expect(mine.body).toMatchObject({ request_id: "lost-1", correlation_id: "lost-1", data: null, error: { code: "RESOURCE_NOT_FOUND" } });
+    expect(mine.headers.get("x-request-id")).toBe("lost-1");
+    const fresh = await call("GET", "/favicon.ico", { headers: {} });
+    expect(fresh.body.request_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(fresh.headers.get("x-request-id")).toBe(fresh.body.request_id);
+  });
+
   it("GET /health and /v1/health answer without credentials in the seed envelope", async () => {
     for (const path of ["/health", "/v1/health"]) {
       const r = await call("GET", path, { headers: { "x-request-id": "rest-h-1" } });

@@ -50,6 +50,8 @@ export interface RestHandler {
   describe(): RouteDescription[];
   /** Answers a REST request; false when the path is neither a route nor under /v1 or /health. */
   handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): Promise<boolean>;
+  /** Answers a request nothing else served (404), or one that failed unexpectedly (500), with an envelope and its ids. */
+  unrouted(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, status: 404 | 500): void;
 }
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -76,6 +78,14 @@ export function createRestHandler(opts: RestHandlerOptions): RestHandler {
     routes,
     describe: () => describeRoutes(routes),
     handle: (req, res) => handle(ctx, req, res as Response),
+    unrouted: (req, res, status) => {
+      const ids = traceIdsOf(req.headers);
+      const error: EnvelopeError =
+        status === 404
+          ? { code: "RESOURCE_NOT_FOUND", message: "no such route", details: { path: clip((req.url ?? "/").split("?")[0]!) } }
+          : { code: "INTERNAL_ERROR", message: "internal error", details: {} };
+      send(res as Response, status, ids, envelope(ids, null, error));
+    },
   };
 }
 
