@@ -193,6 +193,26 @@ describe("partial updates", () => {
   });
 });
 
+describe("deployments", () => {
+  it("are records: an update or a delete through the API is INVALID_REQUEST and changes nothing", async () => {
+    await put(tenant("dep-t"));
+    const stored = await tc.controller.store.createResource(
+      create(ResourceSchema, {
+        id: "dep-t-1",
+        resourceType: "deployment",
+        desiredState: { kind: { case: "deployment", value: { tenantId: "dep-t" } } },
+      }),
+    );
+    const update = await rpcError(api().updateResource({ resourceType: "deployment", id: "dep-t-1", desiredState: stored.desiredState }));
+    expect(update.code).toBe("INVALID_REQUEST");
+    expect(update.details.field).toBe("resource_type");
+    const del = await rpcError(api().deleteResource({ resourceType: "deployment", id: "dep-t-1" }));
+    expect(del.code).toBe("INVALID_REQUEST");
+    const after = (await api().getResource({ resourceType: "deployment", id: "dep-t-1" })).resource!;
+    expect(after.metadata?.resourceVersion).toBe(stored.metadata?.resourceVersion);
+  });
+});
+
 describe("delete", () => {
   it("refuses while referenced, names the referrers, and changes nothing", async () => {
     await put(tenant("del-t"));

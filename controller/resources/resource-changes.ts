@@ -116,9 +116,21 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
 }
 
 /** Updates desired state, labels and annotations (whole, or the fields of update_mask), at resource_version when given. */
+// A deployment is the record of what was done: it is written by the reconciler and Apply, kept
+// for rollback and history, pruned by retention, and never edited or deleted through the API (a
+// rollback to an edited record would restore what was never deployed).
+function refuseDeploymentEdit(type: ResourceType, verb: string): void {
+  if (type === "deployment") {
+    throw invalid(`deployments are immutable records of what was deployed and cannot be ${verb} through the API`, {
+      field: "resource_type",
+    });
+  }
+}
+
 export async function updateResource(deps: ChangeDeps, req: UpdateResourceRequest, trace: Trace): Promise<Change> {
   const { store } = deps;
   const type = checkResourceType(req.resourceType);
+  refuseDeploymentEdit(type, "updated");
   const id = checkId(req.id, "id");
   const before = await store.getResource(type, id);
   if (!before) throw notFound(type, id);
@@ -185,6 +197,7 @@ export async function deleteResource(
 ): Promise<Change & { cascaded: string[] }> {
   const { store } = deps;
   const type = checkResourceType(req.resourceType);
+  refuseDeploymentEdit(type, "deleted");
   const id = checkId(req.id, "id");
   const current = await store.getResource(type, id, { includeDeleted: true });
   if (!current) throw notFound(type, id);
