@@ -2,8 +2,10 @@
 // statuses. The RPC interceptor uses it to turn a domain error into a Connect error, and the REST
 // envelope to turn a Connect error (one without a skipper.v1.ApiError detail, e.g. from the
 // router itself) back into a code and a status, so every protocol answers a failure alike.
-import { Code } from "@connectrpc/connect";
-import type { ErrorCode } from "./errors.js";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
+import type { ErrorCode, SkipperError } from "./errors.js";
 
 /** The Connect (and so gRPC) code each error code is sent with. */
 export const CONNECT_CODE: Record<ErrorCode, Code> = {
@@ -51,4 +53,10 @@ export function errorCodeOf(code: Code): ErrorCode {
 /** The HTTP status for an error code; unknown codes count as internal errors. */
 export function httpStatusOf(code: string): number {
   return HTTP_STATUS[code as ErrorCode] ?? 500;
+}
+
+/** A domain error as the Connect error every protocol sends: its code, and the ApiError detail. */
+export function connectErrorOf(e: SkipperError): ConnectError {
+  const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
+  return new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
 }

@@ -7,12 +7,11 @@
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { create } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
 import { callInfoKey, type Principal } from "./context.js";
-import { CONNECT_CODE, errorCodeOf } from "./api-errors.js";
+import { connectErrorOf, errorCodeOf } from "./api-errors.js";
 import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
 import { admit } from "./auth/admission.js";
@@ -86,24 +85,19 @@ async function* mapErrors<T>(messages: AsyncIterable<T>, failure: (e: unknown) =
 
 /** Maps any thrown value to a ConnectError with an ApiError detail. */
 export function toConnectError(e: unknown, log: Logger, action: string): ConnectError {
-  if (isSkipperError(e)) return fromSkipperError(e);
+  if (isSkipperError(e)) return connectErrorOf(e);
   if (e instanceof ConnectError) {
     if (e.findDetails(ApiErrorSchema).length > 0) return e;
     const code = errorCodeOf(e.code);
     if (code === "INTERNAL_ERROR") return internal(e, log, action);
-    return fromSkipperError(new SkipperError(code, e.rawMessage));
+    return connectErrorOf(new SkipperError(code, e.rawMessage));
   }
   return internal(e, log, action);
 }
 
 function internal(e: unknown, log: Logger, action: string): ConnectError {
   log.error({ action, result: "INTERNAL_ERROR", err: e }, "unexpected error");
-  return fromSkipperError(new SkipperError("INTERNAL_ERROR", "internal error; see controller logs for this request id"));
-}
-
-function fromSkipperError(e: SkipperError): ConnectError {
-  const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
-  return new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
+  return connectErrorOf(new SkipperError("INTERNAL_ERROR", "internal error; see controller logs for this request id"));
 }
 
 function traceHeader(h: Headers, name: string): string | undefined {

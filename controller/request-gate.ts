@@ -7,13 +7,11 @@
 import http2 from "node:http2";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { create, type DescMethod } from "@bufbuild/protobuf";
-import { ConnectError } from "@connectrpc/connect";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { codeToHttpStatus, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import type { Logger } from "../common/logging/logger.js";
-import { CONNECT_CODE } from "./api-errors.js";
+import { connectErrorOf } from "./api-errors.js";
 import { admit } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
 import { accessFor } from "./auth/policy.js";
@@ -55,8 +53,7 @@ export function createRequestGate(opts: GateOptions): RequestGate {
  * body is not read (stopReading).
  */
 export function answerError(req: Request, res: Response, e: SkipperError, opts: { unread: boolean }): void {
-  const detail = create(ApiErrorSchema, { code: e.code, message: e.message, details: e.details });
-  const err = new ConnectError(e.message, CONNECT_CODE[e.code], undefined, [{ desc: ApiErrorSchema, value: detail }]);
+  const err = connectErrorOf(e);
   const type = String(req.headers["content-type"] ?? "");
   const headers: Record<string, string> = {};
   let status = 200;
