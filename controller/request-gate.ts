@@ -39,12 +39,27 @@ export function createRequestGate(opts: GateOptions): RequestGate {
     } catch (e) {
       // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.
       if (!isSkipperError(e)) return false;
-      const action = `${method.parent.name}.${method.name}`;
-      opts.logger.warn({ action, result: e.code, metadata: { message: e.message, stage: "before body" } }, `${action} refused: ${e.code}`);
-      answerError(req, res, e, { unread: true });
+      refuseCall(opts.logger, req, res, method, e, { unread: true, stage: "before body" });
       return true;
     }
   };
+}
+
+/** Logs a call refused before it reached the router, and answers it (answerError). */
+export function refuseCall(
+  logger: Logger,
+  req: Request,
+  res: Response,
+  method: DescMethod,
+  e: SkipperError,
+  opts: { unread: boolean; stage: string },
+): void {
+  const action = `${method.parent.name}.${method.name}`;
+  logger.warn(
+    { action, result: e.code, metadata: { message: e.message, stage: opts.stage, ...e.details } },
+    `${action} refused: ${e.code}`,
+  );
+  answerError(req, res, e, opts);
 }
 
 /**

@@ -23,7 +23,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../common/logging/logger.js";
 import { accessFor } from "./auth/policy.js";
 import { SkipperError } from "./errors.js";
-import { answerError, type RequestGate } from "./request-gate.js";
+import { refuseCall, type RequestGate } from "./request-gate.js";
 import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -88,7 +88,8 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
       body = await readBodyBytes(req, limit, { enveloped: type?.enveloped ?? false });
     } catch (e) {
       if (!(e instanceof BodyTooLargeError)) throw e;
-      return refuse(opts, req, res, handler.method, new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit }), true);
+      const tooLarge = new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit });
+      return refuseCall(opts.logger, req, res, handler.method, tooLarge, { unread: true, stage: "body" });
     }
     if (type && !isCompressed(req.headers, type)) {
       const problem = undecodable(handler.method, body, type, opts.jsonOptions);
@@ -96,19 +97,13 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
         const e = new SkipperError("INVALID_REQUEST", `the request is not a valid ${handler.method.input.typeName}: ${problem}`, {
           field: "body",
         });
-        return refuse(opts, req, res, handler.method, e, false);
+        return refuseCall(opts.logger, req, res, handler.method, e, { unread: false, stage: "decode" });
       }
     }
     uReq.body = createAsyncIterable([new Uint8Array(body.buffer, body.byteOffset, body.byteLength)]);
   }
   const uRes = await handler(uReq);
   await universalResponseToNodeResponse(uRes, res);
-}
-
-function refuse(opts: RpcHandlerOptions, req: Request, res: Response, method: DescMethod, e: SkipperError, unread: boolean): void {
-  const action = `${method.parent.name}.${method.name}`;
-  opts.logger.warn({ action, result: e.code, metadata: { message: e.message, ...e.details } }, `${action} refused: ${e.code}`);
-  answerError(req, res, e, { unread });
 }
 
 /** How a request body is framed and encoded, from its content type; undefined when not one of ours. */
