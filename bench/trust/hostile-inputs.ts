@@ -190,77 +190,35 @@ function rpcAttempts(nodeToken: string): Attempt[] {
     for (const method of service.methods) {
       const path = `/v1/${service.typeName}/${method.name}`;
       for (const [cred, auth] of CREDENTIALS(nodeToken)) {
-        const label = (enc: string, body: string) => `${service.name}.${method.name} ${enc} ${cred} ${body}`;
+        // One POST of `body` as `type` (plus `extra` headers), labelled by its encoding and body.
+        const post = (enc: string, what: string, type: string, body: Buffer, extra: Record<string, string> = {}) =>
+          out.push({
+            method: "POST",
+            path,
+            headers: { ...auth, "content-type": type, ...extra },
+            body,
+            label: `${service.name}.${method.name} ${enc} ${cred} ${what}`,
+          });
         const streaming = method.methodKind === "server_streaming";
         for (const [name, body] of garbageBodies()) {
-          const unaryType = streaming ? "application/connect+proto" : "application/proto";
-          out.push({
-            method: "POST",
-            path,
-            headers: { ...auth, "content-type": unaryType },
-            body: streaming ? envelope(body) : body,
-            label: label("connect-proto", name),
-          });
-          out.push({
-            method: "POST",
-            path,
-            headers: { ...auth, "content-type": "application/grpc", te: "trailers" },
-            body: envelope(body),
-            label: label("grpc", name),
-          });
-          out.push({
-            method: "POST",
-            path,
-            headers: { ...auth, "content-type": "application/grpc-web+proto" },
-            body: envelope(body),
-            label: label("grpc-web", name),
-          });
+          post("connect-proto", name, streaming ? "application/connect+proto" : "application/proto", streaming ? envelope(body) : body);
+          post("grpc", name, "application/grpc", envelope(body), { te: "trailers" });
+          post("grpc-web", name, "application/grpc-web+proto", envelope(body));
         }
         for (const [name, text] of jsonBodies()) {
           const body = Buffer.from(text);
-          const type = streaming ? "application/connect+json" : "application/json";
-          out.push({
-            method: "POST",
-            path,
-            headers: { ...auth, "content-type": type },
-            body: streaming ? envelope(body) : body,
-            label: label("connect-json", name),
-          });
+          post("connect-json", name, streaming ? "application/connect+json" : "application/json", streaming ? envelope(body) : body);
         }
-        out.push({
-          method: "POST",
-          path,
-          headers: { ...auth, "content-type": "application/grpc" },
-          body: envelope(Buffer.alloc(16), 5 * 1024 * 1024),
-          label: label("grpc", "announces 5 MiB"),
-        });
-        out.push({
-          method: "POST",
-          path,
-          headers: { ...auth, "content-type": "application/grpc" },
-          body: Buffer.from([0, 0, 0]),
-          label: label("grpc", "truncated prefix"),
-        });
-        out.push({
-          method: "POST",
-          path,
-          headers: { ...auth, "content-type": "application/grpc", "grpc-encoding": "gzip" },
-          body: envelope(Buffer.from("not gzip"), 8, 1),
-          label: label("grpc", "bad gzip"),
-        });
-        out.push({
-          method: "POST",
-          path,
-          headers: { ...auth, "content-type": "text/plain" },
-          body: Buffer.from("hello"),
-          label: label("text/plain", ""),
-        });
+        post("grpc", "announces 5 MiB", "application/grpc", envelope(Buffer.alloc(16), 5 * 1024 * 1024));
+        post("grpc", "truncated prefix", "application/grpc", Buffer.from([0, 0, 0]));
+        post("grpc", "bad gzip", "application/grpc", envelope(Buffer.from("not gzip"), 8, 1), { "grpc-encoding": "gzip" });
+        post("text/plain", "", "text/plain", Buffer.from("hello"));
         out.push({
           method: "GET",
           path: `${path}?encoding=json&message=%7Bbad`,
           headers: { ...auth },
           body: Buffer.alloc(0),
-          label: label("connect-get", "bad message"),
+          label: `${service.name}.${method.name} connect-get ${cred} bad message`,
         });
       }
     }
