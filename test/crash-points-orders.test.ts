@@ -194,35 +194,29 @@ describe("crash points on the order path", () => {
     expect((await eventTypes(o.id)).filter((t) => t === "work_order_succeeded")).toHaveLength(1);
   }, 90_000);
 
-  it("dispatch.after-finish: a deploy order's outcome is recovered at restart and recorded once", async () => {
-    const { dataDir, port, ended, node } = await armed("dispatch.after-finish");
-    await createTenant();
-    const o = await pendingOrder();
-    await node.claimWorkOrder({ id: o.id });
-    await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK }).catch(() => undefined);
-    expect(await ended).toMatchObject({ signal: "SIGKILL", point: "dispatch.after-finish" });
-    await restart(dataDir, port);
-    // Start-up recovery replayed it before the node reports again.
-    await recorded(o);
-    await endedOnce(o);
-    expect((await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK })).duplicate).toBe(true);
-    await endedOnce(o);
-    await cleanAfterStop(dataDir);
-  }, 90_000);
-
-  it("dispatch.before-target-record: the tenant's record gets the result at restart, and nothing runs again", async () => {
-    const { dataDir, port, ended, node } = await armed("dispatch.before-target-record");
-    await createTenant();
-    const o = await pendingOrder();
-    await node.claimWorkOrder({ id: o.id });
-    await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK }).catch(() => undefined);
-    expect(await ended).toMatchObject({ signal: "SIGKILL", point: "dispatch.before-target-record" });
-    // Died with the events and the deployment written, the record not.
-    await restart(dataDir, port);
-    await recorded(o);
-    await endedOnce(o);
-    expect((await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK })).duplicate).toBe(true);
-    await endedOnce(o);
-    await cleanAfterStop(dataDir);
-  }, 90_000);
+  // After the finish and before its events (dispatch.after-finish), or with the events and the
+  // deployment written and the tenant's record not (dispatch.before-target-record): start-up
+  // recovery completes the outcome before the node reports again, and nothing runs twice.
+  for (const [point, title] of [
+    ["dispatch.after-finish", "dispatch.after-finish: a deploy order's outcome is recovered at restart and recorded once"],
+    [
+      "dispatch.before-target-record",
+      "dispatch.before-target-record: the tenant's record gets the result at restart, and nothing runs again",
+    ],
+  ] as const) {
+    it(title, async () => {
+      const { dataDir, port, ended, node } = await armed(point);
+      await createTenant();
+      const o = await pendingOrder();
+      await node.claimWorkOrder({ id: o.id });
+      await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK }).catch(() => undefined);
+      expect(await ended).toMatchObject({ signal: "SIGKILL", point });
+      await restart(dataDir, port);
+      await recorded(o);
+      await endedOnce(o);
+      expect((await node.reportWorkOrderResult({ id: o.id, fencingToken: 1n, result: OK })).duplicate).toBe(true);
+      await endedOnce(o);
+      await cleanAfterStop(dataDir);
+    }, 90_000);
+  }
 });
