@@ -8,28 +8,16 @@
 import http2 from "node:http2";
 import { readdir } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { getOption, type DescMethod } from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";
-import { DeploymentService } from "../../gen/skipper/v1/deployment_service_pb.js";
-import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
-import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
-import { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
-import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+// Every service the controller serves, from the controller's own list: what is served is attacked.
+import { SERVICES } from "../../controller/server.js";
 import { atMost, exactly, fmt, info, type Figure, type Probe } from "./figures.js";
 import { startController, TRUST_ADMIN_TOKEN } from "./controller-process.js";
 
 const SECTION = "hostile input";
-const SERVICES: DescService[] = [
-  HealthService,
-  ResourceService,
-  WorkOrderService,
-  NodeService,
-  DeploymentService,
-  SnapshotService,
-  EventService,
-];
 const SHORT_RPCS = ["HealthService.Check", "ResourceService.CreateResource", "NodeService.Heartbeat", "NodeService.WatchWorkOrders"];
 // An answer slower than this counts as a hang (the server's own limits close stalled requests in 60 s).
 const HANG_MS = 15_000;
