@@ -14,6 +14,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import type { Logger } from "../common/logging/logger.js";
@@ -32,6 +33,8 @@ import { nodeService } from "./services/node-service.js";
 import { deploymentService } from "./services/deployment-service.js";
 import { snapshotService } from "./services/snapshot-service.js";
 import { eventService } from "./services/event-service.js";
+import { rolloutService } from "./services/rollout-service.js";
+import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
@@ -55,6 +58,7 @@ export const SERVICES: DescService[] = [
   DeploymentService,
   SnapshotService,
   EventService,
+  RolloutService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -137,6 +141,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
   const records = new TargetRecords(store);
+  const rollouts = new RolloutRecords(store);
   const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
 
@@ -147,6 +152,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     logger,
     now,
     records,
+    rollouts,
     sweepIntervalMs: opts.reconcileIntervalMs,
     onOrderCreated: (o) => feed.publish(o),
     onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
@@ -163,6 +169,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     reconciler,
     triggers,
     records,
+    rollouts,
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
     onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
@@ -178,6 +185,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(DeploymentService, deploymentService(deps));
     router.service(SnapshotService, snapshotService(deps));
     router.service(EventService, eventService(deps));
+    router.service(RolloutService, rolloutService(deps));
   };
   const gate = createRequestGate({ authenticator, logger });
   const rpc = createRpcHandler({

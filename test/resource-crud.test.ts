@@ -108,18 +108,42 @@ describe("references", () => {
     expect((await rpcError(api().getResource({ resourceType: "service", id: "ref-s1" }))).code).toBe("RESOURCE_NOT_FOUND");
   });
 
-  it("a tenant with a rollout policy is refused until rollouts are acted on, and nothing is stored", async () => {
-    const t = tenant("rollout-t");
-    if (t.desiredState?.kind.case === "tenant") {
-      t.desiredState.kind.value.rollout = create(RolloutPolicySchema, {
-        waves: [{ name: "canary", nodeSelector: { ring: "canary" } }],
-        maxParallel: 1,
-      });
+  it("a rollout policy that cannot be followed is INVALID_REQUEST with its field, and nothing is stored", async () => {
+    const withPolicy = (id: string, policy: Parameters<typeof create<typeof RolloutPolicySchema>>[1]) => {
+      const t = tenant(id);
+      if (t.desiredState?.kind.case === "tenant") t.desiredState.kind.value.rollout = create(RolloutPolicySchema, policy);
+      return t;
+    };
+    const bad: Array<[Parameters<typeof create<typeof RolloutPolicySchema>>[1], string]> = [
+      [{ waves: [{ size: { case: "percent", value: 0 } }] }, "desired_state.tenant.rollout.waves[0].percent"],
+      [{ waves: [{ size: { case: "percent", value: 150 } }] }, "desired_state.tenant.rollout.waves[0].percent"],
+      [{ waves: [{ name: "a" }, { name: "a" }] }, "desired_state.tenant.rollout.waves[1].name"],
+      [{ waves: [{ name: "has space" }] }, "desired_state.tenant.rollout.waves[0].name"],
+      [{ minHealthyTime: { seconds: 60n }, progressDeadline: { seconds: 30n } }, "desired_state.tenant.rollout.progress_deadline"],
+      [{ failureBudget: { limit: { case: "percent", value: 101 } } }, "desired_state.tenant.rollout.failure_budget.percent"],
+    ];
+    for (const [policy, field] of bad) {
+      const err = await rpcError(put(withPolicy("rollout-bad", policy)));
+      expect(err.code, field).toBe("INVALID_REQUEST");
+      expect(err.details.field).toBe(field);
+      expect((await rpcError(api().getResource({ resourceType: "tenant", id: "rollout-bad" }))).code).toBe("RESOURCE_NOT_FOUND");
     }
-    const err = await rpcError(put(t));
-    expect(err.code).toBe("INVALID_REQUEST");
-    expect(err.details.field).toBe("desired_state.tenant.rollout");
-    expect((await rpcError(api().getResource({ resourceType: "tenant", id: "rollout-t" }))).code).toBe("RESOURCE_NOT_FOUND");
+    const good = withPolicy("rollout-good", {
+      waves: [
+        { name: "canary", nodeSelector: { ring: "canary" } },
+        { name: "half", size: { case: "percent", value: 50 } },
+      ],
+      maxParallel: 2,
+      minHealthyTime: { seconds: 10n },
+      progressDeadline: { seconds: 300n },
+      failureBudget: { limit: { case: "count", value: 1 } },
+    });
+    await put(good);
+    const stored = (await api().getResource({ resourceType: "tenant", id: "rollout-good" })).resource!;
+    expect(stored.desiredState?.kind.case === "tenant" && stored.desiredState.kind.value.rollout?.waves.map((w) => w.name)).toEqual([
+      "canary",
+      "half",
+    ]);
   });
 
   it("a network of another tenant cannot be used", async () => {

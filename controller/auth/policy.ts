@@ -32,6 +32,12 @@ const POLICY: Record<string, Access> = {
   "skipper.v1.SnapshotService/GetSystemSnapshot": "admin",
   "skipper.v1.SnapshotService/GetTenantSnapshot": "admin",
   "skipper.v1.EventService/ListEvents": "admin",
+  "skipper.v1.RolloutService/GetRollout": "admin",
+  "skipper.v1.RolloutService/ListRollouts": "admin",
+  "skipper.v1.RolloutService/PauseRollout": "admin",
+  "skipper.v1.RolloutService/ResumeRollout": "admin",
+  "skipper.v1.RolloutService/PromoteRollout": "admin",
+  "skipper.v1.RolloutService/AbortRollout": "admin",
 };
 
 /** Access rule for a method; unknown methods are admin-only (fail closed). */

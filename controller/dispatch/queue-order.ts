@@ -14,7 +14,7 @@ import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "./order-feed.js";
 import { buildOrder, checkRequest } from "./ad-hoc-order.js";
 import { checkTargets } from "./node-permits.js";
-import { resolveRollback } from "./rollback-spec.js";
+import { resolveRollback } from "../reconcile/rollback-spec.js";
 
 /** What queueing an order needs. */
 export interface QueueDeps {

@@ -35,7 +35,28 @@ export type EventType =
   | "node_token_rotated"
   | "node_heartbeat_received"
   | "resource_state_reported"
-  | "snapshot_created";
+  | "snapshot_created"
+  | RolloutEventType;
+
+/** What happens to a rollout (controller/rollouts/): each step is an event of its own. */
+export type RolloutEventType =
+  | "rollout_started"
+  | "rollout_superseded"
+  | "rollout_wave_started"
+  | "rollout_wave_completed"
+  | "rollout_node_started"
+  | "rollout_node_done"
+  | "rollout_node_failed"
+  | "rollout_node_skipped"
+  | "rollout_node_rolled_back"
+  | "rollout_budget_exhausted"
+  | "rollout_paused"
+  | "rollout_resumed"
+  | "rollout_promoted"
+  | "rollout_aborted"
+  | "rollout_rolled_back"
+  | "rollout_failed"
+  | "rollout_succeeded";
 
 export interface EventInput {
   type: EventType;

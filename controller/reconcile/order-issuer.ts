@@ -14,8 +14,11 @@ import { recordEvents, transitionEventId, type EventInput } from "../events/even
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
 import type { Store } from "../store/store.js";
-import { planDeployment, planRemoval } from "./plan-deployment.js";
+import { planDeployment, planRemoval, planRollback } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";
+import { resolveRollback } from "./rollback-spec.js";
+import { create as createMessage } from "@bufbuild/protobuf";
+import { RollbackActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 
 export interface IssuerDeps {
   store: Store;
@@ -81,12 +84,49 @@ async function recordSuperseded(store: Store, order: WorkOrder, trace: Trace): P
   });
 }
 
+/**
+ * Issues a rollout's rollback: an order that returns the node to the spec `toHash` (the newest
+ * order that applied it there), holding the desired hash it replaces. Throws CONFLICT when no such
+ * order is kept (the rollout then records that node's rollback as failed).
+ */
+export async function issueRollback(
+  deps: IssuerDeps,
+  tenant: Resource,
+  terms: { priority: number },
+  action: Extract<TargetAction, { kind: "rollback" }>,
+  trace: Trace,
+  now: Date,
+): Promise<TargetOrder> {
+  const plan = await resolveRollback(deps.store, tenant, action.nodeId, createMessage(RollbackActionSchema), action.toHash);
+  const workOrderId = uuidv4();
+  const base = { ...trace, tenantId: tenant.id, nodeId: action.nodeId, workOrderId };
+  const workOrder = await deps.store.createWorkOrder(
+    planRollback({ ...base, priority: terms.priority, now, desiredState: plan.desiredState, action: plan.action }),
+  );
+  await recordEvents(deps.store, [
+    {
+      id: transitionEventId(workOrderId, "work_order_created"),
+      type: "work_order_created",
+      resourceType: "work_order",
+      resourceId: workOrderId,
+      ...base,
+      data: { type: "rollback", reason: "rollout_rollback", spec_hash: action.toHash, resolved_from: plan.action.resolvedFrom },
+    },
+  ]);
+  deps.onOrderCreated?.(workOrder);
+  deps.logger.info(
+    { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "rollback", reason: "rollout_rollback" } },
+    "reconcile: rollout rollback order issued",
+  );
+  return { nodeId: action.nodeId, workOrder, created: true };
+}
+
 /** Issues the order an action asks for: a deploy (deployment record + deploy_service order) or a removal. */
 export async function issueOrder(
   deps: IssuerDeps,
   tenantId: string,
   terms: { priority: number; safety?: DeploySafety },
-  action: TargetAction,
+  action: Exclude<TargetAction, { kind: "rollback" }>,
   trace: Trace,
   now: Date,
   removal: { removeVolumes: boolean; deleteVolumes: string[] },

@@ -4,7 +4,14 @@
 import { clone, create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import {
+  WorkOrderSchema,
+  WorkOrderStatus,
+  WorkOrderType,
+  type WorkOrder,
+  type WorkOrderDesiredState,
+} from "../../gen/skipper/v1/work_order_pb.js";
+import type { RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
 import { SCHEMA_VERSION } from "../context.js";
 import { DeploySafetySchema, type DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import type { RenderedProject } from "./render-project.js";
@@ -44,7 +51,7 @@ export function planDeployment(
           serviceIds: [...ids.rendered.serviceIds],
           // The record of what was sent keeps no secret values: the resources hold them, the
           // order carries them to the node, and a rollback to this deployment takes the current
-          // ones (dispatch/rollback-spec.ts). One copy of a secret, not one per apply.
+          // ones (reconcile/rollback-spec.ts). One copy of a secret, not one per apply.
           composeProject: redact(project),
           workOrderId: ids.workOrderId,
           specHash: ids.rendered.specHash,
@@ -103,6 +110,22 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
       removeVolumes: ids.removeVolumes,
       deleteVolumes: ids.removeVolumes ? [] : [...(ids.deleteVolumes ?? [])],
     },
+  });
+}
+
+/** A rollback order that returns the node to the spec `plan` resolved (rollback-spec.ts): a rollout's rollback. */
+export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredState; action: RollbackAction }): WorkOrder {
+  return pendingOrder({
+    id: ids.workOrderId,
+    type: WorkOrderType.ROLLBACK,
+    target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    now: ids.now,
+    reason: "rollout_rollback",
+    maxAttempts: MAX_ATTEMPTS,
+    priority: ids.priority ?? 0,
+    desiredState: ids.desiredState,
+    action: { kind: { case: "rollback", value: ids.action } },
   });
 }
 

@@ -5,6 +5,8 @@
 //
 //   order in flight                         -> wait            ORDER_IN_FLIGHT (NODE_OFFLINE)
 //   should run, node disabled               -> wait            NODE_DISABLED
+//   a rollout returns it to its old spec    -> rollback        ORDER_IN_FLIGHT
+//   a rollout holds it on the spec it runs  -> wait            ROLLOUT_WAITING
 //   should run, that spec was rolled back   -> wait            ROLLED_BACK (until it changes)
 //   should run, applied, observed as applied-> nothing         CONVERGED
 //   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED
@@ -39,12 +41,17 @@ export interface TargetFacts {
   observed?: ProjectObservation;
   /** Fingerprint of the tenant's safety settings now (canonical-json fingerprint). */
   safetyHash?: string;
+  /** The tenant's rollout keeps the node on the spec it runs, and says why (rollouts/rollout-holds.ts). */
+  hold?: string;
+  /** The tenant's rollout is rolling back: the spec hash the node must return to. */
+  rollbackTo?: string;
   now: Date;
 }
 
 export type TargetAction =
   | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" | "delete_data" }
-  | { kind: "remove"; nodeId: string; projectName: string };
+  | { kind: "remove"; nodeId: string; projectName: string }
+  | { kind: "rollback"; nodeId: string; toHash: string };
 
 export interface TargetVerdict {
   status: ConvergenceStatus;
@@ -93,6 +100,16 @@ export function planTarget(f: TargetFacts): TargetPlan {
       };
     if (f.node.disabled)
       return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
+    if (f.rollbackTo !== undefined && rec && rec.appliedHash !== f.rollbackTo) {
+      return {
+        actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: f.rollbackTo }],
+        verdict: waiting(`the rollout is rolling back: returning node ${f.nodeId} to spec ${short(f.rollbackTo)}`),
+        forget: false,
+      };
+    }
+    if (f.hold !== undefined && rec && rec.appliedHash !== "" && rec.appliedHash !== hash) {
+      return { actions: [], verdict: { status: ConvergenceStatus.ROLLOUT_WAITING, message: f.hold }, forget: false };
+    }
     // A spec the node's gate or hooks rolled back is tried again once those settings change.
     const safetyChanged =
       rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;

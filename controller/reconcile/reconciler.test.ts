@@ -11,6 +11,7 @@ import { createLogger } from "../../common/logging/logger.js";
 import { FileStore } from "../store/file-store.js";
 import type { GetOptions } from "../store/store.js";
 import { Reconciler } from "./reconciler.js";
+import { RolloutRecords } from "../rollouts/rollout-records.js";
 import { TargetRecords } from "./target-records.js";
 import { waitFor } from "../../test/helpers/processes.js";
 
@@ -48,7 +49,14 @@ beforeEach(async () => {
   const { logger, close } = createLogger({ service: "t", stdout: false, level: "silent" });
   closeLog.push(close);
   // No sweep timer, and start() (which sweeps once) is never called: only what the test queues runs.
-  reconciler = new Reconciler({ store, logger, now: () => new Date(), records: new TargetRecords(store), sweepIntervalMs: 0 });
+  reconciler = new Reconciler({
+    store,
+    logger,
+    now: () => new Date(),
+    records: new TargetRecords(store),
+    rollouts: new RolloutRecords(store),
+    sweepIntervalMs: 0,
+  });
 });
 afterEach(async () => {
   await reconciler.stop();

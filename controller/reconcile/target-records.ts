@@ -46,17 +46,24 @@ export class TargetRecords {
     return tenantStatusOf(tenant).targets;
   }
 
+  /** The id of the tenant's latest rollout ("" when it has had none). */
+  rolloutIdOf(tenant: Resource | undefined): string {
+    return tenantStatusOf(tenant).rolloutId;
+  }
+
   /**
-   * Writes the records and the tenant's convergence a pass computed; returns the updated tenant,
-   * or undefined when both were already stored as they are. Call under exclusive().
+   * Writes the records, the tenant's convergence and its latest rollout a pass computed; returns
+   * the updated tenant, or undefined when all were already stored as they are. Call under exclusive().
    */
-  async writePass(tenant: Resource, targets: TargetStatus[], conv: Convergence): Promise<Resource | undefined> {
+  async writePass(tenant: Resource, targets: TargetStatus[], conv: Convergence, rolloutId: string): Promise<Resource | undefined> {
     const stored = this.of(tenant);
     const sameTargets = stored.length === targets.length && targets.every((t, i) => equals(TargetStatusSchema, t, stored[i]!));
-    if (sameTargets && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv)) return undefined;
+    const sameRollout = this.rolloutIdOf(tenant) === rolloutId;
+    if (sameTargets && sameRollout && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv)) return undefined;
     return this.store.updateResource("tenant", tenant.id, (cur) => {
       const s = tenantStatusOf(cur);
       s.targets = targets;
+      s.rolloutId = rolloutId;
       cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: s } };
       cur.convergence = conv;
       return cur;
@@ -105,6 +112,7 @@ export class TargetRecords {
               services: result?.details?.services ?? [],
               observedAt: timestampFromDate(at),
               targets,
+              rolloutId: prev.rolloutId,
             });
         t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
         // The desired state the order carried is now what the node runs.

@@ -24,9 +24,12 @@ import { recordEvents } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { isFinished } from "../store/work-order-transitions.js";
+import { isSkipperError } from "../errors.js";
 import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
-import { issueOrder, supersedeStale, type TargetOrder } from "./order-issuer.js";
+import { issueOrder, issueRollback, supersedeStale, type TargetOrder } from "./order-issuer.js";
+import { advanceGate, openGate } from "./rollout-gate.js";
+import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import { planTarget, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { recordOutcome } from "./target-outcome.js";
 import type { TargetRecords } from "./target-records.js";
@@ -37,6 +40,8 @@ export interface PassDeps {
   logger: Logger;
   now: () => Date;
   records: TargetRecords;
+  /** The owner of stored rollouts: a change of a tenant's spec reaches its nodes through one. */
+  rollouts: RolloutRecords;
   /** Told of every order a pass creates (push to connected agents). */
   onOrderCreated?: (order: WorkOrder) => void;
   /** Told when a pass recorded services' desired states as applied (fresh tenant snapshot). */
@@ -56,13 +61,18 @@ export interface PassResult {
   desire: TenantDesire;
   orders: TargetOrder[];
   verdicts: Map<string, TargetVerdict>;
+  /** When the tenant's rollout wants another pass (epoch ms): nodes it started, a bake or deadline ending. */
+  rolloutAt?: number;
 }
 
-/** The earliest retry a pass's verdicts ask for (epoch ms), or undefined. */
+/** The earliest retry a pass's verdicts or its rollout ask for (epoch ms), or undefined. */
 export function retryAtOf(result: PassResult): number | undefined {
-  const at = Math.min(...[...result.verdicts.values()].map((v) => v.retryAt?.getTime() ?? Infinity));
+  const at = Math.min(result.rolloutAt ?? Infinity, ...[...result.verdicts.values()].map((v) => v.retryAt?.getTime() ?? Infinity));
   return Number.isFinite(at) ? at : undefined;
 }
+
+/** Plans of one pass after its rollout started nodes: as many as there can be wave steps in one go. */
+const MAX_REPLANS = 8;
 
 /** Runs passes; holds no state between them. */
 export class TenantPass {
@@ -86,8 +96,26 @@ export class TenantPass {
     return trusted;
   }
 
-  /** One pass over `world` for one tenant; call under the tenant's TargetRecords.exclusive(). */
+  /**
+   * One pass over `world` for one tenant; call under the tenant's TargetRecords.exclusive(). When
+   * the tenant's rollout starts nodes (or a rollback), the pass plans again at once, so they get
+   * their orders now; each node starts once, so this ends.
+   */
   async run(tenantId: string, opts: PassOptions, world: World): Promise<PassResult> {
+    let result = await this.runOnce(tenantId, opts, world);
+    for (let i = 0; result.again && i < MAX_REPLANS; i++) {
+      const next = await this.runOnce(tenantId, opts, world);
+      const created = result.orders.filter((o) => o.created);
+      const seen = new Set(created.map((o) => o.workOrder.id));
+      next.orders = [...created, ...next.orders.filter((o) => !seen.has(o.workOrder.id))];
+      result = next;
+    }
+    // Still starting nodes after as many plans: the queue brings the tenant back at once.
+    if (result.again) result.rolloutAt = this.deps.now().getTime();
+    return result;
+  }
+
+  private async runOnce(tenantId: string, opts: PassOptions, world: World): Promise<PassResult & { again?: boolean }> {
     const { store } = this.deps;
     const now = this.deps.now();
     const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
@@ -109,6 +137,9 @@ export class TenantPass {
     const orders: TargetOrder[] = [];
     const verdicts = new Map<string, TargetVerdict>();
     const nextRecords: TargetStatus[] = [];
+    const rollbackErrors = new Map<string, string>();
+    const latestRollout = this.deps.records.rolloutIdOf(tenant);
+    const gate = await openGate(this.deps.rollouts, tenant, latestRollout, desire, records, world, now, trace);
     for (const nodeId of nodeIds) {
       const inFlight = await supersedeStale(
         this.deps,
@@ -126,10 +157,13 @@ export class TenantPass {
         node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
         observed: world.observed(nodeId, tenantId),
         safetyHash,
+        hold: gate.hold(nodeId),
+        rollbackTo: gate.rollbackTo(nodeId),
         now,
       };
       let plan: TargetPlan = planTarget(facts);
-      if (opts.force && !inFlight && facts.desired && node && !node.disabled && plan.actions.length === 0) {
+      const held = plan.verdict.status === ConvergenceStatus.ROLLOUT_WAITING;
+      if (opts.force && !inFlight && facts.desired && node && !node.disabled && !held && plan.actions.length === 0) {
         plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
       }
       if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
@@ -143,7 +177,16 @@ export class TenantPass {
           removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false,
           deleteVolumes: desire.removalVolumes(nodeId),
         };
-        const issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
+        let issued: TargetOrder;
+        if (action.kind === "rollback") {
+          try {
+            issued = await issueRollback(this.deps, tenant, orderTerms, action, trace, now);
+          } catch (e) {
+            if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
+            rollbackErrors.set(nodeId, e.message);
+            continue;
+          }
+        } else issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
         orders.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
@@ -156,9 +199,11 @@ export class TenantPass {
     }
     // Records of nodes outside this pass (opts.nodeId) stay as they were.
     for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
-    await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace);
+    const passed = { verdicts, records: new Map(nextRecords.map((r) => [r.nodeId, r])), orders, rollbackErrors };
+    const advance = await advanceGate(this.deps.rollouts, gate, passed, world, tenantId, now, trace);
+    await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace, gate.rollout?.id ?? latestRollout);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
-    return { desire, orders, verdicts };
+    return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };
   }
 
   // Records the outcome of a target's last order when the order has finished but its result
@@ -184,6 +229,7 @@ export class TenantPass {
     verdicts: Map<string, TargetVerdict>,
     now: Date,
     trace: Trace,
+    rolloutId: string,
   ): Promise<void> {
     const verdict = tenant.deletion
       ? (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "deleted; nothing runs" })
@@ -191,7 +237,7 @@ export class TenantPass {
         ? { status: desire.blocker.status, message: desire.blocker.message }
         : (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" });
     const conv = convergence(verdict, "", now, tenant.convergence);
-    const updated = await this.deps.records.writePass(tenant, targets, conv);
+    const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId);
     if (!updated) return;
     if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
   }

@@ -35,6 +35,11 @@ export class ReconcileTriggers {
     }
   }
 
+  /** An operator steered a tenant's rollout (pause, resume, promote, abort): its nodes may move now. */
+  rolloutChanged(tenantId: string, trace: Trace): void {
+    this.queue.add(tenantId, trace);
+  }
+
   /** An order finished (result, cancel before a claim, expiry): its target may move on. */
   orderEnded(order: WorkOrder): void {
     this.queue.add(order.target?.tenantId ?? "");

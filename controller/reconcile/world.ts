@@ -11,6 +11,7 @@ import { allResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-outcome.js";
 import type { NodeCache } from "./node-cache.js";
+import { nodeLabels } from "./placement.js";
 
 /** Statuses of an order still in flight (its target gets no other order meanwhile). */
 const IN_FLIGHT = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
@@ -159,6 +160,12 @@ export class World {
       disabled: n.desiredState?.kind.case === "node" ? n.desiredState.kind.value.disabled : false,
       lastHeartbeatAt: st?.lastHeartbeatAt ? timestampDate(st.lastHeartbeatAt) : undefined,
     };
+  }
+
+  /** The node's placement labels (placement.ts nodeLabels); empty for an unknown node. */
+  labelsOf(id: string): Record<string, string> {
+    const n = this.nodes.get(id);
+    return n ? nodeLabels(n) : {};
   }
 
   observed(nodeId: string, tenantId: string): ProjectObservation | undefined {

@@ -55,7 +55,11 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   const id = checkId(body.id, "resource.id");
   if (!CREATABLE.has(type)) {
     throw invalid(
-      type === "node" ? "nodes are created by RegisterNode (POST /v1/nodes)" : "deployments are created by the reconciler and Apply",
+      type === "node"
+        ? "nodes are created by RegisterNode (POST /v1/nodes)"
+        : type === "rollout"
+          ? "rollouts are started by the reconciler when a tenant's spec changes"
+          : "deployments are created by the reconciler and Apply",
       { field: "resource_type" },
     );
   }
@@ -119,11 +123,20 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
 // A deployment is the record of what was done: it is written by the reconciler and Apply, kept
 // for rollback and history, pruned by retention, and never edited or deleted through the API (a
 // rollback to an edited record would restore what was never deployed).
+// A rollout likewise: it is steered through RolloutService (pause, resume, promote, abort).
 function refuseDeploymentEdit(type: ResourceType, verb: string): void {
   if (type === "deployment") {
     throw invalid(`deployments are immutable records of what was deployed and cannot be ${verb} through the API`, {
       field: "resource_type",
     });
+  }
+  if (type === "rollout") {
+    throw invalid(
+      `rollouts are records kept by the controller and cannot be ${verb}; steer one with /v1/rollouts/{id}/pause|resume|promote|abort`,
+      {
+        field: "resource_type",
+      },
+    );
   }
 }
 

@@ -1,6 +1,7 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
 // (current_state, last_applied_state) are not set by admins.
+import { checkRolloutPolicy } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
@@ -17,6 +18,7 @@ const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> =
   resource_limits: "resourceLimits",
   network: "network",
   volume: "volume",
+  rollout: "rollout",
 };
 
 /** The oneof case name used for a resource type's spec and status. */
@@ -52,13 +54,7 @@ export function checkReferences(spec: ResourceSpec): void {
       k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
       checkSafety(k.value.safety, "desired_state.tenant.safety");
-      // The rollout policy is in the contract, and its planner exists (rollouts/), but nothing
-      // acts on it yet: refused rather than silently ignored, until it does (issue 19).
-      if (k.value.rollout) {
-        throw invalid("desired_state.tenant.rollout is not acted on yet: progressive rollouts are still being built", {
-          field: "desired_state.tenant.rollout",
-        });
-      }
+      checkRolloutPolicy(k.value.rollout, "desired_state.tenant.rollout");
       break;
     case "service":
       ref(k.value.tenantId, "desired_state.service.tenant_id");

@@ -6,30 +6,13 @@ import { create } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Rollout, RolloutActorSchema, RolloutNodeState as S, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
-import { type NodeObservation, type RolloutAction, rolloutStep } from "./rollout-step.js";
+import { RolloutActorSchema, RolloutNodeState as S, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import { type NodeObservation, rolloutStep } from "./rollout-step.js";
 import { planWaves } from "./wave-plan.js";
+import { applyActions } from "./rollout-actions.js";
 
 const SEC = 1000;
 const TERMINAL = new Set([S.DONE, S.FAILED, S.SKIPPED_OFFLINE]);
-
-/** Applies one step's actions to the record (what the wiring step will persist). */
-function apply(r: Rollout, actions: RolloutAction[], now: number): void {
-  const node = (id: string) => r.waves.flatMap((w) => w.nodes).find((n) => n.nodeId === id)!;
-  const at = timestampFromMs(now);
-  for (const a of actions) {
-    if (a.type === "node-started") Object.assign(node(a.nodeId), { state: S.DEPLOYING, startedAt: at });
-    else if (a.type === "node-baking") Object.assign(node(a.nodeId), { state: S.BAKING, healthySince: at });
-    else if (a.type === "node-bake-broken") Object.assign(node(a.nodeId), { state: S.DEPLOYING, healthySince: undefined });
-    else if (a.type === "node-done") Object.assign(node(a.nodeId), { state: S.DONE, finishedAt: at });
-    else if (a.type === "node-failed") Object.assign(node(a.nodeId), { state: S.FAILED, finishedAt: at, reason: a.reason });
-    else if (a.type === "node-skipped") Object.assign(node(a.nodeId), { state: S.SKIPPED_OFFLINE, finishedAt: at, reason: a.reason });
-    else if (a.type === "wave-started") r.waves[a.wave]!.startedAt = at;
-    else if (a.type === "wave-completed") r.waves[a.wave]!.completedAt = at;
-    else if (a.type === "budget-exhausted") r.status = RolloutStatus.PAUSED;
-    else r.status = RolloutStatus.SUCCEEDED;
-  }
-}
 
 const arbitraryWave = fc.record({
   nodeSelector: fc.record({ ring: fc.constantFrom("canary", "main") }, { requiredKeys: [] }),
@@ -81,7 +64,7 @@ describe("a simulated rollout", () => {
               expect(starts.has(a.nodeId)).toBe(false);
               starts.set(a.nodeId, now);
             }
-            apply(r, step.actions, now);
+            applyActions(r, step.actions, now);
             // Every wave before one where a node started is complete, this step's changes included.
             for (const a of step.actions) {
               if (a.type !== "node-started") continue;

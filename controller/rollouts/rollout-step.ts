@@ -11,27 +11,8 @@
 // budget allows (counted since the last resume) exhaust it: start nothing, pause or roll back.
 // PAUSED: nodes under way are still followed, nothing starts. Every wave complete: SUCCEEDED.
 //
-// Design of step 2 (wiring; not done yet, issue 19):
-// - Persistence: Rollout becomes a stored record (its own resource type or a store collection
-//   like deployments, kept as history), written only by a rollouts owner module (as
-//   reconcile/target-records.ts owns target records) under the tenant's lock.
-// - Start: when tenant-pass renders a new hash for a tenant with nodes already on another one,
-//   it asks the owner to create the rollout (waves from planWaves over the placed nodes' labels;
-//   policy copied in; an older PROGRESSING/PAUSED rollout becomes SUPERSEDED, and the new one
-//   starts from the fleet as it is: nodes already on the new hash are DONE at once). A tenant
-//   with no policy gets one wave of every node and nothing else changes, as today.
-// - Each pass: build NodeObservation from the target records (converged: applied_hash == to hash
-//   and CONVERGED; failure: ORDER_FAILED or ROLLED_BACK for it; offline: node liveness), call
-//   rolloutStep, apply the actions to the record (with events: rollout.wave_started, .node_failed,
-//   .budget_exhausted, .paused, .succeeded, ...), then let plan-target.ts give the new desired
-//   hash only to nodes the rollout has started (DEPLOYING or later) and the old one to the
-//   others. Drift repair and health-gate rollbacks stay as they are. recheckAt goes to the
-//   queue so bakes and deadlines are looked at on time; a node's report wakes the tenant anyway.
-// - RolloutService (rollout_service.proto): Get/List (per tenant, per status), Pause, Resume,
-//   Promote (opens the next gated wave), Abort (every node not WAITING goes back to its
-//   from_spec_hash as one project; the rollout ends ROLLED_BACK); each sets RolloutActor.
-// - The budget-exhausted "rollback" action and Abort share one rollback path, which records
-//   ROLLED_BACK per node as its rollback order succeeds.
+// The wiring (reconcile/rollout-gate.ts) builds the observations from each reconcile pass and
+// applies the actions (rollout-actions.ts) to the stored record (rollout-records.ts).
 import type { Rollout, RolloutNode, RolloutPolicy } from "../../gen/skipper/v1/rollout_pb.js";
 import { OverdueNodeAction, RolloutFailureAction, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
@@ -57,7 +38,13 @@ export type RolloutAction =
   | { type: "wave-started"; wave: number }
   | { type: "wave-completed"; wave: number }
   | { type: "budget-exhausted"; failed: number; allowed: number; outcome: "pause" | "rollback" }
-  | { type: "succeeded" };
+  | { type: "succeeded" }
+  // Bookkeeping of the wiring and of a rollback (rollback-progress.ts), not of the step:
+  | { type: "node-order"; nodeId: string; workOrderId: string }
+  | { type: "node-rollback-issued"; nodeId: string; workOrderId: string }
+  | { type: "node-rolled-back"; nodeId: string; reason: string }
+  | { type: "node-rollback-failed"; nodeId: string; reason: string }
+  | { type: "rollback-finished"; ok: boolean };
 
 /** Why a rollout that is not finished starts nothing more now. */
 export type RolloutBlocker =

@@ -7,6 +7,7 @@ import type { Reconciler } from "../reconcile/reconciler.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
+import type { RolloutRecords } from "../rollouts/rollout-records.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -35,4 +36,6 @@ export interface ServiceDeps {
   triggers: ReconcileTriggers;
   /** The owner of tenants' per-node target records (order outcomes and rollbacks write them). */
   records: TargetRecords;
+  /** The owner of stored rollouts. */
+  rollouts: RolloutRecords;
 }

@@ -12,6 +12,7 @@ export function tenantOf(r: Resource): string | undefined {
     case "deployment":
     case "network":
     case "volume":
+    case "rollout":
       return k.value.tenantId || undefined;
     default:
       return undefined;

@@ -175,7 +175,7 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
 /**
  * A finished order as it is kept: its payload (compose file, env, an action's env) without secret
  * values. Nothing runs a finished order again, and a rollback to its spec takes the secrets from
- * the current spec (dispatch/rollback-spec.ts), so the only copies of a secret are the resource
+ * the current spec (reconcile/rollback-spec.ts), so the only copies of a secret are the resource
  * that holds it and the orders still to run.
  */
 export function withoutSecrets(finishedOrder: WorkOrder): WorkOrder {

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/rollout.proto.
  */
 export const file_skipper_v1_rollout: GenFile = /*@__PURE__*/
-  fileDesc("Chhza2lwcGVyL3YxL3JvbGxvdXQucHJvdG8SCnNraXBwZXIudjEi1AIKDVJvbGxvdXRQb2xpY3kSJgoFd2F2ZXMYASADKAsyFy5za2lwcGVyLnYxLlJvbGxvdXRXYXZlEhQKDG1heF9wYXJhbGxlbBgCIAEoDRIzChBtaW5faGVhbHRoeV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXByb2dyZXNzX2RlYWRsaW5lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDmZhaWx1cmVfYnVkZ2V0GAUgASgLMhkuc2tpcHBlci52MS5GYWlsdXJlQnVkZ2V0EjQKCm9uX2ZhaWx1cmUYBiABKA4yIC5za2lwcGVyLnYxLlJvbGxvdXRGYWlsdXJlQWN0aW9uEjEKCm9uX292ZXJkdWUYByABKA4yHS5za2lwcGVyLnYxLk92ZXJkdWVOb2RlQWN0aW9uItcBCgtSb2xsb3V0V2F2ZRIMCgRuYW1lGAEgASgJEkAKDW5vZGVfc2VsZWN0b3IYAiADKAsyKS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlLk5vZGVTZWxlY3RvckVudHJ5Eg8KBWNvdW50GAMgASgNSAASEQoHcGVyY2VudBgEIAEoDUgAEhcKD3JlcXVpcmVfcHJvbW90ZRgFIAEoCBozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBHNpemUiPAoNRmFpbHVyZUJ1ZGdldBIPCgVjb3VudBgBIAEoDUgAEhEKB3BlcmNlbnQYAiABKA1IAEIHCgVsaW1pdCKBAQoMUm9sbG91dEFjdG9yEg0KBWFjdG9yGAEgASgJEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCSKeAgoLUm9sbG91dE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIrCgVzdGF0ZRgCIAEoDjIcLnNraXBwZXIudjEuUm9sbG91dE5vZGVTdGF0ZRIOCgZyZWFzb24YAyABKAkSFgoOZnJvbV9zcGVjX2hhc2gYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNaGVhbHRoeV9zaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXdvcmtfb3JkZXJfaWQYCCABKAki8AEKEVJvbGxvdXRXYXZlUmVjb3JkEgwKBG5hbWUYASABKAkSJgoFbm9kZXMYAiADKAsyFy5za2lwcGVyLnYxLlJvbGxvdXROb2RlEhcKD3JlcXVpcmVfcHJvbW90ZRgDIAEoCBIqCghwcm9tb3RlZBgEIAEoCzIYLnNraXBwZXIudjEuUm9sbG91dEFjdG9yEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivgQKB1JvbGxvdXQSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhYKDmZyb21fc3BlY19oYXNoGAMgASgJEhQKDHRvX3NwZWNfaGFzaBgEIAEoCRIpCgZzdGF0dXMYBSABKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSDwoHbWVzc2FnZRgGIAEoCRIpCgZwb2xpY3kYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSLAoFd2F2ZXMYCCADKAsyHS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlUmVjb3JkEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdzdGFydGVkGAwgASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKAoGcGF1c2VkGA0gASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKQoHcmVzdW1lZBgOIAEoCzIYLnNraXBwZXIudjEuUm9sbG91dEFjdG9yEikKB2Fib3J0ZWQYDyABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIVCg1zdXBlcnNlZGVkX2J5GBAgASgJKoUBChRSb2xsb3V0RmFpbHVyZUFjdGlvbhImCiJST0xMT1VUX0ZBSUxVUkVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASIAocUk9MTE9VVF9GQUlMVVJFX0FDVElPTl9QQVVTRRABEiMKH1JPTExPVVRfRkFJTFVSRV9BQ1RJT05fUk9MTEJBQ0sQAip/ChFPdmVyZHVlTm9kZUFjdGlvbhIjCh9PVkVSRFVFX05PREVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASJwojT1ZFUkRVRV9OT0RFX0FDVElPTl9DT1VOVF9BU19GQUlMRUQQARIcChhPVkVSRFVFX05PREVfQUNUSU9OX1NLSVAQAiqHAgoNUm9sbG91dFN0YXR1cxIeChpST0xMT1VUX1NUQVRVU19VTlNQRUNJRklFRBAAEiMKH1JPTExPVVRfU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQARIeChpST0xMT1VUX1NUQVRVU19QUk9HUkVTU0lORxACEhkKFVJPTExPVVRfU1RBVFVTX1BBVVNFRBADEhwKGFJPTExPVVRfU1RBVFVTX1NVQ0NFRURFRBAEEhkKFVJPTExPVVRfU1RBVFVTX0ZBSUxFRBAFEh4KGlJPTExPVVRfU1RBVFVTX1JPTExFRF9CQUNLEAYSHQoZUk9MTE9VVF9TVEFUVVNfU1VQRVJTRURFRBAHKp8CChBSb2xsb3V0Tm9kZVN0YXRlEiIKHlJPTExPVVRfTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEh4KGlJPTExPVVRfTk9ERV9TVEFURV9XQUlUSU5HEAESIAocUk9MTE9VVF9OT0RFX1NUQVRFX0RFUExPWUlORxACEh0KGVJPTExPVVRfTk9ERV9TVEFURV9CQUtJTkcQAxIbChdST0xMT1VUX05PREVfU1RBVEVfRE9ORRAEEh0KGVJPTExPVVRfTk9ERV9TVEFURV9GQUlMRUQQBRIiCh5ST0xMT1VUX05PREVfU1RBVEVfUk9MTEVEX0JBQ0sQBhImCiJST0xMT1VUX05PREVfU1RBVEVfU0tJUFBFRF9PRkZMSU5FEAdiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhza2lwcGVyL3YxL3JvbGxvdXQucHJvdG8SCnNraXBwZXIudjEi1AIKDVJvbGxvdXRQb2xpY3kSJgoFd2F2ZXMYASADKAsyFy5za2lwcGVyLnYxLlJvbGxvdXRXYXZlEhQKDG1heF9wYXJhbGxlbBgCIAEoDRIzChBtaW5faGVhbHRoeV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXByb2dyZXNzX2RlYWRsaW5lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDmZhaWx1cmVfYnVkZ2V0GAUgASgLMhkuc2tpcHBlci52MS5GYWlsdXJlQnVkZ2V0EjQKCm9uX2ZhaWx1cmUYBiABKA4yIC5za2lwcGVyLnYxLlJvbGxvdXRGYWlsdXJlQWN0aW9uEjEKCm9uX292ZXJkdWUYByABKA4yHS5za2lwcGVyLnYxLk92ZXJkdWVOb2RlQWN0aW9uItcBCgtSb2xsb3V0V2F2ZRIMCgRuYW1lGAEgASgJEkAKDW5vZGVfc2VsZWN0b3IYAiADKAsyKS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlLk5vZGVTZWxlY3RvckVudHJ5Eg8KBWNvdW50GAMgASgNSAASEQoHcGVyY2VudBgEIAEoDUgAEhcKD3JlcXVpcmVfcHJvbW90ZRgFIAEoCBozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBHNpemUiPAoNRmFpbHVyZUJ1ZGdldBIPCgVjb3VudBgBIAEoDUgAEhEKB3BlcmNlbnQYAiABKA1IAEIHCgVsaW1pdCKBAQoMUm9sbG91dEFjdG9yEg0KBWFjdG9yGAEgASgJEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCSLtAgoLUm9sbG91dE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIrCgVzdGF0ZRgCIAEoDjIcLnNraXBwZXIudjEuUm9sbG91dE5vZGVTdGF0ZRIOCgZyZWFzb24YAyABKAkSFgoOZnJvbV9zcGVjX2hhc2gYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNaGVhbHRoeV9zaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXdvcmtfb3JkZXJfaWQYCCABKAkSFAoMdG9fc3BlY19oYXNoGAkgASgJEh4KFnJvbGxiYWNrX3dvcmtfb3JkZXJfaWQYCiABKAkSFwoPcm9sbGJhY2tfZmFpbGVkGAsgASgIIvABChFSb2xsb3V0V2F2ZVJlY29yZBIMCgRuYW1lGAEgASgJEiYKBW5vZGVzGAIgAygLMhcuc2tpcHBlci52MS5Sb2xsb3V0Tm9kZRIXCg9yZXF1aXJlX3Byb21vdGUYAyABKAgSKgoIcHJvbW90ZWQYBCABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk4KC1JvbGxvdXRTcGVjEhEKCXRlbmFudF9pZBgBIAEoCRIWCg5mcm9tX3NwZWNfaGFzaBgCIAEoCRIUCgx0b19zcGVjX2hhc2gYAyABKAkivgQKB1JvbGxvdXQSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhYKDmZyb21fc3BlY19oYXNoGAMgASgJEhQKDHRvX3NwZWNfaGFzaBgEIAEoCRIpCgZzdGF0dXMYBSABKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSDwoHbWVzc2FnZRgGIAEoCRIpCgZwb2xpY3kYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSLAoFd2F2ZXMYCCADKAsyHS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlUmVjb3JkEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdzdGFydGVkGAwgASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKAoGcGF1c2VkGA0gASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKQoHcmVzdW1lZBgOIAEoCzIYLnNraXBwZXIudjEuUm9sbG91dEFjdG9yEikKB2Fib3J0ZWQYDyABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIVCg1zdXBlcnNlZGVkX2J5GBAgASgJKoUBChRSb2xsb3V0RmFpbHVyZUFjdGlvbhImCiJST0xMT1VUX0ZBSUxVUkVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASIAocUk9MTE9VVF9GQUlMVVJFX0FDVElPTl9QQVVTRRABEiMKH1JPTExPVVRfRkFJTFVSRV9BQ1RJT05fUk9MTEJBQ0sQAip/ChFPdmVyZHVlTm9kZUFjdGlvbhIjCh9PVkVSRFVFX05PREVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASJwojT1ZFUkRVRV9OT0RFX0FDVElPTl9DT1VOVF9BU19GQUlMRUQQARIcChhPVkVSRFVFX05PREVfQUNUSU9OX1NLSVAQAiqoAgoNUm9sbG91dFN0YXR1cxIeChpST0xMT1VUX1NUQVRVU19VTlNQRUNJRklFRBAAEiMKH1JPTExPVVRfU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQARIeChpST0xMT1VUX1NUQVRVU19QUk9HUkVTU0lORxACEhkKFVJPTExPVVRfU1RBVFVTX1BBVVNFRBADEhwKGFJPTExPVVRfU1RBVFVTX1NVQ0NFRURFRBAEEhkKFVJPTExPVVRfU1RBVFVTX0ZBSUxFRBAFEh4KGlJPTExPVVRfU1RBVFVTX1JPTExFRF9CQUNLEAYSHQoZUk9MTE9VVF9TVEFUVVNfU1VQRVJTRURFRBAHEh8KG1JPTExPVVRfU1RBVFVTX1JPTExJTkdfQkFDSxAIKp8CChBSb2xsb3V0Tm9kZVN0YXRlEiIKHlJPTExPVVRfTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEh4KGlJPTExPVVRfTk9ERV9TVEFURV9XQUlUSU5HEAESIAocUk9MTE9VVF9OT0RFX1NUQVRFX0RFUExPWUlORxACEh0KGVJPTExPVVRfTk9ERV9TVEFURV9CQUtJTkcQAxIbChdST0xMT1VUX05PREVfU1RBVEVfRE9ORRAEEh0KGVJPTExPVVRfTk9ERV9TVEFURV9GQUlMRUQQBRIiCh5ST0xMT1VUX05PREVfU1RBVEVfUk9MTEVEX0JBQ0sQBhImCiJST0xMT1VUX05PREVfU1RBVEVfU0tJUFBFRF9PRkZMSU5FEAdiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * RolloutPolicy says how a change of a tenant's rendered spec reaches the nodes its placement
@@ -100,7 +100,8 @@ export const RolloutPolicySchema: GenMessage<RolloutPolicy> = /*@__PURE__*/
  */
 export type RolloutWave = Message<"skipper.v1.RolloutWave"> & {
   /**
-   * Shown in the rollout record and its events; default "wave-<n>", n counted from 1.
+   * Shown in the rollout record and its events; default "wave-<n>", n counted from 1. At most
+   * 63 characters of [A-Za-z0-9._-].
    *
    * @generated from field: string name = 1;
    */
@@ -135,8 +136,8 @@ export type RolloutWave = Message<"skipper.v1.RolloutWave"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * The wave starts only after a promote (RolloutService.PromoteRollout, to come) once every
-   * earlier wave is done. The first wave with a gate starts only when promoted too.
+   * The wave starts only after a promote (RolloutService.PromoteRollout) once every earlier wave
+   * is complete. The first wave with a gate starts only when promoted too.
    *
    * @generated from field: bool require_promote = 5;
    */
@@ -286,11 +287,32 @@ export type RolloutNode = Message<"skipper.v1.RolloutNode"> & {
   finishedAt?: Timestamp | undefined;
 
   /**
-   * The last work order the rollout's spec was sent in.
+   * The last work order the rollout sent the node (its spec, or the rollback to from_spec_hash).
    *
    * @generated from field: string work_order_id = 8;
    */
   workOrderId: string;
+
+  /**
+   * The spec hash the rollout brings the node to (nodes may get different projects when
+   * services are placed on some of them only).
+   *
+   * @generated from field: string to_spec_hash = 9;
+   */
+  toSpecHash: string;
+
+  /**
+   * The rollback order that returns the node to from_spec_hash (ROLLING_BACK), and whether it
+   * failed: the node then stays where it is and the rollout ends FAILED.
+   *
+   * @generated from field: string rollback_work_order_id = 10;
+   */
+  rollbackWorkOrderId: string;
+
+  /**
+   * @generated from field: bool rollback_failed = 11;
+   */
+  rollbackFailed: boolean;
 };
 
 /**
@@ -351,8 +373,39 @@ export const RolloutWaveRecordSchema: GenMessage<RolloutWaveRecord> = /*@__PURE_
   messageDesc(file_skipper_v1_rollout, 5);
 
 /**
+ * RolloutSpec is what a rollout set out to do, fixed when it starts: the desired_state of a
+ * resource of type rollout, whose current_state is the Rollout record.
+ *
+ * @generated from message skipper.v1.RolloutSpec
+ */
+export type RolloutSpec = Message<"skipper.v1.RolloutSpec"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string from_spec_hash = 2;
+   */
+  fromSpecHash: string;
+
+  /**
+   * @generated from field: string to_spec_hash = 3;
+   */
+  toSpecHash: string;
+};
+
+/**
+ * Describes the message skipper.v1.RolloutSpec.
+ * Use `create(RolloutSpecSchema)` to create a new message.
+ */
+export const RolloutSpecSchema: GenMessage<RolloutSpec> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 6);
+
+/**
  * Rollout is the record of one change of a tenant's rendered spec reaching its nodes: kept as
- * history, like deployments. Written by the controller only.
+ * history, like deployments, as the current_state of a resource of type rollout (read it with
+ * RolloutService, or ResourceService like any resource). Written by the controller only.
  *
  * @generated from message skipper.v1.Rollout
  */
@@ -368,7 +421,8 @@ export type Rollout = Message<"skipper.v1.Rollout"> & {
   tenantId: string;
 
   /**
-   * The tenant's rendered spec hash before the change (the one most nodes ran) and after it.
+   * The tenant's rendered spec hash before the change and after it: the ones most of its nodes
+   * ran and get (see RolloutNode for each node's).
    *
    * @generated from field: string from_spec_hash = 3;
    */
@@ -456,7 +510,7 @@ export type Rollout = Message<"skipper.v1.Rollout"> & {
  * Use `create(RolloutSchema)` to create a new message.
  */
 export const RolloutSchema: GenMessage<Rollout> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 6);
+  messageDesc(file_skipper_v1_rollout, 7);
 
 /**
  * RolloutFailureAction is what a rollout does when its failure budget is exhausted.
@@ -569,8 +623,8 @@ export enum RolloutStatus {
   SUCCEEDED = 4,
 
   /**
-   * Ended with failures beyond the budget and the updated nodes left on the new spec (a
-   * rollback that could not be completed ends here too). Ended.
+   * A rollback (abort, or on_failure ROLLBACK) could not return every node it updated; those
+   * nodes say why. Ended.
    *
    * @generated from enum value: ROLLOUT_STATUS_FAILED = 5;
    */
@@ -591,6 +645,14 @@ export enum RolloutStatus {
    * @generated from enum value: ROLLOUT_STATUS_SUPERSEDED = 7;
    */
   SUPERSEDED = 7,
+
+  /**
+   * Aborted (or its budget exhausted with on_failure ROLLBACK): the nodes it updated are being
+   * returned to their previous spec; ROLLED_BACK when all are, FAILED if one cannot be.
+   *
+   * @generated from enum value: ROLLOUT_STATUS_ROLLING_BACK = 8;
+   */
+  ROLLING_BACK = 8,
 }
 
 /**

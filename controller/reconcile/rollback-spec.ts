@@ -1,5 +1,6 @@
 // Resolves a rollback order to the spec it restores on its node: the named deployment's project,
-// or else the newest spec that applied successfully there and differs from the one applied now.
+// or else the newest spec that applied successfully there and differs from the one applied now
+// (a rollout's rollback names that spec's hash: the newest order that applied it).
 // The order carries that spec as its desired_state, so the agent needs nothing but the order; the
 // secret values it lacks (records keep none) come from the tenant's current spec.
 import { clone, create } from "@bufbuild/protobuf";
@@ -23,7 +24,13 @@ export interface RollbackPlan {
   action: RollbackAction;
 }
 
-export async function resolveRollback(store: Store, tenant: Resource, nodeId: string, requested: RollbackAction): Promise<RollbackPlan> {
+export async function resolveRollback(
+  store: Store,
+  tenant: Resource,
+  nodeId: string,
+  requested: RollbackAction,
+  specHash?: string,
+): Promise<RollbackPlan> {
   const status = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value : undefined;
   const target = status?.targets.find((t) => t.nodeId === nodeId);
   const applied = target?.appliedHash ?? "";
@@ -75,11 +82,13 @@ export async function resolveRollback(store: Store, tenant: Resource, nodeId: st
   for await (const o of eachWorkOrder(store, { tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200 })) {
     const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
     if (!restores || !o.desiredState || o.desiredState.specHash === applied) continue;
+    if (specHash !== undefined && o.desiredState.specHash !== specHash) continue;
     const at = o.finishedAt ? timestampDate(o.finishedAt).getTime() : 0;
     if (!newest || at >= newest.at) newest = { order: o, at };
   }
   if (newest) return done(newest.order.desiredState!, `work_order/${newest.order.id}`);
-  throw conflict(`node ${nodeId} has no earlier successful spec of tenant ${tenant.id} to roll back to`, {
+  const which = specHash === undefined ? "earlier successful spec" : `successful order of spec ${specHash.slice(0, 12)} left`;
+  throw conflict(`node ${nodeId} has no ${which} of tenant ${tenant.id} to roll back to`, {
     tenant_id: tenant.id,
     node_id: nodeId,
     reason: "NO_PREVIOUS_SPEC",

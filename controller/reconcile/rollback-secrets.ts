@@ -9,7 +9,7 @@ import { ComposeProjectSchema, type ComposeProject, type Resource } from "../../
 import { WorkOrderDesiredStateSchema, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { hasPlaceholder, restoreCompose, restoreEnv, SecretsUnavailable } from "../../common/logging/restore-secrets.js";
 import { conflict } from "../errors.js";
-import { projectHash, renderProject } from "../reconcile/render-project.js";
+import { projectHash, renderProject } from "./render-project.js";
 import { allResources } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 

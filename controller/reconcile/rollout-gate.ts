@@ -1,0 +1,186 @@
+// The rollout's part in a tenant's reconcile pass (tenant-pass.ts), under the tenant's lock:
+//   before planning  decide whether the change starts a rollout (rollouts/rollout-start.ts):
+//                    supersede the one under way, store the new one, and tell the planner which
+//                    nodes it holds on their spec and which it returns to their old one;
+//   after planning   observe each of its nodes from the pass's verdicts and records, step the
+//                    rollout (rollouts/rollout-step.ts, rollout-holds.ts), store what changed with
+//                    its events, and say when to look again: at once when nodes were started (the
+//                    next pass sends them their spec), else when a bake or a deadline ends.
+// Without a rollout policy a rollout is one wave of every node and nothing waits: as before.
+import { clone, create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ConvergenceStatus, NodeLiveness, type Resource, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { type Rollout, RolloutActorSchema, RolloutNodeState as S, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Trace } from "../context.js";
+import { applyActions, ENDED, nodesOf } from "../rollouts/rollout-actions.js";
+import { holdOf, rollbackProgress, rollbackTo, type RollbackObservation } from "../rollouts/rollout-holds.js";
+import type { RolloutRecords } from "../rollouts/rollout-records.js";
+import { decideRollout, type FleetNode } from "../rollouts/rollout-start.js";
+import { type NodeObservation, type RolloutAction, rolloutStep } from "../rollouts/rollout-step.js";
+import type { TenantDesire } from "./desired-targets.js";
+import type { TargetOrder } from "./order-issuer.js";
+import { REMOVAL_HASH, type TargetVerdict } from "./plan-target.js";
+import type { World } from "./world.js";
+
+/** The rollout a pass follows, and what it asks of each node. */
+export interface RolloutGate {
+  /** The tenant's current rollout (new, or the latest while it covers the fleet); undefined when none. */
+  rollout?: Rollout;
+  /** Why the node keeps the spec it runs, or undefined. */
+  hold(nodeId: string): string | undefined;
+  /** The spec hash the node must return to, or undefined. */
+  rollbackTo(nodeId: string): string | undefined;
+}
+
+/** What the pass knows after planning, for advance(). */
+export interface PassOutcome {
+  verdicts: ReadonlyMap<string, TargetVerdict>;
+  records: ReadonlyMap<string, TargetStatus>;
+  orders: readonly TargetOrder[];
+  /** Nodes whose rollback could not be issued, and why. */
+  rollbackErrors: ReadonlyMap<string, string>;
+}
+
+const NONE: RolloutGate = { hold: () => undefined, rollbackTo: () => undefined };
+
+/** Before planning: the tenant's rollout, started or superseded as its fleet requires. */
+export async function openGate(
+  rollouts: RolloutRecords,
+  tenant: Resource,
+  latestId: string,
+  desire: TenantDesire,
+  records: ReadonlyMap<string, TargetStatus>,
+  world: World,
+  now: Date,
+  trace: Trace,
+): Promise<RolloutGate> {
+  if (tenant.deletion) return NONE;
+  const latest = latestId === "" ? undefined : await rollouts.get(latestId);
+  const fleet: FleetNode[] = [];
+  for (const [nodeId, rendered] of desire.targets) {
+    const node = world.node(nodeId);
+    if (!node || node.disabled) continue;
+    const applied = records.get(nodeId)?.appliedHash ?? "";
+    fleet.push({
+      nodeId,
+      labels: world.labelsOf(nodeId),
+      desiredHash: rendered.specHash,
+      appliedHash: applied === REMOVAL_HASH ? "" : applied,
+    });
+  }
+  const policy = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value.rollout : undefined;
+  const started = create(RolloutActorSchema, {
+    actor: "controller",
+    at: timestampFromDate(now),
+    reason: "the tenant's rendered spec changed",
+    requestId: trace.requestId,
+    correlationId: trace.correlationId,
+  });
+  const decision = decideRollout({
+    tenantId: tenant.id,
+    tenantIncarnation: tenant.createdAt ? String(tenant.createdAt.seconds) : "",
+    latest,
+    fleet,
+    policy,
+    started,
+    now: now.getTime(),
+  });
+  if (decision.supersede && latest) await rollouts.supersede(latest, decision.start?.id ?? "", trace, now);
+  const current = decision.start ? await rollouts.create(decision.start, trace) : decision.current;
+  if (!current) return NONE;
+  return { rollout: current, hold: (n) => holdOf(current, n), rollbackTo: (n) => rollbackTo(current, n) };
+}
+
+/** What stepping the rollout asks of the pass. */
+export interface GateAdvance {
+  /** Plan again now: the rollout started nodes (they get their spec) or began a rollback. */
+  again: boolean;
+  /** When time alone moves the rollout on (a bake or a deadline ends), epoch ms. */
+  recheckAt?: number;
+}
+
+/** After planning: steps the gate's rollout with what the pass saw, and stores what changed. */
+export async function advanceGate(
+  rollouts: RolloutRecords,
+  gate: RolloutGate,
+  pass: PassOutcome,
+  world: World,
+  tenantId: string,
+  now: Date,
+  trace: Trace,
+): Promise<GateAdvance> {
+  const before = gate.rollout;
+  if (!before || ENDED.has(before.status)) return { again: false };
+  const at = now.getTime();
+  const actions: RolloutAction[] = ordersOf(before, pass.orders);
+  for (const [nodeId, reason] of pass.rollbackErrors) actions.push({ type: "node-rollback-failed", nodeId, reason });
+  const working = clone(RolloutSchema, before);
+  applyActions(working, actions, at);
+  let recheckAt: number | undefined;
+  let again = false;
+  if (working.status === RolloutStatus.PROGRESSING || working.status === RolloutStatus.PAUSED) {
+    const step = rolloutStep(working, observe(working, pass, world), at);
+    actions.push(...step.actions);
+    recheckAt = step.recheckAt;
+    again = step.actions.some((a) => a.type === "node-started" || (a.type === "budget-exhausted" && a.outcome === "rollback"));
+  } else if (working.status === RolloutStatus.ROLLING_BACK) {
+    actions.push(...rollbackProgress(working, rollbackSeen(working, pass, world, tenantId)));
+  }
+  if (actions.length === 0) return { again, recheckAt };
+  const after = clone(RolloutSchema, before);
+  const events = applyActions(after, actions, at);
+  await rollouts.save(after, events, trace);
+  return { again, recheckAt };
+}
+
+// Orders this pass created for the rollout's nodes: the spec it brings them, or their rollback.
+function ordersOf(r: Rollout, orders: readonly TargetOrder[]): RolloutAction[] {
+  const out: RolloutAction[] = [];
+  const byNode = new Map(nodesOf(r).map((n) => [n.nodeId, n]));
+  for (const o of orders) {
+    const node = byNode.get(o.nodeId);
+    if (!o.created || !node) continue;
+    if (o.workOrder.type === WorkOrderType.ROLLBACK)
+      out.push({ type: "node-rollback-issued", nodeId: o.nodeId, workOrderId: o.workOrder.id });
+    else if (o.workOrder.desiredState?.specHash === node.toSpecHash && node.state !== S.WAITING)
+      out.push({ type: "node-order", nodeId: o.nodeId, workOrderId: o.workOrder.id });
+  }
+  return out;
+}
+
+/** Each node of the rollout against the spec it brings the node, from the pass's verdicts. */
+function observe(r: Rollout, pass: PassOutcome, world: World): Map<string, NodeObservation> {
+  const out = new Map<string, NodeObservation>();
+  for (const n of nodesOf(r)) {
+    const verdict = pass.verdicts.get(n.nodeId);
+    const rec = pass.records.get(n.nodeId);
+    const offline = world.node(n.nodeId)?.liveness === NodeLiveness.OFFLINE;
+    if (!verdict || !rec) {
+      // The tenant no longer runs on the node: nothing of this rollout is left to do there.
+      out.set(n.nodeId, { converged: true });
+      continue;
+    }
+    const onTarget = rec.appliedHash === n.toSpecHash;
+    let failure: string | undefined;
+    if (verdict.status === ConvergenceStatus.ORDER_FAILED) failure = verdict.message;
+    else if (verdict.status === ConvergenceStatus.ROLLED_BACK && rec.rolledBackHash === n.toSpecHash) failure = verdict.message;
+    out.set(n.nodeId, { converged: onTarget && verdict.status === ConvergenceStatus.CONVERGED, failure, offline });
+  }
+  return out;
+}
+
+function rollbackSeen(r: Rollout, pass: PassOutcome, world: World, tenantId: string): Map<string, RollbackObservation> {
+  const out = new Map<string, RollbackObservation>();
+  for (const n of nodesOf(r)) {
+    const rec = pass.records.get(n.nodeId);
+    if (!rec) continue;
+    out.set(n.nodeId, {
+      appliedHash: rec.appliedHash,
+      lastWorkOrderId: rec.lastWorkOrderId,
+      lastResultCode: rec.lastResultCode,
+      inFlight: world.inFlight(tenantId, n.nodeId) !== undefined,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,107 @@
+// The one owner of stored rollouts: resources of type rollout whose desired_state is what the
+// rollout set out to do (RolloutSpec) and whose current_state is its record (Rollout). Every
+// write goes through here with its events; callers hold the tenant's reconcile lock
+// (TargetRecords.exclusive), so one tenant's rollouts have one writer at a time.
+import { clone, create, equals } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { type Rollout, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import { SCHEMA_VERSION, type Trace } from "../context.js";
+import { isSkipperError } from "../errors.js";
+import { recordEvents, type EventInput } from "../events/event-recorder.js";
+import type { Store } from "../store/store.js";
+import type { RolloutEventDraft } from "./rollout-actions.js";
+
+/** The Rollout record a stored rollout resource holds. */
+export function rolloutOf(r: Resource | undefined): Rollout | undefined {
+  return r?.currentState?.kind.case === "rollout" ? r.currentState.kind.value : undefined;
+}
+
+/** Reads and writes rollouts; holds no state. */
+export class RolloutRecords {
+  constructor(private readonly store: Store) {}
+
+  /** One rollout by id. */
+  async get(id: string): Promise<Rollout | undefined> {
+    return rolloutOf(await this.store.getResource("rollout", id));
+  }
+
+  /** Stores a new rollout (a retry of the same start finds the one stored) with rollout_started. */
+  async create(rollout: Rollout, trace: Trace): Promise<Rollout> {
+    const resource = create(ResourceSchema, {
+      id: rollout.id,
+      resourceType: "rollout",
+      schemaVersion: SCHEMA_VERSION,
+      desiredState: {
+        kind: {
+          case: "rollout",
+          value: { tenantId: rollout.tenantId, fromSpecHash: rollout.fromSpecHash, toSpecHash: rollout.toSpecHash },
+        },
+      },
+      currentState: { kind: { case: "rollout", value: rollout } },
+      metadata: { requestId: trace.requestId, correlationId: trace.correlationId },
+      createdAt: rollout.createdAt,
+      updatedAt: rollout.updatedAt,
+    });
+    let stored: Resource;
+    try {
+      stored = await this.store.createResource(resource);
+    } catch (e) {
+      if (!(isSkipperError(e) && e.code === "CONFLICT")) throw e;
+      return (await this.get(rollout.id)) ?? rollout;
+    }
+    const nodes = rollout.waves.reduce((n, w) => n + w.nodes.length, 0);
+    await this.record(rollout, stored, trace, [
+      {
+        type: "rollout_started",
+        data: {
+          from_spec_hash: rollout.fromSpecHash,
+          to_spec_hash: rollout.toSpecHash,
+          nodes,
+          waves: rollout.waves.map((w) => `${w.name}:${w.nodes.length}`),
+        },
+      },
+    ]);
+    return rollout;
+  }
+
+  /** Stores `after` as the new state of its rollout, with the events that say what changed. */
+  async save(after: Rollout, events: readonly RolloutEventDraft[], trace: Trace): Promise<Rollout> {
+    const stored = await this.store.updateResource("rollout", after.id, (cur) => {
+      const before = rolloutOf(cur);
+      if (before && equals(RolloutSchema, before, after)) return cur;
+      cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "rollout", value: clone(RolloutSchema, after) } };
+      cur.updatedAt = after.updatedAt ?? timestampFromDate(new Date());
+      if (cur.metadata) Object.assign(cur.metadata, { requestId: trace.requestId, correlationId: trace.correlationId });
+      return cur;
+    });
+    if (events.length > 0) await this.record(after, stored, trace, events);
+    return rolloutOf(stored) ?? after;
+  }
+
+  /** Ends `rollout` as SUPERSEDED by `by` (when it is still under way). */
+  async supersede(rollout: Rollout, by: string, trace: Trace, now: Date): Promise<void> {
+    const after = clone(RolloutSchema, rollout);
+    after.status = RolloutStatus.SUPERSEDED;
+    after.supersededBy = by;
+    after.message = by === "" ? "the desired state changed; no node runs an older spec" : `superseded by rollout ${by}`;
+    after.finishedAt = timestampFromDate(now);
+    after.updatedAt = after.finishedAt;
+    await this.save(after, [{ type: "rollout_superseded", data: { superseded_by: by } }], trace);
+  }
+
+  private async record(rollout: Rollout, stored: Resource, trace: Trace, drafts: readonly RolloutEventDraft[]): Promise<void> {
+    const events: EventInput[] = drafts.map((d) => ({
+      type: d.type,
+      ...trace,
+      resourceType: "rollout",
+      resourceId: rollout.id,
+      tenantId: rollout.tenantId,
+      nodeId: d.nodeId,
+      workOrderId: d.workOrderId,
+      revision: stored.metadata?.resourceVersion,
+      data: { rollout_id: rollout.id, status: (RolloutStatus[rollout.status] ?? "").toLowerCase(), ...d.data },
+    }));
+    await recordEvents(this.store, events);
+  }
+}

@@ -1,0 +1,65 @@
+// RolloutService: read rollouts and steer one (reconcile/steer-rollout.ts). Every command is
+// idempotent: repeating it returns the rollout unchanged.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { RolloutActorSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import type { RolloutService } from "../../gen/skipper/v1/rollout_service_pb.js";
+import { callInfo, responseMeta, traceOf } from "../context.js";
+import { invalid, notFound } from "../errors.js";
+import { checkId } from "../id-checks.js";
+import { steerRollout } from "../reconcile/steer-rollout.js";
+import type { RolloutCommand } from "../rollouts/rollout-commands.js";
+import { listRollouts } from "../rollouts/rollout-list.js";
+import type { ServiceDeps } from "./deps.js";
+
+const MAX_REASON = 1024;
+
+/** Rollout implementation. */
+export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutService> {
+  const steer = async (ctx: HandlerContext, req: { id: string; reason: string }, cmd: RolloutCommand) => {
+    const id = checkId(req.id, "id");
+    if (req.reason.length > MAX_REASON) throw invalid(`reason must be at most ${MAX_REASON} characters`, { field: "reason" });
+    const call = callInfo(ctx);
+    const trace = traceOf(call);
+    const actor = create(RolloutActorSchema, { actor: "admin", at: timestampFromDate(deps.now()), reason: req.reason, ...trace });
+    const wake = (tenantId: string, t: typeof trace) => deps.triggers.rolloutChanged(tenantId, t);
+    const rollout = await steerRollout({ records: deps.records, rollouts: deps.rollouts, wake }, id, cmd, actor, trace);
+    call.logger.info(
+      {
+        action: `rollout_${cmd.kind}`,
+        result: "ok",
+        tenant_id: rollout.tenantId,
+        metadata: { rollout_id: id, status: RolloutStatus[rollout.status] },
+      },
+      `rollout ${cmd.kind}`,
+    );
+    return { meta: responseMeta(ctx), rollout };
+  };
+  return {
+    async getRollout(req, ctx) {
+      const id = checkId(req.id, "id");
+      const rollout = await deps.rollouts.get(id);
+      if (!rollout) throw notFound("rollout", id);
+      return { meta: responseMeta(ctx), rollout };
+    },
+    async listRollouts(req, ctx) {
+      if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+      req.statuses.forEach((s, i) => {
+        if (!(s in RolloutStatus) || s === RolloutStatus.UNSPECIFIED)
+          throw invalid(`statuses[${i}] is not a rollout status`, { field: "statuses" });
+      });
+      const page = await listRollouts(deps.store, {
+        tenantId: req.tenantId || undefined,
+        statuses: req.statuses,
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+      });
+      return { meta: responseMeta(ctx), rollouts: page.items, nextPageToken: page.nextPageToken };
+    },
+    pauseRollout: (req, ctx) => steer(ctx, req, { kind: "pause" }),
+    resumeRollout: (req, ctx) => steer(ctx, req, { kind: "resume" }),
+    promoteRollout: (req, ctx) => steer(ctx, req, { kind: "promote", wave: req.wave }),
+    abortRollout: (req, ctx) => steer(ctx, req, { kind: "abort" }),
+  };
+}
