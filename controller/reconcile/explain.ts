@@ -13,6 +13,9 @@ import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
 import { tenantStatusOf } from "./target-records.js";
+import { type Rollout, RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import { holdOf } from "../rollouts/rollout-holds.js";
+import { rolloutOf } from "../rollouts/rollout-records.js";
 import { redact, redactText } from "../../common/logging/redact.js";
 
 const ORDERS_PER_TARGET = 3;
@@ -64,7 +67,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
   }
   orders.sort((a, b) => time(a.createdAt) - time(b.createdAt));
   for (const o of orders) {
-    const type = o.type === WorkOrderType.REMOVE_SERVICE ? "remove_service" : "deploy_service";
+    const type = (WorkOrderType[o.type] ?? "unknown").toLowerCase();
     const reason = o.metadata?.annotations.reason ?? "";
     step(
       ExplainStepKind.WORK_ORDER,
@@ -102,6 +105,28 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
     step(ExplainStepKind.OBSERVED, st.lastHeartbeatAt, summary, { nodeId, code: livenessName(st.liveness) });
   }
 
+  const rolloutId = tenant ? tenantStatusOf(tenant).rolloutId : "";
+  const rollout = rolloutId ? rolloutOf(await store.getResource("rollout", rolloutId)) : undefined;
+  if (rollout) {
+    step(ExplainStepKind.ROLLOUT, rollout.updatedAt, rolloutSummary(rollout), { code: RolloutStatus[rollout.status] ?? "" });
+    const wanted = new Set(nodeIds);
+    for (const n of rollout.waves.flatMap((w) => w.nodes)) {
+      if (!wanted.has(n.nodeId) || n.state === RolloutNodeState.DONE) continue;
+      const state = RolloutNodeState[n.state] ?? "";
+      const why = n.state === RolloutNodeState.WAITING ? (holdOf(rollout, n.nodeId) ?? "") : n.reason;
+      step(
+        ExplainStepKind.ROLLOUT,
+        n.finishedAt ?? n.startedAt ?? rollout.updatedAt,
+        `node ${n.nodeId} is ${state.toLowerCase()}${why ? `: ${why}` : ""}`,
+        {
+          nodeId: n.nodeId,
+          workOrderId: n.rollbackWorkOrderId || n.workOrderId,
+          code: state,
+        },
+      );
+    }
+  }
+
   const convergence = r.convergence ?? (await derivedConvergence(store, r));
   step(ExplainStepKind.VERDICT, convergence.checkedAt, `${ConvergenceStatus[convergence.status] ?? "UNKNOWN"}: ${convergence.message}`, {
     nodeId: convergence.nodeId,
@@ -117,6 +142,17 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
     workOrders: redact([...orders].reverse()),
     events: redact(events),
   };
+}
+
+/** One line for a rollout: its status and each wave's progress. */
+function rolloutSummary(r: Rollout): string {
+  const waves = r.waves.map((w) => {
+    const done = w.nodes.filter((n) => n.state === RolloutNodeState.DONE).length;
+    const gate = w.requirePromote && !w.promoted && !w.startedAt ? ", waits for a promote" : "";
+    return `${w.name} ${done}/${w.nodes.length} done${gate}`;
+  });
+  const status = (RolloutStatus[r.status] ?? "").toLowerCase();
+  return `rollout ${r.id} ${status} (spec ${r.fromSpecHash.slice(0, 12)} -> ${r.toSpecHash.slice(0, 12)}): ${waves.join("; ")}${r.message ? `. ${r.message}` : ""}`;
 }
 
 // Resources the reconciler does not track themselves (limits, networks, volumes, nodes) are as

@@ -98,6 +98,8 @@ export interface GateAdvance {
   again: boolean;
   /** When time alone moves the rollout on (a bake or a deadline ends), epoch ms. */
   recheckAt?: number;
+  /** Why each node the rollout still holds is held, as the rollout stands after the step. */
+  holdNow(nodeId: string): string | undefined;
 }
 
 /** After planning: steps the gate's rollout with what the pass saw, and stores what changed. */
@@ -111,7 +113,7 @@ export async function advanceGate(
   trace: Trace,
 ): Promise<GateAdvance> {
   const before = gate.rollout;
-  if (!before || ENDED.has(before.status)) return { again: false };
+  if (!before || ENDED.has(before.status)) return { again: false, holdNow: gate.hold };
   const at = now.getTime();
   const actions: RolloutAction[] = ordersOf(before, pass.orders);
   for (const [nodeId, reason] of pass.rollbackErrors) actions.push({ type: "node-rollback-failed", nodeId, reason });
@@ -127,11 +129,11 @@ export async function advanceGate(
   } else if (working.status === RolloutStatus.ROLLING_BACK) {
     actions.push(...rollbackProgress(working, rollbackSeen(working, pass, world, tenantId)));
   }
-  if (actions.length === 0) return { again, recheckAt };
+  if (actions.length === 0) return { again, recheckAt, holdNow: gate.hold };
   const after = clone(RolloutSchema, before);
   const events = applyActions(after, actions, at);
   await rollouts.save(after, events, trace);
-  return { again, recheckAt };
+  return { again, recheckAt, holdNow: (n) => holdOf(after, n) };
 }
 
 // Orders this pass created for the rollout's nodes: the spec it brings them, or their rollback.

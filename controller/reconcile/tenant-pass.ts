@@ -201,6 +201,13 @@ export class TenantPass {
     for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
     const passed = { verdicts, records: new Map(nextRecords.map((r) => [r.nodeId, r])), orders, rollbackErrors };
     const advance = await advanceGate(this.deps.rollouts, gate, passed, world, tenantId, now, trace);
+    // A held node's reason as the rollout stands now (its wave may have moved on in this step).
+    for (const r of nextRecords) {
+      const why = r.convergence?.status === ConvergenceStatus.ROLLOUT_WAITING ? advance.holdNow(r.nodeId) : undefined;
+      if (!why || !r.convergence) continue;
+      r.convergence.message = why;
+      verdicts.get(r.nodeId)!.message = why;
+    }
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace, gate.rollout?.id ?? latestRollout);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };

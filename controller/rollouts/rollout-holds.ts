@@ -21,6 +21,8 @@ export function holdOf(rollout: Rollout, nodeId: string): string | undefined {
     }
     case RolloutStatus.PENDING_APPROVAL:
       return `${of} waits for approval`;
+    case RolloutStatus.ROLLING_BACK:
+      return `${of} is rolling back; it had not reached this node, which keeps spec ${node.fromSpecHash.slice(0, 12)}`;
     case RolloutStatus.PROGRESSING: {
       const open = rollout.waves.findIndex((w) => !w.completedAt);
       if (!wave.startedAt && wave.requirePromote && !wave.promoted && open === k) return `${of} waits for a promote of wave "${wave.name}"`;
