@@ -142,7 +142,7 @@ describe("a rollout", () => {
     const steps = why.steps.filter((s) => s.kind === ExplainStepKind.ROLLOUT);
     expect(steps[0]!.summary).toContain("canary 1/1 done; half 0/2 done, waits for a promote; rest 0/2 done");
     expect(steps[0]!.code).toBe("PROGRESSING");
-    expect(steps.find((s) => s.nodeId === "n2")!.summary).toContain('node n2 is waiting: rollout');
+    expect(steps.find((s) => s.nodeId === "n2")!.summary).toContain("node n2 is waiting: rollout");
     expect(why.convergence?.status).toBe(ConvergenceStatus.ROLLOUT_WAITING);
 
     r = (await rollouts().promoteRollout({ id: r.id, reason: "canary looks fine" })).rollout!;
