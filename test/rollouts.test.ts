@@ -9,6 +9,8 @@ import { ConvergenceStatus, ResourceSchema, type Resource, type TenantStatus } f
 import { ExplainStepKind, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { OverdueNodeAction, RolloutNodeState as S, RolloutPolicySchema, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
+import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { type WorkOrder, type WorkOrderResultSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { rpcError } from "./helpers/errors.js";
@@ -26,7 +28,9 @@ const api = () => c.admin(ResourceService);
 const rollouts = () => c.admin(RolloutService);
 const idle = () => c.ctl.reconciler.idle();
 
-function tenant(version: string, policy?: Parameters<typeof create<typeof RolloutPolicySchema>>[1]): Resource {
+type PolicyInit = Parameters<typeof create<typeof RolloutPolicySchema>>[1];
+
+function tenant(version: string, policy?: PolicyInit, safety?: MessageInitShape<typeof DeploySafetySchema>): Resource {
   return create(ResourceSchema, {
     id: TENANT,
     resourceType: "tenant",
@@ -37,14 +41,15 @@ function tenant(version: string, policy?: Parameters<typeof create<typeof Rollou
           deploymentPolicy: { nodeSelector: { fleet: "shop" } },
           compose: { composeFile: `services:\n  web:\n    image: shop:${version}\n` },
           rollout: policy ? create(RolloutPolicySchema, policy) : undefined,
+          safety: safety ? create(DeploySafetySchema, safety) : undefined,
         },
       },
     },
   });
 }
 
-async function release(version: string, policy?: Parameters<typeof create<typeof RolloutPolicySchema>>[1]): Promise<void> {
-  const t = tenant(version, policy);
+async function release(version: string, policy?: PolicyInit, safety?: MessageInitShape<typeof DeploySafetySchema>): Promise<void> {
+  const t = tenant(version, policy, safety);
   await api().updateResource({ resourceType: "tenant", id: TENANT, desiredState: t.desiredState });
   await idle();
 }
@@ -315,5 +320,41 @@ describe("a rollout", () => {
     expect((await rpcError(rollouts().getRollout({ id: "../x" }))).code).toBe("INVALID_REQUEST");
     const unknownWave = await rpcError(rollouts().promoteRollout({ id: r.id, wave: "nope" }));
     expect(unknownWave.code).toBe("INVALID_REQUEST");
+  });
+});
+
+describe("quarantine", () => {
+  it("a spec that failed quarantine_after times on a node returns it to its last good spec, without a health gate, and stops retrying until Apply", async () => {
+    const previous = (await target("n1")).appliedHash;
+    await release("v2", undefined, { quarantineAfter: 2 });
+    const failing = (o: WorkOrder) =>
+      o.type === WorkOrderType.ROLLBACK ? {} : { success: false, code: "COMPOSE_FAILED", message: "pull failed" };
+    await finish("n1", failing);
+    for (const n of ["n2", "n3", "n4", "n5"]) await finish(n);
+    expect((await target("n1")).convergence?.status).toBe(ConvergenceStatus.RETRY_BACKOFF);
+    // The retry is due after its backoff; it fails as well.
+    clock += 3_000;
+    await c.ctl.reconciler.reconcileTenant(TENANT);
+    await finish("n1", failing);
+    const back = await pendingOn("n1");
+    expect(back?.type).toBe(WorkOrderType.ROLLBACK);
+    expect(back?.desiredState?.specHash).toBe(previous);
+    expect(back?.action?.kind.case === "rollback" && back.action.kind.value.quarantineReason).toContain("failed 2 time(s) on node n1");
+    await finish("n1");
+    const rec = await target("n1");
+    expect(rec.appliedHash).toBe(previous);
+    expect(rec.convergence?.status).toBe(ConvergenceStatus.ROLLED_BACK);
+    expect(rec.convergence?.message).toContain("is quarantined (spec");
+    // No more attempts, however long we wait.
+    clock += 600_000;
+    await c.ctl.reconciler.reconcileTenant(TENANT);
+    expect(await pendingOn("n1")).toBeUndefined();
+    // The rollout counts the node as failed; the others are done.
+    const r = await latestRollout();
+    expect(nodeState(r, "n1")).toBe(S.FAILED);
+    expect(r.status).toBe(RolloutStatus.SUCCEEDED);
+    // Apply releases it: the spec is tried again.
+    await c.admin(DeploymentService).apply({ tenantId: TENANT, nodeId: "n1" });
+    expect((await pendingOn("n1"))?.type).toBe(WorkOrderType.DEPLOY_SERVICE);
   });
 });

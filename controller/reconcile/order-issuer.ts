@@ -85,9 +85,9 @@ async function recordSuperseded(store: Store, order: WorkOrder, trace: Trace): P
 }
 
 /**
- * Issues a rollout's rollback: an order that returns the node to the spec `toHash` (the newest
- * order that applied it there), holding the desired hash it replaces. Throws CONFLICT when no such
- * order is kept (the rollout then records that node's rollback as failed).
+ * Issues a rollback the reconciler decided on (a rollout's, or a quarantine's): an order that
+ * returns the node to the spec `toHash` (the newest order that applied it there), holding the
+ * desired hash it replaces. Throws CONFLICT when no such order is kept.
  */
 export async function issueRollback(
   deps: IssuerDeps,
@@ -98,6 +98,7 @@ export async function issueRollback(
   now: Date,
 ): Promise<TargetOrder> {
   const plan = await resolveRollback(deps.store, tenant, action.nodeId, createMessage(RollbackActionSchema), action.toHash);
+  plan.action.quarantineReason = action.quarantine ?? "";
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId: tenant.id, nodeId: action.nodeId, workOrderId };
   const workOrder = await deps.store.createWorkOrder(
@@ -110,7 +111,13 @@ export async function issueRollback(
       resourceType: "work_order",
       resourceId: workOrderId,
       ...base,
-      data: { type: "rollback", reason: "rollout_rollback", spec_hash: action.toHash, resolved_from: plan.action.resolvedFrom },
+      data: {
+        type: "rollback",
+        reason: action.quarantine ? "quarantine" : "rollout_rollback",
+        spec_hash: action.toHash,
+        resolved_from: plan.action.resolvedFrom,
+        ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
+      },
     },
   ]);
   deps.onOrderCreated?.(workOrder);

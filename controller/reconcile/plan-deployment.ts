@@ -113,7 +113,7 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
   });
 }
 
-/** A rollback order that returns the node to the spec `plan` resolved (rollback-spec.ts): a rollout's rollback. */
+/** A rollback order that returns the node to the spec rollback-spec.ts resolved: a rollout's or a quarantine's. */
 export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredState; action: RollbackAction }): WorkOrder {
   return pendingOrder({
     id: ids.workOrderId,
@@ -121,7 +121,7 @@ export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredSta
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
     trace: { requestId: ids.requestId, correlationId: ids.correlationId },
     now: ids.now,
-    reason: "rollout_rollback",
+    reason: ids.action.quarantineReason ? "quarantine" : "rollout_rollback",
     maxAttempts: MAX_ATTEMPTS,
     priority: ids.priority ?? 0,
     desiredState: ids.desiredState,

@@ -14,7 +14,10 @@
 //   should not run, something is there      -> remove          ORDER_IN_FLIGHT
 //   should not run, nothing there           -> forget target   CONVERGED
 // Failed orders for the same desired hash back off (2 s doubling, capped at 5 min) and stop
-// after MAX_FAILURES, when the status is ORDER_FAILED until the desired state changes.
+// after quarantine_after (default MAX_FAILURES): a node that ran an earlier spec gets it back
+// with a rollback order and the failed spec is quarantined there (ROLLED_BACK); a node with
+// nothing to return to, or a failure the agent gets every time, is ORDER_FAILED. Either holds
+// until the desired state changes or an Apply.
 import { ConvergenceStatus, NodeLiveness, type ProjectObservation, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -45,13 +48,15 @@ export interface TargetFacts {
   hold?: string;
   /** The tenant's rollout is rolling back: the spec hash the node must return to. */
   rollbackTo?: string;
+  /** Failed orders of one spec before it is quarantined on the node (DeploySafety.quarantine_after; default MAX_FAILURES). */
+  quarantineAfter?: number;
   now: Date;
 }
 
 export type TargetAction =
   | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" | "delete_data" }
   | { kind: "remove"; nodeId: string; projectName: string }
-  | { kind: "rollback"; nodeId: string; toHash: string };
+  | { kind: "rollback"; nodeId: string; toHash: string; quarantine?: string };
 
 export interface TargetVerdict {
   status: ConvergenceStatus;
@@ -115,7 +120,11 @@ export function planTarget(f: TargetFacts): TargetPlan {
       rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
     if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash && !safetyChanged) {
       const why =
-        rec.lastResultCode === "ROLLBACK_OK" ? "was rolled back by an admin" : `was rolled back by its node (${rec.lastResultCode})`;
+        rec.quarantineReason !== ""
+          ? `is quarantined (${rec.quarantineReason})`
+          : rec.lastResultCode === "ROLLBACK_OK"
+            ? "was rolled back by an admin"
+            : `was rolled back by its node (${rec.lastResultCode})`;
       return {
         actions: [],
         verdict: {
@@ -126,7 +135,8 @@ export function planTarget(f: TargetFacts): TargetPlan {
         forget: false,
       };
     }
-    const blocked = backoff(rec, hash, f.now);
+    const limit = f.quarantineAfter || MAX_FAILURES;
+    const blocked = backoff(rec, hash, f.now, limit);
     if (rec?.appliedHash === hash) {
       const drift = driftOf(f, hash);
       if (drift.length === 0 && f.desired.deleteVolumes.length > 0 && !blocked) {
@@ -148,6 +158,14 @@ export function planTarget(f: TargetFacts): TargetPlan {
         actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "drift" }],
         verdict: { status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node ${f.nodeId}: ${drift.join("; ")}` },
         drift,
+        forget: false,
+      };
+    }
+    const quarantine = blocked && quarantineOf(f.nodeId, rec, hash, limit);
+    if (quarantine && rec) {
+      return {
+        actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, quarantine }],
+        verdict: waiting(`${quarantine}; returning node ${f.nodeId} to its last good spec ${short(rec.appliedHash)}`),
         forget: false,
       };
     }
@@ -179,7 +197,7 @@ export function planTarget(f: TargetFacts): TargetPlan {
     f.observed !== undefined;
   if (!leftovers || !f.node)
     return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
-  const blocked = backoff(rec, REMOVAL_HASH, f.now);
+  const blocked = backoff(rec, REMOVAL_HASH, f.now, f.quarantineAfter || MAX_FAILURES);
   if (blocked) return { actions: [], verdict: blocked, forget: false };
   const projectName = f.observed?.projectName || rec?.projectName || "";
   if (projectName === "")
@@ -191,8 +209,20 @@ export function planTarget(f: TargetFacts): TargetPlan {
   };
 }
 
+/**
+ * Why `hash` is to be quarantined on the node now: it failed `limit` times there (not by an
+ * admin's cancel, not a failure the agent gets every time: the node still runs what it ran), the
+ * node has an earlier spec to return to, and no return was tried and failed yet.
+ */
+function quarantineOf(nodeId: string, rec: TargetStatus | undefined, hash: string, limit: number): string | undefined {
+  if (!rec || rec.failedHash !== hash || rec.failures < limit || rec.quarantineReason !== "") return undefined;
+  if (rec.lastResultCode === "CANCELLED" || DETERMINISTIC_FAILURES.has(rec.lastResultCode)) return undefined;
+  if (rec.appliedHash === "" || rec.appliedHash === REMOVAL_HASH || rec.appliedHash === hash) return undefined;
+  return `spec ${short(hash)} failed ${rec.failures} time(s) on node ${nodeId} (last: ${rec.lastResultCode || "a failure"})`;
+}
+
 /** Backoff after failed orders for `hash`, as a verdict, or undefined when an attempt may go. */
-function backoff(rec: TargetStatus | undefined, hash: string, now: Date): TargetVerdict | undefined {
+function backoff(rec: TargetStatus | undefined, hash: string, now: Date, limit: number): TargetVerdict | undefined {
   if (!rec || rec.failedHash !== hash || rec.failures <= 0) return undefined;
   const last = rec.lastResultCode || "a failure";
   if (DETERMINISTIC_FAILURES.has(rec.lastResultCode)) {
@@ -202,10 +232,11 @@ function backoff(rec: TargetStatus | undefined, hash: string, now: Date): Target
       workOrderId: rec.lastWorkOrderId,
     };
   }
-  if (rec.failures >= MAX_FAILURES) {
+  if (rec.failures >= limit || rec.lastResultCode === "CANCELLED") {
+    const stuck = rec.quarantineReason !== "" ? `; ${rec.quarantineReason}` : "";
     return {
       status: ConvergenceStatus.ORDER_FAILED,
-      message: `${rec.failures} orders failed (last: ${last}); change the desired state or Apply to try again`,
+      message: `${rec.failures} orders failed (last: ${last})${stuck}; change the desired state or Apply to try again`,
       workOrderId: rec.lastWorkOrderId,
     };
   }

@@ -81,8 +81,9 @@ export async function resolveRollback(
   let newest: { order: WorkOrder; at: number } | undefined;
   for await (const o of eachWorkOrder(store, { tenantId: tenant.id, nodeId, status: WorkOrderStatus.SUCCESS, pageSize: 200 })) {
     const restores = o.type === WorkOrderType.DEPLOY_SERVICE || o.type === WorkOrderType.ROLLBACK;
-    if (!restores || !o.desiredState || o.desiredState.specHash === applied) continue;
-    if (specHash !== undefined && o.desiredState.specHash !== specHash) continue;
+    if (!restores || !o.desiredState) continue;
+    // Named: that spec (a quarantine restores the one applied now); else the newest other one.
+    if (specHash !== undefined ? o.desiredState.specHash !== specHash : o.desiredState.specHash === applied) continue;
     const at = o.finishedAt ? timestampDate(o.finishedAt).getTime() : 0;
     if (!newest || at >= newest.at) newest = { order: o, at };
   }

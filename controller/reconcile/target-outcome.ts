@@ -44,14 +44,19 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   if (!removal && order.desiredState?.composeProject?.projectName) t.projectName = order.desiredState.composeProject.projectName;
   const restored = order.result?.details?.rollback?.restoredSpecHash ?? "";
   if (order.type === WorkOrderType.ROLLBACK) {
+    const action = order.action?.kind.case === "rollback" ? order.action.kind.value : undefined;
     if (ok) {
-      const held = order.action?.kind.case === "rollback" ? order.action.kind.value.holdsDesiredHash : "";
+      const held = action?.holdsDesiredHash ?? "";
       t.appliedHash = hash;
       t.rolledBackHash = held !== hash ? held : "";
       t.rolledBackSafetyHash = ""; // an admin's rollback holds until the spec changes or Apply
+      t.quarantineReason = action?.quarantineReason ?? "";
       t.failedHash = "";
       t.failures = 0;
       t.retryAt = undefined;
+    } else if (action?.quarantineReason) {
+      // The return to the last good spec failed too: the failed spec stays given up on.
+      t.quarantineReason = `${action.quarantineReason}; returning to spec ${hash.slice(0, 12)} failed (${order.result?.code ?? ""})`;
     }
   } else if (restored !== "" && order.result?.code !== ROLLBACK_FAILED) {
     // The health gate failed (ROLLED_BACK) or the images were not the pinned ones
@@ -60,6 +65,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     t.appliedHash = restored;
     t.rolledBackHash = hash;
     t.rolledBackSafetyHash = fingerprint(DeploySafetySchema, order.desiredState?.safety);
+    t.quarantineReason = "";
     t.failedHash = "";
     t.failures = 0;
     t.retryAt = undefined;
@@ -67,6 +73,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     if (!removal) {
       t.rolledBackHash = "";
       t.rolledBackSafetyHash = "";
+      t.quarantineReason = "";
     }
     // After a removal the record stays (applied = "removal") until the node's observations
     // confirm the project is gone; then the planner forgets the target.
@@ -80,6 +87,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     t.failedHash = hash;
     t.retryAt = undefined;
   } else {
+    if (t.failedHash !== hash) t.quarantineReason = "";
     t.failures = t.failedHash === hash ? t.failures + 1 : 1;
     t.failedHash = hash;
     t.retryAt = timestampFromDate(new Date(now.getTime() + retryDelayMs(t.failures)));

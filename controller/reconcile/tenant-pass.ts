@@ -159,6 +159,7 @@ export class TenantPass {
         safetyHash,
         hold: gate.hold(nodeId),
         rollbackTo: gate.rollbackTo(nodeId),
+        quarantineAfter: tenantSpec?.safety?.quarantineAfter,
         now,
       };
       let plan: TargetPlan = planTarget(facts);
@@ -183,7 +184,14 @@ export class TenantPass {
             issued = await issueRollback(this.deps, tenant, orderTerms, action, trace, now);
           } catch (e) {
             if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
-            rollbackErrors.set(nodeId, e.message);
+            if (action.quarantine) {
+              // Nothing kept to return to: give the spec up here without it.
+              record.quarantineReason = `${action.quarantine}; ${e.message}`;
+              plan.verdict = {
+                status: ConvergenceStatus.ORDER_FAILED,
+                message: `${record.quarantineReason}; change the desired state or Apply`,
+              };
+            } else rollbackErrors.set(nodeId, e.message);
             continue;
           }
         } else issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);

@@ -17,6 +17,7 @@ export function checkSafety(s: DeploySafety | undefined, field: string): void {
   if (deadline < 0 || deadline > MAX_COMMAND_TIMEOUT_MS) fail(`${field}.health_gate.deadline`, "must be at most 1h");
   s.preDeploy.forEach((c, i) => checkCommandSpec(c, `${field}.pre_deploy[${i}]`));
   s.postDeploy.forEach((c, i) => checkCommandSpec(c, `${field}.post_deploy[${i}]`));
+  if (s.quarantineAfter > 100) fail(`${field}.quarantine_after`, "must be at most 100 (0 means 5)");
 }
 
 /** Checks one health probe (http url and status, or tcp host and port; timeout). */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/safety.proto.
  */
 export const file_skipper_v1_safety: GenFile = /*@__PURE__*/
-  fileDesc("Chdza2lwcGVyL3YxL3NhZmV0eS5wcm90bxIKc2tpcHBlci52MSK3AQoLQ29tbWFuZFNwZWMSDAoEYXJndhgBIAMoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC3dvcmtpbmdfZGlyGAMgASgJEi0KA2VudhgEIAMoCzIgLnNraXBwZXIudjEuQ29tbWFuZFNwZWMuRW52RW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKNAQoLSGVhbHRoUHJvYmUSJQoEaHR0cBgBIAEoCzIVLnNraXBwZXIudjEuSHR0cFByb2JlSAASIwoDdGNwGAIgASgLMhQuc2tpcHBlci52MS5UY3BQcm9iZUgAEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBgoEa2luZCIvCglIdHRwUHJvYmUSCwoDdXJsGAEgASgJEhUKDWV4cGVjdF9zdGF0dXMYAiABKA0iJgoIVGNwUHJvYmUSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNImIKCkhlYWx0aEdhdGUSJwoGcHJvYmVzGAEgAygLMhcuc2tpcHBlci52MS5IZWFsdGhQcm9iZRIrCghkZWFkbGluZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKWAQoMRGVwbG95U2FmZXR5EisKC2hlYWx0aF9nYXRlGAEgASgLMhYuc2tpcHBlci52MS5IZWFsdGhHYXRlEisKCnByZV9kZXBsb3kYAiADKAsyFy5za2lwcGVyLnYxLkNvbW1hbmRTcGVjEiwKC3Bvc3RfZGVwbG95GAMgAygLMhcuc2tpcHBlci52MS5Db21tYW5kU3BlY2IGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("Chdza2lwcGVyL3YxL3NhZmV0eS5wcm90bxIKc2tpcHBlci52MSK3AQoLQ29tbWFuZFNwZWMSDAoEYXJndhgBIAMoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC3dvcmtpbmdfZGlyGAMgASgJEi0KA2VudhgEIAMoCzIgLnNraXBwZXIudjEuQ29tbWFuZFNwZWMuRW52RW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKNAQoLSGVhbHRoUHJvYmUSJQoEaHR0cBgBIAEoCzIVLnNraXBwZXIudjEuSHR0cFByb2JlSAASIwoDdGNwGAIgASgLMhQuc2tpcHBlci52MS5UY3BQcm9iZUgAEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBgoEa2luZCIvCglIdHRwUHJvYmUSCwoDdXJsGAEgASgJEhUKDWV4cGVjdF9zdGF0dXMYAiABKA0iJgoIVGNwUHJvYmUSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNImIKCkhlYWx0aEdhdGUSJwoGcHJvYmVzGAEgAygLMhcuc2tpcHBlci52MS5IZWFsdGhQcm9iZRIrCghkZWFkbGluZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKwAQoMRGVwbG95U2FmZXR5EisKC2hlYWx0aF9nYXRlGAEgASgLMhYuc2tpcHBlci52MS5IZWFsdGhHYXRlEisKCnByZV9kZXBsb3kYAiADKAsyFy5za2lwcGVyLnYxLkNvbW1hbmRTcGVjEiwKC3Bvc3RfZGVwbG95GAMgAygLMhcuc2tpcHBlci52MS5Db21tYW5kU3BlYxIYChBxdWFyYW50aW5lX2FmdGVyGAQgASgNYgZwcm90bzM", [file_google_protobuf_duration]);
 
 /**
  * CommandSpec is a program an agent runs: an argument vector, never a shell string. argv[0] must
@@ -199,6 +199,17 @@ export type DeploySafety = Message<"skipper.v1.DeploySafety"> & {
    * @generated from field: repeated skipper.v1.CommandSpec post_deploy = 3;
    */
   postDeploy: CommandSpec[];
+
+  /**
+   * Failed orders of one spec on one node before the controller gives up on it there: it returns
+   * the node to the last spec that applied successfully (a rollback order) and quarantines the
+   * failed spec on that node (no more attempts) until the desired state changes or an Apply.
+   * 0 means 5. A failure the agent gets every time (COMPOSE_INVALID) stops at once, with the
+   * node left as it was.
+   *
+   * @generated from field: uint32 quarantine_after = 4;
+   */
+  quarantineAfter: number;
 };
 
 /**
