@@ -10,7 +10,17 @@ export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export const TRACE_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The resource types the controller stores. */
-export const RESOURCE_TYPES = ["tenant", "node", "service", "deployment", "resource_limits", "network", "volume", "rollout"] as const;
+export const RESOURCE_TYPES = [
+  "tenant",
+  "node",
+  "service",
+  "deployment",
+  "resource_limits",
+  "network",
+  "volume",
+  "rollout",
+  "freeze",
+] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
 /** True when `id` is safe to use as a file name and in URLs. */

@@ -5,11 +5,19 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource, type TenantStatus } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, ResourceSchema, type Resource, TenantSpecSchema, type TenantStatus } from "../gen/skipper/v1/resource_pb.js";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
-import { OverdueNodeAction, RolloutNodeState as S, RolloutPolicySchema, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
+import {
+  type MaintenanceWindowSchema,
+  OverdueNodeAction,
+  RolloutNodeState as S,
+  type RolloutPinSchema,
+  type RolloutPolicySchema,
+  RolloutStatus,
+} from "../gen/skipper/v1/rollout_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
-import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
+import type { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { type WorkOrder, type WorkOrderResultSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -30,26 +38,38 @@ const idle = () => c.ctl.reconciler.idle();
 
 type PolicyInit = Parameters<typeof create<typeof RolloutPolicySchema>>[1];
 
-function tenant(version: string, policy?: PolicyInit, safety?: MessageInitShape<typeof DeploySafetySchema>): Resource {
+interface Extra {
+  maintenanceWindows?: MessageInitShape<typeof MaintenanceWindowSchema>[];
+  pin?: MessageInitShape<typeof RolloutPinSchema>;
+}
+
+function tenant(version: string, policy?: PolicyInit, safety?: MessageInitShape<typeof DeploySafetySchema>, extra: Extra = {}): Resource {
   return create(ResourceSchema, {
     id: TENANT,
     resourceType: "tenant",
     desiredState: {
       kind: {
         case: "tenant",
-        value: {
+        value: create(TenantSpecSchema, {
+          maintenanceWindows: extra.maintenanceWindows,
+          pin: extra.pin,
           deploymentPolicy: { nodeSelector: { fleet: "shop" } },
           compose: { composeFile: `services:\n  web:\n    image: shop:${version}\n` },
-          rollout: policy ? create(RolloutPolicySchema, policy) : undefined,
-          safety: safety ? create(DeploySafetySchema, safety) : undefined,
-        },
+          rollout: policy,
+          safety,
+        }),
       },
     },
   });
 }
 
-async function release(version: string, policy?: PolicyInit, safety?: MessageInitShape<typeof DeploySafetySchema>): Promise<void> {
-  const t = tenant(version, policy, safety);
+async function release(
+  version: string,
+  policy?: PolicyInit,
+  safety?: MessageInitShape<typeof DeploySafetySchema>,
+  extra: Extra = {},
+): Promise<void> {
+  const t = tenant(version, policy, safety, extra);
   await api().updateResource({ resourceType: "tenant", id: TENANT, desiredState: t.desiredState });
   await idle();
 }
@@ -356,5 +376,106 @@ describe("quarantine", () => {
     // Apply releases it: the spec is tried again.
     await c.admin(DeploymentService).apply({ tenantId: TENANT, nodeId: "n1" });
     expect((await pendingOn("n1"))?.type).toBe(WorkOrderType.DEPLOY_SERVICE);
+  });
+});
+
+describe("what holds a rollout back", () => {
+  const held = async (nodeId: string) => (await target(nodeId)).convergence;
+
+  it("outside the maintenance windows no node starts; when one opens, they do", async () => {
+    const windows = [{ days: ["tue", "wed"], start: "02:00", end: "03:00", timeZone: "Europe/Berlin" }];
+    await release("v2", undefined, undefined, { maintenanceWindows: windows });
+    expect(await nodesWithOrders()).toEqual([]);
+    // 10:00 UTC on Tuesday 2026-11-24: the next opening is Wednesday 02:00 in Berlin, 01:00 UTC.
+    expect((await held("n3"))?.status).toBe(ConvergenceStatus.ROLLOUT_WAITING);
+    expect((await held("n3"))?.message).toContain("outside the tenant's maintenance windows; the next opens at 2026-11-25T01:00:00.000Z");
+    clock = Date.parse("2026-11-25T01:00:30Z");
+    await c.ctl.reconciler.reconcileTenant(TENANT);
+    expect(await nodesWithOrders()).toEqual(NODES);
+  });
+
+  it("a freeze of the tenant starts no wave until it ends; a freeze of nodes holds only them", async () => {
+    const freeze = (id: string, spec: Record<string, unknown>) =>
+      api().createResource({
+        resourceType: "freeze",
+        resource: create(ResourceSchema, {
+          id,
+          resourceType: "freeze",
+          desiredState: { kind: { case: "freeze", value: { endsAt: timestampFromMs(clock + 3_600_000), ...spec } } },
+        }),
+      });
+    const bad = await rpcError(
+      api().createResource({
+        resourceType: "freeze",
+        resource: create(ResourceSchema, {
+          id: "f0",
+          resourceType: "freeze",
+          desiredState: { kind: { case: "freeze", value: { reason: "x" } } },
+        }),
+      }),
+    );
+    expect(bad.details.field).toBe("desired_state.freeze.ends_at");
+    await freeze("f-shop", { tenantId: TENANT, reason: "quarter close" });
+    await freeze("f-canary", { nodeSelector: { ring: "canary" }, reason: "canary host maintenance" });
+    await release("v2");
+    expect(await nodesWithOrders()).toEqual([]);
+    expect((await held("n2"))?.message).toContain("frozen by freeze f-shop until");
+    expect((await held("n2"))?.message).toContain("(quarter close)");
+    await api().deleteResource({ resourceType: "freeze", id: "f-shop" });
+    await idle();
+    // The wave starts without the frozen canary node.
+    expect(await nodesWithOrders()).toEqual(["n2", "n3", "n4", "n5"]);
+    expect((await held("n1"))?.message).toContain("frozen by freeze f-canary");
+    for (const n of ["n2", "n3", "n4", "n5"]) await finish(n);
+    expect((await latestRollout()).status).toBe(RolloutStatus.PROGRESSING);
+    // The freeze ends by itself.
+    clock += 3_600_001;
+    await c.ctl.reconciler.reconcileTenant(TENANT);
+    expect(await nodesWithOrders()).toEqual(["n1"]);
+  });
+
+  it("a pinned tenant keeps what runs while its desired state changes; unpinning rolls out the latest", async () => {
+    await release("v2", undefined, undefined, { pin: { reason: "black friday" } });
+    await release("v3", undefined, undefined, { pin: { reason: "black friday" } });
+    expect(await nodesWithOrders()).toEqual([]);
+    expect((await held("n1"))?.message).toContain("the tenant is pinned (black friday)");
+    await release("v3");
+    expect(await nodesWithOrders()).toEqual(NODES);
+    const o = await pendingOn("n1");
+    expect(o?.desiredState?.composeProject?.composeFile).toContain("shop:v3");
+  });
+
+  it("approval pins the plan: nothing deploys before it, a stale plan is refused, the right one releases it", async () => {
+    const policy = { requireApproval: true };
+    await release("v2", policy);
+    const pending = await latestRollout();
+    expect(pending.status).toBe(RolloutStatus.PENDING_APPROVAL);
+    expect(await nodesWithOrders()).toEqual([]);
+    expect((await held("n1"))?.message).toContain("waits for approval");
+    const plan = pending.plan!;
+    expect(plan.nodes.map((n) => n.nodeId)).toEqual(NODES);
+    expect(plan.nodes[0]!.composeDiff).toContain("-    image: shop:v1");
+    expect(plan.nodes[0]!.composeDiff).toContain("+    image: shop:v2");
+    // The dry run shows the same plan.
+    expect((await rollouts().planRollout({ tenantId: TENANT })).plan?.planHash).toBe(plan.planHash);
+    const wrong = await rpcError(rollouts().approveRollout({ id: pending.id, planHash: "0".repeat(64) }));
+    expect(wrong.code).toBe("CONFLICT");
+    expect(wrong.details.plan_hash).toBe(plan.planHash);
+    // The desired state changes: the plan approved above is stale, and the new one is shown.
+    await release("v3", policy);
+    const stale = await rpcError(rollouts().approveRollout({ id: pending.id, planHash: plan.planHash }));
+    expect(stale.code).toBe("CONFLICT");
+    expect(stale.details.status).toBe("SUPERSEDED");
+    const next = await latestRollout();
+    const fresh = (await rollouts().planRollout({ tenantId: TENANT })).plan!;
+    expect(fresh.planHash).toBe(next.plan?.planHash);
+    expect(fresh.planHash).not.toBe(plan.planHash);
+    expect(await nodesWithOrders()).toEqual([]);
+    const approved = (await rollouts().approveRollout({ id: next.id, planHash: fresh.planHash, reason: "reviewed" })).rollout!;
+    expect(approved.status).toBe(RolloutStatus.PROGRESSING);
+    expect(approved.approved?.reason).toBe("reviewed");
+    await idle();
+    expect(await nodesWithOrders()).toEqual(NODES);
+    expect(await rolloutEvents()).toContain("rollout_approved");
   });
 });

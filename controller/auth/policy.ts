@@ -38,6 +38,8 @@ const POLICY: Record<string, Access> = {
   "skipper.v1.RolloutService/ResumeRollout": "admin",
   "skipper.v1.RolloutService/PromoteRollout": "admin",
   "skipper.v1.RolloutService/AbortRollout": "admin",
+  "skipper.v1.RolloutService/ApproveRollout": "admin",
+  "skipper.v1.RolloutService/PlanRollout": "admin",
 };
 
 /** Access rule for a method; unknown methods are admin-only (fail closed). */

@@ -53,6 +53,7 @@ export type RolloutEventType =
   | "rollout_paused"
   | "rollout_resumed"
   | "rollout_promoted"
+  | "rollout_approved"
   | "rollout_aborted"
   | "rollout_rolled_back"
   | "rollout_failed"

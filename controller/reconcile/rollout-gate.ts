@@ -17,11 +17,14 @@ import { applyActions, ENDED, nodesOf } from "../rollouts/rollout-actions.js";
 import { holdOf, rollbackProgress, rollbackTo, type RollbackObservation } from "../rollouts/rollout-holds.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import { decideRollout, type FleetNode } from "../rollouts/rollout-start.js";
+import { type Freeze, NO_STOPS, type RolloutStops, stopsFor } from "../rollouts/rollout-stops.js";
 import { type NodeObservation, type RolloutAction, rolloutStep } from "../rollouts/rollout-step.js";
 import type { TenantDesire } from "./desired-targets.js";
 import type { TargetOrder } from "./order-issuer.js";
 import { REMOVAL_HASH, type TargetVerdict } from "./plan-target.js";
 import type { World } from "./world.js";
+import { planOfRollout } from "./plan-rollout.js";
+import type { Store } from "../store/store.js";
 
 /** The rollout a pass follows, and what it asks of each node. */
 export interface RolloutGate {
@@ -31,6 +34,8 @@ export interface RolloutGate {
   hold(nodeId: string): string | undefined;
   /** The spec hash the node must return to, or undefined. */
   rollbackTo(nodeId: string): string | undefined;
+  /** What holds the rollout back from outside its record: windows, a pin, freezes. */
+  stops: RolloutStops;
 }
 
 /** What the pass knows after planning, for advance(). */
@@ -42,10 +47,11 @@ export interface PassOutcome {
   rollbackErrors: ReadonlyMap<string, string>;
 }
 
-const NONE: RolloutGate = { hold: () => undefined, rollbackTo: () => undefined };
+const NONE: RolloutGate = { hold: () => undefined, rollbackTo: () => undefined, stops: NO_STOPS };
 
 /** Before planning: the tenant's rollout, started or superseded as its fleet requires. */
 export async function openGate(
+  store: Store,
   rollouts: RolloutRecords,
   tenant: Resource,
   latestId: string,
@@ -69,7 +75,8 @@ export async function openGate(
       appliedHash: applied === REMOVAL_HASH ? "" : applied,
     });
   }
-  const policy = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value.rollout : undefined;
+  const spec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
+  const policy = spec?.rollout;
   const started = create(RolloutActorSchema, {
     actor: "controller",
     at: timestampFromDate(now),
@@ -86,10 +93,29 @@ export async function openGate(
     started,
     now: now.getTime(),
   });
+  if (decision.start && policy?.requireApproval) {
+    // Nothing deploys until an operator approves this plan by its hash.
+    decision.start.plan = await planOfRollout(store, decision.start, desire);
+    decision.start.status = RolloutStatus.PENDING_APPROVAL;
+    decision.start.message = `waits for approval of plan ${decision.start.plan.planHash}`;
+  }
   if (decision.supersede && latest) await rollouts.supersede(latest, decision.start?.id ?? "", trace, now);
   const current = decision.start ? await rollouts.create(decision.start, trace) : decision.current;
   if (!current) return NONE;
-  return { rollout: current, hold: (n) => holdOf(current, n), rollbackTo: (n) => rollbackTo(current, n) };
+  const stops = stopsFor({
+    tenantId: tenant.id,
+    spec,
+    freezes: await freezesOf(rollouts),
+    nodes: new Map(nodesOf(current).map((n) => [n.nodeId, world.labelsOf(n.nodeId)])),
+    now: now.getTime(),
+  });
+  return { rollout: current, stops, hold: (n) => holdOf(current, n, stops), rollbackTo: (n) => rollbackTo(current, n) };
+}
+
+async function freezesOf(rollouts: RolloutRecords): Promise<Freeze[]> {
+  return (await rollouts.freezes()).flatMap((r) =>
+    r.desiredState?.kind.case === "freeze" ? [{ id: r.id, spec: r.desiredState.kind.value }] : [],
+  );
 }
 
 /** What stepping the rollout asks of the pass. */
@@ -122,7 +148,7 @@ export async function advanceGate(
   let recheckAt: number | undefined;
   let again = false;
   if (working.status === RolloutStatus.PROGRESSING || working.status === RolloutStatus.PAUSED) {
-    const step = rolloutStep(working, observe(working, pass, world), at);
+    const step = rolloutStep(working, observe(working, pass, world), at, gate.stops);
     actions.push(...step.actions);
     recheckAt = step.recheckAt;
     again = step.actions.some((a) => a.type === "node-started" || (a.type === "budget-exhausted" && a.outcome === "rollback"));
@@ -133,7 +159,7 @@ export async function advanceGate(
   const after = clone(RolloutSchema, before);
   const events = applyActions(after, actions, at);
   await rollouts.save(after, events, trace);
-  return { again, recheckAt, holdNow: (n) => holdOf(after, n) };
+  return { again, recheckAt, holdNow: (n) => holdOf(after, n, gate.stops) };
 }
 
 // Orders this pass created for the rollout's nodes: the spec it brings them, or their rollback.

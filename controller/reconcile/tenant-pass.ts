@@ -139,7 +139,7 @@ export class TenantPass {
     const nextRecords: TargetStatus[] = [];
     const rollbackErrors = new Map<string, string>();
     const latestRollout = this.deps.records.rolloutIdOf(tenant);
-    const gate = await openGate(this.deps.rollouts, tenant, latestRollout, desire, records, world, now, trace);
+    const gate = await openGate(this.deps.store, this.deps.rollouts, tenant, latestRollout, desire, records, world, now, trace);
     for (const nodeId of nodeIds) {
       const inFlight = await supersedeStale(
         this.deps,

@@ -29,7 +29,9 @@ export class ReconcileTriggers {
         break;
       case "resource_limits":
       case "node":
-        // Limits apply by label and nodes carry placement labels: any tenant may move.
+      case "freeze":
+        // Limits apply by label, nodes carry placement labels, a freeze may cover any tenant's
+        // nodes: any tenant may move.
         this.queue.addAll();
         break;
     }

@@ -22,7 +22,7 @@ import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resou
 
 // Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
 // reconciler.
-const CREATABLE = new Set<ResourceType>(["tenant", "service", "resource_limits", "network", "volume"]);
+const CREATABLE = new Set<ResourceType>(["tenant", "service", "resource_limits", "network", "volume", "freeze"]);
 
 export interface ChangeDeps {
   store: Store;

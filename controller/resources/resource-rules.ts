@@ -1,7 +1,7 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
 // (current_state, last_applied_state) are not set by admins.
-import { checkRolloutPolicy } from "./rollout-rules.js";
+import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
@@ -19,6 +19,7 @@ const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> =
   network: "network",
   volume: "volume",
   rollout: "rollout",
+  freeze: "freeze",
 };
 
 /** The oneof case name used for a resource type's spec and status. */
@@ -55,6 +56,9 @@ export function checkReferences(spec: ResourceSpec): void {
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
       checkSafety(k.value.safety, "desired_state.tenant.safety");
       checkRolloutPolicy(k.value.rollout, "desired_state.tenant.rollout");
+      checkWindows(k.value.maintenanceWindows, "desired_state.tenant.maintenance_windows");
+      if ((k.value.pin?.reason.length ?? 0) > 1024)
+        throw invalid("desired_state.tenant.pin.reason must be at most 1024 characters", { field: "desired_state.tenant.pin.reason" });
       break;
     case "service":
       ref(k.value.tenantId, "desired_state.service.tenant_id");
@@ -65,6 +69,9 @@ export function checkReferences(spec: ResourceSpec): void {
     case "network":
     case "volume":
       ref(k.value.tenantId, `desired_state.${k.case}.tenant_id`);
+      break;
+    case "freeze":
+      checkFreeze(k.value, "desired_state.freeze");
       break;
     case "node":
       checkSelector(k.value.labels, "desired_state.node.labels");

@@ -2,7 +2,9 @@
 // shares in range, wave names usable in events and URLs, a bake shorter than the deadline that
 // includes it. Shape only: which nodes a wave takes is decided when a rollout starts.
 import { durationMs } from "@bufbuild/protobuf/wkt";
-import type { RolloutPolicy } from "../../gen/skipper/v1/rollout_pb.js";
+import type { FreezeSpec, MaintenanceWindow, RolloutPolicy } from "../../gen/skipper/v1/rollout_pb.js";
+import { DAYS, isTimeZone, minutesOf } from "./maintenance-window.js";
+import { checkId } from "../id-checks.js";
 import { invalid } from "../errors.js";
 import { checkSelector } from "../store/label-selector.js";
 
@@ -33,6 +35,34 @@ export function checkRolloutPolicy(p: RolloutPolicy | undefined, field: string):
   }
   const budget = p.failureBudget?.limit;
   if (budget?.case === "percent" && budget.value > 100) fail(`${field}.failure_budget.percent`, "must be 0 to 100");
+}
+
+const MAX_WINDOWS = 16;
+const MAX_REASON = 1024;
+const MAX_FREEZE_MS = 366 * 24 * 3600 * 1000;
+
+/** Checks a tenant's maintenance windows. */
+export function checkWindows(ws: readonly MaintenanceWindow[], field: string): void {
+  if (ws.length > MAX_WINDOWS) fail(field, `may hold at most ${MAX_WINDOWS} windows`);
+  ws.forEach((w, i) => {
+    const at = `${field}[${i}]`;
+    w.days.forEach((d, j) => {
+      if (!(DAYS as readonly string[]).includes(d)) fail(`${at}.days[${j}]`, `must be one of ${DAYS.join(", ")}`);
+    });
+    if (minutesOf(w.start) === undefined) fail(`${at}.start`, 'must be "HH:MM" (24 h)');
+    if (minutesOf(w.end) === undefined) fail(`${at}.end`, 'must be "HH:MM" (24 h)');
+    if (!isTimeZone(w.timeZone)) fail(`${at}.time_zone`, `is not a time zone (e.g. "Europe/Berlin")`);
+  });
+}
+
+/** Checks a freeze: a reason of sane length, an end, a scope that is well-formed. */
+export function checkFreeze(f: FreezeSpec, field: string): void {
+  if (f.reason.length > MAX_REASON) fail(`${field}.reason`, `must be at most ${MAX_REASON} characters`);
+  if (!f.endsAt) fail(`${field}.ends_at`, "is required: a freeze ends by itself");
+  const ms = Number(f.endsAt.seconds) * 1000;
+  if (!Number.isFinite(ms) || ms - Date.now() > MAX_FREEZE_MS) fail(`${field}.ends_at`, "must be within a year");
+  if (f.tenantId !== "") checkId(f.tenantId, `${field}.tenant_id`);
+  checkSelector(f.nodeSelector, `${field}.node_selector`);
 }
 
 function duration(d: Parameters<typeof durationMs>[0] | undefined, field: string): number {

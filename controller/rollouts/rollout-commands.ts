@@ -6,7 +6,13 @@ import { type Rollout, type RolloutActor, RolloutSchema, RolloutStatus } from ".
 import { conflict, invalid } from "../errors.js";
 import type { RolloutEventDraft } from "./rollout-actions.js";
 
-export type RolloutCommand = { kind: "pause" } | { kind: "resume" } | { kind: "promote"; wave: string } | { kind: "abort" };
+export type RolloutCommand =
+  | { kind: "pause" }
+  | { kind: "resume" }
+  | { kind: "promote"; wave: string }
+  | { kind: "abort" }
+  /** `current` is the plan hash of the fleet as it is now (rollout-plan.ts planHash). */
+  | { kind: "approve"; planHash: string; current: string };
 
 export interface CommandResult {
   rollout: Rollout;
@@ -51,6 +57,27 @@ export function runCommand(rollout: Rollout, cmd: RolloutCommand, actor: Rollout
       if (wave.promoted) return unchanged;
       wave.promoted = actor;
       return { rollout: touched(r, actor), event: { type: "rollout_promoted", data: { ...data, wave: wave.name, index: k } } };
+    }
+    case "approve": {
+      const pinned = r.plan?.planHash ?? "";
+      if (status !== RolloutStatus.PENDING_APPROVAL) {
+        if (r.approved && pinned === cmd.planHash) return unchanged;
+        refuse("approve");
+      }
+      if (cmd.planHash !== pinned) {
+        throw conflict(`plan ${cmd.planHash || '""'} is not the plan of rollout ${r.id}`, { rollout_id: r.id, plan_hash: pinned });
+      }
+      if (cmd.current !== pinned) {
+        throw conflict(`the fleet changed since plan ${pinned} was made: a node runs another spec now; see the new plan`, {
+          rollout_id: r.id,
+          plan_hash: pinned,
+          current_plan_hash: cmd.current,
+        });
+      }
+      r.status = RolloutStatus.PROGRESSING;
+      r.approved = actor;
+      r.message = `plan approved by ${actor.actor}${actor.reason ? `: ${actor.reason}` : ""}`;
+      return { rollout: touched(r, actor), event: { type: "rollout_approved", data: { ...data, plan_hash: pinned } } };
     }
     case "abort":
       if (status === RolloutStatus.ROLLING_BACK || status === RolloutStatus.ROLLED_BACK) return unchanged;

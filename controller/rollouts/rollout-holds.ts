@@ -6,9 +6,10 @@
 import { type Rollout, type RolloutNode, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { nodeOf, nodesOf } from "./rollout-actions.js";
 import type { RolloutAction } from "./rollout-step.js";
+import { NO_STOPS, type RolloutStops } from "./rollout-stops.js";
 
 /** Why the rollout keeps `nodeId` on the spec it runs, or undefined when it does not. */
-export function holdOf(rollout: Rollout, nodeId: string): string | undefined {
+export function holdOf(rollout: Rollout, nodeId: string, stops: RolloutStops = NO_STOPS): string | undefined {
   const node = nodeOf(rollout, nodeId);
   if (!node || node.state !== S.WAITING) return undefined;
   const k = rollout.waves.findIndex((w) => w.nodes.includes(node));
@@ -24,6 +25,8 @@ export function holdOf(rollout: Rollout, nodeId: string): string | undefined {
     case RolloutStatus.ROLLING_BACK:
       return `${of} is rolling back; it had not reached this node, which keeps spec ${node.fromSpecHash.slice(0, 12)}`;
     case RolloutStatus.PROGRESSING: {
+      const stop = stops.nodes ?? stops.frozenNodes.get(nodeId) ?? (wave.startedAt ? undefined : stops.waves);
+      if (stop !== undefined) return `${of} waits: ${stop}`;
       const open = rollout.waves.findIndex((w) => !w.completedAt);
       if (!wave.startedAt && wave.requirePromote && !wave.promoted && open === k) return `${of} waits for a promote of wave "${wave.name}"`;
       if (open >= 0 && open < k) {

@@ -10,12 +10,16 @@
 // start in order while fewer than max_parallel nodes deploy or bake. More failures than the
 // budget allows (counted since the last resume) exhaust it: start nothing, pause or roll back.
 // PAUSED: nodes under way are still followed, nothing starts. Every wave complete: SUCCEEDED.
+// Stops from outside the record (rollout-stops.ts) hold back starts too: outside the maintenance
+// windows or pinned, no node starts; a freeze of the tenant starts no new wave; a frozen node
+// does not start (its wave waits for it).
 //
 // The wiring (reconcile/rollout-gate.ts) builds the observations from each reconcile pass and
 // applies the actions (rollout-actions.ts) to the stored record (rollout-records.ts).
 import type { Rollout, RolloutNode, RolloutPolicy } from "../../gen/skipper/v1/rollout_pb.js";
 import { OverdueNodeAction, RolloutFailureAction, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
+import { NO_STOPS, type RolloutStops } from "./rollout-stops.js";
 
 /** What is observed of one node against the rollout's target spec. */
 export interface NodeObservation {
@@ -52,7 +56,8 @@ export type RolloutBlocker =
   | { kind: "promote"; wave: number }
   | { kind: "max-parallel"; wave: number }
   | { kind: "nodes"; wave: number }
-  | { kind: "budget" };
+  | { kind: "budget" }
+  | { kind: "stopped"; reason: string };
 
 /** The step's result: the actions, what blocks it, and when time alone will change something. */
 export interface RolloutStepResult {
@@ -66,7 +71,12 @@ const TERMINAL = new Set([S.DONE, S.FAILED, S.SKIPPED_OFFLINE, S.ROLLED_BACK]);
 const IN_FLIGHT = new Set([S.DEPLOYING, S.BAKING]);
 
 /** The actions that move `rollout` on at `now` (ms), given what is observed of its nodes. */
-export function rolloutStep(rollout: Rollout, observed: ReadonlyMap<string, NodeObservation>, now: number): RolloutStepResult {
+export function rolloutStep(
+  rollout: Rollout,
+  observed: ReadonlyMap<string, NodeObservation>,
+  now: number,
+  stops: RolloutStops = NO_STOPS,
+): RolloutStepResult {
   const status = rollout.status;
   if (status !== RolloutStatus.PROGRESSING && status !== RolloutStatus.PAUSED) return { actions: [] };
   const policy = rollout.policy;
@@ -85,6 +95,7 @@ export function rolloutStep(rollout: Rollout, observed: ReadonlyMap<string, Node
   }
   const result = (blocker?: RolloutBlocker): RolloutStepResult => ({ actions, blocker, recheckAt });
   if (status === RolloutStatus.PAUSED) return result({ kind: "paused" });
+  if (stops.until !== undefined) later(stops.until);
   const failed = failuresSinceResume(rollout, states, now);
   const allowed = allowedFailures(policy, states.size);
   if (failed > allowed) {
@@ -97,11 +108,20 @@ export function rolloutStep(rollout: Rollout, observed: ReadonlyMap<string, Node
   for (const [k, wave] of rollout.waves.entries()) {
     if (!wave.startedAt) {
       if (wave.requirePromote && !wave.promoted) return result({ kind: "promote", wave: k });
+      const stop = stops.nodes ?? stops.waves;
+      if (stop !== undefined) return result({ kind: "stopped", reason: stop });
       actions.push({ type: "wave-started", wave: k });
     }
     let blocked = false;
+    let stopped: string | undefined;
     for (const node of wave.nodes) {
       if (states.get(node.nodeId) !== S.WAITING) continue;
+      const stop = stops.nodes ?? stops.frozenNodes.get(node.nodeId);
+      if (stop !== undefined) {
+        stopped = stop;
+        if (stops.nodes !== undefined) break;
+        continue;
+      }
       if (inFlight >= limit) {
         blocked = true;
         break;
@@ -112,7 +132,8 @@ export function rolloutStep(rollout: Rollout, observed: ReadonlyMap<string, Node
       if (policy?.progressDeadline) later(now + durationMs(policy.progressDeadline));
     }
     if (!wave.nodes.every((n) => TERMINAL.has(states.get(n.nodeId)!))) {
-      return result(blocked ? { kind: "max-parallel", wave: k } : { kind: "nodes", wave: k });
+      if (blocked) return result({ kind: "max-parallel", wave: k });
+      return result(stopped !== undefined ? { kind: "stopped", reason: stopped } : { kind: "nodes", wave: k });
     }
     if (!wave.completedAt) actions.push({ type: "wave-completed", wave: k });
   }

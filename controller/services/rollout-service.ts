@@ -10,6 +10,9 @@ import { invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import { steerRollout } from "../reconcile/steer-rollout.js";
 import type { RolloutCommand } from "../rollouts/rollout-commands.js";
+import { planForTenant } from "../reconcile/plan-rollout.js";
+
+type SteerCommand = Exclude<RolloutCommand, { kind: "approve" }> | { kind: "approve"; planHash: string };
 import { listRollouts } from "../rollouts/rollout-list.js";
 import type { ServiceDeps } from "./deps.js";
 
@@ -17,14 +20,14 @@ const MAX_REASON = 1024;
 
 /** Rollout implementation. */
 export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutService> {
-  const steer = async (ctx: HandlerContext, req: { id: string; reason: string }, cmd: RolloutCommand) => {
+  const steer = async (ctx: HandlerContext, req: { id: string; reason: string }, cmd: SteerCommand) => {
     const id = checkId(req.id, "id");
     if (req.reason.length > MAX_REASON) throw invalid(`reason must be at most ${MAX_REASON} characters`, { field: "reason" });
     const call = callInfo(ctx);
     const trace = traceOf(call);
     const actor = create(RolloutActorSchema, { actor: "admin", at: timestampFromDate(deps.now()), reason: req.reason, ...trace });
     const wake = (tenantId: string, t: typeof trace) => deps.triggers.rolloutChanged(tenantId, t);
-    const rollout = await steerRollout({ records: deps.records, rollouts: deps.rollouts, wake }, id, cmd, actor, trace);
+    const rollout = await steerRollout({ store: deps.store, records: deps.records, rollouts: deps.rollouts, wake }, id, cmd, actor, trace);
     call.logger.info(
       {
         action: `rollout_${cmd.kind}`,
@@ -61,5 +64,13 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
     resumeRollout: (req, ctx) => steer(ctx, req, { kind: "resume" }),
     promoteRollout: (req, ctx) => steer(ctx, req, { kind: "promote", wave: req.wave }),
     abortRollout: (req, ctx) => steer(ctx, req, { kind: "abort" }),
+    approveRollout: (req, ctx) => {
+      if (!/^[0-9a-f]{64}$/.test(req.planHash)) throw invalid("plan_hash must be the plan's hash (64 hex digits)", { field: "plan_hash" });
+      return steer(ctx, req, { kind: "approve", planHash: req.planHash });
+    },
+    async planRollout(req, ctx) {
+      const tenantId = checkId(req.tenantId, "tenant_id");
+      return { meta: responseMeta(ctx), plan: await planForTenant(deps.store, tenantId) };
+    },
   };
 }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/rollout.proto.
  */
 export const file_skipper_v1_rollout: GenFile = /*@__PURE__*/
-  fileDesc("Chhza2lwcGVyL3YxL3JvbGxvdXQucHJvdG8SCnNraXBwZXIudjEi1AIKDVJvbGxvdXRQb2xpY3kSJgoFd2F2ZXMYASADKAsyFy5za2lwcGVyLnYxLlJvbGxvdXRXYXZlEhQKDG1heF9wYXJhbGxlbBgCIAEoDRIzChBtaW5faGVhbHRoeV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXByb2dyZXNzX2RlYWRsaW5lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDmZhaWx1cmVfYnVkZ2V0GAUgASgLMhkuc2tpcHBlci52MS5GYWlsdXJlQnVkZ2V0EjQKCm9uX2ZhaWx1cmUYBiABKA4yIC5za2lwcGVyLnYxLlJvbGxvdXRGYWlsdXJlQWN0aW9uEjEKCm9uX292ZXJkdWUYByABKA4yHS5za2lwcGVyLnYxLk92ZXJkdWVOb2RlQWN0aW9uItcBCgtSb2xsb3V0V2F2ZRIMCgRuYW1lGAEgASgJEkAKDW5vZGVfc2VsZWN0b3IYAiADKAsyKS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlLk5vZGVTZWxlY3RvckVudHJ5Eg8KBWNvdW50GAMgASgNSAASEQoHcGVyY2VudBgEIAEoDUgAEhcKD3JlcXVpcmVfcHJvbW90ZRgFIAEoCBozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBHNpemUiPAoNRmFpbHVyZUJ1ZGdldBIPCgVjb3VudBgBIAEoDUgAEhEKB3BlcmNlbnQYAiABKA1IAEIHCgVsaW1pdCKBAQoMUm9sbG91dEFjdG9yEg0KBWFjdG9yGAEgASgJEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCSLtAgoLUm9sbG91dE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIrCgVzdGF0ZRgCIAEoDjIcLnNraXBwZXIudjEuUm9sbG91dE5vZGVTdGF0ZRIOCgZyZWFzb24YAyABKAkSFgoOZnJvbV9zcGVjX2hhc2gYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNaGVhbHRoeV9zaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXdvcmtfb3JkZXJfaWQYCCABKAkSFAoMdG9fc3BlY19oYXNoGAkgASgJEh4KFnJvbGxiYWNrX3dvcmtfb3JkZXJfaWQYCiABKAkSFwoPcm9sbGJhY2tfZmFpbGVkGAsgASgIIvABChFSb2xsb3V0V2F2ZVJlY29yZBIMCgRuYW1lGAEgASgJEiYKBW5vZGVzGAIgAygLMhcuc2tpcHBlci52MS5Sb2xsb3V0Tm9kZRIXCg9yZXF1aXJlX3Byb21vdGUYAyABKAgSKgoIcHJvbW90ZWQYBCABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk4KC1JvbGxvdXRTcGVjEhEKCXRlbmFudF9pZBgBIAEoCRIWCg5mcm9tX3NwZWNfaGFzaBgCIAEoCRIUCgx0b19zcGVjX2hhc2gYAyABKAkivgQKB1JvbGxvdXQSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhYKDmZyb21fc3BlY19oYXNoGAMgASgJEhQKDHRvX3NwZWNfaGFzaBgEIAEoCRIpCgZzdGF0dXMYBSABKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSDwoHbWVzc2FnZRgGIAEoCRIpCgZwb2xpY3kYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSLAoFd2F2ZXMYCCADKAsyHS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlUmVjb3JkEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdzdGFydGVkGAwgASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKAoGcGF1c2VkGA0gASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKQoHcmVzdW1lZBgOIAEoCzIYLnNraXBwZXIudjEuUm9sbG91dEFjdG9yEikKB2Fib3J0ZWQYDyABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIVCg1zdXBlcnNlZGVkX2J5GBAgASgJKoUBChRSb2xsb3V0RmFpbHVyZUFjdGlvbhImCiJST0xMT1VUX0ZBSUxVUkVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASIAocUk9MTE9VVF9GQUlMVVJFX0FDVElPTl9QQVVTRRABEiMKH1JPTExPVVRfRkFJTFVSRV9BQ1RJT05fUk9MTEJBQ0sQAip/ChFPdmVyZHVlTm9kZUFjdGlvbhIjCh9PVkVSRFVFX05PREVfQUNUSU9OX1VOU1BFQ0lGSUVEEAASJwojT1ZFUkRVRV9OT0RFX0FDVElPTl9DT1VOVF9BU19GQUlMRUQQARIcChhPVkVSRFVFX05PREVfQUNUSU9OX1NLSVAQAiqoAgoNUm9sbG91dFN0YXR1cxIeChpST0xMT1VUX1NUQVRVU19VTlNQRUNJRklFRBAAEiMKH1JPTExPVVRfU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQARIeChpST0xMT1VUX1NUQVRVU19QUk9HUkVTU0lORxACEhkKFVJPTExPVVRfU1RBVFVTX1BBVVNFRBADEhwKGFJPTExPVVRfU1RBVFVTX1NVQ0NFRURFRBAEEhkKFVJPTExPVVRfU1RBVFVTX0ZBSUxFRBAFEh4KGlJPTExPVVRfU1RBVFVTX1JPTExFRF9CQUNLEAYSHQoZUk9MTE9VVF9TVEFUVVNfU1VQRVJTRURFRBAHEh8KG1JPTExPVVRfU1RBVFVTX1JPTExJTkdfQkFDSxAIKp8CChBSb2xsb3V0Tm9kZVN0YXRlEiIKHlJPTExPVVRfTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEh4KGlJPTExPVVRfTk9ERV9TVEFURV9XQUlUSU5HEAESIAocUk9MTE9VVF9OT0RFX1NUQVRFX0RFUExPWUlORxACEh0KGVJPTExPVVRfTk9ERV9TVEFURV9CQUtJTkcQAxIbChdST0xMT1VUX05PREVfU1RBVEVfRE9ORRAEEh0KGVJPTExPVVRfTk9ERV9TVEFURV9GQUlMRUQQBRIiCh5ST0xMT1VUX05PREVfU1RBVEVfUk9MTEVEX0JBQ0sQBhImCiJST0xMT1VUX05PREVfU1RBVEVfU0tJUFBFRF9PRkZMSU5FEAdiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chhza2lwcGVyL3YxL3JvbGxvdXQucHJvdG8SCnNraXBwZXIudjEi7gIKDVJvbGxvdXRQb2xpY3kSJgoFd2F2ZXMYASADKAsyFy5za2lwcGVyLnYxLlJvbGxvdXRXYXZlEhQKDG1heF9wYXJhbGxlbBgCIAEoDRIzChBtaW5faGVhbHRoeV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXByb2dyZXNzX2RlYWRsaW5lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDmZhaWx1cmVfYnVkZ2V0GAUgASgLMhkuc2tpcHBlci52MS5GYWlsdXJlQnVkZ2V0EjQKCm9uX2ZhaWx1cmUYBiABKA4yIC5za2lwcGVyLnYxLlJvbGxvdXRGYWlsdXJlQWN0aW9uEjEKCm9uX292ZXJkdWUYByABKA4yHS5za2lwcGVyLnYxLk92ZXJkdWVOb2RlQWN0aW9uEhgKEHJlcXVpcmVfYXBwcm92YWwYCCABKAgiUAoRTWFpbnRlbmFuY2VXaW5kb3cSDAoEZGF5cxgBIAMoCRINCgVzdGFydBgCIAEoCRILCgNlbmQYAyABKAkSEQoJdGltZV96b25lGAQgASgJIhwKClJvbGxvdXRQaW4SDgoGcmVhc29uGAEgASgJItIBCgpGcmVlemVTcGVjEg4KBnJlYXNvbhgBIAEoCRIrCgdlbmRzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYAyABKAkSPwoNbm9kZV9zZWxlY3RvchgEIAMoCzIoLnNraXBwZXIudjEuRnJlZXplU3BlYy5Ob2RlU2VsZWN0b3JFbnRyeRozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIg4KDEZyZWV6ZVN0YXR1cyJMCgtSb2xsb3V0UGxhbhIRCglwbGFuX2hhc2gYASABKAkSKgoFbm9kZXMYAiADKAsyGy5za2lwcGVyLnYxLlJvbGxvdXRQbGFuTm9kZSKJAQoPUm9sbG91dFBsYW5Ob2RlEg8KB25vZGVfaWQYASABKAkSFgoOZnJvbV9zcGVjX2hhc2gYAiABKAkSFAoMdG9fc3BlY19oYXNoGAMgASgJEhQKDGNvbXBvc2VfZGlmZhgEIAEoCRITCgtlbnZfY2hhbmdlZBgFIAMoCRIMCgR3YXZlGAYgASgJItcBCgtSb2xsb3V0V2F2ZRIMCgRuYW1lGAEgASgJEkAKDW5vZGVfc2VsZWN0b3IYAiADKAsyKS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlLk5vZGVTZWxlY3RvckVudHJ5Eg8KBWNvdW50GAMgASgNSAASEQoHcGVyY2VudBgEIAEoDUgAEhcKD3JlcXVpcmVfcHJvbW90ZRgFIAEoCBozChFOb2RlU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBHNpemUiPAoNRmFpbHVyZUJ1ZGdldBIPCgVjb3VudBgBIAEoDUgAEhEKB3BlcmNlbnQYAiABKA1IAEIHCgVsaW1pdCKBAQoMUm9sbG91dEFjdG9yEg0KBWFjdG9yGAEgASgJEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCSLtAgoLUm9sbG91dE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIrCgVzdGF0ZRgCIAEoDjIcLnNraXBwZXIudjEuUm9sbG91dE5vZGVTdGF0ZRIOCgZyZWFzb24YAyABKAkSFgoOZnJvbV9zcGVjX2hhc2gYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNaGVhbHRoeV9zaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXdvcmtfb3JkZXJfaWQYCCABKAkSFAoMdG9fc3BlY19oYXNoGAkgASgJEh4KFnJvbGxiYWNrX3dvcmtfb3JkZXJfaWQYCiABKAkSFwoPcm9sbGJhY2tfZmFpbGVkGAsgASgIIvABChFSb2xsb3V0V2F2ZVJlY29yZBIMCgRuYW1lGAEgASgJEiYKBW5vZGVzGAIgAygLMhcuc2tpcHBlci52MS5Sb2xsb3V0Tm9kZRIXCg9yZXF1aXJlX3Byb21vdGUYAyABKAgSKgoIcHJvbW90ZWQYBCABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk4KC1JvbGxvdXRTcGVjEhEKCXRlbmFudF9pZBgBIAEoCRIWCg5mcm9tX3NwZWNfaGFzaBgCIAEoCRIUCgx0b19zcGVjX2hhc2gYAyABKAkikQUKB1JvbGxvdXQSCgoCaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhYKDmZyb21fc3BlY19oYXNoGAMgASgJEhQKDHRvX3NwZWNfaGFzaBgEIAEoCRIpCgZzdGF0dXMYBSABKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSDwoHbWVzc2FnZRgGIAEoCRIpCgZwb2xpY3kYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSLAoFd2F2ZXMYCCADKAsyHS5za2lwcGVyLnYxLlJvbGxvdXRXYXZlUmVjb3JkEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgdzdGFydGVkGAwgASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKAoGcGF1c2VkGA0gASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3ISKQoHcmVzdW1lZBgOIAEoCzIYLnNraXBwZXIudjEuUm9sbG91dEFjdG9yEikKB2Fib3J0ZWQYDyABKAsyGC5za2lwcGVyLnYxLlJvbGxvdXRBY3RvchIVCg1zdXBlcnNlZGVkX2J5GBAgASgJEiUKBHBsYW4YESABKAsyFy5za2lwcGVyLnYxLlJvbGxvdXRQbGFuEioKCGFwcHJvdmVkGBIgASgLMhguc2tpcHBlci52MS5Sb2xsb3V0QWN0b3IqhQEKFFJvbGxvdXRGYWlsdXJlQWN0aW9uEiYKIlJPTExPVVRfRkFJTFVSRV9BQ1RJT05fVU5TUEVDSUZJRUQQABIgChxST0xMT1VUX0ZBSUxVUkVfQUNUSU9OX1BBVVNFEAESIwofUk9MTE9VVF9GQUlMVVJFX0FDVElPTl9ST0xMQkFDSxACKn8KEU92ZXJkdWVOb2RlQWN0aW9uEiMKH09WRVJEVUVfTk9ERV9BQ1RJT05fVU5TUEVDSUZJRUQQABInCiNPVkVSRFVFX05PREVfQUNUSU9OX0NPVU5UX0FTX0ZBSUxFRBABEhwKGE9WRVJEVUVfTk9ERV9BQ1RJT05fU0tJUBACKqgCCg1Sb2xsb3V0U3RhdHVzEh4KGlJPTExPVVRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIwofUk9MTE9VVF9TVEFUVVNfUEVORElOR19BUFBST1ZBTBABEh4KGlJPTExPVVRfU1RBVFVTX1BST0dSRVNTSU5HEAISGQoVUk9MTE9VVF9TVEFUVVNfUEFVU0VEEAMSHAoYUk9MTE9VVF9TVEFUVVNfU1VDQ0VFREVEEAQSGQoVUk9MTE9VVF9TVEFUVVNfRkFJTEVEEAUSHgoaUk9MTE9VVF9TVEFUVVNfUk9MTEVEX0JBQ0sQBhIdChlST0xMT1VUX1NUQVRVU19TVVBFUlNFREVEEAcSHwobUk9MTE9VVF9TVEFUVVNfUk9MTElOR19CQUNLEAgqnwIKEFJvbGxvdXROb2RlU3RhdGUSIgoeUk9MTE9VVF9OT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASHgoaUk9MTE9VVF9OT0RFX1NUQVRFX1dBSVRJTkcQARIgChxST0xMT1VUX05PREVfU1RBVEVfREVQTE9ZSU5HEAISHQoZUk9MTE9VVF9OT0RFX1NUQVRFX0JBS0lORxADEhsKF1JPTExPVVRfTk9ERV9TVEFURV9ET05FEAQSHQoZUk9MTE9VVF9OT0RFX1NUQVRFX0ZBSUxFRBAFEiIKHlJPTExPVVRfTk9ERV9TVEFURV9ST0xMRURfQkFDSxAGEiYKIlJPTExPVVRfTk9ERV9TVEFURV9TS0lQUEVEX09GRkxJTkUQB2IGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * RolloutPolicy says how a change of a tenant's rendered spec reaches the nodes its placement
@@ -79,6 +79,14 @@ export type RolloutPolicy = Message<"skipper.v1.RolloutPolicy"> & {
    * @generated from field: skipper.v1.OverdueNodeAction on_overdue = 7;
    */
   onOverdue: OverdueNodeAction;
+
+  /**
+   * A rollout starts PENDING_APPROVAL with its plan (RolloutPlan) and deploys nothing until an
+   * operator approves that plan by its hash (RolloutService.ApproveRollout).
+   *
+   * @generated from field: bool require_approval = 8;
+   */
+  requireApproval: boolean;
 };
 
 /**
@@ -87,6 +95,197 @@ export type RolloutPolicy = Message<"skipper.v1.RolloutPolicy"> & {
  */
 export const RolloutPolicySchema: GenMessage<RolloutPolicy> = /*@__PURE__*/
   messageDesc(file_skipper_v1_rollout, 0);
+
+/**
+ * MaintenanceWindow is a weekly time range in a time zone.
+ *
+ * @generated from message skipper.v1.MaintenanceWindow
+ */
+export type MaintenanceWindow = Message<"skipper.v1.MaintenanceWindow"> & {
+  /**
+   * Days it opens on: "mon", "tue", "wed", "thu", "fri", "sat", "sun". Empty: every day.
+   *
+   * @generated from field: repeated string days = 1;
+   */
+  days: string[];
+
+  /**
+   * Opens at start and closes at end, "HH:MM" (24 h) local time. An end at or before the start
+   * closes on the next day ("22:00" to "02:00"); equal start and end: the whole day.
+   *
+   * @generated from field: string start = 2;
+   */
+  start: string;
+
+  /**
+   * @generated from field: string end = 3;
+   */
+  end: string;
+
+  /**
+   * IANA time zone, e.g. "Europe/Berlin". Empty: UTC.
+   *
+   * @generated from field: string time_zone = 4;
+   */
+  timeZone: string;
+};
+
+/**
+ * Describes the message skipper.v1.MaintenanceWindow.
+ * Use `create(MaintenanceWindowSchema)` to create a new message.
+ */
+export const MaintenanceWindowSchema: GenMessage<MaintenanceWindow> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 1);
+
+/**
+ * RolloutPin holds a tenant's nodes on what they run.
+ *
+ * @generated from message skipper.v1.RolloutPin
+ */
+export type RolloutPin = Message<"skipper.v1.RolloutPin"> & {
+  /**
+   * Why, shown wherever a node waits for it.
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message skipper.v1.RolloutPin.
+ * Use `create(RolloutPinSchema)` to create a new message.
+ */
+export const RolloutPinSchema: GenMessage<RolloutPin> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 2);
+
+/**
+ * FreezeSpec is an admin's veto on rollouts (resource type freeze): while it lasts, a rollout in
+ * its scope starts no new wave, and no node it covers starts. Scope: the nodes matching
+ * node_selector when set; else the tenant tenant_id when set; else every tenant.
+ *
+ * @generated from message skipper.v1.FreezeSpec
+ */
+export type FreezeSpec = Message<"skipper.v1.FreezeSpec"> & {
+  /**
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * When the freeze ends by itself. Required: a freeze nobody lifts must not last for ever.
+   *
+   * @generated from field: google.protobuf.Timestamp ends_at = 2;
+   */
+  endsAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * Label equality selector over nodes' placement labels.
+   *
+   * @generated from field: map<string, string> node_selector = 4;
+   */
+  nodeSelector: { [key: string]: string };
+};
+
+/**
+ * Describes the message skipper.v1.FreezeSpec.
+ * Use `create(FreezeSpecSchema)` to create a new message.
+ */
+export const FreezeSpecSchema: GenMessage<FreezeSpec> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 3);
+
+/**
+ * FreezeStatus is reserved for what the controller observes of a freeze.
+ *
+ * @generated from message skipper.v1.FreezeStatus
+ */
+export type FreezeStatus = Message<"skipper.v1.FreezeStatus"> & {
+};
+
+/**
+ * Describes the message skipper.v1.FreezeStatus.
+ * Use `create(FreezeStatusSchema)` to create a new message.
+ */
+export const FreezeStatusSchema: GenMessage<FreezeStatus> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 4);
+
+/**
+ * RolloutPlan is what a rollout would change, per node: shown before approval, and pinned by its
+ * hash: approving names the hash, so what is approved is what runs.
+ *
+ * @generated from message skipper.v1.RolloutPlan
+ */
+export type RolloutPlan = Message<"skipper.v1.RolloutPlan"> & {
+  /**
+   * A digest of the tenant, its policy and each node's from and to spec hashes.
+   *
+   * @generated from field: string plan_hash = 1;
+   */
+  planHash: string;
+
+  /**
+   * @generated from field: repeated skipper.v1.RolloutPlanNode nodes = 2;
+   */
+  nodes: RolloutPlanNode[];
+};
+
+/**
+ * Describes the message skipper.v1.RolloutPlan.
+ * Use `create(RolloutPlanSchema)` to create a new message.
+ */
+export const RolloutPlanSchema: GenMessage<RolloutPlan> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 5);
+
+/**
+ * RolloutPlanNode is one node's change: the compose file diff (unified, secret-shaped values
+ * blanked) and the environment keys added, removed or changed (never their values).
+ *
+ * @generated from message skipper.v1.RolloutPlanNode
+ */
+export type RolloutPlanNode = Message<"skipper.v1.RolloutPlanNode"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string from_spec_hash = 2;
+   */
+  fromSpecHash: string;
+
+  /**
+   * @generated from field: string to_spec_hash = 3;
+   */
+  toSpecHash: string;
+
+  /**
+   * @generated from field: string compose_diff = 4;
+   */
+  composeDiff: string;
+
+  /**
+   * @generated from field: repeated string env_changed = 5;
+   */
+  envChanged: string[];
+
+  /**
+   * The wave the node is in.
+   *
+   * @generated from field: string wave = 6;
+   */
+  wave: string;
+};
+
+/**
+ * Describes the message skipper.v1.RolloutPlanNode.
+ * Use `create(RolloutPlanNodeSchema)` to create a new message.
+ */
+export const RolloutPlanNodeSchema: GenMessage<RolloutPlanNode> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout, 6);
 
 /**
  * RolloutWave is one step of a rollout: which of the nodes no earlier wave took it takes.
@@ -149,7 +348,7 @@ export type RolloutWave = Message<"skipper.v1.RolloutWave"> & {
  * Use `create(RolloutWaveSchema)` to create a new message.
  */
 export const RolloutWaveSchema: GenMessage<RolloutWave> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 1);
+  messageDesc(file_skipper_v1_rollout, 7);
 
 /**
  * FailureBudget is how many nodes of a rollout may fail (or be overdue, when they count as
@@ -185,7 +384,7 @@ export type FailureBudget = Message<"skipper.v1.FailureBudget"> & {
  * Use `create(FailureBudgetSchema)` to create a new message.
  */
 export const FailureBudgetSchema: GenMessage<FailureBudget> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 2);
+  messageDesc(file_skipper_v1_rollout, 8);
 
 /**
  * RolloutActor says who did something to a rollout, and when.
@@ -231,7 +430,7 @@ export type RolloutActor = Message<"skipper.v1.RolloutActor"> & {
  * Use `create(RolloutActorSchema)` to create a new message.
  */
 export const RolloutActorSchema: GenMessage<RolloutActor> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 3);
+  messageDesc(file_skipper_v1_rollout, 9);
 
 /**
  * RolloutNode is one node's progress in a rollout.
@@ -320,7 +519,7 @@ export type RolloutNode = Message<"skipper.v1.RolloutNode"> & {
  * Use `create(RolloutNodeSchema)` to create a new message.
  */
 export const RolloutNodeSchema: GenMessage<RolloutNode> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 4);
+  messageDesc(file_skipper_v1_rollout, 10);
 
 /**
  * RolloutWaveRecord is one wave of a rollout as planned when the rollout started.
@@ -370,7 +569,7 @@ export type RolloutWaveRecord = Message<"skipper.v1.RolloutWaveRecord"> & {
  * Use `create(RolloutWaveRecordSchema)` to create a new message.
  */
 export const RolloutWaveRecordSchema: GenMessage<RolloutWaveRecord> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 5);
+  messageDesc(file_skipper_v1_rollout, 11);
 
 /**
  * RolloutSpec is what a rollout set out to do, fixed when it starts: the desired_state of a
@@ -400,7 +599,7 @@ export type RolloutSpec = Message<"skipper.v1.RolloutSpec"> & {
  * Use `create(RolloutSpecSchema)` to create a new message.
  */
 export const RolloutSpecSchema: GenMessage<RolloutSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 6);
+  messageDesc(file_skipper_v1_rollout, 12);
 
 /**
  * Rollout is the record of one change of a tenant's rendered spec reaching its nodes: kept as
@@ -503,6 +702,18 @@ export type Rollout = Message<"skipper.v1.Rollout"> & {
    * @generated from field: string superseded_by = 16;
    */
   supersededBy: string;
+
+  /**
+   * With require_approval: the plan as it was when the rollout started, and who approved it.
+   *
+   * @generated from field: skipper.v1.RolloutPlan plan = 17;
+   */
+  plan?: RolloutPlan | undefined;
+
+  /**
+   * @generated from field: skipper.v1.RolloutActor approved = 18;
+   */
+  approved?: RolloutActor | undefined;
 };
 
 /**
@@ -510,7 +721,7 @@ export type Rollout = Message<"skipper.v1.Rollout"> & {
  * Use `create(RolloutSchema)` to create a new message.
  */
 export const RolloutSchema: GenMessage<Rollout> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout, 7);
+  messageDesc(file_skipper_v1_rollout, 13);
 
 /**
  * RolloutFailureAction is what a rollout does when its failure budget is exhausted.

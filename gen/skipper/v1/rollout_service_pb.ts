@@ -7,7 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
-import type { Rollout, RolloutStatus } from "./rollout_pb.js";
+import type { Rollout, RolloutPlan, RolloutStatus } from "./rollout_pb.js";
 import { file_skipper_v1_rollout } from "./rollout_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/rollout_service.proto.
  */
 export const file_skipper_v1_rollout_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBza2lwcGVyL3YxL3JvbGxvdXRfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSIfChFHZXRSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCSJiChJHZXRSb2xsb3V0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiQKB3JvbGxvdXQYAiABKAsyEy5za2lwcGVyLnYxLlJvbGxvdXQifAoTTGlzdFJvbGxvdXRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSKwoIc3RhdHVzZXMYAiADKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkifgoUTGlzdFJvbGxvdXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiUKCHJvbGxvdXRzGAIgAygLMhMuc2tpcHBlci52MS5Sb2xsb3V0EhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIxChNQYXVzZVJvbGxvdXRSZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJkChRQYXVzZVJvbGxvdXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJAoHcm9sbG91dBgCIAEoCzITLnNraXBwZXIudjEuUm9sbG91dCIyChRSZXN1bWVSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiZQoVUmVzdW1lUm9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIkCgdyb2xsb3V0GAIgASgLMhMuc2tpcHBlci52MS5Sb2xsb3V0IkEKFVByb21vdGVSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSDAoEd2F2ZRgDIAEoCSJmChZQcm9tb3RlUm9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIkCgdyb2xsb3V0GAIgASgLMhMuc2tpcHBlci52MS5Sb2xsb3V0IjEKE0Fib3J0Um9sbG91dFJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImQKFEFib3J0Um9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIkCgdyb2xsb3V0GAIgASgLMhMuc2tpcHBlci52MS5Sb2xsb3V0MskFCg5Sb2xsb3V0U2VydmljZRJmCgpHZXRSb2xsb3V0Eh0uc2tpcHBlci52MS5HZXRSb2xsb3V0UmVxdWVzdBoeLnNraXBwZXIudjEuR2V0Um9sbG91dFJlc3BvbnNlIhmC0+STAhMSES92MS9yb2xsb3V0cy97aWR9EmcKDExpc3RSb2xsb3V0cxIfLnNraXBwZXIudjEuTGlzdFJvbGxvdXRzUmVxdWVzdBogLnNraXBwZXIudjEuTGlzdFJvbGxvdXRzUmVzcG9uc2UiFILT5JMCDhIML3YxL3JvbGxvdXRzEnUKDFBhdXNlUm9sbG91dBIfLnNraXBwZXIudjEuUGF1c2VSb2xsb3V0UmVxdWVzdBogLnNraXBwZXIudjEuUGF1c2VSb2xsb3V0UmVzcG9uc2UiIoLT5JMCHDoBKiIXL3YxL3JvbGxvdXRzL3tpZH0vcGF1c2USeQoNUmVzdW1lUm9sbG91dBIgLnNraXBwZXIudjEuUmVzdW1lUm9sbG91dFJlcXVlc3QaIS5za2lwcGVyLnYxLlJlc3VtZVJvbGxvdXRSZXNwb25zZSIjgtPkkwIdOgEqIhgvdjEvcm9sbG91dHMve2lkfS9yZXN1bWUSfQoOUHJvbW90ZVJvbGxvdXQSIS5za2lwcGVyLnYxLlByb21vdGVSb2xsb3V0UmVxdWVzdBoiLnNraXBwZXIudjEuUHJvbW90ZVJvbGxvdXRSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvcm9sbG91dHMve2lkfS9wcm9tb3RlEnUKDEFib3J0Um9sbG91dBIfLnNraXBwZXIudjEuQWJvcnRSb2xsb3V0UmVxdWVzdBogLnNraXBwZXIudjEuQWJvcnRSb2xsb3V0UmVzcG9uc2UiIoLT5JMCHDoBKiIXL3YxL3JvbGxvdXRzL3tpZH0vYWJvcnRiBnByb3RvMw", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_rollout]);
+  fileDesc("CiBza2lwcGVyL3YxL3JvbGxvdXRfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSIfChFHZXRSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCSJiChJHZXRSb2xsb3V0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiQKB3JvbGxvdXQYAiABKAsyEy5za2lwcGVyLnYxLlJvbGxvdXQifAoTTGlzdFJvbGxvdXRzUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSKwoIc3RhdHVzZXMYAiADKA4yGS5za2lwcGVyLnYxLlJvbGxvdXRTdGF0dXMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkifgoUTGlzdFJvbGxvdXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiUKCHJvbGxvdXRzGAIgAygLMhMuc2tpcHBlci52MS5Sb2xsb3V0EhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIxChNQYXVzZVJvbGxvdXRSZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJkChRQYXVzZVJvbGxvdXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJAoHcm9sbG91dBgCIAEoCzITLnNraXBwZXIudjEuUm9sbG91dCIyChRSZXN1bWVSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiZQoVUmVzdW1lUm9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIkCgdyb2xsb3V0GAIgASgLMhMuc2tpcHBlci52MS5Sb2xsb3V0IkEKFVByb21vdGVSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSDAoEd2F2ZRgDIAEoCSJmChZQcm9tb3RlUm9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIkCgdyb2xsb3V0GAIgASgLMhMuc2tpcHBlci52MS5Sb2xsb3V0IkYKFUFwcHJvdmVSb2xsb3V0UmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkSEQoJcGxhbl9oYXNoGAMgASgJImYKFkFwcHJvdmVSb2xsb3V0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiQKB3JvbGxvdXQYAiABKAsyEy5za2lwcGVyLnYxLlJvbGxvdXQiJwoSUGxhblJvbGxvdXRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSJkChNQbGFuUm9sbG91dFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIlCgRwbGFuGAIgASgLMhcuc2tpcHBlci52MS5Sb2xsb3V0UGxhbiIxChNBYm9ydFJvbGxvdXRSZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJkChRBYm9ydFJvbGxvdXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJAoHcm9sbG91dBgCIAEoCzITLnNraXBwZXIudjEuUm9sbG91dDLGBwoOUm9sbG91dFNlcnZpY2USZgoKR2V0Um9sbG91dBIdLnNraXBwZXIudjEuR2V0Um9sbG91dFJlcXVlc3QaHi5za2lwcGVyLnYxLkdldFJvbGxvdXRSZXNwb25zZSIZgtPkkwITEhEvdjEvcm9sbG91dHMve2lkfRJnCgxMaXN0Um9sbG91dHMSHy5za2lwcGVyLnYxLkxpc3RSb2xsb3V0c1JlcXVlc3QaIC5za2lwcGVyLnYxLkxpc3RSb2xsb3V0c1Jlc3BvbnNlIhSC0+STAg4SDC92MS9yb2xsb3V0cxJ1CgxQYXVzZVJvbGxvdXQSHy5za2lwcGVyLnYxLlBhdXNlUm9sbG91dFJlcXVlc3QaIC5za2lwcGVyLnYxLlBhdXNlUm9sbG91dFJlc3BvbnNlIiKC0+STAhw6ASoiFy92MS9yb2xsb3V0cy97aWR9L3BhdXNlEnkKDVJlc3VtZVJvbGxvdXQSIC5za2lwcGVyLnYxLlJlc3VtZVJvbGxvdXRSZXF1ZXN0GiEuc2tpcHBlci52MS5SZXN1bWVSb2xsb3V0UmVzcG9uc2UiI4LT5JMCHToBKiIYL3YxL3JvbGxvdXRzL3tpZH0vcmVzdW1lEn0KDlByb21vdGVSb2xsb3V0EiEuc2tpcHBlci52MS5Qcm9tb3RlUm9sbG91dFJlcXVlc3QaIi5za2lwcGVyLnYxLlByb21vdGVSb2xsb3V0UmVzcG9uc2UiJILT5JMCHjoBKiIZL3YxL3JvbGxvdXRzL3tpZH0vcHJvbW90ZRJ9Cg5BcHByb3ZlUm9sbG91dBIhLnNraXBwZXIudjEuQXBwcm92ZVJvbGxvdXRSZXF1ZXN0GiIuc2tpcHBlci52MS5BcHByb3ZlUm9sbG91dFJlc3BvbnNlIiSC0+STAh46ASoiGS92MS9yb2xsb3V0cy97aWR9L2FwcHJvdmUSfAoLUGxhblJvbGxvdXQSHi5za2lwcGVyLnYxLlBsYW5Sb2xsb3V0UmVxdWVzdBofLnNraXBwZXIudjEuUGxhblJvbGxvdXRSZXNwb25zZSIsgtPkkwImEiQvdjEvdGVuYW50cy97dGVuYW50X2lkfS9yb2xsb3V0LXBsYW4SdQoMQWJvcnRSb2xsb3V0Eh8uc2tpcHBlci52MS5BYm9ydFJvbGxvdXRSZXF1ZXN0GiAuc2tpcHBlci52MS5BYm9ydFJvbGxvdXRSZXNwb25zZSIigtPkkwIcOgEqIhcvdjEvcm9sbG91dHMve2lkfS9hYm9ydGIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_rollout]);
 
 /**
  * @generated from message skipper.v1.GetRolloutRequest
@@ -266,6 +266,94 @@ export const PromoteRolloutResponseSchema: GenMessage<PromoteRolloutResponse> = 
   messageDesc(file_skipper_v1_rollout_service, 9);
 
 /**
+ * @generated from message skipper.v1.ApproveRolloutRequest
+ */
+export type ApproveRolloutRequest = Message<"skipper.v1.ApproveRolloutRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string plan_hash = 3;
+   */
+  planHash: string;
+};
+
+/**
+ * Describes the message skipper.v1.ApproveRolloutRequest.
+ * Use `create(ApproveRolloutRequestSchema)` to create a new message.
+ */
+export const ApproveRolloutRequestSchema: GenMessage<ApproveRolloutRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout_service, 10);
+
+/**
+ * @generated from message skipper.v1.ApproveRolloutResponse
+ */
+export type ApproveRolloutResponse = Message<"skipper.v1.ApproveRolloutResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Rollout rollout = 2;
+   */
+  rollout?: Rollout | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.ApproveRolloutResponse.
+ * Use `create(ApproveRolloutResponseSchema)` to create a new message.
+ */
+export const ApproveRolloutResponseSchema: GenMessage<ApproveRolloutResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout_service, 11);
+
+/**
+ * @generated from message skipper.v1.PlanRolloutRequest
+ */
+export type PlanRolloutRequest = Message<"skipper.v1.PlanRolloutRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message skipper.v1.PlanRolloutRequest.
+ * Use `create(PlanRolloutRequestSchema)` to create a new message.
+ */
+export const PlanRolloutRequestSchema: GenMessage<PlanRolloutRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout_service, 12);
+
+/**
+ * @generated from message skipper.v1.PlanRolloutResponse
+ */
+export type PlanRolloutResponse = Message<"skipper.v1.PlanRolloutResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.RolloutPlan plan = 2;
+   */
+  plan?: RolloutPlan | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.PlanRolloutResponse.
+ * Use `create(PlanRolloutResponseSchema)` to create a new message.
+ */
+export const PlanRolloutResponseSchema: GenMessage<PlanRolloutResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_rollout_service, 13);
+
+/**
  * @generated from message skipper.v1.AbortRolloutRequest
  */
 export type AbortRolloutRequest = Message<"skipper.v1.AbortRolloutRequest"> & {
@@ -285,7 +373,7 @@ export type AbortRolloutRequest = Message<"skipper.v1.AbortRolloutRequest"> & {
  * Use `create(AbortRolloutRequestSchema)` to create a new message.
  */
 export const AbortRolloutRequestSchema: GenMessage<AbortRolloutRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout_service, 10);
+  messageDesc(file_skipper_v1_rollout_service, 14);
 
 /**
  * @generated from message skipper.v1.AbortRolloutResponse
@@ -307,7 +395,7 @@ export type AbortRolloutResponse = Message<"skipper.v1.AbortRolloutResponse"> & 
  * Use `create(AbortRolloutResponseSchema)` to create a new message.
  */
 export const AbortRolloutResponseSchema: GenMessage<AbortRolloutResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_rollout_service, 11);
+  messageDesc(file_skipper_v1_rollout_service, 15);
 
 /**
  * RolloutService shows how each change of a tenant's spec reaches its nodes and lets an operator
@@ -369,6 +457,29 @@ export const RolloutService: GenService<{
     methodKind: "unary";
     input: typeof PromoteRolloutRequestSchema;
     output: typeof PromoteRolloutResponseSchema;
+  },
+  /**
+   * Approve a PENDING_APPROVAL rollout's plan, named by its hash. Refused with CONFLICT when the
+   * hash is not the rollout's, or the fleet no longer runs what the plan was made from (details:
+   * current_plan_hash; PlanRollout shows the new plan).
+   *
+   * @generated from rpc skipper.v1.RolloutService.ApproveRollout
+   */
+  approveRollout: {
+    methodKind: "unary";
+    input: typeof ApproveRolloutRequestSchema;
+    output: typeof ApproveRolloutResponseSchema;
+  },
+  /**
+   * What a rollout of the tenant's desired state would change now, node by node, with its plan
+   * hash: a dry run. Changes nothing.
+   *
+   * @generated from rpc skipper.v1.RolloutService.PlanRollout
+   */
+  planRollout: {
+    methodKind: "unary";
+    input: typeof PlanRolloutRequestSchema;
+    output: typeof PlanRolloutResponseSchema;
   },
   /**
    * Return every node the rollout updated to the spec it ran before (ROLLING_BACK, then
