@@ -59,15 +59,23 @@ function localOf(t: number, tz: string): Local {
   };
 }
 
-/** The instant a wall-clock time in `tz` falls on (the earlier one around a clock change). */
+/**
+ * The instant a wall-clock time in `tz` falls on: the earlier of two when the clocks go back, and
+ * (when the clocks skip it) the instant the offset before the change gives.
+ */
 function instantOf(y: number, m: number, d: number, minutes: number, tz: string): number {
   const wall = Date.UTC(y, m - 1, d) + minutes * 60_000;
   const offsetAt = (t: number) => {
     const l = localOf(t, tz);
     return Date.UTC(l.y, l.m - 1, l.d) + l.minutes * 60_000 - Math.floor(t / 60_000) * 60_000;
   };
-  const guess = wall - offsetAt(wall);
-  return wall - offsetAt(guess);
+  const isWall = (t: number) => {
+    const l = localOf(t, tz);
+    return l.y === y && l.m === m && l.d === d && l.minutes === minutes;
+  };
+  // The offsets a day before and after cover both sides of any change on this day.
+  const candidates = [wall - offsetAt(wall - DAY_MS), wall - offsetAt(wall + DAY_MS)].filter(isWall).sort((a, b) => a - b);
+  return candidates[0] ?? wall - offsetAt(wall - DAY_MS);
 }
 
 function opensOn(w: MaintenanceWindow, day: number): boolean {
