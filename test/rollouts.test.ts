@@ -308,6 +308,38 @@ describe("a rollout", () => {
     expect((await target("n2")).convergence?.status).toBe(ConvergenceStatus.CONVERGED);
   });
 
+  it("a node the rollout holds on its spec still has that spec's drift repaired, and is not held back by the repair", async () => {
+    await release("v2", {
+      waves: [
+        { name: "canary", nodeSelector: { ring: "canary" } },
+        { name: "next", requirePromote: true },
+      ],
+    });
+    const previous = (await target("n3")).appliedHash;
+    // n3's agent reports its web service exited: drift from the spec it is held on.
+    clock += 1_000;
+    await c.asNode(NodeService, tokens.get("n3")!).heartbeat({
+      nodeId: "n3",
+      agentVersion: "test",
+      heartbeatIntervalMs: 60_000n,
+      projectsReported: true,
+      projects: [{ projectName: TENANT, tenantId: TENANT, specHash: previous, services: [{ service: "web", state: "exited" }] }],
+    });
+    await idle();
+    const repair = await pendingOn("n3");
+    expect(repair?.type).toBe(WorkOrderType.ROLLBACK);
+    expect(repair?.desiredState?.specHash).toBe(previous);
+    expect(repair?.metadata?.annotations.reason).toBe("drift");
+    await finish("n3");
+    expect((await target("n3")).appliedHash).toBe(previous);
+    expect((await target("n3")).convergence?.status).toBe(ConvergenceStatus.ROLLOUT_WAITING);
+    // When its wave comes, it gets the new spec like the others.
+    await finish("n1");
+    await rollouts().promoteRollout({ id: (await latestRollout()).id });
+    await idle();
+    expect(await nodesWithOrders()).toEqual(["n2", "n3", "n4", "n5"]);
+  });
+
   it("a change during a rollout supersedes it; the new one starts from the mixed fleet", async () => {
     const policy: Parameters<typeof create<typeof RolloutPolicySchema>>[1] = {
       waves: [{ size: { case: "count", value: 1 } }],

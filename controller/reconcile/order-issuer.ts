@@ -96,15 +96,22 @@ export async function issueRollback(
   action: Extract<TargetAction, { kind: "rollback" }>,
   trace: Trace,
   now: Date,
+  drift?: string[],
 ): Promise<TargetOrder> {
   const plan = await resolveRollback(deps.store, tenant, action.nodeId, createMessage(RollbackActionSchema), action.toHash);
   plan.action.quarantineReason = action.quarantine ?? "";
+  // A repair restores what runs: the desired spec is not held back afterwards.
+  if (action.repair) plan.action.holdsDesiredHash = "";
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId: tenant.id, nodeId: action.nodeId, workOrderId };
+  const reason = action.quarantine ? "quarantine" : action.repair ? "drift" : "rollout_rollback";
   const workOrder = await deps.store.createWorkOrder(
-    planRollback({ ...base, priority: terms.priority, now, desiredState: plan.desiredState, action: plan.action }),
+    planRollback({ ...base, priority: terms.priority, now, desiredState: plan.desiredState, action: plan.action, reason }),
   );
   await recordEvents(deps.store, [
+    ...(drift && drift.length > 0
+      ? [{ type: "drift_detected" as const, ...base, resourceType: "tenant", resourceId: tenant.id, data: { differences: drift } }]
+      : []),
     {
       id: transitionEventId(workOrderId, "work_order_created"),
       type: "work_order_created",
@@ -113,7 +120,7 @@ export async function issueRollback(
       ...base,
       data: {
         type: "rollback",
-        reason: action.quarantine ? "quarantine" : "rollout_rollback",
+        reason,
         spec_hash: action.toHash,
         resolved_from: plan.action.resolvedFrom,
         ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
@@ -122,8 +129,8 @@ export async function issueRollback(
   ]);
   deps.onOrderCreated?.(workOrder);
   deps.logger.info(
-    { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "rollback", reason: "rollout_rollback" } },
-    "reconcile: rollout rollback order issued",
+    { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "rollback", reason } },
+    "reconcile: rollback order issued",
   );
   return { nodeId: action.nodeId, workOrder, created: true };
 }

@@ -114,14 +114,14 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
 }
 
 /** A rollback order that returns the node to the spec rollback-spec.ts resolved: a rollout's or a quarantine's. */
-export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredState; action: RollbackAction }): WorkOrder {
+export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredState; action: RollbackAction; reason: string }): WorkOrder {
   return pendingOrder({
     id: ids.workOrderId,
     type: WorkOrderType.ROLLBACK,
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
     trace: { requestId: ids.requestId, correlationId: ids.correlationId },
     now: ids.now,
-    reason: ids.action.quarantineReason ? "quarantine" : "rollout_rollback",
+    reason: ids.reason,
     maxAttempts: MAX_ATTEMPTS,
     priority: ids.priority ?? 0,
     desiredState: ids.desiredState,

@@ -7,6 +7,7 @@
 //   should run, node disabled               -> wait            NODE_DISABLED
 //   a rollout returns it to its old spec    -> rollback        ORDER_IN_FLIGHT
 //   a rollout holds it on the spec it runs  -> wait            ROLLOUT_WAITING
+//     ... and that spec drifted             -> repair it       DRIFT_DETECTED
 //   should run, that spec was rolled back   -> wait            ROLLED_BACK (until it changes)
 //   should run, applied, observed as applied-> nothing         CONVERGED
 //   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED
@@ -56,7 +57,9 @@ export interface TargetFacts {
 export type TargetAction =
   | { kind: "deploy"; nodeId: string; rendered: RenderedProject; reason: "desired_changed" | "drift" | "retry" | "apply" | "delete_data" }
   | { kind: "remove"; nodeId: string; projectName: string }
-  | { kind: "rollback"; nodeId: string; toHash: string; quarantine?: string };
+  // Back to spec toHash: a rollout's rollback, a quarantine (with its reason), or the repair of a
+  // held node's drift (repair: the desired spec is not held back afterwards).
+  | { kind: "rollback"; nodeId: string; toHash: string; quarantine?: string; repair?: boolean };
 
 export interface TargetVerdict {
   status: ConvergenceStatus;
@@ -105,7 +108,9 @@ export function planTarget(f: TargetFacts): TargetPlan {
       };
     if (f.node.disabled)
       return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
-    if (f.rollbackTo !== undefined && rec && rec.appliedHash !== f.rollbackTo) {
+    const limit = f.quarantineAfter || MAX_FAILURES;
+    // A failed return backs off (and the rollout records it as failed before the retry is due).
+    if (f.rollbackTo !== undefined && rec && rec.appliedHash !== f.rollbackTo && !backoff(rec, f.rollbackTo, f.now, limit)) {
       return {
         actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: f.rollbackTo }],
         verdict: waiting(`the rollout is rolling back: returning node ${f.nodeId} to spec ${short(f.rollbackTo)}`),
@@ -113,6 +118,19 @@ export function planTarget(f: TargetFacts): TargetPlan {
       };
     }
     if (f.hold !== undefined && rec && rec.appliedHash !== "" && rec.appliedHash !== hash) {
+      // Held on the spec it runs, which is still repaired when it drifts (a rollback order to it).
+      const drift = driftOf(f, rec.appliedHash);
+      if (drift.length > 0 && !backoff(rec, rec.appliedHash, f.now, limit)) {
+        return {
+          actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, repair: true }],
+          verdict: {
+            status: ConvergenceStatus.DRIFT_DETECTED,
+            message: `drift on node ${f.nodeId}, which a rollout holds on spec ${short(rec.appliedHash)}: ${drift.join("; ")}; repairing it`,
+          },
+          drift,
+          forget: false,
+        };
+      }
       return { actions: [], verdict: { status: ConvergenceStatus.ROLLOUT_WAITING, message: f.hold }, forget: false };
     }
     // A spec the node's gate or hooks rolled back is tried again once those settings change.
@@ -135,7 +153,6 @@ export function planTarget(f: TargetFacts): TargetPlan {
         forget: false,
       };
     }
-    const limit = f.quarantineAfter || MAX_FAILURES;
     const blocked = backoff(rec, hash, f.now, limit);
     if (rec?.appliedHash === hash) {
       const drift = driftOf(f, hash);

@@ -57,6 +57,11 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     } else if (action?.quarantineReason) {
       // The return to the last good spec failed too: the failed spec stays given up on.
       t.quarantineReason = `${action.quarantineReason}; returning to spec ${hash.slice(0, 12)} failed (${order.result?.code ?? ""})`;
+    } else if (order.metadata?.annotations.reason === "drift" || order.metadata?.annotations.reason === "rollout_rollback") {
+      // The reconciler's own rollbacks back off like deploys: failures of the spec they restore.
+      t.failures = t.failedHash === hash ? t.failures + 1 : 1;
+      t.failedHash = hash;
+      t.retryAt = timestampFromDate(new Date(now.getTime() + retryDelayMs(t.failures)));
     }
   } else if (restored !== "" && order.result?.code !== ROLLBACK_FAILED) {
     // The health gate failed (ROLLED_BACK) or the images were not the pinned ones

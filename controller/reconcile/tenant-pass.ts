@@ -181,7 +181,7 @@ export class TenantPass {
         let issued: TargetOrder;
         if (action.kind === "rollback") {
           try {
-            issued = await issueRollback(this.deps, tenant, orderTerms, action, trace, now);
+            issued = await issueRollback(this.deps, tenant, orderTerms, action, trace, now, plan.drift);
           } catch (e) {
             if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
             if (action.quarantine) {
