@@ -103,23 +103,26 @@ export class SnapshotWriter {
   }
 
   /**
-   * What a snapshot shows: every resource (of the tenant, when given) except deployments, which
-   * are one record per apply and would grow a snapshot without bound, plus each tenant's current
-   * deployment (the one its observed state names).
+   * What a snapshot shows: every resource (of the tenant, when given) except deployments and
+   * rollouts, which are one record per change and would grow a snapshot without bound, plus each
+   * tenant's current deployment and latest rollout (the ones its observed state names).
    */
   private async resources(tenantId?: string): Promise<Resource[]> {
     const out: Resource[] = [];
     for (const resourceType of RESOURCE_TYPES) {
-      if (resourceType === "deployment") continue;
+      if (resourceType === "deployment" || resourceType === "rollout") continue;
       out.push(...(await allResources(this.store, { resourceType, tenantId, pageSize: 250 })));
     }
     if (tenantId !== undefined) out.push(...(await this.tenantContext(out)));
     const current = await Promise.all(
-      out.map((r) =>
-        r.currentState?.kind.case === "tenant" && r.currentState.kind.value.deploymentId !== ""
-          ? this.store.getResource("deployment", r.currentState.kind.value.deploymentId)
-          : undefined,
-      ),
+      out.flatMap((r) => {
+        if (r.currentState?.kind.case !== "tenant") return [];
+        const { deploymentId, rolloutId } = r.currentState.kind.value;
+        return [
+          deploymentId !== "" ? this.store.getResource("deployment", deploymentId) : undefined,
+          rolloutId !== "" ? this.store.getResource("rollout", rolloutId) : undefined,
+        ];
+      }),
     );
     for (const d of current) if (d) out.push(d);
     return out;
