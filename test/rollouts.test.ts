@@ -511,3 +511,14 @@ describe("what holds a rollout back", () => {
     expect(await rolloutEvents()).toContain("rollout_approved");
   });
 });
+
+describe("the answer to an update", () => {
+  it("says PENDING, not the verdict on the old desired state; the pass then gives the new one", async () => {
+    expect((await tenantStatus()).resource.convergence?.status).toBe(ConvergenceStatus.CONVERGED);
+    const t = tenant("v2");
+    const res = await api().updateResource({ resourceType: "tenant", id: TENANT, desiredState: t.desiredState });
+    expect(res.resource?.convergence?.status).toBe(ConvergenceStatus.PENDING);
+    await idle();
+    expect((await tenantStatus()).resource.convergence?.status).toBe(ConvergenceStatus.ORDER_IN_FLIGHT);
+  });
+});

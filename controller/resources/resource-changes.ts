@@ -7,7 +7,14 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CreateResourceRequest, DeleteResourceRequest, UpdateResourceRequest } from "../../gen/skipper/v1/resource_service_pb.js";
-import { DeletionSchema, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ConvergenceSchema,
+  ConvergenceStatus,
+  DeletionSchema,
+  MetadataSchema,
+  ResourceSchema,
+  type Resource,
+} from "../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { SCHEMA_VERSION, type Trace } from "../context.js";
@@ -23,6 +30,9 @@ import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resou
 // Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
 // reconciler.
 const CREATABLE = new Set<ResourceType>(["tenant", "service", "resource_limits", "network", "volume", "freeze"]);
+
+// Kinds whose convergence the reconciler writes (the others' is derived from them when read).
+const RECONCILED = new Set<ResourceType>(["tenant", "service"]);
 
 export interface ChangeDeps {
   store: Store;
@@ -169,6 +179,15 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
       changed = desiredChanged || metaChanged;
       if (!changed) return cur;
       cur.desiredState = spec;
+      // The verdict of the last pass was about the old desired state: until the next pass, the
+      // resource is PENDING (the answer to this update says so, not the stale CONVERGED).
+      if (desiredChanged && RECONCILED.has(type)) {
+        cur.convergence = create(ConvergenceSchema, {
+          status: ConvergenceStatus.PENDING,
+          message: "desired state changed; the reconciler has not passed it yet",
+          checkedAt: timestampFromDate(deps.now()),
+        });
+      }
       cur.metadata = create(MetadataSchema, {
         resourceVersion: cur.metadata?.resourceVersion ?? "",
         labels,
