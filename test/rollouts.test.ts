@@ -522,3 +522,34 @@ describe("the answer to an update", () => {
     expect((await tenantStatus()).resource.convergence?.status).toBe(ConvergenceStatus.ORDER_IN_FLIGHT);
   });
 });
+
+describe("a cascading delete", () => {
+  it("removes the project with one order, without first redeploying it without its services", async () => {
+    await api().createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, {
+        id: "cafe",
+        resourceType: "tenant",
+        desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: "n1" } } } },
+      }),
+    });
+    for (const id of ["cafe-web", "cafe-worker"]) {
+      await api().createResource({
+        resourceType: "service",
+        resource: create(ResourceSchema, {
+          id,
+          resourceType: "service",
+          desiredState: { kind: { case: "service", value: { tenantId: "cafe", image: "busybox:stable" } } },
+        }),
+      });
+    }
+    await idle();
+    while (await pendingOn("n1")) await finish("n1");
+    const before = new Set((await c.admin(WorkOrderService).listWorkOrders({ nodeId: "n1" })).workOrders.map((o) => o.id));
+    const res = await api().deleteResource({ resourceType: "tenant", id: "cafe", cascade: true });
+    expect(res.cascaded.sort()).toEqual(["service/cafe-web", "service/cafe-worker"]);
+    await idle();
+    const after = (await c.admin(WorkOrderService).listWorkOrders({ nodeId: "n1" })).workOrders.filter((o) => !before.has(o.id));
+    expect(after.map((o) => WorkOrderType[o.type])).toEqual(["REMOVE_SERVICE"]);
+  });
+});

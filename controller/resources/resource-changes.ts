@@ -255,12 +255,17 @@ export async function deleteResource(
       });
     }
   }
-  for (const dep of cascade) await tombstone(deps, trace, log, dep, req.deleteData, refKey(current));
-  const resource = await tombstone(deps, trace, log, current, req.deleteData, "");
+  // The reconciler hears of the deletions once all are written: a pass between them would see a
+  // tenant whose services are gone but which is not, and redeploy it without them first.
+  const written: Resource[] = [];
+  for (const dep of cascade) await tombstone(deps, trace, log, dep, req.deleteData, refKey(current), written);
+  const resource = await tombstone(deps, trace, log, current, req.deleteData, "", written);
+  for (const r of written) deps.changed(r);
   return { resource, cascaded: cascade.map(refKey) };
 }
 
-// Marks one resource deleted (idempotent: an existing tombstone is returned as it is).
+// Marks one resource deleted (idempotent: an existing tombstone is returned as it is); a new
+// tombstone goes on `written` for the caller to announce.
 async function tombstone(
   deps: ChangeDeps,
   trace: Trace,
@@ -268,6 +273,7 @@ async function tombstone(
   r: Resource,
   deleteData: boolean,
   cascadedFrom: string,
+  written: Resource[],
 ): Promise<Resource> {
   const type = r.resourceType as ResourceType;
   const pendingOn = deleteData && (type === "service" || type === "volume") ? await deps.dataNodes(r) : [];
@@ -307,7 +313,7 @@ async function tombstone(
     },
   ];
   await recordEvents(deps.store, events);
-  deps.changed(updated);
+  written.push(updated);
   log.info(
     {
       action: "resource_deleted",
