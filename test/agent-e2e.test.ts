@@ -48,7 +48,8 @@ const SICK_COMPOSE = `services:
 `;
 
 function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string {
-  if (opts.broken) return "services:\n  web:\n    image: [this is not\n";
+  // YAML the controller accepts when the tenant is written, which Compose's schema refuses.
+  if (opts.broken) return "services:\n  web:\n    image: busybox\n    ports: 8080\n";
   // slowWeb: healthy only once the test creates /tmp/ready in the container (webReady()).
   const web = opts.slowWeb
     ? `    command: ["sh", "-c", "mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]

@@ -12,7 +12,7 @@ import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/sk
 import { Backoff } from "../agent/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
 import { containerChanges } from "../agent/executors/container-changes.js";
-import { deployService } from "../agent/executors/deploy-service.js";
+import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
@@ -251,6 +251,25 @@ describe("journal", () => {
       ["o-claimed", 5000],
       ["o-intent", undefined],
     ]);
+  });
+});
+
+describe("what compose said about a file it rejects", () => {
+  it("is one line: what and where, not the last line of a traceback or a staging path", () => {
+    const v1Yaml = [
+      "yaml.parser.ParserError: while parsing a flow sequence",
+      '  in "./docker-compose.yml", line 3, column 12',
+      "expected ',' or ']', but got '<stream end>'",
+      '  in "./docker-compose.yml", line 4, column 1',
+    ].join("\n");
+    expect(composeComplaint(v1Yaml, "/w/.staging-1")).toBe(
+      "while parsing a flow sequence; expected ',' or ']', but got '<stream end>' (line 3, column 12)",
+    );
+    const schema =
+      "The Compose file '/w/.staging-1/docker-compose.yml' is invalid because:\nservices.web.ports contains an invalid type, it should be an array\n";
+    expect(composeComplaint(schema, "/w/.staging-1")).toBe(
+      "The Compose file 'docker-compose.yml' is invalid because:; services.web.ports contains an invalid type, it should be an array",
+    );
   });
 });
 

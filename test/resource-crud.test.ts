@@ -6,7 +6,7 @@ import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ComposeProjectSchema, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutPolicySchema } from "../gen/skipper/v1/rollout_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
@@ -144,6 +144,23 @@ describe("references", () => {
       "canary",
       "half",
     ]);
+  });
+
+  it("a compose file that is not YAML, or defines no service, is INVALID_REQUEST naming the line, and nothing is stored", async () => {
+    const withCompose = (composeFile: string) => {
+      const t = tenant("compose-bad");
+      if (t.desiredState?.kind.case === "tenant") t.desiredState.kind.value.compose = create(ComposeProjectSchema, { composeFile });
+      return t;
+    };
+    const broken = await rpcError(put(withCompose("services:\n  web:\n    image: [this is not\n")));
+    expect(broken.code).toBe("INVALID_REQUEST");
+    expect(broken.details.field).toBe("desired_state.tenant.compose.compose_file");
+    expect(broken.message).toMatch(/is not valid YAML: .* at line \d+, column \d+/);
+    const empty = await rpcError(put(withCompose("services: {}\n")));
+    expect(empty.message).toContain("must define at least one service");
+    const twice = await rpcError(put(withCompose("services:\n  a: {image: b}\n  a: {image: c}\n")));
+    expect(twice.message).toContain("Map keys must be unique");
+    expect((await rpcError(api().getResource({ resourceType: "tenant", id: "compose-bad" }))).code).toBe("RESOURCE_NOT_FOUND");
   });
 
   it("a network of another tenant cannot be used", async () => {

@@ -124,7 +124,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     await rm(staging, { recursive: true, force: true });
     if (ENGINE_DOWN.test(check.stderr)) return done("DOCKER_UNAVAILABLE", lastLine(check.stderr), { command: check });
     if (check.timedOut) return done("TIMEOUT", `compose config did not finish within ${ctx.composeTimeoutMs} ms`, { command: check });
-    return done("COMPOSE_INVALID", `compose rejected the file: ${lastLine(check.stderr)}`, { command: check });
+    return done("COMPOSE_INVALID", `compose rejected the file: ${composeComplaint(check.stderr, staging)}`, { command: check });
   }
   const services = check.stdout
     .split("\n")
@@ -242,6 +242,26 @@ async function checkPinnedDigests(projectName: string, composeFile: string): Pro
   if (!composeFile.includes("@sha256:")) return undefined;
   const wrong = digestMismatches(await projectImages(projectName));
   return wrong.length > 0 ? `image digest mismatch: ${wrong.join("; ")}` : undefined;
+}
+
+/**
+ * What Compose said is wrong with a file, as one line: its lines joined, without the staging
+ * directory's path and with the "in <file>, line L, column C" lines of Compose v1 turned into one
+ * location, so the headline says what and where ("expected ',' or ']' … (line 3, column 12)"),
+ * not the last line of a traceback.
+ */
+export function composeComplaint(stderr: string, staging: string): string {
+  let where = "";
+  const said: string[] = [];
+  for (const raw of stderr.split("\n")) {
+    const line = raw.split(`${staging}/`).join("").trim();
+    if (line === "") continue;
+    const at = /^in "[^"]*", (line \d+, column \d+)$/.exec(line);
+    if (at) where ||= at[1]!;
+    else said.push(line.replace(/^yaml\.\w+\.\w+Error: /, ""));
+  }
+  const text = `${said.join("; ")}${where ? ` (${where})` : ""}`;
+  return text.length > 500 ? `${text.slice(0, 497)}...` : text;
 }
 
 function lastLine(s: string): string {

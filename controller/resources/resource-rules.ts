@@ -3,6 +3,7 @@
 // (current_state, last_applied_state) are not set by admins.
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
+import { checkComposeFile } from "./compose-rules.js";
 import { equals } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
@@ -54,6 +55,7 @@ export function checkReferences(spec: ResourceSpec): void {
       ref(k.value.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
       k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
+      checkComposeFile(k.value.compose?.composeFile ?? "");
       checkSafety(k.value.safety, "desired_state.tenant.safety");
       checkRolloutPolicy(k.value.rollout, "desired_state.tenant.rollout");
       checkWindows(k.value.maintenanceWindows, "desired_state.tenant.maintenance_windows");

@@ -1,0 +1,32 @@
+// A tenant's own compose file, checked when the tenant is written: it must be YAML (or JSON) whose
+// top level is a mapping with a `services` mapping of at least one service. That is what Compose
+// would refuse on every node anyway (COMPOSE_INVALID); refusing it here says where the problem is
+// and stores nothing. What only Compose knows (keys, interpolation, images) stays the agent's.
+import { isMap, parseDocument } from "yaml";
+import { invalid } from "../errors.js";
+
+const FIELD = "desired_state.tenant.compose.compose_file";
+const MAX_BYTES = 512 * 1024;
+
+/** Checks a tenant's compose file text; "" (no file: the project is rendered from services) passes. */
+export function checkComposeFile(text: string): void {
+  if (text === "") return;
+  if (Buffer.byteLength(text) > MAX_BYTES) fail(`is larger than ${MAX_BYTES / 1024} KiB`);
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const error = doc.errors[0];
+  if (error) {
+    // The parser's message names the line and column: "… at line 4, column 1:".
+    fail(`is not valid YAML: ${firstLine(error.message).replace(/:$/, "")}`, { line: error.linePos?.[0]?.line ?? 0 });
+  }
+  if (!isMap(doc.contents)) fail("must be a mapping with a 'services' key at the top level");
+  const services = doc.contents.get("services", true);
+  if (!isMap(services) || services.items.length === 0) fail("must define at least one service under 'services'");
+}
+
+function firstLine(s: string): string {
+  return s.split("\n")[0] ?? s;
+}
+
+function fail(problem: string, extra: Record<string, number> = {}): never {
+  throw invalid(`${FIELD} ${problem}`, { field: FIELD, ...extra });
+}
