@@ -146,7 +146,7 @@ describe("references", () => {
     ]);
   });
 
-  it("a compose file that is not YAML, or defines no service, is INVALID_REQUEST naming the line, and nothing is stored", async () => {
+  it("a compose file that is not YAML, or not a mapping of services, is INVALID_REQUEST naming the line, and nothing is stored", async () => {
     const withCompose = (composeFile: string) => {
       const t = tenant("compose-bad");
       if (t.desiredState?.kind.case === "tenant") t.desiredState.kind.value.compose = create(ComposeProjectSchema, { composeFile });
@@ -156,8 +156,10 @@ describe("references", () => {
     expect(broken.code).toBe("INVALID_REQUEST");
     expect(broken.details.field).toBe("desired_state.tenant.compose.compose_file");
     expect(broken.message).toMatch(/is not valid YAML: .* at line \d+, column \d+/);
-    const empty = await rpcError(put(withCompose("services: {}\n")));
-    expect(empty.message).toContain("must define at least one service");
+    const list = await rpcError(put(withCompose("services:\n  - web\n")));
+    expect(list.message).toContain("must hold a mapping of services");
+    const scalar = await rpcError(put(withCompose("just text\n")));
+    expect(scalar.message).toContain("must be a mapping");
     const twice = await rpcError(put(withCompose("services:\n  a: {image: b}\n  a: {image: c}\n")));
     expect(twice.message).toContain("Map keys must be unique");
     expect((await rpcError(api().getResource({ resourceType: "tenant", id: "compose-bad" }))).code).toBe("RESOURCE_NOT_FOUND");

@@ -112,12 +112,15 @@ export async function recordReports(
 }
 
 // What the controller derives itself stays as it derived it, whatever a report says: a tenant's
-// per-node target records (the reconciler's), a node's liveness and last heartbeat (the
-// heartbeats').
+// per-node target records and latest rollout (the reconciler's), a node's liveness and last
+// heartbeat (the heartbeats').
 function keepDerived(stored: ResourceStatus | undefined, reported: ResourceStatus): ResourceStatus {
   const was = stored?.kind;
   const now = reported.kind;
-  if (now.case === "tenant") now.value.targets = was?.case === "tenant" ? was.value.targets : [];
+  if (now.case === "tenant") {
+    now.value.targets = was?.case === "tenant" ? was.value.targets : [];
+    now.value.rolloutId = was?.case === "tenant" ? was.value.rolloutId : "";
+  }
   if (now.case === "node") {
     const prev = was?.case === "node" ? was.value : undefined;
     now.value.liveness = prev?.liveness ?? now.value.liveness;

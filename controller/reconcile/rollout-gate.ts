@@ -162,17 +162,21 @@ export async function advanceGate(
   return { again, recheckAt, holdNow: (n) => holdOf(after, n, gate.stops) };
 }
 
-// Orders this pass created for the rollout's nodes: the spec it brings them, or their rollback.
+// Orders in flight for the rollout's nodes that its record does not name yet: the spec it brings
+// them, or their rollback (issued by this pass, or by one that died before recording them).
 function ordersOf(r: Rollout, orders: readonly TargetOrder[]): RolloutAction[] {
   const out: RolloutAction[] = [];
   const byNode = new Map(nodesOf(r).map((n) => [n.nodeId, n]));
   for (const o of orders) {
     const node = byNode.get(o.nodeId);
-    if (!o.created || !node) continue;
-    if (o.workOrder.type === WorkOrderType.ROLLBACK)
-      out.push({ type: "node-rollback-issued", nodeId: o.nodeId, workOrderId: o.workOrder.id });
-    else if (o.workOrder.desiredState?.specHash === node.toSpecHash && node.state !== S.WAITING)
-      out.push({ type: "node-order", nodeId: o.nodeId, workOrderId: o.workOrder.id });
+    const id = o.workOrder.id;
+    if (!node) continue;
+    if (o.workOrder.type === WorkOrderType.ROLLBACK) {
+      if (r.status === RolloutStatus.ROLLING_BACK && node.rollbackWorkOrderId !== id)
+        out.push({ type: "node-rollback-issued", nodeId: o.nodeId, workOrderId: id });
+    } else if (o.workOrder.desiredState?.specHash === node.toSpecHash && node.state !== S.WAITING && node.workOrderId !== id) {
+      out.push({ type: "node-order", nodeId: o.nodeId, workOrderId: id });
+    }
   }
   return out;
 }

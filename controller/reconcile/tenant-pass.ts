@@ -173,6 +173,12 @@ export class TenantPass {
       record.desiredHash = facts.desired?.specHash ?? "";
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
+      // An order in flight is the target's last order, even when the pass that issued it died
+      // before writing the record: its outcome must count when it comes.
+      if (inFlight && record.lastWorkOrderId !== inFlight.id) {
+        record.lastWorkOrderId = inFlight.id;
+        record.lastResultCode = "";
+      }
       for (const action of plan.actions) {
         const removal = {
           removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false,

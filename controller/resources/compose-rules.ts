@@ -1,8 +1,8 @@
 // A tenant's own compose file, checked when the tenant is written: it must be YAML (or JSON) whose
-// top level is a mapping with a `services` mapping of at least one service. That is what Compose
+// top level is a mapping, with `services` (when present) a mapping. That is what Compose
 // would refuse on every node anyway (COMPOSE_INVALID); refusing it here says where the problem is
 // and stores nothing. What only Compose knows (keys, interpolation, images) stays the agent's.
-import { isMap, parseDocument } from "yaml";
+import { isMap, isScalar, parseDocument } from "yaml";
 import { invalid } from "../errors.js";
 
 const FIELD = "desired_state.tenant.compose.compose_file";
@@ -18,9 +18,11 @@ export function checkComposeFile(text: string): void {
     // The parser's message names the line and column: "… at line 4, column 1:".
     fail(`is not valid YAML: ${firstLine(error.message).replace(/:$/, "")}`, { line: error.linePos?.[0]?.line ?? 0 });
   }
-  if (!isMap(doc.contents)) fail("must be a mapping with a 'services' key at the top level");
+  if (!isMap(doc.contents)) fail("must be a mapping (with a 'services' key) at the top level");
   const services = doc.contents.get("services", true);
-  if (!isMap(services) || services.items.length === 0) fail("must define at least one service under 'services'");
+  if (services !== undefined && services !== null && !isMap(services) && !(isScalar(services) && services.value === null)) {
+    fail("must hold a mapping of services under 'services'");
+  }
 }
 
 function firstLine(s: string): string {
