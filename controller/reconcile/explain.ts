@@ -148,7 +148,8 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
 function rolloutSummary(r: Rollout): string {
   const waves = r.waves.map((w) => {
     const done = w.nodes.filter((n) => n.state === RolloutNodeState.DONE).length;
-    const gate = w.requirePromote && !w.promoted && !w.startedAt ? ", waits for a promote" : "";
+    const open = r.status === RolloutStatus.PROGRESSING || r.status === RolloutStatus.PAUSED;
+    const gate = open && w.requirePromote && !w.promoted && !w.startedAt ? ", waits for a promote" : "";
     return `${w.name} ${done}/${w.nodes.length} done${gate}`;
   });
   const status = (RolloutStatus[r.status] ?? "").toLowerCase();
