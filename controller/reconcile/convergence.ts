@@ -8,6 +8,7 @@ import type { TargetVerdict } from "./plan-target.js";
 // Worst first: the status a tenant (or service) shows when its targets differ.
 const SEVERITY: ConvergenceStatus[] = [
   ConvergenceStatus.ORDER_FAILED,
+  ConvergenceStatus.ROLLED_BACK,
   ConvergenceStatus.REFERENCE_MISSING,
   ConvergenceStatus.NO_MATCHING_NODE,
   ConvergenceStatus.NODE_DISABLED,
@@ -15,6 +16,8 @@ const SEVERITY: ConvergenceStatus[] = [
   ConvergenceStatus.RETRY_BACKOFF,
   ConvergenceStatus.DRIFT_DETECTED,
   ConvergenceStatus.ORDER_IN_FLIGHT,
+  // Nodes a rollout holds: the work under way on others shows first.
+  ConvergenceStatus.ROLLOUT_WAITING,
   ConvergenceStatus.PENDING,
   ConvergenceStatus.NOTHING_TO_DEPLOY,
   ConvergenceStatus.CONVERGED,
