@@ -17,7 +17,7 @@ import type { Store } from "../store/store.js";
 import { planDeployment, planRemoval, planRollback } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";
 import { resolveRollback } from "./rollback-spec.js";
-import { create as createMessage } from "@bufbuild/protobuf";
+import { create as createMessage, type JsonObject } from "@bufbuild/protobuf";
 import { RollbackActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 
 export interface IssuerDeps {
@@ -109,23 +109,14 @@ export async function issueRollback(
     planRollback({ ...base, priority: terms.priority, now, desiredState: plan.desiredState, action: plan.action, reason }),
   );
   await recordEvents(deps.store, [
-    ...(drift && drift.length > 0
-      ? [{ type: "drift_detected" as const, ...base, resourceType: "tenant", resourceId: tenant.id, data: { differences: drift } }]
-      : []),
-    {
-      id: transitionEventId(workOrderId, "work_order_created"),
-      type: "work_order_created",
-      resourceType: "work_order",
-      resourceId: workOrderId,
-      ...base,
-      data: {
-        type: "rollback",
-        reason,
-        spec_hash: action.toHash,
-        resolved_from: plan.action.resolvedFrom,
-        ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
-      },
-    },
+    ...driftEvents(base, drift),
+    createdEvent(base, {
+      type: "rollback",
+      reason,
+      spec_hash: action.toHash,
+      resolved_from: plan.action.resolvedFrom,
+      ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
+    }),
   ]);
   deps.onOrderCreated?.(workOrder);
   deps.logger.info(
@@ -150,10 +141,7 @@ export async function issueOrder(
   const workOrderId = uuidv4();
   const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
   const ids = { ...base, priority: terms.priority };
-  const events: EventInput[] = [];
-  if (drift && drift.length > 0) {
-    events.push({ type: "drift_detected", ...base, resourceType: "tenant", resourceId: tenantId, data: { differences: drift } });
-  }
+  const events = driftEvents(base, drift);
   if (action.kind === "deploy") {
     const deploymentId = `deploy-${uuidv4()}`;
     const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
@@ -173,13 +161,8 @@ export async function issueOrder(
           revision: deployment.metadata?.resourceVersion,
         },
         {
-          id: transitionEventId(workOrderId, "work_order_created"),
-          type: "work_order_created",
-          resourceType: "work_order",
-          resourceId: workOrderId,
+          ...createdEvent(base, { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash }),
           deploymentId,
-          ...base,
-          data: { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash },
         },
       ]),
     ]);
@@ -201,19 +184,12 @@ export async function issueOrder(
     store.createWorkOrder(order),
     recordEvents(store, [
       ...events,
-      {
-        id: transitionEventId(workOrderId, "work_order_created"),
-        type: "work_order_created",
-        resourceType: "work_order",
-        resourceId: workOrderId,
-        ...base,
-        data: {
-          type: "remove_service",
-          project: action.projectName,
-          remove_volumes: removeVolumes,
-          delete_volumes: order.desiredState?.deleteVolumes ?? [],
-        },
-      },
+      createdEvent(base, {
+        type: "remove_service",
+        project: action.projectName,
+        remove_volumes: removeVolumes,
+        delete_volumes: order.desiredState?.deleteVolumes ?? [],
+      }),
     ]),
   ]);
   deps.onOrderCreated?.(workOrder);
@@ -222,6 +198,20 @@ export async function issueOrder(
     "reconcile: removal order issued",
   );
   return { nodeId: action.nodeId, workOrder, created: true };
+}
+
+type OrderBase = Trace & { tenantId: string; nodeId: string; workOrderId: string };
+
+/** work_order_created for an order the reconciler issued (a fixed id: recording it twice is once). */
+function createdEvent(base: OrderBase, data: JsonObject): EventInput {
+  const id = transitionEventId(base.workOrderId, "work_order_created");
+  return { id, type: "work_order_created", resourceType: "work_order", resourceId: base.workOrderId, ...base, data };
+}
+
+/** drift_detected for the differences that made the order, if any. */
+function driftEvents(base: OrderBase, drift: string[] | undefined): EventInput[] {
+  if (!drift || drift.length === 0) return [];
+  return [{ type: "drift_detected", ...base, resourceType: "tenant", resourceId: base.tenantId, data: { differences: drift } }];
 }
 
 function logIds(b: { tenantId: string; nodeId: string; workOrderId: string; requestId: string; correlationId: string }) {
