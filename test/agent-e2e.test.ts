@@ -47,7 +47,7 @@ const SICK_COMPOSE = `services:
     command: ["sh", "-c", "exit 3"]
 `;
 
-function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string {
+function composeFile(opts: { slowWeb?: boolean; broken?: boolean; unpullable?: boolean } = {}): string {
   // YAML the controller accepts when the tenant is written, which Compose's schema refuses.
   if (opts.broken) return "services:\n  web:\n    image: busybox\n    ports: 8080\n";
   // slowWeb: healthy only once the test creates /tmp/ready in the container (webReady()).
@@ -60,9 +60,10 @@ function composeFile(opts: { slowWeb?: boolean; broken?: boolean } = {}): string
 `
     : `    command: ["sh", "-c", "mkdir -p /www && echo \\"$$GREETING\\" > /www/index.html && exec httpd -f -p 8080 -h /www"]
 `;
+  // unpullable: no registry answers here, so web's image cannot be pulled.
   return `services:
   web:
-    image: ${IMAGE}
+    image: ${opts.unpullable ? "registry.invalid/skipper/app:1.2" : IMAGE}
 ${web}    environment:
       GREETING: \${GREETING}
     ports:
@@ -77,7 +78,10 @@ ${web}    environment:
 `;
 }
 
-function tenant(port: number, opts: { greeting?: string; workerMode?: string; slowWeb?: boolean; broken?: boolean } = {}): Resource {
+function tenant(
+  port: number,
+  opts: { greeting?: string; workerMode?: string; slowWeb?: boolean; broken?: boolean; unpullable?: boolean } = {},
+): Resource {
   return create(ResourceSchema, {
     id: TENANT,
     resourceType: "tenant",
@@ -317,6 +321,16 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(await containerIds()).toEqual(before);
     expect(await readFile(composePath, "utf8")).toBe(fileBefore);
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("hello e2e");
+  });
+
+  it("an image that cannot be pulled fails at once, naming the image and service, and leaves the running project as it was", async () => {
+    const before = await containerIds();
+    await setTenant(tenant(port, { unpullable: true }));
+    const order = await finished(await apply());
+    expect(order.result?.code).toBe("IMAGE_PULL_FAILED");
+    expect(order.result?.message).toContain("image registry.invalid/skipper/app:1.2 (service web) could not be pulled");
+    expect(order.attempts).toHaveLength(1);
+    expect(await containerIds()).toEqual(before);
   });
 
   it("an agent killed mid-order finishes the order after a restart", async () => {

@@ -13,6 +13,7 @@ import { Backoff } from "../agent/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
 import { containerChanges } from "../agent/executors/container-changes.js";
 import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
+import { pullFailure, pullMessage } from "../agent/engine/pull-failure.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
@@ -251,6 +252,39 @@ describe("journal", () => {
       ["o-claimed", 5000],
       ["o-intent", undefined],
     ]);
+  });
+});
+
+describe("a failed pull", () => {
+  const images = new Map([
+    ["web", "registry.invalid/team/app:1.2"],
+    ["db", "busybox:stable"],
+  ]);
+
+  it("names the image and service from Compose v1's output; an unreachable registry may come back", () => {
+    const v1 = [
+      'Creating network "p_default" with the default driver',
+      "Pulling web (registry.invalid/team/app:1.2)...",
+      'Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
+    ].join("\n");
+    const f = pullFailure(v1, images)!;
+    expect(f).toMatchObject({ code: "IMAGE_PULL_FAILED", image: "registry.invalid/team/app:1.2", service: "web" });
+    expect(pullMessage(f)).toBe(
+      'image registry.invalid/team/app:1.2 (service web) could not be pulled: Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
+    );
+  });
+
+  it("an image the registry says does not exist is IMAGE_NOT_FOUND, also from Compose v2's output", () => {
+    const v2 =
+      " web Error manifest for registry.invalid/team/app:1.2 not found: manifest unknown: manifest unknown\nError response from daemon: manifest for registry.invalid/team/app:1.2 not found: manifest unknown: manifest unknown";
+    expect(pullFailure(v2, images)).toMatchObject({ code: "IMAGE_NOT_FOUND", image: "registry.invalid/team/app:1.2", service: "web" });
+    const denied =
+      "Error response from daemon: pull access denied for private/thing, repository does not exist or may require 'docker login'";
+    expect(pullFailure(denied, new Map())).toMatchObject({ code: "IMAGE_NOT_FOUND", image: "private/thing" });
+  });
+
+  it("is not claimed for other failures", () => {
+    expect(pullFailure("ERROR: for web  Cannot start service web: port is already allocated", images)).toBeUndefined();
   });
 });
 

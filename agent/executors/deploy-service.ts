@@ -31,6 +31,8 @@ import { EngineError, observeServices, readProjectContainers, type ProjectContai
 import { writeProjectState } from "../engine/project-state.js";
 import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
+import { pullFailure, pullMessage } from "../engine/pull-failure.js";
+import { parse } from "yaml";
 import { containerChanges } from "./container-changes.js";
 import { abortReason } from "./executor.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
@@ -157,9 +159,11 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   if (up.cancelled) return cancelled(up);
   if (up.timedOut) return done("TIMEOUT", `compose up did not finish within ${ctx.composeTimeoutMs} ms`, { command: up, composePath });
   if (up.exitCode !== 0) {
-    const code = ENGINE_DOWN.test(up.stderr) ? "DOCKER_UNAVAILABLE" : "COMPOSE_FAILED";
+    const pull = ENGINE_DOWN.test(up.stderr) ? undefined : pullFailure(up.stderr, imagesOf(project.composeFile));
+    const code = ENGINE_DOWN.test(up.stderr) ? "DOCKER_UNAVAILABLE" : (pull?.code ?? "COMPOSE_FAILED");
     const seen = await readProjectContainers(projectName).catch(() => undefined);
-    return done(code, `compose up failed (exit ${up.exitCode}): ${lastLine(up.stderr)}`, {
+    const message = pull ? pullMessage(pull) : `compose up failed (exit ${up.exitCode}): ${lastLine(up.stderr)}`;
+    return done(code, message, {
       command: up,
       composePath,
       services: seen ? observeServices(services, seen) : [],
@@ -242,6 +246,18 @@ async function checkPinnedDigests(projectName: string, composeFile: string): Pro
   if (!composeFile.includes("@sha256:")) return undefined;
   const wrong = digestMismatches(await projectImages(projectName));
   return wrong.length > 0 ? `image digest mismatch: ${wrong.join("; ")}` : undefined;
+}
+
+/** Each service's image as the compose file writes it (variables unresolved), for naming a failed pull. */
+function imagesOf(composeFile: string): Map<string, string> {
+  const out = new Map<string, string>();
+  try {
+    const doc = parse(composeFile) as { services?: Record<string, { image?: unknown }> } | null;
+    for (const [name, svc] of Object.entries(doc?.services ?? {})) if (typeof svc?.image === "string") out.set(name, svc.image);
+  } catch {
+    // Compose accepted the file; a file this parser reads differently names no image, that is all.
+  }
+  return out;
 }
 
 /**

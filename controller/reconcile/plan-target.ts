@@ -27,9 +27,10 @@ import type { RenderedProject } from "./render-project.js";
 export const MAX_FAILURES = 5;
 /**
  * Result codes that the same spec on the same node gets every time (the agent refused the file
- * itself): retrying cannot help, so the first one is ORDER_FAILED.
+ * itself, or the registry said the image does not exist): retrying cannot help, so the first one
+ * is ORDER_FAILED.
  */
-export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["COMPOSE_INVALID"]);
+export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["COMPOSE_INVALID", "IMAGE_NOT_FOUND"]);
 /** Marks failures of removal orders in TargetStatus.failed_hash. */
 export const REMOVAL_HASH = "removal";
 
