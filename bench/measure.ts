@@ -17,3 +17,12 @@ export function procStats(pid: number): { rssMb: number; cpuSeconds: number } {
   // utime and stime, in clock ticks (100 Hz).
   return { rssMb: rssKb / 1024, cpuSeconds: (Number(f[11]) + Number(f[12])) / 100 };
 }
+
+/** CPU seconds the whole machine has spent busy (all cores, from /proc/stat), and its core count. */
+export function machineBusy(): { busySeconds: number; cores: number } {
+  const lines = readFileSync("/proc/stat", "utf8").split("\n");
+  // user nice system idle iowait irq softirq steal, in clock ticks (100 Hz).
+  const f = lines[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const busy = f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!;
+  return { busySeconds: busy / 100, cores: lines.filter((l) => /^cpu\d/.test(l)).length };
+}

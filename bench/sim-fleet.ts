@@ -1,0 +1,298 @@
+// A simulated fleet for the benchmarks: the controller as its own process (as npm start runs it),
+// and nodes whose agents each hold a WatchWorkOrders stream and heartbeat the projects they
+// "run", as skippy does. What a stream announces goes to one queue that a bounded pool of
+// workers drains: claim, wait --apply-ms (the apply), report success, each call repeated after a
+// transient error as skippy repeats it. So the fleet's agents are as many streams as nodes, but
+// never more than `workers` claims or reports at once.
+import { type ChildProcess, spawn } from "node:child_process";
+import { setMaxListeners } from "node:events";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import type { DescService } from "@bufbuild/protobuf";
+import { type Client, Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { MAX_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+
+// Errors after which skippy tries again (agent/lease-keeper.ts TRANSIENT): the controller did
+// not refuse the call, it did not answer it (a stream it cancelled after 60 s without progress
+// answers Canceled).
+const TRANSIENT = new Set([
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+  Code.Internal,
+  Code.Unknown,
+  Code.Aborted,
+  Code.ResourceExhausted,
+  Code.Canceled,
+  Code.Unauthenticated,
+]);
+
+/**
+ * An HTTP/2 + TLS transport to the controller sending `headers` with every call; from
+ * `localAddress` when given (a loopback address of its own per simulated host, so the
+ * controller's per-address connection cap sees separate hosts, as it would in a real fleet).
+ */
+export function transportTo(url: string, ca: string, headers: Record<string, string>, localAddress?: string): Transport {
+  const auth: Interceptor = (next) => (req) => {
+    for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
+    return next(req);
+  };
+  // http2.connect hands its options to tls.connect and on to net.connect, which takes localAddress;
+  // the http2 option types leave it out.
+  const source = localAddress ? { localAddress } : {};
+  return createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca, ...source }, interceptors: [auth] });
+}
+
+/** A loopback address of its own for the i-th simulated host (127.1.0.1, 127.1.0.2, ...). */
+export function hostAddress(i: number): string {
+  return `127.1.${Math.floor(i / 250)}.${(i % 250) + 1}`;
+}
+
+/** A client of `service` over its own connection. */
+export function clientFor<S extends DescService>(service: S, url: string, ca: string, headers: Record<string, string>): Client<S> {
+  return createClient(service, transportTo(url, ca, headers));
+}
+
+/** The controller started from dist/controller/main.js, its URL and the CA its clients trust. */
+export interface Controller {
+  child: ChildProcess;
+  url: string;
+  ca: string;
+}
+
+/** Starts the controller on a file store in `dataDir` and waits for its listen line. */
+export async function startController(dist: string, dataDir: string, adminToken: string, nodeArgs: string[] = []): Promise<Controller> {
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+    {
+      env: { ...process.env, SKIPPER_ADMIN_TOKEN: adminToken },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  const url = await new Promise<string>((res, rej) => {
+    child.once("exit", (c) => rej(new Error(`controller exited ${c}`)));
+    const rl = createInterface({ input: child.stdout! });
+    rl.on("line", (line) => {
+      try {
+        const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
+        if (l.action === "listen" && l.metadata?.url) {
+          rl.removeAllListeners("line");
+          child.stdout!.resume(); // keep draining request logs so the controller never blocks on a full pipe
+          res(l.metadata.url);
+        }
+      } catch {
+        // not JSON
+      }
+    });
+  });
+  return { child, url, ca: await readFile(join(dataDir, "tls", "ca.crt"), "utf8") };
+}
+
+/** Stops the controller (SIGTERM) and waits for it to exit. */
+export async function stopController(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+/** A work order an agent finished: the node, the order, and when its report was answered. */
+export interface Finished {
+  nodeId: string;
+  order: WorkOrder;
+  at: number;
+}
+
+/** One simulated agent: its stream, its heartbeats, and the projects it "runs". */
+class SimAgent {
+  readonly nodes: Client<typeof NodeService>;
+  readonly orders: Client<typeof WorkOrderService>;
+  readonly running = new Map<string, { projectName: string; specHash: string; workOrderId: string }>();
+  // Orders queued or being played: a stream may announce one twice (subscribe, then read). An
+  // order announced again after that (its lease lapsed) is played again.
+  readonly active = new Set<string>();
+  constructor(
+    readonly nodeId: string,
+    url: string,
+    ca: string,
+    token: string,
+    address: string,
+  ) {
+    // One connection for the stream, heartbeats, claims and reports, as skippy has.
+    const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, address);
+    this.nodes = createClient(NodeService, transport);
+    this.orders = createClient(WorkOrderService, transport);
+  }
+
+  heartbeat(intervalMs: number): Promise<unknown> {
+    const projects = [...this.running].map(([tenantId, p]) => ({ tenantId, ...p, services: [] }));
+    return this.nodes.heartbeat({
+      nodeId: this.nodeId,
+      agentVersion: "bench",
+      heartbeatIntervalMs: BigInt(Math.min(intervalMs, MAX_HEARTBEAT_INTERVAL_MS)),
+      projectsReported: true,
+      projects,
+    });
+  }
+}
+
+export interface FleetOptions {
+  url: string;
+  ca: string;
+  /** Claims and reports under way at once, across the fleet. */
+  workers: number;
+  /** How long each simulated apply takes (between the claim and the report). */
+  applyMs: number;
+  heartbeatMs: number;
+  /** Told of every order an agent finished. */
+  onFinished: (f: Finished) => void;
+}
+
+/** Nodes with their simulated agents, and the worker pool that plays their applies. */
+export class SimFleet {
+  private readonly agents: SimAgent[] = [];
+  private readonly jobs: { agent: SimAgent; order: WorkOrder }[] = [];
+  private wake: (() => void) | undefined;
+  private readonly stop = new AbortController();
+  private beats: NodeJS.Timeout[] = [];
+  /** Orders announced and finished, calls refused or retried, streams that broke. */
+  readonly counts = { announced: 0, finished: 0, claimRefused: 0, reportRefused: 0, retries: 0, streamsLost: 0 };
+  /** How long each claim and each report took to be answered, retries included (ms). */
+  readonly claimMs: number[] = [];
+  readonly reportMs: number[] = [];
+
+  constructor(private readonly opts: FleetOptions) {
+    // Every stream listens to the one signal that closes them all.
+    setMaxListeners(0, this.stop.signal);
+  }
+
+  get size(): number {
+    return this.agents.length;
+  }
+
+  /** Adds an agent for a registered node (its token from RegisterNode). */
+  add(nodeId: string, token: string): void {
+    this.agents.push(new SimAgent(nodeId, this.opts.url, this.opts.ca, token, hostAddress(this.agents.length)));
+  }
+
+  /** Opens every agent's stream, sends a first heartbeat each, then keeps heartbeating, staggered. */
+  async start(): Promise<void> {
+    await Promise.all(this.agents.map((a) => this.watch(a)));
+    for (let i = 0; i < this.agents.length; i += 100) await Promise.all(this.agents.slice(i, i + 100).map((a) => this.beat(a)));
+    const every = this.opts.heartbeatMs;
+    const loop = (a: SimAgent, i: number) => {
+      void this.beat(a);
+      this.beats[i] = setTimeout(() => loop(a, i), every);
+    };
+    this.beats = this.agents.map((a, i) => setTimeout(() => loop(a, i), (i * every) / this.agents.length));
+    for (let w = 0; w < this.opts.workers; w++) void this.work();
+  }
+
+  /** Closes the streams and stops heartbeats and workers. */
+  close(): void {
+    for (const b of this.beats) clearTimeout(b);
+    this.stop.abort();
+    this.wake?.();
+  }
+
+  private beat(a: SimAgent): Promise<unknown> {
+    return a.heartbeat(this.opts.heartbeatMs).catch(() => undefined);
+  }
+
+  // Opens the agent's stream; resolves once it answered, rejects when it fails before that.
+  private watch(a: SimAgent): Promise<void> {
+    return new Promise((opened, failed) => {
+      let first = true;
+      void (async () => {
+        for await (const n of a.nodes.watchWorkOrders({ nodeId: a.nodeId }, { signal: this.stop.signal })) {
+          if (first) {
+            first = false;
+            opened();
+          }
+          const order = n.workOrder;
+          if (!order || a.active.has(order.id)) continue;
+          a.active.add(order.id);
+          this.counts.announced++;
+          this.jobs.push({ agent: a, order });
+          const w = this.wake;
+          this.wake = undefined;
+          w?.();
+        }
+      })().catch((e: unknown) => {
+        if (first) failed(new Error(`the stream of ${a.nodeId} failed before it opened: ${String(e)}`));
+        else if (!this.stop.signal.aborted) this.counts.streamsLost++;
+      });
+    });
+  }
+
+  // One worker: takes the oldest announced order, claims it, "applies" it, reports success.
+  private async work(): Promise<void> {
+    while (!this.stop.signal.aborted) {
+      const job = this.jobs.shift();
+      if (!job) {
+        await new Promise<void>((r) => {
+          const prev = this.wake;
+          this.wake = () => {
+            prev?.();
+            r();
+          };
+        });
+        continue;
+      }
+      await this.finish(job.agent, job.order);
+    }
+  }
+
+  private async finish(a: SimAgent, order: WorkOrder): Promise<void> {
+    try {
+      const claimed = await this.answered(this.claimMs, () => a.orders.claimWorkOrder({ id: order.id }));
+      if (!claimed) {
+        this.counts.claimRefused++;
+        return;
+      }
+      if (this.opts.applyMs > 0) await new Promise((r) => setTimeout(r, this.opts.applyMs));
+      // The project runs the new spec once applied: a heartbeat from now on says so.
+      const ds = order.desiredState;
+      const tenantId = order.target?.tenantId ?? "";
+      if (ds)
+        a.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: order.id });
+      const reported = await this.answered(this.reportMs, () =>
+        a.orders.reportWorkOrderResult({
+          id: order.id,
+          fencingToken: claimed.workOrder?.fencingToken,
+          result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: BigInt(this.opts.applyMs) } },
+        }),
+      );
+      if (!reported) {
+        this.counts.reportRefused++;
+        return;
+      }
+      this.counts.finished++;
+      this.opts.onFinished({ nodeId: a.nodeId, order, at: performance.now() });
+    } finally {
+      a.active.delete(order.id);
+    }
+  }
+
+  // Calls until answered, as skippy does: again after a transient error (200 ms doubling to 5 s);
+  // undefined when refused. Records the time to the answer in `samples`.
+  private async answered<T>(samples: number[], call: () => Promise<T>): Promise<T | undefined> {
+    const start = performance.now();
+    for (let delay = 200; ; delay = Math.min(2 * delay, 5000)) {
+      try {
+        const out = await call();
+        samples.push(performance.now() - start);
+        return out;
+      } catch (e) {
+        if (this.stop.signal.aborted || !TRANSIENT.has(ConnectError.from(e).code)) return undefined;
+        this.counts.retries++;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+}
