@@ -242,7 +242,7 @@ export const RolloutPlanSchema: GenMessage<RolloutPlan> = /*@__PURE__*/
 
 /**
  * RolloutPlanNode is one node's change: the compose file diff (unified, secret-shaped values
- * blanked) and the environment keys added, removed or changed (never their values).
+ * blanked) and the environment keys added or removed (values are never shown).
  *
  * @generated from message skipper.v1.RolloutPlanNode
  */
