@@ -37,7 +37,9 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { type Rollout, RolloutStatus, type RolloutPolicySchema } from "../gen/skipper/v1/rollout_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { machineBusy, percentile, procStats } from "./measure.js";
-import { clientFor, type Controller, type Finished, SimFleet, startController, stopController } from "./sim-fleet.js";
+import { printFigures, type RunFigures } from "./rollout-figures.js";
+import { clientFor, type Controller, startController, stopController } from "./controller-process.js";
+import { type Finished, SimFleet } from "./sim-fleet.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -73,26 +75,6 @@ const FOUR_WAVES: Policy = {
   ],
   maxParallel: 0,
 };
-
-/** What one timed change measured. */
-interface RunFigures {
-  name: string;
-  version: string;
-  seconds: number;
-  lastReportS: number;
-  /** When the change's rollout record says it finished (SUCCEEDED), from the change. */
-  rolloutDoneS: number;
-  orders: number;
-  cpuPercent: number;
-  peakRssMb: number;
-  benchCpuPercent: number;
-  /** Time to the answer of the run's reports (retries included), p50 / p99 / max, ms; and the retries of claims and reports. */
-  reportMs: [number, number, number];
-  retries: number;
-  /** CPU every other process on the machine used meanwhile, as % of one core (the machine is shared). */
-  otherCpuPercent: number;
-  waves: { name: string; nodes: number; startS: number; doneS: number }[];
-}
 
 const log = (line: string) => console.error(line);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -204,7 +186,7 @@ try {
     await sleep(HEARTBEAT_MS + 2000);
     runs.push(await timedChange(name, version, policy));
   }
-  report(runs);
+  printFigures(runs, { nodes: NODES, workers: WORKERS, applyMs: APPLY_MS, heartbeatMs: HEARTBEAT_MS });
 
   /** Resolves when every node reported `version` applied; logs progress every 5 s; throws after --timeout. */
   async function waitEverywhere(version: string, label: string, onTick?: () => string): Promise<void> {
@@ -323,42 +305,3 @@ try {
   await rm(base, { recursive: true, force: true });
 }
 process.exit(0);
-
-function report(runs: RunFigures[]): void {
-  const [a, b, control] = runs as [RunFigures, RunFigures, RunFigures | undefined];
-  const overhead = (100 * (b.seconds - a.seconds)) / a.seconds;
-  const worstCpu = Math.max(...runs.map((r) => r.cpuPercent));
-  const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "-");
-  console.log(
-    `rollout benchmark: ${NODES} simulated nodes, ${WORKERS} agent workers, apply ${APPLY_MS} ms, heartbeats every ${HEARTBEAT_MS / 1000} s, node ${process.version}`,
-  );
-  console.log(
-    `| run | change -> done everywhere | last report answered | rollout finished_at | orders | report answered p50 / p99 / max | retried calls | controller CPU | controller peak RSS | bench CPU | other processes (${machineBusy().cores} cores) |`,
-  );
-  console.log("|---|---|---|---|---|---|---|---|---|---|---|");
-  for (const r of runs)
-    console.log(
-      `| ${r.name} | ${fmt(r.seconds)} s | ${fmt(r.lastReportS)} s | ${fmt(r.rolloutDoneS)} s | ${r.orders} | ${r.reportMs.map((x) => fmt(x, 0)).join(" / ")} ms | ${r.retries} | ${fmt(r.cpuPercent, 0)}% of a core | ${fmt(r.peakRssMb, 0)} MB | ${fmt(r.benchCpuPercent, 0)}% | ${fmt(r.otherCpuPercent, 0)}% |`,
-    );
-  console.log("");
-  console.log(
-    `waves of run B (s from the change): ${b.waves.map((w) => `${w.name} ${w.nodes} nodes ${fmt(w.startS)}-${fmt(w.doneS)}`).join("; ")}`,
-  );
-  if (control) console.log(`baseline spread: A' differs from A by ${fmt((100 * (control.seconds - a.seconds)) / a.seconds, 1)}%`);
-  console.log("");
-  console.log("| target | value | met |");
-  console.log("|---|---|---|");
-  console.log(`| waves add < 10 % beyond configured bake (0 s): (B - A) / A | ${fmt(overhead, 1)}% | ${overhead < 10 ? "yes" : "NO"} |`);
-  console.log(`| controller < 50 % of one core (worst run) | ${fmt(worstCpu, 0)}% | ${worstCpu < 50 ? "yes" : "NO"} |`);
-  console.log(
-    JSON.stringify({
-      bench: "rollout",
-      nodes: NODES,
-      workers: WORKERS,
-      apply_ms: APPLY_MS,
-      node: process.version,
-      overhead_percent: overhead,
-      runs,
-    }),
-  );
-}

@@ -1,0 +1,74 @@
+// The controller as its own process for the benchmarks (as npm start runs it: file store,
+// generated TLS), and clients of it over HTTP/2 + TLS.
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import type { DescService } from "@bufbuild/protobuf";
+import { type Client, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+
+/**
+ * An HTTP/2 + TLS transport to the controller sending `headers` with every call; from
+ * `localAddress` when given (a loopback address of its own per simulated host, so the
+ * controller's per-address connection cap sees separate hosts, as it would in a real fleet).
+ */
+export function transportTo(url: string, ca: string, headers: Record<string, string>, localAddress?: string): Transport {
+  const auth: Interceptor = (next) => (req) => {
+    for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
+    return next(req);
+  };
+  // http2.connect hands its options to tls.connect and on to net.connect, which takes localAddress;
+  // the http2 option types leave it out.
+  const source = localAddress ? { localAddress } : {};
+  return createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca, ...source }, interceptors: [auth] });
+}
+
+/** A client of `service` over its own connection. */
+export function clientFor<S extends DescService>(service: S, url: string, ca: string, headers: Record<string, string>): Client<S> {
+  return createClient(service, transportTo(url, ca, headers));
+}
+
+/** The controller started from dist/controller/main.js, its URL and the CA its clients trust. */
+export interface Controller {
+  child: ChildProcess;
+  url: string;
+  ca: string;
+}
+
+/** Starts the controller on a file store in `dataDir` and waits for its listen line. */
+export async function startController(dist: string, dataDir: string, adminToken: string, nodeArgs: string[] = []): Promise<Controller> {
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+    {
+      env: { ...process.env, SKIPPER_ADMIN_TOKEN: adminToken },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  const url = await new Promise<string>((res, rej) => {
+    child.once("exit", (c) => rej(new Error(`controller exited ${c}`)));
+    const rl = createInterface({ input: child.stdout! });
+    rl.on("line", (line) => {
+      try {
+        const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
+        if (l.action === "listen" && l.metadata?.url) {
+          rl.removeAllListeners("line");
+          child.stdout!.resume(); // keep draining request logs so the controller never blocks on a full pipe
+          res(l.metadata.url);
+        }
+      } catch {
+        // not JSON
+      }
+    });
+  });
+  return { child, url, ca: await readFile(join(dataDir, "tls", "ca.crt"), "utf8") };
+}
+
+/** Stops the controller (SIGTERM) and waits for it to exit. */
+export async function stopController(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+}
