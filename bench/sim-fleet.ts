@@ -4,27 +4,17 @@
 // success, each call repeated after a transient error as skippy repeats it. So the fleet's
 // agents are as many streams as nodes, but never more than `workers` claims or reports at once.
 import { setMaxListeners } from "node:events";
-import { type Client, Code, ConnectError, createClient } from "@connectrpc/connect";
+import { type Client, ConnectError, createClient } from "@connectrpc/connect";
 import { MAX_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { TRANSIENT } from "../agent/lease-keeper.js";
 import { transportTo } from "./controller-process.js";
 
-// Errors after which skippy tries again (agent/lease-keeper.ts TRANSIENT): the controller did
-// not refuse the call, it did not answer it (a stream it cancelled after 60 s without progress
-// answers Canceled).
-const TRANSIENT = new Set([
-  Code.Unavailable,
-  Code.DeadlineExceeded,
-  Code.Internal,
-  Code.Unknown,
-  Code.Aborted,
-  Code.ResourceExhausted,
-  Code.Canceled,
-  Code.Unauthenticated,
-]);
-
+// The simulated agents try again after the errors skippy tries again after (TRANSIENT): the
+// controller did not refuse the call, it did not answer it (a stream it cancelled after 60 s
+// without progress answers Canceled).
 /** A loopback address of its own for the i-th simulated host (127.1.0.1, 127.1.0.2, ...). */
 export function hostAddress(i: number): string {
   return `127.1.${Math.floor(i / 250)}.${(i % 250) + 1}`;
