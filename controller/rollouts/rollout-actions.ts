@@ -15,10 +15,26 @@ export interface RolloutEventDraft {
   data: JsonObject;
 }
 
+// Where each node of a rollout sits, built once per record: a pass asks for every node, and a
+// scan per question would make a pass grow with the square of the fleet. A record's waves and
+// their nodes never move once planned (steps change the nodes in place), so the index stays
+// right for the record it was built from; a clone gets its own.
+const positions = new WeakMap<Rollout, Map<string, { node: RolloutNode; wave: number }>>();
+
+/** The node of `rollout` with this id and the index of its wave, or undefined. */
+export function locate(rollout: Rollout, nodeId: string): { node: RolloutNode; wave: number } | undefined {
+  let index = positions.get(rollout);
+  if (!index) {
+    index = new Map();
+    for (const [wave, w] of rollout.waves.entries()) for (const node of w.nodes) index.set(node.nodeId, { node, wave });
+    positions.set(rollout, index);
+  }
+  return index.get(nodeId);
+}
+
 /** The node of `rollout` with this id, wherever its wave. */
 export function nodeOf(rollout: Rollout, nodeId: string): RolloutNode | undefined {
-  for (const w of rollout.waves) for (const n of w.nodes) if (n.nodeId === nodeId) return n;
-  return undefined;
+  return locate(rollout, nodeId)?.node;
 }
 
 /** Every node of `rollout`, in wave order. */

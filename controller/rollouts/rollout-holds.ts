@@ -4,15 +4,15 @@
 //   rollbackTo  during ROLLING_BACK, a node the rollout updated goes back to its from_spec_hash;
 //   progress    during ROLLING_BACK, which nodes are back (or could not be) and when it is over.
 import { type Rollout, type RolloutNode, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
-import { nodeOf, nodesOf } from "./rollout-actions.js";
+import { locate, nodeOf, nodesOf } from "./rollout-actions.js";
 import type { RolloutAction } from "./rollout-step.js";
 import { NO_STOPS, type RolloutStops } from "./rollout-stops.js";
 
 /** Why the rollout keeps `nodeId` on the spec it runs, or undefined when it does not. */
 export function holdOf(rollout: Rollout, nodeId: string, stops: RolloutStops = NO_STOPS): string | undefined {
-  const node = nodeOf(rollout, nodeId);
-  if (!node || node.state !== S.WAITING) return undefined;
-  const k = rollout.waves.findIndex((w) => w.nodes.includes(node));
+  const at = locate(rollout, nodeId);
+  if (!at || at.node.state !== S.WAITING) return undefined;
+  const { node, wave: k } = at;
   const wave = rollout.waves[k]!;
   const of = `rollout ${rollout.id}`;
   switch (rollout.status) {
