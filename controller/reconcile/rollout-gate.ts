@@ -102,13 +102,18 @@ export async function openGate(
   if (decision.supersede && latest) await rollouts.supersede(latest, decision.start?.id ?? "", trace, now);
   const current = decision.start ? await rollouts.create(decision.start, trace) : decision.current;
   if (!current) return NONE;
-  const stops = stopsFor({
-    tenantId: tenant.id,
-    spec,
-    freezes: await freezesOf(rollouts),
-    nodes: new Map(nodesOf(current).map((n) => [n.nodeId, world.labelsOf(n.nodeId)])),
-    now: now.getTime(),
-  });
+  // Stops hold back starts, which only a PROGRESSING rollout makes: the others (most tenants, whose
+  // latest rollout has ended) need no freezes read and no node labels gathered.
+  const stops =
+    current.status !== RolloutStatus.PROGRESSING
+      ? NO_STOPS
+      : stopsFor({
+          tenantId: tenant.id,
+          spec,
+          freezes: await freezesOf(rollouts),
+          nodes: new Map(nodesOf(current).map((n) => [n.nodeId, world.labelsOf(n.nodeId)])),
+          now: now.getTime(),
+        });
   return { rollout: current, stops, hold: (n) => holdOf(current, n, stops), rollbackTo: (n) => rollbackTo(current, n) };
 }
 
