@@ -33,7 +33,12 @@ export interface Setup {
 /** Prints the runs (A, B, then A' when run) as tables, the targets, and one JSON line. */
 export function printFigures(runs: RunFigures[], setup: Setup): void {
   const [a, b, control] = runs as [RunFigures, RunFigures, RunFigures | undefined];
-  const overhead = (100 * (b.seconds - a.seconds)) / a.seconds;
+  // With A' run, B is set against the mean of the runs before and after it: a baseline that
+  // drifts steadily between runs (the store grows; every tenant snapshot holds the tenant's
+  // rollout history) then cancels out. Without it, against A alone.
+  const baseline = control ? (a.seconds + control.seconds) / 2 : a.seconds;
+  const overhead = (100 * (b.seconds - baseline)) / baseline;
+  const overheadA = (100 * (b.seconds - a.seconds)) / a.seconds;
   const worstCpu = Math.max(...runs.map((r) => r.cpuPercent));
   const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "-");
   console.log(
@@ -55,7 +60,9 @@ export function printFigures(runs: RunFigures[], setup: Setup): void {
   console.log("");
   console.log("| target | value | met |");
   console.log("|---|---|---|");
-  console.log(`| waves add < 10 % beyond configured bake (0 s): (B - A) / A | ${fmt(overhead, 1)}% | ${overhead < 10 ? "yes" : "NO"} |`);
+  const against = control ? "(B - mean(A, A')) / mean(A, A')" : "(B - A) / A";
+  console.log(`| waves add < 10 % beyond configured bake (0 s): ${against} | ${fmt(overhead, 1)}% | ${overhead < 10 ? "yes" : "NO"} |`);
+  if (control) console.log(`| (the same against A alone: (B - A) / A) | ${fmt(overheadA, 1)}% | |`);
   console.log(`| controller < 50 % of one core (worst run) | ${fmt(worstCpu, 0)}% | ${worstCpu < 50 ? "yes" : "NO"} |`);
   console.log(
     JSON.stringify({
@@ -65,6 +72,7 @@ export function printFigures(runs: RunFigures[], setup: Setup): void {
       apply_ms: setup.applyMs,
       node: process.version,
       overhead_percent: overhead,
+      overhead_vs_a_percent: overheadA,
       runs,
     }),
   );

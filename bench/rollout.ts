@@ -19,8 +19,9 @@
 // are shown too, with how long reports waited for their answer). Over each run: the
 // controller's CPU (user + system, from /proc, as % of one core) and its peak RSS (sampled every
 // 100 ms), this process's CPU, and what every other process used (the machine may be shared,
-// which slows the controller down). Between runs the fleet settles for a
-// heartbeat interval, so each run starts with every agent having reported what it runs.
+// which slows the controller down). Between runs the fleet settles for a heartbeat interval, so
+// each run starts with every agent having reported what it runs. The waves' overhead is B against
+// the mean of A and A' (against A alone with --no-control): the baseline drifts between runs.
 //
 // Options: --nodes <n>, --workers <n>, --apply-ms <ms>, --canary <n>, --heartbeat <s> (10),
 //          --timeout <s> per run (1800), --no-control, --cpu-prof <dir> (controller V8 profile).
