@@ -38,6 +38,7 @@ import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
+import { v4 as uuidv4 } from "uuid";
 import { Reconciler } from "./reconcile/reconciler.js";
 import { ReconcileTriggers } from "./reconcile/triggers.js";
 import { TargetRecords } from "./reconcile/target-records.js";
@@ -144,6 +145,9 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const rollouts = new RolloutRecords(store);
   const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
+  const owedSnapshots = await snapshots.catchUp({ requestId: `startup-${uuidv4()}`, correlationId: "startup" });
+  if (owedSnapshots > 0)
+    logger.info({ action: "recover", result: "ok", metadata: { snapshots: owedSnapshots } }, "writing snapshots a stop left owed");
 
   const feed = new OrderFeed(opts.maxWatchStreamsPerNode);
   let liveness: LivenessMonitor | undefined;

@@ -321,6 +321,8 @@ describe("deploy flow", () => {
     expect(tenant.currentState?.kind.case === "tenant" && tenant.currentState.kind.value.resultCode).toBe("APPLY_OK");
     expect(tenant.lastAppliedState?.kind.case).toBe("tenant");
 
+    // Reading the snapshot writes the one still owed (writes are coalesced, off the report's path).
+    const snap = (await tc.client(SnapshotService, { admin: true }).getTenantSnapshot({ tenantId: "flow-tenant" })).snapshot!;
     const events = (await tc.client(EventService, { admin: true }).listEvents({ correlationId: "corr-flow-1" })).events;
     const types = events.map((e) => e.type);
     for (const t of [
@@ -335,7 +337,6 @@ describe("deploy flow", () => {
     }
     expect(types.filter((t) => t === "work_order_succeeded")).toHaveLength(1);
 
-    const snap = (await tc.client(SnapshotService, { admin: true }).getTenantSnapshot({ tenantId: "flow-tenant" })).snapshot!;
     expect(snap.scope).toBe("tenant");
     expect(snap.correlationId).toBe("corr-flow-1");
     const diff = snap.diffs.find((d) => d.resourceType === "tenant" && d.resourceId === "flow-tenant");

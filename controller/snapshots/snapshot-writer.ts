@@ -1,15 +1,21 @@
-// Writes snapshots when deployments finish. A tenant's snapshot is written for each finished
-// order of that tenant. The system snapshot covers the whole fleet, so its cost grows with the
-// fleet: it is written at most every few seconds (longer when building one takes long, so that
-// snapshots never cost more than about 2% of the controller's time), and one trailing write covers
-// every change that arrived in between (a busy fleet gets a fresh system snapshot every interval,
-// not per order). A snapshot is built a slice of resources at a time, letting other calls run in
-// between: with thousands of resources one build would otherwise hold up every request for a
-// noticeable fraction of a second.
+// Writes snapshots after changes. A snapshot covers a whole tenant (its services, nodes, targets)
+// or the whole fleet, so building one costs in proportion to its size, not to the change: writing
+// one per finished order would make a rollout over n nodes cost n². So each scope (the system,
+// each tenant) is written at most once per interval, and one trailing write covers every change
+// that arrived in between. The interval is at least SYSTEM_EVERY_MS for the system snapshot, and
+// for every scope at least COST_FACTOR times as long as its last build took, so that snapshots
+// never take more than about 2 % of the controller's time (a small tenant's is written within
+// tens of milliseconds of a change, one of a thousand nodes every few seconds under load).
+// Nobody waits for a write: the change is already recorded (events, records) and a snapshot is a
+// view of it. Reading the latest snapshot first writes one still owed to that scope, so what the
+// API shows covers every change it acknowledged; on shutdown every owed write is made, and after
+// a crash start-up writes the tenants' snapshots older than their records (catchUp).
+// A snapshot is built a slice of resources at a time, letting other calls run in between.
 import { v4 as uuidv4 } from "uuid";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
-import { allResources } from "../store/each-page.js";
+import { allResources, eachResource } from "../store/each-page.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { assembleSnapshot, snapshotEntry, type SnapshotEntry } from "./build-snapshot.js";
@@ -23,15 +29,22 @@ export interface SnapshotTrace {
 
 // Resources turned into snapshot entries between two yields to the event loop.
 const SLICE = 100;
-// The system snapshot waits at least this many times as long as the last one took to write.
-const SYSTEM_COST_FACTOR = 50;
+// A scope waits at least this many times as long as its last snapshot took to write.
+const COST_FACTOR = 50;
+
+// One scope's writes: when the last began and how long it took, the one running, the one owed.
+interface Scope {
+  tenantId: string | undefined;
+  lastAt: number;
+  lastMs: number;
+  running: Promise<void> | undefined;
+  timer: NodeJS.Timeout | undefined;
+  /** The latest change not yet covered by a write that began after it. */
+  owed: SnapshotTrace | undefined;
+}
 
 export class SnapshotWriter {
-  private running: Promise<void> | undefined;
-  private lastSystemAt = 0;
-  private lastSystemMs = 0;
-  private trailing: NodeJS.Timeout | undefined;
-  private trailingTrace: SnapshotTrace | undefined;
+  private readonly scopes = new Map<string, Scope>();
 
   constructor(
     private readonly store: Store,
@@ -41,65 +54,101 @@ export class SnapshotWriter {
   ) {}
 
   /**
-   * Writes the tenant's snapshot (when tenantId is set), and the system snapshot: at once when
-   * none was written within systemEveryMs (the caller waits for it), else once at the end of the
-   * interval for every change that arrived meanwhile.
+   * Notes a change of the tenant (when tenantId is set; its snapshot and the system's are owed)
+   * and schedules the writes: at once for a scope not written within its interval, else at the
+   * interval's end, one write for every change owed by then. Returns without waiting for them.
    */
-  async afterChange(tenantId: string, trace: SnapshotTrace): Promise<void> {
-    const system = this.system(trace);
-    if (tenantId !== "") {
-      await this.write("tenant", await this.resources(tenantId), trace, tenantId);
-    }
-    await system;
-  }
-
-  /** Writes a system snapshot still owed to changes (on shutdown). */
-  async flush(): Promise<void> {
-    if (this.trailing) {
-      clearTimeout(this.trailing);
-      this.trailing = undefined;
-      const trace = this.trailingTrace!;
-      this.trailingTrace = undefined;
-      await this.running;
-      await this.writeSystem(trace);
-    }
-    await this.running;
-  }
-
-  private system(trace: SnapshotTrace): Promise<void> {
-    const wait = this.lastSystemAt + Math.max(this.systemEveryMs, SYSTEM_COST_FACTOR * this.lastSystemMs) - Date.now();
-    if (!this.running && wait <= 0) {
-      this.lastSystemAt = Date.now();
-      this.running = this.writeSystem(trace).finally(() => (this.running = undefined));
-      return this.running;
-    }
-    this.trailingTrace = trace;
-    if (!this.trailing) {
-      this.trailing = setTimeout(
-        () => {
-          this.trailing = undefined;
-          const next = this.trailingTrace!;
-          this.trailingTrace = undefined;
-          void (this.running ?? Promise.resolve())
-            .then(() => this.system(next))
-            .catch((e: unknown) => this.log.error({ action: "snapshot_created", result: "error", err: e }, "system snapshot failed"));
-        },
-        Math.max(wait, 50),
-      );
-      this.trailing.unref();
-    }
+  afterChange(tenantId: string, trace: SnapshotTrace): Promise<void> {
+    this.owe(this.scope(undefined), trace);
+    if (tenantId !== "") this.owe(this.scope(tenantId), trace);
     return Promise.resolve();
   }
 
-  private async writeSystem(trace: SnapshotTrace): Promise<void> {
-    const started = performance.now();
-    try {
-      await this.write("system", await this.resources(), trace);
-    } finally {
-      // Wall time: includes slices of other work run in between, which errs on the side of
-      // writing system snapshots less often under load.
-      this.lastSystemMs = performance.now() - started;
+  /** Makes the write still owed to a scope (and waits for one running): before its latest is read. */
+  async settle(tenantId?: string): Promise<void> {
+    const s = this.scopes.get(tenantId ?? "");
+    if (!s) return;
+    await s.running?.catch(() => undefined);
+    // The write that ended may have started the next one owed; else start it now.
+    if (s.owed && !s.running) {
+      clearTimeout(s.timer);
+      s.timer = undefined;
+      this.start(s);
     }
+    await s.running?.catch(() => undefined);
+  }
+
+  /** Makes every write still owed (on shutdown). */
+  async flush(): Promise<void> {
+    for (const s of [...this.scopes.values()]) await this.settle(s.tenantId);
+  }
+
+  /**
+   * After a crash, writes owed snapshots may be lost: writes one for each tenant whose record
+   * changed after its latest snapshot was taken (or that has none yet but has had an order finish).
+   */
+  async catchUp(trace: SnapshotTrace): Promise<number> {
+    let owed = 0;
+    for await (const t of eachResource(this.store, { resourceType: "tenant", pageSize: 250 })) {
+      const latest = await this.store.getLatestSnapshot("tenant", t.id);
+      const changedAt = t.updatedAt ? timestampMs(t.updatedAt) : 0;
+      const finished = t.currentState?.kind.case === "tenant" && t.currentState.kind.value.targets.some((x) => x.finishedAt);
+      const stale = latest ? (latest.createdAt ? timestampMs(latest.createdAt) : 0) < changedAt : finished;
+      if (!stale) continue;
+      owed++;
+      await this.afterChange(t.id, trace);
+    }
+    return owed;
+  }
+
+  private scope(tenantId: string | undefined): Scope {
+    const key = tenantId ?? "";
+    let s = this.scopes.get(key);
+    if (!s) this.scopes.set(key, (s = { tenantId, lastAt: 0, lastMs: 0, running: undefined, timer: undefined, owed: undefined }));
+    return s;
+  }
+
+  private owe(s: Scope, trace: SnapshotTrace): void {
+    s.owed = trace;
+    this.schedule(s);
+  }
+
+  // Starts the owed write when the scope is due, else sets a timer for when it is (a running
+  // write schedules again when it ends).
+  private schedule(s: Scope): void {
+    if (!s.owed || s.running || s.timer) return;
+    const every = Math.max(s.tenantId === undefined ? this.systemEveryMs : 0, COST_FACTOR * s.lastMs);
+    const wait = s.lastAt + every - Date.now();
+    if (wait <= 0) {
+      this.start(s);
+      return;
+    }
+    s.timer = setTimeout(() => {
+      s.timer = undefined;
+      this.schedule(s);
+    }, wait);
+    s.timer.unref();
+  }
+
+  private start(s: Scope): void {
+    const trace = s.owed!;
+    s.owed = undefined;
+    s.lastAt = Date.now();
+    const started = performance.now();
+    s.running = (async () => {
+      const resources = await this.resources(s.tenantId);
+      await this.write(s.tenantId === undefined ? "system" : "tenant", resources, trace, s.tenantId);
+    })()
+      .catch((e: unknown) =>
+        this.log.error({ action: "snapshot_created", result: "error", tenant_id: s.tenantId, err: e }, "snapshot failed"),
+      )
+      .finally(() => {
+        // Wall time: includes slices of other work run in between, which errs on the side of
+        // writing snapshots less often under load.
+        s.lastMs = performance.now() - started;
+        s.running = undefined;
+        this.schedule(s);
+      });
   }
 
   /**
