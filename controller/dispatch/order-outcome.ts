@@ -76,13 +76,12 @@ export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace
     d.finishedAt = timestampFromDate(at);
     if (ok) dep.lastAppliedState = dep.desiredState;
   });
-  // Exclusive with passes: a pass reads the records and the pending data removals, then writes.
+  // Under the tenant's lock, exclusive with passes: a pass reads the records and the pending data
+  // removals, then writes.
   if (changesTarget(order)) {
     crashPoint("dispatch.before-target-record");
-    await deps.records.exclusive(tenantId, async () => {
-      if (ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal)) await dataRemoved(store, order, trace);
-      await deps.records.recordFinished(order, at);
-    });
+    const dataDone = ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal);
+    await deps.records.recordFinished(order, at, dataDone ? () => dataRemoved(store, order, trace) : undefined);
   }
   await snapshots.afterChange(tenantId, trace);
 }

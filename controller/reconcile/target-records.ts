@@ -33,6 +33,8 @@ export function tenantStatusOf(tenant: Resource | undefined): TenantStatus {
 /** Reads and writes the per-node target records of tenants, one writer per tenant at a time. */
 export class TargetRecords {
   private readonly locks = new KeyedLock();
+  // Per tenant, the finished orders waiting for its lock to be recorded (recordFinished).
+  private readonly waiting = new Map<string, WaitingOutcome[]>();
 
   constructor(private readonly store: Store) {}
 
@@ -84,48 +86,55 @@ export class TargetRecords {
   }
 
   /**
-   * Records a finished order on its tenant: the target's record (recordOutcome) and, for a
-   * deploy, what the node now runs. A late result of an order the target no longer waits for
-   * changes nothing. Call under exclusive().
+   * Records a finished order on its tenant, under the tenant's lock: the target's record
+   * (recordOutcome) and, for a deploy, what the node now runs. A late result of an order the
+   * target no longer waits for changes nothing. `before` runs first under the same lock.
+   *
+   * A tenant's records are one stored record, as large as its fleet: writing it once per outcome
+   * would make a rollout over n nodes cost n². So outcomes that arrive while the lock is held
+   * wait together, and the first of them to get it records them all with one write; each call
+   * returns once its outcome is stored.
    */
-  async recordFinished(order: WorkOrder, at: Date): Promise<void> {
+  recordFinished(order: WorkOrder, at: Date, before?: () => Promise<void>): Promise<void> {
     const tenantId = order.target?.tenantId ?? "";
-    if (tenantId === "") return;
-    const ok = order.status === WorkOrderStatus.SUCCESS;
-    const removal = order.type === WorkOrderType.REMOVE_SERVICE;
-    const result = order.result;
+    if (tenantId === "") return Promise.resolve();
+    const recorded = new Promise<void>((resolve, reject) => {
+      const outcome: WaitingOutcome = { order, at, before, resolve, reject };
+      const waiting = this.waiting.get(tenantId);
+      if (waiting) waiting.push(outcome);
+      else this.waiting.set(tenantId, [outcome]);
+    });
+    void this.exclusive(tenantId, () => this.recordWaiting(tenantId));
+    return recorded;
+  }
+
+  // Records every outcome waiting for the tenant (none when an earlier holder took them).
+  private async recordWaiting(tenantId: string): Promise<void> {
+    const batch = this.waiting.get(tenantId) ?? [];
+    this.waiting.delete(tenantId);
+    const ready: WaitingOutcome[] = [];
+    for (const o of batch) {
+      try {
+        await o.before?.();
+        ready.push(o);
+      } catch (e) {
+        o.reject(e);
+      }
+    }
+    if (ready.length === 0) return;
     try {
       await this.store.updateResource("tenant", tenantId, (t) => {
-        const prev = tenantStatusOf(t);
-        // A newer order owns the target: this result says nothing about what runs now.
-        const owner = prev.targets.find((x) => x.nodeId === order.target?.nodeId)?.lastWorkOrderId ?? "";
-        if (owner !== "" && owner !== order.id) return t;
-        const targets = recordOutcome(prev.targets, order, at);
-        const status = removal
-          ? create(TenantStatusSchema, { ...prev, targets })
-          : create(TenantStatusSchema, {
-              nodeId: order.target?.nodeId ?? "",
-              deploymentId: order.desiredState?.deploymentId ?? "",
-              workOrderId: order.id,
-              resultCode: result?.code ?? "",
-              composePath: result?.details?.composePath ?? "",
-              services: result?.details?.services ?? [],
-              observedAt: timestampFromDate(at),
-              targets,
-              rolloutId: prev.rolloutId,
-            });
-        t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
-        // The desired state the order carried is now what the node runs.
-        if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") {
-          t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
-        }
+        for (const o of ready) recordOne(t, o.order, o.at);
         t.updatedAt = timestampFromDate(new Date());
         return t;
       });
     } catch (e) {
-      if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") return;
-      throw e;
+      if (!(isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND")) {
+        for (const o of ready) o.reject(e);
+        return;
+      }
     }
+    for (const o of ready) o.resolve();
   }
 
   /** The nodes whose targets carry service or volume `r` (a volume: every target of its tenant), sorted. */
@@ -152,5 +161,43 @@ export class TargetRecords {
     const t = await this.store.getResource("tenant", order.target?.tenantId ?? "", { includeDeleted: true });
     const rec = this.of(t).find((r) => r.nodeId === order.target?.nodeId);
     return rec !== undefined && rec.lastWorkOrderId === order.id && rec.finishedAt === undefined;
+  }
+}
+
+interface WaitingOutcome {
+  order: WorkOrder;
+  at: Date;
+  before: (() => Promise<void>) | undefined;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+// One finished order's outcome, applied to the tenant `t` (a draft inside updateResource).
+function recordOne(t: Resource, order: WorkOrder, at: Date): void {
+  const ok = order.status === WorkOrderStatus.SUCCESS;
+  const removal = order.type === WorkOrderType.REMOVE_SERVICE;
+  const result = order.result;
+  const prev = tenantStatusOf(t);
+  // A newer order owns the target: this result says nothing about what runs now.
+  const owner = prev.targets.find((x) => x.nodeId === order.target?.nodeId)?.lastWorkOrderId ?? "";
+  if (owner !== "" && owner !== order.id) return;
+  const targets = recordOutcome(prev.targets, order, at);
+  const status = removal
+    ? create(TenantStatusSchema, { ...prev, targets })
+    : create(TenantStatusSchema, {
+        nodeId: order.target?.nodeId ?? "",
+        deploymentId: order.desiredState?.deploymentId ?? "",
+        workOrderId: order.id,
+        resultCode: result?.code ?? "",
+        composePath: result?.details?.composePath ?? "",
+        services: result?.details?.services ?? [],
+        observedAt: timestampFromDate(at),
+        targets,
+        rolloutId: prev.rolloutId,
+      });
+  t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
+  // The desired state the order carried is now what the node runs.
+  if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") {
+    t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
   }
 }
