@@ -45,8 +45,16 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   if (t?.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
   const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
-  const render = (services: Resource[], nodeId: string) =>
-    renderProject({ ...inputs, services, deleteVolumes: volumesToDelete(deleted, services, nodeId) });
+  // Nodes given the same services and volume removals get the same project: rendered once (a
+  // fleet of a thousand nodes is mostly one or a few), shared read-only.
+  const rendered = new Map<string, RenderedProject>();
+  const render = (services: Resource[], nodeId: string) => {
+    const deleteVolumes = volumesToDelete(deleted, services, nodeId);
+    const key = JSON.stringify([services.map((s) => s.id), deleteVolumes]);
+    let project = rendered.get(key);
+    if (!project) rendered.set(key, (project = renderProject({ ...inputs, services, deleteVolumes })));
+    return project;
+  };
   if ((spec.compose?.composeFile ?? "").trim() !== "") {
     // The tenant's own compose file: one project on every node the tenant's policy selects.
     const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);

@@ -54,9 +54,13 @@ export class Reconciler {
     await this.draining;
   }
 
-  /** Resolves when the queue is empty (tests and benchmarks). */
+  /** Resolves when the queue is empty and no paced pass waits for its time (tests and benchmarks). */
   async idle(): Promise<void> {
-    while (this.draining || this.scheduled) await (this.draining ?? new Promise((r) => setImmediate(r)));
+    for (;;) {
+      if (this.draining || this.scheduled) await (this.draining ?? new Promise((r) => setImmediate(r)));
+      else if (this.queue.pacing) await new Promise((r) => setTimeout(r, 1));
+      else return;
+    }
   }
 
   /** One pass for one tenant now (Apply), exclusive with its other passes and outcomes; `world` is re-read when not given. */
@@ -64,7 +68,12 @@ export class Reconciler {
     const result = await this.deps.records.exclusive(tenantId, async () => {
       const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache));
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
-      return this.passes.run(tenantId, opts, world);
+      const started = performance.now();
+      try {
+        return await this.passes.run(tenantId, opts, world);
+      } finally {
+        this.queue.passed(tenantId, Date.now(), performance.now() - started);
+      }
     });
     this.queue.forget(tenantId);
     const retryAt = retryAtOf(result);

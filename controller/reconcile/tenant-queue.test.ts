@@ -1,7 +1,7 @@
 // The reconcile work queue (reconcile/tenant-queue.ts), alone: coalescing, sweeps, adds for later,
 // the failure backoff and stop. Timers run on vitest's fake clock.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { TenantQueue } from "./tenant-queue.js";
+import { PACE_FACTOR, TenantQueue } from "./tenant-queue.js";
 
 const T1 = { requestId: "req-1", correlationId: "corr-1" };
 const T2 = { requestId: "req-2", correlationId: "corr-2" };
@@ -125,5 +125,40 @@ describe("stop", () => {
     expect(q.empty).toBe(true);
     expect(q.takeAll()).toEqual({ sweep: false, tenants: new Map() });
     expect(ready).not.toHaveBeenCalled();
+  });
+});
+
+describe("paced adds (an order ended)", () => {
+  it("queue at once a tenant with no pass yet, or whose last pass ended long enough ago", () => {
+    q.addPaced("new");
+    expect([...q.takeAll().tenants.keys()]).toEqual(["new"]);
+    q.passed("shop", Date.now() - 100, 40);
+    q.addPaced("shop");
+    expect([...q.takeAll().tenants.keys()]).toEqual(["shop"]);
+  });
+
+  it("wait until the time since the last pass is PACE_FACTOR times what it took, and coalesce meanwhile", () => {
+    q.passed("shop", Date.now(), 50);
+    q.addPaced("shop");
+    q.addPaced("shop");
+    expect(q.empty).toBe(true);
+    expect(q.pacing).toBe(true);
+    vi.advanceTimersByTime(PACE_FACTOR * 50 - 10);
+    expect(q.empty).toBe(true);
+    vi.advanceTimersByTime(20);
+    expect(q.pacing).toBe(false);
+    expect([...q.takeAll().tenants.keys()]).toEqual(["shop"]);
+    vi.advanceTimersByTime(1000);
+    expect(q.empty).toBe(true);
+  });
+
+  it("a plain add of a paced tenant queues it now and drops the wait", () => {
+    q.passed("shop", Date.now(), 50);
+    q.addPaced("shop");
+    q.add("shop", T1);
+    expect(q.pacing).toBe(false);
+    expect([...q.takeAll().tenants]).toEqual([["shop", T1]]);
+    vi.advanceTimersByTime(1000);
+    expect(q.empty).toBe(true);
   });
 });

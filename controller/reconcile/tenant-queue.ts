@@ -1,7 +1,8 @@
 // The reconcile work queue, keyed by tenant (after controller-runtime's workqueue): adding a
 // tenant that is already queued coalesces (a burst of changes becomes one pass); a sweep marks
 // every tenant at once; a tenant can be added for later (the earliest time asked wins); a tenant
-// whose pass failed comes back after an exponential backoff that resets when a pass succeeds.
+// whose pass failed comes back after an exponential backoff that resets when a pass succeeds;
+// routine progress (an order ended) queues a tenant paced by what its last pass cost.
 // The queue holds no store state and runs nothing: the loop (reconciler.ts) takes from it.
 import type { Trace } from "../context.js";
 
@@ -13,6 +14,14 @@ export interface QueueBackoff {
 
 const DEFAULT_BACKOFF: QueueBackoff = { baseMs: 200, maxMs: 30_000 };
 
+/**
+ * A paced add waits until the time since the tenant's last pass ended is this many times as long
+ * as that pass took: passes asked by routine progress then use at most a third of the
+ * controller's time, however fast orders end (a pass over a thousand nodes costs tens of ms; one
+ * per finished order would keep the controller busy with nothing but passes).
+ */
+export const PACE_FACTOR = 2;
+
 /** Tenants waiting for a pass, with the trace of the change that asked (none for sweeps and retries). */
 export class TenantQueue {
   private readonly pending = new Map<string, Trace | undefined>();
@@ -20,6 +29,10 @@ export class TenantQueue {
   private stopped = false;
   private readonly later = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly failures = new Map<string, number>();
+  // Per tenant, when its last pass ended and how long it took (real time, ms).
+  private readonly lastPass = new Map<string, { endedAt: number; tookMs: number }>();
+  // Tenants whose paced add waits for its time.
+  private readonly paced = new Map<string, NodeJS.Timeout>();
 
   /** `onReady` is called (synchronously) whenever something was added. */
   constructor(
@@ -30,8 +43,40 @@ export class TenantQueue {
   /** Queues one tenant; the newest trace wins, an add without one keeps the queued trace. */
   add(tenantId: string, trace?: Trace): void {
     if (this.stopped || tenantId === "") return;
+    clearTimeout(this.paced.get(tenantId));
+    this.paced.delete(tenantId);
     this.pending.set(tenantId, trace ?? this.pending.get(tenantId));
     this.onReady();
+  }
+
+  /**
+   * Queues a tenant for routine progress (an order of it ended): at once when its last pass was
+   * long enough ago (PACE_FACTOR), else when it will have been.
+   */
+  addPaced(tenantId: string): void {
+    if (this.stopped || tenantId === "" || this.pending.has(tenantId) || this.paced.has(tenantId)) return;
+    const last = this.lastPass.get(tenantId);
+    const wait = last ? last.endedAt + PACE_FACTOR * last.tookMs - Date.now() : 0;
+    if (wait <= 0) {
+      this.add(tenantId);
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.paced.delete(tenantId);
+      this.add(tenantId);
+    }, wait);
+    timer.unref();
+    this.paced.set(tenantId, timer);
+  }
+
+  /** True while a paced add waits for its time (the work it stands for is not done yet). */
+  get pacing(): boolean {
+    return this.paced.size > 0;
+  }
+
+  /** Notes that a pass of the tenant ended at `endedAt` after `tookMs` (real time), for addPaced. */
+  passed(tenantId: string, endedAt: number, tookMs: number): void {
+    this.lastPass.set(tenantId, { endedAt, tookMs });
   }
 
   /** Queues every tenant (a sweep). */
@@ -100,6 +145,9 @@ export class TenantQueue {
   /** Drops what is queued and every timer; later adds are ignored. */
   stop(): void {
     this.stopped = true;
+    this.lastPass.clear();
+    for (const t of this.paced.values()) clearTimeout(t);
+    this.paced.clear();
     for (const l of this.later.values()) clearTimeout(l.timer);
     this.later.clear();
     this.pending.clear();

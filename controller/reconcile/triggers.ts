@@ -44,7 +44,7 @@ export class ReconcileTriggers {
 
   /** An order finished (result, cancel before a claim, expiry): its target may move on. */
   orderEnded(order: WorkOrder): void {
-    this.queue.add(order.target?.tenantId ?? "");
+    this.queue.addPaced(order.target?.tenantId ?? "");
   }
 
   /** An order went back to pending (its lease lapsed): its tenant's verdict may change. */
