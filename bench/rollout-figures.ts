@@ -19,7 +19,8 @@ export interface RunFigures {
   retries: number;
   /** CPU every other process on the machine used meanwhile, as % of one core (the machine is shared). */
   otherCpuPercent: number;
-  waves: { name: string; nodes: number; startS: number; doneS: number }[];
+  /** Per wave: when it started, when its last order was issued, when it was done (s from the change). */
+  waves: { name: string; nodes: number; startS: number; issuedS: number; doneS: number }[];
 }
 
 /** How the fleet was set up. */
@@ -54,7 +55,7 @@ export function printFigures(runs: RunFigures[], setup: Setup): void {
     );
   console.log("");
   console.log(
-    `waves of run B (s from the change): ${b.waves.map((w) => `${w.name} ${w.nodes} nodes ${fmt(w.startS)}-${fmt(w.doneS)}`).join("; ")}`,
+    `waves of run B (s from the change): ${b.waves.map((w) => `${w.name} ${w.nodes} nodes ${fmt(w.startS)}-${fmt(w.doneS)} (last order issued ${fmt(w.issuedS)})`).join("; ")}`,
   );
   if (control) console.log(`baseline spread: A' differs from A by ${fmt((100 * (control.seconds - a.seconds)) / a.seconds, 1)}%`);
   console.log("");

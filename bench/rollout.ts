@@ -97,7 +97,7 @@ function tenantSpec(version: string, policy?: Policy): MessageInitShape<typeof R
 
 /** Which version each node last reported applied, and who waits for a version to be everywhere. */
 class Progress {
-  readonly on = new Map<string, { version: string; specHash: string }>();
+  readonly on = new Map<string, { version: string; specHash: string; issuedAt: number }>();
   orders = new Map<string, number>();
   lastAt = 0;
   private waiter: { version: string; resolve: () => void } | undefined;
@@ -105,7 +105,8 @@ class Progress {
   finished(f: Finished): void {
     const version = versionOf(f);
     if (f.order.target?.tenantId !== TENANT || !version) return;
-    this.on.set(f.nodeId, { version, specHash: f.order.desiredState?.specHash ?? "" });
+    const issuedAt = f.order.createdAt ? timestampMs(f.order.createdAt) : Number.NaN;
+    this.on.set(f.nodeId, { version, specHash: f.order.desiredState?.specHash ?? "", issuedAt });
     this.orders.set(version, (this.orders.get(version) ?? 0) + 1);
     this.lastAt = f.at;
     if (this.waiter && this.count(this.waiter.version) === NODES) this.waiter.resolve();
@@ -270,7 +271,13 @@ try {
         retries: f.counts.retries - retriesBefore,
         benchCpuPercent: (100 * benchCpu) / seconds,
         otherCpuPercent: (100 * Math.max(0, machine - cpu - benchCpu)) / seconds,
-        waves: rollout.waves.map((w) => ({ name: w.name, nodes: w.nodes.length, startS: rel(w.startedAt), doneS: rel(w.completedAt) })),
+        waves: rollout.waves.map((w) => ({
+          name: w.name,
+          nodes: w.nodes.length,
+          startS: rel(w.startedAt),
+          issuedS: (Math.max(...w.nodes.map((n) => progress.on.get(n.nodeId)?.issuedAt ?? Number.NaN)) - wall0) / 1000,
+          doneS: rel(w.completedAt),
+        })),
       };
       log(
         `run ${name}: ${seconds.toFixed(2)} s (last report ${lastReportS.toFixed(2)} s), ${figures.orders} orders, controller ${figures.cpuPercent.toFixed(0)}% of a core, peak rss ${peakRss.toFixed(0)} MB, other processes ${figures.otherCpuPercent.toFixed(0)}% of a core`,
