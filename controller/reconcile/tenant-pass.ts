@@ -25,6 +25,7 @@ import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { isSkipperError } from "../errors.js";
+import { mapLimit } from "../../common/map-limit.js";
 import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { issueOrder, issueRollback, supersedeStale, type TargetOrder } from "./order-issuer.js";
@@ -70,6 +71,9 @@ export function retryAtOf(result: PassResult): number | undefined {
   const at = Math.min(result.rolloutAt ?? Infinity, ...[...result.verdicts.values()].map((v) => v.retryAt?.getTime() ?? Infinity));
   return Number.isFinite(at) ? at : undefined;
 }
+
+/** Nodes of one pass planned (and their orders issued) at once. */
+const NODES_AT_ONCE = 16;
 
 /** Plans of one pass after its rollout started nodes: as many as there can be wave steps in one go. */
 const MAX_REPLANS = 8;
@@ -140,7 +144,12 @@ export class TenantPass {
     const rollbackErrors = new Map<string, string>();
     const latestRollout = this.deps.records.rolloutIdOf(tenant);
     const gate = await openGate(this.deps.store, this.deps.rollouts, tenant, latestRollout, desire, records, world, now, trace);
-    for (const nodeId of nodeIds) {
+    // Nodes are planned and their orders issued a few at a time: each order is durable writes
+    // (deployment, order, events) that would otherwise wait for one another's fsyncs, and a
+    // thousand-node change would hold the tenant's lock (and every report of its nodes) for
+    // seconds. Results are gathered in node order.
+    const perNode = await mapLimit(nodeIds, NODES_AT_ONCE, async (nodeId) => {
+      const mine: TargetOrder[] = [];
       const inFlight = await supersedeStale(
         this.deps,
         world.inFlight(tenantId, nodeId),
@@ -167,7 +176,7 @@ export class TenantPass {
       if (opts.force && !inFlight && facts.desired && node && !node.disabled && !held && plan.actions.length === 0) {
         plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
       }
-      if (inFlight) orders.push({ nodeId, workOrder: inFlight, created: false });
+      if (inFlight) mine.push({ nodeId, workOrder: inFlight, created: false });
       const prior = records.get(nodeId);
       const record = prior ? clone(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
       record.desiredHash = facts.desired?.specHash ?? "";
@@ -201,15 +210,19 @@ export class TenantPass {
             continue;
           }
         } else issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
-        orders.push(issued);
+        mine.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
         record.lastResultCode = ""; // the outcome is pending
         plan.verdict.workOrderId = issued.workOrder.id;
       }
       record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
-      verdicts.set(nodeId, plan.verdict);
-      if (!plan.forget) nextRecords.push(record);
+      return { nodeId, orders: mine, verdict: plan.verdict, record: plan.forget ? undefined : record };
+    });
+    for (const n of perNode) {
+      orders.push(...n.orders);
+      verdicts.set(n.nodeId, n.verdict);
+      if (n.record) nextRecords.push(n.record);
     }
     // Records of nodes outside this pass (opts.nodeId) stay as they were.
     for (const [nodeId, r] of records) if (!nodeIds.includes(nodeId)) nextRecords.push(r);
