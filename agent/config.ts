@@ -25,7 +25,11 @@ export interface AgentConfig extends ExecConfig {
   logLevel: string;
   /** Keep a WatchWorkOrders stream open for pushed orders (polling continues regardless). */
   watch: boolean;
+  /** How calls are encoded: Connect's JSON (the default, readable on the wire) or its binary protobuf. */
+  wire: WireFormat;
 }
+
+export type WireFormat = "json" | "binary";
 
 export const USAGE = `Usage: skippy [options]
 
@@ -44,6 +48,8 @@ export const USAGE = `Usage: skippy [options]
   --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
   --log-level LEVEL      pino level [SKIPPY_LOG_LEVEL] (default info)
   --no-watch             do not keep a push stream open; poll only [SKIPPY_WATCH=0]
+  --wire FORMAT          json (Connect JSON over HTTPS, the default) or binary (Connect's
+                         protobuf encoding, smaller) [SKIPPY_WIRE]
   --allow-command PROG   a program execute_command orders and deploy hooks may run, repeatable:
                          a name looked up on PATH or an absolute path, matched exactly
                          [SKIPPY_ALLOW_COMMANDS=prog,/abs/prog] (default none)
@@ -75,6 +81,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
       "compose-timeout": { type: "string" },
       "ready-timeout": { type: "string" },
       "no-watch": { type: "boolean" },
+      wire: { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -131,6 +138,8 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (pollIntervalMs > MAX_HEARTBEAT_INTERVAL_MS) throw new Error(`poll interval must be at most ${MAX_HEARTBEAT_INTERVAL_MS} ms (5m)`);
   const logLevel = values["log-level"] ?? env.SKIPPY_LOG_LEVEL ?? "info";
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
+  const wire = values.wire ?? env.SKIPPY_WIRE ?? "json";
+  if (wire !== "json" && wire !== "binary") throw new Error(`--wire must be json or binary, got '${wire}'`);
   return {
     controllerUrl,
     nodeId,
@@ -148,6 +157,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     readyTimeoutMs: duration(values["ready-timeout"] ?? env.SKIPPY_READY_TIMEOUT ?? "60s", "ready timeout", 0),
     logLevel,
     watch: !(values["no-watch"] ?? false) && env.SKIPPY_WATCH !== "0" && env.SKIPPY_WATCH !== "false",
+    wire,
     allowCommands: [...new Set(allowCommands)],
     allowProcessSources: [...new Set(allowProcessSources)],
   };

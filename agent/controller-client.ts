@@ -1,5 +1,7 @@
 // The agent's typed clients for the controller: generated Connect clients over HTTP/2 (TLS,
-// trusting the configured CA), with the node token on every call. Calls made for a work order
+// trusting the configured CA), with the node token on every call. Calls are Connect JSON by
+// default, as the contract's design card has agents talk (readable in a proxy or a capture);
+// Connect's binary encoding is a setting away. Calls made for a work order
 // carry that order's request and correlation ids, so the controller's logs and events tie them
 // to the apply that created it.
 import { readFileSync } from "node:fs";
@@ -22,7 +24,14 @@ export function traceHeaders(trace?: { requestId: string; correlationId: string 
   return { headers };
 }
 
-export function createControllerClients(opts: { baseUrl: string; token: string; caFile?: string; timeoutMs?: number }): ControllerClients {
+export function createControllerClients(opts: {
+  baseUrl: string;
+  token: string;
+  caFile?: string;
+  timeoutMs?: number;
+  /** Default json. */
+  wire?: "json" | "binary";
+}): ControllerClients {
   const auth: Interceptor = (next) => (req) => {
     req.header.set("authorization", `Bearer ${opts.token}`);
     return next(req);
@@ -30,6 +39,7 @@ export function createControllerClients(opts: { baseUrl: string; token: string; 
   const transport = createConnectTransport({
     baseUrl: opts.baseUrl,
     httpVersion: "2",
+    useBinaryFormat: opts.wire === "binary",
     nodeOptions: opts.caFile ? { ca: readFileSync(opts.caFile, "utf8") } : {},
     interceptors: [auth],
     defaultTimeoutMs: opts.timeoutMs ?? 30_000,

@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   );
   const agent = new Agent({
     config: cfg,
-    clients: createControllerClients({ baseUrl: cfg.controllerUrl, token: cfg.token, caFile: cfg.caFile }),
+    clients: createControllerClients({ baseUrl: cfg.controllerUrl, token: cfg.token, caFile: cfg.caFile, wire: cfg.wire }),
     journal: new Journal(cfg.stateDir),
     log: logger,
     probe: probeDockerHost,
