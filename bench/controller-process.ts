@@ -11,9 +11,16 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 /**
  * An HTTP/2 + TLS transport to the controller sending `headers` with every call; from
  * `localAddress` when given (a loopback address of its own per simulated host, so the
- * controller's per-address connection cap sees separate hosts, as it would in a real fleet).
+ * controller's per-address connection cap sees separate hosts, as it would in a real fleet);
+ * Connect JSON with `json` (what skippy speaks by default), else Connect's binary encoding.
  */
-export function transportTo(url: string, ca: string, headers: Record<string, string>, localAddress?: string): Transport {
+export function transportTo(
+  url: string,
+  ca: string,
+  headers: Record<string, string>,
+  opts: { localAddress?: string; json?: boolean } = {},
+): Transport {
+  const { localAddress } = opts;
   const auth: Interceptor = (next) => (req) => {
     for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
     return next(req);
@@ -21,7 +28,13 @@ export function transportTo(url: string, ca: string, headers: Record<string, str
   // http2.connect hands its options to tls.connect and on to net.connect, which takes localAddress;
   // the http2 option types leave it out.
   const source = localAddress ? { localAddress } : {};
-  return createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca, ...source }, interceptors: [auth] });
+  return createConnectTransport({
+    baseUrl: `${url}/v1`,
+    httpVersion: "2",
+    useBinaryFormat: !opts.json,
+    nodeOptions: { ca, ...source },
+    interceptors: [auth],
+  });
 }
 
 /** A client of `service` over its own connection. */

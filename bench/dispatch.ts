@@ -52,7 +52,8 @@ function clientFor<S extends DescService>(service: S, url: string, ca: string, h
   };
   return createClient(
     service,
-    createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] }),
+    // Connect JSON, as skippy talks by default.
+    createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", useBinaryFormat: false, nodeOptions: { ca }, interceptors: [auth] }),
   );
 }
 

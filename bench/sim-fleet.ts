@@ -43,7 +43,8 @@ class SimAgent {
     address: string,
   ) {
     // One connection for the stream, heartbeats, claims and reports, as skippy has.
-    const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, address);
+    // As skippy talks by default: Connect JSON.
+    const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, { localAddress: address, json: true });
     this.nodes = createClient(NodeService, transport);
     this.orders = createClient(WorkOrderService, transport);
   }
