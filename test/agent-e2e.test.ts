@@ -271,7 +271,16 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
   it("applies the project: success, the port answers, services report their containers", async () => {
     const order = await finished(await apply());
     expect(order.result?.code, order.result?.message).toBe("APPLY_OK");
-    expect(order.result?.details?.changedResources.sort()).toEqual(["web", "worker"]);
+    // Changes are named by service resource id, as the seed's result schema shows.
+    expect(order.result?.details?.changedResources).toEqual(["e2e-web", "e2e-worker"]);
+    // Every deploy writes the tenant's version sticker on the node, and returns it.
+    const sticker = order.result?.details?.sticker;
+    expect(sticker?.releaseId).toBe(order.desiredState?.specHash);
+    expect(sticker?.deploymentId).toBe(order.desiredState?.deploymentId);
+    expect(Object.keys(sticker?.imageDigests ?? {}).sort()).toEqual(["web", "worker"]);
+    expect(sticker?.imageDigests.web).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const onDisk = JSON.parse(await readFile(join(workDir, "tenants", TENANT, ".skipper-sticker.json"), "utf8"));
+    expect(onDisk).toMatchObject({ schema_version: "v1", release_id: sticker?.releaseId, deployment_id: sticker?.deploymentId, node_id: NODE });
     const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
     expect(body.trim()).toBe("hello e2e");
     const ids = await containerIds();
@@ -294,7 +303,7 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     const order = await finished(await apply());
     expect(order.result?.code).toBe("APPLY_OK");
     expect(order.result?.details?.changedResources).toEqual([]);
-    expect(order.result?.details?.unchangedResources.sort()).toEqual(["web", "worker"]);
+    expect(order.result?.details?.unchangedResources).toEqual(["e2e-web", "e2e-worker"]);
     expect(await containerIds()).toEqual(before);
   });
 
@@ -303,7 +312,7 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     await setTenant(tenant(port, { workerMode: "b" }));
     const order = await finished(await apply());
     expect(order.result?.code).toBe("APPLY_OK");
-    expect(order.result?.details?.changedResources).toEqual(["worker"]);
+    expect(order.result?.details?.changedResources).toEqual(["e2e-worker"]);
     const after = await containerIds();
     expect(after.web).toBe(before.web);
     expect(after.worker).not.toBe(before.worker);

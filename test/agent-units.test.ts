@@ -11,7 +11,7 @@ import { ComposeVariant, ContainerObservationSchema, NodeCapabilitiesSchema } fr
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "../agent/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
-import { containerChanges } from "../agent/executors/container-changes.js";
+import { asResourceIds, containerChanges } from "../agent/executors/container-changes.js";
 import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
 import { pullFailure, pullMessage } from "../agent/engine/pull-failure.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
@@ -189,6 +189,12 @@ describe("container changes", () => {
     ]);
     expect(containerChanges(before, after)).toEqual({ changed: ["db", "new", "old", "stopped"], unchanged: ["web"] });
     expect(containerChanges(after, after).changed).toEqual([]);
+  });
+
+  it("names changed compose services by the service resources that describe them", () => {
+    const composeServices = { "svc-web": "web", "svc-web-canary": "web", "svc-db": "db" };
+    expect(asResourceIds(["web", "db", "sidecar"], composeServices)).toEqual(["sidecar", "svc-db", "svc-web", "svc-web-canary"]);
+    expect(asResourceIds([], composeServices)).toEqual([]);
   });
 });
 

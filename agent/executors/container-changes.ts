@@ -23,6 +23,16 @@ export function containerChanges(
   return { changed, unchanged };
 }
 
+/**
+ * Compose service names as the service resources they are (`composeServices`: resource id ->
+ * compose service, from the order), sorted; a name no resource describes stays as it is.
+ */
+export function asResourceIds(names: string[], composeServices: Record<string, string>): string[] {
+  const byName = new Map<string, string[]>();
+  for (const [id, name] of Object.entries(composeServices)) byName.set(name, [...(byName.get(name) ?? []), id]);
+  return [...new Set(names.flatMap((n) => byName.get(n) ?? [n]))].sort();
+}
+
 function fingerprint(containers: ContainerObservation[]): string {
   return containers
     .map((c) => `${c.containerId}:${c.configHash}:${c.state === "running" ? "up" : "down"}`)

@@ -11,8 +11,10 @@
 //      defined) and, with a health gate, its probes and post-deploy hooks pass; otherwise
 //      SERVICES_NOT_RUNNING, or with a gate: the last spec that applied here is restored
 //      (ROLLED_BACK, both specs in details) or, with none to restore, HEALTH_GATE_FAILED
-//   6. APPLY_OK, with the services whose containers changed, from the engine before and after;
-//      the spec is recorded as the one to restore if a later deploy fails its gate.
+//   6. APPLY_OK, with the service resources whose containers changed, from the engine before and
+//      after; the spec is recorded as the one to restore if a later deploy fails its gate, and
+//      the tenant's version sticker (.skipper-sticker.json: spec, deployment, image digests) is
+//      written and returned in details.sticker.
 //   7. then the volumes whose data a deletion asked to remove (delete_volumes) are removed, best
 //      effort: details.volumes_deleted says which went, the message which could not.
 //
@@ -20,20 +22,23 @@
 // values of secret-shaped env keys are blanked from it.
 import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { durationMs } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { VersionStickerSchema, type VersionSticker } from "../../gen/skipper/v1/order_action_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { ID_PATTERN } from "../../common/ids.js";
 import { isSecretKey } from "../../common/logging/redact.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
 import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
-import { digestMismatches, projectImages } from "../engine/images.js";
+import { digestMismatches, digestOf, projectImages } from "../engine/images.js";
 import { EngineError, observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
 import { writeProjectState } from "../engine/project-state.js";
 import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
 import { parse } from "yaml";
-import { containerChanges } from "./container-changes.js";
+import { asResourceIds, containerChanges } from "./container-changes.js";
+import { writeStickerFile } from "./sticker.js";
 import { abortReason } from "./executor.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
 import { rollBack, runHooks } from "./deploy-safety.js";
@@ -190,7 +195,14 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   // Cancelled while the gate decides: with a gate the unproven spec does not stay.
   if (verdict.cancelled && !gate) return cancelled(up);
   const { changed, unchanged } = containerChanges(before.byService, verdict.containers.byService);
-  const parts = { command: up, composePath, services: verdict.observed, changed, unchanged, probes: verdict.probes };
+  const parts = {
+    command: up,
+    composePath,
+    services: verdict.observed,
+    changed: asResourceIds(changed, ds?.composeServices ?? {}),
+    unchanged: asResourceIds(unchanged, ds?.composeServices ?? {}),
+    probes: verdict.probes,
+  };
   let failure = verdict.failure;
   if (!failure && safety && safety.postDeploy.length > 0) {
     const post = await runHooks(safety.postDeploy, "post-deploy", ctx, dir);
@@ -228,7 +240,10 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     services,
     applied_at: appliedAt,
   });
-  // 7. Data a deletion asked to remove, of volumes the project does not use (best effort: the
+  // 7. The version sticker: what runs here, readable on the node without the controller.
+  const sticker = await stickerOf(order, projectName, appliedAt);
+  await writeStickerFile(ctx.workDir, sticker);
+  // 8. Data a deletion asked to remove, of volumes the project does not use (best effort: the
   // engine refuses a volume a container still uses; the result says which went).
   const gone = await removeProjectVolumes(projectName, ds?.deleteVolumes ?? []);
   return outcome(
@@ -236,8 +251,27 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     `${services.length} service(s) running; changed: ${changed.join(", ") || "none"}${describeRemoval(gone)}`,
     started,
     parts,
-    { volumesDeleted: gone.deleted },
+    { volumesDeleted: gone.deleted, sticker },
   );
+}
+
+// The sticker of a deploy: the spec (release), its deployment, and each service's image digest
+// as the engine knows it (none when the engine does not say: the deploy has succeeded already).
+async function stickerOf(order: WorkOrder, projectName: string, appliedAt: string): Promise<VersionSticker> {
+  const ds = order.desiredState;
+  const images = await projectImages(projectName).catch((e: unknown) => {
+    if (e instanceof EngineError) return [];
+    throw e;
+  });
+  return create(VersionStickerSchema, {
+    schemaVersion: "v1",
+    releaseId: ds?.specHash ?? "",
+    deploymentId: ds?.deploymentId ?? "",
+    imageDigests: Object.fromEntries(images.map((i) => [i.service, digestOf(i.image)])),
+    writtenAt: timestampFromDate(new Date(appliedAt)),
+    tenantId: order.target?.tenantId ?? "",
+    nodeId: order.target?.nodeId ?? "",
+  });
 }
 
 // Images pinned by digest must run by that digest: the engine records the repo digest it pulled.

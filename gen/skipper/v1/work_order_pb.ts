@@ -447,6 +447,10 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
   composePath: string;
 
   /**
+   * The service resources (by id) whose containers the apply created, recreated, started or
+   * removed, and those it left as they were. A compose service that no service resource
+   * describes (a tenant's own compose file) appears by its compose name.
+   *
    * @generated from field: repeated string changed_resources = 3;
    */
   changedResources: string[];
