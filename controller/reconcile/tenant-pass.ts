@@ -10,6 +10,7 @@ import {
   ConvergenceSchema,
   ConvergenceStatus,
   ResourceSpecSchema,
+  ResourceStatusSchema,
   TargetStatusSchema,
   type Convergence,
   type Resource,
@@ -28,6 +29,7 @@ import { isSkipperError } from "../errors.js";
 import { mapLimit } from "../../common/map-limit.js";
 import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
+import { dependencyStates } from "./dependency-status.js";
 import { issueOrder, issueRollback, supersedeStale, type TargetOrder } from "./order-issuer.js";
 import { advanceGate, openGate } from "./rollout-gate.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
@@ -237,6 +239,7 @@ export class TenantPass {
     }
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace, gate.rollout?.id ?? latestRollout);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
+    if (live) await this.writeDependencies(world, tenantId, desire, verdicts);
     return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };
   }
 
@@ -317,6 +320,36 @@ export class TenantPass {
       }),
     );
     if (applied) await this.deps.onServicesApplied?.(tenantId, trace);
+  }
+
+  // The networks, volumes and resource limits the tenant's services use: where they run as
+  // desired (current_state) and, once every service using one is converged, its last applied
+  // state (dependency-status.ts). Written only when that changed.
+  private async writeDependencies(
+    world: World,
+    tenantId: string,
+    desire: TenantDesire,
+    verdicts: Map<string, TargetVerdict>,
+  ): Promise<void> {
+    const tw = world.tenantWorld(undefined, tenantId);
+    const states = dependencyStates({ ...tw, tenantId, placed: desire.services, verdicts });
+    await Promise.all(
+      states.map(async ({ resource: r, status, applied }) => {
+        const nowApplied =
+          applied &&
+          r.desiredState !== undefined &&
+          !(r.lastAppliedState && equals(ResourceSpecSchema, r.lastAppliedState, r.desiredState));
+        if (!nowApplied && r.currentState && equals(ResourceStatusSchema, r.currentState, status)) return;
+        await this.deps.store.updateResource(r.resourceType as "network" | "volume" | "resource_limits", r.id, (cur) => {
+          if (cur.deletion) return cur;
+          cur.currentState = status;
+          // Only the desired state this pass rendered: one changed since is not applied yet.
+          if (nowApplied && cur.metadata?.resourceVersion === r.metadata?.resourceVersion && cur.desiredState)
+            cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+          return cur;
+        });
+      }),
+    );
   }
 
   private async convergenceEvent(r: Resource, c: Convergence, trace: Trace): Promise<void> {
