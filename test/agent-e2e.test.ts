@@ -280,7 +280,12 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(Object.keys(sticker?.imageDigests ?? {}).sort()).toEqual(["web", "worker"]);
     expect(sticker?.imageDigests.web).toMatch(/^sha256:[0-9a-f]{64}$/);
     const onDisk = JSON.parse(await readFile(join(workDir, "tenants", TENANT, ".skipper-sticker.json"), "utf8"));
-    expect(onDisk).toMatchObject({ schema_version: "v1", release_id: sticker?.releaseId, deployment_id: sticker?.deploymentId, node_id: NODE });
+    expect(onDisk).toMatchObject({
+      schema_version: "v1",
+      release_id: sticker?.releaseId,
+      deployment_id: sticker?.deploymentId,
+      node_id: NODE,
+    });
     const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
     expect(body.trim()).toBe("hello e2e");
     const ids = await containerIds();
