@@ -29,7 +29,9 @@ import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resou
 
 // Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
 // reconciler.
-const CREATABLE = new Set<ResourceType>(["tenant", "service", "resource_limits", "network", "volume", "freeze"]);
+// A node may be declared ahead (its labels, disabled, display name) with no credential: RegisterNode
+// then gives it its token.
+const CREATABLE = new Set<ResourceType>(["tenant", "node", "service", "resource_limits", "network", "volume", "freeze"]);
 
 // Kinds whose convergence the reconciler writes (the others' is derived from them when read).
 const RECONCILED = new Set<ResourceType>(["tenant", "service"]);
@@ -65,11 +67,9 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   const id = checkId(body.id, "resource.id");
   if (!CREATABLE.has(type)) {
     throw invalid(
-      type === "node"
-        ? "nodes are created by RegisterNode (POST /v1/nodes)"
-        : type === "rollout"
-          ? "rollouts are started by the reconciler when a tenant's spec changes"
-          : "deployments are created by the reconciler and Apply",
+      type === "rollout"
+        ? "rollouts are started by the reconciler when a tenant's spec changes"
+        : "deployments are created by the reconciler and Apply",
       { field: "resource_type" },
     );
   }

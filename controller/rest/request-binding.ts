@@ -6,19 +6,20 @@
 //   query         every other field, by proto name or JSON name, parsed by type (field-value.ts)
 // Anything unexpected (unknown parameter, malformed JSON, unknown JSON key, bad value) is an
 // INVALID_REQUEST naming the field, before the RPC is called.
-import { create, fromJson, type DescField, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { create, fromJson, type DescField, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { reflect, type ReflectList, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { invalid } from "../errors.js";
 import { parentOf, pathName, resolveFieldPath, valueAt } from "./field-path.js";
 import { isTextSettable, parseFieldText, show } from "./field-value.js";
 import { decodeSegment } from "./path-template.js";
 import type { RestRoute } from "./route-table.js";
+import { canonicalResource, canonicalUpdate } from "./seed-documents.js";
 
 /** The request message for `route`: raw path variables, raw query string and body text (if read). */
 export function bindRequest(route: RestRoute, rawVars: Map<string, string>, rawQuery: string, bodyText: string | undefined): Message {
-  const message = route.body !== "" && bodyText !== undefined ? parseBody(route, bodyText) : create(route.rpc.input);
-  const root = reflect(route.rpc.input, message);
   const pathValues = decodePathValues(route, rawVars);
+  const message = route.body !== "" && bodyText !== undefined ? parseBody(route, bodyText, pathValues) : create(route.rpc.input);
+  const root = reflect(route.rpc.input, message);
   for (const [name, { path, value }] of pathValues) {
     const inBody = valueAt(root, path);
     if (inBody !== undefined && inBody !== value) {
@@ -55,7 +56,7 @@ export function queryFieldNames(route: RestRoute): string[] {
     .map((f) => f.name);
 }
 
-function parseBody(route: RestRoute, text: string): Message {
+function parseBody(route: RestRoute, text: string, pathValues: Map<string, { value: unknown }>): Message {
   const input = route.rpc.input;
   const where = route.bodyField?.name ?? "body";
   // An absent body is an empty message, so `curl -X POST .../apply` works without `-d '{}'`.
@@ -70,6 +71,7 @@ function parseBody(route: RestRoute, text: string): Message {
   if (wantsObject && (typeof json !== "object" || json === null || Array.isArray(json))) {
     throw invalid(`request body must be a JSON object (${route.bodyField?.message?.typeName ?? input.typeName})`, { field: where });
   }
+  json = asSeedWrites(route, json as JsonObject, pathValues);
   try {
     return fromJson(input, route.bodyField ? { [route.bodyField.jsonName]: json } : json);
   } catch (e) {
@@ -78,6 +80,18 @@ function parseBody(route: RestRoute, text: string): Message {
     const field = /key "([^"]+)" is unknown/.exec(msg)?.[1] ?? /decode field [\w.]*?\.(\w+) from JSON/.exec(msg)?.[1] ?? where;
     throw invalid(`request body is not a valid ${route.bodyField?.message?.typeName ?? input.typeName}: ${msg}`, { field });
   }
+}
+
+// Resource documents in the seed's shape, on the routes that write resources (seed-documents.ts).
+function asSeedWrites(route: RestRoute, json: JsonObject, pathValues: Map<string, { value: unknown }>): JsonObject {
+  if (route.rpc.parent.typeName !== "skipper.v1.ResourceService") return json;
+  const text = (name: string) => {
+    const v = pathValues.get(name)?.value;
+    return typeof v === "string" ? v : undefined;
+  };
+  if (route.rpc.name === "CreateResource") return canonicalResource(json, text("resource_type"));
+  if (route.rpc.name === "UpdateResource" && route.body === "*") return canonicalUpdate(json, text("resource_type"), text("id"));
+  return json;
 }
 
 function decodePathValues(route: RestRoute, rawVars: Map<string, string>): Map<string, { path: DescField[]; value: unknown }> {
