@@ -327,6 +327,9 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     const before = await containerIds();
     const composePath = join(workDir, "tenants", TENANT, "docker-compose.yml");
     const fileBefore = await readFile(composePath, "utf8");
+    const envBefore = await readFile(join(workDir, "tenants", TENANT, ".env"), "utf8");
+    // Without pre-deploy hooks `up` itself is Compose's check of the file: the live files wait
+    // aside and come back when Compose refuses the new one.
     await setTenant(tenant(port, { workerMode: "b", broken: true }));
     const order = await finished(await apply());
     expect(order.status).toBe(WorkOrderStatus.FAILED);
@@ -334,6 +337,9 @@ describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", (
     expect(order.result?.details?.command?.exitCode).not.toBe(0);
     expect(await containerIds()).toEqual(before);
     expect(await readFile(composePath, "utf8")).toBe(fileBefore);
+    expect(await readFile(join(workDir, "tenants", TENANT, ".env"), "utf8")).toBe(envBefore);
+    expect((await readdir(join(workDir, "tenants", TENANT))).filter((n) => n.startsWith(".staging-"))).toEqual([]);
+    expect(order.result?.message).toMatch(/compose rejected the file: .*ports/);
     expect((await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim()).toBe("hello e2e");
   });
 

@@ -12,6 +12,7 @@ import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/sk
 import { Backoff } from "../agent/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
 import { asResourceIds, containerChanges } from "../agent/executors/container-changes.js";
+import { servicesInFile } from "../agent/executors/deploy-service.js";
 import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
 import { pullFailure, pullMessage } from "../agent/engine/pull-failure.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
@@ -189,6 +190,14 @@ describe("container changes", () => {
     ]);
     expect(containerChanges(before, after)).toEqual({ changed: ["db", "new", "old", "stopped"], unchanged: ["web"] });
     expect(containerChanges(after, after).changed).toEqual([]);
+  });
+
+  it("reads the services `up` starts from a plain compose file, and gives up on anything else", () => {
+    expect(servicesInFile("services:\n  web:\n    image: a\n  db:\n    image: b\n")).toEqual(["db", "web"]);
+    expect(servicesInFile("services:\n  web:\n    image: a\n  debug:\n    image: b\n    profiles: [debug]\n")).toEqual(["web"]);
+    for (const odd of ["services: [web]\n", "version: '3'\n", "services:\n  web: 3\n", "services: {\n", "services: {}\n"]) {
+      expect(servicesInFile(odd), odd).toBeUndefined();
+    }
   });
 
   it("names changed compose services by the service resources that describe them", () => {

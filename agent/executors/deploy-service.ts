@@ -2,11 +2,15 @@
 //
 //   1. check the order (tenant id usable as a directory, project name, env) -> COMPOSE_INVALID
 //   2. the engine and Compose answer                                       -> DOCKER_UNAVAILABLE
-//   3. write docker-compose.yml and .env (0600) to a staging directory and have Compose parse
-//      them (`config --services`); a file it rejects never replaces the live one -> COMPOSE_INVALID
-//      then the tenant's pre-deploy hooks, if any                          -> PRE_DEPLOY_FAILED
+//   3. write docker-compose.yml and .env (0600) to a staging directory; with pre-deploy hooks,
+//      have Compose parse them (`config --services`) and then run the hooks
+//                                                      -> COMPOSE_INVALID, PRE_DEPLOY_FAILED
 //   4. move the files into <work_dir>/tenants/<tenant>/ and run `up -d --remove-orphans`
 //                                                      -> COMPOSE_FAILED, TIMEOUT, DOCKER_UNAVAILABLE
+//      without hooks `up` is Compose's check: the live files wait in staging until it has
+//      accepted the new ones, and come back if `config` then says the file was the problem
+//                                                      -> COMPOSE_INVALID
+//      either way a file Compose rejects never stays in place of the live one
 //   5. wait until every service has its containers running (and healthy where a healthcheck is
 //      defined) and, with a health gate, its probes and post-deploy hooks pass; otherwise
 //      SERVICES_NOT_RUNNING, or with a gate: the last spec that applied here is restored
@@ -20,8 +24,8 @@
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
-import { mkdir, rename, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { access, mkdir, readFile, rename, rm } from "node:fs/promises";
+import { basename, join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { VersionStickerSchema, type VersionSticker } from "../../gen/skipper/v1/order_action_pb.js";
@@ -121,24 +125,37 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   // An admin's cancel, the order's timeout or a lost lease.
   const why = () => (ctx.signal ? abortReason(ctx.signal) : "") || "no reason given";
   const cancelled = (command?: CommandRun) => done("CANCELLED", `stopped: ${why()}`, { command, composePath });
+  // Compose refused the file (`config` failed): why, as the order's result.
+  const rejected = (check: CommandRun, path: string) => {
+    if (ENGINE_DOWN.test(check.stderr)) return done("DOCKER_UNAVAILABLE", lastLine(check.stderr), { command: check });
+    if (check.timedOut) return done("TIMEOUT", `compose config did not finish within ${ctx.composeTimeoutMs} ms`, { command: check });
+    return done("COMPOSE_INVALID", `compose rejected the file: ${composeComplaint(check.stderr, path)}`, { command: check });
+  };
   const stoppedEarly = async (command?: CommandRun) => {
     await rm(staging, { recursive: true, force: true });
     return done("CANCELLED", `stopped before the project changed: ${why()}`, { command });
   };
-  const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
-  if (check.cancelled || ctx.signal?.aborted) return stoppedEarly(check);
-  if (check.exitCode !== 0 || check.timedOut) {
-    await rm(staging, { recursive: true, force: true });
-    if (ENGINE_DOWN.test(check.stderr)) return done("DOCKER_UNAVAILABLE", lastLine(check.stderr), { command: check });
-    if (check.timedOut) return done("TIMEOUT", `compose config did not finish within ${ctx.composeTimeoutMs} ms`, { command: check });
-    return done("COMPOSE_INVALID", `compose rejected the file: ${composeComplaint(check.stderr, staging)}`, { command: check });
+  // Compose checks the file before anything runs. With pre-deploy hooks that is a step of its
+  // own (no hook runs for a file Compose rejects); otherwise `up` checks it itself, one Compose
+  // run fewer (Compose v1 costs a Python start per run, about as long as the rest of a small
+  // deploy), and the live files are kept aside until Compose has accepted the new ones.
+  const hooks = (ds?.safety?.preDeploy.length ?? 0) > 0;
+  let services = hooks ? undefined : servicesInFile(project.composeFile);
+  const checkedByUp = services !== undefined;
+  if (services === undefined) {
+    const check = await run(composeArgs(stagedYml, stagedEnv, "config", "--services"), ctx.composeTimeoutMs);
+    if (check.cancelled || ctx.signal?.aborted) return stoppedEarly(check);
+    if (check.exitCode !== 0 || check.timedOut) {
+      await rm(staging, { recursive: true, force: true });
+      return rejected(check, staging);
+    }
+    services = check.stdout
+      .split("\n")
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .sort();
   }
-  const services = check.stdout
-    .split("\n")
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .sort();
-  if (ds?.safety && ds.safety.preDeploy.length > 0) {
+  if (hooks && ds?.safety) {
     const pre = await runHooks(ds.safety.preDeploy, "pre-deploy", ctx, dir);
     if (pre) {
       await rm(staging, { recursive: true, force: true });
@@ -150,17 +167,31 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
 
   // 4. Promote and apply. .env first: a crash in between leaves the old file with new variables,
   // which the next apply of this order (journal replay) overwrites anyway.
+  if (checkedByUp) await keepLive(staging, [composePath, envPath]);
   await rename(stagedEnv, envPath);
   await rename(stagedYml, composePath);
-  await rm(staging, { recursive: true, force: true });
+  if (!checkedByUp) await rm(staging, { recursive: true, force: true });
   let before: ProjectContainers;
   try {
     before = await readProjectContainers(projectName);
   } catch (e) {
+    if (checkedByUp) await restoreLive(staging, [composePath, envPath]);
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, { command: e.run, composePath });
     throw e;
   }
   const up = await run(composeArgs(composePath, envPath, "up", "-d", "--remove-orphans"), ctx.composeTimeoutMs);
+  if (checkedByUp) {
+    // Failed: was it the file? Compose's own check says (a failed deploy only pays for it).
+    const check =
+      up.exitCode !== 0 && !up.cancelled && !up.timedOut && !ENGINE_DOWN.test(up.stderr)
+        ? await run(composeArgs(composePath, envPath, "config", "--services"), ctx.composeTimeoutMs)
+        : undefined;
+    if (check && check.exitCode !== 0 && !check.cancelled && !check.timedOut && !ENGINE_DOWN.test(check.stderr)) {
+      await restoreLive(staging, [composePath, envPath]);
+      return rejected(check, dir);
+    }
+    await rm(staging, { recursive: true, force: true });
+  }
   if (up.cancelled) return cancelled(up);
   if (up.timedOut) return done("TIMEOUT", `compose up did not finish within ${ctx.composeTimeoutMs} ms`, { command: up, composePath });
   if (up.exitCode !== 0) {
@@ -320,4 +351,60 @@ function lastLine(s: string): string {
     .split("\n")
     .filter((l) => l.trim() !== "");
   return lines[lines.length - 1] ?? "";
+}
+
+/**
+ * The services `up` starts, read from the file itself: the keys of `services` without a profile.
+ * Undefined when the file is not plain enough to tell (Compose's own check then runs first).
+ */
+export function servicesInFile(composeFile: string): string[] | undefined {
+  let doc: unknown;
+  try {
+    doc = parse(composeFile);
+  } catch {
+    return undefined;
+  }
+  const services = (doc as { services?: unknown } | null)?.services;
+  if (typeof services !== "object" || services === null || Array.isArray(services)) return undefined;
+  const out: string[] = [];
+  for (const [name, svc] of Object.entries(services as Record<string, unknown>)) {
+    if (typeof svc !== "object" || svc === null || Array.isArray(svc)) return undefined;
+    const profiles = (svc as { profiles?: unknown }).profiles;
+    if (Array.isArray(profiles) && profiles.length > 0) continue;
+    out.push(name);
+  }
+  return out.length > 0 ? out.sort() : undefined;
+}
+
+// The live files moved aside into the order's staging directory while `up` checks the new ones.
+// A marker written first says which existed, so a replay of the order after a crash (its new
+// files already live) neither keeps those nor loses the ones kept.
+const KEPT = "kept.json";
+
+async function keepLive(staging: string, live: string[]): Promise<void> {
+  if (await exists(join(staging, KEPT))) return;
+  const had = await Promise.all(live.map(exists));
+  await writeFileAtomic(join(staging, KEPT), `${JSON.stringify(Object.fromEntries(live.map((p, i) => [basename(p), had[i]])))}\n`, {
+    mode: 0o600,
+  });
+  for (const [i, p] of live.entries()) if (had[i]) await rename(p, join(staging, `kept-${basename(p)}`));
+}
+
+// Puts the kept files back (and removes new ones that had no predecessor), then the staging directory.
+async function restoreLive(staging: string, live: string[]): Promise<void> {
+  const had = JSON.parse(await readFile(join(staging, KEPT), "utf8")) as Record<string, boolean>;
+  for (const p of live) {
+    if (had[basename(p)]) await rename(join(staging, `kept-${basename(p)}`), p);
+    else await rm(p, { force: true });
+  }
+  await rm(staging, { recursive: true, force: true });
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,14 +1,16 @@
 // Deciding whether a deploy is healthy: every service of the project has its containers running
 // (and healthy, where the compose file defines a healthcheck) and every probe of the tenant's
-// health gate passes — all at once, before the deadline. Checked every half second; the verdict
-// carries the last observation, so a failure says exactly what was wrong.
+// health gate passes — all at once, before the deadline. The verdict
+// carries the last observation, so a failure says exactly what was wrong. Checked at once (after
+// `up -d` containers usually run already), then at growing intervals up to half a second.
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 import type { HealthProbe } from "../../gen/skipper/v1/safety_pb.js";
 import { observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
 import { runProbes } from "../engine/probes.js";
 
-const POLL_MS = 500;
+const FIRST_POLL_MS = 50;
+const MAX_POLL_MS = 500;
 
 export interface HealthVerdict {
   observed: ServiceObservation[];
@@ -25,7 +27,7 @@ export async function awaitHealthy(
   opts: { deadlineMs: number; probes: HealthProbe[]; signal?: AbortSignal },
 ): Promise<HealthVerdict> {
   const deadline = Date.now() + opts.deadlineMs;
-  for (;;) {
+  for (let wait = FIRST_POLL_MS; ; wait = Math.min(MAX_POLL_MS, wait * 2)) {
     const containers = await readProjectContainers(projectName);
     const observed = observeServices(services, containers);
     const notReady = observed.filter((s) => s.state !== "running");
@@ -38,6 +40,6 @@ export async function awaitHealthy(
       const why = [...notReady.map((s) => `${s.service}: ${s.state}`), ...failing.map((p) => `${p.probe}: ${p.message}`)].join(", ");
       return { observed, containers, probes, failure: `not healthy after ${opts.deadlineMs} ms: ${why}` };
     }
-    await new Promise((r) => setTimeout(r, POLL_MS));
+    await new Promise((r) => setTimeout(r, wait));
   }
 }

@@ -68,7 +68,8 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
       const c = ctx.docker.compose;
       const args = [...c.baseArgs, "--project-name", projectName, "--file", file, "--project-directory", dir];
       if (await exists(join(dir, ".env"))) args.push("--env-file", join(dir, ".env"));
-      args.push("down", "--remove-orphans", "--timeout", "10", ...(ds?.removeVolumes ? ["--volumes"] : []));
+      // No --timeout: it would override each service's stop_grace_period (compose's default is 10 s).
+      args.push("down", "--remove-orphans", ...(ds?.removeVolumes ? ["--volumes"] : []));
       command = await runCommand(c.program, args, { timeoutMs: ctx.composeTimeoutMs, cwd: dir });
       if (command.timedOut) return done("TIMEOUT", `compose down did not finish within ${ctx.composeTimeoutMs} ms`, command);
       if (command.exitCode !== 0) return done("COMPOSE_FAILED", `compose down failed (exit ${command.exitCode})`, command);
