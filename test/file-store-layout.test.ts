@@ -2,59 +2,20 @@
 // (resources/tenants/, resources/resource-limits/, ...), and the move of a data directory an older
 // controller wrote (resources/tenant/, resources/resource_limits/, ...) when the store opens it,
 // whole or finishing a move that was interrupted. Real store, real temp directory.
-import { create } from "@bufbuild/protobuf";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RESOURCE_TYPES, type ResourceType } from "../common/ids.js";
-import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema } from "../gen/skipper/v1/work_order_pb.js";
 import { FileStore } from "../controller/store/file-store.js";
 import { encodeMessage } from "../controller/store/record-codec.js";
 import { allFiles } from "./helpers/crash.js";
+import { everyType, PLURAL_DIRS, resource, writeOldLayout, writeRecord } from "./helpers/old-layout.js";
 import { order } from "./store-conformance.js";
 
-/** Each type's directory under resources/: the seed's names, and ours for the types it does not name. */
-const DIRS: Record<ResourceType, string> = {
-  tenant: "tenants",
-  node: "nodes",
-  service: "services",
-  deployment: "deployments",
-  resource_limits: "resource-limits",
-  network: "networks",
-  volume: "volumes",
-  rollout: "rollouts",
-  freeze: "freezes",
-};
-const PLURAL_DIRS = Object.values(DIRS).sort();
-
-/** One resource of `type`, as a store of any layout writes it. */
-function resource(type: ResourceType, id: string, version: number): Resource {
-  return create(ResourceSchema, { id, resourceType: type, schemaVersion: "v1", metadata: { resourceVersion: String(version) } });
-}
-
-/** Two resources of every type, with distinct versions. */
-function everyType(): Resource[] {
-  return RESOURCE_TYPES.flatMap((type, i) => [resource(type, `${type}-a`, 2 * i + 1), resource(type, `${type}-b`, 2 * i + 2)]);
-}
-
-/**
- * A data directory as the store wrote it before the plural names: every directory its layout
- * made at open (each type's under its own name), and each record at resources/<type>/<id>.json.
- */
-async function writeOldLayout(dataDir: string, resources: Resource[]): Promise<void> {
-  for (const dir of ["work-orders/pending", "work-orders/running", "work-orders/finished", "events", "snapshots/system"]) {
-    await mkdir(join(dataDir, dir), { recursive: true, mode: 0o700 });
-  }
-  for (const type of RESOURCE_TYPES) await mkdir(join(dataDir, "resources", type), { recursive: true, mode: 0o700 });
-  for (const r of resources) await writeRecord(dataDir, r.resourceType, r);
-}
-
-async function writeRecord(dataDir: string, dir: string, r: Resource): Promise<void> {
-  await mkdir(join(dataDir, "resources", dir), { recursive: true, mode: 0o700 });
-  await writeFile(join(dataDir, "resources", dir, `${r.id}.json`), encodeMessage(ResourceSchema, r), { mode: 0o600 });
-}
+const SEED_DIRS = Object.values(PLURAL_DIRS).sort();
 
 describe("file store resource directories", () => {
   let dataDir: string;
@@ -81,9 +42,10 @@ describe("file store resource directories", () => {
     expect(listed.sort()).toEqual(expected.map((r) => `${r.resourceType}/${r.id}`).sort());
   };
 
-  // Each record file under resources/, once: "tenants/tenant-a.json".
+  // Each record file under resources/, once: "tenants/tenant-0.json".
   const resourceFiles = async () => (await allFiles(join(dataDir, "resources"))).sort();
-  const expectedFiles = (resources: Resource[]) => resources.map((r) => `${DIRS[r.resourceType as ResourceType]}/${r.id}.json`).sort();
+  const expectedFiles = (resources: Resource[]) =>
+    resources.map((r) => `${PLURAL_DIRS[r.resourceType as ResourceType]}/${r.id}.json`).sort();
 
   beforeEach(async () => {
     dataDir = join(await mkdtemp(join(tmpdir(), "skipper-layout-")), "data");
@@ -98,7 +60,7 @@ describe("file store resource directories", () => {
 
   it("a fresh store lays out the design's plural, hyphenated directories and writes records there", async () => {
     const s = await open();
-    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(PLURAL_DIRS);
+    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(SEED_DIRS);
     await s.createResource(resource("resource_limits", "small", 0));
     await s.createResource(resource("tenant", "acme", 0));
     expect(await resourceFiles()).toEqual(["resource-limits/small.json", "tenants/acme.json"]);
@@ -114,7 +76,7 @@ describe("file store resource directories", () => {
     const s = await open();
 
     await expectReadable(s, resources);
-    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(PLURAL_DIRS);
+    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(SEED_DIRS);
     expect(await resourceFiles()).toEqual(expectedFiles(resources));
     // Nothing else moved.
     expect((await s.getWorkOrder("wo-1"))?.id).toBe("wo-1");
@@ -153,7 +115,7 @@ describe("file store resource directories", () => {
     const s = await open();
 
     await expectReadable(s, resources);
-    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(PLURAL_DIRS);
+    expect((await readdir(join(dataDir, "resources"))).sort()).toEqual(SEED_DIRS);
     expect(await resourceFiles()).toEqual(expectedFiles(resources));
     const moved = (infos[0]!.meta as { moved: object[] }).moved;
     expect(moved).toContainEqual({ from: "resources/tenant", to: "resources/tenants", by: "files", files: 1 });
