@@ -10,6 +10,8 @@ export const CRASH_POINTS = [
   // store (controller/store/atomic-write.ts)
   "store.after-write", // temp file written and fsynced, not yet renamed over the record
   "store.after-rename", // renamed over the record, its directory not yet fsynced
+  // store open (controller/store/layout-migration.ts)
+  "store.after-layout-move", // a layout-1 resource directory or file renamed to its layout-2 place, not yet fsynced
   // order path (controller)
   "reconcile.after-deployment", // a deploy's deployment record stored, its work order not yet
   "dispatch.after-finish", // an order's finish stored, its events not yet

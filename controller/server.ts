@@ -123,7 +123,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const logger = opts.logger;
   const store =
     opts.store ??
-    new FileStore(opts.dataDir, { onWarning: (msg: string, meta: object) => logger.warn({ action: "store", metadata: meta }, msg) });
+    new FileStore(opts.dataDir, {
+      onWarning: (msg: string, meta: object) => logger.warn({ action: "store", metadata: meta }, msg),
+      onInfo: (msg: string, meta: object) => logger.info({ action: "store", result: "ok", metadata: meta }, msg),
+    });
   await store.open();
   let generatedAdminToken: string | undefined;
   let adminHash: string;

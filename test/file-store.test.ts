@@ -219,7 +219,7 @@ describe("file store on disk", () => {
 
   it("records land at the documented paths as readable proto JSON", async () => {
     await store.createResource(tenant("example-tenant"));
-    const text = await readFile(join(dataDir, "resources/tenant/example-tenant.json"), "utf8");
+    const text = await readFile(join(dataDir, "resources/tenants/example-tenant.json"), "utf8");
     expect(text.endsWith("}\n")).toBe(true);
     expect(text).toContain('\n  "resource_type": "tenant"');
     expect(JSON.parse(text)).toMatchObject({
@@ -322,7 +322,7 @@ describe("file store on disk", () => {
     await store.createResource(tenant("kept"));
     await store.close();
     const leftovers = [
-      "resources/tenant/.kept.json.0123456789ab.tmp",
+      "resources/tenants/.kept.json.0123456789ab.tmp",
       "events/2026-11-22/.x.json.abcdefabcdef.tmp",
       "work-orders/running/.wo.json.000000000000.tmp",
     ];
@@ -376,8 +376,8 @@ describe("file store on disk", () => {
   it("a corrupt or misplaced file is quarantined and reported while the rest loads", async () => {
     await store.createResource(tenant("good"));
     await store.close();
-    await writeFile(join(dataDir, "resources/tenant/torn.json"), '{"id": "torn", "resource_ty');
-    await writeFile(join(dataDir, "resources/tenant/liar.json"), JSON.stringify({ id: "someone-else", resource_type: "tenant" }));
+    await writeFile(join(dataDir, "resources/tenants/torn.json"), '{"id": "torn", "resource_ty');
+    await writeFile(join(dataDir, "resources/tenants/liar.json"), JSON.stringify({ id: "someone-else", resource_type: "tenant" }));
     await writeFile(
       join(dataDir, "work-orders/pending/wo-run.json"),
       JSON.stringify({ id: "wo-run", status: "WORK_ORDER_STATUS_RUNNING" }),
@@ -390,9 +390,9 @@ describe("file store on disk", () => {
     expect(await store.getWorkOrder("wo-run")).toBeUndefined();
     const quarantined = await readdir(join(dataDir, "quarantine"));
     expect(quarantined).toHaveLength(3);
-    expect(quarantined.some((f) => f.startsWith("resources__tenant__torn.json."))).toBe(true);
+    expect(quarantined.some((f) => f.startsWith("resources__tenants__torn.json."))).toBe(true);
     expect(warnings.filter((w) => w.msg.includes("quarantine"))).toHaveLength(3);
-    expect(await readdir(join(dataDir, "resources/tenant"))).toEqual(["good.json"]);
+    expect(await readdir(join(dataDir, "resources/tenants"))).toEqual(["good.json"]);
   });
 
   it("expired idempotency records are pruned at open", async () => {
@@ -446,7 +446,7 @@ describe("file store on disk", () => {
     );
     await expectCode(store.createResource(Object.assign(tenant("fine"), { resourceType: "../tenant" })), "INVALID_REQUEST");
     expect(await readdir(parent)).toEqual(["data"]);
-    expect((await readdir(join(dataDir, "resources/tenant"))).length).toBe(0);
+    expect((await readdir(join(dataDir, "resources/tenants"))).length).toBe(0);
     expect((await readdir(join(dataDir, "events"))).length).toBe(0);
     expect((await readdir(join(dataDir, "work-orders/pending"))).length).toBe(0);
   });

@@ -152,7 +152,7 @@ async function containerOn(nodeId: string, tenantId: string): Promise<string> {
 
 /** A tenant's target record for a node as its file store holds it (read while the controller is down). */
 function storedTarget(dataDir: string, tenantId: string, nodeId: string): { last_work_order_id?: string } | undefined {
-  const t = JSON.parse(readFileSync(join(dataDir, "resources", "tenant", `${tenantId}.json`), "utf8")) as {
+  const t = JSON.parse(readFileSync(join(dataDir, "resources", "tenants", `${tenantId}.json`), "utf8")) as {
     current_state?: { tenant?: { targets?: { node_id: string; last_work_order_id?: string }[] } };
   };
   return t.current_state?.tenant?.targets?.find((x) => x.node_id === nodeId);

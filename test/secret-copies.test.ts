@@ -123,7 +123,7 @@ describe("a service's secret after a few applies", () => {
   it("is on disk only in the service resource and the order still to run", async () => {
     const pending = (await c.ctl.store.listWorkOrders({ tenantId: TENANT, pageSize: 100 })).items.filter((o) => o.finishedAt === undefined);
     expect(pending).toHaveLength(1);
-    const expected = ["resources/service/api.json", `work-orders/${pending[0]!.id}.json`].sort();
+    const expected = ["resources/services/api.json", `work-orders/${pending[0]!.id}.json`].sort();
     const [holding, holdingUrl] = [await filesHolding(c.dataDir, PASSWORD), await filesHolding(c.dataDir, URL_PASSWORD)];
     expect(holding.map((p) => p.replace(/^work-orders\/.*\//, "work-orders/"))).toEqual(expected);
     expect(holdingUrl).toEqual(holding);

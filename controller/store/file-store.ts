@@ -6,8 +6,10 @@
 // per-key lock, and the index is updated only after the write is durable, so a reader never sees
 // a state that a crash could take back.
 //
-// Layout (see store-paths.ts): resources/<type>/<id>.json, work-orders/{pending,running,finished}/
-// <id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/, idempotency/, auth/, logs/, .lock.
+// Layout (see store-paths.ts): resources/<type's plural>/<id>.json (resources/tenants/,
+// resources/resource-limits/; an older layout is moved at open: layout-migration.ts),
+// work-orders/{pending,running,finished}/<id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/,
+// idempotency/, auth/, logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
@@ -23,6 +25,7 @@ import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
 import { EventLog } from "./event-log.js";
 import { RecordReader } from "./quarantine.js";
 import { loadDataDir } from "./load-data-dir.js";
+import { migrateLayout } from "./layout-migration.js";
 import * as codec from "./record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
 import type * as S from "./store.js";
@@ -47,6 +50,8 @@ import {
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
   onWarning?: (msg: string, meta: object) => void;
+  /** Called for what open() changed on purpose (resource directories moved to the current layout). */
+  onInfo?: (msg: string, meta: object) => void;
   /** Rewrite the finished orders' summary after this many orders finished or were pruned (default 1,000). */
   summaryEvery?: number;
 }
@@ -60,6 +65,7 @@ export class FileStore implements S.Store {
   private readonly fs: DurableFs;
   private readonly locks = new KeyedLock();
   private readonly warn: (msg: string, meta: object) => void;
+  private readonly info: (msg: string, meta: object) => void;
   private readonly inFlight = new Set<Promise<unknown>>();
   private lock: DataDirLock | undefined;
   private revision = 0n;
@@ -82,6 +88,7 @@ export class FileStore implements S.Store {
     this.paths = new StorePaths(dataDir);
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
+    this.info = options.onInfo ?? (() => undefined);
     this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
     this.reader = new RecordReader(this.paths, this.fs, this.warn);
     this.events = this.eventLog();
@@ -112,6 +119,9 @@ export class FileStore implements S.Store {
       const tightened = await makePrivate(this.paths.root);
       if (tightened > 0)
         this.warn("data directory was readable by other users: made private (directories 0700, files 0600)", { entries: tightened });
+      // Before the layout's directories are made: an old directory is renamed whole when its new one is absent.
+      const moved = await migrateLayout(this.paths, this.fs, this.reader);
+      if (moved.length > 0) this.info("moved resource directories to the current data directory layout", { layout: 2, moved });
       for (const dir of LAYOUT) await this.fs.ensureDir(this.paths.dir(dir));
       const data = await loadDataDir(this.paths, this.fs, this.warn, new Date());
       this.resources = new ResourceIndex();

@@ -54,7 +54,7 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
   const resources = (
     await Promise.all(
       RESOURCE_TYPES.map((type) =>
-        loader.records(paths.dir("resources", type), ResourceSchema, (r, id) => r.id === id && r.resourceType === type),
+        loader.records(paths.resourceDir(type), ResourceSchema, (r, id) => r.id === id && r.resourceType === type),
       ),
     )
   ).flat();

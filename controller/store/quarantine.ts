@@ -32,13 +32,13 @@ export class RecordReader {
     return undefined;
   }
 
-  /** Moves `path` to quarantine/, named after where it was, with a warning. */
-  async quarantine(path: string, reason: string): Promise<void> {
+  /** Moves `path` to quarantine/, named after where it was, with a warning (`message`, and the reason). */
+  async quarantine(path: string, reason: string, message = "moved an unreadable store file to quarantine"): Promise<void> {
     const rel = this.rel(path);
     const stamp = new Date().toISOString().replace(/[-:.]/g, "");
     const target = this.paths.dir("quarantine", `${rel.split(sep).join("__")}.${stamp}`);
     await this.fs.rename(path, target);
-    this.warn("moved an unreadable store file to quarantine", { path: rel, quarantined_as: this.rel(target), reason });
+    this.warn(message, { path: rel, quarantined_as: this.rel(target), reason });
   }
 
   /** `p` relative to the data directory, for warnings. */

@@ -12,10 +12,32 @@ export const IDEMPOTENCY_KEY_PATTERN = /^[a-f0-9]{16,128}$/;
 export type OrderDir = "pending" | "running" | "finished";
 export const ORDER_DIRS: readonly OrderDir[] = ["pending", "running", "finished"];
 
+/**
+ * The directory under resources/ that holds each type's records: plural and hyphenated, as the
+ * design's file layout names them (the API's resource_type values stay as they are). Layout 1
+ * used the type name itself (resources/tenant/); layout-migration.ts moves those.
+ */
+const RESOURCE_DIRS: Record<ResourceType, string> = {
+  tenant: "tenants",
+  node: "nodes",
+  service: "services",
+  deployment: "deployments",
+  resource_limits: "resource-limits",
+  network: "networks",
+  volume: "volumes",
+  rollout: "rollouts",
+  freeze: "freezes",
+};
+
+/** The directory name under resources/ of a type's records (tenant -> tenants, resource_limits -> resource-limits). */
+export function resourceDir(type: ResourceType): string {
+  return RESOURCE_DIRS[type];
+}
+
 /** Directories created at open (relative to the data dir, parents first). */
 export const LAYOUT = [
   "resources",
-  ...RESOURCE_TYPES.map((t) => `resources/${t}`),
+  ...RESOURCE_TYPES.map((t) => `resources/${resourceDir(t)}`),
   "work-orders",
   ...ORDER_DIRS.map((d) => `work-orders/${d}`),
   "events",
@@ -47,10 +69,14 @@ export class StorePaths {
     this.root = resolve(dataDir);
   }
 
-  /** resources/<type>/<id>.json */
+  /** resources/<type's directory>/<id>.json (resourceDir: resources/tenants/<id>.json). */
   resource(type: ResourceType, id: string): string {
-    if (!(RESOURCE_TYPES as readonly string[]).includes(type)) throw invalid(`unknown resource type`, { field: "resource_type" });
-    return this.inside("resources", type, `${this.id(id, "resource_id")}.json`);
+    return this.inside("resources", this.typeDir(type), `${this.id(id, "resource_id")}.json`);
+  }
+
+  /** resources/<type's directory>, where a type's records live. */
+  resourceDir(type: ResourceType): string {
+    return this.inside("resources", this.typeDir(type));
   }
 
   /** work-orders/<dir>/<id>.json */
@@ -98,6 +124,11 @@ export class StorePaths {
   /** A directory of the layout, or a path below it. */
   dir(...segments: string[]): string {
     return this.inside(...segments);
+  }
+
+  private typeDir(type: ResourceType): string {
+    if (!(RESOURCE_TYPES as readonly string[]).includes(type)) throw invalid(`unknown resource type`, { field: "resource_type" });
+    return resourceDir(type);
   }
 
   private id(id: string, field: string): string {
