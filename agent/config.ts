@@ -90,7 +90,9 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (values.help) return "help";
   const nodeId = values["node-id"] ?? env.SKIPPY_NODE_ID ?? "";
   if (!ID_PATTERN.test(nodeId))
-    throw new Error("--node-id (SKIPPY_NODE_ID) is required: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric");
+    throw new Error(
+      `--node-id (SKIPPY_NODE_ID) ${nodeId === "" ? "is required" : `'${nodeId}' is not an id`}: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric`,
+    );
   let token = values.token ?? env.SKIPPY_NODE_TOKEN ?? "";
   const tokenFile = values["token-file"] ?? env.SKIPPY_NODE_TOKEN_FILE;
   if (token === "" && tokenFile) token = fileReader(tokenFile).trim();

@@ -45,6 +45,6 @@ describe("the agent bundle", () => {
       reject: false,
     });
     expect(run.exitCode).toBe(2);
-    expect(run.stderr).toMatch(/^skippy: --node-id \(SKIPPY_NODE_ID\) is required/);
+    expect(run.stderr).toMatch(/^skippy: --node-id \(SKIPPY_NODE_ID\) 'a\/b' is not an id/);
   });
 });
