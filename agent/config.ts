@@ -32,6 +32,7 @@ export interface AgentConfig extends ExecConfig {
 export type WireFormat = "json" | "binary";
 
 export const USAGE = `Usage: skippy [options]
+       skippy install [options]   run skippy as this host's systemd service (skippy install --help)
 
   --controller URL       controller base URL [SKIPPY_CONTROLLER_URL] (default https://127.0.0.1:8443)
   --node-id ID           this node's id [SKIPPY_NODE_ID] (required)

@@ -29,6 +29,8 @@ await build({
   },
   // The packages' licence comments, kept at the end of the one file that ships them.
   legalComments: "eof",
+  // `skippy install` copies the file it runs from, which must be this one (agent/install.ts).
+  define: { __SKIPPY_BUNDLE__: "true" },
   logLevel: "warning",
 });
 process.stderr.write(`bundle:agent: wrote ${outfile}\n`);
