@@ -193,7 +193,7 @@ describe("skippy install", () => {
       expect(after[p], p).toEqual(first[p]);
   });
 
-  it("refuses bad input with the agent's own message and writes nothing", async () => {
+  it("refuses bad input with a message naming it (the agent's own for its settings) and writes nothing", async () => {
     const fresh = join(root, "refused");
     const cases: [string[], RegExp][] = [
       [["--node-id", "a/b"], /^skippy install: --node-id \(SKIPPY_NODE_ID\) 'a\/b' is not an id: 1-128 characters/],
