@@ -32,6 +32,7 @@ export interface AgentConfig extends ExecConfig {
 export type WireFormat = "json" | "binary";
 
 export const USAGE = `Usage: skippy [options]
+       skippy install [options]   run skippy as this host's systemd service (skippy install --help)
 
   --controller URL       controller base URL [SKIPPY_CONTROLLER_URL] (default https://127.0.0.1:8443)
   --node-id ID           this node's id [SKIPPY_NODE_ID] (required)
@@ -90,7 +91,9 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (values.help) return "help";
   const nodeId = values["node-id"] ?? env.SKIPPY_NODE_ID ?? "";
   if (!ID_PATTERN.test(nodeId))
-    throw new Error("--node-id (SKIPPY_NODE_ID) is required: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric");
+    throw new Error(
+      `--node-id (SKIPPY_NODE_ID) ${nodeId === "" ? "is required" : `'${nodeId}' is not an id`}: 1-128 characters of [A-Za-z0-9._-], starting alphanumeric`,
+    );
   let token = values.token ?? env.SKIPPY_NODE_TOKEN ?? "";
   const tokenFile = values["token-file"] ?? env.SKIPPY_NODE_TOKEN_FILE;
   if (token === "" && tokenFile) token = fileReader(tokenFile).trim();

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped.
+// skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped;
+// `skippy install` sets a host up to run it as a service instead (install.ts).
 import { readFileSync } from "node:fs";
 import { createLogger } from "../common/logging/logger.js";
 import { Agent, AGENT_VERSION } from "./agent.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
+import { installCommand } from "./install.js";
 import { createControllerClients } from "./controller-client.js";
 import { probeDockerHost } from "./engine/docker-host.js";
 import { executors } from "./executors/registry.js";
@@ -12,6 +14,10 @@ import { Journal } from "./journal.js";
 import { superviseAll } from "./process/supervise-all.js";
 
 async function main(): Promise<void> {
+  if (process.argv[2] === "install") {
+    process.exitCode = await installCommand(process.argv.slice(3));
+    return;
+  }
   let config: AgentConfig | "help";
   try {
     config = loadAgentConfig(process.argv.slice(2), process.env, (p) => readFileSync(p, "utf8"));
