@@ -26,6 +26,8 @@ import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { percentile, procStats } from "./measure.js";
+import { transportTo } from "./controller-process.js";
+import { hostAddress } from "./sim-fleet.js";
 import { MAX_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
@@ -72,10 +74,14 @@ class SimAgent {
     url: string,
     ca: string,
     token: string,
+    address: string,
   ) {
-    const h = { authorization: `Bearer ${token}` };
-    this.nodes = clientFor(NodeService, url, ca, h);
-    this.orders = clientFor(WorkOrderService, url, ca, h);
+    // One connection per agent, as skippy has, from a loopback address of its own (the
+    // controller caps connections per client address, as it would see a real fleet's hosts);
+    // Connect JSON, as skippy talks by default.
+    const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, { localAddress: address, json: true });
+    this.nodes = createClient(NodeService, transport);
+    this.orders = createClient(WorkOrderService, transport);
   }
   watch(signal: AbortSignal, opened: () => void): void {
     void (async () => {
@@ -162,7 +168,7 @@ try {
       Array.from({ length: Math.min(25, AGENTS - i) }, async (_, k) => {
         const nodeId = `sim-${i + k}`;
         const token = (await nodes.registerNode({ nodeId })).token;
-        return new SimAgent(nodeId, url, ca, token);
+        return new SimAgent(nodeId, url, ca, token, hostAddress(i + k));
       }),
     );
     agents.push(...batch);
