@@ -272,7 +272,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     applied_at: appliedAt,
   });
   // 7. The version sticker: what runs here, readable on the node without the controller.
-  const sticker = await stickerOf(order, projectName, appliedAt);
+  const sticker = await stickerOf(order, tenantId, projectName, appliedAt);
   await writeStickerFile(ctx.workDir, sticker);
   // 8. Data a deletion asked to remove, of volumes the project does not use (best effort: the
   // engine refuses a volume a container still uses; the result says which went).
@@ -288,7 +288,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
 
 // The sticker of a deploy: the spec (release), its deployment, and each service's image digest
 // as the engine knows it (none when the engine does not say: the deploy has succeeded already).
-async function stickerOf(order: WorkOrder, projectName: string, appliedAt: string): Promise<VersionSticker> {
+async function stickerOf(order: WorkOrder, tenantId: string, projectName: string, appliedAt: string): Promise<VersionSticker> {
   const ds = order.desiredState;
   const images = await projectImages(projectName).catch((e: unknown) => {
     if (e instanceof EngineError) return [];
@@ -300,7 +300,7 @@ async function stickerOf(order: WorkOrder, projectName: string, appliedAt: strin
     deploymentId: ds?.deploymentId ?? "",
     imageDigests: Object.fromEntries(images.map((i) => [i.service, digestOf(i.image)])),
     writtenAt: timestampFromDate(new Date(appliedAt)),
-    tenantId: order.target?.tenantId ?? "",
+    tenantId,
     nodeId: order.target?.nodeId ?? "",
   });
 }
