@@ -7,7 +7,8 @@
 // is an order its Apply created, from Apply returning to the claim. With its push stream open
 // (the default) the poll interval is only the fallback; the "no stream" rows (--no-watch) show
 // the pull floor, where the next heartbeat finds the order.
-// Options: --samples <n> (default 12 at 5 s, 60 at 100 ms), --idle <s> (default 30).
+// Options: --samples <n> (default 8 at 5 s with the stream, 6 without, 30 at 100 ms), --idle <s>
+// (default 20). The defaults finish in about two minutes; more samples are opt-in.
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -27,7 +28,7 @@ import { percentile, procStats } from "./measure.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
-const { values } = parseArgs({ options: { samples: { type: "string" }, idle: { type: "string", default: "30" } } });
+const { values } = parseArgs({ options: { samples: { type: "string" }, idle: { type: "string", default: "20" } } });
 
 function spawnJson(
   args: string[],
@@ -99,10 +100,10 @@ try {
   const rows: string[] = [];
   const figures: Record<string, unknown> = {};
   for (const [w, label, interval, intervalMs, defaultSamples, watch] of [
-    [0, "poll 5s (default)", "5s", 5000, 12, true],
-    [1, "poll 100ms", "100ms", 100, 60, true],
-    [2, "poll 5s, no stream", "5s", 5000, 12, false],
-    [3, "poll 100ms, no stream", "100ms", 100, 60, false],
+    [0, "poll 5s (default)", "5s", 5000, 8, true],
+    [1, "poll 100ms", "100ms", 100, 30, true],
+    [2, "poll 5s, no stream", "5s", 5000, 6, false],
+    [3, "poll 100ms, no stream", "100ms", 100, 30, false],
   ] as const) {
     const nodeId = `bench-node-${w}`;
     const token = (await nodes.registerNode({ nodeId })).token;

@@ -12,6 +12,7 @@
 //             claims; then from an Apply of that tenant being called to the claim of the order
 //             it made (Apply returns after its pass issued the order). p50/p99 over --samples (default 500) of each, one at a time, random nodes.
 import { spawn, type ChildProcess } from "node:child_process";
+import { setMaxListeners } from "node:events";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -132,6 +133,8 @@ class SimAgent {
 const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-dispatch-"));
 let ctl: ChildProcess | undefined;
 const stop = new AbortController();
+// Every agent's stream listens on this one signal.
+setMaxListeners(0, stop.signal);
 try {
   const dataDir = join(base, "data");
   const profile = values["cpu-prof"] ? ["--cpu-prof", "--cpu-prof-dir", resolve(values["cpu-prof"])] : [];
