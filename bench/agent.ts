@@ -13,8 +13,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
+import { execFileSync, type ChildProcess } from "node:child_process";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -25,43 +24,13 @@ import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { benchTenant } from "./bench-tenant.js";
 import { percentile, procStats } from "./measure.js";
+import { spawnJson, stopChild } from "./node-child.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
 const { values } = parseArgs({ options: { samples: { type: "string" }, idle: { type: "string", default: "20" } } });
 
-function spawnJson(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  ready?: (l: Record<string, unknown>) => string | undefined,
-): Promise<{ child: ChildProcess; value: string }> {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((res, rej) => {
-    if (!ready) return res({ child, value: "" });
-    child.once("exit", (c) => rej(new Error(`exited ${c}`)));
-    const rl = createInterface({ input: child.stdout! });
-    rl.on("line", (line) => {
-      try {
-        const v = ready(JSON.parse(line) as Record<string, unknown>);
-        if (v) {
-          rl.removeAllListeners("line");
-          child.stdout!.resume();
-          res({ child, value: v });
-        }
-      } catch {
-        // banner text
-      }
-    });
-  });
-}
-
-const stop = async (c: ChildProcess) => {
-  // A child that died of a signal has signalCode set and exitCode null.
-  if (c.exitCode !== null || c.signalCode !== null) return;
-  const done = new Promise((r) => c.once("exit", r));
-  c.kill("SIGTERM");
-  await done;
-};
+const stop = stopChild;
 
 // A real engine when one can be had: orders then succeed (a busybox project), so neither the
 // order's own retries nor the reconciler's follow-ups get in the way of the samples. Without

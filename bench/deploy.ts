@@ -20,7 +20,6 @@
 // Options: --rounds <n> (default 5, plus the warm-up round).
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -35,6 +34,7 @@ import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { clientFor } from "./controller-process.js";
 import { percentile } from "./measure.js";
+import { spawnJson, stopChild } from "./node-child.js";
 
 const run = promisify(execFile);
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
@@ -102,33 +102,6 @@ function composeProgram(engine: string): { program: string; base: string[] } {
   } catch {
     return { program: "docker-compose", base: [] };
   }
-}
-
-function spawnJson(args: string[], env: NodeJS.ProcessEnv, ready: (l: Record<string, unknown>) => string | undefined) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise<{ child: ChildProcess; value: string }>((res, rej) => {
-    child.once("exit", (c) => rej(new Error(`${args[0]} exited ${c}`)));
-    const rl = createInterface({ input: child.stdout! });
-    rl.on("line", (line) => {
-      try {
-        const v = ready(JSON.parse(line) as Record<string, unknown>);
-        if (v) {
-          rl.removeAllListeners("line");
-          child.stdout!.resume();
-          res({ child, value: v });
-        }
-      } catch {
-        // not JSON
-      }
-    });
-  });
-}
-
-async function stop(c: ChildProcess): Promise<void> {
-  if (c.exitCode !== null || c.signalCode !== null) return;
-  const done = new Promise((r) => c.once("exit", r));
-  c.kill("SIGTERM");
-  await done;
 }
 
 const out = execFileSync(join(resolve(dist, ".."), "scripts", "docker-engine.sh"), ["start"], {
@@ -286,7 +259,7 @@ try {
     }),
   );
 } finally {
-  for (const c of children.reverse()) await stop(c).catch(() => undefined);
+  for (const c of children.reverse()) await stopChild(c).catch(() => undefined);
   for (const p of projects) {
     const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${p}`], {
       encoding: "utf8",

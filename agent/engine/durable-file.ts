@@ -4,7 +4,7 @@
 // never a mix.
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { mkdir, open, readdir, realpath, rename, unlink } from "node:fs/promises";
+import { access, mkdir, open, readdir, realpath, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join, sep } from "node:path";
 
 export interface AtomicWriteOptions {
@@ -72,4 +72,14 @@ const TEMP = /^\..+\.[0-9a-f]{12}\.tmp$/;
 export async function removeStaleTemps(dir: string): Promise<void> {
   const names = await readdir(dir).catch(() => [] as string[]);
   await Promise.all(names.filter((n) => TEMP.test(n)).map((n) => unlink(join(dir, n)).catch(() => undefined)));
+}
+
+/** True when something exists at `p` (a dangling link counts as absent). */
+export async function pathExists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -24,7 +24,7 @@
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
-import { access, mkdir, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, readFile, rename, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -33,7 +33,7 @@ import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { ID_PATTERN } from "../../common/ids.js";
 import { isSecretKey } from "../../common/logging/redact.js";
 import { writeAppliedSpec } from "../engine/applied-spec.js";
-import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
+import { pathExists, removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
 import { digestMismatches, digestOf, projectImages } from "../engine/images.js";
 import { EngineError, observeServices, readProjectContainers, type ProjectContainers } from "../engine/project-containers.js";
 import { writeProjectState } from "../engine/project-state.js";
@@ -382,8 +382,8 @@ export function servicesInFile(composeFile: string): string[] | undefined {
 const KEPT = "kept.json";
 
 async function keepLive(staging: string, live: string[]): Promise<void> {
-  if (await exists(join(staging, KEPT))) return;
-  const had = await Promise.all(live.map(exists));
+  if (await pathExists(join(staging, KEPT))) return;
+  const had = await Promise.all(live.map(pathExists));
   await writeFileAtomic(join(staging, KEPT), `${JSON.stringify(Object.fromEntries(live.map((p, i) => [basename(p), had[i]])))}\n`, {
     mode: 0o600,
   });
@@ -398,13 +398,4 @@ async function restoreLive(staging: string, live: string[]): Promise<void> {
     else await rm(p, { force: true });
   }
   await rm(staging, { recursive: true, force: true });
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }

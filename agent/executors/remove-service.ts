@@ -8,7 +8,7 @@
 //      the volumes whose data a deletion asked to remove (delete_volumes), best effort
 //   5. the project's files and state record are removed; REMOVE_OK. Removing a project that is
 //      not there is REMOVE_OK too (idempotent).
-import { access, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { CommandResultSchema, WorkOrderResultSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -17,6 +17,7 @@ import type { DockerHost } from "../engine/docker-host.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
 import { describeRemoval, removeProjectVolumes, type VolumeRemoval } from "../engine/project-volumes.js";
+import { pathExists } from "../engine/durable-file.js";
 import type { DeployOutcome } from "./deploy-context.js";
 
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -64,10 +65,10 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   let command: CommandRun | undefined;
   let volumes: VolumeRemoval = { deleted: [], failed: [] };
   try {
-    if (ctx.docker.compose && (await exists(file))) {
+    if (ctx.docker.compose && (await pathExists(file))) {
       const c = ctx.docker.compose;
       const args = [...c.baseArgs, "--project-name", projectName, "--file", file, "--project-directory", dir];
-      if (await exists(join(dir, ".env"))) args.push("--env-file", join(dir, ".env"));
+      if (await pathExists(join(dir, ".env"))) args.push("--env-file", join(dir, ".env"));
       // No --timeout: it would override each service's stop_grace_period (compose's default is 10 s).
       args.push("down", "--remove-orphans", ...(ds?.removeVolumes ? ["--volumes"] : []));
       command = await runCommand(c.program, args, { timeoutMs: ctx.composeTimeoutMs, cwd: dir });
@@ -98,13 +99,4 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
     command,
     volumes.deleted,
   );
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
 }
