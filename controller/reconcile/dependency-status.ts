@@ -33,7 +33,10 @@ export interface DependencyInput {
 
 export interface DependencyState {
   resource: Resource;
+  /** Its current_state as of `resource`. */
   status: ResourceStatus;
+  /** Its current_state given the resource as stored now (limits keep other tenants' entries as they are then). */
+  statusOf: (current: Resource) => ResourceStatus;
   /** Every service using it is converged: its desired state (as read for this pass) is applied. */
   applied: boolean;
 }
@@ -57,7 +60,7 @@ export function dependencyStates(input: DependencyInput): DependencyState[] {
         kind === "network"
           ? create(ResourceStatusSchema, { kind: { case: "network", value: create(NetworkStatusSchema, { nodeIds }) } })
           : create(ResourceStatusSchema, { kind: { case: "volume", value: create(VolumeStatusSchema, { nodeIds }) } });
-      out.push({ resource: r, status, applied: using.length > 0 && using.every((s) => s.converged) });
+      out.push({ resource: r, status, statusOf: () => status, applied: using.length > 0 && using.every((s) => s.converged) });
     }
   };
   perNode(
@@ -74,14 +77,18 @@ export function dependencyStates(input: DependencyInput): DependencyState[] {
   const mine = new Set(input.services.map((s) => s.id));
   for (const r of [...input.limits.values()].sort(byId)) {
     const using = limitUsers.get(r.id) ?? [];
-    const before = r.currentState?.kind.case === "resourceLimits" ? r.currentState.kind.value.appliedToServiceIds : [];
-    const others = before.filter((id) => !mine.has(id));
-    if (using.length === 0 && others.length === before.length) continue;
-    const appliedToServiceIds = [...new Set([...others, ...using.filter((s) => s.converged).map((s) => s.id)])].sort();
-    const status = create(ResourceStatusSchema, {
-      kind: { case: "resourceLimits", value: create(ResourceLimitsStatusSchema, { appliedToServiceIds }) },
-    });
-    out.push({ resource: r, status, applied: using.length > 0 && using.every((s) => s.converged) });
+    const appliedOf = (cur: Resource) =>
+      cur.currentState?.kind.case === "resourceLimits" ? cur.currentState.kind.value.appliedToServiceIds : [];
+    if (using.length === 0 && !appliedOf(r).some((id) => mine.has(id))) continue;
+    const converged = using.filter((s) => s.converged).map((s) => s.id);
+    const statusOf = (cur: Resource) => {
+      const others = appliedOf(cur).filter((id) => !mine.has(id));
+      const appliedToServiceIds = [...new Set([...others, ...converged])].sort();
+      return create(ResourceStatusSchema, {
+        kind: { case: "resourceLimits", value: create(ResourceLimitsStatusSchema, { appliedToServiceIds }) },
+      });
+    };
+    out.push({ resource: r, status: statusOf(r), statusOf, applied: using.length > 0 && using.every((s) => s.converged) });
   }
   return out;
 }

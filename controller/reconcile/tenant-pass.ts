@@ -334,7 +334,7 @@ export class TenantPass {
     const tw = world.tenantWorld(undefined, tenantId);
     const states = dependencyStates({ ...tw, tenantId, placed: desire.services, verdicts });
     await Promise.all(
-      states.map(async ({ resource: r, status, applied }) => {
+      states.map(async ({ resource: r, status, statusOf, applied }) => {
         const nowApplied =
           applied &&
           r.desiredState !== undefined &&
@@ -342,7 +342,8 @@ export class TenantPass {
         if (!nowApplied && r.currentState && equals(ResourceStatusSchema, r.currentState, status)) return;
         await this.deps.store.updateResource(r.resourceType as "network" | "volume" | "resource_limits", r.id, (cur) => {
           if (cur.deletion) return cur;
-          cur.currentState = status;
+          // As stored now: another tenant's pass may have written a shared limit meanwhile.
+          cur.currentState = statusOf(cur);
           // Only the desired state this pass rendered: one changed since is not applied yet.
           if (nowApplied && cur.metadata?.resourceVersion === r.metadata?.resourceVersion && cur.desiredState)
             cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
