@@ -1,10 +1,10 @@
 // Networks, volumes and resource limits get a current_state (where they run as desired) and a
 // last_applied_state (once every service using them is converged), like every other resource.
 // Through the API (in-memory transport, real file store), with the test playing two agents.
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ResourceSchema, type Resource, type ResourceSpec } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceSchema, type Resource, type ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { type InMemoryController, startInMemory } from "./helpers/in-memory-controller.js";
@@ -17,7 +17,7 @@ const api = () => c.admin(ResourceService);
 const idle = () => c.ctl.reconciler.idle();
 const get = async (type: string, id: string) => (await api().getResource({ resourceType: type, id })).resource!;
 
-function resource(resourceType: string, id: string, desiredState: ResourceSpec["kind"]): Resource {
+function resource(resourceType: string, id: string, desiredState: MessageInitShape<typeof ResourceSpecSchema>["kind"]): Resource {
   return create(ResourceSchema, { id, resourceType, desiredState: { kind: desiredState } });
 }
 
@@ -43,19 +43,19 @@ beforeEach(async () => {
   }
   await api().createResource({
     resourceType: "tenant",
-    resource: resource("tenant", TENANT, { case: "tenant", value: { deploymentPolicy: { nodeSelector: { pool: "deps" } } } as never }),
+    resource: resource("tenant", TENANT, { case: "tenant", value: { deploymentPolicy: { nodeSelector: { pool: "deps" } } } }),
   });
   await api().createResource({
     resourceType: "network",
-    resource: resource("network", "deps-net", { case: "network", value: { tenantId: TENANT, driver: "bridge" } as never }),
+    resource: resource("network", "deps-net", { case: "network", value: { tenantId: TENANT, driver: "bridge" } }),
   });
   await api().createResource({
     resourceType: "volume",
-    resource: resource("volume", "deps-data", { case: "volume", value: { tenantId: TENANT, mountPath: "/data" } as never }),
+    resource: resource("volume", "deps-data", { case: "volume", value: { tenantId: TENANT, mountPath: "/data" } }),
   });
   await api().createResource({
     resourceType: "resource_limits",
-    resource: resource("resource_limits", "small", { case: "resourceLimits", value: { cpus: 0.5 } as never }),
+    resource: resource("resource_limits", "small", { case: "resourceLimits", value: { cpus: 0.5 } }),
   });
   await api().createResource({
     resourceType: "service",
@@ -67,7 +67,7 @@ beforeEach(async () => {
         networkIds: ["deps-net"],
         volumeIds: ["deps-data"],
         resourceLimitsId: "small",
-      } as never,
+      },
     }),
   });
   await idle();
