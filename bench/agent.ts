@@ -9,7 +9,7 @@
 // the pull floor, where the next heartbeat finds the order.
 // Options: --samples <n> (default 8 at 5 s with the stream, 6 without, 30 at 100 ms), --idle <s>
 // (default 20). The defaults finish in about two minutes; more samples are opt-in.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -25,6 +25,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { benchTenant } from "./bench-tenant.js";
 import { percentile, procStats } from "./measure.js";
 import { spawnJson, stopChild } from "./node-child.js";
+import { startController } from "./controller-process.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -50,15 +51,10 @@ const base = await mkdtemp(join(resolve(dist, ".."), ".bench-data-agent-"));
 const children: ChildProcess[] = [];
 try {
   const dataDir = join(base, "data");
-  const ctl = await spawnJson(
-    [join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
-    { SKIPPER_ADMIN_TOKEN: ADMIN },
-    (l) => (l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined),
-  );
+  const ctl = await startController(dist, dataDir, ADMIN);
   children.push(ctl.child);
-  const url = ctl.value;
+  const { url, ca } = ctl;
   const caFile = join(dataDir, "tls", "ca.crt");
-  const ca = await readFile(caFile, "utf8");
   const auth: Interceptor = (next) => (req) => (req.header.set("x-admin-token", ADMIN), next(req));
   const t = createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [auth] });
   const nodes = createClient(NodeService, t);

@@ -1,12 +1,12 @@
 // The controller as its own process for the benchmarks (as npm start runs it: file store,
-// generated TLS), and clients of it over HTTP/2 + TLS.
-import { type ChildProcess, spawn } from "node:child_process";
+// generated TLS), and clients of it over HTTP/2 + TLS. Stop it with node-child.ts's stopChild.
+import type { ChildProcess } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import type { DescService } from "@bufbuild/protobuf";
 import { type Client, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { spawnJson } from "./node-child.js";
 
 /**
  * An HTTP/2 + TLS transport to the controller sending `headers` with every call; from
@@ -51,37 +51,10 @@ export interface Controller {
 
 /** Starts the controller on a file store in `dataDir` and waits for its listen line. */
 export async function startController(dist: string, dataDir: string, adminToken: string, nodeArgs: string[] = []): Promise<Controller> {
-  const child = spawn(
-    process.execPath,
+  const { child, value: url } = await spawnJson(
     [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
-    {
-      env: { ...process.env, SKIPPER_ADMIN_TOKEN: adminToken },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
+    { SKIPPER_ADMIN_TOKEN: adminToken },
+    (l) => (l.action === "listen" ? String((l.metadata as { url?: string } | undefined)?.url ?? "") || undefined : undefined),
   );
-  const url = await new Promise<string>((res, rej) => {
-    child.once("exit", (c) => rej(new Error(`controller exited ${c}`)));
-    const rl = createInterface({ input: child.stdout! });
-    rl.on("line", (line) => {
-      try {
-        const l = JSON.parse(line) as { action?: string; metadata?: { url?: string } };
-        if (l.action === "listen" && l.metadata?.url) {
-          rl.removeAllListeners("line");
-          child.stdout!.resume(); // keep draining request logs so the controller never blocks on a full pipe
-          res(l.metadata.url);
-        }
-      } catch {
-        // not JSON
-      }
-    });
-  });
   return { child, url, ca: await readFile(join(dataDir, "tls", "ca.crt"), "utf8") };
-}
-
-/** Stops the controller (SIGTERM) and waits for it to exit. */
-export async function stopController(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  await exited;
 }

@@ -19,7 +19,7 @@
 //
 // Options: --rounds <n> (default 5, plus the warm-up round).
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -32,9 +32,9 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
-import { clientFor } from "./controller-process.js";
+import { clientFor, startController } from "./controller-process.js";
 import { percentile } from "./measure.js";
-import { spawnJson, stopChild } from "./node-child.js";
+import { stopChild } from "./node-child.js";
 
 const run = promisify(execFile);
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
@@ -126,15 +126,10 @@ const figures = {
 };
 try {
   const dataDir = join(base, "data");
-  const ctl = await spawnJson(
-    [join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
-    { SKIPPER_ADMIN_TOKEN: ADMIN },
-    (l) => (l.action === "listen" ? String((l.metadata as { url: string }).url) : undefined),
-  );
+  const ctl = await startController(dist, dataDir, ADMIN);
   children.push(ctl.child);
-  const url = ctl.value;
+  const { url, ca } = ctl;
   const caFile = join(dataDir, "tls", "ca.crt");
-  const ca = await readFile(caFile, "utf8");
   const headers = { "x-admin-token": ADMIN };
   const nodes = clientFor(NodeService, url, ca, headers);
   const resources = clientFor(ResourceService, url, ca, headers);

@@ -39,7 +39,8 @@ import { type Rollout, RolloutStatus, type RolloutPolicySchema } from "../gen/sk
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { machineBusy, percentile, procStats } from "./measure.js";
 import { printFigures, type RunFigures } from "./rollout-figures.js";
-import { clientFor, type Controller, startController, stopController } from "./controller-process.js";
+import { clientFor, type Controller, startController } from "./controller-process.js";
+import { stopChild } from "./node-child.js";
 import { type Finished, SimFleet } from "./sim-fleet.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
@@ -309,7 +310,7 @@ try {
   }
 } finally {
   fleet?.close();
-  if (ctl) await stopController(ctl.child);
+  if (ctl) await stopChild(ctl.child);
   await rm(base, { recursive: true, force: true });
 }
 process.exit(0);
