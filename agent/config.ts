@@ -5,7 +5,7 @@ export { duration };
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import { MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
 import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
@@ -63,29 +63,31 @@ export const USAGE = `Usage: skippy [options]
 Durations: a number of milliseconds or a number with ms, s, m or h.
 `;
 
+/** skippy's flags (USAGE above), as node:util parseArgs takes them; `skippy install` accepts them too. */
+export const AGENT_OPTIONS = {
+  controller: { type: "string" },
+  "node-id": { type: "string" },
+  token: { type: "string" },
+  "token-file": { type: "string" },
+  "ca-file": { type: "string" },
+  "state-dir": { type: "string" },
+  "work-dir": { type: "string" },
+  "poll-interval": { type: "string" },
+  label: { type: "string", multiple: true },
+  "allow-command": { type: "string", multiple: true },
+  "allow-process-source": { type: "string", multiple: true },
+  "compose-timeout": { type: "string" },
+  "ready-timeout": { type: "string" },
+  "no-watch": { type: "boolean" },
+  wire: { type: "string" },
+  "log-level": { type: "string" },
+} as const satisfies NonNullable<ParseArgsConfig["options"]>;
+
 /** The configuration from flags, then SKIPPY_* variables, then defaults; "help" when asked for the usage. */
 export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileReader: (p: string) => string): AgentConfig | "help" {
   const { values } = parseArgs({
     args: argv,
-    options: {
-      controller: { type: "string" },
-      "node-id": { type: "string" },
-      token: { type: "string" },
-      "token-file": { type: "string" },
-      "ca-file": { type: "string" },
-      "state-dir": { type: "string" },
-      "work-dir": { type: "string" },
-      "poll-interval": { type: "string" },
-      label: { type: "string", multiple: true },
-      "allow-command": { type: "string", multiple: true },
-      "allow-process-source": { type: "string", multiple: true },
-      "compose-timeout": { type: "string" },
-      "ready-timeout": { type: "string" },
-      "no-watch": { type: "boolean" },
-      wire: { type: "string" },
-      "log-level": { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
+    options: { ...AGENT_OPTIONS, help: { type: "boolean", short: "h" } },
     strict: true,
   });
   if (values.help) return "help";

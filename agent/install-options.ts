@@ -6,7 +6,7 @@ import { X509Certificate } from "node:crypto";
 import { accessSync, constants, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { loadAgentConfig } from "./config.js";
+import { AGENT_OPTIONS, loadAgentConfig } from "./config.js";
 import { checkPlainPath, environmentFileText } from "./service-unit.js";
 
 export const INSTALL_USAGE = `Usage: skippy install --controller URL --node-id ID --token-file PATH [options]
@@ -86,26 +86,12 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
     args: argv,
     strict: true,
     options: {
-      controller: { type: "string" },
-      "node-id": { type: "string" },
-      token: { type: "string" },
-      "token-file": { type: "string" },
-      "ca-file": { type: "string" },
-      "poll-interval": { type: "string" },
-      "compose-timeout": { type: "string" },
-      "ready-timeout": { type: "string" },
-      "log-level": { type: "string" },
-      wire: { type: "string" },
-      label: { type: "string", multiple: true },
-      "allow-command": { type: "string", multiple: true },
-      "allow-process-source": { type: "string", multiple: true },
-      "no-watch": { type: "boolean" },
+      // The agent's own flags, written to the environment file (state and work dirs: where they go).
+      ...AGENT_OPTIONS,
       prefix: { type: "string" },
       "config-dir": { type: "string" },
       "unit-dir": { type: "string" },
       "bin-dir": { type: "string" },
-      "state-dir": { type: "string" },
-      "work-dir": { type: "string" },
       node: { type: "string" },
       "dry-run": { type: "boolean" },
       help: { type: "boolean", short: "h" },
