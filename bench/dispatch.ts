@@ -18,18 +18,14 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { create, type DescService } from "@bufbuild/protobuf";
-import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { create } from "@bufbuild/protobuf";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
-import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { percentile, procStats } from "./measure.js";
-import { transportTo } from "./controller-process.js";
-import { hostAddress } from "./sim-fleet.js";
-import { MAX_HEARTBEAT_INTERVAL_MS } from "../common/heartbeat-interval.js";
+import { hostAddress, SimNode } from "./sim-fleet.js";
+import { clientFor } from "./controller-process.js";
 
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
 const ADMIN = "bench-admin-token-0123456789abcdef";
@@ -48,42 +44,12 @@ const HEARTBEAT_MS = Number(values.heartbeat) * 1000;
 const IDLE_MS = Number(values.idle) * 1000;
 const SAMPLES = Number(values.samples);
 
-function clientFor<S extends DescService>(service: S, url: string, ca: string, headers: Record<string, string>): Client<S> {
-  const auth: Interceptor = (next) => (req) => {
-    for (const [k, v] of Object.entries(headers)) req.header.set(k, v);
-    return next(req);
-  };
-  return createClient(
-    service,
-    // Connect JSON, as skippy talks by default.
-    createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", useBinaryFormat: false, nodeOptions: { ca }, interceptors: [auth] }),
-  );
-}
-
 /**
- * One simulated agent: a stream that claims what it is told about and reports success, and
- * heartbeats that report the projects it "runs", as skippy's do (else the reconciler would see
- * every deployed project missing and redeploy it).
+ * One simulated agent: a stream that claims what it is told about and reports success, with the
+ * heartbeats of a SimNode (the projects it "runs").
  */
-class SimAgent {
+class SimAgent extends SimNode {
   private claimed = new Map<string, (at: { notified: number; claimed: number }) => void>();
-  private readonly running = new Map<string, { projectName: string; specHash: string; workOrderId: string }>();
-  private readonly nodes: Client<typeof NodeService>;
-  private readonly orders: Client<typeof WorkOrderService>;
-  constructor(
-    readonly nodeId: string,
-    url: string,
-    ca: string,
-    token: string,
-    address: string,
-  ) {
-    // One connection per agent, as skippy has, from a loopback address of its own (the
-    // controller caps connections per client address, as it would see a real fleet's hosts);
-    // Connect JSON, as skippy talks by default.
-    const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, { localAddress: address, json: true });
-    this.nodes = createClient(NodeService, transport);
-    this.orders = createClient(WorkOrderService, transport);
-  }
   watch(signal: AbortSignal, opened: () => void): void {
     void (async () => {
       let first = true;
@@ -113,17 +79,6 @@ class SimAgent {
         }
       }
     })().catch(() => undefined);
-  }
-  heartbeat(): Promise<unknown> {
-    const projects = [...this.running].map(([tenantId, p]) => ({ tenantId, ...p, services: [] }));
-    return this.nodes.heartbeat({
-      nodeId: this.nodeId,
-      agentVersion: "bench",
-      // The controller refuses intervals over 5 min; a longer --heartbeat (an idle-cost run) still beats that rarely.
-      heartbeatIntervalMs: BigInt(Math.min(HEARTBEAT_MS, MAX_HEARTBEAT_INTERVAL_MS)),
-      projectsReported: true,
-      projects,
-    });
   }
   claimOf(tenantId: string): Promise<{ notified: number; claimed: number }> {
     return new Promise((r) => this.claimed.set(tenantId, r));
@@ -181,11 +136,11 @@ try {
     for (const a of agents) a.watch(stop.signal, () => ++open === agents.length && res());
   });
   // Heartbeats, staggered over the interval, as real agents' would be.
-  await Promise.all(agents.map((a) => a.heartbeat()));
+  await Promise.all(agents.map((a) => a.heartbeat(HEARTBEAT_MS)));
   const beats = agents.map((a, i) =>
     setTimeout(
       function beat() {
-        void a.heartbeat().catch(() => undefined);
+        void a.heartbeat(HEARTBEAT_MS).catch(() => undefined);
         beats[i] = setTimeout(beat, HEARTBEAT_MS);
       },
       (i * HEARTBEAT_MS) / agents.length,

@@ -27,14 +27,15 @@ export interface Finished {
   at: number;
 }
 
-/** One simulated agent: its stream, its heartbeats, and the projects it "runs". */
-class SimAgent {
+/**
+ * One simulated host as the controller sees it: its node's clients and the projects it "runs",
+ * reported in its heartbeats as skippy's are (else the reconciler would see every deployed
+ * project missing and redeploy it). bench:dispatch's agents build on it too.
+ */
+export class SimNode {
   readonly nodes: Client<typeof NodeService>;
   readonly orders: Client<typeof WorkOrderService>;
   readonly running = new Map<string, { projectName: string; specHash: string; workOrderId: string }>();
-  // Orders queued or being played: a stream may announce one twice (subscribe, then read). An
-  // order announced again after that (its lease lapsed) is played again.
-  readonly active = new Set<string>();
   constructor(
     readonly nodeId: string,
     url: string,
@@ -42,13 +43,15 @@ class SimAgent {
     token: string,
     address: string,
   ) {
-    // One connection for the stream, heartbeats, claims and reports, as skippy has.
-    // As skippy talks by default: Connect JSON.
+    // One connection for the stream, heartbeats, claims and reports, as skippy has, from a
+    // loopback address of its own (the controller caps connections per client address, as it
+    // would see a real fleet's hosts). As skippy talks by default: Connect JSON.
     const transport = transportTo(url, ca, { authorization: `Bearer ${token}` }, { localAddress: address, json: true });
     this.nodes = createClient(NodeService, transport);
     this.orders = createClient(WorkOrderService, transport);
   }
 
+  /** One heartbeat with the projects it runs; the interval is capped at the controller's maximum. */
   heartbeat(intervalMs: number): Promise<unknown> {
     const projects = [...this.running].map(([tenantId, p]) => ({ tenantId, ...p, services: [] }));
     return this.nodes.heartbeat({
@@ -59,6 +62,13 @@ class SimAgent {
       projects,
     });
   }
+}
+
+/** One simulated agent of the fleet: a SimNode whose stream's orders go to the fleet's workers. */
+class SimAgent extends SimNode {
+  // Orders queued or being played: a stream may announce one twice (subscribe, then read). An
+  // order announced again after that (its lease lapsed) is played again.
+  readonly active = new Set<string>();
 }
 
 export interface FleetOptions {
