@@ -148,9 +148,14 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const rollouts = new RolloutRecords(store);
   const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
   if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
-  const owedSnapshots = await snapshots.catchUp({ requestId: `startup-${uuidv4()}`, correlationId: "startup" });
-  if (owedSnapshots > 0)
-    logger.info({ action: "recover", result: "ok", metadata: { snapshots: owedSnapshots } }, "writing snapshots a stop left owed");
+  // In the background: it reads every tenant's latest snapshot, which start-up need not wait for
+  // (a snapshot read waits for it instead).
+  void snapshots
+    .catchUp({ requestId: `startup-${uuidv4()}`, correlationId: "startup" })
+    .then((owed) => {
+      if (owed > 0) logger.info({ action: "recover", result: "ok", metadata: { snapshots: owed } }, "writing snapshots a stop left owed");
+    })
+    .catch((e: unknown) => logger.error({ action: "recover", result: "error", err: e }, "could not look for snapshots a stop left owed"));
 
   const feed = new OrderFeed(opts.maxWatchStreamsPerNode);
   let liveness: LivenessMonitor | undefined;

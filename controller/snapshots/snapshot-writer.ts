@@ -9,7 +9,8 @@
 // Nobody waits for a write: the change is already recorded (events, records) and a snapshot is a
 // view of it. Reading the latest snapshot first writes one still owed to that scope, so what the
 // API shows covers every change it acknowledged; on shutdown every owed write is made, and after
-// a crash start-up writes the tenants' snapshots older than their records (catchUp).
+// a crash start-up writes, in the background, the tenants' snapshots older than their records
+// (catchUp; snapshot reads and shutdown wait for it).
 // A snapshot is built a slice of resources at a time, letting other calls run in between.
 import { v4 as uuidv4 } from "uuid";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
@@ -45,6 +46,8 @@ interface Scope {
 
 export class SnapshotWriter {
   private readonly scopes = new Map<string, Scope>();
+  // The start-up pass over the tenants (catchUp), while it runs.
+  private catchingUp: Promise<void> | undefined;
 
   constructor(
     private readonly store: Store,
@@ -66,6 +69,7 @@ export class SnapshotWriter {
 
   /** Makes the write still owed to a scope (and waits for one running): before its latest is read. */
   async settle(tenantId?: string): Promise<void> {
+    await this.catchingUp;
     const s = this.scopes.get(tenantId ?? "");
     if (!s) return;
     await s.running?.catch(() => undefined);
@@ -80,6 +84,7 @@ export class SnapshotWriter {
 
   /** Makes every write still owed (on shutdown). */
   async flush(): Promise<void> {
+    await this.catchingUp;
     for (const s of [...this.scopes.values()]) await this.settle(s.tenantId);
   }
 
@@ -87,7 +92,17 @@ export class SnapshotWriter {
    * After a crash, writes owed snapshots may be lost: writes one for each tenant whose record
    * changed after its latest snapshot was taken (or that has none yet but has had an order finish).
    */
-  async catchUp(trace: SnapshotTrace): Promise<number> {
+  catchUp(trace: SnapshotTrace): Promise<number> {
+    const done = this.owedAfterStop(trace);
+    // Reads and shutdown wait for it (settle, flush); start-up does not.
+    this.catchingUp = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    return done;
+  }
+
+  private async owedAfterStop(trace: SnapshotTrace): Promise<number> {
     let owed = 0;
     for await (const t of eachResource(this.store, { resourceType: "tenant", pageSize: 250 })) {
       const latest = await this.store.getLatestSnapshot("tenant", t.id);
