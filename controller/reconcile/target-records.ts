@@ -92,20 +92,22 @@ export class TargetRecords {
    *
    * A tenant's records are one stored record, as large as its fleet: writing it once per outcome
    * would make a rollout over n nodes cost n². So outcomes that arrive while the lock is held
-   * wait together, and the first of them to get it records them all with one write; each call
-   * returns once its outcome is stored.
+   * wait together in one batch, which takes the lock once and records them all with one write;
+   * each call returns once its outcome is stored.
    */
   recordFinished(order: WorkOrder, at: Date, before?: () => Promise<void>): Promise<void> {
     const tenantId = order.target?.tenantId ?? "";
     if (tenantId === "") return Promise.resolve();
-    const recorded = new Promise<void>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       const outcome: WaitingOutcome = { order, at, before, resolve, reject };
       const waiting = this.waiting.get(tenantId);
+      // A batch in the map has not started (recordWaiting takes it before its first await): join it.
       if (waiting) waiting.push(outcome);
-      else this.waiting.set(tenantId, [outcome]);
+      else {
+        this.waiting.set(tenantId, [outcome]);
+        void this.exclusive(tenantId, () => this.recordWaiting(tenantId));
+      }
     });
-    void this.exclusive(tenantId, () => this.recordWaiting(tenantId));
-    return recorded;
   }
 
   // Records every outcome waiting for the tenant (none when an earlier holder took them).
