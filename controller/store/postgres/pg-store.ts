@@ -1,0 +1,591 @@
+// The PostgreSQL store (backend "postgres"): the same Store contract as the file store, on a
+// database that several controllers can share. Every write is one transaction, committed before
+// the call returns (synchronous_commit, the default, makes that durable). Rows are locked, not
+// processes: two controllers that change one record are serialised by its row lock, and the work
+// order state machine (work-order-transitions.ts, shared with the file store) runs on the row it
+// holds locked, so "exactly one claim wins" and fencing hold across controllers.
+//
+// Resource versions come from one counter row bumped inside each resource write: a write holds
+// that row from its bump to its commit, so revisions become visible in the order they were
+// handed out, and a reader that resumes "since currentRevision()" never skips one.
+import { clone, create, equals } from "@bufbuild/protobuf";
+import { timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import pg from "pg";
+import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
+import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema, type Snapshot } from "../../../gen/skipper/v1/snapshot_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../../gen/skipper/v1/work_order_pb.js";
+import { conflict, invalid, isSkipperError, notFound, SkipperError } from "../../errors.js";
+import type { ResourceType } from "../../../common/ids.js";
+import { encodeSnapshot } from "../record-codec.js";
+import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
+import { summaryMessage } from "../order-summary.js";
+import { timestampKey } from "../sorted-index.js";
+import type * as S from "../store.js";
+import {
+  cancelled,
+  checkDuplicateResult,
+  claimed,
+  finished,
+  isFinished,
+  leaseExpired,
+  renewed,
+  reportedBefore,
+  retryReleased,
+  superseded,
+} from "../work-order-transitions.js";
+import { migrate } from "./migrations.js";
+import {
+  bodyOf,
+  checkId,
+  checkType,
+  EVENT_COLUMNS,
+  eventColumns,
+  fromColumn,
+  messageOf,
+  ORDER_COLUMNS,
+  orderColumns,
+  params,
+  RESOURCE_COLUMNS,
+  resourceColumns,
+  toColumn,
+} from "./pg-records.js";
+
+export interface PostgresStoreOptions {
+  /** Connections in the pool (default 10). */
+  maxConnections?: number;
+  /** Called for what open() changed (schema migrations applied). */
+  onInfo?: (msg: string, meta: object) => void;
+}
+
+// Page tags and key shapes as the file store's, so a token is refused by a listing of another kind.
+const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
+const ORDER_PAGE = { tag: "work-orders", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
+const EVENT_PAGE = { tag: "events", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
+
+// Deadlocks (40P01) can only arise when a create meets an update of the row it is creating;
+// serialisation failures (40001) not at all at READ COMMITTED, but are safe to retry all the same.
+const RETRIABLE = new Set(["40P01", "40001"]);
+
+type Client = pg.PoolClient;
+
+/** The PostgreSQL-backed Store. */
+export class PostgresStore implements S.Store {
+  readonly backend = "postgres";
+  private pool: pg.Pool | undefined;
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly info: (msg: string, meta: object) => void;
+
+  constructor(
+    private readonly url: string,
+    private readonly options: PostgresStoreOptions = {},
+  ) {
+    this.info = options.onInfo ?? (() => undefined);
+  }
+
+  /** Connects and brings the schema up to date (under an advisory lock: see migrations.ts). */
+  async open(): Promise<void> {
+    if (this.pool) return;
+    const pool = new pg.Pool({ connectionString: this.url, max: this.options.maxConnections ?? 10 });
+    // An idle connection the server drops must not take the process down.
+    pool.on("error", () => undefined);
+    try {
+      const client = await pool.connect();
+      try {
+        const applied = await migrate(client);
+        if (applied.length > 0) this.info("applied schema migrations to the PostgreSQL store", { versions: applied });
+      } finally {
+        client.release();
+      }
+    } catch (e) {
+      await pool.end().catch(() => undefined);
+      throw unavailable(e);
+    }
+    this.pool = pool;
+  }
+
+  /** Waits for calls in flight, then closes the pool. Idempotent. */
+  async close(): Promise<void> {
+    const pool = this.pool;
+    if (!pool) return;
+    this.pool = undefined;
+    await Promise.allSettled([...this.inFlight]);
+    await pool.end();
+  }
+
+  // --- resources -------------------------------------------------------------------------
+
+  async getResource(type: ResourceType, id: string, options: S.GetOptions = {}): Promise<Resource | undefined> {
+    checkType(type);
+    checkId(id, "resource_id");
+    const { rows } = await this.query<{ body: unknown; deleted: boolean }>(
+      "SELECT body, deleted FROM resources WHERE resource_type = $1 AND id = $2",
+      [type, id],
+    );
+    const row = rows[0];
+    if (!row || (row.deleted && !options.includeDeleted)) return undefined;
+    return messageOf(ResourceSchema, row.body);
+  }
+
+  async resourceExists(type: ResourceType, id: string): Promise<boolean> {
+    checkType(type);
+    checkId(id, "resource_id");
+    const { rows } = await this.query("SELECT 1 FROM resources WHERE resource_type = $1 AND id = $2 AND NOT deleted", [type, id]);
+    return rows.length > 0;
+  }
+
+  async currentRevision(): Promise<bigint> {
+    const { rows } = await this.query<{ value: string }>("SELECT value FROM store_revision");
+    return BigInt(rows[0]?.value ?? "0");
+  }
+
+  async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    if (filter.resourceType) where.push(`resource_type = ${arg(checkType(filter.resourceType))}`);
+    if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
+    if (!filter.includeDeleted) where.push("NOT deleted");
+    if (filter.sinceRevision !== undefined) where.push(`version > ${arg(filter.sinceRevision.toString())}`);
+    if (filter.deploymentPhases) where.push(`resource_type = 'deployment' AND phase = ANY(${arg(filter.deploymentPhases)}::int[])`);
+    for (const t of filter.labelSelector ?? []) {
+      if (t.op === "exists") where.push(`labels ? ${arg(t.key)}`);
+      else if (t.op === "=") where.push(`labels ->> ${arg(t.key)} = ${arg(t.value)}`);
+      else where.push(`(labels ->> ${arg(t.key)}) IS DISTINCT FROM ${arg(t.value)}`);
+    }
+    return this.page(filter, RESOURCE_PAGE, "resources", where, args, (body) => messageOf(ResourceSchema, body));
+  }
+
+  async createResource(resource: Resource): Promise<Resource> {
+    const type = checkType(resource.resourceType);
+    checkId(resource.id, "resource_id");
+    const stored = clone(ResourceSchema, resource);
+    stored.metadata ??= create(MetadataSchema);
+    return this.transaction(async (c) => {
+      // The existing row (a tombstone may be replaced) is locked before the revision counter,
+      // the order every resource write takes its locks in.
+      const existing = await c.query<{ deleted: boolean }>(
+        "SELECT deleted FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE",
+        [type, resource.id],
+      );
+      if (existing.rows[0] && !existing.rows[0].deleted) throw exists(type, resource.id);
+      stored.metadata!.resourceVersion = await nextRevision(c);
+      const cols = resourceColumns(stored, bodyOf(ResourceSchema, stored));
+      const { rowCount } = await c.query(
+        `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${params(cols.length)})
+         ON CONFLICT (resource_type, id) DO UPDATE SET ${setAll(RESOURCE_COLUMNS)} WHERE resources.deleted`,
+        cols,
+      );
+      // Created meanwhile by another controller (the row did not exist when it was looked for).
+      if (rowCount !== 1) throw exists(type, resource.id);
+      return clone(ResourceSchema, stored);
+    });
+  }
+
+  async updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+  ): Promise<Resource> {
+    checkType(type);
+    checkId(id, "resource_id");
+    return this.transaction(async (c) => {
+      const { rows } = await c.query<{ body: unknown }>("SELECT body FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE", [
+        type,
+        id,
+      ]);
+      if (!rows[0]) throw notFound(type, id);
+      const current = messageOf(ResourceSchema, rows[0].body);
+      const currentVersion = current.metadata?.resourceVersion ?? "";
+      if (expectedVersion !== undefined && expectedVersion !== currentVersion) {
+        throw conflict(`${type} ${id} was modified: resource_version is ${currentVersion}, not ${expectedVersion}`, {
+          current_version: currentVersion,
+        });
+      }
+      // As in the file store: mutate gets a private copy; what it returns is copied again.
+      const draft = clone(ResourceSchema, current);
+      const returned = mutate(draft);
+      if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
+      const next = clone(ResourceSchema, returned);
+      next.id = current.id;
+      next.resourceType = current.resourceType;
+      next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
+      if (equals(ResourceSchema, next, current)) return next;
+      next.metadata ??= create(MetadataSchema);
+      next.metadata.resourceVersion = await nextRevision(c);
+      const cols = resourceColumns(next, bodyOf(ResourceSchema, next));
+      await c.query(`UPDATE resources SET (${RESOURCE_COLUMNS}) = (${params(cols.length)}) WHERE resource_type = $1 AND id = $2`, cols);
+      return clone(ResourceSchema, next);
+    });
+  }
+
+  // --- work orders -----------------------------------------------------------------------
+
+  async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
+    checkId(workOrder.id, "work_order_id");
+    if (workOrder.status !== WorkOrderStatus.PENDING) {
+      throw invalid("a new work order must have status PENDING", { field: "status" });
+    }
+    const stored = clone(WorkOrderSchema, workOrder);
+    const cols = orderColumns(stored, bodyOf(WorkOrderSchema, stored));
+    const { rowCount } = await this.query(
+      `INSERT INTO work_orders (${ORDER_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (id) DO NOTHING`,
+      cols,
+    );
+    if (rowCount !== 1)
+      throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
+    return clone(WorkOrderSchema, stored);
+  }
+
+  async getWorkOrder(id: string): Promise<WorkOrder | undefined> {
+    checkId(id, "work_order_id");
+    const { rows } = await this.query<{ body: unknown }>("SELECT body FROM work_orders WHERE id = $1", [id]);
+    return rows[0] && messageOf(WorkOrderSchema, rows[0].body);
+  }
+
+  async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    if (filter.status) where.push(`status = ${arg(filter.status)}`);
+    if (filter.nodeId) where.push(`node_id = ${arg(filter.nodeId)}`);
+    if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
+    if (filter.expiresBy) where.push(`expires_at <= ${arg(filter.expiresBy)}`);
+    const out = filter.summaryOnly
+      ? (body: unknown) => summaryMessage(messageOf(WorkOrderSchema, body))
+      : (body: unknown) => messageOf(WorkOrderSchema, body);
+    return this.page(filter, ORDER_PAGE, "work_orders", where, args, out);
+  }
+
+  async pruneWorkOrders(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number> {
+    const { rowCount } = await this.query("DELETE FROM work_orders WHERE finished_at < $1 AND NOT (id = ANY($2::text[]))", [
+      finishedBefore,
+      [...keep],
+    ]);
+    return rowCount ?? 0;
+  }
+
+  async pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number> {
+    // Never the row holding the highest version: the file store resumes its revision from it, and
+    // this store keeps the same rule so both prune the same records.
+    const { rowCount } = await this.query(
+      `DELETE FROM resources
+        WHERE resource_type = 'deployment' AND phase = ANY($1::int[]) AND finished_at < $2
+          AND NOT (id = ANY($3::text[])) AND version < (SELECT max(version) FROM resources)`,
+      [[DeploymentPhase.SUCCEEDED, DeploymentPhase.FAILED], finishedBefore, [...keep]],
+    );
+    return rowCount ?? 0;
+  }
+
+  async nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined> {
+    const { rows } = await this.query<{ body: unknown }>(
+      "SELECT body FROM work_orders WHERE node_id = $1 AND status = $2 ORDER BY priority DESC, sort_key LIMIT 1",
+      [nodeId, WorkOrderStatus.PENDING],
+    );
+    return rows[0] && messageOf(WorkOrderSchema, rows[0].body);
+  }
+
+  async countPendingWorkOrders(nodeId: string): Promise<number> {
+    const { rows } = await this.query<{ n: number }>("SELECT count(*)::int AS n FROM work_orders WHERE node_id = $1 AND status = $2", [
+      nodeId,
+      WorkOrderStatus.PENDING,
+    ]);
+    return rows[0]?.n ?? 0;
+  }
+
+  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
+    checkId(nodeId, "node_id");
+    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
+  }
+
+  async renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder> {
+    return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
+  }
+
+  async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => leaseExpired(current, now));
+  }
+
+  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => cancelled(current, reason, requestId, now));
+  }
+
+  async releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => retryReleased(current, now));
+  }
+
+  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
+    return this.transition(id, (current) => superseded(current, result, now));
+  }
+
+  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
+    checkId(id, "work_order_id");
+    return this.transaction(async (c) => {
+      const current = await lockedOrder(c, id);
+      if (isFinished(current)) {
+        checkDuplicateResult(current, fencingToken);
+        return { workOrder: current, duplicate: true };
+      }
+      if (reportedBefore(current, fencingToken)) return { workOrder: current, duplicate: true };
+      const next = finished(current, nodeId, result, now, fencingToken);
+      await writeOrder(c, next);
+      return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
+    });
+  }
+
+  // One state-machine step on the order's locked row.
+  private transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+    checkId(id, "work_order_id");
+    return this.transaction(async (c) => {
+      const current = await lockedOrder(c, id);
+      const next = step(current);
+      if (next === current) return current;
+      await writeOrder(c, next);
+      return clone(WorkOrderSchema, next);
+    });
+  }
+
+  // --- events ----------------------------------------------------------------------------
+
+  async appendEvent(event: Event): Promise<void> {
+    if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
+    checkId(event.id, "event_id");
+    const cols = eventColumns(event, bodyOf(EventSchema, event));
+    await this.query(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (day, id) DO NOTHING`, cols);
+  }
+
+  async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    if (filter.type) where.push(`type = ${arg(filter.type)}`);
+    if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
+    if (filter.resourceId) where.push(`resource_id = ${arg(filter.resourceId)}`);
+    if (filter.workOrderId) where.push(`work_order_id = ${arg(filter.workOrderId)}`);
+    if (filter.correlationId) where.push(`correlation_id = ${arg(filter.correlationId)}`);
+    if (filter.since) where.push(`sort_key >= ${arg(timestampKey(timestampFromDate(filter.since)))}`);
+    if (filter.sinceRevision !== undefined) where.push(`revision > ${arg(filter.sinceRevision.toString())}`);
+    return this.page(filter, EVENT_PAGE, "events", where, args, (body) => messageOf(EventSchema, body));
+  }
+
+  async pruneEvents(before: Date): Promise<number> {
+    // sort_key begins with the timestamp's key, so "< key of before" is "older than before".
+    const { rowCount } = await this.query("DELETE FROM events WHERE sort_key < $1", [timestampKey(timestampFromDate(before))]);
+    return rowCount ?? 0;
+  }
+
+  // --- snapshots -------------------------------------------------------------------------
+
+  async putSnapshot(snapshot: Snapshot): Promise<void> {
+    const slot = snapshotSlot(snapshot.scope, snapshot.tenantId);
+    // The text the file store writes, made a slice at a time (a system snapshot is big).
+    const text = await encodeSnapshot(snapshot);
+    await this.query(
+      "INSERT INTO snapshots (slot, body, updated_at) VALUES ($1, $2, now()) ON CONFLICT (slot) DO UPDATE SET body = $2, updated_at = now()",
+      [slot, text],
+    );
+  }
+
+  async getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined> {
+    const slot = snapshotSlot(scope, tenantId ?? "");
+    const { rows } = await this.query<{ body: unknown }>("SELECT body FROM snapshots WHERE slot = $1", [slot]);
+    return rows[0] && messageOf(SnapshotSchema, rows[0].body);
+  }
+
+  // --- idempotency -----------------------------------------------------------------------
+
+  async getIdempotencyRecord(key: string, now: Date): Promise<S.IdempotencyRecord | undefined> {
+    const { rows } = await this.query<{ request_hash: string; response: unknown; created_at: Date; expires_at: Date }>(
+      "SELECT request_hash, response, created_at, expires_at FROM idempotency_records WHERE key = $1",
+      [key],
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    if (r.expires_at.getTime() > now.getTime()) {
+      return { key, requestHash: r.request_hash, response: r.response, createdAt: r.created_at, expiresAt: r.expires_at };
+    }
+    // Expired: drop it now (unless it was replaced meanwhile).
+    await this.query("DELETE FROM idempotency_records WHERE key = $1 AND expires_at <= $2", [key, now]);
+    return undefined;
+  }
+
+  async putIdempotencyRecord(record: S.IdempotencyRecord): Promise<void> {
+    await this.query(
+      `INSERT INTO idempotency_records (key, request_hash, response, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (key) DO UPDATE SET request_hash = $2, response = $3, created_at = $4, expires_at = $5`,
+      [record.key, record.requestHash, JSON.stringify(record.response ?? null), record.createdAt, record.expiresAt],
+    );
+  }
+
+  // --- credentials -----------------------------------------------------------------------
+
+  async getNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
+    const { rows } = await this.query<{ token_hash: string; created_at: Date }>(
+      "SELECT token_hash, created_at FROM node_credentials WHERE node_id = $1",
+      [nodeId],
+    );
+    return rows[0] && { nodeId, tokenHash: rows[0].token_hash, createdAt: rows[0].created_at };
+  }
+
+  async putNodeCredential(credential: S.NodeCredential): Promise<void> {
+    checkId(credential.nodeId, "node_id");
+    await this.query(
+      `INSERT INTO node_credentials (node_id, token_hash, created_at) VALUES ($1, $2, $3)
+       ON CONFLICT (node_id) DO UPDATE SET token_hash = $2, created_at = $3`,
+      [credential.nodeId, credential.tokenHash, credential.createdAt],
+    );
+  }
+
+  async getAdminCredential(): Promise<S.AdminCredential | undefined> {
+    const { rows } = await this.query<{ token_hash: string; created_at: Date }>("SELECT token_hash, created_at FROM admin_credential");
+    return rows[0] && { tokenHash: rows[0].token_hash, createdAt: rows[0].created_at };
+  }
+
+  async putAdminCredential(credential: S.AdminCredential): Promise<void> {
+    await this.query(
+      `INSERT INTO admin_credential (token_hash, created_at) VALUES ($1, $2)
+       ON CONFLICT (singleton) DO UPDATE SET token_hash = $1, created_at = $2`,
+      [credential.tokenHash, credential.createdAt],
+    );
+  }
+
+  // --- plumbing --------------------------------------------------------------------------
+
+  // One page of `table` in sort_key order: one row more than the page, so the last page has no token.
+  private async page<T>(
+    req: S.PageRequest,
+    kind: { tag: string; key: RegExp },
+    table: string,
+    where: string[],
+    args: unknown[],
+    out: (body: unknown) => T,
+  ): Promise<S.Page<T>> {
+    const size = pageSizeOf(req);
+    const after = decodePageToken(kind.tag, req.pageToken, kind.key);
+    const conds = [...where];
+    const all = [...args];
+    if (after !== undefined) {
+      all.push(toColumn(after));
+      conds.push(`sort_key > $${all.length}`);
+    }
+    all.push(size + 1);
+    const sql = `SELECT sort_key, body FROM ${table}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY sort_key LIMIT $${all.length}`;
+    const { rows } = await this.query<{ sort_key: string; body: unknown }>(sql, all);
+    const page = rows.slice(0, size);
+    return {
+      items: page.map((r) => out(r.body)),
+      nextPageToken: rows.length > size ? encodePageToken(kind.tag, fromColumn(page[page.length - 1]!.sort_key)) : "",
+    };
+  }
+
+  private query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, args: unknown[] = []): Promise<pg.QueryResult<R>> {
+    const pool = this.openPool();
+    return this.track(pool.query<R>(sql, args).catch((e: unknown) => Promise.reject(fromDatabase(e))));
+  }
+
+  // Runs `fn` in a transaction on one connection; a deadlock or serialisation failure is retried
+  // (the transaction was rolled back, so nothing of the first try remains).
+  private transaction<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    const pool = this.openPool();
+    const run = async (): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        const c = await pool.connect().catch((e: unknown) => Promise.reject(unavailable(e)));
+        let broken: Error | undefined;
+        try {
+          await c.query("BEGIN");
+          const result = await fn(c);
+          await c.query("COMMIT");
+          return result;
+        } catch (e) {
+          try {
+            await c.query("ROLLBACK");
+          } catch (rollbackError) {
+            broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+          }
+          const code = (e as { code?: unknown }).code;
+          if (typeof code === "string" && RETRIABLE.has(code) && attempt < 5) continue;
+          throw fromDatabase(e);
+        } finally {
+          // A connection whose rollback failed is discarded, not handed to the next caller.
+          c.release(broken);
+        }
+      }
+    };
+    return this.track(run());
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.inFlight.add(p);
+    const forget = () => this.inFlight.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  private openPool(): pg.Pool {
+    if (!this.pool) throw new SkipperError("INTERNAL_ERROR", "the PostgreSQL store is not open");
+    return this.pool;
+  }
+}
+
+// The next store revision, held locked by this transaction until it commits.
+async function nextRevision(c: Client): Promise<string> {
+  const { rows } = await c.query<{ value: string }>("UPDATE store_revision SET value = value + 1 RETURNING value");
+  return rows[0]!.value;
+}
+
+async function lockedOrder(c: Client, id: string): Promise<WorkOrder> {
+  const { rows } = await c.query<{ body: unknown }>("SELECT body FROM work_orders WHERE id = $1 FOR UPDATE", [id]);
+  if (!rows[0]) throw notFound("work_order", id);
+  return messageOf(WorkOrderSchema, rows[0].body);
+}
+
+async function writeOrder(c: Client, next: WorkOrder): Promise<void> {
+  const cols = orderColumns(next, bodyOf(WorkOrderSchema, next));
+  await c.query(`UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1`, cols);
+}
+
+function setAll(columns: string): string {
+  return columns
+    .split(", ")
+    .map((c) => `${c} = EXCLUDED.${c}`)
+    .join(", ");
+}
+
+function exists(type: string, id: string): SkipperError {
+  return conflict(`${type} ${id} already exists`, { resource_type: type, resource_id: id });
+}
+
+function snapshotSlot(scope: string, tenantId: string): string {
+  if (scope === "system") return "system";
+  if (scope === "tenant") {
+    checkId(tenantId, "tenant_id");
+    return `tenant/${tenantId}`;
+  }
+  throw invalid(`snapshot scope must be "system" or "tenant": got ${JSON.stringify(scope.slice(0, 32))}`, { field: "scope" });
+}
+
+// Errors of the store's own making pass through; the database's become INTERNAL_ERROR with the
+// cause kept for logs (callers never see a backend's error types).
+function fromDatabase(e: unknown): Error {
+  if (isSkipperError(e)) return e;
+  if (e instanceof pg.DatabaseError) {
+    return new SkipperError("INTERNAL_ERROR", `the PostgreSQL store failed (SQLSTATE ${e.code ?? "?"})`, {}, { cause: e });
+  }
+  return unavailable(e);
+}
+
+function unavailable(e: unknown): SkipperError {
+  if (isSkipperError(e)) return e;
+  const reason = e instanceof Error ? e.message : String(e);
+  return new SkipperError("INTERNAL_ERROR", `the PostgreSQL store is unavailable: ${reason}`, {}, { cause: e });
+}
