@@ -18,7 +18,7 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["services", "^controller/services/"],
   ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler)\\.ts$|^controller/rest/"],
-  ["server", "^controller/(server|listener|main)\\.ts$"],
+  ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
 ];
 
 /** The agent's layers, lowest first: the engine, versioned processes, executors, the loop, main. */

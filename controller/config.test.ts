@@ -33,3 +33,26 @@ describe("limit settings", () => {
     expect(() => load(["--session-idle-timeout", "soon"])).toThrow(/--session-idle-timeout/);
   });
 });
+
+describe("store setting", () => {
+  it("is the file store unless a PostgreSQL URL is given, by flag or environment", () => {
+    expect(loadConfig([], {})).toMatchObject({ storeUrl: undefined });
+    expect(loadConfig(["--store", "file"], {})).toMatchObject({ storeUrl: undefined });
+    const url = "postgres://skipper:secret@db.internal:5432/skipper";
+    expect(loadConfig([], { SKIPPER_STORE_URL: url })).toMatchObject({ storeUrl: url });
+    expect(loadConfig(["--store", "postgresql://h/db"], { SKIPPER_STORE_URL: url })).toMatchObject({ storeUrl: "postgresql://h/db" });
+  });
+
+  it("refuses other URLs without echoing them (they may hold a password)", () => {
+    for (const bad of ["mysql://u:hunter2@h/db", "hunter2", "postgres://u:hunter2@/db"]) {
+      let message = "";
+      try {
+        loadConfig(["--store", bad], {});
+      } catch (e) {
+        message = (e as Error).message;
+      }
+      expect(message).toMatch(/--store/);
+      expect(message).not.toContain("hunter2");
+    }
+  });
+});

@@ -6,6 +6,11 @@ import { resolve } from "node:path";
 
 export interface ControllerConfig {
   dataDir: string;
+  /**
+   * A postgres:// URL: the PostgreSQL store, which several controllers may share. Unset: the file
+   * store in dataDir. It may hold a password, so it is never logged or echoed.
+   */
+  storeUrl?: string;
   host: string;
   port: number;
   /** Admin token from SKIPPER_ADMIN_TOKEN (never a flag: flags show up in `ps`). */
@@ -45,7 +50,11 @@ export interface ControllerConfig {
 export const USAGE = `Usage: skipper-controller [options]
 
 Options (environment variable in brackets):
-  --data-dir DIR        data directory [SKIPPER_DATA_DIR] (default ./data)
+  --data-dir DIR        data directory [SKIPPER_DATA_DIR] (default ./data): the file store,
+                        TLS material and logs
+  --store URL           postgres://USER[:PASSWORD]@HOST[:PORT]/DB: keep state in PostgreSQL
+                        instead, shared by every controller given the same URL [SKIPPER_STORE_URL]
+                        (default: the file store in the data directory)
   --listen HOST:PORT    address to serve on [SKIPPER_LISTEN] (default 127.0.0.1:8443)
   --tls-cert FILE       PEM certificate to serve [SKIPPER_TLS_CERT]
   --tls-key FILE        PEM private key for --tls-cert [SKIPPER_TLS_KEY]
@@ -96,6 +105,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     args: argv,
     options: {
       "data-dir": { type: "string" },
+      store: { type: "string" },
       listen: { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
@@ -139,6 +149,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
   ];
   return {
     dataDir: resolve(values["data-dir"] ?? env.SKIPPER_DATA_DIR ?? "./data"),
+    storeUrl: storeUrl(values.store ?? env.SKIPPER_STORE_URL),
     host,
     port,
     adminToken,
@@ -176,6 +187,22 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       0,
     ),
   };
+}
+
+/** A store URL: "file" or empty for the file store, else a PostgreSQL URL (never echoed: it may hold a password). */
+function storeUrl(text: string | undefined): string | undefined {
+  if (text === undefined || text === "" || text === "file") return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error("--store must be a postgres:// URL (or 'file')");
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new Error(`--store must be a postgres:// URL (or 'file'), not a ${url.protocol.replace(/:$/, "").slice(0, 16)} URL`);
+  }
+  if (!url.hostname && !url.searchParams.get("host")) throw new Error("--store: the PostgreSQL URL names no host");
+  return text;
 }
 
 /** A duration setting that may be left unset (the default applies). */

@@ -6,6 +6,10 @@ import { build } from "./server.js";
 import { serve } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { VERSION } from "./version.js";
+import { PostgresStore } from "./store/postgres/pg-store.js";
+import { PgCoordination } from "./store/postgres/pg-coordination.js";
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
 
 // Every durable write ends in fsyncs, which run on libuv's thread pool (4 threads by default);
 // with more threads, concurrent requests' fsyncs overlap instead of queueing. The pool starts on
@@ -29,8 +33,16 @@ async function main(): Promise<void> {
     dataDir: config.dataDir,
     level: config.logLevel,
   });
+  const shared = config.storeUrl ? sharedStore(config.storeUrl, logger) : {};
   const controller = await build({
     dataDir: config.dataDir,
+    ...shared,
+    // Another controller may already run the loops this one stopped: start afresh as a follower.
+    onLeadershipLost: () => {
+      logger.error({ action: "shutdown", result: "error" }, "exiting: leadership was lost; a restarted controller rejoins as a follower");
+      closeLog();
+      process.exit(1);
+    },
     logger,
     adminToken: config.adminToken,
     resetAdminToken: config.resetAdminToken,
@@ -79,6 +91,7 @@ async function main(): Promise<void> {
         tls: !config.insecureHttp,
         ca_file: caFile,
         store: controller.store.backend,
+        controller_id: controller.coordination.controllerId,
         version: VERSION,
       },
     },
@@ -120,6 +133,21 @@ main().catch((e: unknown) => {
   process.stderr.write(`skipper-controller: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exit(1);
 });
+
+// The PostgreSQL store and the coordination of the controllers that share it.
+function sharedStore(url: string, logger: Logger): { store: PostgresStore; coordination: PgCoordination } {
+  const controllerId = `${hostname()
+    .replace(/[^A-Za-z0-9._-]/g, "-")
+    .slice(0, 64)}-${process.pid}-${randomBytes(3).toString("hex")}`;
+  const store = new PostgresStore(url, {
+    onInfo: (msg: string, meta: object) => logger.info({ action: "store", result: "ok", metadata: meta }, msg),
+  });
+  const coordination = new PgCoordination(url, {
+    controllerId,
+    onError: (msg, err) => logger.warn({ action: "leader", err }, msg),
+  });
+  return { store, coordination };
+}
 
 function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

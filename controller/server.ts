@@ -17,6 +17,8 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
+import { soleCoordination, type Coordination } from "./store/coordination.js";
+import { leaderQueue, relayHeartbeats, relayOrders } from "./cluster.js";
 import type { Logger } from "../common/logging/logger.js";
 import { boundaryInterceptor } from "./interceptors.js";
 import { admit } from "./auth/admission.js";
@@ -97,6 +99,10 @@ export interface BuildOptions {
    * main calls it once it listens, so their first rounds do not hold up the listen.
    */
   deferLoops?: boolean;
+  /** Leadership among controllers sharing the store (default: alone, always leading). */
+  coordination?: Coordination;
+  /** This controller stopped leading (its loops are stopped): main exits, to start afresh. */
+  onLeadershipLost?: () => void;
 }
 
 export type RequestHandler = (
@@ -114,6 +120,8 @@ export interface Controller {
   generatedAdminToken?: string;
   /** Starts the background loops, when build() was told to defer them (idempotent). */
   start(): void;
+  /** Who leads among the controllers on this store (alone: this one). */
+  coordination: Coordination;
   /** Closes the store. The server (if any) is closed by whoever listens. */
   close(): Promise<void>;
 }
@@ -146,16 +154,23 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const now = opts.now ?? (() => new Date());
   const records = new TargetRecords(store);
   const rollouts = new RolloutRecords(store);
-  const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
-  if (repaired > 0) logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
-  // In the background: it reads every tenant's latest snapshot, which start-up need not wait for
-  // (a snapshot read waits for it instead).
-  void snapshots
-    .catchUp({ requestId: `startup-${uuidv4()}`, correlationId: "startup" })
-    .then((owed) => {
-      if (owed > 0) logger.info({ action: "recover", result: "ok", metadata: { snapshots: owed } }, "writing snapshots a stop left owed");
-    })
-    .catch((e: unknown) => logger.error({ action: "recover", result: "error", err: e }, "could not look for snapshots a stop left owed"));
+  const coordination = opts.coordination ?? soleCoordination();
+  // Replays what a stop interrupted. Alone on its store, a controller does it before it serves;
+  // sharing one, the leader does when it takes over (the old leader's loops may have left work).
+  const recover = async () => {
+    const repaired = (await recoverOrderOutcomes({ store, snapshots, records })) + (await failUnissuedDeployments(store, now()));
+    if (repaired > 0)
+      logger.warn({ action: "recover", result: "ok", metadata: { repaired } }, "replayed interrupted work-order transitions");
+    // In the background: it reads every tenant's latest snapshot, which start-up need not wait for
+    // (a snapshot read waits for it instead).
+    void snapshots
+      .catchUp({ requestId: `startup-${uuidv4()}`, correlationId: "startup" })
+      .then((owed) => {
+        if (owed > 0) logger.info({ action: "recover", result: "ok", metadata: { snapshots: owed } }, "writing snapshots a stop left owed");
+      })
+      .catch((e: unknown) => logger.error({ action: "recover", result: "error", err: e }, "could not look for snapshots a stop left owed"));
+  };
+  if (!coordination.shared) await recover();
 
   const feed = new OrderFeed(opts.maxWatchStreamsPerNode);
   let liveness: LivenessMonitor | undefined;
@@ -169,13 +184,17 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     onOrderCreated: (o) => feed.publish(o),
     onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
   });
-  const triggers = new ReconcileTriggers(reconciler.queue);
+  // Sharing a store, only the leader runs passes: the others send it their triggers.
+  const triggers = new ReconcileTriggers(coordination.shared ? leaderQueue(coordination, reconciler.queue) : reconciler.queue);
+  if (coordination.shared) relayOrders(coordination, feed, store);
+  const seen = (nodeId: string, at: Date, intervalMs: number) => liveness?.seen(nodeId, at, intervalMs);
   const deps: ServiceDeps = {
     store,
     logger,
     now,
     startedAt: new Date(),
     version: VERSION,
+    coordination,
     locks: new KeyedLock(),
     snapshots,
     reconciler,
@@ -184,7 +203,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     rollouts,
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
-    onHeartbeat: (nodeId, at, intervalMs) => liveness?.seen(nodeId, at, intervalMs),
+    onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
   };
   const authenticator = createAuthenticator(adminHash, store);
@@ -245,13 +264,44 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   });
   const retention = history.enabled ? history : undefined;
   let started = false;
-  const start = () => {
-    if (started) return;
-    started = true;
+  let leading: Promise<void> | undefined;
+  // The singleton loops run where the coordination says this controller leads (always, alone).
+  const lead = async () => {
+    if (coordination.shared) {
+      logger.info({ action: "leader", result: "ok", metadata: { controller_id: coordination.controllerId } }, "this controller now leads");
+      await recover();
+    }
     reconciler.start();
     liveness?.start();
     leases.start();
     retention?.start();
+  };
+  const stopLoops = async () => {
+    await leases.stop();
+    await retention?.stop();
+    await liveness?.stop();
+    await reconciler.stop();
+  };
+  const start = () => {
+    if (started) return;
+    started = true;
+    void coordination
+      .start((isLeader) => {
+        if (isLeader) {
+          leading = lead().catch((e: unknown) => {
+            logger.error({ action: "leader", result: "error", err: e }, "could not take over the loops");
+            opts.onLeadershipLost?.();
+          });
+          return;
+        }
+        // The store no longer knows this controller as the leader: another may start the loops.
+        logger.error(
+          { action: "leader", result: "error", metadata: { controller_id: coordination.controllerId } },
+          "this controller lost leadership (its database session ended)",
+        );
+        void stopLoops().finally(() => opts.onLeadershipLost?.());
+      })
+      .catch((e: unknown) => logger.error({ action: "leader", result: "error", err: e }, "could not seek leadership"));
   };
   if (!opts.deferLoops) start();
   return {
@@ -261,12 +311,12 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     reconciler,
     generatedAdminToken,
     start,
+    coordination,
     close: async () => {
-      await leases.stop();
-      await retention?.stop();
-      await liveness?.stop();
-      await reconciler.stop();
+      await leading?.catch(() => undefined);
+      await stopLoops();
       await snapshots.flush();
+      await coordination.close();
       await store.close();
     },
   };

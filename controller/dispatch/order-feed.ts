@@ -36,10 +36,27 @@ export class OrderFeed {
     };
   }
 
-  /** Tells the order's node's watchers that it is pending. */
+  /**
+   * Set when other controllers share the store: each notice published here is passed on, for the
+   * watches that the order's node holds on them (see ../cluster.ts).
+   */
+  relay: ((order: WorkOrder) => void) | undefined;
+
+  /** Tells the order's node's watchers that it is pending (here, and through relay elsewhere). */
   publish(order: WorkOrder): void {
+    this.deliver(order);
+    this.relay?.(order);
+  }
+
+  /** Tells this controller's watchers of the order's node only (a notice relayed from another one). */
+  deliver(order: WorkOrder): void {
     const set = this.listeners.get(order.target?.nodeId ?? "");
     if (set) for (const fn of [...set]) fn(order);
+  }
+
+  /** True when `nodeId` holds a watch here. */
+  watching(nodeId: string): boolean {
+    return this.listeners.has(nodeId);
   }
 
   /** Open watches (all nodes). */

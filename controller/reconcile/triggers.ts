@@ -10,9 +10,12 @@ import type { HeartbeatOutcome } from "../nodes/heartbeat.js";
 import { tenantOf } from "../store/tenant-of.js";
 import type { TenantQueue } from "./tenant-queue.js";
 
+/** Where triggers go: the reconciler's queue, or (on a controller that does not lead) the leader's. */
+export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced">;
+
 /** Maps store, order and node events to the tenants to reconcile. */
 export class ReconcileTriggers {
-  constructor(private readonly queue: TenantQueue) {}
+  constructor(private readonly queue: ReconcileQueue) {}
 
   /** An acknowledged change of a resource: its tenant (or, for nodes and limits, every tenant); orders it causes carry the change's ids. */
   resourceChanged(r: Resource): void {

@@ -1,5 +1,6 @@
 // What service implementations depend on. Built once in server.ts and passed to each factory.
 import type { Store } from "../store/store.js";
+import type { Coordination } from "../store/coordination.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
@@ -18,6 +19,8 @@ export interface ServiceDeps {
   startedAt: Date;
   /** Controller version reported by the health check. */
   version: string;
+  /** Which controller leads among those sharing the store (the health check reports it). */
+  coordination: Coordination;
   /** Serialises work per key within this process (idempotency keys). */
   locks: KeyedLock;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */

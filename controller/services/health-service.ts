@@ -15,6 +15,8 @@ export function healthService(deps: ServiceDeps): ServiceImpl<typeof HealthServi
         version: deps.version,
         store: deps.store.backend,
         startedAt: timestampFromDate(deps.startedAt),
+        controllerId: deps.coordination.controllerId,
+        leading: deps.coordination.leading,
       };
     },
   };

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/health_service.proto.
  */
 export const file_skipper_v1_health_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9za2lwcGVyL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIg4KDENoZWNrUmVxdWVzdCKXAQoNQ2hlY2tSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDgoGc3RhdHVzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDQoFc3RvcmUYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAybwoNSGVhbHRoU2VydmljZRJeCgVDaGVjaxIYLnNraXBwZXIudjEuQ2hlY2tSZXF1ZXN0Ghkuc2tpcHBlci52MS5DaGVja1Jlc3BvbnNlIiCQAgGC0+STAhdaCRIHL2hlYWx0aBIKL3YxL2hlYWx0aGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope]);
+  fileDesc("Ch9za2lwcGVyL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIg4KDENoZWNrUmVxdWVzdCK/AQoNQ2hlY2tSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDgoGc3RhdHVzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDQoFc3RvcmUYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY29udHJvbGxlcl9pZBgGIAEoCRIPCgdsZWFkaW5nGAcgASgIMm8KDUhlYWx0aFNlcnZpY2USXgoFQ2hlY2sSGC5za2lwcGVyLnYxLkNoZWNrUmVxdWVzdBoZLnNraXBwZXIudjEuQ2hlY2tSZXNwb25zZSIgkAIBgtPkkwIXWgkSBy9oZWFsdGgSCi92MS9oZWFsdGhiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope]);
 
 /**
  * CheckRequest has no fields.
@@ -68,6 +68,22 @@ export type CheckResponse = Message<"skipper.v1.CheckResponse"> & {
    * @generated from field: google.protobuf.Timestamp started_at = 5;
    */
   startedAt?: Timestamp | undefined;
+
+  /**
+   * This controller's id among the controllers sharing its store (they log it too).
+   *
+   * @generated from field: string controller_id = 6;
+   */
+  controllerId: string;
+
+  /**
+   * True when this controller runs the singleton loops (reconcile passes, lease expiry, node
+   * liveness, retention). Alone on a file store it always does; sharing a PostgreSQL store, one
+   * controller does at a time.
+   *
+   * @generated from field: bool leading = 7;
+   */
+  leading: boolean;
 };
 
 /**

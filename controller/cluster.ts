@@ -1,0 +1,118 @@
+// What one controller tells the others that share its store (store/coordination.ts), so that
+// any of them can serve any call:
+// - "reconcile": a trigger (reconcile/triggers.ts) raised where the leader does not run goes to
+//   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
+// - "order": an order that became pending reaches the watch streams its node holds on any of them.
+// - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
+// Messages are batched per short interval and are best effort: a lost one costs latency (agents
+// poll, the leader sweeps every tenant), never correctness, since the store is the truth.
+import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import type { Trace } from "./context.js";
+import type { OrderFeed } from "./dispatch/order-feed.js";
+import type { ReconcileQueue } from "./reconcile/triggers.js";
+import type { Coordination } from "./store/coordination.js";
+import { MAX_MESSAGE_BYTES } from "./store/postgres/pg-coordination.js";
+import type { Store } from "./store/store.js";
+
+const FLUSH_MS = 20;
+
+/** Sends batches of items on one topic, each message under the size limit. */
+class Batcher<T> {
+  private items: T[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly coordination: Coordination,
+    private readonly topic: string,
+  ) {}
+
+  push(item: T): void {
+    this.items.push(item);
+    this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+  }
+
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    let batch: T[] = [];
+    let bytes = 64;
+    for (const item of this.items) {
+      const size = JSON.stringify(item).length + 1;
+      if (bytes + size > MAX_MESSAGE_BYTES && batch.length > 0) {
+        this.coordination.broadcast(this.topic, JSON.stringify(batch));
+        batch = [];
+        bytes = 64;
+      }
+      batch.push(item);
+      bytes += size;
+    }
+    if (batch.length > 0) this.coordination.broadcast(this.topic, JSON.stringify(batch));
+    this.items = [];
+  }
+}
+
+type Wake = { tenant: string; paced?: boolean; trace?: Trace } | { all: true };
+
+/**
+ * The reconcile queue as the services see it: the local one while this controller leads, the
+ * leader's (through messages) otherwise. Messages that reach the leader go into its queue.
+ */
+export function leaderQueue(coordination: Coordination, local: ReconcileQueue): ReconcileQueue {
+  const out = new Batcher<Wake>(coordination, "reconcile");
+  coordination.subscribe("reconcile", (message) => {
+    if (!coordination.leading) return;
+    for (const w of parseList<Wake>(message)) {
+      if ("all" in w) local.addAll();
+      else if (typeof w.tenant !== "string") continue;
+      else if (w.paced) local.addPaced(w.tenant);
+      else local.add(w.tenant, w.trace);
+    }
+  });
+  return {
+    add: (tenant, trace) => (coordination.leading ? local.add(tenant, trace) : out.push({ tenant, trace })),
+    addPaced: (tenant) => (coordination.leading ? local.addPaced(tenant) : out.push({ tenant, paced: true })),
+    addAll: () => (coordination.leading ? local.addAll() : out.push({ all: true })),
+  };
+}
+
+/** Relays the feed's notices to the other controllers, and theirs to the watches held here. */
+export function relayOrders(coordination: Coordination, feed: OrderFeed, store: Store): void {
+  const out = new Batcher<{ id: string; node: string }>(coordination, "order");
+  feed.relay = (o: WorkOrder) => out.push({ id: o.id, node: o.target?.nodeId ?? "" });
+  coordination.subscribe("order", (message) => {
+    for (const n of parseList<{ id: string; node: string }>(message)) {
+      // Read only for a node that watches here: the notice carries ids, the store the order.
+      if (typeof n.id !== "string" || !feed.watching(n.node)) continue;
+      store.getWorkOrder(n.id).then(
+        (o) => o && feed.deliver(o),
+        () => undefined, // the agent's poll finds it
+      );
+    }
+  });
+}
+
+/** Relays heartbeats seen here to the others' liveness views, and theirs to `seen`. */
+export function relayHeartbeats(
+  coordination: Coordination,
+  seen: (nodeId: string, at: Date, intervalMs: number) => void,
+): (nodeId: string, at: Date, intervalMs: number) => void {
+  const out = new Batcher<[string, number, number]>(coordination, "heartbeat");
+  coordination.subscribe("heartbeat", (message) => {
+    for (const b of parseList<[string, number, number]>(message)) {
+      if (Array.isArray(b) && typeof b[0] === "string" && Number.isFinite(b[1]) && Number.isFinite(b[2])) seen(b[0], new Date(b[1]), b[2]);
+    }
+  });
+  return (nodeId, at, intervalMs) => {
+    seen(nodeId, at, intervalMs);
+    out.push([nodeId, at.getTime(), intervalMs]);
+  };
+}
+
+function parseList<T>(message: string): T[] {
+  try {
+    const v: unknown = JSON.parse(message);
+    return Array.isArray(v) ? (v.filter((x) => typeof x === "object" && x !== null) as T[]) : [];
+  } catch {
+    return [];
+  }
+}
