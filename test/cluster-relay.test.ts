@@ -1,0 +1,127 @@
+// Controllers sharing a PostgreSQL database, in process: leadership through the advisory lock,
+// and the relays of controller/cluster.ts (reconcile triggers to the leader, order notices to the
+// node's watches, heartbeats to every liveness view) over real LISTEN/NOTIFY.
+import { afterEach, describe, expect, it } from "vitest";
+import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { leaderQueue, relayHeartbeats, relayOrders } from "../controller/cluster.js";
+import { OrderFeed } from "../controller/dispatch/order-feed.js";
+import type { ReconcileQueue } from "../controller/reconcile/triggers.js";
+import { PgCoordination } from "../controller/store/postgres/pg-coordination.js";
+import { PostgresStore } from "../controller/store/postgres/pg-store.js";
+import { freshDatabase, pgUrl } from "./helpers/postgres.js";
+import { order } from "./store-conformance.js";
+
+const url = pgUrl();
+let n = 0;
+const opened: Array<{ close(): Promise<void> }> = [];
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((c) => c.close()));
+});
+
+/** A controller's coordination; `leading` resolves once it leads, `changes` records every change. */
+async function member(db: string, id: string) {
+  const c = new PgCoordination(db, { controllerId: id, pollMs: 100 });
+  opened.push(c);
+  const changes: boolean[] = [];
+  let onLead: () => void = () => undefined;
+  const leading = new Promise<void>((r) => {
+    onLead = r;
+  });
+  await c.start((l) => {
+    changes.push(l);
+    if (l) onLead();
+  });
+  return { c, changes, leading };
+}
+
+/** Resolves with the next value `register` hands to its callback. */
+function next<T>(register: (fn: (v: T) => void) => void): Promise<T> {
+  return new Promise((resolve) => register(resolve));
+}
+
+describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
+  it("exactly one leads; when its session ends another takes over", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    await a.leading;
+    const b = await member(db, "b");
+    expect(a.c.leading).toBe(true);
+    expect(b.c.leading).toBe(false);
+    await a.c.close();
+    await b.leading;
+    expect(b.c.leading).toBe(true);
+    expect(b.changes).toEqual([true]);
+  });
+
+  it("a follower's reconcile triggers reach the leader's queue, with their trace", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    await a.leading;
+    const b = await member(db, "b");
+    const leaderLocal: Array<[string, unknown]> = [];
+    let got: () => void = () => undefined;
+    const local = (into: Array<[string, unknown]>, onAdd?: () => void): ReconcileQueue => ({
+      add: (t, trace) => {
+        into.push([`add ${t}`, trace]);
+        onAdd?.();
+      },
+      addPaced: (t) => {
+        into.push([`paced ${t}`, undefined]);
+        onAdd?.();
+      },
+      addAll: () => {
+        into.push(["all", undefined]);
+        onAdd?.();
+      },
+    });
+    const arrived = new Promise<void>((r) => {
+      got = () => leaderLocal.length === 3 && r();
+    });
+    leaderQueue(
+      a.c,
+      local(leaderLocal, () => got()),
+    );
+    const followerLocal: Array<[string, unknown]> = [];
+    const follower = leaderQueue(b.c, local(followerLocal));
+    follower.add("tenant-x", { requestId: "req-1", correlationId: "corr-1" });
+    follower.addPaced("tenant-y");
+    follower.addAll();
+    await arrived;
+    expect(leaderLocal).toEqual([
+      ["add tenant-x", { requestId: "req-1", correlationId: "corr-1" }],
+      ["paced tenant-y", undefined],
+      ["all", undefined],
+    ]);
+    expect(followerLocal).toEqual([]); // a follower runs no passes
+  });
+
+  it("an order published on one controller reaches the node's watch on another, read from the store", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const store = new PostgresStore(db);
+    await store.open();
+    opened.push(store);
+    const a = await member(db, "a");
+    const b = await member(db, "b");
+    const feedA = new OrderFeed();
+    const feedB = new OrderFeed();
+    relayOrders(a.c, feedA, store);
+    relayOrders(b.c, feedB, store);
+    const stored = await store.createWorkOrder(order("wo-relay", "node-1"));
+    const watched = next<WorkOrder>((fn) => feedB.subscribe("node-1", fn));
+    feedA.publish(stored);
+    expect((await watched).id).toBe("wo-relay");
+  });
+
+  it("heartbeats seen by one controller reach the others' liveness views", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    const b = await member(db, "b");
+    const at = new Date("2026-11-24T10:00:00.000Z");
+    const seenByB = next<[string, Date, number]>((fn) => relayHeartbeats(b.c, (id, when, every) => fn([id, when, every])));
+    const seenByA: string[] = [];
+    relayHeartbeats(a.c, (id) => seenByA.push(id))("node-7", at, 5000);
+    expect(await seenByB).toEqual(["node-7", at, 5000]);
+    expect(seenByA).toEqual(["node-7"]); // and the controller's own view
+  });
+});
