@@ -17,7 +17,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
-import { soleCoordination, type Coordination } from "./store/coordination.js";
+import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
 import { leaderQueue, relayHeartbeats, relayOrders } from "./cluster.js";
 import type { Logger } from "../common/logging/logger.js";
 import { boundaryInterceptor } from "./interceptors.js";
@@ -26,7 +26,6 @@ import { createAuthenticator } from "./auth/authenticator.js";
 import { createRequestGate } from "./request-gate.js";
 import { createRpcHandler } from "./rpc-handler.js";
 import { hashToken, mintAdminToken } from "./auth/tokens.js";
-import { KeyedLock } from "./keyed-lock.js";
 import type { ServiceDeps } from "./services/deps.js";
 import { healthService } from "./services/health-service.js";
 import { resourceService } from "./services/resource-service.js";
@@ -152,9 +151,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   }
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
-  const records = new TargetRecords(store);
-  const rollouts = new RolloutRecords(store);
   const coordination = opts.coordination ?? soleCoordination();
+  // Tenants' records and idempotency keys are locked across every controller on the store.
+  const locks = sharedLock(coordination);
+  const records = new TargetRecords(store, locks);
+  const rollouts = new RolloutRecords(store);
   // Replays what a stop interrupted. Alone on its store, a controller does it before it serves;
   // sharing one, the leader does when it takes over (the old leader's loops may have left work).
   const recover = async () => {
@@ -195,7 +196,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     startedAt: new Date(),
     version: VERSION,
     coordination,
-    locks: new KeyedLock(),
+    locks,
     snapshots,
     reconciler,
     triggers,

@@ -1,6 +1,7 @@
 // Controllers sharing a PostgreSQL database, in process: leadership through the advisory lock,
 // and the relays of controller/cluster.ts (reconcile triggers to the leader, order notices to the
 // node's watches, heartbeats to every liveness view) over real LISTEN/NOTIFY.
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { leaderQueue, relayHeartbeats, relayOrders } from "../controller/cluster.js";
@@ -52,6 +53,50 @@ describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
     await b.leading;
     expect(b.c.leading).toBe(true);
     expect(b.changes).toEqual([true]);
+  });
+
+  it("an exclusive section of a key waits for the same key's section on another controller, not for other keys", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    const b = await member(db, "b");
+    const ran: string[] = [];
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered: () => void = () => undefined;
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const first = a.c.exclusive("targets:t1", async () => {
+      entered();
+      await held;
+      ran.push("a");
+    });
+    await inside;
+    const second = b.c.exclusive("targets:t1", async () => {
+      ran.push("b");
+    });
+    // Another key is not held up.
+    await b.c.exclusive("targets:t2", async () => {
+      ran.push("other key");
+    });
+    // b's session is seen waiting for the advisory lock before a lets go.
+    const probe = new pg.Client({ connectionString: db });
+    await probe.connect();
+    try {
+      for (;;) {
+        const { rows } = await probe.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+        if (rows[0].n > 0) break;
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      await probe.end();
+    }
+    expect(ran).toEqual(["other key"]);
+    release();
+    await Promise.all([first, second]);
+    expect(ran).toEqual(["other key", "a", "b"]);
   });
 
   it("a follower's reconcile triggers reach the leader's queue, with their trace", async () => {

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -138,6 +139,47 @@ describe.skipIf(!dockerHost || !pg)("several controllers on one PostgreSQL datab
     const orders = await finished(controllers[1]!, [...texts.keys()]);
     expectRanOnce(orders, texts);
   }, 120_000);
+
+  it("a tenant created and applied through followers is deployed by the leader's reconciler to an agent on a third controller", async () => {
+    const leader = (await waitFor("a leader", leaderIndex, 10_000))!;
+    const [f1, f2] = [0, 1, 2].filter((i) => i !== leader) as [number, number];
+    const tenant = `mc-app-${RUN_ID}`;
+    const compose = ["services:", "  app:", "    image: skipper-busybox:local", '    command: ["sleep", "3600"]', ""].join("\n");
+    await controllers[f1]!.admin(ResourceService).createResource({
+      resourceType: "tenant",
+      resource: {
+        id: tenant,
+        resourceType: "tenant",
+        desiredState: {
+          kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODES[leader]! }, compose: { composeFile: compose } } },
+        },
+      },
+    });
+    const converged = (via: number) =>
+      waitFor(
+        "the tenant to converge",
+        async () => {
+          const t = (await controllers[via]!.admin(ResourceService).getResource({ resourceType: "tenant", id: tenant })).resource;
+          return t?.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
+        },
+        90_000,
+      );
+    await converged(f2);
+    // Apply through the other follower: its pass runs there, under the tenant's lock held in the database.
+    const applied = await controllers[f2]!.admin(DeploymentService).apply({ tenantId: tenant });
+    const [order] = await finished(controllers[f1]!, [applied.workOrder!.id]);
+    expect(order!.status).toBe(WorkOrderStatus.SUCCESS);
+    await converged(leader);
+    await controllers[f1]!.admin(ResourceService).deleteResource({ resourceType: "tenant", id: tenant });
+    await waitFor(
+      "the tenant's removal order to succeed",
+      async () => {
+        const { workOrders } = await controllers[leader]!.admin(WorkOrderService).listWorkOrders({ tenantId: tenant, pageSize: 100 });
+        return workOrders.some((o) => o.type === WorkOrderType.REMOVE_SERVICE && o.status === WorkOrderStatus.SUCCESS) ? true : undefined;
+      },
+      90_000,
+    );
+  }, 180_000);
 
   it("kill -9 of the leader mid-traffic moves the loops to another controller, and every acknowledged order ends once", async () => {
     const leader = (await waitFor("a leader", leaderIndex, 10_000))!;

@@ -32,11 +32,14 @@ export function tenantStatusOf(tenant: Resource | undefined): TenantStatus {
 
 /** Reads and writes the per-node target records of tenants, one writer per tenant at a time. */
 export class TargetRecords {
-  private readonly locks = new KeyedLock();
   // Per tenant, the finished orders waiting for its lock to be recorded (recordFinished).
   private readonly waiting = new Map<string, WaitingOutcome[]>();
 
-  constructor(private readonly store: Store) {}
+  /** `locks` must hold across every controller that shares the store (store/coordination.ts sharedLock). */
+  constructor(
+    private readonly store: Store,
+    private readonly locks: { run<T>(key: string, fn: () => Promise<T>): Promise<T> } = new KeyedLock(),
+  ) {}
 
   /** Runs `fn` while no other pass, outcome or rollback of this tenant touches its records. */
   exclusive<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {

@@ -21,8 +21,8 @@ export interface ServiceDeps {
   version: string;
   /** Which controller leads among those sharing the store (the health check reports it). */
   coordination: Coordination;
-  /** Serialises work per key within this process (idempotency keys). */
-  locks: KeyedLock;
+  /** Serialises work per key across every controller on the store (idempotency keys). */
+  locks: Pick<KeyedLock, "run">;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
   /** Told of every stored heartbeat (node liveness is judged from them). */

@@ -2,6 +2,7 @@
 // (reconcile passes and sweeps, lease expiry, node liveness, retention). A store that only one
 // controller can open (the file store: the data directory is locked) has soleCoordination: this
 // controller always leads and has nobody to tell. The PostgreSQL store's is pg-coordination.ts.
+import { KeyedLock } from "../keyed-lock.js";
 
 /** A message from another controller on one topic. */
 export type CoordinationListener = (message: string) => void;
@@ -23,6 +24,12 @@ export interface Coordination {
   broadcast(topic: string, message: string): void;
   /** Calls `fn` for every message of `topic` from another controller. */
   subscribe(topic: string, fn: CoordinationListener): void;
+  /**
+   * Runs `fn` while no other controller runs an exclusive section of the same key (a tenant's
+   * target records, an idempotency key). Within one process, callers serialise through
+   * sharedLock's in-process lock first, so each waiting key costs one database session at most.
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T>;
   /** Stops seeking leadership and releases it. Idempotent. */
   close(): Promise<void>;
 }
@@ -42,8 +49,15 @@ export function soleCoordination(controllerId = "sole"): Coordination {
     },
     broadcast: () => undefined,
     subscribe: () => undefined,
+    exclusive: (_key, fn) => fn(),
     async close() {
       leading = false;
     },
   };
+}
+
+/** A lock per key that holds across the controllers of `coordination` (and within this one). */
+export function sharedLock(coordination: Coordination): { run<T>(key: string, fn: () => Promise<T>): Promise<T> } {
+  const local = new KeyedLock();
+  return { run: (key, fn) => local.run(key, () => coordination.exclusive(key, fn)) };
 }

@@ -15,6 +15,8 @@ export interface PgCoordinationOptions {
   pollMs?: number;
   /** A connection problem (it is retried at the next poll). */
   onError?: (msg: string, err: unknown) => void;
+  /** Sessions for exclusive sections held at once (default 16; more wait for one). */
+  lockSessions?: number;
 }
 
 const CHANNEL = "skipper_controllers";
@@ -31,6 +33,8 @@ export class PgCoordination implements Coordination {
   private isLeading = false;
   private change: ((leading: boolean) => void) | undefined;
   private readonly listeners = new Map<string, Set<CoordinationListener>>();
+  // Sessions for exclusive sections (a session-level advisory lock lives and dies with its session).
+  private readonly lockPool: pg.Pool;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private closed = false;
@@ -44,6 +48,8 @@ export class PgCoordination implements Coordination {
     this.controllerId = options.controllerId;
     this.pollMs = options.pollMs ?? 1000;
     this.onError = options.onError ?? (() => undefined);
+    this.lockPool = new pg.Pool({ connectionString: url, max: options.lockSessions ?? 16 });
+    this.lockPool.on("error", (e) => this.onError("a lock session to PostgreSQL broke", e));
   }
 
   get leading(): boolean {
@@ -69,6 +75,25 @@ export class PgCoordination implements Coordination {
     set.add(fn);
   }
 
+  async exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    // A 64-bit hash of the key in its own namespace: a collision only makes two keys wait for each other.
+    const id = `skipper:${key}`;
+    const c = await this.lockPool.connect();
+    try {
+      await c.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [id]);
+    } catch (e) {
+      c.release(asError(e));
+      throw e;
+    }
+    try {
+      return await fn();
+    } finally {
+      // A session that cannot unlock is discarded: its end releases the lock instead.
+      const failed = await c.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [id]).then(() => undefined, asError);
+      c.release(failed);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -79,6 +104,7 @@ export class PgCoordination implements Coordination {
     this.isLeading = false;
     // Ending the session releases the advisory lock: a follower takes over at its next poll.
     await c?.end().catch(() => undefined);
+    await this.lockPool.end().catch(() => undefined);
   }
 
   // Connects if need be, then tries for leadership (a follower) or checks the session (a leader).
@@ -162,4 +188,8 @@ export class PgCoordination implements Coordination {
       }
     }
   }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
 }
