@@ -5,9 +5,13 @@
 // order state machine (work-order-transitions.ts, shared with the file store) runs on the row it
 // holds locked, so "exactly one claim wins" and fencing hold across controllers.
 //
-// Resource versions come from one counter row bumped inside each resource write: a write holds
-// that row from its bump to its commit, so revisions become visible in the order they were
-// handed out, and a reader that resumes "since currentRevision()" never skips one.
+// Revisions. Resource versions come from a sequence, so writers never wait for each other; but a
+// sequence hands out numbers in one order and transactions commit in another, and a reader that
+// resumes "since currentRevision()" must never skip a version committed after it looked. So each
+// resource write first takes a shared advisory lock (the revision gate) for its transaction, and
+// currentRevision() takes the gate exclusively for a moment: once it has it, every version handed
+// out so far belongs to a transaction that has ended, and the sequence's last value is safe to
+// answer. Writers queue behind that moment for as long as the writes in flight take to commit.
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import pg from "pg";
@@ -67,6 +71,12 @@ const EVENT_PAGE = { tag: "events", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,1
 // serialisation failures (40001) not at all at READ COMMITTED, but are safe to retry all the same.
 const RETRIABLE = new Set(["40P01", "40001"]);
 
+// The revision gate: an advisory lock of the (int, int) kind, in a namespace of ours ("skip").
+const GATE = "1936421232, 1";
+// A resource write's transaction: the gate, shared, before any row lock (so a reader waiting for
+// the gate never waits for a writer that waits for a row).
+const BEGIN_RESOURCE_WRITE = `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE})`;
+
 type Client = pg.PoolClient;
 
 /** The PostgreSQL-backed Store. */
@@ -86,7 +96,7 @@ export class PostgresStore implements S.Store {
   /** Connects and brings the schema up to date (under an advisory lock: see migrations.ts). */
   async open(): Promise<void> {
     if (this.pool) return;
-    const pool = new pg.Pool({ connectionString: this.url, max: this.options.maxConnections ?? 10 });
+    const pool = new pg.Pool({ connectionString: this.url, max: this.options.maxConnections ?? 32 });
     // An idle connection the server drops must not take the process down.
     pool.on("error", () => undefined);
     try {
@@ -135,8 +145,11 @@ export class PostgresStore implements S.Store {
   }
 
   async currentRevision(): Promise<bigint> {
-    const { rows } = await this.query<{ value: string }>("SELECT value FROM store_revision");
-    return BigInt(rows[0]?.value ?? "0");
+    // One round trip: the gate (waiting for the resource writes in flight), the last version, done.
+    const results = (await this.query(
+      `BEGIN; SELECT pg_advisory_xact_lock(${GATE}); SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS value FROM store_revision; COMMIT`,
+    )) as unknown as pg.QueryResult<{ value: string }>[];
+    return BigInt(results[2]?.rows[0]?.value ?? "0");
   }
 
   async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
@@ -164,23 +177,22 @@ export class PostgresStore implements S.Store {
     checkId(resource.id, "resource_id");
     const stored = clone(ResourceSchema, resource);
     stored.metadata ??= create(MetadataSchema);
-    return this.transaction(async (c) => {
-      // The existing row (a tombstone may be replaced) is locked before the revision counter,
-      // the order every resource write takes its locks in.
+    return this.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
       const existing = await c.query<{ deleted: boolean }>(
         "SELECT deleted FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE",
         [type, resource.id],
       );
       if (existing.rows[0] && !existing.rows[0].deleted) throw exists(type, resource.id);
-      stored.metadata!.resourceVersion = await nextRevision(c);
-      const cols = resourceColumns(stored, bodyOf(ResourceSchema, stored));
-      const { rowCount } = await c.query(
-        `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${params(cols.length)})
-         ON CONFLICT (resource_type, id) DO UPDATE SET ${setAll(RESOURCE_COLUMNS)} WHERE resources.deleted`,
-        cols,
+      const row = versioned(resourceColumns(stored, bodyOf(ResourceSchema, stored)));
+      const { rows } = await c.query<{ version: string }>(
+        `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${row.values})
+         ON CONFLICT (resource_type, id) DO UPDATE SET ${setAll(RESOURCE_COLUMNS)} WHERE resources.deleted
+         RETURNING version`,
+        row.args,
       );
       // Created meanwhile by another controller (the row did not exist when it was looked for).
-      if (rowCount !== 1) throw exists(type, resource.id);
+      if (!rows[0]) throw exists(type, resource.id);
+      stored.metadata!.resourceVersion = rows[0].version;
       return clone(ResourceSchema, stored);
     });
   }
@@ -193,7 +205,7 @@ export class PostgresStore implements S.Store {
   ): Promise<Resource> {
     checkType(type);
     checkId(id, "resource_id");
-    return this.transaction(async (c) => {
+    return this.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
       const { rows } = await c.query<{ body: unknown }>("SELECT body FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE", [
         type,
         id,
@@ -216,9 +228,12 @@ export class PostgresStore implements S.Store {
       next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
       next.metadata ??= create(MetadataSchema);
-      next.metadata.resourceVersion = await nextRevision(c);
-      const cols = resourceColumns(next, bodyOf(ResourceSchema, next));
-      await c.query(`UPDATE resources SET (${RESOURCE_COLUMNS}) = (${params(cols.length)}) WHERE resource_type = $1 AND id = $2`, cols);
+      const row = versioned(resourceColumns(next, bodyOf(ResourceSchema, next)));
+      const updated = await c.query<{ version: string }>(
+        `UPDATE resources SET (${RESOURCE_COLUMNS}) = (${row.values}) WHERE resource_type = $1 AND id = $2 RETURNING version`,
+        row.args,
+      );
+      next.metadata.resourceVersion = updated.rows[0]!.version;
       return clone(ResourceSchema, next);
     });
   }
@@ -326,30 +341,41 @@ export class PostgresStore implements S.Store {
   }
 
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
-    checkId(id, "work_order_id");
-    return this.transaction(async (c) => {
-      const current = await lockedOrder(c, id);
+    let duplicate = false;
+    const workOrder = await this.transition(id, (current) => {
+      duplicate = true;
       if (isFinished(current)) {
         checkDuplicateResult(current, fencingToken);
-        return { workOrder: current, duplicate: true };
+        return current;
       }
-      if (reportedBefore(current, fencingToken)) return { workOrder: current, duplicate: true };
-      const next = finished(current, nodeId, result, now, fencingToken);
-      await writeOrder(c, next);
-      return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
+      if (reportedBefore(current, fencingToken)) return current;
+      duplicate = false;
+      return finished(current, nodeId, result, now, fencingToken);
     });
+    return { workOrder, duplicate };
   }
 
-  // One state-machine step on the order's locked row.
-  private transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+  // One state-machine step, written only if the row is still as it was read (its xmin, the
+  // transaction that wrote it, is unchanged); else read again and step again. Two round trips
+  // and no transaction of our own: each statement commits alone. Of concurrent steps on one
+  // order exactly one writes; the others see its result (a second claim: "not pending").
+  private async transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
     checkId(id, "work_order_id");
-    return this.transaction(async (c) => {
-      const current = await lockedOrder(c, id);
+    for (;;) {
+      const { rows } = await this.query<{ xmin: string; body: unknown }>("SELECT xmin::text AS xmin, body FROM work_orders WHERE id = $1", [
+        id,
+      ]);
+      if (!rows[0]) throw notFound("work_order", id);
+      const current = messageOf(WorkOrderSchema, rows[0].body);
       const next = step(current);
-      if (next === current) return current;
-      await writeOrder(c, next);
-      return clone(WorkOrderSchema, next);
-    });
+      if (next === current) return current; // nothing to do (idempotent)
+      const cols = orderColumns(next, bodyOf(WorkOrderSchema, next));
+      const { rowCount } = await this.query(
+        `UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1 AND xmin = $${cols.length + 1}::text::xid`,
+        [...cols, rows[0].xmin],
+      );
+      if (rowCount === 1) return clone(WorkOrderSchema, next);
+    }
   }
 
   // --- events ----------------------------------------------------------------------------
@@ -495,14 +521,14 @@ export class PostgresStore implements S.Store {
 
   // Runs `fn` in a transaction on one connection; a deadlock or serialisation failure is retried
   // (the transaction was rolled back, so nothing of the first try remains).
-  private transaction<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+  private transaction<T>(begin: string, fn: (c: Client) => Promise<T>): Promise<T> {
     const pool = this.openPool();
     const run = async (): Promise<T> => {
       for (let attempt = 1; ; attempt++) {
         const c = await pool.connect().catch((e: unknown) => Promise.reject(unavailable(e)));
         let broken: Error | undefined;
         try {
-          await c.query("BEGIN");
+          await c.query(begin);
           const result = await fn(c);
           await c.query("COMMIT");
           return result;
@@ -537,21 +563,22 @@ export class PostgresStore implements S.Store {
   }
 }
 
-// The next store revision, held locked by this transaction until it commits.
-async function nextRevision(c: Client): Promise<string> {
-  const { rows } = await c.query<{ value: string }>("UPDATE store_revision SET value = value + 1 RETURNING value");
-  return rows[0]!.value;
-}
-
-async function lockedOrder(c: Client, id: string): Promise<WorkOrder> {
-  const { rows } = await c.query<{ body: unknown }>("SELECT body FROM work_orders WHERE id = $1 FOR UPDATE", [id]);
-  if (!rows[0]) throw notFound("work_order", id);
-  return messageOf(WorkOrderSchema, rows[0].body);
-}
-
-async function writeOrder(c: Client, next: WorkOrder): Promise<void> {
-  const cols = orderColumns(next, bodyOf(WorkOrderSchema, next));
-  await c.query(`UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1`, cols);
+// The values of a resource row's columns ($1.., RESOURCE_COLUMNS' order) with the next store
+// revision as its version, in the column and in the body (the transaction holds the revision
+// gate: see the top of this file). One statement takes the number and writes it.
+function versioned(cols: unknown[]): { values: string; args: unknown[] } {
+  const args = [...cols.slice(0, 3), ...cols.slice(4)]; // all but the version
+  const n = args.length;
+  const body = `$${n}::jsonb`;
+  const values = [
+    "$1",
+    "$2",
+    "$3",
+    "nextval('store_revision')",
+    ...Array.from({ length: n - 4 }, (_, i) => `$${i + 4}`),
+    `jsonb_set(${body}, '{metadata}', coalesce(${body} -> 'metadata', '{}'::jsonb) || jsonb_build_object('resource_version', currval('store_revision')::text))`,
+  ].join(", ");
+  return { values, args };
 }
 
 function setAll(columns: string): string {

@@ -9,11 +9,8 @@ export const version = 1;
 export const name = "initial";
 
 export const sql = `
-CREATE TABLE store_revision (
-  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-  value bigint NOT NULL
-);
-INSERT INTO store_revision (value) VALUES (0);
+-- Resource versions (see pg-store.ts, "Revisions").
+CREATE SEQUENCE store_revision AS bigint MINVALUE 1 START 1;
 
 CREATE TABLE resources (
   resource_type text COLLATE "C" NOT NULL,
