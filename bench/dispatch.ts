@@ -50,35 +50,43 @@ const SAMPLES = Number(values.samples);
  */
 class SimAgent extends SimNode {
   private claimed = new Map<string, (at: { notified: number; claimed: number }) => void>();
+  // Holds a watch stream until `signal` aborts, opening it again (after a second) when it fails,
+  // as skippy does; `opened` is called once, when the first stream answers.
   watch(signal: AbortSignal, opened: () => void): void {
+    let first = true;
     void (async () => {
-      let first = true;
-      for await (const n of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal })) {
-        if (first) {
+      while (!signal.aborted) {
+        await this.stream(signal, () => {
+          if (first) opened();
           first = false;
-          opened();
-        }
-        if (!n.workOrder) continue;
-        const notified = performance.now();
-        const id = n.workOrder.id;
-        try {
-          const claim = await this.orders.claimWorkOrder({ id });
-          const claimed = performance.now();
-          await this.orders.reportWorkOrderResult({
-            id,
-            fencingToken: claim.workOrder?.fencingToken,
-            result: { success: true, code: "APPLY_OK", message: "bench" },
-          });
-          const ds = n.workOrder.desiredState;
-          const tenantId = n.workOrder.target?.tenantId ?? "";
-          if (ds)
-            this.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: id });
-          this.claimed.get(tenantId)?.({ notified, claimed });
-        } catch {
-          // claimed already (a notice can repeat): nothing to do
-        }
+        }).catch(() => undefined);
+        if (!signal.aborted) await new Promise((r) => setTimeout(r, 1000));
       }
-    })().catch(() => undefined);
+    })();
+  }
+  private async stream(signal: AbortSignal, answered: () => void): Promise<void> {
+    for await (const n of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal })) {
+      answered();
+      if (!n.workOrder) continue;
+      const notified = performance.now();
+      const id = n.workOrder.id;
+      try {
+        const claim = await this.orders.claimWorkOrder({ id });
+        const claimed = performance.now();
+        await this.orders.reportWorkOrderResult({
+          id,
+          fencingToken: claim.workOrder?.fencingToken,
+          result: { success: true, code: "APPLY_OK", message: "bench" },
+        });
+        const ds = n.workOrder.desiredState;
+        const tenantId = n.workOrder.target?.tenantId ?? "";
+        if (ds)
+          this.running.set(tenantId, { projectName: ds.composeProject?.projectName ?? tenantId, specHash: ds.specHash, workOrderId: id });
+        this.claimed.get(tenantId)?.({ notified, claimed });
+      } catch {
+        // claimed already (a notice can repeat): nothing to do
+      }
+    }
   }
   claimOf(tenantId: string): Promise<{ notified: number; claimed: number }> {
     return new Promise((r) => this.claimed.set(tenantId, r));
@@ -93,10 +101,16 @@ setMaxListeners(0, stop.signal);
 try {
   const dataDir = join(base, "data");
   const profile = values["cpu-prof"] ? ["--cpu-prof", "--cpu-prof-dir", resolve(values["cpu-prof"])] : [];
-  ctl = spawn(process.execPath, [...profile, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
-    env: { ...process.env, SKIPPER_ADMIN_TOKEN: ADMIN },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  // Room for every agent's connection and the admin clients (the default cap is 10,000).
+  const cap = ["--max-connections", String(Math.max(10_000, AGENTS + 1000))];
+  ctl = spawn(
+    process.execPath,
+    [...profile, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...cap],
+    {
+      env: { ...process.env, SKIPPER_ADMIN_TOKEN: ADMIN },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const url = await new Promise<string>((res, rej) => {
     ctl!.once("exit", (c) => rej(new Error(`controller exited ${c}`)));
     const rl = createInterface({ input: ctl!.stdout! });
@@ -131,10 +145,15 @@ try {
     );
     agents.push(...batch);
   }
-  let open = 0;
-  await new Promise<void>((res) => {
-    for (const a of agents) a.watch(stop.signal, () => ++open === agents.length && res());
-  });
+  // Streams open 250 at a time: ten thousand TLS handshakes at once would outlast the
+  // controller's handshake timeout (agents that fail retry, but the setup would take longer).
+  for (let i = 0; i < agents.length; i += 250) {
+    const batch = agents.slice(i, i + 250);
+    let open = 0;
+    await new Promise<void>((res) => {
+      for (const a of batch) a.watch(stop.signal, () => ++open === batch.length && res());
+    });
+  }
   // Heartbeats, staggered over the interval, as real agents' would be.
   await Promise.all(agents.map((a) => a.heartbeat(HEARTBEAT_MS)));
   const beats = agents.map((a, i) =>

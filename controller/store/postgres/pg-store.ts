@@ -1,9 +1,12 @@
 // The PostgreSQL store (backend "postgres"): the same Store contract as the file store, on a
-// database that several controllers can share. Every write is one transaction, committed before
-// the call returns (synchronous_commit, the default, makes that durable). Rows are locked, not
-// processes: two controllers that change one record are serialised by its row lock, and the work
-// order state machine (work-order-transitions.ts, shared with the file store) runs on the row it
-// holds locked, so "exactly one claim wins" and fencing hold across controllers.
+// database that several controllers can share. Every write is committed before the call returns
+// (synchronous_commit, the default, makes that durable). Rows are locked, not processes:
+// - a resource write locks its row (SELECT ... FOR UPDATE) for its read-modify-write;
+// - a work-order step (claim, renewal, result, cancel, expiry: work-order-transitions.ts, shared
+//   with the file store) reads the row, computes the next state and writes it only if the row is
+//   still the one it read (its xmin); otherwise it reads again. So of concurrent claims through
+//   any number of controllers exactly one wins, and fencing tokens and leases hold. A claim names
+//   its order (the agent chose it), so there is no queue to SKIP LOCKED over.
 //
 // Revisions. Resource versions come from a sequence, so writers never wait for each other; but a
 // sequence hands out numbers in one order and transactions commit in another, and a reader that
@@ -56,7 +59,7 @@ import {
 } from "./pg-records.js";
 
 export interface PostgresStoreOptions {
-  /** Connections in the pool (default 10). */
+  /** Connections in the pool (default 32). */
   maxConnections?: number;
   /** Called for what open() changed (schema migrations applied). */
   onInfo?: (msg: string, meta: object) => void;
