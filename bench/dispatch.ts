@@ -237,6 +237,10 @@ try {
   console.log(`| of which notice -> claim answered, p50 / p99 | ${figures.claim_ms_p50} / ${figures.claim_ms_p99} ms | |`);
   console.log(`| Apply called -> claim via stream, p50 / p99 | ${figures.apply_ms_p50} / ${figures.apply_ms_p99} ms | p99 < 50 ms |`);
   console.log(JSON.stringify({ bench: "dispatch", node: process.version, ...figures }));
+} catch (e) {
+  // Said, not swallowed by the exit below.
+  console.error(`bench:dispatch failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  process.exitCode = 1;
 } finally {
   stop.abort();
   if (ctl && ctl.exitCode === null && ctl.signalCode === null) {
@@ -245,5 +249,5 @@ try {
     await exited;
   }
   await rm(base, { recursive: true, force: true });
-  process.exit(0);
+  process.exit(process.exitCode ?? 0);
 }
