@@ -99,6 +99,29 @@ export class DurableFs {
     }
   }
 
+  /**
+   * Writes `data` at `to`, then removes `from` (a record moving between directories); resolves
+   * once both are durable. Logged, both take one append; a crash between the two files leaves
+   * both (the caller's open() resolves that), never neither.
+   */
+  async move(from: string, to: string, data: string): Promise<void> {
+    const bytes = Buffer.from(data, "utf8");
+    const log = this.log;
+    if (!log || bytes.length > DIRECT_BYTES) {
+      await this.writeFile(to, data);
+      return this.unlink(from);
+    }
+    await this.ensureDir(dirname(to));
+    const ticket = await log.append({ op: "put", path: to, data: bytes }, { op: "unlink", path: from });
+    try {
+      crashPoint("store.after-log-append");
+      await replaceFile(to, bytes, false);
+      await unlinkAbsentOk(from);
+    } finally {
+      ticket.release();
+    }
+  }
+
   /** Removes `path` (absent is fine) and resolves once that is durable. */
   async unlink(path: string): Promise<void> {
     const log = this.log;
@@ -158,9 +181,12 @@ export class DurableFs {
 }
 
 // Writes `data` to a temp file beside `path` and renames it over `path` (readers see the old or
-// the new file, never a part); `sync` fsyncs the temp file first (the caller fsyncs the directory).
+// the new file, never a part); `sync` fsyncs the temp file first (the caller fsyncs the
+// directory). Through the thread pool, not in synchronous calls: on ext4 a rename over an existing
+// file starts the new file's writeback, and creating or renaming a file may wait for the
+// journal, so the main thread would stall on the disk.
 async function replaceFile(path: string, data: Buffer, sync: boolean): Promise<void> {
-  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const tmp = tempPath(path);
   const fd = await openFd(tmp, "wx", FILE_MODE);
   try {
     await writeAll(fd, data);
@@ -179,6 +205,15 @@ async function replaceFile(path: string, data: Buffer, sync: boolean): Promise<v
     throw e;
   }
   crashPoint("store.after-rename");
+}
+
+// A hidden temp name beside `path` that TEMP_FILE_PATTERN matches: unique per process (a random
+// prefix) and per write (a counter), without a call for random bytes each time.
+const TEMP_PREFIX = randomBytes(3).toString("hex");
+let tempCounter = 0;
+function tempPath(path: string): string {
+  tempCounter = (tempCounter + 1) % 0x1000000;
+  return join(dirname(path), `.${basename(path)}.${TEMP_PREFIX}${tempCounter.toString(16).padStart(6, "0")}.tmp`);
 }
 
 async function unlinkAbsentOk(path: string): Promise<void> {

@@ -406,9 +406,10 @@ export class FileStore implements S.Store {
   private async moveOrder(current: WorkOrder, next: WorkOrder): Promise<void> {
     const from = stageOf(current.status);
     const to = stageOf(next.status);
-    await this.fs.writeFile(this.paths.workOrder(to, next.id), codec.encodeMessage(WorkOrderSchema, next));
-    // A lease renewal stays in its stage: the write above replaced the file.
-    if (from !== to) await this.fs.unlink(this.paths.workOrder(from, current.id));
+    const text = codec.encodeMessage(WorkOrderSchema, next);
+    // A lease renewal stays in its stage: the write replaces the file.
+    if (from === to) await this.fs.writeFile(this.paths.workOrder(to, next.id), text);
+    else await this.fs.move(this.paths.workOrder(from, current.id), this.paths.workOrder(to, next.id), text);
     if (to !== "finished") return this.orders.put(next);
     this.orders.put(summarise(next));
     this.summaryLag++;

@@ -8,12 +8,17 @@
 // and appends that arrive while an fdatasync runs wait for the next one, so concurrent writers
 // share one fsync instead of paying two each (file and directory).
 //
+// A segment grows in steps of zeros (EXTEND_BYTES) written ahead of the appends, which overwrite
+// them: an fdatasync of an append then flushes data alone, without a journal commit for the
+// file's new size, and so does not hold up the metadata of every other file write (temp files,
+// renames) behind the file system's journal.
+//
 // A segment (wal/<n>.log) that grew past SEGMENT_BYTES is closed and a new one started; once the
 // record files of every operation in the closed segment are written, the file system is synced
 // (syncfs through `sync -f`, else an fsync of each file and directory the segment touched) and
 // the segment deleted. open() replays what a crash left: the last operation per path, over
-// every segment in order. A torn tail (a frame whose length or CRC does not check) is where the
-// log ends: that append was never acknowledged. close() checkpoints, leaving wal/ empty.
+// every segment in order. The log ends at the first zero length (space written ahead), or at a
+// torn tail (a frame whose length or CRC does not check): that append was never acknowledged. close() checkpoints, leaving wal/ empty.
 //
 // Frame: u32 length of the rest | u32 crc32 of the rest | u8 op | u16 path length | path | data.
 import { execFile } from "node:child_process";
@@ -37,13 +42,16 @@ const OP_NAMES = ["", "put", "unlink", "synced"] as const;
 /** A segment past this many bytes is closed and checkpointed. */
 export const SEGMENT_BYTES = 8 * 1024 * 1024;
 const SEGMENT_PATTERN = /^(\d{1,15})\.log$/;
+/** A segment's written-ahead zeros grow by this much at a time. */
+const EXTEND_BYTES = 1024 * 1024;
+const ZEROS = Buffer.alloc(64 * 1024);
 const fdatasync = promisify(fs.fdatasync);
-const writev = promisify(fs.writev);
+const write = promisify(fs.write);
 const run = promisify(execFile);
 
 interface Pending {
   frame: Buffer;
-  path: string;
+  paths: string[];
   resolve: (segment: Segment) => void;
   reject: (e: unknown) => void;
 }
@@ -52,7 +60,10 @@ interface Pending {
 interface Segment {
   n: number;
   fd: number;
+  /** Bytes of frames written. */
   size: number;
+  /** Bytes of the file (frames, then zeros written ahead). */
+  allocated: number;
   /** Record files of its operations not yet written (see release()). */
   unwritten: number;
   written: (() => void) | undefined;
@@ -92,13 +103,17 @@ export class WriteAheadLog {
     this.segment = await this.newSegment(after + 1);
   }
 
-  /** Appends `op`; resolves once it is durable in the log, with the ticket its record file's write releases. */
-  async append(op: LogOp): Promise<LogTicket> {
+  /**
+   * Appends `ops` (in one batch: a torn tail can only cut off the last ones); resolves once they
+   * are durable in the log, with the ticket that the writes of their record files release.
+   */
+  async append(...ops: LogOp[]): Promise<LogTicket> {
     if (this.broken !== undefined) throw this.broken;
     if (!this.segment) throw new Error("the write-ahead log is not started");
-    const frame = encodeFrame(op, this.relative(op.path));
+    const frames = ops.map((op) => encodeFrame(op, this.relative(op.path)));
+    const frame = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
     const segment = await new Promise<Segment>((resolve, reject) => {
-      this.queue.push({ frame, path: op.path, resolve, reject });
+      this.queue.push({ frame, paths: ops.map((op) => op.path), resolve, reject });
       if (!this.flushing) {
         this.flushing = true;
         this.flushed = this.flush();
@@ -125,14 +140,20 @@ export class WriteAheadLog {
         const frames = batch.map((p) => p.frame);
         let bytes = 0;
         for (const f of frames) bytes += f.length;
-        await writeFrames(seg.fd, frames, bytes);
+        if (seg.size + bytes > seg.allocated) await extend(seg, bytes);
+        // Into space already written: page-cache copies, done at once.
+        let at = seg.size;
+        for (const f of frames) {
+          for (let off = 0; off < f.length; ) off += fs.writeSync(seg.fd, f, off, f.length - off, at + off);
+          at += f.length;
+        }
         await fdatasync(seg.fd);
         this.syncCount++;
         seg.size += bytes;
         // Counted before anyone hears of it, so a checkpoint waits for every record file of the segment.
         seg.unwritten += batch.length;
         for (const p of batch) {
-          seg.paths.add(p.path);
+          for (const path of p.paths) seg.paths.add(path);
           p.resolve(seg);
         }
         if (seg.size >= this.segmentBytes) await this.rotate();
@@ -181,7 +202,7 @@ export class WriteAheadLog {
     const fd = await openFd(this.segmentPath(n), "wx", 0o600);
     // The segment must exist after a crash, or the appends it holds are lost with it.
     await fsyncDir(this.dir);
-    return { n, fd, size: 0, unwritten: 0, written: undefined, paths: new Set() };
+    return { n, fd, size: 0, allocated: 0, unwritten: 0, written: undefined, paths: new Set() };
   }
 
   private segmentPath(n: number): string {
@@ -200,15 +221,13 @@ function writtenOf(s: Segment): Promise<void> {
   return new Promise((r) => (s.written = r));
 }
 
-async function writeFrames(fd: number, frames: Buffer[], bytes: number): Promise<void> {
-  let done = 0;
-  let rest = frames;
-  while (done < bytes) {
-    const n = (await writev(fd, rest)).bytesWritten;
-    done += n;
-    if (done >= bytes) return;
-    // A short write: carry on with what is left.
-    rest = [Buffer.concat(rest).subarray(n)];
+// Writes zeros past the end of `seg` for at least `need` more bytes of frames (the next
+// fdatasync makes the new size durable with them).
+async function extend(seg: Segment, need: number): Promise<void> {
+  const target = seg.size + Math.max(need, EXTEND_BYTES);
+  while (seg.allocated < target) {
+    const n = Math.min(ZEROS.length, target - seg.allocated);
+    seg.allocated += (await write(seg.fd, ZEROS, 0, n, seg.allocated)).bytesWritten;
   }
 }
 
@@ -232,6 +251,8 @@ export function decodeFrames(buf: Buffer, root: string): { ops: LogOp[]; torn: b
   let at = 0;
   while (at + 8 <= buf.length) {
     const len = buf.readUInt32LE(at);
+    // Zeros written ahead: the end of what was appended.
+    if (len === 0) return { ops, torn: false };
     if (len < 3 || at + 8 + len > buf.length) break;
     const body = buf.subarray(at + 8, at + 8 + len);
     if (crc32(body) !== buf.readUInt32LE(at + 4)) break;
@@ -243,6 +264,7 @@ export function decodeFrames(buf: Buffer, root: string): { ops: LogOp[]; torn: b
     ops.push(name === "put" ? { op: name, path, data: Buffer.from(body.subarray(3 + pathLen)) } : { op: name, path });
     at += 8 + len;
   }
+  // Stopped at a frame that does not check, or at a header cut short.
   return { ops, torn: at < buf.length };
 }
 
