@@ -28,8 +28,26 @@ export interface SecretScalar {
   range: [number, number];
 }
 
+// Redacted compose files by their text. A fleet deploys the same few files over and over, and
+// each snapshot, event and diff redacts them again: parsing YAML was most of a snapshot's cost.
+// Bounded in entries and in the size of each text kept.
+const CACHE_ENTRIES = 256;
+const CACHE_MAX_TEXT = 16 * 1024;
+const redacted = new Map<string, string>();
+
 /** Hides the secrets of a compose file (YAML or JSON); one that does not parse, line by line. */
 export function redactCompose(text: string): string {
+  if (text.length > CACHE_MAX_TEXT) return redactComposeText(text);
+  let out = redacted.get(text);
+  if (out === undefined) {
+    out = redactComposeText(text);
+    if (redacted.size >= CACHE_ENTRIES) redacted.delete(redacted.keys().next().value!);
+    redacted.set(text, out);
+  }
+  return out;
+}
+
+function redactComposeText(text: string): string {
   if (text.trim() === "") return text;
   const doc = parseCompose(text);
   if (!doc) return redactLines(text);

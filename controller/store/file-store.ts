@@ -119,6 +119,10 @@ export class FileStore implements S.Store {
       const tightened = await makePrivate(this.paths.root);
       if (tightened > 0)
         this.warn("data directory was readable by other users: made private (directories 0700, files 0600)", { entries: tightened });
+      // What a crash left in the write-ahead log is put in place before anything reads a file.
+      const { replayed, torn } = await this.fs.openLog();
+      if (replayed > 0) this.info("replayed the write-ahead log a stop left behind", { paths: replayed });
+      if (torn) this.warn("the write-ahead log ended in a torn append (never acknowledged): dropped", {});
       // Before the layout's directories are made: an old directory is renamed whole when its new one is absent.
       const moved = await migrateLayout(this.paths, this.fs, this.reader);
       if (moved.length > 0) this.info("moved resource directories to the current data directory layout", { layout: 2, moved });
@@ -138,6 +142,7 @@ export class FileStore implements S.Store {
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
       this.admin = data.adminCredential;
     } catch (e) {
+      await this.fs.closeLog().catch(() => undefined);
       await lock.release();
       throw e;
     }
@@ -153,6 +158,12 @@ export class FileStore implements S.Store {
     this.events.flush();
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
+    // The record files made durable and the log emptied: wal/ is left empty by a clean stop.
+    await this.fs.closeLog().catch((e: unknown) => {
+      this.warn("could not checkpoint the write-ahead log (the next open replays it)", {
+        reason: e instanceof Error ? e.message : String(e),
+      });
+    });
     await lock.release();
   }
 
@@ -395,9 +406,10 @@ export class FileStore implements S.Store {
   private async moveOrder(current: WorkOrder, next: WorkOrder): Promise<void> {
     const from = stageOf(current.status);
     const to = stageOf(next.status);
-    await this.fs.writeFile(this.paths.workOrder(to, next.id), codec.encodeMessage(WorkOrderSchema, next));
-    // A lease renewal stays in its stage: the write above replaced the file.
-    if (from !== to) await this.fs.unlink(this.paths.workOrder(from, current.id));
+    const text = codec.encodeMessage(WorkOrderSchema, next);
+    // A lease renewal stays in its stage: the write replaces the file.
+    if (from === to) await this.fs.writeFile(this.paths.workOrder(to, next.id), text);
+    else await this.fs.move(this.paths.workOrder(from, current.id), this.paths.workOrder(to, next.id), text);
     if (to !== "finished") return this.orders.put(next);
     this.orders.put(summarise(next));
     this.summaryLag++;

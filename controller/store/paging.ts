@@ -34,8 +34,9 @@ export function decodePageToken(tag: string, token: string | undefined, keyPatte
 }
 
 /**
- * Reads one page of `index` in key order: entries after the token (and from `from`, when given)
- * that pass `match`, mapped through `out`. Looks one match ahead so the last page has no token.
+ * Reads one page of `index` in key order: entries after the token (and from `from`, before
+ * `before`, when given) that pass `match`, mapped through `out`. Looks one match ahead so the
+ * last page has no token.
  */
 export function readPage<T, R>(
   index: SortedIndex<T>,
@@ -45,12 +46,14 @@ export function readPage<T, R>(
   match: (v: T) => boolean,
   out: (v: T) => R,
   from?: string,
+  before?: string,
 ): Page<R> {
   const size = pageSizeOf(req);
   const after = decodePageToken(tag, req.pageToken, keyPattern);
   const items: R[] = [];
   let lastKey = "";
   for (const [key, value] of index.entries({ after, from })) {
+    if (before !== undefined && key >= before) break;
     if (!match(value)) continue;
     if (items.length === size) return { items, nextPageToken: encodePageToken(tag, lastKey) };
     items.push(out(value));

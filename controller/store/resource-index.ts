@@ -104,7 +104,17 @@ export class ResourceIndex {
       (terms.length === 0 || matchesTerms(r.metadata?.labels ?? {}, terms)) &&
       (since === undefined || newerThan(r.metadata?.resourceVersion ?? "", since));
     const source = tenant ? (this.byTenant.get(tenant) ?? new SortedIndex<Resource>()) : this.ordered;
-    return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out, type ? tupleKey(type, "") : undefined);
+    // One type's keys are "<type>\0<id>": they all sort below "<type>\u0001", where its listing stops.
+    return readPage(
+      source,
+      PAGE_TAG,
+      filter,
+      KEY_PATTERN,
+      match,
+      out,
+      type ? tupleKey(type, "") : undefined,
+      type ? `${type}\u0001` : undefined,
+    );
   }
 }
 
