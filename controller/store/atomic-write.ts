@@ -8,7 +8,7 @@
 // through DirFsyncBatcher so concurrent writers share them).
 import { randomBytes } from "node:crypto";
 import { mkdir, rename, unlink } from "node:fs/promises";
-import { closeFd, fsyncFd, ftruncateFd, openFd, writeAll, writeAt } from "./fd-ops.js";
+import { closeFd, fsyncFd, openFd, writeAll } from "./fd-ops.js";
 import { basename, dirname, join, sep } from "node:path";
 import { DirFsyncBatcher } from "./dir-fsync.js";
 import { crashPoint } from "../../common/crash-points.js";
@@ -93,7 +93,7 @@ export class DurableFs {
     const ticket = await log.append({ op: "put", path, data: bytes });
     try {
       crashPoint("store.after-log-append");
-      if (!(await rewriteInPlace(path, bytes))) await replaceFile(path, bytes, false);
+      await replaceFile(path, bytes, false);
     } finally {
       ticket.release();
     }
@@ -101,9 +101,8 @@ export class DurableFs {
 
   /**
    * Writes `data` at `to`, then removes `from` (a record moving between directories); resolves
-   * once both are durable. Logged, both take one append, and the file at `from` is rewritten and
-   * renamed to `to` (no new file: see rewriteInPlace); directly, a crash between the two files
-   * leaves both (the caller's open() resolves that), never neither.
+   * once both are durable. Logged, both take one append; a crash between the two files leaves
+   * both (the caller's open() resolves that), never neither.
    */
   async move(from: string, to: string, data: string): Promise<void> {
     const bytes = Buffer.from(data, "utf8");
@@ -116,8 +115,8 @@ export class DurableFs {
     const ticket = await log.append({ op: "put", path: to, data: bytes }, { op: "unlink", path: from });
     try {
       crashPoint("store.after-log-append");
-      if (await rewriteInPlace(from, bytes)) await rename(from, to);
-      else await replaceFile(to, bytes, false);
+      await replaceFile(to, bytes, false);
+      await unlinkAbsentOk(from);
     } finally {
       ticket.release();
     }
@@ -206,28 +205,6 @@ async function replaceFile(path: string, data: Buffer, sync: boolean): Promise<v
     throw e;
   }
   crashPoint("store.after-rename");
-}
-
-// Rewrites the existing file at `path` with `data` in place (false when there is none). Only for
-// writes the log holds: a crash midway leaves a torn file, which open() replays whole. Creating a
-// file (a temp file to rename) costs far more than rewriting one (on the 2-core VM the benchmark
-// runs on, about 600 µs of kernel time against 30 µs), and records are rewritten far more often
-// than created. A reader outside the controller may see a rewrite half done for that instant.
-async function rewriteInPlace(path: string, data: Buffer): Promise<boolean> {
-  let fd: number;
-  try {
-    fd = await openFd(path, "r+");
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw e;
-  }
-  try {
-    await writeAt(fd, data);
-    await ftruncateFd(fd, data.length);
-  } finally {
-    await closeFd(fd);
-  }
-  return true;
 }
 
 // A hidden temp name beside `path` that TEMP_FILE_PATTERN matches: unique per process (a random

@@ -8,17 +8,10 @@ import { promisify } from "node:util";
 export const openFd = promisify(fs.open) as (path: string, flags: string, mode?: number) => Promise<number>;
 export const closeFd = promisify(fs.close) as (fd: number) => Promise<void>;
 export const fsyncFd = promisify(fs.fsync) as (fd: number) => Promise<void>;
-export const ftruncateFd = promisify(fs.ftruncate) as (fd: number, len: number) => Promise<void>;
 const writeFd = promisify(fs.write);
 
 /** Writes all of `data` at the descriptor's current position. */
 export async function writeAll(fd: number, data: Buffer): Promise<void> {
   let off = 0;
   while (off < data.length) off += (await writeFd(fd, data, off, data.length - off, null)).bytesWritten;
-}
-
-/** Writes all of `data` at the start of the file. */
-export async function writeAt(fd: number, data: Buffer): Promise<void> {
-  let off = 0;
-  while (off < data.length) off += (await writeFd(fd, data, off, data.length - off, off)).bytesWritten;
 }
