@@ -348,7 +348,7 @@ describe("envelope", () => {
       schema_version: "v1",
       request_id: "req-1",
       correlation_id: "corr-1",
-      data: { status: "ok", version: "test", store: "fake" },
+      data: { status: "ok", version: "test", store: "fake", controller_id: "", leading: false },
       error: null,
       metadata: { timestamp: META_TIME },
     });
