@@ -15,6 +15,7 @@ import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
+import { waitFor } from "./helpers/processes.js";
 import { createClient } from "@connectrpc/connect";
 
 const NODE = "n-secrets";
@@ -124,6 +125,11 @@ describe("a service's secret after a few applies", () => {
     const pending = (await c.ctl.store.listWorkOrders({ tenantId: TENANT, pageSize: 100 })).items.filter((o) => o.finishedAt === undefined);
     expect(pending).toHaveLength(1);
     const expected = ["resources/services/api.json", `work-orders/${pending[0]!.id}.json`].sort();
+    // The write-ahead log holds a write's text until its segment is checkpointed, seconds later
+    // (write-ahead-log.ts MAX_AGE_MS): wait for that, then nothing but the two records may hold it.
+    await waitFor("the log to let go of older writes", async () =>
+      (await filesHolding(c.dataDir, PASSWORD)).some((p) => p.startsWith("wal/")) ? undefined : true,
+    );
     const [holding, holdingUrl] = [await filesHolding(c.dataDir, PASSWORD), await filesHolding(c.dataDir, URL_PASSWORD)];
     expect(holding.map((p) => p.replace(/^work-orders\/.*\//, "work-orders/"))).toEqual(expected);
     expect(holdingUrl).toEqual(holding);

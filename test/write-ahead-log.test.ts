@@ -99,3 +99,21 @@ describe("write-ahead log", () => {
     await again.closeLog();
   });
 });
+
+describe("a quiet log", () => {
+  it("lets go of a small segment seconds after its first write: the segment is checkpointed away", async () => {
+    const root = await dataDir();
+    const fs = await openFs(root);
+    const [first] = await walFiles(root);
+    await fs.writeFile(join(root, "a.json"), '{"secret":"s3cr3t"}\n');
+    // Waits for the rotation and checkpoint (MAX_AGE_MS after the write), however small the segment.
+    for (;;) {
+      const files = await walFiles(root);
+      if (!files.includes(first!)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (const f of await walFiles(root)) expect(await readFile(join(root, "wal", f), "utf8")).not.toContain("s3cr3t");
+    expect(await readFile(join(root, "a.json"), "utf8")).toBe('{"secret":"s3cr3t"}\n');
+    await fs.closeLog();
+  });
+});

@@ -13,7 +13,9 @@
 // file's new size, and so does not hold up the metadata of every other file write (temp files,
 // renames) behind the file system's journal.
 //
-// A segment (wal/<n>.log) that grew past SEGMENT_BYTES is closed and a new one started; once the
+// A segment (wal/<n>.log) that grew past SEGMENT_BYTES, or whose first append is MAX_AGE_MS old,
+// is closed and a new one started (so the log holds a write's text for seconds, not until 8 MiB of
+// others follow: a secret a record no longer holds does not linger in it); once the
 // record files of every operation in the closed segment are written, the file system is synced
 // (syncfs through `sync -f`, else an fsync of each file and directory the segment touched) and
 // the segment deleted. open() replays what a crash left: the last operation per path, over
@@ -42,6 +44,8 @@ const OP_NAMES = ["", "put", "unlink", "synced"] as const;
 /** A segment past this many bytes is closed and checkpointed. */
 export const SEGMENT_BYTES = 8 * 1024 * 1024;
 const SEGMENT_PATTERN = /^(\d{1,15})\.log$/;
+/** A segment is closed and checkpointed this long after its first append, however small. */
+export const MAX_AGE_MS = 2000;
 /** A segment's written-ahead zeros grow by this much at a time. */
 const EXTEND_BYTES = 1024 * 1024;
 const ZEROS = Buffer.alloc(64 * 1024);
@@ -85,6 +89,9 @@ export class WriteAheadLog {
   private flushed: Promise<void> = Promise.resolve();
   private broken: unknown;
   private checkpoints: Promise<void> = Promise.resolve();
+  // Set when the current segment is MAX_AGE_MS old: the flush loop rotates it at its next turn.
+  private rotateDue = false;
+  private ageTimer: NodeJS.Timeout | undefined;
   /** fdatasync(2) calls on the log (for tests and benchmarks). */
   syncCount = 0;
 
@@ -92,6 +99,7 @@ export class WriteAheadLog {
   constructor(
     readonly root: string,
     private readonly segmentBytes = SEGMENT_BYTES,
+    private readonly maxAgeMs = MAX_AGE_MS,
   ) {}
 
   get dir(): string {
@@ -129,9 +137,21 @@ export class WriteAheadLog {
     };
   }
 
-  // Writes and syncs queued frames, a batch at a time, until the queue is empty.
+  // Writes and syncs queued frames, a batch at a time, until the queue is empty; rotates a
+  // segment that is due (rotation runs here only, never beside an append being written).
   private async flush(): Promise<void> {
-    while (this.queue.length > 0) {
+    while (this.queue.length > 0 || this.rotateDue) {
+      if (this.rotateDue) {
+        this.rotateDue = false;
+        if (this.broken === undefined && this.segment && this.segment.size > 0) {
+          try {
+            await this.rotate();
+          } catch (e) {
+            this.broken ??= e;
+          }
+        }
+        continue;
+      }
       const batch = this.queue;
       this.queue = [];
       try {
@@ -149,6 +169,7 @@ export class WriteAheadLog {
         }
         await fdatasync(seg.fd);
         this.syncCount++;
+        if (seg.size === 0) this.ageOut(seg);
         seg.size += bytes;
         // Counted before anyone hears of it, so a checkpoint waits for every record file of the segment.
         seg.unwritten += batch.length;
@@ -167,6 +188,21 @@ export class WriteAheadLog {
     this.flushing = false;
   }
 
+  // Has `seg` rotated MAX_AGE_MS after its first append, unless it was rotated before then.
+  private ageOut(seg: Segment): void {
+    if (this.ageTimer) clearTimeout(this.ageTimer);
+    this.ageTimer = setTimeout(() => {
+      this.ageTimer = undefined;
+      if (this.segment !== seg) return;
+      this.rotateDue = true;
+      if (!this.flushing) {
+        this.flushing = true;
+        this.flushed = this.flush();
+      }
+    }, this.maxAgeMs);
+    this.ageTimer.unref();
+  }
+
   // Closes the current segment for appends and checkpoints it in the background.
   private async rotate(): Promise<void> {
     const old = this.segment!;
@@ -179,6 +215,8 @@ export class WriteAheadLog {
 
   /** Checkpoints every segment and leaves the log empty (close()). Appends must have stopped. */
   async close(): Promise<void> {
+    if (this.ageTimer) clearTimeout(this.ageTimer);
+    this.ageTimer = undefined;
     await this.flushed;
     const seg = this.segment;
     this.segment = undefined;
