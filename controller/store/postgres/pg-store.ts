@@ -156,12 +156,7 @@ export class PostgresStore implements S.Store {
   }
 
   async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const arg = (v: unknown) => {
-      args.push(v);
-      return `$${args.length}`;
-    };
+    const { where, args, arg } = conditions();
     if (filter.resourceType) where.push(`resource_type = ${arg(checkType(filter.resourceType))}`);
     if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
     if (!filter.includeDeleted) where.push("NOT deleted");
@@ -266,12 +261,7 @@ export class PostgresStore implements S.Store {
   }
 
   async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const arg = (v: unknown) => {
-      args.push(v);
-      return `$${args.length}`;
-    };
+    const { where, args, arg } = conditions();
     if (filter.status) where.push(`status = ${arg(filter.status)}`);
     if (filter.nodeId) where.push(`node_id = ${arg(filter.nodeId)}`);
     if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
@@ -391,12 +381,7 @@ export class PostgresStore implements S.Store {
   }
 
   async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const arg = (v: unknown) => {
-      args.push(v);
-      return `$${args.length}`;
-    };
+    const { where, args, arg } = conditions();
     if (filter.type) where.push(`type = ${arg(filter.type)}`);
     if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
     if (filter.resourceId) where.push(`resource_id = ${arg(filter.resourceId)}`);
@@ -582,6 +567,20 @@ function versioned(cols: unknown[]): { values: string; args: unknown[] } {
     `jsonb_set(${body}, '{metadata}', coalesce(${body} -> 'metadata', '{}'::jsonb) || jsonb_build_object('resource_version', currval('store_revision')::text))`,
   ].join(", ");
   return { values, args };
+}
+
+// WHERE conditions of a listing and their parameters: arg(v) adds a parameter and names it ($n).
+function conditions(): { where: string[]; args: unknown[]; arg: (v: unknown) => string } {
+  const where: string[] = [];
+  const args: unknown[] = [];
+  return {
+    where,
+    args,
+    arg: (v) => {
+      args.push(v);
+      return `$${args.length}`;
+    },
+  };
 }
 
 function setAll(columns: string): string {
