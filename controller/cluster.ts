@@ -4,8 +4,9 @@
 //   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
 // - "order": an order that became pending reaches the watch streams its node holds on any of them.
 // - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
-// Messages are batched per short interval and are best effort: a lost one costs latency (agents
-// poll, the leader sweeps every tenant), never correctness, since the store is the truth.
+// Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS)
+// and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
+// never correctness, since the store is the truth.
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "./context.js";
 import type { OrderFeed } from "./dispatch/order-feed.js";
@@ -14,26 +15,32 @@ import type { Coordination } from "./store/coordination.js";
 import { MAX_MESSAGE_BYTES } from "./store/postgres/pg-coordination.js";
 import type { Store } from "./store/store.js";
 
-const FLUSH_MS = 20;
+// Heartbeats wait this long to share a message: thousands arrive each second, and liveness is
+// judged in seconds.
+const HEARTBEAT_BATCH_MS = 100;
 
 /** Sends batches of items on one topic, each message under the size limit. */
 class Batcher<T> {
   private items: T[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private pending = false;
 
+  /** `delayMs` 0: the batch goes once the current turn of the event loop is done. */
   constructor(
     private readonly coordination: Coordination,
     private readonly topic: string,
+    private readonly delayMs = 0,
   ) {}
 
   push(item: T): void {
     this.items.push(item);
-    this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+    if (this.pending) return;
+    this.pending = true;
+    if (this.delayMs === 0) setImmediate(() => this.flush());
+    else setTimeout(() => this.flush(), this.delayMs).unref();
   }
 
   flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.pending = false;
     let batch: T[] = [];
     let bytes = 64;
     for (const item of this.items) {
@@ -96,7 +103,7 @@ export function relayHeartbeats(
   coordination: Coordination,
   seen: (nodeId: string, at: Date, intervalMs: number) => void,
 ): (nodeId: string, at: Date, intervalMs: number) => void {
-  const out = new Batcher<[string, number, number]>(coordination, "heartbeat");
+  const out = new Batcher<[string, number, number]>(coordination, "heartbeat", HEARTBEAT_BATCH_MS);
   coordination.subscribe("heartbeat", (message) => {
     for (const b of parseList<[string, number, number]>(message)) {
       if (Array.isArray(b) && typeof b[0] === "string" && Number.isFinite(b[1]) && Number.isFinite(b[2])) seen(b[0], new Date(b[1]), b[2]);
