@@ -43,6 +43,12 @@ describe("store setting", () => {
     expect(loadConfig(["--store", "postgresql://h/db"], { SKIPPER_STORE_URL: url })).toMatchObject({ storeUrl: "postgresql://h/db" });
   });
 
+  it("takes a connection budget for PostgreSQL of at least 4, by flag or environment", () => {
+    expect(loadConfig([], {})).toMatchObject({ storeConnections: undefined });
+    expect(loadConfig([], { SKIPPER_STORE_CONNECTIONS: "12" })).toMatchObject({ storeConnections: 12 });
+    expect(() => loadConfig(["--store-connections", "2"], {})).toThrow(/--store-connections/);
+  });
+
   it("refuses other URLs without echoing them (they may hold a password)", () => {
     for (const bad of ["mysql://u:hunter2@h/db", "hunter2", "postgres://u:hunter2@/db"]) {
       let message = "";

@@ -11,6 +11,8 @@ export interface ControllerConfig {
    * store in dataDir. It may hold a password, so it is never logged or echoed.
    */
   storeUrl?: string;
+  /** Connections this controller opens to PostgreSQL at most (store pool and lock sessions); unset keeps 30. */
+  storeConnections?: number;
   host: string;
   port: number;
   /** Admin token from SKIPPER_ADMIN_TOKEN (never a flag: flags show up in `ps`). */
@@ -55,6 +57,9 @@ Options (environment variable in brackets):
   --store URL           postgres://USER[:PASSWORD]@HOST[:PORT]/DB: keep state in PostgreSQL
                         instead, shared by every controller given the same URL [SKIPPER_STORE_URL]
                         (default: the file store in the data directory)
+  --store-connections N connections to PostgreSQL this controller opens at most, for queries and
+                        cross-controller locks [SKIPPER_STORE_CONNECTIONS] (default 30; keep the
+                        sum over controllers under the server's max_connections)
   --listen HOST:PORT    address to serve on [SKIPPER_LISTEN] (default 127.0.0.1:8443)
   --tls-cert FILE       PEM certificate to serve [SKIPPER_TLS_CERT]
   --tls-key FILE        PEM private key for --tls-cert [SKIPPER_TLS_KEY]
@@ -106,6 +111,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     options: {
       "data-dir": { type: "string" },
       store: { type: "string" },
+      "store-connections": { type: "string" },
       listen: { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
@@ -150,6 +156,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
   return {
     dataDir: resolve(values["data-dir"] ?? env.SKIPPER_DATA_DIR ?? "./data"),
     storeUrl: storeUrl(values.store ?? env.SKIPPER_STORE_URL),
+    storeConnections: count(values["store-connections"] ?? env.SKIPPER_STORE_CONNECTIONS, "--store-connections", 4),
     host,
     port,
     adminToken,

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
     dataDir: config.dataDir,
     level: config.logLevel,
   });
-  const shared = config.storeUrl ? sharedStore(config.storeUrl, logger) : {};
+  const shared = config.storeUrl ? sharedStore(config.storeUrl, config.storeConnections ?? 30, logger) : {};
   const controller = await build({
     dataDir: config.dataDir,
     ...shared,
@@ -135,15 +135,20 @@ main().catch((e: unknown) => {
 });
 
 // The PostgreSQL store and the coordination of the controllers that share it.
-function sharedStore(url: string, logger: Logger): { store: PostgresStore; coordination: PgCoordination } {
+// Of `connections`, a quarter are sessions for cross-controller locks, one is the coordination's
+// own, and the rest the store's pool.
+function sharedStore(url: string, connections: number, logger: Logger): { store: PostgresStore; coordination: PgCoordination } {
+  const lockSessions = Math.max(1, Math.floor(connections / 4));
   const controllerId = `${hostname()
     .replace(/[^A-Za-z0-9._-]/g, "-")
     .slice(0, 64)}-${process.pid}-${randomBytes(3).toString("hex")}`;
   const store = new PostgresStore(url, {
+    maxConnections: Math.max(2, connections - lockSessions - 1),
     onInfo: (msg: string, meta: object) => logger.info({ action: "store", result: "ok", metadata: meta }, msg),
   });
   const coordination = new PgCoordination(url, {
     controllerId,
+    lockSessions,
     onError: (msg, err) => logger.warn({ action: "leader", err }, msg),
   });
   return { store, coordination };
