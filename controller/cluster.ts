@@ -62,12 +62,15 @@ type Wake = { tenant: string; paced?: boolean; trace?: Trace } | { all: true };
 
 /**
  * The reconcile queue as the services see it: the local one while this controller leads, the
- * leader's (through messages) otherwise. Messages that reach the leader go into its queue.
+ * leader's (through messages) otherwise. Messages that reach the leader go into its queue. While
+ * a new leader is still taking over (`running` false: it replays what the old one left), triggers
+ * are dropped: the sweep that starts its loop covers every tenant.
  */
-export function leaderQueue(coordination: Coordination, local: ReconcileQueue): ReconcileQueue {
+export function leaderQueue(coordination: Coordination, local: ReconcileQueue, running: () => boolean = () => true): ReconcileQueue {
   const out = new Batcher<Wake>(coordination, "reconcile");
+  const here = () => coordination.leading && running();
   coordination.subscribe("reconcile", (message) => {
-    if (!coordination.leading) return;
+    if (!here()) return;
     for (const w of parseList<Wake>(message)) {
       if ("all" in w) local.addAll();
       else if (typeof w.tenant !== "string") continue;
@@ -75,10 +78,14 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue): 
       else local.add(w.tenant, w.trace);
     }
   });
+  const send = (wake: Wake, locally: () => void) => {
+    if (!coordination.leading) out.push(wake);
+    else if (running()) locally();
+  };
   return {
-    add: (tenant, trace) => (coordination.leading ? local.add(tenant, trace) : out.push({ tenant, trace })),
-    addPaced: (tenant) => (coordination.leading ? local.addPaced(tenant) : out.push({ tenant, paced: true })),
-    addAll: () => (coordination.leading ? local.addAll() : out.push({ all: true })),
+    add: (tenant, trace) => send({ tenant, trace }, () => local.add(tenant, trace)),
+    addPaced: (tenant) => send({ tenant, paced: true }, () => local.addPaced(tenant)),
+    addAll: () => send({ all: true }, () => local.addAll()),
   };
 }
 

@@ -186,7 +186,10 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
   });
   // Sharing a store, only the leader runs passes: the others send it their triggers.
-  const triggers = new ReconcileTriggers(coordination.shared ? leaderQueue(coordination, reconciler.queue) : reconciler.queue);
+  let loopsRunning = false;
+  const triggers = new ReconcileTriggers(
+    coordination.shared ? leaderQueue(coordination, reconciler.queue, () => loopsRunning) : reconciler.queue,
+  );
   if (coordination.shared) relayOrders(coordination, feed, store);
   const seen = (nodeId: string, at: Date, intervalMs: number) => liveness?.seen(nodeId, at, intervalMs);
   const deps: ServiceDeps = {
@@ -273,11 +276,13 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       await recover();
     }
     reconciler.start();
+    loopsRunning = true;
     liveness?.start();
     leases.start();
     retention?.start();
   };
   const stopLoops = async () => {
+    loopsRunning = false;
     await leases.stop();
     await retention?.stop();
     await liveness?.stop();

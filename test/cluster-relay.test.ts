@@ -141,6 +141,25 @@ describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
     expect(followerLocal).toEqual([]); // a follower runs no passes
   });
 
+  it("a new leader drops triggers until its loops run (the sweep that starts them covers every tenant)", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    await a.leading;
+    const added: string[] = [];
+    let running = false;
+    const queue = leaderQueue(
+      a.c,
+      { add: (t) => added.push(t), addPaced: (t) => added.push(t), addAll: () => added.push("all") },
+      () => running,
+    );
+    queue.add("t1");
+    queue.addAll();
+    expect(added).toEqual([]);
+    running = true;
+    queue.add("t2");
+    expect(added).toEqual(["t2"]);
+  });
+
   it("an order published on one controller reaches the node's watch on another, read from the store", async () => {
     const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
     const store = new PostgresStore(db);
