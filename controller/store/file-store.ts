@@ -18,7 +18,8 @@ import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, notFound, SkipperError } from "../errors.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import type { ResourceType } from "../../common/ids.js";
+import { checkId, checkResourceType } from "../id-checks.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
@@ -198,7 +199,7 @@ export class FileStore implements S.Store {
   }
 
   async createResource(resource: Resource): Promise<Resource> {
-    const type = resourceType(resource.resourceType);
+    const type = checkResourceType(resource.resourceType);
     const path = this.paths.resource(type, resource.id);
     return this.write(`resource/${type}/${resource.id}`, async () => {
       const existing = this.resources.get(type, resource.id);
@@ -221,7 +222,7 @@ export class FileStore implements S.Store {
     mutate: (current: Resource) => Resource,
     expectedVersion?: string,
   ): Promise<Resource> {
-    const path = this.paths.resource(resourceType(type), id);
+    const path = this.paths.resource(checkResourceType(type), id);
     return this.write(`resource/${type}/${id}`, async () => {
       const current = this.resources.get(type, id);
       if (!current) throw notFound(type, id);
@@ -319,7 +320,7 @@ export class FileStore implements S.Store {
   }
 
   async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
-    if (!isValidId(nodeId)) throw invalid("node_id is not a valid id", { field: "node_id" });
+    checkId(nodeId, "node_id");
     return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
   }
 
@@ -573,11 +574,6 @@ export class FileStore implements S.Store {
       this.unpublished.delete(rev);
     }
   }
-}
-
-function resourceType(type: string): ResourceType {
-  if ((RESOURCE_TYPES as readonly string[]).includes(type)) return type as ResourceType;
-  throw invalid(`unknown resource type ${JSON.stringify(type.slice(0, 32))}`, { field: "resource_type" });
 }
 
 function copyRecord(r: S.IdempotencyRecord): S.IdempotencyRecord {

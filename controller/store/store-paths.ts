@@ -3,7 +3,8 @@
 // again and the resolved path must stay inside the data directory.
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { invalid } from "../errors.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import { RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import { checkId, checkResourceType } from "../id-checks.js";
 
 /** Idempotency keys are hex digests computed by the caller. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[a-f0-9]{16,128}$/;
@@ -127,13 +128,12 @@ export class StorePaths {
   }
 
   private typeDir(type: ResourceType): string {
-    if (!(RESOURCE_TYPES as readonly string[]).includes(type)) throw invalid(`unknown resource type`, { field: "resource_type" });
-    return resourceDir(type);
+    return resourceDir(checkResourceType(type));
   }
 
   private id(id: string, field: string): string {
-    if (typeof id !== "string" || !isValidId(id)) throw invalid(`${field} is not a valid id`, { field });
-    return id;
+    // A non-string (from a decoded record) fails as an empty id would.
+    return checkId(typeof id === "string" ? id : "", field);
   }
 
   // Resolves and refuses anything that escapes the root, whatever slipped through above.

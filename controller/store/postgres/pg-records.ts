@@ -7,8 +7,6 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../../../gen/skipper/v1/event_pb.js";
 import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
-import { invalid } from "../../errors.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../../../common/ids.js";
 import { timestampKey, tupleKey } from "../sorted-index.js";
 import { eventDay } from "../store-paths.js";
 import { tenantOf } from "../tenant-of.js";
@@ -26,16 +24,6 @@ export function messageOf<D extends DescMessage>(schema: D, body: unknown): Mess
 /** A sorted-index key as stored in a sort_key column, and back. */
 export const toColumn = (key: string) => key.replaceAll("\0", " ");
 export const fromColumn = (key: string) => key.replaceAll(" ", "\0");
-
-/** Throws INVALID_REQUEST unless `id` is a valid id (defence in depth: callers checked it). */
-export function checkId(id: string, field: string): void {
-  if (!isValidId(id)) throw invalid(`${field} is not a valid id`, { field });
-}
-
-export function checkType(type: string): ResourceType {
-  if ((RESOURCE_TYPES as readonly string[]).includes(type)) return type as ResourceType;
-  throw invalid(`unknown resource type ${JSON.stringify(type.slice(0, 32))}`, { field: "resource_type" });
-}
 
 /** The columns of a resource row, in the order of RESOURCE_COLUMNS. */
 export function resourceColumns(r: Resource, body: string): unknown[] {

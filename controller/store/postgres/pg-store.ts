@@ -42,10 +42,9 @@ import {
   superseded,
 } from "../work-order-transitions.js";
 import { migrate } from "./migrations.js";
+import { checkId, checkResourceType as checkType } from "../../id-checks.js";
 import {
   bodyOf,
-  checkId,
-  checkType,
   EVENT_COLUMNS,
   eventColumns,
   fromColumn,
