@@ -19,7 +19,7 @@ import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, notFound, SkipperError } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
-import { checkId, checkResourceType } from "../id-checks.js";
+import { checkResourceType } from "../id-checks.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
@@ -29,24 +29,14 @@ import { loadDataDir } from "./load-data-dir.js";
 import { migrateLayout } from "./layout-migration.js";
 import * as codec from "./record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
+import { OrderSteps } from "./order-steps.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
 import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
 import { writeSummary } from "./summary-file.js";
-import {
-  cancelled,
-  checkDuplicateResult,
-  claimed,
-  finished,
-  isFinished,
-  leaseExpired,
-  renewed,
-  reportedBefore,
-  retryReleased,
-  superseded,
-} from "./work-order-transitions.js";
+import { checkDuplicateResult, finished, isFinished, reportedBefore } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -60,7 +50,7 @@ export interface FileStoreOptions {
 const SUMMARY_EVERY = 1000;
 
 /** The file-backed Store (backend "file"). */
-export class FileStore implements S.Store {
+export class FileStore extends OrderSteps implements S.Store {
   readonly backend = "file";
   private readonly paths: StorePaths;
   private readonly fs: DurableFs;
@@ -86,6 +76,7 @@ export class FileStore implements S.Store {
   private readonly summaryEvery: number;
 
   constructor(dataDir: string, options: FileStoreOptions = {}) {
+    super();
     this.paths = new StorePaths(dataDir);
     this.fs = new DurableFs(this.paths.root);
     this.warn = options.onWarning ?? (() => undefined);
@@ -319,27 +310,6 @@ export class FileStore implements S.Store {
     return this.orders.countPending(nodeId);
   }
 
-  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
-    checkId(nodeId, "node_id");
-    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
-  }
-
-  async renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder> {
-    return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
-  }
-
-  async releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => retryReleased(current, now));
-  }
-
-  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => cancelled(current, reason, requestId, now));
-  }
-
-  async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => leaseExpired(current, now));
-  }
-
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
     this.paths.workOrder("finished", id);
     return this.write(`work-order/${id}`, async () => {
@@ -357,7 +327,7 @@ export class FileStore implements S.Store {
   }
 
   // One state-machine step of an order under its lock, made durable.
-  private transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+  protected transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
     this.paths.workOrder("pending", id);
     return this.write(`work-order/${id}`, async () => {
       const current = await this.currentOrder(id);
@@ -395,10 +365,6 @@ export class FileStore implements S.Store {
     this.resources.removeMany(gone);
     for (const d of gone) await rm(this.paths.resource("deployment", d.id), { force: true });
     return gone.size;
-  }
-
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => superseded(current, result, now));
   }
 
   // Writes the order's new stage file, then removes the old one. A crash in between leaves two

@@ -1,7 +1,7 @@
 // The work-order state machine, apart from any backend: pending -> running (claim, a lease with
 // a fencing token) -> success | failed (finish by the current claim), and running -> pending
 // when the lease lapses. Each function checks that the transition is allowed and returns the new
-// order, or throws the typed error the Store contract names. A PostgreSQL store can reuse them.
+// order, or throws the typed error the Store contract names. Both stores run them (order-steps.ts).
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {

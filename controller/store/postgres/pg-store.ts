@@ -28,19 +28,9 @@ import { encodeSnapshot } from "../record-codec.js";
 import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
 import { summaryMessage } from "../order-summary.js";
 import { timestampKey } from "../sorted-index.js";
+import { OrderSteps } from "../order-steps.js";
 import type * as S from "../store.js";
-import {
-  cancelled,
-  checkDuplicateResult,
-  claimed,
-  finished,
-  isFinished,
-  leaseExpired,
-  renewed,
-  reportedBefore,
-  retryReleased,
-  superseded,
-} from "../work-order-transitions.js";
+import { checkDuplicateResult, finished, isFinished, reportedBefore } from "../work-order-transitions.js";
 import { migrate } from "./migrations.js";
 import { checkId, checkResourceType as checkType } from "../../id-checks.js";
 import {
@@ -82,7 +72,7 @@ const BEGIN_RESOURCE_WRITE = `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE}
 type Client = pg.PoolClient;
 
 /** The PostgreSQL-backed Store. */
-export class PostgresStore implements S.Store {
+export class PostgresStore extends OrderSteps implements S.Store {
   readonly backend = "postgres";
   private pool: pg.Pool | undefined;
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -92,6 +82,7 @@ export class PostgresStore implements S.Store {
     private readonly url: string,
     private readonly options: PostgresStoreOptions = {},
   ) {
+    super();
     this.info = options.onInfo ?? (() => undefined);
   }
 
@@ -307,31 +298,6 @@ export class PostgresStore implements S.Store {
     return rows[0]?.n ?? 0;
   }
 
-  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
-    checkId(nodeId, "node_id");
-    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
-  }
-
-  async renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder> {
-    return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
-  }
-
-  async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => leaseExpired(current, now));
-  }
-
-  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => cancelled(current, reason, requestId, now));
-  }
-
-  async releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => retryReleased(current, now));
-  }
-
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => superseded(current, result, now));
-  }
-
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
     let duplicate = false;
     const workOrder = await this.transition(id, (current) => {
@@ -351,7 +317,7 @@ export class PostgresStore implements S.Store {
   // transaction that wrote it, is unchanged); else read again and step again. Two round trips
   // and no transaction of our own: each statement commits alone. Of concurrent steps on one
   // order exactly one writes; the others see its result (a second claim: "not pending").
-  private async transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+  protected async transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
     checkId(id, "work_order_id");
     for (;;) {
       const { rows } = await this.query<{ xmin: string; body: unknown }>("SELECT xmin::text AS xmin, body FROM work_orders WHERE id = $1", [
