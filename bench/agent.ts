@@ -10,6 +10,7 @@
 // Options: --samples <n> (default 8 at 5 s with the stream, 6 without, 30 at 100 ms), --idle <s>
 // (default 20). The defaults finish in about two minutes; more samples are opt-in.
 import { mkdtemp, rm } from "node:fs/promises";
+import { removeProjects } from "./engine-projects.js";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -156,16 +157,6 @@ try {
   console.log(JSON.stringify({ bench: "agent", node: process.version, ...figures }));
 } finally {
   for (const c of children) await stop(c).catch(() => undefined);
-  if (engine) {
-    for (const project of ["bench-0", "bench-1", "bench-2", "bench-3"]) {
-      const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${project}`], {
-        encoding: "utf8",
-        env: { ...process.env, DOCKER_HOST: engine },
-      })
-        .split("\n")
-        .filter(Boolean);
-      if (ids.length > 0) execFileSync("docker", ["rm", "-f", ...ids], { env: { ...process.env, DOCKER_HOST: engine }, stdio: "ignore" });
-    }
-  }
+  if (engine) removeProjects(engine, ["bench-0", "bench-1", "bench-2", "bench-3"]);
   await rm(base, { recursive: true, force: true });
 }

@@ -35,6 +35,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { clientFor, startController } from "./controller-process.js";
 import { percentile } from "./measure.js";
 import { stopChild } from "./node-child.js";
+import { removeProjects } from "./engine-projects.js";
 
 const run = promisify(execFile);
 const dist = resolve(fileURLToPath(new URL(".", import.meta.url)), "..");
@@ -255,14 +256,6 @@ try {
   );
 } finally {
   for (const c of children.reverse()) await stopChild(c).catch(() => undefined);
-  for (const p of projects) {
-    const ids = execFileSync("docker", ["ps", "-aq", "--filter", `label=com.docker.compose.project=${p}`], {
-      encoding: "utf8",
-      env: { ...process.env, DOCKER_HOST: engine },
-    })
-      .split("\n")
-      .filter(Boolean);
-    if (ids.length > 0) execFileSync("docker", ["rm", "-f", ...ids], { env: { ...process.env, DOCKER_HOST: engine }, stdio: "ignore" });
-  }
+  removeProjects(engine, projects);
   await rm(base, { recursive: true, force: true });
 }
