@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_skipper_v1_access } from "./access_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
 import type { Resource } from "./resource_pb.js";
@@ -17,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/deployment_service.proto.
  */
 export const file_skipper_v1_deployment_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL2RlcGxveW1lbnRfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSIyCgxBcHBseVJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkijAEKDUFwcGx5UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEigKCmRlcGxveW1lbnQYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEikKCndvcmtfb3JkZXIYAyABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlcjJ/ChFEZXBsb3ltZW50U2VydmljZRJqCgVBcHBseRIYLnNraXBwZXIudjEuQXBwbHlSZXF1ZXN0Ghkuc2tpcHBlci52MS5BcHBseVJlc3BvbnNlIiyC0+STAiY6ASoiIS92MS9kZXBsb3ltZW50cy97dGVuYW50X2lkfS9hcHBseWIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL2RlcGxveW1lbnRfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSIyCgxBcHBseVJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkijAEKDUFwcGx5UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEigKCmRlcGxveW1lbnQYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEikKCndvcmtfb3JkZXIYAyABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlcjKDAQoRRGVwbG95bWVudFNlcnZpY2USbgoFQXBwbHkSGC5za2lwcGVyLnYxLkFwcGx5UmVxdWVzdBoZLnNraXBwZXIudjEuQXBwbHlSZXNwb25zZSIw2IoZBILT5JMCJjoBKiIhL3YxL2RlcGxveW1lbnRzL3t0ZW5hbnRfaWR9L2FwcGx5YgZwcm90bzM", [file_google_api_annotations, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * ApplyRequest names the tenant to deploy.

@@ -6,13 +6,15 @@ import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Actor } from "./access_pb.js";
+import { file_skipper_v1_access } from "./access_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skipper/v1/event.proto.
  */
 export const file_skipper_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIssCCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghyZXZpc2lvbhgOIAEoA2IGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIu0CCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghyZXZpc2lvbhgOIAEoAxIgCgVhY3RvchgPIAEoCzIRLnNraXBwZXIudjEuQWN0b3JiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_access]);
 
 /**
  * Event records one state transition. Types include resource_created, resource_updated,
@@ -98,6 +100,14 @@ export type Event = Message<"skipper.v1.Event"> & {
    * @generated from field: int64 revision = 14;
    */
   revision: bigint;
+
+  /**
+   * Who caused it: the API key, node or admin token whose call led to it, or the controller
+   * itself for what its own loops decide (lease expiry, liveness, reconcile sweeps).
+   *
+   * @generated from field: skipper.v1.Actor actor = 15;
+   */
+  actor?: Actor | undefined;
 };
 
 /**

@@ -7,6 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_skipper_v1_access } from "./access_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
 import type { Event } from "./event_pb.js";
@@ -17,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/event_service.proto.
  */
 export const file_skipper_v1_event_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEi4gEKEUxpc3RFdmVudHNSZXF1ZXN0EgwKBHR5cGUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhUKDXdvcmtfb3JkZXJfaWQYBCABKAkSFgoOY29ycmVsYXRpb25faWQYBSABKAkSKQoFc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJEhYKDnNpbmNlX3JldmlzaW9uGAkgASgDIngKEkxpc3RFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIQoGZXZlbnRzGAIgAygLMhEuc2tpcHBlci52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkycgoMRXZlbnRTZXJ2aWNlEmIKCkxpc3RFdmVudHMSHS5za2lwcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0Gh4uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2UiFZACAYLT5JMCDBIKL3YxL2V2ZW50c2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope, file_skipper_v1_event]);
+  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEi4gEKEUxpc3RFdmVudHNSZXF1ZXN0EgwKBHR5cGUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhUKDXdvcmtfb3JkZXJfaWQYBCABKAkSFgoOY29ycmVsYXRpb25faWQYBSABKAkSKQoFc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJEhYKDnNpbmNlX3JldmlzaW9uGAkgASgDIngKEkxpc3RFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIQoGZXZlbnRzGAIgAygLMhEuc2tpcHBlci52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkydgoMRXZlbnRTZXJ2aWNlEmYKCkxpc3RFdmVudHMSHS5za2lwcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0Gh4uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2UiGZACAdiKGQKC0+STAgwSCi92MS9ldmVudHNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_event]);
 
 /**
  * ListEventsRequest filters and pages the event feed.

@@ -7,6 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_skipper_v1_access } from "./access_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -15,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/health_service.proto.
  */
 export const file_skipper_v1_health_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9za2lwcGVyL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIg4KDENoZWNrUmVxdWVzdCK/AQoNQ2hlY2tSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDgoGc3RhdHVzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDQoFc3RvcmUYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY29udHJvbGxlcl9pZBgGIAEoCRIPCgdsZWFkaW5nGAcgASgIMm8KDUhlYWx0aFNlcnZpY2USXgoFQ2hlY2sSGC5za2lwcGVyLnYxLkNoZWNrUmVxdWVzdBoZLnNraXBwZXIudjEuQ2hlY2tSZXNwb25zZSIgkAIBgtPkkwIXWgkSBy9oZWFsdGgSCi92MS9oZWFsdGhiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_envelope]);
+  fileDesc("Ch9za2lwcGVyL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIg4KDENoZWNrUmVxdWVzdCK/AQoNQ2hlY2tSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDgoGc3RhdHVzGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDQoFc3RvcmUYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY29udHJvbGxlcl9pZBgGIAEoCRIPCgdsZWFkaW5nGAcgASgIMnMKDUhlYWx0aFNlcnZpY2USYgoFQ2hlY2sSGC5za2lwcGVyLnYxLkNoZWNrUmVxdWVzdBoZLnNraXBwZXIudjEuQ2hlY2tSZXNwb25zZSIkkAIB2IoZAYLT5JMCF1oJEgcvaGVhbHRoEgovdjEvaGVhbHRoYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope]);
 
 /**
  * CheckRequest has no fields.
