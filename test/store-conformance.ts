@@ -6,6 +6,7 @@ import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/p
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
+import { ApiKeySchema, Role, type ApiKey } from "../gen/skipper/v1/access_pb.js";
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import type { LabelTerm } from "../controller/store/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
@@ -81,6 +82,20 @@ const ok = (code = "APPLY_OK") => create(WorkOrderResultSchema, { success: true,
 const failed = () => create(WorkOrderResultSchema, { success: false, code: "COMPOSE_FAILED", message: "exit 1" });
 
 /** Awaits `p` expecting a SkipperError with `code`; returns it for detail checks. */
+/** An API key record's key part, created `offsetMs` after the suite's epoch. */
+function apiKey(id: string, name: string, offsetMs: number): { key: ApiKey } {
+  return {
+    key: create(ApiKeySchema, {
+      id,
+      name,
+      role: Role.OPERATOR,
+      scope: { tenantIds: ["tenant-a"] },
+      createdAt: timestampFromDate(at(offsetMs)),
+      prefix: `skk_${id}_`,
+    }),
+  };
+}
+
 export async function expectCode(p: Promise<unknown>, code: ErrorCode): Promise<SkipperError> {
   let err: unknown;
   try {
@@ -991,6 +1006,28 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.putAdminCredential({ tokenHash: "d".repeat(64), createdAt: at(5) });
         expect(await store.getAdminCredential()).toEqual({ tokenHash: "d".repeat(64), createdAt: at(5) });
       });
+
+      it("API keys are stored, replaced and listed oldest first, and a returned copy does not change the store", async () => {
+        expect(await store.getApiKey("0a1b2c3d4e5f")).toBeUndefined();
+        expect(await store.listApiKeys()).toEqual([]);
+        const first = apiKey("0a1b2c3d4e5f", "ci-web", 2);
+        const second = apiKey("00aa11bb22cc", "grafana", 1);
+        await store.putApiKey({ key: second.key, secretHash: "b".repeat(64) });
+        await store.putApiKey({ key: first.key, secretHash: "a".repeat(64) });
+        const rotated = apiKey("0a1b2c3d4e5f", "ci-web", 2);
+        rotated.key.rotatedAt = timestampFromDate(at(9));
+        await store.putApiKey({ key: rotated.key, secretHash: "c".repeat(64), previousSecretHash: "a".repeat(64) });
+        const got = await store.getApiKey("0a1b2c3d4e5f");
+        expect(got?.secretHash).toBe("c".repeat(64));
+        expect(got?.previousSecretHash).toBe("a".repeat(64));
+        expect(json(ApiKeySchema, got?.key)).toEqual(json(ApiKeySchema, rotated.key));
+        got!.key.name = "changed";
+        expect((await store.getApiKey("0a1b2c3d4e5f"))?.key.name).toBe("ci-web");
+        expect((await store.listApiKeys()).map((r) => [r.key.id, r.key.scope?.tenantIds])).toEqual([
+          ["00aa11bb22cc", ["tenant-a"]],
+          ["0a1b2c3d4e5f", ["tenant-a"]],
+        ]);
+      });
     });
 
     describe("reopening", () => {
@@ -1021,6 +1058,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.putIdempotencyRecord(record);
         await store.putNodeCredential({ nodeId: "node-1", tokenHash: "a".repeat(64), createdAt: at(0) });
         await store.putAdminCredential({ tokenHash: "c".repeat(64), createdAt: at(0) });
+        await store.putApiKey({ ...apiKey("0a1b2c3d4e5f", "ci-web", 0), secretHash: "f".repeat(64) });
         const before = {
           resource: json(ResourceSchema, await store.getResource("tenant", "keep")),
           orders: (await store.listWorkOrders({})).items.map((o) => json(WorkOrderSchema, o)),
@@ -1041,6 +1079,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await store.getIdempotencyRecord(key, new Date())).toEqual(record);
         expect((await store.getNodeCredential("node-1"))?.tokenHash).toBe("a".repeat(64));
         expect((await store.getAdminCredential())?.tokenHash).toBe("c".repeat(64));
+        expect((await store.getApiKey("0a1b2c3d4e5f"))?.secretHash).toBe("f".repeat(64));
         await expectCode(store.createResource(tenant("keep")), "CONFLICT");
         const after = await store.updateResource("tenant", "keep", (r) => ((r.metadata!.labels.v = "3"), r));
         expect(BigInt(after.metadata!.resourceVersion) > BigInt(updated.metadata!.resourceVersion)).toBe(true);

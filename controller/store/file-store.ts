@@ -12,7 +12,8 @@
 // idempotency/, auth/, logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
-import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampMs, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
@@ -71,6 +72,7 @@ export class FileStore extends OrderSteps implements S.Store {
   private idempotency = new Map<string, S.IdempotencyRecord>();
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
+  private apiKeys = new Map<string, S.ApiKeyRecord>();
   // Finished or pruned orders the summary file on disk does not reflect yet.
   private summaryLag = 0;
   private readonly summaryEvery: number;
@@ -133,6 +135,7 @@ export class FileStore extends OrderSteps implements S.Store {
       this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
       this.admin = data.adminCredential;
+      this.apiKeys = new Map(data.apiKeys.map((r) => [r.key.id, r]));
     } catch (e) {
       await this.fs.closeLog().catch(() => undefined);
       await lock.release();
@@ -511,6 +514,26 @@ export class FileStore extends OrderSteps implements S.Store {
     });
   }
 
+  async getApiKey(id: string): Promise<S.ApiKeyRecord | undefined> {
+    this.ensureOpen();
+    const r = this.apiKeys.get(id);
+    return r && copyApiKey(r);
+  }
+
+  async putApiKey(record: S.ApiKeyRecord): Promise<void> {
+    const path = this.paths.apiKey(record.key.id);
+    const stored = copyApiKey(record);
+    await this.write(`api-key/${stored.key.id}`, async () => {
+      await this.fs.writeFile(path, codec.encodeApiKey(stored));
+      this.apiKeys.set(stored.key.id, stored);
+    });
+  }
+
+  async listApiKeys(): Promise<S.ApiKeyRecord[]> {
+    this.ensureOpen();
+    return [...this.apiKeys.values()].map(copyApiKey).sort(byCreation);
+  }
+
   // --- plumbing --------------------------------------------------------------------------
 
   // Runs a write under the record's lock and tracks it so close() can wait for it.
@@ -550,4 +573,15 @@ function copyRecord(r: S.IdempotencyRecord): S.IdempotencyRecord {
     createdAt: new Date(r.createdAt),
     expiresAt: new Date(r.expiresAt),
   };
+}
+
+/** A copy the caller may change without changing what the store holds. */
+function copyApiKey(r: S.ApiKeyRecord): S.ApiKeyRecord {
+  return { ...r, key: clone(ApiKeySchema, r.key) };
+}
+
+/** Oldest key first; ids break ties. */
+function byCreation(a: S.ApiKeyRecord, b: S.ApiKeyRecord): number {
+  const at = (r: S.ApiKeyRecord) => (r.key.createdAt ? timestampMs(r.key.createdAt) : 0);
+  return at(a) - at(b) || (a.key.id < b.key.id ? -1 : a.key.id > b.key.id ? 1 : 0);
 }

@@ -4,7 +4,8 @@
 import { fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { ResourceDiffSchema, SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
-import type { AdminCredential, IdempotencyRecord, NodeCredential } from "./store.js";
+import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
+import type { AdminCredential, ApiKeyRecord, IdempotencyRecord, NodeCredential } from "./store.js";
 
 /** Proto JSON text for `msg`: 2-space indent and a trailing newline. */
 export function encodeMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
@@ -97,6 +98,27 @@ export function encodeAdminCredential(c: AdminCredential): string {
 export function decodeAdminCredential(text: string): AdminCredential {
   const o = object(JSON.parse(text));
   return { tokenHash: str(o, "token_hash"), createdAt: date(o, "created_at") };
+}
+
+/** auth/keys/<id>.json: the key as the API shows it, and its secrets' hashes. */
+export function encodeApiKey(r: ApiKeyRecord): string {
+  return encodePlain({
+    key: toJson(ApiKeySchema, r.key, { useProtoFieldName: true }),
+    secret_hash: r.secretHash,
+    ...(r.previousSecretHash === undefined ? {} : { previous_secret_hash: r.previousSecretHash }),
+  });
+}
+
+/** Parses an API key record; throws on a malformed one. */
+export function decodeApiKey(text: string): ApiKeyRecord {
+  const o = object(JSON.parse(text));
+  const previous = o.previous_secret_hash;
+  if (previous !== undefined && typeof previous !== "string") throw new Error("previous_secret_hash must be a string");
+  return {
+    key: fromJson(ApiKeySchema, o.key as JsonValue, { ignoreUnknownFields: true }),
+    secretHash: str(o, "secret_hash"),
+    ...(previous === undefined ? {} : { previousSecretHash: previous }),
+  };
 }
 
 function object(v: unknown): Record<string, unknown> {

@@ -48,6 +48,7 @@ export const LAYOUT = [
   "idempotency",
   "auth",
   "auth/nodes",
+  "auth/keys",
   "logs",
   "quarantine",
 ] as const;
@@ -110,6 +111,11 @@ export class StorePaths {
   /** auth/nodes/<node_id>.json */
   nodeCredential(nodeId: string): string {
     return this.inside("auth", "nodes", `${this.id(nodeId, "node_id")}.json`);
+  }
+
+  /** auth/keys/<key id>.json */
+  apiKey(id: string): string {
+    return this.inside("auth", "keys", `${this.id(id, "id")}.json`);
   }
 
   /** auth/admin.json */

@@ -13,6 +13,7 @@ import type { DeploymentPhase, Resource } from "../../gen/skipper/v1/resource_pb
 import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
+import type { ApiKey } from "../../gen/skipper/v1/access_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "./label-selector.js";
 
@@ -99,6 +100,14 @@ export interface NodeCredential {
 export interface AdminCredential {
   tokenHash: string;
   createdAt: Date;
+}
+
+/** An API key as stored: the key as the API shows it, and the SHA-256 hashes of its secrets. */
+export interface ApiKeyRecord {
+  key: ApiKey;
+  secretHash: string;
+  /** The secret before the last rotation, valid until key.previous_secret_expires_at. */
+  previousSecretHash?: string;
 }
 
 /** Result of finishing a work order; `duplicate` when it had already finished (nothing changed). */
@@ -233,4 +242,9 @@ export interface Store {
   putNodeCredential(credential: NodeCredential): Promise<void>;
   getAdminCredential(): Promise<AdminCredential | undefined>;
   putAdminCredential(credential: AdminCredential): Promise<void>;
+  getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
+  /** Creates or replaces a key (rotation, revocation). */
+  putApiKey(record: ApiKeyRecord): Promise<void>;
+  /** Every key ever created, revoked and expired ones too, oldest first. */
+  listApiKeys(): Promise<ApiKeyRecord[]>;
 }

@@ -16,7 +16,8 @@
 // out so far belongs to a transaction that has ended, and the sequence's last value is safe to
 // answer. Writers queue behind that moment for as long as the writes in flight take to commit.
 import { clone, create, equals } from "@bufbuild/protobuf";
-import { timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import pg from "pg";
 import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
@@ -437,6 +438,30 @@ export class PostgresStore extends OrderSteps implements S.Store {
       [credential.tokenHash, credential.createdAt],
     );
   }
+  async getApiKey(id: string): Promise<S.ApiKeyRecord | undefined> {
+    const { rows } = await this.query<ApiKeyRow>("SELECT body, secret_hash, previous_secret_hash FROM api_keys WHERE id = $1", [id]);
+    return rows[0] && apiKeyOf(rows[0]);
+  }
+
+  async putApiKey(record: S.ApiKeyRecord): Promise<void> {
+    checkId(record.key.id, "id");
+    await this.query(
+      `INSERT INTO api_keys (id, body, secret_hash, previous_secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (id) DO UPDATE SET body = $2, secret_hash = $3, previous_secret_hash = $4`,
+      [
+        record.key.id,
+        bodyOf(ApiKeySchema, record.key),
+        record.secretHash,
+        record.previousSecretHash ?? null,
+        record.key.createdAt ? timestampDate(record.key.createdAt) : new Date(0),
+      ],
+    );
+  }
+
+  async listApiKeys(): Promise<S.ApiKeyRecord[]> {
+    const { rows } = await this.query<ApiKeyRow>("SELECT body, secret_hash, previous_secret_hash FROM api_keys ORDER BY created_at, id");
+    return rows.map(apiKeyOf);
+  }
 
   // --- plumbing --------------------------------------------------------------------------
 
@@ -582,4 +607,18 @@ function unavailable(e: unknown): SkipperError {
   if (isSkipperError(e)) return e;
   const reason = e instanceof Error ? e.message : String(e);
   return new SkipperError("INTERNAL_ERROR", `the PostgreSQL store is unavailable: ${reason}`, {}, { cause: e });
+}
+
+interface ApiKeyRow {
+  body: unknown;
+  secret_hash: string;
+  previous_secret_hash: string | null;
+}
+
+function apiKeyOf(row: ApiKeyRow): S.ApiKeyRecord {
+  return {
+    key: messageOf(ApiKeySchema, row.body),
+    secretHash: row.secret_hash,
+    ...(row.previous_secret_hash === null ? {} : { previousSecretHash: row.previous_secret_hash }),
+  };
 }
