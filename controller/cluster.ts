@@ -9,6 +9,8 @@
 // never correctness, since the store is the truth.
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "./context.js";
+import { create } from "@bufbuild/protobuf";
+import { ActorSchema } from "../gen/skipper/v1/access_pb.js";
 import type { OrderFeed } from "./dispatch/order-feed.js";
 import type { ReconcileQueue } from "./reconcile/triggers.js";
 import type { Coordination } from "./store/coordination.js";
@@ -75,7 +77,7 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
       if ("all" in w) local.addAll();
       else if (typeof w.tenant !== "string") continue;
       else if (w.paced) local.addPaced(w.tenant);
-      else local.add(w.tenant, w.trace);
+      else local.add(w.tenant, traceFrom(w.trace));
     }
   });
   const send = (wake: Wake, locally: () => void) => {
@@ -86,6 +88,22 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
     add: (tenant, trace) => send({ tenant, trace }, () => local.add(tenant, trace)),
     addPaced: (tenant) => send({ tenant, paced: true }, () => local.addPaced(tenant)),
     addAll: () => send({ all: true }, () => local.addAll()),
+  };
+}
+
+/** A trace as another controller sent it (JSON), rebuilt from its known fields. */
+function traceFrom(t: unknown): Trace | undefined {
+  if (typeof t !== "object" || t === null) return undefined;
+  const { requestId, correlationId, actor } = t as Record<string, unknown>;
+  if (typeof requestId !== "string" || typeof correlationId !== "string") return undefined;
+  if (typeof actor !== "object" || actor === null) return { requestId, correlationId };
+  const a = actor as Record<string, unknown>;
+  const text = (v: unknown) => (typeof v === "string" ? v : "");
+  const num = (v: unknown) => (typeof v === "number" && Number.isInteger(v) ? v : 0);
+  return {
+    requestId,
+    correlationId,
+    actor: create(ActorSchema, { kind: num(a.kind), id: text(a.id), name: text(a.name), role: num(a.role) }),
   };
 }
 

@@ -5,16 +5,44 @@ import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { ResponseMetaSchema, type ResponseMeta } from "../gen/skipper/v1/envelope_pb.js";
 import type { Logger } from "../common/logging/logger.js";
+import type { Actor, Role, TenantScope } from "../gen/skipper/v1/access_pb.js";
 
 export const SCHEMA_VERSION = "v1";
 
 /** The authenticated caller. */
-export type Principal = { kind: "admin" } | { kind: "node"; nodeId: string } | { kind: "anonymous" };
+export type Principal =
+  | { kind: "admin" }
+  | { kind: "api_key"; keyId: string; name: string; role: Role; scope?: TenantScope }
+  | { kind: "node"; nodeId: string }
+  | { kind: "anonymous" };
 
 /** The ids a change carries from the call that caused it to every record it leads to. */
 export interface Trace {
   requestId: string;
   correlationId: string;
+  /** Who made the call (unset: the controller itself). Events record it. */
+  actor?: Actor;
+}
+
+/** Which tenants the caller may see and act on (auth/tenant-access.ts). */
+export interface TenantAccess {
+  /** True when the caller's scope is every tenant. */
+  readonly unrestricted: boolean;
+  /**
+   * Throws FORBIDDEN unless `tenantId` is in the caller's scope. An empty or undefined tenant
+   * (something no tenant owns, such as an ad-hoc order or the system snapshot) needs an
+   * unrestricted caller. `labels` are the tenant's labels when the caller already has them.
+   */
+  require(tenantId: string | undefined, labels?: Record<string, string>): Promise<void>;
+  /** Whether `tenantId` is in the caller's scope (for filtering listings). */
+  allows(tenantId: string | undefined): Promise<boolean>;
+}
+
+/** What the audit entry of a call records about its target; handlers fill it in. */
+export interface AuditNote {
+  /** e.g. "service/web", "api_key/0a1b2c3d4e5f". */
+  target?: string;
+  tenantId?: string;
 }
 
 /** Everything a handler needs to know about the call beyond its request message. */
@@ -22,6 +50,12 @@ export interface CallInfo {
   requestId: string;
   correlationId: string;
   principal: Principal;
+  /** The caller as events and audit entries record it. */
+  actor: Actor;
+  /** The caller's tenant scope. */
+  tenants: TenantAccess;
+  /** Filled in by the handler: what the call acted on, for its audit entry. */
+  audit: AuditNote;
   /** Value of x-idempotency-key, when sent. */
   idempotencyKey?: string;
   /** Logger bound to this call's ids. */
@@ -30,7 +64,7 @@ export interface CallInfo {
 
 /** The trace ids of a call, for the records it leads to. */
 export function traceOf(call: CallInfo): Trace {
-  return { requestId: call.requestId, correlationId: call.correlationId };
+  return { requestId: call.requestId, correlationId: call.correlationId, actor: call.actor };
 }
 
 export const callInfoKey = createContextKey<CallInfo | undefined>(undefined, {

@@ -2,27 +2,39 @@
 // REST routes alike (REST calls go through an in-memory transport with the same interceptors):
 //   1. request/correlation ids: accepted from headers when well-formed, else generated, and
 //      echoed in response headers (also on errors)
-//   2. authentication and the per-RPC access rule (auth/policy.ts)
-//   3. one structured log line per call
+//   2. authentication and the permission the RPC declares in the contract (auth/permissions.ts);
+//      the caller's actor and tenant scope go to the handler in CallInfo
+//   3. one structured log line per call, and one audit entry per call that changes something
+//      (auth/audit-policy.ts says which)
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
-import { callInfoKey, type Principal } from "./context.js";
+import { callInfoKey, type CallInfo, type Principal } from "./context.js";
 import { connectErrorOf, errorCodeOf } from "./api-errors.js";
 import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
 import { admit } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
+import { actorOf } from "./auth/actor.js";
+import { tenantAccess } from "./auth/tenant-access.js";
 import type { Logger } from "../common/logging/logger.js";
+import type { Store } from "./store/store.js";
+import { auditEntryOf, isAudited, type AuditSink } from "./auth/audit-policy.js";
 
 // Calls every agent makes on a timer.
 const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
 
 /** The single boundary interceptor described above. */
-export function boundaryInterceptor(deps: { authenticator: Authenticator; logger: Logger }): Interceptor {
+export function boundaryInterceptor(deps: {
+  authenticator: Authenticator;
+  logger: Logger;
+  store: Pick<Store, "getResource">;
+  /** Where audit entries go (unset: nowhere, for unit tests of other parts). */
+  audit?: AuditSink;
+}): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
     const action = `${req.method.parent.name}.${req.method.name}`;
@@ -30,6 +42,13 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
     let correlationId = requestId;
     let principal: Principal = { kind: "anonymous" };
     let log = deps.logger;
+    let info: CallInfo | undefined;
+    // An audited call's entry is written before it is answered: a change acknowledged to the
+    // caller always has one.
+    const audit = async (outcome: string) => {
+      if (!deps.audit || !isAudited(req.method, principal, outcome)) return;
+      await deps.audit(auditEntryOf(req, principal, info, { requestId, correlationId, outcome }));
+    };
     // Every failure, of the call or later of its response stream, leaves as a Connect error with
     // the ApiError detail, the trace ids and one log line.
     const failure = (e: unknown): ConnectError => {
@@ -47,13 +66,35 @@ export function boundaryInterceptor(deps: { authenticator: Authenticator; logger
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
       log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
-      principal = await admit(deps.authenticator, req.method, req.header);
+      principal = await admit(deps.authenticator, req.method, req.header, (p) => {
+        principal = p;
+        return audit("FORBIDDEN");
+      });
       const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
       if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
         throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });
       }
-      req.contextValues.set(callInfoKey, { requestId, correlationId, principal, idempotencyKey, logger: log });
-      const res = await next(req);
+      info = {
+        requestId,
+        correlationId,
+        principal,
+        actor: actorOf(principal),
+        tenants: tenantAccess(principal, deps.store),
+        audit: {},
+        idempotencyKey,
+        logger: log,
+      };
+      req.contextValues.set(callInfoKey, info);
+      let res: Awaited<ReturnType<typeof next>>;
+      try {
+        res = await next(req);
+      } catch (e) {
+        await audit(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR").catch((ae: unknown) =>
+          log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed call"),
+        );
+        throw e;
+      }
+      await audit("OK");
       res.header.set("x-request-id", requestId);
       res.header.set("x-correlation-id", correlationId);
       // Reads (declared NO_SIDE_EFFECTS in the contract) and the agents' periodic calls log at

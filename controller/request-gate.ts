@@ -12,9 +12,8 @@ import { codeToHttpStatus, endStreamToJson, errorToJsonBytes } from "@connectrpc
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "../common/logging/logger.js";
 import { connectErrorOf } from "./api-errors.js";
-import { admit } from "./auth/admission.js";
+import { admit, isOpen, type OnRefused } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
-import { accessFor } from "./auth/policy.js";
 import { isSkipperError, type SkipperError } from "./errors.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -23,6 +22,8 @@ type Response = ServerResponse | Http2ServerResponse;
 export interface GateOptions {
   authenticator: Authenticator;
   logger: Logger;
+  /** Told of a call refused to an authenticated caller (for the audit trail). */
+  onRefused?: (method: DescMethod, headers: Headers) => OnRefused;
 }
 
 /** Answers (and resolves true for) a request that may not call `method`; resolves false otherwise. */
@@ -31,10 +32,11 @@ export type RequestGate = (req: Request, res: Response, method: DescMethod) => P
 /** The gate for the RPCs of `opts.services`. */
 export function createRequestGate(opts: GateOptions): RequestGate {
   return async (req, res, method) => {
-    // Public calls need no credential.
-    if (accessFor(method) === "public") return false;
+    // Public and enrollment calls need no credential.
+    if (isOpen(method)) return false;
     try {
-      await admit(opts.authenticator, method, headersOf(req.headers));
+      const headers = headersOf(req.headers);
+      await admit(opts.authenticator, method, headers, opts.onRefused?.(method, headers));
       return false;
     } catch (e) {
       // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.

@@ -21,7 +21,7 @@ import {
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../common/logging/logger.js";
-import { accessFor } from "./auth/policy.js";
+import { isOpen } from "./auth/admission.js";
 import { SkipperError } from "./errors.js";
 import { refuseCall, type RequestGate } from "./request-gate.js";
 import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
@@ -82,7 +82,7 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
   if ((req.method ?? "GET") !== "GET") {
     const type = bodyTypeOf(req.headers["content-type"]);
-    const limit = accessFor(handler.method) === "public" ? opts.publicReadMaxBytes : opts.readMaxBytes;
+    const limit = isOpen(handler.method) ? opts.publicReadMaxBytes : opts.readMaxBytes;
     let body: Buffer;
     try {
       body = await readBodyBytes(req, limit, { enveloped: type?.enveloped ?? false });

@@ -15,6 +15,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
+import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
@@ -35,6 +36,8 @@ import { deploymentService } from "./services/deployment-service.js";
 import { snapshotService } from "./services/snapshot-service.js";
 import { eventService } from "./services/event-service.js";
 import { rolloutService } from "./services/rollout-service.js";
+import { accessService } from "./services/access-service.js";
+import { refusalAuditor } from "./auth/audit-policy.js";
 import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
@@ -61,6 +64,7 @@ export const SERVICES: DescService[] = [
   SnapshotService,
   EventService,
   RolloutService,
+  AccessService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -135,19 +139,13 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       onInfo: (msg: string, meta: object) => logger.info({ action: "store", result: "ok", metadata: meta }, msg),
     });
   await store.open();
+  // The admin token is either fixed by configuration or kept (hashed) in the store, where
+  // RotateAdminToken replaces it; the authenticator reads the store's on every admin call.
   let generatedAdminToken: string | undefined;
-  let adminHash: string;
-  if (opts.adminToken !== undefined) {
-    adminHash = hashToken(opts.adminToken);
-  } else {
-    const stored = opts.resetAdminToken ? undefined : await store.getAdminCredential();
-    if (stored) {
-      adminHash = stored.tokenHash;
-    } else {
-      generatedAdminToken = mintAdminToken();
-      adminHash = hashToken(generatedAdminToken);
-      await store.putAdminCredential({ tokenHash: adminHash, createdAt: new Date() });
-    }
+  const fixedAdminHash = opts.adminToken === undefined ? undefined : hashToken(opts.adminToken);
+  if (fixedAdminHash === undefined && (opts.resetAdminToken || !(await store.getAdminCredential()))) {
+    generatedAdminToken = mintAdminToken();
+    await store.putAdminCredential({ tokenHash: hashToken(generatedAdminToken), createdAt: new Date() });
   }
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
@@ -209,9 +207,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     feed,
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
+    adminTokenFixed: fixedAdminHash !== undefined,
   };
-  const authenticator = createAuthenticator(adminHash, store);
-  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger })];
+  const authenticator = createAuthenticator({ store, fixedAdminHash, now });
+  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store })];
+  const onRefused = refusalAuditor(undefined);
   const routes = (router: ConnectRouter) => {
     router.service(HealthService, healthService(deps));
     router.service(ResourceService, resourceService(deps));
@@ -221,8 +221,9 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(SnapshotService, snapshotService(deps));
     router.service(EventService, eventService(deps));
     router.service(RolloutService, rolloutService(deps));
+    router.service(AccessService, accessService(deps));
   };
-  const gate = createRequestGate({ authenticator, logger });
+  const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({
     routes,
     interceptors,
@@ -240,7 +241,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     transport,
     maxBodyBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
     logger,
-    admit: (method, headers) => admit(authenticator, method, headers),
+    admit: (method, headers) => admit(authenticator, method, headers, onRefused(method, headers)),
   });
 
   const handler: RequestHandler = (req, res) => {

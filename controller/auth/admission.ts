@@ -1,32 +1,73 @@
 // Admission: who is calling (the authenticator) and whether that caller may call this RPC at all
-// (the policy table). The RPC interceptor admits every call; the HTTP front door admits a request
-// before its body is read (controller/request-gate.ts, the REST handler), so an unauthenticated
-// client cannot make the controller buffer anything.
+// (the permission the contract declares, auth/permissions.ts). The RPC interceptor admits every
+// call; the HTTP front door admits a request before its body is read (controller/request-gate.ts,
+// the REST handler), so an unauthenticated client cannot make the controller buffer anything.
 import type { DescMethod } from "@bufbuild/protobuf";
+import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
 import type { Principal } from "../context.js";
-import { forbidden, unauthorized } from "../errors.js";
+import { forbidden, isSkipperError, unauthorized, type SkipperError } from "../errors.js";
 import type { Authenticator } from "./authenticator.js";
-import { accessFor, type Access } from "./policy.js";
+import { permissionName, permissionOf, roleHolds, roleName, rolesHolding } from "./permissions.js";
 
-/** The caller, when these headers may call `method`; throws UNAUTHORIZED or FORBIDDEN otherwise. */
-export async function admit(authenticator: Authenticator, method: DescMethod, headers: Headers): Promise<Principal> {
-  const access = accessFor(method);
+/** Told of a call refused to an authenticated caller (the audit trail records it). */
+export type OnRefused = (principal: Principal, error: SkipperError) => Promise<void>;
+
+/**
+ * The caller, when these headers may call `method`; throws UNAUTHORIZED or FORBIDDEN otherwise,
+ * after telling `onRefused` of a FORBIDDEN.
+ */
+export async function admit(authenticator: Authenticator, method: DescMethod, headers: Headers, onRefused?: OnRefused): Promise<Principal> {
   const principal = await authenticator.authenticate(headers);
-  authorize(access, principal);
+  try {
+    authorize(permissionOf(method), principal);
+  } catch (e) {
+    if (onRefused && isSkipperError(e)) await onRefused(principal, e);
+    throw e;
+  }
   return principal;
 }
 
-/** Throws unless `p` holds the access a call needs (a node's own-id checks are the handler's). */
-export function authorize(access: Access, p: Principal): void {
-  if (access === "public") return;
-  if (p.kind === "anonymous") {
-    // Say what would do: the commonest case is a new shell without the admin token.
+/** Whether `method` is open to callers without a credential (they get small body limits). */
+export function isOpen(method: DescMethod): boolean {
+  const p = permissionOf(method);
+  return p === Permission.PUBLIC || p === Permission.ENROLL;
+}
+
+/** The role a principal acts with (anonymous: none). */
+export function roleOf(p: Principal): Role | undefined {
+  switch (p.kind) {
+    case "admin":
+      return Role.ADMIN;
+    case "api_key":
+      return p.role;
+    case "node":
+      return Role.NODE;
+    default:
+      return undefined;
+  }
+}
+
+/** Throws unless `p` holds `permission` (a node's own-id and tenant checks are the handler's). */
+export function authorize(permission: Permission, p: Principal): void {
+  if (permission === Permission.PUBLIC || permission === Permission.ENROLL) return;
+  const role = roleOf(p);
+  if (role === undefined) {
+    // Say what would do: the commonest case is a new shell without a credential.
     throw unauthorized(
-      access === "node"
-        ? "missing or invalid credentials: send the node's token as Authorization: Bearer <token>"
-        : "missing or invalid credentials: send the admin token (printed once at the controller's first start; `--reset-admin-token` mints a new one) as x-admin-token or Authorization: Bearer",
+      permission === Permission.NODE
+        ? "missing or invalid credentials: send the node's token as Authorization: Bearer <token>, or its client certificate"
+        : "missing or invalid credentials: send an API key or the admin token (printed once at the controller's first start; `--reset-admin-token` mints a new one) as Authorization: Bearer <key>",
     );
   }
-  if (access === "admin" && p.kind !== "admin") throw forbidden("this call needs the admin token");
-  if (access === "node" && p.kind !== "node") throw forbidden("this call needs a node token");
+  if (permission === Permission.UNSPECIFIED) {
+    throw forbidden("this call declares no permission in the contract, so nobody may call it", { permission: "unspecified" });
+  }
+  if (!roleHolds(role, permission)) {
+    const needed = permissionName(permission);
+    const holders = rolesHolding(permission).map(roleName).join(", ");
+    throw forbidden(`this call needs the ${needed} permission (held by: ${holders}); the caller's role is ${roleName(role)}`, {
+      permission: needed,
+      role: roleName(role),
+    });
+  }
 }

@@ -1,9 +1,13 @@
-// Resolves request headers to a Principal: the admin token (x-admin-token or Bearer) or a node
-// token (Bearer). Failures are UNAUTHORIZED without saying which part was wrong.
+// Resolves request headers to a Principal: the admin token (x-admin-token or Bearer), an API key
+// (Bearer skk_...) or a node token (Bearer skn....). Every credential is looked up in the store on
+// every call, so a revocation or rotation made through any controller holds from the next call.
+// Failures are UNAUTHORIZED without saying which part of a credential was wrong.
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { unauthorized } from "../errors.js";
 import type { Principal } from "../context.js";
-import type { Store } from "../store/store.js";
+import type { ApiKeyRecord, Store } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
+import { keyIdOf } from "./api-key-text.js";
 import { isValidId } from "../../common/ids.js";
 
 export interface Authenticator {
@@ -11,17 +15,31 @@ export interface Authenticator {
   authenticate(headers: Headers): Promise<Principal>;
 }
 
-/** Authenticator over the admin token hash and the store's node credentials. */
-export function createAuthenticator(adminTokenHash: string, store: Store): Authenticator {
+export interface AuthenticatorOptions {
+  store: Store;
+  /** The admin token's hash when it is fixed by configuration; otherwise the store's is read. */
+  fixedAdminHash?: string;
+  now: () => Date;
+}
+
+/** Authenticator over the admin token, API keys and node credentials. */
+export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
+  const { store, now } = opts;
+  const isAdmin = async (token: string) => {
+    const hash = opts.fixedAdminHash ?? (await store.getAdminCredential())?.tokenHash;
+    return hash !== undefined && tokenMatches(token, hash);
+  };
   return {
     async authenticate(headers) {
       const adminHeader = headers.get("x-admin-token");
       const bearer = parseBearer(headers.get("authorization"));
       if (adminHeader !== null) {
-        if (tokenMatches(adminHeader, adminTokenHash)) return { kind: "admin" };
+        if (await isAdmin(adminHeader)) return { kind: "admin" };
         throw unauthorized("invalid admin token");
       }
       if (bearer === undefined) return { kind: "anonymous" };
+      const keyId = keyIdOf(bearer);
+      if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
       const nodeId = nodeIdOfToken(bearer);
       if (nodeId !== undefined && isValidId(nodeId)) {
         const cred = await store.getNodeCredential(nodeId);
@@ -29,10 +47,28 @@ export function createAuthenticator(adminTokenHash: string, store: Store): Authe
         if (cred && tokenMatches(bearer, cred.tokenHash) && (await store.resourceExists("node", nodeId))) return { kind: "node", nodeId };
         throw unauthorized("invalid node token");
       }
-      if (tokenMatches(bearer, adminTokenHash)) return { kind: "admin" };
+      if (await isAdmin(bearer)) return { kind: "admin" };
       throw unauthorized("invalid token");
     },
   };
+}
+
+/** The principal of a presented API key, or UNAUTHORIZED (unknown, wrong secret, revoked, expired). */
+function apiKeyPrincipal(record: ApiKeyRecord | undefined, text: string, at: Date): Principal {
+  if (!record) throw unauthorized("invalid API key");
+  const { key } = record;
+  const current = tokenMatches(text, record.secretHash);
+  const previous =
+    !current &&
+    record.previousSecretHash !== undefined &&
+    key.previousSecretExpiresAt !== undefined &&
+    timestampDate(key.previousSecretExpiresAt) > at &&
+    tokenMatches(text, record.previousSecretHash);
+  if (!current && !previous) throw unauthorized("invalid API key");
+  // Said plainly: the holder of a valid secret learns nothing new, and knows what to ask for.
+  if (key.revokedAt) throw unauthorized(`API key ${key.name} was revoked`);
+  if (key.expiresAt && timestampDate(key.expiresAt) <= at) throw unauthorized(`API key ${key.name} has expired`);
+  return { kind: "api_key", keyId: key.id, name: key.name, role: key.role, ...(key.scope ? { scope: key.scope } : {}) };
 }
 
 function parseBearer(value: string | null): string | undefined {

@@ -7,6 +7,8 @@ import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
 import { redact } from "../../common/logging/redact.js";
 import { SCHEMA_VERSION } from "../context.js";
+import type { Actor } from "../../gen/skipper/v1/access_pb.js";
+import { CONTROLLER_ACTOR } from "../auth/actor.js";
 
 /** Event types the controller emits. */
 export type EventType =
@@ -75,6 +77,8 @@ export interface EventInput {
   at?: Date;
   /** The store revision a resource mutation produced (its new resource_version). */
   revision?: string;
+  /** Who caused it (unset: the controller itself). */
+  actor?: Actor;
 }
 
 /** Creates an Event message (with a fresh id) from `input`. */
@@ -94,6 +98,7 @@ export function buildEvent(input: EventInput): Event {
     correlationId: input.correlationId,
     data: redact(input.data ?? {}),
     revision: input.revision && /^\d{1,19}$/.test(input.revision) ? BigInt(input.revision) : 0n,
+    actor: input.actor ?? CONTROLLER_ACTOR,
   });
 }
 

@@ -114,6 +114,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       type: "resource_created",
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      actor: trace.actor,
       resourceType: type,
       resourceId: id,
       tenantId: tenantOf(stored),
@@ -205,6 +206,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     const base = {
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      actor: trace.actor,
       resourceType: type,
       resourceId: id,
       tenantId: tenantOf(updated),
@@ -299,6 +301,7 @@ async function tombstone(
       type: "resource_deleted",
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      actor: trace.actor,
       resourceType: type,
       resourceId: r.id,
       tenantId: tenantOf(updated),

@@ -41,4 +41,6 @@ export interface ServiceDeps {
   records: TargetRecords;
   /** The owner of stored rollouts. */
   rollouts: RolloutRecords;
+  /** The admin token is set by configuration (SKIPPER_ADMIN_TOKEN) and cannot be rotated through the API. */
+  adminTokenFixed: boolean;
 }

@@ -15,6 +15,7 @@ import { planForTenant } from "../reconcile/plan-rollout.js";
 type SteerCommand = Exclude<RolloutCommand, { kind: "approve" }> | { kind: "approve"; planHash: string };
 import { listRollouts } from "../rollouts/rollout-list.js";
 import type { ServiceDeps } from "./deps.js";
+import { actorLabel } from "../auth/actor.js";
 
 const MAX_REASON = 1024;
 
@@ -25,7 +26,13 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
     if (req.reason.length > MAX_REASON) throw invalid(`reason must be at most ${MAX_REASON} characters`, { field: "reason" });
     const call = callInfo(ctx);
     const trace = traceOf(call);
-    const actor = create(RolloutActorSchema, { actor: "admin", at: timestampFromDate(deps.now()), reason: req.reason, ...trace });
+    const actor = create(RolloutActorSchema, {
+      actor: actorLabel(call.actor),
+      at: timestampFromDate(deps.now()),
+      reason: req.reason,
+      requestId: trace.requestId,
+      correlationId: trace.correlationId,
+    });
     const wake = (tenantId: string, t: typeof trace) => deps.triggers.rolloutChanged(tenantId, t);
     const rollout = await steerRollout({ store: deps.store, records: deps.records, rollouts: deps.rollouts, wake }, id, cmd, actor, trace);
     call.logger.info(

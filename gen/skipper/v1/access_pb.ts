@@ -27,7 +27,7 @@ export type TenantScope = Message<"skipper.v1.TenantScope"> & {
   tenantIds: string[];
 
   /**
-   * A label selector over tenants, e.g. "env=prod,team in (a,b)".
+   * A label selector over tenants, in the syntax of ListResources: "env=prod,team!=ops,canary".
    *
    * @generated from field: string tenant_selector = 2;
    */

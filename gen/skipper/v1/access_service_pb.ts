@@ -417,7 +417,7 @@ export const AccessService: GenService<{
   /**
    * RotateAdminToken replaces the bootstrap admin token and returns the new one once; the old
    * one is refused from the next call on, on every controller sharing the store. Refused with
-   * FAILED_PRECONDITION when the token comes from SKIPPER_ADMIN_TOKEN (change it there instead).
+   * CONFLICT when the token comes from SKIPPER_ADMIN_TOKEN (change it there instead).
    *
    * @generated from rpc skipper.v1.AccessService.RotateAdminToken
    */

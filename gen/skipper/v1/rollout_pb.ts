@@ -393,8 +393,8 @@ export const FailureBudgetSchema: GenMessage<FailureBudget> = /*@__PURE__*/
  */
 export type RolloutActor = Message<"skipper.v1.RolloutActor"> & {
   /**
-   * "admin" for an admin call, "controller" for the controller's own decision (a new change,
-   * an exhausted budget).
+   * Who: "admin" for the admin token, "api_key:<key name>" for an API key, "controller" for the
+   * controller's own decision (a new change, an exhausted budget). Events carry the full Actor.
    *
    * @generated from field: string actor = 1;
    */
