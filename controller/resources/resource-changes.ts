@@ -43,6 +43,11 @@ export interface ChangeDeps {
   dataNodes: (r: Resource) => Promise<string[]>;
   /** Told at once of every resource a change wrote, after its event (the reconciler's triggers). */
   changed: (r: Resource) => void;
+  /**
+   * Throws unless the caller may change a resource of `type` that is `current` (absent: being
+   * created) into `next` (absent: being deleted): tenant scope and node administration.
+   */
+  may: (type: ResourceType, current?: Resource, next?: Resource) => Promise<void>;
 }
 
 /** A change's answer: the resource as stored. */
@@ -82,6 +87,8 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   }
   const labels = body.metadata?.labels ?? {};
   const annotations = body.metadata?.annotations ?? {};
+  // Before the existing one is looked at: a caller may not learn what lies outside its scope.
+  await deps.may(type, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec, metadata: { labels } }));
   const existing = await store.getResource(type, id);
   if (existing) return { resource: sameAsExisting(existing, body) };
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
@@ -158,10 +165,13 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   const id = checkId(req.id, "id");
   const before = await store.getResource(type, id);
   if (!before) throw notFound(type, id);
+  await deps.may(type, before);
   const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
   const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
   const spec = checkSpecKind(type, desired, "desired_state");
   checkReferences(spec);
+  // Moving a resource to another tenant needs that tenant in scope too.
+  await deps.may(type, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   if (!sameSpec(before.desiredState, spec))
     await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   let desiredChanged = false;
@@ -235,6 +245,7 @@ export async function deleteResource(
   const id = checkId(req.id, "id");
   const current = await store.getResource(type, id, { includeDeleted: true });
   if (!current) throw notFound(type, id);
+  await deps.may(type, current);
   if (current.deletion) return { resource: current, cascaded: [] };
   if (req.resourceVersion !== "" && req.resourceVersion !== current.metadata?.resourceVersion) {
     throw conflict(

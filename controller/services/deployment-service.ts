@@ -15,6 +15,7 @@ export function deploymentService(deps: ServiceDeps): ServiceImpl<typeof Deploym
   return {
     async apply(req, ctx) {
       const call = callInfo(ctx);
+      await call.tenants.require(req.tenantId);
       const res = await idempotent(deps, call, "DeploymentService/Apply", SCHEMAS, req, () =>
         applyNow(deps, req, traceOf(call), call.logger),
       );

@@ -3,7 +3,8 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { EventService } from "../../gen/skipper/v1/event_service_pb.js";
-import { responseMeta } from "../context.js";
+import { callInfo, responseMeta } from "../context.js";
+import { checkTenantFilter, visible } from "../auth/resource-access.js";
 import { invalid } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
@@ -18,6 +19,8 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
       }
       if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
       if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+      const call = callInfo(ctx);
+      await checkTenantFilter(call, req.tenantId);
       if (req.resourceId !== "") checkId(req.resourceId, "resource_id");
       if (req.workOrderId !== "") checkId(req.workOrderId, "work_order_id");
       if (req.correlationId !== "" && !isValidTraceId(req.correlationId)) {
@@ -34,7 +37,9 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
-      return { meta: responseMeta(ctx), events: page.items, nextPageToken: page.nextPageToken };
+      // A scoped caller sees its tenants' events only (not the fleet's: nodes, other tenants).
+      const events = await visible(call, page.items, (e) => e.tenantId, false);
+      return { meta: responseMeta(ctx), events, nextPageToken: page.nextPageToken };
     },
   };
 }

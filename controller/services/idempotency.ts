@@ -28,7 +28,8 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
 ): Promise<MessageShape<Res>> {
   const key = call.idempotencyKey;
   if (key === undefined) return create();
-  const scoped = sha256(`${method}\0${call.principal.kind}\0${key}`);
+  // Keys are the caller's own: one API key cannot replay (or collide with) another's responses.
+  const scoped = sha256(`${method}\0${callerOf(call)}\0${key}`);
   const requestHash = sha256(canonical(toJson(schemas.request, req)));
   return deps.locks.run(`idem:${scoped}`, async () => {
     const now = deps.now();
@@ -51,4 +52,10 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     });
     return res;
   });
+}
+
+/** Who a key belongs to: "admin", "node" (as before API keys) or "api_key/<id>". */
+function callerOf(call: CallInfo): string {
+  const p = call.principal;
+  return p.kind === "api_key" ? `api_key/${p.keyId}` : p.kind;
 }

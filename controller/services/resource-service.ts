@@ -5,7 +5,9 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { callInfo, responseMeta, traceOf } from "../context.js";
+import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
+import { checkReadable, checkTenantFilter, checkWritable, visible } from "../auth/resource-access.js";
+import { tenantOf } from "../store/tenant-of.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { explainResource } from "../reconcile/explain.js";
@@ -25,16 +27,19 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     return r;
   };
   // Every resource a change writes wakes the reconciler for what depends on it.
-  const changeDeps: ChangeDeps = {
+  const changeDeps = (call: CallInfo): ChangeDeps => ({
     store,
     now: deps.now,
     dataNodes: (r) => deps.records.nodesRunning(r),
     changed: (r) => deps.triggers.resourceChanged(r),
-  };
+    may: (type, current, next) => checkWritable(call, type, current, next),
+  });
   return {
     async listResources(req, ctx) {
+      const call = callInfo(ctx);
       const resourceType = req.resourceType === "" ? undefined : checkResourceType(req.resourceType);
       const tenantId = req.tenantId === "" ? undefined : checkId(req.tenantId, "tenant_id");
+      await checkTenantFilter(call, req.tenantId);
       if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
       // Read the revision first: anything written during the listing is > revision, so a client
       // that resumes from it misses nothing (it may see a resource twice).
@@ -48,7 +53,9 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
-      return { meta: responseMeta(ctx), resources: page.items.map(withLastBeat), nextPageToken: page.nextPageToken, revision };
+      // A scoped caller's page holds what it may see: possibly fewer items than asked for.
+      const shown = await visible(call, page.items, tenantOf);
+      return { meta: responseMeta(ctx), resources: shown.map(withLastBeat), nextPageToken: page.nextPageToken, revision };
     },
 
     async getResource(req, ctx) {
@@ -56,17 +63,19 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: req.includeDeleted });
       if (!resource) throw notFound(type, id);
+      await checkReadable(callInfo(ctx), resource);
       return { meta: responseMeta(ctx), resource: withLastBeat(resource) };
     },
 
     async createResource(req, ctx) {
       const call = callInfo(ctx);
-      const { resource } = await createResource(changeDeps, req, traceOf(call), call.logger);
+      const { resource } = await createResource(changeDeps(call), req, traceOf(call), call.logger);
       return { meta: responseMeta(ctx), resource };
     },
 
     async updateResource(req, ctx) {
-      const { resource } = await updateResource(changeDeps, req, traceOf(callInfo(ctx)));
+      const call = callInfo(ctx);
+      const { resource } = await updateResource(changeDeps(call), req, traceOf(call));
       return { meta: responseMeta(ctx), resource };
     },
 
@@ -75,12 +84,13 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: true });
       if (!resource) throw notFound(type, id);
+      await checkReadable(callInfo(ctx), resource);
       return { meta: responseMeta(ctx), ...(await explainResource(store, resource)) };
     },
 
     async deleteResource(req, ctx) {
       const call = callInfo(ctx);
-      const { resource, cascaded } = await deleteResource(changeDeps, req, traceOf(call), call.logger);
+      const { resource, cascaded } = await deleteResource(changeDeps(call), req, traceOf(call), call.logger);
       return { meta: responseMeta(ctx), resource, cascaded };
     },
   };

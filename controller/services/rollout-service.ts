@@ -16,6 +16,7 @@ type SteerCommand = Exclude<RolloutCommand, { kind: "approve" }> | { kind: "appr
 import { listRollouts } from "../rollouts/rollout-list.js";
 import type { ServiceDeps } from "./deps.js";
 import { actorLabel } from "../auth/actor.js";
+import { checkTenantFilter, visible } from "../auth/resource-access.js";
 
 const MAX_REASON = 1024;
 
@@ -25,6 +26,11 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
     const id = checkId(req.id, "id");
     if (req.reason.length > MAX_REASON) throw invalid(`reason must be at most ${MAX_REASON} characters`, { field: "reason" });
     const call = callInfo(ctx);
+    if (!call.tenants.unrestricted) {
+      const current = await deps.rollouts.get(id);
+      if (!current) throw notFound("rollout", id);
+      await call.tenants.require(current.tenantId);
+    }
     const trace = traceOf(call);
     const actor = create(RolloutActorSchema, {
       actor: actorLabel(call.actor),
@@ -51,10 +57,13 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
       const id = checkId(req.id, "id");
       const rollout = await deps.rollouts.get(id);
       if (!rollout) throw notFound("rollout", id);
+      await callInfo(ctx).tenants.require(rollout.tenantId);
       return { meta: responseMeta(ctx), rollout };
     },
     async listRollouts(req, ctx) {
+      const call = callInfo(ctx);
       if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+      await checkTenantFilter(call, req.tenantId);
       req.statuses.forEach((s, i) => {
         if (!(s in RolloutStatus) || s === RolloutStatus.UNSPECIFIED)
           throw invalid(`statuses[${i}] is not a rollout status`, { field: "statuses" });
@@ -65,7 +74,8 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
-      return { meta: responseMeta(ctx), rollouts: page.items, nextPageToken: page.nextPageToken };
+      const rollouts = await visible(call, page.items, (r) => r.tenantId, false);
+      return { meta: responseMeta(ctx), rollouts, nextPageToken: page.nextPageToken };
     },
     pauseRollout: (req, ctx) => steer(ctx, req, { kind: "pause" }),
     resumeRollout: (req, ctx) => steer(ctx, req, { kind: "resume" }),
@@ -77,6 +87,7 @@ export function rolloutService(deps: ServiceDeps): ServiceImpl<typeof RolloutSer
     },
     async planRollout(req, ctx) {
       const tenantId = checkId(req.tenantId, "tenant_id");
+      await callInfo(ctx).tenants.require(tenantId);
       return { meta: responseMeta(ctx), plan: await planForTenant(deps.store, tenantId) };
     },
   };

@@ -2,7 +2,7 @@
 // a read first writes the one still owed to its scope, so it covers every acknowledged change).
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
-import { responseMeta } from "../context.js";
+import { callInfo, responseMeta } from "../context.js";
 import { notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
@@ -11,6 +11,8 @@ import type { ServiceDeps } from "./deps.js";
 export function snapshotService(deps: ServiceDeps): ServiceImpl<typeof SnapshotService> {
   return {
     async getSystemSnapshot(_req, ctx) {
+      // It holds every tenant: only for a caller whose scope is every tenant.
+      await callInfo(ctx).tenants.require(undefined);
       await deps.snapshots.settle();
       const snapshot = await deps.store.getLatestSnapshot("system");
       if (!snapshot) throw notFound("snapshot", "system", "no system snapshot yet: one is written when a deployment finishes");
@@ -18,6 +20,7 @@ export function snapshotService(deps: ServiceDeps): ServiceImpl<typeof SnapshotS
     },
     async getTenantSnapshot(req, ctx) {
       const tenantId = checkId(req.tenantId, "tenant_id");
+      await callInfo(ctx).tenants.require(tenantId);
       await deps.snapshots.settle(tenantId);
       const snapshot = await deps.store.getLatestSnapshot("tenant", tenantId);
       if (!snapshot)

@@ -13,6 +13,7 @@ import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
 import type { ServiceDeps } from "./deps.js";
+import { checkTenantFilter, visible } from "../auth/resource-access.js";
 import { idempotent } from "./idempotency.js";
 import { queueOrder } from "../dispatch/queue-order.js";
 
@@ -23,15 +24,22 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
   async function ownOrder(id: string, call: CallInfo): Promise<WorkOrder> {
     const order = await store.getWorkOrder(checkId(id, "id"));
     if (!order) throw notFound("work_order", id);
-    if (call.principal.kind === "node" && order.target?.nodeId !== call.principal.nodeId) {
-      throw forbidden(`work order ${id} belongs to another node`, { work_order_id: id });
+    if (call.principal.kind === "node") {
+      if (order.target?.nodeId !== call.principal.nodeId)
+        throw forbidden(`work order ${id} belongs to another node`, { work_order_id: id });
+    } else {
+      // An order of no tenant (ad-hoc, to a host) is for callers whose scope is every tenant.
+      await call.tenants.require(order.target?.tenantId);
     }
+    call.audit.target = `work_order/${order.id}`;
+    call.audit.tenantId = order.target?.tenantId;
     return order;
   }
 
   return {
     async createWorkOrder(req, ctx) {
       const call = callInfo(ctx);
+      await call.tenants.require(req.target?.tenantId);
       const schemas = { request: CreateWorkOrderRequestSchema, response: CreateWorkOrderResponseSchema };
       const res = await idempotent(deps, call, "WorkOrderService/CreateWorkOrder", schemas, req, async () =>
         create(CreateWorkOrderResponseSchema, { workOrder: await queueOrder(deps, req, call) }),
@@ -40,8 +48,10 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
     },
 
     async listWorkOrders(req, ctx) {
+      const call = callInfo(ctx);
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+      await checkTenantFilter(call, req.tenantId);
       if (req.status !== WorkOrderStatus.UNSPECIFIED && !(req.status in WorkOrderStatus)) {
         throw invalid(`unknown status ${req.status}`, { field: "status" });
       }
@@ -52,7 +62,8 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
-      return { meta: responseMeta(ctx), workOrders: page.items, nextPageToken: page.nextPageToken };
+      const shown = await visible(call, page.items, (o) => o.target?.tenantId, false);
+      return { meta: responseMeta(ctx), workOrders: shown, nextPageToken: page.nextPageToken };
     },
 
     async getWorkOrder(req, ctx) {
@@ -62,7 +73,12 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
     async claimWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
-      const claimed = await claimOrder(deps, order, { requestId: call.requestId, correlationId: order.correlationId }, call.logger);
+      const claimed = await claimOrder(
+        deps,
+        order,
+        { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor },
+        call.logger,
+      );
       return { meta: responseMeta(ctx), workOrder: claimed };
     },
 
@@ -70,7 +86,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
       if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId };
+      const trace = { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor };
       return { meta: responseMeta(ctx), workOrder: await cancelOrder(deps, order, req.reason, call.requestId, trace, call.logger) };
     },
 
@@ -93,7 +109,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       }
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId };
+      const trace = { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor };
       const outcome = await finishOrder(deps, order, nodeId, result, req.fencingToken, trace, call.logger);
       return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
     },

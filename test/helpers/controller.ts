@@ -38,6 +38,9 @@ export async function startController(
     livenessCheckMs?: number;
     limits?: Partial<ConnectionLimits>;
     maxWatchStreamsPerNode?: number;
+    /** The fixed admin token (default ADMIN_TOKEN); null: none fixed, the controller mints one into the store. */
+    adminToken?: string | null;
+    now?: () => Date;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -50,7 +53,8 @@ export async function startController(
   const controller = await build({
     dataDir,
     logger,
-    adminToken: ADMIN_TOKEN,
+    adminToken: opts.adminToken === null ? undefined : (opts.adminToken ?? ADMIN_TOKEN),
+    now: opts.now,
     reconcileIntervalMs: opts.reconcileIntervalMs,
     livenessCheckMs: opts.livenessCheckMs,
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
