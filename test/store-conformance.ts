@@ -7,6 +7,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
 import { ApiKeySchema, Role, type ApiKey } from "../gen/skipper/v1/access_pb.js";
+import { EnrollmentTokenSchema } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import type { LabelTerm } from "../controller/store/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
@@ -998,6 +999,39 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.putNodeCredential({ nodeId: "node-1", tokenHash: "a".repeat(64), createdAt: at(0) });
         await store.putNodeCredential({ nodeId: "node-1", tokenHash: "b".repeat(64), createdAt: at(1) });
         expect(await store.getNodeCredential("node-1")).toEqual({ nodeId: "node-1", tokenHash: "b".repeat(64), createdAt: at(1) });
+      });
+
+      it("a node credential keeps the node's certificates, and emptying them is kept too", async () => {
+        const certs = [
+          { serial: "7A01", notAfter: at(1000) },
+          { serial: "1B2C", notAfter: at(2000) },
+        ];
+        await store.putNodeCredential({ nodeId: "node-2", tokenHash: "", createdAt: at(0), certificates: certs });
+        expect(await store.getNodeCredential("node-2")).toEqual({ nodeId: "node-2", tokenHash: "", createdAt: at(0), certificates: certs });
+        await store.putNodeCredential({ nodeId: "node-2", tokenHash: "", createdAt: at(0), certificates: [] });
+        expect((await store.getNodeCredential("node-2"))?.certificates).toEqual([]);
+      });
+
+      it("enrollment tokens are stored, replaced and listed oldest first", async () => {
+        const token = (id: string, offsetMs: number, remaining: number) =>
+          create(EnrollmentTokenSchema, {
+            id,
+            uses: 3,
+            remainingUses: remaining,
+            createdAt: timestampFromDate(at(offsetMs)),
+            labels: { rack: "4" },
+          });
+        expect(await store.getEnrollmentToken("0a1b2c3d4e5f")).toBeUndefined();
+        await store.putEnrollmentToken({ token: token("0a1b2c3d4e5f", 5, 3), secretHash: "a".repeat(64) });
+        await store.putEnrollmentToken({ token: token("00aa11bb22cc", 1, 3), secretHash: "b".repeat(64) });
+        await store.putEnrollmentToken({ token: token("0a1b2c3d4e5f", 5, 2), secretHash: "a".repeat(64) });
+        const got = await store.getEnrollmentToken("0a1b2c3d4e5f");
+        expect(json(EnrollmentTokenSchema, got?.token)).toEqual(json(EnrollmentTokenSchema, token("0a1b2c3d4e5f", 5, 2)));
+        expect(got?.secretHash).toBe("a".repeat(64));
+        expect((await store.listEnrollmentTokens()).map((r) => [r.token.id, r.token.remainingUses])).toEqual([
+          ["00aa11bb22cc", 3],
+          ["0a1b2c3d4e5f", 2],
+        ]);
       });
 
       it("the admin credential is stored and replaced", async () => {

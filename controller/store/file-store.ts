@@ -14,6 +14,7 @@ import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampMs, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
+import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
@@ -73,6 +74,7 @@ export class FileStore extends OrderSteps implements S.Store {
   private nodeCredentials = new Map<string, S.NodeCredential>();
   private admin: S.AdminCredential | undefined;
   private apiKeys = new Map<string, S.ApiKeyRecord>();
+  private enrollmentTokens = new Map<string, S.EnrollmentTokenRecord>();
   // Finished or pruned orders the summary file on disk does not reflect yet.
   private summaryLag = 0;
   private readonly summaryEvery: number;
@@ -136,6 +138,7 @@ export class FileStore extends OrderSteps implements S.Store {
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
       this.admin = data.adminCredential;
       this.apiKeys = new Map(data.apiKeys.map((r) => [r.key.id, r]));
+      this.enrollmentTokens = new Map(data.enrollmentTokens.map((r) => [r.token.id, r]));
     } catch (e) {
       await this.fs.closeLog().catch(() => undefined);
       await lock.release();
@@ -489,12 +492,12 @@ export class FileStore extends OrderSteps implements S.Store {
   async getNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
     this.ensureOpen();
     const c = this.nodeCredentials.get(nodeId);
-    return c && { ...c, createdAt: new Date(c.createdAt) };
+    return c && copyCredential(c);
   }
 
   async putNodeCredential(credential: S.NodeCredential): Promise<void> {
     const path = this.paths.nodeCredential(credential.nodeId);
-    const stored = { nodeId: credential.nodeId, tokenHash: credential.tokenHash, createdAt: new Date(credential.createdAt) };
+    const stored = copyCredential(credential);
     await this.write(`node-credential/${stored.nodeId}`, async () => {
       await this.fs.writeFile(path, codec.encodeNodeCredential(stored));
       this.nodeCredentials.set(stored.nodeId, stored);
@@ -532,6 +535,29 @@ export class FileStore extends OrderSteps implements S.Store {
   async listApiKeys(): Promise<S.ApiKeyRecord[]> {
     this.ensureOpen();
     return [...this.apiKeys.values()].map(copyApiKey).sort(byCreation);
+  }
+
+  async getEnrollmentToken(id: string): Promise<S.EnrollmentTokenRecord | undefined> {
+    this.ensureOpen();
+    const r = this.enrollmentTokens.get(id);
+    return r && copyEnrollmentToken(r);
+  }
+
+  async putEnrollmentToken(record: S.EnrollmentTokenRecord): Promise<void> {
+    const path = this.paths.enrollmentToken(record.token.id);
+    const stored = copyEnrollmentToken(record);
+    await this.write(`enrollment-token/${stored.token.id}`, async () => {
+      await this.fs.writeFile(path, codec.encodeEnrollmentToken(stored));
+      this.enrollmentTokens.set(stored.token.id, stored);
+    });
+  }
+
+  async listEnrollmentTokens(): Promise<S.EnrollmentTokenRecord[]> {
+    this.ensureOpen();
+    const created = (r: S.EnrollmentTokenRecord) => (r.token.createdAt ? timestampMs(r.token.createdAt) : 0);
+    return [...this.enrollmentTokens.values()]
+      .map(copyEnrollmentToken)
+      .sort((a, b) => created(a) - created(b) || (a.token.id < b.token.id ? -1 : a.token.id > b.token.id ? 1 : 0));
   }
 
   // --- plumbing --------------------------------------------------------------------------
@@ -584,4 +610,17 @@ function copyApiKey(r: S.ApiKeyRecord): S.ApiKeyRecord {
 function byCreation(a: S.ApiKeyRecord, b: S.ApiKeyRecord): number {
   const at = (r: S.ApiKeyRecord) => (r.key.createdAt ? timestampMs(r.key.createdAt) : 0);
   return at(a) - at(b) || (a.key.id < b.key.id ? -1 : a.key.id > b.key.id ? 1 : 0);
+}
+
+function copyCredential(c: S.NodeCredential): S.NodeCredential {
+  return {
+    nodeId: c.nodeId,
+    tokenHash: c.tokenHash,
+    createdAt: new Date(c.createdAt),
+    ...(c.certificates ? { certificates: c.certificates.map((x) => ({ serial: x.serial, notAfter: new Date(x.notAfter) })) } : {}),
+  };
+}
+
+function copyEnrollmentToken(r: S.EnrollmentTokenRecord): S.EnrollmentTokenRecord {
+  return { token: clone(EnrollmentTokenSchema, r.token), secretHash: r.secretHash };
 }

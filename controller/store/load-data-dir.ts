@@ -13,7 +13,7 @@ import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "./record-codec.js";
 import { progressOf } from "./work-order-transitions.js";
-import type { AdminCredential, ApiKeyRecord, IdempotencyRecord, NodeCredential } from "./store.js";
+import type { AdminCredential, ApiKeyRecord, EnrollmentTokenRecord, IdempotencyRecord, NodeCredential } from "./store.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
 import { loadSummarised } from "./summary-file.js";
 import { RecordReader, type Warn } from "./quarantine.js";
@@ -32,6 +32,7 @@ export interface LoadedData {
   nodeCredentials: NodeCredential[];
   adminCredential?: AdminCredential;
   apiKeys: ApiKeyRecord[];
+  enrollmentTokens: EnrollmentTokenRecord[];
 }
 
 export type { Warn } from "./quarantine.js";
@@ -72,6 +73,7 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
     nodeCredentials: await loader.plain(paths.dir("auth", "nodes"), codec.decodeNodeCredential, (c, id) => c.nodeId === id),
     adminCredential: (await loader.plain(paths.dir("auth"), codec.decodeAdminCredential, (_c, id) => id === "admin"))[0],
     apiKeys: await loader.plain(paths.dir("auth", "keys"), codec.decodeApiKey, (r, id) => r.key.id === id),
+    enrollmentTokens: await loader.plain(paths.dir("auth", "enrollment"), codec.decodeEnrollmentToken, (r, id) => r.token.id === id),
   };
 }
 

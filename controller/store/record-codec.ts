@@ -5,7 +5,8 @@ import { fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, ty
 import { ResourceDiffSchema, SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import { ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
-import type { AdminCredential, ApiKeyRecord, IdempotencyRecord, NodeCredential } from "./store.js";
+import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
+import type { AdminCredential, ApiKeyRecord, EnrollmentTokenRecord, IdempotencyRecord, NodeCredential } from "./store.js";
 
 /** Proto JSON text for `msg`: 2-space indent and a trailing newline. */
 export function encodeMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
@@ -80,13 +81,45 @@ export function decodeIdempotency(text: string): IdempotencyRecord {
 
 /** auth/nodes/<node_id>.json */
 export function encodeNodeCredential(c: NodeCredential): string {
-  return encodePlain({ node_id: c.nodeId, token_hash: c.tokenHash, created_at: c.createdAt.toISOString() });
+  return encodePlain({
+    node_id: c.nodeId,
+    token_hash: c.tokenHash,
+    created_at: c.createdAt.toISOString(),
+    ...(c.certificates === undefined
+      ? {}
+      : { certificates: c.certificates.map((x) => ({ serial: x.serial, not_after: x.notAfter.toISOString() })) }),
+  });
 }
 
 /** Parses a node credential; throws on a malformed one. */
 export function decodeNodeCredential(text: string): NodeCredential {
   const o = object(JSON.parse(text));
-  return { nodeId: str(o, "node_id"), tokenHash: str(o, "token_hash"), createdAt: date(o, "created_at") };
+  const certs = o.certificates;
+  if (certs !== undefined && !Array.isArray(certs)) throw new Error("certificates must be a list");
+  return {
+    nodeId: str(o, "node_id"),
+    tokenHash: str(o, "token_hash"),
+    createdAt: date(o, "created_at"),
+    ...(certs === undefined
+      ? {}
+      : {
+          certificates: certs.map((x) => {
+            const c = object(x);
+            return { serial: str(c, "serial"), notAfter: date(c, "not_after") };
+          }),
+        }),
+  };
+}
+
+/** auth/enrollment/<id>.json: the token as the API shows it, and its secret's hash. */
+export function encodeEnrollmentToken(r: EnrollmentTokenRecord): string {
+  return encodePlain({ token: toJson(EnrollmentTokenSchema, r.token, { useProtoFieldName: true }), secret_hash: r.secretHash });
+}
+
+/** Parses an enrollment token record; throws on a malformed one. */
+export function decodeEnrollmentToken(text: string): EnrollmentTokenRecord {
+  const o = object(JSON.parse(text));
+  return { token: fromJson(EnrollmentTokenSchema, o.token as JsonValue, { ignoreUnknownFields: true }), secretHash: str(o, "secret_hash") };
 }
 
 /** auth/admin.json */

@@ -49,6 +49,7 @@ export const LAYOUT = [
   "auth",
   "auth/nodes",
   "auth/keys",
+  "auth/enrollment",
   "logs",
   "quarantine",
 ] as const;
@@ -116,6 +117,11 @@ export class StorePaths {
   /** auth/keys/<key id>.json */
   apiKey(id: string): string {
     return this.inside("auth", "keys", `${this.id(id, "id")}.json`);
+  }
+
+  /** auth/enrollment/<token id>.json */
+  enrollmentToken(id: string): string {
+    return this.inside("auth", "enrollment", `${this.id(id, "id")}.json`);
   }
 
   /** auth/admin.json */

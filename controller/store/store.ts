@@ -14,6 +14,7 @@ import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skip
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ApiKey } from "../../gen/skipper/v1/access_pb.js";
+import type { EnrollmentToken } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "./label-selector.js";
 
@@ -92,8 +93,24 @@ export interface IdempotencyRecord {
 /** A node's credential: only the SHA-256 hash of its token is ever stored. */
 export interface NodeCredential {
   nodeId: string;
+  /** "" for a node that only ever enrolled (it has certificates, no token). */
   tokenHash: string;
   createdAt: Date;
+  /** Client certificates issued to the node and still honoured (revocation empties the list). */
+  certificates?: NodeCertificate[];
+}
+
+/** A client certificate issued to a node: what the authenticator checks a presented one against. */
+export interface NodeCertificate {
+  /** Uppercase hex, without leading zeros. */
+  serial: string;
+  notAfter: Date;
+}
+
+/** An enrollment token as stored: as the API shows it, and the SHA-256 hash of its secret. */
+export interface EnrollmentTokenRecord {
+  token: EnrollmentToken;
+  secretHash: string;
 }
 
 /** The generated admin token's hash (used when SKIPPER_ADMIN_TOKEN is not set). */
@@ -247,4 +264,9 @@ export interface Store {
   putApiKey(record: ApiKeyRecord): Promise<void>;
   /** Every key ever created, revoked and expired ones too, oldest first. */
   listApiKeys(): Promise<ApiKeyRecord[]>;
+  getEnrollmentToken(id: string): Promise<EnrollmentTokenRecord | undefined>;
+  /** Creates or replaces an enrollment token (a use, a revocation). */
+  putEnrollmentToken(record: EnrollmentTokenRecord): Promise<void>;
+  /** Every enrollment token, oldest first. */
+  listEnrollmentTokens(): Promise<EnrollmentTokenRecord[]>;
 }

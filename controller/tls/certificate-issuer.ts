@@ -22,9 +22,11 @@ const CA_VALIDITY_YEARS = 10;
 // notBefore is set an hour back so a client whose clock runs a little behind still accepts a
 // certificate made a moment ago (agents on other machines, VMs just resumed).
 const BACKDATE_MS = 60 * 60 * 1000;
+// Client certificates live hours, so their backdating is shorter: a few minutes of clock skew.
+const CLIENT_BACKDATE_MS = 5 * 60 * 1000;
 
-/** Creates a self-signed CA (CN "Skipper local CA <random>") valid for 10 years. */
-export async function createCa(now: Date): Promise<PemPair> {
+/** Creates a self-signed CA (CN "Skipper local CA <random>", or another label) valid for 10 years. */
+export async function createCa(now: Date, label = "Skipper local CA"): Promise<PemPair> {
   const keys = await generateKeys();
   const notBefore = new Date(now.getTime() - BACKDATE_MS);
   const notAfter = new Date(notBefore);
@@ -32,7 +34,7 @@ export async function createCa(now: Date): Promise<PemPair> {
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomSerial(),
     // The random suffix tells apart the CAs of several controllers in one trust store.
-    name: `CN=Skipper local CA ${randomBytes(4).toString("hex")}`,
+    name: `CN=${label} ${randomBytes(4).toString("hex")}`,
     notBefore,
     notAfter,
     keys,
@@ -78,6 +80,62 @@ export async function issueServerCert(ca: PemPair, names: readonly SubjectName[]
     ],
   });
   return { cert: pem(cert), key: exportKey(keys.privateKey) };
+}
+
+/** A node's client certificate as issued. */
+export interface IssuedClientCert {
+  cert: string;
+  /** Hex serial number, as node:crypto's X509Certificate and TLS peer certificates spell it (uppercase). */
+  serial: string;
+  notAfter: Date;
+}
+
+/** The URI a node certificate names its node by (in its subject alternative name). */
+export function nodeUri(nodeId: string): string {
+  return `spiffe://skipper/node/${nodeId}`;
+}
+
+/**
+ * Signs the public key of a PKCS#10 request as a client certificate for `nodeId` (CN and a
+ * spiffe://skipper/node/<id> URI name, clientAuth only), valid for `ttlMs` from `now` but not past
+ * the CA's own expiry. Throws a plain Error saying what is wrong with a bad request.
+ */
+export async function issueNodeCert(ca: PemPair, csrPem: string, nodeId: string, now: Date, ttlMs: number): Promise<IssuedClientCert> {
+  let csr: x509.Pkcs10CertificateRequest;
+  try {
+    csr = new x509.Pkcs10CertificateRequest(csrPem);
+  } catch {
+    throw new Error("csr_pem is not a PEM certificate signing request");
+  }
+  const alg = csr.publicKey.algorithm as { name?: string; namedCurve?: string };
+  const supported = (alg.name === "ECDSA" && alg.namedCurve === "P-256") || alg.name === "Ed25519";
+  if (!supported) throw new Error("the request's key must be ECDSA P-256 or Ed25519");
+  if (!(await csr.verify())) throw new Error("the request's signature does not verify: it was not made with its key");
+  const caCert = new x509.X509Certificate(ca.cert);
+  const caKey = await importSigningKey(ca.key);
+  const notBefore = new Date(now.getTime() - CLIENT_BACKDATE_MS);
+  const notAfter = new Date(Math.min(now.getTime() + ttlMs, caCert.notAfter.getTime()));
+  const caKeyId = caCert.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId;
+  const publicKey = await csr.publicKey.export(alg.name === "Ed25519" ? { name: "Ed25519" } : EC_P256, ["verify"]);
+  const serial = randomSerial();
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial,
+    subject: `CN=${nodeId.replace(/[,+"\\<>;=]/g, "_")}`,
+    issuer: caCert.subjectName,
+    notBefore,
+    notAfter,
+    publicKey,
+    signingKey: caKey,
+    signingAlgorithm: SIGNING,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
+      new x509.SubjectAlternativeNameExtension([{ type: "url", value: nodeUri(nodeId) }]),
+      caKeyId ? new x509.AuthorityKeyIdentifierExtension(caKeyId) : await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
+    ],
+  });
+  return { cert: pem(cert), serial: serial.toUpperCase(), notAfter };
 }
 
 async function generateKeys(): Promise<webcrypto.CryptoKeyPair> {

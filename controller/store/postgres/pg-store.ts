@@ -18,6 +18,7 @@
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
+import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
 import pg from "pg";
 import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
@@ -410,19 +411,33 @@ export class PostgresStore extends OrderSteps implements S.Store {
   // --- credentials -----------------------------------------------------------------------
 
   async getNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
-    const { rows } = await this.query<{ token_hash: string; created_at: Date }>(
-      "SELECT token_hash, created_at FROM node_credentials WHERE node_id = $1",
-      [nodeId],
-    );
-    return rows[0] && { nodeId, tokenHash: rows[0].token_hash, createdAt: rows[0].created_at };
+    const { rows } = await this.query<{
+      token_hash: string;
+      created_at: Date;
+      certificates: { serial: string; not_after: string }[] | null;
+    }>("SELECT token_hash, created_at, certificates FROM node_credentials WHERE node_id = $1", [nodeId]);
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
+      nodeId,
+      tokenHash: row.token_hash,
+      createdAt: row.created_at,
+      ...(row.certificates === null
+        ? {}
+        : { certificates: row.certificates.map((c) => ({ serial: c.serial, notAfter: new Date(c.not_after) })) }),
+    };
   }
 
   async putNodeCredential(credential: S.NodeCredential): Promise<void> {
     checkId(credential.nodeId, "node_id");
+    const certificates =
+      credential.certificates === undefined
+        ? null
+        : JSON.stringify(credential.certificates.map((c) => ({ serial: c.serial, not_after: c.notAfter.toISOString() })));
     await this.query(
-      `INSERT INTO node_credentials (node_id, token_hash, created_at) VALUES ($1, $2, $3)
-       ON CONFLICT (node_id) DO UPDATE SET token_hash = $2, created_at = $3`,
-      [credential.nodeId, credential.tokenHash, credential.createdAt],
+      `INSERT INTO node_credentials (node_id, token_hash, created_at, certificates) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (node_id) DO UPDATE SET token_hash = $2, created_at = $3, certificates = $4`,
+      [credential.nodeId, credential.tokenHash, credential.createdAt, certificates],
     );
   }
 
@@ -456,6 +471,35 @@ export class PostgresStore extends OrderSteps implements S.Store {
         record.key.createdAt ? timestampDate(record.key.createdAt) : new Date(0),
       ],
     );
+  }
+
+  async getEnrollmentToken(id: string): Promise<S.EnrollmentTokenRecord | undefined> {
+    const { rows } = await this.query<{ body: unknown; secret_hash: string }>(
+      "SELECT body, secret_hash FROM enrollment_tokens WHERE id = $1",
+      [id],
+    );
+    return rows[0] && { token: messageOf(EnrollmentTokenSchema, rows[0].body), secretHash: rows[0].secret_hash };
+  }
+
+  async putEnrollmentToken(record: S.EnrollmentTokenRecord): Promise<void> {
+    checkId(record.token.id, "id");
+    await this.query(
+      `INSERT INTO enrollment_tokens (id, body, secret_hash, created_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (id) DO UPDATE SET body = $2, secret_hash = $3`,
+      [
+        record.token.id,
+        bodyOf(EnrollmentTokenSchema, record.token),
+        record.secretHash,
+        record.token.createdAt ? timestampDate(record.token.createdAt) : new Date(0),
+      ],
+    );
+  }
+
+  async listEnrollmentTokens(): Promise<S.EnrollmentTokenRecord[]> {
+    const { rows } = await this.query<{ body: unknown; secret_hash: string }>(
+      "SELECT body, secret_hash FROM enrollment_tokens ORDER BY created_at, id",
+    );
+    return rows.map((r) => ({ token: messageOf(EnrollmentTokenSchema, r.body), secretHash: r.secret_hash }));
   }
 
   async listApiKeys(): Promise<S.ApiKeyRecord[]> {
