@@ -17,7 +17,10 @@ export interface AgentConfig extends ExecConfig {
   /** Base URL of the controller's API, ending in /v1. */
   controllerUrl: string;
   nodeId: string;
+  /** The node's bearer token; "" when it enrolls or has enrolled. */
   token: string;
+  /** An enrollment token ("" when none): used when the node has no valid client certificate. */
+  enrollToken: string;
   caFile?: string;
   stateDir: string;
   pollIntervalMs: number;
@@ -38,6 +41,11 @@ export const USAGE = `Usage: skippy [options]
   --node-id ID           this node's id [SKIPPY_NODE_ID] (required)
   --token TOKEN          node token [SKIPPY_NODE_TOKEN]
   --token-file PATH      file holding the node token [SKIPPY_NODE_TOKEN_FILE]
+  --enroll-token TOKEN   enrollment token: the agent makes a key pair here, gets a client
+                         certificate for it and authenticates with mutual TLS from then on,
+                         renewing it itself; needed again only once a certificate expired
+                         [SKIPPY_ENROLL_TOKEN]
+  --enroll-token-file PATH  file holding the enrollment token [SKIPPY_ENROLL_TOKEN_FILE]
   --ca-file PATH         CA certificate to trust for the controller [SKIPPY_CA_FILE]
   --state-dir PATH       agent state (order journal) [SKIPPY_STATE_DIR]
                          (default /var/lib/skippy, else ~/.local/state/skippy)
@@ -87,7 +95,12 @@ export const AGENT_OPTIONS = {
 export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileReader: (p: string) => string): AgentConfig | "help" {
   const { values } = parseArgs({
     args: argv,
-    options: { ...AGENT_OPTIONS, help: { type: "boolean", short: "h" } },
+    options: {
+      ...AGENT_OPTIONS,
+      "enroll-token": { type: "string" },
+      "enroll-token-file": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
     strict: true,
   });
   if (values.help) return "help";
@@ -99,7 +112,10 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   let token = values.token ?? env.SKIPPY_NODE_TOKEN ?? "";
   const tokenFile = values["token-file"] ?? env.SKIPPY_NODE_TOKEN_FILE;
   if (token === "" && tokenFile) token = fileReader(tokenFile).trim();
-  if (token === "") throw new Error("a node token is required: --token, --token-file, SKIPPY_NODE_TOKEN or SKIPPY_NODE_TOKEN_FILE");
+  let enrollToken = values["enroll-token"] ?? env.SKIPPY_ENROLL_TOKEN ?? "";
+  const enrollFile = values["enroll-token-file"] ?? env.SKIPPY_ENROLL_TOKEN_FILE;
+  if (enrollToken === "" && enrollFile) enrollToken = fileReader(enrollFile).trim();
+  // Without either, a certificate saved by an earlier enrollment may still do: main checks.
   let controllerUrl = (values.controller ?? env.SKIPPY_CONTROLLER_URL ?? "https://127.0.0.1:8443").replace(/\/+$/, "");
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(controllerUrl)) throw new Error(`--controller must be an http(s) URL, got '${controllerUrl}'`);
   if (!controllerUrl.endsWith("/v1")) controllerUrl += "/v1";
@@ -149,6 +165,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     controllerUrl,
     nodeId,
     token,
+    enrollToken,
     caFile: values["ca-file"] ?? env.SKIPPY_CA_FILE,
     stateDir: resolve(
       values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy")),

@@ -6,7 +6,8 @@ import { createLogger } from "../common/logging/logger.js";
 import { Agent, AGENT_VERSION } from "./agent.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { installCommand } from "./install.js";
-import { createControllerClients } from "./controller-client.js";
+import { createControllerClients, type AgentCredential } from "./controller-client.js";
+import { CertificateKeeper, chooseCredential } from "./certificate-keeper.js";
 import { probeDockerHost } from "./engine/docker-host.js";
 import { executors } from "./executors/registry.js";
 import { observeProjects } from "./engine/project-state.js";
@@ -46,16 +47,6 @@ async function main(): Promise<void> {
     },
     `skippy ${AGENT_VERSION} starting for node ${cfg.nodeId}`,
   );
-  const agent = new Agent({
-    config: cfg,
-    clients: createControllerClients({ baseUrl: cfg.controllerUrl, token: cfg.token, caFile: cfg.caFile, wire: cfg.wire }),
-    journal: new Journal(cfg.stateDir),
-    log: logger,
-    probe: probeDockerHost,
-    executors: executors(),
-    observe: () => observeProjects(cfg.workDir),
-    supervise: () => superviseAll(cfg.workDir, { log: logger }),
-  });
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     process.once(sig, () => {
@@ -63,7 +54,36 @@ async function main(): Promise<void> {
       stop.abort();
     });
   }
+  const clientsWith = (credential: AgentCredential) =>
+    createControllerClients({ baseUrl: cfg.controllerUrl, credential, caFile: cfg.caFile, wire: cfg.wire });
+  let chosen: Awaited<ReturnType<typeof chooseCredential>>;
+  try {
+    chosen = await chooseCredential(cfg, () => clientsWith({ none: true }), logger, stop.signal);
+  } catch (e) {
+    logger.error(
+      { action: "start", result: "error", node_id: cfg.nodeId, metadata: { message: (e as Error).message } },
+      (e as Error).message,
+    );
+    close();
+    process.stderr.write(`skippy: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  const clients = clientsWith(chosen.credential);
+  const keeper = chosen.identity ? new CertificateKeeper(chosen.identity, { clients, stateDir: cfg.stateDir, log: logger }) : undefined;
+  const agent = new Agent({
+    config: cfg,
+    clients,
+    journal: new Journal(cfg.stateDir),
+    log: logger,
+    probe: probeDockerHost,
+    executors: executors(),
+    observe: () => observeProjects(cfg.workDir),
+    supervise: () => superviseAll(cfg.workDir, { log: logger }),
+  });
+  const renewing = keeper?.run(stop.signal);
   await agent.run(stop.signal);
+  stop.abort();
+  await renewing;
   close();
   process.exit(0);
 }

@@ -19,6 +19,9 @@ export interface ControllerConfig {
   adminToken?: string;
   tlsCert?: string;
   tlsKey?: string;
+  /** The client CA that signs enrolled nodes' certificates (both or neither; default generated under tls/). */
+  clientCaCert?: string;
+  clientCaKey?: string;
   /** Extra names/IPs for the generated server certificate. */
   tlsHostnames: string[];
   insecureHttp: boolean;
@@ -63,6 +66,9 @@ Options (environment variable in brackets):
   --listen HOST:PORT    address to serve on [SKIPPER_LISTEN] (default 127.0.0.1:8443)
   --tls-cert FILE       PEM certificate to serve [SKIPPER_TLS_CERT]
   --tls-key FILE        PEM private key for --tls-cert [SKIPPER_TLS_KEY]
+  --client-ca-cert FILE CA that signs enrolled nodes' certificates; share it between controllers
+                        on one database [SKIPPER_CLIENT_CA_CERT] (default: tls/client-ca.crt)
+  --client-ca-key FILE  its private key [SKIPPER_CLIENT_CA_KEY]
   --tls-hostname NAME   extra DNS name or IP for the generated certificate, repeatable
                         [SKIPPER_TLS_HOSTNAMES, comma-separated]
   --insecure-http       serve plain HTTP instead of TLS [SKIPPER_INSECURE_HTTP=1]
@@ -114,6 +120,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "store-connections": { type: "string" },
       listen: { type: "string" },
       "tls-cert": { type: "string" },
+      "client-ca-cert": { type: "string" },
+      "client-ca-key": { type: "string" },
       "tls-key": { type: "string" },
       "tls-hostname": { type: "string", multiple: true },
       "insecure-http": { type: "boolean" },
@@ -162,6 +170,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     adminToken,
     tlsCert: values["tls-cert"] ?? (env.SKIPPER_TLS_CERT || undefined),
     tlsKey: values["tls-key"] ?? (env.SKIPPER_TLS_KEY || undefined),
+    clientCaCert: values["client-ca-cert"] ?? (env.SKIPPER_CLIENT_CA_CERT || undefined),
+    clientCaKey: values["client-ca-key"] ?? (env.SKIPPER_CLIENT_CA_KEY || undefined),
     tlsHostnames: hostnames,
     insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
     logLevel,

@@ -13,8 +13,22 @@ export const SCHEMA_VERSION = "v1";
 export type Principal =
   | { kind: "admin" }
   | { kind: "api_key"; keyId: string; name: string; role: Role; scope?: TenantScope }
-  | { kind: "node"; nodeId: string }
+  | { kind: "node"; nodeId: string /** Set when it called with its client certificate (this serial). */; certificateSerial?: string }
   | { kind: "anonymous" };
+
+/** The client certificate a caller presented on its TLS connection (tls/peer-certificate.ts). */
+export interface PeerCertificate {
+  /** Uppercase hex without leading zeros. */
+  serial: string;
+  /** The node it names (spiffe://skipper/node/<id>), if any. */
+  nodeId?: string;
+  notAfter: Date;
+  /** Why TLS did not accept it (not signed by the client CA, expired...); unset when it did. */
+  error?: string;
+}
+
+/** The peer certificate of the connection a call came on, for the interceptor. */
+export const peerCertificateKey = createContextKey<PeerCertificate | undefined>(undefined, { description: "skipper peer certificate" });
 
 /** The ids a change carries from the call that caused it to every record it leads to. */
 export interface Trace {
@@ -43,6 +57,8 @@ export interface AuditNote {
   /** e.g. "service/web", "api_key/0a1b2c3d4e5f". */
   target?: string;
   tenantId?: string;
+  /** Who to record when not the caller's credential (an enrollment: the token used). */
+  actor?: Actor;
 }
 
 /** Everything a handler needs to know about the call beyond its request message. */

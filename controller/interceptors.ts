@@ -12,7 +12,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
-import { callInfoKey, type CallInfo, type Principal } from "./context.js";
+import { callInfoKey, peerCertificateKey, type CallInfo, type Principal } from "./context.js";
 import { connectErrorOf, errorCodeOf } from "./api-errors.js";
 import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
@@ -66,9 +66,12 @@ export function boundaryInterceptor(deps: {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
       log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
-      principal = await admit(deps.authenticator, req.method, req.header, (p) => {
-        principal = p;
-        return audit("FORBIDDEN");
+      principal = await admit(deps.authenticator, req.method, req.header, {
+        peer: req.contextValues.get(peerCertificateKey),
+        onRefused: (p) => {
+          principal = p;
+          return audit("FORBIDDEN");
+        },
       });
       const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
       if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {

@@ -5,6 +5,7 @@ import { createLogger, type Logger } from "../common/logging/logger.js";
 import { build } from "./server.js";
 import { serve } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
+import { ensureClientCa } from "./tls/client-ca.js";
 import { VERSION } from "./version.js";
 import { PostgresStore } from "./store/postgres/pg-store.js";
 import { PgCoordination } from "./store/postgres/pg-coordination.js";
@@ -34,6 +35,15 @@ async function main(): Promise<void> {
     level: config.logLevel,
   });
   const shared = config.storeUrl ? sharedStore(config.storeUrl, config.storeConnections ?? 30, logger) : {};
+  // The CA that signs enrolled nodes' certificates; none without TLS (no enrollment then).
+  const clientCa = config.insecureHttp
+    ? undefined
+    : await ensureClientCa({
+        dataDir: config.dataDir,
+        certFile: config.clientCaCert,
+        keyFile: config.clientCaKey,
+        onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
+      });
   const controller = await build({
     dataDir: config.dataDir,
     ...shared,
@@ -53,8 +63,9 @@ async function main(): Promise<void> {
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     deferLoops: true,
+    clientCa,
   });
-  let tls: { cert: string; key: string } | undefined;
+  let tls: { cert: string; key: string; clientCa?: string } | undefined;
   let caFile: string | undefined;
   if (!config.insecureHttp) {
     const material = await ensureTlsMaterial({
@@ -64,7 +75,7 @@ async function main(): Promise<void> {
       hostnames: config.tlsHostnames,
       onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
     });
-    tls = { cert: material.cert, key: material.key };
+    tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
     caFile = material.caFile;
   }
   let serving: Awaited<ReturnType<typeof serve>>;

@@ -14,6 +14,7 @@ import type { Logger } from "../common/logging/logger.js";
 import { connectErrorOf } from "./api-errors.js";
 import { admit, isOpen, type OnRefused } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
+import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { isSkipperError, type SkipperError } from "./errors.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -36,7 +37,10 @@ export function createRequestGate(opts: GateOptions): RequestGate {
     if (isOpen(method)) return false;
     try {
       const headers = headersOf(req.headers);
-      await admit(opts.authenticator, method, headers, opts.onRefused?.(method, headers));
+      await admit(opts.authenticator, method, headers, {
+        onRefused: opts.onRefused?.(method, headers),
+        peer: peerCertificateOf(req.socket),
+      });
       return false;
     } catch (e) {
       // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.

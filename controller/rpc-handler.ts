@@ -10,7 +10,7 @@
 // The router's interceptors (interceptors.ts) then run as for any call.
 import { fromBinary, fromJsonString, type DescMethod, type JsonReadOptions } from "@bufbuild/protobuf";
 import type { ConnectRouterOptions, ConnectRouter } from "@connectrpc/connect";
-import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
@@ -23,6 +23,8 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../common/logging/logger.js";
 import { isOpen } from "./auth/admission.js";
 import { SkipperError } from "./errors.js";
+import { peerCertificateKey } from "./context.js";
+import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { refuseCall, type RequestGate } from "./request-gate.js";
 import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
 
@@ -79,7 +81,10 @@ type UniversalHandler = ReturnType<typeof createConnectRouter>["handlers"][numbe
 
 async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req: Request, res: Response): Promise<void> {
   if (await opts.gate(req, res, handler.method)) return;
-  const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+  // The interceptor authenticates a call without credentials in its headers by the client
+  // certificate of its connection.
+  const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req.socket));
+  const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
   if ((req.method ?? "GET") !== "GET") {
     const type = bodyTypeOf(req.headers["content-type"]);
     const limit = isOpen(handler.method) ? opts.publicReadMaxBytes : opts.readMaxBytes;

@@ -16,6 +16,8 @@ import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
+import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
+import type { PemPair } from "./tls/certificate-issuer.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
@@ -37,6 +39,7 @@ import { snapshotService } from "./services/snapshot-service.js";
 import { eventService } from "./services/event-service.js";
 import { rolloutService } from "./services/rollout-service.js";
 import { accessService } from "./services/access-service.js";
+import { enrollmentService } from "./services/enrollment-service.js";
 import { refusalAuditor } from "./auth/audit-policy.js";
 import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
@@ -65,6 +68,7 @@ export const SERVICES: DescService[] = [
   EventService,
   RolloutService,
   AccessService,
+  EnrollmentService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -106,6 +110,8 @@ export interface BuildOptions {
   coordination?: Coordination;
   /** This controller stopped leading (its loops are stopped): main exits, to start afresh. */
   onLeadershipLost?: () => void;
+  /** The CA that signs enrolled nodes' client certificates (tls/client-ca.ts); none: no enrollment. */
+  clientCa?: PemPair;
 }
 
 export type RequestHandler = (
@@ -208,6 +214,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
     adminTokenFixed: fixedAdminHash !== undefined,
+    clientCa: opts.clientCa,
   };
   const authenticator = createAuthenticator({ store, fixedAdminHash, now });
   const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store })];
@@ -222,6 +229,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(EventService, eventService(deps));
     router.service(RolloutService, rolloutService(deps));
     router.service(AccessService, accessService(deps));
+    router.service(EnrollmentService, enrollmentService(deps));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({
@@ -241,7 +249,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     transport,
     maxBodyBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
     logger,
-    admit: (method, headers) => admit(authenticator, method, headers, onRefused(method, headers)),
+    admit: (method, headers, peer) => admit(authenticator, method, headers, { onRefused: onRefused(method, headers), peer }),
   });
 
   const handler: RequestHandler = (req, res) => {

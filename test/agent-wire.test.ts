@@ -46,7 +46,7 @@ describe("skippy's wire format", () => {
     const cfg = loadAgentConfig(["--node-id", "edge-1", "--token", "tok-123"], {}, () => "");
     if (cfg === "help") throw new Error("unexpected help");
     expect(cfg.wire).toBe("json");
-    const clients = createControllerClients({ baseUrl, token: cfg.token, wire: cfg.wire });
+    const clients = createControllerClients({ baseUrl, credential: { token: cfg.token }, wire: cfg.wire });
     await clients.nodes.heartbeat({ nodeId: "edge-1", agentVersion: "0.1.0" });
     const call = seen.at(-1)!;
     expect(call.path).toBe("/v1/skipper.v1.NodeService/Heartbeat");
@@ -58,7 +58,7 @@ describe("skippy's wire format", () => {
   it("is Connect's binary protobuf with --wire binary, and anything else is refused at start", async () => {
     const cfg = loadAgentConfig(["--node-id", "edge-1", "--token", "tok-123", "--wire", "binary"], {}, () => "");
     if (cfg === "help") throw new Error("unexpected help");
-    const clients = createControllerClients({ baseUrl, token: cfg.token, wire: cfg.wire });
+    const clients = createControllerClients({ baseUrl, credential: { token: cfg.token }, wire: cfg.wire });
     await clients.nodes.heartbeat({ nodeId: "edge-1" });
     const call = seen.at(-1)!;
     expect(call.contentType).toBe("application/proto");

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { isTlsError, type TlsErrorCode } from "../controller/tls/tls-error.js";
 import { certificateNames } from "../controller/tls/subject-names.js";
 import { ensureTlsMaterial, type TlsMaterial } from "../controller/tls/tls-material.js";
-import { x509 } from "../controller/tls/x509.js";
+import { x509 } from "../common/x509.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const dirs: string[] = [];

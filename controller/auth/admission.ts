@@ -4,7 +4,7 @@
 // the REST handler), so an unauthenticated client cannot make the controller buffer anything.
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
-import type { Principal } from "../context.js";
+import type { PeerCertificate, Principal } from "../context.js";
 import { forbidden, isSkipperError, unauthorized, type SkipperError } from "../errors.js";
 import type { Authenticator } from "./authenticator.js";
 import { permissionName, permissionOf, roleHolds, roleName, rolesHolding } from "./permissions.js";
@@ -16,8 +16,14 @@ export type OnRefused = (principal: Principal, error: SkipperError) => Promise<v
  * The caller, when these headers may call `method`; throws UNAUTHORIZED or FORBIDDEN otherwise,
  * after telling `onRefused` of a FORBIDDEN.
  */
-export async function admit(authenticator: Authenticator, method: DescMethod, headers: Headers, onRefused?: OnRefused): Promise<Principal> {
-  const principal = await authenticator.authenticate(headers);
+export async function admit(
+  authenticator: Authenticator,
+  method: DescMethod,
+  headers: Headers,
+  opts: { onRefused?: OnRefused; peer?: PeerCertificate } = {},
+): Promise<Principal> {
+  const { onRefused } = opts;
+  const principal = await authenticator.authenticate(headers, opts.peer);
   try {
     authorize(permissionOf(method), principal);
   } catch (e) {

@@ -5,7 +5,8 @@
 // their role or scope does not allow). Not recorded: reads; the agents' own protocol when it
 // succeeds (heartbeats, claims, results and state reports, thousands a second across a fleet; their
 // effects are events, which carry the node as actor); and calls without a valid credential, which
-// are logged instead, so that nobody can fill the disk through the trail without a credential.
+// are logged instead, so that nobody can fill the disk through the trail without a credential
+// (an enrollment is recorded when it succeeds, under the enrollment token's id).
 import { create, type DescMethod } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
@@ -23,6 +24,9 @@ export type AuditSink = (entry: AuditEntry) => Promise<unknown>;
 
 /** Whether a call of `method` by `principal` that ended with `outcome` ("OK" or an error code) is audited. */
 export function isAudited(method: DescMethod, principal: Principal, outcome: string): boolean {
+  // An enrollment is audited when it succeeds (under the token's name); a failed one is only
+  // logged, like any call without a valid credential.
+  if (permissionOf(method) === Permission.ENROLL) return outcome === "OK";
   if (principal.kind === "anonymous") return false;
   if (outcome === "FORBIDDEN") return true;
   if (method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return false;
@@ -46,7 +50,7 @@ export function auditEntryOf(
   const fields = (req.message ?? {}) as Record<string, unknown>;
   return create(AuditEntrySchema, {
     time: timestampNow(),
-    actor: actorOf(principal),
+    actor: note?.audit.actor ?? actorOf(principal),
     rpc: `${req.method.parent.typeName}/${req.method.name}`,
     target: note?.audit.target ?? targetOf(req.method, fields),
     tenantId: note?.audit.tenantId ?? stringField(fields, "tenantId"),

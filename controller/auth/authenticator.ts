@@ -4,15 +4,18 @@
 // Failures are UNAUTHORIZED without saying which part of a credential was wrong.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { unauthorized } from "../errors.js";
-import type { Principal } from "../context.js";
+import type { PeerCertificate, Principal } from "../context.js";
 import type { ApiKeyRecord, Store } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { keyIdOf } from "./api-key-text.js";
 import { isValidId } from "../../common/ids.js";
 
 export interface Authenticator {
-  /** The principal for these headers, or anonymous when none were presented. Throws UNAUTHORIZED for a bad credential. */
-  authenticate(headers: Headers): Promise<Principal>;
+  /**
+   * The principal for these headers (or, when they carry no credential, the client certificate
+   * of the connection), or anonymous when none was presented. Throws UNAUTHORIZED for a bad one.
+   */
+  authenticate(headers: Headers, peer?: PeerCertificate): Promise<Principal>;
 }
 
 export interface AuthenticatorOptions {
@@ -30,14 +33,14 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
     return hash !== undefined && tokenMatches(token, hash);
   };
   return {
-    async authenticate(headers) {
+    async authenticate(headers, peer) {
       const adminHeader = headers.get("x-admin-token");
       const bearer = parseBearer(headers.get("authorization"));
       if (adminHeader !== null) {
         if (await isAdmin(adminHeader)) return { kind: "admin" };
         throw unauthorized("invalid admin token");
       }
-      if (bearer === undefined) return { kind: "anonymous" };
+      if (bearer === undefined) return peer ? certificatePrincipal(store, peer, now()) : { kind: "anonymous" };
       const keyId = keyIdOf(bearer);
       if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
       const nodeId = nodeIdOfToken(bearer);
@@ -69,6 +72,24 @@ function apiKeyPrincipal(record: ApiKeyRecord | undefined, text: string, at: Dat
   if (key.revokedAt) throw unauthorized(`API key ${key.name} was revoked`);
   if (key.expiresAt && timestampDate(key.expiresAt) <= at) throw unauthorized(`API key ${key.name} has expired`);
   return { kind: "api_key", keyId: key.id, name: key.name, role: key.role, ...(key.scope ? { scope: key.scope } : {}) };
+}
+
+/** The node a client certificate belongs to, when the certificate is one the node still holds. */
+async function certificatePrincipal(store: Store, peer: PeerCertificate, at: Date): Promise<Principal> {
+  if (peer.error !== undefined) {
+    const expired = peer.error === "CERT_HAS_EXPIRED";
+    throw unauthorized(
+      expired
+        ? "the client certificate has expired: the node must enroll again"
+        : `the client certificate was not accepted (${peer.error})`,
+    );
+  }
+  const nodeId = peer.nodeId;
+  if (nodeId === undefined || !isValidId(nodeId)) throw unauthorized("the client certificate names no node");
+  const cred = await store.getNodeCredential(nodeId);
+  const held = cred?.certificates?.some((c) => c.serial === peer.serial && c.notAfter > at);
+  if (!held || !(await store.resourceExists("node", nodeId))) throw unauthorized("the client certificate has been revoked");
+  return { kind: "node", nodeId, certificateSerial: peer.serial };
 }
 
 function parseBearer(value: string | null): string | undefined {

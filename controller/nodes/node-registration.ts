@@ -31,6 +31,20 @@ export async function registerNode(
   if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
     throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
   }
+  const node = await ensureNodeResource(deps, nodeId, req, trace);
+  const token = await newCredential(deps, nodeId);
+  await recordEvents(store, [{ type: "node_registered", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);
+  return { node, token };
+}
+
+/** The node's resource, created (with a resource_created event) when it does not exist yet. */
+export async function ensureNodeResource(
+  deps: RegistrationDeps,
+  nodeId: string,
+  req: { displayName: string; labels: Record<string, string>; trustedLabelKeys: string[] },
+  trace: Trace,
+): Promise<Resource> {
+  const { store } = deps;
   let node = await store.getResource("node", nodeId);
   if (!node) {
     const now = timestampFromDate(deps.now());
@@ -54,9 +68,7 @@ export async function registerNode(
       { type: "resource_created", ...trace, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion },
     ]);
   }
-  const token = await newCredential(deps, nodeId);
-  await recordEvents(store, [{ type: "node_registered", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);
-  return { node, token };
+  return node;
 }
 
 /** Replaces a registered node's token; the old one stops working at once. */
@@ -69,6 +81,13 @@ export async function rotateNodeToken(deps: RegistrationDeps, nodeId: string, tr
 
 async function newCredential(deps: RegistrationDeps, nodeId: string): Promise<string> {
   const token = mintNodeToken(nodeId);
-  await deps.store.putNodeCredential({ nodeId, tokenHash: hashToken(token), createdAt: deps.now() });
+  // An enrolled node's certificates are a credential of their own: a new token leaves them be.
+  const certificates = (await deps.store.getNodeCredential(nodeId))?.certificates;
+  await deps.store.putNodeCredential({
+    nodeId,
+    tokenHash: hashToken(token),
+    createdAt: deps.now(),
+    ...(certificates ? { certificates } : {}),
+  });
   return token;
 }

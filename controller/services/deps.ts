@@ -9,6 +9,7 @@ import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
+import type { PemPair } from "../tls/certificate-issuer.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -43,4 +44,6 @@ export interface ServiceDeps {
   rollouts: RolloutRecords;
   /** The admin token is set by configuration (SKIPPER_ADMIN_TOKEN) and cannot be rotated through the API. */
   adminTokenFixed: boolean;
+  /** The CA that signs enrolled nodes' certificates; undefined without TLS (enrollment refused). */
+  clientCa?: PemPair;
 }

@@ -617,7 +617,7 @@ function copyCredential(c: S.NodeCredential): S.NodeCredential {
     nodeId: c.nodeId,
     tokenHash: c.tokenHash,
     createdAt: new Date(c.createdAt),
-    ...(c.certificates ? { certificates: c.certificates.map((x) => ({ serial: x.serial, notAfter: new Date(x.notAfter) })) } : {}),
+    ...(c.certificates ? { certificates: c.certificates.map((x) => ({ ...x, notAfter: new Date(x.notAfter) })) } : {}),
   };
 }
 

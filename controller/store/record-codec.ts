@@ -6,7 +6,7 @@ import { ResourceDiffSchema, SnapshotSchema, type Snapshot } from "../../gen/ski
 import { ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
-import type { AdminCredential, ApiKeyRecord, EnrollmentTokenRecord, IdempotencyRecord, NodeCredential } from "./store.js";
+import type { AdminCredential, ApiKeyRecord, EnrollmentTokenRecord, IdempotencyRecord, NodeCertificate, NodeCredential } from "./store.js";
 
 /** Proto JSON text for `msg`: 2-space indent and a trailing newline. */
 export function encodeMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
@@ -85,9 +85,7 @@ export function encodeNodeCredential(c: NodeCredential): string {
     node_id: c.nodeId,
     token_hash: c.tokenHash,
     created_at: c.createdAt.toISOString(),
-    ...(c.certificates === undefined
-      ? {}
-      : { certificates: c.certificates.map((x) => ({ serial: x.serial, not_after: x.notAfter.toISOString() })) }),
+    ...(c.certificates === undefined ? {} : { certificates: c.certificates.map(encodeNodeCertificate) }),
   });
 }
 
@@ -103,12 +101,22 @@ export function decodeNodeCredential(text: string): NodeCredential {
     ...(certs === undefined
       ? {}
       : {
-          certificates: certs.map((x) => {
-            const c = object(x);
-            return { serial: str(c, "serial"), notAfter: date(c, "not_after") };
-          }),
+          certificates: certs.map(decodeNodeCertificate),
         }),
   };
+}
+
+/** One certificate of a node credential, as the file store and the PostgreSQL store keep it. */
+export function encodeNodeCertificate(c: NodeCertificate): Record<string, unknown> {
+  return { serial: c.serial, not_after: c.notAfter.toISOString(), ...(c.lifetimeMs === undefined ? {} : { lifetime_ms: c.lifetimeMs }) };
+}
+
+/** Parses what encodeNodeCertificate wrote; throws on a malformed one. */
+export function decodeNodeCertificate(v: unknown): NodeCertificate {
+  const c = object(v);
+  const lifetime = c.lifetime_ms;
+  if (lifetime !== undefined && typeof lifetime !== "number") throw new Error("lifetime_ms must be a number");
+  return { serial: str(c, "serial"), notAfter: date(c, "not_after"), ...(lifetime === undefined ? {} : { lifetimeMs: lifetime }) };
 }
 
 /** auth/enrollment/<id>.json: the token as the API shows it, and its secret's hash. */

@@ -105,6 +105,8 @@ export interface NodeCertificate {
   /** Uppercase hex, without leading zeros. */
   serial: string;
   notAfter: Date;
+  /** How long it was issued for (its renewal gets as long). */
+  lifetimeMs?: number;
 }
 
 /** An enrollment token as stored: as the API shows it, and the SHA-256 hash of its secret. */

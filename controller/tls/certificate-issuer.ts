@@ -5,7 +5,8 @@
 // keyUsage, a subject key id on the CA and an authority key id on the leaf.
 import { createPrivateKey, KeyObject, randomBytes, webcrypto } from "node:crypto";
 import type { SubjectName } from "./subject-names.js";
-import { x509 } from "./x509.js";
+import { x509 } from "../../common/x509.js";
+import { normalSerial } from "./peer-certificate.js";
 
 /** A PEM certificate and its PKCS#8 PEM private key. */
 export interface PemPair {
@@ -135,7 +136,7 @@ export async function issueNodeCert(ca: PemPair, csrPem: string, nodeId: string,
       caKeyId ? new x509.AuthorityKeyIdentifierExtension(caKeyId) : await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
     ],
   });
-  return { cert: pem(cert), serial: serial.toUpperCase(), notAfter };
+  return { cert: pem(cert), serial: normalSerial(serial), notAfter };
 }
 
 async function generateKeys(): Promise<webcrypto.CryptoKeyPair> {

@@ -10,6 +10,7 @@ import { build, type Controller } from "../../controller/server.js";
 import { serve, type ConnectionLimits, type Serving } from "../../controller/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
+import { ensureClientCa } from "../../controller/tls/client-ca.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -50,8 +51,10 @@ export async function startController(
     stdout: false,
     level: "debug",
   });
+  const clientCa = opts.tls !== false ? await ensureClientCa({ dataDir }) : undefined;
   const controller = await build({
     dataDir,
+    clientCa,
     logger,
     adminToken: opts.adminToken === null ? undefined : (opts.adminToken ?? ADMIN_TOKEN),
     now: opts.now,
@@ -59,11 +62,11 @@ export async function startController(
     livenessCheckMs: opts.livenessCheckMs,
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
   });
-  let tls: { cert: string; key: string } | undefined;
+  let tls: { cert: string; key: string; clientCa?: string } | undefined;
   let ca: string | undefined;
   if (opts.tls !== false) {
     const m = await ensureTlsMaterial({ dataDir });
-    tls = { cert: m.cert, key: m.key };
+    tls = { cert: m.cert, key: m.key, clientCa: clientCa?.cert };
     ca = m.caFile ? await readFile(m.caFile, "utf8") : undefined;
   }
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });

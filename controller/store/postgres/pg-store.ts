@@ -26,7 +26,7 @@ import { SnapshotSchema, type Snapshot } from "../../../gen/skipper/v1/snapshot_
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, isSkipperError, notFound, SkipperError } from "../../errors.js";
 import type { ResourceType } from "../../../common/ids.js";
-import { encodeSnapshot } from "../record-codec.js";
+import { decodeNodeCertificate, encodeNodeCertificate, encodeSnapshot } from "../record-codec.js";
 import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
 import { summaryMessage } from "../order-summary.js";
 import { timestampKey } from "../sorted-index.js";
@@ -422,18 +422,13 @@ export class PostgresStore extends OrderSteps implements S.Store {
       nodeId,
       tokenHash: row.token_hash,
       createdAt: row.created_at,
-      ...(row.certificates === null
-        ? {}
-        : { certificates: row.certificates.map((c) => ({ serial: c.serial, notAfter: new Date(c.not_after) })) }),
+      ...(row.certificates === null ? {} : { certificates: row.certificates.map(decodeNodeCertificate) }),
     };
   }
 
   async putNodeCredential(credential: S.NodeCredential): Promise<void> {
     checkId(credential.nodeId, "node_id");
-    const certificates =
-      credential.certificates === undefined
-        ? null
-        : JSON.stringify(credential.certificates.map((c) => ({ serial: c.serial, not_after: c.notAfter.toISOString() })));
+    const certificates = credential.certificates === undefined ? null : JSON.stringify(credential.certificates.map(encodeNodeCertificate));
     await this.query(
       `INSERT INTO node_credentials (node_id, token_hash, created_at, certificates) VALUES ($1, $2, $3, $4)
        ON CONFLICT (node_id) DO UPDATE SET token_hash = $2, created_at = $3, certificates = $4`,

@@ -143,7 +143,7 @@ export type CreateEnrollmentTokenRequest = Message<"skipper.v1.CreateEnrollmentT
   labels: { [key: string]: string };
 
   /**
-   * Lifetime of the certificates (default 24 h; 5 minutes to 30 days).
+   * Lifetime of the certificates (default 24 h; 10 seconds, for tests, to 30 days).
    *
    * @generated from field: google.protobuf.Duration certificate_ttl = 5;
    */

@@ -1,0 +1,266 @@
+// Enrollment of nodes with client certificates (see proto/skipper/v1/enrollment_service.proto
+// for the flow). Enrollment tokens are shown once (ske_<id>_<secret>) and stored as hashes; each
+// use is counted under a lock shared by every controller on the store. The order of writes makes
+// a retry safe: the token's use is recorded first, naming the node, and a host that retries with
+// the same token and node id (its first answer lost) enrolls again without using another.
+import { clone, create } from "@bufbuild/protobuf";
+import { durationFromMs, durationMs, timestampDate, timestampFromDate, type Duration } from "@bufbuild/protobuf/wkt";
+import { randomBytes } from "node:crypto";
+import type { Actor } from "../../gen/skipper/v1/access_pb.js";
+import { EnrollmentTokenSchema, type EnrollmentToken, type EnrollNodeRequest } from "../../gen/skipper/v1/enrollment_service_pb.js";
+import type { Trace } from "../context.js";
+import { conflict, invalid, notFound, unauthorized } from "../errors.js";
+import { checkId } from "../id-checks.js";
+import type { KeyedLock } from "../keyed-lock.js";
+import { hashToken, tokenMatches } from "../auth/tokens.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { checkSelector } from "../store/label-selector.js";
+import type { EnrollmentTokenRecord, NodeCertificate, Store } from "../store/store.js";
+import type { PemPair } from "../tls/certificate-issuer.js";
+import { ensureNodeResource } from "./node-registration.js";
+
+const HOUR_MS = 60 * 60 * 1000;
+const DAY_MS = 24 * HOUR_MS;
+export const DEFAULT_CERT_TTL_MS = DAY_MS;
+// Seconds are for tests and labs (watching a renewal happen); hosts use hours.
+const MIN_CERT_TTL_MS = 10 * 1000;
+const MAX_TTL_MS = 30 * DAY_MS;
+const MAX_USES = 10_000;
+const TOKEN_PATTERN = /^ske_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/;
+
+export interface EnrollmentDeps {
+  store: Store;
+  locks: Pick<KeyedLock, "run">;
+  now: () => Date;
+  /** The client CA; undefined when the controller serves without TLS (no enrollment then). */
+  clientCa?: PemPair;
+}
+
+/** What a new enrollment token is to be. */
+export interface NewEnrollmentToken {
+  uses: number;
+  ttl?: Duration;
+  nodeId: string;
+  labels: Record<string, string>;
+  certificateTtl?: Duration;
+  description: string;
+  createdBy: Actor;
+}
+
+/** Creates an enrollment token; returns it as the API shows it and its text (shown once). */
+export async function createEnrollmentToken(
+  deps: EnrollmentDeps,
+  input: NewEnrollmentToken,
+): Promise<{ token: EnrollmentToken; text: string }> {
+  const uses = input.uses === 0 ? 1 : input.uses;
+  if (!Number.isInteger(uses) || uses < 1 || uses > MAX_USES) throw invalid(`uses must be between 1 and ${MAX_USES}`, { field: "uses" });
+  const ttlMs = input.ttl ? durationMs(input.ttl) : DAY_MS;
+  if (!(ttlMs > 0 && ttlMs <= MAX_TTL_MS)) throw invalid("ttl must be more than 0 and at most 30 days", { field: "ttl" });
+  const certTtlMs = input.certificateTtl ? durationMs(input.certificateTtl) : DEFAULT_CERT_TTL_MS;
+  if (!(certTtlMs >= MIN_CERT_TTL_MS && certTtlMs <= MAX_TTL_MS)) {
+    throw invalid("certificate_ttl must be between 10 seconds and 30 days", { field: "certificate_ttl" });
+  }
+  if (input.nodeId !== "") checkId(input.nodeId, "node_id");
+  checkSelector(input.labels, "labels");
+  if (input.description.length > 256) throw invalid("description must be at most 256 characters", { field: "description" });
+  const at = deps.now();
+  let id = randomBytes(6).toString("hex");
+  while (await deps.store.getEnrollmentToken(id)) id = randomBytes(6).toString("hex");
+  const text = `ske_${id}_${randomBytes(32).toString("base64url")}`;
+  const token = create(EnrollmentTokenSchema, {
+    id,
+    uses,
+    remainingUses: uses,
+    createdAt: timestampFromDate(at),
+    expiresAt: timestampFromDate(new Date(at.getTime() + ttlMs)),
+    nodeId: input.nodeId,
+    labels: input.labels,
+    certificateTtl: durationFromMs(certTtlMs),
+    createdBy: input.createdBy,
+    description: input.description,
+  });
+  await deps.store.putEnrollmentToken({ token, secretHash: hashToken(text) });
+  return { token: shown(token, at), text };
+}
+
+/** Tokens newest first; used, expired and revoked ones only when asked. */
+export async function listEnrollmentTokens(deps: EnrollmentDeps, includeInactive: boolean): Promise<EnrollmentToken[]> {
+  const at = deps.now();
+  return (await deps.store.listEnrollmentTokens())
+    .map((r) => shown(r.token, at))
+    .filter((t) => includeInactive || t.status === "active")
+    .reverse();
+}
+
+/** Refuses the token from now on; revoking a revoked token changes nothing. */
+export async function revokeEnrollmentToken(deps: EnrollmentDeps, id: string): Promise<EnrollmentToken> {
+  checkId(id, "id");
+  return deps.locks.run(`enrollment:${id}`, async () => {
+    const record = await deps.store.getEnrollmentToken(id);
+    if (!record) throw notFound("enrollment_token", id, `enrollment token ${id} not found`);
+    if (record.token.revokedAt) return shown(record.token, deps.now());
+    const token = clone(EnrollmentTokenSchema, record.token);
+    token.revokedAt = timestampFromDate(deps.now());
+    await deps.store.putEnrollmentToken({ ...record, token });
+    return shown(token, deps.now());
+  });
+}
+
+/** Enrolls a host: checks the token, creates the node when new, signs its CSR. */
+export async function enrollNode(
+  deps: EnrollmentDeps,
+  req: EnrollNodeRequest,
+  trace: Trace,
+): Promise<{ nodeId: string; certificatePem: string; notAfter: Date; tokenId: string }> {
+  const ca = requireCa(deps);
+  const m = TOKEN_PATTERN.exec(req.enrollmentToken);
+  if (!m) throw unauthorized("enrollment_token is not an enrollment token (ske_...)");
+  const tokenId = m[1]!;
+  const nodeId = checkId(req.nodeId, "node_id");
+  if (req.displayName.length > 128) throw invalid("display_name must be at most 128 characters", { field: "display_name" });
+  return deps.locks.run(`enrollment:${tokenId}`, async () => {
+    const at = deps.now();
+    const record = await deps.store.getEnrollmentToken(tokenId);
+    if (!record || !tokenMatches(req.enrollmentToken, record.secretHash)) throw unauthorized("invalid enrollment token");
+    const retry = record.token.enrolledNodes.includes(nodeId);
+    refuseUnusable(record, nodeId, retry, at);
+    const existing = await deps.store.getResource("node", nodeId);
+    if (existing && !retry && record.token.nodeId !== nodeId) {
+      throw conflict(`node ${nodeId} exists: enroll it with a token bound to it (node_id ${nodeId})`, { node_id: nodeId });
+    }
+    const ttlMs = record.token.certificateTtl ? durationMs(record.token.certificateTtl) : DEFAULT_CERT_TTL_MS;
+    // Signed before anything is written: a bad CSR changes nothing.
+    const issued = await sign(ca, req.csrPem, nodeId, at, ttlMs);
+    if (!retry) {
+      const token = clone(EnrollmentTokenSchema, record.token);
+      token.remainingUses -= 1;
+      token.enrolledNodes.push(nodeId);
+      await deps.store.putEnrollmentToken({ ...record, token });
+    }
+    await ensureNodeResource(deps, nodeId, { displayName: req.displayName, labels: record.token.labels, trustedLabelKeys: [] }, trace);
+    await addCertificate(deps, nodeId, { serial: issued.serial, notAfter: issued.notAfter, lifetimeMs: ttlMs }, at);
+    await recordEvents(deps.store, [
+      {
+        type: "node_enrolled",
+        ...trace,
+        resourceType: "node",
+        resourceId: nodeId,
+        nodeId,
+        data: { enrollment_token_id: tokenId, not_after: issued.notAfter.toISOString() },
+      },
+    ]);
+    return { nodeId, certificatePem: issued.cert, notAfter: issued.notAfter, tokenId };
+  });
+}
+
+/**
+ * Signs a new certificate for a node that is calling with a valid credential: `callerSerial` is
+ * the certificate it called with (undefined for a bearer token), which must still be honoured
+ * when the new one is recorded (a revocation that raced the call wins).
+ */
+export async function renewNodeCertificate(
+  deps: EnrollmentDeps,
+  nodeId: string,
+  csrPem: string,
+  callerSerial: string | undefined,
+  trace: Trace,
+): Promise<{ certificatePem: string; notAfter: Date }> {
+  const ca = requireCa(deps);
+  const at = deps.now();
+  const current = (await deps.store.getNodeCredential(nodeId))?.certificates ?? [];
+  // The new certificate lives as long as the last one did (the enrollment token's choice).
+  const last = current.at(-1);
+  const issuedFor = callerSerial ? current.find((c) => c.serial === callerSerial) : last;
+  const ttlMs = issuedFor?.lifetimeMs ?? DEFAULT_CERT_TTL_MS;
+  const issued = await sign(ca, csrPem, nodeId, at, ttlMs);
+  await addCertificate(deps, nodeId, { serial: issued.serial, notAfter: issued.notAfter, lifetimeMs: ttlMs }, at, callerSerial);
+  await recordEvents(deps.store, [
+    {
+      type: "node_certificate_renewed",
+      ...trace,
+      resourceType: "node",
+      resourceId: nodeId,
+      nodeId,
+      data: { not_after: issued.notAfter.toISOString() },
+    },
+  ]);
+  return { certificatePem: issued.cert, notAfter: issued.notAfter };
+}
+
+/** Refuses every certificate of the node from its next call on; returns how many were valid. */
+export async function revokeNodeCertificates(deps: EnrollmentDeps, nodeId: string, reason: string, trace: Trace): Promise<number> {
+  checkId(nodeId, "node_id");
+  if (reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
+  return deps.locks.run(`node-certificates:${nodeId}`, async () => {
+    const cred = await deps.store.getNodeCredential(nodeId);
+    if (!cred && !(await deps.store.getResource("node", nodeId))) throw notFound("node", nodeId);
+    const at = deps.now();
+    const valid = (cred?.certificates ?? []).filter((c) => c.notAfter > at).length;
+    if (cred && (cred.certificates?.length ?? 0) > 0) await deps.store.putNodeCredential({ ...cred, certificates: [] });
+    if (valid > 0) {
+      await recordEvents(deps.store, [
+        { type: "node_certificates_revoked", ...trace, resourceType: "node", resourceId: nodeId, nodeId, data: { revoked: valid, reason } },
+      ]);
+    }
+    return valid;
+  });
+}
+
+/** "active", "used", "expired" or "revoked" at `at`. */
+export function tokenStatus(t: EnrollmentToken, at: Date): "active" | "used" | "expired" | "revoked" {
+  if (t.revokedAt) return "revoked";
+  if (t.expiresAt && timestampDate(t.expiresAt) <= at) return "expired";
+  if (t.remainingUses <= 0) return "used";
+  return "active";
+}
+
+function refuseUnusable(record: EnrollmentTokenRecord, nodeId: string, retry: boolean, at: Date): void {
+  const status = tokenStatus(record.token, at);
+  // A retry of an enrollment that already used the token is fine while the token is otherwise valid.
+  if (status === "revoked" || status === "expired" || (status === "used" && !retry)) {
+    throw unauthorized(`enrollment token ${record.token.id} is ${status === "used" ? "used up" : status}`);
+  }
+  if (record.token.nodeId !== "" && record.token.nodeId !== nodeId) {
+    throw unauthorized(`enrollment token ${record.token.id} is for node ${record.token.nodeId}, not ${nodeId}`);
+  }
+}
+
+function requireCa(deps: EnrollmentDeps): PemPair {
+  if (!deps.clientCa)
+    throw conflict("enrollment needs the controller to serve TLS (it is running with --insecure-http)", { reason: "no_tls" });
+  return deps.clientCa;
+}
+
+async function sign(ca: PemPair, csrPem: string, nodeId: string, at: Date, ttlMs: number) {
+  if (csrPem.length > 16 * 1024) throw invalid("csr_pem is too long", { field: "csr_pem" });
+  const { issueNodeCert } = await import("../tls/certificate-issuer.js");
+  try {
+    return await issueNodeCert(ca, csrPem, nodeId, at, ttlMs);
+  } catch (e) {
+    throw invalid(e instanceof Error ? e.message : String(e), { field: "csr_pem" });
+  }
+}
+
+// Keeps the certificates still valid plus the new one: a renewing agent's old certificate keeps
+// working until it expires, so calls in flight on the old connection finish.
+async function addCertificate(deps: EnrollmentDeps, nodeId: string, cert: NodeCertificate, at: Date, callerSerial?: string): Promise<void> {
+  await deps.locks.run(`node-certificates:${nodeId}`, async () => {
+    const cred = await deps.store.getNodeCredential(nodeId);
+    const kept = (cred?.certificates ?? []).filter((c) => c.notAfter > at);
+    if (callerSerial !== undefined && !kept.some((c) => c.serial === callerSerial)) {
+      throw unauthorized("the certificate this call was made with has been revoked or has expired");
+    }
+    await deps.store.putNodeCredential({
+      nodeId,
+      tokenHash: cred?.tokenHash ?? "",
+      createdAt: cred?.createdAt ?? at,
+      certificates: [...kept.slice(-4), cert],
+    });
+  });
+}
+
+function shown(t: EnrollmentToken, at: Date): EnrollmentToken {
+  const c = clone(EnrollmentTokenSchema, t);
+  c.status = tokenStatus(t, at);
+  return c;
+}

@@ -1,0 +1,186 @@
+// Node enrollment over the real server (HTTP/2 + TLS, client certificates checked by TLS and by
+// the controller): tokens, CSRs, mutual TLS, renewal and revocation, with keys made the way skippy
+// makes them (agent/identity.ts).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { X509Certificate } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
+import { ActorKind } from "../gen/skipper/v1/access_pb.js";
+import { newKeyRequest } from "../agent/identity.js";
+import { startController, type TestController } from "./helpers/controller.js";
+import { rpcError } from "./helpers/errors.js";
+
+let tc: TestController;
+
+beforeAll(async () => {
+  tc = await startController({ tls: true, logToFile: true });
+});
+afterAll(async () => {
+  await tc?.stop();
+});
+
+/** A client calling with a client certificate (and no other credential). */
+function withCert<S extends DescService>(service: S, cert: { certPem: string; keyPem: string }, on = tc) {
+  return createClient(
+    service,
+    createConnectTransport({ baseUrl: `${on.url}/v1`, httpVersion: "2", nodeOptions: { ca: on.ca, cert: cert.certPem, key: cert.keyPem } }),
+  );
+}
+
+function anonymous<S extends DescService>(service: S, on = tc) {
+  return createClient(service, createConnectTransport({ baseUrl: `${on.url}/v1`, httpVersion: "2", nodeOptions: { ca: on.ca } }));
+}
+
+async function token(req: Parameters<ReturnType<typeof adminEnrollment>["createEnrollmentToken"]>[0] = {}) {
+  return (await adminEnrollment().createEnrollmentToken(req)).token;
+}
+
+function adminEnrollment() {
+  return tc.client(EnrollmentService, { admin: true });
+}
+
+/** Enrolls `nodeId` with `enrollmentToken`; returns the key and certificate. */
+async function enroll(nodeId: string, enrollmentToken: string) {
+  const request = await newKeyRequest(nodeId);
+  const res = await anonymous(EnrollmentService).enrollNode({ enrollmentToken, nodeId, csrPem: request.csrPem });
+  return { certPem: res.certificatePem, keyPem: request.keyPem, notAfter: res.notAfter };
+}
+
+describe("enrollment", () => {
+  it("a host enrolls with a token, then calls as its node by mutual TLS; the certificate names the node and lives as asked", async () => {
+    const text = await token({ labels: { rack: "4" }, certificateTtl: { seconds: 3600n } });
+    expect(text).toMatch(/^ske_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+    const cert = await enroll("edge-1", text);
+    const x = new X509Certificate(cert.certPem);
+    expect(x.subjectAltName).toBe("URI:spiffe://skipper/node/edge-1");
+    expect(x.checkIssued(new X509Certificate(await readFile(join(tc.dataDir, "tls", "client-ca.crt"), "utf8")))).toBe(true);
+    const life = new Date(x.validTo).getTime() - Date.now();
+    expect(life).toBeGreaterThan(3590_000);
+    expect(life).toBeLessThan(3610_000);
+    const beat = await withCert(NodeService, cert).heartbeat({ nodeId: "edge-1", agentVersion: "test" });
+    expect(beat.meta?.requestId).not.toBe("");
+    const who = await withCert(AccessService, cert).whoAmI({});
+    expect(who.actor).toMatchObject({ kind: ActorKind.NODE, id: "edge-1" });
+    const node = await tc.client(ResourceService, { admin: true }).getResource({ resourceType: "node", id: "edge-1" });
+    expect(node.resource?.metadata?.labels).toEqual({ rack: "4" });
+    // It is node edge-1 and nobody else.
+    expect((await rpcError(withCert(NodeService, cert).heartbeat({ nodeId: "edge-2" }))).code).toBe("FORBIDDEN");
+    expect((await rpcError(withCert(ResourceService, cert).listResources({}))).code).toBe("FORBIDDEN");
+  });
+
+  it("a used, expired, revoked or foreign token is refused and enrolls nothing", async () => {
+    const once = await token();
+    await enroll("edge-used", once);
+    const used = await rpcError(enroll("edge-other", once));
+    expect([used.code, used.message]).toEqual(["UNAUTHORIZED", expect.stringContaining("used up")]);
+    const bound = await token({ nodeId: "edge-bound" });
+    expect((await rpcError(enroll("edge-intruder", bound))).message).toContain("is for node edge-bound");
+    const revoked = await token();
+    const id = revoked.split("_")[1]!;
+    await adminEnrollment().revokeEnrollmentToken({ id });
+    expect((await rpcError(enroll("edge-rev", revoked))).message).toContain("revoked");
+    const wrong = `${once.slice(0, -4)}AAAA`;
+    expect((await rpcError(enroll("edge-wrong", wrong))).message).toBe("invalid enrollment token");
+    const expiring = await token({ ttl: { nanos: 1_000_000 } });
+    await waitUntil(async () =>
+      (await adminEnrollment().listEnrollmentTokens({ includeInactive: true })).enrollmentTokens.some((t) => t.status === "expired"),
+    );
+    expect((await rpcError(enroll("edge-late", expiring))).message).toContain("expired");
+    const nodes = (await tc.client(ResourceService, { admin: true }).listResources({ resourceType: "node" })).resources.map((r) => r.id);
+    for (const n of ["edge-other", "edge-intruder", "edge-rev", "edge-wrong", "edge-late"]) expect(nodes).not.toContain(n);
+  });
+
+  it("a bad CSR is INVALID_REQUEST and uses nothing; a retry with the same token and node after a lost answer does not use it twice", async () => {
+    const text = await token();
+    const bad = await rpcError(anonymous(EnrollmentService).enrollNode({ enrollmentToken: text, nodeId: "edge-csr", csrPem: "not a csr" }));
+    expect([bad.code, bad.details.field]).toEqual(["INVALID_REQUEST", "csr_pem"]);
+    const first = await enroll("edge-csr", text);
+    const again = await enroll("edge-csr", text);
+    expect(again.certPem).not.toBe(first.certPem);
+    const listed = (await adminEnrollment().listEnrollmentTokens({ includeInactive: true })).enrollmentTokens.find((t) =>
+      text.includes(t.id),
+    );
+    expect([listed?.remainingUses, listed?.enrolledNodes]).toEqual([0, ["edge-csr"]]);
+  });
+
+  it("renewal gives a new certificate and the old one keeps working until it expires; revocation refuses both at once", async () => {
+    const first = await enroll("edge-renew", await token({ certificateTtl: { seconds: 600n } }));
+    const request = await newKeyRequest("edge-renew");
+    const renewed = await withCert(EnrollmentService, first).renewNodeCertificate({ nodeId: "edge-renew", csrPem: request.csrPem });
+    const second = { certPem: renewed.certificatePem, keyPem: request.keyPem };
+    const life = (p: string) => new Date(new X509Certificate(p).validTo).getTime() - Date.now();
+    expect(life(second.certPem)).toBeGreaterThan(590_000);
+    await withCert(NodeService, first).heartbeat({ nodeId: "edge-renew" });
+    await withCert(NodeService, second).heartbeat({ nodeId: "edge-renew" });
+    // Another node cannot renew for this one.
+    const other = await enroll("edge-nosy", await token());
+    expect(
+      (await rpcError(withCert(EnrollmentService, other).renewNodeCertificate({ nodeId: "edge-renew", csrPem: request.csrPem }))).code,
+    ).toBe("FORBIDDEN");
+    const revoked = await adminEnrollment().revokeNodeCertificates({ nodeId: "edge-renew", reason: "laptop stolen" });
+    expect(revoked.revoked).toBe(2);
+    for (const c of [first, second]) {
+      const e = await rpcError(withCert(NodeService, c).heartbeat({ nodeId: "edge-renew" }));
+      expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "the client certificate has been revoked"]);
+    }
+    const events = await tc.client(EventService, { admin: true }).listEvents({ resourceId: "edge-renew" });
+    expect(events.events.map((e) => e.type)).toEqual(
+      expect.arrayContaining(["node_enrolled", "node_certificate_renewed", "node_certificates_revoked"]),
+    );
+  });
+
+  it("an expired certificate is refused with what to do; one from another CA is refused", async () => {
+    // A controller whose clock runs two hours behind signs certificates that have already expired.
+    const past = await startController({ tls: true, now: () => new Date(Date.now() - 2 * 3600_000) });
+    try {
+      const text = (await past.client(EnrollmentService, { admin: true }).createEnrollmentToken({ certificateTtl: { seconds: 60n } }))
+        .token;
+      const request = await newKeyRequest("edge-old");
+      const res = await anonymous(EnrollmentService, past).enrollNode({
+        enrollmentToken: text,
+        nodeId: "edge-old",
+        csrPem: request.csrPem,
+      });
+      const e = await rpcError(
+        withCert(NodeService, { certPem: res.certificatePem, keyPem: request.keyPem }, past).heartbeat({ nodeId: "edge-old" }),
+      );
+      expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "the client certificate has expired: the node must enroll again"]);
+      // That controller's certificates mean nothing to this one.
+      const foreign = await enroll("edge-foreign", await token());
+      const f = await rpcError(withCert(NodeService, foreign, past).heartbeat({ nodeId: "edge-foreign" }));
+      expect(f.code).toBe("UNAUTHORIZED");
+    } finally {
+      await past.stop();
+    }
+  });
+
+  it("no enrollment token text or node private key is kept under the data directory", async () => {
+    const text = await token();
+    const cert = await enroll("edge-secret", text);
+    const secret = text.split("_").at(-1)!;
+    const keyBody = cert.keyPem.replace(/-----[^-]+-----|\s/g, "").slice(20, 80);
+    const hits: string[] = [];
+    for (const entry of await readdir(tc.dataDir, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile()) continue;
+      const bytes = await readFile(join(entry.parentPath, entry.name));
+      if (bytes.includes(secret) || bytes.includes(keyBody)) hits.push(entry.name);
+    }
+    expect(hits).toEqual([]);
+  });
+});
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
