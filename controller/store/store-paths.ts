@@ -48,6 +48,7 @@ export const LAYOUT = [
   "idempotency",
   "auth",
   "auth/nodes",
+  "audit",
   "logs",
   "quarantine",
 ] as const;

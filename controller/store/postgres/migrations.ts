@@ -4,6 +4,7 @@
 // controller knows is refused (an older controller must not write to it).
 import type pg from "pg";
 import * as m0001 from "./migrations/0001-initial.js";
+import * as m0003 from "./migrations/0003-audit.js";
 
 export interface Migration {
   version: number;
@@ -12,7 +13,7 @@ export interface Migration {
 }
 
 /** Every migration, in version order. */
-export const MIGRATIONS: readonly Migration[] = [m0001];
+export const MIGRATIONS: readonly Migration[] = [m0001, m0003];
 
 // Any constant both sides agree on: pg_advisory_lock takes a bigint key.
 const MIGRATION_LOCK = 0x736b6970; // "skip"
