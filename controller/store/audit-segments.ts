@@ -11,9 +11,10 @@
 // fsynced before its first entry is acknowledged. Readers read the current file only up to what
 // was acknowledged, never a line being written.
 //
-// open() takes the chain head from the newest file's last line. A last line without its newline
-// is an append a crash cut short, never acknowledged: it is cut off, with a warning. Retention
-// deletes whole files of days before a cutoff, never the newest (the chain goes on from it).
+// open() takes the chain head from the newest file's last line (audit-tail.ts). A last line
+// without its newline is an append a crash cut short, never acknowledged: it is cut off, with a
+// warning. Retention deletes whole files of days before a cutoff, never the last entry's (the
+// chain goes on from it).
 import fs from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { promisify } from "node:util";
@@ -22,6 +23,7 @@ import { SkipperError } from "../errors.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { FILE_MODE, type DurableFs } from "./atomic-write.js";
 import { auditDay, auditTime, chainAuditEntry, headOf, readAuditLine, type AuditHead } from "./audit-chain.js";
+import { lastAuditEntry } from "./audit-tail.js";
 import { closeFd, fdatasyncFd, openFd, writeAll } from "./fd-ops.js";
 import { decodePageToken, encodePageToken, pageSizeOf } from "./paging.js";
 import type { Warn } from "./quarantine.js";
@@ -32,9 +34,6 @@ const FILE_NAME = /^(\d{4}-\d{2}-\d{2})\.jsonl$/;
 const PAGE_TAG = "audit";
 // A page token resumes after (day file, sequence).
 const PAGE_KEY = /^\d{4}-\d{2}-\d{2}\/\d{1,19}$/;
-// open() reads the newest file backwards this much at a time.
-const CHUNK = 64 * 1024;
-const NEWLINE = 0x0a;
 const ftruncate = promisify(fs.ftruncate);
 
 /** What the trail needs from its store. */
@@ -82,8 +81,10 @@ export class AuditSegments {
       .filter((d) => d !== undefined)
       .sort();
     this.head = undefined;
-    for (let i = this.days.length - 1; i >= 0 && !this.head; i--)
-      this.head = await this.lastEntry(this.days[i]!, i === this.days.length - 1);
+    for (let i = this.days.length - 1; i >= 0 && !this.head; i--) {
+      const day = this.days[i]!;
+      this.head = await lastAuditEntry(this.file(day), `audit/${day}.jsonl`, i === this.days.length - 1, this.deps.warn);
+    }
     // Open from the start, so that readers know how much of it is acknowledged.
     const newest = this.days.at(-1);
     if (newest) await this.openDay(newest);
@@ -258,78 +259,6 @@ export class AuditSegments {
       await handle.close();
     }
   }
-
-  // The last entry of a day's file, read backwards; `repair`: cut off a torn last line first.
-  private async lastEntry(day: string, repair: boolean): Promise<AuditHead | undefined> {
-    const path = this.file(day);
-    const handle = await open(path, repair ? "r+" : "r");
-    try {
-      let end = (await handle.stat()).size;
-      if (end === 0) return undefined;
-      const lastNewline = await findBackwards(handle, end);
-      if (lastNewline + 1 < end) {
-        if (repair) {
-          await handle.truncate(lastNewline + 1);
-          await handle.datasync();
-          this.deps.warn("the audit trail ended in a torn line (an append never acknowledged): cut it off", {
-            path: `audit/${day}.jsonl`,
-            bytes: end - lastNewline - 1,
-          });
-        }
-        end = lastNewline + 1;
-        if (end === 0) return undefined;
-      }
-      let skipped = 0;
-      for await (const text of linesBackwards(handle, end - 1)) {
-        const line = readAuditLine(text);
-        if (line.ok) {
-          if (skipped > 0) {
-            this.deps.warn("the audit trail's last lines are not valid entries: the chain goes on from the last that is", {
-              path: `audit/${day}.jsonl`,
-              lines: skipped,
-              sequence: line.entry.sequence.toString(),
-            });
-          }
-          return headOf(line.entry);
-        }
-        skipped++;
-      }
-      return undefined;
-    } finally {
-      await handle.close();
-    }
-  }
-}
-
-// The position of the last newline before `end` (-1 when there is none).
-async function findBackwards(handle: fs.promises.FileHandle, end: number): Promise<number> {
-  const buf = Buffer.allocUnsafe(CHUNK);
-  for (let pos = end; pos > 0; ) {
-    const n = Math.min(CHUNK, pos);
-    pos -= n;
-    await handle.read(buf, 0, n, pos);
-    const i = buf.subarray(0, n).lastIndexOf(NEWLINE);
-    if (i >= 0) return pos + i;
-  }
-  return -1;
-}
-
-// The lines of bytes [0, end), last first (`end` is the position of the file's final newline).
-async function* linesBackwards(handle: fs.promises.FileHandle, end: number): AsyncIterable<string> {
-  let carry = Buffer.alloc(0);
-  for (let pos = end; pos > 0; ) {
-    const n = Math.min(CHUNK, pos);
-    pos -= n;
-    const buf = Buffer.allocUnsafe(n);
-    await handle.read(buf, 0, n, pos);
-    let data = Buffer.concat([buf, carry]);
-    for (let i = data.lastIndexOf(NEWLINE); i >= 0; i = data.lastIndexOf(NEWLINE)) {
-      yield data.subarray(i + 1).toString("utf8");
-      data = data.subarray(0, i);
-    }
-    carry = data;
-  }
-  yield carry.toString("utf8");
 }
 
 function pageOf(found: Array<{ day: string; entry: AuditEntry }>, size: number): Page<AuditEntry> {
