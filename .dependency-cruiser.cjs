@@ -10,6 +10,7 @@ const CONTROLLER_LAYERS = [
   ["tls", "^controller/tls/"],
   ["auth", "^controller/auth/"],
   ["events", "^controller/events/"],
+  ["audit", "^controller/audit/"],
   ["resources", "^controller/resources/"],
   ["snapshots", "^controller/snapshots/"],
   ["nodes", "^controller/nodes/"],

@@ -44,6 +44,19 @@ async function main(): Promise<void> {
         keyFile: config.clientCaKey,
         onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
       });
+  let tls: { cert: string; key: string; clientCa?: string } | undefined;
+  let caFile: string | undefined;
+  if (!config.insecureHttp) {
+    const material = await ensureTlsMaterial({
+      dataDir: config.dataDir,
+      certFile: config.tlsCert,
+      keyFile: config.tlsKey,
+      hostnames: config.tlsHostnames,
+      onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
+    });
+    tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
+    caFile = material.caFile;
+  }
   const controller = await build({
     dataDir: config.dataDir,
     ...shared,
@@ -64,20 +77,8 @@ async function main(): Promise<void> {
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     deferLoops: true,
     clientCa,
+    tls,
   });
-  let tls: { cert: string; key: string; clientCa?: string } | undefined;
-  let caFile: string | undefined;
-  if (!config.insecureHttp) {
-    const material = await ensureTlsMaterial({
-      dataDir: config.dataDir,
-      certFile: config.tlsCert,
-      keyFile: config.tlsKey,
-      hostnames: config.tlsHostnames,
-      onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
-    });
-    tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
-    caFile = material.caFile;
-  }
   let serving: Awaited<ReturnType<typeof serve>>;
   try {
     serving = await serve(controller.handler, {

@@ -17,6 +17,9 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
+import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
+import { auditService } from "./services/audit-service.js";
+import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
@@ -40,7 +43,7 @@ import { eventService } from "./services/event-service.js";
 import { rolloutService } from "./services/rollout-service.js";
 import { accessService } from "./services/access-service.js";
 import { enrollmentService } from "./services/enrollment-service.js";
-import { refusalAuditor } from "./auth/audit-policy.js";
+import { refusalAuditor, type AuditSink } from "./auth/audit-policy.js";
 import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
@@ -69,6 +72,7 @@ export const SERVICES: DescService[] = [
   RolloutService,
   AccessService,
   EnrollmentService,
+  AuditService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -112,6 +116,8 @@ export interface BuildOptions {
   onLeadershipLost?: () => void;
   /** The CA that signs enrolled nodes' client certificates (tls/client-ca.ts); none: no enrollment. */
   clientCa?: PemPair;
+  /** The controller's TLS certificate and key: audit exports are signed with them. */
+  tls?: PemPair;
 }
 
 export type RequestHandler = (
@@ -217,8 +223,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     clientCa: opts.clientCa,
   };
   const authenticator = createAuthenticator({ store, fixedAdminHash, now });
-  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store })];
-  const onRefused = refusalAuditor(undefined);
+  // Every audited call's entry goes to the store's hash-chained trail before the call is answered.
+  const audit: AuditSink = (entry) => store.appendAuditEntry(entry);
+  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store, audit })];
+  const onRefused = refusalAuditor(audit);
+  const signer = opts.tls ? auditSigner(opts.tls.key, opts.tls.cert) : undefined;
   const routes = (router: ConnectRouter) => {
     router.service(HealthService, healthService(deps));
     router.service(ResourceService, resourceService(deps));
@@ -230,6 +239,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(RolloutService, rolloutService(deps));
     router.service(AccessService, accessService(deps));
     router.service(EnrollmentService, enrollmentService(deps));
+    router.service(AuditService, auditService({ store, signer }));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({

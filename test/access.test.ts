@@ -3,7 +3,10 @@
 // with the permission each RPC declares in the contract and with what the server does, for every
 // RPC and every kind of caller; an RPC missing from it fails the first test.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readFile, readdir } from "node:fs/promises";
+import { readFile, readdir, writeFile } from "node:fs/promises";
+import { X509Certificate } from "node:crypto";
+import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
+import { verifyAuditExport } from "../controller/audit/verify-audit-export.js";
 import { join } from "node:path";
 import { ConnectError, Code, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -69,6 +72,12 @@ const NEEDS: Record<string, Permission> = {
   "AccessService/RotateApiKey": P.ADMIN,
   "AccessService/RevokeApiKey": P.ADMIN,
   "AccessService/RotateAdminToken": P.ADMIN,
+  "EnrollmentService/CreateEnrollmentToken": P.ADMIN,
+  "EnrollmentService/ListEnrollmentTokens": P.ADMIN,
+  "EnrollmentService/RevokeEnrollmentToken": P.ADMIN,
+  "EnrollmentService/EnrollNode": P.ENROLL,
+  "EnrollmentService/RenewNodeCertificate": P.NODE,
+  "EnrollmentService/RevokeNodeCertificates": P.ADMIN,
   "AuditService/ListAuditEntries": P.ADMIN,
   "AuditService/VerifyAuditTrail": P.ADMIN,
   "AuditService/ExportAuditTrail": P.ADMIN,
@@ -86,6 +95,8 @@ const HOLDERS: Record<number, Caller[]> = {
   [P.ADMIN]: ["admin_key", "admin_token"],
   [P.NODE]: ["node"],
   [P.READ_OR_NODE]: ["viewer", "generator", "operator", "admin_key", "admin_token", "node"],
+  // Nobody needs a credential: the enrollment token is in the request.
+  [P.ENROLL]: CALLERS,
 };
 
 // --- the server under test ------------------------------------------------------------------
@@ -162,8 +173,10 @@ async function refusal(method: DescMethod, caller: Caller): Promise<{ code: stri
     const err = ConnectError.from(e);
     const detail = err.findDetails(ApiErrorSchema)[0];
     const code = detail?.code ?? "";
-    // A refusal by the permission check: UNAUTHORIZED, or FORBIDDEN naming the permission.
-    if (code === "UNAUTHORIZED" || (code === "FORBIDDEN" && detail?.details?.permission !== undefined)) {
+    // A refusal by the permission check: UNAUTHORIZED for want of a credential, or FORBIDDEN
+    // naming the permission (an enrollment's own token check is the handler's, not a refusal).
+    const noCredential = code === "UNAUTHORIZED" && err.rawMessage.startsWith("missing or invalid credentials");
+    if (noCredential || (code === "FORBIDDEN" && detail?.details?.permission !== undefined)) {
       return { code, permission: detail?.details?.permission };
     }
     return undefined;
@@ -387,6 +400,63 @@ describe("the admin token", () => {
     expect([e.code, e.connectCode]).toEqual(["CONFLICT", Code.Aborted]);
   });
 });
+
+describe("the audit trail", () => {
+  it("records who changed what and who was refused, not reads; the chain verifies and an exported range checks against the signer", async () => {
+    const audit = tc.client(AuditService, { admin: true });
+    const viewer = tokens.viewer!;
+    await as(ResourceService, tokens.generator).createResource({ resourceType: "tenant", resource: await tenantDoc("audited") });
+    await rpcError(as(DeploymentService, viewer).apply({ tenantId: "audited" }));
+    await as(ResourceService, viewer).getResource({ resourceType: "tenant", id: "audited" });
+    const entries = await allEntries();
+    const created = entries.find((e) => e.rpc === "skipper.v1.ResourceService/CreateResource" && e.target === "tenant/audited");
+    expect(created).toMatchObject({ outcome: "OK", actor: { kind: ActorKind.API_KEY, name: "matrix-generator" } });
+    const refused = entries.find((e) => e.rpc === "skipper.v1.DeploymentService/Apply" && e.actor?.name === "matrix-viewer");
+    // Refused before its body was read: what it would have touched is not known, who tried is.
+    expect(refused).toMatchObject({ outcome: "FORBIDDEN", actor: { kind: ActorKind.API_KEY, role: Role.VIEWER } });
+    expect(entries.some((e) => e.rpc === "skipper.v1.ResourceService/GetResource" && e.outcome === "OK")).toBe(false);
+    expect(entries.map((e) => Number(e.sequence))).toEqual(entries.map((_, i) => i + 1));
+    const verified = await audit.verifyAuditTrail({});
+    expect([verified.intact, Number(verified.entriesChecked)]).toEqual([true, entries.length]);
+    const exported = await audit.exportAuditTrail({});
+    const check = verifyAuditExport(exported);
+    expect(check.valid).toBe(true);
+    expect(new X509Certificate(exported.signerCertificate).checkIssued(new X509Certificate(tc.ca!))).toBe(true);
+  });
+
+  it("an entry edited on disk is found and named", async () => {
+    const entries = await allEntries();
+    const victim = entries[2]!;
+    const day = new Date(Number(victim.time!.seconds) * 1000).toISOString().slice(0, 10);
+    const file = join(tc.dataDir, "audit", `${day}.jsonl`);
+    const text = await readFile(file, "utf8");
+    const lines = text.split("\n");
+    const at = lines.findIndex((l) => l.includes(`"sequence":"${victim.sequence}"`));
+    expect(at).toBeGreaterThanOrEqual(0);
+    lines[at] = lines[at]!.replace(`"outcome":"${victim.outcome}"`, `"outcome":"${victim.outcome === "OK" ? "FORBIDDEN" : "OK"}"`);
+    await writeFile(file, lines.join("\n"));
+    try {
+      const verified = await tc.client(AuditService, { admin: true }).verifyAuditTrail({});
+      expect(verified.intact).toBe(false);
+      expect(verified.firstBreak).toMatchObject({ sequence: victim.sequence, reason: "hash does not match its content" });
+      expect(verified.firstBreak?.location).toMatch(new RegExp(`^audit/${day}\\.jsonl:\\d+$`));
+    } finally {
+      await writeFile(file, text);
+    }
+  });
+});
+
+async function allEntries() {
+  const audit = tc.client(AuditService, { admin: true });
+  const out = [];
+  let pageToken = "";
+  do {
+    const page = await audit.listAuditEntries({ pageSize: 1000, pageToken });
+    out.push(...page.entries);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  return out;
+}
 
 /** Files under `dir` whose bytes contain `needle`. */
 async function filesContaining(dir: string, needle: string): Promise<string[]> {

@@ -1,7 +1,8 @@
 // Crash safety of the file store: a child process writes as fast as it can and prints every
 // acknowledged write; we SIGKILL it at a random moment, reopen the data directory and check that
-// every acknowledged write is there, every file parses, and no temp file or quarantined file is
-// left. Several rounds reuse one directory, so each open also recovers from the previous kill.
+// every acknowledged write is there, every file parses, no temp file or quarantined file is
+// left, and the audit trail's chain is unbroken. Several rounds reuse one directory, so each
+// open also recovers from the previous kill.
 //
 // The child is TypeScript; there is no TS runner in the dependencies, so it is bundled to one
 // .mjs file with rolldown (the bundler vite ships) and run with plain node.
@@ -14,6 +15,7 @@ import { build } from "rolldown";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { FileStore } from "../controller/store/file-store.js";
+import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
 
 const CHILD_SOURCE = fileURLToPath(new URL("./fixtures/store/crash-writer.ts", import.meta.url));
 const ROUNDS = 5;
@@ -29,6 +31,7 @@ interface Acks {
   orders: Map<string, number>;
   events: Set<string>;
   idempotency: Set<string>;
+  audit: Set<bigint>;
 }
 
 let work: string;
@@ -85,6 +88,8 @@ function record(line: string, acks: Acks): boolean {
     acks.events.add(a!);
   } else if (kind === "I") {
     acks.idempotency.add(a!);
+  } else if (kind === "A") {
+    acks.audit.add(BigInt(a!));
   } else {
     return false;
   }
@@ -105,7 +110,7 @@ async function allFiles(dir: string, rel = ""): Promise<string[]> {
 describe("file store crash safety", () => {
   it("every acknowledged write survives SIGKILL at a random moment", async () => {
     const dataDir = join(work, "data");
-    const acks: Acks = { resources: new Map(), orders: new Map(), events: new Set(), idempotency: new Set() };
+    const acks: Acks = { resources: new Map(), orders: new Map(), events: new Set(), idempotency: new Set(), audit: new Set() };
     for (let round = 0; round < ROUNDS; round++) {
       const killAfter = 50 + Math.floor(Math.random() * 400);
       const seen = await runAndKill(dataDir, `r${round}`, killAfter, acks);
@@ -135,6 +140,16 @@ describe("file store crash safety", () => {
         } while (token !== "");
         for (const id of acks.events) expect(events.has(id), `event ${id}`).toBe(true);
         for (const key of acks.idempotency) expect(await store.getIdempotencyRecord(key, new Date()), `idempotency ${key}`).toBeDefined();
+        // The audit trail: every acknowledged entry kept, and one unbroken chain across every kill.
+        const audited = new Set<bigint>();
+        token = "";
+        do {
+          const page = await store.listAuditEntries({ pageSize: 1000, pageToken: token });
+          for (const e of page.items) audited.add(e.sequence);
+          token = page.nextPageToken;
+        } while (token !== "");
+        for (const seq of acks.audit) expect(audited.has(seq), `audit entry ${seq}`).toBe(true);
+        expect(await verifyAuditTrail(store)).toMatchObject({ intact: true, firstSequence: 1n });
       } finally {
         await store.close();
       }
@@ -150,5 +165,6 @@ describe("file store crash safety", () => {
     }
     expect(acks.orders.size).toBeGreaterThan(0);
     expect(acks.events.size).toBeGreaterThan(0);
+    expect(acks.audit.size).toBeGreaterThan(0);
   }, 120_000);
 });

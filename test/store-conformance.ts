@@ -6,7 +6,6 @@ import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/p
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
-import { ApiKeySchema, Role, type ApiKey } from "../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import type { LabelTerm } from "../controller/store/label-selector.js";
@@ -14,7 +13,11 @@ import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
 import type { ResourceType } from "../common/ids.js";
-import type { Store } from "../controller/store/store.js";
+import type { AuditDraft, Store } from "../controller/store/store.js";
+import { ActorKind, ActorSchema, ApiKeySchema, Role, type ApiKey } from "../gen/skipper/v1/access_pb.js";
+import { AuditEntrySchema } from "../gen/skipper/v1/audit_service_pb.js";
+import { auditHash, readAuditLine } from "../controller/store/audit-chain.js";
+import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
 
 /**
  * What a backend hands the suite. `store` is already open. `reopen`, when given, closes the
@@ -77,6 +80,20 @@ export function event(
     requestId: "req",
     data: { note: `event ${id}` },
   });
+}
+
+/** An audited call at T0 + offsetMs by an API key ("ci-web", operator). */
+export function auditDraft(offsetMs: number, target = "service/web", outcome = "OK"): AuditDraft {
+  return {
+    time: timestampFromDate(at(offsetMs)),
+    actor: create(ActorSchema, { kind: ActorKind.API_KEY, id: "3f9c0a1b2c4d", name: "ci-web", role: Role.OPERATOR }),
+    rpc: "skipper.v1.ResourceService/UpdateResource",
+    target,
+    tenantId: "tenant-a",
+    requestId: `req-${offsetMs}`,
+    correlationId: "corr-1",
+    outcome,
+  };
 }
 
 const ok = (code = "APPLY_OK") => create(WorkOrderResultSchema, { success: true, code, message: "applied" });
@@ -931,6 +948,103 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(json(EventSchema, first)).toEqual(
           json(EventSchema, event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" })),
         );
+      });
+    });
+
+    describe("audit trail", () => {
+      const DAY = 24 * 3_600_000;
+      const sequences = (entries: Array<{ sequence: bigint }>) => entries.map((e) => Number(e.sequence));
+      const stored = async () => {
+        const out = [];
+        for await (const s of store.scanAuditEntries()) out.push(s);
+        return out;
+      };
+
+      it("appended entries are numbered 1..n, each chained to the hash of the one before, and stored as returned", async () => {
+        const a = await store.appendAuditEntry(auditDraft(0));
+        const b = await store.appendAuditEntry(auditDraft(1, "service/api", "FORBIDDEN"));
+        const c = await store.appendAuditEntry(auditDraft(2));
+        expect(sequences([a, b, c])).toEqual([1, 2, 3]);
+        expect(a.previousHash).toBe("");
+        expect(b.previousHash).toBe(a.hash);
+        expect(c.previousHash).toBe(b.hash);
+        expect(new Set([a.hash, b.hash, c.hash]).size).toBe(3);
+        expect(b).toMatchObject({ target: "service/api", outcome: "FORBIDDEN", actor: { name: "ci-web", role: Role.OPERATOR } });
+        const listed = (await store.listAuditEntries({})).items;
+        expect(listed.map((e) => json(AuditEntrySchema, e))).toEqual([a, b, c].map((e) => json(AuditEntrySchema, e)));
+        // As stored: one line each, whose hash is the hash of its own content.
+        const lines = await stored();
+        expect(lines).toHaveLength(3);
+        for (const { text } of lines) {
+          const line = readAuditLine(text);
+          if (!line.ok) throw new Error(`not an entry: ${text}`);
+          expect(auditHash(line.json)).toBe(line.entry.hash);
+        }
+        expect(new Set(lines.map((l) => l.location)).size).toBe(3);
+      });
+
+      it("concurrent appends make one gapless chain", async () => {
+        const entries = await Promise.all(Array.from({ length: 40 }, (_, i) => store.appendAuditEntry(auditDraft(i))));
+        expect(sequences(entries).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+        const verified = await verifyAuditTrail(store);
+        expect(verified).toMatchObject({ intact: true, entriesChecked: 40, firstSequence: 1n, lastSequence: 40n });
+        expect(verified.headHash).toBe(entries.find((e) => e.sequence === 40n)!.hash);
+        const listed = await collect((pageToken) => store.listAuditEntries({ pageSize: 7, pageToken }));
+        expect(sequences(listed.items)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      });
+
+      it("an entry's time never goes back along the chain: an earlier draft time takes the last entry's", async () => {
+        await store.appendAuditEntry(auditDraft(5000));
+        const late = await store.appendAuditEntry(auditDraft(1000));
+        expect(timestampDate(late.time!)).toEqual(at(5000));
+      });
+
+      it("listings filter by time range and page in sequence order", async () => {
+        for (const offset of [-DAY, 0, 100, 200, 300, DAY, 2 * DAY]) await store.appendAuditEntry(auditDraft(offset));
+        const seqs = async (f: Parameters<Store["listAuditEntries"]>[0]) => {
+          const all = await collect((pageToken) => store.listAuditEntries({ ...f, pageSize: 2, pageToken }));
+          return sequences(all.items);
+        };
+        expect(await seqs({})).toEqual([1, 2, 3, 4, 5, 6, 7]);
+        expect(await seqs({ since: at(100) })).toEqual([3, 4, 5, 6, 7]);
+        expect(await seqs({ until: at(100) })).toEqual([1, 2]);
+        expect(await seqs({ since: at(0), until: at(DAY) })).toEqual([2, 3, 4, 5]);
+        expect(await seqs({ since: at(101), until: at(300) })).toEqual([4]);
+        expect(await seqs({ since: at(3 * DAY) })).toEqual([]);
+        await expectCode(store.listAuditEntries({ pageToken: "garbage!" }), "INVALID_REQUEST");
+      });
+
+      it("retention drops whole days before the cutoff's, never the last entry's, and the rest still verifies", async (ctx) => {
+        for (const offset of [-3 * DAY, -3 * DAY + 1, -2 * DAY, 0, 2000]) await store.appendAuditEntry(auditDraft(offset));
+        // The cutoff's own day is kept whole, its entries before the cutoff too.
+        expect(await store.pruneAuditEntries(at(1000))).toBe(3);
+        expect(sequences((await store.listAuditEntries({})).items)).toEqual([4, 5]);
+        expect(await verifyAuditTrail(store)).toMatchObject({ intact: true, entriesChecked: 2, firstSequence: 4n, lastSequence: 5n });
+        // Every entry is older than this cutoff, but the last one's day stays: the chain goes on from it.
+        expect(await store.pruneAuditEntries(at(10 * DAY))).toBe(0);
+        const next = await store.appendAuditEntry(auditDraft(3000));
+        expect(next.sequence).toBe(6n);
+        expect(await verifyAuditTrail(store)).toMatchObject({ intact: true, firstSequence: 4n, lastSequence: 6n });
+        if (!sut.reopen) return ctx.skip();
+        store = await sut.reopen();
+        expect(sequences((await store.listAuditEntries({})).items)).toEqual([4, 5, 6]);
+      });
+
+      it("a draft without a time is refused with INVALID_REQUEST and takes no number", async () => {
+        await expectCode(store.appendAuditEntry({ ...auditDraft(0), time: undefined }), "INVALID_REQUEST");
+        expect((await store.appendAuditEntry(auditDraft(0))).sequence).toBe(1n);
+      });
+
+      it("an appended entry survives reopening, and numbering and the chain go on from it", async (ctx) => {
+        if (!sut.reopen) return ctx.skip();
+        await store.appendAuditEntry(auditDraft(0));
+        const last = await store.appendAuditEntry(auditDraft(DAY));
+        store = await sut.reopen();
+        expect(sequences((await store.listAuditEntries({})).items)).toEqual([1, 2]);
+        const next = await store.appendAuditEntry(auditDraft(DAY + 1));
+        expect(next.sequence).toBe(3n);
+        expect(next.previousHash).toBe(last.hash);
+        expect(await verifyAuditTrail(store)).toMatchObject({ intact: true, entriesChecked: 3 });
       });
     });
 

@@ -69,13 +69,16 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
 
     async createResource(req, ctx) {
       const call = callInfo(ctx);
+      call.audit.target = `${req.resourceType || req.resource?.resourceType || ""}/${req.resource?.id ?? ""}`;
       const { resource } = await createResource(changeDeps(call), req, traceOf(call), call.logger);
+      call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource };
     },
 
     async updateResource(req, ctx) {
       const call = callInfo(ctx);
       const { resource } = await updateResource(changeDeps(call), req, traceOf(call));
+      call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource };
     },
 
@@ -91,6 +94,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     async deleteResource(req, ctx) {
       const call = callInfo(ctx);
       const { resource, cascaded } = await deleteResource(changeDeps(call), req, traceOf(call), call.logger);
+      call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource, cascaded };
     },
   };

@@ -42,6 +42,8 @@ function release(): void {
 }
 
 export const fsyncFd = promisify(fs.fsync) as (fd: number) => Promise<void>;
+/** fdatasync(2): the file's data and what reading it back needs (its size), without other metadata. */
+export const fdatasyncFd = promisify(fs.fdatasync) as (fd: number) => Promise<void>;
 const writeFd = promisify(fs.write);
 
 /** Writes all of `data` at the descriptor's current position. */

@@ -9,12 +9,13 @@
 // Layout (see store-paths.ts): resources/<type's plural>/<id>.json (resources/tenants/,
 // resources/resource-limits/; an older layout is moved at open: layout-migration.ts),
 // work-orders/{pending,running,finished}/<id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/,
-// idempotency/, auth/, logs/, .lock.
+// idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampMs, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
+import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
@@ -24,6 +25,7 @@ import type { ResourceType } from "../../common/ids.js";
 import { checkResourceType } from "../id-checks.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
+import { AuditSegments } from "./audit-segments.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
 import { EventLog } from "./event-log.js";
 import { RecordReader } from "./quarantine.js";
@@ -66,6 +68,7 @@ export class FileStore extends OrderSteps implements S.Store {
   private resources = new ResourceIndex();
   private orders = new WorkOrderIndex();
   private events: EventLog;
+  private audit: AuditSegments;
   // The snapshot slots that have a file. A snapshot is read from it when asked for: reads are
   // rare, and a system snapshot covers every resource (open() read them all before).
   private snapshots = new Set<string>();
@@ -88,6 +91,11 @@ export class FileStore extends OrderSteps implements S.Store {
     this.summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
     this.reader = new RecordReader(this.paths, this.fs, this.warn);
     this.events = this.eventLog();
+    this.audit = this.auditSegments();
+  }
+
+  private auditSegments(): AuditSegments {
+    return new AuditSegments({ paths: this.paths, fs: this.fs, warn: this.warn });
   }
 
   private eventLog(): EventLog {
@@ -133,6 +141,8 @@ export class FileStore extends OrderSteps implements S.Store {
       this.summaryLag = data.finishedSummaryStale ? this.summaryEvery : 0;
       this.events = this.eventLog();
       await this.events.open();
+      this.audit = this.auditSegments();
+      await this.audit.open();
       this.snapshots = new Set(data.snapshotSlots);
       this.idempotency = new Map(data.idempotency.map((r) => [r.key, r]));
       this.nodeCredentials = new Map(data.nodeCredentials.map((c) => [c.nodeId, c]));
@@ -156,6 +166,9 @@ export class FileStore extends OrderSteps implements S.Store {
     this.events.flush();
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
+    await this.audit.close().catch((e: unknown) => {
+      this.warn("could not close the audit trail's file", { reason: e instanceof Error ? e.message : String(e) });
+    });
     // The record files made durable and the log emptied: wal/ is left empty by a clean stop.
     await this.fs.closeLog().catch((e: unknown) => {
       this.warn("could not checkpoint the write-ahead log (the next open replays it)", {
@@ -428,6 +441,29 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.events.prune(before);
   }
 
+  // --- audit trail ----------------------------------------------------------------------
+
+  async appendAuditEntry(draft: S.AuditDraft): Promise<AuditEntry> {
+    this.ensureOpen();
+    // Not under a record lock: the trail group-commits the appends that queue up together.
+    return this.track(this.audit.append(draft));
+  }
+
+  async listAuditEntries(filter: S.AuditFilter): Promise<S.Page<AuditEntry>> {
+    this.ensureOpen();
+    return this.audit.list(filter);
+  }
+
+  scanAuditEntries(): AsyncIterable<S.StoredAuditEntry> {
+    this.ensureOpen();
+    return this.audit.scan();
+  }
+
+  async pruneAuditEntries(before: Date): Promise<number> {
+    this.ensureOpen();
+    return this.track(this.audit.prune(before));
+  }
+
   // --- snapshots -------------------------------------------------------------------------
 
   async putSnapshot(snapshot: Snapshot): Promise<void> {
@@ -566,7 +602,11 @@ export class FileStore extends OrderSteps implements S.Store {
   private write<T>(key: string, fn: () => Promise<T>): Promise<T> {
     this.ensureOpen();
     // Once accepted, a write runs to completion even if close() starts meanwhile.
-    const p = this.locks.run(key, fn);
+    return this.track(this.locks.run(key, fn));
+  }
+
+  // Counts a write in flight until it settles (close() waits for it).
+  private track<T>(p: Promise<T>): Promise<T> {
     this.inFlight.add(p);
     const forget = () => this.inFlight.delete(p);
     p.then(forget, forget);

@@ -50,6 +50,7 @@ export const LAYOUT = [
   "auth/nodes",
   "auth/keys",
   "auth/enrollment",
+  "audit",
   "logs",
   "quarantine",
 ] as const;

@@ -15,6 +15,7 @@ import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ApiKey } from "../../gen/skipper/v1/access_pb.js";
 import type { EnrollmentToken } from "../../gen/skipper/v1/enrollment_service_pb.js";
+import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "./label-selector.js";
 
@@ -127,6 +128,23 @@ export interface ApiKeyRecord {
   secretHash: string;
   /** The secret before the last rotation, valid until key.previous_secret_expires_at. */
   previousSecretHash?: string;
+}
+
+/** An audit entry before the store numbers and chains it. */
+export type AuditDraft = Omit<AuditEntry, "sequence" | "previousHash" | "hash" | "$typeName" | "$unknown">;
+
+/** Filter of audit listings: entries whose time is at or after `since` and before `until`. */
+export interface AuditFilter extends PageRequest {
+  since?: Date;
+  until?: Date;
+}
+
+/** One stored audit entry exactly as kept (for verification), and where. */
+export interface StoredAuditEntry {
+  /** A file under the data directory and line number ("audit/2026-11-24.jsonl:17"), or a table row. */
+  location: string;
+  /** The stored text of the entry, unparsed. */
+  text: string;
 }
 
 /** Result of finishing a work order; `duplicate` when it had already finished (nothing changed). */
@@ -249,6 +267,24 @@ export interface Store {
   /** Replaces the latest snapshot of its scope ("system", or "tenant" with tenant_id). */
   putSnapshot(snapshot: Snapshot): Promise<void>;
   getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined>;
+
+  // --- audit trail (append-only, hash-chained: audit-chain.ts, docs/audit.md) --------------
+  /**
+   * Appends an entry: numbers it after the last one and chains it to that one's hash, atomically
+   * across every controller on the store. Its time is the draft's, or the last entry's when that
+   * is later (clocks differ), so time and UTC day never go back along the chain. Durable when it
+   * returns.
+   */
+  appendAuditEntry(draft: AuditDraft): Promise<AuditEntry>;
+  /** Entries in sequence order (parsed; entries that do not parse are skipped). */
+  listAuditEntries(filter: AuditFilter): Promise<Page<AuditEntry>>;
+  /** Every kept entry as stored, in sequence order, for verification. */
+  scanAuditEntries(): AsyncIterable<StoredAuditEntry>;
+  /**
+   * Drops whole stored segments (UTC days) that hold only entries older than `before`, never the
+   * day of the last entry (numbering and the chain go on from it); returns how many entries.
+   */
+  pruneAuditEntries(before: Date): Promise<number>;
 
   // --- idempotency -----------------------------------------------------------------------
   /** The unexpired record for `key`, or undefined (expired records are treated as absent). */

@@ -52,16 +52,6 @@ export async function startController(
     level: "debug",
   });
   const clientCa = opts.tls !== false ? await ensureClientCa({ dataDir }) : undefined;
-  const controller = await build({
-    dataDir,
-    clientCa,
-    logger,
-    adminToken: opts.adminToken === null ? undefined : (opts.adminToken ?? ADMIN_TOKEN),
-    now: opts.now,
-    reconcileIntervalMs: opts.reconcileIntervalMs,
-    livenessCheckMs: opts.livenessCheckMs,
-    maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
-  });
   let tls: { cert: string; key: string; clientCa?: string } | undefined;
   let ca: string | undefined;
   if (opts.tls !== false) {
@@ -69,6 +59,17 @@ export async function startController(
     tls = { cert: m.cert, key: m.key, clientCa: clientCa?.cert };
     ca = m.caFile ? await readFile(m.caFile, "utf8") : undefined;
   }
+  const controller = await build({
+    dataDir,
+    clientCa,
+    tls: tls && { cert: tls.cert, key: tls.key },
+    logger,
+    adminToken: opts.adminToken === null ? undefined : (opts.adminToken ?? ADMIN_TOKEN),
+    now: opts.now,
+    reconcileIntervalMs: opts.reconcileIntervalMs,
+    livenessCheckMs: opts.livenessCheckMs,
+    maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
+  });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;
   return {

@@ -5,6 +5,7 @@
 import type pg from "pg";
 import * as m0001 from "./migrations/0001-initial.js";
 import * as m0002 from "./migrations/0002-api-keys.js";
+import * as m0003 from "./migrations/0003-audit.js";
 import * as m0004 from "./migrations/0004-enrollment.js";
 
 export interface Migration {
@@ -14,8 +15,7 @@ export interface Migration {
 }
 
 /** Every migration, in version order. */
-// 0003 (the audit trail) is on its way; versions need not be contiguous, only increasing.
-export const MIGRATIONS: readonly Migration[] = [m0001, m0002, m0004];
+export const MIGRATIONS: readonly Migration[] = [m0001, m0002, m0003, m0004];
 
 // Any constant both sides agree on: pg_advisory_lock takes a bigint key.
 const MIGRATION_LOCK = 0x736b6970; // "skip"

@@ -15,21 +15,28 @@
 // currentRevision() takes the gate exclusively for a moment: once it has it, every version handed
 // out so far belongs to a transaction that has ended, and the sequence's last value is safe to
 // answer. Writers queue behind that moment for as long as the writes in flight take to commit.
+//
+// Audit trail. An append takes an advisory lock of its own for its transaction, reads the last
+// row and inserts the next (audit-chain.ts), so entries are numbered and chained in one order
+// whichever controller writes them. The row keeps the entry's text as made (a text column).
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
 import pg from "pg";
+import type { AuditEntry } from "../../../gen/skipper/v1/audit_service_pb.js";
 import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, isSkipperError, notFound, SkipperError } from "../../errors.js";
 import type { ResourceType } from "../../../common/ids.js";
+import { auditDay, auditTime, chainAuditEntry, readAuditLine, type AuditHead } from "../audit-chain.js";
 import { decodeNodeCertificate, encodeNodeCertificate, encodeSnapshot } from "../record-codec.js";
 import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
 import { summaryMessage } from "../order-summary.js";
 import { timestampKey } from "../sorted-index.js";
+import { eventDay } from "../store-paths.js";
 import { OrderSteps } from "../order-steps.js";
 import type * as S from "../store.js";
 import { checkDuplicateResult, finished, isFinished, reportedBefore } from "../work-order-transitions.js";
@@ -60,6 +67,10 @@ export interface PostgresStoreOptions {
 const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
 const ORDER_PAGE = { tag: "work-orders", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
 const EVENT_PAGE = { tag: "events", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
+// An audit page resumes after a sequence number.
+const AUDIT_PAGE = { tag: "audit", key: /^\d{1,19}$/ };
+// Rows the scan for verification reads at a time.
+const AUDIT_SCAN_ROWS = 1000;
 
 // Deadlocks (40P01) can only arise when a create meets an update of the row it is creating;
 // serialisation failures (40001) not at all at READ COMMITTED, but are safe to retry all the same.
@@ -70,6 +81,8 @@ const GATE = "1936421232, 1";
 // A resource write's transaction: the gate, shared, before any row lock (so a reader waiting for
 // the gate never waits for a writer that waits for a row).
 const BEGIN_RESOURCE_WRITE = `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE})`;
+// The audit trail's append lock: ("skip", "audt"), apart from the gate and every other lock.
+const BEGIN_AUDIT_APPEND = "BEGIN; SELECT pg_advisory_xact_lock(1936421232, 1635083380)";
 
 type Client = pg.PoolClient;
 
@@ -365,6 +378,69 @@ export class PostgresStore extends OrderSteps implements S.Store {
     return rowCount ?? 0;
   }
 
+  // --- audit trail ----------------------------------------------------------------------
+
+  async appendAuditEntry(draft: S.AuditDraft): Promise<AuditEntry> {
+    // Sequence numbers come back as text (bigint) named `seq`: named `sequence`, ORDER BY sequence
+    // would sort by that text column ("9" after "10").
+    return this.transaction(BEGIN_AUDIT_APPEND, async (c) => {
+      const { rows } = await c.query<AuditRow>(
+        "SELECT sequence::text AS seq, recorded_at, text FROM audit_entries ORDER BY sequence DESC LIMIT 1",
+      );
+      const { entry, text } = chainAuditEntry(draft, rows[0] && headOfRow(rows[0]));
+      await c.query("INSERT INTO audit_entries (sequence, day, recorded_at, text) VALUES ($1, $2, $3, $4)", [
+        entry.sequence.toString(),
+        auditDay(entry),
+        auditTime(entry),
+        text,
+      ]);
+      return entry;
+    });
+  }
+
+  async listAuditEntries(filter: S.AuditFilter): Promise<S.Page<AuditEntry>> {
+    const size = pageSizeOf(filter);
+    const after = decodePageToken(AUDIT_PAGE.tag, filter.pageToken, AUDIT_PAGE.key);
+    const { where, args, arg } = conditions();
+    if (filter.since) where.push(`recorded_at >= ${arg(filter.since)}`);
+    if (filter.until) where.push(`recorded_at < ${arg(filter.until)}`);
+    if (after !== undefined) where.push(`sequence > ${arg(after)}`);
+    const { rows } = await this.query<{ seq: string; text: string }>(
+      `SELECT sequence::text AS seq, text FROM audit_entries${where.length ? ` WHERE ${where.join(" AND ")}` : ""}
+        ORDER BY sequence LIMIT ${arg(size + 1)}`,
+      args,
+    );
+    const page = rows.slice(0, size);
+    const items: AuditEntry[] = [];
+    for (const r of page) {
+      const line = readAuditLine(r.text);
+      if (line.ok) items.push(line.entry);
+    }
+    return { items, nextPageToken: rows.length > size ? encodePageToken(AUDIT_PAGE.tag, page.at(-1)!.seq) : "" };
+  }
+
+  async *scanAuditEntries(): AsyncIterable<S.StoredAuditEntry> {
+    for (let after = "0"; ; ) {
+      const { rows } = await this.query<{ seq: string; text: string }>(
+        "SELECT sequence::text AS seq, text FROM audit_entries WHERE sequence > $1 ORDER BY sequence LIMIT $2",
+        [after, AUDIT_SCAN_ROWS],
+      );
+      for (const r of rows) yield { location: `audit_entries sequence ${r.seq}`, text: r.text };
+      if (rows.length < AUDIT_SCAN_ROWS) return;
+      after = rows.at(-1)!.seq;
+    }
+  }
+
+  async pruneAuditEntries(before: Date): Promise<number> {
+    // Whole days before the cutoff's, never the last entry's day (numbering and the chain go on from it).
+    const { rowCount } = await this.query(
+      `DELETE FROM audit_entries
+        WHERE day < $1::date AND day < (SELECT day FROM audit_entries ORDER BY sequence DESC LIMIT 1)`,
+      [eventDay(before)],
+    );
+    return rowCount ?? 0;
+  }
+
   // --- snapshots -------------------------------------------------------------------------
 
   async putSnapshot(snapshot: Snapshot): Promise<void> {
@@ -578,6 +654,23 @@ export class PostgresStore extends OrderSteps implements S.Store {
     if (!this.pool) throw new SkipperError("INTERNAL_ERROR", "the PostgreSQL store is not open");
     return this.pool;
   }
+}
+
+interface AuditRow {
+  seq: string;
+  recorded_at: Date;
+  text: string;
+}
+
+// The head the next entry chains to: the row's number, and its hash and time as its text holds
+// them. A row whose text was spoiled gives "" (verification reports that row).
+function headOfRow(row: AuditRow): AuditHead {
+  const line = readAuditLine(row.text);
+  return {
+    sequence: BigInt(row.seq),
+    hash: line.ok ? line.entry.hash : "",
+    time: line.ok ? line.entry.time! : timestampFromDate(row.recorded_at),
+  };
 }
 
 // The values of a resource row's columns ($1.., RESOURCE_COLUMNS' order) with the next store
