@@ -11,6 +11,7 @@ import { ComposeVariant, ContainerObservationSchema, NodeCapabilitiesSchema } fr
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "../agent/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
+import { chooseCredential } from "../agent/certificate-keeper.js";
 import { asResourceIds, containerChanges } from "../agent/executors/container-changes.js";
 import { servicesInFile } from "../agent/executors/deploy-service.js";
 import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
@@ -139,8 +140,26 @@ describe("agent configuration", () => {
     expect(cfg !== "help" && cfg.token).toBe("skn.file.token");
     expect(() => loadAgentConfig([], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/node-id/);
     expect(() => loadAgentConfig(["--node-id", "../x"], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/node-id/);
-    expect(() => loadAgentConfig(["--node-id", "n1"], {}, noFile)).toThrow(/token/);
+    const enrolling = loadAgentConfig(["--node-id", "n1", "--enroll-token-file", "/e"], {}, () => "ske_0a1b2c3d4e5f_x\n");
+    expect(enrolling !== "help" && [enrolling.token, enrolling.enrollToken]).toEqual(["", "ske_0a1b2c3d4e5f_x"]);
     expect(() => loadAgentConfig(["--node-id", "n1", "--label", "a b=c"], { SKIPPY_NODE_TOKEN: "t" }, noFile)).toThrow(/label/);
+  });
+
+  it("starts with neither token nor enrollment token only when an earlier enrollment left a certificate", async () => {
+    const stateDir = await mkdtemp(join(tmpdir(), "skippy-cred-"));
+    const settings = { nodeId: "n1", stateDir, token: "", enrollToken: "" };
+    const never = () => {
+      throw new Error("no enrollment expected");
+    };
+    await expect(chooseCredential(settings, never, pino({ level: "silent" }), new AbortController().signal)).rejects.toThrow(
+      /a credential is required: --token\/--token-file \(a node token\), or --enroll-token/,
+    );
+    await expect(
+      chooseCredential({ ...settings, token: "skn.a.b" }, never, pino({ level: "silent" }), new AbortController().signal),
+    ).resolves.toEqual({
+      credential: { token: "skn.a.b" },
+    });
+    await rm(stateDir, { recursive: true, force: true });
   });
 
   it("keeps the poll interval within the heartbeat intervals the controller accepts (100 ms .. 5 min)", () => {
