@@ -37,6 +37,8 @@ export interface ControllerConfig {
   eventRetentionMs: number;
   /** How long finished work orders are kept (unless still in use); 0 keeps them for ever. */
   workOrderRetentionMs: number;
+  /** Audit trail days older than this are deleted; 0 keeps them. */
+  auditRetentionMs: number;
   /** Limits on connections and requests (listener.ts ConnectionLimits; unset ones keep their defaults). */
   limits: {
     handshakeTimeoutMs?: number;
@@ -84,6 +86,9 @@ Options (environment variable in brackets):
                         current deployment, and those of its last 5 successful specs per node
                         (rollback); 0 keeps them
                         [SKIPPER_WORK_ORDER_RETENTION] (default 30d)
+  --audit-retention DUR whole days of the audit trail older than this are deleted, checked
+                        hourly; the chain stays checkable from the oldest day kept; 0 keeps
+                        them [SKIPPER_AUDIT_RETENTION] (default 365d)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
 
 Limits (0 turns a cap off):
@@ -130,6 +135,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "reconcile-interval": { type: "string" },
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
+      "audit-retention": { type: "string" },
       "work-order-retention": { type: "string" },
       "handshake-timeout": { type: "string" },
       "request-idle-timeout": { type: "string" },
@@ -181,6 +187,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
     eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),
     workOrderRetentionMs: retention(values["work-order-retention"] ?? env.SKIPPER_WORK_ORDER_RETENTION ?? "30d", "--work-order-retention"),
+    auditRetentionMs: retention(values["audit-retention"] ?? env.SKIPPER_AUDIT_RETENTION ?? "365d", "--audit-retention"),
     limits: {
       handshakeTimeoutMs: optionalDuration(values["handshake-timeout"] ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
       requestIdleMs: optionalDuration(values["request-idle-timeout"] ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),

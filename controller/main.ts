@@ -73,6 +73,7 @@ async function main(): Promise<void> {
     leaseMs: config.leaseMs,
     eventRetentionMs: config.eventRetentionMs,
     workOrderRetentionMs: config.workOrderRetentionMs,
+    auditRetentionMs: config.auditRetentionMs,
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     deferLoops: true,

@@ -101,6 +101,8 @@ export interface BuildOptions {
   eventRetentionMs?: number;
   /** Finished work orders older than this and no longer in use are deleted (hourly); 0 or unset keeps them. */
   workOrderRetentionMs?: number;
+  /** Whole days of the audit trail older than this are deleted (hourly); 0 or unset keeps them. */
+  auditRetentionMs?: number;
   /** Largest request body of an admitted call (default 4 MiB). */
   maxRequestBytes?: number;
   /** Work-order watch streams one node may hold (default 4; 0: no cap). */
@@ -284,6 +286,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     now,
     eventRetentionMs: opts.eventRetentionMs ?? 0,
     workOrderRetentionMs: opts.workOrderRetentionMs ?? 0,
+    auditRetentionMs: opts.auditRetentionMs ?? 0,
   });
   const retention = history.enabled ? history : undefined;
   let started = false;

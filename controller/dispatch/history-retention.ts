@@ -1,6 +1,8 @@
 // History is kept for a retention period and then deleted, from disk and from listings, by an
 // hourly job (its first round a minute after start): events (--event-retention, default 30 days)
-// and finished work orders with their deployments (--work-order-retention, default 30 days).
+// and finished work orders with their deployments (--work-order-retention, default 30 days), and
+// whole days of the audit trail (--audit-retention, default 365 days; the chain stays checkable
+// from the oldest day kept).
 // Without it a controller that runs for months would keep every heartbeat event, and every order
 // and deployment it ever made, on disk for ever. Orders and deployments still in use are kept
 // whatever their age (dispatch/orders-in-use.ts).
@@ -22,6 +24,8 @@ export interface RetentionSettings {
   eventRetentionMs: number;
   /** 0 keeps finished work orders for ever. */
   workOrderRetentionMs: number;
+  /** 0 (or unset) keeps the audit trail for ever. */
+  auditRetentionMs?: number;
   everyMs?: number;
   /** Delay of the first round after start (default one minute). */
   firstAfterMs?: number;
@@ -38,7 +42,7 @@ export class HistoryRetention {
 
   /** Whether there is anything to prune at all. */
   get enabled(): boolean {
-    return this.deps.eventRetentionMs > 0 || this.deps.workOrderRetentionMs > 0;
+    return this.deps.eventRetentionMs > 0 || this.deps.workOrderRetentionMs > 0 || (this.deps.auditRetentionMs ?? 0) > 0;
   }
 
   /** Prunes once a minute after start, then every hour. */
@@ -56,9 +60,10 @@ export class HistoryRetention {
     await this.periodic.stop();
   }
 
-  /** One round; returns how many events, orders and deployments it deleted. */
-  async prune(): Promise<{ events: number; workOrders: number; deployments: number }> {
+  /** One round; returns how many events, orders, deployments and audit entries it deleted. */
+  async prune(): Promise<{ events: number; workOrders: number; deployments: number; audit: number }> {
     const { store, eventRetentionMs, workOrderRetentionMs } = this.deps;
+    const auditRetentionMs = this.deps.auditRetentionMs ?? 0;
     const events =
       eventRetentionMs > 0 ? await this.round("event_retention", "event(s)", eventRetentionMs, (before) => store.pruneEvents(before)) : 0;
     let deployments = 0;
@@ -76,7 +81,11 @@ export class HistoryRetention {
             return n;
           })
         : 0;
-    return { events, workOrders, deployments };
+    const audit =
+      auditRetentionMs > 0
+        ? await this.round("audit_retention", "audit entries", auditRetentionMs, (before) => store.pruneAuditEntries(before))
+        : 0;
+    return { events, workOrders, deployments, audit };
   }
 
   private async round(action: string, what: string, retentionMs: number, prune: (before: Date) => Promise<number>): Promise<number> {
