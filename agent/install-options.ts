@@ -1,5 +1,5 @@
 // `skippy install`'s command line, settled into what it will write: where each file goes, the
-// SKIPPY_* settings of the environment file, the node token and the CA. Every setting is checked
+// SKIPPY_* settings of the environment file, the node token (or an enrollment token) and the CA. Every setting is checked
 // by loading it exactly as the service will (loadAgentConfig on the environment file's
 // variables), so install and the agent cannot disagree about what is valid.
 import { X509Certificate } from "node:crypto";
@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { AGENT_OPTIONS, loadAgentConfig } from "./config.js";
 import { checkPlainPath, environmentFileText } from "./service-unit.js";
 
-export const INSTALL_USAGE = `Usage: skippy install --controller URL --node-id ID --token-file PATH [options]
+export const INSTALL_USAGE = `Usage: skippy install --controller URL --node-id ID (--token-file PATH | --enroll-token-file PATH) [options]
 
 Sets this host up to run skippy as a systemd service: copies the bundle it runs from, writes the
 settings, the node token and the unit, and prints the systemctl commands that start it. Run it
@@ -19,6 +19,10 @@ as root. Run it again to change a setting: files that would not change are left 
   --node-id ID           this node's id, as registered with the controller (required)
   --token-file PATH      file holding the node token ('-': standard input); copied, mode 0600
   --token TOKEN          the node token itself (other users see it in the process list)
+  --enroll-token-file PATH  instead of a node token: an enrollment token ('-': standard input),
+                         copied to <config-dir>/enroll-token, mode 0600; the service enrolls at
+                         its first start and then authenticates with its own client certificate
+  --enroll-token TOKEN   the enrollment token itself
   --ca-file PATH         CA that signed the controller's certificate; copied to <config-dir>/ca.crt
   --label KEY=VALUE      a node label, repeatable
   --poll-interval DUR, --allow-command PROG, --allow-process-source SRC, --compose-timeout DUR,
@@ -67,7 +71,10 @@ export interface InstallRequest {
   paths: InstallPaths;
   /** The environment file's variables (no secret among them). */
   env: Record<string, string>;
+  /** The node token, or the enrollment token when `enroll`. */
   token: string;
+  /** The token is an enrollment token (written to enroll-token, not node-token). */
+  enroll: boolean;
   /** The CA's PEM text, when --ca-file was given. */
   ca?: Buffer;
   dryRun: boolean;
@@ -88,6 +95,8 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
     options: {
       // The agent's own flags, written to the environment file (state and work dirs: where they go).
       ...AGENT_OPTIONS,
+      "enroll-token": { type: "string" },
+      "enroll-token-file": { type: "string" },
       prefix: { type: "string" },
       "config-dir": { type: "string" },
       "unit-dir": { type: "string" },
@@ -99,8 +108,12 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
   });
   if (values.help) return "help";
   if (!values.controller) throw new Error("--controller URL is required: the controller this host joins");
-  if ((values.token === undefined) === (values["token-file"] === undefined))
-    throw new Error("give the node token with --token-file or --token (one of them)");
+  const given = (["token", "token-file", "enroll-token", "enroll-token-file"] as const).filter((f) => values[f] !== undefined);
+  if (given.length !== 1)
+    throw new Error(
+      "give one credential: the node token with --token-file or --token, or an enrollment token with --enroll-token-file or --enroll-token",
+    );
+  const enroll = given[0]!.startsWith("enroll");
   const dryRun = values["dry-run"] ?? false;
   const paths = installPaths(values, ctx);
   const system = (["config-dir", "unit-dir", "bin-dir"] as const).filter((f) => values.prefix === undefined && values[f] === undefined);
@@ -109,13 +122,15 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
       `writing the system paths of ${system.map((f) => `--${f}`).join(", ")} needs root: run it as root, or give --prefix DIR (or those flags) to install elsewhere`,
     );
 
-  const token = readToken(values.token, values["token-file"], ctx);
+  const token = enroll
+    ? readToken(values["enroll-token"], values["enroll-token-file"], ctx, "enrollment token")
+    : readToken(values.token, values["token-file"], ctx, "node token");
   const ca = values["ca-file"] === undefined ? undefined : readCa(values["ca-file"], ctx);
-  const tokenFile = join(paths.configDir, "node-token");
+  const tokenFile = join(paths.configDir, enroll ? "enroll-token" : "node-token");
   const env: Record<string, string> = {
     SKIPPY_CONTROLLER_URL: values.controller,
     SKIPPY_NODE_ID: values["node-id"] ?? "",
-    SKIPPY_NODE_TOKEN_FILE: tokenFile,
+    [enroll ? "SKIPPY_ENROLL_TOKEN_FILE" : "SKIPPY_NODE_TOKEN_FILE"]: tokenFile,
     ...(ca ? { SKIPPY_CA_FILE: join(paths.configDir, "ca.crt") } : {}),
     SKIPPY_STATE_DIR: paths.stateDir,
     SKIPPY_WORK_DIR: paths.workDir,
@@ -131,7 +146,7 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
   // The service's view of these settings. The one file they name that it reads is the token's.
   loadAgentConfig([], env, () => token);
   environmentFileText(env); // refuses values the file cannot hold
-  return { paths, env, token, ca, dryRun };
+  return { paths, env, token, enroll, ca, dryRun };
 }
 
 function installPaths(values: Record<string, unknown>, ctx: InstallContext): InstallPaths {
@@ -156,19 +171,20 @@ function installPaths(values: Record<string, unknown>, ctx: InstallContext): Ins
   return paths;
 }
 
-function readToken(inline: string | undefined, file: string | undefined, ctx: InstallContext): string {
+function readToken(inline: string | undefined, file: string | undefined, ctx: InstallContext, what: string): string {
   let token = inline;
   if (file !== undefined) {
     try {
       token = (file === "-" ? readFileSync(0) : ctx.readFile(file)).toString("utf8");
     } catch (e) {
-      throw new Error(`cannot read the node token from --token-file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      const flag = what === "node token" ? "--token-file" : "--enroll-token-file";
+      throw new Error(`cannot read the ${what} from ${flag} ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }
   }
   token = (token ?? "").trim();
   if (!/^[\x21-\x7e]+$/.test(token))
     throw new Error(
-      `the node token must be one word of printable ASCII${file === undefined ? "" : ` (read from ${file === "-" ? "standard input" : file})`}`,
+      `the ${what} must be one word of printable ASCII${file === undefined ? "" : ` (read from ${file === "-" ? "standard input" : file})`}`,
     );
   return token;
 }

@@ -87,10 +87,10 @@ function plan(req: InstallRequest, bundle: Buffer): PlannedFile[] {
   return [
     { path: bundleCopy, mode: 0o755, data: bundle, show: { about: `the skippy bundle (${bundle.length} bytes)` } },
     {
-      path: req.env.SKIPPY_NODE_TOKEN_FILE!,
+      path: (req.enroll ? req.env.SKIPPY_ENROLL_TOKEN_FILE : req.env.SKIPPY_NODE_TOKEN_FILE)!,
       mode: 0o600,
       data: Buffer.from(`${req.token}\n`),
-      show: { about: "the node token (not shown)" },
+      show: { about: req.enroll ? "the enrollment token (not shown)" : "the node token (not shown)" },
     },
     ...(req.ca ? [{ path: req.env.SKIPPY_CA_FILE!, mode: 0o644, data: req.ca, show: { about: "the controller's CA certificate" } }] : []),
     { path: envFile, mode: 0o644, data: Buffer.from(env), show: { text: env } },

@@ -243,6 +243,23 @@ describe("skippy install", () => {
     });
   });
 
+  it("installs an enrollment token instead of a node token when asked, and refuses two credentials", () => {
+    const ctx = { uid: 0, node: process.execPath, readFile: () => Buffer.from("ske_0a1b2c3d4e5f_secret\n") };
+    const args = ["--controller", "https://ctl.example:8443", "--node-id", NODE, "--prefix", "/srv/x"];
+    const req = parseInstall([...args, "--enroll-token-file", "/e"], ctx);
+    if (req === "help") throw new Error("help");
+    expect([req.enroll, req.token, req.env.SKIPPY_ENROLL_TOKEN_FILE, req.env.SKIPPY_NODE_TOKEN_FILE]).toEqual([
+      true,
+      "ske_0a1b2c3d4e5f_secret",
+      "/srv/x/etc/skippy/enroll-token",
+      undefined,
+    ]);
+    const cfg = loadAgentConfig([], req.env, () => "ske_0a1b2c3d4e5f_secret\n");
+    expect(cfg !== "help" && [cfg.token, cfg.enrollToken]).toEqual(["", "ske_0a1b2c3d4e5f_secret"]);
+    expect(() => parseInstall([...args, "--enroll-token-file", "/e", "--token-file", "/t"], ctx)).toThrow(/give one credential/);
+    expect(() => parseInstall(args, ctx)).toThrow(/give one credential/);
+  });
+
   it("the environment file configures the agent exactly as the same flags do", () => {
     const ctx = { uid: 0, node: process.execPath, readFile: () => Buffer.from("skn.token\n") };
     const agentFlags = [
