@@ -14,6 +14,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { ActorKind } from "../gen/skipper/v1/access_pb.js";
+import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { newKeyRequest } from "../agent/identity.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
@@ -135,6 +136,20 @@ describe("enrollment", () => {
     expect(events.events.map((e) => e.type)).toEqual(
       expect.arrayContaining(["node_enrolled", "node_certificate_renewed", "node_certificates_revoked"]),
     );
+    const byType = (type: string) => events.events.find((e) => e.type === type)?.actor;
+    expect(byType("node_enrolled")).toMatchObject({ kind: ActorKind.ENROLLMENT });
+    expect(byType("node_certificate_renewed")).toMatchObject({ kind: ActorKind.NODE, id: "edge-renew" });
+    // The audit trail has the enrollment (under the token's id), the renewal, the other node's
+    // refused try and the revocation; not the heartbeats.
+    const audit = (await tc.client(AuditService, { admin: true }).listAuditEntries({ pageSize: 1000 })).entries.filter(
+      (e) => e.target === "node/edge-renew",
+    );
+    expect(audit.map((e) => [e.rpc.split("/")[1], e.actor?.kind, e.outcome])).toEqual([
+      ["EnrollNode", ActorKind.ENROLLMENT, "OK"],
+      ["RenewNodeCertificate", ActorKind.NODE, "OK"],
+      ["RenewNodeCertificate", ActorKind.NODE, "FORBIDDEN"],
+      ["RevokeNodeCertificates", ActorKind.ADMIN_TOKEN, "OK"],
+    ]);
   });
 
   it("an expired certificate is refused with what to do; one from another CA is refused", async () => {

@@ -30,7 +30,9 @@ export function isAudited(method: DescMethod, principal: Principal, outcome: str
   if (principal.kind === "anonymous") return false;
   if (outcome === "FORBIDDEN") return true;
   if (method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return false;
-  return !(permissionOf(method) === Permission.NODE && outcome === "OK");
+  // The agents' own protocol; a node renewing its certificate is a credential change, recorded.
+  const protocol = permissionOf(method) === Permission.NODE && method.parent.typeName !== "skipper.v1.EnrollmentService";
+  return !(protocol && outcome === "OK");
 }
 
 /** The ids and outcome of one call. */

@@ -6,7 +6,7 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { durationFromMs, durationMs, timestampDate, timestampFromDate, type Duration } from "@bufbuild/protobuf/wkt";
 import { randomBytes } from "node:crypto";
-import type { Actor } from "../../gen/skipper/v1/access_pb.js";
+import { ActorKind, ActorSchema, Role, type Actor } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema, type EnrollmentToken, type EnrollNodeRequest } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { Trace } from "../context.js";
 import { conflict, invalid, notFound, unauthorized } from "../errors.js";
@@ -111,11 +111,14 @@ export async function enrollNode(
   deps: EnrollmentDeps,
   req: EnrollNodeRequest,
   trace: Trace,
-): Promise<{ nodeId: string; certificatePem: string; notAfter: Date; tokenId: string }> {
+): Promise<{ nodeId: string; certificatePem: string; notAfter: Date; actor: Actor }> {
   const ca = requireCa(deps);
   const m = TOKEN_PATTERN.exec(req.enrollmentToken);
   if (!m) throw unauthorized("enrollment_token is not an enrollment token (ske_...)");
   const tokenId = m[1]!;
+  // What the enrollment records as its actor: the caller had no credential but the token.
+  const actor = create(ActorSchema, { kind: ActorKind.ENROLLMENT, id: tokenId, role: Role.NODE });
+  trace = { ...trace, actor };
   const nodeId = checkId(req.nodeId, "node_id");
   if (req.displayName.length > 128) throw invalid("display_name must be at most 128 characters", { field: "display_name" });
   return deps.locks.run(`enrollment:${tokenId}`, async () => {
@@ -149,7 +152,7 @@ export async function enrollNode(
         data: { enrollment_token_id: tokenId, not_after: issued.notAfter.toISOString() },
       },
     ]);
-    return { nodeId, certificatePem: issued.cert, notAfter: issued.notAfter, tokenId };
+    return { nodeId, certificatePem: issued.cert, notAfter: issued.notAfter, actor };
   });
 }
 

@@ -1,9 +1,7 @@
 // EnrollmentService: enrollment tokens, and nodes joining, renewing and losing client
 // certificates (the rules live in nodes/node-enrollment.ts). Token texts are returned once.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ActorKind, ActorSchema, Role } from "../../gen/skipper/v1/access_pb.js";
 import type { EnrollmentService } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import { callInfo, responseMeta, traceOf } from "../context.js";
 import { forbidden } from "../errors.js";
@@ -49,11 +47,10 @@ export function enrollmentService(deps: ServiceDeps): ServiceImpl<typeof Enrollm
       const call = callInfo(ctx);
       const done = await enrollNode(deps, req, traceOf(call));
       // The enrollment is recorded as the token's doing (the caller had no other credential).
-      const actor = create(ActorSchema, { kind: ActorKind.ENROLLMENT, id: done.tokenId, role: Role.NODE });
       call.audit.target = `node/${done.nodeId}`;
-      call.audit.actor = actor;
+      call.audit.actor = done.actor;
       call.logger.info(
-        { action: "node_enrolled", result: "ok", node_id: done.nodeId, metadata: { token_id: done.tokenId } },
+        { action: "node_enrolled", result: "ok", node_id: done.nodeId, metadata: { token_id: done.actor.id } },
         "node enrolled",
       );
       return {
