@@ -2,7 +2,7 @@
 //
 // Recorded: every call that may change something (an RPC not declared NO_SIDE_EFFECTS), whatever
 // its outcome, and every call refused to an authenticated caller (FORBIDDEN: someone tried what
-// their role or scope does not allow). Not recorded: reads; the agents' own protocol when it
+// their role or scope does not allow). Not recorded: reads; the agents' high-rate protocol when it
 // succeeds (heartbeats, claims, results and state reports, thousands a second across a fleet; their
 // effects are events, which carry the node as actor); and calls without a valid credential, which
 // are logged instead, so that nobody can fill the disk through the trail without a credential
