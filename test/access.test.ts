@@ -3,7 +3,7 @@
 // with the permission each RPC declares in the contract and with what the server does, for every
 // RPC and every kind of caller; an RPC missing from it fails the first test.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readFile, readdir, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { X509Certificate } from "node:crypto";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { verifyAuditExport } from "../controller/audit/verify-audit-export.js";
@@ -27,6 +27,7 @@ import { SERVICES } from "../controller/server.js";
 import { permissionOf } from "../controller/auth/permissions.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
+import { filesContaining } from "./helpers/files.js";
 
 // --- the specification ----------------------------------------------------------------------
 
@@ -456,15 +457,4 @@ async function allEntries() {
     pageToken = page.nextPageToken;
   } while (pageToken !== "");
   return out;
-}
-
-/** Files under `dir` whose bytes contain `needle`. */
-async function filesContaining(dir: string, needle: string): Promise<string[]> {
-  const hits: string[] = [];
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const p = join(entry.parentPath, entry.name);
-    if ((await readFile(p)).includes(needle)) hits.push(p);
-  }
-  return hits;
 }

@@ -24,6 +24,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { markReady } from "./helpers/containers.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! agent-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -147,15 +148,7 @@ async function containerIds(): Promise<Record<string, string>> {
 }
 
 /** Makes the tenant's running web container(s) healthy (see slowWeb). */
-async function webReady(): Promise<void> {
-  const env = { DOCKER_HOST: dockerHost! };
-  const r = await execa(
-    "docker",
-    ["ps", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", "label=com.docker.compose.service=web"],
-    { env },
-  );
-  for (const id of r.stdout.split("\n").filter(Boolean)) await execa("docker", ["exec", id, "touch", "/tmp/ready"], { env, reject: false });
-}
+const webReady = () => markReady(dockerHost!, TENANT, "web");
 
 describe.skipIf(!dockerHost)("agent end to end (real engine, real processes)", () => {
   let ctl: ControllerProcess;

@@ -20,6 +20,8 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { rpcError } from "./helpers/errors.js";
+import { markReady } from "./helpers/containers.js";
+import { filesContaining } from "./helpers/files.js";
 import {
   RUN_ID,
   startAgentProcess,
@@ -92,7 +94,7 @@ describe.skipIf(!dockerHost)("enrollment (real processes, real engine, mutual TL
     expect((await stat(pem)).mode & 0o777).toBe(0o600);
     const keyText = (await readFile(pem, "utf8")).match(/-----BEGIN PRIVATE KEY-----([\s\S]+?)-----END/)![1]!.replace(/\s/g, "");
     // The private key never left the host: not in the controller's data directory or its log.
-    expect(await grepDir(join(root, "data"), keyText.slice(10, 70))).toEqual([]);
+    expect(await filesContaining(join(root, "data"), keyText.slice(10, 70))).toEqual([]);
 
     await nodes.createResource({
       resourceType: "tenant",
@@ -155,31 +157,5 @@ describe.skipIf(!dockerHost)("enrollment (real processes, real engine, mutual TL
     expect(again.code).toBe("UNAUTHORIZED");
   }, 240_000);
 
-  async function makeReady(): Promise<void> {
-    const env = { DOCKER_HOST: dockerHost! };
-    const ids = (
-      await execa(
-        "docker",
-        ["ps", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", "label=com.docker.compose.service=slow"],
-        {
-          env,
-        },
-      )
-    ).stdout
-      .split("\n")
-      .filter(Boolean);
-    for (const id of ids) await execa("docker", ["exec", id, "touch", "/tmp/ready"], { env, reject: false });
-  }
+  const makeReady = () => markReady(dockerHost!, TENANT, "slow");
 });
-
-/** Files under `dir` holding `needle`. */
-async function grepDir(dir: string, needle: string): Promise<string[]> {
-  const { readdir } = await import("node:fs/promises");
-  const hits: string[] = [];
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const p = join(entry.parentPath, entry.name);
-    if ((await readFile(p)).includes(needle)) hits.push(p);
-  }
-  return hits;
-}

@@ -25,6 +25,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { markReady } from "./helpers/containers.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! lease-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -91,19 +92,7 @@ describe.skipIf(!dockerHost)("work-order leases (real engine, real processes)", 
   }, 60_000);
 
   /** Makes the running slow container(s) healthy. */
-  async function ready(): Promise<void> {
-    const env = { DOCKER_HOST: dockerHost! };
-    const ids = (
-      await execa(
-        "docker",
-        ["ps", "-q", "--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", "label=com.docker.compose.service=slow"],
-        { env },
-      )
-    ).stdout
-      .split("\n")
-      .filter(Boolean);
-    for (const id of ids) await execa("docker", ["exec", id, "touch", "/tmp/ready"], { env, reject: false });
-  }
+  const ready = () => markReady(dockerHost!, TENANT, "slow");
 
   /** Waits for the order to end, making its container healthy meanwhile. */
   const finishReady = (orders: Client<typeof WorkOrderService>, id: string) =>
