@@ -12,7 +12,6 @@
 import { createPrivateKey, KeyObject, webcrypto, X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { x509 } from "../common/x509.js";
 import { writeFileAtomic } from "./engine/durable-file.js";
 
 /** A key pair and the certificate that goes with it. */
@@ -39,6 +38,8 @@ export function identityDir(stateDir: string): string {
 
 /** A fresh P-256 key pair and a certificate signing request for it. */
 export async function newKeyRequest(nodeId: string): Promise<KeyRequest> {
+  // Loaded only here: agents that use a node token never pay for the X.509 library.
+  const { x509 } = await import("../common/x509.js");
   const keys = (await webcrypto.subtle.generateKey(EC_P256, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({
     // The controller names the certificate itself; the subject is for people reading the CSR.
