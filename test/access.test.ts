@@ -280,6 +280,21 @@ describe("API keys", () => {
     expect((await rpcError(access.rotateApiKey({ id }))).code).toBe("CONFLICT");
   });
 
+  it("a viewer reads resources and orders with their secrets hidden; writers and the node see them", async () => {
+    const doc = await tenantDoc("with-secret");
+    if (doc.desiredState?.kind.case !== "tenant") throw new Error("the example is a tenant");
+    doc.desiredState.kind.value.compose!.env.DB_PASSWORD = "sentinel-hunter2";
+    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: doc });
+    const env = async (token: string) => {
+      const r = (await as(ResourceService, token).getResource({ resourceType: "tenant", id: "with-secret" })).resource;
+      return r?.desiredState?.kind.case === "tenant" ? r.desiredState.kind.value.compose?.env.DB_PASSWORD : undefined;
+    };
+    expect(await env(tokens.viewer!)).toBe("[REDACTED]");
+    expect(await env(tokens.generator!)).toBe("sentinel-hunter2");
+    const listed = await as(ResourceService, tokens.viewer).listResources({ resourceType: "tenant" });
+    expect(JSON.stringify(listed.resources.map((r) => r.desiredState))).not.toContain("sentinel-hunter2");
+  });
+
   it("events name the key that caused them", async () => {
     const t = tokens.generator!;
     const created = await as(ResourceService, t).createResource({ resourceType: "tenant", resource: await tenantDoc("by-generator") });

@@ -5,7 +5,7 @@
 //   - things no tenant owns (nodes, resource limits, ad-hoc orders to a host) may be read by any
 //     reader, and changed only by a caller whose scope is every tenant;
 //   - nodes are administered (created, changed) by admins only.
-import { Permission } from "../../gen/skipper/v1/access_pb.js";
+import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CallInfo } from "../context.js";
 import { forbidden } from "../errors.js";
@@ -47,6 +47,16 @@ export async function visible<T>(call: CallInfo, items: T[], tenant: (item: T) =
     }),
   );
   return items.filter((_, i) => keep[i]);
+}
+
+/**
+ * Whether the caller is handed records with their secrets (env values, compose secrets): those
+ * who may write desired state, and nodes (their orders carry what they deploy). A viewer gets
+ * redacted copies.
+ */
+export function seesSecrets(call: CallInfo): boolean {
+  const role = roleOf(call.principal);
+  return role !== undefined && (roleHolds(role, Permission.WRITE_DESIRED) || role === Role.NODE);
 }
 
 /** Throws unless a listing's tenant filter (when given) is in the caller's scope. */

@@ -4,9 +4,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
-import { checkReadable, checkTenantFilter, checkWritable, visible } from "../auth/resource-access.js";
+import { checkReadable, checkTenantFilter, checkWritable, seesSecrets, visible } from "../auth/resource-access.js";
+import { redactMessage } from "../../common/logging/redact-message.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
@@ -14,6 +15,11 @@ import { explainResource } from "../reconcile/explain.js";
 import { createResource, deleteResource, updateResource, type ChangeDeps } from "../resources/resource-changes.js";
 import { parseLabelSelector } from "../store/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
+
+/** The resources as `call` may see them: a viewer's copies have their secrets hidden. */
+function forCaller(call: CallInfo, resources: Resource[]): Resource[] {
+  return seesSecrets(call) ? resources : resources.map((r) => redactMessage(ResourceSchema, r));
+}
 
 /** Resource CRUD implementation. */
 export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceService> {
@@ -54,8 +60,8 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
         pageToken: req.pageToken,
       });
       // A scoped caller's page holds what it may see: possibly fewer items than asked for.
-      const shown = await visible(call, page.items, tenantOf);
-      return { meta: responseMeta(ctx), resources: shown.map(withLastBeat), nextPageToken: page.nextPageToken, revision };
+      const shown = (await visible(call, page.items, tenantOf)).map(withLastBeat);
+      return { meta: responseMeta(ctx), resources: forCaller(call, shown), nextPageToken: page.nextPageToken, revision };
     },
 
     async getResource(req, ctx) {
@@ -63,8 +69,9 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: req.includeDeleted });
       if (!resource) throw notFound(type, id);
-      await checkReadable(callInfo(ctx), resource);
-      return { meta: responseMeta(ctx), resource: withLastBeat(resource) };
+      const call = callInfo(ctx);
+      await checkReadable(call, resource);
+      return { meta: responseMeta(ctx), resource: forCaller(call, [withLastBeat(resource)])[0] };
     },
 
     async createResource(req, ctx) {

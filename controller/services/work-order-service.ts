@@ -7,15 +7,21 @@ import {
   CreateWorkOrderResponseSchema,
   type WorkOrderService,
 } from "../../gen/skipper/v1/work_order_service_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
 import type { ServiceDeps } from "./deps.js";
-import { checkTenantFilter, visible } from "../auth/resource-access.js";
+import { checkTenantFilter, seesSecrets, visible } from "../auth/resource-access.js";
+import { redactMessage } from "../../common/logging/redact-message.js";
 import { idempotent } from "./idempotency.js";
 import { queueOrder } from "../dispatch/queue-order.js";
+
+/** An order as `call` may see it: a viewer's copy has its secrets hidden. */
+function forCaller(call: CallInfo, order: WorkOrder): WorkOrder {
+  return seesSecrets(call) ? order : redactMessage(WorkOrderSchema, order);
+}
 
 /** Work order implementation. */
 export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrderService> {
@@ -63,11 +69,12 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         pageToken: req.pageToken,
       });
       const shown = await visible(call, page.items, (o) => o.target?.tenantId, false);
-      return { meta: responseMeta(ctx), workOrders: shown, nextPageToken: page.nextPageToken };
+      return { meta: responseMeta(ctx), workOrders: shown.map((o) => forCaller(call, o)), nextPageToken: page.nextPageToken };
     },
 
     async getWorkOrder(req, ctx) {
-      return { meta: responseMeta(ctx), workOrder: await ownOrder(req.id, callInfo(ctx)) };
+      const call = callInfo(ctx);
+      return { meta: responseMeta(ctx), workOrder: forCaller(call, await ownOrder(req.id, call)) };
     },
 
     async claimWorkOrder(req, ctx) {

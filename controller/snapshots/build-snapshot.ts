@@ -6,6 +6,7 @@ import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ResourceSchema, ResourceSpecSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, StateDiffSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
 import { redact } from "../../common/logging/redact.js";
+import { redactMessage } from "../../common/logging/redact-message.js";
 import { SCHEMA_VERSION } from "../context.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;
@@ -121,6 +122,5 @@ function isObject(v: JsonValue | undefined): v is { [k: string]: JsonValue } {
 }
 
 function redactResource(r: Resource): Resource {
-  const json = redact(toJson(ResourceSchema, r, JSON_OPTS));
-  return fromJson(ResourceSchema, json, { ignoreUnknownFields: true });
+  return redactMessage(ResourceSchema, r);
 }
