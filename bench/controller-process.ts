@@ -12,13 +12,14 @@ import { spawnJson } from "./node-child.js";
  * An HTTP/2 + TLS transport to the controller sending `headers` with every call; from
  * `localAddress` when given (a loopback address of its own per simulated host, so the
  * controller's per-address connection cap sees separate hosts, as it would in a real fleet);
- * Connect JSON with `json` (what skippy speaks by default), else Connect's binary encoding.
+ * Connect JSON with `json` (what skippy speaks by default), else Connect's binary encoding;
+ * presenting `clientCert` (an enrolled node's certificate and key) in the TLS handshake when given.
  */
 export function transportTo(
   url: string,
   ca: string,
   headers: Record<string, string>,
-  opts: { localAddress?: string; json?: boolean } = {},
+  opts: { localAddress?: string; json?: boolean; clientCert?: { cert: string; key: string } } = {},
 ): Transport {
   const { localAddress } = opts;
   const auth: Interceptor = (next) => (req) => {
@@ -32,7 +33,7 @@ export function transportTo(
     baseUrl: `${url}/v1`,
     httpVersion: "2",
     useBinaryFormat: !opts.json,
-    nodeOptions: { ca, ...source },
+    nodeOptions: { ca, ...source, ...opts.clientCert },
     interceptors: [auth],
   });
 }
@@ -49,10 +50,19 @@ export interface Controller {
   ca: string;
 }
 
-/** Starts the controller on a file store in `dataDir` and waits for its listen line. */
-export async function startController(dist: string, dataDir: string, adminToken: string, nodeArgs: string[] = []): Promise<Controller> {
+/**
+ * Starts the controller on a file store in `dataDir` (or on the store `controllerArgs` name, e.g.
+ * `--store postgres://…`) and waits for its listen line.
+ */
+export async function startController(
+  dist: string,
+  dataDir: string,
+  adminToken: string,
+  nodeArgs: string[] = [],
+  controllerArgs: string[] = [],
+): Promise<Controller> {
   const { child, value: url } = await spawnJson(
-    [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+    [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...controllerArgs],
     { SKIPPER_ADMIN_TOKEN: adminToken },
     (l) => (l.action === "listen" ? String((l.metadata as { url?: string } | undefined)?.url ?? "") || undefined : undefined),
   );

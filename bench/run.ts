@@ -12,6 +12,10 @@
 //                  apply would return the order already in flight), prepared before the phase
 //   claim+result   GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult (one finished order)
 //   read           ResourceService.GetResource of a tenant
+//   auth           (once, on a controller of its own on the file store) the cost of authentication
+//                  per call: AccessService.WhoAmI with no credential, the admin token, an API key,
+//                  a node token and a client certificate, and Heartbeat with the last two, side by
+//                  side in 12 rounds of --duration / 20 s each (auth-cost.ts; npm run bench:auth runs it alone)
 //
 // and, in the same run and on the same disk, the ceilings they are compared with:
 //
@@ -25,7 +29,7 @@
 //          here, and the whole run takes about two minutes; a faster store needs more),
 //          --dir <path> where data goes (default a temp dir on the repository's disk),
 //          --cpu-prof <dir> writes a V8 CPU profile of the controller there,
-//          --phases apply,claim,read picks the controller phases,
+//          --phases apply,claim,read,auth picks the controller phases,
 //          --stores file,postgres picks the stores, --pg-url <url> a PostgreSQL server of yours
 //          (a database bench_skipper and one bench_pgboss are made afresh on it).
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
@@ -44,7 +48,9 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { benchTenant } from "./bench-tenant.js";
-import { percentile, procStats } from "./measure.js";
+import { closedLoop, cpuSeconds, type PhaseResult } from "./closed-loop.js";
+import { measureAuthCost } from "./auth-cost.js";
+import { printAuthCost } from "./auth-figures.js";
 import { pgBossClaimComplete } from "./pg-boss.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -58,8 +64,9 @@ const { values } = parseArgs({
     dir: { type: "string" },
     // Writes a V8 CPU profile of the controller (.cpuprofile, open in Chrome DevTools) to this dir.
     "cpu-prof": { type: "string" },
-    // Controller phases to run, comma-separated (claim uses the orders apply created).
-    phases: { type: "string", default: "apply,claim,read" },
+    // Controller phases to run, comma-separated (claim uses the orders apply created; auth runs
+    // once, on a controller of its own).
+    phases: { type: "string", default: "apply,claim,read,auth" },
     // Converged tenants prepared per client for the apply phase (one apply each).
     pool: { type: "string", default: "150" },
     // Stores to run the controller on, in order: file, postgres (a private server from
@@ -73,69 +80,7 @@ const concurrency = Number(values.concurrency);
 const phases = new Set(values.phases.split(","));
 if (!(durationMs > 0) || !(concurrency > 0)) throw new Error("--duration and --concurrency must be positive");
 
-interface PhaseResult {
-  name: string;
-  ops: number;
-  seconds: number;
-  rate: number;
-  p50: number;
-  p99: number;
-  cpu?: number;
-  clientCpu: number;
-}
-
 // ---------- helpers ----------
-
-/** Runs `op(worker)` in a closed loop on `workers` workers for `ms` (or until op returns false). */
-async function closedLoop(
-  name: string,
-  workers: number,
-  ms: number,
-  op: (worker: number) => Promise<boolean | undefined>,
-  cpuOf?: () => number,
-): Promise<PhaseResult> {
-  const latencies: number[] = [];
-  const cpu0 = cpuOf?.();
-  const client0 = process.cpuUsage();
-  const start = performance.now();
-  const deadline = start + ms;
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      while (performance.now() < deadline) {
-        const t0 = performance.now();
-        const more = await op(w);
-        if (more === false) return;
-        latencies.push(performance.now() - t0);
-      }
-    }),
-  );
-  const seconds = (performance.now() - start) / 1000;
-  latencies.sort((a, b) => a - b);
-  const cpu = cpuOf && cpu0 !== undefined ? (cpuOf() - cpu0) / seconds : undefined;
-  const used = process.cpuUsage(client0);
-  const clientCpu = (used.user + used.system) / 1e6 / seconds;
-  return {
-    name,
-    ops: latencies.length,
-    seconds,
-    rate: latencies.length / seconds,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    cpu,
-    clientCpu,
-  };
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc. */
-function cpuSeconds(pid: number): () => number {
-  return () => {
-    try {
-      return procStats(pid).cpuSeconds;
-    } catch {
-      return NaN;
-    }
-  };
-}
 
 /** Starts a node process and waits for the first stdout JSON line matching `ready`. */
 async function startProcess(
@@ -286,11 +231,26 @@ try {
 
   // The controller, as npm start runs it: on the file store, then on PostgreSQL (when one can be had).
   for (const store of stores) results.push(...(await controllerPhases(store)));
+  const auth = phases.has("auth")
+    ? await measureAuthCost({
+        dist: distRoot,
+        dataDir: join(base, "controller-auth"),
+        concurrency,
+        roundMs: durationMs / 20,
+        rounds: 12,
+        warmupMs: 500,
+        log: (l) => console.error(l),
+      })
+    : undefined;
   if (pgUrl && phases.has("claim")) {
     const boss = await pgBossClaimComplete(await pgDatabase("bench_pgboss"), concurrency, durationMs);
     results.push({ name: "pg-boss claim+complete", ...boss, clientCpu: NaN });
   }
   report(results, rawSerial, rawParallel, echoResult);
+  if (auth) {
+    console.log("");
+    printAuthCost(auth);
+  }
 } finally {
   for (const c of children) await stopProcess(c).catch(() => undefined);
   if (!values.dir) await rm(base, { recursive: true, force: true });
