@@ -27,6 +27,12 @@ export interface PeerCertificate {
   error?: string;
 }
 
+/**
+ * The caller the front door (request-gate.ts, the REST handler) already admitted for this call, so
+ * the interceptor does not authenticate it a second time (for a node on PostgreSQL, two queries).
+ */
+export const admittedKey = createContextKey<Principal | undefined>(undefined, { description: "skipper admitted caller" });
+
 /** The peer certificate of the connection a call came on, for the interceptor. */
 export const peerCertificateKey = createContextKey<PeerCertificate | undefined>(undefined, { description: "skipper peer certificate" });
 

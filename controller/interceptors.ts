@@ -12,7 +12,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
-import { callInfoKey, peerCertificateKey, type CallInfo, type Principal } from "./context.js";
+import { admittedKey, callInfoKey, peerCertificateKey, type CallInfo, type Principal } from "./context.js";
 import { connectErrorOf, errorCodeOf } from "./api-errors.js";
 import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
@@ -66,13 +66,16 @@ export function boundaryInterceptor(deps: {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
       log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
-      principal = await admit(deps.authenticator, req.method, req.header, {
-        peer: req.contextValues.get(peerCertificateKey),
-        onRefused: (p) => {
-          principal = p;
-          return audit("FORBIDDEN");
-        },
-      });
+      // Admitted at the front door already (same rule, a moment ago), or admitted here.
+      principal =
+        req.contextValues.get(admittedKey) ??
+        (await admit(deps.authenticator, req.method, req.header, {
+          peer: req.contextValues.get(peerCertificateKey),
+          onRefused: (p) => {
+            principal = p;
+            return audit("FORBIDDEN");
+          },
+        }));
       const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
       if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
         throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });

@@ -16,6 +16,7 @@ import { admit, isOpen, type OnRefused } from "./auth/admission.js";
 import type { Authenticator } from "./auth/authenticator.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { isSkipperError, type SkipperError } from "./errors.js";
+import type { Principal } from "./context.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -27,26 +28,28 @@ export interface GateOptions {
   onRefused?: (method: DescMethod, headers: Headers) => OnRefused;
 }
 
-/** Answers (and resolves true for) a request that may not call `method`; resolves false otherwise. */
-export type RequestGate = (req: Request, res: Response, method: DescMethod) => Promise<boolean>;
+/**
+ * Answers a request that may not call `method` (resolving "answered"); otherwise resolves the
+ * caller it admitted, or undefined when it left the decision to the interceptor.
+ */
+export type RequestGate = (req: Request, res: Response, method: DescMethod) => Promise<Principal | "answered" | undefined>;
 
 /** The gate for the RPCs of `opts.services`. */
 export function createRequestGate(opts: GateOptions): RequestGate {
   return async (req, res, method) => {
     // Public and enrollment calls need no credential.
-    if (isOpen(method)) return false;
+    if (isOpen(method)) return undefined;
     try {
       const headers = headersOf(req.headers);
-      await admit(opts.authenticator, method, headers, {
+      return await admit(opts.authenticator, method, headers, {
         onRefused: opts.onRefused?.(method, headers),
-        peer: peerCertificateOf(req.socket),
+        peer: peerCertificateOf(req),
       });
-      return false;
     } catch (e) {
       // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.
-      if (!isSkipperError(e)) return false;
+      if (!isSkipperError(e)) return undefined;
       refuseCall(opts.logger, req, res, method, e, { unread: true, stage: "before body" });
-      return true;
+      return "answered";
     }
   };
 }

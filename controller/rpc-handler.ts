@@ -23,7 +23,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../common/logging/logger.js";
 import { isOpen } from "./auth/admission.js";
 import { SkipperError } from "./errors.js";
-import { peerCertificateKey } from "./context.js";
+import { admittedKey, peerCertificateKey } from "./context.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { refuseCall, type RequestGate } from "./request-gate.js";
 import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
@@ -80,10 +80,11 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
 type UniversalHandler = ReturnType<typeof createConnectRouter>["handlers"][number];
 
 async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req: Request, res: Response): Promise<void> {
-  if (await opts.gate(req, res, handler.method)) return;
+  const admitted = await opts.gate(req, res, handler.method);
+  if (admitted === "answered") return;
   // The interceptor authenticates a call without credentials in its headers by the client
   // certificate of its connection.
-  const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req.socket));
+  const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req)).set(admittedKey, admitted);
   const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
   if ((req.method ?? "GET") !== "GET") {
     const type = bodyTypeOf(req.headers["content-type"]);

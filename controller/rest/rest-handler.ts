@@ -11,7 +11,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { createContextValues, type Transport } from "@connectrpc/connect";
-import { peerCertificateKey, type PeerCertificate } from "../context.js";
+import { admittedKey, peerCertificateKey, type PeerCertificate, type Principal } from "../context.js";
 import { peerCertificateOf } from "../tls/peer-certificate.js";
 import { isSkipperError } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
@@ -39,7 +39,8 @@ export interface RestHandlerOptions {
   /** Where each REST call is executed: in production the interceptor-wrapped router transport. */
   transport: Transport;
   /** Admits the caller of `method` from the request's headers before its body is read; throws to refuse. */
-  admit?: (method: DescMethod, headers: Headers, peer?: PeerCertificate) => Promise<unknown>;
+  /** Admits a call from its headers (before its body is read); the caller, when it needs one. */
+  admit?: (method: DescMethod, headers: Headers, peer?: PeerCertificate) => Promise<Principal | undefined>;
   /** Largest accepted request body (default 4 MiB); larger ones get 413. */
   maxBodyBytes?: number;
   logger?: RestLogger;
@@ -142,10 +143,11 @@ async function execute(
   try {
     // An unadmitted caller is refused before a byte of its body is read (and the connection is
     // not kept for the rest of it).
-    const peer = peerCertificateOf(req.socket);
+    const peer = peerCertificateOf(req);
+    let admitted: Principal | undefined;
     if (ctx.admit) {
       try {
-        await ctx.admit(route.rpc, forwardedHeaders(req.headers), peer);
+        admitted = await ctx.admit(route.rpc, forwardedHeaders(req.headers), peer);
       } catch (e) {
         stopReading(req, res);
         throw e;
@@ -154,7 +156,7 @@ async function execute(
     // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
     const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
     const input = bindRequest(route, rawVars, rawQuery, body);
-    const values = createContextValues().set(peerCertificateKey, peer);
+    const values = createContextValues().set(peerCertificateKey, peer).set(admittedKey, admitted);
     const out = await ctx.transport.unary(route.rpc, aborter.signal, undefined, forwardedHeaders(req.headers), input, values);
     const { data, timestamp } = successData(route, out.message);
     const replyIds = {
