@@ -1115,6 +1115,19 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await store.getNodeCredential("node-1")).toEqual({ nodeId: "node-1", tokenHash: "b".repeat(64), createdAt: at(1) });
       });
 
+      it("a live node credential is there while its node is, and gone with the node's deletion", async () => {
+        await store.putNodeCredential({ nodeId: "node-9", tokenHash: "a".repeat(64), createdAt: at(0) });
+        expect(await store.getLiveNodeCredential("node-9")).toBeUndefined();
+        await store.createResource(tenant("node-9", "node 9", "node"));
+        expect((await store.getLiveNodeCredential("node-9"))?.tokenHash).toBe("a".repeat(64));
+        await store.updateResource("node", "node-9", (r) => {
+          r.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(at(5)) });
+          return r;
+        });
+        expect(await store.getLiveNodeCredential("node-9")).toBeUndefined();
+        expect((await store.getNodeCredential("node-9"))?.tokenHash).toBe("a".repeat(64));
+      });
+
       it("a node credential keeps the node's certificates, and emptying them is kept too", async () => {
         const certs = [
           { serial: "7A01", notAfter: at(1000) },

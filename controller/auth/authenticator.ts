@@ -45,9 +45,9 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
       const nodeId = nodeIdOfToken(bearer);
       if (nodeId !== undefined && isValidId(nodeId)) {
-        const cred = await store.getNodeCredential(nodeId);
         // A deleted node's token stops working with the deletion (its tombstone stays).
-        if (cred && tokenMatches(bearer, cred.tokenHash) && (await store.resourceExists("node", nodeId))) return { kind: "node", nodeId };
+        const cred = await store.getLiveNodeCredential(nodeId);
+        if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId };
         throw unauthorized("invalid node token");
       }
       if (await isAdmin(bearer)) return { kind: "admin" };
@@ -86,9 +86,9 @@ async function certificatePrincipal(store: Store, peer: PeerCertificate, at: Dat
   }
   const nodeId = peer.nodeId;
   if (nodeId === undefined || !isValidId(nodeId)) throw unauthorized("the client certificate names no node");
-  const cred = await store.getNodeCredential(nodeId);
+  const cred = await store.getLiveNodeCredential(nodeId);
   const held = cred?.certificates?.some((c) => c.serial === peer.serial && c.notAfter > at);
-  if (!held || !(await store.resourceExists("node", nodeId))) throw unauthorized("the client certificate has been revoked");
+  if (!held) throw unauthorized("the client certificate has been revoked");
   return { kind: "node", nodeId, certificateSerial: peer.serial };
 }
 

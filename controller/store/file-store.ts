@@ -531,6 +531,12 @@ export class FileStore extends OrderSteps implements S.Store {
     return c && copyCredential(c);
   }
 
+  async getLiveNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
+    this.ensureOpen();
+    const node = this.resources.get("node", nodeId);
+    return node && !node.deletion ? this.getNodeCredential(nodeId) : undefined;
+  }
+
   async putNodeCredential(credential: S.NodeCredential): Promise<void> {
     const path = this.paths.nodeCredential(credential.nodeId);
     const stored = copyCredential(credential);

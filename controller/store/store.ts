@@ -293,6 +293,11 @@ export interface Store {
 
   // --- credentials -----------------------------------------------------------------------
   getNodeCredential(nodeId: string): Promise<NodeCredential | undefined>;
+  /**
+   * The node's credential while its node resource exists (not deleted), else undefined: what the
+   * authenticator asks on every node call, in one read.
+   */
+  getLiveNodeCredential(nodeId: string): Promise<NodeCredential | undefined>;
   /** Creates or replaces the node's credential (token rotation). */
   putNodeCredential(credential: NodeCredential): Promise<void>;
   getAdminCredential(): Promise<AdminCredential | undefined>;

@@ -487,19 +487,20 @@ export class PostgresStore extends OrderSteps implements S.Store {
   // --- credentials -----------------------------------------------------------------------
 
   async getNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
-    const { rows } = await this.query<{
-      token_hash: string;
-      created_at: Date;
-      certificates: { serial: string; not_after: string }[] | null;
-    }>("SELECT token_hash, created_at, certificates FROM node_credentials WHERE node_id = $1", [nodeId]);
-    const row = rows[0];
-    if (!row) return undefined;
-    return {
-      nodeId,
-      tokenHash: row.token_hash,
-      createdAt: row.created_at,
-      ...(row.certificates === null ? {} : { certificates: row.certificates.map(decodeNodeCertificate) }),
-    };
+    const { rows } = await this.query<CredentialRow>(
+      "SELECT token_hash, created_at, certificates FROM node_credentials WHERE node_id = $1",
+      [nodeId],
+    );
+    return rows[0] && credentialOf(nodeId, rows[0]);
+  }
+
+  async getLiveNodeCredential(nodeId: string): Promise<S.NodeCredential | undefined> {
+    const { rows } = await this.query<CredentialRow>(
+      `SELECT token_hash, created_at, certificates FROM node_credentials WHERE node_id = $1
+       AND EXISTS (SELECT 1 FROM resources WHERE resource_type = 'node' AND id = $1 AND NOT deleted)`,
+      [nodeId],
+    );
+    return rows[0] && credentialOf(nodeId, rows[0]);
   }
 
   async putNodeCredential(credential: S.NodeCredential): Promise<void> {
@@ -752,5 +753,20 @@ function apiKeyOf(row: ApiKeyRow): S.ApiKeyRecord {
     key: messageOf(ApiKeySchema, row.body),
     secretHash: row.secret_hash,
     ...(row.previous_secret_hash === null ? {} : { previousSecretHash: row.previous_secret_hash }),
+  };
+}
+
+interface CredentialRow {
+  token_hash: string;
+  created_at: Date;
+  certificates: unknown[] | null;
+}
+
+function credentialOf(nodeId: string, row: CredentialRow): S.NodeCredential {
+  return {
+    nodeId,
+    tokenHash: row.token_hash,
+    createdAt: row.created_at,
+    ...(row.certificates === null ? {} : { certificates: row.certificates.map(decodeNodeCertificate) }),
   };
 }
