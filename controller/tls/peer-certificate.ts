@@ -28,7 +28,7 @@ function readPeer(socket: unknown): PeerCertificate | undefined {
   const s = socket as Partial<TLSSocket> | undefined;
   if (typeof s?.getPeerCertificate !== "function") return undefined;
   const c = s.getPeerCertificate();
-  if (!c || !c.serialNumber) return undefined;
+  if (!c?.serialNumber) return undefined;
   const nodeId = NODE_URI.exec(c.subjectaltname ?? "")?.[1];
   return {
     serial: normalSerial(c.serialNumber),
