@@ -22,6 +22,9 @@ export interface ControllerConfig {
   /** The client CA that signs enrolled nodes' certificates (both or neither; default generated under tls/). */
   clientCaCert?: string;
   clientCaKey?: string;
+  /** The key ring that seals secrets at rest: its text (SKIPPER_SECRET_KEYS) or a file holding it. */
+  secretKeys?: string;
+  secretKeysFile?: string;
   /** Extra names/IPs for the generated server certificate. */
   tlsHostnames: string[];
   insecureHttp: boolean;
@@ -71,6 +74,9 @@ Options (environment variable in brackets):
   --client-ca-cert FILE CA that signs enrolled nodes' certificates; share it between controllers
                         on one database [SKIPPER_CLIENT_CA_CERT] (default: tls/client-ca.crt)
   --client-ca-key FILE  its private key [SKIPPER_CLIENT_CA_KEY]
+  --secret-keys-file FILE  the keys that seal secrets at rest, one "<id> <base64 key>" a line,
+                        newest first [SKIPPER_SECRET_KEYS_FILE; or the text in SKIPPER_SECRET_KEYS]
+                        (default: tls/secret-keys, generated; controllers on one database share one)
   --tls-hostname NAME   extra DNS name or IP for the generated certificate, repeatable
                         [SKIPPER_TLS_HOSTNAMES, comma-separated]
   --insecure-http       serve plain HTTP instead of TLS [SKIPPER_INSECURE_HTTP=1]
@@ -127,6 +133,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "tls-cert": { type: "string" },
       "client-ca-cert": { type: "string" },
       "client-ca-key": { type: "string" },
+      "secret-keys-file": { type: "string" },
       "tls-key": { type: "string" },
       "tls-hostname": { type: "string", multiple: true },
       "insecure-http": { type: "boolean" },
@@ -178,6 +185,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     tlsKey: values["tls-key"] ?? (env.SKIPPER_TLS_KEY || undefined),
     clientCaCert: values["client-ca-cert"] ?? (env.SKIPPER_CLIENT_CA_CERT || undefined),
     clientCaKey: values["client-ca-key"] ?? (env.SKIPPER_CLIENT_CA_KEY || undefined),
+    secretKeys: env.SKIPPER_SECRET_KEYS || undefined,
+    secretKeysFile: values["secret-keys-file"] ?? (env.SKIPPER_SECRET_KEYS_FILE || undefined),
     tlsHostnames: hostnames,
     insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
     logLevel,

@@ -6,6 +6,7 @@ import { build } from "./server.js";
 import { serve } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { ensureClientCa } from "./tls/client-ca.js";
+import { SecretKeyRing } from "./tls/secret-key-ring.js";
 import { VERSION } from "./version.js";
 import { PostgresStore } from "./store/postgres/pg-store.js";
 import { PgCoordination } from "./store/postgres/pg-coordination.js";
@@ -44,6 +45,8 @@ async function main(): Promise<void> {
         keyFile: config.clientCaKey,
         onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
       });
+  // The keys that seal secrets at rest (secret values, webhook URLs).
+  const keyRing = await SecretKeyRing.load({ dataDir: config.dataDir, keysText: config.secretKeys, keysFile: config.secretKeysFile });
   let tls: { cert: string; key: string; clientCa?: string } | undefined;
   let caFile: string | undefined;
   if (!config.insecureHttp) {
@@ -79,6 +82,7 @@ async function main(): Promise<void> {
     deferLoops: true,
     clientCa,
     tls,
+    keyRing,
   });
   let serving: Awaited<ReturnType<typeof serve>>;
   try {

@@ -21,6 +21,7 @@ import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { auditService } from "./services/audit-service.js";
 import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
+import { SecretKeyRing } from "./tls/secret-key-ring.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
@@ -120,6 +121,8 @@ export interface BuildOptions {
   clientCa?: PemPair;
   /** The controller's TLS certificate and key: audit exports are signed with them. */
   tls?: PemPair;
+  /** The keys that seal secrets at rest (default: loaded, or generated, under dataDir/tls). */
+  keyRing?: SecretKeyRing;
 }
 
 export type RequestHandler = (
@@ -161,6 +164,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     generatedAdminToken = mintAdminToken();
     await store.putAdminCredential({ tokenHash: hashToken(generatedAdminToken), createdAt: new Date() });
   }
+  const keyRing = opts.keyRing ?? (await SecretKeyRing.load({ dataDir: opts.dataDir }));
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
   const coordination = opts.coordination ?? soleCoordination();
@@ -223,6 +227,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
     adminTokenFixed: fixedAdminHash !== undefined,
     clientCa: opts.clientCa,
+    keyRing,
   };
   const authenticator = createAuthenticator({ store, fixedAdminHash, now });
   // Every audited call's entry goes to the store's hash-chained trail before the call is answered.

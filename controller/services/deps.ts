@@ -10,6 +10,7 @@ import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
+import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -46,4 +47,6 @@ export interface ServiceDeps {
   adminTokenFixed: boolean;
   /** The CA that signs enrolled nodes' certificates; undefined without TLS (enrollment refused). */
   clientCa?: PemPair;
+  /** The keys that seal secrets at rest. */
+  keyRing: SecretKeyRing;
 }
