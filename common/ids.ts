@@ -20,6 +20,7 @@ export const RESOURCE_TYPES = [
   "volume",
   "rollout",
   "freeze",
+  "secret",
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 

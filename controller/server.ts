@@ -18,6 +18,8 @@ import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
+import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
+import { secretService } from "./services/secret-service.js";
 import { auditService } from "./services/audit-service.js";
 import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
@@ -74,6 +76,7 @@ export const SERVICES: DescService[] = [
   AccessService,
   EnrollmentService,
   AuditService,
+  SecretService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -247,6 +250,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(AccessService, accessService(deps));
     router.service(EnrollmentService, enrollmentService(deps));
     router.service(AuditService, auditService({ store, signer }));
+    router.service(SecretService, secretService(deps));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({

@@ -79,6 +79,7 @@ const NEEDS: Record<string, Permission> = {
   "EnrollmentService/EnrollNode": P.ENROLL,
   "EnrollmentService/RenewNodeCertificate": P.NODE,
   "EnrollmentService/RevokeNodeCertificates": P.ADMIN,
+  "SecretService/RotateSecretKeys": P.ADMIN,
   "AuditService/ListAuditEntries": P.ADMIN,
   "AuditService/VerifyAuditTrail": P.ADMIN,
   "AuditService/ExportAuditTrail": P.ADMIN,

@@ -109,7 +109,7 @@ describe("file store resource directories", () => {
     for (const r of byType("service")) await writeRecord(dataDir, "services", r);
     await mkdir(join(dataDir, "resources/resource-limits"), { mode: 0o700 });
     for (const r of byType("resource_limits")) await writeRecord(dataDir, "resource_limits", r);
-    for (const type of ["deployment", "network", "volume", "rollout", "freeze"] as const) {
+    for (const type of ["deployment", "network", "volume", "rollout", "freeze", "secret"] as const) {
       for (const r of byType(type)) await writeRecord(dataDir, type, r);
     }
     const s = await open();

@@ -38,6 +38,7 @@ export type EventType =
   | "node_enrolled"
   | "node_certificate_renewed"
   | "node_certificates_revoked"
+  | "secret_keys_rotated"
   | "node_heartbeat_received"
   | "resource_state_reported"
   | "snapshot_created"

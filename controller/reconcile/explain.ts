@@ -17,6 +17,7 @@ import { type Rollout, RolloutNodeState, RolloutStatus } from "../../gen/skipper
 import { holdOf } from "../rollouts/rollout-holds.js";
 import { rolloutOf } from "../rollouts/rollout-records.js";
 import { redact, redactText } from "../../common/logging/redact.js";
+import { publicSecret } from "../resources/secret-values.js";
 
 const ORDERS_PER_TARGET = 3;
 const MAX_EVENTS = 100;
@@ -136,7 +137,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
 
   const events = await linkedEvents(store, r, tenantId, orders);
   return {
-    resource: redact(r),
+    resource: redact(publicSecret(r)),
     convergence: redact(convergence),
     steps,
     workOrders: redact([...orders].reverse()),

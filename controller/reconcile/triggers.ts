@@ -28,6 +28,7 @@ export class ReconcileTriggers {
       case "service":
       case "network":
       case "volume":
+      case "secret":
         this.queue.add(tenantOf(r) ?? "", trace);
         break;
       case "resource_limits":

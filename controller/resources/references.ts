@@ -31,6 +31,7 @@ export function referencesOf(r: Resource): Reference[] {
       break;
     case "network":
     case "volume":
+    case "secret":
       add("tenant", k.value.tenantId, `${k.case}.tenant_id`);
       break;
     default:
@@ -40,7 +41,7 @@ export function referencesOf(r: Resource): Reference[] {
 }
 
 /** Kinds that can reference others: what to scan for dependents. */
-const REFERRING: ResourceType[] = ["service", "network", "volume"];
+const REFERRING: ResourceType[] = ["service", "network", "volume", "secret"];
 
 /**
  * Checks every outgoing reference of `r` against the store: the target must exist and not be

@@ -13,6 +13,7 @@ import {
   DeletionSchema,
   MetadataSchema,
   ResourceSchema,
+  ResourceSpecSchema,
   type Resource,
 } from "../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../common/ids.js";
@@ -26,12 +27,15 @@ import { tenantOf } from "../store/tenant-of.js";
 import { applyMask, planMask } from "./field-mask.js";
 import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./references.js";
 import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
+import { sealSecret } from "./secret-values.js";
+import type { SecretKeyRing } from "../tls/secret-key-ring.js";
+import type { SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
 
 // Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
 // reconciler.
 // A node may be declared ahead (its labels, disabled, display name) with no credential: RegisterNode
 // then gives it its token.
-const CREATABLE = new Set<ResourceType>(["tenant", "node", "service", "resource_limits", "network", "volume", "freeze"]);
+const CREATABLE = new Set<ResourceType>(["tenant", "node", "service", "resource_limits", "network", "volume", "freeze", "secret"]);
 
 // Kinds whose convergence the reconciler writes (the others' is derived from them when read).
 const RECONCILED = new Set<ResourceType>(["tenant", "service"]);
@@ -48,6 +52,8 @@ export interface ChangeDeps {
    * created) into `next` (absent: being deleted): tenant scope and node administration.
    */
   may: (type: ResourceType, current?: Resource, next?: Resource) => Promise<void>;
+  /** Seals secret values (resources of type secret). */
+  keyRing: SecretKeyRing;
 }
 
 /** A change's answer: the resource as stored. */
@@ -78,7 +84,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       { field: "resource_type" },
     );
   }
-  const spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
+  let spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
   checkReferences(spec);
   if (!isEmptyStatus(body.currentState) || body.lastAppliedState?.kind.case) {
     throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
@@ -90,7 +96,15 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   // Before the existing one is looked at: a caller may not learn what lies outside its scope.
   await deps.may(type, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec, metadata: { labels } }));
   const existing = await store.getResource(type, id);
-  if (existing) return { resource: sameAsExisting(existing, body) };
+  // A secret's values are compared, and stored, sealed: the same values again are the same spec.
+  const sealed = (before?: Resource) =>
+    spec.kind.case === "secret"
+      ? create(ResourceSpecSchema, {
+          kind: { case: "secret", value: sealSecret(spec.kind.value, secretOf(before), sealContext(deps, id, trace)) },
+        })
+      : spec;
+  if (existing) return { resource: sameAsExisting(existing, create(ResourceSchema, { ...body, desiredState: sealed(existing) })) };
+  spec = sealed();
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   const now = timestampFromDate(deps.now());
   const resource = create(ResourceSchema, {
@@ -168,8 +182,14 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   await deps.may(type, before);
   const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
   const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
-  const spec = checkSpecKind(type, desired, "desired_state");
+  let spec = checkSpecKind(type, desired, "desired_state");
   checkReferences(spec);
+  if (spec.kind.case === "secret") {
+    // Values set or removed by name, the rest kept as stored (the request cannot read them).
+    spec = create(ResourceSpecSchema, {
+      kind: { case: "secret", value: sealSecret(spec.kind.value, secretOf(before), sealContext(deps, id, trace)) },
+    });
+  }
   // Moving a resource to another tenant needs that tenant in scope too.
   await deps.may(type, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   if (!sameSpec(before.desiredState, spec))
@@ -181,6 +201,10 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     id,
     (cur) => {
       if (cur.deletion) throw notFound(type, id);
+      // A secret's new spec was made from the values read before: a write since would be lost.
+      if (type === "secret" && cur.metadata?.resourceVersion !== before.metadata?.resourceVersion) {
+        throw conflict(`secret ${id} changed meanwhile; send the update again`, { current_version: cur.metadata?.resourceVersion ?? "" });
+      }
       desiredChanged = !sameSpec(cur.desiredState, spec);
       const pick = (given: Record<string, string>, masked: boolean | undefined, stored: Record<string, string>) =>
         mask ? (masked ? given : stored) : Object.keys(given).length > 0 ? given : stored;
@@ -358,4 +382,13 @@ function sameAsExisting(existing: Resource, body: Resource): Resource {
 function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}
+
+/** The stored secret spec of `r`, when it is a secret. */
+function secretOf(r: Resource | undefined): SecretSpec | undefined {
+  return r?.desiredState?.kind.case === "secret" ? r.desiredState.kind.value : undefined;
+}
+
+function sealContext(deps: ChangeDeps, id: string, trace: Trace) {
+  return { ring: deps.keyRing, id, actor: trace.actor, now: deps.now() };
 }

@@ -21,6 +21,7 @@ const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> =
   volume: "volume",
   rollout: "rollout",
   freeze: "freeze",
+  secret: "secret",
 };
 
 /** The oneof case name used for a resource type's spec and status. */
@@ -71,6 +72,9 @@ export function checkReferences(spec: ResourceSpec): void {
     case "network":
     case "volume":
       ref(k.value.tenantId, `desired_state.${k.case}.tenant_id`);
+      break;
+    case "secret":
+      ref(k.value.tenantId, "desired_state.secret.tenant_id");
       break;
     case "freeze":
       checkFreeze(k.value, "desired_state.freeze");

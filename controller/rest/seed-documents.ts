@@ -24,6 +24,7 @@ const KIND_OF_TYPE: Record<string, string> = {
   volume: "volume",
   rollout: "rollout",
   freeze: "freeze",
+  secret: "secret",
 };
 const KIND_KEYS = new Set([...Object.values(KIND_OF_TYPE), "resourceLimits"]);
 // Metadata's own fields (proto and JSON names); anything else in a seed document's metadata is free-form.

@@ -8,6 +8,7 @@ import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { checkReadable, checkTenantFilter, checkWritable, seesSecrets, visible } from "../auth/resource-access.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
+import { publicSecret } from "../resources/secret-values.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
@@ -16,9 +17,13 @@ import { createResource, deleteResource, updateResource, type ChangeDeps } from 
 import { parseLabelSelector } from "../store/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
 
-/** The resources as `call` may see them: a viewer's copies have their secrets hidden. */
+/**
+ * The resources as `call` may see them: a secret's values (and sealed forms) never, and a
+ * viewer's copies with every other secret-looking value hidden too.
+ */
 function forCaller(call: CallInfo, resources: Resource[]): Resource[] {
-  return seesSecrets(call) ? resources : resources.map((r) => redactMessage(ResourceSchema, r));
+  const shown = resources.map(publicSecret);
+  return seesSecrets(call) ? shown : shown.map((r) => redactMessage(ResourceSchema, r));
 }
 
 /** Resource CRUD implementation. */
@@ -39,6 +44,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     dataNodes: (r) => deps.records.nodesRunning(r),
     changed: (r) => deps.triggers.resourceChanged(r),
     may: (type, current, next) => checkWritable(call, type, current, next),
+    keyRing: deps.keyRing,
   });
   return {
     async listResources(req, ctx) {
@@ -79,14 +85,14 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       call.audit.target = `${req.resourceType || req.resource?.resourceType || ""}/${req.resource?.id ?? ""}`;
       const { resource } = await createResource(changeDeps(call), req, traceOf(call), call.logger);
       call.audit.tenantId = tenantOf(resource);
-      return { meta: responseMeta(ctx), resource };
+      return { meta: responseMeta(ctx), resource: publicSecret(resource) };
     },
 
     async updateResource(req, ctx) {
       const call = callInfo(ctx);
       const { resource } = await updateResource(changeDeps(call), req, traceOf(call));
       call.audit.tenantId = tenantOf(resource);
-      return { meta: responseMeta(ctx), resource };
+      return { meta: responseMeta(ctx), resource: publicSecret(resource) };
     },
 
     async explainResource(req, ctx) {
@@ -102,7 +108,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const call = callInfo(ctx);
       const { resource, cascaded } = await deleteResource(changeDeps(call), req, traceOf(call), call.logger);
       call.audit.tenantId = tenantOf(resource);
-      return { meta: responseMeta(ctx), resource, cascaded };
+      return { meta: responseMeta(ctx), resource: publicSecret(resource), cascaded };
     },
   };
 }

@@ -7,6 +7,7 @@ import { ResourceSchema, ResourceSpecSchema, type Resource } from "../../gen/ski
 import { SnapshotSchema, StateDiffSchema, type Snapshot, type ResourceDiff, ResourceDiffSchema } from "../../gen/skipper/v1/snapshot_pb.js";
 import { redact } from "../../common/logging/redact.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
+import { publicSecret } from "../resources/secret-values.js";
 import { SCHEMA_VERSION } from "../context.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;
@@ -122,5 +123,5 @@ function isObject(v: JsonValue | undefined): v is { [k: string]: JsonValue } {
 }
 
 function redactResource(r: Resource): Resource {
-  return redactMessage(ResourceSchema, r);
+  return redactMessage(ResourceSchema, publicSecret(r));
 }

@@ -28,6 +28,7 @@ const RESOURCE_DIRS: Record<ResourceType, string> = {
   volume: "volumes",
   rollout: "rollouts",
   freeze: "freezes",
+  secret: "secrets",
 };
 
 /** The directory name under resources/ of a type's records (tenant -> tenants, resource_limits -> resource-limits). */

@@ -13,6 +13,7 @@ export function tenantOf(r: Resource): string | undefined {
     case "network":
     case "volume":
     case "rollout":
+    case "secret":
       return k.value.tenantId || undefined;
     default:
       return undefined;

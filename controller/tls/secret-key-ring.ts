@@ -10,7 +10,7 @@
 // The text is one key a line, "<id> <32 bytes in base64>", newest first; the first seals, all
 // open. Rotation puts a new key first (rotate()), and the holders of sealed values re-seal them
 // with it; an old key is dropped once nothing it sealed is left (retire()).
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ensurePrivateDir, readIfExists, writeFileAtomic } from "./pem-files.js";
@@ -90,6 +90,16 @@ export class SecretKeyRing {
     decipher.setAAD(Buffer.from(context, "utf8"));
     decipher.setAuthTag(Buffer.from(m[4]!, "base64url"));
     return Buffer.concat([decipher.update(Buffer.from(m[3]!, "base64url")), decipher.final()]);
+  }
+
+  /**
+   * A short fingerprint of `plain` for the record named by `context`: an HMAC under a key derived
+   * from the newest key, so equal values are told apart from changed ones without showing them,
+   * and the data directory alone does not let anyone guess a value from it.
+   */
+  fingerprint(plain: Buffer, context: string): string {
+    const derived = createHmac("sha256", this.keys[0]!.key).update("skipper secret fingerprint").digest();
+    return createHmac("sha256", derived).update(context).update("\0").update(plain).digest("hex").slice(0, 16);
   }
 
   /** The key id a sealed value was sealed with. */

@@ -18,6 +18,7 @@ export const PLURAL_DIRS: Record<ResourceType, string> = {
   volume: "volumes",
   rollout: "rollouts",
   freeze: "freezes",
+  secret: "secrets",
 };
 
 /**

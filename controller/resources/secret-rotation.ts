@@ -1,0 +1,42 @@
+// Rotating the keys that seal secrets: a new key first in the ring, every secret re-sealed with
+// it while the old keys still open what they sealed, then the old keys dropped. Re-sealing changes
+// no value (versions stay), so nothing is redeployed for it; one event records the rotation.
+import { create } from "@bufbuild/protobuf";
+import { ResourceSpecSchema } from "../../gen/skipper/v1/resource_pb.js";
+import type { Trace } from "../context.js";
+import { recordEvents } from "../events/event-recorder.js";
+import { eachResource } from "../store/each-page.js";
+import type { Store } from "../store/store.js";
+import type { SecretKeyRing } from "../tls/secret-key-ring.js";
+import { resealSecret } from "./secret-values.js";
+
+/** What a rotation did. */
+export interface Rotation {
+  keyId: string;
+  resealed: number;
+  retired: string[];
+}
+
+/** Rotates (when the ring is generated here) and re-seals every secret with the newest key. */
+export async function rotateSecretKeys(deps: { store: Store; keyRing: SecretKeyRing }, trace: Trace): Promise<Rotation> {
+  const { store, keyRing } = deps;
+  const owned = keyRing.source.kind === "generated";
+  if (owned) await keyRing.rotate();
+  let resealed = 0;
+  for await (const secret of eachResource(store, { resourceType: "secret" })) {
+    await store.updateResource("secret", secret.id, (cur) => {
+      if (cur.desiredState?.kind.case !== "secret") return cur;
+      const next = resealSecret(keyRing, cur.id, cur.desiredState.kind.value);
+      if (!next) return cur;
+      resealed++;
+      cur.desiredState = create(ResourceSpecSchema, { kind: { case: "secret", value: next } });
+      return cur;
+    });
+  }
+  // Only once nothing sealed with them is left.
+  const retired = owned ? await keyRing.retire() : [];
+  await recordEvents(store, [
+    { type: "secret_keys_rotated", ...trace, resourceType: "secret", data: { key_id: keyRing.primaryId, resealed, retired } },
+  ]);
+  return { keyId: keyRing.primaryId, resealed, retired };
+}

@@ -1,0 +1,160 @@
+// Secret resources over the real server (HTTP/2 + TLS): values go in and never come out, are kept
+// sealed (nothing under the data directory holds them in clear), and survive a key rotation.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { create, fromJson } from "@bufbuild/protobuf";
+import { ActorKind } from "../gen/skipper/v1/access_pb.js";
+import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
+import { openSecretValue } from "../controller/resources/secret-values.js";
+import { startController, type TestController } from "./helpers/controller.js";
+import { rpcError } from "./helpers/errors.js";
+import { filesContaining } from "./helpers/files.js";
+
+const SENTINEL = "sentinel-s3cr3t-value-7f2a";
+let tc: TestController;
+
+beforeAll(async () => {
+  tc = await startController({ tls: true, logToFile: true });
+  const json = JSON.parse(await readFile(new URL("../examples/tenant.json", import.meta.url), "utf8"));
+  json.id = "vault-shop";
+  json.desired_state.tenant.compose.project_name = "vault-shop";
+  await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: fromJson(ResourceSchema, json) });
+});
+afterAll(async () => {
+  await tc?.stop();
+});
+
+const res = () => tc.client(ResourceService, { admin: true });
+
+function secret(id: string, values: Record<string, string>, extra: { remove?: string[] } = {}): Resource {
+  return create(ResourceSchema, {
+    id,
+    resourceType: "secret",
+    desiredState: { kind: { case: "secret", value: { tenantId: "vault-shop", values, remove: extra.remove ?? [] } } },
+  });
+}
+
+function spec(r: Resource | undefined) {
+  if (r?.desiredState?.kind.case !== "secret") throw new Error("not a secret");
+  return r.desiredState.kind.value;
+}
+
+/** Any value as JSON text (bigints as strings). */
+function text(v: unknown): string {
+  return JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? x.toString() : x));
+}
+
+/** The stored (sealed) spec, as the file store keeps it. */
+async function stored(id: string) {
+  return spec(fromJson(ResourceSchema, JSON.parse(await readFile(join(tc.dataDir, "resources", "secrets", `${id}.json`), "utf8"))));
+}
+
+describe("secret resources", () => {
+  it("take values and show only names, versions, fingerprints and who set them; nothing under the data directory holds a value", async () => {
+    const created = await res().createResource({
+      resourceType: "secret",
+      resource: secret("db", { DB_PASSWORD: SENTINEL, API_URL: "https://x.example" }),
+    });
+    const shown = spec(created.resource);
+    expect(shown.values).toEqual({});
+    expect(shown.sealed).toEqual({});
+    expect(shown.entries.map((e) => [e.name, e.version])).toEqual([
+      ["API_URL", 1n],
+      ["DB_PASSWORD", 1n],
+    ]);
+    expect(shown.entries[1]!.fingerprint).toMatch(/^[0-9a-f]{16}$/);
+    expect(shown.entries[1]!.updatedBy?.kind).toBe(ActorKind.ADMIN_TOKEN);
+    const read = spec((await res().getResource({ resourceType: "secret", id: "db" })).resource);
+    expect(read.sealed).toEqual({});
+    expect(read.entries).toEqual(shown.entries);
+    expect(text((await res().listResources({ resourceType: "secret" })).resources)).not.toContain(SENTINEL);
+    const explained = await res().explainResource({ resourceType: "secret", id: "db" });
+    expect(text(explained.resource)).not.toContain(SENTINEL);
+    expect(spec(explained.resource).sealed).toEqual({});
+    expect(await filesContaining(tc.dataDir, SENTINEL)).toEqual([]);
+    // Kept sealed, and the controller's key ring opens it.
+    const ring = await SecretKeyRing.load({ dataDir: tc.dataDir });
+    expect(openSecretValue(ring, "db", await stored("db"), "DB_PASSWORD")).toBe(SENTINEL);
+  });
+
+  it("update sets and removes values by name; the same value again changes nothing; a retried create is the same create", async () => {
+    await res().createResource({ resourceType: "secret", resource: secret("api", { TOKEN: "one", OTHER: "x" }) });
+    const first = (await res().getResource({ resourceType: "secret", id: "api" })).resource!;
+    const same = await res().updateResource({
+      resourceType: "secret",
+      id: "api",
+      desiredState: secret("api", { TOKEN: "one" }).desiredState,
+    });
+    expect(same.resource?.metadata?.resourceVersion).toBe(first.metadata?.resourceVersion);
+    const changed = await res().updateResource({
+      resourceType: "secret",
+      id: "api",
+      desiredState: secret("api", { TOKEN: "two" }, { remove: ["OTHER"] }).desiredState,
+    });
+    const entries = spec(changed.resource).entries;
+    expect(entries.map((e) => [e.name, e.version])).toEqual([["TOKEN", 2n]]);
+    expect(entries[0]!.fingerprint).not.toBe(spec(first).entries.find((e) => e.name === "TOKEN")!.fingerprint);
+    const again = await res().createResource({ resourceType: "secret", resource: secret("api", { TOKEN: "two" }) });
+    expect(again.resource?.metadata?.resourceVersion).toBe(changed.resource?.metadata?.resourceVersion);
+    expect((await rpcError(res().createResource({ resourceType: "secret", resource: secret("api", { TOKEN: "three" }) }))).code).toBe(
+      "CONFLICT",
+    );
+  });
+
+  it("refuses bad names, sealed forms from a client and a missing tenant, storing nothing", async () => {
+    const cases: [Resource, string][] = [
+      [secret("bad1", { "1x": "v" }), "desired_state.secret.values"],
+      [
+        create(ResourceSchema, {
+          id: "bad2",
+          resourceType: "secret",
+          desiredState: { kind: { case: "secret", value: { tenantId: "vault-shop", sealed: { A: "v1.x" } } } },
+        }),
+        "desired_state.secret.sealed",
+      ],
+      [
+        create(ResourceSchema, {
+          id: "bad3",
+          resourceType: "secret",
+          desiredState: { kind: { case: "secret", value: { tenantId: "nope", values: { A: "v" } } } },
+        }),
+        "desired_state.secret.tenant_id",
+      ],
+    ];
+    for (const [r, field] of cases) {
+      const e = await rpcError(res().createResource({ resourceType: "secret", resource: r }));
+      expect([e.code, e.details.field]).toEqual(["INVALID_REQUEST", field]);
+      expect((await rpcError(res().getResource({ resourceType: "secret", id: r.id }))).code).toBe("RESOURCE_NOT_FOUND");
+    }
+  });
+
+  it("key rotation re-seals every value with a new key, keeps versions, retires the old key, and the values still open", async () => {
+    const before = await stored("db");
+    const oldKey = SecretKeyRing.keyIdOf(before.sealed.DB_PASSWORD!);
+    const rotated = await tc.client(SecretService, { admin: true }).rotateSecretKeys({});
+    expect(rotated.keyId).not.toBe(oldKey);
+    expect(rotated.resealedSecrets).toBeGreaterThanOrEqual(2);
+    expect(rotated.retiredKeyIds).toEqual([oldKey]);
+    const after = await stored("db");
+    expect(SecretKeyRing.keyIdOf(after.sealed.DB_PASSWORD!)).toBe(rotated.keyId);
+    expect(after.entries.map((e) => [e.name, e.version, e.keyId])).toEqual(before.entries.map((e) => [e.name, e.version, rotated.keyId]));
+    const ring = await SecretKeyRing.load({ dataDir: tc.dataDir });
+    expect(ring.ids).toEqual([rotated.keyId]);
+    expect(openSecretValue(ring, "db", after, "DB_PASSWORD")).toBe(SENTINEL);
+    // An update after the rotation still recognises the unchanged value.
+    const same = await res().updateResource({
+      resourceType: "secret",
+      id: "db",
+      desiredState: secret("db", { DB_PASSWORD: SENTINEL }).desiredState,
+    });
+    expect(spec(same.resource).entries.find((e) => e.name === "DB_PASSWORD")?.version).toBe(1n);
+    const events = await tc.client(EventService, { admin: true }).listEvents({ type: "secret_keys_rotated" });
+    expect(events.events).toHaveLength(1);
+    expect(await filesContaining(tc.dataDir, SENTINEL)).toEqual([]);
+  });
+});
