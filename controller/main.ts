@@ -47,6 +47,13 @@ async function main(): Promise<void> {
       });
   // The keys that seal secrets at rest (secret values, webhook URLs).
   const keyRing = await SecretKeyRing.load({ dataDir: config.dataDir, keysText: config.secretKeys, keysFile: config.secretKeysFile });
+  if (config.storeUrl && keyRing.source.kind === "generated") {
+    // Each controller would seal with keys the others do not hold.
+    logger.warn(
+      { action: "secrets", metadata: { key_ring: keyRing.source.file } },
+      "several controllers on one database must share one secret key ring: set SKIPPER_SECRET_KEYS_FILE (or SKIPPER_SECRET_KEYS) to the same keys on each, or secrets sealed by one cannot be opened by another",
+    );
+  }
   let tls: { cert: string; key: string; clientCa?: string } | undefined;
   let caFile: string | undefined;
   if (!config.insecureHttp) {
