@@ -18,6 +18,9 @@ import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
+import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
+import { webhookService } from "./services/webhook-service.js";
+import { WebhookWorker, type WebhookSettings } from "./webhooks/webhook-worker.js";
 import { auditService } from "./services/audit-service.js";
 import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
@@ -74,6 +77,7 @@ export const SERVICES: DescService[] = [
   AccessService,
   EnrollmentService,
   AuditService,
+  WebhookService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -123,6 +127,8 @@ export interface BuildOptions {
   tls?: PemPair;
   /** The keys that seal secrets at rest (default: loaded, or generated, under dataDir/tls). */
   keyRing?: SecretKeyRing;
+  /** Pacing of webhook deliveries (webhooks/webhook-worker.ts; tests shorten the retry period). */
+  webhooks?: Partial<WebhookSettings>;
 }
 
 export type RequestHandler = (
@@ -247,6 +253,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(AccessService, accessService(deps));
     router.service(EnrollmentService, enrollmentService(deps));
     router.service(AuditService, auditService({ store, signer }));
+    router.service(WebhookService, webhookService(deps));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({
@@ -294,6 +301,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     auditRetentionMs: opts.auditRetentionMs ?? 0,
   });
   const retention = history.enabled ? history : undefined;
+  const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
   let started = false;
   let leading: Promise<void> | undefined;
   // The singleton loops run where the coordination says this controller leads (always, alone).
@@ -307,9 +315,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     liveness?.start();
     leases.start();
     retention?.start();
+    webhooks.start();
   };
   const stopLoops = async () => {
     loopsRunning = false;
+    await webhooks.stop();
     await leases.stop();
     await retention?.stop();
     await liveness?.stop();

@@ -1,0 +1,155 @@
+// Webhooks against a real local HTTPS receiver, with the controller in process (and, for the
+// kill -9 case, as a process): signed deliveries verify, retries end in one delivery, a receiver
+// that always fails ends in the dead letter and can be redelivered to, a hanging receiver does not
+// hold up the calls that cause events, and secrets stay sealed on disk.
+import { create } from "@bufbuild/protobuf";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WebhookDeliveryState, WebhookService, type WebhookDelivery } from "../gen/skipper/v1/webhook_service_pb.js";
+import { verifySignature } from "../controller/webhooks/webhook-signature.js";
+import { startController, type TestController } from "./helpers/controller.js";
+import { filesContaining } from "./helpers/files.js";
+import { waitFor } from "./helpers/processes.js";
+import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
+
+const SECRET = "shared-secret-for-tests-0123456789";
+const FAST = { pollMs: 20, backoffBaseMs: 20, backoffCapMs: 100, attemptTimeoutMs: 5000, lookBackMs: 2000 };
+
+function tenant(id: string) {
+  return create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: { displayName: id } } } });
+}
+
+let tc: TestController;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  tc = await startController({ webhooks: { ...FAST, retryForMs: 60_000 } });
+});
+afterAll(async () => {
+  await tc.stop();
+});
+afterEach(async () => {
+  await receiver?.close();
+});
+
+async function subscribe(c: TestController, r: Receiver, eventTypes = ["resource.*"], tenantId = "") {
+  const created = await c
+    .client(WebhookService, { admin: true })
+    .createWebhook({ url: r.url, eventTypes, tenantId, secret: SECRET, caPem: r.caPem });
+  return created.webhook!;
+}
+
+/** The deliveries of a subscription once `ok` holds for them (polled, with a deadline). */
+async function deliveriesWhen(c: TestController, webhookId: string, ok: (ds: WebhookDelivery[]) => boolean): Promise<WebhookDelivery[]> {
+  const hooks = c.client(WebhookService, { admin: true });
+  return waitFor(
+    "webhook deliveries",
+    async () => {
+      const ds = (await hooks.listWebhookDeliveries({ webhookId })).deliveries;
+      return ok(ds) ? ds : undefined;
+    },
+    20_000,
+    20,
+  );
+}
+
+describe("webhooks", () => {
+  it("a delivery is signed over its time and body, and the receiver's check passes; URL and secret never sit in clear on disk", async () => {
+    receiver = await startReceiver();
+    const hook = await subscribe(tc, receiver);
+    expect(hook.urlHost).toBe(new URL(receiver.url).host);
+    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: tenant("signed") });
+    const [d] = await deliveriesWhen(tc, hook.id, (ds) => ds.some((x) => x.state === WebhookDeliveryState.DELIVERED));
+    const got = receiver.received.find((r) => r.headers["x-skipper-delivery"] === d!.id)!;
+    expect(verifySignature(SECRET, String(got.headers["x-skipper-signature"]), got.body, new Date())).toBe(true);
+    expect(verifySignature("another-secret-0123456789", String(got.headers["x-skipper-signature"]), got.body, new Date())).toBe(false);
+    expect(verifySignature(SECRET, String(got.headers["x-skipper-signature"]), got.body.replace("signed", "other!"), new Date())).toBe(
+      false,
+    );
+    const body = JSON.parse(got.body) as { id: string; event: { type: string; resource_id: string }; timestamp: string };
+    expect(body.id).toBe(d!.id);
+    expect(body.event).toMatchObject({ type: "resource_created", resource_id: "signed" });
+    expect(d!.eventType).toBe("resource.created");
+    const status = (await tc.client(WebhookService, { admin: true }).getWebhook({ id: hook.id })).webhook!.status!;
+    expect(status.lastSuccessAt).toBeDefined();
+    expect(status.backlog).toBe(0n);
+    expect(await filesContaining(tc.dataDir, "secret-path-token-31415")).toEqual([]);
+    expect(await filesContaining(tc.dataDir, SECRET)).toEqual([]);
+  });
+
+  it("a receiver that fails 3 times and then recovers gets the event once", async () => {
+    receiver = await startReceiver();
+    receiver.answer = (n) => (n < 3 ? 503 : 200);
+    const hook = await subscribe(tc, receiver, ["resource.created"], "flaky");
+    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: tenant("flaky") });
+    const [d] = await deliveriesWhen(tc, hook.id, (ds) => ds.some((x) => x.state === WebhookDeliveryState.DELIVERED));
+    expect(d!.attempts).toBe(4);
+    expect(d!.lastFailure).toMatch(/^503: receiver says no/);
+    expect(receiver.received.map((r) => r.status)).toEqual([503, 503, 503, 200]);
+    expect(new Set(receiver.received.map((r) => r.headers["x-skipper-delivery"]))).toEqual(new Set([d!.id]));
+    const status = (await tc.client(WebhookService, { admin: true }).getWebhook({ id: hook.id })).webhook!.status!;
+    expect(status.lastFailure).toMatch(/^503/);
+    expect(status.lastSuccessAt).toBeDefined();
+  });
+
+  it("patterns and the tenant filter choose the events: another tenant's and another subject's are not queued", async () => {
+    receiver = await startReceiver();
+    const mine = await subscribe(tc, receiver, ["resource.created"], "chosen");
+    const other = await subscribe(tc, receiver, ["deployment.*", "node.offline"]);
+    const rs = tc.client(ResourceService, { admin: true });
+    await rs.createResource({ resourceType: "tenant", resource: tenant("not-chosen") });
+    await rs.createResource({ resourceType: "tenant", resource: tenant("chosen") });
+    const ds = await deliveriesWhen(tc, mine.id, (x) => x.some((d) => d.state === WebhookDeliveryState.DELIVERED));
+    expect(ds).toHaveLength(1);
+    const hooks = tc.client(WebhookService, { admin: true });
+    expect((await hooks.listWebhookDeliveries({ webhookId: other.id })).deliveries).toEqual([]);
+  });
+
+  it("a receiver that never answers does not hold up the calls that cause events", async () => {
+    receiver = await startReceiver();
+    receiver.answer = () => 0;
+    await subscribe(tc, receiver, ["*"]);
+    const rs = tc.client(ResourceService, { admin: true });
+    await rs.createResource({ resourceType: "tenant", resource: tenant("slow-1") });
+    await waitFor("an attempt under way", async () => (receiver.received.length > 0 ? true : undefined), 20_000, 20);
+    // An attempt hangs now; more changes are answered all the same (each well within the attempt's deadline).
+    for (const id of ["slow-2", "slow-3"]) {
+      const started = Date.now();
+      await rs.createResource({ resourceType: "tenant", resource: tenant(id) });
+      expect(Date.now() - started).toBeLessThan(FAST.attemptTimeoutMs);
+    }
+  });
+});
+
+describe("the dead letter", () => {
+  let dc: TestController;
+  beforeAll(async () => {
+    dc = await startController({ webhooks: { ...FAST, retryForMs: 300 } });
+  });
+  afterAll(async () => {
+    await dc.stop();
+  });
+
+  it("a receiver that always fails ends in the dead letter with its last response, and a redelivery reaches it once it recovers", async () => {
+    receiver = await startReceiver();
+    receiver.answer = () => 500;
+    const hook = await subscribe(dc, receiver, ["resource.*"]);
+    await dc.client(ResourceService, { admin: true }).createResource({ resourceType: "tenant", resource: tenant("doomed") });
+    const [dead] = await deliveriesWhen(dc, hook.id, (ds) => ds.some((x) => x.state === WebhookDeliveryState.DEAD_LETTERED));
+    expect(dead!.lastStatus).toBe(500);
+    expect(dead!.lastResponse).toBe("receiver says no (500)");
+    expect(dead!.attempts).toBeGreaterThan(1);
+    const hooks = dc.client(WebhookService, { admin: true });
+    const listed = await hooks.listWebhookDeliveries({ webhookId: hook.id, state: WebhookDeliveryState.DEAD_LETTERED });
+    expect(listed.deliveries.map((d) => d.id)).toEqual([dead!.id]);
+    expect((await hooks.getWebhook({ id: hook.id })).webhook!.status).toMatchObject({ deadLettered: 1n, backlog: 0n });
+
+    receiver.answer = () => 200;
+    const before = receiver.received.length;
+    await hooks.redeliverWebhookDelivery({ webhookId: hook.id, id: dead!.id });
+    const [done] = await deliveriesWhen(dc, hook.id, (ds) => ds.some((x) => x.state === WebhookDeliveryState.DELIVERED));
+    expect(done!.id).toBe(dead!.id);
+    expect(receiver.received.slice(before).map((r) => r.status)).toEqual([200]);
+  });
+});
