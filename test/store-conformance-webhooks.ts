@@ -101,6 +101,7 @@ export function describeWebhookConformance(current: () => Store, reopen: () => P
       expect(ids(await store.dueWebhookDeliveries(at(60), 10))).toEqual(["d2", "d1"]);
       expect(ids(await store.dueWebhookDeliveries(at(200), 2))).toEqual(["d2", "d1"]);
       expect(ids(await store.dueWebhookDeliveries(at(0), 10))).toEqual([]);
+      expect(ids(await store.dueWebhookDeliveries(at(200), 10, ["wh2"]))).toEqual(["d1", "d3"]);
     });
 
     it("a subscription's status counts its backlog and dead letters and names its last success and failure", async () => {

@@ -645,9 +645,9 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.webhooks.listDeliveries(filter);
   }
 
-  async dueWebhookDeliveries(now: Date, limit: number): Promise<S.WebhookDeliveryRecord[]> {
+  async dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds: readonly string[] = []): Promise<S.WebhookDeliveryRecord[]> {
     this.ensureOpen();
-    return this.webhooks.due(now, limit);
+    return this.webhooks.due(now, limit, skipWebhookIds);
   }
 
   async webhookDeliveryStats(webhookId: string): Promise<S.WebhookDeliveryStats> {

@@ -364,8 +364,8 @@ export interface Store {
   updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean>;
   /** Deliveries ordered by (created_at, id). */
   listWebhookDeliveries(filter: WebhookDeliveryFilter): Promise<Page<WebhookDeliveryRecord>>;
-  /** Up to `limit` pending deliveries whose next attempt is due at `now`, earliest first. */
-  dueWebhookDeliveries(now: Date, limit: number): Promise<WebhookDeliveryRecord[]>;
+  /** Up to `limit` pending deliveries whose next attempt is due at `now`, earliest first, except those of `skipWebhookIds`. */
+  dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds?: readonly string[]): Promise<WebhookDeliveryRecord[]>;
   webhookDeliveryStats(webhookId: string): Promise<WebhookDeliveryStats>;
   /** How far the dispatcher has read the event history (the last event's timestamp it queued from). */
   getWebhookCursor(): Promise<Date | undefined>;

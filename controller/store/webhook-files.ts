@@ -29,6 +29,9 @@ export class WebhookFiles {
   private webhooks = new Map<string, S.WebhookRecord>();
   private deliveries = new Map<string, S.WebhookDeliveryRecord>();
   private byCreation = new SortedIndex<S.WebhookDeliveryRecord>();
+  // The pending ones apart: the delivery loop asks for due ones every second, and the delivered
+  // and dead-lettered ones are most of a long history.
+  private pending = new Map<string, S.WebhookDeliveryRecord>();
   private cursor: Date | undefined;
 
   constructor(
@@ -40,9 +43,14 @@ export class WebhookFiles {
   /** Takes what open() loaded, and reads the cursor. */
   async load(webhooks: S.WebhookRecord[], deliveries: S.WebhookDeliveryRecord[]): Promise<void> {
     this.webhooks = new Map(webhooks.map((r) => [r.webhook.id, r]));
-    this.deliveries = new Map(deliveries.map((r) => [r.delivery.id, r]));
+    this.deliveries = new Map();
+    this.pending = new Map();
     this.byCreation = new SortedIndex();
     this.byCreation.load(deliveries.map((r) => [deliveryKey(r.delivery), r]));
+    for (const r of deliveries) {
+      this.deliveries.set(r.delivery.id, r);
+      if (r.delivery.state === WebhookDeliveryState.PENDING) this.pending.set(r.delivery.id, r);
+    }
     const text = await readFile(this.paths.webhookCursor(), "utf8").catch(() => undefined);
     const at = text === undefined ? undefined : new Date((JSON.parse(text) as { at?: string }).at ?? "");
     this.cursor = at && !Number.isNaN(at.getTime()) ? at : undefined;
@@ -123,9 +131,9 @@ export class WebhookFiles {
     return readPage(this.byCreation, DELIVERY_PAGE.tag, filter, DELIVERY_PAGE.key, match, copyDelivery);
   }
 
-  due(now: Date, limit: number): S.WebhookDeliveryRecord[] {
-    return [...this.deliveries.values()]
-      .filter((r) => r.delivery.state === WebhookDeliveryState.PENDING && dueAt(r.delivery) <= now.getTime())
+  due(now: Date, limit: number, skipWebhookIds: readonly string[]): S.WebhookDeliveryRecord[] {
+    return [...this.pending.values()]
+      .filter((r) => dueAt(r.delivery) <= now.getTime() && !skipWebhookIds.includes(r.delivery.webhookId))
       .sort((a, b) => dueAt(a.delivery) - dueAt(b.delivery) || (a.delivery.id < b.delivery.id ? -1 : 1))
       .slice(0, limit)
       .map(copyDelivery);
@@ -149,10 +157,12 @@ export class WebhookFiles {
   private remember(r: S.WebhookDeliveryRecord): void {
     this.deliveries.set(r.delivery.id, r);
     this.byCreation.set(deliveryKey(r.delivery), r);
+    if (r.delivery.state === WebhookDeliveryState.PENDING) this.pending.set(r.delivery.id, r);
   }
 
   private forget(d: WebhookDelivery): void {
     this.deliveries.delete(d.id);
+    this.pending.delete(d.id);
     this.byCreation.delete(deliveryKey(d));
   }
 }

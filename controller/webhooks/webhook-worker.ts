@@ -70,6 +70,11 @@ export class WebhookWorker {
   private readonly periodic: Periodic;
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly stopping = new AbortController();
+  // Events of the look-back window this process queued already (id -> timestamp ms): read again
+  // every round, they are not queued again. Forgotten as the window moves on; empty after a start.
+  // A change of the subscriptions (one created or edited) clears it: what they match is new.
+  private readonly seen = new Map<string, number>();
+  private seenFor = "";
 
   constructor(private readonly deps: WebhookWorkerDeps) {
     this.settings = { ...DEFAULT_WEBHOOK_SETTINGS, ...deps.settings };
@@ -97,11 +102,19 @@ export class WebhookWorker {
     }
   }
 
-  /** Queues a delivery for every active subscription an event since the cursor matches; returns how many. */
+  /** Queues a delivery for every subscription an event since the cursor matches; returns how many. */
   async dispatch(): Promise<number> {
     const { store } = this.deps;
-    const hooks = (await store.listWebhooks()).filter((h) => !h.webhook.paused);
+    // Paused ones too: their deliveries wait in the queue until they are resumed.
+    const hooks = await store.listWebhooks();
     if (hooks.length === 0) return 0;
+    const subscriptions = hooks
+      .map((h) => `${h.webhook.id}@${h.webhook.updatedAt ? timestampDate(h.webhook.updatedAt).getTime() : 0}`)
+      .join();
+    if (subscriptions !== this.seenFor) {
+      this.seen.clear();
+      this.seenFor = subscriptions;
+    }
     const earliest = Math.min(...hooks.map(createdMs));
     const cursor = (await store.getWebhookCursor())?.getTime() ?? earliest;
     const since = new Date(Math.max(cursor, earliest) - this.settings.lookBackMs);
@@ -110,11 +123,17 @@ export class WebhookWorker {
     let pageToken = "";
     do {
       const page = await store.listEvents({ since, pageSize: EVENT_PAGE, pageToken });
-      const records = page.items.flatMap((e) => this.deliveriesOf(e, hooks));
+      const fresh = page.items.filter((e) => !this.seen.has(e.id));
+      const records = fresh.flatMap((e) => this.deliveriesOf(e, hooks));
       if (records.length > 0) queued += await store.enqueueWebhookDeliveries(records);
-      for (const e of page.items) if (e.timestamp) last = Math.max(last, timestampDate(e.timestamp).getTime());
+      for (const e of fresh) {
+        const at = e.timestamp ? timestampDate(e.timestamp).getTime() : 0;
+        this.seen.set(e.id, at);
+        last = Math.max(last, at);
+      }
       pageToken = page.nextPageToken;
     } while (pageToken !== "");
+    for (const [id, at] of this.seen) if (at < since.getTime()) this.seen.delete(id);
     if (last > cursor || (await store.getWebhookCursor()) === undefined) await store.putWebhookCursor(new Date(last));
     return queued;
   }
@@ -123,14 +142,14 @@ export class WebhookWorker {
   async deliver(): Promise<number> {
     const free = this.settings.concurrency - this.inFlight.size;
     if (free <= 0) return 0;
-    const due = (await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size)).filter(
+    const hooks = new Map((await this.deps.store.listWebhooks()).map((h) => [h.webhook.id, h]));
+    const paused = [...hooks.values()].filter((h) => h.webhook.paused).map((h) => h.webhook.id);
+    const due = (await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size, paused)).filter(
       (r) => !this.inFlight.has(r.delivery.id),
     );
-    const hooks = new Map((await this.deps.store.listWebhooks()).map((h) => [h.webhook.id, h]));
     let started = 0;
     for (const r of due.slice(0, free)) {
       const hook = hooks.get(r.delivery.webhookId);
-      if (hook?.webhook.paused) continue;
       const id = r.delivery.id;
       const run = this.attempt(r, hook)
         .catch((err: unknown) => this.deps.logger.error({ action: "webhook_delivery", result: "error", err }, "webhook attempt failed"))

@@ -655,10 +655,11 @@ export class PostgresStore extends OrderSteps implements S.Store {
     return this.page(filter, DELIVERY_PAGE, "webhook_deliveries", where, args, (body) => decodeDelivery(body as JsonObject));
   }
 
-  async dueWebhookDeliveries(now: Date, limit: number): Promise<S.WebhookDeliveryRecord[]> {
+  async dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds: readonly string[] = []): Promise<S.WebhookDeliveryRecord[]> {
     const { rows } = await this.query<{ body: JsonObject }>(
-      "SELECT body FROM webhook_deliveries WHERE state = $1 AND next_attempt_at <= $2 ORDER BY next_attempt_at, id LIMIT $3",
-      [WebhookDeliveryState.PENDING, now, limit],
+      `SELECT body FROM webhook_deliveries WHERE state = $1 AND next_attempt_at <= $2 AND NOT (webhook_id = ANY($4::text[]))
+       ORDER BY next_attempt_at, id LIMIT $3`,
+      [WebhookDeliveryState.PENDING, now, limit, [...skipWebhookIds]],
     );
     return rows.map((r) => decodeDelivery(r.body));
   }

@@ -58,7 +58,7 @@ export type Webhook = Message<"skipper.v1.Webhook"> & {
   description: string;
 
   /**
-   * A paused subscription queues nothing and sends nothing until resumed.
+   * A paused subscription sends nothing: its deliveries are queued and wait until it is resumed.
    *
    * @generated from field: bool paused = 6;
    */
