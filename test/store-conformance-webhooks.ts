@@ -127,6 +127,21 @@ export function describeWebhookConformance(current: () => Store, reopen: () => P
       expect(await store.webhookDeliveryStats("none")).toEqual({ backlog: 0, deadLettered: 0, lastFailure: "" });
     });
 
+    it("retention deletes delivered and dead-lettered deliveries created before a time, never pending ones", async () => {
+      const store = current();
+      await store.putWebhook(hook("wh1"));
+      await store.enqueueWebhookDeliveries([
+        delivery("d1", "wh1", 0, { state: WebhookDeliveryState.DELIVERED }),
+        delivery("d2", "wh1", 1, { state: WebhookDeliveryState.DEAD_LETTERED }),
+        delivery("d3", "wh1", 2),
+        delivery("d4", "wh1", 50, { state: WebhookDeliveryState.DELIVERED }),
+      ]);
+      expect(await store.pruneWebhookDeliveries(at(10))).toBe(2);
+      expect(await store.pruneWebhookDeliveries(at(10))).toBe(0);
+      expect(ids((await store.listWebhookDeliveries({})).items)).toEqual(["d3", "d4"]);
+      expect(ids(await store.dueWebhookDeliveries(at(100), 10))).toEqual(["d3"]);
+    });
+
     it("the dispatcher's cursor is absent at first, then the last time put", async () => {
       const store = current();
       expect(await store.getWebhookCursor()).toBeUndefined();

@@ -655,6 +655,10 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.webhooks.stats(webhookId);
   }
 
+  pruneWebhookDeliveries(before: Date): Promise<number> {
+    return this.webhooks.prune(before);
+  }
+
   async getWebhookCursor(): Promise<Date | undefined> {
     this.ensureOpen();
     return this.webhooks.getCursor();

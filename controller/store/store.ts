@@ -367,6 +367,8 @@ export interface Store {
   /** Up to `limit` pending deliveries whose next attempt is due at `now`, earliest first, except those of `skipWebhookIds`. */
   dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds?: readonly string[]): Promise<WebhookDeliveryRecord[]>;
   webhookDeliveryStats(webhookId: string): Promise<WebhookDeliveryStats>;
+  /** Deletes the delivered and dead-lettered deliveries created before `before` (retention); returns how many. Pending ones stay. */
+  pruneWebhookDeliveries(before: Date): Promise<number>;
   /** How far the dispatcher has read the event history (the last event's timestamp it queued from). */
   getWebhookCursor(): Promise<Date | undefined>;
   putWebhookCursor(at: Date): Promise<void>;

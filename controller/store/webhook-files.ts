@@ -143,6 +143,25 @@ export class WebhookFiles {
     return deliveryStats([...this.deliveries.values()].filter((r) => r.delivery.webhookId === webhookId).map((r) => r.delivery));
   }
 
+  async prune(before: Date): Promise<number> {
+    const old = [...this.deliveries.values()].filter(
+      (r) =>
+        r.delivery.state !== WebhookDeliveryState.PENDING && r.delivery.createdAt && timestampMs(r.delivery.createdAt) < before.getTime(),
+    );
+    let pruned = 0;
+    for (const r of old) {
+      pruned += await this.write(`webhook-delivery/${r.delivery.id}`, async () => {
+        const current = this.deliveries.get(r.delivery.id);
+        // A redelivery since the listing made it pending again: it stays.
+        if (!current || current.delivery.state === WebhookDeliveryState.PENDING) return 0;
+        await this.fs.unlink(this.paths.webhookDelivery(r.delivery.id));
+        this.forget(current.delivery);
+        return 1;
+      });
+    }
+    return pruned;
+  }
+
   getCursor(): Date | undefined {
     return this.cursor && new Date(this.cursor);
   }

@@ -684,6 +684,14 @@ export class PostgresStore extends OrderSteps implements S.Store {
     };
   }
 
+  async pruneWebhookDeliveries(before: Date): Promise<number> {
+    const { rowCount } = await this.query("DELETE FROM webhook_deliveries WHERE state <> $1 AND sort_key < $2", [
+      WebhookDeliveryState.PENDING,
+      toColumn(timestampKey(timestampFromDate(before))),
+    ]);
+    return rowCount ?? 0;
+  }
+
   async getWebhookCursor(): Promise<Date | undefined> {
     const { rows } = await this.query<{ at: Date }>("SELECT at FROM webhook_cursor");
     return rows[0]?.at;
