@@ -16,6 +16,7 @@ import { signatureHeader, verifySignature } from "../controller/webhooks/webhook
 import { createWebhook, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import type { AttemptOutcome, SendRequest } from "../controller/webhooks/webhook-sender.js";
+import { waitFor } from "./helpers/processes.js";
 
 describe("event names and patterns", () => {
   it("a stored type gets its subject, a dot and what happened", () => {
@@ -140,6 +141,34 @@ describe("the webhook worker", () => {
     expect(d.lastFailure).toBe("500: nope");
     expect(sent[0]!.url.href).toBe("https://a.example/x");
     expect(verifySignature("0123456789abcdef", sent[0]!.headers["x-skipper-signature"]!, sent[0]!.body, now())).toBe(true);
+  });
+
+  it("a receiver that hangs holds at most two attempts, and the other subscriptions' deliveries go meanwhile", async () => {
+    await createWebhook(deps(), { url: "https://hangs.example/x", eventTypes: ["*"] });
+    await createWebhook(deps(), { url: "https://fine.example/x", eventTypes: ["*"] });
+    clock += 1000;
+    for (const id of ["ev1", "ev2", "ev3"]) await event(id);
+    const hanging: Array<() => void> = [];
+    const w = new WebhookWorker({
+      store,
+      keyRing,
+      logger,
+      now,
+      send: (req) =>
+        req.url.host === "hangs.example" ? new Promise((resolve) => hanging.push(() => resolve({ status: 200, text: "" }))) : send(req),
+    });
+    expect(await w.dispatch()).toBe(6);
+    expect(await w.deliver()).toBe(4);
+    expect(hanging).toHaveLength(2);
+    expect(sent.map((r) => r.url.host)).toEqual(["fine.example", "fine.example"]);
+    const delivered = async () =>
+      (await store.listWebhookDeliveries({ state: WebhookDeliveryState.DELIVERED })).items.length === 2 ? true : undefined;
+    await waitFor("the two sent to the fine receiver recorded", delivered, 10_000, 10);
+    // The hanging receiver still holds its two slots; the fine one's third delivery goes now.
+    expect(await w.deliver()).toBe(1);
+    expect(sent.map((r) => r.url.host)).toEqual(["fine.example", "fine.example", "fine.example"]);
+    for (const release of hanging) release();
+    await w.settle();
   });
 
   it("a paused subscription sends nothing: its deliveries wait, and go once it is resumed", async () => {

@@ -35,8 +35,10 @@ export interface WebhookSettings {
   backoffBaseMs: number;
   /** ... up to this (default 1 h). */
   backoffCapMs: number;
-  /** Attempts under way at once (default 8). */
+  /** Attempts under way at once (default 8) ... */
   concurrency: number;
+  /** ... and to one subscription (default 2). */
+  perWebhook: number;
   /** How far before the cursor the event history is read again (default 1 min). */
   lookBackMs: number;
 }
@@ -48,6 +50,7 @@ export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
   backoffBaseMs: 1000,
   backoffCapMs: 3_600_000,
   concurrency: 8,
+  perWebhook: 2,
   lookBackMs: 60_000,
 };
 
@@ -68,7 +71,7 @@ const EVENT_PAGE = 500;
 export class WebhookWorker {
   private readonly settings: WebhookSettings;
   private readonly periodic: Periodic;
-  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly inFlight = new Map<string, { webhookId: string; done: Promise<void> }>();
   private readonly stopping = new AbortController();
   // Events of the look-back window this process queued already (id -> timestamp ms): read again
   // every round, they are not queued again. Forgotten as the window moves on; empty after a start.
@@ -89,7 +92,7 @@ export class WebhookWorker {
   async stop(): Promise<void> {
     this.stopping.abort();
     await this.periodic.stop();
-    await Promise.all(this.inFlight.values());
+    await Promise.all([...this.inFlight.values()].map((f) => f.done));
   }
 
   /** One round: queue what new events call for, then start the due deliveries. */
@@ -138,23 +141,29 @@ export class WebhookWorker {
     return queued;
   }
 
-  /** Starts the due deliveries there are free slots for; returns how many started. */
+  /**
+   * Starts the due deliveries there are free slots for, at most `perWebhook` at once to one
+   * subscription (a receiver that hangs takes its own slots, not everyone's); returns how many started.
+   */
   async deliver(): Promise<number> {
     const free = this.settings.concurrency - this.inFlight.size;
     if (free <= 0) return 0;
     const hooks = new Map((await this.deps.store.listWebhooks()).map((h) => [h.webhook.id, h]));
-    const paused = [...hooks.values()].filter((h) => h.webhook.paused).map((h) => h.webhook.id);
-    const due = (await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size, paused)).filter(
-      (r) => !this.inFlight.has(r.delivery.id),
-    );
+    const busy = new Map<string, number>();
+    for (const webhookId of [...this.inFlight.values()].map((f) => f.webhookId)) busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
+    const full = (webhookId: string) => (busy.get(webhookId) ?? 0) >= this.settings.perWebhook;
+    const skip = [...hooks.values()].filter((h) => h.webhook.paused || full(h.webhook.id)).map((h) => h.webhook.id);
+    const due = await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size, skip);
     let started = 0;
-    for (const r of due.slice(0, free)) {
-      const hook = hooks.get(r.delivery.webhookId);
-      const id = r.delivery.id;
-      const run = this.attempt(r, hook)
+    for (const r of due) {
+      const { id, webhookId } = r.delivery;
+      if (started === free) break;
+      if (this.inFlight.has(id) || full(webhookId)) continue;
+      busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
+      const done = this.attempt(r, hooks.get(webhookId))
         .catch((err: unknown) => this.deps.logger.error({ action: "webhook_delivery", result: "error", err }, "webhook attempt failed"))
         .finally(() => this.inFlight.delete(id));
-      this.inFlight.set(id, run);
+      this.inFlight.set(id, { webhookId, done });
       started += 1;
     }
     return started;
@@ -162,7 +171,7 @@ export class WebhookWorker {
 
   /** Waits until no attempt is under way (tests). */
   async settle(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.all(this.inFlight.values());
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map((f) => f.done));
   }
 
   private deliveriesOf(event: Event, hooks: WebhookRecord[]): WebhookDeliveryRecord[] {
