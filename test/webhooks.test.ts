@@ -8,7 +8,7 @@ import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WebhookDeliveryState, WebhookService, type WebhookDelivery } from "../gen/skipper/v1/webhook_service_pb.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { startController, type TestController } from "./helpers/controller.js";
+import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 import { filesContaining } from "./helpers/files.js";
 import { freePort, startControllerProcess, waitFor } from "./helpers/processes.js";
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
@@ -201,6 +201,65 @@ describe("a controller killed with deliveries queued", () => {
       expect(new Set(ds.map((d) => d.eventId)).size).toBe(5);
     } finally {
       await cp.stop();
+    }
+  });
+});
+
+describe("the REST routes", () => {
+  let rc: TestController;
+  beforeAll(async () => {
+    rc = await startController({ tls: false, webhooks: FAST });
+  });
+  afterAll(async () => {
+    await rc.stop();
+  });
+
+  async function call(method: string, path: string, body?: unknown) {
+    const res = await fetch(rc.url + path, {
+      method,
+      headers: { "x-admin-token": ADMIN_TOKEN, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
+    return { status: res.status, text, data: (JSON.parse(text) as { data: any }).data };
+  }
+
+  it("create, read, pause, list deliveries and delete; the URL and the secret come back nowhere but the created secret once", async () => {
+    const url = "https://hooks.example.com/in/secret-path-token-27182?key=query-secret-161803";
+    const created = await call("POST", "/v1/webhooks", { url, event_types: ["deployment.*", "node.offline"], description: "ops" });
+    expect(created.status).toBe(201);
+    const id = created.data.webhook.id as string;
+    expect(created.data.webhook).toMatchObject({ url_host: "hooks.example.com", event_types: ["deployment.*", "node.offline"] });
+    expect(created.data.secret).toMatch(/^whsec_/);
+    const read = await call("GET", `/v1/webhooks/${id}`);
+    expect(read.data.webhook.status).toMatchObject({ backlog: "0", dead_lettered: "0" });
+    const paused = await call("PATCH", `/v1/webhooks/${id}`, { paused: true });
+    expect(paused.data.webhook.paused).toBe(true);
+    const listed = await call("GET", "/v1/webhooks");
+    expect(listed.data.webhooks.map((w: { id: string }) => w.id)).toEqual([id]);
+    expect((await call("GET", `/v1/webhooks/${id}/deliveries?state=dead_lettered`)).data.deliveries ?? []).toEqual([]);
+    for (const r of [created, read, paused, listed]) {
+      expect(r.text).not.toContain("secret-path-token-27182");
+      expect(r.text).not.toContain("query-secret-161803");
+    }
+    expect(read.text).not.toContain(created.data.secret);
+    expect(await filesContaining(rc.dataDir, "secret-path-token-27182")).toEqual([]);
+    expect(await filesContaining(rc.dataDir, created.data.secret)).toEqual([]);
+    expect((await call("DELETE", `/v1/webhooks/${id}`)).status).toBe(200);
+    expect((await call("GET", `/v1/webhooks/${id}`)).status).toBe(404);
+  });
+
+  it("an http:// URL, a bad pattern or a short secret is INVALID_REQUEST", async () => {
+    for (const body of [
+      { url: "http://hooks.example.com/x", event_types: ["*"] },
+      { url: "https://hooks.example.com/x", event_types: ["deploy*"] },
+      { url: "https://hooks.example.com/x", event_types: ["*"], secret: "short" },
+      { url: "https://hooks.example.com/x", event_types: ["*"], ca_pem: "not a pem" },
+    ]) {
+      const r = await call("POST", "/v1/webhooks", body);
+      expect(r.status).toBe(400);
+      expect(r.text).toContain("INVALID_REQUEST");
     }
   });
 });
