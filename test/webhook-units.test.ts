@@ -10,6 +10,9 @@ import { WebhookDeliveryState } from "../gen/skipper/v1/webhook_service_pb.js";
 import { createLogger } from "../common/logging/logger.js";
 import { recordEvents } from "../controller/events/event-recorder.js";
 import { FileStore } from "../controller/store/file-store.js";
+import { PostgresStore } from "../controller/store/postgres/pg-store.js";
+import type { Store } from "../controller/store/store.js";
+import { freshDatabase, pgUrl } from "./helpers/postgres.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { checkPatterns, dottedName, matchesAny } from "../controller/webhooks/event-names.js";
 import { signatureHeader, verifySignature } from "../controller/webhooks/webhook-signature.js";
@@ -56,9 +59,13 @@ describe("signatures", () => {
   });
 });
 
-describe("the webhook worker", () => {
+// The worker on each store: the file store, and PostgreSQL when the run has one.
+const BACKENDS = pgUrl() ? ["file", "postgres"] : ["file"];
+let databases = 0;
+
+describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
   let dir: string;
-  let store: FileStore;
+  let store: Store;
   let keyRing: SecretKeyRing;
   let clock: number;
   const now = () => new Date(clock);
@@ -86,7 +93,10 @@ describe("the webhook worker", () => {
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "skipper-webhook-units-"));
-    store = new FileStore(dir);
+    store =
+      backend === "file"
+        ? new FileStore(dir)
+        : new PostgresStore(await freshDatabase(`webhooks_${process.pid}_${databases++}`), { maxConnections: 5 });
     await store.open();
     keyRing = await SecretKeyRing.load({ dataDir: dir });
     clock = Date.parse("2026-11-24T10:00:00Z");
