@@ -129,15 +129,17 @@ export class WebhookWorker {
       const fresh = page.items.filter((e) => !this.seen.has(e.id));
       const records = fresh.flatMap((e) => this.deliveriesOf(e, hooks));
       if (records.length > 0) queued += await store.enqueueWebhookDeliveries(records);
+      const before = last;
       for (const e of fresh) {
         const at = e.timestamp ? timestampDate(e.timestamp).getTime() : 0;
         this.seen.set(e.id, at);
         last = Math.max(last, at);
       }
+      // Page by page: a long catch-up that is cut short resumes near where it was.
+      if (last > before) await store.putWebhookCursor(new Date(last));
       pageToken = page.nextPageToken;
     } while (pageToken !== "");
     for (const [id, at] of this.seen) if (at < since.getTime()) this.seen.delete(id);
-    if (last > cursor || (await store.getWebhookCursor()) === undefined) await store.putWebhookCursor(new Date(last));
     return queued;
   }
 
