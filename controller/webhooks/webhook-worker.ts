@@ -98,25 +98,26 @@ export class WebhookWorker {
   /** One round: queue what new events call for, then start the due deliveries. */
   async tick(): Promise<void> {
     try {
-      await this.dispatch();
-      await this.deliver();
+      // Without subscriptions a round costs this one read.
+      const hooks = await this.deps.store.listWebhooks();
+      if (hooks.length === 0) return;
+      await this.dispatch(hooks);
+      await this.deliver(hooks);
     } catch (err) {
       this.deps.logger.error({ action: "webhook", result: "error", err }, "webhook round failed");
     }
   }
 
   /** Queues a delivery for every subscription an event since the cursor matches; returns how many. */
-  async dispatch(): Promise<number> {
+  async dispatch(subscriptions?: WebhookRecord[]): Promise<number> {
     const { store } = this.deps;
     // Paused ones too: their deliveries wait in the queue until they are resumed.
-    const hooks = await store.listWebhooks();
+    const hooks = subscriptions ?? (await store.listWebhooks());
     if (hooks.length === 0) return 0;
-    const subscriptions = hooks
-      .map((h) => `${h.webhook.id}@${h.webhook.updatedAt ? timestampDate(h.webhook.updatedAt).getTime() : 0}`)
-      .join();
-    if (subscriptions !== this.seenFor) {
+    const versions = hooks.map((h) => `${h.webhook.id}@${h.webhook.updatedAt ? timestampDate(h.webhook.updatedAt).getTime() : 0}`).join();
+    if (versions !== this.seenFor) {
       this.seen.clear();
-      this.seenFor = subscriptions;
+      this.seenFor = versions;
     }
     const earliest = Math.min(...hooks.map(createdMs));
     const cursor = (await store.getWebhookCursor())?.getTime() ?? earliest;
@@ -147,10 +148,10 @@ export class WebhookWorker {
    * Starts the due deliveries there are free slots for, at most `perWebhook` at once to one
    * subscription (a receiver that hangs takes its own slots, not everyone's); returns how many started.
    */
-  async deliver(): Promise<number> {
+  async deliver(subscriptions?: WebhookRecord[]): Promise<number> {
     const free = this.settings.concurrency - this.inFlight.size;
     if (free <= 0) return 0;
-    const hooks = new Map((await this.deps.store.listWebhooks()).map((h) => [h.webhook.id, h]));
+    const hooks = new Map((subscriptions ?? (await this.deps.store.listWebhooks())).map((h) => [h.webhook.id, h]));
     const busy = new Map<string, number>();
     for (const webhookId of [...this.inFlight.values()].map((f) => f.webhookId)) busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
     const full = (webhookId: string) => (busy.get(webhookId) ?? 0) >= this.settings.perWebhook;
