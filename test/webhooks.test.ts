@@ -2,12 +2,22 @@
 // kill -9 case, as a process): signed deliveries verify, retries end in one delivery, a receiver
 // that always fails ends in the dead letter and can be redelivered to, a hanging receiver does not
 // hold up the calls that cause events, and secrets stay sealed on disk.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WebhookDeliveryState, WebhookService, type WebhookDelivery } from "../gen/skipper/v1/webhook_service_pb.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
+import { build } from "../controller/server.js";
+import { PgCoordination } from "../controller/store/postgres/pg-coordination.js";
+import { PostgresStore } from "../controller/store/postgres/pg-store.js";
+import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
+import { createLogger } from "../common/logging/logger.js";
+import { freshDatabase, pgUrl } from "./helpers/postgres.js";
 import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 import { filesContaining } from "./helpers/files.js";
 import { freePort, startControllerProcess, waitFor } from "./helpers/processes.js";
@@ -260,6 +270,65 @@ describe("the REST routes", () => {
       const r = await call("POST", "/v1/webhooks", body);
       expect(r.status).toBe(400);
       expect(r.text).toContain("INVALID_REQUEST");
+    }
+  });
+});
+
+describe.skipIf(!pgUrl())("two controllers on one PostgreSQL", () => {
+  it("the leader alone sends, what the follower was asked for too; when the leader stops, the other takes over", async () => {
+    receiver = await startReceiver();
+    const db = await freshDatabase(`webhooks_pair_${process.pid}`);
+    const dir = await mkdtemp(join(tmpdir(), "skipper-webhooks-pair-"));
+    const keyRing = await SecretKeyRing.load({ dataDir: dir });
+    const { logger } = createLogger({ service: "test", stdout: false, level: "error" });
+    const start = (id: string) =>
+      build({
+        dataDir: join(dir, id),
+        logger,
+        adminToken: ADMIN_TOKEN,
+        store: new PostgresStore(db, { maxConnections: 8 }),
+        coordination: new PgCoordination(db, { controllerId: id, pollMs: 100 }),
+        keyRing,
+        webhooks: FAST,
+      });
+    const a = await start("a");
+    await waitFor("a leads", async () => (a.coordination.leading ? true : undefined), 20_000, 20);
+    const b = await start("b");
+    const headers = { "x-admin-token": ADMIN_TOKEN };
+    try {
+      const viaB = createClient(WebhookService, b.transport);
+      const hook = (
+        await viaB.createWebhook(
+          { url: receiver.url, eventTypes: ["resource.created"], secret: SECRET, caPem: receiver.caPem },
+          { headers },
+        )
+      ).webhook!;
+      const resourcesB = createClient(ResourceService, b.transport);
+      for (const id of ["p1", "p2", "p3"]) await resourcesB.createResource({ resourceType: "tenant", resource: tenant(id) }, { headers });
+      const delivered = async (n: number) =>
+        waitFor(
+          `${n} deliveries delivered`,
+          async () => {
+            const ds = (await viaB.listWebhookDeliveries({ webhookId: hook.id }, { headers })).deliveries;
+            return ds.length === n && ds.every((d) => d.state === WebhookDeliveryState.DELIVERED) ? ds : undefined;
+          },
+          20_000,
+          20,
+        );
+      await delivered(3);
+      expect(receiver.received.map((r) => r.headers["x-skipper-delivery"]).length).toBe(3);
+
+      await a.close();
+      await waitFor("b leads", async () => (b.coordination.leading ? true : undefined), 20_000, 20);
+      await resourcesB.createResource({ resourceType: "tenant", resource: tenant("p4") }, { headers });
+      await delivered(4);
+      expect(new Set(receiver.received.map((r) => (JSON.parse(r.body) as { event: { resource_id: string } }).event.resource_id))).toEqual(
+        new Set(["p1", "p2", "p3", "p4"]),
+      );
+    } finally {
+      await a.close().catch(() => undefined);
+      await b.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
