@@ -16,7 +16,7 @@ import { freshDatabase, pgUrl } from "./helpers/postgres.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { checkPatterns, dottedName, matchesAny } from "../controller/webhooks/event-names.js";
 import { signatureHeader, verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { createWebhook, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
+import { createWebhook, openSecrets, resealWebhooks, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import type { AttemptOutcome, SendRequest } from "../controller/webhooks/webhook-sender.js";
 import { waitFor } from "./helpers/processes.js";
@@ -179,6 +179,19 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
     expect(sent.map((r) => r.url.host)).toEqual(["fine.example", "fine.example", "fine.example"]);
     for (const release of hanging) release();
     await w.settle();
+  });
+
+  it("after a key rotation, re-sealing puts every subscription under the new key, and it still opens once the old one is retired", async () => {
+    const hook = (await createWebhook(deps(), { url: "https://a.example/x?t=1", eventTypes: ["*"], secret: "0123456789abcdef" })).webhook;
+    const old = keyRing.primaryId;
+    await keyRing.rotate();
+    expect(await resealWebhooks(deps())).toBe(1);
+    expect(await resealWebhooks(deps())).toBe(0);
+    const r = (await store.getWebhook(hook.id))!;
+    expect(SecretKeyRing.keyIdOf(r.sealedUrl)).not.toBe(old);
+    await keyRing.retire();
+    expect(openSecrets(keyRing, r).url.href).toBe("https://a.example/x?t=1");
+    expect(openSecrets(keyRing, r).secret).toBe("0123456789abcdef");
   });
 
   it("a paused subscription sends nothing: its deliveries wait, and go once it is resumed", async () => {

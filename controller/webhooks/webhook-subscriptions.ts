@@ -16,7 +16,7 @@ import {
 import { invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import type { Page, Store, WebhookRecord } from "../store/store.js";
-import type { SecretKeyRing } from "../tls/secret-key-ring.js";
+import { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { checkPatterns } from "./event-names.js";
 
 /** What subscriptions need. */
@@ -118,6 +118,22 @@ export async function redeliver(deps: WebhookDeps, webhookId: string, id: string
   d.deadLetteredAt = undefined;
   if (!(await deps.store.updateWebhookDelivery(d))) throw notFound("webhook_delivery", id);
   return d;
+}
+
+/**
+ * Re-seals the URL and secret of every subscription sealed with a key other than the ring's
+ * primary (after a key rotation, before the old keys are retired); returns how many changed.
+ */
+export async function resealWebhooks(deps: WebhookDeps): Promise<number> {
+  let changed = 0;
+  for (const r of await deps.store.listWebhooks()) {
+    const primary = deps.keyRing.primaryId;
+    if (SecretKeyRing.keyIdOf(r.sealedUrl) === primary && SecretKeyRing.keyIdOf(r.sealedSecret) === primary) continue;
+    const { url, secret } = openSecrets(deps.keyRing, r);
+    await deps.store.putWebhook({ webhook: r.webhook, ...seal(deps.keyRing, r.webhook.id, url, secret) });
+    changed += 1;
+  }
+  return changed;
 }
 
 /** A new pending delivery of `eventId` to `webhookId`, due now. */
