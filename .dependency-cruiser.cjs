@@ -17,6 +17,7 @@ const CONTROLLER_LAYERS = [
   ["rollouts", "^controller/rollouts/"],
   ["reconcile", "^controller/reconcile/"],
   ["dispatch", "^controller/dispatch/"],
+  ["webhooks", "^controller/webhooks/"],
   ["services", "^controller/services/"],
   ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler)\\.ts$|^controller/rest/"],
   ["server", "^controller/(cluster|server|listener|main)\\.ts$"],

@@ -42,6 +42,10 @@ export interface ControllerConfig {
   workOrderRetentionMs: number;
   /** Audit trail days older than this are deleted; 0 keeps them. */
   auditRetentionMs: number;
+  /** How long a webhook delivery is retried before the dead letter. */
+  webhookRetryMs: number;
+  /** The first webhook retry waits up to this (each further one up to twice as long, at most an hour). */
+  webhookBackoffMs: number;
   /** Limits on connections and requests (listener.ts ConnectionLimits; unset ones keep their defaults). */
   limits: {
     handshakeTimeoutMs?: number;
@@ -95,6 +99,10 @@ Options (environment variable in brackets):
   --audit-retention DUR whole days of the audit trail older than this are deleted, checked
                         hourly; the chain stays checkable from the oldest day kept; 0 keeps
                         them [SKIPPER_AUDIT_RETENTION] (default 365d)
+  --webhook-retry-period DUR  a webhook delivery that keeps failing is retried this long, then
+                        dead-lettered [SKIPPER_WEBHOOK_RETRY_PERIOD] (default 24h)
+  --webhook-backoff DUR the first webhook retry waits a random time up to this, each further
+                        one up to twice as long (at most 1h) [SKIPPER_WEBHOOK_BACKOFF] (default 1s)
   --reset-admin-token   mint and print a new admin token (when SKIPPER_ADMIN_TOKEN is unset)
 
 Limits (0 turns a cap off):
@@ -143,6 +151,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
       "audit-retention": { type: "string" },
+      "webhook-retry-period": { type: "string" },
+      "webhook-backoff": { type: "string" },
       "work-order-retention": { type: "string" },
       "handshake-timeout": { type: "string" },
       "request-idle-timeout": { type: "string" },
@@ -197,6 +207,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),
     workOrderRetentionMs: retention(values["work-order-retention"] ?? env.SKIPPER_WORK_ORDER_RETENTION ?? "30d", "--work-order-retention"),
     auditRetentionMs: retention(values["audit-retention"] ?? env.SKIPPER_AUDIT_RETENTION ?? "365d", "--audit-retention"),
+    webhookRetryMs: duration(values["webhook-retry-period"] ?? env.SKIPPER_WEBHOOK_RETRY_PERIOD ?? "24h", "--webhook-retry-period", 100),
+    webhookBackoffMs: duration(values["webhook-backoff"] ?? env.SKIPPER_WEBHOOK_BACKOFF ?? "1s", "--webhook-backoff", 10),
     limits: {
       handshakeTimeoutMs: optionalDuration(values["handshake-timeout"] ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
       requestIdleMs: optionalDuration(values["request-idle-timeout"] ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),

@@ -84,6 +84,7 @@ async function main(): Promise<void> {
     eventRetentionMs: config.eventRetentionMs,
     workOrderRetentionMs: config.workOrderRetentionMs,
     auditRetentionMs: config.auditRetentionMs,
+    webhooks: { retryForMs: config.webhookRetryMs, backoffBaseMs: config.webhookBackoffMs },
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     deferLoops: true,

@@ -20,6 +20,9 @@ import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
 import { secretService } from "./services/secret-service.js";
+import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
+import { webhookService } from "./services/webhook-service.js";
+import { WebhookWorker, type WebhookSettings } from "./webhooks/webhook-worker.js";
 import { auditService } from "./services/audit-service.js";
 import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
@@ -77,6 +80,7 @@ export const SERVICES: DescService[] = [
   EnrollmentService,
   AuditService,
   SecretService,
+  WebhookService,
 ];
 
 // Limits applied to every protocol: request bodies and server-side deadline.
@@ -126,6 +130,8 @@ export interface BuildOptions {
   tls?: PemPair;
   /** The keys that seal secrets at rest (default: loaded, or generated, under dataDir/tls). */
   keyRing?: SecretKeyRing;
+  /** Pacing of webhook deliveries (webhooks/webhook-worker.ts; tests shorten the retry period). */
+  webhooks?: Partial<WebhookSettings>;
 }
 
 export type RequestHandler = (
@@ -251,6 +257,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(EnrollmentService, enrollmentService(deps));
     router.service(AuditService, auditService({ store, signer }));
     router.service(SecretService, secretService(deps));
+    router.service(WebhookService, webhookService(deps));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused });
   const rpc = createRpcHandler({
@@ -298,6 +305,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     auditRetentionMs: opts.auditRetentionMs ?? 0,
   });
   const retention = history.enabled ? history : undefined;
+  const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
   let started = false;
   let leading: Promise<void> | undefined;
   // The singleton loops run where the coordination says this controller leads (always, alone).
@@ -311,9 +319,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     liveness?.start();
     leases.start();
     retention?.start();
+    webhooks.start();
   };
   const stopLoops = async () => {
     loopsRunning = false;
+    await webhooks.stop();
     await leases.stop();
     await retention?.stop();
     await liveness?.stop();

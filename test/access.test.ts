@@ -83,6 +83,13 @@ const NEEDS: Record<string, Permission> = {
   "AuditService/ListAuditEntries": P.ADMIN,
   "AuditService/VerifyAuditTrail": P.ADMIN,
   "AuditService/ExportAuditTrail": P.ADMIN,
+  "WebhookService/CreateWebhook": P.ADMIN,
+  "WebhookService/ListWebhooks": P.ADMIN,
+  "WebhookService/GetWebhook": P.ADMIN,
+  "WebhookService/UpdateWebhook": P.ADMIN,
+  "WebhookService/DeleteWebhook": P.ADMIN,
+  "WebhookService/ListWebhookDeliveries": P.ADMIN,
+  "WebhookService/RedeliverWebhookDelivery": P.ADMIN,
 };
 
 type Caller = "anonymous" | "viewer" | "generator" | "operator" | "admin_key" | "admin_token" | "node";

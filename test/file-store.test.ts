@@ -58,7 +58,7 @@ describe("history retention job", () => {
       const lines: unknown[] = [];
       const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
       const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 30 * 86_400_000, workOrderRetentionMs: 0 });
-      expect(await job.prune()).toEqual({ events: 1, workOrders: 0, deployments: 0, audit: 0 });
+      expect(await job.prune()).toEqual({ events: 1, workOrders: 0, deployments: 0, audit: 0, webhookDeliveries: 0 });
       expect((await store.listEvents({})).items.map((e) => e.id)).toEqual(["recent"]);
       expect(await readdir(join(dir, "events"))).toEqual(["2026-11-20"]);
       expect(lines).toContainEqual(
@@ -152,7 +152,7 @@ describe("work-order retention", () => {
       const lines: Array<{ action?: string; metadata?: { pruned?: number } }> = [];
       const logger = pino({ level: "info" }, { write: (l: string) => lines.push(JSON.parse(l)) });
       const job = new HistoryRetention({ store, logger, now: () => now, eventRetentionMs: 0, workOrderRetentionMs: 30 * 86_400_000 });
-      expect(await job.prune()).toEqual({ events: 0, workOrders: 3, deployments: 1, audit: 0 });
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 3, deployments: 1, audit: 0, webhookDeliveries: 0 });
       const left = (await store.listWorkOrders({})).items.map((o) => o.id).sort();
       expect(left).toEqual(["o1", "o10-recent", "o3", "o4", "o5", "o6", "o7"]);
       // The kept orders' deployments and the current one stay; the failed order's goes.
@@ -162,7 +162,7 @@ describe("work-order retention", () => {
       expect(lines).toContainEqual(
         expect.objectContaining({ action: "work_order_retention", metadata: expect.objectContaining({ pruned: 3 }) }),
       );
-      expect(await job.prune()).toEqual({ events: 0, workOrders: 0, deployments: 0, audit: 0 });
+      expect(await job.prune()).toEqual({ events: 0, workOrders: 0, deployments: 0, audit: 0, webhookDeliveries: 0 });
     } finally {
       await store.close();
       await rm(dir, { recursive: true, force: true });

@@ -8,6 +8,7 @@ import { ActorKind } from "../gen/skipper/v1/access_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
+import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { openSecretValue } from "../controller/resources/secret-values.js";
@@ -134,12 +135,22 @@ describe("secret resources", () => {
   });
 
   it("key rotation re-seals every value with a new key, keeps versions, retires the old key, and the values still open", async () => {
+    const hook = await tc
+      .client(WebhookService, { admin: true })
+      .createWebhook({ url: "https://hooks.example/T0k3n-abc", eventTypes: ["*"] });
     const before = await stored("db");
     const oldKey = SecretKeyRing.keyIdOf(before.sealed.DB_PASSWORD!);
     const rotated = await tc.client(SecretService, { admin: true }).rotateSecretKeys({});
     expect(rotated.keyId).not.toBe(oldKey);
     expect(rotated.resealedSecrets).toBeGreaterThanOrEqual(2);
     expect(rotated.retiredKeyIds).toEqual([oldKey]);
+    expect(rotated.resealedWebhooks).toBe(1);
+    // The webhook's sealed URL and secret open with the new key alone.
+    const hookFile = await readFile(join(tc.dataDir, "webhooks", "subscriptions", `${hook.webhook!.id}.json`), "utf8");
+    expect(hookFile).toContain(`v1.${rotated.keyId}.`);
+    expect(hookFile).not.toContain(`v1.${oldKey}.`);
+    expect(await filesContaining(tc.dataDir, "T0k3n-abc")).toEqual([]);
+    await tc.client(WebhookService, { admin: true }).updateWebhook({ id: hook.webhook!.id, paused: true });
     const after = await stored("db");
     expect(SecretKeyRing.keyIdOf(after.sealed.DB_PASSWORD!)).toBe(rotated.keyId);
     expect(after.entries.map((e) => [e.name, e.version, e.keyId])).toEqual(before.entries.map((e) => [e.name, e.version, rotated.keyId]));

@@ -18,6 +18,7 @@ import { ActorKind, ActorSchema, ApiKeySchema, Role, type ApiKey } from "../gen/
 import { AuditEntrySchema } from "../gen/skipper/v1/audit_service_pb.js";
 import { auditHash, readAuditLine } from "../controller/store/audit-chain.js";
 import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
+import { describeWebhookConformance } from "./store-conformance-webhooks.js";
 
 /**
  * What a backend hands the suite. `store` is already open. `reopen`, when given, closes the
@@ -1190,6 +1191,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         ]);
       });
     });
+
+    describeWebhookConformance(
+      () => store,
+      async () => {
+        if (sut.reopen) store = await sut.reopen();
+        return sut.reopen !== undefined;
+      },
+    );
 
     describe("reopening", () => {
       it("everything acknowledged survives reopening and versions keep growing", async (ctx) => {

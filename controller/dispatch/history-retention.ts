@@ -2,7 +2,7 @@
 // hourly job (its first round a minute after start): events (--event-retention, default 30 days)
 // and finished work orders with their deployments (--work-order-retention, default 30 days), and
 // whole days of the audit trail (--audit-retention, default 365 days; the chain stays checkable
-// from the oldest day kept).
+// from the oldest day kept), and webhook deliveries sent or dead-lettered (with the events).
 // Without it a controller that runs for months would keep every heartbeat event, and every order
 // and deployment it ever made, on disk for ever. Orders and deployments still in use are kept
 // whatever their age (dispatch/orders-in-use.ts).
@@ -60,8 +60,8 @@ export class HistoryRetention {
     await this.periodic.stop();
   }
 
-  /** One round; returns how many events, orders, deployments and audit entries it deleted. */
-  async prune(): Promise<{ events: number; workOrders: number; deployments: number; audit: number }> {
+  /** One round; returns how many events, orders, deployments, audit entries and webhook deliveries it deleted. */
+  async prune(): Promise<{ events: number; workOrders: number; deployments: number; audit: number; webhookDeliveries: number }> {
     const { store, eventRetentionMs, workOrderRetentionMs } = this.deps;
     const auditRetentionMs = this.deps.auditRetentionMs ?? 0;
     const events =
@@ -85,7 +85,14 @@ export class HistoryRetention {
       auditRetentionMs > 0
         ? await this.round("audit_retention", "audit entries", auditRetentionMs, (before) => store.pruneAuditEntries(before))
         : 0;
-    return { events, workOrders, deployments, audit };
+    // Sent and dead-lettered webhook deliveries carry their event: they go with the events.
+    const webhookDeliveries =
+      eventRetentionMs > 0
+        ? await this.round("webhook_delivery_retention", "finished webhook deliveries", eventRetentionMs, (before) =>
+            store.pruneWebhookDeliveries(before),
+          )
+        : 0;
+    return { events, workOrders, deployments, audit, webhookDeliveries };
   }
 
   private async round(action: string, what: string, retentionMs: number, prune: (before: Date) => Promise<number>): Promise<number> {

@@ -14,11 +14,23 @@ import { resealSecret } from "./secret-values.js";
 export interface Rotation {
   keyId: string;
   resealed: number;
+  /** What the other holders of sealed values re-sealed, by name. */
+  others: Record<string, number>;
   retired: string[];
 }
 
-/** Rotates (when the ring is generated here) and re-seals every secret with the newest key. */
-export async function rotateSecretKeys(deps: { store: Store; keyRing: SecretKeyRing }, trace: Trace): Promise<Rotation> {
+/** Re-seals what one other holder keeps sealed (webhooks' URLs...) with the ring's newest key; returns how many. */
+export type Resealer = () => Promise<number>;
+
+/**
+ * Rotates (when the ring is generated here) and re-seals every secret, then what each of
+ * `others` holds, with the newest key; the old keys go only once all of them are done.
+ */
+export async function rotateSecretKeys(
+  deps: { store: Store; keyRing: SecretKeyRing },
+  trace: Trace,
+  others: Record<string, Resealer> = {},
+): Promise<Rotation> {
   const { store, keyRing } = deps;
   const owned = keyRing.source.kind === "generated";
   if (owned) await keyRing.rotate();
@@ -33,10 +45,12 @@ export async function rotateSecretKeys(deps: { store: Store; keyRing: SecretKeyR
       return cur;
     });
   }
+  const counts: Record<string, number> = {};
+  for (const [name, reseal] of Object.entries(others)) counts[name] = await reseal();
   // Only once nothing sealed with them is left.
   const retired = owned ? await keyRing.retire() : [];
   await recordEvents(store, [
-    { type: "secret_keys_rotated", ...trace, resourceType: "secret", data: { key_id: keyRing.primaryId, resealed, retired } },
+    { type: "secret_keys_rotated", ...trace, resourceType: "secret", data: { key_id: keyRing.primaryId, resealed, ...counts, retired } },
   ]);
-  return { keyId: keyRing.primaryId, resealed, retired };
+  return { keyId: keyRing.primaryId, resealed, others: counts, retired };
 }

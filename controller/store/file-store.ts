@@ -16,6 +16,7 @@ import { timestampDate, timestampMs, TimestampSchema } from "@bufbuild/protobuf/
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
+import type { WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
@@ -40,6 +41,7 @@ import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
 import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
 import { writeSummary } from "./summary-file.js";
+import { WebhookFiles } from "./webhook-files.js";
 import { checkDuplicateResult, finished, isFinished, reportedBefore } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
@@ -78,6 +80,7 @@ export class FileStore extends OrderSteps implements S.Store {
   private admin: S.AdminCredential | undefined;
   private apiKeys = new Map<string, S.ApiKeyRecord>();
   private enrollmentTokens = new Map<string, S.EnrollmentTokenRecord>();
+  private readonly webhooks: WebhookFiles;
   // Finished or pruned orders the summary file on disk does not reflect yet.
   private summaryLag = 0;
   private readonly summaryEvery: number;
@@ -92,6 +95,7 @@ export class FileStore extends OrderSteps implements S.Store {
     this.reader = new RecordReader(this.paths, this.fs, this.warn);
     this.events = this.eventLog();
     this.audit = this.auditSegments();
+    this.webhooks = new WebhookFiles(this.paths, this.fs, (key, fn) => this.write(key, fn));
   }
 
   private auditSegments(): AuditSegments {
@@ -149,6 +153,7 @@ export class FileStore extends OrderSteps implements S.Store {
       this.admin = data.adminCredential;
       this.apiKeys = new Map(data.apiKeys.map((r) => [r.key.id, r]));
       this.enrollmentTokens = new Map(data.enrollmentTokens.map((r) => [r.token.id, r]));
+      await this.webhooks.load(data.webhooks, data.webhookDeliveries);
     } catch (e) {
       await this.fs.closeLog().catch(() => undefined);
       await lock.release();
@@ -600,6 +605,67 @@ export class FileStore extends OrderSteps implements S.Store {
     return [...this.enrollmentTokens.values()]
       .map(copyEnrollmentToken)
       .sort((a, b) => created(a) - created(b) || (a.token.id < b.token.id ? -1 : a.token.id > b.token.id ? 1 : 0));
+  }
+
+  // --- webhooks (webhook-files.ts) ---------------------------------------------------------
+
+  putWebhook(record: S.WebhookRecord): Promise<void> {
+    return this.webhooks.put(record);
+  }
+
+  async getWebhook(id: string): Promise<S.WebhookRecord | undefined> {
+    this.ensureOpen();
+    return this.webhooks.get(id);
+  }
+
+  async listWebhooks(): Promise<S.WebhookRecord[]> {
+    this.ensureOpen();
+    return this.webhooks.list();
+  }
+
+  deleteWebhook(id: string): Promise<boolean> {
+    return this.webhooks.delete(id);
+  }
+
+  enqueueWebhookDeliveries(records: S.WebhookDeliveryRecord[]): Promise<number> {
+    return this.webhooks.enqueue(records);
+  }
+
+  async getWebhookDelivery(id: string): Promise<S.WebhookDeliveryRecord | undefined> {
+    this.ensureOpen();
+    return this.webhooks.getDelivery(id);
+  }
+
+  updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean> {
+    return this.webhooks.update(delivery);
+  }
+
+  async listWebhookDeliveries(filter: S.WebhookDeliveryFilter): Promise<S.Page<S.WebhookDeliveryRecord>> {
+    this.ensureOpen();
+    return this.webhooks.listDeliveries(filter);
+  }
+
+  async dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds: readonly string[] = []): Promise<S.WebhookDeliveryRecord[]> {
+    this.ensureOpen();
+    return this.webhooks.due(now, limit, skipWebhookIds);
+  }
+
+  async webhookDeliveryStats(webhookId: string): Promise<S.WebhookDeliveryStats> {
+    this.ensureOpen();
+    return this.webhooks.stats(webhookId);
+  }
+
+  pruneWebhookDeliveries(before: Date): Promise<number> {
+    return this.webhooks.prune(before);
+  }
+
+  async getWebhookCursor(): Promise<Date | undefined> {
+    this.ensureOpen();
+    return this.webhooks.getCursor();
+  }
+
+  putWebhookCursor(at: Date): Promise<void> {
+    return this.webhooks.putCursor(at);
   }
 
   // --- plumbing --------------------------------------------------------------------------

@@ -13,7 +13,16 @@ import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "./record-codec.js";
 import { progressOf } from "./work-order-transitions.js";
-import type { AdminCredential, ApiKeyRecord, EnrollmentTokenRecord, IdempotencyRecord, NodeCredential } from "./store.js";
+import type {
+  AdminCredential,
+  ApiKeyRecord,
+  EnrollmentTokenRecord,
+  IdempotencyRecord,
+  NodeCredential,
+  WebhookDeliveryRecord,
+  WebhookRecord,
+} from "./store.js";
+import { decodeDelivery, decodeWebhook } from "./webhook-records.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
 import { loadSummarised } from "./summary-file.js";
 import { RecordReader, type Warn } from "./quarantine.js";
@@ -33,6 +42,8 @@ export interface LoadedData {
   adminCredential?: AdminCredential;
   apiKeys: ApiKeyRecord[];
   enrollmentTokens: EnrollmentTokenRecord[];
+  webhooks: WebhookRecord[];
+  webhookDeliveries: WebhookDeliveryRecord[];
 }
 
 export type { Warn } from "./quarantine.js";
@@ -42,7 +53,7 @@ const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   running: [WorkOrderStatus.RUNNING],
   finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED],
 };
-const STORE_DIRS = ["resources", "work-orders", "events", "snapshots", "idempotency", "auth"];
+const STORE_DIRS = ["resources", "work-orders", "events", "snapshots", "idempotency", "auth", "webhooks"];
 const READ_CONCURRENCY = 32;
 
 /** Loads the data directory (see the file comment for what gets repaired on the way). */
@@ -74,6 +85,16 @@ export async function loadDataDir(paths: StorePaths, fs: DurableFs, warn: Warn, 
     adminCredential: (await loader.plain(paths.dir("auth"), codec.decodeAdminCredential, (_c, id) => id === "admin"))[0],
     apiKeys: await loader.plain(paths.dir("auth", "keys"), codec.decodeApiKey, (r, id) => r.key.id === id),
     enrollmentTokens: await loader.plain(paths.dir("auth", "enrollment"), codec.decodeEnrollmentToken, (r, id) => r.token.id === id),
+    webhooks: await loader.plain(
+      paths.dir("webhooks", "subscriptions"),
+      (t) => decodeWebhook(JSON.parse(t)),
+      (r, id) => r.webhook.id === id,
+    ),
+    webhookDeliveries: await loader.plain(
+      paths.dir("webhooks", "deliveries"),
+      (t) => decodeDelivery(JSON.parse(t)),
+      (r, id) => r.delivery.id === id,
+    ),
   };
 }
 

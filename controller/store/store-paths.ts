@@ -51,6 +51,9 @@ export const LAYOUT = [
   "auth/nodes",
   "auth/keys",
   "auth/enrollment",
+  "webhooks",
+  "webhooks/subscriptions",
+  "webhooks/deliveries",
   "audit",
   "logs",
   "quarantine",
@@ -119,6 +122,21 @@ export class StorePaths {
   /** auth/keys/<key id>.json */
   apiKey(id: string): string {
     return this.inside("auth", "keys", `${this.id(id, "id")}.json`);
+  }
+
+  /** webhooks/subscriptions/<webhook id>.json */
+  webhook(id: string): string {
+    return this.inside("webhooks", "subscriptions", `${this.id(id, "id")}.json`);
+  }
+
+  /** webhooks/deliveries/<delivery id>.json */
+  webhookDelivery(id: string): string {
+    return this.inside("webhooks", "deliveries", `${this.id(id, "id")}.json`);
+  }
+
+  /** webhooks/cursor.json: how far the dispatcher has read the events. */
+  webhookCursor(): string {
+    return this.inside("webhooks", "cursor.json");
   }
 
   /** auth/enrollment/<token id>.json */

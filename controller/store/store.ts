@@ -9,6 +9,7 @@
 //   WORK_ORDER_NOT_CLAIMABLE, INVALID_REQUEST); callers never see backend-specific errors.
 // - Ids passed in have already been validated (controller/id-checks.ts) but backends re-check them
 //   before touching a path or a query, as defence in depth.
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { DeploymentPhase, Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
@@ -16,6 +17,7 @@ import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ApiKey } from "../../gen/skipper/v1/access_pb.js";
 import type { EnrollmentToken } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
+import type { Webhook, WebhookDelivery, WebhookDeliveryState } from "../../gen/skipper/v1/webhook_service_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "./label-selector.js";
 
@@ -145,6 +147,37 @@ export interface StoredAuditEntry {
   location: string;
   /** The stored text of the entry, unparsed. */
   text: string;
+}
+
+/** A webhook subscription as stored: as the API shows it (no status), and its sealed secrets. */
+export interface WebhookRecord {
+  webhook: Webhook;
+  /** The URL, sealed by the key ring (context webhook/<id>/url). */
+  sealedUrl: string;
+  /** The shared secret, sealed (context webhook/<id>/secret). */
+  sealedSecret: string;
+}
+
+/** A queued delivery: as the API shows it, and the event it carries (proto JSON, redacted already). */
+export interface WebhookDeliveryRecord {
+  delivery: WebhookDelivery;
+  event: JsonObject;
+}
+
+/** Filter of delivery listings (ordered by (created_at, id)). */
+export interface WebhookDeliveryFilter extends PageRequest {
+  webhookId?: string;
+  state?: WebhookDeliveryState;
+}
+
+/** How a subscription's deliveries stand, from its stored deliveries. */
+export interface WebhookDeliveryStats {
+  backlog: number;
+  deadLettered: number;
+  lastSuccessAt?: Date;
+  /** The latest failed attempt's time and outcome ("" when none). */
+  lastFailureAt?: Date;
+  lastFailure: string;
 }
 
 /** Result of finishing a work order; `duplicate` when it had already finished (nothing changed). */
@@ -312,4 +345,31 @@ export interface Store {
   putEnrollmentToken(record: EnrollmentTokenRecord): Promise<void>;
   /** Every enrollment token, oldest first. */
   listEnrollmentTokens(): Promise<EnrollmentTokenRecord[]>;
+
+  // --- webhooks (controller/webhooks/) -----------------------------------------------------
+  /** Creates or replaces a subscription. */
+  putWebhook(record: WebhookRecord): Promise<void>;
+  getWebhook(id: string): Promise<WebhookRecord | undefined>;
+  /** Every subscription, oldest first. */
+  listWebhooks(): Promise<WebhookRecord[]>;
+  /** Removes a subscription and its deliveries; false when it did not exist. */
+  deleteWebhook(id: string): Promise<boolean>;
+  /**
+   * Stores the deliveries whose id is not stored yet (an id already there, in any state, is left
+   * as it is: queueing the same event again is a no-op). Returns how many were new.
+   */
+  enqueueWebhookDeliveries(records: WebhookDeliveryRecord[]): Promise<number>;
+  getWebhookDelivery(id: string): Promise<WebhookDeliveryRecord | undefined>;
+  /** Replaces a stored delivery (an attempt's outcome, a redelivery); false (nothing written) when it is gone. */
+  updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean>;
+  /** Deliveries ordered by (created_at, id). */
+  listWebhookDeliveries(filter: WebhookDeliveryFilter): Promise<Page<WebhookDeliveryRecord>>;
+  /** Up to `limit` pending deliveries whose next attempt is due at `now`, earliest first, except those of `skipWebhookIds`. */
+  dueWebhookDeliveries(now: Date, limit: number, skipWebhookIds?: readonly string[]): Promise<WebhookDeliveryRecord[]>;
+  webhookDeliveryStats(webhookId: string): Promise<WebhookDeliveryStats>;
+  /** Deletes the delivered and dead-lettered deliveries created before `before` (retention); returns how many. Pending ones stay. */
+  pruneWebhookDeliveries(before: Date): Promise<number>;
+  /** How far the dispatcher has read the event history (the last event's timestamp it queued from). */
+  getWebhookCursor(): Promise<Date | undefined>;
+  putWebhookCursor(at: Date): Promise<void>;
 }

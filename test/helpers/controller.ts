@@ -11,6 +11,7 @@ import { serve, type ConnectionLimits, type Serving } from "../../controller/lis
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
 import { ensureClientCa } from "../../controller/tls/client-ca.js";
+import type { WebhookSettings } from "../../controller/webhooks/webhook-worker.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -42,6 +43,8 @@ export async function startController(
     /** The fixed admin token (default ADMIN_TOKEN); null: none fixed, the controller mints one into the store. */
     adminToken?: string | null;
     now?: () => Date;
+    /** Webhook pacing (short retry periods in tests). */
+    webhooks?: Partial<WebhookSettings>;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -69,6 +72,7 @@ export async function startController(
     reconcileIntervalMs: opts.reconcileIntervalMs,
     livenessCheckMs: opts.livenessCheckMs,
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
+    webhooks: opts.webhooks,
   });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;

@@ -7,6 +7,7 @@ import * as m0001 from "./migrations/0001-initial.js";
 import * as m0002 from "./migrations/0002-api-keys.js";
 import * as m0003 from "./migrations/0003-audit.js";
 import * as m0004 from "./migrations/0004-enrollment.js";
+import * as m0005 from "./migrations/0005-webhooks.js";
 
 export interface Migration {
   version: number;
@@ -15,7 +16,7 @@ export interface Migration {
 }
 
 /** Every migration, in version order. */
-export const MIGRATIONS: readonly Migration[] = [m0001, m0002, m0003, m0004];
+export const MIGRATIONS: readonly Migration[] = [m0001, m0002, m0003, m0004, m0005];
 
 // Any constant both sides agree on: pg_advisory_lock takes a bigint key.
 const MIGRATION_LOCK = 0x736b6970; // "skip"

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/secret_service.proto.
  */
 export const file_skipper_v1_secret_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9za2lwcGVyL3YxL3NlY3JldF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIhkKF1JvdGF0ZVNlY3JldEtleXNSZXF1ZXN0IoUBChhSb3RhdGVTZWNyZXRLZXlzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEg4KBmtleV9pZBgCIAEoCRIYChByZXNlYWxlZF9zZWNyZXRzGAMgASgFEhcKD3JldGlyZWRfa2V5X2lkcxgEIAMoCTKWAQoNU2VjcmV0U2VydmljZRKEAQoQUm90YXRlU2VjcmV0S2V5cxIjLnNraXBwZXIudjEuUm90YXRlU2VjcmV0S2V5c1JlcXVlc3QaJC5za2lwcGVyLnYxLlJvdGF0ZVNlY3JldEtleXNSZXNwb25zZSIl2IoZBYLT5JMCGzoBKiIWL3YxL3NlY3JldC1rZXlzL3JvdGF0ZWIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_access, file_skipper_v1_envelope]);
+  fileDesc("Ch9za2lwcGVyL3YxL3NlY3JldF9zZXJ2aWNlLnByb3RvEgpza2lwcGVyLnYxIhkKF1JvdGF0ZVNlY3JldEtleXNSZXF1ZXN0IqABChhSb3RhdGVTZWNyZXRLZXlzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEg4KBmtleV9pZBgCIAEoCRIYChByZXNlYWxlZF9zZWNyZXRzGAMgASgFEhcKD3JldGlyZWRfa2V5X2lkcxgEIAMoCRIZChFyZXNlYWxlZF93ZWJob29rcxgFIAEoBTKWAQoNU2VjcmV0U2VydmljZRKEAQoQUm90YXRlU2VjcmV0S2V5cxIjLnNraXBwZXIudjEuUm90YXRlU2VjcmV0S2V5c1JlcXVlc3QaJC5za2lwcGVyLnYxLlJvdGF0ZVNlY3JldEtleXNSZXNwb25zZSIl2IoZBYLT5JMCGzoBKiIWL3YxL3NlY3JldC1rZXlzL3JvdGF0ZWIGcHJvdG8z", [file_google_api_annotations, file_skipper_v1_access, file_skipper_v1_envelope]);
 
 /**
  * @generated from message skipper.v1.RotateSecretKeysRequest
@@ -58,6 +58,13 @@ export type RotateSecretKeysResponse = Message<"skipper.v1.RotateSecretKeysRespo
    * @generated from field: repeated string retired_key_ids = 4;
    */
   retiredKeyIds: string[];
+
+  /**
+   * Webhook subscriptions whose URL and shared secret were re-sealed by this call.
+   *
+   * @generated from field: int32 resealed_webhooks = 5;
+   */
+  resealedWebhooks: number;
 };
 
 /**
@@ -75,7 +82,8 @@ export const RotateSecretKeysResponseSchema: GenMessage<RotateSecretKeysResponse
  */
 export const SecretService: GenService<{
   /**
-   * RotateSecretKeys re-seals every secret value with a new key, while the old one still opens
+   * RotateSecretKeys re-seals every secret value (and every webhook's URL and shared secret) with a
+   * new key, while the old one still opens
    * what it sealed (no downtime), then drops the old key. With a generated key ring
    * (tls/secret-keys) the controller makes the new key; with SKIPPER_SECRET_KEYS(_FILE) the
    * operator puts the new key first in the ring of every controller, restarts them, and this call

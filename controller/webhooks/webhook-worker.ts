@@ -1,0 +1,253 @@
+// The webhook loops, run by the leading controller only:
+//   dispatch: read the event history from the stored cursor (less a look-back, since events of
+//             concurrent writers may land slightly out of order), queue one delivery per matching
+//             subscription and event (the id is derived from both, so queueing again is a no-op),
+//             then move the cursor. At least once: a stop between queueing and moving the cursor
+//             reads those events again, and queues nothing new.
+//   deliver:  send the deliveries that are due, a bounded number at once, each in the background
+//             (a slow receiver holds one slot, never the loop). 2xx: delivered. Otherwise the
+//             next attempt waits a random time up to base * 2^attempts (capped: full jitter),
+//             until the retry period from queued_at would be over: then the dead letter.
+// The deploys that caused the events are never waited on by, nor told of, any of this: they
+// wrote their events and went on.
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { toJson, type JsonObject } from "@bufbuild/protobuf";
+import type { Logger } from "../../common/logging/logger.js";
+import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { WebhookDeliveryState, type WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
+import { Periodic } from "../periodic.js";
+import type { Store, WebhookDeliveryRecord, WebhookRecord } from "../store/store.js";
+import type { SecretKeyRing } from "../tls/secret-key-ring.js";
+import { dottedName, matchesAny } from "./event-names.js";
+import { newDelivery, openSecrets } from "./webhook-subscriptions.js";
+import { send, type AttemptOutcome, type SendRequest } from "./webhook-sender.js";
+import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./webhook-signature.js";
+
+/** How deliveries are paced; every field has a default. */
+export interface WebhookSettings {
+  /** How often the loops look for events and due deliveries (default 1 s). */
+  pollMs: number;
+  /** Deadline of one attempt (default 10 s). */
+  attemptTimeoutMs: number;
+  /** How long a delivery is retried before the dead letter (default 24 h). */
+  retryForMs: number;
+  /** The first retry waits up to this (default 1 s), each further one twice as long ... */
+  backoffBaseMs: number;
+  /** ... up to this (default 1 h). */
+  backoffCapMs: number;
+  /** Attempts under way at once (default 8) ... */
+  concurrency: number;
+  /** ... and to one subscription (default 2). */
+  perWebhook: number;
+  /** How far before the cursor the event history is read again (default 1 min). */
+  lookBackMs: number;
+}
+
+export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
+  pollMs: 1000,
+  attemptTimeoutMs: 10_000,
+  retryForMs: 24 * 3_600_000,
+  backoffBaseMs: 1000,
+  backoffCapMs: 3_600_000,
+  concurrency: 8,
+  perWebhook: 2,
+  lookBackMs: 60_000,
+};
+
+export interface WebhookWorkerDeps {
+  store: Store;
+  keyRing: SecretKeyRing;
+  logger: Logger;
+  now: () => Date;
+  settings?: Partial<WebhookSettings>;
+  random?: () => number;
+  /** The attempt itself (tests may replace it). */
+  send?: (req: SendRequest) => Promise<AttemptOutcome>;
+}
+
+const EVENT_PAGE = 500;
+
+/** Queues deliveries from the event history and sends them. */
+export class WebhookWorker {
+  private readonly settings: WebhookSettings;
+  private readonly periodic: Periodic;
+  private readonly inFlight = new Map<string, { webhookId: string; done: Promise<void> }>();
+  private readonly stopping = new AbortController();
+  // Events of the look-back window this process queued already (id -> timestamp ms): read again
+  // every round, they are not queued again. Forgotten as the window moves on; empty after a start.
+  // A change of the subscriptions (one created or edited) clears it: what they match is new.
+  private readonly seen = new Map<string, number>();
+  private seenFor = "";
+
+  constructor(private readonly deps: WebhookWorkerDeps) {
+    this.settings = { ...DEFAULT_WEBHOOK_SETTINGS, ...deps.settings };
+    this.periodic = new Periodic(() => this.tick(), this.settings.pollMs);
+  }
+
+  start(): void {
+    this.periodic.start();
+  }
+
+  /** Stops the loops and ends the attempts under way (unrecorded: they are sent again after a start). */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.periodic.stop();
+    await Promise.all([...this.inFlight.values()].map((f) => f.done));
+  }
+
+  /** One round: queue what new events call for, then start the due deliveries. */
+  async tick(): Promise<void> {
+    try {
+      // Without subscriptions a round costs this one read.
+      const hooks = await this.deps.store.listWebhooks();
+      if (hooks.length === 0) return;
+      await this.dispatch(hooks);
+      await this.deliver(hooks);
+    } catch (err) {
+      this.deps.logger.error({ action: "webhook", result: "error", err }, "webhook round failed");
+    }
+  }
+
+  /** Queues a delivery for every subscription an event since the cursor matches; returns how many. */
+  async dispatch(subscriptions?: WebhookRecord[]): Promise<number> {
+    const { store } = this.deps;
+    // Paused ones too: their deliveries wait in the queue until they are resumed.
+    const hooks = subscriptions ?? (await store.listWebhooks());
+    if (hooks.length === 0) return 0;
+    const versions = hooks.map((h) => `${h.webhook.id}@${h.webhook.updatedAt ? timestampDate(h.webhook.updatedAt).getTime() : 0}`).join();
+    if (versions !== this.seenFor) {
+      this.seen.clear();
+      this.seenFor = versions;
+    }
+    const earliest = Math.min(...hooks.map(createdMs));
+    const cursor = (await store.getWebhookCursor())?.getTime() ?? earliest;
+    const since = new Date(Math.max(cursor, earliest) - this.settings.lookBackMs);
+    let queued = 0;
+    let last = cursor;
+    let pageToken = "";
+    do {
+      const page = await store.listEvents({ since, pageSize: EVENT_PAGE, pageToken });
+      const fresh = page.items.filter((e) => !this.seen.has(e.id));
+      const records = fresh.flatMap((e) => this.deliveriesOf(e, hooks));
+      if (records.length > 0) queued += await store.enqueueWebhookDeliveries(records);
+      const before = last;
+      for (const e of fresh) {
+        const at = e.timestamp ? timestampDate(e.timestamp).getTime() : 0;
+        this.seen.set(e.id, at);
+        last = Math.max(last, at);
+      }
+      // Page by page: a long catch-up that is cut short resumes near where it was.
+      if (last > before) await store.putWebhookCursor(new Date(last));
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    for (const [id, at] of this.seen) if (at < since.getTime()) this.seen.delete(id);
+    return queued;
+  }
+
+  /**
+   * Starts the due deliveries there are free slots for, at most `perWebhook` at once to one
+   * subscription (a receiver that hangs takes its own slots, not everyone's); returns how many started.
+   */
+  async deliver(subscriptions?: WebhookRecord[]): Promise<number> {
+    const free = this.settings.concurrency - this.inFlight.size;
+    if (free <= 0) return 0;
+    const hooks = new Map((subscriptions ?? (await this.deps.store.listWebhooks())).map((h) => [h.webhook.id, h]));
+    const busy = new Map<string, number>();
+    for (const webhookId of [...this.inFlight.values()].map((f) => f.webhookId)) busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
+    const full = (webhookId: string) => (busy.get(webhookId) ?? 0) >= this.settings.perWebhook;
+    const skip = [...hooks.values()].filter((h) => h.webhook.paused || full(h.webhook.id)).map((h) => h.webhook.id);
+    const due = await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size, skip);
+    let started = 0;
+    for (const r of due) {
+      const { id, webhookId } = r.delivery;
+      if (started === free) break;
+      if (this.inFlight.has(id) || full(webhookId)) continue;
+      busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
+      const done = this.attempt(r, hooks.get(webhookId))
+        .catch((err: unknown) => this.deps.logger.error({ action: "webhook_delivery", result: "error", err }, "webhook attempt failed"))
+        .finally(() => this.inFlight.delete(id));
+      this.inFlight.set(id, { webhookId, done });
+      started += 1;
+    }
+    return started;
+  }
+
+  /** Waits until no attempt is under way (tests). */
+  async settle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map((f) => f.done));
+  }
+
+  private deliveriesOf(event: Event, hooks: WebhookRecord[]): WebhookDeliveryRecord[] {
+    const name = dottedName(event.type);
+    const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
+    return hooks
+      .filter((h) => at >= createdMs(h) && (h.webhook.tenantId === "" || h.webhook.tenantId === event.tenantId))
+      .filter((h) => matchesAny(h.webhook.eventTypes, name))
+      .map((h) => ({
+        delivery: newDelivery(h.webhook.id, event.id, name, this.deps.now()),
+        event: toJson(EventSchema, event, { useProtoFieldName: true }) as JsonObject,
+      }));
+  }
+
+  // One attempt, and what it means for the delivery.
+  private async attempt(r: WebhookDeliveryRecord, hook: WebhookRecord | undefined): Promise<void> {
+    const d = r.delivery;
+    const at = this.deps.now();
+    let outcome: AttemptOutcome;
+    if (!hook) outcome = { status: 0, text: "the subscription was deleted" };
+    else {
+      const { url, secret } = openSecrets(this.deps.keyRing, hook);
+      const body = JSON.stringify({ id: d.id, event: r.event, timestamp: at.toISOString() });
+      outcome = await (this.deps.send ?? send)({
+        url,
+        body,
+        headers: { [DELIVERY_HEADER]: d.id, [SIGNATURE_HEADER]: signatureHeader(secret, at, body) },
+        caPem: hook.webhook.caPem || undefined,
+        timeoutMs: this.settings.attemptTimeoutMs,
+        signal: this.stopping.signal,
+      });
+      if (this.stopping.signal.aborted) return;
+      // The URL is a secret: an error text that quotes it shows its host only.
+      outcome.text = outcome.text.replaceAll(url.href, url.host);
+    }
+    const next = this.afterAttempt(d, hook !== undefined, outcome, at);
+    await this.deps.store.updateWebhookDelivery(next);
+    const ok = next.state === WebhookDeliveryState.DELIVERED;
+    this.deps.logger[ok ? "info" : "warn"](
+      {
+        action: "webhook_delivery",
+        result: ok ? "ok" : next.state === WebhookDeliveryState.DEAD_LETTERED ? "dead_lettered" : "retry",
+        metadata: { delivery_id: d.id, webhook_id: d.webhookId, event_id: d.eventId, attempts: next.attempts, status: outcome.status },
+      },
+      ok ? "webhook delivered" : "webhook attempt failed",
+    );
+  }
+
+  // The delivery after an attempt: delivered, retried later, or dead-lettered.
+  private afterAttempt(d: WebhookDelivery, retriable: boolean, outcome: AttemptOutcome, at: Date): WebhookDelivery {
+    const next: WebhookDelivery = { ...d, attempts: d.attempts + 1, lastAttemptAt: timestampFromDate(at), lastStatus: outcome.status };
+    next.lastResponse = outcome.text;
+    if (outcome.status >= 200 && outcome.status < 300) {
+      return { ...next, state: WebhookDeliveryState.DELIVERED, deliveredAt: timestampFromDate(at) };
+    }
+    next.lastFailureAt = timestampFromDate(at);
+    next.lastFailure = outcome.status > 0 ? `${outcome.status}: ${outcome.text}` : outcome.text;
+    const wait = this.backoff(next.attempts);
+    const since = d.queuedAt ? timestampDate(d.queuedAt).getTime() : at.getTime();
+    if (!retriable || at.getTime() + wait - since > this.settings.retryForMs) {
+      return { ...next, state: WebhookDeliveryState.DEAD_LETTERED, deadLetteredAt: timestampFromDate(at) };
+    }
+    return { ...next, nextAttemptAt: timestampFromDate(new Date(at.getTime() + wait)) };
+  }
+
+  // Full jitter: a random wait up to min(cap, base * 2^(failures - 1)).
+  private backoff(failures: number): number {
+    const { backoffBaseMs, backoffCapMs } = this.settings;
+    const ceiling = Math.min(backoffCapMs, backoffBaseMs * 2 ** Math.min(failures - 1, 30));
+    return Math.round((this.deps.random ?? Math.random)() * ceiling);
+  }
+}
+
+function createdMs(h: WebhookRecord): number {
+  return h.webhook.createdAt ? timestampDate(h.webhook.createdAt).getTime() : 0;
+}
