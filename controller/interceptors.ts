@@ -23,6 +23,7 @@ import { tenantAccess } from "./auth/tenant-access.js";
 import type { Logger } from "../common/logging/logger.js";
 import type { Store } from "./store/store.js";
 import { auditEntryOf, isAudited, type AuditSink } from "./auth/audit-policy.js";
+import { takeParked } from "./rest/admitted-calls.js";
 
 // Calls every agent makes on a timer.
 const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
@@ -66,11 +67,14 @@ export function boundaryInterceptor(deps: {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
       log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
-      // Admitted at the front door already (same rule, a moment ago), or admitted here.
+      // Admitted at the front door already (same rule, a moment ago: the RPC front door says so
+      // in context values, the REST one by a ticket), or admitted here.
+      const parked = takeParked(req.header);
       principal =
         req.contextValues.get(admittedKey) ??
+        parked?.principal ??
         (await admit(deps.authenticator, req.method, req.header, {
-          peer: req.contextValues.get(peerCertificateKey),
+          peer: req.contextValues.get(peerCertificateKey) ?? parked?.peer,
           onRefused: (p) => {
             principal = p;
             return audit("FORBIDDEN");

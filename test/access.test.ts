@@ -383,6 +383,31 @@ describe("tenant scopes", () => {
     );
     expect(adhoc.code).toBe("FORBIDDEN");
     expect((await rpcError(as(WorkOrderService, scoped).getWorkOrder({ id: nodeBOrder }))).code).toBe("FORBIDDEN");
+    // The chain behind a node runs through every tenant's orders: not for a scoped caller.
+    expect((await rpcError(as(ResourceService, scoped).explainResource({ resourceType: "node", id: "host-b" }))).code).toBe("FORBIDDEN");
+  });
+
+  it("a selector-scoped key cannot relabel its tenant into another team's scope", async () => {
+    const access = tc.client(AccessService, { admin: true });
+    await tc
+      .client(ResourceService, { admin: true })
+      .createResource({ resourceType: "tenant", resource: await tenantDoc("team-q", { team: "q" }) });
+    const q = (await access.createApiKey({ name: "team-q-gen", role: Role.GENERATOR, scope: { tenantSelector: "team=q" } })).secret;
+    const e = await rpcError(
+      as(ResourceService, q).updateResource({
+        resourceType: "tenant",
+        id: "team-q",
+        labels: { team: "r" },
+        updateMask: { paths: ["labels"] },
+      }),
+    );
+    expect(e.code).toBe("FORBIDDEN");
+    await as(ResourceService, q).updateResource({
+      resourceType: "tenant",
+      id: "team-q",
+      labels: { team: "q", tier: "1" },
+      updateMask: { paths: ["labels"] },
+    });
   });
 });
 

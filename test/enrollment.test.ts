@@ -152,6 +152,28 @@ describe("enrollment", () => {
     ]);
   });
 
+  it("after a revocation the enrollment token cannot enroll the node again, and a deleted node's certificate stays dead under a new registration", async () => {
+    const text = await token({ nodeId: "edge-stolen", uses: 2 });
+    const first = await enroll("edge-stolen", text);
+    await adminEnrollment().revokeNodeCertificates({ nodeId: "edge-stolen", reason: "laptop stolen" });
+    expect((await rpcError(enroll("edge-stolen", text))).message).toContain("revoked");
+    // A new host registered under a deleted node's name does not inherit its certificates.
+    const other = await enroll("edge-gone", await token());
+    await tc.client(ResourceService, { admin: true }).deleteResource({ resourceType: "node", id: "edge-gone" });
+    await tc
+      .client(NodeService, { admin: true })
+      .registerNode({ nodeId: "edge-gone" })
+      .catch(() => undefined);
+    expect((await rpcError(withCert(NodeService, other).heartbeat({ nodeId: "edge-gone" }))).code).toBe("UNAUTHORIZED");
+    expect((await rpcError(withCert(NodeService, first).heartbeat({ nodeId: "edge-stolen" }))).code).toBe("UNAUTHORIZED");
+  });
+
+  it("a node calls the REST routes with its certificate too", async () => {
+    const cert = await enroll("edge-rest", await token());
+    const res = await fetchWithCert(`${tc.url}/v1/nodes/edge-rest/heartbeat`, cert, { agent_version: "rest" });
+    expect([res.status, (res.body as { data?: unknown }).data !== null]).toEqual([200, true]);
+  });
+
   it("an expired certificate is refused with what to do; one from another CA is refused", async () => {
     // A controller whose clock runs two hours behind signs certificates that have already expired.
     const past = await startController({ tls: true, now: () => new Date(Date.now() - 2 * 3600_000) });
@@ -172,6 +194,9 @@ describe("enrollment", () => {
       const foreign = await enroll("edge-foreign", await token());
       const f = await rpcError(withCert(NodeService, foreign, past).heartbeat({ nodeId: "edge-foreign" }));
       expect(f.code).toBe("UNAUTHORIZED");
+      // The open calls still answer a holder of a certificate TLS did not accept.
+      const who = await withCert(AccessService, { certPem: res.certificatePem, keyPem: request.keyPem }, past).whoAmI({});
+      expect(who.actor?.kind).toBe(ActorKind.ANONYMOUS);
     } finally {
       await past.stop();
     }
@@ -192,6 +217,31 @@ describe("enrollment", () => {
     expect(hits).toEqual([]);
   });
 });
+
+/** A JSON POST over HTTP/2 + TLS with a client certificate; the REST envelope back. */
+async function fetchWithCert(
+  url: string,
+  cert: { certPem: string; keyPem: string },
+  body: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const http2 = await import("node:http2");
+  const u = new URL(url);
+  const session = http2.connect(u.origin, { ca: tc.ca, cert: cert.certPem, key: cert.keyPem });
+  try {
+    return await new Promise((resolve, reject) => {
+      const req = session.request({ ":method": "POST", ":path": u.pathname, "content-type": "application/json" });
+      let status = 0;
+      let text = "";
+      req.on("response", (h) => (status = Number(h[":status"])));
+      req.on("data", (d: Buffer) => (text += d.toString()));
+      req.on("end", () => resolve({ status, body: JSON.parse(text) }));
+      req.on("error", reject);
+      req.end(JSON.stringify(body));
+    });
+  } finally {
+    session.close();
+  }
+}
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

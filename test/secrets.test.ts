@@ -107,6 +107,31 @@ describe("secret resources", () => {
     );
   });
 
+  it("a masked update (labels only, or values only) keeps what it does not name", async () => {
+    await res().createResource({ resourceType: "secret", resource: secret("masked", { A: "1", B: "2" }) });
+    const labelled = await res().updateResource({
+      resourceType: "secret",
+      id: "masked",
+      labels: { team: "x" },
+      updateMask: { paths: ["labels"] },
+    });
+    expect(spec(labelled.resource).entries.map((e) => [e.name, e.version])).toEqual([
+      ["A", 1n],
+      ["B", 1n],
+    ]);
+    const valued = await res().updateResource({
+      resourceType: "secret",
+      id: "masked",
+      desiredState: secret("masked", { B: "3" }).desiredState,
+      updateMask: { paths: ["desired_state.secret.values"] },
+    });
+    expect(spec(valued.resource).entries.map((e) => [e.name, e.version])).toEqual([
+      ["A", 1n],
+      ["B", 2n],
+    ]);
+    expect(valued.resource?.metadata?.labels).toEqual({ team: "x" });
+  });
+
   it("refuses bad names, sealed forms from a client and a missing tenant, storing nothing", async () => {
     const cases: [Resource, string][] = [
       [secret("bad1", { "1x": "v" }), "desired_state.secret.values"],

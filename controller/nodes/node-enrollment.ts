@@ -27,6 +27,8 @@ const MIN_CERT_TTL_MS = 10 * 1000;
 const MAX_TTL_MS = 30 * DAY_MS;
 const MAX_USES = 10_000;
 const TOKEN_PATTERN = /^ske_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/;
+// How long after a use the same host may enroll again with the token (a lost answer).
+const RETRY_WINDOW_MS = 10 * 60 * 1000;
 
 export interface EnrollmentDeps {
   store: Store;
@@ -125,7 +127,13 @@ export async function enrollNode(
     const at = deps.now();
     const record = await deps.store.getEnrollmentToken(tokenId);
     if (!record || !tokenMatches(req.enrollmentToken, record.secretHash)) throw unauthorized("invalid enrollment token");
-    const retry = record.token.enrolledNodes.includes(nodeId);
+    // A retry of an answer lost on the way: the same node, within minutes, and the node still
+    // there (a deleted node or an old token must not enroll anyone again).
+    const lastUse = record.token.lastUsedAt ? timestampDate(record.token.lastUsedAt).getTime() : 0;
+    const retry =
+      record.token.enrolledNodes.includes(nodeId) &&
+      at.getTime() - lastUse < RETRY_WINDOW_MS &&
+      (await deps.store.resourceExists("node", nodeId));
     refuseUnusable(record, nodeId, retry, at);
     const existing = await deps.store.getResource("node", nodeId);
     if (existing && !retry && record.token.nodeId !== nodeId) {
@@ -137,11 +145,13 @@ export async function enrollNode(
     if (!retry) {
       const token = clone(EnrollmentTokenSchema, record.token);
       token.remainingUses -= 1;
-      token.enrolledNodes.push(nodeId);
+      if (!token.enrolledNodes.includes(nodeId)) token.enrolledNodes.push(nodeId);
+      token.lastUsedAt = timestampFromDate(at);
       await deps.store.putEnrollmentToken({ ...record, token });
     }
+    const wasLive = existing !== undefined;
     await ensureNodeResource(deps, nodeId, { displayName: req.displayName, labels: record.token.labels, trustedLabelKeys: [] }, trace);
-    await addCertificate(deps, nodeId, { serial: issued.serial, notAfter: issued.notAfter, lifetimeMs: ttlMs }, at);
+    await addCertificate(deps, nodeId, { serial: issued.serial, notAfter: issued.notAfter, lifetimeMs: ttlMs }, at, undefined, !wasLive);
     await recordEvents(deps.store, [
       {
         type: "node_enrolled",
@@ -194,19 +204,26 @@ export async function renewNodeCertificate(
 export async function revokeNodeCertificates(deps: EnrollmentDeps, nodeId: string, reason: string, trace: Trace): Promise<number> {
   checkId(nodeId, "node_id");
   if (reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
-  return deps.locks.run(`node-certificates:${nodeId}`, async () => {
+  // The tokens it enrolled with could enroll it again: they go first (outside the node's lock,
+  // which an enrollment takes inside its token's lock).
+  for (const record of await deps.store.listEnrollmentTokens()) {
+    if (record.token.revokedAt || !record.token.enrolledNodes.includes(nodeId)) continue;
+    await revokeEnrollmentToken(deps, record.token.id);
+  }
+  const valid = await deps.locks.run(`node-certificates:${nodeId}`, async () => {
     const cred = await deps.store.getNodeCredential(nodeId);
     if (!cred && !(await deps.store.getResource("node", nodeId))) throw notFound("node", nodeId);
     const at = deps.now();
-    const valid = (cred?.certificates ?? []).filter((c) => c.notAfter > at).length;
+    const live = (cred?.certificates ?? []).filter((c) => c.notAfter > at).length;
     if (cred && (cred.certificates?.length ?? 0) > 0) await deps.store.putNodeCredential({ ...cred, certificates: [] });
-    if (valid > 0) {
-      await recordEvents(deps.store, [
-        { type: "node_certificates_revoked", ...trace, resourceType: "node", resourceId: nodeId, nodeId, data: { revoked: valid, reason } },
-      ]);
-    }
-    return valid;
+    return live;
   });
+  if (valid > 0) {
+    await recordEvents(deps.store, [
+      { type: "node_certificates_revoked", ...trace, resourceType: "node", resourceId: nodeId, nodeId, data: { revoked: valid, reason } },
+    ]);
+  }
+  return valid;
 }
 
 /** "active", "used", "expired" or "revoked" at `at`. */
@@ -246,9 +263,18 @@ async function sign(ca: PemPair, csrPem: string, nodeId: string, at: Date, ttlMs
 
 // Keeps the certificates still valid plus the new one: a renewing agent's old certificate keeps
 // working until it expires, so calls in flight on the old connection finish.
-async function addCertificate(deps: EnrollmentDeps, nodeId: string, cert: NodeCertificate, at: Date, callerSerial?: string): Promise<void> {
+async function addCertificate(
+  deps: EnrollmentDeps,
+  nodeId: string,
+  cert: NodeCertificate,
+  at: Date,
+  callerSerial?: string,
+  fresh = false,
+): Promise<void> {
   await deps.locks.run(`node-certificates:${nodeId}`, async () => {
-    const cred = await deps.store.getNodeCredential(nodeId);
+    // A deleted node's credential stays dead, whoever takes its name next (`fresh`: the node did
+    // not exist before this enrollment).
+    const cred = fresh ? undefined : await deps.store.getLiveNodeCredential(nodeId);
     const kept = (cred?.certificates ?? []).filter((c) => c.notAfter > at);
     if (callerSerial !== undefined && !kept.some((c) => c.serial === callerSerial)) {
       throw unauthorized("the certificate this call was made with has been revoked or has expired");

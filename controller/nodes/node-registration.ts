@@ -12,10 +12,13 @@ import { recordEvents } from "../events/event-recorder.js";
 import { checkTrustedKeys } from "../resources/resource-rules.js";
 import { checkSelector } from "../store/label-selector.js";
 import type { Store } from "../store/store.js";
+import type { KeyedLock } from "../keyed-lock.js";
 
 export interface RegistrationDeps {
   store: Store;
   now: () => Date;
+  /** A node's credential is rewritten under its lock (as enrollment and revocation do). */
+  locks?: Pick<KeyedLock, "run">;
 }
 
 /** Registers node `nodeId` (its resource, when new, and a fresh credential); returns the node and its token. */
@@ -31,8 +34,10 @@ export async function registerNode(
   if ((await store.getNodeCredential(nodeId)) && (await store.getResource("node", nodeId))) {
     throw conflict(`node ${nodeId} is already registered; rotate its token with POST /v1/nodes/${nodeId}/token`, { node_id: nodeId });
   }
+  // Decided before the node is (re)created: a new host under a deleted node's name starts clean.
+  const wasLive = await store.resourceExists("node", nodeId);
   const node = await ensureNodeResource(deps, nodeId, req, trace);
-  const token = await newCredential(deps, nodeId);
+  const token = await newCredential(deps, nodeId, wasLive);
   await recordEvents(store, [{ type: "node_registered", ...trace, resourceType: "node", resourceId: nodeId, nodeId }]);
   return { node, token };
 }
@@ -79,15 +84,19 @@ export async function rotateNodeToken(deps: RegistrationDeps, nodeId: string, tr
   return token;
 }
 
-async function newCredential(deps: RegistrationDeps, nodeId: string): Promise<string> {
+async function newCredential(deps: RegistrationDeps, nodeId: string, keepCertificates = true): Promise<string> {
   const token = mintNodeToken(nodeId);
-  // An enrolled node's certificates are a credential of their own: a new token leaves them be.
-  const certificates = (await deps.store.getNodeCredential(nodeId))?.certificates;
-  await deps.store.putNodeCredential({
-    nodeId,
-    tokenHash: hashToken(token),
-    createdAt: deps.now(),
-    ...(certificates ? { certificates } : {}),
-  });
+  const write = async () => {
+    // An enrolled node's certificates are a credential of their own: a new token leaves them be.
+    // Those of a node that was deleted (a new host under an old name) are not carried over.
+    const certificates = keepCertificates ? (await deps.store.getLiveNodeCredential(nodeId))?.certificates : undefined;
+    await deps.store.putNodeCredential({
+      nodeId,
+      tokenHash: hashToken(token),
+      createdAt: deps.now(),
+      ...(certificates ? { certificates } : {}),
+    });
+  };
+  await (deps.locks ? deps.locks.run(`node-certificates:${nodeId}`, write) : write());
   return token;
 }

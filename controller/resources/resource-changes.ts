@@ -29,7 +29,7 @@ import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./referen
 import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
 import { sealSecret } from "./secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
-import type { SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
+import { SecretSpecSchema, type SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
 
 // Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
 // reconciler.
@@ -185,13 +185,26 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   let spec = checkSpecKind(type, desired, "desired_state");
   checkReferences(spec);
   if (spec.kind.case === "secret") {
-    // Values set or removed by name, the rest kept as stored (the request cannot read them).
+    // Values set or removed by name, the rest kept as stored (the request cannot read them). A
+    // masked update merged the stored spec in: its sealed forms and entries are not the caller's.
+    const incoming = create(SecretSpecSchema, { ...spec.kind.value, sealed: {}, entries: [] });
     spec = create(ResourceSpecSchema, {
-      kind: { case: "secret", value: sealSecret(spec.kind.value, secretOf(before), sealContext(deps, id, trace)) },
+      kind: { case: "secret", value: sealSecret(incoming, secretOf(before), sealContext(deps, id, trace)) },
     });
   }
-  // Moving a resource to another tenant needs that tenant in scope too.
-  await deps.may(type, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  // Moving a resource to another tenant, or a tenant to other labels, needs the result in scope too.
+  const nextLabels = mask
+    ? mask.labels
+      ? req.labels
+      : before.metadata?.labels
+    : Object.keys(req.labels).length > 0
+      ? req.labels
+      : before.metadata?.labels;
+  await deps.may(
+    type,
+    undefined,
+    create(ResourceSchema, { id, resourceType: type, desiredState: spec, metadata: { labels: nextLabels ?? {} } }),
+  );
   if (!sameSpec(before.desiredState, spec))
     await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   let desiredChanged = false;

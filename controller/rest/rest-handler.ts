@@ -10,8 +10,9 @@ import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { createContextValues, type Transport } from "@connectrpc/connect";
-import { admittedKey, peerCertificateKey, type PeerCertificate, type Principal } from "../context.js";
+import type { Transport } from "@connectrpc/connect";
+import type { PeerCertificate, Principal } from "../context.js";
+import { ADMITTED_HEADER, park, release } from "./admitted-calls.js";
 import { peerCertificateOf } from "../tls/peer-certificate.js";
 import { isSkipperError } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
@@ -156,8 +157,17 @@ async function execute(
     // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
     const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
     const input = bindRequest(route, rawVars, rawQuery, body);
-    const values = createContextValues().set(peerCertificateKey, peer).set(admittedKey, admitted);
-    const out = await ctx.transport.unary(route.rpc, aborter.signal, undefined, forwardedHeaders(req.headers), input, values);
+    // The in-memory transport does not carry context values to the server side: the caller the
+    // front door admitted (and the client certificate) go by a ticket (admitted-calls.ts).
+    const headers = forwardedHeaders(req.headers);
+    const ticket = park({ principal: admitted, peer });
+    headers.set(ADMITTED_HEADER, ticket);
+    let out: Awaited<ReturnType<Transport["unary"]>>;
+    try {
+      out = await ctx.transport.unary(route.rpc, aborter.signal, undefined, headers, input);
+    } finally {
+      release(ticket);
+    }
     const { data, timestamp } = successData(route, out.message);
     const replyIds = {
       requestId: out.header.get("x-request-id") ?? ids.requestId,

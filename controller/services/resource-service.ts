@@ -100,7 +100,10 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const id = checkId(req.id, "id");
       const resource = await store.getResource(type, id, { includeDeleted: true });
       if (!resource) throw notFound(type, id);
-      await checkReadable(callInfo(ctx), resource);
+      const call = callInfo(ctx);
+      await checkReadable(call, resource);
+      // The chain behind a node (or anything of no tenant) runs through every tenant's orders.
+      if (tenantOf(resource) === undefined) await call.tenants.require(undefined);
       return { meta: responseMeta(ctx), ...(await explainResource(store, resource)) };
     },
 
