@@ -80,12 +80,18 @@ async function main(): Promise<void> {
     observe: () => observeProjects(cfg.workDir),
     supervise: () => superviseAll(cfg.workDir, { log: logger }),
   });
-  const renewing = keeper?.run(stop.signal);
+  // A keeper that stops on its own found the certificate expired: the agent stops too, non-zero,
+  // so that its supervisor restarts it (and an enrollment token, when configured, enrolls it again).
+  const renewing = keeper?.run(stop.signal).then(() => {
+    if (stop.signal.aborted) return;
+    process.exitCode = 1;
+    stop.abort();
+  });
   await agent.run(stop.signal);
   stop.abort();
   await renewing;
   close();
-  process.exit(0);
+  process.exit(process.exitCode ?? 0);
 }
 
 main().catch((e) => {
