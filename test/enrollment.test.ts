@@ -10,6 +10,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
@@ -166,6 +168,22 @@ describe("enrollment", () => {
       .catch(() => undefined);
     expect((await rpcError(withCert(NodeService, other).heartbeat({ nodeId: "edge-gone" }))).code).toBe("UNAUTHORIZED");
     expect((await rpcError(withCert(NodeService, first).heartbeat({ nodeId: "edge-stolen" }))).code).toBe("UNAUTHORIZED");
+  });
+
+  it("a watch stream opened before a revocation carries nothing after it", async () => {
+    const cert = await enroll("edge-watch", await token());
+    const stream = withCert(NodeService, cert).watchWorkOrders({ nodeId: "edge-watch" });
+    const it = stream[Symbol.asyncIterator]();
+    await it.next(); // the first message: the oldest pending order (none)
+    await adminEnrollment().revokeNodeCertificates({ nodeId: "edge-watch" });
+    // An ad-hoc order rings the stream: the controller checks the credential first and ends it.
+    await tc.client(WorkOrderService, { admin: true }).createWorkOrder({
+      type: WorkOrderType.INSPECT,
+      target: { nodeId: "edge-watch" },
+      action: { kind: { case: "inspect", value: {} } },
+    });
+    const e = await rpcError(it.next());
+    expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "this node's credential has been revoked"]);
   });
 
   it("a node calls the REST routes with its certificate too", async () => {

@@ -100,3 +100,16 @@ function parseBearer(value: string | null): string | undefined {
 }
 
 export { hashToken };
+
+/**
+ * Whether a node caller's credential still holds (for a stream admitted a while ago): its node
+ * exists and, for a client certificate, the node still holds it. A rotated token is not seen here
+ * (the hash it matched is not kept); the stream ends at its next reconnect.
+ */
+export async function nodeCredentialHolds(store: Pick<Store, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
+  if (p.kind !== "node") return true;
+  const cred = await store.getLiveNodeCredential(p.nodeId);
+  if (!cred) return false;
+  if (p.certificateSerial === undefined) return true;
+  return cred.certificates?.some((c) => c.serial === p.certificateSerial && c.notAfter > at) ?? false;
+}

@@ -6,7 +6,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RegisterNodeRequestSchema, RegisterNodeResponseSchema, type NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
-import { forbidden, notFound } from "../errors.js";
+import { forbidden, notFound, unauthorized } from "../errors.js";
+import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../id-checks.js";
 import { nextOrderFor } from "../dispatch/order-lifecycle.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
@@ -83,7 +84,8 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     },
 
     async *watchWorkOrders(req, ctx) {
-      const nodeId = selfOnly(callInfo(ctx), req.nodeId);
+      const call = callInfo(ctx);
+      const nodeId = selfOnly(call, req.nodeId);
       const queue: WorkOrder[] = [];
       let wake: (() => void) | undefined;
       const unsubscribe = deps.feed.subscribe(nodeId, (o) => {
@@ -108,6 +110,11 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
             });
           }
           if (ctx.signal.aborted) break;
+          // A stream outlives the check that admitted it: a node revoked or deleted since hears
+          // nothing more (its orders carry its services' secrets).
+          if (!(await nodeCredentialHolds(store, call.principal, deps.now()))) {
+            throw unauthorized("this node's credential has been revoked");
+          }
           yield { meta: responseMeta(ctx), workOrder: queue.shift(), serverTime: timestampFromDate(deps.now()) };
         }
       } finally {
