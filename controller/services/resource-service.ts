@@ -46,6 +46,10 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     may: (type, current, next) => checkWritable(call, type, current, next),
     keyRing: deps.keyRing,
   });
+  // A secret's values are sealed with the ring's newest key: a write must not straddle a key
+  // rotation (secret-service.ts holds the same lock), or it could seal with a key then retired.
+  const sealing = <T>(type: string | undefined, write: () => Promise<T>) =>
+    type === "secret" ? deps.locks.run("secret-keys", write) : write();
   return {
     async listResources(req, ctx) {
       const call = callInfo(ctx);
@@ -83,14 +87,15 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     async createResource(req, ctx) {
       const call = callInfo(ctx);
       call.audit.target = `${req.resourceType || req.resource?.resourceType || ""}/${req.resource?.id ?? ""}`;
-      const { resource } = await createResource(changeDeps(call), req, traceOf(call), call.logger);
+      const type = req.resourceType || req.resource?.resourceType;
+      const { resource } = await sealing(type, () => createResource(changeDeps(call), req, traceOf(call), call.logger));
       call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource: publicSecret(resource) };
     },
 
     async updateResource(req, ctx) {
       const call = callInfo(ctx);
-      const { resource } = await updateResource(changeDeps(call), req, traceOf(call));
+      const { resource } = await sealing(req.resourceType, () => updateResource(changeDeps(call), req, traceOf(call)));
       call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource: publicSecret(resource) };
     },
