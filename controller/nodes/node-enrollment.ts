@@ -123,7 +123,11 @@ export async function enrollNode(
   trace = { ...trace, actor };
   const nodeId = checkId(req.nodeId, "node_id");
   if (req.displayName.length > 128) throw invalid("display_name must be at most 128 characters", { field: "display_name" });
-  return deps.locks.run(`enrollment:${tokenId}`, async () => {
+  // Under the token's lock (its uses) and the node id's (two tokens cannot enroll one new node at
+  // once), always in that order.
+  const locked = <T>(fn: () => Promise<T>) =>
+    deps.locks.run(`enrollment:${tokenId}`, () => deps.locks.run(`node-enrollment:${nodeId}`, fn));
+  return locked(async () => {
     const at = deps.now();
     const record = await deps.store.getEnrollmentToken(tokenId);
     if (!record || !tokenMatches(req.enrollmentToken, record.secretHash)) throw unauthorized("invalid enrollment token");
