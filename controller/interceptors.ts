@@ -116,7 +116,17 @@ export function boundaryInterceptor(deps: {
       log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } }, `${action} ok`);
       // A streaming handler's body runs as its messages are read, after this returns: its errors
       // (a node watching another node's orders, say) are mapped here too.
-      return res.stream ? { ...res, message: mapErrors(res.message, failure) } : res;
+      // A refusal raised while a stream runs (node A watching node B's orders, a node revoked
+      // meanwhile) is audited like one raised before it.
+      const streamFailure = (e: unknown): ConnectError => {
+        const err = failure(e);
+        const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
+        audit(code).catch((ae: unknown) =>
+          log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed stream"),
+        );
+        return err;
+      };
+      return res.stream ? { ...res, message: mapErrors(res.message, streamFailure) } : res;
     } catch (e) {
       throw failure(e);
     }

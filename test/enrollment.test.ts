@@ -184,6 +184,12 @@ describe("enrollment", () => {
     });
     const e = await rpcError(it.next());
     expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "this node's credential has been revoked"]);
+    // And the refusal is in the audit trail, under the node.
+    const audited = async () =>
+      (await tc.client(AuditService, { admin: true }).listAuditEntries({ pageSize: 1000 })).entries.some(
+        (a) => a.rpc === "skipper.v1.NodeService/WatchWorkOrders" && a.outcome === "UNAUTHORIZED" && a.actor?.id === "edge-watch",
+      );
+    await waitUntil(audited);
   });
 
   it("a node calls the REST routes with its certificate too", async () => {
