@@ -10,7 +10,7 @@ import { verifyAuditExport } from "../controller/audit/verify-audit-export.js";
 import { join } from "node:path";
 import { ConnectError, Code, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { fromJson, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, fromJson, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ActorKind, Permission, Role } from "../gen/skipper/v1/access_pb.js";
 import { AccessService, type CreateApiKeyRequestSchema } from "../gen/skipper/v1/access_service_pb.js";
@@ -385,6 +385,27 @@ describe("tenant scopes", () => {
     expect((await rpcError(as(WorkOrderService, scoped).getWorkOrder({ id: nodeBOrder }))).code).toBe("FORBIDDEN");
     // The chain behind a node runs through every tenant's orders: not for a scoped caller.
     expect((await rpcError(as(ResourceService, scoped).explainResource({ resourceType: "node", id: "host-b" }))).code).toBe("FORBIDDEN");
+  });
+
+  it("a scoped operator freezes its own tenant, not another's nor the fleet, and sees only its own freezes", async () => {
+    const freeze = (id: string, tenantId: string) =>
+      create(ResourceSchema, {
+        id,
+        resourceType: "freeze",
+        desiredState: {
+          kind: { case: "freeze", value: { reason: "r", tenantId, endsAt: timestampFromDate(new Date(Date.now() + 3600_000)) } },
+        },
+      });
+    await as(ResourceService, scoped).createResource({ resourceType: "freeze", resource: freeze("freeze-a", "team-a") });
+    expect(
+      (await rpcError(as(ResourceService, scoped).createResource({ resourceType: "freeze", resource: freeze("freeze-b", "team-b") }))).code,
+    ).toBe("FORBIDDEN");
+    expect(
+      (await rpcError(as(ResourceService, scoped).createResource({ resourceType: "freeze", resource: freeze("freeze-all", "") }))).code,
+    ).toBe("FORBIDDEN");
+    await tc.client(ResourceService, { admin: true }).createResource({ resourceType: "freeze", resource: freeze("freeze-b2", "team-b") });
+    const seen = (await as(ResourceService, scoped).listResources({ resourceType: "freeze" })).resources.map((r) => r.id);
+    expect(seen).toEqual(["freeze-a"]);
   });
 
   it("a selector-scoped key cannot relabel its tenant into another team's scope", async () => {

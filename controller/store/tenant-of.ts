@@ -14,6 +14,7 @@ export function tenantOf(r: Resource): string | undefined {
     case "volume":
     case "rollout":
     case "secret":
+    case "freeze":
       return k.value.tenantId || undefined;
     default:
       return undefined;
