@@ -12,7 +12,7 @@
 // idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
 import { clone, create, equals } from "@bufbuild/protobuf";
-import { timestampDate, timestampMs, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
@@ -26,6 +26,7 @@ import type { ResourceType } from "../../common/ids.js";
 import { checkResourceType } from "../id-checks.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
+import { oldestFirst } from "./oldest-first.js";
 import { AuditSegments } from "./audit-segments.js";
 import { acquireDataDirLock, type DataDirLock } from "./data-dir-lock.js";
 import { EventLog } from "./event-log.js";
@@ -581,7 +582,7 @@ export class FileStore extends OrderSteps implements S.Store {
 
   async listApiKeys(): Promise<S.ApiKeyRecord[]> {
     this.ensureOpen();
-    return [...this.apiKeys.values()].map(copyApiKey).sort(byCreation);
+    return [...this.apiKeys.values()].map(copyApiKey).sort(oldestFirst((r) => r.key));
   }
 
   async getEnrollmentToken(id: string): Promise<S.EnrollmentTokenRecord | undefined> {
@@ -601,10 +602,7 @@ export class FileStore extends OrderSteps implements S.Store {
 
   async listEnrollmentTokens(): Promise<S.EnrollmentTokenRecord[]> {
     this.ensureOpen();
-    const created = (r: S.EnrollmentTokenRecord) => (r.token.createdAt ? timestampMs(r.token.createdAt) : 0);
-    return [...this.enrollmentTokens.values()]
-      .map(copyEnrollmentToken)
-      .sort((a, b) => created(a) - created(b) || (a.token.id < b.token.id ? -1 : a.token.id > b.token.id ? 1 : 0));
+    return [...this.enrollmentTokens.values()].map(copyEnrollmentToken).sort(oldestFirst((r) => r.token));
   }
 
   // --- webhooks (webhook-files.ts) ---------------------------------------------------------
@@ -716,12 +714,6 @@ function copyRecord(r: S.IdempotencyRecord): S.IdempotencyRecord {
 /** A copy the caller may change without changing what the store holds. */
 function copyApiKey(r: S.ApiKeyRecord): S.ApiKeyRecord {
   return { ...r, key: clone(ApiKeySchema, r.key) };
-}
-
-/** Oldest key first; ids break ties. */
-function byCreation(a: S.ApiKeyRecord, b: S.ApiKeyRecord): number {
-  const at = (r: S.ApiKeyRecord) => (r.key.createdAt ? timestampMs(r.key.createdAt) : 0);
-  return at(a) - at(b) || (a.key.id < b.key.id ? -1 : a.key.id > b.key.id ? 1 : 0);
 }
 
 function copyCredential(c: S.NodeCredential): S.NodeCredential {

@@ -8,6 +8,7 @@ import type { DurableFs } from "./atomic-write.js";
 import { readPage } from "./paging.js";
 import { encodePlain } from "./record-codec.js";
 import { SortedIndex } from "./sorted-index.js";
+import { oldestFirst } from "./oldest-first.js";
 import type * as S from "./store.js";
 import type { StorePaths } from "./store-paths.js";
 import {
@@ -70,10 +71,7 @@ export class WebhookFiles {
   }
 
   list(): S.WebhookRecord[] {
-    const created = (r: S.WebhookRecord) => (r.webhook.createdAt ? timestampMs(r.webhook.createdAt) : 0);
-    return [...this.webhooks.values()]
-      .map(copyWebhook)
-      .sort((a, b) => created(a) - created(b) || (a.webhook.id < b.webhook.id ? -1 : a.webhook.id > b.webhook.id ? 1 : 0));
+    return [...this.webhooks.values()].map(copyWebhook).sort(oldestFirst((r) => r.webhook));
   }
 
   async delete(id: string): Promise<boolean> {
