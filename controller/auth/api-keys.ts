@@ -1,5 +1,5 @@
 // API keys: create, rotate, revoke, and how a stored key looks through the API. The key text is
-// returned once by create and rotate; the store keeps only hashes (auth/api-key-text.ts). Changes
+// returned once by create and rotate; the store keeps only hashes (auth/secret-text.ts). Changes
 // to keys run one at a time across every controller on the store (`locks`), so two creates of one
 // name cannot both succeed.
 import { clone, create } from "@bufbuild/protobuf";
@@ -10,7 +10,7 @@ import { checkId } from "../id-checks.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import { parseLabelSelector } from "../store/label-selector.js";
 import type { ApiKeyRecord, Store } from "../store/store.js";
-import { keyPrefix, mintApiKey, newKeyId } from "./api-key-text.js";
+import { API_KEY_TEXT } from "./secret-text.js";
 import { hashToken } from "./tokens.js";
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -43,9 +43,9 @@ export async function createApiKey(deps: ApiKeyDeps, input: NewApiKey): Promise<
     const at = deps.now();
     const live = (await deps.store.listApiKeys()).find((r) => r.key.name === input.name && statusOf(r.key, at) === "active");
     if (live) throw conflict(`an active API key is already named ${input.name}`, { name: input.name, id: live.key.id });
-    let id = newKeyId();
-    while (await deps.store.getApiKey(id)) id = newKeyId();
-    const secret = mintApiKey(id);
+    let id = API_KEY_TEXT.newId();
+    while (await deps.store.getApiKey(id)) id = API_KEY_TEXT.newId();
+    const secret = API_KEY_TEXT.mint(id);
     const key = create(ApiKeySchema, {
       id,
       name: input.name,
@@ -54,7 +54,7 @@ export async function createApiKey(deps: ApiKeyDeps, input: NewApiKey): Promise<
       createdAt: timestampFromDate(at),
       expiresAt: input.expiresAt,
       createdBy: input.createdBy,
-      prefix: keyPrefix(id),
+      prefix: API_KEY_TEXT.prefixOf(id),
     });
     await deps.store.putApiKey({ key, secretHash: hashToken(secret) });
     return { key: shown(key, at), secret };
@@ -72,7 +72,7 @@ export async function rotateApiKey(deps: ApiKeyDeps, id: string, graceMs: number
     const record = await existing(deps.store, id);
     const status = statusOf(record.key, at);
     if (status !== "active") throw conflict(`API key ${record.key.name} is ${status}; create a new one instead`, { id, status });
-    const secret = mintApiKey(id);
+    const secret = API_KEY_TEXT.mint(id);
     const key = clone(ApiKeySchema, record.key);
     key.rotatedAt = timestampFromDate(at);
     key.previousSecretExpiresAt = timestampFromDate(new Date(at.getTime() + graceMs));

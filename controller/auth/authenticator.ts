@@ -7,7 +7,7 @@ import { unauthorized } from "../errors.js";
 import type { PeerCertificate, Principal } from "../context.js";
 import type { ApiKeyRecord, Store } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
-import { keyIdOf } from "./api-key-text.js";
+import { API_KEY_TEXT } from "./secret-text.js";
 import { isValidId } from "../../common/ids.js";
 
 export interface Authenticator {
@@ -41,7 +41,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
         throw unauthorized("invalid admin token");
       }
       if (bearer === undefined) return peer ? certificatePrincipal(store, peer, now()) : { kind: "anonymous" };
-      const keyId = keyIdOf(bearer);
+      const keyId = API_KEY_TEXT.idOf(bearer);
       if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
       const nodeId = nodeIdOfToken(bearer);
       if (nodeId !== undefined && isValidId(nodeId)) {

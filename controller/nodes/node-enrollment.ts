@@ -5,7 +5,6 @@
 // the same token and node id (its first answer lost) enrolls again without using another.
 import { clone, create } from "@bufbuild/protobuf";
 import { durationFromMs, durationMs, timestampDate, timestampFromDate, type Duration } from "@bufbuild/protobuf/wkt";
-import { randomBytes } from "node:crypto";
 import { ActorKind, ActorSchema, Role, type Actor } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema, type EnrollmentToken, type EnrollNodeRequest } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { Trace } from "../context.js";
@@ -13,6 +12,7 @@ import { conflict, invalid, notFound, unauthorized } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import { hashToken, tokenMatches } from "../auth/tokens.js";
+import { ENROLLMENT_TOKEN_TEXT } from "../auth/secret-text.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkSelector } from "../store/label-selector.js";
 import type { EnrollmentTokenRecord, NodeCertificate, Store } from "../store/store.js";
@@ -26,7 +26,6 @@ export const DEFAULT_CERT_TTL_MS = DAY_MS;
 const MIN_CERT_TTL_MS = 10 * 1000;
 const MAX_TTL_MS = 30 * DAY_MS;
 const MAX_USES = 10_000;
-const TOKEN_PATTERN = /^ske_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/;
 // How long after a use the same host may enroll again with the token (a lost answer).
 const RETRY_WINDOW_MS = 10 * 60 * 1000;
 
@@ -66,9 +65,9 @@ export async function createEnrollmentToken(
   checkSelector(input.labels, "labels");
   if (input.description.length > 256) throw invalid("description must be at most 256 characters", { field: "description" });
   const at = deps.now();
-  let id = randomBytes(6).toString("hex");
-  while (await deps.store.getEnrollmentToken(id)) id = randomBytes(6).toString("hex");
-  const text = `ske_${id}_${randomBytes(32).toString("base64url")}`;
+  let id = ENROLLMENT_TOKEN_TEXT.newId();
+  while (await deps.store.getEnrollmentToken(id)) id = ENROLLMENT_TOKEN_TEXT.newId();
+  const text = ENROLLMENT_TOKEN_TEXT.mint(id);
   const token = create(EnrollmentTokenSchema, {
     id,
     uses,
@@ -115,9 +114,8 @@ export async function enrollNode(
   trace: Trace,
 ): Promise<{ nodeId: string; certificatePem: string; notAfter: Date; actor: Actor }> {
   const ca = requireCa(deps);
-  const m = TOKEN_PATTERN.exec(req.enrollmentToken);
-  if (!m) throw unauthorized("enrollment_token is not an enrollment token (ske_...)");
-  const tokenId = m[1]!;
+  const tokenId = ENROLLMENT_TOKEN_TEXT.idOf(req.enrollmentToken);
+  if (tokenId === undefined) throw unauthorized("enrollment_token is not an enrollment token (ske_...)");
   // What the enrollment records as its actor: the caller had no credential but the token.
   const actor = create(ActorSchema, { kind: ActorKind.ENROLLMENT, id: tokenId, role: Role.NODE });
   trace = { ...trace, actor };
