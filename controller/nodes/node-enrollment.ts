@@ -131,13 +131,10 @@ export async function enrollNode(
     if (!record || !tokenMatches(req.enrollmentToken, record.secretHash)) throw unauthorized("invalid enrollment token");
     // A retry of an answer lost on the way: the same node, within minutes, and the node still
     // there (a deleted node or an old token must not enroll anyone again).
-    const lastUse = record.token.lastUsedAt ? timestampDate(record.token.lastUsedAt).getTime() : 0;
-    const retry =
-      record.token.enrolledNodes.includes(nodeId) &&
-      at.getTime() - lastUse < RETRY_WINDOW_MS &&
-      (await deps.store.resourceExists("node", nodeId));
-    refuseUnusable(record, nodeId, retry, at);
     const existing = await deps.store.getResource("node", nodeId);
+    const lastUse = record.token.lastUsedAt ? timestampDate(record.token.lastUsedAt).getTime() : 0;
+    const retry = record.token.enrolledNodes.includes(nodeId) && at.getTime() - lastUse < RETRY_WINDOW_MS && existing !== undefined;
+    refuseUnusable(record, nodeId, retry, at);
     if (existing && !retry && record.token.nodeId !== nodeId) {
       throw conflict(`node ${nodeId} exists: enroll it with a token bound to it (node_id ${nodeId})`, { node_id: nodeId });
     }
