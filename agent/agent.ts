@@ -24,7 +24,7 @@ import {
   type WorkOrderResult,
 } from "../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../common/crash-points.js";
-import { Backoff } from "./backoff.js";
+import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
 import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";

@@ -12,7 +12,7 @@
 import type { Logger } from "../common/logging/logger.js";
 import { ConnectError, Code } from "@connectrpc/connect";
 import type { AgentCredential, ControllerClients } from "./controller-client.js";
-import { Backoff } from "./backoff.js";
+import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
 import { loadIdentity, newKeyRequest, renewalTime, saveIdentity, type NodeIdentity } from "./identity.js";
 

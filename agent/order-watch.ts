@@ -6,7 +6,7 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { Backoff } from "./backoff.js";
+import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
 
 export class OrderWatch {

@@ -9,7 +9,7 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ComposeVariant, ContainerObservationSchema, NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
-import { Backoff } from "../agent/backoff.js";
+import { Backoff } from "../common/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
 import { chooseCredential } from "../agent/certificate-keeper.js";
 import { asResourceIds, containerChanges } from "../agent/executors/container-changes.js";

@@ -22,6 +22,7 @@ import { dottedName, matchesAny } from "./event-names.js";
 import { newDelivery, openSecrets } from "./webhook-subscriptions.js";
 import { send, type AttemptOutcome, type SendRequest } from "./webhook-sender.js";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./webhook-signature.js";
+import { fullJitterDelay } from "../../common/backoff.js";
 
 /** How deliveries are paced; every field has a default. */
 export interface WebhookSettings {
@@ -243,8 +244,7 @@ export class WebhookWorker {
   // Full jitter: a random wait up to min(cap, base * 2^(failures - 1)).
   private backoff(failures: number): number {
     const { backoffBaseMs, backoffCapMs } = this.settings;
-    const ceiling = Math.min(backoffCapMs, backoffBaseMs * 2 ** Math.min(failures - 1, 30));
-    return Math.round((this.deps.random ?? Math.random)() * ceiling);
+    return fullJitterDelay(failures - 1, backoffBaseMs, backoffCapMs, this.deps.random);
   }
 }
 
