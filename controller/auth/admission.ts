@@ -38,8 +38,17 @@ export async function admit(
 
 /** Whether `method` is open to callers without a credential (they get small body limits). */
 export function isOpen(method: DescMethod): boolean {
-  const p = permissionOf(method);
+  return isOpenPermission(permissionOf(method));
+}
+
+function isOpenPermission(p: Permission): boolean {
   return p === Permission.PUBLIC || p === Permission.ENROLL;
+}
+
+/** Whether `p`'s role holds `permission` (an anonymous caller holds none). */
+export function holds(p: Principal, permission: Permission): boolean {
+  const role = roleOf(p);
+  return role !== undefined && roleHolds(role, permission);
 }
 
 /** The role a principal acts with (anonymous: none). */
@@ -58,7 +67,7 @@ export function roleOf(p: Principal): Role | undefined {
 
 /** Throws unless `p` holds `permission` (a node's own-id and tenant checks are the handler's). */
 export function authorize(permission: Permission, p: Principal): void {
-  if (permission === Permission.PUBLIC || permission === Permission.ENROLL) return;
+  if (isOpenPermission(permission)) return;
   const role = roleOf(p);
   if (role === undefined) {
     // Say what would do: the commonest case is a new shell without a credential.

@@ -5,13 +5,12 @@
 //   - things no tenant owns (nodes, resource limits, ad-hoc orders to a host) may be read by any
 //     reader, and changed only by a caller whose scope is every tenant;
 //   - nodes are administered (created, changed) by admins only.
-import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
+import { Permission } from "../../gen/skipper/v1/access_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CallInfo } from "../context.js";
 import { forbidden } from "../errors.js";
 import { tenantOf } from "../store/tenant-of.js";
-import { roleOf } from "./admission.js";
-import { roleHolds } from "./permissions.js";
+import { holds } from "./admission.js";
 
 /** Throws unless the caller may read `r`. */
 export async function checkReadable(call: CallInfo, r: Resource): Promise<void> {
@@ -24,11 +23,8 @@ export async function checkReadable(call: CallInfo, r: Resource): Promise<void> 
  * is being created) and is to become `next` (absent when it is being deleted).
  */
 export async function checkWritable(call: CallInfo, type: string, current?: Resource, next?: Resource): Promise<void> {
-  if (type === "node") {
-    const role = roleOf(call.principal);
-    if (role === undefined || !roleHolds(role, Permission.ADMIN)) {
-      throw forbidden("nodes are administered with the admin permission", { permission: "admin", resource_type: "node" });
-    }
+  if (type === "node" && !holds(call.principal, Permission.ADMIN)) {
+    throw forbidden("nodes are administered with the admin permission", { permission: "admin", resource_type: "node" });
   }
   for (const r of [current, next]) {
     if (!r) continue;
@@ -55,8 +51,7 @@ export async function visible<T>(call: CallInfo, items: T[], tenant: (item: T) =
  * redacted copies.
  */
 export function seesSecrets(call: CallInfo): boolean {
-  const role = roleOf(call.principal);
-  return role !== undefined && (roleHolds(role, Permission.WRITE_DESIRED) || role === Role.NODE);
+  return holds(call.principal, Permission.WRITE_DESIRED) || call.principal.kind === "node";
 }
 
 /** Throws unless a listing's tenant filter (when given) is in the caller's scope. */
