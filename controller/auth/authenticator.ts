@@ -86,10 +86,9 @@ async function certificatePrincipal(store: Store, peer: PeerCertificate, at: Dat
   }
   const nodeId = peer.nodeId;
   if (nodeId === undefined || !isValidId(nodeId)) throw unauthorized("the client certificate names no node");
-  const cred = await store.getLiveNodeCredential(nodeId);
-  const held = cred?.certificates?.some((c) => c.serial === peer.serial && c.notAfter > at);
-  if (!held) throw unauthorized("the client certificate has been revoked");
-  return { kind: "node", nodeId, certificateSerial: peer.serial };
+  const principal: Principal = { kind: "node", nodeId, certificateSerial: peer.serial };
+  if (!(await nodeCredentialHolds(store, principal, at))) throw unauthorized("the client certificate has been revoked");
+  return principal;
 }
 
 function parseBearer(value: string | null): string | undefined {
@@ -102,9 +101,10 @@ function parseBearer(value: string | null): string | undefined {
 export { hashToken };
 
 /**
- * Whether a node caller's credential still holds (for a stream admitted a while ago): its node
- * exists and, for a client certificate, the node still holds it. A rotated token is not seen here
- * (the hash it matched is not kept); the stream ends at its next reconnect.
+ * Whether a node caller's credential holds: its node exists and, for a client certificate, the
+ * node still holds it unexpired. Asked when a certificate is presented, and again by a stream
+ * admitted a while ago. A rotated token is not seen here (the hash it matched is not kept): such
+ * a stream ends at its next reconnect.
  */
 export async function nodeCredentialHolds(store: Pick<Store, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
   if (p.kind !== "node") return true;
