@@ -50,6 +50,11 @@ export function boundaryInterceptor(deps: {
       if (!deps.audit || !isAudited(req.method, principal, outcome)) return;
       await deps.audit(auditEntryOf(req, principal, info, { requestId, correlationId, outcome }));
     };
+    // A failed call's entry: one that cannot be written is logged, the call's own error goes on.
+    const auditFailure = (code: string) =>
+      audit(code).catch((ae: unknown) =>
+        log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed call"),
+      );
     // Every failure, of the call or later of its response stream, leaves as a Connect error with
     // the ApiError detail, the trace ids and one log line.
     const failure = (e: unknown): ConnectError => {
@@ -99,9 +104,7 @@ export function boundaryInterceptor(deps: {
       try {
         res = await next(req);
       } catch (e) {
-        await audit(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR").catch((ae: unknown) =>
-          log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed call"),
-        );
+        await auditFailure(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR");
         throw e;
       }
       await audit("OK");
@@ -121,9 +124,7 @@ export function boundaryInterceptor(deps: {
       const streamFailure = (e: unknown): ConnectError => {
         const err = failure(e);
         const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
-        audit(code).catch((ae: unknown) =>
-          log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed stream"),
-        );
+        void auditFailure(code);
         return err;
       };
       return res.stream ? { ...res, message: mapErrors(res.message, streamFailure) } : res;
