@@ -31,6 +31,7 @@ import type { AgentConfig } from "./config.js";
 import { traceHeaders, type ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
 import { LeaseLost, type ExecOutcome } from "./executors/executor.js";
+import type { ProjectSecrets } from "./engine/project-secrets.js";
 import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
 import type { Journal } from "./journal.js";
 import { LeaseKeeper, monotonicClock, TRANSIENT, type Clock, type LeaseLoss } from "./lease-keeper.js";
@@ -307,6 +308,19 @@ export class Agent {
     await this.handle(order, signal);
   }
 
+  /** The secret values of a claimed order's project, asked for under its claim; kept in memory only. */
+  private async orderSecrets(order: WorkOrder): Promise<ProjectSecrets> {
+    const res = await this.deps.clients.orders.getWorkOrderSecrets(
+      { id: order.id, fencingToken: order.claim?.fencingToken ?? 0n },
+      traceHeaders(order),
+    );
+    return {
+      env: { ...res.env },
+      files: { ...res.files },
+      registries: res.registries.map((r) => ({ registry: r.registry, username: r.username, password: r.password })),
+    };
+  }
+
   private async handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
     const log = this.orderLog(order);
     // Journal first: killed after the controller granted the claim but before a journal write,
@@ -370,7 +384,14 @@ export class Agent {
       const left = timeoutMs > 0 ? Math.max(0, timeoutMs - (Date.now() - claimedAt.getTime())) : 0;
       const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new OrderTimeout(timeoutMs)), left) : undefined;
       try {
-        outcome = await executor(order, { config: this.deps.config, host, log, signal: cancel.signal, lease: lease.signal });
+        outcome = await executor(order, {
+          config: this.deps.config,
+          host,
+          log,
+          signal: cancel.signal,
+          lease: lease.signal,
+          secrets: () => this.orderSecrets(order),
+        });
       } catch (e) {
         log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
         outcome = {

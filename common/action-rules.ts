@@ -11,6 +11,12 @@ export const COMPOSE_SERVICE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** A command's argv[0] (and an allow-list entry): a bare program name or an absolute path, no shell syntax or spaces. */
 export const PROGRAM = /^(\/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$/;
 export const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** A file a node writes from a secret value (a compose secret's name; no path, no leading dot). */
+export const SECRET_FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** A value's name within a secret resource. */
+export const SECRET_VALUE_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+/** A registry host, as image references name it: host or host:port, lowercase. */
+export const REGISTRY_HOST = /^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)*(:[0-9]{1,5})?$/;
 
 /** Names in a tenant's project directory that belong to the agent, not to uploads. */
 const RESERVED = new Set(["docker-compose.yml", ".env"]);

@@ -47,6 +47,7 @@ const NEEDS: Record<string, Permission> = {
   "WorkOrderService/ClaimWorkOrder": P.NODE,
   "WorkOrderService/ReportWorkOrderResult": P.NODE,
   "WorkOrderService/RenewWorkOrderLease": P.NODE,
+  "WorkOrderService/GetWorkOrderSecrets": P.NODE,
   "WorkOrderService/CancelWorkOrder": P.OPERATE,
   "NodeService/RegisterNode": P.ADMIN,
   "NodeService/RotateNodeToken": P.ADMIN,

@@ -17,6 +17,10 @@ export interface AppliedSpec {
   work_order_id: string;
   compose_file: string;
   env: Record<string, string>;
+  /** The project's references to secret values (the values are in the applied secret directory). */
+  secret_env?: Record<string, { secret_id: string; key: string }>;
+  secret_files?: Record<string, { secret_id: string; key: string }>;
+  registry_secret_ids?: string[];
   /** service resource id -> compose service, as the order that applied it said. */
   compose_services: Record<string, string>;
   service_ids: string[];

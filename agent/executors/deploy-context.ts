@@ -6,6 +6,7 @@ import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
+import type { SecretSource } from "../engine/project-secrets.js";
 import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type ExecOutcome } from "./executor.js";
 
 export interface DeployContext {
@@ -20,6 +21,8 @@ export interface DeployContext {
   lease?: AbortSignal;
   /** Programs the tenant's deploy hooks may run (the node's allow-list). */
   allowCommands?: readonly string[];
+  /** The secret values of the order's project (asked of the controller under the order's claim). */
+  secrets?: SecretSource;
 }
 
 export type DeployOutcome = ExecOutcome;
@@ -36,6 +39,7 @@ export function deployContext(ctx: ExecContext): DeployContext {
     signal: ctx.signal,
     lease: ctx.lease,
     allowCommands: config.allowCommands,
+    secrets: ctx.secrets,
   };
 }
 
@@ -50,7 +54,7 @@ export interface Parts {
 }
 
 // Failures that may pass on their own: the controller retries the order while it has attempts.
-const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING"]);
+const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING", "SECRETS_UNAVAILABLE"]);
 
 /** A deploy's outcome: APPLY_OK succeeds, the passing failures are retriable, the parts go in details. */
 export function outcome(code: string, message: string, started: number, p: Parts, details: DetailsInit = {}): DeployOutcome {

@@ -7,7 +7,11 @@ import { ComposeProjectSchema, type ComposeProject } from "../../gen/skipper/v1/
 import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSecretKey } from "../../common/logging/redact.js";
-import { readAppliedSpec } from "../engine/applied-spec.js";
+import { readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
+import { APPLIED_SECRET_DIR, readSecretDir } from "../engine/project-secrets.js";
+import { projectDir } from "../engine/project-state.js";
+import { SecretKeyRefSchema } from "../../gen/skipper/v1/secret_pb.js";
+import { join } from "node:path";
 import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
 import type { CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
@@ -61,7 +65,17 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     },
     "health gate failed; restoring the previous spec",
   );
-  const restored = create(ComposeProjectSchema, { projectName: applied.project_name, composeFile: applied.compose_file, env: applied.env });
+  const refs = (r: AppliedSpec["secret_env"]) =>
+    Object.fromEntries(
+      Object.entries(r ?? {}).map(([name, v]) => [name, create(SecretKeyRefSchema, { secretId: v.secret_id, key: v.key })]),
+    );
+  const restored = create(ComposeProjectSchema, {
+    projectName: applied.project_name,
+    composeFile: applied.compose_file,
+    env: applied.env,
+    secretEnv: refs(applied.secret_env),
+    secretFiles: refs(applied.secret_files),
+  });
   const restore = clone(WorkOrderSchema, order);
   restore.desiredState = {
     ...ds,
@@ -69,12 +83,15 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     composeProject: restored,
     composeServices: applied.compose_services,
     specHash: applied.spec_hash,
+    registrySecretIds: applied.registry_secret_ids ?? [],
     safety: undefined,
   };
+  // The restored spec runs with the values it ran with: the copy kept when it applied.
+  const appliedSecrets = join(projectDir(ctx.workDir, ds.tenantId), APPLIED_SECRET_DIR);
   // The restore runs to its end even when the order was cancelled (or timed out): a half-restored
   // project is worse than either spec. Compose's own timeout still bounds it. Only a lost lease
   // stops it: the next holder redeploys the order and converges whatever it finds.
-  const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease });
+  const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease, secrets: () => readSecretDir(appliedSecrets) });
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -39,6 +39,17 @@ import { EngineError, observeServices, readProjectContainers, type ProjectContai
 import { writeProjectState } from "../engine/project-state.js";
 import { describeRemoval, removeProjectVolumes } from "../engine/project-volumes.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
+import {
+  composeEnvironment,
+  keepAppliedSecrets,
+  SECRET_DIR,
+  secretValues,
+  secretsProblem,
+  usesSecrets,
+  writeSecretDir,
+  type ProjectSecrets,
+} from "../engine/project-secrets.js";
+import type { SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
 import { parse } from "yaml";
 import { asResourceIds, containerChanges } from "./container-changes.js";
@@ -79,7 +90,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     if (!ENV_KEY.test(k)) return done("COMPOSE_INVALID", `env key ${JSON.stringify(k)} is not a valid variable name`);
     if (/[\r\n\0]/.test(v)) return done("COMPOSE_INVALID", `env value of ${k} contains a line break or NUL`);
   }
-  const secrets = Object.entries(env)
+  const hidden = Object.entries(env)
     .filter(([k]) => isSecretKey(k))
     .map(([, v]) => v);
 
@@ -89,6 +100,21 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const engine = await runCommand("docker", ["version", "--format", "{{.Server.Version}}"], { timeoutMs: 15_000 });
   if (engine.exitCode !== 0)
     return done("DOCKER_UNAVAILABLE", `docker engine unreachable: ${lastLine(engine.stderr)}`, { command: engine });
+
+  // 2b. The project's secret values, asked for under this order's claim (never in the order).
+  let secrets: ProjectSecrets | undefined;
+  if (usesSecrets(ds)) {
+    if (!ctx.secrets) return done("SECRETS_UNAVAILABLE", "the order's project uses secrets and this run has no way to get them");
+    try {
+      secrets = await ctx.secrets();
+    } catch (e) {
+      return done("SECRETS_UNAVAILABLE", `could not get the project's secret values: ${(e as Error).message}`);
+    }
+    const problem = secretsProblem(ds, secrets);
+    if (problem) return done("COMPOSE_INVALID", problem);
+    for (const v of secretValues(secrets)) hidden.push(v);
+    if (Object.keys(secrets.env).some((k) => k in env)) return done("COMPOSE_INVALID", "a variable is set both in env and from a secret");
+  }
 
   // 3. Stage and validate.
   const dir = join(ctx.workDir, "tenants", tenantId);
@@ -100,6 +126,9 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   await removeStaleTemps(dir);
   const stagedYml = join(staging, "docker-compose.yml");
   const stagedEnv = join(staging, ".env");
+  const secretDir = join(dir, SECRET_DIR);
+  const stagedSecrets = join(staging, SECRET_DIR);
+  if (secrets) await writeSecretDir(stagedSecrets, secrets);
   await writeFileAtomic(stagedYml, project.composeFile, { mode: 0o644 });
   await writeFileAtomic(
     stagedEnv,
@@ -121,7 +150,13 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     ...rest,
   ];
   const run = (args: string[], timeoutMs: number) =>
-    runCommand(compose.program, args, { timeoutMs, cwd: dir, secrets, signal: ctx.signal });
+    runCommand(compose.program, args, {
+      timeoutMs,
+      cwd: dir,
+      secrets: hidden,
+      signal: ctx.signal,
+      env: composeEnvironment(secretDir, secrets),
+    });
   // An admin's cancel, the order's timeout or a lost lease.
   const why = () => (ctx.signal ? abortReason(ctx.signal) : "") || "no reason given";
   const cancelled = (command?: CommandRun) => done("CANCELLED", `stopped: ${why()}`, { command, composePath });
@@ -167,15 +202,16 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
 
   // 4. Promote and apply. .env first: a crash in between leaves the old file with new variables,
   // which the next apply of this order (journal replay) overwrites anyway.
-  if (checkedByUp) await keepLive(staging, [composePath, envPath]);
+  if (checkedByUp) await keepLive(staging, [composePath, envPath, secretDir]);
   await rename(stagedEnv, envPath);
+  await replaceDir(stagedSecrets, secretDir);
   await rename(stagedYml, composePath);
   if (!checkedByUp) await rm(staging, { recursive: true, force: true });
   let before: ProjectContainers;
   try {
     before = await readProjectContainers(projectName);
   } catch (e) {
-    if (checkedByUp) await restoreLive(staging, [composePath, envPath]);
+    if (checkedByUp) await restoreLive(staging, [composePath, envPath, secretDir]);
     if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, { command: e.run, composePath });
     throw e;
   }
@@ -187,7 +223,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
         ? await run(composeArgs(composePath, envPath, "config", "--services"), ctx.composeTimeoutMs)
         : undefined;
     if (check && check.exitCode !== 0 && !check.cancelled && !check.timedOut && !ENGINE_DOWN.test(check.stderr)) {
-      await restoreLive(staging, [composePath, envPath]);
+      await restoreLive(staging, [composePath, envPath, secretDir]);
       return rejected(check, dir);
     }
     await rm(staging, { recursive: true, force: true });
@@ -258,10 +294,14 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     work_order_id: order.id,
     compose_file: project.composeFile,
     env: { ...env },
+    secret_env: refsOf(project.secretEnv),
+    secret_files: refsOf(project.secretFiles),
+    registry_secret_ids: [...(ds?.registrySecretIds ?? [])],
     compose_services: { ...ds?.composeServices },
     service_ids: [...(ds?.serviceIds ?? [])],
     applied_at: appliedAt,
   });
+  await keepAppliedSecrets(dir);
   await writeProjectState(ctx.workDir, {
     schema_version: "v1",
     project_name: projectName,
@@ -390,12 +430,22 @@ async function keepLive(staging: string, live: string[]): Promise<void> {
   for (const [i, p] of live.entries()) if (had[i]) await rename(p, join(staging, `kept-${basename(p)}`));
 }
 
+// Puts a staged directory in place of the live one (or removes the live one when none was staged).
+async function replaceDir(staged: string, live: string): Promise<void> {
+  await rm(live, { recursive: true, force: true });
+  if (await pathExists(staged)) await rename(staged, live);
+}
+
+function refsOf(refs: Record<string, SecretKeyRef>): Record<string, { secret_id: string; key: string }> {
+  return Object.fromEntries(Object.entries(refs).map(([name, r]) => [name, { secret_id: r.secretId, key: r.key }]));
+}
+
 // Puts the kept files back (and removes new ones that had no predecessor), then the staging directory.
 async function restoreLive(staging: string, live: string[]): Promise<void> {
   const had = JSON.parse(await readFile(join(staging, KEPT), "utf8")) as Record<string, boolean>;
   for (const p of live) {
+    await rm(p, { recursive: true, force: true });
     if (had[basename(p)]) await rename(join(staging, `kept-${basename(p)}`), p);
-    else await rm(p, { force: true });
   }
   await rm(staging, { recursive: true, force: true });
 }

@@ -3,6 +3,7 @@
 // member's message already narrowed (executorOf), so the executor table can be checked by the
 // compiler (executor-table.ts). Executors never throw for a failure of the order itself; they
 // describe it with a result code. The helpers here build results the same way for all of them.
+import type { SecretSource } from "../engine/project-secrets.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import type { WorkOrderAction } from "../../gen/skipper/v1/order_action_pb.js";
@@ -49,6 +50,8 @@ export interface ExecContext {
    * the order now, so stop at once and change nothing more, not even to undo what was done.
    */
   lease?: AbortSignal;
+  /** Asks the controller for the secret values of the order's project, under the order's claim. */
+  secrets?: SecretSource;
 }
 
 type ActionKind = WorkOrderAction["kind"];

@@ -13,6 +13,18 @@ export { isConnectionKey, isSecretKey } from "./secret-names.js";
 export { redactCompose } from "./redact-compose.js";
 
 const COMPOSE_KEYS = new Set(["compose_file", "composeFile"]);
+// Fields that name secret values (variable names, secret ids and value names, versions) and never
+// hold one: kept as they are, though their names and keys look secret (secret_env: {DB_PASSWORD: …}).
+const REFERENCE_KEYS = new Set([
+  "secret_env",
+  "secretEnv",
+  "secret_files",
+  "secretFiles",
+  "secret_uses",
+  "secretUses",
+  "registry_secret_ids",
+  "registrySecretIds",
+]);
 
 /** Returns a deep copy of `value` with secrets replaced by "[REDACTED]". */
 export function redact<T>(value: T): T {
@@ -31,6 +43,8 @@ function walk(value: unknown, key: string | undefined, secret: boolean, depth: n
   if (Array.isArray(value)) return value.map((v) => walk(v, key, secret, depth + 1));
   if (value instanceof Date || value instanceof Uint8Array || value instanceof Error) return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = walk(v, k, secret || isSecretKey(k), depth + 1);
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    out[k] = REFERENCE_KEYS.has(k) && !secret ? structuredClone(v) : walk(v, k, secret || isSecretKey(k), depth + 1);
+  }
   return out;
 }

@@ -2,7 +2,7 @@
 //
 // Recorded: every call that may change something (an RPC not declared NO_SIDE_EFFECTS), whatever
 // its outcome, and every call refused to an authenticated caller (FORBIDDEN: someone tried what
-// their role or scope does not allow). Not recorded: reads; the agents' high-rate protocol when it
+// their role or scope does not allow), and every call that hands a node secret values. Not recorded: reads; the agents' high-rate protocol when it
 // succeeds (heartbeats, claims, results and state reports, thousands a second across a fleet; their
 // effects are events, which carry the node as actor); and calls without a valid credential, which
 // are logged instead, so that nobody can fill the disk through the trail without a credential
@@ -22,8 +22,13 @@ import { randomUUID } from "node:crypto";
 /** Where audit entries go: the store numbers, chains and keeps them. */
 export type AuditSink = (entry: AuditEntry) => Promise<unknown>;
 
+// Calls that hand out secret values: recorded whoever makes them and however they end, so that
+// who received which order's secrets is on record (the order lists the values it uses).
+const HANDS_OUT_SECRETS = new Set(["skipper.v1.WorkOrderService.GetWorkOrderSecrets"]);
+
 /** Whether a call of `method` by `principal` that ended with `outcome` ("OK" or an error code) is audited. */
 export function isAudited(method: DescMethod, principal: Principal, outcome: string): boolean {
+  if (HANDS_OUT_SECRETS.has(`${method.parent.typeName}.${method.name}`) && principal.kind !== "anonymous") return true;
   // An enrollment is audited when it succeeds (under the token's name); a failed one is only
   // logged, like any call without a valid credential.
   if (permissionOf(method) === Permission.ENROLL) return outcome === "OK";

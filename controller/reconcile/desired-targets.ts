@@ -5,6 +5,7 @@ import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_
 import { referencesOf } from "../resources/references.js";
 import { hasPlacement, placeOn } from "./placement.js";
 import { renderProject, type RenderedProject } from "./render-project.js";
+import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";
 
 export interface TenantWorld {
   /** The tenant, or undefined when it was deleted (everything it ran must go). */
@@ -18,6 +19,8 @@ export interface TenantWorld {
   nodes: Resource[];
   /** The tenant's deleted services and volumes (tombstones): they decide which data must go. */
   deleted?: Resource[];
+  /** The tenant's live secrets, by id. */
+  secrets?: ReadonlyMap<string, Resource>;
 }
 
 /** A blocker that applies before any node is involved. */
@@ -44,7 +47,8 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   const t = w.tenant;
   if (t?.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
-  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits };
+  const secrets = w.secrets ?? new Map<string, Resource>();
+  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets };
   // Nodes given the same services and volume removals get the same project: rendered once (a
   // fleet of a thousand nodes is mostly one or a few), shared read-only.
   const rendered = new Map<string, RenderedProject>();
@@ -57,6 +61,14 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   };
   if ((spec.compose?.composeFile ?? "").trim() !== "") {
     // The tenant's own compose file: one project on every node the tenant's policy selects.
+    const missing = missingSecret(secretRefsOf(t), secrets);
+    if (missing) {
+      // Nothing is issued without every value: a project half-configured is worse than none.
+      const blocker = { status: ConvergenceStatus.REFERENCE_MISSING, message: missing };
+      for (const s of w.services) out.services.set(s.id, { nodeIds: [], blocker });
+      out.blocker = blocker;
+      return out;
+    }
     const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);
     for (const s of w.services) out.services.set(s.id, { nodeIds });
     if (nodeIds.length === 0) out.blocker = noNode(spec.deploymentPolicy !== undefined && hasPlacement(spec.deploymentPolicy));
@@ -67,13 +79,14 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   for (const s of [...w.services].sort((a, b) => (a.id < b.id ? -1 : 1))) {
     if (s.desiredState?.kind.case !== "service") continue;
     const svc = s.desiredState.kind.value;
-    const missing = referencesOf(s).find((ref) => ref.type !== "tenant" && !has(w, ref.type, ref.id));
-    if (missing) {
+    const missing = referencesOf(s).find((ref) => ref.type !== "tenant" && ref.type !== "secret" && !has(w, ref.type, ref.id));
+    const missingValue = missing ? undefined : missingSecret(secretRefsOf(s), secrets);
+    if (missing || missingValue) {
       out.services.set(s.id, {
         nodeIds: [],
         blocker: {
           status: ConvergenceStatus.REFERENCE_MISSING,
-          message: `${missing.field} names ${missing.type} ${missing.id}, which does not exist`,
+          message: missing ? `${missing.field} names ${missing.type} ${missing.id}, which does not exist` : missingValue!,
         },
       });
       continue;

@@ -1,6 +1,7 @@
 // Builds the records a reconcile action creates: for a deploy, the deployment resource (an
 // immutable record of what was sent where) and its deploy_service work order; for a removal,
 // a remove_service work order. Pure: the reconciler stores what these return.
+import { SecretUseSchema } from "../../gen/skipper/v1/secret_pb.js";
 import { clone, create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -86,6 +87,8 @@ export function planDeployment(
       composeServices: { ...ids.rendered.composeServices },
       specHash: ids.rendered.specHash,
       deleteVolumes: [...ids.rendered.deleteVolumes],
+      secretUses: ids.rendered.secretUses.map((u) => clone(SecretUseSchema, u)),
+      registrySecretIds: [...ids.rendered.registrySecretIds],
       // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
     },

@@ -6,8 +6,10 @@
 // they arrive in, so unchanged desired state never looks like a change.
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { stringify } from "yaml";
+import { isMap, parseDocument, stringify } from "yaml";
 import { ComposeProjectSchema, type ComposeProject, type Resource, type ServiceSpec } from "../../gen/skipper/v1/resource_pb.js";
+import type { SecretKeyRef, SecretUse } from "../../gen/skipper/v1/secret_pb.js";
+import { registrySecrets, secretFileName, secretFilePath, secretUses, secretVariable } from "../resources/secret-refs.js";
 
 /** The resources a project is rendered from. Maps are by id and hold live resources only. */
 export interface RenderInput {
@@ -19,6 +21,8 @@ export interface RenderInput {
   limits: Map<string, Resource>;
   /** Volume ids whose data is to be removed on this node (volumesToDelete). */
   deleteVolumes?: string[];
+  /** The tenant's live secrets, by id: their versions (never their values) go into the hash. */
+  secrets?: ReadonlyMap<string, Resource>;
 }
 
 export interface RenderedProject {
@@ -31,6 +35,16 @@ export interface RenderedProject {
   composeServices: Record<string, string>;
   /** Volume ids whose data is to be removed on this node, sorted (not part of the hash: a one-off). */
   deleteVolumes: string[];
+  /** The secret values the project uses, at their versions now (part of the hash). */
+  secretUses: SecretUse[];
+  /** The tenant's registry credentials, by secret id (part of the hash through `secrets`). */
+  registrySecretIds: string[];
+}
+
+/** What a project's hash covers besides the project and its service mapping. */
+export interface HashedSecrets {
+  secretUses: SecretUse[];
+  registrySecretIds: string[];
 }
 
 /** Labels the rendered containers carry, so the engine can say which resource a container is. */
@@ -44,28 +58,71 @@ export function renderProject(input: RenderInput): RenderedProject {
   const composeServices = Object.fromEntries(services.map((s) => [s.id, composeName(s)]));
   const projectName = spec?.compose?.projectName || input.tenant.id;
   const raw = spec?.compose?.composeFile ?? "";
-  const composeFile = raw.trim() !== "" ? raw : renderComposeFile(input.tenant.id, services, input);
-  const env = raw.trim() !== "" ? sortedRecord(spec?.compose?.env ?? {}) : {};
-  const project = create(ComposeProjectSchema, { projectName, composeFile, env });
+  const own = raw.trim() !== "";
+  const rendered = own
+    ? {
+        composeFile: withSecretFiles(raw, Object.keys(spec?.compose?.secretFiles ?? {})),
+        secretEnv: sortedRecord(spec?.compose?.secretEnv ?? {}),
+        secretFiles: sortedRecord(spec?.compose?.secretFiles ?? {}),
+      }
+    : renderComposeFile(input.tenant.id, services, input);
+  const env = own ? sortedRecord(spec?.compose?.env ?? {}) : {};
+  const project = create(ComposeProjectSchema, { projectName, env, ...rendered });
   const deleteVolumes = [...new Set(input.deleteVolumes ?? [])].sort(cmp);
+  const secrets = input.secrets ?? new Map<string, Resource>();
+  const registries = registrySecrets(secrets);
+  const hashed: HashedSecrets = {
+    secretUses: secretUses([...Object.values(project.secretEnv), ...Object.values(project.secretFiles)], registries, secrets),
+    registrySecretIds: registries.map((r) => r.id),
+  };
   return {
     project,
-    specHash: projectHash(project, composeServices),
+    specHash: projectHash(project, composeServices, hashed),
     serviceIds: services.map((s) => s.id),
     composeServices,
     deleteVolumes,
+    ...hashed,
   };
 }
 
 /**
  * sha256 of a project's canonical form: project name, file bytes, env and the service-resource
  * mapping (sorted by key), so adding a service resource to a tenant with its own compose file is
- * a change too (the next order reports that service's containers).
+ * a change too (the next order reports that service's containers). A project that uses secrets
+ * adds its references, the versions of their values and its registry credentials (a project
+ * without any hashes as it did before secrets existed).
  */
-export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}): string {
+export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}, hashed?: HashedSecrets): string {
   const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
-  const canonical = JSON.stringify([p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)]);
-  return createHash("sha256").update(canonical, "utf8").digest("hex");
+  const refs = (r: Record<string, SecretKeyRef>) =>
+    Object.entries(r)
+      .sort(([a], [b]) => cmp(a, b))
+      .map(([name, ref]) => [name, ref.secretId, ref.key]);
+  const parts: unknown[] = [p.projectName, p.composeFile, sorted(p.env), sorted(composeServices)];
+  const uses = hashed?.secretUses ?? [];
+  const registries = hashed?.registrySecretIds ?? [];
+  if (Object.keys(p.secretEnv).length + Object.keys(p.secretFiles).length + uses.length + registries.length > 0) {
+    parts.push(
+      refs(p.secretEnv),
+      refs(p.secretFiles),
+      uses.map((u) => [u.secretId, u.key, u.version.toString()]),
+      registries,
+    );
+  }
+  return createHash("sha256").update(JSON.stringify(parts), "utf8").digest("hex");
+}
+
+/**
+ * A tenant's own compose file with each secret file it takes from secret resources declared at
+ * the path the node writes it to (the declaration the file may make of its own is replaced).
+ * The file is otherwise left as it is, comments too. Unchanged when it uses none.
+ */
+export function withSecretFiles(composeFile: string, names: string[]): string {
+  if (names.length === 0) return composeFile;
+  const doc = parseDocument(composeFile);
+  if (doc.errors.length > 0 || !isMap(doc.contents)) return composeFile;
+  for (const name of [...names].sort(cmp)) doc.setIn(["secrets", name], doc.createNode({ file: secretFilePath(name) }));
+  return doc.toString({ lineWidth: 0 });
 }
 
 /** The compose service a service resource is: its compose_service, else its id. */
@@ -74,18 +131,28 @@ export function composeName(s: Resource): string {
   return v !== "" ? v : s.id;
 }
 
-function renderComposeFile(tenantId: string, services: Resource[], input: RenderInput): string {
+interface RenderedFile {
+  composeFile: string;
+  secretEnv: Record<string, SecretKeyRef>;
+  secretFiles: Record<string, SecretKeyRef>;
+}
+
+function renderComposeFile(tenantId: string, services: Resource[], input: RenderInput): RenderedFile {
   const doc: Record<string, unknown> = {};
   const composeServices: Record<string, unknown> = {};
   const networks = new Set<string>();
   const volumes = new Set<string>();
   const placed = new Set(services.map((s) => s.id));
+  const secretEnv: Record<string, SecretKeyRef> = {};
+  const secretFiles: Record<string, SecretKeyRef> = {};
   for (const s of services) {
     if (s.desiredState?.kind.case !== "service") continue;
     const spec = s.desiredState.kind.value;
     spec.networkIds.forEach((n) => input.networks.has(n) && networks.add(n));
     spec.volumeIds.forEach((v) => input.volumes.has(v) && volumes.add(v));
     composeServices[composeName(s)] = renderService(tenantId, s.id, spec, input, placed);
+    for (const ref of Object.values(spec.secretEnv)) secretEnv[secretVariable(ref)] = ref;
+    for (const ref of Object.values(spec.secretFiles)) secretFiles[secretFileName(ref)] = ref;
   }
   doc.services = composeServices;
   if (networks.size > 0) {
@@ -105,9 +172,16 @@ function renderComposeFile(tenantId: string, services: Resource[], input: Render
       }),
     );
   }
+  if (Object.keys(secretFiles).length > 0) {
+    doc.secrets = Object.fromEntries(Object.keys(secretFiles).map((name) => [name, { file: secretFilePath(name) }]));
+  }
   // Compose v1 reads YAML 1.1, where an unquoted yes, no, on or off is a boolean (and compose
   // refuses a boolean env value): YAML 1.1 output quotes every string that would read otherwise.
-  return stringify(doc, { sortMapEntries: true, lineWidth: 0, version: "1.1" });
+  return {
+    composeFile: stringify(doc, { sortMapEntries: true, lineWidth: 0, version: "1.1" }),
+    secretEnv: sortedRecord(secretEnv),
+    secretFiles: sortedRecord(secretFiles),
+  };
 }
 
 function renderService(tenantId: string, id: string, spec: ServiceSpec, input: RenderInput, placed: Set<string>): Record<string, unknown> {
@@ -124,14 +198,8 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
   return prune({
     image: spec.image,
     command: spec.command.length > 0 ? spec.command.map(escapeDollar) : undefined,
-    environment:
-      Object.keys(spec.env).length > 0
-        ? Object.fromEntries(
-            Object.entries(spec.env)
-              .sort(([a], [b]) => cmp(a, b))
-              .map(([k, v]) => [k, escapeDollar(v)]),
-          )
-        : undefined,
+    environment: environmentOf(spec),
+    secrets: secretMounts(spec),
     ports:
       spec.ports.length > 0
         ? spec.ports.map((p) => `${p.hostIp ? `${p.hostIp}:` : ""}${p.hostPort}:${p.containerPort}/${p.protocol || "tcp"}`)
@@ -147,6 +215,23 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
     restart: "unless-stopped",
     labels: { [SERVICE_ID_LABEL]: id, [TENANT_ID_LABEL]: tenantId },
   });
+}
+
+// Literal values, and ${VAR} of the project-wide variable for a value from a secret (a name in both
+// is refused on write; the secret would win).
+function environmentOf(spec: ServiceSpec): Record<string, string> | undefined {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(spec.env)) env[k] = escapeDollar(v);
+  for (const [k, ref] of Object.entries(spec.secretEnv)) env[k] = `\${${secretVariable(ref)}}`;
+  return Object.keys(env).length > 0 ? sortedRecord(env) : undefined;
+}
+
+// The service's secret files, each the project-wide compose secret mounted at /run/secrets/<name>.
+function secretMounts(spec: ServiceSpec): { source: string; target: string }[] | undefined {
+  const out = Object.entries(spec.secretFiles)
+    .sort(([a], [b]) => cmp(a, b))
+    .map(([target, ref]) => ({ source: secretFileName(ref), target }));
+  return out.length > 0 ? out : undefined;
 }
 
 // Only dependencies placed on the same node can be started first; others are outside the project.
@@ -168,7 +253,7 @@ function prune(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== ""));
 }
 
-function sortedRecord(r: Record<string, string>): Record<string, string> {
+function sortedRecord<T>(r: Record<string, T>): Record<string, T> {
   return Object.fromEntries(Object.entries(r).sort(([a], [b]) => cmp(a, b)));
 }
 

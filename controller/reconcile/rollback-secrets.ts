@@ -10,13 +10,19 @@ import { WorkOrderDesiredStateSchema, type WorkOrderDesiredState } from "../../g
 import { hasPlaceholder, restoreCompose, restoreEnv, SecretsUnavailable } from "../../common/logging/restore-secrets.js";
 import { conflict } from "../errors.js";
 import { projectHash, renderProject } from "./render-project.js";
+import { missingSecret, registrySecrets, secretUses } from "../resources/secret-refs.js";
 import { allResources } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 
-/** `ds` with the secret values its project lacks taken from the tenant's current spec. */
+/**
+ * `ds` with the secret values its project lacks taken from the tenant's current spec, and its
+ * references to secret resources checked against the secrets the tenant has now (the node gets
+ * their current values, and logs in with the tenant's current registry credentials).
+ */
 export async function withCurrentSecrets(store: Store, tenant: Resource, ds: WorkOrderDesiredState): Promise<WorkOrderDesiredState> {
-  const stored = ds.composeProject;
-  if (!stored || !lacksSecrets(stored)) return ds;
+  const withRefs = await withCurrentSecretResources(store, tenant, ds);
+  const stored = withRefs.composeProject;
+  if (!stored || !lacksSecrets(stored)) return withRefs;
   const current = await currentProject(store, tenant);
   let project: ComposeProject;
   try {
@@ -24,6 +30,8 @@ export async function withCurrentSecrets(store: Store, tenant: Resource, ds: Wor
       projectName: stored.projectName,
       composeFile: restoreCompose(stored.composeFile, current.composeFile),
       env: restoreEnv(stored.env, current.env),
+      secretEnv: stored.secretEnv,
+      secretFiles: stored.secretFiles,
     });
   } catch (e) {
     if (!(e instanceof SecretsUnavailable)) throw e;
@@ -33,9 +41,37 @@ export async function withCurrentSecrets(store: Store, tenant: Resource, ds: Wor
       missing: e.missing.join(", "),
     });
   }
-  const out = clone(WorkOrderDesiredStateSchema, ds);
+  const out = clone(WorkOrderDesiredStateSchema, withRefs);
   out.composeProject = project;
-  out.specHash = projectHash(project, ds.composeServices);
+  out.specHash = projectHash(project, ds.composeServices, out);
+  return out;
+}
+
+// The secret resources the project names must still exist with their values (else CONFLICT,
+// SECRETS_UNAVAILABLE); the order lists them at their versions now, and the tenant's registry
+// credentials as they are now. The spec hash stays the one deployed.
+async function withCurrentSecretResources(store: Store, tenant: Resource, ds: WorkOrderDesiredState): Promise<WorkOrderDesiredState> {
+  const p = ds.composeProject;
+  const refs = [...Object.values(p?.secretEnv ?? {}), ...Object.values(p?.secretFiles ?? {})];
+  const secrets = new Map(
+    (await allResources(store, { resourceType: "secret", tenantId: tenant.id, pageSize: 500 })).map((r) => [r.id, r]),
+  );
+  const registries = registrySecrets(secrets);
+  if (refs.length === 0 && registries.length === 0 && ds.secretUses.length === 0 && ds.registrySecretIds.length === 0) return ds;
+  const missing = missingSecret(
+    refs.map((ref) => ({ field: "compose_project", ref })),
+    secrets,
+  );
+  if (missing) {
+    throw conflict(`the spec to roll back to needs secrets tenant ${tenant.id} no longer has (${missing})`, {
+      tenant_id: tenant.id,
+      reason: "SECRETS_UNAVAILABLE",
+      missing,
+    });
+  }
+  const out = clone(WorkOrderDesiredStateSchema, ds);
+  out.secretUses = secretUses(refs, registries, secrets);
+  out.registrySecretIds = registries.map((r) => r.id);
   return out;
 }
 

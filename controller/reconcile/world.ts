@@ -28,11 +28,12 @@ export interface NodeFacts {
  * when a single change arrives.
  */
 export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?: NodeCache): Promise<World> {
-  const [tenant, withTombstones, deletedVolumes, nodes] = await Promise.all([
+  const [tenant, withTombstones, deletedVolumes, nodes, secrets] = await Promise.all([
     store.getResource("tenant", tenantId, { includeDeleted: true }),
     listAll(store, "service", true, tenantId),
     listAll(store, "volume", true, tenantId).then((vs) => vs.filter((v) => v.deletion)),
     nodeCache ? nodeCache.current(store) : listAll(store, "node", false),
+    listAll(store, "secret", false, tenantId),
   ]);
   const services = withTombstones.filter((s) => !s.deletion);
   const wanted = { network: new Set<string>(), volume: new Set<string>(), resource_limits: new Set<string>() };
@@ -55,6 +56,7 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
     limits,
     nodes,
     [],
+    secrets.filter(own),
   );
   await world.refreshInFlight(store, tenantId);
   return world;
@@ -62,9 +64,9 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
 
 /** Reads the whole world from the store (a sweep). */
 export async function loadWorld(store: Store): Promise<World> {
-  const [tenants, services, networks, volumes, limits, nodes] = await Promise.all(
+  const [tenants, services, networks, volumes, limits, nodes, secrets] = await Promise.all(
     // Deleted tenants, services and volumes too: tombstones say what must still go.
-    (["tenant", "service", "network", "volume", "resource_limits", "node"] as ResourceType[]).map((t) =>
+    (["tenant", "service", "network", "volume", "resource_limits", "node", "secret"] as ResourceType[]).map((t) =>
       listAll(store, t, t === "tenant" || t === "service" || t === "volume"),
     ),
   );
@@ -77,7 +79,7 @@ export async function loadWorld(store: Store): Promise<World> {
       pageToken = page.nextPageToken;
     } while (pageToken !== "");
   }
-  return new World(tenants!, services!, networks!, volumes!, limits!, nodes!, inFlight);
+  return new World(tenants!, services!, networks!, volumes!, limits!, nodes!, inFlight, secrets!);
 }
 
 export class World {
@@ -91,6 +93,8 @@ export class World {
   // tenant id -> node id -> the order in flight there.
   private readonly orders = new Map<string, Map<string, WorkOrder>>();
   private readonly observedByTenant = new Map<string, Map<string, ProjectObservation>>();
+  // tenant id -> its live secrets, by id (sealed: the renderer reads versions, never values).
+  private readonly secretsByTenant = new Map<string, Map<string, Resource>>();
 
   constructor(
     private readonly tenants: Resource[],
@@ -100,7 +104,14 @@ export class World {
     limits: Resource[],
     nodes: Resource[],
     inFlight: WorkOrder[],
+    secrets: Resource[] = [],
   ) {
+    for (const r of secrets) {
+      const t = tenantOfSpec(r);
+      const m = this.secretsByTenant.get(t) ?? new Map<string, Resource>();
+      m.set(r.id, r);
+      this.secretsByTenant.set(t, m);
+    }
     for (const r of [...services, ...volumes]) {
       if (!r.deletion) continue;
       const t = tenantOfSpec(r);
@@ -144,6 +155,7 @@ export class World {
       limits: this.limits,
       nodes: [...this.nodes.values()],
       deleted: this.deletedByTenant.get(tenantId) ?? [],
+      secrets: this.secretsByTenant.get(tenantId) ?? new Map(),
     };
   }
 
@@ -210,7 +222,7 @@ export class World {
 // The tenant a service or volume names in its spec.
 function tenantOfSpec(r: Resource): string {
   const k = r.desiredState?.kind;
-  return k?.case === "service" || k?.case === "volume" ? k.value.tenantId : "";
+  return k?.case === "service" || k?.case === "volume" || k?.case === "secret" ? k.value.tenantId : "";
 }
 
 function hasTargets(t: Resource): boolean {

@@ -8,12 +8,15 @@ import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
+import { secretRefsOf } from "./secret-refs.js";
 
 /** One outgoing reference and the request field it came from. */
 export interface Reference {
   type: ResourceType;
   id: string;
   field: string;
+  /** A secret reference's value name: the secret must hold it. */
+  key?: string;
 }
 
 /** The references a resource's desired state makes. */
@@ -28,6 +31,10 @@ export function referencesOf(r: Resource): Reference[] {
       k.value.volumeIds.forEach((id, i) => add("volume", id, `service.volume_ids[${i}]`));
       add("resource_limits", k.value.resourceLimitsId, "service.resource_limits_id");
       k.value.dependsOn.forEach((id, i) => add("service", id, `service.depends_on[${i}]`));
+      addSecrets(out, r);
+      break;
+    case "tenant":
+      addSecrets(out, r);
       break;
     case "network":
     case "volume":
@@ -40,8 +47,13 @@ export function referencesOf(r: Resource): Reference[] {
   return out;
 }
 
+// A tenant's or service's references to secret values (field ...secret_env.NAME.secret_id).
+function addSecrets(out: Reference[], r: Resource): void {
+  for (const { field, ref } of secretRefsOf(r)) out.push({ type: "secret", id: ref.secretId, key: ref.key, field: `${field}.secret_id` });
+}
+
 /** Kinds that can reference others: what to scan for dependents. */
-const REFERRING: ResourceType[] = ["service", "network", "volume", "secret"];
+const REFERRING: ResourceType[] = ["tenant", "service", "network", "volume", "secret"];
 
 /**
  * Checks every outgoing reference of `r` against the store: the target must exist and not be
@@ -50,7 +62,7 @@ const REFERRING: ResourceType[] = ["service", "network", "volume", "secret"];
  */
 export async function checkReferencesExist(store: Store, r: Resource): Promise<void> {
   const refs = referencesOf(r);
-  const tenantId = r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.tenantId : "";
+  const tenantId = r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.tenantId : r.resourceType === "tenant" ? r.id : "";
   for (const ref of refs) {
     if (ref.type === r.resourceType && ref.id === r.id) throw invalid(`${ref.field} names the resource itself`, { field: ref.field });
     const target = await store.getResource(ref.type, ref.id);
@@ -61,7 +73,23 @@ export async function checkReferencesExist(store: Store, r: Resource): Promise<v
         resource_id: ref.id,
       });
     }
-    if (r.resourceType === "service" && ref.type !== "tenant" && ref.type !== "resource_limits") {
+    if (ref.type === "secret") {
+      const spec = target.desiredState?.kind.case === "secret" ? target.desiredState.kind.value : undefined;
+      if (spec?.tenantId !== tenantId) {
+        throw invalid(`${ref.field} names secret ${ref.id} of tenant ${spec?.tenantId ?? ""}, not ${tenantId}`, {
+          field: ref.field,
+          resource_type: ref.type,
+          resource_id: ref.id,
+        });
+      }
+      if (!spec.entries.some((e) => e.name === ref.key)) {
+        throw invalid(`${ref.field} names value ${JSON.stringify(ref.key)} of secret ${ref.id}, which it does not hold`, {
+          field: ref.field,
+          resource_type: ref.type,
+          resource_id: ref.id,
+        });
+      }
+    } else if (r.resourceType === "service" && ref.type !== "tenant" && ref.type !== "resource_limits") {
       const owner = ownerTenant(target);
       if (owner !== "" && owner !== tenantId) {
         throw invalid(`${ref.field} names ${ref.type} ${ref.id} of tenant ${owner}, not ${tenantId}`, {

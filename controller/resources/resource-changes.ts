@@ -25,7 +25,7 @@ import { recordEvents, type EventInput } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { applyMask, planMask } from "./field-mask.js";
-import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./references.js";
+import { cascadeOf, checkReferencesExist, dependentsOf, referencesOf, refKey } from "./references.js";
 import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
 import { sealSecret } from "./secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
@@ -191,6 +191,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     spec = create(ResourceSpecSchema, {
       kind: { case: "secret", value: sealSecret(incoming, secretOf(before), sealContext(deps, id, trace)) },
     });
+    await checkValuesInUse(store, id, secretOf(before), spec.kind.value as SecretSpec);
   }
   // Moving a resource to another tenant, or a tenant to other labels, needs the result in scope too.
   const nextLabels = mask
@@ -395,6 +396,22 @@ function sameAsExisting(existing: Resource, body: Resource): Resource {
 function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}
+
+/** Refuses removing a value that a live tenant or service uses (CONFLICT naming them). */
+async function checkValuesInUse(store: Store, id: string, before: SecretSpec | undefined, after: SecretSpec): Promise<void> {
+  const kept = new Set(after.entries.map((e) => e.name));
+  const gone = (before?.entries ?? []).map((e) => e.name).filter((n) => !kept.has(n));
+  if (gone.length === 0) return;
+  const users = (await dependentsOf(store, "secret", id)).filter((r) =>
+    referencesOf(r).some((ref) => ref.type === "secret" && ref.id === id && ref.key !== undefined && gone.includes(ref.key)),
+  );
+  if (users.length > 0) {
+    throw conflict(`secret ${id}: ${gone.join(", ")} still in use by ${users.map(refKey).join(", ")}`, {
+      reason: "SECRET_IN_USE",
+      dependents: users.map(refKey),
+    });
+  }
 }
 
 /** The stored secret spec of `r`, when it is a secret. */

@@ -1,6 +1,8 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
 // (current_state, last_applied_state) are not set by admins.
+import { checkSecretRefs } from "./secret-rules.js";
+import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { checkComposeFile } from "./compose-rules.js";
@@ -57,6 +59,14 @@ export function checkReferences(spec: ResourceSpec): void {
       k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
       if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
       checkComposeFile(k.value.compose?.composeFile ?? "");
+      if (k.value.compose) {
+        const c = k.value.compose;
+        checkSecretRefs("desired_state.tenant.compose", c.env, c.secretEnv, c.secretFiles);
+        if (c.composeFile.trim() === "" && Object.keys(c.secretEnv).length + Object.keys(c.secretFiles).length > 0)
+          throw invalid("desired_state.tenant.compose: secret_env and secret_files need a compose_file (services take their own)", {
+            field: "desired_state.tenant.compose.compose_file",
+          });
+      }
       checkSafety(k.value.safety, "desired_state.tenant.safety");
       checkRolloutPolicy(k.value.rollout, "desired_state.tenant.rollout");
       checkWindows(k.value.maintenanceWindows, "desired_state.tenant.maintenance_windows");
@@ -68,6 +78,7 @@ export function checkReferences(spec: ResourceSpec): void {
       k.value.networkIds.forEach((s, i) => ref(s, `desired_state.service.network_ids[${i}]`));
       k.value.volumeIds.forEach((s, i) => ref(s, `desired_state.service.volume_ids[${i}]`));
       ref(k.value.resourceLimitsId, "desired_state.service.resource_limits_id");
+      checkSecretRefs("desired_state.service", k.value.env, k.value.secretEnv, k.value.secretFiles);
       break;
     case "network":
     case "volume":
@@ -75,6 +86,10 @@ export function checkReferences(spec: ResourceSpec): void {
       break;
     case "secret":
       ref(k.value.tenantId, "desired_state.secret.tenant_id");
+      if (k.value.registry !== "" && !REGISTRY_HOST.test(k.value.registry))
+        throw invalid("desired_state.secret.registry must be a registry host (host or host:port, lowercase), e.g. registry.example.com", {
+          field: "desired_state.secret.registry",
+        });
       break;
     case "freeze":
       checkFreeze(k.value, "desired_state.freeze");

@@ -9,9 +9,10 @@ import type { Actor } from "../../gen/skipper/v1/access_pb.js";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SecretEntrySchema, SecretSpecSchema, type SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
 import { invalid } from "../errors.js";
+import { SECRET_VALUE_NAME } from "../../common/action-rules.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 
-const NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
+const NAME = SECRET_VALUE_NAME;
 const MAX_VALUES = 256;
 const MAX_VALUE_BYTES = 64 * 1024;
 
@@ -36,7 +37,7 @@ export function sealSecret(incoming: SecretSpec, before: SecretSpec | undefined,
     if (Buffer.byteLength(value, "utf8") > MAX_VALUE_BYTES)
       throw invalid(`${field}.values.${name} is over 64 KiB`, { field: `${field}.values` });
   }
-  const out = create(SecretSpecSchema, { tenantId: incoming.tenantId });
+  const out = create(SecretSpecSchema, { tenantId: incoming.tenantId, registry: incoming.registry });
   const kept = new Map((before?.entries ?? []).map((e) => [e.name, e]));
   for (const name of incoming.remove) kept.delete(name);
   const names = new Set([...kept.keys(), ...Object.keys(incoming.values)]);
@@ -65,6 +66,9 @@ export function sealSecret(incoming: SecretSpec, before: SecretSpec | undefined,
         keyId: SecretKeyRing.keyIdOf(sealed) ?? "",
       }),
     );
+  }
+  if (out.registry !== "" && !(names.has("username") && names.has("password"))) {
+    throw invalid(`${field}: a registry credential holds the values username and password`, { field: `${field}.values` });
   }
   return out;
 }

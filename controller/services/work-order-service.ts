@@ -17,6 +17,7 @@ import { checkTenantFilter, seesSecrets, visible } from "../auth/resource-access
 import { redactMessage } from "../../common/logging/redact-message.js";
 import { idempotent } from "./idempotency.js";
 import { queueOrder } from "../dispatch/queue-order.js";
+import { checkHolder, resolveOrderSecrets } from "../dispatch/order-secrets.js";
 
 /** An order as `call` may see it: a viewer's copy has its secrets hidden. */
 function forCaller(call: CallInfo, order: WorkOrder): WorkOrder {
@@ -104,6 +105,18 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       if (req.fencingToken <= 0n) throw invalid("fencing_token is required", { field: "fencing_token" });
       const renewed = await renewLease(deps, order, call.principal.nodeId, req.fencingToken);
       return { meta: responseMeta(ctx), workOrder: renewed };
+    },
+
+    async getWorkOrderSecrets(req, ctx) {
+      const call = callInfo(ctx);
+      const order = await ownOrder(req.id, call);
+      if (call.principal.kind !== "node")
+        throw forbidden("only the node holding the claim gets an order's secrets", { work_order_id: order.id });
+      checkHolder(order, call.principal.nodeId, req.fencingToken, deps.now());
+      const secrets = await resolveOrderSecrets(store, deps.keyRing, order);
+      // Audited (audit-policy.ts): the entry names the order, whose desired_state.secrets lists
+      // the values and versions; the values are never on record.
+      return { meta: responseMeta(ctx), env: secrets.env, files: secrets.files, registries: secrets.registries };
     },
 
     async reportWorkOrderResult(req, ctx) {

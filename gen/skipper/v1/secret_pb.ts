@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/secret.proto.
  */
 export const file_skipper_v1_secret: GenFile = /*@__PURE__*/
-  fileDesc("Chdza2lwcGVyL3YxL3NlY3JldC5wcm90bxIKc2tpcHBlci52MSKfAgoKU2VjcmV0U3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSMgoGdmFsdWVzGAIgAygLMiIuc2tpcHBlci52MS5TZWNyZXRTcGVjLlZhbHVlc0VudHJ5Eg4KBnJlbW92ZRgDIAMoCRIyCgZzZWFsZWQYBCADKAsyIi5za2lwcGVyLnYxLlNlY3JldFNwZWMuU2VhbGVkRW50cnkSKAoHZW50cmllcxgFIAMoCzIXLnNraXBwZXIudjEuU2VjcmV0RW50cnkaLQoLVmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARotCgtTZWFsZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqgBCgtTZWNyZXRFbnRyeRIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSEwoLZmluZ2VycHJpbnQYAyABKAkSLgoKdXBkYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJQoKdXBkYXRlZF9ieRgFIAEoCzIRLnNraXBwZXIudjEuQWN0b3ISDgoGa2V5X2lkGAYgASgJIg4KDFNlY3JldFN0YXR1c2IGcHJvdG8z", [file_google_protobuf_timestamp, file_skipper_v1_access]);
+  fileDesc("Chdza2lwcGVyL3YxL3NlY3JldC5wcm90bxIKc2tpcHBlci52MSKxAgoKU2VjcmV0U3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSMgoGdmFsdWVzGAIgAygLMiIuc2tpcHBlci52MS5TZWNyZXRTcGVjLlZhbHVlc0VudHJ5Eg4KBnJlbW92ZRgDIAMoCRIyCgZzZWFsZWQYBCADKAsyIi5za2lwcGVyLnYxLlNlY3JldFNwZWMuU2VhbGVkRW50cnkSKAoHZW50cmllcxgFIAMoCzIXLnNraXBwZXIudjEuU2VjcmV0RW50cnkSEAoIcmVnaXN0cnkYBiABKAkaLQoLVmFsdWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARotCgtTZWFsZWRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIi4KDFNlY3JldEtleVJlZhIRCglzZWNyZXRfaWQYASABKAkSCwoDa2V5GAIgASgJIjwKCVNlY3JldFVzZRIRCglzZWNyZXRfaWQYASABKAkSCwoDa2V5GAIgASgJEg8KB3ZlcnNpb24YAyABKAMiXQoSUmVnaXN0cnlDcmVkZW50aWFsEhAKCHJlZ2lzdHJ5GAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJEhEKCXNlY3JldF9pZBgEIAEoCSKoAQoLU2VjcmV0RW50cnkSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEhMKC2ZpbmdlcnByaW50GAMgASgJEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKCnVwZGF0ZWRfYnkYBSABKAsyES5za2lwcGVyLnYxLkFjdG9yEg4KBmtleV9pZBgGIAEoCSIOCgxTZWNyZXRTdGF0dXNiBnByb3RvMw", [file_google_protobuf_timestamp, file_skipper_v1_access]);
 
 /**
  * SecretSpec is the desired state of a secret resource: a tenant's named values (passwords,
@@ -59,6 +59,16 @@ export type SecretSpec = Message<"skipper.v1.SecretSpec"> & {
    * @generated from field: repeated skipper.v1.SecretEntry entries = 5;
    */
   entries: SecretEntry[];
+
+  /**
+   * Set: the secret is a registry credential for this registry host (e.g. registry.example.com
+   * or 127.0.0.1:5000, "docker.io" for Docker Hub) and must hold the values `username` and
+   * `password`. The nodes that run the tenant's projects log in with it for their pulls only:
+   * the credential goes into a Docker config of the project's own, never the host's.
+   *
+   * @generated from field: string registry = 6;
+   */
+  registry: string;
 };
 
 /**
@@ -67,6 +77,99 @@ export type SecretSpec = Message<"skipper.v1.SecretSpec"> & {
  */
 export const SecretSpecSchema: GenMessage<SecretSpec> = /*@__PURE__*/
   messageDesc(file_skipper_v1_secret, 0);
+
+/**
+ * SecretKeyRef names one value of a secret resource. The secret must belong to the tenant of the
+ * resource that names it.
+ *
+ * @generated from message skipper.v1.SecretKeyRef
+ */
+export type SecretKeyRef = Message<"skipper.v1.SecretKeyRef"> & {
+  /**
+   * @generated from field: string secret_id = 1;
+   */
+  secretId: string;
+
+  /**
+   * The value's name within the secret.
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message skipper.v1.SecretKeyRef.
+ * Use `create(SecretKeyRefSchema)` to create a new message.
+ */
+export const SecretKeyRefSchema: GenMessage<SecretKeyRef> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_secret, 1);
+
+/**
+ * SecretUse is one secret value a work order's project uses, at the version the order was
+ * rendered with. Part of the spec hash: a new value rolls the project.
+ *
+ * @generated from message skipper.v1.SecretUse
+ */
+export type SecretUse = Message<"skipper.v1.SecretUse"> & {
+  /**
+   * @generated from field: string secret_id = 1;
+   */
+  secretId: string;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * @generated from field: int64 version = 3;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.SecretUse.
+ * Use `create(SecretUseSchema)` to create a new message.
+ */
+export const SecretUseSchema: GenMessage<SecretUse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_secret, 2);
+
+/**
+ * RegistryCredential is a registry login as a node receives it for one order.
+ *
+ * @generated from message skipper.v1.RegistryCredential
+ */
+export type RegistryCredential = Message<"skipper.v1.RegistryCredential"> & {
+  /**
+   * @generated from field: string registry = 1;
+   */
+  registry: string;
+
+  /**
+   * @generated from field: string username = 2;
+   */
+  username: string;
+
+  /**
+   * @generated from field: string password = 3;
+   */
+  password: string;
+
+  /**
+   * The secret it came from.
+   *
+   * @generated from field: string secret_id = 4;
+   */
+  secretId: string;
+};
+
+/**
+ * Describes the message skipper.v1.RegistryCredential.
+ * Use `create(RegistryCredentialSchema)` to create a new message.
+ */
+export const RegistryCredentialSchema: GenMessage<RegistryCredential> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_secret, 3);
 
 /**
  * What the API shows of one secret value.
@@ -118,7 +221,7 @@ export type SecretEntry = Message<"skipper.v1.SecretEntry"> & {
  * Use `create(SecretEntrySchema)` to create a new message.
  */
 export const SecretEntrySchema: GenMessage<SecretEntry> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_secret, 1);
+  messageDesc(file_skipper_v1_secret, 4);
 
 /**
  * SecretStatus is reserved for what the controller observes of a secret.
@@ -133,5 +236,5 @@ export type SecretStatus = Message<"skipper.v1.SecretStatus"> & {
  * Use `create(SecretStatusSchema)` to create a new message.
  */
 export const SecretStatusSchema: GenMessage<SecretStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_secret, 2);
+  messageDesc(file_skipper_v1_secret, 5);
 

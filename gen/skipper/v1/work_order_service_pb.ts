@@ -12,6 +12,8 @@ import { file_skipper_v1_order_action } from "./order_action_pb.js";
 import { file_skipper_v1_access } from "./access_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
+import type { RegistryCredential } from "./secret_pb.js";
+import { file_skipper_v1_secret } from "./secret_pb.js";
 import type { WorkOrder, WorkOrderResult, WorkOrderStatus, WorkOrderTarget, WorkOrderType } from "./work_order_pb.js";
 import { file_skipper_v1_work_order } from "./work_order_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -20,7 +22,71 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order_service.proto.
  */
 export const file_skipper_v1_work_order_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSKfAgoWQ3JlYXRlV29ya09yZGVyUmVxdWVzdBInCgR0eXBlGAEgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EisKBmFjdGlvbhgDIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyQWN0aW9uEioKB3RpbWVvdXQYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYBiABKAUSFAoMbWF4X2F0dGVtcHRzGAcgASgFImwKF0NyZWF0ZVdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIijwEKFUxpc3RXb3JrT3JkZXJzUmVxdWVzdBIrCgZzdGF0dXMYASABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIPCgdub2RlX2lkGAIgASgJEhEKCXRlbmFudF9pZBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSKFAQoWTGlzdFdvcmtPcmRlcnNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKgoLd29ya19vcmRlcnMYAiADKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiIQoTR2V0V29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJpChRHZXRXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIiMKFUNsYWltV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJrChZDbGFpbVdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIibgocUmVwb3J0V29ya09yZGVyUmVzdWx0UmVxdWVzdBIKCgJpZBgBIAEoCRIrCgZyZXN1bHQYAiABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBIVCg1mZW5jaW5nX3Rva2VuGAMgASgDIj8KGlJlbmV3V29ya09yZGVyTGVhc2VSZXF1ZXN0EgoKAmlkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMicAobUmVuZXdXb3JrT3JkZXJMZWFzZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIihQEKHVJlcG9ydFdvcmtPcmRlclJlc3VsdFJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXISEQoJZHVwbGljYXRlGAMgASgIIjQKFkNhbmNlbFdvcmtPcmRlclJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImwKF0NhbmNlbFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIy+QcKEFdvcmtPcmRlclNlcnZpY2USegoPQ3JlYXRlV29ya09yZGVyEiIuc2tpcHBlci52MS5DcmVhdGVXb3JrT3JkZXJSZXF1ZXN0GiMuc2tpcHBlci52MS5DcmVhdGVXb3JrT3JkZXJSZXNwb25zZSIe2IoZBILT5JMCFDoBKiIPL3YxL3dvcmstb3JkZXJzEncKDkxpc3RXb3JrT3JkZXJzEiEuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1JlcXVlc3QaIi5za2lwcGVyLnYxLkxpc3RXb3JrT3JkZXJzUmVzcG9uc2UiHpACAdiKGQKC0+STAhESDy92MS93b3JrLW9yZGVycxKCAQoMR2V0V29ya09yZGVyEh8uc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXF1ZXN0GiAuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJSZXNwb25zZSIvkAIB2IoZB4LT5JMCImIKd29ya19vcmRlchIUL3YxL3dvcmstb3JkZXJzL3tpZH0SkQEKDkNsYWltV29ya09yZGVyEiEuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlcXVlc3QaIi5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyUmVzcG9uc2UiOJACAtiKGQaC0+STAis6ASpiCndvcmtfb3JkZXIiGi92MS93b3JrLW9yZGVycy97aWR9L2NsYWltEpUBCg9DYW5jZWxXb3JrT3JkZXISIi5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlcXVlc3QaIy5za2lwcGVyLnYxLkNhbmNlbFdvcmtPcmRlclJlc3BvbnNlIjmQAgLYihkEgtPkkwIsOgEqYgp3b3JrX29yZGVyIhsvdjEvd29yay1vcmRlcnMve2lkfS9jYW5jZWwSoAEKE1JlbmV3V29ya09yZGVyTGVhc2USJi5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXF1ZXN0Gicuc2tpcHBlci52MS5SZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2UiOJACAtiKGQaC0+STAis6ASpiCndvcmtfb3JkZXIiGi92MS93b3JrLW9yZGVycy97aWR9L2xlYXNlEpsBChVSZXBvcnRXb3JrT3JkZXJSZXN1bHQSKC5za2lwcGVyLnYxLlJlcG9ydFdvcmtPcmRlclJlc3VsdFJlcXVlc3QaKS5za2lwcGVyLnYxLlJlcG9ydFdvcmtPcmRlclJlc3VsdFJlc3BvbnNlIi2QAgLYihkGgtPkkwIgOgEqIhsvdjEvd29yay1vcmRlcnMve2lkfS9yZXN1bHRiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSI/ChpHZXRXb3JrT3JkZXJTZWNyZXRzUmVxdWVzdBIKCgJpZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDItUCChtHZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEj0KA2VudhgCIAMoCzIwLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1Jlc3BvbnNlLkVudkVudHJ5EkEKBWZpbGVzGAMgAygLMjIuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2UuRmlsZXNFbnRyeRIyCgpyZWdpc3RyaWVzGAQgAygLMh4uc2tpcHBlci52MS5SZWdpc3RyeUNyZWRlbnRpYWwaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARosCgpGaWxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinwIKFkNyZWF0ZVdvcmtPcmRlclJlcXVlc3QSJwoEdHlwZRgBIAEoDjIZLnNraXBwZXIudjEuV29ya09yZGVyVHlwZRIrCgZ0YXJnZXQYAiABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclRhcmdldBIrCgZhY3Rpb24YAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GAYgASgFEhQKDG1heF9hdHRlbXB0cxgHIAEoBSJsChdDcmVhdGVXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIo8BChVMaXN0V29ya09yZGVyc1JlcXVlc3QSKwoGc3RhdHVzGAEgASgOMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJTdGF0dXMSDwoHbm9kZV9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkihQEKFkxpc3RXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEioKC3dvcmtfb3JkZXJzGAIgAygLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXISFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIiEKE0dldFdvcmtPcmRlclJlcXVlc3QSCgoCaWQYASABKAkiaQoUR2V0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIjChVDbGFpbVdvcmtPcmRlclJlcXVlc3QSCgoCaWQYASABKAkiawoWQ2xhaW1Xb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIm4KHFJlcG9ydFdvcmtPcmRlclJlc3VsdFJlcXVlc3QSCgoCaWQYASABKAkSKwoGcmVzdWx0GAIgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHQSFQoNZmVuY2luZ190b2tlbhgDIAEoAyI/ChpSZW5ld1dvcmtPcmRlckxlYXNlUmVxdWVzdBIKCgJpZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDInAKG1JlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIoUBCh1SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhEKCWR1cGxpY2F0ZRgDIAEoCCI0ChZDYW5jZWxXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJsChdDYW5jZWxXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyMpIJChBXb3JrT3JkZXJTZXJ2aWNlEnoKD0NyZWF0ZVdvcmtPcmRlchIiLnNraXBwZXIudjEuQ3JlYXRlV29ya09yZGVyUmVxdWVzdBojLnNraXBwZXIudjEuQ3JlYXRlV29ya09yZGVyUmVzcG9uc2UiHtiKGQSC0+STAhQ6ASoiDy92MS93b3JrLW9yZGVycxJ3Cg5MaXN0V29ya09yZGVycxIhLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXF1ZXN0GiIuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1Jlc3BvbnNlIh6QAgHYihkCgtPkkwIREg8vdjEvd29yay1vcmRlcnMSggEKDEdldFdvcmtPcmRlchIfLnNraXBwZXIudjEuR2V0V29ya09yZGVyUmVxdWVzdBogLnNraXBwZXIudjEuR2V0V29ya09yZGVyUmVzcG9uc2UiL5ACAdiKGQeC0+STAiJiCndvcmtfb3JkZXISFC92MS93b3JrLW9yZGVycy97aWR9EpEBCg5DbGFpbVdvcmtPcmRlchIhLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0GiIuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlc3BvbnNlIjiQAgLYihkGgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9jbGFpbRKVAQoPQ2FuY2VsV29ya09yZGVyEiIuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXF1ZXN0GiMuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXNwb25zZSI5kAIC2IoZBILT5JMCLDoBKmIKd29ya19vcmRlciIbL3YxL3dvcmstb3JkZXJzL3tpZH0vY2FuY2VsEqABChNSZW5ld1dvcmtPcmRlckxlYXNlEiYuc2tpcHBlci52MS5SZW5ld1dvcmtPcmRlckxlYXNlUmVxdWVzdBonLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlc3BvbnNlIjiQAgLYihkGgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKbAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSItkAIC2IoZBoLT5JMCIDoBKiIbL3YxL3dvcmstb3JkZXJzL3tpZH0vcmVzdWx0EpYBChNHZXRXb3JrT3JkZXJTZWNyZXRzEiYuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJTZWNyZXRzUmVxdWVzdBonLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1Jlc3BvbnNlIi6QAgLYihkGgtPkkwIhOgEqIhwvdjEvd29yay1vcmRlcnMve2lkfS9zZWNyZXRzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_secret, file_skipper_v1_work_order]);
+
+/**
+ * GetWorkOrderSecretsRequest names the order and the caller's claim of it.
+ *
+ * @generated from message skipper.v1.GetWorkOrderSecretsRequest
+ */
+export type GetWorkOrderSecretsRequest = Message<"skipper.v1.GetWorkOrderSecretsRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.GetWorkOrderSecretsRequest.
+ * Use `create(GetWorkOrderSecretsRequestSchema)` to create a new message.
+ */
+export const GetWorkOrderSecretsRequestSchema: GenMessage<GetWorkOrderSecretsRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 0);
+
+/**
+ * GetWorkOrderSecretsResponse carries the values, by the names the order's project uses them.
+ *
+ * @generated from message skipper.v1.GetWorkOrderSecretsResponse
+ */
+export type GetWorkOrderSecretsResponse = Message<"skipper.v1.GetWorkOrderSecretsResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * compose_project.secret_env: variable -> value.
+   *
+   * @generated from field: map<string, string> env = 2;
+   */
+  env: { [key: string]: string };
+
+  /**
+   * compose_project.secret_files: compose secret name -> file content.
+   *
+   * @generated from field: map<string, string> files = 3;
+   */
+  files: { [key: string]: string };
+
+  /**
+   * registry_secret_ids, resolved.
+   *
+   * @generated from field: repeated skipper.v1.RegistryCredential registries = 4;
+   */
+  registries: RegistryCredential[];
+};
+
+/**
+ * Describes the message skipper.v1.GetWorkOrderSecretsResponse.
+ * Use `create(GetWorkOrderSecretsResponseSchema)` to create a new message.
+ */
+export const GetWorkOrderSecretsResponseSchema: GenMessage<GetWorkOrderSecretsResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 1);
 
 /**
  * CreateWorkOrderRequest describes an ad-hoc order.
@@ -78,7 +144,7 @@ export type CreateWorkOrderRequest = Message<"skipper.v1.CreateWorkOrderRequest"
  * Use `create(CreateWorkOrderRequestSchema)` to create a new message.
  */
 export const CreateWorkOrderRequestSchema: GenMessage<CreateWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 0);
+  messageDesc(file_skipper_v1_work_order_service, 2);
 
 /**
  * CreateWorkOrderResponse carries the queued order.
@@ -102,7 +168,7 @@ export type CreateWorkOrderResponse = Message<"skipper.v1.CreateWorkOrderRespons
  * Use `create(CreateWorkOrderResponseSchema)` to create a new message.
  */
 export const CreateWorkOrderResponseSchema: GenMessage<CreateWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 1);
+  messageDesc(file_skipper_v1_work_order_service, 3);
 
 /**
  * ListWorkOrdersRequest filters and pages a listing.
@@ -141,7 +207,7 @@ export type ListWorkOrdersRequest = Message<"skipper.v1.ListWorkOrdersRequest"> 
  * Use `create(ListWorkOrdersRequestSchema)` to create a new message.
  */
 export const ListWorkOrdersRequestSchema: GenMessage<ListWorkOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 2);
+  messageDesc(file_skipper_v1_work_order_service, 4);
 
 /**
  * ListWorkOrdersResponse is one page of work orders.
@@ -170,7 +236,7 @@ export type ListWorkOrdersResponse = Message<"skipper.v1.ListWorkOrdersResponse"
  * Use `create(ListWorkOrdersResponseSchema)` to create a new message.
  */
 export const ListWorkOrdersResponseSchema: GenMessage<ListWorkOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 3);
+  messageDesc(file_skipper_v1_work_order_service, 5);
 
 /**
  * GetWorkOrderRequest names a work order.
@@ -189,7 +255,7 @@ export type GetWorkOrderRequest = Message<"skipper.v1.GetWorkOrderRequest"> & {
  * Use `create(GetWorkOrderRequestSchema)` to create a new message.
  */
 export const GetWorkOrderRequestSchema: GenMessage<GetWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 4);
+  messageDesc(file_skipper_v1_work_order_service, 6);
 
 /**
  * GetWorkOrderResponse carries the work order.
@@ -213,7 +279,7 @@ export type GetWorkOrderResponse = Message<"skipper.v1.GetWorkOrderResponse"> & 
  * Use `create(GetWorkOrderResponseSchema)` to create a new message.
  */
 export const GetWorkOrderResponseSchema: GenMessage<GetWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 5);
+  messageDesc(file_skipper_v1_work_order_service, 7);
 
 /**
  * ClaimWorkOrderRequest names the order to claim; the node is the caller.
@@ -232,7 +298,7 @@ export type ClaimWorkOrderRequest = Message<"skipper.v1.ClaimWorkOrderRequest"> 
  * Use `create(ClaimWorkOrderRequestSchema)` to create a new message.
  */
 export const ClaimWorkOrderRequestSchema: GenMessage<ClaimWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 6);
+  messageDesc(file_skipper_v1_work_order_service, 8);
 
 /**
  * ClaimWorkOrderResponse carries the claimed (running) order.
@@ -256,7 +322,7 @@ export type ClaimWorkOrderResponse = Message<"skipper.v1.ClaimWorkOrderResponse"
  * Use `create(ClaimWorkOrderResponseSchema)` to create a new message.
  */
 export const ClaimWorkOrderResponseSchema: GenMessage<ClaimWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 7);
+  messageDesc(file_skipper_v1_work_order_service, 9);
 
 /**
  * ReportWorkOrderResultRequest carries the outcome of a running order.
@@ -288,7 +354,7 @@ export type ReportWorkOrderResultRequest = Message<"skipper.v1.ReportWorkOrderRe
  * Use `create(ReportWorkOrderResultRequestSchema)` to create a new message.
  */
 export const ReportWorkOrderResultRequestSchema: GenMessage<ReportWorkOrderResultRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 8);
+  messageDesc(file_skipper_v1_work_order_service, 10);
 
 /**
  * RenewWorkOrderLeaseRequest names the order and the claim to renew.
@@ -312,7 +378,7 @@ export type RenewWorkOrderLeaseRequest = Message<"skipper.v1.RenewWorkOrderLease
  * Use `create(RenewWorkOrderLeaseRequestSchema)` to create a new message.
  */
 export const RenewWorkOrderLeaseRequestSchema: GenMessage<RenewWorkOrderLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 9);
+  messageDesc(file_skipper_v1_work_order_service, 11);
 
 /**
  * RenewWorkOrderLeaseResponse carries the order with its new lease expiry.
@@ -336,7 +402,7 @@ export type RenewWorkOrderLeaseResponse = Message<"skipper.v1.RenewWorkOrderLeas
  * Use `create(RenewWorkOrderLeaseResponseSchema)` to create a new message.
  */
 export const RenewWorkOrderLeaseResponseSchema: GenMessage<RenewWorkOrderLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 10);
+  messageDesc(file_skipper_v1_work_order_service, 12);
 
 /**
  * ReportWorkOrderResultResponse carries the finished order.
@@ -367,7 +433,7 @@ export type ReportWorkOrderResultResponse = Message<"skipper.v1.ReportWorkOrderR
  * Use `create(ReportWorkOrderResultResponseSchema)` to create a new message.
  */
 export const ReportWorkOrderResultResponseSchema: GenMessage<ReportWorkOrderResultResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 11);
+  messageDesc(file_skipper_v1_work_order_service, 13);
 
 /**
  * CancelWorkOrderRequest names the order to cancel.
@@ -393,7 +459,7 @@ export type CancelWorkOrderRequest = Message<"skipper.v1.CancelWorkOrderRequest"
  * Use `create(CancelWorkOrderRequestSchema)` to create a new message.
  */
 export const CancelWorkOrderRequestSchema: GenMessage<CancelWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 12);
+  messageDesc(file_skipper_v1_work_order_service, 14);
 
 /**
  * CancelWorkOrderResponse carries the order: CANCELLED, or RUNNING with cancel_request set.
@@ -417,7 +483,7 @@ export type CancelWorkOrderResponse = Message<"skipper.v1.CancelWorkOrderRespons
  * Use `create(CancelWorkOrderResponseSchema)` to create a new message.
  */
 export const CancelWorkOrderResponseSchema: GenMessage<CancelWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order_service, 13);
+  messageDesc(file_skipper_v1_work_order_service, 15);
 
 /**
  * WorkOrderService reads work orders (admins, or a node its own) and lets a node claim and finish
@@ -508,6 +574,21 @@ export const WorkOrderService: GenService<{
     methodKind: "unary";
     input: typeof ReportWorkOrderResultRequestSchema;
     output: typeof ReportWorkOrderResultResponseSchema;
+  },
+  /**
+   * GetWorkOrderSecrets gives the node holding a running order's claim the secret values the
+   * order's project uses (its secret_env, secret_files and registry credentials), opened from the
+   * tenant's secret resources as they are now. Nobody else gets them: another caller, a lapsed or
+   * superseded claim (fencing_token) or a finished order is refused. Each call is audited. A
+   * secret or value gone since the order was issued is CONFLICT with details.reason
+   * SECRET_UNAVAILABLE.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.GetWorkOrderSecrets
+   */
+  getWorkOrderSecrets: {
+    methodKind: "unary";
+    input: typeof GetWorkOrderSecretsRequestSchema;
+    output: typeof GetWorkOrderSecretsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skipper_v1_work_order_service, 0);

@@ -1,0 +1,134 @@
+// A project's secret values on this host. They arrive for the order being applied (the
+// controller hands them to the claim holder, never in the order itself) and live in one place
+// only: the project's secret directory, <project>/.skipper-secrets (mode 0700, files 0600).
+//
+//   <name>              a compose secret's content (the compose file declares
+//                       file: ./.skipper-secrets/<name>; Compose mounts it at /run/secrets/...)
+//   .env.json           the secret variables, handed to Compose in its environment, never in .env
+//   .docker/config.json the registry logins of the project's pulls (DOCKER_CONFIG for Compose),
+//                       so the host's own Docker config never holds them
+//
+// The last directory that applied successfully is kept beside it (.skipper-applied-secrets) for
+// restoring that spec when a later deploy fails its gate. Removing the project removes both.
+import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, symlink } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import type { WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
+import { writeFileAtomic } from "./durable-file.js";
+
+export const SECRET_DIR = ".skipper-secrets";
+export const APPLIED_SECRET_DIR = ".skipper-applied-secrets";
+const ENV_FILE = ".env.json";
+const DOCKER_DIR = ".docker";
+
+export interface RegistryLogin {
+  registry: string;
+  username: string;
+  password: string;
+}
+
+/** The values one order's project uses, by the names its project gives them. */
+export interface ProjectSecrets {
+  env: Record<string, string>;
+  files: Record<string, string>;
+  registries: RegistryLogin[];
+}
+
+/** Where an order's secret values come from: the controller, or (restoring a spec) the applied copy. */
+export type SecretSource = () => Promise<ProjectSecrets>;
+
+/** True when the order's project uses secret values (and the agent must fetch them). */
+export function usesSecrets(ds: WorkOrderDesiredState | undefined): boolean {
+  const p = ds?.composeProject;
+  return Object.keys(p?.secretEnv ?? {}).length + Object.keys(p?.secretFiles ?? {}).length + (ds?.registrySecretIds.length ?? 0) > 0;
+}
+
+/** What is wrong with the values for `ds` (names the project cannot use, values missing), if anything. */
+export function secretsProblem(ds: WorkOrderDesiredState | undefined, s: ProjectSecrets): string | undefined {
+  const p = ds?.composeProject;
+  for (const name of Object.keys(p?.secretEnv ?? {})) {
+    if (!ENV_KEY.test(name)) return `secret variable ${JSON.stringify(name)} is not a valid variable name`;
+    if (s.env[name] === undefined) return `the value of secret variable ${name} did not arrive`;
+    if (/[\0]/.test(s.env[name])) return `the value of secret variable ${name} contains a NUL byte`;
+  }
+  for (const name of Object.keys(p?.secretFiles ?? {})) {
+    if (!SECRET_FILE_NAME.test(name)) return `secret file ${JSON.stringify(name)} cannot name a file`;
+    if (s.files[name] === undefined) return `the content of secret file ${name} did not arrive`;
+  }
+  for (const r of s.registries) if (!REGISTRY_HOST.test(r.registry)) return `registry ${JSON.stringify(r.registry)} is not a registry host`;
+  return undefined;
+}
+
+/** Every value, for blanking out of command output. */
+export function secretValues(s: ProjectSecrets | undefined): string[] {
+  if (!s) return [];
+  return [...Object.values(s.env), ...Object.values(s.files), ...s.registries.map((r) => r.password)];
+}
+
+/** Writes the values into `dir` (a fresh secret directory: created 0700, files 0600). */
+export async function writeSecretDir(dir: string, s: ProjectSecrets): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  for (const [name, content] of Object.entries(s.files)) await writeFileAtomic(join(dir, name), content, { mode: 0o600 });
+  await writeFileAtomic(join(dir, ENV_FILE), `${JSON.stringify(s.env)}\n`, { mode: 0o600 });
+  if (s.registries.length > 0) {
+    const docker = join(dir, DOCKER_DIR);
+    await mkdir(docker, { mode: 0o700 });
+    const auths = Object.fromEntries(
+      s.registries.map((r) => [r.registry, { auth: Buffer.from(`${r.username}:${r.password}`, "utf8").toString("base64") }]),
+    );
+    await writeFileAtomic(join(docker, "config.json"), `${JSON.stringify({ auths })}\n`, { mode: 0o600 });
+    // `docker compose` is a CLI plugin found through the Docker config directory: point to the
+    // host's plugins, so that a config of the project's own does not hide the plugin.
+    const plugins = join(process.env.DOCKER_CONFIG || join(homedir(), ".docker"), "cli-plugins");
+    if (await isDir(plugins)) await symlink(plugins, join(docker, "cli-plugins"));
+  }
+}
+
+/** The values a secret directory holds (a restore deploys them again). */
+export async function readSecretDir(dir: string): Promise<ProjectSecrets> {
+  const env = JSON.parse(await readFile(join(dir, ENV_FILE), "utf8")) as Record<string, string>;
+  const files: Record<string, string> = {};
+  for (const name of await readdir(dir)) if (SECRET_FILE_NAME.test(name)) files[name] = await readFile(join(dir, name), "utf8");
+  const registries: RegistryLogin[] = [];
+  const config = await readFile(join(dir, DOCKER_DIR, "config.json"), "utf8").catch(() => undefined);
+  if (config) {
+    const auths = (JSON.parse(config) as { auths?: Record<string, { auth: string }> }).auths ?? {};
+    for (const [registry, { auth }] of Object.entries(auths)) {
+      const plain = Buffer.from(auth, "base64").toString("utf8");
+      const at = plain.indexOf(":");
+      registries.push({ registry, username: plain.slice(0, at), password: plain.slice(at + 1) });
+    }
+  }
+  return { env, files, registries };
+}
+
+/** The environment Compose runs with for a project with these values in `dir`. */
+export function composeEnvironment(dir: string, s: ProjectSecrets | undefined): Record<string, string> {
+  if (!s) return {};
+  return { ...s.env, ...(s.registries.length > 0 ? { DOCKER_CONFIG: join(dir, DOCKER_DIR) } : {}) };
+}
+
+/** Keeps the live secret directory of a project as the one to restore (after a successful apply). */
+export async function keepAppliedSecrets(projectDir: string): Promise<void> {
+  const live = join(projectDir, SECRET_DIR);
+  const applied = join(projectDir, APPLIED_SECRET_DIR);
+  const temp = `${applied}.tmp`;
+  await rm(temp, { recursive: true, force: true });
+  if (!(await isDir(live))) {
+    await rm(applied, { recursive: true, force: true });
+    return;
+  }
+  await cp(live, temp, { recursive: true, verbatimSymlinks: true });
+  await chmod(temp, 0o700);
+  await rm(applied, { recursive: true, force: true });
+  await rename(temp, applied);
+}
+
+async function isDir(p: string): Promise<boolean> {
+  return stat(p).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+}
