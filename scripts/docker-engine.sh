@@ -2,7 +2,9 @@
 # A Docker engine for development and tests, on machines without one running, and a busybox
 # image that needs no registry.
 #
-#   scripts/docker-engine.sh install      apt-get install docker.io docker-compose busybox-static
+#   scripts/docker-engine.sh install      apt-get install docker.io docker-compose busybox-static,
+#                                         and docker-registry apache2-utils (a private registry
+#                                         with htpasswd logins, for the registry credential tests)
 #                                         (only what is missing; needs root)
 #   scripts/docker-engine.sh start [DIR]  use the engine at $DOCKER_HOST or /var/run/docker.sock
 #                                         when one answers, else start a private dockerd with its
@@ -33,8 +35,10 @@ install() {
   command -v dockerd >/dev/null || missing+=(docker.io)
   command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || missing+=(docker-compose)
   [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
+  command -v docker-registry >/dev/null || missing+=(docker-registry)
+  command -v htpasswd >/dev/null || missing+=(apache2-utils)
   if [ ${#missing[@]} -eq 0 ]; then
-    log "docker engine, compose and busybox are installed"
+    log "docker engine, compose, busybox and the registry are installed"
     return 0
   fi
   log "installing ${missing[*]}"

@@ -15,7 +15,7 @@ import { chooseCredential } from "../agent/certificate-keeper.js";
 import { asResourceIds, containerChanges } from "../agent/executors/container-changes.js";
 import { servicesInFile } from "../agent/executors/deploy-service.js";
 import { composeComplaint, deployService } from "../agent/executors/deploy-service.js";
-import { pullFailure, pullMessage } from "../agent/engine/pull-failure.js";
+import { pullFailure, pullMessage, registryOf } from "../agent/engine/pull-failure.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
@@ -304,8 +304,17 @@ describe("a failed pull", () => {
     const f = pullFailure(v1, images)!;
     expect(f).toMatchObject({ code: "IMAGE_PULL_FAILED", image: "registry.invalid/team/app:1.2", service: "web" });
     expect(pullMessage(f)).toBe(
-      'image registry.invalid/team/app:1.2 (service web) could not be pulled: Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
+      'image registry.invalid/team/app:1.2 (service web) could not be pulled from registry registry.invalid (no credential for it: a registry secret of the tenant provides one): Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
     );
+    expect(pullMessage(f, ["registry.invalid"])).toContain("from registry registry.invalid (logged in with the tenant's credential for registry.invalid)");
+  });
+
+  it("knows which registry an image reference names", () => {
+    expect(registryOf("busybox:stable")).toBe("docker.io");
+    expect(registryOf("team/app:1")).toBe("docker.io");
+    expect(registryOf("127.0.0.1:5000/team/app:1")).toBe("127.0.0.1:5000");
+    expect(registryOf("localhost/app")).toBe("localhost");
+    expect(registryOf("ghcr.io/org/app@sha256:abc")).toBe("ghcr.io");
   });
 
   it("an image the registry says does not exist is IMAGE_NOT_FOUND, also from Compose v2's output", () => {

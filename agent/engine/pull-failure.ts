@@ -44,8 +44,26 @@ export function pullFailure(stderr: string, images: ReadonlyMap<string, string>)
   return { code: NOT_FOUND.test(stderr) ? "IMAGE_NOT_FOUND" : "IMAGE_PULL_FAILED", image: image || "an image", service, reason };
 }
 
-/** The one-line message for a pull failure. */
-export function pullMessage(f: PullFailure): string {
+/**
+ * The one-line message for a pull failure: the image, its registry and, when the project had no
+ * credential for that registry, that it had none (the first thing to check with a private one).
+ */
+export function pullMessage(f: PullFailure, loggedIn: readonly string[] = []): string {
   const who = f.service ? ` (service ${f.service})` : "";
-  return `image ${f.image}${who} could not be pulled: ${f.reason}`;
+  const registry = f.image === "an image" ? "" : registryOf(f.image);
+  const where = registry ? ` from registry ${registry}` : "";
+  const login = registry
+    ? loggedIn.includes(registry)
+      ? ` (logged in with the tenant's credential for ${registry})`
+      : " (no credential for it: a registry secret of the tenant provides one)"
+    : "";
+  return `image ${f.image}${who} could not be pulled${where}${login}: ${f.reason}`;
+}
+
+/** The registry an image reference names: its first component when that is a host, else docker.io. */
+export function registryOf(image: string): string {
+  const slash = image.indexOf("/");
+  if (slash < 0) return "docker.io";
+  const first = image.slice(0, slash);
+  return first.includes(".") || first.includes(":") || first === "localhost" ? first : "docker.io";
 }

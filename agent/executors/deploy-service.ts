@@ -234,7 +234,12 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     const pull = ENGINE_DOWN.test(up.stderr) ? undefined : pullFailure(up.stderr, imagesOf(project.composeFile));
     const code = ENGINE_DOWN.test(up.stderr) ? "DOCKER_UNAVAILABLE" : (pull?.code ?? "COMPOSE_FAILED");
     const seen = await readProjectContainers(projectName).catch(() => undefined);
-    const message = pull ? pullMessage(pull) : `compose up failed (exit ${up.exitCode}): ${lastLine(up.stderr)}`;
+    const message = pull
+      ? pullMessage(
+          pull,
+          secrets?.registries.map((r) => r.registry),
+        )
+      : `compose up failed (exit ${up.exitCode}): ${lastLine(up.stderr)}`;
     return done(code, message, {
       command: up,
       composePath,
