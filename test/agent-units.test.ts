@@ -306,7 +306,9 @@ describe("a failed pull", () => {
     expect(pullMessage(f)).toBe(
       'image registry.invalid/team/app:1.2 (service web) could not be pulled from registry registry.invalid (no credential for it: a registry secret of the tenant provides one): Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
     );
-    expect(pullMessage(f, ["registry.invalid"])).toContain("from registry registry.invalid (logged in with the tenant's credential for registry.invalid)");
+    expect(pullMessage(f, ["registry.invalid"])).toContain(
+      "from registry registry.invalid (logged in with the tenant's credential for registry.invalid)",
+    );
   });
 
   it("knows which registry an image reference names", () => {
