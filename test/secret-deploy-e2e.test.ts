@@ -16,6 +16,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
+import { SecretKeyRefSchema } from "../gen/skipper/v1/secret_pb.js";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ListResourcesResponseSchema, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
@@ -49,6 +52,7 @@ const V = {
   cert: `sntl-${tag}-certificate`,
   token: `sntl-${tag}-api-token`,
   key: `sntl-${tag}-tls-key`,
+  tokenNext: `sntl-${tag}-api-token-next`,
 };
 const SENTINELS = Object.values(V);
 const SECRET_DIRS = new Set([".skipper-secrets", ".skipper-applied-secrets"]);
@@ -58,7 +62,8 @@ function res(type: string, id: string, kind: { case: string; value: object }): R
 }
 
 // A busybox web server whose page shows what the container was given.
-const SERVE = (lines: string) => `mkdir -p /www && { ${lines}; } > /www/index.html && httpd -f -p 8080 -h /www & trap "exit 0" TERM; wait`;
+const SERVE = (lines: string, then = "true") =>
+  `mkdir -p /www && { ${lines}; } > /www/index.html && ${then} && httpd -f -p 8080 -h /www & trap "exit 0" TERM; wait`;
 
 describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () => {
   let ctl: ControllerProcess;
@@ -100,6 +105,8 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
       workDir: join(root, "work"),
       dockerHost: dockerHost!,
       extraArgs: ["--ready-timeout", "30s"],
+      // A variable of the agent's own that a project's env also sets: the project's value wins.
+      env: { MODE: "from-the-agent" },
     });
   }, 120_000);
 
@@ -143,9 +150,11 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
         "services:",
         "  app:",
         `    image: ${IMAGE}`,
-        `    command: ["sh", "-c", ${JSON.stringify(SERVE('echo "token=$$API_TOKEN"; echo "key=$$(cat /run/secrets/tls_key)"'))}]`,
+        // The health page is there unless MODE is "broken" (the health gate's probe reads it).
+        `    command: ["sh", "-c", ${JSON.stringify(SERVE('echo "token=$$API_TOKEN"; echo "key=$$(cat /run/secrets/tls_key)"', '{ [ "$$MODE" = broken ] || echo ok > /www/health.html; }'))}]`,
         "    environment:",
         `      API_TOKEN: $\{API_TOKEN}`,
+        `      MODE: $\{MODE:-fine}`,
         "    secrets: [tls_key]",
         `    ports: ["127.0.0.1:${portB}:8080"]`,
         "",
@@ -208,6 +217,41 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
       (o) => o.status === WorkOrderStatus.SUCCESS && o.desiredState?.secretUses.some((u) => u.key === "password" && u.version === 2n),
     );
     expect(last, "the order names the value's new version").toBeDefined();
+  }, 240_000);
+
+  it("a deploy that fails its health gate is restored with the values its predecessor ran with", async () => {
+    const t = (await api().getResource({ resourceType: "tenant", id: OWN_FILE })).resource!;
+    if (t.desiredState?.kind.case !== "tenant") throw new Error("not a tenant");
+    const spec = t.desiredState.kind.value;
+    spec.safety = create(DeploySafetySchema, {
+      healthGate: {
+        probes: [
+          {
+            kind: { case: "http", value: { url: `http://127.0.0.1:${portB}/health.html`, expectStatus: 200 } },
+            timeout: durationFromMs(1000),
+          },
+        ],
+        deadline: durationFromMs(5000),
+      },
+    });
+    await api().updateResource({ resourceType: "tenant", id: OWN_FILE, desiredState: t.desiredState });
+    // A new value under a new name, and a broken spec, in one change.
+    const keys = (await api().getResource({ resourceType: "secret", id: "b-keys" })).resource!;
+    if (keys.desiredState?.kind.case !== "secret") throw new Error("not a secret");
+    keys.desiredState.kind.value.values = { token_next: V.tokenNext };
+    await api().updateResource({ resourceType: "secret", id: "b-keys", desiredState: keys.desiredState });
+    spec.compose!.env = { GREETING: "plain", MODE: "broken" };
+    spec.compose!.secretEnv.API_TOKEN = create(SecretKeyRefSchema, { secretId: "b-keys", key: "token_next" });
+    await api().updateResource({ resourceType: "tenant", id: OWN_FILE, desiredState: t.desiredState });
+
+    const failed = await waitFor(
+      "the broken spec to be rolled back",
+      async () => (await deployOrders(OWN_FILE)).find((o) => o.result?.code === "ROLLED_BACK"),
+      120_000,
+    );
+    expect(failed.result?.message).toMatch(/restored spec/);
+    // The previous spec runs again, with the value it ran with, not the one the failed spec used.
+    expect(await page(portB)).toBe(`token=${V.token}\nkey=${V.key}`);
   }, 240_000);
 
   it("a removed value in use is refused; no file, log line or API answer holds a value", async () => {

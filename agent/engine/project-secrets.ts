@@ -104,10 +104,26 @@ export async function readSecretDir(dir: string): Promise<ProjectSecrets> {
   return { env, files, registries };
 }
 
-/** The environment Compose runs with for a project with these values in `dir`. */
-export function composeEnvironment(dir: string, s: ProjectSecrets | undefined): Record<string, string> {
-  if (!s) return {};
-  return { ...s.env, ...(s.registries.length > 0 ? { DOCKER_CONFIG: join(dir, DOCKER_DIR) } : {}) };
+// Variables the agent's own environment keeps for Compose whatever the project's env says: what
+// finds and reaches the engine.
+const KEPT_FROM_AGENT = /^(PATH|HOME|TMPDIR|DOCKER_.*)$/;
+
+/**
+ * The environment Compose runs with for a project whose .env holds `env` and whose secret values
+ * are `s` (kept in `dir`). Compose prefers its own environment to .env when it interpolates, so
+ * the agent's variables of the same names are left out (the project's value wins, not whatever
+ * the agent was started with); secret variables are set, and the project's Docker config when it
+ * logs in to registries.
+ */
+export function composeEnvironment(
+  env: Record<string, string>,
+  dir: string,
+  s: ProjectSecrets | undefined,
+): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const k of Object.keys(env)) if (!KEPT_FROM_AGENT.test(k)) out[k] = undefined;
+  if (!s) return out;
+  return { ...out, ...s.env, ...(s.registries.length > 0 ? { DOCKER_CONFIG: join(dir, DOCKER_DIR) } : {}) };
 }
 
 /** Keeps the live secret directory of a project as the one to restore (after a successful apply). */

@@ -23,7 +23,8 @@ export interface CommandRun {
 export interface RunOptions {
   timeoutMs: number;
   cwd?: string;
-  env?: Record<string, string>;
+  /** Variables to set; undefined removes one the agent has. */
+  env?: Record<string, string | undefined>;
   /** Strings to blank out of the captured output (secret values). */
   secrets?: string[];
   /** Keep the whole output (for output the agent parses itself, never for reported output). */

@@ -155,7 +155,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
       cwd: dir,
       secrets: hidden,
       signal: ctx.signal,
-      env: composeEnvironment(secretDir, secrets),
+      env: composeEnvironment(env, secretDir, secrets),
     });
   // An admin's cancel, the order's timeout or a lost lease.
   const why = () => (ctx.signal ? abortReason(ctx.signal) : "") || "no reason given";
