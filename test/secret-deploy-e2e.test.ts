@@ -254,6 +254,26 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
     expect(await page(portB)).toBe(`token=${V.token}\nkey=${V.key}`);
   }, 240_000);
 
+  it("an admin's rollback runs the earlier spec with the values the secrets hold now", async () => {
+    const { workOrder } = await orders().createWorkOrder({
+      type: WorkOrderType.ROLLBACK,
+      target: { nodeId: NODE, tenantId: BY_SERVICES },
+      action: { kind: { case: "rollback", value: {} } },
+    });
+    const done = await waitFor(
+      "the rollback to finish",
+      async () => {
+        const o = (await orders().getWorkOrder({ id: workOrder!.id })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      120_000,
+    );
+    expect(done.result?.code).toBe("ROLLBACK_OK");
+    // The spec restored is the first one (password version 1); the value is today's.
+    expect(done.desiredState?.secretUses.find((u) => u.key === "password")?.version).toBe(2n);
+    expect(await page(portA)).toBe(`pw=${V.password2}\nfile=${V.cert}`);
+  }, 180_000);
+
   it("a removed value in use is refused; no file, log line or API answer holds a value", async () => {
     const secret = (await api().getResource({ resourceType: "secret", id: "a-db" })).resource!;
     if (secret.desiredState?.kind.case !== "secret") throw new Error("not a secret");
