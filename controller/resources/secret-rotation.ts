@@ -23,7 +23,8 @@ export interface Rotation {
 export type Resealer = () => Promise<number>;
 
 /**
- * Rotates (when the ring is generated here) and re-seals every secret, then what each of
+ * Rotates (when the ring is generated here; a ring configured by file is read again) and
+ * re-seals every secret, then what each of
  * `others` holds, with the newest key; the old keys go only once all of them are done.
  */
 export async function rotateSecretKeys(
@@ -33,7 +34,9 @@ export async function rotateSecretKeys(
 ): Promise<Rotation> {
   const { store, keyRing } = deps;
   const owned = keyRing.source.kind === "generated";
+  // Generated here: a new key. Configured by file: the operator's new first line, read now.
   if (owned) await keyRing.rotate();
+  else await keyRing.reload();
   let resealed = 0;
   for await (const secret of eachResource(store, { resourceType: "secret" })) {
     await store.updateResource("secret", secret.id, (cur) => {

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -53,5 +53,31 @@ describe("the secret key ring", () => {
     await expect(SecretKeyRing.load({ dataDir: dir, keysFile: join(dir, "missing") })).rejects.toThrow(
       /cannot read SKIPPER_SECRET_KEYS_FILE/,
     );
+  });
+
+  it("configured by file: a rotation reads the file again, and a value sealed with a key added there since opens", async () => {
+    const file = join(dir, "keys");
+    const k1 = `k1 ${Buffer.alloc(32, 1).toString("base64")}\n`;
+    const k2 = `k2 ${Buffer.alloc(32, 2).toString("base64")}\n`;
+    await writeFile(file, k1);
+    // Two controllers sharing the file.
+    const a = await SecretKeyRing.load({ dataDir: dir, keysFile: file });
+    const b = await SecretKeyRing.load({ dataDir: dir, keysFile: file });
+    const old = a.seal(Buffer.from("v"), "secret/x/y");
+    // The operator puts a new key first; one controller is asked to rotate.
+    await writeFile(file, k2 + k1);
+    await a.reload();
+    expect(a.primaryId).toBe("k2");
+    const fresh = a.seal(Buffer.from("w"), "secret/x/y");
+    expect(SecretKeyRing.keyIdOf(fresh)).toBe("k2");
+    // The other has not read the file since: it does when it meets the new key.
+    expect(b.primaryId).toBe("k1");
+    expect(b.open(fresh, "secret/x/y").toString()).toBe("w");
+    expect(b.primaryId).toBe("k2");
+    expect(b.open(old, "secret/x/y").toString()).toBe("v");
+    // A key in neither the ring nor the file is still refused.
+    await writeFile(file, k2);
+    await a.reload();
+    expect(() => a.open(old, "secret/x/y")).toThrow(/no longer holds/);
   });
 });

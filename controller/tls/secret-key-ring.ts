@@ -9,8 +9,12 @@
 //
 // The text is one key a line, "<id> <32 bytes in base64>", newest first; the first seals, all
 // open. Rotation puts a new key first (rotate()), and the holders of sealed values re-seal them
-// with it; an old key is dropped once nothing it sealed is left (retire()).
+// with it; an old key is dropped once nothing it sealed is left (retire()). A ring configured by
+// file is the operator's: they put the new key first in the file and ask for a rotation, which
+// reads the file again (reload()) and re-seals; a controller meeting a value sealed with a key it
+// does not know reads its file again too, so controllers sharing the file need no restart.
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ensurePrivateDir, readIfExists, writeFileAtomic } from "./pem-files.js";
@@ -84,7 +88,13 @@ export class SecretKeyRing {
   open(sealed: string, context: string): Buffer {
     const m = SEALED.exec(sealed);
     if (!m) throw new Error("not a sealed value");
-    const key = this.keys.find((k) => k.id === m[1]);
+    let key = this.keys.find((k) => k.id === m[1]);
+    // Another controller sharing the key file may have sealed it with a key added there since
+    // this one read the file: read it again (rare: once per new key).
+    if (!key && this.source.kind === "file") {
+      this.keys = readRingFile(this.source.file);
+      key = this.keys.find((k) => k.id === m[1]);
+    }
     if (!key) throw new Error(`sealed with key ${m[1]}, which the key ring no longer holds`);
     const decipher = createDecipheriv("aes-256-gcm", key.key, Buffer.from(m[2]!, "base64url"));
     decipher.setAAD(Buffer.from(context, "utf8"));
@@ -105,6 +115,15 @@ export class SecretKeyRing {
   /** The key id a sealed value was sealed with. */
   static keyIdOf(sealed: string): string | undefined {
     return SEALED.exec(sealed)?.[1];
+  }
+
+  /**
+   * Reads a ring configured by file again (the operator put a new key first, or dropped old
+   * ones): from now on its first key seals. A generated or environment ring is as it was.
+   */
+  async reload(): Promise<void> {
+    if (this.source.kind !== "file") return;
+    this.keys = parseRing(await readFile(this.source.file, "utf8"), this.source.file);
   }
 
   /** Puts a new key first (it seals from now on); returns its id. Only a generated ring is rewritten. */
@@ -139,6 +158,10 @@ export class SecretKeyRing {
 /** The text of a key ring (what SKIPPER_SECRET_KEYS holds). */
 export function ringText(keys: ReadonlyArray<{ id: string; key: Buffer }>): string {
   return `${keys.map((k) => `${k.id} ${k.key.toString("base64")}`).join("\n")}\n`;
+}
+
+function readRingFile(file: string): RingKey[] {
+  return parseRing(readFileSync(file, "utf8"), file);
 }
 
 function parseRing(text: string, where: string): RingKey[] {
