@@ -121,6 +121,8 @@ export function withSecretFiles(composeFile: string, names: string[]): string {
   if (names.length === 0) return composeFile;
   const doc = parseDocument(composeFile);
   if (doc.errors.length > 0 || !isMap(doc.contents)) return composeFile;
+  // An empty `secrets:` (or one Compose would refuse anyway, a list) becomes the declarations.
+  if (!isMap(doc.get("secrets", true))) doc.set("secrets", doc.createNode({}));
   for (const name of [...names].sort(cmp)) doc.setIn(["secrets", name], doc.createNode({ file: secretFilePath(name) }));
   return doc.toString({ lineWidth: 0 });
 }

@@ -185,6 +185,13 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   let spec = checkSpecKind(type, desired, "desired_state");
   checkReferences(spec);
   if (spec.kind.case === "secret") {
+    // Its users are of its tenant (checked when they were written): it stays there.
+    const from = secretOf(before)?.tenantId ?? "";
+    if (spec.kind.value.tenantId !== from) {
+      throw invalid(`a secret cannot move to another tenant (secret ${id} is tenant ${from}'s)`, {
+        field: "desired_state.secret.tenant_id",
+      });
+    }
     // Values set or removed by name, the rest kept as stored (the request cannot read them). A
     // masked update merged the stored spec in: its sealed forms and entries are not the caller's.
     const incoming = create(SecretSpecSchema, { ...spec.kind.value, sealed: {}, entries: [] });
