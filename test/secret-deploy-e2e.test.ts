@@ -22,7 +22,7 @@ import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { ComposeProjectSchema, ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ListResourcesResponseSchema, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
-import { WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { ListWorkOrdersResponseSchema, WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ListEventsResponseSchema } from "../gen/skipper/v1/event_service_pb.js";
 import { ListAuditEntriesResponseSchema } from "../gen/skipper/v1/audit_service_pb.js";
@@ -281,6 +281,24 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
     await expect(api().updateResource({ resourceType: "secret", id: "a-db", desiredState: secret.desiredState })).rejects.toThrow(
       /cert still in use by service\/a-web/,
     );
+
+    // A failure whose output carries a value: Compose prints the image it could not use.
+    const t = (await api().getResource({ resourceType: "tenant", id: OWN_FILE })).resource!;
+    if (t.desiredState?.kind.case !== "tenant") throw new Error("not a tenant");
+    const compose = t.desiredState.kind.value.compose!;
+    compose.composeFile = compose.composeFile.replace(`image: ${IMAGE}`, `image: "Bad:$\{API_TOKEN}"`);
+    compose.env = { GREETING: "plain" };
+    await api().updateResource({ resourceType: "tenant", id: OWN_FILE, desiredState: t.desiredState });
+    const failed = await waitFor(
+      "the deploy with a bad image to fail",
+      async () =>
+        (await deployOrders(OWN_FILE)).find(
+          (o) => o.desiredState?.composeProject?.composeFile.includes("Bad:") && o.result && !o.result.success,
+        ),
+      120_000,
+    );
+    expect(failed.result?.message).toContain("[REDACTED]");
+    expect(toJsonString(WorkOrderSchema, failed)).toContain("[REDACTED]");
 
     // Every file under the controller's and the agent's directories, logs included.
     const hits: string[] = [];
