@@ -326,6 +326,10 @@ describe("a failed pull", () => {
     const denied =
       "Error response from daemon: pull access denied for private/thing, repository does not exist or may require 'docker login'";
     expect(pullFailure(denied, new Map())).toMatchObject({ code: "IMAGE_NOT_FOUND", image: "private/thing" });
+    const unnamed = pullFailure("no such image: Bad:x: invalid reference format: repository name must be lowercase", new Map())!;
+    expect(pullMessage(unnamed)).toBe(
+      "an image could not be pulled: no such image: Bad:x: invalid reference format: repository name must be lowercase",
+    );
   });
 
   it("is not claimed for other failures", () => {

@@ -57,7 +57,8 @@ export function pullMessage(f: PullFailure, loggedIn: readonly string[] = []): s
       ? ` (logged in with the tenant's credential for ${registry})`
       : " (no credential for it: a registry secret of the tenant provides one)"
     : "";
-  return `image ${f.image}${who} could not be pulled${where}${login}: ${f.reason}`;
+  const what = f.image === "an image" ? "an image" : `image ${f.image}`;
+  return `${what}${who} could not be pulled${where}${login}: ${f.reason}`;
 }
 
 /** The registry an image reference names: its first component when that is a host, else docker.io. */
