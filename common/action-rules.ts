@@ -13,6 +13,11 @@ export const PROGRAM = /^(\/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$/;
 export const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** A file a node writes from a secret value (a compose secret's name; no path, no leading dot). */
 export const SECRET_FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/**
+ * Secret variables go to Compose in its environment: names that would steer Compose or the Docker
+ * CLI themselves (or what they load) are refused.
+ */
+export const COMPOSE_STEERING_ENV = /^(PATH|HOME|TMPDIR|IFS|LD_.*|DOCKER_.*|COMPOSE_.*|PYTHON.*|BUILDKIT_.*)$/;
 /** A value's name within a secret resource. */
 export const SECRET_VALUE_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 /** A registry host, as image references name it: host or host:port, lowercase. */

@@ -261,6 +261,13 @@ describe("writes that reference secrets", () => {
       }),
     );
     expect([e.code, e.details.field]).toEqual(["INVALID_REQUEST", "desired_state.service.secret_env.DB_PASSWORD"]);
+    const steer = await rpcError(
+      api().createResource({
+        resourceType: "service",
+        resource: service("steer", { secretEnv: { DOCKER_HOST: { secretId: "db", key: "password" } } }),
+      }),
+    );
+    expect([steer.code, steer.details.field]).toEqual(["INVALID_REQUEST", "desired_state.service.secret_env.DOCKER_HOST"]);
     const t = await rpcError(
       api().updateResource({
         resourceType: "tenant",

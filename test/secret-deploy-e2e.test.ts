@@ -333,4 +333,15 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
     );
     expect(held).toEqual([V.cert]);
   }, 120_000);
+
+  it("when the service goes, its secret files go with the project", async () => {
+    await api().deleteResource({ resourceType: "service", id: "a-web" });
+    const project = join(root, "work", "tenants", BY_SERVICES);
+    await waitFor(
+      "the project and its secret directories to be removed",
+      async () => ((await stat(project).catch(() => undefined)) === undefined ? true : undefined),
+      120_000,
+    );
+    expect(await container(BY_SERVICES)).toBe("");
+  }, 180_000);
 });

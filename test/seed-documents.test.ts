@@ -50,6 +50,8 @@ describe("the seed's documents on the REST routes", () => {
       project_name: "",
       compose_file: "services:\n web:\n image: nginx:alpine\n",
       env: { NGINX_PORT: "8081" },
+      secret_env: {},
+      secret_files: {},
     });
     const service = await call("POST", "/v1/resources/service", await fixture("service"));
     expect(service.status, JSON.stringify(service.body)).toBe(201);

@@ -14,7 +14,7 @@ import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, symlink } from "
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
-import { ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
+import { COMPOSE_STEERING_ENV, ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
 import { writeFileAtomic } from "./durable-file.js";
 
 export const SECRET_DIR = ".skipper-secrets";
@@ -49,6 +49,7 @@ export function secretsProblem(ds: WorkOrderDesiredState | undefined, s: Project
   const p = ds?.composeProject;
   for (const name of Object.keys(p?.secretEnv ?? {})) {
     if (!ENV_KEY.test(name)) return `secret variable ${JSON.stringify(name)} is not a valid variable name`;
+    if (COMPOSE_STEERING_ENV.test(name)) return `secret variable ${name} would steer Compose itself`;
     if (s.env[name] === undefined) return `the value of secret variable ${name} did not arrive`;
     if (/[\0]/.test(s.env[name])) return `the value of secret variable ${name} contains a NUL byte`;
   }

@@ -2,7 +2,10 @@
 //
 //   1. check the order (tenant id usable as a directory, project name, env) -> COMPOSE_INVALID
 //   2. the engine and Compose answer                                       -> DOCKER_UNAVAILABLE
-//   3. write docker-compose.yml and .env (0600) to a staging directory; with pre-deploy hooks,
+//      the project's secret values, when it uses any, asked of the controller under the
+//      order's claim (engine/project-secrets.ts)                -> SECRETS_UNAVAILABLE
+//   3. write docker-compose.yml, .env (0600) and the secret directory (0700) to a staging
+//      directory; with pre-deploy hooks,
 //      have Compose parse them (`config --services`) and then run the hooks
 //                                                      -> COMPOSE_INVALID, PRE_DEPLOY_FAILED
 //   4. move the files into <work_dir>/tenants/<tenant>/ and run `up -d --remove-orphans`

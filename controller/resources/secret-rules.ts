@@ -3,7 +3,7 @@
 // file names a node can use, ids and value names that can name something, and no variable given
 // both a literal value and a secret one.
 import type { SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
-import { ENV_KEY, SECRET_FILE_NAME, SECRET_VALUE_NAME } from "../../common/action-rules.js";
+import { COMPOSE_STEERING_ENV, ENV_KEY, SECRET_FILE_NAME, SECRET_VALUE_NAME } from "../../common/action-rules.js";
 import { invalid } from "../errors.js";
 import { checkId } from "../id-checks.js";
 
@@ -23,6 +23,8 @@ export function checkSecretRefs(
     if (!ENV_KEY.test(name))
       throw invalid(`${field}.secret_env: ${JSON.stringify(name.slice(0, 64))} is not a variable name`, { field: at });
     if (name in env) throw invalid(`${name} is set in both env and secret_env`, { field: at });
+    if (COMPOSE_STEERING_ENV.test(name))
+      throw invalid(`${name} would steer Compose itself (it gets secret variables in its environment)`, { field: at });
     checkRef(at, ref);
   }
   for (const [name, ref] of Object.entries(secretFiles)) {
