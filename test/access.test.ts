@@ -59,6 +59,7 @@ const NEEDS: Record<string, Permission> = {
   "SnapshotService/GetSystemSnapshot": P.READ,
   "SnapshotService/GetTenantSnapshot": P.READ,
   "EventService/ListEvents": P.READ,
+  "EventService/WatchEvents": P.READ,
   "RolloutService/GetRollout": P.READ,
   "RolloutService/ListRollouts": P.READ,
   "RolloutService/PlanRollout": P.READ,

@@ -1,7 +1,7 @@
 // EventService: the append-only event history, filtered by type, tenant, resource, work order,
 // correlation id and time.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { callInfo, responseMeta } from "../context.js";
 import { checkTenantFilter, visible } from "../auth/resource-access.js";
@@ -10,19 +10,60 @@ import { isValidTraceId } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
+// How often a watch reads the history for what other controllers recorded, how far back it reads
+// again (clocks of controllers sharing a store differ a little, and an event's time is when it was
+// made, a moment before it was stored), and how often an idle stream says it is alive.
+const WATCH_POLL_MS = 1000;
+const WATCH_LOOK_BACK_MS = 5000;
+const WATCH_KEEPALIVE_MS = 30_000;
+
 /** Event listing implementation. */
 export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService> {
   return {
-    async listEvents(req, ctx) {
-      if (req.type !== "" && !/^[a-z][a-z0-9_]{0,63}$/.test(req.type)) {
-        throw invalid("type must be an event type such as work_order_created", { field: "type" });
-      }
-      if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
-      if (req.tenantId !== "") checkId(req.tenantId, "tenant_id");
+    async *watchEvents(req, ctx) {
+      checkFilter(req.type, req.tenantId, req.resourceId, req.workOrderId);
       const call = callInfo(ctx);
       await checkTenantFilter(call, req.tenantId);
-      if (req.resourceId !== "") checkId(req.resourceId, "resource_id");
-      if (req.workOrderId !== "") checkId(req.workOrderId, "work_order_id");
+      const filter = {
+        type: req.type || undefined,
+        tenantId: req.tenantId || undefined,
+        resourceId: req.resourceId || undefined,
+        workOrderId: req.workOrderId || undefined,
+      };
+      // Sent ids, by event time: what a read again of the look-back finds a second time.
+      const sent = new Map<string, number>();
+      let cursor = req.since ? timestampDate(req.since).getTime() : deps.now().getTime();
+      let quietSince = Date.now();
+      yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+      while (!ctx.signal.aborted) {
+        const from = new Date(cursor - WATCH_LOOK_BACK_MS);
+        let pageToken = "";
+        do {
+          const page = await deps.store.listEvents({ ...filter, since: from, pageSize: 500, pageToken });
+          for (const event of await visible(call, page.items, (e) => e.tenantId, false)) {
+            const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
+            if (sent.has(event.id) || at < cursor - WATCH_LOOK_BACK_MS) continue;
+            sent.set(event.id, at);
+            cursor = Math.max(cursor, at);
+            quietSince = Date.now();
+            yield { meta: responseMeta(ctx), event, serverTime: timestampFromDate(deps.now()) };
+          }
+          pageToken = page.nextPageToken;
+        } while (pageToken !== "" && !ctx.signal.aborted);
+        for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
+        if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
+          quietSince = Date.now();
+          yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+        }
+        await pause(WATCH_POLL_MS, ctx.signal);
+      }
+    },
+
+    async listEvents(req, ctx) {
+      checkFilter(req.type, req.tenantId, req.resourceId, req.workOrderId);
+      if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
+      const call = callInfo(ctx);
+      await checkTenantFilter(call, req.tenantId);
       if (req.correlationId !== "" && !isValidTraceId(req.correlationId)) {
         throw invalid("correlation_id has invalid characters", { field: "correlation_id" });
       }
@@ -42,4 +83,26 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
       return { meta: responseMeta(ctx), events, nextPageToken: page.nextPageToken };
     },
   };
+}
+
+function checkFilter(type: string, tenantId: string, resourceId: string, workOrderId: string): void {
+  if (type !== "" && !/^[a-z][a-z0-9_]{0,63}$/.test(type)) {
+    throw invalid("type must be an event type such as work_order_created", { field: "type" });
+  }
+  if (tenantId !== "") checkId(tenantId, "tenant_id");
+  if (resourceId !== "") checkId(resourceId, "resource_id");
+  if (workOrderId !== "") checkId(workOrderId, "work_order_id");
+}
+
+/** Waits `ms`, or less when the stream is closed. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

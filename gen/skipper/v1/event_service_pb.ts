@@ -18,7 +18,77 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/event_service.proto.
  */
 export const file_skipper_v1_event_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEi4gEKEUxpc3RFdmVudHNSZXF1ZXN0EgwKBHR5cGUYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhUKDXdvcmtfb3JkZXJfaWQYBCABKAkSFgoOY29ycmVsYXRpb25faWQYBSABKAkSKQoFc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJEhYKDnNpbmNlX3JldmlzaW9uGAkgASgDIngKEkxpc3RFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIQoGZXZlbnRzGAIgAygLMhEuc2tpcHBlci52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkydgoMRXZlbnRTZXJ2aWNlEmYKCkxpc3RFdmVudHMSHS5za2lwcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0Gh4uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2UiGZACAdiKGQKC0+STAgwSCi92MS9ldmVudHNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_event]);
+  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEijAEKEldhdGNoRXZlbnRzUmVxdWVzdBIMCgR0eXBlGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIVCg13b3JrX29yZGVyX2lkGAQgASgJEikKBXNpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKQAQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIAoFZXZlbnQYAiABKAsyES5za2lwcGVyLnYxLkV2ZW50Ei8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLiAQoRTGlzdEV2ZW50c1JlcXVlc3QSDAoEdHlwZRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFQoNd29ya19vcmRlcl9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCRIpCgVzaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAcgASgFEhIKCnBhZ2VfdG9rZW4YCCABKAkSFgoOc2luY2VfcmV2aXNpb24YCSABKAMieAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIhCgZldmVudHMYAiADKAsyES5za2lwcGVyLnYxLkV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTLOAQoMRXZlbnRTZXJ2aWNlEmYKCkxpc3RFdmVudHMSHS5za2lwcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0Gh4uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2UiGZACAdiKGQKC0+STAgwSCi92MS9ldmVudHMSVgoLV2F0Y2hFdmVudHMSHi5za2lwcGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBofLnNraXBwZXIudjEuV2F0Y2hFdmVudHNSZXNwb25zZSIE2IoZAjABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_event]);
+
+/**
+ * WatchEventsRequest filters the stream.
+ *
+ * @generated from message skipper.v1.WatchEventsRequest
+ */
+export type WatchEventsRequest = Message<"skipper.v1.WatchEventsRequest"> & {
+  /**
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: string work_order_id = 4;
+   */
+  workOrderId: string;
+
+  /**
+   * Send the events recorded at or after this time first.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 5;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.WatchEventsRequest.
+ * Use `create(WatchEventsRequestSchema)` to create a new message.
+ */
+export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_event_service, 0);
+
+/**
+ * WatchEventsResponse carries one event, or none (a keepalive).
+ *
+ * @generated from message skipper.v1.WatchEventsResponse
+ */
+export type WatchEventsResponse = Message<"skipper.v1.WatchEventsResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.Event event = 2;
+   */
+  event?: Event | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp server_time = 3;
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.WatchEventsResponse.
+ * Use `create(WatchEventsResponseSchema)` to create a new message.
+ */
+export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_event_service, 1);
 
 /**
  * ListEventsRequest filters and pages the event feed.
@@ -81,7 +151,7 @@ export type ListEventsRequest = Message<"skipper.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_event_service, 0);
+  messageDesc(file_skipper_v1_event_service, 2);
 
 /**
  * ListEventsResponse is one page of events.
@@ -110,7 +180,7 @@ export type ListEventsResponse = Message<"skipper.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_event_service, 1);
+  messageDesc(file_skipper_v1_event_service, 3);
 
 /**
  * EventService lists recorded events.
@@ -127,6 +197,20 @@ export const EventService: GenService<{
     methodKind: "unary";
     input: typeof ListEventsRequestSchema;
     output: typeof ListEventsResponseSchema;
+  },
+  /**
+   * WatchEvents streams events as they are recorded, filtered like ListEvents: first those at or
+   * after `since` (none when unset), then each new one, oldest first, each once; a message
+   * without an event, with the server time, every 30 s keeps the stream alive. Events recorded by
+   * another controller sharing the store arrive within about a second. For dashboards and
+   * `skipper events --follow`; a scoped caller sees its tenants' events only.
+   *
+   * @generated from rpc skipper.v1.EventService.WatchEvents
+   */
+  watchEvents: {
+    methodKind: "server_streaming";
+    input: typeof WatchEventsRequestSchema;
+    output: typeof WatchEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skipper_v1_event_service, 0);
