@@ -19,7 +19,7 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["webhooks", "^controller/webhooks/"],
   ["services", "^controller/services/"],
-  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler)\\.ts$|^controller/rest/"],
+  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler|dashboard)\\.ts$|^controller/rest/"],
   ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
 ];
 
@@ -69,7 +69,7 @@ module.exports = {
       comment: "generated code imports only itself and its libraries",
       severity: "error",
       from: { path: "^gen/" },
-      to: { path: "^(common|controller|agent|bench|test)/" },
+      to: { path: "^(common|controller|agent|bench|test|ui)/" },
     },
     {
       name: "common-is-shared",
@@ -84,6 +84,13 @@ module.exports = {
       severity: "error",
       from: { path: "^agent/", pathNot: TESTS },
       to: { path: "^(controller|bench|test)/" },
+    },
+    {
+      name: "dashboard-is-a-client",
+      comment: "the dashboard runs in a browser: gen/ and itself, never a program's code",
+      severity: "error",
+      from: { path: "^ui/" },
+      to: { path: "^(common|controller|agent|bench|test)/" },
     },
     {
       name: "controller-never-imports-agent",

@@ -52,6 +52,7 @@ import { enrollmentService } from "./services/enrollment-service.js";
 import { refusalAuditor, type AuditSink } from "./auth/audit-policy.js";
 import { RolloutRecords } from "./rollouts/rollout-records.js";
 import { createRestHandler } from "./rest/rest-handler.js";
+import { dashboardHandler, defaultDashboardDir } from "./dashboard.js";
 import { recoverOrderOutcomes } from "./dispatch/order-outcome.js";
 import { SnapshotWriter } from "./snapshots/snapshot-writer.js";
 import { v4 as uuidv4 } from "uuid";
@@ -128,6 +129,8 @@ export interface BuildOptions {
   clientCa?: PemPair;
   /** The controller's TLS certificate and key: audit exports are signed with them. */
   tls?: PemPair;
+  /** The built dashboard served under /ui/ (default: dist/ui beside the controller; false: none). */
+  dashboardDir?: string | false;
   /** The keys that seal secrets at rest (default: loaded, or generated, under dataDir/tls). */
   keyRing?: SecretKeyRing;
   /** Pacing of webhook deliveries (webhooks/webhook-worker.ts; tests shorten the retry period). */
@@ -280,9 +283,11 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     admit: (method, headers, peer) => admit(authenticator, method, headers, { onRefused: onRefused(method, headers), peer }),
   });
 
+  const dashboard = dashboardHandler(opts.dashboardDir === false ? undefined : (opts.dashboardDir ?? defaultDashboardDir()));
   const handler: RequestHandler = (req, res) => {
-    // Connect, gRPC and gRPC-Web (rpc-handler.ts); the REST routes otherwise.
+    // Connect, gRPC and gRPC-Web (rpc-handler.ts); the dashboard's files; the REST routes otherwise.
     if (rpc(req, res)) return;
+    if (dashboard(req, res)) return;
     rest.handle(req, res).then(
       (handled: boolean) => {
         if (!handled) rest.unrouted(req, res, 404);

@@ -1,0 +1,188 @@
+// The dashboard's pages, each a function of what the API answers now: the fleet, one tenant, one
+// node. They are rendered again whenever an event arrives (main.ts), so what they show follows
+// the controller without a reload.
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
+import { ConvergenceStatus, NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
+import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Api } from "./api.js";
+import { h, short, status, table } from "./dom.js";
+
+const when = (t: Timestamp | undefined) => (t ? timestampDate(t).toLocaleString() : "—");
+const convergenceOf = (r: Resource) => ConvergenceStatus[r.convergence?.status ?? 0] ?? "UNKNOWN";
+
+/** Every node and tenant, with what needs attention first in mind. */
+export async function overview(api: Api): Promise<HTMLElement> {
+  const [nodes, tenants] = await Promise.all([
+    api.resources.listResources({ resourceType: "node", pageSize: 1000 }),
+    api.resources.listResources({ resourceType: "tenant", pageSize: 1000 }),
+  ]);
+  return h(
+    "section",
+    {},
+    h("h1", {}, "Fleet"),
+    h("h2", {}, `Nodes (${nodes.resources.length})`),
+    table(
+      ["Node", "Liveness", "Labels", "Last heartbeat", "Projects"],
+      nodes.resources.map((n) => {
+        const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
+        const spec = n.desiredState?.kind.case === "node" ? n.desiredState.kind.value : undefined;
+        const labels = { ...(spec?.labels ?? {}), ...(st?.labels ?? {}) };
+        return [
+          h("a", { href: `#/nodes/${encodeURIComponent(n.id)}` }, n.id),
+          status(spec?.disabled ? "DISABLED" : (NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+          Object.entries(labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(", ") || "—",
+          when(st?.lastHeartbeatAt),
+          String(st?.projects.length ?? 0),
+        ];
+      }),
+      "no nodes registered",
+      "nodes",
+    ),
+    h("h2", {}, `Tenants (${tenants.resources.length})`),
+    table(
+      ["Tenant", "Convergence", "Why", "Nodes"],
+      tenants.resources.map((t) => {
+        const st = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
+        return [
+          h("a", { href: `#/tenants/${encodeURIComponent(t.id)}` }, t.id),
+          status(convergenceOf(t)),
+          t.convergence?.message ?? "",
+          (st?.targets ?? []).map((x) => x.nodeId).join(", ") || "—",
+        ];
+      }),
+      "no tenants",
+      "tenants",
+    ),
+  );
+}
+
+/** One tenant: desired against applied per node, why, its rollouts, orders and events. */
+export async function tenantPage(api: Api, id: string): Promise<HTMLElement> {
+  const [explained, rollouts, orders, events] = await Promise.all([
+    api.resources.explainResource({ resourceType: "tenant", id }),
+    api.rollouts.listRollouts({ tenantId: id, pageSize: 10 }),
+    api.orders.listWorkOrders({ tenantId: id, pageSize: 1000 }),
+    api.events.listEvents({ tenantId: id, pageSize: 1000 }),
+  ]);
+  const t = explained.resource!;
+  const st = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
+  const blocking = explained.steps.findLastIndex((s) => s.kind === ExplainStepKind.VERDICT);
+  const verdictBad = (explained.convergence?.status ?? 0) !== ConvergenceStatus.CONVERGED;
+  return h(
+    "section",
+    { "data-tenant": id },
+    h("p", {}, h("a", { href: "#/" }, "← Fleet")),
+    h("h1", {}, `Tenant ${id} `, status(convergenceOf(t))),
+    h("p", { class: "muted", "data-testid": "convergence-message" }, t.convergence?.message ?? ""),
+    h("h2", {}, "Desired and applied, per node"),
+    table(
+      ["Node", "State", "Desired spec", "Applied spec", "Last result"],
+      (st?.targets ?? []).map((x) => [
+        h("a", { href: `#/nodes/${encodeURIComponent(x.nodeId)}` }, x.nodeId),
+        status(ConvergenceStatus[x.convergence?.status ?? 0] ?? "UNKNOWN"),
+        h("code", {}, short(x.desiredHash)),
+        h("code", {}, short(x.appliedHash)),
+        x.lastResultCode || "—",
+      ]),
+      "no node targeted",
+      "targets",
+    ),
+    h("h2", {}, "Why: desired revision → orders → results → observed → verdict"),
+    h(
+      "ol",
+      { class: "steps", "data-testid": "explain" },
+      ...explained.steps.map((s, i) =>
+        h(
+          "li",
+          { class: i === blocking && verdictBad ? "blocker" : undefined },
+          h("span", { class: "muted" }, `${when(s.at)} · ${ExplainStepKind[s.kind] ?? s.kind} `),
+          s.summary,
+        ),
+      ),
+    ),
+    h("h2", {}, "Rollouts"),
+    rollouts.rollouts.length === 0
+      ? h("p", { class: "muted" }, "none")
+      : h(
+          "div",
+          { "data-testid": "rollouts" },
+          ...rollouts.rollouts.map((r) =>
+            h(
+              "div",
+              { class: "wave" },
+              h("strong", {}, `${short(r.toSpecHash)} `),
+              status(RolloutStatus[r.status] ?? "UNKNOWN"),
+              ` ${r.message}`,
+              ...r.waves.map((w) =>
+                h(
+                  "div",
+                  { class: "muted" },
+                  `wave ${w.name}: `,
+                  w.nodes.map((n) => `${n.nodeId} ${RolloutNodeState[n.state] ?? n.state}`).join(", ") || "no nodes",
+                ),
+              ),
+            ),
+          ),
+        ),
+    h("h2", {}, "Work orders"),
+    table(
+      ["Created", "Type", "Node", "Status", "Result"],
+      [...orders.workOrders]
+        .reverse()
+        .map((o) => [
+          when(o.createdAt),
+          WorkOrderType[o.type] ?? String(o.type),
+          o.target?.nodeId ?? "",
+          status(WorkOrderStatus[o.status] ?? "UNKNOWN"),
+          o.result ? `${o.result.code}: ${o.result.message}` : "",
+        ]),
+      "no work orders",
+      "orders",
+    ),
+    h("h2", {}, "Events"),
+    table(
+      ["Time", "Event", "Resource", "Node"],
+      [...events.events].reverse().map((e) => [when(e.timestamp), e.type, `${e.resourceType}/${e.resourceId}`, e.nodeId]),
+      "no events",
+      "events",
+    ),
+  );
+}
+
+/** One node: liveness, what it runs (projects, containers, health) and its last heartbeat. */
+export async function nodePage(api: Api, id: string): Promise<HTMLElement> {
+  const n = (await api.resources.getResource({ resourceType: "node", id })).resource!;
+  const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
+  const caps = st?.capabilities;
+  return h(
+    "section",
+    { "data-node": id },
+    h("p", {}, h("a", { href: "#/" }, "← Fleet")),
+    h("h1", {}, `Node ${id} `, status(NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+    h(
+      "p",
+      { class: "muted" },
+      `last heartbeat ${when(st?.lastHeartbeatAt)} · agent ${st?.agentVersion || "—"} · docker ${caps?.dockerVersion || "—"} · compose ${caps?.composeVersion || "—"}`,
+    ),
+    h("h2", {}, "Projects"),
+    table(
+      ["Project", "Tenant", "Spec", "Service", "State", "Containers"],
+      (st?.projects ?? []).flatMap((p) =>
+        p.services.map((s) => [
+          p.projectName,
+          h("a", { href: `#/tenants/${encodeURIComponent(p.tenantId)}` }, p.tenantId),
+          h("code", {}, short(p.specHash)),
+          s.service,
+          status(s.state.toUpperCase()),
+          s.containers.map((c) => `${c.name} ${c.state}${c.health ? ` (${c.health})` : ""}`).join(", ") || "—",
+        ]),
+      ),
+      "no projects",
+      "projects",
+    ),
+  );
+}
