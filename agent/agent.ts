@@ -10,6 +10,7 @@
 // lease-keeper.ts) is stopped as a cancel stops it, journaled with a LEASE_LOST result at once
 // (so a restart does not run it again), and that result is reported: the controller refuses it
 // when another claim has the order, which is the usual case.
+import { parseTraceparent } from "../common/trace-context.js";
 import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -558,6 +559,7 @@ export class Agent {
       tenant_id: order.target?.tenantId,
       request_id: order.requestId,
       correlation_id: order.correlationId,
+      trace_id: parseTraceparent(order.traceparent)?.traceId,
       work_order_id: order.id,
     });
   }

@@ -4,6 +4,7 @@
 // contract's design card has agents talk (readable in a proxy or a capture); Connect's binary
 // encoding is a setting away. Calls made for a work order carry that order's request and
 // correlation ids, so the controller's logs and events tie them to the apply that created it.
+import { childSpan, formatTraceparent, parseTraceparent } from "../common/trace-context.js";
 import { readFileSync } from "node:fs";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -26,11 +27,18 @@ export interface ControllerClients {
 export type AgentCredential = { token: string } | { certPem: string; keyPem: string } | { none: true };
 
 /** Headers for one call: the order's trace ids when the call is about an order. */
-export function traceHeaders(trace?: { requestId: string; correlationId: string }): { headers: Record<string, string> } | undefined {
+export function traceHeaders(trace?: {
+  requestId: string;
+  correlationId: string;
+  traceparent?: string;
+}): { headers: Record<string, string> } | undefined {
   if (!trace) return undefined;
   const headers: Record<string, string> = {};
   if (trace.requestId) headers["x-request-id"] = trace.requestId;
   if (trace.correlationId) headers["x-correlation-id"] = trace.correlationId;
+  // The order's trace, continued in a span of this call's own.
+  const parent = parseTraceparent(trace.traceparent);
+  if (parent) headers.traceparent = formatTraceparent(childSpan(parent));
   return { headers };
 }
 

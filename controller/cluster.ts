@@ -7,6 +7,7 @@
 // Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS)
 // and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
 // never correctness, since the store is the truth.
+import { parseTraceparent } from "../common/trace-context.js";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "./context.js";
 import { create } from "@bufbuild/protobuf";
@@ -76,7 +77,7 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
     for (const w of parseList<Wake>(message)) {
       if ("all" in w) local.addAll();
       else if (typeof w.tenant !== "string") continue;
-      else if (w.paced) local.addPaced(w.tenant);
+      else if (w.paced) local.addPaced(w.tenant, traceFrom(w.trace));
       else local.add(w.tenant, traceFrom(w.trace));
     }
   });
@@ -86,7 +87,7 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
   };
   return {
     add: (tenant, trace) => send({ tenant, trace }, () => local.add(tenant, trace)),
-    addPaced: (tenant) => send({ tenant, paced: true }, () => local.addPaced(tenant)),
+    addPaced: (tenant, trace) => send({ tenant, paced: true, trace }, () => local.addPaced(tenant, trace)),
     addAll: () => send({ all: true }, () => local.addAll()),
   };
 }
@@ -94,15 +95,17 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
 /** A trace as another controller sent it (JSON), rebuilt from its known fields. */
 function traceFrom(t: unknown): Trace | undefined {
   if (typeof t !== "object" || t === null) return undefined;
-  const { requestId, correlationId, actor } = t as Record<string, unknown>;
+  const { requestId, correlationId, traceparent: tp, actor } = t as Record<string, unknown>;
   if (typeof requestId !== "string" || typeof correlationId !== "string") return undefined;
-  if (typeof actor !== "object" || actor === null) return { requestId, correlationId };
+  const traceparent = typeof tp === "string" && parseTraceparent(tp) ? tp : undefined;
+  if (typeof actor !== "object" || actor === null) return { requestId, correlationId, traceparent };
   const a = actor as Record<string, unknown>;
   const text = (v: unknown) => (typeof v === "string" ? v : "");
   const num = (v: unknown) => (typeof v === "number" && Number.isInteger(v) ? v : 0);
   return {
     requestId,
     correlationId,
+    traceparent,
     actor: create(ActorSchema, { kind: num(a.kind), id: text(a.id), name: text(a.name), role: num(a.role) }),
   };
 }

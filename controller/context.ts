@@ -40,6 +40,8 @@ export const peerCertificateKey = createContextKey<PeerCertificate | undefined>(
 export interface Trace {
   requestId: string;
   correlationId: string;
+  /** W3C trace context of the call (its trace id and span): what it causes continues the trace. */
+  traceparent?: string;
   /** Who made the call (unset: the controller itself). Events record it. */
   actor?: Actor;
 }
@@ -71,6 +73,8 @@ export interface AuditNote {
 export interface CallInfo {
   requestId: string;
   correlationId: string;
+  /** W3C traceparent of this call's span: the caller's trace continued (or a new one), a span of its own. */
+  traceparent: string;
   principal: Principal;
   /** The caller as events and audit entries record it. */
   actor: Actor;
@@ -86,7 +90,7 @@ export interface CallInfo {
 
 /** The trace ids of a call, for the records it leads to. */
 export function traceOf(call: CallInfo): Trace {
-  return { requestId: call.requestId, correlationId: call.correlationId, actor: call.actor };
+  return { requestId: call.requestId, correlationId: call.correlationId, traceparent: call.traceparent, actor: call.actor };
 }
 
 export const callInfoKey = createContextKey<CallInfo | undefined>(undefined, {

@@ -8,6 +8,7 @@
 //      (auth/audit-policy.ts says which)
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
+import { childSpan, formatTraceparent, parseTraceparent } from "../common/trace-context.js";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
@@ -71,7 +72,9 @@ export function boundaryInterceptor(deps: {
     try {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
-      log = deps.logger.child({ request_id: requestId, correlation_id: correlationId });
+      // The caller's trace continued (or a new one), in a span of this call's own.
+      const span = childSpan(parseTraceparent(req.header.get("traceparent")));
+      log = deps.logger.child({ request_id: requestId, correlation_id: correlationId, trace_id: span.traceId, span_id: span.spanId });
       // Admitted at the front door already (same rule, a moment ago: the RPC front door says so
       // in context values, the REST one by a ticket), or admitted here.
       const parked = takeParked(req.header);
@@ -92,6 +95,7 @@ export function boundaryInterceptor(deps: {
       info = {
         requestId,
         correlationId,
+        traceparent: formatTraceparent(span),
         principal,
         actor: actorOf(principal),
         tenants: tenantAccess(principal, deps.store),

@@ -268,6 +268,7 @@ describe("AuditService", () => {
       req.contextValues.set(callInfoKey, {
         requestId: "req-1",
         correlationId: "corr-1",
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         principal,
         actor: actorOf(principal),
         tenants: tenantAccess(principal, store),

@@ -160,14 +160,14 @@ function checkAction(req: CreateWorkOrderRequest): void {
 /** The pending order for a checked request. */
 export function buildOrder(
   req: CreateWorkOrderRequest,
-  ids: { id: string; requestId: string; correlationId: string; now: Date },
+  ids: { id: string; requestId: string; correlationId: string; traceparent?: string; now: Date },
   desiredState?: WorkOrderDesiredState,
 ): WorkOrder {
   return pendingOrder({
     id: ids.id,
     type: req.type,
     target: { tenantId: req.target?.tenantId ?? "", nodeId: req.target?.nodeId ?? "" },
-    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" },
     now: ids.now,
     reason: "ad_hoc",
     desiredState,

@@ -35,7 +35,13 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
   const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
   if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
   checkTargets(req, node, tenant);
-  const ids = { id: uuidv4(), requestId: call.requestId, correlationId: call.correlationId, now: deps.now() };
+  const ids = {
+    id: uuidv4(),
+    requestId: call.requestId,
+    correlationId: call.correlationId,
+    traceparent: call.traceparent,
+    now: deps.now(),
+  };
   let order: WorkOrder;
   if (req.type === WorkOrderType.ROLLBACK && req.action?.kind.case === "rollback") {
     const requested = req.action.kind.value;
@@ -68,6 +74,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
       nodeId,
       requestId: call.requestId,
       correlationId: call.correlationId,
+      traceparent: call.traceparent,
       data: { type, reason: "ad_hoc", ...summary(order) },
     },
   ]);

@@ -1,5 +1,6 @@
 // Builds and stores events. Every event carries the request and correlation ids of the call (or
 // work order) that caused it, and its data is redacted before it is written.
+import { parseTraceparent } from "../../common/trace-context.js";
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { TimestampSchema, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
@@ -71,6 +72,8 @@ export interface EventInput {
   id?: string;
   requestId: string;
   correlationId: string;
+  /** W3C trace context of what caused it: the event records its trace id. */
+  traceparent?: string;
   resourceType?: string;
   resourceId?: string;
   tenantId?: string;
@@ -103,6 +106,7 @@ export function buildEvent(input: EventInput): Event {
     data: redact(input.data ?? {}),
     revision: input.revision && /^\d{1,19}$/.test(input.revision) ? BigInt(input.revision) : 0n,
     actor: input.actor ?? CONTROLLER_ACTOR,
+    traceId: parseTraceparent(input.traceparent)?.traceId ?? "",
   });
 }
 

@@ -64,7 +64,12 @@ export async function ensureNodeResource(
             value: { displayName: req.displayName || nodeId, labels: req.labels, trustedLabelKeys: req.trustedLabelKeys },
           },
         },
-        metadata: create(MetadataSchema, { labels: req.labels, requestId: trace.requestId, correlationId: trace.correlationId }),
+        metadata: create(MetadataSchema, {
+          labels: req.labels,
+          requestId: trace.requestId,
+          correlationId: trace.correlationId,
+          traceparent: trace.traceparent,
+        }),
         createdAt: now,
         updatedAt: now,
       }),

@@ -100,6 +100,7 @@ export async function recordReports(
         type: "resource_state_reported",
         requestId: trace.requestId,
         correlationId: order?.correlationId ?? trace.correlationId,
+        traceparent: trace.traceparent,
         actor: trace.actor,
         resourceType: type,
         resourceId: report.id,

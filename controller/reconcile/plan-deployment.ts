@@ -29,6 +29,8 @@ export interface OrderIds {
   workOrderId: string;
   requestId: string;
   correlationId: string;
+  /** W3C trace context the order continues. */
+  traceparent?: string;
   now: Date;
 }
 
@@ -37,7 +39,7 @@ export function planDeployment(
   ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety },
 ): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
-  const trace = { requestId: ids.requestId, correlationId: ids.correlationId };
+  const trace = { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" };
   const project = clone(ComposeProjectSchema, ids.rendered.project);
   const deployment = create(ResourceSchema, {
     id: ids.deploymentId,
@@ -102,7 +104,7 @@ export function planRemoval(ids: OrderIds & { projectName: string; removeVolumes
     id: ids.workOrderId,
     type: WorkOrderType.REMOVE_SERVICE,
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
-    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" },
     now: ids.now,
     reason: "not_desired",
     maxAttempts: MAX_ATTEMPTS,
@@ -122,7 +124,7 @@ export function planRollback(ids: OrderIds & { desiredState: WorkOrderDesiredSta
     id: ids.workOrderId,
     type: WorkOrderType.ROLLBACK,
     target: { tenantId: ids.tenantId, nodeId: ids.nodeId },
-    trace: { requestId: ids.requestId, correlationId: ids.correlationId },
+    trace: { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" },
     now: ids.now,
     reason: ids.reason,
     maxAttempts: MAX_ATTEMPTS,
@@ -140,7 +142,7 @@ export function pendingOrder(
     id: string;
     type: WorkOrderType;
     target: { tenantId: string; nodeId: string };
-    trace: { requestId: string; correlationId: string };
+    trace: { requestId: string; correlationId: string; traceparent?: string };
     now: Date;
     reason: string;
     labels?: Record<string, string>;

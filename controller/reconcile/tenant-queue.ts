@@ -53,17 +53,17 @@ export class TenantQueue {
    * Queues a tenant for routine progress (an order of it ended): at once when its last pass was
    * long enough ago (PACE_FACTOR), else when it will have been.
    */
-  addPaced(tenantId: string): void {
+  addPaced(tenantId: string, trace?: Trace): void {
     if (this.stopped || tenantId === "" || this.pending.has(tenantId) || this.paced.has(tenantId)) return;
     const last = this.lastPass.get(tenantId);
     const wait = last ? last.endedAt + PACE_FACTOR * last.tookMs - Date.now() : 0;
     if (wait <= 0) {
-      this.add(tenantId);
+      this.add(tenantId, trace);
       return;
     }
     const timer = setTimeout(() => {
       this.paced.delete(tenantId);
-      this.add(tenantId);
+      this.add(tenantId, trace);
     }, wait);
     timer.unref();
     this.paced.set(tenantId, timer);

@@ -89,6 +89,14 @@ describe("orders and nodes", () => {
     expect(queued()).toEqual({ sweep: false, tenants: { a: undefined, b: undefined } });
   });
 
+  it("the pass an ended order causes continues the order's trace", () => {
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    triggers.orderEnded(
+      create(WorkOrderSchema, { id: "o2", requestId: "r2", correlationId: "c2", traceparent, target: { tenantId: "t" } }),
+    );
+    expect(queued()).toEqual({ sweep: false, tenants: { t: { requestId: "r2", correlationId: "c2", traceparent } } });
+  });
+
   it("a change of node liveness queues a sweep", () => {
     triggers.nodesChanged();
     expect(queued()).toEqual({ sweep: true, tenants: {} });

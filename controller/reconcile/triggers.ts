@@ -20,7 +20,9 @@ export class ReconcileTriggers {
   /** An acknowledged change of a resource: its tenant (or, for nodes and limits, every tenant); orders it causes carry the change's ids. */
   resourceChanged(r: Resource): void {
     const m = r.metadata;
-    const trace: Trace | undefined = m?.requestId ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId } : undefined;
+    const trace: Trace | undefined = m?.requestId
+      ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId, traceparent: m.traceparent || undefined }
+      : undefined;
     switch (r.resourceType) {
       case "tenant":
         this.queue.add(r.id, trace);
@@ -48,7 +50,11 @@ export class ReconcileTriggers {
 
   /** An order finished (result, cancel before a claim, expiry): its target may move on. */
   orderEnded(order: WorkOrder): void {
-    this.queue.addPaced(order.target?.tenantId ?? "");
+    // The pass it causes continues the order's trace (its verdicts' events say what it led to).
+    const trace = order.requestId
+      ? { requestId: order.requestId, correlationId: order.correlationId || order.requestId, traceparent: order.traceparent || undefined }
+      : undefined;
+    this.queue.addPaced(order.target?.tenantId ?? "", trace);
   }
 
   /** An order went back to pending (its lease lapsed): its tenant's verdict may change. */

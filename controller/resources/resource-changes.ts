@@ -117,6 +117,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       annotations,
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      traceparent: trace.traceparent,
     }),
     createdAt: now,
     updatedAt: now,
@@ -135,6 +136,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       type: "resource_created",
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      traceparent: trace.traceparent,
       actor: trace.actor,
       resourceType: type,
       resourceId: id,
@@ -250,6 +252,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
         annotations,
         requestId: trace.requestId,
         correlationId: trace.correlationId,
+        traceparent: trace.traceparent,
       });
       cur.updatedAt = timestampFromDate(deps.now());
       return cur;
@@ -261,6 +264,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     const base = {
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      traceparent: trace.traceparent,
       actor: trace.actor,
       resourceType: type,
       resourceId: id,
@@ -357,6 +361,7 @@ async function tombstone(
       type: "resource_deleted",
       requestId: trace.requestId,
       correlationId: trace.correlationId,
+      traceparent: trace.traceparent,
       actor: trace.actor,
       resourceType: type,
       resourceId: r.id,

@@ -72,7 +72,7 @@ type Response = {
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 // Request headers handed to the RPC; everything else (cookies, hop-by-hop...) stays here.
-const FORWARDED = new Set(["authorization", "x-admin-token", "x-request-id", "x-correlation-id", "x-idempotency-key"]);
+const FORWARDED = new Set(["authorization", "x-admin-token", "x-request-id", "x-correlation-id", "x-idempotency-key", "traceparent"]);
 
 /** Derives the routes of `opts.services` and returns the handler that serves them. */
 export function createRestHandler(opts: RestHandlerOptions): RestHandler {

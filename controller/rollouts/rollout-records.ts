@@ -45,7 +45,7 @@ export class RolloutRecords {
         },
       },
       currentState: { kind: { case: "rollout", value: rollout } },
-      metadata: { requestId: trace.requestId, correlationId: trace.correlationId },
+      metadata: { requestId: trace.requestId, correlationId: trace.correlationId, traceparent: trace.traceparent ?? "" },
       createdAt: rollout.createdAt,
       updatedAt: rollout.updatedAt,
     });
@@ -78,7 +78,12 @@ export class RolloutRecords {
       if (before && equals(RolloutSchema, before, after)) return cur;
       cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "rollout", value: clone(RolloutSchema, after) } };
       cur.updatedAt = after.updatedAt ?? timestampFromDate(new Date());
-      if (cur.metadata) Object.assign(cur.metadata, { requestId: trace.requestId, correlationId: trace.correlationId });
+      if (cur.metadata)
+        Object.assign(cur.metadata, {
+          requestId: trace.requestId,
+          correlationId: trace.correlationId,
+          traceparent: trace.traceparent ?? "",
+        });
       return cur;
     });
     if (events.length > 0) await this.record(after, stored, trace, events);

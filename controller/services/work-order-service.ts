@@ -84,7 +84,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       const claimed = await claimOrder(
         deps,
         order,
-        { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor },
+        { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor },
         call.logger,
       );
       return { meta: responseMeta(ctx), workOrder: claimed };
@@ -94,7 +94,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
       if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor };
+      const trace = { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor };
       return { meta: responseMeta(ctx), workOrder: await cancelOrder(deps, order, req.reason, call.requestId, trace, call.logger) };
     },
 
@@ -129,7 +129,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       }
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId, actor: call.actor };
+      const trace = { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor };
       const outcome = await finishOrder(deps, order, nodeId, result, req.fencingToken, trace, call.logger);
       return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
     },

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/event.proto.
  */
 export const file_skipper_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIu0CCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghyZXZpc2lvbhgOIAEoAxIgCgVhY3RvchgPIAEoCzIRLnNraXBwZXIudjEuQWN0b3JiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_access]);
+  fileDesc("ChZza2lwcGVyL3YxL2V2ZW50LnByb3RvEgpza2lwcGVyLnYxIv8CCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNcmVzb3VyY2VfdHlwZRgFIAEoCRITCgtyZXNvdXJjZV9pZBgGIAEoCRIRCgl0ZW5hbnRfaWQYByABKAkSDwoHbm9kZV9pZBgIIAEoCRIVCg13b3JrX29yZGVyX2lkGAkgASgJEhUKDWRlcGxveW1lbnRfaWQYCiABKAkSEgoKcmVxdWVzdF9pZBgLIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgMIAEoCRIlCgRkYXRhGA0gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghyZXZpc2lvbhgOIAEoAxIgCgVhY3RvchgPIAEoCzIRLnNraXBwZXIudjEuQWN0b3ISEAoIdHJhY2VfaWQYECABKAliBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_access]);
 
 /**
  * Event records one state transition. Types include resource_created, resource_updated,
@@ -108,6 +108,13 @@ export type Event = Message<"skipper.v1.Event"> & {
    * @generated from field: skipper.v1.Actor actor = 15;
    */
   actor?: Actor | undefined;
+
+  /**
+   * The W3C trace id of the call (or the change, or the work order) that caused the event.
+   *
+   * @generated from field: string trace_id = 16;
+   */
+  traceId: string;
 };
 
 /**

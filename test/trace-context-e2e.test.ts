@@ -1,0 +1,186 @@
+// W3C trace context end to end: a controller and an agent as processes on a real engine. A
+// `traceparent` sent with Apply (over REST, as curl would) is continued into the work order, the
+// events of its whole life (created by the controller, started and finished by the agent's calls),
+// the controller's log lines for the agent's calls and the agent's own log lines about it. A
+// change of desired state carries its caller's trace into the order the reconciler issues.
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { request } from "node:https";
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { parseTraceparent } from "../common/trace-context.js";
+import {
+  E2E_ADMIN_TOKEN as ADMIN_TOKEN,
+  RUN_ID,
+  removeComposeProject,
+  startAgentProcess,
+  startControllerProcess,
+  waitFor,
+  type AgentProcess,
+  type ControllerProcess,
+} from "./helpers/processes.js";
+
+const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
+if (!dockerHost) console.warn("!!! trace-context-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
+
+const NODE = "tr-node";
+const TENANT = `tr-shop-${RUN_ID}`;
+const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN = "00f067aa0ba902b7";
+
+/** POSTs `{}` to a REST route as the admin, with `headers`; the parsed envelope. */
+function restPost(ctl: ControllerProcess, path: string, headers: Record<string, string>): Promise<{ data: Record<string, unknown> }> {
+  const u = new URL(ctl.url);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path,
+        method: "POST",
+        ca: ctl.ca,
+        headers: { "content-type": "application/json", "x-admin-token": ADMIN_TOKEN, ...headers },
+      },
+      (r) => {
+        let body = "";
+        r.setEncoding("utf8");
+        r.on("data", (c: string) => {
+          body += c;
+        });
+        r.on("end", () =>
+          r.statusCode === 200 || r.statusCode === 201 ? resolve(JSON.parse(body)) : reject(new Error(`${r.statusCode}: ${body}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    req.end("{}");
+  });
+}
+
+function res(type: string, id: string, kind: { case: string; value: object }): Resource {
+  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
+}
+
+describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => {
+  let ctl: ControllerProcess;
+  let agent: AgentProcess;
+  let root: string;
+  const api = () => ctl.admin(ResourceService);
+  const orders = () => ctl.admin(WorkOrderService);
+  const lines = async (file: string) =>
+    (await readFile(file, "utf8"))
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const finished = (id: string) =>
+    waitFor(
+      `order ${id} to finish`,
+      async () => {
+        const o = (await orders().getWorkOrder({ id })).workOrder!;
+        return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED ? o : undefined;
+      },
+      120_000,
+    );
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), "skipper-e2e-trace-"));
+    ctl = await startControllerProcess({ dataDir: join(root, "data") });
+    const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
+    agent = startAgentProcess({
+      controller: ctl,
+      nodeId: NODE,
+      token,
+      stateDir: join(root, "state"),
+      workDir: join(root, "work"),
+      dockerHost: dockerHost!,
+      extraArgs: ["--ready-timeout", "30s"],
+    });
+    await api().createResource({
+      resourceType: "tenant",
+      resource: res("tenant", TENANT, { case: "tenant", value: { deploymentPolicy: { targetNodeId: NODE } } }),
+    });
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "tr-web", {
+        case: "service",
+        value: { tenantId: TENANT, image: "skipper-busybox:local", command: ["sh", "-c", 'trap "exit 0" TERM; sleep 3600 & wait'] },
+      }),
+    });
+    await waitFor(
+      "the tenant to converge",
+      async () => {
+        const t = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
+        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
+      },
+      120_000,
+    );
+  }, 180_000);
+
+  afterAll(async () => {
+    await agent?.stop();
+    await ctl?.stop();
+    if (dockerHost) await removeComposeProject(dockerHost, TENANT);
+    if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
+  }, 60_000);
+
+  it("a traceparent sent with Apply is continued in the order, its events and both programs' logs", async () => {
+    // Over REST, as curl would send it.
+    const applied = await restPost(ctl, `/v1/deployments/${TENANT}/apply`, { traceparent: `00-${TRACE}-${CLIENT_SPAN}-01` });
+    const order = fromJson(WorkOrderSchema, applied.data.work_order as JsonValue);
+    const carried = parseTraceparent(order.traceparent);
+    expect(carried?.traceId).toBe(TRACE);
+    // The controller's span, not the client's.
+    expect(carried?.spanId).not.toBe(CLIENT_SPAN);
+
+    const done = await finished(order.id);
+    expect(done.status).toBe(WorkOrderStatus.SUCCESS);
+    const events = (await ctl.admin(EventService).listEvents({ workOrderId: order.id, pageSize: 100 })).events;
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["work_order_created", "work_order_started", "work_order_succeeded"]));
+    // The order's own life (what follows from it, a pass's verdicts, continues the trace when
+    // that pass is the one its end caused; a sweep's may come first and carries none).
+    for (const e of events.filter((x) => x.type.startsWith("work_order_"))) expect(e.traceId, e.type).toBe(TRACE);
+
+    // The agent's lines about the order, and the controller's lines for the agent's calls about it.
+    const agentLines = (await lines(agent.logFile)).filter((l) => l.work_order_id === order.id);
+    expect(agentLines.length).toBeGreaterThan(0);
+    for (const l of agentLines) expect(l.trace_id, String(l.message)).toBe(TRACE);
+    const controllerLines = (await lines(join(root, "controller.out"))).filter(
+      (l) => l.trace_id === TRACE && /ClaimWorkOrder|ReportWorkOrderResult/.test(String(l.action)),
+    );
+    expect(controllerLines.map((l) => l.action)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/ClaimWorkOrder/), expect.stringMatching(/ReportWorkOrderResult/)]),
+    );
+    // Each of those calls is a span of its own in that trace.
+    expect(new Set(controllerLines.map((l) => l.span_id)).size).toBe(controllerLines.length);
+  }, 180_000);
+
+  it("a change of desired state carries its caller's trace into the order the reconciler issues", async () => {
+    const trace = "0af7651916cd43dd8448eb211c80319c";
+    const svc = (await api().getResource({ resourceType: "service", id: "tr-web" })).resource!;
+    if (svc.desiredState?.kind.case !== "service") throw new Error("not a service");
+    svc.desiredState.kind.value.env = { CHANGED: "yes" };
+    await api().updateResource(
+      { resourceType: "service", id: "tr-web", desiredState: svc.desiredState },
+      { headers: { traceparent: `00-${trace}-b7ad6b7169203331-01` } },
+    );
+    const issued = await waitFor(
+      "the reconciler's order",
+      async () =>
+        (await orders().listWorkOrders({ tenantId: TENANT, pageSize: 100 })).workOrders.find(
+          (o) => o.type === WorkOrderType.DEPLOY_SERVICE && parseTraceparent(o.traceparent)?.traceId === trace,
+        ),
+      60_000,
+    );
+    expect((await finished(issued.id)).status).toBe(WorkOrderStatus.SUCCESS);
+    // A malformed traceparent starts a trace of its own rather than failing the call.
+    const odd = await api().getResource({ resourceType: "service", id: "tr-web" }, { headers: { traceparent: "00-zz-not-a-trace-01" } });
+    expect(odd.resource?.id).toBe("tr-web");
+  }, 180_000);
+});
