@@ -28,6 +28,8 @@ interface Attempt {
   headers: Record<string, string>;
   body: Buffer;
   label: string;
+  /** A server-streaming method: a valid call stays open (a watch), so its first message is the answer. */
+  streaming?: boolean;
 }
 
 export const hostileInputsProbe: Probe = {
@@ -78,7 +80,11 @@ export const hostileInputsProbe: Probe = {
         }
         const cls = status === "hang" ? "hang" : status === "reset" ? "reset" : `${String(status)[0]}xx`;
         byClass.set(cls, (byClass.get(cls) ?? 0) + 1);
-        if (status === "hang") hangs++;
+        if (status === "hang") {
+          hangs++;
+          // Which one: a hang is a bug to find, and the count alone does not say where.
+          if (hangs <= 5) log(`unanswered: ${a.method} ${a.path} (${a.label})`);
+        }
         if (typeof status === "number" && status >= 500) fiveHundreds.push(`${a.label} -> ${status}`);
       }
       s.close();
@@ -186,6 +192,7 @@ function rpcAttempts(nodeToken: string): Attempt[] {
             headers: { ...auth, "content-type": type, ...extra },
             body,
             label: `${service.name}.${method.name} ${enc} ${cred} ${what}`,
+            streaming: method.methodKind === "server_streaming",
           });
         const streaming = method.methodKind === "server_streaming";
         for (const [name, body] of garbageBodies()) {
@@ -281,6 +288,13 @@ function send(session: http2.ClientHttp2Session, a: Attempt): Promise<number | "
       if (grpcWeb) rpcStatus(Number(grpcWeb[1]));
       const connect = /"code"\s*:\s*"([a-z_]+)"/.exec(text);
       if (connect && status === 200) status = ["internal", "unknown", "data_loss", "unavailable"].includes(connect[1]!) ? 500 : 400;
+      // A watch the input happened to open validly answers with its first message and stays
+      // open: that is its answer (the client hangs up).
+      if (a.streaming && status === 200 && !grpcWeb && !connect) {
+        clearTimeout(timer);
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        resolve(status);
+      }
     });
     stream.on("error", () => undefined);
     const done = () => {
