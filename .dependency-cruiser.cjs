@@ -7,6 +7,7 @@
 const CONTROLLER_LAYERS = [
   ["base", "^controller/(errors|id-checks|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
   ["store", "^controller/store/"],
+  ["metrics", "^controller/metrics/"],
   ["tls", "^controller/tls/"],
   ["auth", "^controller/auth/"],
   ["events", "^controller/events/"],
@@ -19,7 +20,7 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["webhooks", "^controller/webhooks/"],
   ["services", "^controller/services/"],
-  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler|dashboard)\\.ts$|^controller/rest/"],
+  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler|dashboard|metrics-route)\\.ts$|^controller/rest/"],
   ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
 ];
 

@@ -28,6 +28,8 @@ export interface ControllerConfig {
   /** Extra names/IPs for the generated server certificate. */
   tlsHostnames: string[];
   insecureHttp: boolean;
+  /** Serve GET /metrics without a credential (trusted networks only). */
+  metricsOpen: boolean;
   logLevel: string;
   resetAdminToken: boolean;
   /** Period of the reconcile sweep. */
@@ -84,6 +86,9 @@ Options (environment variable in brackets):
   --tls-hostname NAME   extra DNS name or IP for the generated certificate, repeatable
                         [SKIPPER_TLS_HOSTNAMES, comma-separated]
   --insecure-http       serve plain HTTP instead of TLS [SKIPPER_INSECURE_HTTP=1]
+  --metrics-open        serve GET /metrics to anyone who reaches the port, without a
+                        credential [SKIPPER_METRICS_OPEN=1] (default: a credential holding READ
+                        over every tenant, such as a viewer API key)
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
                         (default 30s; changes are reconciled at once regardless)
@@ -145,6 +150,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "tls-key": { type: "string" },
       "tls-hostname": { type: "string", multiple: true },
       "insecure-http": { type: "boolean" },
+      "metrics-open": { type: "boolean" },
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
@@ -199,6 +205,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     secretKeysFile: values["secret-keys-file"] ?? (env.SKIPPER_SECRET_KEYS_FILE || undefined),
     tlsHostnames: hostnames,
     insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
+    metricsOpen: values["metrics-open"] ?? (env.SKIPPER_METRICS_OPEN === "1" || env.SKIPPER_METRICS_OPEN === "true"),
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),

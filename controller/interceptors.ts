@@ -7,7 +7,8 @@
 //   3. one structured log line per call, and one audit entry per call that changes something
 //      (auth/audit-policy.ts says which)
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
-//      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace.
+//      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace;
+//   5. the call counted by method and code (a stream when it ends), a unary call's time observed.
 import { childSpan, formatTraceparent, parseTraceparent } from "../common/trace-context.js";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
@@ -25,6 +26,7 @@ import type { Logger } from "../common/logging/logger.js";
 import type { Store } from "./store/store.js";
 import { auditEntryOf, isAudited, type AuditSink } from "./auth/audit-policy.js";
 import { takeParked } from "./rest/admitted-calls.js";
+import type { ControllerMetrics } from "./metrics/controller-metrics.js";
 
 // Calls every agent makes on a timer.
 const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
@@ -36,10 +38,16 @@ export function boundaryInterceptor(deps: {
   store: Pick<Store, "getResource">;
   /** Where audit entries go (unset: nowhere, for unit tests of other parts). */
   audit?: AuditSink;
+  /** Where calls are counted (unset: nowhere). */
+  metrics?: Pick<ControllerMetrics, "rpcHandled">;
 }): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
     const action = `${req.method.parent.name}.${req.method.name}`;
+    // A unary call's time is observed; a stream is counted when it ends, however long it ran.
+    const unary = req.method.methodKind === "unary";
+    const counted = (code: Code | undefined) =>
+      deps.metrics?.rpcHandled(req.method, code, unary ? (performance.now() - started) / 1000 : undefined);
     let requestId: string = randomUUID();
     let correlationId = requestId;
     let principal: Principal = { kind: "anonymous" };
@@ -131,21 +139,35 @@ export function boundaryInterceptor(deps: {
         void auditFailure(code);
         return err;
       };
-      return res.stream ? { ...res, message: mapErrors(res.message, streamFailure) } : res;
+      if (res.stream) return { ...res, message: mapErrors(res.message, streamFailure, counted) };
+      counted(undefined);
+      return res;
     } catch (e) {
-      throw failure(e);
+      const err = failure(e);
+      counted(err.code);
+      throw err;
     }
   };
 }
 
-async function* mapErrors<T>(messages: AsyncIterable<T>, failure: (e: unknown) => ConnectError): AsyncIterable<T> {
+/** A response stream whose errors leave through `failure`; `ended` is told its code (undefined: OK). */
+async function* mapErrors<T>(
+  messages: AsyncIterable<T>,
+  failure: (e: unknown) => ConnectError,
+  ended: (code: Code | undefined) => void,
+): AsyncIterable<T> {
+  let code: Code | undefined;
   try {
     yield* messages;
   } catch (e) {
     // A client that went away is not a failure of the call.
     const gone =
       (e instanceof ConnectError && (e.code === Code.Canceled || e.code === Code.DeadlineExceeded)) || (e as Error)?.name === "AbortError";
-    throw gone ? e : failure(e);
+    const err = gone ? e : failure(e);
+    code = err instanceof ConnectError ? err.code : Code.Canceled;
+    throw err;
+  } finally {
+    ended(code);
   }
 }
 

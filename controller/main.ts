@@ -87,6 +87,7 @@ async function main(): Promise<void> {
     webhooks: { retryForMs: config.webhookRetryMs, backoffBaseMs: config.webhookBackoffMs },
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
+    metricsOpen: config.metricsOpen,
     deferLoops: true,
     clientCa,
     tls,
@@ -131,6 +132,9 @@ async function main(): Promise<void> {
     );
   } else if (caFile) {
     logger.info({ action: "tls", metadata: { ca_file: caFile } }, `clients trust the controller with: --cacert ${caFile}`);
+  }
+  if (config.metricsOpen) {
+    logger.warn({ action: "listen", metadata: { path: "/metrics" } }, "GET /metrics answers without a credential (SKIPPER_METRICS_OPEN)");
   }
   if (controller.generatedAdminToken) printAdminToken(controller.generatedAdminToken);
   else if (!config.adminToken) {

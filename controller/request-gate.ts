@@ -17,6 +17,7 @@ import type { Authenticator } from "./auth/authenticator.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { isSkipperError, type SkipperError } from "./errors.js";
 import type { Principal } from "./context.js";
+import type { ControllerMetrics } from "./metrics/controller-metrics.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -26,7 +27,12 @@ export interface GateOptions {
   logger: Logger;
   /** Told of a call refused to an authenticated caller (for the audit trail). */
   onRefused?: (method: DescMethod, headers: Headers) => OnRefused;
+  /** Where refused calls are counted (the interceptor never sees them). */
+  metrics?: RpcCounter;
 }
+
+/** What counts the calls a front door answers itself. */
+export type RpcCounter = Pick<ControllerMetrics, "rpcHandled">;
 
 /**
  * Answers a request that may not call `method` (resolving "answered"); otherwise resolves the
@@ -48,26 +54,27 @@ export function createRequestGate(opts: GateOptions): RequestGate {
     } catch (e) {
       // Anything but a refusal (a store error, say) is left to the interceptor, which admits again.
       if (!isSkipperError(e)) return undefined;
-      refuseCall(opts.logger, req, res, method, e, { unread: true, stage: "before body" });
+      refuseCall(opts.logger, req, res, method, e, { unread: true, stage: "before body", metrics: opts.metrics });
       return "answered";
     }
   };
 }
 
-/** Logs a call refused before it reached the router, and answers it (answerError). */
+/** Logs and counts a call refused before it reached the router, and answers it (answerError). */
 export function refuseCall(
   logger: Logger,
   req: Request,
   res: Response,
   method: DescMethod,
   e: SkipperError,
-  opts: { unread: boolean; stage: string },
+  opts: { unread: boolean; stage: string; metrics?: RpcCounter },
 ): void {
   const action = `${method.parent.name}.${method.name}`;
   logger.warn(
     { action, result: e.code, metadata: { message: e.message, stage: opts.stage, ...e.details } },
     `${action} refused: ${e.code}`,
   );
+  opts.metrics?.rpcHandled(method, connectErrorOf(e).code);
   answerError(req, res, e, opts);
 }
 

@@ -25,7 +25,7 @@ import { isOpen } from "./auth/admission.js";
 import { SkipperError } from "./errors.js";
 import { admittedKey, peerCertificateKey } from "./context.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
-import { refuseCall, type RequestGate } from "./request-gate.js";
+import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js";
 import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -41,6 +41,8 @@ export interface RpcHandlerOptions {
   publicReadMaxBytes: number;
   gate: RequestGate;
   logger: Logger;
+  /** Where calls refused here (body over the cap, undecodable) are counted. */
+  metrics?: RpcCounter;
 }
 
 /** Serves RPC paths; returns false (and does nothing) for any other path. */
@@ -95,7 +97,7 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
     } catch (e) {
       if (!(e instanceof BodyTooLargeError)) throw e;
       const tooLarge = new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit });
-      return refuseCall(opts.logger, req, res, handler.method, tooLarge, { unread: true, stage: "body" });
+      return refuseCall(opts.logger, req, res, handler.method, tooLarge, { unread: true, stage: "body", metrics: opts.metrics });
     }
     if (type && !isCompressed(req.headers, type)) {
       const problem = undecodable(handler.method, body, type, opts.jsonOptions);
@@ -103,7 +105,7 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
         const e = new SkipperError("INVALID_REQUEST", `the request is not a valid ${handler.method.input.typeName}: ${problem}`, {
           field: "body",
         });
-        return refuseCall(opts.logger, req, res, handler.method, e, { unread: false, stage: "decode" });
+        return refuseCall(opts.logger, req, res, handler.method, e, { unread: false, stage: "decode", metrics: opts.metrics });
       }
     }
     uReq.body = createAsyncIterable([new Uint8Array(body.buffer, body.byteOffset, body.byteLength)]);

@@ -1,5 +1,6 @@
 // build(): the controller's request handler (Connect + gRPC + gRPC-Web under /v1 and at the
-// canonical gRPC paths, plus the REST routes derived from google.api.http), with no listening.
+// canonical gRPC paths, the REST routes derived from google.api.http, and GET /metrics), with no
+// listening.
 // listener.ts serve() puts the handler on a port.
 // Tests use both with port 0; main.ts adds configuration and signals.
 import type http from "node:http";
@@ -66,6 +67,10 @@ import { HistoryRetention } from "./dispatch/history-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
 import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
 import { VERSION } from "./version.js";
+import { ControllerMetrics } from "./metrics/controller-metrics.js";
+import { meteredStore } from "./metrics/metered-store.js";
+import { fleetCensus } from "./metrics/fleet-census.js";
+import { createMetricsRoute } from "./metrics-route.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
 export const SERVICES: DescService[] = [
@@ -135,6 +140,10 @@ export interface BuildOptions {
   keyRing?: SecretKeyRing;
   /** Pacing of webhook deliveries (webhooks/webhook-worker.ts; tests shorten the retry period). */
   webhooks?: Partial<WebhookSettings>;
+  /** Serve GET /metrics without a credential (default: a credential holding READ over every tenant). */
+  metricsOpen?: boolean;
+  /** How long the fleet's gauges (nodes, tenants, rollouts, work orders) are kept between scrapes (default 5 s). */
+  metricsCensusMs?: number;
 }
 
 export type RequestHandler = (
@@ -161,13 +170,18 @@ export interface Controller {
 /** Opens the store, recovers interrupted transitions and returns the request handler. */
 export async function build(opts: BuildOptions): Promise<Controller> {
   const logger = opts.logger;
-  const store =
+  const backend =
     opts.store ??
     new FileStore(opts.dataDir, {
       onWarning: (msg: string, meta: object) => logger.warn({ action: "store", metadata: meta }, msg),
       onInfo: (msg: string, meta: object) => logger.info({ action: "store", result: "ok", metadata: meta }, msg),
     });
-  await store.open();
+  await backend.open();
+  const coordination = opts.coordination ?? soleCoordination();
+  const metrics = new ControllerMetrics({ version: VERSION, backend: backend.backend, leading: () => coordination.leading });
+  // Everything the controller writes goes through here: timed, with the work-order transitions
+  // counted, whichever backend it is.
+  const store = meteredStore(backend, metrics);
   // The admin token is either fixed by configuration or kept (hashed) in the store, where
   // RotateAdminToken replaces it; the authenticator reads the store's on every admin call.
   let generatedAdminToken: string | undefined;
@@ -179,7 +193,6 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const keyRing = opts.keyRing ?? (await SecretKeyRing.load({ dataDir: opts.dataDir }));
   const snapshots = new SnapshotWriter(store, logger);
   const now = opts.now ?? (() => new Date());
-  const coordination = opts.coordination ?? soleCoordination();
   // Tenants' records and idempotency keys are locked across every controller on the store.
   const locks = sharedLock(coordination);
   const records = new TargetRecords(store, locks);
@@ -210,6 +223,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     records,
     rollouts,
     sweepIntervalMs: opts.reconcileIntervalMs,
+    metrics,
     onOrderCreated: (o) => feed.publish(o),
     onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
   });
@@ -240,11 +254,12 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     adminTokenFixed: fixedAdminHash !== undefined,
     clientCa: opts.clientCa,
     keyRing,
+    metrics,
   };
   const authenticator = createAuthenticator({ store, fixedAdminHash, now });
   // Every audited call's entry goes to the store's hash-chained trail before the call is answered.
   const audit: AuditSink = (entry) => store.appendAuditEntry(entry);
-  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store, audit })];
+  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store, audit, metrics })];
   const onRefused = refusalAuditor(audit);
   const signer = opts.tls ? auditSigner(opts.tls.key, opts.tls.cert) : undefined;
   const routes = (router: ConnectRouter) => {
@@ -262,7 +277,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(SecretService, secretService(deps));
     router.service(WebhookService, webhookService(deps));
   };
-  const gate = createRequestGate({ authenticator, logger, onRefused });
+  const gate = createRequestGate({ authenticator, logger, onRefused, metrics });
   const rpc = createRpcHandler({
     routes,
     interceptors,
@@ -271,6 +286,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     publicReadMaxBytes: PUBLIC_READ_MAX_BYTES,
     gate,
     logger,
+    metrics,
   });
   const transport = createRouterTransport(routes, {
     router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: opts.maxRequestBytes ?? READ_MAX_BYTES },
@@ -281,10 +297,14 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     maxBodyBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
     logger,
     admit: (method, headers, peer) => admit(authenticator, method, headers, { onRefused: onRefused(method, headers), peer }),
+    metrics,
   });
+  metrics.countFleet(fleetCensus(store, { ttlMs: opts.metricsCensusMs }));
+  const metricsRoute = createMetricsRoute({ metrics, authenticator, open: opts.metricsOpen ?? false, logger, audit });
 
   const dashboard = dashboardHandler(opts.dashboardDir === false ? undefined : (opts.dashboardDir ?? defaultDashboardDir()));
   const handler: RequestHandler = (req, res) => {
+    if (metricsRoute(req, res)) return;
     // Connect, gRPC and gRPC-Web (rpc-handler.ts); the dashboard's files; the REST routes otherwise.
     if (rpc(req, res)) return;
     if (dashboard(req, res)) return;

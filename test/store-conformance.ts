@@ -10,7 +10,7 @@ import { EnrollmentTokenSchema } from "../gen/skipper/v1/enrollment_service_pb.j
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import type { LabelTerm } from "../controller/store/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
-import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
 import type { ResourceType } from "../common/ids.js";
 import type { AuditDraft, Store } from "../controller/store/store.js";
@@ -608,6 +608,38 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         if (!sut.reopen) return ctx.skip();
         store = await sut.reopen();
         await check(store);
+      });
+
+      it("orders are counted per status and type, through every transition, retention and a reopen", async (ctx) => {
+        const typed = (id: string, node: string, type: WorkOrderType) => Object.assign(order(id, node), { type });
+        const counts = async (s: Store) =>
+          Object.fromEntries(
+            (await s.countWorkOrders())
+              .map((c) => [`${WorkOrderStatus[c.status]}/${WorkOrderType[c.type]}`, c.count] as const)
+              .sort(([a], [b]) => (a < b ? -1 : 1)),
+          );
+        expect(await store.countWorkOrders()).toEqual([]);
+        for (const id of ["c-1", "c-2", "c-3", "c-4"]) await store.createWorkOrder(typed(id, "node-1", WorkOrderType.DEPLOY_SERVICE));
+        await store.createWorkOrder(typed("c-5", "node-2", WorkOrderType.INSPECT));
+        await store.claimWorkOrder("c-1", "node-1", at(100));
+        await store.claimWorkOrder("c-2", "node-1", at(100));
+        await store.finishWorkOrder("c-2", "node-1", ok(), at(200));
+        await store.cancelWorkOrder("c-3", "not wanted", "req-c", at(200));
+        await store.supersedeWorkOrder("c-4", failed(), at(200));
+        const expected = {
+          "CANCELLED/DEPLOY_SERVICE": 1,
+          "FAILED/DEPLOY_SERVICE": 1,
+          "PENDING/INSPECT": 1,
+          "RUNNING/DEPLOY_SERVICE": 1,
+          "SUCCESS/DEPLOY_SERVICE": 1,
+        };
+        expect(await counts(store)).toEqual(expected);
+        expect(await store.pruneWorkOrders(at(3000), new Set(["c-3"]))).toBe(2);
+        const pruned = { "CANCELLED/DEPLOY_SERVICE": 1, "PENDING/INSPECT": 1, "RUNNING/DEPLOY_SERVICE": 1 };
+        expect(await counts(store)).toEqual(pruned);
+        if (!sut.reopen) return ctx.skip();
+        store = await sut.reopen();
+        expect(await counts(store)).toEqual(pruned);
       });
 
       it("a new work order that is not pending is refused with INVALID_REQUEST", async () => {

@@ -95,6 +95,21 @@ function stringField(f: Record<string, unknown>, name: string): string {
 }
 
 /**
+ * The entry of a request to a route outside the contract (GET /metrics) refused to an
+ * authenticated caller: `rpc` names the route.
+ */
+export function routeRefusalEntry(route: string, principal: Principal, call: CallOutcome): AuditEntry {
+  return create(AuditEntrySchema, {
+    time: timestampNow(),
+    actor: actorOf(principal),
+    rpc: route,
+    requestId: call.requestId,
+    correlationId: call.correlationId,
+    outcome: call.outcome,
+  });
+}
+
+/**
  * For the front doors that refuse a call before the interceptor sees it (request-gate.ts, the REST
  * handler): records the refusal of an authenticated caller under the request's own ids when it
  * sent well-formed ones.

@@ -8,12 +8,18 @@ import { forbidden } from "../errors.js";
 import { matchesTerms, parseLabelSelector, type LabelTerm } from "../store/label-selector.js";
 import type { Store } from "../store/store.js";
 
+/** Whether `principal`'s scope is every tenant (anything but an API key limited to some). */
+export function isUnrestricted(principal: Principal): boolean {
+  const scope = principal.kind === "api_key" ? principal.scope : undefined;
+  return (scope?.tenantIds.length ?? 0) === 0 && (scope?.tenantSelector ?? "") === "";
+}
+
 /** The TenantAccess of `principal` for one call. */
 export function tenantAccess(principal: Principal, store: Pick<Store, "getResource">): TenantAccess {
+  if (isUnrestricted(principal)) return UNRESTRICTED;
   const scope = principal.kind === "api_key" ? principal.scope : undefined;
   const ids = new Set(scope?.tenantIds ?? []);
   const selector = scope?.tenantSelector ?? "";
-  if (ids.size === 0 && selector === "") return UNRESTRICTED;
   const terms: LabelTerm[] = parseLabelSelector(selector, "tenant_selector");
   const labelsOf = new Map<string, Promise<Record<string, string> | undefined>>();
   const allows = async (tenantId: string | undefined, labels?: Record<string, string>): Promise<boolean> => {

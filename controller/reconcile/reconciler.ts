@@ -10,6 +10,7 @@
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../context.js";
 import type { Store } from "../store/store.js";
+import type { ControllerMetrics } from "../metrics/controller-metrics.js";
 import { NodeCache } from "./node-cache.js";
 import { retryAtOf, TenantPass, type PassDeps, type PassOptions, type PassResult } from "./tenant-pass.js";
 import { TenantQueue } from "./tenant-queue.js";
@@ -20,6 +21,8 @@ export interface ReconcilerDeps extends PassDeps {
   logger: Logger;
   /** Periodic sweep interval (default 30 s); 0 disables the timer. */
   sweepIntervalMs?: number;
+  /** Told how long each pass took. */
+  metrics?: Pick<ControllerMetrics, "reconcilePassed">;
 }
 
 export class Reconciler {
@@ -69,10 +72,15 @@ export class Reconciler {
       const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache));
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
       const started = performance.now();
+      let ok = false;
       try {
-        return await this.passes.run(tenantId, opts, world);
+        const passed = await this.passes.run(tenantId, opts, world);
+        ok = true;
+        return passed;
       } finally {
-        this.queue.passed(tenantId, Date.now(), performance.now() - started);
+        const ms = performance.now() - started;
+        this.queue.passed(tenantId, Date.now(), ms);
+        this.deps.metrics?.reconcilePassed(ms / 1000, ok);
       }
     });
     this.queue.forget(tenantId);

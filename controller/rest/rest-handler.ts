@@ -10,14 +10,14 @@ import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { PeerCertificate, Principal } from "../context.js";
 import { ADMITTED_HEADER, park, release } from "./admitted-calls.js";
 import { peerCertificateOf } from "../tls/peer-certificate.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError, type ErrorCode } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
-import { httpStatusOf } from "../api-errors.js";
-import { stopReading } from "../request-gate.js";
+import { CONNECT_CODE, httpStatusOf } from "../api-errors.js";
+import { stopReading, type RpcCounter } from "../request-gate.js";
 import { envelope, errorOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
 import { BodyTooLargeError, readBody } from "./read-body.js";
 import { bindRequest } from "./request-binding.js";
@@ -45,6 +45,8 @@ export interface RestHandlerOptions {
   /** Largest accepted request body (default 4 MiB); larger ones get 413. */
   maxBodyBytes?: number;
   logger?: RestLogger;
+  /** Where calls refused here, before the RPC, are counted (the interceptor counts the rest). */
+  metrics?: RpcCounter;
 }
 
 export interface RestHandler {
@@ -179,9 +181,12 @@ async function execute(
     // The client went away (mid-body or mid-call): nobody is left to answer.
     if (aborter.signal.aborted) return true;
     if (e instanceof BodyTooLargeError) {
+      ctx.metrics?.rpcHandled(route.rpc, Code.InvalidArgument);
       return refuse(ctx, res, 413, ids, { code: "INVALID_REQUEST", message: e.message, details: { field: "body", limit: e.limit } });
     }
     const { error, ids: rpcIds, unexpected } = errorOf(e);
+    // An error of the RPC itself comes back as a ConnectError, counted by the interceptor.
+    if (!(e instanceof ConnectError)) ctx.metrics?.rpcHandled(route.rpc, CONNECT_CODE[error.code as ErrorCode] ?? Code.Internal);
     if (unexpected) ctx.logger?.error({ action: "rest", result: "INTERNAL_ERROR", err: e, request_id: ids.requestId }, "REST call failed");
     const replyIds = { requestId: rpcIds.requestId ?? ids.requestId, correlationId: rpcIds.correlationId ?? ids.correlationId };
     if (isSkipperError(e)) logRefusal(ctx, replyIds, error);
@@ -211,7 +216,8 @@ function logRefusal(ctx: Context, ids: TraceIds, error: EnvelopeError): void {
   );
 }
 
-function send(res: Response, status: number, ids: TraceIds, body: object, headers: Record<string, string> = {}): void {
+/** Writes `body` as the JSON answer with the request's ids in headers. */
+export function send(res: Response, status: number, ids: TraceIds, body: object, headers: Record<string, string> = {}): void {
   if (res.writableEnded) return;
   const text = JSON.stringify(body);
   res.statusCode = status;
@@ -227,9 +233,11 @@ function isRestPath(path: string): boolean {
   return path === "/v1" || path.startsWith("/v1/") || path === "/health" || path.startsWith("/health/");
 }
 
-// Ids for errors raised before the RPC runs; same rules as the interceptor (valid header or new,
-// correlation defaults to the request id).
-function traceIdsOf(headers: IncomingHttpHeaders): TraceIds {
+/**
+ * Ids for errors raised before the RPC runs; same rules as the interceptor (valid header or new,
+ * correlation defaults to the request id).
+ */
+export function traceIdsOf(headers: IncomingHttpHeaders): TraceIds {
   const requestId = validTrace(headers["x-request-id"]) ?? randomUUID();
   return { requestId, correlationId: validTrace(headers["x-correlation-id"]) ?? requestId };
 }

@@ -11,6 +11,7 @@ import type { OrderFeed } from "../dispatch/order-feed.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
+import type { ControllerMetrics } from "../metrics/controller-metrics.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -49,4 +50,6 @@ export interface ServiceDeps {
   clientCa?: PemPair;
   /** The keys that seal secrets at rest. */
   keyRing: SecretKeyRing;
+  /** The controller's metrics (idempotency replays are counted here). */
+  metrics: ControllerMetrics;
 }

@@ -18,7 +18,7 @@ const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  * must not keep (a node's new token), the retry is answered with a fresh one instead.
  */
 export async function idempotent<Req extends DescMessage, Res extends DescMessage>(
-  deps: Pick<ServiceDeps, "store" | "locks" | "now">,
+  deps: Pick<ServiceDeps, "store" | "locks" | "now" | "metrics">,
   call: CallInfo,
   method: string,
   schemas: { request: Req; response: Res },
@@ -35,8 +35,13 @@ export async function idempotent<Req extends DescMessage, Res extends DescMessag
     const now = deps.now();
     const prior = await deps.store.getIdempotencyRecord(scoped, now);
     if (prior) {
-      if (prior.requestHash !== requestHash)
+      // "DeploymentService/Apply" -> "Apply": the method names a fixed few calls.
+      const hit = (result: "replayed" | "conflict") => deps.metrics.idempotencyHit(method.slice(method.indexOf("/") + 1), result);
+      if (prior.requestHash !== requestHash) {
+        hit("conflict");
         throw conflict("x-idempotency-key was already used with a different request body", { field: "x-idempotency-key" });
+      }
+      hit("replayed");
       const stored = fromJson(schemas.response, prior.response as never, { ignoreUnknownFields: true });
       return replay ? replay(stored) : stored;
     }

@@ -335,6 +335,11 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.orders.countPending(nodeId);
   }
 
+  async countWorkOrders(): Promise<S.WorkOrderCount[]> {
+    this.ensureOpen();
+    return this.orders.counts();
+  }
+
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
     this.paths.workOrder("finished", id);
     return this.write(`work-order/${id}`, async () => {

@@ -11,7 +11,7 @@
 //   before touching a path or a query, as defence in depth.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { DeploymentPhase, Resource } from "../../gen/skipper/v1/resource_pb.js";
-import type { WorkOrder, WorkOrderResult, WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
+import type { WorkOrder, WorkOrderResult, WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
 import type { ApiKey } from "../../gen/skipper/v1/access_pb.js";
@@ -180,6 +180,13 @@ export interface WebhookDeliveryStats {
   lastFailure: string;
 }
 
+/** How many stored work orders have one status and type (countWorkOrders). */
+export interface WorkOrderCount {
+  status: WorkOrderStatus;
+  type: WorkOrderType;
+  count: number;
+}
+
 /** Result of finishing a work order; `duplicate` when it had already finished (nothing changed). */
 export interface FinishOutcome {
   workOrder: WorkOrder;
@@ -243,6 +250,11 @@ export interface Store {
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */
   countPendingWorkOrders(nodeId: string): Promise<number>;
+  /**
+   * How many work orders are stored, per status and type (only pairs with at least one order),
+   * without reading them: what the metrics scrape asks.
+   */
+  countWorkOrders(): Promise<WorkOrderCount[]>;
   /**
    * pending -> running for `nodeId`, atomically: of concurrent claims exactly one succeeds.
    * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or

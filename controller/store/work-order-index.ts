@@ -1,10 +1,11 @@
 // In-memory indexes over work orders: by id, in listing order (created_at, id), and the pending
-// orders of each node in the same order, so "next pending for node X" is a lookup, not a scan.
+// orders of each node in the same order, so "next pending for node X" is a lookup, not a scan;
+// and a running count per status and type, so counting them is not a scan either.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { readPage } from "./paging.js";
 import { SortedIndex, timestampKey, tupleKey } from "./sorted-index.js";
-import type { Page, WorkOrderFilter } from "./store.js";
+import type { Page, WorkOrderCount, WorkOrderFilter } from "./store.js";
 import type { OrderDir } from "./store-paths.js";
 
 const PAGE_TAG = "work-orders";
@@ -28,6 +29,8 @@ export class WorkOrderIndex {
   private readonly byStatus = new Map<WorkOrderStatus, SortedIndex<WorkOrder>>();
   // Listing one tenant's orders (the reconciler's in-flight check, Explain) reads only those.
   private readonly byTenant = new Map<string, SortedIndex<WorkOrder>>();
+  // How many orders of each status and type ("<status>/<type>"), kept with every change.
+  private readonly tally = new Map<string, WorkOrderCount>();
 
   /** Rebuilds from the orders found on disk (each key computed once: open() loads a whole history). */
   load(orders: WorkOrder[]): void {
@@ -38,6 +41,7 @@ export class WorkOrderIndex {
     for (const entry of keyed) {
       const o = entry[1];
       this.byId.set(o.id, o);
+      this.count(o, 1);
       listIn(byStatus, o.status).push(entry);
       listIn(byTenant, tenantOf(o)).push(entry);
       if (o.status === WorkOrderStatus.PENDING) this.pendingOf(nodeOf(o)).set(pendingKey(o), o);
@@ -54,6 +58,7 @@ export class WorkOrderIndex {
   put(order: WorkOrder): void {
     const prev = this.byId.get(order.id);
     if (prev) {
+      this.count(prev, -1);
       // created_at never changes, so this is normally an in-place replace by set() below.
       if (orderKey(prev) !== orderKey(order)) this.ordered.delete(orderKey(prev));
       this.statusIndex(prev.status).delete(orderKey(prev));
@@ -63,6 +68,7 @@ export class WorkOrderIndex {
     }
     if (prev && orderKey(prev) !== orderKey(order)) this.tenantIndex(tenantOf(prev)).delete(orderKey(prev));
     this.byId.set(order.id, order);
+    this.count(order, 1);
     this.ordered.set(orderKey(order), order);
     this.tenantIndex(tenantOf(order)).set(orderKey(order), order);
     this.statusIndex(order.status).set(orderKey(order), order);
@@ -90,8 +96,16 @@ export class WorkOrderIndex {
       idx.deleteWhere(drop);
       if (idx.size === 0) this.byTenant.delete(t);
     }
-    for (const o of gone) this.byId.delete(o.id);
+    for (const o of gone) {
+      this.byId.delete(o.id);
+      this.count(o, -1);
+    }
     return [...gone];
+  }
+
+  /** How many orders there are of each status and type (pairs with none left out). */
+  counts(): WorkOrderCount[] {
+    return [...this.tally.values()].map((c) => ({ ...c }));
   }
 
   /** Every finished order (SUCCESS, FAILED, CANCELLED), in listing order. */
@@ -121,6 +135,14 @@ export class WorkOrderIndex {
     if (filter.tenantId) source = this.byTenant.get(filter.tenantId) ?? new SortedIndex<WorkOrder>();
     else if (status !== WorkOrderStatus.UNSPECIFIED) source = this.statusIndex(status);
     return readPage(source, PAGE_TAG, filter, KEY_PATTERN, match, out);
+  }
+
+  private count(o: WorkOrder, delta: 1 | -1): void {
+    const key = `${o.status}/${o.type}`;
+    const c = this.tally.get(key) ?? { status: o.status, type: o.type, count: 0 };
+    c.count += delta;
+    if (c.count > 0) this.tally.set(key, c);
+    else this.tally.delete(key);
   }
 
   private statusIndex(status: WorkOrderStatus): SortedIndex<WorkOrder> {

@@ -45,6 +45,12 @@ export async function startController(
     now?: () => Date;
     /** Webhook pacing (short retry periods in tests). */
     webhooks?: Partial<WebhookSettings>;
+    /** Lease of a work-order claim (default 30 s). */
+    leaseMs?: number;
+    /** Serve GET /metrics without a credential. */
+    metricsOpen?: boolean;
+    /** How long the fleet's gauges are kept between scrapes (default 5 s). */
+    metricsCensusMs?: number;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -73,6 +79,9 @@ export async function startController(
     livenessCheckMs: opts.livenessCheckMs,
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
     webhooks: opts.webhooks,
+    leaseMs: opts.leaseMs,
+    metricsOpen: opts.metricsOpen,
+    metricsCensusMs: opts.metricsCensusMs,
   });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;
