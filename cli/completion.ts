@@ -16,7 +16,7 @@ export function bashCompletion(program: Command): string {
   walk(program, "", (path, cmd) => {
     const children = cmd.commands.flatMap((c) => [c.name(), ...c.aliases()]);
     const options = cmd.options.flatMap((o) => [o.long, o.short].filter((x): x is string => !!x));
-    const globals = path === "" ? [] : program.options.flatMap((o) => [o.long].filter((x): x is string => !!x));
+    const globals = path === "" ? [] : program.options.flatMap((o) => [o.long].filter((x): x is string => !!x && x !== "--version"));
     const extra = TAKES_TYPE.has(path) ? resourceTypeNames() : [];
     subs.push(`    ${JSON.stringify(path)}) echo ${quote(children.join(" "))} ;;`);
     words.push(`    ${JSON.stringify(path)}) echo ${quote([...children, ...extra, ...options, ...globals, "--help"].join(" "))} ;;`);

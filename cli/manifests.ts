@@ -148,6 +148,11 @@ function manifestOf(source: string, doc: JsonValue): Manifest {
   if (body.desired_state === undefined && body.desiredState === undefined)
     throw new CliError(`${source}: ${type}/${body.id} has no desired_state`);
   for (const k of SET_BY_CONTROLLER) delete body[k];
+  // An empty desired state is the kind's defaults (`desired_state: {}` for a bare tenant).
+  for (const k of ["desired_state", "desiredState"]) {
+    const v = body[k];
+    if (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0) body[k] = { [kindOf(type)]: {} };
+  }
   const meta = body.metadata;
   if (typeof meta === "object" && meta !== null && !Array.isArray(meta)) {
     body.metadata = { ...meta };
