@@ -231,6 +231,8 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     expect(applied.stdout).toContain("service/cli-web: unchanged");
     const status = await cli(["rollout", "status", TENANT, "-w", "--timeout", "2m"]);
     expect(status.code, show(status)).toBe(0);
+    expect(status.stdout).toMatch(/^rollout \S+ (PROGRESSING|SUCCEEDED) \(spec [0-9a-f]{12} -> [0-9a-f]{12}\)/m);
+    expect(status.stdout).toMatch(new RegExp(`^  wave \\S+\\s+1/1 done  ${NODE}=DONE$`, "m"));
     expect(status.stdout).toMatch(/^converged: CONVERGED/m);
     expect(await waitFor("the new greeting", async () => ((await page()) === "hello again" ? true : undefined), 30_000)).toBe(true);
     const history = await cli(["rollout", "history", TENANT]);
