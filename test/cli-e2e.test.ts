@@ -323,6 +323,37 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     expect(enroll.stdout.trim()).toMatch(/^ske_\S+$/);
   });
 
+  it("events --follow prints an event as it is recorded", async () => {
+    const child = spawn(
+      process.execPath,
+      [CLI, "events", "--follow", "--tenant", TENANT, "--type", "desired_state_changed", "--since", "1s"],
+      {
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString("utf8")));
+    child.stderr.on("data", (d: Buffer) => (out += d.toString("utf8")));
+    try {
+      // The header comes once the events so far are listed; from then on, new ones stream.
+      await waitFor("the header", async () => (/^TIME\s+TYPE/m.test(out) ? true : undefined), 20_000, 50);
+      const before = out.split("\n").filter((l) => l.includes("desired_state_changed")).length;
+      await writeFile(join(deployDir, "b-tenant.json"), JSON.stringify(tenantDoc(port, "hello follow"), null, 2));
+      const applied = await cli(["apply", "-f", deployDir]);
+      expect(applied.code, show(applied)).toBe(0);
+      await waitFor(
+        "the followed event",
+        async () => (out.split("\n").filter((l) => l.includes("desired_state_changed")).length > before ? true : undefined),
+        20_000,
+        50,
+      );
+      expect(out).toMatch(new RegExp(`^\\S+Z\\s+desired_state_changed\\s+tenant/${TENANT}\\s+-\\s+admin\\s+`, "m"));
+    } finally {
+      child.kill("SIGTERM");
+    }
+  }, 60_000);
+
   it("events lists what happened, filtered as the API filters", async () => {
     const r = await cli(["events", "--tenant", TENANT, "--type", "desired_state_changed", "-o", "json"]);
     expect(r.code, show(r)).toBe(0);

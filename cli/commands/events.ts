@@ -1,11 +1,13 @@
 // `skipper events` and `skipper orders`: the event feed (EventService) and work orders
 // (WorkOrderService), filtered as the API filters them. `events --follow` keeps printing new
-// events: it asks for those since the last one it printed, once a second.
+// events as the controller records them (EventService.WatchEvents).
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
 import { duration } from "../../common/duration.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import { EVENT_HEAD, eventRow, eventTable } from "../event-lines.js";
 import { age, asJson, cut, documents, enumName, outputFormat, table } from "../output.js";
@@ -66,7 +68,8 @@ Examples:
         } while (pageToken);
         return out;
       };
-      const first = (await fetchSince(new Date(Date.now() - sinceMs))).slice(-limit);
+      const listedAt = new Date();
+      const first = (await fetchSince(new Date(listedAt.getTime() - sinceMs))).slice(-limit);
       if (!opts.follow) {
         if (format === "json")
           ctx.io.out(
@@ -84,21 +87,25 @@ Examples:
       if (format === "table") ctx.io.out(followLine(EVENT_HEAD));
       for (const e of first) ctx.io.out(line(e));
       // Events at the last time printed may be joined by others at the same time: ids tell them apart.
-      let last = first.length > 0 ? timestampDate(first[first.length - 1]!.timestamp!) : new Date(Date.now() - sinceMs);
+      let last = first.length > 0 ? timestampDate(first[first.length - 1]!.timestamp!) : listedAt;
       let seen = new Set(first.filter((e) => timestampDate(e.timestamp!).getTime() === last.getTime()).map((e) => e.id));
-      for (;;) {
-        await new Promise((r) => setTimeout(r, 1000));
-        const fresh = (await fetchSince(last)).filter((e) => !seen.has(e.id));
-        for (const e of fresh) {
-          ctx.io.out(line(e));
-          const at = timestampDate(e.timestamp!);
-          if (at.getTime() !== last.getTime()) {
-            last = at;
-            seen = new Set();
-          }
-          seen.add(e.id);
+      const print = (e: Event) => {
+        if (seen.has(e.id) || (filter.correlationId && e.correlationId !== filter.correlationId)) return;
+        ctx.io.out(line(e));
+        const at = timestampDate(e.timestamp!);
+        if (at.getTime() !== last.getTime()) {
+          last = at;
+          seen = new Set();
         }
-      }
+        seen.add(e.id);
+      };
+      await followEvents(
+        clients,
+        filter,
+        () => last,
+        print,
+        (note) => ctx.io.err(note),
+      );
     });
 
   program
@@ -155,6 +162,61 @@ Examples:
         ),
       );
     });
+}
+
+/**
+ * Prints events as they are recorded, for ever: through the WatchEvents stream from the last
+ * time printed (again after a break, once a second), or, from a controller without it, by asking
+ * for the events since then once a second.
+ */
+async function followEvents(
+  clients: Clients,
+  filter: { type: string; tenantId: string; resourceId: string; workOrderId: string },
+  since: () => Date,
+  print: (e: Event) => void,
+  note: (text: string) => void,
+): Promise<never> {
+  const { type, tenantId, resourceId, workOrderId } = filter;
+  let streams = true;
+  let broken = false;
+  for (;;) {
+    try {
+      if (streams) {
+        const stream = clients.events.watchEvents(
+          { type, tenantId, resourceId, workOrderId, since: timestampFromDate(since()) },
+          { timeoutMs: 0 },
+        );
+        for await (const msg of stream) {
+          if (broken) note("event stream back");
+          broken = false;
+          if (msg.event) print(msg.event);
+        }
+      } else {
+        let pageToken = "";
+        do {
+          const res = await clients.events.listEvents({
+            type,
+            tenantId,
+            resourceId,
+            workOrderId,
+            since: timestampFromDate(since()),
+            pageSize: 1000,
+            pageToken,
+          });
+          res.events.forEach(print);
+          pageToken = res.nextPageToken;
+        } while (pageToken);
+      }
+    } catch (e) {
+      if (!(e instanceof ConnectError)) throw e;
+      if (e.code === Code.Unimplemented) streams = false;
+      else if (e.code === Code.Unavailable || e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Internal) {
+        if (!broken) note(`event stream broken (${e.rawMessage}); reconnecting`);
+        broken = true;
+      } else throw e;
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
 }
 
 /** A status as typed: pending, PENDING or WORK_ORDER_STATUS_PENDING. */
