@@ -9,6 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ResourceSpecSchema, type Resource, type ResourceSpec } from "../gen/skipper/v1/resource_pb.js";
 import { SecretSpecSchema } from "../gen/skipper/v1/secret_pb.js";
 import type { Clients } from "./connection.js";
+import { CliError, describeError } from "./errors.js";
 import { fieldChanges, renderChanges, type FieldChange } from "./desired-diff.js";
 import type { Manifest } from "./manifests.js";
 
@@ -100,23 +101,40 @@ export async function executeApply(clients: Clients, steps: Step[], report: (o: 
   };
   for (const s of steps) {
     const m = s.manifest;
-    if (s.action === "unchanged") {
-      done(s, "unchanged");
-    } else if (s.action === "create") {
-      const resource = s.bare ? bare(m.resource) : m.resource;
-      await clients.resources.createResource({ resourceType: m.type, resource });
-      if (!s.bare) done(s, "created");
-    } else {
-      const after = await update(clients, m);
-      const same = after.metadata?.resourceVersion === s.current?.metadata?.resourceVersion;
-      done(s, same ? "unchanged" : "updated");
-    }
+    await naming(s, outcomes, async () => {
+      if (s.action === "unchanged") {
+        done(s, "unchanged");
+      } else if (s.action === "create") {
+        const resource = s.bare ? bare(m.resource) : m.resource;
+        await clients.resources.createResource({ resourceType: m.type, resource });
+        if (!s.bare) done(s, "created");
+      } else {
+        const after = await update(clients, m);
+        const same = after.metadata?.resourceVersion === s.current?.metadata?.resourceVersion;
+        done(s, same ? "unchanged" : "updated");
+      }
+    });
   }
   for (const s of steps.filter((x) => x.bare)) {
-    await update(clients, s.manifest);
-    done(s, "created");
+    await naming(s, outcomes, async () => {
+      await update(clients, s.manifest);
+      done(s, "created");
+    });
   }
   return outcomes;
+}
+
+// A refused write names its resource and file, and what was written before it.
+async function naming(s: Step, outcomes: Outcome[], write: () => Promise<void>): Promise<void> {
+  try {
+    await write();
+  } catch (e) {
+    const d = describeError(e);
+    const written = outcomes.filter((o) => o.result !== "unchanged").map((o) => `${o.name} ${o.result}`);
+    throw new CliError(`${s.manifest.type}/${s.manifest.id} (${s.manifest.source}): ${d.message}`, {
+      hint: [d.hint, written.length > 0 ? `written before it: ${written.join(", ")}` : "nothing was written"].filter(Boolean).join("; "),
+    });
+  }
 }
 
 async function update(clients: Clients, m: Manifest): Promise<Resource> {

@@ -281,6 +281,14 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     expect(noId.code).toBe(1);
     expect(noId.stderr).toMatch(/stdin: id is missing\nhint: 1-128 characters/);
 
+    // Refused by the controller: the resource and its source are named, and what was written before it.
+    const orphan = await cli(["apply", "-f", "-"], {
+      input: stringify({ resource_type: "service", id: "orphan", desired_state: { tenant_id: "no-such-tenant", image: IMAGE } }),
+    });
+    expect(orphan.code, show(orphan)).toBe(1);
+    expect(orphan.stderr).toMatch(/^error: service\/orphan \(stdin\): [A-Z_]+: .*no-such-tenant/m);
+    expect(orphan.stderr).toMatch(/^hint: nothing was written$/m);
+
     const type = await cli(["get", "pods"]);
     expect(type.code).toBe(1);
     expect(type.stderr).toMatch(/unknown resource type "pods"\nhint: one of: tenant, node/);
