@@ -1,7 +1,8 @@
 // The import rules of ARCHITECTURE.md, checked by `npm run lint:deps` (CI runs it):
 //   - no cycles anywhere outside gen/;
-//   - gen/ imports nothing of ours; common/ only gen/; the agent only gen/, common/ and itself;
-//     the controller never the agent; neither program the benchmarks or the tests;
+//   - gen/ imports nothing of ours; common/ only gen/; the agent and the CLI (clients of the
+//     contract) only gen/, common/ and themselves; the controller neither of them; no program
+//     the benchmarks or the tests;
 //   - inside each program, one direction: a layer imports only the layers below it.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
@@ -31,6 +32,14 @@ const AGENT_LAYERS = [
   ["executors", "^agent/executors/"],
   ["loop", "^agent/(?!main\\.ts$)[^/]+\\.ts$"],
   ["main", "^agent/main\\.ts$"],
+];
+
+/** The CLI's layers: its parts (connection, manifests, diffs, tables...), the commands, the program, main. */
+const CLI_LAYERS = [
+  ["parts", "^cli/(?!program\\.ts$|main\\.ts$)[^/]+\\.ts$"],
+  ["commands", "^cli/commands/"],
+  ["program", "^cli/program\\.ts$"],
+  ["main", "^cli/main\\.ts$"],
 ];
 
 // Tests beside the code may use the test helpers and any layer; the rules are for the programs.
@@ -70,34 +79,41 @@ module.exports = {
       comment: "generated code imports only itself and its libraries",
       severity: "error",
       from: { path: "^gen/" },
-      to: { path: "^(common|controller|agent|bench|test|ui)/" },
+      to: { path: "^(common|controller|agent|cli|bench|test|ui)/" },
     },
     {
       name: "common-is-shared",
       comment: "common/ is what both programs use: it imports gen/ and itself only",
       severity: "error",
       from: { path: "^common/", pathNot: TESTS },
-      to: { path: "^(controller|agent|bench|test)/" },
+      to: { path: "^(controller|agent|cli|bench|test)/" },
     },
     {
       name: "agent-is-a-client",
       comment: "the agent is a client of the contract: gen/, common/ and itself, never the controller",
       severity: "error",
       from: { path: "^agent/", pathNot: TESTS },
-      to: { path: "^(controller|bench|test)/" },
+      to: { path: "^(controller|cli|bench|test)/" },
+    },
+    {
+      name: "cli-is-a-client",
+      comment: "the CLI is a client of the contract: gen/, common/ and itself, never the controller or the agent",
+      severity: "error",
+      from: { path: "^cli/", pathNot: TESTS },
+      to: { path: "^(controller|agent|bench|test)/" },
     },
     {
       name: "dashboard-is-a-client",
       comment: "the dashboard runs in a browser: gen/ and itself, never a program's code",
       severity: "error",
       from: { path: "^ui/" },
-      to: { path: "^(common|controller|agent|bench|test)/" },
+      to: { path: "^(common|controller|agent|cli|bench|test)/" },
     },
     {
       name: "controller-never-imports-agent",
       severity: "error",
       from: { path: "^controller/", pathNot: TESTS },
-      to: { path: "^(agent|bench|test)/" },
+      to: { path: "^(agent|cli|bench|test)/" },
     },
     {
       name: "every-controller-module-has-a-layer",
@@ -108,6 +124,7 @@ module.exports = {
     },
     ...layerRules("controller", CONTROLLER_LAYERS),
     ...layerRules("agent", AGENT_LAYERS),
+    ...layerRules("cli", CLI_LAYERS),
   ],
   options: {
     doNotFollow: { path: "node_modules" },

@@ -15,6 +15,8 @@
 //   its compose projects in the temporary directory (SKIPPY_WORK_DIR) instead of /opt/skipper.
 // - the admin token: read from the `export SKIPPER_ADMIN_TOKEN=…` line npm start prints, and
 //   exported in the shell, as the README says to. The shell has no other SKIPPER_/SKIPPY_ variable.
+// - a config directory of its own (XDG_CONFIG_HOME in the temporary directory), so the CLI
+//   examples' `skipper login` saves its context there and not in the user's ~/.config.
 // - curl fails on an HTTP error answer (`--fail-with-body`, added by a shell function), so an
 //   example whose call the controller refuses fails its block instead of printing the refusal.
 //
@@ -146,7 +148,13 @@ describe.skipIf(!dockerHost || !asRoot)("the README's shell examples, run in ord
     const env = readerEnv();
     const started = await npmStart(root, { ...env, DOCKER_HOST: dockerHost, SKIPPY_WORK_DIR: join(dir, "work") }, startLines);
     start = started.child;
-    shell = ReadmeShell.start({ cwd: root, dir, env: { ...env, SKIPPER_ADMIN_TOKEN: started.adminToken }, blocks });
+    const config = join(dir, "config");
+    shell = ReadmeShell.start({
+      cwd: root,
+      dir,
+      env: { ...env, SKIPPER_ADMIN_TOKEN: started.adminToken, XDG_CONFIG_HOME: config },
+      blocks,
+    });
   }, BLOCK_TIMEOUT_MS);
 
   afterAll(async () => {

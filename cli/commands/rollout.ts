@@ -1,0 +1,230 @@
+// `skipper rollout`: follow a tenant's change to its nodes (status, with --wait until it is done
+// or blocked: exit 0 or 2, Nomad's convention) and steer its rollout (pause, resume, promote,
+// abort), read its history. Status is polled once a second: the API has no stream of resource
+// changes.
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Command } from "commander";
+import { duration } from "../../common/duration.js";
+import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout } from "../../gen/skipper/v1/rollout_pb.js";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { Clients } from "../connection.js";
+import { CliError, EXIT_BLOCKED } from "../errors.js";
+import { paint } from "../io.js";
+import { actorLine } from "../rollout-actor.js";
+import { asJson, cut, documents, enumName, outputFormat, table, when } from "../output.js";
+import { waveSummary } from "../resource-columns.js";
+import { rolloutVerdict, statusLines, type Verdict } from "../rollout-verdict.js";
+import type { CommandContext } from "../command-context.js";
+
+const ENDED = new Set([RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.ROLLED_BACK, RolloutStatus.SUPERSEDED]);
+
+export function registerRollout(program: Command, ctx: CommandContext): void {
+  const rollout = program.command("rollout").description("follow and steer a tenant's rollouts");
+
+  rollout
+    .command("status")
+    .argument("<tenant>", "the tenant")
+    .description("where the tenant's latest change stands: convergence, its rollout and each wave")
+    .option("-w, --wait", "wait until it is converged (exit 0) or blocked (exit 2), printing each change")
+    .option("--timeout <duration>", "with --wait: give up after this long (exit 1)", "10m")
+    .option("--interval <duration>", "with --wait: how often to look", "1s")
+    .addHelpText(
+      "after",
+      `
+Exit codes: 0 converged (its rollout complete); 2 blocked: paused, waiting for a promote or an
+approval, failed, rolled back, or nowhere to run (no matching node, disabled or offline node, a
+missing reference); 1 an error, or --timeout passed. Without --wait a change still under way
+exits 0 after printing where it is.
+
+Examples:
+  $ skipper rollout status example-tenant
+  $ skipper apply -f deploy/ && skipper rollout status shop --wait --timeout 5m`,
+    )
+    .action(async (tenantId: string, opts: { wait?: boolean; timeout: string; interval: string }) => {
+      const timeoutMs = parseDuration(opts.timeout, "--timeout", 1);
+      const intervalMs = parseDuration(opts.interval, "--interval", 100);
+      const clients = ctx.clients();
+      const shown = new Map<string, string>();
+      const show = (tenant: Resource, r: Rollout | undefined) => {
+        for (const l of statusLines(tenant, r)) {
+          if (shown.get(l.key) === l.text) continue;
+          shown.set(l.key, l.text);
+          ctx.io.out(l.text);
+        }
+      };
+      const deadline = Date.now() + timeoutMs;
+      let unreachable = false;
+      for (;;) {
+        let state: { tenant: Resource; rollout: Rollout | undefined } | undefined;
+        try {
+          state = await readState(clients, tenantId);
+          unreachable = false;
+        } catch (e) {
+          // A controller restarting mid-wait: keep looking until the deadline.
+          if (!opts.wait || !(e instanceof ConnectError) || e.code !== Code.Unavailable) throw e;
+          if (!unreachable) ctx.io.err(`controller unreachable (${e.rawMessage}); still trying`);
+          unreachable = true;
+        }
+        if (state) {
+          show(state.tenant, state.rollout);
+          const v = rolloutVerdict(state.tenant, state.rollout);
+          if (v.state !== "progressing" || !opts.wait) return finish(ctx, v);
+        }
+        if (Date.now() + intervalMs > deadline) {
+          throw new CliError(`timed out after ${opts.timeout}: tenant ${tenantId} is not converged yet`, {
+            hint: `see why with \`skipper explain ${tenantId}\`, or wait longer with --timeout`,
+          });
+        }
+        await new Promise((r) => setTimeout(r, intervalMs));
+      }
+    });
+
+  const steer = (name: "pause" | "resume" | "abort", what: string, example: string) =>
+    rollout
+      .command(name)
+      .argument("<tenant>", "the tenant whose rollout under way to act on")
+      .description(what)
+      .option("--reason <text>", "why, recorded with who did it")
+      .addHelpText("after", `\nExample:\n  $ ${example}`)
+      .action(async (tenantId: string, opts: { reason?: string }) => {
+        const clients = ctx.clients();
+        const current = await rolloutUnderWay(clients, tenantId, name);
+        const req = { id: current.id, reason: opts.reason ?? "" };
+        const res =
+          name === "pause"
+            ? await clients.rollouts.pauseRollout(req)
+            : name === "resume"
+              ? await clients.rollouts.resumeRollout(req)
+              : await clients.rollouts.abortRollout(req);
+        printRollout(ctx, res.rollout!);
+      });
+  steer(
+    "pause",
+    "start no further node of the tenant's rollout; nodes already deploying finish",
+    'skipper rollout pause shop --reason "error rate up"',
+  );
+  steer("resume", "go on with a paused rollout (failures before the resume no longer count)", "skipper rollout resume shop");
+  steer("abort", "return every node the rollout updated to the spec it ran before", 'skipper rollout abort shop --reason "wrong build"');
+
+  rollout
+    .command("promote")
+    .argument("<tenant>", "the tenant whose rollout waits for a promote")
+    .description("open the promote gate of the next wave that has one")
+    .option("--wave <name>", "the wave to open (makes a retried promote harmless)")
+    .option("--reason <text>", "why, recorded with who did it")
+    .addHelpText(
+      "after",
+      '\nExamples:\n  $ skipper rollout promote shop\n  $ skipper rollout promote shop --wave half --reason "canary is fine"',
+    )
+    .action(async (tenantId: string, opts: { wave?: string; reason?: string }) => {
+      const clients = ctx.clients();
+      const current = await rolloutUnderWay(clients, tenantId, "promote");
+      const res = await clients.rollouts.promoteRollout({ id: current.id, wave: opts.wave ?? "", reason: opts.reason ?? "" });
+      printRollout(ctx, res.rollout!);
+    });
+
+  rollout
+    .command("history")
+    .argument("<tenant>", "the tenant")
+    .description("the tenant's rollouts, newest first")
+    .option("--limit <n>", "at most this many", "20")
+    .option("-o, --output <format>", "table, json or yaml", "table")
+    .addHelpText("after", "\nExamples:\n  $ skipper rollout history shop\n  $ skipper rollout history shop -o yaml --limit 1")
+    .action(async (tenantId: string, opts: { limit: string; output: string }) => {
+      const format = outputFormat(opts.output, ["table", "json", "yaml"]);
+      const limit = Number(opts.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError("--limit must be a whole number from 1 to 1000");
+      const res = await ctx.clients().rollouts.listRollouts({ tenantId, pageSize: limit });
+      if (format !== "table") {
+        ctx.io.out(
+          documents(
+            format,
+            res.rollouts.map((r) => asJson(RolloutSchema, r)),
+            true,
+          ),
+        );
+        return;
+      }
+      if (res.rollouts.length === 0) {
+        ctx.io.err(`Tenant ${tenantId} has had no rollout (a first deploy to a node needs none).`);
+        return;
+      }
+      ctx.io.out(
+        table(
+          ["ID", "STATUS", "SPEC", "WAVES", "STARTED", "BY", "FINISHED", "MESSAGE"],
+          res.rollouts.map((r) => [
+            r.id,
+            enumName(RolloutStatus, r.status),
+            `${r.fromSpecHash.slice(0, 8) || "-"}->${r.toSpecHash.slice(0, 8)}`,
+            waveSummary(r.waves),
+            when(r.createdAt),
+            r.started?.actor || "-",
+            when(r.finishedAt),
+            cut(r.message, 50),
+          ]),
+        ),
+      );
+    });
+}
+
+function finish(ctx: CommandContext, v: Verdict): void {
+  if (v.state === "done") ctx.io.out(paint(ctx.io, "green", `converged: ${v.reason}`));
+  else if (v.state === "progressing") ctx.io.out(`in progress: ${v.reason}`);
+  else {
+    ctx.io.out(paint(ctx.io, "red", `blocked: ${v.reason}`));
+    if (v.hint) ctx.io.err(`hint: ${v.hint}`);
+    ctx.exitCode = EXIT_BLOCKED;
+  }
+}
+
+async function readState(clients: Clients, tenantId: string): Promise<{ tenant: Resource; rollout: Rollout | undefined }> {
+  const [t, r] = await Promise.all([
+    clients.resources.getResource({ resourceType: "tenant", id: tenantId }),
+    clients.rollouts.listRollouts({ tenantId, pageSize: 1 }),
+  ]);
+  return { tenant: t.resource!, rollout: r.rollouts[0] };
+}
+
+async function rolloutUnderWay(clients: Clients, tenantId: string, verb: string): Promise<Rollout> {
+  // The tenant first: a mistyped id says so, not "no rollout".
+  await clients.resources.getResource({ resourceType: "tenant", id: tenantId });
+  const latest = (await clients.rollouts.listRollouts({ tenantId, pageSize: 1 })).rollouts[0];
+  if (!latest) {
+    throw new CliError(`tenant ${tenantId} has no rollout to ${verb}`, {
+      hint: "a rollout starts when a change of the tenant reaches nodes that run an older spec",
+    });
+  }
+  if (ENDED.has(latest.status)) {
+    throw new CliError(
+      `the latest rollout of ${tenantId}, ${latest.id}, has ended (${enumName(RolloutStatus, latest.status)}): nothing to ${verb}`,
+      {
+        hint: `see it with \`skipper rollout history ${tenantId}\``,
+      },
+    );
+  }
+  return latest;
+}
+
+function printRollout(ctx: CommandContext, r: Rollout): void {
+  ctx.io.out(`rollout ${r.id} ${enumName(RolloutStatus, r.status)}${r.message ? `: ${r.message}` : ""}`);
+  for (const [what, a] of [
+    ["paused", r.paused],
+    ["resumed", r.resumed],
+    ["aborted", r.aborted],
+  ] as const) {
+    if (a) ctx.io.out(`  ${actorLine(what, a)}`);
+  }
+  for (const w of r.waves) {
+    ctx.io.out(
+      `  wave ${w.name}: ${w.nodes.map((n) => `${n.nodeId}=${enumName(RolloutNodeState, n.state)}`).join(" ")}${w.promoted ? ` (${actorLine("promoted", w.promoted)})` : ""}`,
+    );
+  }
+}
+
+function parseDuration(text: string, what: string, min: number): number {
+  try {
+    return duration(text, what, min);
+  } catch (e) {
+    throw new CliError((e as Error).message);
+  }
+}

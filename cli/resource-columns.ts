@@ -1,0 +1,247 @@
+// The columns `skipper get TYPE` shows per resource type: what an operator looks for first
+// (`-o table`), and more with `-o wide`. Secret values never appear: the API does not return them,
+// and a secret's row shows its value names and versions only.
+import type { Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, DeploymentPhase, NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
+import { RolloutNodeState, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
+import type { ResourceType } from "../common/ids.js";
+import { paint, type Io } from "./io.js";
+import { age, cut, enumName, labels, table, when } from "./output.js";
+
+interface Columns {
+  head: string[];
+  row(r: Resource, io: Pick<Io, "color">): string[];
+  wideHead: string[];
+  wide(r: Resource): string[];
+}
+
+const spec = <K extends NonNullable<Resource["desiredState"]>["kind"]["case"]>(r: Resource, kind: K) =>
+  (r.desiredState?.kind.case === kind ? r.desiredState.kind.value : undefined) as
+    | Extract<NonNullable<Resource["desiredState"]>["kind"], { case: K }>["value"]
+    | undefined;
+const status = <K extends NonNullable<Resource["currentState"]>["kind"]["case"]>(r: Resource, kind: K) =>
+  (r.currentState?.kind.case === kind ? r.currentState.kind.value : undefined) as
+    | Extract<NonNullable<Resource["currentState"]>["kind"], { case: K }>["value"]
+    | undefined;
+
+/** A convergence status, green when converged and red when something is in the way. */
+export function convergence(r: Resource, io: Pick<Io, "color">): string {
+  const s = r.convergence?.status ?? ConvergenceStatus.UNSPECIFIED;
+  const name = enumName(ConvergenceStatus, s);
+  if (s === ConvergenceStatus.CONVERGED) return paint(io, "green", name);
+  if (s === ConvergenceStatus.UNSPECIFIED) return name;
+  return paint(io, BLOCKING_CONVERGENCE.has(s) ? "red" : "yellow", name);
+}
+
+/** Convergence statuses that will not clear by waiting: something must change first. */
+export const BLOCKING_CONVERGENCE = new Set([
+  ConvergenceStatus.ORDER_FAILED,
+  ConvergenceStatus.REFERENCE_MISSING,
+  ConvergenceStatus.NO_MATCHING_NODE,
+  ConvergenceStatus.NODE_DISABLED,
+  ConvergenceStatus.NODE_OFFLINE,
+  ConvergenceStatus.NOTHING_TO_DEPLOY,
+  ConvergenceStatus.ROLLED_BACK,
+]);
+
+const placement = (p: { targetNodeId: string; nodeSelector: Record<string, string> } | undefined) =>
+  [p?.targetNodeId ? `node=${p.targetNodeId}` : "", Object.keys(p?.nodeSelector ?? {}).length ? labels(p?.nodeSelector) : ""]
+    .filter(Boolean)
+    .join(" ") || "-";
+const list = (xs: string[]) => (xs.length > 0 ? xs.join(",") : "-");
+const id = (r: Resource) => (r.deletion ? `${r.id} (deleted)` : r.id);
+
+const COLUMNS: Record<ResourceType, Columns> = {
+  tenant: {
+    head: ["ID", "CONVERGENCE", "NODES", "AGE"],
+    row: (r, io) => [id(r), convergence(r, io), list(tenantNodes(r)), age(r.createdAt)],
+    wideHead: ["PLACEMENT", "SERVICES", "ROLLOUT", "LABELS", "MESSAGE"],
+    wide: (r) => [
+      placement(spec(r, "tenant")?.deploymentPolicy),
+      list(spec(r, "tenant")?.serviceIds ?? []),
+      status(r, "tenant")?.rolloutId || "-",
+      labels(r.metadata?.labels),
+      cut(r.convergence?.message ?? "", 60),
+    ],
+  },
+  node: {
+    head: ["ID", "LIVENESS", "LABELS", "AGENT", "LAST HEARTBEAT"],
+    row: (r, io) => [
+      id(r),
+      liveness(r, io),
+      labels(nodeLabels(r)),
+      status(r, "node")?.agentVersion || "-",
+      age(status(r, "node")?.lastHeartbeatAt),
+    ],
+    wideHead: ["DISABLED", "DOCKER", "COMPOSE", "OS/ARCH", "PROJECTS", "REPORTED LABELS"],
+    wide: (r) => {
+      const st = status(r, "node");
+      const caps = st?.capabilities;
+      return [
+        spec(r, "node")?.disabled ? "yes" : "no",
+        caps?.dockerVersion || "-",
+        caps?.composeVersion || "-",
+        caps?.os ? `${caps.os}/${caps.arch}` : "-",
+        list((st?.projects ?? []).map((p) => p.projectName)),
+        labels(st?.labels),
+      ];
+    },
+  },
+  service: {
+    head: ["ID", "TENANT", "IMAGE", "CONVERGENCE", "AGE"],
+    row: (r, io) => [id(r), spec(r, "service")?.tenantId || "-", spec(r, "service")?.image || "-", convergence(r, io), age(r.createdAt)],
+    wideHead: ["COMPOSE SERVICE", "PORTS", "PLACEMENT", "LABELS", "MESSAGE"],
+    wide: (r) => {
+      const s = spec(r, "service");
+      return [
+        s?.composeService || r.id,
+        list((s?.ports ?? []).map((p) => `${p.hostIp ? `${p.hostIp}:` : ""}${p.hostPort}:${p.containerPort}/${p.protocol || "tcp"}`)),
+        placement(s?.placement),
+        labels(r.metadata?.labels),
+        cut(r.convergence?.message ?? "", 60),
+      ];
+    },
+  },
+  secret: {
+    head: ["ID", "TENANT", "VALUES", "REGISTRY", "AGE"],
+    row: (r) => {
+      const s = spec(r, "secret");
+      return [
+        id(r),
+        s?.tenantId || "-",
+        list((s?.entries ?? []).map((e) => `${e.name}@v${e.version}`)),
+        s?.registry || "-",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  network: {
+    head: ["ID", "TENANT", "DRIVER", "INTERNAL", "AGE"],
+    row: (r) => {
+      const s = spec(r, "network");
+      return [id(r), s?.tenantId || "-", s?.driver || "-", s?.internal ? "yes" : "no", age(r.createdAt)];
+    },
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  volume: {
+    head: ["ID", "TENANT", "DRIVER", "MOUNT", "AGE"],
+    row: (r) => {
+      const s = spec(r, "volume");
+      return [id(r), s?.tenantId || "-", s?.driver || "-", s?.mountPath || "-", age(r.createdAt)];
+    },
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  resource_limits: {
+    head: ["ID", "CPUS", "MEMORY", "PIDS", "AGE"],
+    row: (r) => {
+      const s = spec(r, "resourceLimits");
+      return [
+        id(r),
+        s?.cpus ? String(s.cpus) : "-",
+        s?.memoryBytes ? bytes(s.memoryBytes) : "-",
+        s?.pids ? String(s.pids) : "-",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  freeze: {
+    head: ["ID", "SCOPE", "ENDS", "REASON"],
+    row: (r) => {
+      const s = spec(r, "freeze");
+      const scope = Object.keys(s?.nodeSelector ?? {}).length
+        ? `nodes ${labels(s?.nodeSelector)}`
+        : s?.tenantId
+          ? `tenant ${s.tenantId}`
+          : "every tenant";
+      return [id(r), scope, when(s?.endsAt), cut(s?.reason ?? "", 60)];
+    },
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  deployment: {
+    head: ["ID", "TENANT", "NODE", "PHASE", "RESULT", "AGE"],
+    row: (r) => {
+      const s = spec(r, "deployment");
+      const st = status(r, "deployment");
+      return [
+        id(r),
+        s?.tenantId || "-",
+        s?.nodeId || "-",
+        enumName(DeploymentPhase, st?.phase ?? 0),
+        st?.resultCode || "-",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["WORK ORDER", "SPEC", "MESSAGE"],
+    wide: (r) => [
+      spec(r, "deployment")?.workOrderId || "-",
+      (spec(r, "deployment")?.specHash ?? "").slice(0, 12) || "-",
+      cut(status(r, "deployment")?.message ?? "", 60),
+    ],
+  },
+  rollout: {
+    head: ["ID", "TENANT", "STATUS", "WAVES", "AGE"],
+    row: (r) => {
+      const ro = status(r, "rollout");
+      return [
+        id(r),
+        ro?.tenantId || spec(r, "rollout")?.tenantId || "-",
+        enumName(RolloutStatus, ro?.status ?? 0),
+        waveSummary(ro?.waves ?? []),
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["MESSAGE"],
+    wide: (r) => [cut(status(r, "rollout")?.message ?? "", 60)],
+  },
+};
+
+/** The table of `resources` (all of `type`). */
+export function resourceTable(type: ResourceType, resources: Resource[], wide: boolean, io: Pick<Io, "color">): string {
+  const c = COLUMNS[type];
+  const head = wide ? [...c.head, ...c.wideHead] : c.head;
+  return table(
+    head,
+    resources.map((r) => (wide ? [...c.row(r, io), ...c.wide(r)] : c.row(r, io))),
+  );
+}
+
+/** The nodes a tenant is placed on (its target records that want something there). */
+export function tenantNodes(r: Resource): string[] {
+  return (status(r, "tenant")?.targets ?? []).filter((t) => t.desiredHash !== "").map((t) => t.nodeId);
+}
+
+/** A node's placement labels: the admin's (spec and metadata). */
+export function nodeLabels(r: Resource): Record<string, string> {
+  return { ...(r.metadata?.labels ?? {}), ...(spec(r, "node")?.labels ?? {}) };
+}
+
+function liveness(r: Resource, io: Pick<Io, "color">): string {
+  const l = status(r, "node")?.liveness ?? NodeLiveness.UNSPECIFIED;
+  if (l === NodeLiveness.UNSPECIFIED) return "NEVER SEEN";
+  const name = enumName(NodeLiveness, l);
+  return paint(io, l === NodeLiveness.ONLINE ? "green" : l === NodeLiveness.DEGRADED ? "yellow" : "red", name);
+}
+
+/** `canary 1/1, rest 0/3`: nodes done per wave. */
+export function waveSummary(waves: { name: string; nodes: { state: RolloutNodeState }[] }[]): string {
+  return list(waves.map((w) => `${w.name} ${w.nodes.filter((n) => n.state === RolloutNodeState.DONE).length}/${w.nodes.length}`));
+}
+
+function bytes(n: bigint): string {
+  const v = Number(n);
+  for (const [unit, size] of [
+    ["Gi", 2 ** 30],
+    ["Mi", 2 ** 20],
+    ["Ki", 2 ** 10],
+  ] as const) {
+    if (v >= size && v % size === 0) return `${v / size}${unit}`;
+  }
+  return String(v);
+}
