@@ -10,6 +10,7 @@ import { registerExplain } from "./commands/explain.js";
 import { registerGet } from "./commands/get.js";
 import { registerKeys } from "./commands/keys.js";
 import { registerLogin } from "./commands/login.js";
+import { registerLogs } from "./commands/logs.js";
 import { registerRollout } from "./commands/rollout.js";
 import type { CommandContext } from "./command-context.js";
 import { connect, resolveTarget, type Clients, type GlobalOptions } from "./connection.js";
@@ -56,6 +57,7 @@ Examples:
     registerExplain,
     registerRollout,
     registerEvents,
+    registerLogs,
     registerKeys,
     registerCompletion,
   ]) {

@@ -25,4 +25,5 @@ export const ACTION_OF_TYPE = {
   [WorkOrderType.READ_STICKER]: "readSticker",
   [WorkOrderType.DEPLOY_PROCESS]: "deployProcess",
   [WorkOrderType.CONTROL_PROCESS]: "controlProcess",
+  [WorkOrderType.READ_LOGS]: "readLogs",
 } as const satisfies Record<OrderType, ActionCase | undefined>;

@@ -13,6 +13,7 @@ import { healthCheck, inspect } from "./node-checks.js";
 import { restartService, rollbackProject } from "./project-orders.js";
 import { removeService } from "./remove-service.js";
 import { readSticker, writeSticker } from "./sticker.js";
+import { readLogs } from "./read-logs.js";
 import { uploadFiles } from "./upload-files.js";
 
 /** The executors of every order type, as this agent runs them. */
@@ -30,6 +31,7 @@ export function executors(): ExecutorTable {
     [WorkOrderType.UPLOAD_FILES]: uploadFiles,
     [WorkOrderType.WRITE_STICKER]: writeSticker,
     [WorkOrderType.READ_STICKER]: readSticker,
+    [WorkOrderType.READ_LOGS]: readLogs,
     [WorkOrderType.DEPLOY_PROCESS]: executorOf("deployProcess", (action, order, ctx) => {
       // It runs what it installs: only from sources the operator allowed on this host.
       const source = action?.spec?.source?.kind;

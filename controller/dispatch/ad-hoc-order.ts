@@ -33,6 +33,7 @@ const TENANT_OF_TYPE: Partial<Record<WorkOrderType, "required" | "optional" | "n
   [WorkOrderType.READ_STICKER]: "required",
   [WorkOrderType.DEPLOY_PROCESS]: "none",
   [WorkOrderType.CONTROL_PROCESS]: "none",
+  [WorkOrderType.READ_LOGS]: "required",
 };
 
 const MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000;
@@ -91,6 +92,12 @@ function checkAction(req: CreateWorkOrderRequest): void {
       return;
     case "executeCommand":
       checkCommandSpec(a.value.command, "action.execute_command.command");
+      return;
+    case "readLogs":
+      a.value.services.forEach(
+        (s, i) => COMPOSE_SERVICE.test(s) || fail(`action.read_logs.services[${i}]`, "is not a compose service name"),
+      );
+      if (a.value.tailLines > 5000) fail("action.read_logs.tail_lines", "must be at most 5000");
       return;
     case "uploadFiles": {
       const files = a.value.files;

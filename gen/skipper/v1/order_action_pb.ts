@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/order_action.proto.
  */
 export const file_skipper_v1_order_action: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSLHBAoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAQgYKBGtpbmQiKAoUUmVzdGFydFNlcnZpY2VBY3Rpb24SEAoIc2VydmljZXMYASADKAkikQEKDlJvbGxiYWNrQWN0aW9uEhUKDWRlcGxveW1lbnRfaWQYASABKAkSFQoNcmVzb2x2ZWRfZnJvbRgCIAEoCRIaChJyZXBsYWNlc19zcGVjX2hhc2gYAyABKAkSGgoSaG9sZHNfZGVzaXJlZF9oYXNoGAQgASgJEhkKEXF1YXJhbnRpbmVfcmVhc29uGAUgASgJIjwKEUhlYWx0aENoZWNrQWN0aW9uEicKBnByb2JlcxgBIAMoCzIXLnNraXBwZXIudjEuSGVhbHRoUHJvYmUiDwoNSW5zcGVjdEFjdGlvbiJAChRFeGVjdXRlQ29tbWFuZEFjdGlvbhIoCgdjb21tYW5kGAEgASgLMhcuc2tpcHBlci52MS5Db21tYW5kU3BlYyJnCgpGaWxlVXBsb2FkEgwKBHBhdGgYASABKAkSDwoHY29udGVudBgCIAEoDBIOCgZzaGEyNTYYAyABKAkSDAoEbW9kZRgEIAEoDRINCgVvd25lchgFIAEoCRINCgVncm91cBgGIAEoCSI6ChFVcGxvYWRGaWxlc0FjdGlvbhIlCgVmaWxlcxgBIAMoCzIWLnNraXBwZXIudjEuRmlsZVVwbG9hZCKhAgoOVmVyc2lvblN0aWNrZXISEgoKcmVsZWFzZV9pZBgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEkMKDWltYWdlX2RpZ2VzdHMYAyADKAsyLC5za2lwcGVyLnYxLlZlcnNpb25TdGlja2VyLkltYWdlRGlnZXN0c0VudHJ5Ei4KCndyaXR0ZW5fYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXRlbmFudF9pZBgFIAEoCRIPCgdub2RlX2lkGAYgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAcgASgJGjMKEUltYWdlRGlnZXN0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQQoSV3JpdGVTdGlja2VyQWN0aW9uEisKB3N0aWNrZXIYASABKAsyGi5za2lwcGVyLnYxLlZlcnNpb25TdGlja2VyIhMKEVJlYWRTdGlja2VyQWN0aW9uIjYKDVByb2Nlc3NTb3VyY2USDgoEcGF0aBgBIAEoCUgAEg0KA3VybBgCIAEoCUgAQgYKBGtpbmQi0gEKC1Byb2Nlc3NTcGVjEg4KBm1vZHVsZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEikKBnNvdXJjZRgDIAEoCzIZLnNraXBwZXIudjEuUHJvY2Vzc1NvdXJjZRIOCgZzaGEyNTYYBCABKAkSDAoEYXJndhgFIAMoCRItCgNlbnYYBiADKAsyIC5za2lwcGVyLnYxLlByb2Nlc3NTcGVjLkVudkVudHJ5GioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoTRGVwbG95UHJvY2Vzc0FjdGlvbhIlCgRzcGVjGAEgASgLMhcuc2tpcHBlci52MS5Qcm9jZXNzU3BlYyJoChRDb250cm9sUHJvY2Vzc0FjdGlvbhIOCgZtb2R1bGUYASABKAkSLwoJb3BlcmF0aW9uGAIgASgOMhwuc2tpcHBlci52MS5Qcm9jZXNzT3BlcmF0aW9uEg8KB3ZlcnNpb24YAyABKAkiTgoLUHJvYmVSZXN1bHQSDQoFcHJvYmUYASABKAkSCgoCb2sYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtkdXJhdGlvbl9tcxgEIAEoAyJHChBJbWFnZU9ic2VydmF0aW9uEgoKAmlkGAEgASgJEhEKCXJlcG9fdGFncxgCIAMoCRIUCgxyZXBvX2RpZ2VzdHMYAyADKAkiWAoLRmlsZVdyaXR0ZW4SDAoEcGF0aBgBIAEoCRIOCgZzaGEyNTYYAiABKAkSDAoEbW9kZRgDIAEoDRIMCgRzaXplGAQgASgDEg8KB2NoYW5nZWQYBSABKAgiwQEKD1JvbGxiYWNrRGV0YWlscxIYChBmYWlsZWRfc3BlY19oYXNoGAEgASgJEjIKDmZhaWxlZF9wcm9qZWN0GAIgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIaChJyZXN0b3JlZF9zcGVjX2hhc2gYAyABKAkSNAoQcmVzdG9yZWRfcHJvamVjdBgEIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QSDgoGcmVhc29uGAUgASgJKq0BChBQcm9jZXNzT3BlcmF0aW9uEiEKHVBST0NFU1NfT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASGwoXUFJPQ0VTU19PUEVSQVRJT05fU1RBUlQQARIaChZQUk9DRVNTX09QRVJBVElPTl9TVE9QEAISHQoZUFJPQ0VTU19PUEVSQVRJT05fUkVTVEFSVBADEh4KGlBST0NFU1NfT1BFUkFUSU9OX1JPTExCQUNLEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_skipper_v1_resource, file_skipper_v1_safety]);
+  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSL4BAoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IAEIGCgRraW5kIigKFFJlc3RhcnRTZXJ2aWNlQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJIpEBCg5Sb2xsYmFja0FjdGlvbhIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhUKDXJlc29sdmVkX2Zyb20YAiABKAkSGgoScmVwbGFjZXNfc3BlY19oYXNoGAMgASgJEhoKEmhvbGRzX2Rlc2lyZWRfaGFzaBgEIAEoCRIZChFxdWFyYW50aW5lX3JlYXNvbhgFIAEoCSI8ChFIZWFsdGhDaGVja0FjdGlvbhInCgZwcm9iZXMYASADKAsyFy5za2lwcGVyLnYxLkhlYWx0aFByb2JlImEKDlJlYWRMb2dzQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRhaWxfbGluZXMYAiABKA0SKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIg8KDUluc3BlY3RBY3Rpb24iQAoURXhlY3V0ZUNvbW1hbmRBY3Rpb24SKAoHY29tbWFuZBgBIAEoCzIXLnNraXBwZXIudjEuQ29tbWFuZFNwZWMiZwoKRmlsZVVwbG9hZBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSDgoGc2hhMjU2GAMgASgJEgwKBG1vZGUYBCABKA0SDQoFb3duZXIYBSABKAkSDQoFZ3JvdXAYBiABKAkiOgoRVXBsb2FkRmlsZXNBY3Rpb24SJQoFZmlsZXMYASADKAsyFi5za2lwcGVyLnYxLkZpbGVVcGxvYWQioQIKDlZlcnNpb25TdGlja2VyEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRJDCg1pbWFnZV9kaWdlc3RzGAMgAygLMiwuc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlci5JbWFnZURpZ2VzdHNFbnRyeRIuCgp3cml0dGVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoCRozChFJbWFnZURpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKEldyaXRlU3RpY2tlckFjdGlvbhIrCgdzdGlja2VyGAEgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlciITChFSZWFkU3RpY2tlckFjdGlvbiI2Cg1Qcm9jZXNzU291cmNlEg4KBHBhdGgYASABKAlIABINCgN1cmwYAiABKAlIAEIGCgRraW5kItIBCgtQcm9jZXNzU3BlYxIOCgZtb2R1bGUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIpCgZzb3VyY2UYAyABKAsyGS5za2lwcGVyLnYxLlByb2Nlc3NTb3VyY2USDgoGc2hhMjU2GAQgASgJEgwKBGFyZ3YYBSADKAkSLQoDZW52GAYgAygLMiAuc2tpcHBlci52MS5Qcm9jZXNzU3BlYy5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKE0RlcGxveVByb2Nlc3NBY3Rpb24SJQoEc3BlYxgBIAEoCzIXLnNraXBwZXIudjEuUHJvY2Vzc1NwZWMiaAoUQ29udHJvbFByb2Nlc3NBY3Rpb24SDgoGbW9kdWxlGAEgASgJEi8KCW9wZXJhdGlvbhgCIAEoDjIcLnNraXBwZXIudjEuUHJvY2Vzc09wZXJhdGlvbhIPCgd2ZXJzaW9uGAMgASgJIk4KC1Byb2JlUmVzdWx0Eg0KBXByb2JlGAEgASgJEgoKAm9rGAIgASgIEg8KB21lc3NhZ2UYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKAMiRwoQSW1hZ2VPYnNlcnZhdGlvbhIKCgJpZBgBIAEoCRIRCglyZXBvX3RhZ3MYAiADKAkSFAoMcmVwb19kaWdlc3RzGAMgAygJIlgKC0ZpbGVXcml0dGVuEgwKBHBhdGgYASABKAkSDgoGc2hhMjU2GAIgASgJEgwKBG1vZGUYAyABKA0SDAoEc2l6ZRgEIAEoAxIPCgdjaGFuZ2VkGAUgASgIIsEBCg9Sb2xsYmFja0RldGFpbHMSGAoQZmFpbGVkX3NwZWNfaGFzaBgBIAEoCRIyCg5mYWlsZWRfcHJvamVjdBgCIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QSGgoScmVzdG9yZWRfc3BlY19oYXNoGAMgASgJEjQKEHJlc3RvcmVkX3Byb2plY3QYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0Eg4KBnJlYXNvbhgFIAEoCSqtAQoQUHJvY2Vzc09wZXJhdGlvbhIhCh1QUk9DRVNTX09QRVJBVElPTl9VTlNQRUNJRklFRBAAEhsKF1BST0NFU1NfT1BFUkFUSU9OX1NUQVJUEAESGgoWUFJPQ0VTU19PUEVSQVRJT05fU1RPUBACEh0KGVBST0NFU1NfT1BFUkFUSU9OX1JFU1RBUlQQAxIeChpQUk9DRVNTX09QRVJBVElPTl9ST0xMQkFDSxAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_skipper_v1_resource, file_skipper_v1_safety]);
 
 /**
  * WorkOrderAction is the typed payload of every order type other than deploy_service and
@@ -89,6 +89,12 @@ export type WorkOrderAction = Message<"skipper.v1.WorkOrderAction"> & {
      */
     value: ControlProcessAction;
     case: "controlProcess";
+  } | {
+    /**
+     * @generated from field: skipper.v1.ReadLogsAction read_logs = 11;
+     */
+    value: ReadLogsAction;
+    case: "readLogs";
   } | { case: undefined; value?: undefined };
 };
 
@@ -192,6 +198,37 @@ export const HealthCheckActionSchema: GenMessage<HealthCheckAction> = /*@__PURE_
   messageDesc(file_skipper_v1_order_action, 3);
 
 /**
+ * ReadLogsAction asks for the recent log lines of a tenant's containers on the node: the last
+ * tail_lines of each (default 200, at most 5000), since a time when set, of the named compose
+ * services (all of the project's when none). What the engine kept is what there is.
+ *
+ * @generated from message skipper.v1.ReadLogsAction
+ */
+export type ReadLogsAction = Message<"skipper.v1.ReadLogsAction"> & {
+  /**
+   * @generated from field: repeated string services = 1;
+   */
+  services: string[];
+
+  /**
+   * @generated from field: uint32 tail_lines = 2;
+   */
+  tailLines: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.ReadLogsAction.
+ * Use `create(ReadLogsActionSchema)` to create a new message.
+ */
+export const ReadLogsActionSchema: GenMessage<ReadLogsAction> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 4);
+
+/**
  * InspectAction asks the node for engine facts: its engine, the projects it manages (or the
  * target tenant's) with their containers, and the images they run with digests.
  *
@@ -205,7 +242,7 @@ export type InspectAction = Message<"skipper.v1.InspectAction"> & {
  * Use `create(InspectActionSchema)` to create a new message.
  */
 export const InspectActionSchema: GenMessage<InspectAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 4);
+  messageDesc(file_skipper_v1_order_action, 5);
 
 /**
  * ExecuteCommandAction runs one allow-listed command on the node.
@@ -224,7 +261,7 @@ export type ExecuteCommandAction = Message<"skipper.v1.ExecuteCommandAction"> & 
  * Use `create(ExecuteCommandActionSchema)` to create a new message.
  */
 export const ExecuteCommandActionSchema: GenMessage<ExecuteCommandAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 5);
+  messageDesc(file_skipper_v1_order_action, 6);
 
 /**
  * FileUpload is one file for upload_files. The path is relative: to the tenant's project
@@ -275,7 +312,7 @@ export type FileUpload = Message<"skipper.v1.FileUpload"> & {
  * Use `create(FileUploadSchema)` to create a new message.
  */
 export const FileUploadSchema: GenMessage<FileUpload> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 6);
+  messageDesc(file_skipper_v1_order_action, 7);
 
 /**
  * UploadFilesAction writes files on the node, each atomically (temp file, fsync, rename).
@@ -294,7 +331,7 @@ export type UploadFilesAction = Message<"skipper.v1.UploadFilesAction"> & {
  * Use `create(UploadFilesActionSchema)` to create a new message.
  */
 export const UploadFilesActionSchema: GenMessage<UploadFilesAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 7);
+  messageDesc(file_skipper_v1_order_action, 8);
 
 /**
  * VersionSticker records what runs on a node for a tenant: the release, the deployment and the
@@ -346,7 +383,7 @@ export type VersionSticker = Message<"skipper.v1.VersionSticker"> & {
  * Use `create(VersionStickerSchema)` to create a new message.
  */
 export const VersionStickerSchema: GenMessage<VersionSticker> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 8);
+  messageDesc(file_skipper_v1_order_action, 9);
 
 /**
  * WriteStickerAction writes the tenant's version sticker on the node. Image digests left empty
@@ -366,7 +403,7 @@ export type WriteStickerAction = Message<"skipper.v1.WriteStickerAction"> & {
  * Use `create(WriteStickerActionSchema)` to create a new message.
  */
 export const WriteStickerActionSchema: GenMessage<WriteStickerAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 9);
+  messageDesc(file_skipper_v1_order_action, 10);
 
 /**
  * ReadStickerAction reads the tenant's version sticker back (STICKER_MISSING when there is none).
@@ -381,7 +418,7 @@ export type ReadStickerAction = Message<"skipper.v1.ReadStickerAction"> & {
  * Use `create(ReadStickerActionSchema)` to create a new message.
  */
 export const ReadStickerActionSchema: GenMessage<ReadStickerAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 10);
+  messageDesc(file_skipper_v1_order_action, 11);
 
 /**
  * ProcessSource is where a process artifact comes from: a .tar.gz (unpacked into the version
@@ -417,7 +454,7 @@ export type ProcessSource = Message<"skipper.v1.ProcessSource"> & {
  * Use `create(ProcessSourceSchema)` to create a new message.
  */
 export const ProcessSourceSchema: GenMessage<ProcessSource> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 11);
+  messageDesc(file_skipper_v1_order_action, 12);
 
 /**
  * ProcessSpec is a versioned program run by the agent on hosts without Docker.
@@ -470,7 +507,7 @@ export type ProcessSpec = Message<"skipper.v1.ProcessSpec"> & {
  * Use `create(ProcessSpecSchema)` to create a new message.
  */
 export const ProcessSpecSchema: GenMessage<ProcessSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 12);
+  messageDesc(file_skipper_v1_order_action, 13);
 
 /**
  * DeployProcessAction installs a version (if not installed), switches the module's active symlink
@@ -490,7 +527,7 @@ export type DeployProcessAction = Message<"skipper.v1.DeployProcessAction"> & {
  * Use `create(DeployProcessActionSchema)` to create a new message.
  */
 export const DeployProcessActionSchema: GenMessage<DeployProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 13);
+  messageDesc(file_skipper_v1_order_action, 14);
 
 /**
  * ControlProcessAction starts, stops, restarts or rolls back a module's process.
@@ -521,7 +558,7 @@ export type ControlProcessAction = Message<"skipper.v1.ControlProcessAction"> & 
  * Use `create(ControlProcessActionSchema)` to create a new message.
  */
 export const ControlProcessActionSchema: GenMessage<ControlProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 14);
+  messageDesc(file_skipper_v1_order_action, 15);
 
 /**
  * ProbeResult is how one health probe went.
@@ -557,7 +594,7 @@ export type ProbeResult = Message<"skipper.v1.ProbeResult"> & {
  * Use `create(ProbeResultSchema)` to create a new message.
  */
 export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 15);
+  messageDesc(file_skipper_v1_order_action, 16);
 
 /**
  * ImageObservation is one image as the engine reports it.
@@ -586,7 +623,7 @@ export type ImageObservation = Message<"skipper.v1.ImageObservation"> & {
  * Use `create(ImageObservationSchema)` to create a new message.
  */
 export const ImageObservationSchema: GenMessage<ImageObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 16);
+  messageDesc(file_skipper_v1_order_action, 17);
 
 /**
  * FileWritten is one file an upload_files order wrote.
@@ -629,7 +666,7 @@ export type FileWritten = Message<"skipper.v1.FileWritten"> & {
  * Use `create(FileWrittenSchema)` to create a new message.
  */
 export const FileWrittenSchema: GenMessage<FileWritten> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 17);
+  messageDesc(file_skipper_v1_order_action, 18);
 
 /**
  * RollbackDetails says what a rollback replaced with what: the spec that failed (or was rolled
@@ -671,7 +708,7 @@ export type RollbackDetails = Message<"skipper.v1.RollbackDetails"> & {
  * Use `create(RollbackDetailsSchema)` to create a new message.
  */
 export const RollbackDetailsSchema: GenMessage<RollbackDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 18);
+  messageDesc(file_skipper_v1_order_action, 19);
 
 /**
  * ProcessOperation is what control_process does to a module.

@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order.proto.
  */
 export const file_skipper_v1_work_order: GenFile = /*@__PURE__*/
-  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIssDChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIEigKBnNhZmV0eRgIIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EhYKDmRlbGV0ZV92b2x1bWVzGAkgAygJEioKC3NlY3JldF91c2VzGAogAygLMhUuc2tpcHBlci52MS5TZWNyZXRVc2USGwoTcmVnaXN0cnlfc2VjcmV0X2lkcxgLIAMoCRo2ChRDb21wb3NlU2VydmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIp4BCg5Xb3JrT3JkZXJDbGFpbRIPCgdub2RlX2lkGAEgASgJEi4KCmNsYWltZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWZlbmNpbmdfdG9rZW4YBCABKAMiqQEKEFdvcmtPcmRlckF0dGVtcHQSDwoHbm9kZV9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEi4KCmNsYWltZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdvdXRjb21lGAUgASgJIrUHCglXb3JrT3JkZXISCgoCaWQYASABKAkSFQoNcmVzb3VyY2VfdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRInCgR0eXBlGAQgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgFIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EjgKDWRlc2lyZWRfc3RhdGUYBiABKAsyIS5za2lwcGVyLnYxLldvcmtPcmRlckRlc2lyZWRTdGF0ZRIrCgZzdGF0dXMYByABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIrCgZyZXN1bHQYCCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBISCgpyZXF1ZXN0X2lkGAkgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCghtZXRhZGF0YRgOIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESKQoFY2xhaW0YDyABKAsyGi5za2lwcGVyLnYxLldvcmtPcmRlckNsYWltEhUKDWZlbmNpbmdfdG9rZW4YECABKAMSLgoIYXR0ZW1wdHMYESADKAsyHC5za2lwcGVyLnYxLldvcmtPcmRlckF0dGVtcHQSMQoOY2FuY2VsX3JlcXVlc3QYEiABKAsyGS5za2lwcGVyLnYxLkNhbmNlbFJlcXVlc3QSFAoMbWF4X2F0dGVtcHRzGBMgASgFEjMKD25leHRfYXR0ZW1wdF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYFSABKAUSKgoHdGltZW91dBgWIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgpleHBpcmVzX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZhY3Rpb24YGCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhITCgt0cmFjZXBhcmVudBgZIAEoCSJlCg1DYW5jZWxSZXF1ZXN0EjAKDHJlcXVlc3RlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkidAoNQ29tbWFuZFJlc3VsdBIPCgdwcm9ncmFtGAEgASgJEgwKBGFyZ3MYAiADKAkSEQoJZXhpdF9jb2RlGAMgASgFEg4KBnN0ZG91dBgEIAEoCRIOCgZzdGRlcnIYBSABKAkSEQoJdGltZWRfb3V0GAYgASgIItgEChZXb3JrT3JkZXJSZXN1bHREZXRhaWxzEhMKC2R1cmF0aW9uX21zGAEgASgDEhQKDGNvbXBvc2VfcGF0aBgCIAEoCRIZChFjaGFuZ2VkX3Jlc291cmNlcxgDIAMoCRIbChN1bmNoYW5nZWRfcmVzb3VyY2VzGAQgAygJEioKB2NvbW1hbmQYBSABKAsyGS5za2lwcGVyLnYxLkNvbW1hbmRSZXN1bHQSMAoIc2VydmljZXMYBiADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbhImCgVleHRyYRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcHJvYmVzGAggAygLMhcuc2tpcHBlci52MS5Qcm9iZVJlc3VsdBIsCgZpbWFnZXMYCSADKAsyHC5za2lwcGVyLnYxLkltYWdlT2JzZXJ2YXRpb24SMAoIcHJvamVjdHMYCiADKAsyHi5za2lwcGVyLnYxLlByb2plY3RPYnNlcnZhdGlvbhIrCgdzdGlja2VyGAsgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlchImCgVmaWxlcxgMIAMoCzIXLnNraXBwZXIudjEuRmlsZVdyaXR0ZW4SLwoHcHJvY2VzcxgNIAEoCzIeLnNraXBwZXIudjEuUHJvY2Vzc09ic2VydmF0aW9uEi0KCHJvbGxiYWNrGA4gASgLMhsuc2tpcHBlci52MS5Sb2xsYmFja0RldGFpbHMSFwoPdm9sdW1lc19kZWxldGVkGA8gAygJIokBCg9Xb3JrT3JkZXJSZXN1bHQSDwoHc3VjY2VzcxgBIAEoCBIRCglyZXRyaWFibGUYBSABKAgSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjMKB2RldGFpbHMYBCABKAsyIi5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdERldGFpbHMqzwMKDVdvcmtPcmRlclR5cGUSHwobV09SS19PUkRFUl9UWVBFX1VOU1BFQ0lGSUVEEAASIgoeV09SS19PUkRFUl9UWVBFX0RFUExPWV9TRVJWSUNFEAESIgoeV09SS19PUkRFUl9UWVBFX1JFTU9WRV9TRVJWSUNFEAISIwofV09SS19PUkRFUl9UWVBFX1JFU1RBUlRfU0VSVklDRRADEhwKGFdPUktfT1JERVJfVFlQRV9ST0xMQkFDSxAEEiAKHFdPUktfT1JERVJfVFlQRV9IRUFMVEhfQ0hFQ0sQBRIbChdXT1JLX09SREVSX1RZUEVfSU5TUEVDVBAGEiMKH1dPUktfT1JERVJfVFlQRV9FWEVDVVRFX0NPTU1BTkQQBxIgChxXT1JLX09SREVSX1RZUEVfVVBMT0FEX0ZJTEVTEAgSIQodV09SS19PUkRFUl9UWVBFX1dSSVRFX1NUSUNLRVIQCRIgChxXT1JLX09SREVSX1RZUEVfUkVBRF9TVElDS0VSEAoSIgoeV09SS19PUkRFUl9UWVBFX0RFUExPWV9QUk9DRVNTEAsSIwofV09SS19PUkRFUl9UWVBFX0NPTlRST0xfUFJPQ0VTUxAMKvUBCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBBIfChtXT1JLX09SREVSX1NUQVRVU19DQU5DRUxMRUQQBRIjCh9XT1JLX09SREVSX1NUQVRVU19SRVRSWV9QRU5ESU5HEAZiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_resource, file_skipper_v1_safety, file_skipper_v1_secret]);
+  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIssDChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIEigKBnNhZmV0eRgIIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EhYKDmRlbGV0ZV92b2x1bWVzGAkgAygJEioKC3NlY3JldF91c2VzGAogAygLMhUuc2tpcHBlci52MS5TZWNyZXRVc2USGwoTcmVnaXN0cnlfc2VjcmV0X2lkcxgLIAMoCRo2ChRDb21wb3NlU2VydmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIp4BCg5Xb3JrT3JkZXJDbGFpbRIPCgdub2RlX2lkGAEgASgJEi4KCmNsYWltZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWZlbmNpbmdfdG9rZW4YBCABKAMiqQEKEFdvcmtPcmRlckF0dGVtcHQSDwoHbm9kZV9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEi4KCmNsYWltZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdvdXRjb21lGAUgASgJIrUHCglXb3JrT3JkZXISCgoCaWQYASABKAkSFQoNcmVzb3VyY2VfdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRInCgR0eXBlGAQgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgFIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EjgKDWRlc2lyZWRfc3RhdGUYBiABKAsyIS5za2lwcGVyLnYxLldvcmtPcmRlckRlc2lyZWRTdGF0ZRIrCgZzdGF0dXMYByABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIrCgZyZXN1bHQYCCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBISCgpyZXF1ZXN0X2lkGAkgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCghtZXRhZGF0YRgOIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESKQoFY2xhaW0YDyABKAsyGi5za2lwcGVyLnYxLldvcmtPcmRlckNsYWltEhUKDWZlbmNpbmdfdG9rZW4YECABKAMSLgoIYXR0ZW1wdHMYESADKAsyHC5za2lwcGVyLnYxLldvcmtPcmRlckF0dGVtcHQSMQoOY2FuY2VsX3JlcXVlc3QYEiABKAsyGS5za2lwcGVyLnYxLkNhbmNlbFJlcXVlc3QSFAoMbWF4X2F0dGVtcHRzGBMgASgFEjMKD25leHRfYXR0ZW1wdF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYFSABKAUSKgoHdGltZW91dBgWIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgpleHBpcmVzX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZhY3Rpb24YGCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhITCgt0cmFjZXBhcmVudBgZIAEoCSJqCg1Db250YWluZXJMb2dzEg8KB3NlcnZpY2UYASABKAkSEQoJY29udGFpbmVyGAIgASgJEiIKBWxpbmVzGAMgAygLMhMuc2tpcHBlci52MS5Mb2dMaW5lEhEKCXRydW5jYXRlZBgEIAEoCCJRCgdMb2dMaW5lEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnN0cmVhbRgCIAEoCRIMCgR0ZXh0GAMgASgJImUKDUNhbmNlbFJlcXVlc3QSMAoMcmVxdWVzdGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCSJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgigQUKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZwcm9iZXMYCCADKAsyFy5za2lwcGVyLnYxLlByb2JlUmVzdWx0EiwKBmltYWdlcxgJIAMoCzIcLnNraXBwZXIudjEuSW1hZ2VPYnNlcnZhdGlvbhIwCghwcm9qZWN0cxgKIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEisKB3N0aWNrZXIYCyABKAsyGi5za2lwcGVyLnYxLlZlcnNpb25TdGlja2VyEiYKBWZpbGVzGAwgAygLMhcuc2tpcHBlci52MS5GaWxlV3JpdHRlbhIvCgdwcm9jZXNzGA0gASgLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SLQoIcm9sbGJhY2sYDiABKAsyGy5za2lwcGVyLnYxLlJvbGxiYWNrRGV0YWlscxIXCg92b2x1bWVzX2RlbGV0ZWQYDyADKAkSJwoEbG9ncxgQIAMoCzIZLnNraXBwZXIudjEuQ29udGFpbmVyTG9ncyKJAQoPV29ya09yZGVyUmVzdWx0Eg8KB3N1Y2Nlc3MYASABKAgSEQoJcmV0cmlhYmxlGAUgASgIEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIzCgdkZXRhaWxzGAQgASgLMiIuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHREZXRhaWxzKu4DCg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACEiMKH1dPUktfT1JERVJfVFlQRV9SRVNUQVJUX1NFUlZJQ0UQAxIcChhXT1JLX09SREVSX1RZUEVfUk9MTEJBQ0sQBBIgChxXT1JLX09SREVSX1RZUEVfSEVBTFRIX0NIRUNLEAUSGwoXV09SS19PUkRFUl9UWVBFX0lOU1BFQ1QQBhIjCh9XT1JLX09SREVSX1RZUEVfRVhFQ1VURV9DT01NQU5EEAcSIAocV09SS19PUkRFUl9UWVBFX1VQTE9BRF9GSUxFUxAIEiEKHVdPUktfT1JERVJfVFlQRV9XUklURV9TVElDS0VSEAkSIAocV09SS19PUkRFUl9UWVBFX1JFQURfU1RJQ0tFUhAKEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfUFJPQ0VTUxALEiMKH1dPUktfT1JERVJfVFlQRV9DT05UUk9MX1BST0NFU1MQDBIdChlXT1JLX09SREVSX1RZUEVfUkVBRF9MT0dTEA0q9QEKD1dvcmtPcmRlclN0YXR1cxIhCh1XT1JLX09SREVSX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVdPUktfT1JERVJfU1RBVFVTX1BFTkRJTkcQARIdChlXT1JLX09SREVSX1NUQVRVU19SVU5OSU5HEAISHQoZV09SS19PUkRFUl9TVEFUVVNfU1VDQ0VTUxADEhwKGFdPUktfT1JERVJfU1RBVFVTX0ZBSUxFRBAEEh8KG1dPUktfT1JERVJfU1RBVFVTX0NBTkNFTExFRBAFEiMKH1dPUktfT1JERVJfU1RBVFVTX1JFVFJZX1BFTkRJTkcQBmIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_resource, file_skipper_v1_safety, file_skipper_v1_secret]);
 
 /**
  * WorkOrderTarget says which node (and tenant) a work order is for.
@@ -385,6 +385,74 @@ export const WorkOrderSchema: GenMessage<WorkOrder> = /*@__PURE__*/
   messageDesc(file_skipper_v1_work_order, 4);
 
 /**
+ * ContainerLogs is what one container of a tenant's project printed (read_logs). Lines are capped
+ * in number and size, and the project's secret values are blanked from them on the node.
+ *
+ * @generated from message skipper.v1.ContainerLogs
+ */
+export type ContainerLogs = Message<"skipper.v1.ContainerLogs"> & {
+  /**
+   * @generated from field: string service = 1;
+   */
+  service: string;
+
+  /**
+   * @generated from field: string container = 2;
+   */
+  container: string;
+
+  /**
+   * @generated from field: repeated skipper.v1.LogLine lines = 3;
+   */
+  lines: LogLine[];
+
+  /**
+   * More lines were there than the order's tail_lines (or the size cap) let through.
+   *
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message skipper.v1.ContainerLogs.
+ * Use `create(ContainerLogsSchema)` to create a new message.
+ */
+export const ContainerLogsSchema: GenMessage<ContainerLogs> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 5);
+
+/**
+ * LogLine is one line a container printed, with the engine's timestamp.
+ *
+ * @generated from message skipper.v1.LogLine
+ */
+export type LogLine = Message<"skipper.v1.LogLine"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * "stdout" or "stderr".
+   *
+   * @generated from field: string stream = 2;
+   */
+  stream: string;
+
+  /**
+   * @generated from field: string text = 3;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message skipper.v1.LogLine.
+ * Use `create(LogLineSchema)` to create a new message.
+ */
+export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 6);
+
+/**
  * CancelRequest records who asked to cancel an order, when and why.
  *
  * @generated from message skipper.v1.CancelRequest
@@ -411,7 +479,7 @@ export type CancelRequest = Message<"skipper.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 5);
+  messageDesc(file_skipper_v1_work_order, 7);
 
 /**
  * CommandResult is one external command the executor ran (argv, never a shell string).
@@ -456,7 +524,7 @@ export type CommandResult = Message<"skipper.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 6);
+  messageDesc(file_skipper_v1_work_order, 8);
 
 /**
  * WorkOrderResultDetails is the structured detail of a result.
@@ -562,6 +630,13 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
    * @generated from field: repeated string volumes_deleted = 15;
    */
   volumesDeleted: string[];
+
+  /**
+   * read_logs: each container's lines, oldest first.
+   *
+   * @generated from field: repeated skipper.v1.ContainerLogs logs = 16;
+   */
+  logs: ContainerLogs[];
 };
 
 /**
@@ -569,7 +644,7 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
  * Use `create(WorkOrderResultDetailsSchema)` to create a new message.
  */
 export const WorkOrderResultDetailsSchema: GenMessage<WorkOrderResultDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 7);
+  messageDesc(file_skipper_v1_work_order, 9);
 
 /**
  * WorkOrderResult is what the agent reports when an order ends.
@@ -628,7 +703,7 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
  * Use `create(WorkOrderResultSchema)` to create a new message.
  */
 export const WorkOrderResultSchema: GenMessage<WorkOrderResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 8);
+  messageDesc(file_skipper_v1_work_order, 10);
 
 /**
  * WorkOrderType is what a work order asks its node to do.
@@ -724,6 +799,13 @@ export enum WorkOrderType {
    * @generated from enum value: WORK_ORDER_TYPE_CONTROL_PROCESS = 12;
    */
   CONTROL_PROCESS = 12,
+
+  /**
+   * Read the recent log lines of a tenant's containers (action.read_logs).
+   *
+   * @generated from enum value: WORK_ORDER_TYPE_READ_LOGS = 13;
+   */
+  READ_LOGS = 13,
 }
 
 /**

@@ -1,0 +1,122 @@
+// `skipper logs TENANT [SERVICE...]`: what the tenant's containers printed, fetched from each node
+// that runs the project through a read_logs work order (the controller never reaches into a host:
+// the node's agent reads the engine and reports the lines, capped and with the project's secret
+// values blanked). --follow asks again every couple of seconds for the lines since the last one.
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { Command } from "commander";
+import { duration } from "../../common/duration.js";
+import { WorkOrderStatus, WorkOrderType, type LogLine, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Clients } from "../connection.js";
+import { CliError } from "../errors.js";
+import type { CommandContext } from "../command-context.js";
+
+interface LogsOptions {
+  node?: string;
+  since?: string;
+  tail: string;
+  follow?: boolean;
+  timestamps?: boolean;
+}
+
+const FINISHED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
+
+export function registerLogs(program: Command, ctx: CommandContext): void {
+  program
+    .command("logs")
+    .argument("<tenant>", "the tenant whose containers to read")
+    .argument("[services...]", "compose services (default: all of the project's)")
+    .description("print what a tenant's containers wrote, from every node that runs it (read_logs orders)")
+    .option("--node <id>", "only this node (default: every node the tenant runs on)")
+    .option("--since <duration>", "only lines from this long ago, e.g. 10m, 2h")
+    .option("--tail <n>", "at most the last n lines of each container", "100")
+    .option("-f, --follow", "keep printing new lines (asks again every 2 s; Ctrl-C stops)")
+    .option("-t, --timestamps", "print each line's time")
+    .addHelpText(
+      "after",
+      `
+Each line is prefixed with its node and container. Reading logs needs the operator role.
+
+Examples:
+  $ skipper logs example-tenant
+  $ skipper logs example-tenant web --since 15m --tail 500
+  $ skipper logs example-tenant -f --timestamps`,
+    )
+    .action(async (tenant: string, services: string[], opts: LogsOptions) => {
+      const tail = Number(opts.tail);
+      if (!Number.isInteger(tail) || tail < 1 || tail > 5000) throw new CliError("--tail must be a whole number from 1 to 5000");
+      let since: Date | undefined;
+      if (opts.since !== undefined) {
+        let ms: number;
+        try {
+          ms = duration(opts.since, "--since", 1);
+        } catch (e) {
+          throw new CliError((e as Error).message, { hint: "use e.g. 30s, 10m or 2h" });
+        }
+        since = new Date(Date.now() - ms);
+      }
+      const clients = ctx.clients();
+      const nodes = opts.node ? [opts.node] : await nodesOf(clients, tenant);
+      if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
+      // Per node: the time of the newest line printed, so a follow asks only for newer ones.
+      const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
+      for (;;) {
+        let failures = 0;
+        for (const node of nodes) {
+          const from = newest.get(node);
+          const order = await readLogs(clients, tenant, node, services, tail, from);
+          if (order.status !== WorkOrderStatus.SUCCESS) {
+            failures++;
+            ctx.io.err(`${node}: ${order.result?.code ?? WorkOrderStatus[order.status]}: ${order.result?.message ?? "no result"}`);
+            continue;
+          }
+          const lines = (order.result?.details?.logs ?? []).flatMap((c) => c.lines.map((l) => ({ container: c.container, l })));
+          lines.sort((a, b) => time(a.l) - time(b.l));
+          for (const { container, l } of lines) {
+            // The engine's --since is inclusive: the line at the last time printed comes again.
+            if (from && time(l) <= from.getTime() && opts.follow) continue;
+            const at = opts.timestamps && l.time ? `${timestampDate(l.time).toISOString()} ` : "";
+            (l.stream === "stderr" ? ctx.io.err : ctx.io.out)(`${node}/${container} | ${at}${l.text}`);
+            if (l.time) newest.set(node, timestampDate(l.time));
+          }
+        }
+        if (!opts.follow) {
+          if (failures > 0) ctx.exitCode = 1;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    });
+}
+
+async function nodesOf(clients: Clients, tenant: string): Promise<string[]> {
+  const t = (await clients.resources.getResource({ resourceType: "tenant", id: tenant })).resource;
+  const st = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
+  return [...new Set((st?.targets ?? []).map((x) => x.nodeId))].sort();
+}
+
+// Queues a read_logs order for the node and waits until it has finished.
+async function readLogs(
+  clients: Clients,
+  tenantId: string,
+  nodeId: string,
+  services: string[],
+  tailLines: number,
+  since: Date | undefined,
+): Promise<WorkOrder> {
+  const { workOrder } = await clients.orders.createWorkOrder({
+    type: WorkOrderType.READ_LOGS,
+    target: { tenantId, nodeId },
+    action: { kind: { case: "readLogs", value: { services, tailLines, since: since ? timestampFromDate(since) : undefined } } },
+    maxAttempts: 1,
+  });
+  let order = workOrder!;
+  while (!FINISHED.has(order.status)) {
+    await new Promise((r) => setTimeout(r, 250));
+    order = (await clients.orders.getWorkOrder({ id: order.id })).workOrder!;
+  }
+  return order;
+}
+
+function time(l: LogLine): number {
+  return l.time ? timestampDate(l.time).getTime() : 0;
+}
