@@ -34,6 +34,9 @@ const RESULT_CODES = new Set([
   "ROLLBACK_OK",
   "IMAGE_PULL_FAILED",
   "IMAGE_NOT_FOUND",
+  // read_logs
+  "LOGS_OK",
+  "LOGS_INVALID",
   // remove_service, restart_service
   "REMOVE_OK",
   "REMOVE_INVALID",

@@ -670,7 +670,8 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
    * claimed), SUPERSEDED (replaced before a claim), UNSUPPORTED_ORDER_TYPE, AGENT_ERROR.
    *   deploy_service   APPLY_OK, COMPOSE_INVALID, DOCKER_UNAVAILABLE, COMPOSE_FAILED,
    *                    SERVICES_NOT_RUNNING, PRE_DEPLOY_FAILED, POST_DEPLOY_FAILED, ROLLED_BACK,
-   *                    HEALTH_GATE_FAILED, DIGEST_MISMATCH, ROLLBACK_FAILED
+   *                    HEALTH_GATE_FAILED, DIGEST_MISMATCH, ROLLBACK_FAILED, IMAGE_PULL_FAILED,
+   *                    IMAGE_NOT_FOUND, SECRETS_UNAVAILABLE
    *   remove_service   REMOVE_OK, REMOVE_INVALID, REMOVE_FAILED, COMPOSE_FAILED, DOCKER_UNAVAILABLE
    *   restart_service  RESTART_OK, RESTART_INVALID, PROJECT_NOT_FOUND, SERVICES_NOT_RUNNING
    *   rollback         ROLLBACK_OK, or a deploy_service failure code
@@ -679,6 +680,7 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
    *                    COMMAND_INVALID
    *   upload_files     UPLOAD_OK, UPLOAD_INVALID, CHECKSUM_MISMATCH, UPLOAD_FAILED
    *   write_sticker, read_sticker  STICKER_OK, STICKER_MISSING, STICKER_INVALID
+   *   read_logs        LOGS_OK, LOGS_INVALID, PROJECT_NOT_FOUND, DOCKER_UNAVAILABLE
    *   deploy_process, control_process  PROCESS_OK, PROCESS_INVALID, CHECKSUM_MISMATCH,
    *                    SOURCE_UNAVAILABLE, PROCESS_EXITED, PROCESS_FAILED, MODULE_NOT_INSTALLED,
    *                    VERSION_NOT_INSTALLED, PROCESS_SOURCE_NOT_ALLOWED
