@@ -11,6 +11,7 @@ import { registerGet } from "./commands/get.js";
 import { registerKeys } from "./commands/keys.js";
 import { registerLogin } from "./commands/login.js";
 import { registerLogs } from "./commands/logs.js";
+import { registerExec } from "./commands/exec.js";
 import { registerRollout } from "./commands/rollout.js";
 import type { CommandContext } from "./command-context.js";
 import { connect, resolveTarget, type Clients, type GlobalOptions } from "./connection.js";
@@ -58,6 +59,7 @@ Examples:
     registerRollout,
     registerEvents,
     registerLogs,
+    registerExec,
     registerKeys,
     registerCompletion,
   ]) {

@@ -1,4 +1,4 @@
-// Container logs end to end: `skipper logs` (the built CLI) against a controller and an agent as
+// Container logs and one-off commands end to end: `skipper logs` (the built CLI) against a controller and an agent as
 // processes on a real engine. The lines a container printed come back through a read_logs work
 // order, stdout to stdout and stderr to stderr, each prefixed with node and container; --tail
 // limits them; a secret value the container prints is blanked on the node; a viewer may not read
@@ -70,7 +70,7 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
       stateDir: join(root, "state"),
       workDir: join(root, "work"),
       dockerHost: dockerHost!,
-      extraArgs: ["--ready-timeout", "30s"],
+      extraArgs: ["--ready-timeout", "30s", "--allow-command", "echo", "--allow-command", "sh"],
     });
     const api = ctl.admin(ResourceService);
     await api.createResource({
@@ -188,5 +188,17 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
       }),
     );
     expect([e.code, e.details.field]).toEqual(["INVALID_REQUEST", "action.read_logs.services[0]"]);
+  }, 60_000);
+
+  it("exec runs an allow-listed command on the node, with its output and its exit code; others are refused saying how to allow them", async () => {
+    const ok = await cli(["exec", NODE, "--", "echo", "hi", "there"]);
+    expect([ok.code, ok.stdout.trim()]).toEqual([0, "hi there"]);
+    const failed = await cli(["exec", NODE, "--", "sh", "-c", "echo to-stderr >&2; exit 3"]);
+    expect(failed.code).toBe(3);
+    expect(failed.stderr).toContain("to-stderr");
+    const refused = await cli(["exec", NODE, "--", "ls", "/"]);
+    expect(refused.code).toBe(1);
+    // The controller knows the node's allow-list (from its heartbeats) and refuses before queueing.
+    expect(refused.stderr).toMatch(/"ls" is not on node \S+'s allow-list \(echo, sh\); the agent's --allow-command sets it/);
   }, 60_000);
 });

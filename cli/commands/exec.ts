@@ -1,0 +1,66 @@
+// `skipper exec NODE -- PROGRAM [ARGS...]`: one command on a host, as an execute_command work
+// order. The program must be on the node's allow-list (skippy --allow-command); arguments go to it
+// as they are (no shell). Its output is printed as the agent reported it (capped, secrets blanked)
+// and the CLI exits with the command's own exit code.
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import type { Command } from "commander";
+import { duration } from "../../common/duration.js";
+import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import { CliError } from "../errors.js";
+import type { CommandContext } from "../command-context.js";
+
+const FINISHED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
+
+export function registerExec(program: Command, ctx: CommandContext): void {
+  program
+    .command("exec")
+    .argument("<node>", "the node to run it on")
+    .argument("<argv...>", "the program and its arguments (after --)")
+    .description("run one allow-listed command on a node (an execute_command order) and print its output")
+    .option("--timeout <duration>", "stop it after this long (at most 1h)", "60s")
+    .option("--cwd <dir>", "absolute directory to run in (default: the agent's work directory)")
+    .addHelpText(
+      "after",
+      `
+The program must be on the node's allow-list (skippy --allow-command PROG); nothing goes through
+a shell. The exit code is the command's own (1 when it could not run). Needs the operator role.
+
+Examples:
+  $ skipper exec host-1 -- uptime
+  $ skipper exec host-1 --timeout 10s -- df -h /`,
+    )
+    .action(async (node: string, argv: string[], opts: { timeout: string; cwd?: string }) => {
+      let timeoutMs: number;
+      try {
+        timeoutMs = duration(opts.timeout, "--timeout", 1);
+      } catch (e) {
+        throw new CliError((e as Error).message);
+      }
+      const clients = ctx.clients();
+      const { workOrder } = await clients.orders.createWorkOrder({
+        type: WorkOrderType.EXECUTE_COMMAND,
+        target: { nodeId: node },
+        action: {
+          kind: { case: "executeCommand", value: { command: { argv, timeout: durationFromMs(timeoutMs), workingDir: opts.cwd ?? "" } } },
+        },
+        maxAttempts: 1,
+      });
+      let order = workOrder!;
+      while (!FINISHED.has(order.status)) {
+        await new Promise((r) => setTimeout(r, 250));
+        order = (await clients.orders.getWorkOrder({ id: order.id })).workOrder!;
+      }
+      const result = order.result;
+      const run = result?.details?.command;
+      if (run?.stdout) ctx.io.out(run.stdout.replace(/\n$/, ""));
+      if (run?.stderr) ctx.io.err(run.stderr.replace(/\n$/, ""));
+      if (result?.code === "COMMAND_OK") return;
+      if (result?.code === "COMMAND_FAILED" && run) {
+        ctx.exitCode = run.exitCode > 0 && run.exitCode < 256 ? run.exitCode : 1;
+        return;
+      }
+      throw new CliError(`${result?.code ?? WorkOrderStatus[order.status]}: ${result?.message ?? "no result"}`, {
+        hint: result?.code === "COMMAND_NOT_ALLOWED" ? `start skippy on ${node} with --allow-command ${argv[0] ?? ""}` : undefined,
+      });
+    });
+}
