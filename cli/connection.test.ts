@@ -23,8 +23,12 @@ describe("connection targets", () => {
     expect(resolveTarget({}, { ...env, SKIPPER_SERVER: "https://env:1", SKIPPER_TOKEN: "ska.env" })).toMatchObject({
       server: "https://env:1",
       token: "ska.env",
-      caFile: "/lab/ca.crt",
     });
+    // The context's token and CA are its server's: another server does not get them.
+    const elsewhere = resolveTarget({ server: "https://elsewhere:8443" }, env);
+    expect(elsewhere.token).toBeUndefined();
+    expect(elsewhere.caFile).toBeUndefined();
+    expect(resolveTarget({ server: "https://lab:8443/v1" }, env).token).toBe("ska.lab");
     expect(resolveTarget({ server: "https://flag:2", token: "ska.flag" }, { ...env, SKIPPER_SERVER: "https://env:1" })).toMatchObject({
       server: "https://flag:2",
       token: "ska.flag",

@@ -65,8 +65,11 @@ export function resolveTarget(opts: GlobalOptions, env: NodeJS.ProcessEnv): Targ
       hint: "run `skipper login --server https://HOST:8443 --ca-file ca.crt --token-stdin`, or pass --server (SKIPPER_SERVER)",
     });
   }
-  const caFile = opts.caFile ?? env.SKIPPER_CA_FILE ?? ctx?.caFile;
-  const token = opts.token ?? env.SKIPPER_TOKEN ?? ctx?.token;
+  // The context's CA and credential are for the context's server: a command sent elsewhere
+  // (--server, SKIPPER_SERVER) takes its own, so a saved token never goes to another host.
+  const sameServer = ctx !== undefined && normalizeServer(server) === normalizeServer(ctx.server);
+  const caFile = opts.caFile ?? env.SKIPPER_CA_FILE ?? (sameServer ? ctx?.caFile : undefined);
+  const token = opts.token ?? env.SKIPPER_TOKEN ?? (sameServer ? ctx?.token : undefined);
   return {
     server: normalizeServer(server),
     ...(caFile ? { caFile } : {}),

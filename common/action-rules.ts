@@ -17,7 +17,8 @@ export const SECRET_FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
  * Secret variables go to Compose in its environment: names that would steer Compose or the Docker
  * CLI themselves (or what they load) are refused.
  */
-export const COMPOSE_STEERING_ENV = /^(PATH|HOME|TMPDIR|IFS|LD_.*|DOCKER_.*|COMPOSE_.*|PYTHON.*|BUILDKIT_.*)$/;
+export const COMPOSE_STEERING_ENV =
+  /^(PATH|HOME|TMPDIR|IFS|NODE_OPTIONS|LD_.*|DYLD_.*|DOCKER_.*|COMPOSE_.*|PYTHON.*|BUILDKIT_.*|BUILDX_.*|XDG_.*|GIT_.*|SSH_.*|SSL_CERT_.*|OTEL_.*|SKIPPY_.*|(HTTPS?|ALL|NO)_PROXY|(https?|all|no)_proxy)$/;
 /** A value's name within a secret resource. */
 export const SECRET_VALUE_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 /** A registry host, as image references name it: host or host:port, lowercase. */

@@ -48,12 +48,12 @@ export function dashboardHandler(dir: string | undefined): (req: Req, res: Res) 
     const path = (req.url ?? "/").split("?")[0]!;
     if (path !== "/" && path !== "/ui" && !path.startsWith("/ui/")) return false;
     if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" });
+      res.writeHead(405, { allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8", ...SECURITY_HEADERS });
       res.end("method not allowed\n");
       return true;
     }
     if (path === "/" || path === "/ui") {
-      res.writeHead(302, { location: "/ui/" });
+      res.writeHead(302, { location: "/ui/", ...SECURITY_HEADERS });
       res.end();
       return true;
     }

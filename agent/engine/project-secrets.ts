@@ -16,10 +16,13 @@ import { join } from "node:path";
 import type { WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { COMPOSE_STEERING_ENV, ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
 import { writeFileAtomic } from "./durable-file.js";
+import { isSecretKey } from "../../common/logging/redact.js";
 
 export const SECRET_DIR = ".skipper-secrets";
 export const APPLIED_SECRET_DIR = ".skipper-applied-secrets";
 const ENV_FILE = ".env.json";
+// In the applied copy: the spec hash the values ran with.
+const SPEC_TAG = ".spec";
 const DOCKER_DIR = ".docker";
 
 export interface RegistryLogin {
@@ -61,6 +64,27 @@ export function secretsProblem(ds: WorkOrderDesiredState | undefined, s: Project
   return undefined;
 }
 
+// Docker Hub's logins are filed under its v1 index URL by the Docker CLI, Compose v2 and docker-py.
+const DOCKER_HUB_KEY = "https://index.docker.io/v1/";
+const DOCKER_HUB = new Set(["docker.io", "index.docker.io", "registry-1.docker.io"]);
+
+/** The key a registry's login is filed under in a Docker config.json. */
+export function authKey(registry: string): string {
+  return DOCKER_HUB.has(registry) ? DOCKER_HUB_KEY : registry;
+}
+
+/** Only what the order's project names: a reply cannot add a file or a variable the order did not ask for. */
+export function namedInOrder(ds: WorkOrderDesiredState | undefined, s: ProjectSecrets): ProjectSecrets {
+  const p = ds?.composeProject;
+  const pick = (from: Record<string, string>, names: string[]) =>
+    Object.fromEntries(names.filter((n) => from[n] !== undefined).map((n) => [n, from[n]!]));
+  return {
+    env: pick(s.env, Object.keys(p?.secretEnv ?? {})),
+    files: pick(s.files, Object.keys(p?.secretFiles ?? {})),
+    registries: s.registries,
+  };
+}
+
 /** Every value, for blanking out of command output. */
 export function secretValues(s: ProjectSecrets | undefined): string[] {
   if (!s) return [];
@@ -77,13 +101,17 @@ export async function writeSecretDir(dir: string, s: ProjectSecrets): Promise<vo
     const docker = join(dir, DOCKER_DIR);
     await mkdir(docker, { mode: 0o700 });
     const auths = Object.fromEntries(
-      s.registries.map((r) => [r.registry, { auth: Buffer.from(`${r.username}:${r.password}`, "utf8").toString("base64") }]),
+      s.registries.map((r) => [authKey(r.registry), { auth: Buffer.from(`${r.username}:${r.password}`, "utf8").toString("base64") }]),
     );
-    await writeFileAtomic(join(docker, "config.json"), `${JSON.stringify({ auths })}\n`, { mode: 0o600 });
-    // `docker compose` is a CLI plugin found through the Docker config directory: point to the
-    // host's plugins, so that a config of the project's own does not hide the plugin.
-    const plugins = join(process.env.DOCKER_CONFIG || join(homedir(), ".docker"), "cli-plugins");
-    if (await isDir(plugins)) await symlink(plugins, join(docker, "cli-plugins"));
+    // The host's Docker config stays the host's, but what it chooses (the engine context, the
+    // `docker compose` plugin) must still hold with a config of the project's own.
+    const host = process.env.DOCKER_CONFIG || join(homedir(), ".docker");
+    const currentContext = await readFile(join(host, "config.json"), "utf8")
+      .then((t) => (JSON.parse(t) as { currentContext?: unknown }).currentContext)
+      .catch(() => undefined);
+    const config = { auths, ...(typeof currentContext === "string" ? { currentContext } : {}) };
+    await writeFileAtomic(join(docker, "config.json"), `${JSON.stringify(config)}\n`, { mode: 0o600 });
+    for (const sub of ["cli-plugins", "contexts"]) if (await isDir(join(host, sub))) await symlink(join(host, sub), join(docker, sub));
   }
 }
 
@@ -96,7 +124,8 @@ export async function readSecretDir(dir: string): Promise<ProjectSecrets> {
   const config = await readFile(join(dir, DOCKER_DIR, "config.json"), "utf8").catch(() => undefined);
   if (config) {
     const auths = (JSON.parse(config) as { auths?: Record<string, { auth: string }> }).auths ?? {};
-    for (const [registry, { auth }] of Object.entries(auths)) {
+    for (const [key, { auth }] of Object.entries(auths)) {
+      const registry = key === DOCKER_HUB_KEY ? "docker.io" : key;
       const plain = Buffer.from(auth, "base64").toString("utf8");
       const at = plain.indexOf(":");
       registries.push({ registry, username: plain.slice(0, at), password: plain.slice(at + 1) });
@@ -122,25 +151,44 @@ export function composeEnvironment(
   s: ProjectSecrets | undefined,
 ): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
+  // Nor does Compose see the agent's own secrets (its node token): a compose file could interpolate
+  // them into a container.
+  for (const k of Object.keys(process.env)) if (k.startsWith("SKIPPY_") || isSecretKey(k)) out[k] = undefined;
   for (const k of Object.keys(env)) if (!KEPT_FROM_AGENT.test(k)) out[k] = undefined;
   if (!s) return out;
   return { ...out, ...s.env, ...(s.registries.length > 0 ? { DOCKER_CONFIG: join(dir, DOCKER_DIR) } : {}) };
 }
 
-/** Keeps the live secret directory of a project as the one to restore (after a successful apply). */
-export async function keepAppliedSecrets(projectDir: string): Promise<void> {
+/**
+ * Keeps the live secret directory of a project as the one to restore (after a successful apply
+ * of `specHash`), tagged with that spec: copied aside, then swapped in by renames.
+ */
+export async function keepAppliedSecrets(projectDir: string, specHash: string): Promise<void> {
   const live = join(projectDir, SECRET_DIR);
   const applied = join(projectDir, APPLIED_SECRET_DIR);
   const temp = `${applied}.tmp`;
+  const old = `${applied}.old`;
   await rm(temp, { recursive: true, force: true });
-  if (!(await isDir(live))) {
-    await rm(applied, { recursive: true, force: true });
-    return;
+  await rm(old, { recursive: true, force: true });
+  if (await isDir(live)) {
+    await cp(live, temp, { recursive: true, verbatimSymlinks: true });
+    await chmod(temp, 0o700);
+  } else {
+    await mkdir(temp, { mode: 0o700 });
   }
-  await cp(live, temp, { recursive: true, verbatimSymlinks: true });
-  await chmod(temp, 0o700);
-  await rm(applied, { recursive: true, force: true });
+  await writeFileAtomic(join(temp, SPEC_TAG), `${specHash}\n`, { mode: 0o600 });
+  if (await isDir(applied)) await rename(applied, old);
   await rename(temp, applied);
+  await rm(old, { recursive: true, force: true });
+}
+
+/** The values kept for restoring `specHash`; throws when the kept ones are another spec's (or none). */
+export async function readAppliedSecrets(projectDir: string, specHash: string): Promise<ProjectSecrets> {
+  const dir = join(projectDir, APPLIED_SECRET_DIR);
+  const tag = (await readFile(join(dir, SPEC_TAG), "utf8").catch(() => "")).trim();
+  if (tag !== specHash)
+    throw new Error(`the values kept on this node are for spec ${tag.slice(0, 12) || "(none)"}, not ${specHash.slice(0, 12)}`);
+  return readSecretDir(dir);
 }
 
 async function isDir(p: string): Promise<boolean> {

@@ -8,10 +8,9 @@ import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSecretKey } from "../../common/logging/redact.js";
 import { readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
-import { APPLIED_SECRET_DIR, readSecretDir } from "../engine/project-secrets.js";
+import { readAppliedSecrets } from "../engine/project-secrets.js";
 import { projectDir } from "../engine/project-state.js";
 import { SecretKeyRefSchema } from "../../gen/skipper/v1/secret_pb.js";
-import { join } from "node:path";
 import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
 import type { CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
@@ -87,11 +86,11 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     safety: undefined,
   };
   // The restored spec runs with the values it ran with: the copy kept when it applied.
-  const appliedSecrets = join(projectDir(ctx.workDir, ds.tenantId), APPLIED_SECRET_DIR);
+  const dir = projectDir(ctx.workDir, ds.tenantId);
   // The restore runs to its end even when the order was cancelled (or timed out): a half-restored
   // project is worse than either spec. Compose's own timeout still bounds it. Only a lost lease
   // stops it: the next holder redeploys the order and converges whatever it finds.
-  const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease, secrets: () => readSecretDir(appliedSecrets) });
+  const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease, secrets: () => readAppliedSecrets(dir, applied.spec_hash) });
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -27,7 +27,7 @@
 //
 // Every command is an argument array run through execa with a timeout; output is capped and the
 // values of secret-shaped env keys are blanked from it.
-import { mkdir, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -45,6 +45,7 @@ import { runCommand, type CommandRun } from "../engine/run-command.js";
 import {
   composeEnvironment,
   keepAppliedSecrets,
+  namedInOrder,
   SECRET_DIR,
   secretValues,
   secretsProblem,
@@ -115,6 +116,7 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     }
     const problem = secretsProblem(ds, secrets);
     if (problem) return done("COMPOSE_INVALID", problem);
+    secrets = namedInOrder(ds, secrets);
     for (const v of secretValues(secrets)) hidden.push(v);
     if (Object.keys(secrets.env).some((k) => k in env)) return done("COMPOSE_INVALID", "a variable is set both in env and from a secret");
   }
@@ -125,8 +127,12 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const envPath = join(dir, ".env");
   const staging = join(dir, `.staging-${order.id}`);
   await mkdir(staging, { recursive: true, mode: 0o700 });
-  // A state record or restore point half-written when the agent died (the env may hold secrets).
+  // A state record or restore point half-written when the agent died (the env may hold secrets),
+  // and what other orders staged and never promoted (an order whose lease was lost, or that was
+  // not taken up after a restart): their secret directories hold values. The agent runs one order
+  // at a time; this order's own staging (a replay's) is kept.
   await removeStaleTemps(dir);
+  await removeOtherStaging(dir, basename(staging));
   const stagedYml = join(staging, "docker-compose.yml");
   const stagedEnv = join(staging, ".env");
   const secretDir = join(dir, SECRET_DIR);
@@ -294,6 +300,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   // which report the project as the engine shows it from now on (a crash in between leaves the
   // restore point current and the state record one apply behind, which the next apply fixes).
   const appliedAt = new Date().toISOString();
+  // The values first, tagged with the spec they ran with: a restore refuses values of another spec.
+  await keepAppliedSecrets(dir, ds?.specHash ?? "");
   await writeAppliedSpec(ctx.workDir, {
     schema_version: "v1",
     tenant_id: tenantId,
@@ -309,7 +317,6 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     service_ids: [...(ds?.serviceIds ?? [])],
     applied_at: appliedAt,
   });
-  await keepAppliedSecrets(dir);
   await writeProjectState(ctx.workDir, {
     schema_version: "v1",
     project_name: projectName,
@@ -438,10 +445,21 @@ async function keepLive(staging: string, live: string[]): Promise<void> {
   for (const [i, p] of live.entries()) if (had[i]) await rename(p, join(staging, `kept-${basename(p)}`));
 }
 
-// Puts a staged directory in place of the live one (or removes the live one when none was staged).
+// Puts a staged directory in place of the live one (or removes the live one when none was
+// staged). Renames only, so the live path is missing for two renames' time at most, never for a
+// copy's or a delete's; a kill in between leaves the old one beside it (.old), which the next
+// deploy's replay puts right.
 async function replaceDir(staged: string, live: string): Promise<void> {
-  await rm(live, { recursive: true, force: true });
+  const old = `${live}.old`;
+  await rm(old, { recursive: true, force: true });
+  if (await pathExists(live)) await rename(live, old);
   if (await pathExists(staged)) await rename(staged, live);
+  await rm(old, { recursive: true, force: true });
+}
+
+async function removeOtherStaging(dir: string, keep: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[]))
+    if (name.startsWith(".staging-") && name !== keep) await rm(join(dir, name), { recursive: true, force: true });
 }
 
 function refsOf(refs: Record<string, SecretKeyRef>): Record<string, { secret_id: string; key: string }> {

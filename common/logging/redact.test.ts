@@ -136,3 +136,20 @@ describe("restore", () => {
     expect(() => restoreEnv({ API_TOKEN: REDACTED }, {})).toThrow(/env.API_TOKEN/);
   });
 });
+
+describe("references to secrets", () => {
+  it("are kept (their names look secret, their values are ids); the same names holding values are not", () => {
+    const refs = {
+      secretEnv: { DB_PASSWORD: { secretId: "db", key: "password" } },
+      secret_files: { "tls.key": { secret_id: "tls", key: "key" } },
+      secretUses: [{ secretId: "db", key: "password", version: 2n }],
+      registry_secret_ids: ["registry-login"],
+    };
+    expect(redact(refs)).toEqual(refs);
+    expect(redact({ env: { secret_env: "hunter2", SECRET_FILES: "x" } })).toEqual({
+      env: { secret_env: "[REDACTED]", SECRET_FILES: "[REDACTED]" },
+    });
+    expect(redact({ secret_env: { DB_PASSWORD: "hunter2" } })).toEqual({ secret_env: { DB_PASSWORD: "[REDACTED]" } });
+    expect(redact({ registry_secret_ids: "hunter2-as-a-string" })).toEqual({ registry_secret_ids: "[REDACTED]" });
+  });
+});

@@ -14,7 +14,9 @@ export { redactCompose } from "./redact-compose.js";
 
 const COMPOSE_KEYS = new Set(["compose_file", "composeFile"]);
 // Fields that name secret values (variable names, secret ids and value names, versions) and never
-// hold one: kept as they are, though their names and keys look secret (secret_env: {DB_PASSWORD: …}).
+// hold one: kept as they are, though their names and keys look secret (secret_env: {DB_PASSWORD: …}),
+// when they have the shape of references (isReference); anything else under such a name (an env
+// variable called secret_env, say) is redacted like any value.
 const REFERENCE_KEYS = new Set([
   "secret_env",
   "secretEnv",
@@ -31,6 +33,21 @@ export function redact<T>(value: T): T {
   return walk(value, undefined, false, 0) as T;
 }
 
+// References are objects of ids, names and versions only: {secretId, key} (proto JSON: secret_id),
+// SecretUse (also version), a map of them by name, a list of them, or a list of secret ids.
+const REFERENCE_FIELDS = new Set(["$typeName", "secretId", "secret_id", "key", "version"]);
+function isReference(v: unknown): boolean {
+  const ref = (x: unknown) =>
+    typeof x === "object" &&
+    x !== null &&
+    !Array.isArray(x) &&
+    Object.entries(x).every(
+      ([k, f]) => REFERENCE_FIELDS.has(k) && (typeof f === "string" || typeof f === "bigint" || typeof f === "number"),
+    );
+  if (Array.isArray(v)) return v.every((x) => ref(x) || (typeof x === "string" && /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(x)));
+  return typeof v === "object" && v !== null && Object.values(v).every(ref);
+}
+
 function walk(value: unknown, key: string | undefined, secret: boolean, depth: number): unknown {
   if (depth > 32 || value === null || value === undefined) return value;
   if (typeof value === "string") {
@@ -44,7 +61,7 @@ function walk(value: unknown, key: string | undefined, secret: boolean, depth: n
   if (value instanceof Date || value instanceof Uint8Array || value instanceof Error) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    out[k] = REFERENCE_KEYS.has(k) && !secret ? structuredClone(v) : walk(v, k, secret || isSecretKey(k), depth + 1);
+    out[k] = REFERENCE_KEYS.has(k) && !secret && isReference(v) ? structuredClone(v) : walk(v, k, secret || isSecretKey(k), depth + 1);
   }
   return out;
 }

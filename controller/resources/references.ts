@@ -76,7 +76,8 @@ export async function checkReferencesExist(store: Store, r: Resource): Promise<v
     if (ref.type === "secret") {
       const spec = target.desiredState?.kind.case === "secret" ? target.desiredState.kind.value : undefined;
       if (spec?.tenantId !== tenantId) {
-        throw invalid(`${ref.field} names secret ${ref.id} of tenant ${spec?.tenantId ?? ""}, not ${tenantId}`, {
+        // Whose it is stays unsaid: the caller may not be allowed to know that tenant.
+        throw invalid(`${ref.field} names secret ${ref.id}, which tenant ${tenantId} does not have`, {
           field: ref.field,
           resource_type: ref.type,
           resource_id: ref.id,

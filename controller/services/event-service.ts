@@ -36,6 +36,7 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
       let quietSince = Date.now();
       yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
       while (!ctx.signal.aborted) {
+        const polledAt = deps.now().getTime();
         const from = new Date(cursor - WATCH_LOOK_BACK_MS);
         let pageToken = "";
         do {
@@ -50,6 +51,9 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
           }
           pageToken = page.nextPageToken;
         } while (pageToken !== "" && !ctx.signal.aborted);
+        // Read up to when this round began, whatever it sent: the next reads only the look-back
+        // before that (not everything since the last event this caller may see).
+        cursor = Math.max(cursor, polledAt);
         for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
         if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
           quietSince = Date.now();

@@ -114,7 +114,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         throw forbidden("only the node holding the claim gets an order's secrets", { work_order_id: order.id });
       checkHolder(order, call.principal.nodeId, req.fencingToken, deps.now());
       const secrets = await resolveOrderSecrets(store, deps.keyRing, order);
-      // Audited (audit-policy.ts): the entry names the order, whose desired_state.secrets lists
+      // Audited (audit-policy.ts): the entry names the order, whose desired_state.secret_uses lists
       // the values and versions; the values are never on record.
       return { meta: responseMeta(ctx), env: secrets.env, files: secrets.files, registries: secrets.registries };
     },

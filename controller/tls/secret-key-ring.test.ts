@@ -73,6 +73,8 @@ describe("the secret key ring", () => {
     // The other has not read the file since: it does when it meets the new key.
     expect(b.primaryId).toBe("k1");
     expect(b.open(fresh, "secret/x/y").toString()).toBe("w");
+    // and seals with it from then on, without being asked to rotate
+    expect(SecretKeyRing.keyIdOf(b.seal(Buffer.from("x"), "secret/x/z"))).toBe("k2");
     expect(b.primaryId).toBe("k2");
     expect(b.open(old, "secret/x/y").toString()).toBe("v");
     // A key in neither the ring nor the file is still refused.

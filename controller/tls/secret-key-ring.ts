@@ -14,7 +14,7 @@
 // reads the file again (reload()) and re-seals; a controller meeting a value sealed with a key it
 // does not know reads its file again too, so controllers sharing the file need no restart.
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ensurePrivateDir, readIfExists, writeFileAtomic } from "./pem-files.js";
@@ -33,10 +33,15 @@ interface RingKey {
 export type KeyRingSource = { kind: "generated"; file: string } | { kind: "file"; file: string } | { kind: "environment" };
 
 export class SecretKeyRing {
+  // A ring configured by file: the file's stamp (stampOf) when it was last read.
+  private readStamp = "";
+
   private constructor(
     private keys: RingKey[],
     readonly source: KeyRingSource,
-  ) {}
+  ) {
+    if (source.kind === "file") this.readStamp = stampOf(source.file);
+  }
 
   /** Loads the ring (generating it on first start when no key is configured). */
   static async load(opts: { dataDir: string; keysText?: string; keysFile?: string }): Promise<SecretKeyRing> {
@@ -76,6 +81,8 @@ export class SecretKeyRing {
 
   /** Seals `plain` for the record named by `context` (e.g. "secret/shop/db"). */
   seal(plain: Buffer, context: string): string {
+    // With the newest key the file holds: the operator may have put one first since.
+    this.refresh();
     const { id, key } = this.keys[0]!;
     const iv = randomBytes(12);
     const cipher = createCipheriv("aes-256-gcm", key, iv);
@@ -90,9 +97,9 @@ export class SecretKeyRing {
     if (!m) throw new Error("not a sealed value");
     let key = this.keys.find((k) => k.id === m[1]);
     // Another controller sharing the key file may have sealed it with a key added there since
-    // this one read the file: read it again (rare: once per new key).
-    if (!key && this.source.kind === "file") {
-      this.keys = readRingFile(this.source.file);
+    // this one read the file: read it again if it changed.
+    if (!key) {
+      this.refresh();
       key = this.keys.find((k) => k.id === m[1]);
     }
     if (!key) throw new Error(`sealed with key ${m[1]}, which the key ring no longer holds`);
@@ -108,6 +115,7 @@ export class SecretKeyRing {
    * and the data directory alone does not let anyone guess a value from it.
    */
   fingerprint(plain: Buffer, context: string): string {
+    this.refresh();
     const derived = createHmac("sha256", this.keys[0]!.key).update("skipper secret fingerprint").digest();
     return createHmac("sha256", derived).update(context).update("\0").update(plain).digest("hex").slice(0, 16);
   }
@@ -123,7 +131,24 @@ export class SecretKeyRing {
    */
   async reload(): Promise<void> {
     if (this.source.kind !== "file") return;
+    const stamp = stampOf(this.source.file);
     this.keys = parseRing(await readFile(this.source.file, "utf8"), this.source.file);
+    this.readStamp = stamp;
+  }
+
+  // A ring configured by file, read again when the file changed since (a stat per seal: seals
+  // are writes of secrets and webhooks, not a hot path). A file that does not parse (being
+  // edited) leaves the ring as it was.
+  private refresh(): void {
+    if (this.source.kind !== "file") return;
+    const stamp = stampOf(this.source.file);
+    if (stamp === this.readStamp) return;
+    try {
+      this.keys = readRingFile(this.source.file);
+      this.readStamp = stamp;
+    } catch {
+      // Kept: the next seal or open tries again.
+    }
   }
 
   /** Puts a new key first (it seals from now on); returns its id. Only a generated ring is rewritten. */
@@ -158,6 +183,17 @@ export class SecretKeyRing {
 /** The text of a key ring (what SKIPPER_SECRET_KEYS holds). */
 export function ringText(keys: ReadonlyArray<{ id: string; key: Buffer }>): string {
   return `${keys.map((k) => `${k.id} ${k.key.toString("base64")}`).join("\n")}\n`;
+}
+
+// What tells one version of the file from the next: times and size (two writes within one tick
+// of the clock still differ in ctime or size, or are the same text).
+function stampOf(file: string): string {
+  try {
+    const s = statSync(file);
+    return `${s.mtimeMs}/${s.ctimeMs}/${s.size}/${s.ino}`;
+  } catch {
+    return "";
+  }
 }
 
 function readRingFile(file: string): RingKey[] {

@@ -2,7 +2,7 @@
 // by the URL's hash (#/, #/tenants/ID, #/nodes/ID). One WatchEvents stream keeps the page current:
 // each event renders the page again (at most a few times a second). The credential stays in this
 // tab's sessionStorage only.
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ActorKind, Role } from "../../gen/skipper/v1/access_pb.js";
 import { connect, type Api } from "./api.js";
 import { h } from "./dom.js";
@@ -91,13 +91,25 @@ function watch(): void {
   void (async () => {
     while (!ac.signal.aborted && api) {
       try {
+        let first = true;
         for await (const m of api.events.watchEvents({}, { signal: ac.signal })) {
           live.textContent = "live";
           live.classList.add("on");
-          if (m.event) render();
+          // (Re)connected: what changed while the stream was down is on the page at once.
+          if (m.event || first) render();
+          first = false;
         }
-      } catch {
-        // Broken: say so, wait a moment, and connect again.
+      } catch (e) {
+        // A credential revoked or expired meanwhile: back to the sign-in form.
+        if (e instanceof ConnectError && (e.code === Code.Unauthenticated || e.code === Code.PermissionDenied)) {
+          sessionStorage.removeItem(KEY);
+          api = undefined;
+          signOut.hidden = true;
+          who.textContent = "";
+          signInForm(`Signed out: ${e.rawMessage}`);
+          return;
+        }
+        // Broken otherwise: say so, wait a moment, and connect again.
       }
       live.textContent = "offline";
       live.classList.remove("on");
