@@ -8,8 +8,7 @@ import { duration } from "../../common/duration.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
-
-const FINISHED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
+import { runOrder } from "../order-wait.js";
 
 export function registerExec(program: Command, ctx: CommandContext): void {
   program
@@ -36,20 +35,13 @@ Examples:
       } catch (e) {
         throw new CliError((e as Error).message);
       }
-      const clients = ctx.clients();
-      const { workOrder } = await clients.orders.createWorkOrder({
+      const order = await runOrder(ctx.clients(), {
         type: WorkOrderType.EXECUTE_COMMAND,
         target: { nodeId: node },
         action: {
           kind: { case: "executeCommand", value: { command: { argv, timeout: durationFromMs(timeoutMs), workingDir: opts.cwd ?? "" } } },
         },
-        maxAttempts: 1,
       });
-      let order = workOrder!;
-      while (!FINISHED.has(order.status)) {
-        await new Promise((r) => setTimeout(r, 250));
-        order = (await clients.orders.getWorkOrder({ id: order.id })).workOrder!;
-      }
       const result = order.result;
       const run = result?.details?.command;
       if (run?.stdout) ctx.io.out(run.stdout.replace(/\n$/, ""));

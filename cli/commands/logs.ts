@@ -5,10 +5,11 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { duration } from "../../common/duration.js";
-import { WorkOrderStatus, WorkOrderType, type LogLine, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType, type LogLine } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
+import { runOrder } from "../order-wait.js";
 
 interface LogsOptions {
   node?: string;
@@ -17,8 +18,6 @@ interface LogsOptions {
   follow?: boolean;
   timestamps?: boolean;
 }
-
-const FINISHED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
 
 export function registerLogs(program: Command, ctx: CommandContext): void {
   program
@@ -94,27 +93,13 @@ async function nodesOf(clients: Clients, tenant: string): Promise<string[]> {
   return [...new Set((st?.targets ?? []).map((x) => x.nodeId))].sort();
 }
 
-// Queues a read_logs order for the node and waits until it has finished.
-async function readLogs(
-  clients: Clients,
-  tenantId: string,
-  nodeId: string,
-  services: string[],
-  tailLines: number,
-  since: Date | undefined,
-): Promise<WorkOrder> {
-  const { workOrder } = await clients.orders.createWorkOrder({
+// A read_logs order for the node, run to its end.
+function readLogs(clients: Clients, tenantId: string, nodeId: string, services: string[], tailLines: number, since: Date | undefined) {
+  return runOrder(clients, {
     type: WorkOrderType.READ_LOGS,
     target: { tenantId, nodeId },
     action: { kind: { case: "readLogs", value: { services, tailLines, since: since ? timestampFromDate(since) : undefined } } },
-    maxAttempts: 1,
   });
-  let order = workOrder!;
-  while (!FINISHED.has(order.status)) {
-    await new Promise((r) => setTimeout(r, 250));
-    order = (await clients.orders.getWorkOrder({ id: order.id })).workOrder!;
-  }
-  return order;
 }
 
 function time(l: LogLine): number {
