@@ -58,6 +58,7 @@ Examples:
       if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
       // Per node: the time of the newest line printed, so a follow asks only for newer ones.
       const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
+      let printed = 0;
       for (;;) {
         let failures = 0;
         for (const node of nodes) {
@@ -75,11 +76,13 @@ Examples:
             if (from && time(l) <= from.getTime() && opts.follow) continue;
             const at = opts.timestamps && l.time ? `${timestampDate(l.time).toISOString()} ` : "";
             (l.stream === "stderr" ? ctx.io.err : ctx.io.out)(`${node}/${container} | ${at}${l.text}`);
+            printed++;
             if (l.time) newest.set(node, timestampDate(l.time));
           }
         }
         if (!opts.follow) {
           if (failures > 0) ctx.exitCode = 1;
+          else if (printed === 0) ctx.io.err(`No log lines${since ? ` since ${since.toISOString()}` : ""}.`);
           return;
         }
         await new Promise((r) => setTimeout(r, 2000));
