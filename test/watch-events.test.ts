@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { Role } from "../gen/skipper/v1/access_pb.js";
 import { EventService, type WatchEventsResponse } from "../gen/skipper/v1/event_service_pb.js";
+import { MAX_WATCHES_PER_CALLER } from "../controller/services/event-service.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
@@ -109,5 +110,44 @@ describe("watching events", () => {
       })(),
     );
     expect([e.code, e.details.field]).toEqual(["INVALID_REQUEST", "type"]);
+  });
+
+  it("one credential may hold so many watches open at once; closing one makes room", async () => {
+    const key = (await tc.client(AccessService, { admin: true }).createApiKey({ name: "watch-many", role: Role.VIEWER })).secret;
+    const events = tc.client(EventService, { token: key });
+    const held: AbortController[] = [];
+    for (let i = 0; i < MAX_WATCHES_PER_CALLER; i++) {
+      const ac = new AbortController();
+      held.push(ac);
+      const r = reader(events.watchEvents({}, { signal: ac.signal }));
+      await r.next((m) => m.serverTime !== undefined);
+    }
+    const over = await rpcError(
+      (async () => {
+        for await (const _ of events.watchEvents({})) break;
+      })(),
+    );
+    expect([over.code, over.details.limit]).toEqual(["RESOURCE_EXHAUSTED", MAX_WATCHES_PER_CALLER]);
+    // Another credential is not held back by this one's.
+    const admin = reader(tc.client(EventService, { admin: true }).watchEvents({}));
+    await admin.next((m) => m.serverTime !== undefined);
+    held.pop()!.abort();
+    // The slot comes back once the server has seen the stream end.
+    const again = await (async () => {
+      for (;;) {
+        const ac = new AbortController();
+        try {
+          for await (const m of events.watchEvents({}, { signal: ac.signal })) {
+            ac.abort();
+            return m;
+          }
+        } catch (e) {
+          if ((await rpcError(Promise.reject(e))).code !== "RESOURCE_EXHAUSTED") throw e;
+          if (ac.signal.aborted) return undefined;
+        }
+      }
+    })();
+    expect(again?.serverTime).toBeDefined();
+    for (const ac of held) ac.abort();
   });
 });

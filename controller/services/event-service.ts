@@ -2,10 +2,11 @@
 // correlation id and time.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { EventService } from "../../gen/skipper/v1/event_service_pb.js";
-import { callInfo, responseMeta } from "../context.js";
+import type { EventService, WatchEventsRequest } from "../../gen/skipper/v1/event_service_pb.js";
+import type { HandlerContext } from "@connectrpc/connect";
+import { callInfo, responseMeta, type CallInfo, type Principal } from "../context.js";
 import { checkTenantFilter, visible } from "../auth/resource-access.js";
-import { invalid } from "../errors.js";
+import { invalid, SkipperError } from "../errors.js";
 import { isValidTraceId } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
@@ -16,50 +17,74 @@ import type { ServiceDeps } from "./deps.js";
 const WATCH_POLL_MS = 1000;
 const WATCH_LOOK_BACK_MS = 5000;
 const WATCH_KEEPALIVE_MS = 30_000;
+// Watches one credential may hold open at once on this controller: each reads the history every
+// second, so a key (a dashboard left open in many tabs, a script gone wrong) cannot multiply that.
+export const MAX_WATCHES_PER_CALLER = 16;
 
 /** Event listing implementation. */
 export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService> {
+  // Watches open per credential on this controller.
+  const watching = new Map<string, number>();
+
+  async function* watch(req: WatchEventsRequest, ctx: HandlerContext, call: CallInfo) {
+    const filter = {
+      type: req.type || undefined,
+      tenantId: req.tenantId || undefined,
+      resourceId: req.resourceId || undefined,
+      workOrderId: req.workOrderId || undefined,
+    };
+    // Sent ids, by event time: what a read again of the look-back finds a second time.
+    const sent = new Map<string, number>();
+    let cursor = req.since ? timestampDate(req.since).getTime() : deps.now().getTime();
+    let quietSince = Date.now();
+    yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+    while (!ctx.signal.aborted) {
+      const polledAt = deps.now().getTime();
+      const from = new Date(cursor - WATCH_LOOK_BACK_MS);
+      let pageToken = "";
+      do {
+        const page = await deps.store.listEvents({ ...filter, since: from, pageSize: 500, pageToken });
+        for (const event of await visible(call, page.items, (e) => e.tenantId, false)) {
+          const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
+          if (sent.has(event.id) || at < cursor - WATCH_LOOK_BACK_MS) continue;
+          sent.set(event.id, at);
+          cursor = Math.max(cursor, at);
+          quietSince = Date.now();
+          yield { meta: responseMeta(ctx), event, serverTime: timestampFromDate(deps.now()) };
+        }
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "" && !ctx.signal.aborted);
+      // Read up to when this round began, whatever it sent: the next reads only the look-back
+      // before that (not everything since the last event this caller may see).
+      cursor = Math.max(cursor, polledAt);
+      for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
+      if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
+        quietSince = Date.now();
+        yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+      }
+      await pause(WATCH_POLL_MS, ctx.signal);
+    }
+  }
+
   return {
     async *watchEvents(req, ctx) {
       checkFilter(req.type, req.tenantId, req.resourceId, req.workOrderId);
       const call = callInfo(ctx);
       await checkTenantFilter(call, req.tenantId);
-      const filter = {
-        type: req.type || undefined,
-        tenantId: req.tenantId || undefined,
-        resourceId: req.resourceId || undefined,
-        workOrderId: req.workOrderId || undefined,
-      };
-      // Sent ids, by event time: what a read again of the look-back finds a second time.
-      const sent = new Map<string, number>();
-      let cursor = req.since ? timestampDate(req.since).getTime() : deps.now().getTime();
-      let quietSince = Date.now();
-      yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
-      while (!ctx.signal.aborted) {
-        const polledAt = deps.now().getTime();
-        const from = new Date(cursor - WATCH_LOOK_BACK_MS);
-        let pageToken = "";
-        do {
-          const page = await deps.store.listEvents({ ...filter, since: from, pageSize: 500, pageToken });
-          for (const event of await visible(call, page.items, (e) => e.tenantId, false)) {
-            const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
-            if (sent.has(event.id) || at < cursor - WATCH_LOOK_BACK_MS) continue;
-            sent.set(event.id, at);
-            cursor = Math.max(cursor, at);
-            quietSince = Date.now();
-            yield { meta: responseMeta(ctx), event, serverTime: timestampFromDate(deps.now()) };
-          }
-          pageToken = page.nextPageToken;
-        } while (pageToken !== "" && !ctx.signal.aborted);
-        // Read up to when this round began, whatever it sent: the next reads only the look-back
-        // before that (not everything since the last event this caller may see).
-        cursor = Math.max(cursor, polledAt);
-        for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
-        if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
-          quietSince = Date.now();
-          yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
-        }
-        await pause(WATCH_POLL_MS, ctx.signal);
+      const who = callerKey(call.principal);
+      const open = watching.get(who) ?? 0;
+      if (open >= MAX_WATCHES_PER_CALLER) {
+        throw new SkipperError("RESOURCE_EXHAUSTED", `this credential holds ${open} event watches open already; close one first`, {
+          limit: MAX_WATCHES_PER_CALLER,
+        });
+      }
+      watching.set(who, open + 1);
+      try {
+        yield* watch(req, ctx, call);
+      } finally {
+        const left = (watching.get(who) ?? 1) - 1;
+        if (left > 0) watching.set(who, left);
+        else watching.delete(who);
       }
     },
 
@@ -87,6 +112,18 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
       return { meta: responseMeta(ctx), events, nextPageToken: page.nextPageToken };
     },
   };
+}
+
+/** Who holds a watch, for the per-credential limit. */
+function callerKey(p: Principal): string {
+  switch (p.kind) {
+    case "api_key":
+      return `key:${p.keyId}`;
+    case "node":
+      return `node:${p.nodeId}`;
+    default:
+      return p.kind;
+  }
 }
 
 function checkFilter(type: string, tenantId: string, resourceId: string, workOrderId: string): void {
