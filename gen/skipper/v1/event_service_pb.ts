@@ -203,7 +203,8 @@ export const EventService: GenService<{
    * after `since` (none when unset), then each new one, oldest first, each once; a message
    * without an event, with the server time, every 30 s keeps the stream alive. Events recorded by
    * another controller sharing the store arrive within about a second. For dashboards and
-   * `skipper events --follow`; a scoped caller sees its tenants' events only.
+   * `skipper events --follow`; a scoped caller sees its tenants' events only. A credential may hold
+   * 16 watches open on a controller; one more is RESOURCE_EXHAUSTED.
    *
    * @generated from rpc skipper.v1.EventService.WatchEvents
    */
