@@ -1,9 +1,10 @@
 // Node enrollment over the real server (HTTP/2 + TLS, client certificates checked by TLS and by
 // the controller): tokens, CSRs, mutual TLS, renewal and revocation, with keys made the way skippy
 // makes them (agent/identity.ts).
+import { filesHolding } from "./helpers/files.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { X509Certificate } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -233,11 +234,7 @@ describe("enrollment", () => {
     expect(secret).toHaveLength(43);
     const keyBody = cert.keyPem.replace(/-----[^-]+-----|\s/g, "").slice(20, 80);
     const hits: string[] = [];
-    for (const entry of await readdir(tc.dataDir, { recursive: true, withFileTypes: true })) {
-      if (!entry.isFile()) continue;
-      const bytes = await readFile(join(entry.parentPath, entry.name));
-      if (bytes.includes(secret) || bytes.includes(keyBody)) hits.push(entry.name);
-    }
+    for (const h of await filesHolding(tc.dataDir, [secret, keyBody])) hits.push(h.path);
     expect(hits).toEqual([]);
   });
 });

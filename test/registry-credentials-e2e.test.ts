@@ -4,7 +4,7 @@
 // names the image and the registry; a registry secret of the tenant makes the next deploy pull
 // and run it. The credential never reaches the host's Docker config (the agent's HOME here), a
 // file outside the project's secret directory, a log line or an API answer.
-import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toJsonString } from "@bufbuild/protobuf";
@@ -24,6 +24,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { filesHolding } from "./helpers/files.js";
 import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -144,13 +145,7 @@ describe.skipIf(!dockerHost || !haveRegistry)("registry credentials (real engine
     const config = join(root, "work", "tenants", TENANT, ".skipper-secrets", ".docker", "config.json");
     expect((await stat(config)).mode & 0o777).toBe(0o600);
 
-    const hits: string[] = [];
-    for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
-      if (!entry.isFile()) continue;
-      const p = join(entry.parentPath, entry.name);
-      if (p.includes("/.skipper-secrets/") || p.includes("/.skipper-applied-secrets/")) continue;
-      if ((await readFile(p)).includes(PASSWORD)) hits.push(p);
-    }
+    const hits = await filesHolding(root, [PASSWORD], (p) => p.includes("/.skipper-secrets/") || p.includes("/.skipper-applied-secrets/"));
     expect(hits).toEqual([]);
     const answers = [
       toJsonString(ListResourcesResponseSchema, await api().listResources({ resourceType: "secret", pageSize: 100 })),

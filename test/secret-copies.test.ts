@@ -2,9 +2,9 @@
 // it and in the orders still to run, never in deployments, finished orders, idempotency records,
 // events or snapshots; the views (explain, snapshots, events) and a node's result message show it
 // redacted; and a rollback to an earlier deployment still runs with the real value.
+import { filesHolding } from "./helpers/files.js";
 import { randomUUID } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
@@ -45,14 +45,8 @@ const service = (mode: string) =>
   });
 
 /** Every file under `dir` that contains `needle`, relative to `dir`, sorted. */
-async function filesHolding(dir: string, needle: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!e.isFile()) continue;
-    const path = join(e.parentPath, e.name);
-    if ((await readFile(path, "utf8")).includes(needle)) out.push(relative(dir, path));
-  }
-  return out.sort();
+async function filesWith(dir: string, needle: string): Promise<string[]> {
+  return (await filesHolding(dir, [needle])).map((h) => relative(dir, h.path)).sort();
 }
 
 /** Claims and finishes `order` as its node would, reporting the deployment it applied and a chatty message. */
@@ -128,13 +122,13 @@ describe("a service's secret after a few applies", () => {
     // The write-ahead log holds a write's text until its segment is checkpointed, seconds later
     // (write-ahead-log.ts MAX_AGE_MS): wait for that, then nothing but the two records may hold it.
     await waitFor("the log to let go of older writes", async () =>
-      (await filesHolding(c.dataDir, PASSWORD)).some((p) => p.startsWith("wal/")) ? undefined : true,
+      (await filesWith(c.dataDir, PASSWORD)).some((p) => p.startsWith("wal/")) ? undefined : true,
     );
-    const [holding, holdingUrl] = [await filesHolding(c.dataDir, PASSWORD), await filesHolding(c.dataDir, URL_PASSWORD)];
+    const [holding, holdingUrl] = [await filesWith(c.dataDir, PASSWORD), await filesWith(c.dataDir, URL_PASSWORD)];
     expect(holding.map((p) => p.replace(/^work-orders\/.*\//, "work-orders/"))).toEqual(expected);
     expect(holdingUrl).toEqual(holding);
     // What did not hold it: APPLIES deployments, their finished orders, idempotency records, events, snapshots.
-    expect(await filesHolding(c.dataDir, "[REDACTED]")).not.toHaveLength(0);
+    expect(await filesWith(c.dataDir, "[REDACTED]")).not.toHaveLength(0);
   });
 
   it("is redacted in explain, the snapshot and the result message", async () => {

@@ -26,6 +26,7 @@ import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/
 import { ListWorkOrdersResponseSchema, WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { ListEventsResponseSchema } from "../gen/skipper/v1/event_service_pb.js";
 import { ListAuditEntriesResponseSchema } from "../gen/skipper/v1/audit_service_pb.js";
+import { filesHolding } from "./helpers/files.js";
 import {
   RUN_ID,
   freePort,
@@ -301,14 +302,7 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
     expect(toJsonString(WorkOrderSchema, failed)).toContain("[REDACTED]");
 
     // Every file under the controller's and the agent's directories, logs included.
-    const hits: string[] = [];
-    for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
-      if (!entry.isFile()) continue;
-      const p = join(entry.parentPath, entry.name);
-      if (p.split("/").some((part) => SECRET_DIRS.has(part))) continue;
-      const bytes = await readFile(p);
-      for (const s of SENTINELS) if (bytes.includes(s)) hits.push(`${p}: ${s}`);
-    }
+    const hits = await filesHolding(root, SENTINELS, (p) => p.split("/").some((part) => SECRET_DIRS.has(part)));
     expect(hits).toEqual([]);
 
     // Every API answer about the things that used them.
