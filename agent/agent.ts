@@ -10,6 +10,7 @@
 // lease-keeper.ts) is stopped as a cancel stops it, journaled with a LEASE_LOST result at once
 // (so a restart does not run it again), and that result is reported: the controller refuses it
 // when another claim has the order, which is the usual case.
+import { beginSpan } from "../common/tracing.js";
 import { parseTraceparent } from "../common/trace-context.js";
 import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
@@ -352,6 +353,8 @@ export class Agent {
   /** Runs a claimed order, keeping its lease (granted to a request sent at `grantedAt`), then reports it. */
   private async execute(order: WorkOrder, claimedAt: Date, grantedAt: number, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
+    // The run is a span in the order's trace (exported when an OTLP exporter is configured).
+    const span = beginSpan(`work_order ${(WorkOrderType[order.type] ?? String(order.type)).toLowerCase()}`, order.traceparent || undefined);
     let outcome: ExecOutcome;
     const executor = executorFor(this.deps.executors, order.type);
     // The lease is renewed until the result is accepted, not only while the order runs: a
@@ -439,6 +442,7 @@ export class Agent {
       },
       `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
     );
+    span.end(r.success ? undefined : r.code);
     await this.deps.journal.record({ order, claimedAt, result: r });
     crashPoint("agent.before-report");
     try {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped;
 // `skippy install` sets a host up to run it as a service instead (install.ts).
+import { startTracing } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
 import { createLogger } from "../common/logging/logger.js";
 import { Agent, AGENT_VERSION } from "./agent.js";
@@ -47,6 +48,8 @@ async function main(): Promise<void> {
     },
     `skippy ${AGENT_VERSION} starting for node ${cfg.nodeId}`,
   );
+  // Each order's run is a span in the order's trace, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  const stopTracing = await startTracing("skippy");
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     process.once(sig, () => {
@@ -90,6 +93,7 @@ async function main(): Promise<void> {
   await agent.run(stop.signal);
   stop.abort();
   await renewing;
+  await stopTracing();
   close();
   process.exit(process.exitCode ?? 0);
 }

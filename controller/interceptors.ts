@@ -9,7 +9,7 @@
 //   4. domain errors -> Connect errors carrying a skipper.v1.ApiError detail; anything else is
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace;
 //   5. the call counted by method and code (a stream when it ends), a unary call's time observed.
-import { childSpan, formatTraceparent, parseTraceparent } from "../common/trace-context.js";
+import { beginSpan } from "../common/tracing.js";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
@@ -46,8 +46,13 @@ export function boundaryInterceptor(deps: {
     const action = `${req.method.parent.name}.${req.method.name}`;
     // A unary call's time is observed; a stream is counted when it ends, however long it ran.
     const unary = req.method.methodKind === "unary";
-    const counted = (code: Code | undefined) =>
+    // The call's span, in the caller's trace (traceparent) or a new one: ended with the call (a
+    // stream when it ends), exported when an OTLP exporter is configured (common/tracing.ts).
+    const span = beginSpan(`${req.method.parent.typeName}/${req.method.name}`, req.header.get("traceparent") ?? undefined, "server");
+    const counted = (code: Code | undefined) => {
+      span.end(code === undefined ? undefined : Code[code]);
       deps.metrics?.rpcHandled(req.method, code, unary ? (performance.now() - started) / 1000 : undefined);
+    };
     let requestId: string = randomUUID();
     let correlationId = requestId;
     let principal: Principal = { kind: "anonymous" };
@@ -80,9 +85,12 @@ export function boundaryInterceptor(deps: {
     try {
       requestId = traceHeader(req.header, "x-request-id") ?? requestId;
       correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
-      // The caller's trace continued (or a new one), in a span of this call's own.
-      const span = childSpan(parseTraceparent(req.header.get("traceparent")));
-      log = deps.logger.child({ request_id: requestId, correlation_id: correlationId, trace_id: span.traceId, span_id: span.spanId });
+      log = deps.logger.child({
+        request_id: requestId,
+        correlation_id: correlationId,
+        trace_id: span.context.traceId,
+        span_id: span.context.spanId,
+      });
       // Admitted at the front door already (same rule, a moment ago: the RPC front door says so
       // in context values, the REST one by a ticket), or admitted here.
       const parked = takeParked(req.header);
@@ -103,7 +111,7 @@ export function boundaryInterceptor(deps: {
       info = {
         requestId,
         correlationId,
-        traceparent: formatTraceparent(span),
+        traceparent: span.traceparent,
         principal,
         actor: actorOf(principal),
         tenants: tenantAccess(principal, deps.store),

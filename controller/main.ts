@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
+import { startTracing, tracingConfigured } from "../common/tracing.js";
 import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
 import { createLogger, type Logger } from "../common/logging/logger.js";
 import { build } from "./server.js";
@@ -67,6 +68,9 @@ async function main(): Promise<void> {
     tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
     caFile = material.caFile;
   }
+  // Spans go to an OTLP collector when OTEL_EXPORTER_OTLP_ENDPOINT says where (common/tracing.ts).
+  const stopTracing = await startTracing("skipper-controller");
+  if (tracingConfigured()) logger.info({ action: "tracing", result: "ok" }, "exporting spans over OTLP/HTTP");
   const controller = await build({
     dataDir: config.dataDir,
     ...shared,
@@ -151,6 +155,7 @@ async function main(): Promise<void> {
     logger.info({ action: "shutdown", metadata: { signal } }, "shutting down");
     await serving.close();
     await controller.close();
+    await stopTracing();
     closeLog();
     process.exit(0);
   };

@@ -6,6 +6,8 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { request } from "node:https";
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -64,6 +66,54 @@ function restPost(ctl: ControllerProcess, path: string, headers: Record<string, 
   });
 }
 
+interface CollectedSpan {
+  service: string;
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+}
+interface Collector {
+  url: string;
+  spans: CollectedSpan[];
+  stop(): Promise<void>;
+}
+
+/** An OTLP/HTTP receiver on loopback that keeps the spans posted to /v1/traces (JSON). */
+async function startCollector(): Promise<Collector> {
+  const spans: CollectedSpan[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (c: string) => {
+      body += c;
+    });
+    req.on("end", () => {
+      try {
+        const doc = JSON.parse(body) as {
+          resourceSpans?: {
+            resource?: { attributes?: { key: string; value: { stringValue?: string } }[] };
+            scopeSpans?: { spans?: { name: string; traceId: string; spanId: string; parentSpanId?: string }[] }[];
+          }[];
+        };
+        for (const rs of doc.resourceSpans ?? []) {
+          const service = rs.resource?.attributes?.find((a) => a.key === "service.name")?.value.stringValue ?? "";
+          for (const ss of rs.scopeSpans ?? [])
+            for (const s of ss.spans ?? [])
+              spans.push({ service, name: s.name, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId ?? "" });
+        }
+      } catch {
+        // Not JSON: nothing kept (the test then waits in vain and says what it missed).
+      }
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("{}");
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, spans, stop: () => new Promise((r) => server.close(() => r())) };
+}
+
 function res(type: string, id: string, kind: { case: string; value: object }): Resource {
   return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
 }
@@ -72,6 +122,7 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
   let ctl: ControllerProcess;
   let agent: AgentProcess;
   let root: string;
+  let collector: Collector;
   const api = () => ctl.admin(ResourceService);
   const orders = () => ctl.admin(WorkOrderService);
   const lines = async (file: string) =>
@@ -91,7 +142,9 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-trace-"));
-    ctl = await startControllerProcess({ dataDir: join(root, "data") });
+    collector = await startCollector();
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: "100" };
+    ctl = await startControllerProcess({ dataDir: join(root, "data"), env: otel });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
     agent = startAgentProcess({
       controller: ctl,
@@ -101,6 +154,7 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
       workDir: join(root, "work"),
       dockerHost: dockerHost!,
       extraArgs: ["--ready-timeout", "30s"],
+      env: otel,
     });
     await api().createResource({
       resourceType: "tenant",
@@ -126,6 +180,7 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
   afterAll(async () => {
     await agent?.stop();
     await ctl?.stop();
+    await collector?.stop();
     if (dockerHost) await removeComposeProject(dockerHost, TENANT);
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 60_000);
@@ -159,6 +214,26 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
     );
     // Each of those calls is a span of its own in that trace.
     expect(new Set(controllerLines.map((l) => l.span_id)).size).toBe(controllerLines.length);
+
+    // And the spans reached the OTLP collector: the controller's for the Apply and the agent's
+    // calls, the agent's for running the order, all in the client's trace.
+    const spans = await waitFor(
+      "the spans at the collector",
+      async () => {
+        const mine = collector.spans.filter((s) => s.traceId === TRACE);
+        const names = new Set(mine.map((s) => `${s.service} ${s.name}`));
+        return names.has("skipper-controller skipper.v1.DeploymentService/Apply") &&
+          names.has("skipper-controller skipper.v1.WorkOrderService/ReportWorkOrderResult") &&
+          names.has("skippy work_order deploy_service")
+          ? mine
+          : undefined;
+      },
+      30_000,
+    );
+    const apply = spans.find((s) => s.name === "skipper.v1.DeploymentService/Apply")!;
+    expect(apply.parentSpanId).toBe(CLIENT_SPAN);
+    const run = spans.find((s) => s.name === "work_order deploy_service")!;
+    expect(run.parentSpanId).toBe(carried!.spanId);
   }, 180_000);
 
   it("a change of desired state carries its caller's trace into the order the reconciler issues", async () => {
