@@ -12,6 +12,7 @@
 // only agents report) are unchanged; what cannot be mapped is a SeedDocumentError naming the field
 // (the controller's REST layer answers it as INVALID_REQUEST). Shared: the controller maps request
 // bodies with it, the CLI the manifests it applies through the typed client.
+import { ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 
 /** A document that cannot be mapped to the canonical form; `field` names where. */
@@ -126,7 +127,10 @@ function canonicalSpec(spec: JsonValue, type: string, id: string, field: string)
   const keys = Object.keys(spec);
   const kind = KIND_OF_TYPE[type];
   let wrapped: JsonObject = spec;
-  if (!keys.some((k) => KIND_KEYS.has(k))) {
+  // Wrapped is one member of the kind oneof: the type's own (a tenant's spec also has a field
+  // named like a kind, `rollout`, which is no sign of wrapping), or any kind when the type is unknown.
+  const isWrapped = keys.length === 1 && KIND_KEYS.has(keys[0]!) && !(kind !== undefined && fieldsOf(kind).has(keys[0]!));
+  if (!isWrapped) {
     // Flat: the kind's fields directly. Without a known type there is nothing to wrap it in.
     if (kind === undefined) return spec;
     wrapped = { [kind]: spec };
@@ -175,4 +179,12 @@ function isObject(v: JsonValue | undefined): v is JsonObject {
 
 function isEmpty(v: JsonValue | undefined): boolean {
   return v === null || v === undefined || (isObject(v) && Object.keys(v).length === 0);
+}
+
+// The field names (proto and JSON) of the spec message a kind holds: a flat spec may have a field
+// named like a kind (a tenant's `rollout`).
+function fieldsOf(kind: string): Set<string> {
+  const member = ResourceSpecSchema.fields.find((f) => f.name === kind || f.jsonName === kind);
+  const message = member?.message;
+  return new Set(message ? message.fields.flatMap((f) => [f.name, f.jsonName]) : []);
 }

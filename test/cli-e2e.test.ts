@@ -242,6 +242,35 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     expect(paused.stderr).toMatch(/has ended \(SUCCEEDED\): nothing to pause/);
   }, 180_000);
 
+  it("with require_approval, `rollout approve` shows the plan and its hash, and approving that hash lets it roll", async () => {
+    const doc = tenantDoc(port, "hello approved") as { desired_state: Record<string, unknown> };
+    doc.desired_state.rollout = { require_approval: true };
+    await writeFile(join(deployDir, "b-tenant.json"), JSON.stringify(doc, null, 2));
+    const applied = await cli(["apply", "-f", deployDir]);
+    expect(applied.code, show(applied)).toBe(0);
+    // The rollout waits: status says blocked (2) without --wait.
+    const shown = await waitFor(
+      "the plan to wait for approval",
+      async () => {
+        const r = await cli(["rollout", "approve", TENANT]);
+        return r.code === 0 && /^plan [0-9a-f]+$/m.test(r.stdout) ? r : undefined;
+      },
+      60_000,
+    );
+    expect(shown.stdout).toMatch(new RegExp(`^node ${NODE} \\(wave \\S+\\): [0-9a-f]{12} -> [0-9a-f]{12}$`, "m"));
+    const hash = /^plan ([0-9a-f]+)$/m.exec(shown.stdout)![1]!;
+    const wrong = await cli(["rollout", "approve", TENANT, "--plan", "0".repeat(hash.length)]);
+    expect(wrong.code, show(wrong)).toBe(1);
+    const ok = await cli(["rollout", "approve", TENANT, "--plan", hash, "--reason", "reviewed"]);
+    expect(ok.code, show(ok)).toBe(0);
+    const status = await cli(["rollout", "status", TENANT, "-w", "--timeout", "2m"]);
+    expect(status.code, show(status)).toBe(0);
+    expect(await waitFor("the approved greeting", async () => ((await page()) === "hello approved" ? true : undefined), 30_000)).toBe(true);
+    // Back to no approval, for the tests after this one.
+    await writeFile(join(deployDir, "b-tenant.json"), JSON.stringify(tenantDoc(port, "hello approved"), null, 2));
+    expect((await cli(["apply", "-f", deployDir])).code).toBe(0);
+  }, 240_000);
+
   it("a tenant no node can take: rollout status exits 2 and explain prints the blocker", async () => {
     const doc = {
       resource_type: "tenant",

@@ -124,6 +124,39 @@ Examples:
     });
 
   rollout
+    .command("approve")
+    .argument("<tenant>", "the tenant whose rollout waits for approval")
+    .description("approve a rollout's plan; without --plan, show the plan (per node: waves, compose diff, env keys) and its hash")
+    .option("--plan <hash>", "the plan hash you reviewed (refused if the plan changed since)")
+    .option("--reason <text>", "why, recorded with who did it")
+    .addHelpText(
+      "after",
+      '\nExamples:\n  $ skipper rollout approve shop                 # shows the plan and its hash\n  $ skipper rollout approve shop --plan 3f9c0a1b2c4d --reason "reviewed"',
+    )
+    .action(async (tenantId: string, opts: { plan?: string; reason?: string }) => {
+      const clients = ctx.clients();
+      const current = await rolloutUnderWay(clients, tenantId, "approve");
+      const plan = current.plan;
+      if (!opts.plan) {
+        if (!plan || plan.planHash === "") {
+          throw new CliError(`rollout ${current.id} is ${enumName(RolloutStatus, current.status)}: it has no plan waiting for approval`);
+        }
+        for (const n of plan.nodes) {
+          ctx.io.out(
+            `node ${n.nodeId} (wave ${n.wave || "-"}): ${n.fromSpecHash.slice(0, 12) || "nothing"} -> ${n.toSpecHash.slice(0, 12)}`,
+          );
+          if (n.envChanged.length > 0) ctx.io.out(`  env keys added or removed: ${n.envChanged.join(", ")}`);
+          if (n.composeDiff) ctx.io.out(n.composeDiff.replace(/^/gm, "  "));
+        }
+        ctx.io.out(`plan ${plan.planHash}`);
+        ctx.io.err(`Approve it with: skipper rollout approve ${tenantId} --plan ${plan.planHash}`);
+        return;
+      }
+      const res = await clients.rollouts.approveRollout({ id: current.id, planHash: opts.plan, reason: opts.reason ?? "" });
+      printRollout(ctx, res.rollout!);
+    });
+
+  rollout
     .command("history")
     .argument("<tenant>", "the tenant")
     .description("the tenant's rollouts, newest first")
