@@ -6,17 +6,14 @@
 // test-artifacts/dashboard/. Also: what the page may load (CSP) and that no path leaves the bundle.
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { execa } from "execa";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { Role } from "../gen/skipper/v1/access_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import {
   RUN_ID,
@@ -24,10 +21,11 @@ import {
   removeComposeProject,
   startAgentProcess,
   startControllerProcess,
-  waitFor,
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { res, tenantConverged } from "./helpers/resources.js";
+import { rawRequest } from "./helpers/https.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 const CHROMIUM = process.env.SKIPPER_TEST_CHROMIUM ?? "/usr/bin/chromium";
@@ -39,27 +37,6 @@ const NODE = "ui-node";
 const TENANT = `ui-shop-${RUN_ID}`;
 const IMAGE = "skipper-busybox:local";
 const SHOTS = join(process.cwd(), "test-artifacts", "dashboard");
-
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
-
-/** GET `path` exactly as written (no URL normalisation), with the controller's CA. */
-function rawGet(ctl: ControllerProcess, path: string): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
-  const u = new URL(ctl.url);
-  return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path, method: "GET", ca: ctl.ca }, (r) => {
-      let body = "";
-      r.setEncoding("utf8");
-      r.on("data", (c: string) => {
-        body += c;
-      });
-      r.on("end", () => resolve({ status: r.statusCode ?? 0, headers: r.headers, body }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, controller, agent and engine)", () => {
   let ctl: ControllerProcess;
@@ -110,14 +87,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
         },
       }),
     });
-    await waitFor(
-      "the tenant to converge",
-      async () => {
-        const t = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
-        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
-      },
-      120_000,
-    );
+    await tenantConverged(api(), TENANT, 120_000);
     viewerKey = (await ctl.admin(AccessService).createApiKey({ name: "dashboard-viewer", role: Role.VIEWER })).secret;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
     // The controller's certificate is signed by its own CA, which this browser does not know.
@@ -178,13 +148,13 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
   }, 90_000);
 
   it("serves only the bundle's files, under a policy that loads nothing from elsewhere", async () => {
-    const index = await rawGet(ctl, "/ui/");
+    const index = await rawRequest(ctl, "GET", "/ui/");
     expect(index.status).toBe(200);
     expect(String(index.headers["content-security-policy"])).toContain("default-src 'none'");
     expect(String(index.headers["content-security-policy"])).toContain("connect-src 'self'");
     expect(index.body).not.toMatch(/https?:\/\//);
     for (const path of ["/ui/..%2f..%2fpackage.json", "/ui/../package.json", "/ui/%2e%2e/package.json", "/ui/%E0%A4%A"]) {
-      const r = await rawGet(ctl, path);
+      const r = await rawRequest(ctl, "GET", path);
       expect(r.status, path).toBe(404);
       expect(r.body).not.toContain('"name"');
     }

@@ -8,12 +8,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { Role } from "../gen/skipper/v1/access_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -28,6 +26,7 @@ import {
   type ControllerProcess,
 } from "./helpers/processes.js";
 import { rpcError } from "./helpers/errors.js";
+import { res, tenantConverged } from "./helpers/resources.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! logs-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -36,10 +35,6 @@ const CLI = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const NODE = "logs-node";
 const TENANT = `logs-shop-${RUN_ID}`;
 const SECRET = `sntl-logs-${RUN_ID}-token`;
-
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
 
 describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
   let ctl: ControllerProcess;
@@ -98,14 +93,7 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
         },
       }),
     });
-    await waitFor(
-      "the tenant to converge",
-      async () => {
-        const t = (await api.getResource({ resourceType: "tenant", id: TENANT })).resource!;
-        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
-      },
-      120_000,
-    );
+    await tenantConverged(api, TENANT, 120_000);
     env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(SKIPPER_|SKIPPY_)/.test(k)));
     Object.assign(env, {
       XDG_CONFIG_HOME: join(root, "config"),

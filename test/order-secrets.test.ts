@@ -8,12 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
-import { create, fromJson, toJsonString } from "@bufbuild/protobuf";
+import { fromJson, toJsonString } from "@bufbuild/protobuf";
 import { ActorKind, Role } from "../gen/skipper/v1/access_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -21,6 +21,7 @@ import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
 import { filesContaining } from "./helpers/files.js";
 import { waitFor } from "./helpers/processes.js";
+import { res } from "./helpers/resources.js";
 
 const TENANT = "vault";
 const OTHER = "elsewhere";
@@ -41,9 +42,6 @@ const tokens: Record<string, string> = {};
 const api = () => tc.client(ResourceService, { admin: true });
 const asNode = (nodeId: string) => tc.client(WorkOrderService, { token: tokens[nodeId] });
 
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
 const secret = (id: string, tenantId: string, values: Record<string, string>, registry = "") =>
   res("secret", id, { case: "secret", value: { tenantId, values, registry } });
 const service = (id: string, value: Record<string, unknown>) =>

@@ -5,13 +5,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create, equals } from "@bufbuild/protobuf";
+import { equals } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, ResourceSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
@@ -26,6 +26,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { res } from "./helpers/resources.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
 const hostB = process.env.SKIPPER_TEST_DOCKER_HOST_B;
@@ -37,10 +38,6 @@ const SWEEP_MS = 3000;
 const MiB = 1024n * 1024n;
 
 /** A resource with the given desired-state member, e.g. { case: "tenant", value: {...} }. */
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
-
 /** Containers of the tenant's project on one engine: service id -> {id, state}. */
 async function containers(dockerHost: string): Promise<Record<string, { id: string; state: string }>> {
   const r = await execa(

@@ -7,11 +7,10 @@
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create, toJsonString } from "@bufbuild/protobuf";
+import { toJsonString } from "@bufbuild/protobuf";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ListResourcesResponseSchema, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { ListWorkOrdersResponseSchema, WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -26,6 +25,7 @@ import {
 } from "./helpers/processes.js";
 import { filesHolding } from "./helpers/files.js";
 import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
+import { res, tenantConverged } from "./helpers/resources.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 const haveRegistry = await registryInstalled();
@@ -37,10 +37,6 @@ if (!dockerHost || !haveRegistry)
 const NODE = "reg-node";
 const TENANT = `reg-shop-${RUN_ID}`;
 const PASSWORD = `sntl-registry-pass-${RUN_ID}`;
-
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
 
 describe.skipIf(!dockerHost || !haveRegistry)("registry credentials (real engine, real registry)", () => {
   let ctl: ControllerProcess;
@@ -124,14 +120,7 @@ describe.skipIf(!dockerHost || !haveRegistry)("registry credentials (real engine
         value: { tenantId: TENANT, registry: registry.host, values: { username: "deployer", password: PASSWORD } },
       }),
     });
-    await waitFor(
-      "the tenant to converge",
-      async () => {
-        const t = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
-        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
-      },
-      180_000,
-    );
+    await tenantConverged(api(), TENANT, 180_000);
     const ok = (await deployOrders()).find((o) => o.status === WorkOrderStatus.SUCCESS)!;
     expect(ok.desiredState?.registrySecretIds).toEqual(["reg-login"]);
     const running = await execa("docker", ["ps", "--format", "{{.Image}}", "--filter", `label=com.docker.compose.project=${TENANT}`], {

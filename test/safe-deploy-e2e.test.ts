@@ -12,7 +12,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -27,6 +27,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { res } from "./helpers/resources.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! safe-deploy-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -35,10 +36,6 @@ const IMAGE = "skipper-busybox:local";
 const TENANT = `sd-shop-${RUN_ID}`;
 const NODE = "sd-node";
 const SWEEP_MS = 2000;
-
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
 
 describe.skipIf(!dockerHost)("safe deploys and rollback (real engine)", () => {
   let ctl: ControllerProcess;

@@ -19,7 +19,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
 import { SecretKeyRefSchema } from "../gen/skipper/v1/secret_pb.js";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { ComposeProjectSchema, ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { ComposeProjectSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ListResourcesResponseSchema, ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
@@ -37,6 +37,7 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { res, tenantConverged } from "./helpers/resources.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! secret-deploy-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -58,10 +59,6 @@ const V = {
 const SENTINELS = Object.values(V);
 const SECRET_DIRS = new Set([".skipper-secrets", ".skipper-applied-secrets"]);
 
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
-}
-
 // A busybox web server whose page shows what the container was given.
 const SERVE = (lines: string, then = "true") =>
   `mkdir -p /www && { ${lines}; } > /www/index.html && ${then} && httpd -f -p 8080 -h /www & trap "exit 0" TERM; wait`;
@@ -75,15 +72,7 @@ describe.skipIf(!dockerHost)("secrets in deployed services (real engine)", () =>
   const api = () => ctl.admin(ResourceService);
   const orders = () => ctl.admin(WorkOrderService);
   const page = async (port: number) => (await (await fetch(`http://127.0.0.1:${port}/`)).text()).trim();
-  const converged = (tenant: string) =>
-    waitFor(
-      `${tenant} to converge`,
-      async () => {
-        const t = (await api().getResource({ resourceType: "tenant", id: tenant })).resource!;
-        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
-      },
-      120_000,
-    );
+  const converged = (tenant: string) => tenantConverged(api(), tenant);
   const deployOrders = async (tenant: string) =>
     (await orders().listWorkOrders({ tenantId: tenant, pageSize: 100 })).workOrders.filter((o) => o.type === WorkOrderType.DEPLOY_SERVICE);
   const container = async (tenant: string) =>

@@ -8,12 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { request } from "node:https";
-import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { ConvergenceStatus, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -28,6 +26,8 @@ import {
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { res, tenantConverged } from "./helpers/resources.js";
+import { rawRequest } from "./helpers/https.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 if (!dockerHost) console.warn("!!! trace-context-e2e.test.ts SKIPPED: no Docker engine (see test/global-setup.ts)");
@@ -36,35 +36,6 @@ const NODE = "tr-node";
 const TENANT = `tr-shop-${RUN_ID}`;
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
-
-/** POSTs `{}` to a REST route as the admin, with `headers`; the parsed envelope. */
-function restPost(ctl: ControllerProcess, path: string, headers: Record<string, string>): Promise<{ data: Record<string, unknown> }> {
-  const u = new URL(ctl.url);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path,
-        method: "POST",
-        ca: ctl.ca,
-        headers: { "content-type": "application/json", "x-admin-token": ADMIN_TOKEN, ...headers },
-      },
-      (r) => {
-        let body = "";
-        r.setEncoding("utf8");
-        r.on("data", (c: string) => {
-          body += c;
-        });
-        r.on("end", () =>
-          r.statusCode === 200 || r.statusCode === 201 ? resolve(JSON.parse(body)) : reject(new Error(`${r.statusCode}: ${body}`)),
-        );
-      },
-    );
-    req.on("error", reject);
-    req.end("{}");
-  });
-}
 
 interface CollectedSpan {
   service: string;
@@ -112,10 +83,6 @@ async function startCollector(): Promise<Collector> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}`, spans, stop: () => new Promise((r) => server.close(() => r())) };
-}
-
-function res(type: string, id: string, kind: { case: string; value: object }): Resource {
-  return create(ResourceSchema, { id, resourceType: type, desiredState: { kind } as never });
 }
 
 describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => {
@@ -167,14 +134,7 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
         value: { tenantId: TENANT, image: "skipper-busybox:local", command: ["sh", "-c", 'trap "exit 0" TERM; sleep 3600 & wait'] },
       }),
     });
-    await waitFor(
-      "the tenant to converge",
-      async () => {
-        const t = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource!;
-        return t.convergence?.status === ConvergenceStatus.CONVERGED ? t : undefined;
-      },
-      120_000,
-    );
+    await tenantConverged(api(), TENANT, 120_000);
   }, 180_000);
 
   afterAll(async () => {
@@ -187,7 +147,15 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
 
   it("a traceparent sent with Apply is continued in the order, its events and both programs' logs", async () => {
     // Over REST, as curl would send it.
-    const applied = await restPost(ctl, `/v1/deployments/${TENANT}/apply`, { traceparent: `00-${TRACE}-${CLIENT_SPAN}-01` });
+    const answer = await rawRequest(
+      ctl,
+      "POST",
+      `/v1/deployments/${TENANT}/apply`,
+      { "content-type": "application/json", "x-admin-token": ADMIN_TOKEN, traceparent: `00-${TRACE}-${CLIENT_SPAN}-01` },
+      "{}",
+    );
+    expect([200, 201], answer.body).toContain(answer.status);
+    const applied = JSON.parse(answer.body) as { data: Record<string, unknown> };
     const order = fromJson(WorkOrderSchema, applied.data.work_order as JsonValue);
     const carried = parseTraceparent(order.traceparent);
     expect(carried?.traceId).toBe(TRACE);
