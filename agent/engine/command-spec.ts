@@ -12,7 +12,7 @@ import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { isSecretKey } from "../../common/logging/redact.js";
 import { ENV_KEY } from "../../common/action-rules.js";
 import { checkCommand } from "./allow-list.js";
-import { runCommand, scrub, type CommandRun } from "./run-command.js";
+import { runCommand, scrub, withoutAgentSecrets, type CommandRun } from "./run-command.js";
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 60_000;
 const MAX_COMMAND_TIMEOUT_MS = 60 * 60 * 1000;
@@ -86,13 +86,4 @@ export function describeRun(r: SpecRun): string {
 /** True when the spec ran and exited 0. */
 export function succeeded(r: SpecRun): boolean {
   return r.kind === "ran" && r.run.exitCode === 0 && !r.run.timedOut && !r.run.cancelled && !r.run.notFound;
-}
-
-// The command inherits the agent's environment (runCommand extends it), but not the node token
-// or any other secret the agent holds: an allowed `env` or a script would print it into the result.
-function withoutAgentSecrets(): Record<string, string> {
-  const hidden: Record<string, string | undefined> = {};
-  for (const k of Object.keys(process.env)) if (k.startsWith("SKIPPY_") || isSecretKey(k)) hidden[k] = undefined;
-  // Node's spawn leaves out variables whose value is undefined, which is how these are removed.
-  return hidden as Record<string, string>;
 }

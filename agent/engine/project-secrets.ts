@@ -16,7 +16,7 @@ import { join } from "node:path";
 import type { WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { COMPOSE_STEERING_ENV, ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
 import { writeFileAtomic } from "./durable-file.js";
-import { isSecretKey } from "../../common/logging/redact.js";
+import { withoutAgentSecrets } from "./run-command.js";
 
 export const SECRET_DIR = ".skipper-secrets";
 export const APPLIED_SECRET_DIR = ".skipper-applied-secrets";
@@ -150,10 +150,9 @@ export function composeEnvironment(
   dir: string,
   s: ProjectSecrets | undefined,
 ): Record<string, string | undefined> {
-  const out: Record<string, string | undefined> = {};
   // Nor does Compose see the agent's own secrets (its node token): a compose file could interpolate
   // them into a container.
-  for (const k of Object.keys(process.env)) if (k.startsWith("SKIPPY_") || isSecretKey(k)) out[k] = undefined;
+  const out: Record<string, string | undefined> = withoutAgentSecrets();
   for (const k of Object.keys(env)) if (!KEPT_FROM_AGENT.test(k)) out[k] = undefined;
   if (!s) return out;
   return { ...out, ...s.env, ...(s.registries.length > 0 ? { DOCKER_CONFIG: join(dir, DOCKER_DIR) } : {}) };

@@ -2,6 +2,7 @@
 // bounded amount of captured output, and describes the run the way a work-order result reports it.
 // Values of secret-shaped variables are blanked from the output before anything leaves the agent.
 import { execa } from "execa";
+import { isSecretKey } from "../../common/logging/redact.js";
 
 /** At most this much of stdout and of stderr is kept (the tail: errors come last). */
 export const OUTPUT_CAP_BYTES = 16 * 1024;
@@ -65,6 +66,18 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
     cancelled: (r as { isCanceled?: boolean }).isCanceled === true,
     durationMs: Math.round(performance.now() - started),
   };
+}
+
+/**
+ * The agent's own secrets (its node token, any secret-named variable it was started with), as
+ * variables to remove from a child's environment: a command or a compose file run on an order's
+ * behalf could otherwise print or interpolate them. (Node's spawn leaves out a variable whose
+ * value is undefined.)
+ */
+export function withoutAgentSecrets(): Record<string, undefined> {
+  const hidden: Record<string, undefined> = {};
+  for (const k of Object.keys(process.env)) if (k.startsWith("SKIPPY_") || isSecretKey(k)) hidden[k] = undefined;
+  return hidden;
 }
 
 /** Replaces each secret value (of 4+ characters) with a marker. */
