@@ -4,7 +4,6 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { duration } from "../../common/duration.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
@@ -12,6 +11,7 @@ import { CliError } from "../errors.js";
 import { EVENT_HEAD, eventRow, eventTable } from "../event-lines.js";
 import { age, asJson, cut, documents, enumName, outputFormat, table } from "../output.js";
 import type { CommandContext } from "../command-context.js";
+import { durationFlag } from "../flags.js";
 
 interface EventOptions {
   follow?: boolean;
@@ -48,7 +48,7 @@ Examples:
     )
     .action(async (opts: EventOptions) => {
       const format = outputFormat(opts.output, ["table", "json"]);
-      const sinceMs = parseDuration(opts.since, "--since");
+      const sinceMs = durationFlag(opts.since, "--since");
       const limit = parseLimit(opts.limit);
       const filter = {
         type: opts.type ?? "",
@@ -240,14 +240,6 @@ function followLine(cells: string[]): string {
     .map((c, i) => (i < widths.length ? c.padEnd(widths[i]!) : c))
     .join("  ")
     .trimEnd();
-}
-
-function parseDuration(text: string, what: string): number {
-  try {
-    return duration(text, what, 1);
-  } catch (e) {
-    throw new CliError((e as Error).message);
-  }
 }
 
 function parseLimit(text: string): number {

@@ -4,11 +4,11 @@
 // and the CLI exits with the command's own exit code.
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { duration } from "../../common/duration.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
 import { runOrder } from "../order-wait.js";
+import { durationFlag } from "../flags.js";
 
 export function registerExec(program: Command, ctx: CommandContext): void {
   program
@@ -29,12 +29,7 @@ Examples:
   $ skipper exec host-1 --timeout 10s -- df -h /`,
     )
     .action(async (node: string, argv: string[], opts: { timeout: string; cwd?: string }) => {
-      let timeoutMs: number;
-      try {
-        timeoutMs = duration(opts.timeout, "--timeout", 1);
-      } catch (e) {
-        throw new CliError((e as Error).message);
-      }
+      const timeoutMs = durationFlag(opts.timeout, "--timeout");
       const order = await runOrder(ctx.clients(), {
         type: WorkOrderType.EXECUTE_COMMAND,
         target: { nodeId: node },

@@ -5,11 +5,11 @@
 import { durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { duration } from "../../common/duration.js";
 import { ApiKeySchema, Role, type ApiKey } from "../../gen/skipper/v1/access_pb.js";
 import { CliError } from "../errors.js";
 import { asJson, documents, enumName, outputFormat, table, when } from "../output.js";
 import type { CommandContext } from "../command-context.js";
+import { durationFlag } from "../flags.js";
 
 const ROLES: Record<string, Role> = { admin: Role.ADMIN, operator: Role.OPERATOR, generator: Role.GENERATOR, viewer: Role.VIEWER };
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -40,7 +40,7 @@ Examples:
       if (role === undefined)
         throw new CliError(`unknown role ${JSON.stringify(opts.role)}`, { hint: `one of ${Object.keys(ROLES).join(", ")}` });
       const expiresAt = opts.expiresIn
-        ? timestampFromDate(new Date(Date.now() + parseDuration(opts.expiresIn, "--expires-in")))
+        ? timestampFromDate(new Date(Date.now() + durationFlag(opts.expiresIn, "--expires-in", 1000)))
         : undefined;
       const res = await ctx.clients().access.createApiKey({
         name,
@@ -141,9 +141,9 @@ Example:
       const res = await ctx.clients().enrollment.createEnrollmentToken({
         nodeId,
         uses,
-        ttl: durationFromMs(parseDuration(opts.ttl, "--ttl")),
+        ttl: durationFromMs(durationFlag(opts.ttl, "--ttl", 1000)),
         labels,
-        ...(opts.certificateTtl ? { certificateTtl: durationFromMs(parseDuration(opts.certificateTtl, "--certificate-ttl")) } : {}),
+        ...(opts.certificateTtl ? { certificateTtl: durationFromMs(durationFlag(opts.certificateTtl, "--certificate-ttl", 1000)) } : {}),
         description: opts.description ?? "",
       });
       const t = res.enrollmentToken!;
@@ -171,12 +171,4 @@ function scopeText(k: ApiKey): string {
     ...(k.scope?.tenantSelector ? [`tenants ${k.scope.tenantSelector}`] : []),
   ];
   return parts.length > 0 ? parts.join(" or ") : "all tenants";
-}
-
-function parseDuration(text: string, what: string): number {
-  try {
-    return duration(text, what, 1000);
-  } catch (e) {
-    throw new CliError((e as Error).message);
-  }
 }

@@ -4,12 +4,12 @@
 // values blanked). --follow asks again every couple of seconds for the lines since the last one.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { duration } from "../../common/duration.js";
 import { WorkOrderStatus, WorkOrderType, type LogLine } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
 import { runOrder } from "../order-wait.js";
+import { durationFlag } from "../flags.js";
 
 interface LogsOptions {
   node?: string;
@@ -45,13 +45,7 @@ Examples:
       if (!Number.isInteger(tail) || tail < 1 || tail > 5000) throw new CliError("--tail must be a whole number from 1 to 5000");
       let since: Date | undefined;
       if (opts.since !== undefined) {
-        let ms: number;
-        try {
-          ms = duration(opts.since, "--since", 1);
-        } catch (e) {
-          throw new CliError((e as Error).message, { hint: "use e.g. 30s, 10m or 2h" });
-        }
-        since = new Date(Date.now() - ms);
+        since = new Date(Date.now() - durationFlag(opts.since, "--since", 1, "use e.g. 30s, 10m or 2h"));
       }
       const clients = ctx.clients();
       const nodes = opts.node ? [opts.node] : await nodesOf(clients, tenant);

@@ -4,7 +4,6 @@
 // changes.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { duration } from "../../common/duration.js";
 import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout } from "../../gen/skipper/v1/rollout_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Clients } from "../connection.js";
@@ -15,6 +14,7 @@ import { asJson, cut, documents, enumName, outputFormat, table, when } from "../
 import { waveSummary } from "../resource-columns.js";
 import { rolloutVerdict, statusLines, type Verdict } from "../rollout-verdict.js";
 import type { CommandContext } from "../command-context.js";
+import { durationFlag } from "../flags.js";
 
 const ENDED = new Set([RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.ROLLED_BACK, RolloutStatus.SUPERSEDED]);
 
@@ -41,8 +41,8 @@ Examples:
   $ skipper apply -f deploy/ && skipper rollout status shop --wait --timeout 5m`,
     )
     .action(async (tenantId: string, opts: { wait?: boolean; timeout: string; interval: string }) => {
-      const timeoutMs = parseDuration(opts.timeout, "--timeout", 1);
-      const intervalMs = parseDuration(opts.interval, "--interval", 100);
+      const timeoutMs = durationFlag(opts.timeout, "--timeout", 1);
+      const intervalMs = durationFlag(opts.interval, "--interval", 100);
       const clients = ctx.clients();
       const shown = new Map<string, string>();
       const show = (tenant: Resource, r: Rollout | undefined) => {
@@ -251,13 +251,5 @@ function printRollout(ctx: CommandContext, r: Rollout): void {
     ctx.io.out(
       `  wave ${w.name}: ${w.nodes.map((n) => `${n.nodeId}=${enumName(RolloutNodeState, n.state)}`).join(" ")}${w.promoted ? ` (${actorLine("promoted", w.promoted)})` : ""}`,
     );
-  }
-}
-
-function parseDuration(text: string, what: string, min: number): number {
-  try {
-    return duration(text, what, min);
-  } catch (e) {
-    throw new CliError((e as Error).message);
   }
 }
