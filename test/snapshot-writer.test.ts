@@ -18,8 +18,16 @@ const trace = (n: number) => ({ requestId: `req-${n}`, correlationId: `corr-${n}
 // Counts the snapshots written per scope.
 class CountingStore extends FileStore {
   readonly written: Snapshot[] = [];
+  // Tenant snapshots being written at this moment, and the most there ever were at once.
+  private writingTenants = 0;
+  mostTenantsAtOnce = 0;
   override async putSnapshot(s: Snapshot): Promise<void> {
-    await super.putSnapshot(s);
+    if (s.scope === "tenant") this.mostTenantsAtOnce = Math.max(this.mostTenantsAtOnce, ++this.writingTenants);
+    try {
+      await super.putSnapshot(s);
+    } finally {
+      if (s.scope === "tenant") this.writingTenants--;
+    }
     this.written.push(s);
   }
 }
@@ -67,6 +75,29 @@ describe("SnapshotWriter", () => {
     const before = store.written.length;
     await writer.flush();
     expect(store.written.length).toBe(before);
+  });
+
+  it("many tenants changing at once share one budget: one tenant snapshot at a time, each tenant's last change written", async () => {
+    const writer = new SnapshotWriter(store, log, 60_000);
+    const ids = Array.from({ length: 30 }, (_, i) => `bulk-${i}`);
+    for (const id of ids) await store.createResource(tenant(id, `${id}-v1`));
+    for (const round of [1, 2, 3])
+      for (const id of ids) {
+        await store.updateResource("tenant", id, (t) => {
+          if (t.desiredState?.kind.case === "tenant") t.desiredState.kind.value.displayName = `${id}-r${round}`;
+          return t;
+        });
+        await writer.afterChange(id, trace(round));
+      }
+    await writer.flush();
+    expect(store.mostTenantsAtOnce).toBe(1);
+    for (const id of ids) {
+      const latest = await store.getLatestSnapshot("tenant", id);
+      const k = latest?.resources.find((r) => r.id === id)?.desiredState?.kind;
+      expect(k?.case === "tenant" ? k.value.displayName : undefined).toBe(`${id}-r3`);
+    }
+    // Each tenant's three changes cost at most three writes, usually one.
+    expect(store.written.filter((s) => s.scope === "tenant").length).toBeLessThanOrEqual(3 * ids.length);
   });
 
   it("on start-up writes the snapshots of tenants changed after their latest one, and only those", async () => {

@@ -3,9 +3,12 @@
 // one per finished order would make a rollout over n nodes cost n². So each scope (the system,
 // each tenant) is written at most once per interval, and one trailing write covers every change
 // that arrived in between. The interval is at least SYSTEM_EVERY_MS for the system snapshot, and
-// for every scope at least COST_FACTOR times as long as its last build took, so that snapshots
-// never take more than about 2 % of the controller's time (a small tenant's is written within
-// tens of milliseconds of a change, one of a thousand nodes every few seconds under load).
+// for every scope at least COST_FACTOR times as long as its last build took. The tenants'
+// snapshots also share one budget: they are written one at a time, and after each the next waits
+// FLEET_FACTOR - 1 times as long as it took, so a thousand tenants changing at once cost the
+// controller about 1/FLEET_FACTOR of its time, not a thousand small budgets (a small tenant's
+// snapshot is written within milliseconds of a change on a quiet controller; under load the
+// owed ones queue, oldest first, and each is written once however often it changed meanwhile).
 // Nobody waits for a write: the change is already recorded (events, records) and a snapshot is a
 // view of it. Reading the latest snapshot first writes one still owed to that scope, so what the
 // API shows covers every change it acknowledged; on shutdown every owed write is made, and after
@@ -32,6 +35,8 @@ export interface SnapshotTrace {
 const SLICE = 100;
 // A scope waits at least this many times as long as its last snapshot took to write.
 const COST_FACTOR = 50;
+// All tenants' snapshots together take at most about 1/FLEET_FACTOR of the controller's time.
+const FLEET_FACTOR = 20;
 
 // One scope's writes: when the last began and how long it took, the one running, the one owed.
 interface Scope {
@@ -48,6 +53,12 @@ export class SnapshotWriter {
   private readonly scopes = new Map<string, Scope>();
   // The start-up pass over the tenants (catchUp), while it runs.
   private catchingUp: Promise<void> | undefined;
+  // Tenant scopes due and owed a write, oldest first, waiting for the fleet's budget (see pump).
+  private readonly queued = new Set<Scope>();
+  // The tenant write running under the fleet's budget, and when the next one may start.
+  private fleetRunning: Scope | undefined;
+  private fleetFreeAt = 0;
+  private fleetTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: Store,
@@ -77,6 +88,8 @@ export class SnapshotWriter {
     if (s.owed && !s.running) {
       clearTimeout(s.timer);
       s.timer = undefined;
+      // A reader waits for it: out of the queue, outside the fleet's budget.
+      this.queued.delete(s);
       this.start(s);
     }
     await s.running?.catch(() => undefined);
@@ -135,7 +148,11 @@ export class SnapshotWriter {
     const every = Math.max(s.tenantId === undefined ? this.systemEveryMs : 0, COST_FACTOR * s.lastMs);
     const wait = s.lastAt + every - Date.now();
     if (wait <= 0) {
-      this.start(s);
+      if (s.tenantId === undefined) this.start(s);
+      else {
+        this.queued.add(s);
+        this.pump();
+      }
       return;
     }
     s.timer = setTimeout(() => {
@@ -143,6 +160,31 @@ export class SnapshotWriter {
       this.schedule(s);
     }, wait);
     s.timer.unref();
+  }
+
+  // Starts the oldest queued tenant write when none runs under the budget and the budget allows;
+  // else sets the one timer for when it does.
+  private pump(): void {
+    if (this.fleetRunning || this.fleetTimer) return;
+    const wait = this.fleetFreeAt - Date.now();
+    for (const s of this.queued) {
+      if (!s.owed || s.running) {
+        this.queued.delete(s); // settled by a reader meanwhile
+        continue;
+      }
+      if (wait > 0) {
+        this.fleetTimer = setTimeout(() => {
+          this.fleetTimer = undefined;
+          this.pump();
+        }, wait);
+        this.fleetTimer.unref();
+        return;
+      }
+      this.queued.delete(s);
+      this.fleetRunning = s;
+      this.start(s);
+      return;
+    }
   }
 
   private start(s: Scope): void {
@@ -162,7 +204,12 @@ export class SnapshotWriter {
         // writing snapshots less often under load.
         s.lastMs = performance.now() - started;
         s.running = undefined;
+        if (this.fleetRunning === s) {
+          this.fleetRunning = undefined;
+          this.fleetFreeAt = Date.now() + (FLEET_FACTOR - 1) * s.lastMs;
+        }
         this.schedule(s);
+        this.pump();
       });
   }
 
