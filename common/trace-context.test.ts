@@ -32,4 +32,10 @@ describe("traceparent", () => {
     const fresh = childSpan(undefined);
     expect(parseTraceparent(formatTraceparent(fresh))).toEqual(fresh);
   });
+
+  it("ids drawn from the random pool do not repeat across many pool refills", () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 5000; i++) ids.add(childSpan(undefined).spanId);
+    expect(ids.size).toBe(5000);
+  });
 });

@@ -36,9 +36,18 @@ export function childSpan(parent: TraceContext | undefined): TraceContext {
   return { traceId: parent?.traceId ?? newId(16), spanId: newId(8), flags: parent?.flags ?? "01" };
 }
 
+// Random bytes drawn a pool at a time: one call into the system's generator per 256 ids, not one each.
+const POOL_BYTES = 4096;
+let pool = Buffer.alloc(0);
+let poolAt = POOL_BYTES;
+
 function newId(bytes: number): string {
   for (;;) {
-    const id = randomBytes(bytes).toString("hex");
+    if (poolAt + bytes > pool.length) {
+      pool = randomBytes(POOL_BYTES);
+      poolAt = 0;
+    }
+    const id = pool.toString("hex", poolAt, (poolAt += bytes));
     if (!/^0+$/.test(id)) return id;
   }
 }

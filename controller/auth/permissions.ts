@@ -21,8 +21,13 @@ const ROLE_PERMISSIONS: ReadonlyMap<Role, ReadonlySet<Permission>> = new Map([
  * closed); a test checks that every RPC of the contract declares one.
  */
 export function permissionOf(method: DescMethod): Permission {
-  return getOption(method, permissionOption);
+  // getOption decodes the option from the descriptor on every call; the contract is fixed.
+  let p = declared.get(method);
+  if (p === undefined) declared.set(method, (p = getOption(method, permissionOption)));
+  return p;
 }
+
+const declared = new WeakMap<DescMethod, Permission>();
 
 /** Whether `role` holds `permission`. */
 export function roleHolds(role: Role, permission: Permission): boolean {
