@@ -53,6 +53,7 @@ const NEEDS: Record<string, Permission> = {
   "NodeService/RotateNodeToken": P.ADMIN,
   "NodeService/Heartbeat": P.NODE,
   "NodeService/GetNextWorkOrder": P.NODE,
+  "NodeService/ClaimNextWorkOrder": P.NODE,
   "NodeService/WatchWorkOrders": P.NODE,
   "NodeService/ReportResourceState": P.NODE,
   "DeploymentService/Apply": P.OPERATE,

@@ -17,6 +17,7 @@ import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
 import { isFinished } from "../store/work-order-transitions.js";
+import { isSkipperError } from "../errors.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
@@ -58,6 +59,34 @@ export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: T
     "work order claimed",
   );
   return claimed;
+}
+
+/**
+ * Claims the node's next pending order (what nextOrderFor would return), or returns undefined when
+ * none is pending. An order that another call claimed between the look and the claim (a second
+ * agent process, or a call through another controller) is passed over for the one after it: each
+ * order is claimed once, by the store's compare-and-set, never by this look. `traceOf` gives the
+ * claim's trace for the order found (its correlation id is the order's).
+ */
+export async function claimNextOrder(
+  deps: LifecycleDeps & { logger: Logger },
+  nodeId: string,
+  traceOf: (order: WorkOrder) => Trace,
+  log: Logger,
+): Promise<WorkOrder | undefined> {
+  // Bounded: each turn passes over an order some other call took; this many in a row is a storm
+  // of competing claims, and the caller asks again.
+  for (let turn = 0; turn < 64; turn++) {
+    const order = await nextOrderFor(deps, nodeId);
+    if (!order) return undefined;
+    try {
+      return await claimOrder(deps, order, traceOf(order), log);
+    } catch (e) {
+      // Taken meanwhile (or expired at this instant): the index no longer offers it, look again.
+      if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;
+    }
+  }
+  return undefined;
 }
 
 /** Extends the lease of the node holding the claim under `fencingToken`. */

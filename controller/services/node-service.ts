@@ -9,7 +9,7 @@ import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { forbidden, notFound, unauthorized } from "../errors.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../id-checks.js";
-import { nextOrderFor } from "../dispatch/order-lifecycle.js";
+import { claimNextOrder, nextOrderFor } from "../dispatch/order-lifecycle.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
 import { recordReports } from "../nodes/state-reports.js";
@@ -81,6 +81,18 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     async getNextWorkOrder(req, ctx) {
       const nodeId = selfOnly(callInfo(ctx), req.nodeId);
       return { meta: responseMeta(ctx), workOrder: await nextOrderFor(deps, nodeId) };
+    },
+
+    async claimNextWorkOrder(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = selfOnly(call, req.nodeId);
+      const trace = (order: WorkOrder) => ({
+        requestId: call.requestId,
+        correlationId: order.correlationId,
+        traceparent: call.traceparent,
+        actor: call.actor,
+      });
+      return { meta: responseMeta(ctx), workOrder: await claimNextOrder(deps, nodeId, trace, call.logger) };
     },
 
     async *watchWorkOrders(req, ctx) {

@@ -7,6 +7,7 @@ import { createClient, type Client, type Interceptor } from "@connectrpc/connect
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { build, type Controller } from "../../controller/server.js";
+import type { Store } from "../../controller/store/store.js";
 import { serve, type ConnectionLimits, type Serving } from "../../controller/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
@@ -51,6 +52,8 @@ export async function startController(
     metricsOpen?: boolean;
     /** How long the fleet's gauges are kept between scrapes (default 5 s). */
     metricsCensusMs?: number;
+    /** The store (default: a file store on the data directory); the controller opens and closes it. */
+    store?: Store;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -82,6 +85,7 @@ export async function startController(
     leaseMs: opts.leaseMs,
     metricsOpen: opts.metricsOpen,
     metricsCensusMs: opts.metricsCensusMs,
+    store: opts.store,
   });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;

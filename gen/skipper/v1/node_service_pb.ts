@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/node_service.proto.
  */
 export const file_skipper_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkijgMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24aLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZTKeBgoLTm9kZVNlcnZpY2USawoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIY2IoZBYLT5JMCDjoBKiIJL3YxL25vZGVzEoQBCg9Sb3RhdGVOb2RlVG9rZW4SIi5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QaIy5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlc3BvbnNlIijYihkFgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnYKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiLNiKGQaC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0Ep4BChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIj+QAgHYihkGgtPkkwIyYgp3b3JrX29yZGVyEiQvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQSYgoPV2F0Y2hXb3JrT3JkZXJzEiIuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXF1ZXN0GiMuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXNwb25zZSIE2IoZBjABEp0BChNSZXBvcnRSZXNvdXJjZVN0YXRlEiYuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVxdWVzdBonLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlc3BvbnNlIjWQAgLYihkGgtPkkwIoOgEqIiMvdjEvbm9kZXMve25vZGVfaWR9L3Jlc291cmNlLXN0YXRlc2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkijgMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24aLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZTK/BwoLTm9kZVNlcnZpY2USawoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIY2IoZBYLT5JMCDjoBKiIJL3YxL25vZGVzEoQBCg9Sb3RhdGVOb2RlVG9rZW4SIi5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QaIy5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlc3BvbnNlIijYihkFgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnYKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiLNiKGQaC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0Ep4BChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIj+QAgHYihkGgtPkkwIyYgp3b3JrX29yZGVyEiQvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQSngEKEkNsYWltTmV4dFdvcmtPcmRlchIlLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVxdWVzdBomLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2UiOdiKGQaC0+STAi86ASoiKi92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dC9jbGFpbRJiCg9XYXRjaFdvcmtPcmRlcnMSIi5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1JlcXVlc3QaIy5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1Jlc3BvbnNlIgTYihkGMAESnQEKE1JlcG9ydFJlc291cmNlU3RhdGUSJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Gicuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVzcG9uc2UiNZACAtiKGQaC0+STAig6ASoiIy92MS9ub2Rlcy97bm9kZV9pZH0vcmVzb3VyY2Utc3RhdGVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * RegisterNodeRequest describes a new node.
@@ -335,6 +335,50 @@ export const GetNextWorkOrderResponseSchema: GenMessage<GetNextWorkOrderResponse
   messageDesc(file_skipper_v1_node_service, 9);
 
 /**
+ * ClaimNextWorkOrderRequest names the node claiming (the caller's own).
+ *
+ * @generated from message skipper.v1.ClaimNextWorkOrderRequest
+ */
+export type ClaimNextWorkOrderRequest = Message<"skipper.v1.ClaimNextWorkOrderRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+};
+
+/**
+ * Describes the message skipper.v1.ClaimNextWorkOrderRequest.
+ * Use `create(ClaimNextWorkOrderRequestSchema)` to create a new message.
+ */
+export const ClaimNextWorkOrderRequestSchema: GenMessage<ClaimNextWorkOrderRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 10);
+
+/**
+ * ClaimNextWorkOrderResponse carries the order claimed (running, with its claim), unset when none
+ * was pending.
+ *
+ * @generated from message skipper.v1.ClaimNextWorkOrderResponse
+ */
+export type ClaimNextWorkOrderResponse = Message<"skipper.v1.ClaimNextWorkOrderResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.ClaimNextWorkOrderResponse.
+ * Use `create(ClaimNextWorkOrderResponseSchema)` to create a new message.
+ */
+export const ClaimNextWorkOrderResponseSchema: GenMessage<ClaimNextWorkOrderResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 11);
+
+/**
  * ResourceStateReport is the observed state of one resource.
  *
  * @generated from message skipper.v1.ResourceStateReport
@@ -366,7 +410,7 @@ export type ResourceStateReport = Message<"skipper.v1.ResourceStateReport"> & {
  * Use `create(ResourceStateReportSchema)` to create a new message.
  */
 export const ResourceStateReportSchema: GenMessage<ResourceStateReport> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 10);
+  messageDesc(file_skipper_v1_node_service, 12);
 
 /**
  * ReportResourceStateRequest carries reports from one node, usually for one work order. Reports
@@ -396,7 +440,7 @@ export type ReportResourceStateRequest = Message<"skipper.v1.ReportResourceState
  * Use `create(ReportResourceStateRequestSchema)` to create a new message.
  */
 export const ReportResourceStateRequestSchema: GenMessage<ReportResourceStateRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 11);
+  messageDesc(file_skipper_v1_node_service, 13);
 
 /**
  * ReportResourceStateResponse lists the resources updated.
@@ -420,7 +464,7 @@ export type ReportResourceStateResponse = Message<"skipper.v1.ReportResourceStat
  * Use `create(ReportResourceStateResponseSchema)` to create a new message.
  */
 export const ReportResourceStateResponseSchema: GenMessage<ReportResourceStateResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 12);
+  messageDesc(file_skipper_v1_node_service, 14);
 
 /**
  * NodeService registers nodes (admin) and serves the agent's side of the protocol (node token):
@@ -469,6 +513,23 @@ export const NodeService: GenService<{
     methodKind: "unary";
     input: typeof GetNextWorkOrderRequestSchema;
     output: typeof GetNextWorkOrderResponseSchema;
+  },
+  /**
+   * ClaimNextWorkOrder claims the node's next pending order (highest priority, then oldest) in one
+   * call: GetNextWorkOrder and ClaimWorkOrder together, so a polling agent pays one round trip
+   * per order, not two. The answer is the claimed (running) order with its lease and fencing
+   * token, or none when nothing is pending. Orders past their expires_at are failed (EXPIRED) on
+   * the way, and one claimed meanwhile by another call is passed over, so of concurrent calls
+   * (through any controller) each order goes to exactly one. Not idempotent: a retry after a lost
+   * answer finds the order running under the first claim, whose lease lapses and sends it back
+   * to pending; the agent can also find it with ListWorkOrders.
+   *
+   * @generated from rpc skipper.v1.NodeService.ClaimNextWorkOrder
+   */
+  claimNextWorkOrder: {
+    methodKind: "unary";
+    input: typeof ClaimNextWorkOrderRequestSchema;
+    output: typeof ClaimNextWorkOrderResponseSchema;
   },
   /**
    * WatchWorkOrders is a doorbell for the agent: it streams the node's oldest pending order on
