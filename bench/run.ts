@@ -10,7 +10,9 @@
 //                  pass that writes deployment + work order + events, all durable. Each client
 //                  works through its own pool of converged tenants (one apply each: a second
 //                  apply would return the order already in flight), prepared before the phase
-//   claim+result   GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult (one finished order)
+//   claim+result   ClaimNextWorkOrder, ReportWorkOrderResult (one finished order: two calls, as
+//                  pg-boss's fetch + complete); --claim get-then-claim measures the older three-call
+//                  path (GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult) instead
 //   read           ResourceService.GetResource of a tenant
 //   auth           (once, on a controller of its own on the file store) the cost of authentication
 //                  per call: AccessService.WhoAmI with no credential, the admin token, an API key,
@@ -73,8 +75,11 @@ const { values } = parseArgs({
     // scripts/postgres.sh, or --pg-url). Without a PostgreSQL server the postgres runs are skipped.
     stores: { type: "string", default: "file,postgres" },
     "pg-url": { type: "string" },
+    // How a client takes an order: claim-next (one call) or get-then-claim (two calls).
+    claim: { type: "string", default: "claim-next" },
   },
 });
+if (values.claim !== "claim-next" && values.claim !== "get-then-claim") throw new Error("--claim must be claim-next or get-then-claim");
 const durationMs = Number(values.duration) * 1000;
 const concurrency = Number(values.concurrency);
 const phases = new Set(values.phases.split(","));
@@ -282,12 +287,17 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
     tokens.push((await setup.registerNode({ nodeId: `bench-node-${w}`, displayName: `bench ${w}` })).token);
   const nodes = tokens.map((t) => clientFor(NodeService, ctl.url, ca, { authorization: `Bearer ${t}` }));
   const orders = tokens.map((t) => clientFor(WorkOrderService, ctl.url, ca, { authorization: `Bearer ${t}` }));
-  const finishOne = async (w: number): Promise<boolean> => {
+  const takeOne = async (w: number) => {
+    if (values.claim === "claim-next") return (await nodes[w]!.claimNextWorkOrder({ nodeId: `bench-node-${w}` })).workOrder;
     const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
-    if (!next.workOrder) return false;
-    await orders[w]!.claimWorkOrder({ id: next.workOrder.id });
+    return next.workOrder && (await orders[w]!.claimWorkOrder({ id: next.workOrder.id })).workOrder;
+  };
+  const finishOne = async (w: number): Promise<boolean> => {
+    const taken = await takeOne(w);
+    if (!taken) return false;
     await orders[w]!.reportWorkOrderResult({
-      id: next.workOrder.id,
+      id: taken.id,
+      fencingToken: taken.fencingToken,
       result: { success: true, code: "APPLY_OK", message: "bench", details: { durationMs: 1n } },
     });
     return true;

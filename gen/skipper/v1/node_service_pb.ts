@@ -522,7 +522,9 @@ export const NodeService: GenService<{
    * the way, and one claimed meanwhile by another call is passed over, so of concurrent calls
    * (through any controller) each order goes to exactly one. Not idempotent: a retry after a lost
    * answer finds the order running under the first claim, whose lease lapses and sends it back
-   * to pending; the agent can also find it with ListWorkOrders.
+   * to pending. skippy keeps GetNextWorkOrder + ClaimWorkOrder (or the watch stream + claim):
+   * it journals an order before claiming it, so a crash right after a claim never waits for the
+   * lease to lapse; simpler workers that can wait out a lease take the one call.
    *
    * @generated from rpc skipper.v1.NodeService.ClaimNextWorkOrder
    */
