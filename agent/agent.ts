@@ -10,7 +10,9 @@
 // lease-keeper.ts) is stopped as a cancel stops it, journaled with a LEASE_LOST result at once
 // (so a restart does not run it again), and that result is reported: the controller refuses it
 // when another claim has the order, which is the usual case.
-import { beginSpan } from "../common/tracing.js";
+// It counts what it does (agent-tally.ts: orders by type and result, refused claims, lost leases,
+// report retries, watch reconnects, heartbeat failures) and sends the totals with every heartbeat;
+// each order it handles is a span, and each call for it a client span under it (order-spans.ts).
 import { parseTraceparent } from "../common/trace-context.js";
 import { clone, create } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
@@ -30,14 +32,16 @@ import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
 import { OrderWatch } from "./order-watch.js";
 import type { AgentConfig } from "./config.js";
-import { traceHeaders, type ControllerClients } from "./controller-client.js";
+import type { ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
 import { LeaseLost, type ExecOutcome } from "./executors/executor.js";
 import type { ProjectSecrets } from "./engine/project-secrets.js";
 import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
-import type { Journal } from "./journal.js";
+import type { Journal, JournalEntry } from "./journal.js";
 import { LeaseKeeper, monotonicClock, TRANSIENT, type Clock, type LeaseLoss } from "./lease-keeper.js";
 import { reportStates } from "./state-report.js";
+import { AgentTally } from "./agent-tally.js";
+import { OrderSpans } from "./order-spans.js";
 
 export const AGENT_VERSION = "0.1.0";
 
@@ -62,6 +66,8 @@ export interface AgentDeps {
   supervise?: () => Promise<ProcessObservation[]>;
   /** The clock leases are kept by (default: performance.now() and setTimeout). */
   clock?: Clock;
+  /** Where the agent counts what it does (default: a tally of its own). */
+  tally?: AgentTally;
 }
 
 // Capabilities are probed again this often, and right after an order found the engine down.
@@ -87,10 +93,13 @@ export class Agent {
   private readonly backoff = new Backoff();
   private readonly log: Logger;
   private readonly clock: Clock;
+  private readonly tally: AgentTally;
+  private readonly spans = new OrderSpans();
 
   constructor(private readonly deps: AgentDeps) {
     this.log = deps.log.child({ node_id: deps.config.nodeId });
     this.clock = deps.clock ?? monotonicClock;
+    this.tally = deps.tally ?? new AgentTally();
   }
 
   /** Runs until `signal` aborts. */
@@ -102,6 +111,7 @@ export class Agent {
           this.deps.config.nodeId,
           this.log,
           (o) => o.cancelRequest && this.cancelRunning(o.id, o.cancelRequest.reason),
+          () => this.tally.count("watchReconnects"),
         )
       : undefined;
     const watching = watch?.run(signal);
@@ -233,21 +243,29 @@ export class Agent {
     projects: ProjectObservation[] | undefined,
     processes: ProcessObservation[],
   ): Promise<number> {
-    const res = await this.deps.clients.nodes.heartbeat({
-      nodeId: this.deps.config.nodeId,
-      agentVersion: AGENT_VERSION,
-      capabilities: {
-        ...host.capabilities,
-        allowedCommands: this.deps.config.allowCommands,
-        allowedProcessSources: this.deps.config.allowProcessSources,
-      },
-      labels: this.deps.config.labels,
-      uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
-      heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
-      projects: projects ?? [],
-      projectsReported: projects !== undefined,
-      processes,
-    });
+    const counters = this.tally.snapshot();
+    const res = await this.deps.clients.nodes
+      .heartbeat({
+        nodeId: this.deps.config.nodeId,
+        agentVersion: AGENT_VERSION,
+        capabilities: {
+          ...host.capabilities,
+          allowedCommands: this.deps.config.allowCommands,
+          allowedProcessSources: this.deps.config.allowProcessSources,
+        },
+        labels: this.deps.config.labels,
+        uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
+        heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
+        projects: projects ?? [],
+        projectsReported: projects !== undefined,
+        processes,
+        agentCounters: counters,
+      })
+      .catch((e: unknown) => {
+        this.tally.count("heartbeatFailures");
+        throw e;
+      });
+    this.tally.acknowledged(counters);
     this.lastBeat = performance.now();
     if (projects !== undefined || !this.running) this.lastHeartbeat = this.lastBeat;
     return res.pendingWorkOrders;
@@ -258,35 +276,48 @@ export class Agent {
     const { entries, problems } = await this.deps.journal.pending();
     for (const p of problems)
       this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
-    for (const entry of entries) {
-      const log = this.orderLog(entry.order);
-      let granted: number | undefined;
-      if (entry.result) {
-        log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
-        await this.finish(entry.order, entry.result, [], signal, log);
-      } else if (!entry.claimedAt) {
-        await this.reclaim(entry.order, signal, log);
-      } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
-        if (RERUN_UNSAFE.has(entry.order.type)) {
-          log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
-          const result = failure("AGENT_RESTARTED", INTERRUPTED);
-          await this.deps.journal.record({ order: entry.order, claimedAt: entry.claimedAt, result });
-          await this.finish(entry.order, result, [], signal, log);
-          continue;
-        }
-        log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
-        await this.execute(entry.order, entry.claimedAt, granted, signal, log);
-      } else {
-        // The lease lapsed while this agent was down: the order went back to pending (the loop
-        // claims it afresh) or another claim finished it.
-        log.warn(
-          { action: "recover", result: "lease_lost" },
-          "an order claimed before a restart is no longer held; dropping the journal entry",
-        );
-        await this.deps.journal.remove(entry.order.id);
-      }
-    }
+    for (const entry of entries) await this.spans.within(entry.order, () => this.recoverEntry(entry, signal));
     this.recovered = true;
+  }
+
+  /** Finishes one order an earlier run left in the journal. */
+  private async recoverEntry(entry: JournalEntry, signal: AbortSignal): Promise<void> {
+    const log = this.orderLog(entry.order);
+    let granted: number | undefined;
+    if (entry.result) {
+      log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
+      if (!entry.result.success) this.spans.fail(entry.order, entry.result.code);
+      await this.finish(entry.order, entry.result, [], signal, log);
+    } else if (!entry.claimedAt) {
+      await this.reclaim(entry.order, signal, log);
+    } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
+      if (RERUN_UNSAFE.has(entry.order.type)) {
+        log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
+        const result = failure("AGENT_RESTARTED", INTERRUPTED);
+        this.ended(entry.order, result);
+        await this.deps.journal.record({ order: entry.order, claimedAt: entry.claimedAt, result });
+        await this.finish(entry.order, result, [], signal, log);
+        return;
+      }
+      log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
+      await this.execute(entry.order, entry.claimedAt, granted, signal, log);
+    } else {
+      // The lease lapsed while this agent was down: the order went back to pending (the loop
+      // claims it afresh) or another claim finished it.
+      log.warn(
+        { action: "recover", result: "lease_lost" },
+        "an order claimed before a restart is no longer held; dropping the journal entry",
+      );
+      this.tally.count("leasesLost");
+      this.spans.fail(entry.order, LEASE_LOST);
+      await this.deps.journal.remove(entry.order.id);
+    }
+  }
+
+  /** An order ended with `result` in this run of the agent: counted, and its span marked. */
+  private ended(order: WorkOrder, result: WorkOrderResult): void {
+    this.tally.orderEnded(order.type, result.code);
+    if (!result.success) this.spans.fail(order, result.code);
   }
 
   /**
@@ -295,7 +326,7 @@ export class Agent {
    * journals its claim first), so it is taken up; otherwise the order is claimed again.
    */
   private async reclaim(order: WorkOrder, signal: AbortSignal, log: Logger): Promise<void> {
-    const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, traceHeaders(order)).catch(() => undefined))?.workOrder;
+    const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, this.spans.call(order)).catch(() => undefined))?.workOrder;
     const claim = now?.status === WorkOrderStatus.RUNNING ? now.claim : undefined;
     // What runs is the order as journaled (as handed out for the claim), under the granted claim.
     const held = clone(WorkOrderSchema, order);
@@ -314,7 +345,7 @@ export class Agent {
   private async orderSecrets(order: WorkOrder): Promise<ProjectSecrets> {
     const res = await this.deps.clients.orders.getWorkOrderSecrets(
       { id: order.id, fencingToken: order.claim?.fencingToken ?? 0n },
-      traceHeaders(order),
+      this.spans.call(order),
     );
     return {
       env: { ...res.env },
@@ -323,7 +354,12 @@ export class Agent {
     };
   }
 
-  private async handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
+  /** Claims `order` and runs it, in its span. */
+  private handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
+    return this.spans.within(order, () => this.claimAndRun(order, signal));
+  }
+
+  private async claimAndRun(order: WorkOrder, signal: AbortSignal): Promise<void> {
     const log = this.orderLog(order);
     // Journal first: killed after the controller granted the claim but before a journal write,
     // the agent would forget an order the controller thinks it is running.
@@ -332,12 +368,14 @@ export class Agent {
     // The lease counts from before the claim was sent: the controller's lease cannot end earlier.
     const asked = this.clock.now();
     try {
-      const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, traceHeaders(order));
+      const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, this.spans.call(order));
       claimed = res.workOrder!;
     } catch (e) {
       const err = ConnectError.from(e);
       if (err.code === Code.FailedPrecondition || err.code === Code.PermissionDenied || err.code === Code.NotFound) {
         log.info({ action: "claim", result: Code[err.code], metadata: { message: err.rawMessage } }, "order not claimable; skipping");
+        this.tally.count("claimsRefused");
+        this.spans.fail(order, "CLAIM_REFUSED");
         await this.deps.journal.remove(order.id);
         return;
       }
@@ -353,8 +391,6 @@ export class Agent {
   /** Runs a claimed order, keeping its lease (granted to a request sent at `grantedAt`), then reports it. */
   private async execute(order: WorkOrder, claimedAt: Date, grantedAt: number, signal: AbortSignal, log: Logger): Promise<void> {
     await this.deps.journal.record({ order, claimedAt });
-    // The run is a span in the order's trace (exported when an OTLP exporter is configured).
-    const span = beginSpan(`work_order ${(WorkOrderType[order.type] ?? String(order.type)).toLowerCase()}`, order.traceparent || undefined);
     let outcome: ExecOutcome;
     const executor = executorFor(this.deps.executors, order.type);
     // The lease is renewed until the result is accepted, not only while the order runs: a
@@ -371,6 +407,7 @@ export class Agent {
       const lost: { loss?: LeaseLoss; journaled?: Promise<void> } = {};
       const keeper = this.keepLease(order, grantedAt, log, (loss) => {
         this.logLoss(order, loss, executing, log);
+        this.tally.count("leasesLost");
         if (!executing) return;
         const reason = new LeaseLost(describeLoss(loss));
         lease.abort(reason);
@@ -442,7 +479,7 @@ export class Agent {
       },
       `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
     );
-    span.end(r.success ? undefined : r.code);
+    this.ended(order, r);
     await this.deps.journal.record({ order, claimedAt, result: r });
     crashPoint("agent.before-report");
     try {
@@ -466,7 +503,7 @@ export class Agent {
       try {
         await this.deps.clients.orders.reportWorkOrderResult(
           { id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n },
-          traceHeaders(order),
+          this.spans.call(order),
         );
         reported();
         break;
@@ -483,6 +520,7 @@ export class Agent {
           return;
         }
         if (signal.aborted) return; // the journal keeps it for the next start
+        this.tally.count("reportRetries");
         const delay = retry.next();
         log.warn(
           { action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } },
@@ -492,7 +530,13 @@ export class Agent {
       }
     }
     log.info({ action: "report_result", result: "ok" }, "result reported");
-    await reportStates({ clients: this.deps.clients, nodeId: this.deps.config.nodeId }, order, result, services, log);
+    await reportStates(
+      { clients: this.deps.clients, nodeId: this.deps.config.nodeId, call: this.spans.call(order) },
+      order,
+      result,
+      services,
+      log,
+    );
     await this.deps.journal.remove(order.id);
   }
 
@@ -515,7 +559,7 @@ export class Agent {
     const token = order.claim?.fencingToken ?? 0n;
     if (token === 0n) return sent;
     try {
-      await this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: token }, traceHeaders(order));
+      await this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: token }, this.spans.call(order));
       return sent;
     } catch (e) {
       if (TRANSIENT.has(ConnectError.from(e).code)) throw e;
@@ -539,7 +583,7 @@ export class Agent {
         (
           await this.deps.clients.orders.renewWorkOrderLease(
             { id: order.id, fencingToken: claim.fencingToken },
-            { ...traceHeaders(order), timeoutMs },
+            { ...this.spans.call(order), timeoutMs },
           )
         ).workOrder,
       onRenewed: (o) => o?.cancelRequest && this.cancelRunning(order.id, o.cancelRequest.reason, log),

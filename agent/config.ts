@@ -11,6 +11,7 @@ import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
 import type { ExecConfig } from "./executors/executor.js";
 import { validProcessSourceEntry } from "../common/action-rules.js";
+import { parseMetricsAddress, type MetricsAddress } from "./metrics-address.js";
 
 /** skippy's settings: the loop's, and what executors read (ExecConfig). */
 export interface AgentConfig extends ExecConfig {
@@ -30,6 +31,8 @@ export interface AgentConfig extends ExecConfig {
   watch: boolean;
   /** How calls are encoded: Connect's JSON (the default, readable on the wire) or its binary protobuf. */
   wire: WireFormat;
+  /** Where to serve the agent's own metrics (metrics-listener.ts); undefined: nowhere (the default). */
+  metricsListen?: MetricsAddress;
 }
 
 export type WireFormat = "json" | "binary";
@@ -66,6 +69,12 @@ export const USAGE = `Usage: skippy [options]
                          where deploy_process may fetch artifacts, repeatable: an
                          http(s):// URL prefix or an absolute directory
                          [SKIPPY_ALLOW_PROCESS_SOURCES=...] (default none: refused)
+  --metrics-listen HOST:PORT
+                         serve the agent's counters at http://HOST:PORT/metrics in
+                         Prometheus' text format, on a loopback address only (127.0.0.1:9464,
+                         [::1]:9464) [SKIPPY_METRICS_LISTEN] (default: not served)
+  --metrics-allow-remote allow a --metrics-listen address other hosts reach (plain HTTP,
+                         no credential) [SKIPPY_METRICS_ALLOW_REMOTE=1]
   -h, --help             this text
 
 Durations: a number of milliseconds or a number with ms, s, m or h.
@@ -89,6 +98,8 @@ export const AGENT_OPTIONS = {
   "no-watch": { type: "boolean" },
   wire: { type: "string" },
   "log-level": { type: "string" },
+  "metrics-listen": { type: "string" },
+  "metrics-allow-remote": { type: "boolean" },
 } as const satisfies NonNullable<ParseArgsConfig["options"]>;
 
 /** The configuration from flags, then SKIPPY_* variables, then defaults; "help" when asked for the usage. */
@@ -161,6 +172,9 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   const wire = values.wire ?? env.SKIPPY_WIRE ?? "json";
   if (wire !== "json" && wire !== "binary") throw new Error(`--wire must be json or binary, got '${wire}'`);
+  const metricsListen = values["metrics-listen"] ?? env.SKIPPY_METRICS_LISTEN;
+  const allowRemote =
+    values["metrics-allow-remote"] ?? (env.SKIPPY_METRICS_ALLOW_REMOTE === "1" || env.SKIPPY_METRICS_ALLOW_REMOTE === "true");
   return {
     controllerUrl,
     nodeId,
@@ -182,6 +196,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     wire,
     allowCommands: [...new Set(allowCommands)],
     allowProcessSources: [...new Set(allowProcessSources)],
+    metricsListen: metricsListen ? parseMetricsAddress(metricsListen, allowRemote) : undefined,
   };
 }
 

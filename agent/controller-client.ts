@@ -3,10 +3,13 @@
 // client certificate (mutual TLS, after enrollment). Calls are Connect JSON by default, as the
 // contract's design card has agents talk (readable in a proxy or a capture); Connect's binary
 // encoding is a setting away. Calls made for a work order carry that order's request and
-// correlation ids, so the controller's logs and events tie them to the apply that created it.
-import { childSpan, formatTraceparent, parseTraceparent } from "../common/trace-context.js";
+// correlation ids, so the controller's logs and events tie them to the apply that created it, and
+// continue its trace: each such call is a client span (exported like the agent's other spans)
+// whose traceparent is the one sent.
+import { parseTraceparent } from "../common/trace-context.js";
+import { beginSpan } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
-import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -26,21 +29,40 @@ export interface ControllerClients {
 /** How the agent proves who it is: its bearer token, a client certificate, or nothing (enrollment). */
 export type AgentCredential = { token: string } | { certPem: string; keyPem: string } | { none: true };
 
-/** Headers for one call: the order's trace ids when the call is about an order. */
-export function traceHeaders(trace?: {
-  requestId: string;
-  correlationId: string;
-  traceparent?: string;
-}): { headers: Record<string, string> } | undefined {
-  if (!trace) return undefined;
+/**
+ * Headers for one call about an order: its request and correlation ids, and `traceparent`, the
+ * span the call's own span is a child of (clientSpans below makes it and sends its id instead).
+ */
+export function traceHeaders(trace: { requestId: string; correlationId: string; traceparent?: string }): {
+  headers: Record<string, string>;
+} {
   const headers: Record<string, string> = {};
   if (trace.requestId) headers["x-request-id"] = trace.requestId;
   if (trace.correlationId) headers["x-correlation-id"] = trace.correlationId;
-  // The order's trace, continued in a span of this call's own.
-  const parent = parseTraceparent(trace.traceparent);
-  if (parent) headers.traceparent = formatTraceparent(childSpan(parent));
+  if (parseTraceparent(trace.traceparent)) headers.traceparent = trace.traceparent!;
   return { headers };
 }
+
+/**
+ * A unary call sent with a traceparent is a client span in that trace, named like the
+ * controller's server span for it (skipper.v1.WorkOrderService/ClaimWorkOrder); the call carries
+ * the client span's traceparent, so the controller's span is its child. Calls without one (the
+ * heartbeat, the watch) are not traced.
+ */
+const clientSpans: Interceptor = (next) => async (req) => {
+  const parent = req.header.get("traceparent");
+  if (!parent || req.stream) return next(req);
+  const span = beginSpan(`${req.service.typeName}/${req.method.name}`, parent, "client");
+  req.header.set("traceparent", span.traceparent);
+  try {
+    const res = await next(req);
+    span.end();
+    return res;
+  } catch (e) {
+    span.end(Code[ConnectError.from(e).code]);
+    throw e;
+  }
+};
 
 export function createControllerClients(opts: {
   baseUrl: string;
@@ -52,7 +74,7 @@ export function createControllerClients(opts: {
 }): ControllerClients {
   const ca = opts.caFile ? { ca: readFileSync(opts.caFile, "utf8") } : {};
   const make = (credential: AgentCredential): Transport => {
-    const interceptors: Interceptor[] = [];
+    const interceptors: Interceptor[] = [clientSpans];
     if ("token" in credential) {
       interceptors.push((next) => (req) => {
         req.header.set("authorization", `Bearer ${credential.token}`);

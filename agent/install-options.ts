@@ -26,7 +26,8 @@ as root. Run it again to change a setting: files that would not change are left 
   --ca-file PATH         CA that signed the controller's certificate; copied to <config-dir>/ca.crt
   --label KEY=VALUE      a node label, repeatable
   --poll-interval DUR, --allow-command PROG, --allow-process-source SRC, --compose-timeout DUR,
-  --ready-timeout DUR, --log-level LEVEL, --no-watch, --wire FORMAT
+  --ready-timeout DUR, --log-level LEVEL, --no-watch, --wire FORMAT, --metrics-listen HOST:PORT,
+  --metrics-allow-remote
                          as for skippy (skippy --help); written to the environment file
 
 Where it writes (defaults under --prefix):
@@ -48,6 +49,7 @@ const SETTINGS = [
   ["ready-timeout", "SKIPPY_READY_TIMEOUT"],
   ["log-level", "SKIPPY_LOG_LEVEL"],
   ["wire", "SKIPPY_WIRE"],
+  ["metrics-listen", "SKIPPY_METRICS_LISTEN"],
 ] as const;
 /** Repeatable agent flags: comma-separated lists in the environment. */
 const LISTS = [
@@ -143,6 +145,7 @@ export function parseInstall(argv: string[], ctx: InstallContext): InstallReques
     if (entries.length > 0) env[name] = entries.join(",");
   }
   if (values["no-watch"]) env.SKIPPY_WATCH = "0";
+  if (values["metrics-allow-remote"]) env.SKIPPY_METRICS_ALLOW_REMOTE = "1";
   // The service's view of these settings. The one file they name that it reads is the token's.
   loadAgentConfig([], env, () => token);
   environmentFileText(env); // refuses values the file cannot hold

@@ -14,6 +14,8 @@ import { executors } from "./executors/registry.js";
 import { observeProjects } from "./engine/project-state.js";
 import { Journal } from "./journal.js";
 import { superviseAll } from "./process/supervise-all.js";
+import { AgentTally } from "./agent-tally.js";
+import { listenForMetrics, type MetricsListener } from "./metrics-listener.js";
 
 async function main(): Promise<void> {
   if (process.argv[2] === "install") {
@@ -50,6 +52,21 @@ async function main(): Promise<void> {
   );
   // Each order's run is a span in the order's trace, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set.
   const stopTracing = await startTracing("skippy");
+  // What the agent does, counted from now: sent with every heartbeat, and served when asked to.
+  const tally = new AgentTally();
+  let metrics: MetricsListener | undefined;
+  if (cfg.metricsListen) {
+    const at = cfg.metricsListen;
+    try {
+      metrics = await listenForMetrics(at, tally, AGENT_VERSION, logger);
+    } catch (e) {
+      const message = `--metrics-listen ${at.host}:${at.port}: cannot listen there: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+      logger.error({ action: "metrics_listen", result: "error", node_id: cfg.nodeId, metadata: { message } }, message);
+      close();
+      process.stderr.write(`skippy: ${message}\n`);
+      process.exit(2);
+    }
+  }
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     process.once(sig, () => {
@@ -82,6 +99,7 @@ async function main(): Promise<void> {
     executors: executors(),
     observe: () => observeProjects(cfg.workDir),
     supervise: () => superviseAll(cfg.workDir, { log: logger }),
+    tally,
   });
   // A keeper that stops on its own found the certificate expired: the agent stops too, non-zero,
   // so that its supervisor restarts it (and an enrollment token, when configured, enrolls it again).
@@ -93,6 +111,7 @@ async function main(): Promise<void> {
   await agent.run(stop.signal);
   stop.abort();
   await renewing;
+  await metrics?.close();
   await stopTracing();
   close();
   process.exit(process.exitCode ?? 0);

@@ -13,6 +13,7 @@ export class OrderWatch {
   private rung = false;
   private wakeLoop: (() => void) | undefined;
   private connected = false;
+  private everConnected = false;
 
   constructor(
     private readonly nodes: Client<typeof NodeService>,
@@ -20,6 +21,8 @@ export class OrderWatch {
     private readonly log: Logger,
     /** Told of every order a notice carries (e.g. to stop one an admin cancelled). */
     private readonly onNotice: (order: WorkOrder) => void = () => undefined,
+    /** Told each time the stream is connected again after it broke (counted: agent-tally.ts). */
+    private readonly onReconnected: () => void = () => undefined,
   ) {}
 
   /** Keeps a stream open until `signal` aborts. */
@@ -31,6 +34,8 @@ export class OrderWatch {
         for await (const notice of this.nodes.watchWorkOrders({ nodeId: this.nodeId }, { signal, timeoutMs: 0 })) {
           if (!this.connected) {
             this.connected = true;
+            if (this.everConnected) this.onReconnected();
+            this.everConnected = true;
             backoff.reset();
             this.log.info({ action: "watch", result: "connected" }, "watching for work orders");
           }

@@ -200,6 +200,7 @@ describe("skippy install", () => {
       [["--poll-interval", "1ms"], /poll interval/],
       [["--label", "env=a b"], /label must be KEY=VALUE/],
       [["--allow-command", "rm -rf"], /--allow-command takes a program name/],
+      [["--metrics-listen", "0.0.0.0:9464"], /--metrics-listen 0\.0\.0\.0:9464 is not a loopback address/],
       [["--ca-file", tokenFile], /--ca-file .* is not a PEM certificate/],
       [["--token-file", join(host, "missing")], /cannot read the node token from --token-file .*missing: ENOENT/],
       [["--state-dir", "/var/lib/sk ippy"], /--state-dir must be an absolute path without spaces/],
@@ -267,6 +268,7 @@ describe("skippy install", () => {
       ...["--ready-timeout", "20s", "--log-level", "debug", "--wire", "binary", "--no-watch", "--label", "env=a", "--label", "zone=b"],
       ...["--allow-command", "uptime", "--allow-command", "/usr/bin/df", "--allow-process-source", "https://artifacts.example/skipper/"],
       ...["--state-dir", "/srv/skippy/state", "--work-dir", "/srv/skippy/work"],
+      ...["--metrics-listen", "10.0.0.7:9464", "--metrics-allow-remote"],
     ];
     const req = parseInstall([...agentFlags, "--token-file", "/t"], ctx);
     if (req === "help") throw new Error("help");

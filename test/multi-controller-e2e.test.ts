@@ -1,7 +1,8 @@
 // Three controllers on one PostgreSQL database, each with a real agent (skippy) of its own, over
 // HTTP/2 + TLS: orders created through any controller reach agents streaming from another and
 // finish exactly once; kill -9 of the leader mid-traffic hands the loops to another controller
-// within seconds, and no acknowledged order is lost or run twice.
+// within seconds, and no acknowledged order is lost or run twice; each controller's sums of the
+// agents' counters count the heartbeats it received itself, so their sum counts each order once.
 import { mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +15,10 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { freshDatabase, pgUrl } from "./helpers/postgres.js";
+import { rawRequest } from "./helpers/https.js";
+import { parsePrometheusText, sampleSum } from "./helpers/prometheus-text.js";
 import {
+  E2E_ADMIN_TOKEN,
   freePort,
   RUN_ID,
   startAgentProcess,
@@ -139,6 +143,19 @@ describe.skipIf(!dockerHost || !pg)("several controllers on one PostgreSQL datab
     const orders = await finished(controllers[1]!, [...texts.keys()]);
     expectRanOnce(orders, texts);
   }, 120_000);
+
+  it("each controller sums the agent counters of the heartbeats it received itself, so their sum counts every order once", async () => {
+    // Each agent heartbeats to its own controller; the 30 echoes above ran 10 on each node.
+    const ran = (i: number) =>
+      rawRequest(controllers[i]!, "GET", "/metrics", { "x-admin-token": E2E_ADMIN_TOKEN }).then((r) =>
+        sampleSum(parsePrometheusText(r.body), "skipper_agent_orders_total", { type: "execute_command", code: "COMMAND_OK" }),
+      );
+    const sums = await waitFor("every agent's ten orders in its controller's sum", async () => {
+      const each = await Promise.all([0, 1, 2].map(ran));
+      return each.every((n) => n === 10) ? each : undefined;
+    });
+    expect(sums.reduce((a, b) => a + b, 0)).toBe(30);
+  }, 60_000);
 
   it("a tenant created and applied through followers is deployed by the leader's reconciler to an agent on a third controller", async () => {
     const leader = (await waitFor("a leader", leaderIndex, 10_000))!;

@@ -1,8 +1,10 @@
 // W3C trace context end to end: a controller and an agent as processes on a real engine. A
 // `traceparent` sent with Apply (over REST, as curl would) is continued into the work order, the
 // events of its whole life (created by the controller, started and finished by the agent's calls),
-// the controller's log lines for the agent's calls and the agent's own log lines about it. A
-// change of desired state carries its caller's trace into the order the reconciler issues.
+// the controller's log lines for the agent's calls and the agent's own log lines about it; at a
+// loopback OTLP receiver, the agent's span for the order has a client span for each call it made
+// for it, each the parent of the controller's span for that call. A change of desired state
+// carries its caller's trace into the order the reconciler issues.
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,6 +38,12 @@ const NODE = "tr-node";
 const TENANT = `tr-shop-${RUN_ID}`;
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN = "00f067aa0ba902b7";
+// Calls the agent makes for a deploy without secrets, each a client span of its own.
+const AGENT_CALLS = [
+  "skipper.v1.WorkOrderService/ClaimWorkOrder",
+  "skipper.v1.WorkOrderService/ReportWorkOrderResult",
+  "skipper.v1.NodeService/ReportResourceState",
+];
 
 interface CollectedSpan {
   service: string;
@@ -190,18 +198,35 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
       async () => {
         const mine = collector.spans.filter((s) => s.traceId === TRACE);
         const names = new Set(mine.map((s) => `${s.service} ${s.name}`));
-        return names.has("skipper-controller skipper.v1.DeploymentService/Apply") &&
-          names.has("skipper-controller skipper.v1.WorkOrderService/ReportWorkOrderResult") &&
-          names.has("skippy work_order deploy_service")
-          ? mine
-          : undefined;
+        const wanted = [
+          "skipper-controller skipper.v1.DeploymentService/Apply",
+          "skipper-controller skipper.v1.WorkOrderService/ReportWorkOrderResult",
+          "skipper-controller skipper.v1.NodeService/ReportResourceState",
+          "skippy work_order deploy_service",
+          ...AGENT_CALLS.map((c) => `skippy ${c}`),
+        ];
+        return wanted.every((n) => names.has(n)) ? mine : undefined;
       },
       30_000,
     );
     const apply = spans.find((s) => s.name === "skipper.v1.DeploymentService/Apply")!;
     expect(apply.parentSpanId).toBe(CLIENT_SPAN);
-    const run = spans.find((s) => s.name === "work_order deploy_service")!;
+    const run = spans.find((s) => s.service === "skippy" && s.name === "work_order deploy_service")!;
     expect(run.parentSpanId).toBe(carried!.spanId);
+    // Each call the agent made for the order is a client span under the order's span, and the
+    // controller's span for that call is the client span's child: the traceparent sent was its.
+    const clientSpans = spans.filter((s) => s.service === "skippy" && s !== run);
+    expect(clientSpans.map((s) => s.name)).toEqual(expect.arrayContaining(AGENT_CALLS));
+    for (const client of clientSpans) {
+      expect(client.parentSpanId, client.name).toBe(run.spanId);
+      const served = spans.filter((s) => s.service === "skipper-controller" && s.parentSpanId === client.spanId);
+      expect(
+        served.map((s) => s.name),
+        client.name,
+      ).toEqual([client.name]);
+    }
+    // And no call of the agent's reached the controller under the order's span itself.
+    expect(spans.filter((s) => s.service === "skipper-controller" && s.parentSpanId === run.spanId)).toEqual([]);
   }, 180_000);
 
   it("a change of desired state carries its caller's trace into the order the reconciler issues", async () => {

@@ -2,8 +2,9 @@
 // named by Prometheus' conventions (a skipper_ prefix, units in names, _total on counters), and
 // one method per thing worth counting, called by the module where it happens: the interceptor
 // and the front doors (RPCs), the metered store (work-order transitions, store writes), the
-// reconciler (passes), idempotency (replays). The fleet's gauges are counted when scraped
-// (fleet-census.ts, fleet-gauges.ts). Labels take values from small fixed sets only
+// reconciler (passes), idempotency (replays), heartbeats (the agents' own counters, summed over
+// the nodes whose beats this controller received: agent-counter-ledger.ts). The fleet's gauges
+// are counted when scraped (fleet-census.ts, fleet-gauges.ts). Labels take values from small fixed sets only
 // (metric-labels.ts): never a tenant, order or node id, never text a caller or a node chose. The
 // README lists every metric.
 import type { DescMethod } from "@bufbuild/protobuf";
@@ -11,6 +12,9 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Code } from "@connectrpc/connect";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { AgentCounters } from "../../gen/skipper/v1/resource_pb.js";
+import { ORDER_TYPE_NAMES } from "../../common/agent-counter-rules.js";
+import { AgentCounterLedger, type HeardCounters } from "./agent-counter-ledger.js";
 import type { FleetCounts } from "./fleet-census.js";
 import { registerFleetGauges } from "./fleet-gauges.js";
 import { codeLabel, enumLabel, resultCodeLabel, rpcLabels } from "./metric-labels.js";
@@ -77,6 +81,25 @@ export class ControllerMetrics {
     "Calls whose x-idempotency-key was seen before: replayed (the first response), or conflict (another body).",
     ["method", "result"],
   );
+  // The agents' own counters, summed over the nodes whose heartbeats reached this controller.
+  private readonly agents = new AgentCounterLedger();
+  private readonly agentOrders = this.counter(
+    "skipper_agent_orders_total",
+    "Orders agents ended, by type and result code, as their heartbeats to this controller report them.",
+    ["type", "code"],
+  );
+  private readonly agentCounts = {
+    starts: this.counter("skipper_agent_starts_total", "Agent processes started (their first heartbeat reached this controller).", []),
+    heartbeatFailures: this.counter("skipper_agent_heartbeat_failures_total", "Heartbeats agents failed to deliver.", []),
+    claimsRefused: this.counter("skipper_agent_claims_refused_total", "Claims of agents the controller refused.", []),
+    leasesLost: this.counter("skipper_agent_leases_lost_total", "Leases agents lost (refused, not renewed in time, lapsed).", []),
+    reportRetries: this.counter("skipper_agent_report_retries_total", "Result reports agents sent again after one failed.", []),
+    watchReconnects: this.counter(
+      "skipper_agent_watch_reconnects_total",
+      "Times agents' WatchWorkOrders streams connected again after breaking.",
+      [],
+    ),
+  };
 
   constructor(opts: ControllerMetricsOptions) {
     new Gauge({
@@ -135,6 +158,22 @@ export class ControllerMetrics {
   /** A call's idempotency key was known: its first response replayed, or a conflict. */
   idempotencyHit(method: string, result: "replayed" | "conflict"): void {
     this.idempotencyHits.inc({ method, result });
+  }
+
+  /**
+   * A heartbeat received here carried an agent's `counters`: the skipper_agent_* sums grow by
+   * what they add to the last ones heard from that node (agent-counter-ledger.ts).
+   */
+  agentReported(nodeId: string, counters: AgentCounters, at: Date): void {
+    const { orders, ...counts } = this.agents.record(nodeId, counters, at);
+    for (const o of orders)
+      this.agentOrders.inc({ type: ORDER_TYPE_NAMES.has(o.type) ? o.type : "unknown", code: resultCodeLabel(o.code) }, o.count);
+    for (const [name, n] of Object.entries(counts) as [keyof typeof this.agentCounts, number][]) if (n > 0) this.agentCounts[name].inc(n);
+  }
+
+  /** The counters `nodeId`'s agent last reported to this controller, and when (undefined: none here). */
+  agentCounters(nodeId: string): HeardCounters | undefined {
+    return this.agents.latest(nodeId);
   }
 
   /** Reports the fleet's gauges from `census` at every scrape (fleet-census.ts bounds its cost). */

@@ -7,10 +7,19 @@
 // A beat is checked first (report-checks.ts: bounded lists and strings, labels, a heartbeat
 // interval within bounds); a bad one is refused and changes nothing, liveness included. The
 // labels it reports are stored and shown; placement trusts only the keys an admin allowed.
+// The agent's counters (AgentCounters) never make a beat a change: they are stored with the
+// writes above, at most a minute old, and handed to onAgentCounters with every beat (the
+// controller's sums and its in-memory view of them, which reads show when newer).
 import { create, equals } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
-import { NodeLiveness, NodeStatusSchema, ProjectObservationSchema, type ProjectObservation } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  NodeLiveness,
+  NodeStatusSchema,
+  ProjectObservationSchema,
+  type AgentCounters,
+  type ProjectObservation,
+} from "../../gen/skipper/v1/resource_pb.js";
 import type { Trace } from "../context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { sameStatus } from "../resources/resource-rules.js";
@@ -42,6 +51,8 @@ export interface HeartbeatDeps {
   onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
   /** Told what a beat changed once it is stored (with its node_online event), before the heartbeat event. */
   onRecorded?: (beat: HeartbeatOutcome) => void;
+  /** Told of the agent's counters of every beat that carries them, once the beat is recorded. */
+  onAgentCounters?: (nodeId: string, counters: AgentCounters, at: Date) => void;
 }
 
 /** Records heartbeats; remembers, per node, when it last recorded a heartbeat event. */
@@ -84,9 +95,20 @@ export class HeartbeatRecorder {
         heartbeatIntervalMs: req.heartbeatIntervalMs > 0n ? req.heartbeatIntervalMs : (before?.heartbeatIntervalMs ?? 0n),
         projects,
         processes: req.processes,
+        // An agent without counters (an older one) leaves the node's as they were.
+        agentCounters: req.agentCounters ?? before?.agentCounters,
+        agentCountersAt: req.agentCounters ? timestampFromDate(now) : before?.agentCountersAt,
       });
       intervalMs = status.heartbeatIntervalMs;
-      const comparable = before ? { ...before, lastHeartbeatAt: status.lastHeartbeatAt, uptimeSeconds: status.uptimeSeconds } : undefined;
+      const comparable = before
+        ? {
+            ...before,
+            lastHeartbeatAt: status.lastHeartbeatAt,
+            uptimeSeconds: status.uptimeSeconds,
+            agentCounters: status.agentCounters,
+            agentCountersAt: status.agentCountersAt,
+          }
+        : undefined;
       reportChanged =
         !comparable ||
         !sameStatus(
@@ -101,6 +123,7 @@ export class HeartbeatRecorder {
       return node;
     });
     this.deps.onHeartbeat?.(nodeId, now, Number(intervalMs));
+    if (req.agentCounters) this.deps.onAgentCounters?.(nodeId, req.agentCounters, now);
     const ids = { ...trace, resourceType: "node", resourceId: nodeId, nodeId };
     if (out.cameOnline) await recordEvents(this.deps.store, [{ type: "node_online", ...ids }]);
     this.deps.onRecorded?.(out);

@@ -3,12 +3,14 @@
 // MAX_REPORT_CHARS characters, walked over the message so a field added to the contract is
 // bounded too; labels that are label keys and values; projects named by ids; a
 // heartbeat interval within bounds. Bad input is refused whole (INVALID_REQUEST naming the
-// field). Which tenants' projects count is the reconciler's business: it trusts an observation
+// field). An agent's counters are held tighter (checkAgentCounters: the shapes of
+// common/agent-counter-rules.ts, one entry per order type and code). Which tenants' projects count is the reconciler's business: it trusts an observation
 // only where the tenant is placed or was sent an order (reconcile/tenant-pass.ts).
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { isReflectMessage, reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
-import type { NodeStatus } from "../../gen/skipper/v1/resource_pb.js";
+import type { AgentCounters, NodeStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { isBootId, isCounterCode, isOrderTypeName, MAX_COUNT, MAX_ORDER_COUNTS } from "../../common/agent-counter-rules.js";
 import { isHeartbeatInterval, MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../../common/heartbeat-interval.js";
 import { isValidId } from "../../common/ids.js";
 import { invalid } from "../errors.js";
@@ -30,6 +32,38 @@ export function checkHeartbeat(req: HeartbeatRequest): void {
     );
   }
   checkObservations(req, "");
+  if (req.agentCounters) checkAgentCounters(req.agentCounters, "agent_counters");
+}
+
+/** Checks an agent's counters (AgentCounters); throws INVALID_REQUEST naming the first field out of bounds. */
+export function checkAgentCounters(c: AgentCounters, at: string): void {
+  if (!isBootId(c.bootId)) throw invalid(`${at}.boot_id must be 8-64 characters of [A-Za-z0-9-]`, { field: `${at}.boot_id` });
+  if (c.orders.length > MAX_ORDER_COUNTS)
+    throw invalid(`${at}.orders has ${c.orders.length} entries, more than ${MAX_ORDER_COUNTS}`, {
+      field: `${at}.orders`,
+      max: MAX_ORDER_COUNTS,
+    });
+  const counts: [string, bigint][] = [
+    ["heartbeats_acknowledged", c.heartbeatsAcknowledged],
+    ["heartbeat_failures", c.heartbeatFailures],
+    ["claims_refused", c.claimsRefused],
+    ["leases_lost", c.leasesLost],
+    ["report_retries", c.reportRetries],
+    ["watch_reconnects", c.watchReconnects],
+  ];
+  const pairs = new Set<string>();
+  c.orders.forEach((o, i) => {
+    const field = `${at}.orders[${i}]`;
+    if (!isOrderTypeName(o.type)) throw invalid(`${field}.type must be 1-64 characters of [a-z0-9_]`, { field: `${field}.type` });
+    if (!isCounterCode(o.code)) throw invalid(`${field}.code must be 1-64 characters of [A-Z0-9_]`, { field: `${field}.code` });
+    const pair = `${o.type}/${o.code}`;
+    if (pairs.has(pair)) throw invalid(`${field} repeats type ${o.type} and code ${o.code}`, { field });
+    pairs.add(pair);
+    counts.push([`orders[${i}].count`, o.count]);
+  });
+  for (const [name, n] of counts) {
+    if (n > MAX_COUNT) throw invalid(`${at}.${name} is more than ${MAX_COUNT}`, { field: `${at}.${name}`, max: Number(MAX_COUNT) });
+  }
 }
 
 /** Checks what a node reports as its own status (labels and projects; bounds are the caller's walk). */

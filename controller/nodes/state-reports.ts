@@ -114,8 +114,8 @@ export async function recordReports(
 }
 
 // What the controller derives itself stays as it derived it, whatever a report says: a tenant's
-// per-node target records and latest rollout (the reconciler's), a node's liveness and last
-// heartbeat (the heartbeats').
+// per-node target records and latest rollout (the reconciler's), a node's liveness, last
+// heartbeat and agent counters (the heartbeats').
 function keepDerived(stored: ResourceStatus | undefined, reported: ResourceStatus): ResourceStatus {
   const was = stored?.kind;
   const now = reported.kind;
@@ -129,6 +129,8 @@ function keepDerived(stored: ResourceStatus | undefined, reported: ResourceStatu
     now.value.livenessChangedAt = prev?.livenessChangedAt;
     now.value.lastHeartbeatAt = prev?.lastHeartbeatAt;
     now.value.heartbeatIntervalMs = prev?.heartbeatIntervalMs ?? 0n;
+    now.value.agentCounters = prev?.agentCounters;
+    now.value.agentCountersAt = prev?.agentCountersAt;
   }
   return reported;
 }

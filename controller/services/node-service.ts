@@ -28,6 +28,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     now: deps.now,
     onHeartbeat: deps.onHeartbeat,
     onRecorded: (beat) => deps.triggers.heartbeatRecorded(beat),
+    onAgentCounters: (nodeId, counters, at) => deps.metrics.agentReported(nodeId, counters, at),
   });
 
   function selfOnly(call: CallInfo, nodeId: string): string {

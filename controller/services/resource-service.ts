@@ -2,9 +2,10 @@
 // resources/resource-changes.ts (the rules and events of each change), then tell the reconciler
 // (reconcile/triggers.ts) about every resource a change wrote.
 import type { ServiceImpl } from "@connectrpc/connect";
+import { clone } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
-import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { AgentCountersSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { checkReadable, checkTenantFilter, checkWritable, seesSecrets, visible } from "../auth/resource-access.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
@@ -29,12 +30,19 @@ function forCaller(call: CallInfo, resources: Resource[]): Resource[] {
 /** Resource CRUD implementation. */
 export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceService> {
   const { store } = deps;
-  // A node's stored last_heartbeat_at is written at most every minute when nothing else changes;
-  // what the API shows is the last beat this controller saw.
+  // A node's stored last_heartbeat_at (and agent counters) are written at most every minute when
+  // nothing else changes; what the API shows is the last beat this controller saw, and the last
+  // counters a beat received here carried.
   const withLastBeat = (r: Resource): Resource => {
     const st = r.resourceType === "node" && r.currentState?.kind.case === "node" ? r.currentState.kind.value : undefined;
-    const live = st ? deps.lastHeartbeat?.(r.id) : undefined;
-    if (st && live && (!st.lastHeartbeatAt || timestampDate(st.lastHeartbeatAt) < live)) st.lastHeartbeatAt = timestampFromDate(live);
+    if (!st) return r;
+    const live = deps.lastHeartbeat?.(r.id);
+    if (live && (!st.lastHeartbeatAt || timestampDate(st.lastHeartbeatAt) < live)) st.lastHeartbeatAt = timestampFromDate(live);
+    const heard = deps.metrics.agentCounters(r.id);
+    if (heard && (!st.agentCountersAt || timestampDate(st.agentCountersAt) < heard.at)) {
+      st.agentCounters = clone(AgentCountersSchema, heard.counters);
+      st.agentCountersAt = timestampFromDate(heard.at);
+    }
     return r;
   };
   // Every resource a change writes wakes the reconciler for what depends on it.
