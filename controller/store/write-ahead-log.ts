@@ -248,6 +248,11 @@ export class WriteAheadLog {
   }
 
   private relative(path: string): string {
+    // Store paths are built under the root (store-paths.ts checks them): cut the prefix, and
+    // leave path.relative for the rest.
+    const prefix = this.root + sep;
+    if (path.startsWith(prefix) && !path.includes(`${sep}..`) && !path.includes(`${sep}.${sep}`) && path.length > prefix.length)
+      return path.slice(prefix.length);
     const rel = relative(this.root, path);
     if (rel === "" || rel.startsWith(`..${sep}`) || rel === ".." || isAbsolute(rel)) throw new Error(`not in the data directory: ${path}`);
     return rel;
