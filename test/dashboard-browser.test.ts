@@ -127,7 +127,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
   }, 60_000);
 
   it("refuses a wrong credential on the sign-in form, then signs a viewer in to the fleet page", async () => {
-    await page.goto(`${ctl.url}/`);
+    await gotoSettled(page, `${ctl.url}/`);
     expect(new URL(page.url()).pathname).toBe("/ui/");
     await page.fill("#credential", "skk_000000000000_not-a-real-key-not-a-real-key-not-a-real-k");
     await page.click("form.sign-in button[type=submit]");
@@ -228,6 +228,19 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     expect(await logs("logs-follow").textContent()).toBe("Follow");
   }, 90_000);
 
+  it("stops following when the page is left", async () => {
+    await logs("logs-follow").click();
+    await logs("logs-status").filter({ hasText: "Following" }).waitFor();
+    // The view's status line, held on to as the page is left (it is no longer in the document then).
+    const statusLine = await logs("logs-status").elementHandle();
+    await page.click('a[href="#/"]');
+    await rows("tenants").filter({ hasText: TENANT }).waitFor();
+    await page.waitForFunction((el) => el?.textContent === "Stopped.", statusLine);
+    // Back on the tenant's page: a new view, idle.
+    await page.click(`a[href="#/tenants/${TENANT}"]`);
+    await logs("logs-status").filter({ hasText: "then Fetch or Follow" }).waitFor();
+  }, 60_000);
+
   it("says a node is offline instead of asking it", async () => {
     await agent.stop();
     await waitFor("the node to be offline", async () => {
@@ -262,4 +275,19 @@ async function printInContainer(service: string, line: string): Promise<void> {
   const id = (await execa("docker", ["ps", "-q", ...filters], { env })).stdout.trim();
   expect(id).not.toBe("");
   await execa("docker", ["exec", id, "sh", "-c", `echo "${line}" > /proc/1/fd/1`], { env });
+}
+
+/**
+ * Opens `url`, again when chromium gave up on it because the host's network interfaces changed
+ * meanwhile (ERR_NETWORK_CHANGED: the tests' Docker engines add and remove them at any time).
+ */
+async function gotoSettled(page: Page, url: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.goto(url);
+      return;
+    } catch (e) {
+      if (attempt === 5 || !String(e).includes("ERR_NETWORK_CHANGED")) throw e;
+    }
+  }
 }

@@ -3,9 +3,8 @@
 // at most 10 minutes, until Stop or the page is left: main.ts calls stop()). Each round asks
 // every node the tenant runs on through a read_logs order, as `skipper logs` does; reading logs
 // is an operator's right, and a refusal is shown as the API words it.
-import { Code, ConnectError } from "@connectrpc/connect";
-import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
 import type { Api } from "./api.js";
+import { problemOf, transient } from "./api-problem.js";
 import { h } from "./dom.js";
 import { linesAfter, parseSince, type LogCursor } from "./log-lines.js";
 import { LogOutput } from "./log-output.js";
@@ -103,7 +102,14 @@ export function logsView(api: Api, tenantId: string): LogsView {
     const until = Date.now() + FOLLOW_FOR_MS;
     try {
       for (;;) {
-        await round(asked, cursors, ac.signal);
+        try {
+          await round(asked, cursors, ac.signal);
+          alert.hidden = true;
+        } catch (e) {
+          // A follow outlives a blip (a restarted controller, a network change) as the event stream does.
+          if (!follow || ac.signal.aborted || !transient(e)) throw e;
+          showAlert(`${problemOf(e)} (asking again in ${FOLLOW_EVERY_MS / 1000} s)`);
+        }
         const at = new Date().toLocaleTimeString();
         if (!follow) {
           status.textContent = `Fetched at ${at}.`;
@@ -118,9 +124,8 @@ export function logsView(api: Api, tenantId: string): LogsView {
       }
     } catch (e) {
       const stopped = ac.signal.aborted;
-      ac.abort(); // the other nodes' orders of this round, if one of them was refused
       status.textContent = stopped ? "Stopped." : "";
-      if (!stopped) showAlert(problemOf(e));
+      if (!stopped) showAlert(problemOf(e, "Reading logs needs the operator role (this credential's role cannot)."));
     } finally {
       if (running === ac) {
         running = undefined;
@@ -137,7 +142,9 @@ export function logsView(api: Api, tenantId: string): LogsView {
     showServices(targets);
     if (targets.length === 0) return out.say(`Tenant ${tenantId} runs on no node, so there are no logs to read.`);
     for (const t of targets) if (out.count(t.nodeId) === 0) out.note(t.nodeId, "asking…");
-    await Promise.all(targets.map((t) => askNode(t, asked, cursors, signal)));
+    // Every node's question ends before the round does (a refusal is the same for all of them).
+    const failed = (await Promise.allSettled(targets.map((t) => askNode(t, asked, cursors, signal)))).find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
   }
 
   async function askNode(t: LogTarget, asked: Asked, cursors: Map<string, LogCursor | undefined>, signal: AbortSignal): Promise<void> {
@@ -178,12 +185,4 @@ export function logsView(api: Api, tenantId: string): LogsView {
   }
 
   return { element, stop };
-}
-
-/** A failed call as the API words it: its code (FORBIDDEN for a viewer) and its message. */
-function problemOf(e: unknown): string {
-  if (!(e instanceof ConnectError)) return e instanceof Error ? e.message : String(e);
-  const api = e.findDetails(ApiErrorSchema)[0];
-  const text = `${api?.code || Code[e.code]}: ${api?.message || e.rawMessage}`;
-  return e.code === Code.PermissionDenied ? `${text}. Reading logs needs the operator role (this credential's role cannot).` : text;
 }
