@@ -287,7 +287,9 @@ async function gotoSettled(page: Page, url: string): Promise<void> {
       await page.goto(url);
       return;
     } catch (e) {
-      if (attempt === 5 || !String(e).includes("ERR_NETWORK_CHANGED")) throw e;
+      // Said in one of three ways: the error itself, its error page or chromium's own retry
+      // interrupting the navigation.
+      if (attempt === 5 || !/ERR_NETWORK_CHANGED|chrome-error:\/\/|interrupted by another navigation/.test(String(e))) throw e;
     }
   }
 }

@@ -101,25 +101,26 @@ export function logsView(api: Api, tenantId: string): LogsView {
     const cursors = new Map<string, LogCursor | undefined>();
     const until = Date.now() + FOLLOW_FOR_MS;
     try {
-      for (;;) {
+      for (let blips = 0; ; ) {
         try {
           await round(asked, cursors, ac.signal);
           alert.hidden = true;
+          blips = 0;
+          if (!follow) {
+            status.textContent = `Fetched at ${new Date().toLocaleTimeString()}.`;
+            break;
+          }
         } catch (e) {
-          // A follow outlives a blip (a restarted controller, a network change) as the event stream does.
-          if (!follow || ac.signal.aborted || !transient(e)) throw e;
+          // A blip (a restarted controller, a network change) is outlived, as the event stream does; a fetch tries 3 times.
+          if (ac.signal.aborted || !transient(e) || (!follow && ++blips >= 3)) throw e;
           showAlert(`${problemOf(e)} (asking again in ${FOLLOW_EVERY_MS / 1000} s)`);
         }
         const at = new Date().toLocaleTimeString();
-        if (!follow) {
-          status.textContent = `Fetched at ${at}.`;
-          break;
-        }
         if (Date.now() > until) {
           status.textContent = `Follow stopped after ${FOLLOW_FOR_MS / 60_000} minutes (last asked at ${at}); press Follow to go on.`;
           break;
         }
-        status.textContent = `Following: last asked at ${at}, asking again every ${FOLLOW_EVERY_MS / 1000} s.`;
+        if (follow) status.textContent = `Following: last asked at ${at}, asking again every ${FOLLOW_EVERY_MS / 1000} s.`;
         await pause(FOLLOW_EVERY_MS, ac.signal);
       }
     } catch (e) {
