@@ -2,18 +2,22 @@
 // controller and agent as processes on a real Docker engine. A viewer signs in with an API key;
 // the fleet page shows the node online and the tenant converged; the tenant page shows desired and
 // applied per node, the explain chain, its orders and events; a change made through the API shows
-// up without a reload; the node page shows the containers it runs. Screenshots go to
+// up without a reload; the node page shows the containers it runs. The tenant page's logs view:
+// a viewer is shown the API's refusal; an operator sees what a container printed, per node with
+// timestamps, is told plainly when a service printed nothing, sees a line printed after Follow
+// started without a reload, and is told when the node is offline. Screenshots go to
 // test-artifacts/dashboard/. Also: what the page may load (CSP) and that no path leaves the bundle.
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import { Role } from "../gen/skipper/v1/access_pb.js";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
-import { Role } from "../gen/skipper/v1/access_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import {
   RUN_ID,
@@ -23,6 +27,7 @@ import {
   startControllerProcess,
   type AgentProcess,
   type ControllerProcess,
+  waitFor,
 } from "./helpers/processes.js";
 import { res, tenantConverged } from "./helpers/resources.js";
 import { rawRequest } from "./helpers/https.js";
@@ -37,6 +42,10 @@ const NODE = "ui-node";
 const TENANT = `ui-shop-${RUN_ID}`;
 const IMAGE = "skipper-busybox:local";
 const SHOTS = join(process.cwd(), "test-artifacts", "dashboard");
+/** What the logs view's container prints at start, and the line the test has it print while followed. */
+const TALKER_SAYS = `talker says hello ${RUN_ID}`;
+const TALKER_WARNS = `talker warns ${RUN_ID}`;
+const PRINTED_LATER = `printed after follow started ${RUN_ID}`;
 
 describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, controller, agent and engine)", () => {
   let ctl: ControllerProcess;
@@ -46,6 +55,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
   let root: string;
   let port: number;
   let viewerKey: string;
+  let operatorKey: string;
   const api = () => ctl.admin(ResourceService);
   const rows = (testId: string) => page.locator(`[data-testid=${testId}] tbody tr`);
 
@@ -87,7 +97,20 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
         },
       }),
     });
+    // The logs view's subject: a container that prints known lines, one of them on stderr.
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "ui-talker", {
+        case: "service",
+        value: {
+          tenantId: TENANT,
+          image: IMAGE,
+          command: ["sh", "-c", `echo "${TALKER_SAYS}"; echo "${TALKER_WARNS}" >&2; trap "exit 0" TERM; sleep 3600 & wait`],
+        },
+      }),
+    });
     await tenantConverged(api(), TENANT, 120_000);
+    operatorKey = (await ctl.admin(AccessService).createApiKey({ name: "dashboard-operator", role: Role.OPERATOR })).secret;
     viewerKey = (await ctl.admin(AccessService).createApiKey({ name: "dashboard-viewer", role: Role.VIEWER })).secret;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
     // The controller's certificate is signed by its own CA, which this browser does not know.
@@ -104,7 +127,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
   }, 60_000);
 
   it("refuses a wrong credential on the sign-in form, then signs a viewer in to the fleet page", async () => {
-    await page.goto(`${ctl.url}/`);
+    await gotoSettled(page, `${ctl.url}/`);
     expect(new URL(page.url()).pathname).toBe("/ui/");
     await page.fill("#credential", "skk_000000000000_not-a-real-key-not-a-real-key-not-a-real-k");
     await page.click("form.sign-in button[type=submit]");
@@ -128,6 +151,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     expect(await rows("events").count()).toBeGreaterThan(0);
     await page.screenshot({ path: join(SHOTS, "tenant.png"), fullPage: true });
     const before = await rows("orders").filter({ hasText: "DEPLOY_SERVICE" }).count();
+    const succeeded = await rows("orders").filter({ hasText: "DEPLOY_SERVICE" }).filter({ hasText: "SUCCESS" }).count();
 
     // Through the API, while the page stays as it is.
     const svc = (await api().getResource({ resourceType: "service", id: "ui-web" })).resource!;
@@ -135,16 +159,99 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     svc.desiredState.kind.value.env = { GREETING: "v2" };
     await api().updateResource({ resourceType: "service", id: "ui-web", desiredState: svc.desiredState });
     await expect.poll(() => rows("orders").count(), { timeout: 60_000 }).toBeGreaterThan(before);
-    await rows("orders").filter({ hasText: "SUCCESS" }).nth(before).waitFor({ timeout: 90_000 });
+    // One more deploy succeeds (the tenant's first deploy may have been superseded by its second service's).
+    await rows("orders").filter({ hasText: "DEPLOY_SERVICE" }).filter({ hasText: "SUCCESS" }).nth(succeeded).waitFor({ timeout: 90_000 });
     await rows("targets").filter({ hasText: "CONVERGED" }).waitFor({ timeout: 90_000 });
     await page.screenshot({ path: join(SHOTS, "tenant-after-change.png"), fullPage: true });
   }, 180_000);
 
   it("shows a node's projects and containers", async () => {
     await page.click(`a[href="#/nodes/${NODE}"]`);
-    await rows("projects").filter({ hasText: TENANT }).filter({ hasText: "running" }).waitFor({ timeout: 60_000 });
+    await rows("projects")
+      .filter({ hasText: TENANT })
+      .filter({ hasText: "ui-web" })
+      .filter({ hasText: "running" })
+      .waitFor({ timeout: 60_000 });
     expect(await page.locator("h1").textContent()).toContain("ONLINE");
     await page.screenshot({ path: join(SHOTS, "node.png"), fullPage: true });
+  }, 90_000);
+
+  const logs = (what: string) => page.locator(`[data-testid=logs] [data-testid=${what}]`);
+  const nodeBox = () => page.locator(`[data-testid=logs] [data-log-node="${NODE}"]`);
+
+  it("shows a viewer who asks for logs the API's refusal", async () => {
+    await page.click(`a[href="#/tenants/${TENANT}"]`);
+    await logs("logs-services").locator("label", { hasText: "ui-talker" }).waitFor();
+    await logs("logs-fetch").click();
+    const refusal = await logs("logs-alert").filter({ hasText: "FORBIDDEN" }).textContent();
+    expect(refusal).toMatch(/^FORBIDDEN: .+operator role/);
+    await page.screenshot({ path: join(SHOTS, "logs-forbidden.png"), fullPage: true });
+  }, 60_000);
+
+  it("shows an operator each node's lines with their times, and says so when a service printed none", async () => {
+    await page.click("#sign-out");
+    await page.fill("#credential", operatorKey);
+    await page.click("form.sign-in button[type=submit]");
+    // Signed in again on the page the address names: the tenant's.
+    await page.locator("#who", { hasText: "dashboard-operator" }).waitFor();
+    const pick = (service: string) => logs("logs-services").locator("label", { hasText: service }).locator("input");
+    await pick("ui-web").check();
+    await logs("logs-fetch").click();
+    await nodeBox().locator("p", { hasText: "No log lines from ui-web" }).waitFor();
+    await logs("logs-status").filter({ hasText: "Fetched at" }).waitFor();
+
+    await pick("ui-web").uncheck();
+    await pick("ui-talker").check();
+    await logs("logs-fetch").click();
+    const said = nodeBox().locator("tr", { hasText: TALKER_SAYS });
+    await said.waitFor();
+    expect(await said.locator(".log-time").textContent()).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(await said.locator(".log-container").textContent()).toContain("ui-talker");
+    await nodeBox().locator("tr.stderr", { hasText: TALKER_WARNS }).waitFor();
+    expect(await nodeBox().locator("p").textContent()).toMatch(/^2 line\(s\) from ui-talker/);
+  }, 90_000);
+
+  it("follows: a line the container prints after Follow started appears without a reload, until Stop", async () => {
+    await page.evaluate(() => Object.assign(globalThis, { sameDocument: true }));
+    await logs("logs-follow").click();
+    // The first round is on the page: what follows is new.
+    await logs("logs-status").filter({ hasText: "Following" }).waitFor();
+    await nodeBox().locator("tr", { hasText: TALKER_SAYS }).waitFor();
+    await printInContainer("ui-talker", PRINTED_LATER);
+    await nodeBox().locator("tr", { hasText: PRINTED_LATER }).waitFor({ timeout: 30_000 });
+    // Each line once: the lines shown before were not repeated by the rounds after them.
+    expect(await nodeBox().locator("tr", { hasText: TALKER_SAYS }).count()).toBe(1);
+    expect(await page.evaluate(() => "sameDocument" in globalThis)).toBe(true);
+    await page.screenshot({ path: join(SHOTS, "logs-follow.png"), fullPage: true });
+    await logs("logs-follow").click();
+    await logs("logs-status").filter({ hasText: "Stopped." }).waitFor();
+    expect(await logs("logs-follow").textContent()).toBe("Follow");
+  }, 90_000);
+
+  it("stops following when the page is left", async () => {
+    await logs("logs-follow").click();
+    await logs("logs-status").filter({ hasText: "Following" }).waitFor();
+    // The view's status line, held on to as the page is left (it is no longer in the document then).
+    const statusLine = await logs("logs-status").elementHandle();
+    await page.click('a[href="#/"]');
+    await rows("tenants").filter({ hasText: TENANT }).waitFor();
+    await page.waitForFunction((el) => el?.textContent === "Stopped.", statusLine);
+    // Back on the tenant's page: a new view, idle.
+    await page.click(`a[href="#/tenants/${TENANT}"]`);
+    await logs("logs-status").filter({ hasText: "then Fetch or Follow" }).waitFor();
+  }, 60_000);
+
+  it("says a node is offline instead of asking it", async () => {
+    await agent.stop();
+    await waitFor("the node to be offline", async () => {
+      const n = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
+      return n.currentState?.kind.case === "node" && n.currentState.kind.value.liveness === NodeLiveness.OFFLINE ? true : undefined;
+    });
+    await logs("logs-fetch").click();
+    await nodeBox()
+      .locator("p.error", { hasText: `${NODE} is offline` })
+      .waitFor();
+    await page.screenshot({ path: join(SHOTS, "logs-offline.png"), fullPage: true });
   }, 90_000);
 
   it("serves only the bundle's files, under a policy that loads nothing from elsewhere", async () => {
@@ -160,3 +267,29 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     }
   });
 });
+
+/** Has the service's container print a line on its output, as its own process would. */
+async function printInContainer(service: string, line: string): Promise<void> {
+  const env = { DOCKER_HOST: dockerHost! };
+  const filters = ["--filter", `label=com.docker.compose.project=${TENANT}`, "--filter", `label=com.docker.compose.service=${service}`];
+  const id = (await execa("docker", ["ps", "-q", ...filters], { env })).stdout.trim();
+  expect(id).not.toBe("");
+  await execa("docker", ["exec", id, "sh", "-c", `echo "${line}" > /proc/1/fd/1`], { env });
+}
+
+/**
+ * Opens `url`, again when chromium gave up on it because the host's network interfaces changed
+ * meanwhile (ERR_NETWORK_CHANGED: the tests' Docker engines add and remove them at any time).
+ */
+async function gotoSettled(page: Page, url: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.goto(url);
+      return;
+    } catch (e) {
+      // Said in one of three ways: the error itself, its error page or chromium's own retry
+      // interrupting the navigation.
+      if (attempt === 5 || !/ERR_NETWORK_CHANGED|chrome-error:\/\/|interrupted by another navigation/.test(String(e))) throw e;
+    }
+  }
+}

@@ -25,7 +25,7 @@
 // when an earlier block failed, as the shell exits: it stops what the examples started (agents,
 // Docker engines). Then the test stops npm start (its controller and agent), removes the example
 // tenant's containers from the suite's engine, deletes the temporary directory, and deletes
-// dist/skippy.mjs if the bundle example wrote it.
+// dist/skippy.mjs and dist/skipper.mjs if the bundle examples wrote them.
 //
 // The examples use fixed ports (8443, 8081) and paths (/tmp/demo-N, /tmp/skipper-docker-demo-N),
 // so two runs of this test on one machine (two checkouts tested at once) take turns: each holds
@@ -57,6 +57,8 @@ const README_PORTS = [8443, 8081];
 /** The example tenant's Compose project (examples/tenant.json), on the suite's engine. */
 const EXAMPLE_PROJECT = "example-tenant";
 const LOCK_FILE = "/tmp/skipper-readme-blocks.lock";
+/** What the bundle examples write into the checkout (npm run bundle:agent, bundle:cli). */
+const BUNDLES = ["dist/skippy.mjs", "dist/skipper.mjs"];
 const BLOCK_TIMEOUT_MS = 8 * 60_000;
 /** Entries of the checkout the stand-in root does not link: its own state would be the checkout's. */
 const NOT_LINKED = new Set([".git", "data", ".skippy"]);
@@ -133,14 +135,14 @@ describe.skipIf(!dockerHost || !asRoot)("the README's shell examples, run in ord
   const startLines: string[] = [];
   let shell: ReadmeShell | undefined;
   let failed: ReadmeBlock | undefined;
-  let bundleExisted = true;
+  let bundlesAbsentBefore: string[] = [];
 
   beforeAll(async () => {
     const skipped = blocks.filter((b) => b.skip);
     console.info(`README blocks skipped:\n${skipped.map((b) => `  README.md:${b.line} ${firstLine(b)}\n    ${b.skip}`).join("\n")}`);
     lock = await takeLock();
     for (const port of README_PORTS) await assertFree(port);
-    bundleExisted = existsSync(join(ROOT, "dist/skippy.mjs"));
+    bundlesAbsentBefore = BUNDLES.filter((b) => !existsSync(join(ROOT, b)));
     dir = await mkdtemp(join(tmpdir(), "skipper-readme-"));
     const root = join(dir, "repo");
     await mkdir(root);
@@ -170,7 +172,7 @@ describe.skipIf(!dockerHost || !asRoot)("the README's shell examples, run in ord
     }
     if (dockerHost) await removeComposeProject(dockerHost, EXAMPLE_PROJECT);
     if (dir) await rm(dir, { recursive: true, force: true });
-    if (!bundleExisted) await rm(join(ROOT, "dist/skippy.mjs"), { force: true });
+    for (const b of bundlesAbsentBefore) await rm(join(ROOT, b), { force: true });
     await lock?.release();
   }, BLOCK_TIMEOUT_MS);
 

@@ -1,11 +1,13 @@
 // The dashboard: sign in with an API key (or the admin token), then the fleet, a tenant or a node
 // by the URL's hash (#/, #/tenants/ID, #/nodes/ID). One WatchEvents stream keeps the page current:
-// each event renders the page again (at most a few times a second). The credential stays in this
-// tab's sessionStorage only.
+// each event renders the page again (at most a few times a second). A tenant's logs view is kept
+// across those renders and stopped when its page is left. The credential stays in this tab's
+// sessionStorage only.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ActorKind, Role } from "../../gen/skipper/v1/access_pb.js";
 import { connect, type Api } from "./api.js";
 import { h } from "./dom.js";
+import { logsView, type LogsView } from "./logs-view.js";
 import { nodePage, overview, tenantPage } from "./pages.js";
 
 const KEY = "skipper.credential";
@@ -18,6 +20,8 @@ let api: Api | undefined;
 let watching: AbortController | undefined;
 let rendering = Promise.resolve();
 let again = false;
+/** The logs view of the tenant page shown, kept while that page is. */
+let logs: { api: Api; tenantId: string; view: LogsView } | undefined;
 
 function signInForm(problem = ""): void {
   const input = h("input", { type: "password", id: "credential", autocomplete: "off", placeholder: "skk_… or the admin token" });
@@ -67,20 +71,46 @@ function render(): void {
   again = true;
   rendering = rendering.then(async () => {
     again = false;
-    const [, kind, id] = /^#\/(tenants|nodes)\/(.+)$/.exec(location.hash) ?? [];
+    const { kind, id } = route();
     try {
+      const view = kind === "tenants" ? logsOf(current, id!) : undefined;
       const page =
-        kind === "tenants"
-          ? await tenantPage(current, decodeURIComponent(id!))
+        kind === "tenants" && view
+          ? await tenantPage(current, id!, view.element)
           : kind === "nodes"
-            ? await nodePage(current, decodeURIComponent(id!))
+            ? await nodePage(current, id!)
             : await overview(current);
-      if (api === current) app.replaceChildren(page);
+      if (api !== current) return;
+      // Moving the logs view into the new page blurs what had focus in it (a field being typed in).
+      const focused = document.activeElement;
+      app.replaceChildren(page);
+      if (focused instanceof HTMLElement && view?.element.contains(focused)) focused.focus({ preventScroll: true });
     } catch (e) {
       if (api === current)
         app.replaceChildren(h("p", { class: "error", role: "alert" }, e instanceof ConnectError ? e.rawMessage : String(e)));
     }
   });
+}
+
+/** The page the URL's hash names. */
+function route(): { kind?: "tenants" | "nodes"; id?: string } {
+  const [, kind, id] = /^#\/(tenants|nodes)\/(.+)$/.exec(location.hash) ?? [];
+  return kind ? { kind: kind as "tenants" | "nodes", id: decodeURIComponent(id!) } : {};
+}
+
+/** The tenant's logs view: the one already shown, or a new one. */
+function logsOf(current: Api, tenantId: string): LogsView {
+  if (logs?.api !== current || logs.tenantId !== tenantId) {
+    leaveLogs();
+    logs = { api: current, tenantId, view: logsView(current, tenantId) };
+  }
+  return logs.view;
+}
+
+/** Stops the logs view (a follow under way) when its tenant's page is left or the session ends. */
+function leaveLogs(): void {
+  logs?.view.stop();
+  logs = undefined;
 }
 
 /** Follows the event stream; reconnects after a break (a restarted controller, a network blip). */
@@ -103,6 +133,7 @@ function watch(): void {
         // A credential revoked or expired meanwhile: back to the sign-in form.
         if (e instanceof ConnectError && (e.code === Code.Unauthenticated || e.code === Code.PermissionDenied)) {
           sessionStorage.removeItem(KEY);
+          leaveLogs();
           api = undefined;
           signOut.hidden = true;
           who.textContent = "";
@@ -121,12 +152,16 @@ function watch(): void {
 signOut.addEventListener("click", () => {
   sessionStorage.removeItem(KEY);
   watching?.abort();
+  leaveLogs();
   api = undefined;
   who.textContent = "";
   signOut.hidden = true;
   signInForm();
 });
-window.addEventListener("hashchange", render);
+window.addEventListener("hashchange", () => {
+  if (logs && (route().kind !== "tenants" || route().id !== logs.tenantId)) leaveLogs();
+  render();
+});
 
 const saved = sessionStorage.getItem(KEY);
 if (saved) void start(saved);

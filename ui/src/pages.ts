@@ -1,6 +1,7 @@
 // The dashboard's pages, each a function of what the API answers now: the fleet, one tenant, one
 // node. They are rendered again whenever an event arrives (main.ts), so what they show follows
-// the controller without a reload.
+// the controller without a reload; the tenant's logs view (logs-view.ts) is the one part that
+// keeps its state, handed in and placed again each time.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
 import { ConvergenceStatus, NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -60,8 +61,8 @@ export async function overview(api: Api): Promise<HTMLElement> {
   );
 }
 
-/** One tenant: desired against applied per node, why, its rollouts, orders and events. */
-export async function tenantPage(api: Api, id: string): Promise<HTMLElement> {
+/** One tenant: desired against applied per node, its logs (`logs`, kept by main.ts), why, its rollouts, orders and events. */
+export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promise<HTMLElement> {
   const [explained, rollouts, orders, events] = await Promise.all([
     api.resources.explainResource({ resourceType: "tenant", id }),
     api.rollouts.listRollouts({ tenantId: id, pageSize: 10 }),
@@ -91,6 +92,8 @@ export async function tenantPage(api: Api, id: string): Promise<HTMLElement> {
       "no node targeted",
       "targets",
     ),
+    h("h2", {}, "Logs"),
+    logs,
     h("h2", {}, "Why: desired revision → orders → results → observed → verdict"),
     h(
       "ol",
