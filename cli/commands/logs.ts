@@ -4,12 +4,13 @@
 // values blanked). --follow asks again every couple of seconds for the lines since the last one.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { WorkOrderStatus, WorkOrderType, type LogLine } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
 import { runOrder } from "../order-wait.js";
 import { durationFlag } from "../flags.js";
+import { LogCursor, lineNanos } from "../log-cursor.js";
 
 interface LogsOptions {
   node?: string;
@@ -52,6 +53,7 @@ Examples:
       if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
       // Per node: the time of the newest line printed, so a follow asks only for newer ones.
       const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
+      const cursors = new Map(nodes.map((n) => [n, new LogCursor()]));
       let printed = 0;
       for (;;) {
         let failures = 0;
@@ -64,10 +66,10 @@ Examples:
             continue;
           }
           const lines = (order.result?.details?.logs ?? []).flatMap((c) => c.lines.map((l) => ({ container: c.container, l })));
-          lines.sort((a, b) => time(a.l) - time(b.l));
+          lines.sort((a, b) => (lineNanos(a.l) < lineNanos(b.l) ? -1 : lineNanos(a.l) > lineNanos(b.l) ? 1 : 0));
           for (const { container, l } of lines) {
-            // The engine's --since is inclusive: the line at the last time printed comes again.
-            if (from && time(l) <= from.getTime() && opts.follow) continue;
+            // The engine's --since is inclusive: lines printed last round come again.
+            if (!cursors.get(node)!.take(container, l)) continue;
             const at = opts.timestamps && l.time ? `${timestampDate(l.time).toISOString()} ` : "";
             (l.stream === "stderr" ? ctx.io.err : ctx.io.out)(`${node}/${container} | ${at}${l.text}`);
             printed++;
@@ -97,8 +99,4 @@ function readLogs(clients: Clients, tenantId: string, nodeId: string, services: 
     target: { tenantId, nodeId },
     action: { kind: { case: "readLogs", value: { services, tailLines, since: since ? timestampFromDate(since) : undefined } } },
   });
-}
-
-function time(l: LogLine): number {
-  return l.time ? timestampDate(l.time).getTime() : 0;
 }
