@@ -9,6 +9,7 @@ import { ExplainStepKind, ExplainStepSchema, type ExplainStep } from "../../gen/
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
+import { eachWorkOrder } from "../store/each-page.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
@@ -20,6 +21,9 @@ import { redact, redactText } from "../../common/logging/redact.js";
 import { publicSecret } from "../resources/secret-values.js";
 
 const ORDERS_PER_TARGET = 3;
+// Orders that only read a host (a dashboard following logs queues one every 2 s): they move
+// nothing toward the desired state, so the causal chain leaves them out.
+const READS_ONLY = new Set([WorkOrderType.READ_LOGS, WorkOrderType.READ_STICKER, WorkOrderType.INSPECT]);
 const MAX_EVENTS = 100;
 
 export interface Explanation {
@@ -61,11 +65,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
           : targets.map((t) => t.nodeId);
 
   const orders: WorkOrder[] = [];
-  for (const nodeId of nodeIds) {
-    const page = await store.listWorkOrders({ nodeId, tenantId: tenantId || undefined, pageSize: 1000 });
-    const newest = page.items.slice(-ORDERS_PER_TARGET);
-    orders.push(...newest);
-  }
+  for (const nodeId of nodeIds) orders.push(...(await latestOrders(store, nodeId, tenantId)));
   orders.sort((a, b) => time(a.createdAt) - time(b.createdAt));
   for (const o of orders) {
     const type = (WorkOrderType[o.type] ?? "unknown").toLowerCase();
@@ -210,4 +210,18 @@ function livenessName(l: number): string {
 
 function time(t: Timestamp | undefined): number {
   return t ? timestampDate(t).getTime() : 0;
+}
+
+// The newest ORDERS_PER_TARGET orders of the node (for the tenant, when given) that change
+// something: listings run oldest first, so the whole history is walked as summaries (no record
+// is read) and only the ones kept are read in full.
+async function latestOrders(store: Store, nodeId: string, tenantId: string): Promise<WorkOrder[]> {
+  const newest: WorkOrder[] = [];
+  for await (const o of eachWorkOrder(store, { nodeId, tenantId: tenantId || undefined, summaryOnly: true })) {
+    if (READS_ONLY.has(o.type)) continue;
+    newest.push(o);
+    if (newest.length > ORDERS_PER_TARGET) newest.shift();
+  }
+  const whole = await Promise.all(newest.map((o) => store.getWorkOrder(o.id)));
+  return whole.filter((o): o is WorkOrder => o !== undefined);
 }
