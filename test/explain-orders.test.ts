@@ -1,6 +1,7 @@
 // ExplainResource's causal chain shows a node's newest orders for the tenant that change
 // something: not the first page of a long history, and not the read-only orders (read_logs,
-// inspect, read_sticker) that a dashboard following logs queues every few seconds.
+// inspect, read_sticker) that a dashboard following logs queues every few seconds; and the
+// resource's newest events, however many older ones there are.
 import { afterEach, describe, expect, it } from "vitest";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { EventSchema } from "../gen/skipper/v1/event_pb.js";
 import { FileStore } from "../controller/store/file-store.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { res } from "./helpers/resources.js";
@@ -84,5 +86,39 @@ describe("ExplainResource's work orders", () => {
     // Newest first: the tenant's own deploy, then the two newest of the old history.
     expect(ids).toEqual([deployId, "old-deploy-01099", "old-deploy-01098"]);
     expect(why.workOrders.every((o) => o.type !== WorkOrderType.READ_LOGS)).toBe(true);
+  });
+
+  it("lists the resource's newest events, not the oldest page of a history longer than one page", async () => {
+    // 1,200 events of an earlier tenant of the same id, days ago.
+    const dataDir = await mkdtemp(join(tmpdir(), "skipper-explain-"));
+    const seed = new FileStore(dataDir);
+    await seed.open();
+    for (let n = 0; n < 1200; n++)
+      await seed.appendEvent(
+        create(EventSchema, {
+          id: `old-event-${String(n).padStart(5, "0")}`,
+          type: "resource_updated",
+          schemaVersion: "v1",
+          timestamp: timestampFromDate(new Date(Date.now() - 3 * 86_400_000 + n * 1000)),
+          tenantId: TENANT,
+          resourceType: "tenant",
+          resourceId: TENANT,
+        }),
+      );
+    await seed.close();
+
+    tc = await startController({ tls: true, dataDir });
+    const resources = tc.client(ResourceService, { admin: true });
+    await resources.createResource({
+      resourceType: "tenant",
+      resource: res("tenant", TENANT, { case: "tenant", value: { displayName: "Shop" } }),
+    });
+    const why = await resources.explainResource({ resourceType: "tenant", id: TENANT });
+    const types = why.events.map((e) => e.type);
+    expect(types).toContain("resource_created");
+    // Still at most the newest 100, the rest the newest of the old history.
+    expect(why.events.length).toBeLessThanOrEqual(100);
+    expect(why.events.some((e) => e.id === "old-event-01199")).toBe(true);
+    expect(why.events.some((e) => e.id === "old-event-00999")).toBe(false);
   });
 });

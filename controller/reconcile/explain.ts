@@ -9,7 +9,7 @@ import { ExplainStepKind, ExplainStepSchema, type ExplainStep } from "../../gen/
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
-import { eachWorkOrder } from "../store/each-page.js";
+import { eachEvent, eachWorkOrder } from "../store/each-page.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
@@ -192,9 +192,8 @@ async function derivedConvergence(store: Store, r: Resource): Promise<Convergenc
 async function linkedEvents(store: Store, r: Resource, tenantId: string, orders: WorkOrder[]): Promise<Event[]> {
   const seen = new Map<string, Event>();
   const add = (es: Event[]) => es.forEach((e) => seen.set(e.id, e));
-  add((await store.listEvents({ resourceId: r.id, pageSize: 1000 })).items.slice(-MAX_EVENTS));
-  if (tenantId && tenantId !== r.id)
-    add((await store.listEvents({ resourceId: tenantId, type: "drift_detected", pageSize: 1000 })).items.slice(-10));
+  add(await newestEvents(store, { resourceId: r.id }, MAX_EVENTS));
+  if (tenantId && tenantId !== r.id) add(await newestEvents(store, { resourceId: tenantId, type: "drift_detected" }, 10));
   for (const o of orders) add((await store.listEvents({ workOrderId: o.id, pageSize: 100 })).items);
   return [...seen.values()].sort((a, b) => time(a.timestamp) - time(b.timestamp)).slice(-MAX_EVENTS);
 }
@@ -224,4 +223,24 @@ async function latestOrders(store: Store, nodeId: string, tenantId: string): Pro
   }
   const whole = await Promise.all(newest.map((o) => store.getWorkOrder(o.id)));
   return whole.filter((o): o is WorkOrder => o !== undefined);
+}
+
+// Look-backs tried in turn for the newest events: most resources have enough within minutes, and
+// a quiet one's whole history is short.
+const LOOK_BACK_MS = [5 * 60_000, 3_600_000, 86_400_000, 30 * 86_400_000];
+
+// The newest `n` events matching `filter`. Listings run oldest first, so a first page of a long
+// history holds its oldest events: this walks a growing window back from now (whole, page by
+// page) until it holds n, and the whole history last.
+async function newestEvents(store: Store, filter: { resourceId: string; type?: string }, n: number): Promise<Event[]> {
+  const now = Date.now();
+  for (const back of [...LOOK_BACK_MS, undefined]) {
+    const kept: Event[] = [];
+    for await (const e of eachEvent(store, { ...filter, since: back === undefined ? undefined : new Date(now - back) })) {
+      kept.push(e);
+      if (kept.length > n) kept.shift();
+    }
+    if (kept.length >= n || back === undefined) return kept;
+  }
+  return [];
 }
