@@ -3,36 +3,31 @@
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { EventFilter, ResourceFilter, Store, WorkOrderFilter } from "./store.js";
+import type { EventFilter, Page, PageRequest, ResourceFilter, Store, WorkOrderFilter } from "./store.js";
 
-/** Every resource `filter` matches, in listing order, read `pageSize` at a time (default 1000). */
-export async function* eachResource(store: Store, filter: Omit<ResourceFilter, "pageToken">): AsyncGenerator<Resource> {
+// Every item of a listing, in its order, read `pageSize` at a time (default 1000).
+async function* eachOf<F extends PageRequest, T>(list: (f: F) => Promise<Page<T>>, filter: Omit<F, "pageToken">): AsyncGenerator<T> {
   let pageToken = "";
   do {
-    const page = await store.listResources({ pageSize: 1000, ...filter, pageToken });
+    const page = await list({ pageSize: 1000, ...filter, pageToken } as F);
     yield* page.items;
     pageToken = page.nextPageToken;
   } while (pageToken !== "");
 }
 
-/** Every work order `filter` matches, in listing order, read `pageSize` at a time (default 1000). */
-export async function* eachWorkOrder(store: Store, filter: Omit<WorkOrderFilter, "pageToken">): AsyncGenerator<WorkOrder> {
-  let pageToken = "";
-  do {
-    const page = await store.listWorkOrders({ pageSize: 1000, ...filter, pageToken });
-    yield* page.items;
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
+/** Every resource `filter` matches, in listing order. */
+export function eachResource(store: Store, filter: Omit<ResourceFilter, "pageToken">): AsyncGenerator<Resource> {
+  return eachOf((f: ResourceFilter) => store.listResources(f), filter);
 }
 
-/** Every event matching `filter`, page by page (oldest first). */
-export async function* eachEvent(store: Store, filter: Omit<EventFilter, "pageToken">): AsyncGenerator<Event> {
-  let pageToken = "";
-  do {
-    const page = await store.listEvents({ pageSize: 1000, ...filter, pageToken });
-    yield* page.items;
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
+/** Every work order `filter` matches, in listing order. */
+export function eachWorkOrder(store: Store, filter: Omit<WorkOrderFilter, "pageToken">): AsyncGenerator<WorkOrder> {
+  return eachOf((f: WorkOrderFilter) => store.listWorkOrders(f), filter);
+}
+
+/** Every event `filter` matches, oldest first. */
+export function eachEvent(store: Store, filter: Omit<EventFilter, "pageToken">): AsyncGenerator<Event> {
+  return eachOf((f: EventFilter) => store.listEvents(f), filter);
 }
 
 /** eachResource, collected. */
