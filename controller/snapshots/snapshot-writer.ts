@@ -58,6 +58,8 @@ export class SnapshotWriter {
   // The tenant write running under the fleet's budget, and when the next one may start.
   private fleetRunning: Scope | undefined;
   private fleetFreeAt = 0;
+  // Readers settling a scope (see settle): the queue waits for them.
+  private readers = 0;
   private fleetTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -83,16 +85,29 @@ export class SnapshotWriter {
     await this.catchingUp;
     const s = this.scopes.get(tenantId ?? "");
     if (!s) return;
-    await s.running?.catch(() => undefined);
-    // The write that ended may have started the next one owed; else start it now.
-    if (s.owed && !s.running) {
-      clearTimeout(s.timer);
-      s.timer = undefined;
-      // A reader waits for it: out of the queue, outside the fleet's budget.
-      this.queued.delete(s);
-      this.start(s);
+    // A reader does not wait for the budget, only for the tenant write under way (one at a
+    // time still holds); meanwhile the queue starts no other.
+    this.readers++;
+    try {
+      for (;;) {
+        // The write that ended may have started the next one owed; else start it now.
+        await s.running?.catch(() => undefined);
+        if (!s.owed) return;
+        clearTimeout(s.timer);
+        s.timer = undefined;
+        this.queued.delete(s);
+        const other = s.tenantId === undefined ? undefined : this.fleetRunning;
+        if (other) {
+          await other.running?.catch(() => undefined);
+          continue;
+        }
+        if (s.tenantId !== undefined) this.fleetRunning = s;
+        this.start(s);
+      }
+    } finally {
+      this.readers--;
+      this.pump();
     }
-    await s.running?.catch(() => undefined);
   }
 
   /** Makes every write still owed (on shutdown). */
@@ -165,7 +180,7 @@ export class SnapshotWriter {
   // Starts the oldest queued tenant write when none runs under the budget and the budget allows;
   // else sets the one timer for when it does.
   private pump(): void {
-    if (this.fleetRunning || this.fleetTimer) return;
+    if (this.fleetRunning || this.fleetTimer || this.readers > 0) return;
     const wait = this.fleetFreeAt - Date.now();
     for (const s of this.queued) {
       if (!s.owed || s.running) {
