@@ -93,6 +93,11 @@ export function traceOf(call: CallInfo): Trace {
   return { requestId: call.requestId, correlationId: call.correlationId, traceparent: call.traceparent, actor: call.actor };
 }
 
+/** The trace of a call acting on an existing order: the call's ids, in the order's correlation. */
+export function orderTraceOf(call: CallInfo, order: { correlationId: string }): Trace {
+  return { ...traceOf(call), correlationId: order.correlationId };
+}
+
 export const callInfoKey = createContextKey<CallInfo | undefined>(undefined, {
   description: "skipper call info",
 });

@@ -5,7 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RegisterNodeRequestSchema, RegisterNodeResponseSchema, type NodeService } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
+import { callInfo, orderTraceOf, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { forbidden, notFound, unauthorized } from "../errors.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../id-checks.js";
@@ -87,12 +87,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     async claimNextWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       const nodeId = selfOnly(call, req.nodeId);
-      const trace = (order: WorkOrder) => ({
-        requestId: call.requestId,
-        correlationId: order.correlationId,
-        traceparent: call.traceparent,
-        actor: call.actor,
-      });
+      const trace = (order: WorkOrder) => orderTraceOf(call, order);
       return { meta: responseMeta(ctx), workOrder: await claimNextOrder(deps, nodeId, trace, call.logger) };
     },
 

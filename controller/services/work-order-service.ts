@@ -8,7 +8,7 @@ import {
   type WorkOrderService,
 } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { callInfo, responseMeta, type CallInfo } from "../context.js";
+import { callInfo, orderTraceOf, responseMeta, type CallInfo } from "../context.js";
 import { forbidden, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
@@ -81,12 +81,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
     async claimWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
-      const claimed = await claimOrder(
-        deps,
-        order,
-        { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor },
-        call.logger,
-      );
+      const claimed = await claimOrder(deps, order, orderTraceOf(call, order), call.logger);
       return { meta: responseMeta(ctx), workOrder: claimed };
     },
 
@@ -94,7 +89,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
       if (req.reason.length > 512) throw invalid("reason must be at most 512 characters", { field: "reason" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor };
+      const trace = orderTraceOf(call, order);
       return { meta: responseMeta(ctx), workOrder: await cancelOrder(deps, order, req.reason, call.requestId, trace, call.logger) };
     },
 
@@ -129,7 +124,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       }
       const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
       if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
-      const trace = { requestId: call.requestId, correlationId: order.correlationId, traceparent: call.traceparent, actor: call.actor };
+      const trace = orderTraceOf(call, order);
       const outcome = await finishOrder(deps, order, nodeId, result, req.fencingToken, trace, call.logger);
       return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
     },
