@@ -287,6 +287,12 @@ async function gotoSettled(page: Page, url: string): Promise<void> {
       await page.goto(url);
       return;
     } catch (e) {
+      // The navigation that interrupted this one (chromium's own retry, or the page's redirect)
+      // may have arrived: then the page is where it was asked to go.
+      if (/interrupted by another navigation/.test(String(e))) {
+        await page.waitForLoadState().catch(() => undefined);
+        if (new URL(page.url()).origin === new URL(url).origin) return;
+      }
       // Said in one of three ways: the error itself, its error page or chromium's own retry
       // interrupting the navigation.
       if (attempt === 5 || !/ERR_NETWORK_CHANGED|chrome-error:\/\/|interrupted by another navigation/.test(String(e))) throw e;
