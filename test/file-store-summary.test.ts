@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WorkOrderResultSchema, WorkOrderSchema, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { FileStore } from "../controller/store/file-store.js";
 import { DurableFs } from "../controller/store/atomic-write.js";
-import { loadSummarised, SUMMARY_FILE, writeSummary } from "../controller/store/summary-file.js";
+import { loadSummarised, summaryDue, SUMMARY_FILE, writeSummary } from "../controller/store/summary-file.js";
 import { json, order } from "./store-conformance.js";
 
 const T0 = Date.parse("2026-11-01T00:00:00Z");
@@ -154,5 +154,29 @@ describe("finished work orders' summary", () => {
     const written = async () => (await summaryNames().catch((): string[] => [])).includes("wo-2.json");
     for (let i = 0; i < 500 && !(await written()); i++) await new Promise((r) => setTimeout(r, 10));
     expect(await summaryNames()).toEqual(["wo-1.json", "wo-2.json"]);
+  });
+
+  it("the rewrite step grows with the directory, so rewriting costs each new record a bounded share", () => {
+    // Small directories: every `summaryEvery` changes.
+    expect(summaryDue(999, 5_000, 1000)).toBe(false);
+    expect(summaryDue(1000, 5_000, 1000)).toBe(true);
+    // 100,000 records: a tenth of them, not every 1,000 (which would rewrite 100 rows per record).
+    expect(summaryDue(1000, 100_000, 1000)).toBe(false);
+    expect(summaryDue(9_999, 100_000, 1000)).toBe(false);
+    expect(summaryDue(10_000, 100_000, 1000)).toBe(true);
+    // Rows written per change over a long run stay near ten, whatever the size.
+    for (const size of [10_000, 100_000, 1_000_000]) {
+      let lag = 0;
+      let rows = 0;
+      for (let change = 0; change < 200_000; change++) {
+        lag++;
+        if (summaryDue(lag, size, 1000)) {
+          rows += size;
+          lag = 0;
+        }
+      }
+      expect(rows / 200_000).toBeLessThanOrEqual(11);
+    }
+    expect(summaryDue(0, 0, 1)).toBe(false);
   });
 });

@@ -1,6 +1,7 @@
 // How a finished order changes its target's record (TenantStatus.targets), the reconciler's
 // durable memory per node. Pure; target-records.ts writes the result onto the tenant.
-import { clone, create } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -36,7 +37,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   // A superseded order never ran: nothing to record.
   if (order.result?.code === "SUPERSEDED") return targets;
   const rest = targets.filter((t) => t.nodeId !== nodeId);
-  const t = prev ? clone(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
+  const t = prev ? copyMessage(TargetStatusSchema, prev) : create(TargetStatusSchema, { nodeId });
   const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
   t.lastWorkOrderId = order.id;
   t.lastResultCode = order.result?.code ?? "";

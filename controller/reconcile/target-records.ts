@@ -5,7 +5,8 @@
 //   - a finished order's outcome (dispatch/order-outcome.ts) is recorded on its target;
 //   - an ad-hoc rollback (dispatch/queue-order.ts) points its target at the new order.
 // How an outcome changes a record is the pure recordOutcome (target-outcome.ts).
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   ConvergenceSchema,
@@ -203,6 +204,6 @@ function recordOne(t: Resource, order: WorkOrder, at: Date): void {
   t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
   // The desired state the order carried is now what the node runs.
   if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") {
-    t.lastAppliedState = clone(ResourceSpecSchema, t.desiredState);
+    t.lastAppliedState = copyMessage(ResourceSpecSchema, t.desiredState);
   }
 }

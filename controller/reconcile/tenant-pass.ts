@@ -3,7 +3,8 @@
 // the actions out (order-issuer.ts: deployments and work orders with their events). Then it
 // writes each target's record (through target-records.ts, which owns them) and every affected
 // resource's convergence. Which tenant to pass, and when, is the loop's business (reconciler.ts).
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
 import {
@@ -180,7 +181,7 @@ export class TenantPass {
       }
       if (inFlight) mine.push({ nodeId, workOrder: inFlight, created: false });
       const prior = records.get(nodeId);
-      const record = prior ? clone(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
+      const record = prior ? copyMessage(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
       record.desiredHash = facts.desired?.specHash ?? "";
       record.serviceIds = facts.desired?.serviceIds ?? [];
       if (facts.desired) record.projectName = facts.desired.project.projectName;
@@ -311,7 +312,7 @@ export class TenantPass {
           cur.convergence = conv;
           // Only the desired state this pass rendered: one changed since is not applied yet.
           if (nowApplied && cur.metadata?.resourceVersion === svc.metadata?.resourceVersion && cur.desiredState) {
-            cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+            cur.lastAppliedState = copyMessage(ResourceSpecSchema, cur.desiredState);
             applied = true;
           }
           return cur;
@@ -346,7 +347,7 @@ export class TenantPass {
           cur.currentState = statusOf(cur);
           // Only the desired state this pass rendered: one changed since is not applied yet.
           if (nowApplied && cur.metadata?.resourceVersion === r.metadata?.resourceVersion && cur.desiredState)
-            cur.lastAppliedState = clone(ResourceSpecSchema, cur.desiredState);
+            cur.lastAppliedState = copyMessage(ResourceSpecSchema, cur.desiredState);
           return cur;
         });
       }),

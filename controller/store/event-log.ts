@@ -17,7 +17,7 @@ import * as codec from "./record-codec.js";
 import { timestampKey, timestampKeyDate, tupleKey } from "./sorted-index.js";
 import type { EventFilter, Page } from "./store.js";
 import { eventDay, type StorePaths } from "./store-paths.js";
-import { listDir, writeSummary } from "./summary-file.js";
+import { listDir, summaryDue, writeSummary } from "./summary-file.js";
 
 const PAGE_TAG = "events";
 const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -167,6 +167,7 @@ export class EventLog {
   // changes behind. It only saves work when the day is next read after a restart.
   private summariseIfBehind(day: EventDay, atLeast: number): void {
     if (day.lag < atLeast || day.lag === 0) return;
+    if (atLeast > 1 && !summaryDue(day.lag, day.size, atLeast)) return;
     const lag = day.lag;
     day.lag = 0;
     const rows = [...day.rows.entries()].map(([, r]): [string, EventRow] => [r.name, r]);

@@ -11,7 +11,8 @@
 // work-orders/{pending,running,finished}/<id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/,
 // idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
@@ -41,7 +42,7 @@ import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
 import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
-import { writeSummary } from "./summary-file.js";
+import { summaryDue, writeSummary } from "./summary-file.js";
 import { WebhookFiles } from "./webhook-files.js";
 import { checkDuplicateResult, finished, isFinished, reportedBefore } from "./work-order-transitions.js";
 
@@ -190,7 +191,7 @@ export class FileStore extends OrderSteps implements S.Store {
     this.ensureOpen();
     const r = this.resources.get(type, id);
     if (!r || (r.deletion && !options.includeDeleted)) return undefined;
-    return clone(ResourceSchema, r);
+    return copyMessage(ResourceSchema, r);
   }
 
   async resourceExists(type: ResourceType, id: string): Promise<boolean> {
@@ -211,7 +212,7 @@ export class FileStore extends OrderSteps implements S.Store {
 
   async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
     this.ensureOpen();
-    return this.resources.list(filter, (r) => clone(ResourceSchema, r));
+    return this.resources.list(filter, (r) => copyMessage(ResourceSchema, r));
   }
 
   async createResource(resource: Resource): Promise<Resource> {
@@ -222,13 +223,13 @@ export class FileStore extends OrderSteps implements S.Store {
       if (existing && !existing.deletion) {
         throw conflict(`${type} ${resource.id} already exists`, { resource_type: type, resource_id: resource.id });
       }
-      const stored = clone(ResourceSchema, resource);
+      const stored = copyMessage(ResourceSchema, resource);
       stored.metadata ??= create(MetadataSchema);
       await this.publish((rev) => {
         stored.metadata!.resourceVersion = rev;
         return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(stored));
       });
-      return clone(ResourceSchema, stored);
+      return copyMessage(ResourceSchema, stored);
     });
   }
 
@@ -251,21 +252,21 @@ export class FileStore extends OrderSteps implements S.Store {
       // mutate works on a private copy. Returned unchanged (most heartbeats), that copy is the
       // answer; changed, it is copied again before it is stored, since mutate may have put in it
       // objects its caller still holds.
-      const draft = clone(ResourceSchema, current);
+      const draft = copyMessage(ResourceSchema, current);
       const returned = mutate(draft);
       if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
-      const next = clone(ResourceSchema, returned);
+      const next = copyMessage(ResourceSchema, returned);
       // Identity and creation time belong to the store, whatever mutate did to them.
       next.id = current.id;
       next.resourceType = current.resourceType;
-      next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
+      next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
       next.metadata ??= create(MetadataSchema);
       await this.publish((rev) => {
         next.metadata!.resourceVersion = rev;
         return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next)).then(() => this.resources.put(next));
       });
-      return clone(ResourceSchema, next);
+      return copyMessage(ResourceSchema, next);
     });
   }
 
@@ -279,10 +280,10 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.write(`work-order/${workOrder.id}`, async () => {
       if (this.orders.get(workOrder.id))
         throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
-      const stored = clone(WorkOrderSchema, workOrder);
+      const stored = copyMessage(WorkOrderSchema, workOrder);
       await this.fs.writeFile(path, codec.encodeMessage(WorkOrderSchema, stored));
       this.orders.put(stored);
-      return clone(WorkOrderSchema, stored);
+      return copyMessage(WorkOrderSchema, stored);
     });
   }
 
@@ -303,7 +304,7 @@ export class FileStore extends OrderSteps implements S.Store {
   // A copy of the stored order: a summary's record is read from its file (a finished order's
   // file is never rewritten). One that cannot be read is left out with a warning.
   private async wholeOrder(o: WorkOrder): Promise<WorkOrder | undefined> {
-    if (!isOrderSummary(o)) return clone(WorkOrderSchema, o);
+    if (!isOrderSummary(o)) return copyMessage(WorkOrderSchema, o);
     const path = this.paths.workOrder("finished", o.id);
     try {
       const whole = codec.decodeMessage(WorkOrderSchema, await readFile(path, "utf8"));
@@ -327,7 +328,7 @@ export class FileStore extends OrderSteps implements S.Store {
   async nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined> {
     this.ensureOpen();
     const o = this.orders.nextPending(nodeId);
-    return o && clone(WorkOrderSchema, o);
+    return o && copyMessage(WorkOrderSchema, o);
   }
 
   async countPendingWorkOrders(nodeId: string): Promise<number> {
@@ -346,13 +347,13 @@ export class FileStore extends OrderSteps implements S.Store {
       const current = await this.currentOrder(id);
       if (isFinished(current)) {
         checkDuplicateResult(current, fencingToken);
-        return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
+        return { workOrder: copyMessage(WorkOrderSchema, current), duplicate: true };
       }
       // The same claim reporting again (its first answer was lost) while the order waits to retry.
-      if (reportedBefore(current, fencingToken)) return { workOrder: clone(WorkOrderSchema, current), duplicate: true };
+      if (reportedBefore(current, fencingToken)) return { workOrder: copyMessage(WorkOrderSchema, current), duplicate: true };
       const next = finished(current, nodeId, result, now, fencingToken);
       await this.moveOrder(current, next);
-      return { workOrder: clone(WorkOrderSchema, next), duplicate: false };
+      return { workOrder: copyMessage(WorkOrderSchema, next), duplicate: false };
     });
   }
 
@@ -362,9 +363,9 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.write(`work-order/${id}`, async () => {
       const current = await this.currentOrder(id);
       const next = step(current);
-      if (next === current) return clone(WorkOrderSchema, current); // nothing to do (idempotent)
+      if (next === current) return copyMessage(WorkOrderSchema, current); // nothing to do (idempotent)
       await this.moveOrder(current, next);
-      return clone(WorkOrderSchema, next);
+      return copyMessage(WorkOrderSchema, next);
     });
   }
 
@@ -414,9 +415,11 @@ export class FileStore extends OrderSteps implements S.Store {
   }
 
   // Rewrites the finished orders' summary (in the background, tracked like a write) once it lags
-  // `atLeast` changes behind. It only saves work at the next open(): see summary-file.ts.
+  // `atLeast` changes behind (and, for the step after each change, a tenth of the finished orders:
+  // summaryDue). It only saves work at the next open(): see summary-file.ts.
   private summariseIfBehind(atLeast: number): void {
     if (this.summaryLag < atLeast || this.summaryLag === 0) return;
+    if (atLeast > 1 && !summaryDue(this.summaryLag, this.orders.finishedCount, atLeast)) return;
     this.summaryLag = 0;
     const rows = [...this.orders.finished()].map((o): [string, WorkOrder] => [`${o.id}.json`, o]);
     this.write("summary/finished-orders", () =>
@@ -436,7 +439,7 @@ export class FileStore extends OrderSteps implements S.Store {
     await this.write(`event/${event.id}`, async () => {
       const day = await this.events.dayOf(at);
       if (day.has(event.id)) return;
-      const stored = clone(EventSchema, event);
+      const stored = copyMessage(EventSchema, event);
       await this.fs.writeFile(path, codec.encodeMessage(EventSchema, stored));
       this.events.added(day, stored);
     });
@@ -718,7 +721,7 @@ function copyRecord(r: S.IdempotencyRecord): S.IdempotencyRecord {
 
 /** A copy the caller may change without changing what the store holds. */
 function copyApiKey(r: S.ApiKeyRecord): S.ApiKeyRecord {
-  return { ...r, key: clone(ApiKeySchema, r.key) };
+  return { ...r, key: copyMessage(ApiKeySchema, r.key) };
 }
 
 function copyCredential(c: S.NodeCredential): S.NodeCredential {
@@ -731,5 +734,5 @@ function copyCredential(c: S.NodeCredential): S.NodeCredential {
 }
 
 function copyEnrollmentToken(r: S.EnrollmentTokenRecord): S.EnrollmentTokenRecord {
-  return { token: clone(EnrollmentTokenSchema, r.token), secretHash: r.secretHash };
+  return { token: copyMessage(EnrollmentTokenSchema, r.token), secretHash: r.secretHash };
 }

@@ -18,6 +18,17 @@ export const SUMMARY_FILE = ".summary.json";
 // arrays of values. A summary of another format is rebuilt from the files.
 const FORMAT = 2;
 
+/**
+ * Whether a summary `lag` changes behind its directory of `size` records is due for a rewrite:
+ * after `every` changes, or a tenth of the directory if that is more. A rewrite writes every row,
+ * so a fixed step would cost each new record a share that grows with the directory (100 rows per
+ * finished order at 100,000 kept); a step in proportion keeps it to about ten, and open() after a
+ * kill -9 reads at most that tenth of the files in full.
+ */
+export function summaryDue(lag: number, size: number, every: number): boolean {
+  return lag > 0 && lag >= Math.max(every, Math.floor(size / 10));
+}
+
 /** How one record becomes a row of string columns and back. */
 export interface SummaryRows<T> {
   toRow(item: T): string[];

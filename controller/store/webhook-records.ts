@@ -1,7 +1,8 @@
 // What both stores share about webhook records: how a subscription and a delivery are written
 // (plain JSON holding the API's message as proto JSON), the listing order of deliveries and the
 // status of a subscription computed from its deliveries.
-import { clone, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import {
   WebhookDeliverySchema,
@@ -45,12 +46,12 @@ export function decodeDelivery(o: JsonObject): WebhookDeliveryRecord {
 
 /** A copy the caller may change. */
 export function copyWebhook(r: WebhookRecord): WebhookRecord {
-  return { ...r, webhook: clone(WebhookSchema, r.webhook) };
+  return { ...r, webhook: copyMessage(WebhookSchema, r.webhook) };
 }
 
 /** A copy the caller may change. */
 export function copyDelivery(r: WebhookDeliveryRecord): WebhookDeliveryRecord {
-  return { delivery: clone(WebhookDeliverySchema, r.delivery), event: structuredClone(r.event) };
+  return { delivery: copyMessage(WebhookDeliverySchema, r.delivery), event: structuredClone(r.event) };
 }
 
 /** The listing key of a delivery: (created_at, id). */

@@ -108,6 +108,13 @@ export class WorkOrderIndex {
     return [...this.tally.values()].map((c) => ({ ...c }));
   }
 
+  /** How many orders are finished (SUCCESS, FAILED, CANCELLED). */
+  get finishedCount(): number {
+    let n = 0;
+    for (const status of FINISHED) n += this.byStatus.get(status)?.size ?? 0;
+    return n;
+  }
+
   /** Every finished order (SUCCESS, FAILED, CANCELLED), in listing order. */
   *finished(): Generator<WorkOrder> {
     for (const [, o] of this.ordered.entries()) if (FINISHED.includes(o.status)) yield o;

@@ -2,7 +2,8 @@
 // a fencing token) -> success | failed (finish by the current claim), and running -> pending
 // when the lease lapses. Each function checks that the transition is allowed and returns the new
 // order, or throws the typed error the Store contract names. Both stores run them (order-steps.ts).
-import { clone, create } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import { copyMessage } from "../../common/message-copy.js";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   CancelRequestSchema,
@@ -51,7 +52,7 @@ export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs =
       { status: "expired" },
     );
   }
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   const token = current.fencingToken + 1n;
   next.status = WorkOrderStatus.RUNNING;
   next.fencingToken = token;
@@ -105,7 +106,7 @@ export function renewed(current: WorkOrder, nodeId: string, token: bigint, now: 
     });
   }
   checkHolder(current, nodeId, token);
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   next.claim!.leaseExpiresAt = timestampFromDate(new Date(now.getTime() + leaseMs));
   return next;
 }
@@ -121,7 +122,7 @@ export function leaseExpired(current: WorkOrder, now: Date): WorkOrder {
   if (!leaseLapsed(current, now)) {
     throw notClaimable(`work order ${current.id} holds a live lease`, { status: SHORT_STATUS[current.status] });
   }
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.PENDING;
   endAttempt(next, now, "lease_expired");
   return next;
@@ -150,10 +151,10 @@ export function finished(current: WorkOrder, nodeId: string, result: WorkOrderRe
     throw notClaimable(`work order ${current.id} is not running: ${why}`, { status: SHORT_STATUS[current.status], claimed_by: "" });
   }
   checkHolder(current, nodeId, token);
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   // An agent that stopped on an admin's request reports CANCELLED.
   const cancelled = current.cancelRequest !== undefined && result.code === "CANCELLED";
-  next.result = clone(WorkOrderResultSchema, result);
+  next.result = copyMessage(WorkOrderResultSchema, result);
   endAttempt(next, now, "finished");
   if (
     !result.success &&
@@ -198,7 +199,7 @@ export function retryReleased(current: WorkOrder, now: Date): WorkOrder {
   if (!retryDue(current, now)) {
     throw notClaimable(`work order ${current.id} is not waiting for a due retry`, { status: SHORT_STATUS[current.status] });
   }
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.PENDING;
   return next;
 }
@@ -219,7 +220,7 @@ export function cancelled(current: WorkOrder, reason: string, requestId: string,
       status: SHORT_STATUS[current.status],
     });
   }
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   next.cancelRequest = create(CancelRequestSchema, { requestedAt: timestampFromDate(now), reason, requestId });
   if (current.status !== WorkOrderStatus.RUNNING) {
     next.status = WorkOrderStatus.CANCELLED;
@@ -269,9 +270,9 @@ export function superseded(current: WorkOrder, result: WorkOrderResult, now: Dat
     const status = SHORT_STATUS[current.status];
     throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
   }
-  const next = clone(WorkOrderSchema, current);
+  const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.FAILED;
-  next.result = clone(WorkOrderResultSchema, result);
+  next.result = copyMessage(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
   return withoutSecrets(next);
 }

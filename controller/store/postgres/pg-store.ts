@@ -19,7 +19,8 @@
 // Audit trail. An append takes an advisory lock of its own for its transaction, reads the last
 // row and inserts the next (audit-chain.ts), so entries are numbered and chained in one order
 // whichever controller writes them. The row keeps the entry's text as made (a text column).
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
+import { copyMessage } from "../../../common/message-copy.js";
 import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
@@ -188,7 +189,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
   async createResource(resource: Resource): Promise<Resource> {
     const type = checkType(resource.resourceType);
     checkId(resource.id, "resource_id");
-    const stored = clone(ResourceSchema, resource);
+    const stored = copyMessage(ResourceSchema, resource);
     stored.metadata ??= create(MetadataSchema);
     return this.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
       const existing = await c.query<{ deleted: boolean }>(
@@ -206,7 +207,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
       // Created meanwhile by another controller (the row did not exist when it was looked for).
       if (!rows[0]) throw exists(type, resource.id);
       stored.metadata!.resourceVersion = rows[0].version;
-      return clone(ResourceSchema, stored);
+      return copyMessage(ResourceSchema, stored);
     });
   }
 
@@ -232,13 +233,13 @@ export class PostgresStore extends OrderSteps implements S.Store {
         });
       }
       // As in the file store: mutate gets a private copy; what it returns is copied again.
-      const draft = clone(ResourceSchema, current);
+      const draft = copyMessage(ResourceSchema, current);
       const returned = mutate(draft);
       if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
-      const next = clone(ResourceSchema, returned);
+      const next = copyMessage(ResourceSchema, returned);
       next.id = current.id;
       next.resourceType = current.resourceType;
-      next.createdAt = current.createdAt && clone(TimestampSchema, current.createdAt);
+      next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
       next.metadata ??= create(MetadataSchema);
       const row = versioned(resourceColumns(next, bodyOf(ResourceSchema, next)));
@@ -247,7 +248,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
         row.args,
       );
       next.metadata.resourceVersion = updated.rows[0]!.version;
-      return clone(ResourceSchema, next);
+      return copyMessage(ResourceSchema, next);
     });
   }
 
@@ -258,7 +259,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
     if (workOrder.status !== WorkOrderStatus.PENDING) {
       throw invalid("a new work order must have status PENDING", { field: "status" });
     }
-    const stored = clone(WorkOrderSchema, workOrder);
+    const stored = copyMessage(WorkOrderSchema, workOrder);
     const cols = orderColumns(stored, bodyOf(WorkOrderSchema, stored));
     const { rowCount } = await this.query(
       `INSERT INTO work_orders (${ORDER_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (id) DO NOTHING`,
@@ -266,7 +267,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
     );
     if (rowCount !== 1)
       throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
-    return clone(WorkOrderSchema, stored);
+    return copyMessage(WorkOrderSchema, stored);
   }
 
   async getWorkOrder(id: string): Promise<WorkOrder | undefined> {
@@ -374,7 +375,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
         `UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1 AND xmin = $${cols.length + 1}::text::xid`,
         [...cols, rows[0].xmin],
       );
-      if (rowCount === 1) return clone(WorkOrderSchema, next);
+      if (rowCount === 1) return copyMessage(WorkOrderSchema, next);
     }
   }
 
