@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { AgentCountersSchema, type AgentCounters } from "../../gen/skipper/v1/resource_pb.js";
-import { AgentCounterLedger, type AgentIncrease } from "./agent-counter-ledger.js";
+import { AgentCounterLedger, FORGET_AFTER_MS, type AgentIncrease } from "./agent-counter-ledger.js";
 import { ControllerMetrics } from "./controller-metrics.js";
 import { parsePrometheusText, sampleSum } from "../../test/helpers/prometheus-text.js";
 
@@ -89,6 +89,21 @@ describe("the agent counter ledger", () => {
     expect(sum([l.record("n1", beat("a", 1, 2), AT)])).toEqual([0, 0, 0]);
     expect(sum([l.record("n2", beat("x", 1, 4), AT)])).toEqual([3, 0, 0]);
     expect(l.latest("n3")).toBeUndefined();
+  });
+
+  it("forgets a node silent for a day, and counts nothing twice when it comes back", () => {
+    const l = new AgentCounterLedger();
+    const later = (ms: number) => new Date(AT.getTime() + ms);
+    l.record("gone", beat("g", 0, 2), AT);
+    l.record("kept", beat("k", 0, 1), AT);
+    // "kept" beats on; "gone" (deleted, say) is silent.
+    for (let h = 1; h <= 25; h++) l.record("kept", beat("k", h, 1), later(h * 3600_000));
+    expect(l.latest("gone")).toBeUndefined();
+    expect(l.size).toBe(1);
+    // It comes back in the same boot with more done: a base only, as after a controller's restart.
+    expect(sum([l.record("gone", beat("g", 30, 5), later(FORGET_AFTER_MS + 2 * 3600_000))])).toEqual([0, 0, 0]);
+    expect(sum([l.record("gone", beat("g", 31, 6), later(FORGET_AFTER_MS + 3 * 3600_000))])).toEqual([1, 0, 0]);
+    expect(l.size).toBe(2);
   });
 });
 

@@ -12,6 +12,10 @@
 // of it and by no other (unless an answer was lost just as the agent's beats moved between
 // controllers): summing over controllers counts it once, and what happens between two beats
 // that reached different controllers is not counted at all.
+//
+// A node not heard from for a day (deleted, or gone for good) is forgotten at the next sweep, so
+// the ledger holds the nodes that beat here lately, not every node ever seen. Its next beat, if it
+// comes back, is a base only, as after a controller's restart: nothing is counted twice.
 import type { AgentCounters } from "../../gen/skipper/v1/resource_pb.js";
 
 /** What one report adds to the fleet's sums. */
@@ -34,11 +38,18 @@ export interface HeardCounters {
   at: Date;
 }
 
+/** A node silent this long is forgotten. */
+export const FORGET_AFTER_MS = 24 * 60 * 60 * 1000;
+/** Sweeps for silent nodes at most this often (by the beats' receive times). */
+const SWEEP_EVERY_MS = 60 * 60 * 1000;
+
 export class AgentCounterLedger {
   private readonly heard = new Map<string, HeardCounters>();
+  private sweptAt = -Infinity;
 
   /** Records a report of `nodeId`'s agent received at `at`; returns what it adds to the sums. */
   record(nodeId: string, counters: AgentCounters, at: Date): AgentIncrease {
+    this.sweep(at.getTime());
     const prev = this.heard.get(nodeId)?.counters;
     this.heard.set(nodeId, { counters, at });
     const sameBoot = prev?.bootId === counters.bootId;
@@ -54,6 +65,18 @@ export class AgentCounterLedger {
   /** The counters `nodeId`'s agent last reported here, and when; undefined when none were. */
   latest(nodeId: string): HeardCounters | undefined {
     return this.heard.get(nodeId);
+  }
+
+  /** How many nodes the ledger holds. */
+  get size(): number {
+    return this.heard.size;
+  }
+
+  // Forgets the nodes last heard FORGET_AFTER_MS before `now`, at most once per SWEEP_EVERY_MS.
+  private sweep(now: number): void {
+    if (now - this.sweptAt < SWEEP_EVERY_MS) return;
+    this.sweptAt = now;
+    for (const [nodeId, h] of this.heard) if (now - h.at.getTime() >= FORGET_AFTER_MS) this.heard.delete(nodeId);
   }
 }
 
