@@ -20,7 +20,7 @@ const schemas: DescMessage[] = files.flatMap((f) => [...nestedTypes(f)].filter((
 
 // A deterministic pseudo-random source, so a failure repeats.
 let seed = 42;
-const rand = (): number => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+const rand = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 
 function scalar(t: ScalarType): unknown {
@@ -122,7 +122,11 @@ describe("copyMessage", () => {
   });
 
   it("copies JSON content (Struct) and map keys named __proto__ as data", () => {
-    const e = create(EventSchema, { id: "e1", data: { a: [1, { b: null }], ["__proto__"]: { c: "x" } }, timestamp: create(TimestampSchema, { seconds: 5n }) });
+    const e = create(EventSchema, {
+      id: "e1",
+      data: { a: [1, { b: null }], ["__proto__"]: { c: "x" } },
+      timestamp: create(TimestampSchema, { seconds: 5n }),
+    });
     const copy = copyMessage(EventSchema, e);
     expect(equals(EventSchema, copy, e)).toBe(true);
     expect(Object.getPrototypeOf(copy.data)).toBe(Object.prototype);

@@ -50,7 +50,8 @@ describe("response compression", () => {
     const tc = await startController({ tls: true });
     started.push(tc);
     const nodes = tc.client(NodeService, { admin: true });
-    for (let i = 0; i < 80; i++) await nodes.registerNode({ nodeId: `host-${String(i).padStart(3, "0")}`, labels: { zone: "a", rack: `r${i}` } });
+    for (let i = 0; i < 80; i++)
+      await nodes.registerNode({ nodeId: `host-${String(i).padStart(3, "0")}`, labels: { zone: "a", rack: `r${i}` } });
 
     const one = await call(tc, "ResourceService/GetResource", { resourceType: "node", id: "host-000" });
     expect(one.status).toBe(200);

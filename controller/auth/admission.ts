@@ -6,7 +6,7 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
 import type { PeerCertificate, Principal } from "../context.js";
 import { forbidden, isSkipperError, unauthorized, type SkipperError } from "../errors.js";
-import type { Authenticator } from "./authenticator.js";
+import type { Authenticator, HeaderReader } from "./authenticator.js";
 import { permissionName, permissionOf, roleHolds, roleName, rolesHolding } from "./permissions.js";
 
 /** Told of a call refused to an authenticated caller (the audit trail records it). */
@@ -19,7 +19,7 @@ export type OnRefused = (principal: Principal, error: SkipperError) => Promise<v
 export async function admit(
   authenticator: Authenticator,
   method: DescMethod,
-  headers: Headers,
+  headers: HeaderReader,
   opts: { onRefused?: OnRefused; peer?: PeerCertificate } = {},
 ): Promise<Principal> {
   const { onRefused } = opts;

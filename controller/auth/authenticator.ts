@@ -10,12 +10,15 @@ import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { isValidId } from "../../common/ids.js";
 
+/** What authentication reads of a request's headers (a fetch Headers, or a cheaper view of Node's). */
+export type HeaderReader = Pick<Headers, "get">;
+
 export interface Authenticator {
   /**
    * The principal for these headers (or, when they carry no credential, the client certificate
    * of the connection), or anonymous when none was presented. Throws UNAUTHORIZED for a bad one.
    */
-  authenticate(headers: Headers, peer?: PeerCertificate): Promise<Principal>;
+  authenticate(headers: HeaderReader, peer?: PeerCertificate): Promise<Principal>;
 }
 
 export interface AuthenticatorOptions {
