@@ -20,7 +20,7 @@ import { routeRefusalEntry, type AuditSink } from "./auth/audit-policy.js";
 import { isUnrestricted } from "./auth/tenant-access.js";
 import type { ControllerMetrics } from "./metrics/controller-metrics.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
-import { headersOf, stopReading } from "./request-gate.js";
+import { headerReaderOf, stopReading } from "./request-gate.js";
 import { envelope, type TraceIds } from "./rest/envelope.js";
 import { send, traceIdsOf } from "./rest/rest-handler.js";
 
@@ -98,7 +98,7 @@ function refuse(
 
 /** The caller, when it may scrape; throws UNAUTHORIZED or FORBIDDEN (audited) otherwise. */
 async function admitScraper(opts: MetricsRouteOptions, req: Request, ids: TraceIds): Promise<Principal> {
-  const principal = await opts.authenticator.authenticate(headersOf(req.headers), peerCertificateOf(req));
+  const principal = await opts.authenticator.authenticate(headerReaderOf(req.headers), peerCertificateOf(req));
   try {
     authorize(Permission.READ, principal);
     if (!isUnrestricted(principal))

@@ -68,7 +68,7 @@ export class EventLog {
   /** Indexes an event just written to `day`. */
   added(day: EventDay, e: Event): void {
     day.add(rowOf(e));
-    this.summariseIfBehind(day, this.deps.summaryEvery);
+    this.summariseIfBehind(day);
   }
 
   /** A page of events in (timestamp, id) order matching the filter, read from their files. */
@@ -125,13 +125,13 @@ export class EventLog {
     const day = await this.day(cutoffDay);
     const gone = day.removeBefore(tupleKey(timestampKey(timestampFromDate(before)), ""));
     for (const r of gone) await rm(join(day.dir, r.name), { force: true });
-    this.summariseIfBehind(day, 1);
+    this.summariseIfBehind(day, true);
     return count + gone.length;
   }
 
   /** Brings every day read so far up to date on disk (at close). */
   flush(): void {
-    for (const day of this.loaded.values()) this.summariseIfBehind(day, 1);
+    for (const day of this.loaded.values()) this.summariseIfBehind(day, true);
   }
 
   private day(name: string): Promise<EventDay> {
@@ -142,7 +142,7 @@ export class EventLog {
         this.loaded.set(name, day);
         // A summary that differed from the directory is rewritten at once: past days rarely
         // change again, so waiting for more changes would leave the next read as slow.
-        this.summariseIfBehind(day, 1);
+        this.summariseIfBehind(day, true);
         return day;
       });
       this.loading.set(name, p);
@@ -163,11 +163,10 @@ export class EventLog {
     return undefined;
   }
 
-  // Rewrites a day's summary (in the background, tracked like a write) once it lags `atLeast`
-  // changes behind. It only saves work when the day is next read after a restart.
-  private summariseIfBehind(day: EventDay, atLeast: number): void {
-    if (day.lag < atLeast || day.lag === 0) return;
-    if (atLeast > 1 && !summaryDue(day.lag, day.size, atLeast)) return;
+  // Rewrites a day's summary (in the background, tracked like a write) when it is due (summaryDue)
+  // or, with `now`, when it lags at all. It only saves work when the day is next read after a restart.
+  private summariseIfBehind(day: EventDay, now = false): void {
+    if (now ? day.lag === 0 : !summaryDue(day.lag, day.size, this.deps.summaryEvery)) return;
     const lag = day.lag;
     day.lag = 0;
     const rows = [...day.rows.entries()].map(([, r]): [string, EventRow] => [r.name, r]);

@@ -162,14 +162,14 @@ export class FileStore extends OrderSteps implements S.Store {
       throw e;
     }
     this.lock = lock;
-    this.summariseIfBehind(1);
+    this.summariseIfBehind(true);
   }
 
   /** Waits for writes in flight, brings the finished orders' summary up to date, then releases the directory lock. */
   async close(): Promise<void> {
     const lock = this.lock;
     if (!lock) return;
-    this.summariseIfBehind(1);
+    this.summariseIfBehind(true);
     this.events.flush();
     this.lock = undefined;
     await Promise.allSettled([...this.inFlight]);
@@ -377,7 +377,7 @@ export class FileStore extends OrderSteps implements S.Store {
     const gone = this.orders.removeFinished(finishedBefore, keep);
     for (const o of gone) await rm(this.paths.workOrder("finished", o.id), { force: true });
     this.summaryLag += gone.length;
-    this.summariseIfBehind(this.summaryEvery);
+    this.summariseIfBehind();
     return gone.length;
   }
 
@@ -411,15 +411,14 @@ export class FileStore extends OrderSteps implements S.Store {
     if (to !== "finished") return this.orders.put(next);
     this.orders.put(summarise(next));
     this.summaryLag++;
-    this.summariseIfBehind(this.summaryEvery);
+    this.summariseIfBehind();
   }
 
-  // Rewrites the finished orders' summary (in the background, tracked like a write) once it lags
-  // `atLeast` changes behind (and, for the step after each change, a tenth of the finished orders:
-  // summaryDue). It only saves work at the next open(): see summary-file.ts.
-  private summariseIfBehind(atLeast: number): void {
-    if (this.summaryLag < atLeast || this.summaryLag === 0) return;
-    if (atLeast > 1 && !summaryDue(this.summaryLag, this.orders.finishedCount, atLeast)) return;
+  // Rewrites the finished orders' summary (in the background, tracked like a write) when it is due
+  // (summaryDue) or, with `now`, when it lags at all. It only saves work at the next open(): see
+  // summary-file.ts.
+  private summariseIfBehind(now = false): void {
+    if (now ? this.summaryLag === 0 : !summaryDue(this.summaryLag, this.orders.finishedCount, this.summaryEvery)) return;
     this.summaryLag = 0;
     const rows = [...this.orders.finished()].map((o): [string, WorkOrder] => [`${o.id}.json`, o]);
     this.write("summary/finished-orders", () =>
