@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { Role } from "../gen/skipper/v1/access_pb.js";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
@@ -30,6 +30,7 @@ import {
   waitFor,
 } from "./helpers/processes.js";
 import { res, tenantConverged } from "./helpers/resources.js";
+import { launchChromium, type TestBrowser } from "./helpers/browser.js";
 import { rawRequest } from "./helpers/https.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -50,7 +51,7 @@ const PRINTED_LATER = `printed after follow started ${RUN_ID}`;
 describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, controller, agent and engine)", () => {
   let ctl: ControllerProcess;
   let agent: AgentProcess;
-  let browser: Browser;
+  let browser: TestBrowser;
   let page: Page;
   let root: string;
   let port: number;
@@ -112,9 +113,10 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await tenantConverged(api(), TENANT, 120_000);
     operatorKey = (await ctl.admin(AccessService).createApiKey({ name: "dashboard-operator", role: Role.OPERATOR })).secret;
     viewerKey = (await ctl.admin(AccessService).createApiKey({ name: "dashboard-viewer", role: Role.VIEWER })).secret;
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+    // In a network namespace of its own, reaching only the controller's port (helpers/browser.ts).
+    browser = await launchChromium(CHROMIUM, [Number(new URL(ctl.url).port)]);
     // The controller's certificate is signed by its own CA, which this browser does not know.
-    const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
+    const context = await browser.browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
   }, 240_000);
 
@@ -278,26 +280,28 @@ async function printInContainer(service: string, line: string): Promise<void> {
 }
 
 /**
- * Opens `url`, again when chromium gave up on it because the host's network interfaces changed
- * meanwhile (ERR_NETWORK_CHANGED: the tests' Docker engines add and remove them at any time).
+ * Opens `url` and waits for the dashboard to draw its sign-in form, trying again when it does not.
+ * Success is the form on the page, not the load event: a request of the page lost on the way (see
+ * helpers/browser.ts for the one cause seen) leaves a page whose "load" never comes. What went wrong
+ * on each try is printed when the last one fails.
  */
 async function gotoSettled(page: Page, url: string): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await page.goto(url);
-      return;
-    } catch (e) {
-      // The navigation that interrupted this one (chromium's own retry, or the page's redirect)
-      // may have arrived: then the page is where it was asked to go.
-      if (/interrupted by another navigation/.test(String(e))) {
-        await page.waitForLoadState().catch(() => undefined);
+  const seen: string[] = [];
+  const failed = (r: Request) => seen.push(`request failed: ${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+  page.on("requestfailed", failed);
+  try {
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      try {
+        await page.goto(url, { waitUntil: "commit", timeout: 20_000 });
+        await page.locator("form.sign-in #credential").waitFor({ timeout: 20_000 });
         if (new URL(page.url()).origin === new URL(url).origin) return;
+        seen.push(`attempt ${attempt}: ended on ${page.url()}`);
+      } catch (e) {
+        seen.push(`attempt ${attempt}: ${String(e).split("\n")[0]} (on ${page.url()})`);
       }
-      // Said in one of four ways: the error itself, its error page, chromium's own retry
-      // interrupting the navigation, or a load that never ends (a request of the page lost to the
-      // change: a clean-clone CI run timed out so on its first navigation, the file passing alone).
-      if (attempt === 5 || !/ERR_NETWORK_CHANGED|chrome-error:\/\/|interrupted by another navigation|page\.goto: Timeout/.test(String(e)))
-        throw e;
     }
+    throw new Error(`the dashboard never drew its sign-in form at ${url}:\n  ${seen.join("\n  ")}`);
+  } finally {
+    page.off("requestfailed", failed);
   }
 }

@@ -1,0 +1,81 @@
+// Chromium for the browser tests, in a network namespace of its own where it can: it reaches the
+// named loopback ports through Unix sockets this process serves (test/helpers/browser-netns.mjs
+// says why). Where a namespace cannot be had (no root, no `unshare` or `ip`), chromium runs as it
+// is, with a warning: its requests may then fail with net::ERR_NETWORK_CHANGED while Docker changes
+// the host's interfaces.
+import { execFileSync } from "node:child_process";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect, createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Browser, chromium } from "playwright-core";
+
+export interface TestBrowser {
+  browser: Browser;
+  /** Whether chromium runs in a namespace of its own. */
+  isolated: boolean;
+  close(): Promise<void>;
+}
+
+/** Starts chromium able to reach 127.0.0.1 at `ports` (and nothing else when isolated). */
+export async function launchChromium(executable: string, ports: number[]): Promise<TestBrowser> {
+  const args = ["--no-sandbox"];
+  if (!canIsolate()) {
+    console.warn("!!! chromium runs in the host's network namespace (unshare --net failed): expect ERR_NETWORK_CHANGED flakes");
+    const browser = await chromium.launch({ executablePath: executable, args });
+    return { browser, isolated: false, close: () => browser.close() };
+  }
+  const dir = await mkdtemp(join(tmpdir(), "skipper-browser-"));
+  const servers: Server[] = [];
+  const routes: string[] = [];
+  for (const port of ports) {
+    const socket = join(dir, `${port}.sock`);
+    const server = createServer((outside) => {
+      const inside = connect(port, "127.0.0.1");
+      outside.pipe(inside).pipe(outside);
+      outside.on("error", () => inside.destroy());
+      inside.on("error", () => outside.destroy());
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(socket, resolve);
+    });
+    servers.push(server);
+    routes.push(`${port}=${socket}`);
+  }
+  const wrapper = join(dir, "chromium");
+  const runner = fileURLToPath(new URL("./browser-netns.mjs", import.meta.url));
+  await writeFile(wrapper, `#!/bin/sh\nexec unshare --net ${quote(process.execPath)} ${quote(runner)} "$@"\n`);
+  await chmod(wrapper, 0o755);
+  const close = async () => {
+    await browser?.close().catch(() => undefined);
+    for (const s of servers) s.close();
+    await rm(dir, { recursive: true, force: true });
+  };
+  let browser: Browser | undefined;
+  try {
+    browser = await chromium.launch({
+      executablePath: wrapper,
+      args,
+      env: { ...process.env, SKIPPER_BROWSER_EXECUTABLE: executable, SKIPPER_BROWSER_FORWARD: routes.join(",") },
+    });
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  return { browser, isolated: true, close };
+}
+
+function canIsolate(): boolean {
+  try {
+    execFileSync("unshare", ["--net", "ip", "link", "set", "lo", "up"], { stdio: "ignore", timeout: 10_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function quote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
