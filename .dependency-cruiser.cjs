@@ -6,7 +6,7 @@
 //   - inside each program, one direction: a layer imports only the layers below it.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
-  ["base", "^controller/(errors|id-checks|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
+  ["base", "^controller/(errors|id-checks|ordered-ids|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
   ["store", "^controller/store/"],
   ["metrics", "^controller/metrics/"],
   ["tls", "^controller/tls/"],

@@ -99,3 +99,23 @@ describe("a good request", () => {
     expect((await storedOrders("n-idem")).map((o) => o.id)).toEqual([first.id]);
   });
 });
+
+describe("orders queued within one millisecond", () => {
+  it("are listed, and taken, in the order they were queued", async () => {
+    // A clock that stands still: every order gets the same created_at, as the orders one
+    // reconcile pass issues do.
+    const still = new Date("2026-11-27T10:00:00.000Z");
+    const c2 = await startInMemory({ now: () => still });
+    try {
+      await c2.admin(NodeService).registerNode({ nodeId: "n-fifo" });
+      const queued: string[] = [];
+      for (let i = 1; i <= 12; i++) queued.push((await c2.admin(WorkOrderService).createWorkOrder(echo("n-fifo", `${i}`))).workOrder!.id);
+      const listed = (await c2.ctl.store.listWorkOrders({ nodeId: "n-fifo", pageSize: 1000 })).items;
+      expect(new Set(listed.map((o) => o.createdAt?.seconds))).toEqual(new Set([BigInt(still.getTime() / 1000)]));
+      expect(listed.map((o) => o.id)).toEqual(queued);
+      expect((await c2.ctl.store.nextPendingWorkOrder("n-fifo"))?.id).toBe(queued[0]);
+    } finally {
+      await c2.close();
+    }
+  });
+});

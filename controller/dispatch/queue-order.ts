@@ -2,12 +2,12 @@
 // and tenant, resolves a rollback to the spec it restores, stores the order, records
 // work_order_created and rings the node's stream. Nothing is stored when a check fails.
 import { create } from "@bufbuild/protobuf";
-import { v4 as uuidv4 } from "uuid";
 import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { CallInfo } from "../context.js";
 import { notFound } from "../errors.js";
+import { newWorkOrderId } from "../ordered-ids.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
@@ -36,7 +36,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
   if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
   checkTargets(req, node, tenant);
   const ids = {
-    id: uuidv4(),
+    id: newWorkOrderId(),
     requestId: call.requestId,
     correlationId: call.correlationId,
     traceparent: call.traceparent,

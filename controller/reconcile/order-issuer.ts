@@ -2,11 +2,11 @@
 // its deploy_service order) or a removal order, with their events, and supersedes a pending order
 // that a newer desired state made stale. The decisions are plan-target.ts's; this only executes.
 import { create } from "@bufbuild/protobuf";
-import { v4 as uuidv4 } from "uuid";
 import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
+import { newDeploymentId, newWorkOrderId } from "../ordered-ids.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../context.js";
 import { isSkipperError } from "../errors.js";
@@ -102,7 +102,7 @@ export async function issueRollback(
   plan.action.quarantineReason = action.quarantine ?? "";
   // A repair restores what runs: the desired spec is not held back afterwards.
   if (action.repair) plan.action.holdsDesiredHash = "";
-  const workOrderId = uuidv4();
+  const workOrderId = newWorkOrderId();
   const base = { ...trace, tenantId: tenant.id, nodeId: action.nodeId, workOrderId };
   const reason = action.quarantine ? "quarantine" : action.repair ? "drift" : "rollout_rollback";
   const workOrder = await deps.store.createWorkOrder(
@@ -138,12 +138,12 @@ export async function issueOrder(
   drift?: string[],
 ): Promise<TargetOrder> {
   const { store } = deps;
-  const workOrderId = uuidv4();
+  const workOrderId = newWorkOrderId();
   const base = { ...trace, tenantId, nodeId: action.nodeId, workOrderId };
   const ids = { ...base, priority: terms.priority };
   const events = driftEvents(base, drift);
   if (action.kind === "deploy") {
-    const deploymentId = `deploy-${uuidv4()}`;
+    const deploymentId = newDeploymentId();
     const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
     const deployment = await store.createResource(plan.deployment);
     crashPoint("reconcile.after-deployment");
