@@ -13,12 +13,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { Role } from "../gen/skipper/v1/access_pb.js";
-import type { Page, Request } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Locator, Page, Request } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import {
   RUN_ID,
   freePort,
@@ -41,6 +43,8 @@ if (!dockerHost || !haveBrowser)
 
 const NODE = "ui-node";
 const TENANT = `ui-shop-${RUN_ID}`;
+const GHOST_NODE = "ui-ghost";
+const GHOST_TENANT = `ui-ghost-shop-${RUN_ID}`;
 const IMAGE = "skipper-busybox:local";
 const SHOTS = join(process.cwd(), "test-artifacts", "dashboard");
 /** What the logs view's container prints at start, and the line the test has it print while followed. */
@@ -108,6 +112,19 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
           image: IMAGE,
           command: ["sh", "-c", `echo "${TALKER_SAYS}"; echo "${TALKER_WARNS}" >&2; trap "exit 0" TERM; sleep 3600 & wait`],
         },
+      }),
+    });
+    // A tenant placed on a node whose agent never started: its logs view must not wait for it.
+    await ctl.admin(NodeService).registerNode({ nodeId: GHOST_NODE });
+    await api().createResource({
+      resourceType: "tenant",
+      resource: res("tenant", GHOST_TENANT, { case: "tenant", value: { deploymentPolicy: { targetNodeId: GHOST_NODE } } }),
+    });
+    await api().createResource({
+      resourceType: "service",
+      resource: res("service", "ghost-web", {
+        case: "service",
+        value: { tenantId: GHOST_TENANT, image: IMAGE, command: ["sleep", "3600"] },
       }),
     });
     await tenantConverged(api(), TENANT, 120_000);
@@ -197,13 +214,13 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     // Signed in again on the page the address names: the tenant's.
     await page.locator("#who", { hasText: "dashboard-operator" }).waitFor();
     const pick = (service: string) => logs("logs-services").locator("label", { hasText: service }).locator("input");
-    await pick("ui-web").check();
+    await tick(pick("ui-web"), true);
     await logs("logs-fetch").click();
     await nodeBox().locator("p", { hasText: "No log lines from ui-web" }).waitFor();
     await logs("logs-status").filter({ hasText: "Fetched at" }).waitFor();
 
-    await pick("ui-web").uncheck();
-    await pick("ui-talker").check();
+    await tick(pick("ui-web"), false);
+    await tick(pick("ui-talker"), true);
     await logs("logs-fetch").click();
     const said = nodeBox().locator("tr", { hasText: TALKER_SAYS });
     await said.waitFor();
@@ -256,6 +273,17 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await page.screenshot({ path: join(SHOTS, "logs-offline.png"), fullPage: true });
   }, 90_000);
 
+  it("says a node whose agent never reported is offline, without asking it", async () => {
+    await page.click('a[href="#/"]');
+    await page.click(`a[href="#/tenants/${GHOST_TENANT}"]`);
+    await logs("logs-fetch").click();
+    const box = page.locator(`[data-testid=logs] [data-log-node="${GHOST_NODE}"]`);
+    await box.locator("p.error", { hasText: `${GHOST_NODE} is offline (its agent has never sent a heartbeat)` }).waitFor();
+    // Nothing was asked of it: no read_logs order waits for the node.
+    const orders = await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: GHOST_NODE });
+    expect(orders.workOrders.filter((o) => o.type === WorkOrderType.READ_LOGS)).toEqual([]);
+  }, 60_000);
+
   it("serves only the bundle's files, under a policy that loads nothing from elsewhere", async () => {
     const index = await rawRequest(ctl, "GET", "/ui/");
     expect(index.status).toBe(200);
@@ -269,6 +297,14 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     }
   });
 });
+
+/**
+ * Ticks or unticks a checkbox, again if the click was lost: the page draws itself anew on every
+ * event in the fleet, and a click aimed just before such a redraw may land beside the box.
+ */
+async function tick(box: Locator, on: boolean): Promise<void> {
+  await vi.waitFor(() => box.setChecked(on, { timeout: 5_000 }), { timeout: 30_000, interval: 100 });
+}
 
 /** Has the service's container print a line on its output, as its own process would. */
 async function printInContainer(service: string, line: string): Promise<void> {

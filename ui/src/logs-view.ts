@@ -151,7 +151,7 @@ export function logsView(api: Api, tenantId: string): LogsView {
   async function askNode(t: LogTarget, asked: Asked, cursors: Map<string, LogCursor | undefined>, signal: AbortSignal): Promise<void> {
     const node = t.nodeId;
     if (t.offline) {
-      const last = t.lastHeartbeat ? ` (last heartbeat ${t.lastHeartbeat.toLocaleString()})` : "";
+      const last = t.lastHeartbeat ? ` (last heartbeat ${t.lastHeartbeat.toLocaleString()})` : " (its agent has never sent a heartbeat)";
       return out.note(node, `${node} is offline${last}: its logs cannot be read until its agent is back.`, true);
     }
     // Only the picked services this node runs: another node may run others.

@@ -11,6 +11,7 @@ import { mergeContainerLogs, type ShownLine } from "./log-lines.js";
 /** A node the tenant runs on, as the logs view needs it. */
 export interface LogTarget {
   nodeId: string;
+  /** Its agent is not beating: OFFLINE, or never heard from (no liveness yet, or no node). */
   offline: boolean;
   lastHeartbeat: Date | undefined;
   /** The tenant's compose services the node last reported. */
@@ -48,7 +49,9 @@ export async function logTargets(api: Api, tenantId: string): Promise<LogTarget[
       const services = (ns?.projects ?? []).filter((p) => p.tenantId === tenantId).flatMap((p) => p.services.map((s) => s.service));
       return {
         nodeId,
-        offline: ns?.liveness === NodeLiveness.OFFLINE,
+        // Only a node whose agent is beating (if late) can answer; one gone silent, or never heard
+        // from, would leave the order waiting for ANSWER_WITHIN_MS.
+        offline: ns?.liveness !== NodeLiveness.ONLINE && ns?.liveness !== NodeLiveness.DEGRADED,
         lastHeartbeat: ns?.lastHeartbeatAt ? timestampDate(ns.lastHeartbeatAt) : undefined,
         services: [...new Set(services)].sort(),
       };
