@@ -189,4 +189,21 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
     // The controller knows the node's allow-list (from its heartbeats) and refuses before queueing.
     expect(refused.stderr).toMatch(/"ls" is not on node \S+'s allow-list \(echo, sh\); the agent's --allow-command sets it/);
   }, 60_000);
+
+  it("a node whose agent never reported is named, not asked: logs go on with the others and exit 1; exec refuses it", async () => {
+    const ghost = "logs-ghost";
+    await ctl.admin(NodeService).registerNode({ nodeId: ghost });
+    // Asked of both: the node's lines, and the ghost named.
+    const both = await cli(["logs", TENANT, "--node", NODE, "--node", ghost]);
+    expect(both.code).toBe(1);
+    expect(both.stdout).toMatch(new RegExp(`^${NODE}/\\S+ \\| hello from the container$`, "m"));
+    expect(both.stderr).toContain(
+      `${ghost}: offline: its agent has never sent a heartbeat; its logs cannot be read until its agent is back`,
+    );
+    const exec = await cli(["exec", ghost, "--", "echo", "hi"]);
+    expect(exec.code).toBe(1);
+    expect(exec.stderr).toContain(`${ghost} is offline: its agent has never sent a heartbeat: it cannot run a command now`);
+    // Nothing was queued for it.
+    expect((await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: ghost })).workOrders).toEqual([]);
+  }, 60_000);
 });

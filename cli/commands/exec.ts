@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
-import { runOrder } from "../order-wait.js";
+import { nodeSilence, runOrder } from "../order-wait.js";
 import { durationFlag } from "../flags.js";
 
 export function registerExec(program: Command, ctx: CommandContext): void {
@@ -30,13 +30,17 @@ Examples:
     )
     .action(async (node: string, argv: string[], opts: { timeout: string; cwd?: string }) => {
       const timeoutMs = durationFlag(opts.timeout, "--timeout");
-      const order = await runOrder(ctx.clients(), {
+      const clients = ctx.clients();
+      const silence = await nodeSilence(clients, node);
+      if (silence) throw new CliError(`${node} is ${silence}: it cannot run a command now`, { hint: `skipper get node ${node}` });
+      const { order, untaken } = await runOrder(clients, {
         type: WorkOrderType.EXECUTE_COMMAND,
         target: { nodeId: node },
         action: {
           kind: { case: "executeCommand", value: { command: { argv, timeout: durationFromMs(timeoutMs), workingDir: opts.cwd ?? "" } } },
         },
       });
+      if (untaken) throw new CliError(`${node}: ${untaken}; the order was cancelled`, { hint: `skipper get node ${node}` });
       const result = order.result;
       const run = result?.details?.command;
       if (run?.stdout) ctx.io.out(run.stdout.replace(/\n$/, ""));

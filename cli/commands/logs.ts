@@ -1,19 +1,21 @@
 // `skipper logs TENANT [SERVICE...]`: what the tenant's containers printed, fetched from each node
 // that runs the project through a read_logs work order (the controller never reaches into a host:
 // the node's agent reads the engine and reports the lines, capped and with the project's secret
-// values blanked). --follow asks again every couple of seconds for the lines since the last one.
+// values blanked). Every node is asked at once; one whose agent is silent is not asked but named,
+// and the command then exits 1. --follow asks again every couple of seconds for the lines since
+// the last one.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
-import { runOrder } from "../order-wait.js";
+import { nodeSilence, runOrder } from "../order-wait.js";
 import { durationFlag } from "../flags.js";
 import { LogCursor, lineNanos } from "../log-cursor.js";
 
 interface LogsOptions {
-  node?: string;
+  node?: string[];
   since?: string;
   tail: string;
   follow?: boolean;
@@ -26,7 +28,11 @@ export function registerLogs(program: Command, ctx: CommandContext): void {
     .argument("<tenant>", "the tenant whose containers to read")
     .argument("[services...]", "compose services (default: all of the project's)")
     .description("print what a tenant's containers wrote, from every node that runs it (read_logs orders)")
-    .option("--node <id>", "only this node (default: every node the tenant runs on)")
+    .option(
+      "--node <id>",
+      "only this node; repeat for several (default: every node the tenant runs on)",
+      (v: string, all: string[] = []) => [...all, v],
+    )
     .option("--since <duration>", "only lines from this long ago, e.g. 10m, 2h")
     .option("--tail <n>", "at most the last n lines of each container", "100")
     .option("-f, --follow", "keep printing new lines (asks again every 2 s; Ctrl-C stops)")
@@ -49,7 +55,7 @@ Examples:
         since = new Date(Date.now() - durationFlag(opts.since, "--since", 1, "use e.g. 30s, 10m or 2h"));
       }
       const clients = ctx.clients();
-      const nodes = opts.node ? [opts.node] : await nodesOf(clients, tenant);
+      const nodes = opts.node ? [...new Set(opts.node)].sort() : await nodesOf(clients, tenant);
       if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
       // Per node: the time of the newest line printed, so a follow asks only for newer ones.
       const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
@@ -57,15 +63,28 @@ Examples:
       let printed = 0;
       for (;;) {
         let failures = 0;
-        for (const node of nodes) {
-          const from = newest.get(node);
-          const order = await readLogs(clients, tenant, node, services, tail, from);
-          if (order.status !== WorkOrderStatus.SUCCESS) {
+        // Every node at once (a silent one is not asked: it could not answer), printed in order.
+        const answers = await Promise.all(
+          nodes.map(async (node) => {
+            const silence = await nodeSilence(clients, node);
+            if (silence) return { node, failure: `${node}: ${silence}; its logs cannot be read until its agent is back` };
+            const { order, untaken } = await readLogs(clients, tenant, node, services, tail, newest.get(node));
+            if (untaken) return { node, failure: `${node}: ${untaken}` };
+            if (order.status !== WorkOrderStatus.SUCCESS)
+              return {
+                node,
+                failure: `${node}: ${order.result?.code ?? WorkOrderStatus[order.status]}: ${order.result?.message ?? "no result"}`,
+              };
+            return { node, order };
+          }),
+        );
+        for (const { node, failure, order } of answers) {
+          if (failure !== undefined) {
             failures++;
-            ctx.io.err(`${node}: ${order.result?.code ?? WorkOrderStatus[order.status]}: ${order.result?.message ?? "no result"}`);
+            ctx.io.err(failure);
             continue;
           }
-          const lines = (order.result?.details?.logs ?? []).flatMap((c) => c.lines.map((l) => ({ container: c.container, l })));
+          const lines = (order?.result?.details?.logs ?? []).flatMap((c) => c.lines.map((l) => ({ container: c.container, l })));
           lines.sort((a, b) => (lineNanos(a.l) < lineNanos(b.l) ? -1 : lineNanos(a.l) > lineNanos(b.l) ? 1 : 0));
           for (const { container, l } of lines) {
             // The engine's --since is inclusive: lines printed last round come again.
