@@ -75,11 +75,6 @@ export class LivenessMonitor {
     return b ? new Date(b.at) : undefined;
   }
 
-  /** A node was deleted: stop judging it. */
-  forget(nodeId: string): void {
-    this.beats.delete(nodeId);
-  }
-
   /** One look at every node; records the ones whose liveness changed. */
   async check(): Promise<void> {
     if (!this.loaded) await this.load();
