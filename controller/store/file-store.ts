@@ -250,24 +250,30 @@ export class FileStore extends OrderSteps implements S.Store {
         });
       }
       // mutate works on a private copy. Returned unchanged (most heartbeats), that copy is the
-      // answer; changed, it is copied again before it is stored, since mutate may have put in it
-      // objects its caller still holds.
+      // answer; changed, it is compared once and copied again before it is stored, since mutate
+      // may have put in it objects its caller still holds.
       const draft = copyMessage(ResourceSchema, current);
       const returned = mutate(draft);
-      if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
-      const next = copyMessage(ResourceSchema, returned);
+      const next = returned === draft ? draft : copyMessage(ResourceSchema, returned);
       // Identity and creation time belong to the store, whatever mutate did to them.
       next.id = current.id;
       next.resourceType = current.resourceType;
       next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
-      next.metadata ??= create(MetadataSchema);
-      await this.publish((rev) => {
-        next.metadata!.resourceVersion = rev;
-        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next)).then(() => this.resources.put(next));
-      });
-      return copyMessage(ResourceSchema, next);
+      // What mutate put in its draft may be objects its caller still holds: store a copy of its own.
+      if (next === draft) return this.storeResource(path, copyMessage(ResourceSchema, draft));
+      return this.storeResource(path, next);
     });
+  }
+
+  // Assigns the next revision to `next` (the store's own object), writes it and indexes it; returns a copy.
+  private async storeResource(path: string, next: Resource): Promise<Resource> {
+    next.metadata ??= create(MetadataSchema);
+    await this.publish((rev) => {
+      next.metadata!.resourceVersion = rev;
+      return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next)).then(() => this.resources.put(next));
+    });
+    return copyMessage(ResourceSchema, next);
   }
 
   // --- work orders -----------------------------------------------------------------------
