@@ -311,6 +311,8 @@ try {
 } finally {
   fleet?.close();
   if (ctl) await stopChild(ctl.child);
-  await rm(base, { recursive: true, force: true });
+  // SKIPPER_BENCH_KEEP=1 leaves the data directory for a look at the events and records afterwards.
+  if (process.env.SKIPPER_BENCH_KEEP === "1") console.error(`data kept in ${base}`);
+  else await rm(base, { recursive: true, force: true });
 }
 process.exit(0);

@@ -717,6 +717,17 @@ describe("rollback orders", () => {
     return { node: n, tenantId, first };
   }
 
+  it("a pass says how long it spent issuing orders (what the queue does not pace it by): none issued, 0", async () => {
+    const { tenantId } = await deployedTenant("pace", { VERSION: "1" });
+    await tc.controller.reconciler.idle();
+    const quiet = await tc.controller.reconciler.reconcileTenant(tenantId);
+    expect(quiet.orders.filter((o) => o.created)).toEqual([]);
+    expect(quiet.issuingMs).toBe(0);
+    const forced = await tc.controller.reconciler.reconcileTenant(tenantId, { force: true });
+    expect(forced.orders.filter((o) => o.created)).toHaveLength(1);
+    expect(forced.issuingMs).toBeGreaterThan(0);
+  });
+
   it("resolves to the previous successful spec or a named deployment, and the reconciler then leaves the target alone until Apply", async () => {
     const { node: n, tenantId, first } = await deployedTenant("rb", { VERSION: "1" });
     await resources().updateResource({

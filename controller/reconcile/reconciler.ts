@@ -72,15 +72,17 @@ export class Reconciler {
       const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache));
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
       const started = performance.now();
-      let ok = false;
+      let passed: PassResult | undefined;
       try {
-        const passed = await this.passes.run(tenantId, opts, world);
-        ok = true;
+        passed = await this.passes.run(tenantId, opts, world);
         return passed;
       } finally {
         const ms = performance.now() - started;
-        this.queue.passed(tenantId, Date.now(), ms);
-        this.deps.metrics?.reconcilePassed(ms / 1000, ok);
+        // Paced by what it cost to plan: the time spent issuing orders (a wave's start writes
+        // hundreds) is work that the next pass will not repeat, and would hold it back for
+        // twice as long for nothing.
+        this.queue.passed(tenantId, Date.now(), Math.max(0, ms - (passed?.issuingMs ?? 0)));
+        this.deps.metrics?.reconcilePassed(ms / 1000, passed !== undefined);
       }
     });
     this.queue.forget(tenantId);

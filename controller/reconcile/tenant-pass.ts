@@ -28,6 +28,7 @@ import { tenantOf } from "../store/tenant-of.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { isSkipperError } from "../errors.js";
 import { mapLimit } from "../../common/map-limit.js";
+import { BusyTime } from "../../common/busy-time.js";
 import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { dependencyStates } from "./dependency-status.js";
@@ -67,6 +68,11 @@ export interface PassResult {
   verdicts: Map<string, TargetVerdict>;
   /** When the tenant's rollout wants another pass (epoch ms): nodes it started, a bake or deadline ending. */
   rolloutAt?: number;
+  /**
+   * Wall time the pass spent issuing orders (their durable writes), overlaps counted once: work
+   * done, which a pass with nothing to issue would not do (the queue paces passes by the rest).
+   */
+  issuingMs: number;
 }
 
 /** The earliest retry a pass's verdicts or its rollout ask for (epoch ms), or undefined. */
@@ -109,9 +115,10 @@ export class TenantPass {
    * their orders now; each node starts once, so this ends.
    */
   async run(tenantId: string, opts: PassOptions, world: World): Promise<PassResult> {
-    let result = await this.runOnce(tenantId, opts, world);
+    const issuing = new BusyTime();
+    let result = await this.runOnce(tenantId, opts, world, issuing);
     for (let i = 0; result.again && i < MAX_REPLANS; i++) {
-      const next = await this.runOnce(tenantId, opts, world);
+      const next = await this.runOnce(tenantId, opts, world, issuing);
       const created = result.orders.filter((o) => o.created);
       const seen = new Set(created.map((o) => o.workOrder.id));
       next.orders = [...created, ...next.orders.filter((o) => !seen.has(o.workOrder.id))];
@@ -119,14 +126,21 @@ export class TenantPass {
     }
     // Still starting nodes after as many plans: the queue brings the tenant back at once.
     if (result.again) result.rolloutAt = this.deps.now().getTime();
+    result.issuingMs = issuing.ms;
     return result;
   }
 
-  private async runOnce(tenantId: string, opts: PassOptions, world: World): Promise<PassResult & { again?: boolean }> {
+  private async runOnce(tenantId: string, opts: PassOptions, world: World, issuing: BusyTime): Promise<PassResult & { again?: boolean }> {
     const { store } = this.deps;
     const now = this.deps.now();
     const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
-    if (!tenant) return { desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] }, orders: [], verdicts: new Map() };
+    if (!tenant)
+      return {
+        desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] },
+        orders: [],
+        verdicts: new Map(),
+        issuingMs: 0,
+      };
     const live = tenant.deletion ? undefined : tenant;
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const records = new Map((await this.outcomesOf(this.deps.records.of(tenant), world, tenantId, now)).map((t) => [t.nodeId, t]));
@@ -199,7 +213,7 @@ export class TenantPass {
         let issued: TargetOrder;
         if (action.kind === "rollback") {
           try {
-            issued = await issueRollback(this.deps, tenant, orderTerms, action, trace, now, plan.drift);
+            issued = await issuing.time(() => issueRollback(this.deps, tenant, orderTerms, action, trace, now, plan.drift));
           } catch (e) {
             if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
             if (action.quarantine) {
@@ -212,7 +226,7 @@ export class TenantPass {
             } else rollbackErrors.set(nodeId, e.message);
             continue;
           }
-        } else issued = await issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift);
+        } else issued = await issuing.time(() => issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift));
         mine.push(issued);
         world.addInFlight(issued.workOrder);
         record.lastWorkOrderId = issued.workOrder.id;
@@ -241,7 +255,7 @@ export class TenantPass {
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace, gate.rollout?.id ?? latestRollout);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     if (live) await this.writeDependencies(world, tenantId, desire, verdicts);
-    return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };
+    return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again, issuingMs: 0 };
   }
 
   // Records the outcome of a target's last order when the order has finished but its result
