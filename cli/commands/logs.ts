@@ -61,6 +61,7 @@ Examples:
       const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
       const cursors = new Map(nodes.map((n) => [n, new LogCursor()]));
       let printed = 0;
+      const lastFailure = new Map<string, string>();
       for (;;) {
         let failures = 0;
         // Every node at once (a silent one is not asked: it could not answer), printed in order.
@@ -81,9 +82,12 @@ Examples:
         for (const { node, failure, order } of answers) {
           if (failure !== undefined) {
             failures++;
-            ctx.io.err(failure);
+            // Said once while it stays so (a follow asks every round).
+            if (lastFailure.get(node) !== failure) ctx.io.err(failure);
+            lastFailure.set(node, failure);
             continue;
           }
+          lastFailure.delete(node);
           const lines = (order?.result?.details?.logs ?? []).flatMap((c) => c.lines.map((l) => ({ container: c.container, l })));
           lines.sort((a, b) => (lineNanos(a.l) < lineNanos(b.l) ? -1 : lineNanos(a.l) > lineNanos(b.l) ? 1 : 0));
           for (const { container, l } of lines) {
