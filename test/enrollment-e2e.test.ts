@@ -118,7 +118,12 @@ describe.skipIf(!dockerHost)("enrollment (real processes, real engine, mutual TL
       async () => ((await events.listEvents({ resourceId: NODE, type: "node_certificate_renewed" })).events.length > 0 ? true : undefined),
       60_000,
     );
-    expect(new X509Certificate(await readFile(pem, "utf8")).serialNumber).not.toBe(firstSerial);
+    // The agent writes the new certificate once the answer reaches it, just after the event.
+    await waitFor(
+      "the renewed certificate in the agent's file",
+      async () => (new X509Certificate(await readFile(pem, "utf8")).serialNumber !== firstSerial ? true : undefined),
+      30_000,
+    );
     expect((await orders.getWorkOrder({ id: orderId })).workOrder!.status).toBe(WorkOrderStatus.RUNNING);
     const done = await waitFor(
       "the deploy to finish",
