@@ -26,7 +26,15 @@ export async function freshDatabase(name: string): Promise<string> {
   const client = new pg.Client({ connectionString: withDatabase(shared, "postgres") });
   await client.connect();
   try {
-    await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    // Close the sessions left in it (the tests' own role's), then drop it. Not WITH (FORCE): that
+    // must be allowed to end every process in the database, and an autovacuum worker that happens
+    // to be there is not ours to end (a clean-clone CI run failed so). A plain DROP waits a few
+    // seconds for the ended sessions to go and has autovacuum leave by itself.
+    await client.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND usename = current_user AND pid <> pg_backend_pid()",
+      [name],
+    );
+    await client.query(`DROP DATABASE IF EXISTS "${name}"`);
     await client.query(`CREATE DATABASE "${name}"`);
   } finally {
     await client.end();
