@@ -1,6 +1,6 @@
 // Ad-hoc orders the CLI queues and waits for (read_logs, execute_command): queued once (one
 // attempt: a second would run the command again), then read until the node has finished it. Only
-// a node whose agent beats can take one: nodeAnswers() says which, and an order no node has
+// a node whose agent beats can take one: nodeSilence() says which, and an order no node has
 // taken within CLAIM_WITHIN_MS is cancelled (it would otherwise run later, for nobody) and the
 // wait ends with the reason.
 import type { MessageInitShape } from "@bufbuild/protobuf";

@@ -126,21 +126,19 @@ export class TenantPass {
     }
     // Still starting nodes after as many plans: the queue brings the tenant back at once.
     if (result.again) result.rolloutAt = this.deps.now().getTime();
-    result.issuingMs = issuing.ms;
-    return result;
+    return { ...result, issuingMs: issuing.ms };
   }
 
-  private async runOnce(tenantId: string, opts: PassOptions, world: World, issuing: BusyTime): Promise<PassResult & { again?: boolean }> {
+  private async runOnce(
+    tenantId: string,
+    opts: PassOptions,
+    world: World,
+    issuing: BusyTime,
+  ): Promise<Omit<PassResult, "issuingMs"> & { again?: boolean }> {
     const { store } = this.deps;
     const now = this.deps.now();
     const tenant = await store.getResource("tenant", tenantId, { includeDeleted: true });
-    if (!tenant)
-      return {
-        desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] },
-        orders: [],
-        verdicts: new Map(),
-        issuingMs: 0,
-      };
+    if (!tenant) return { desire: { targets: new Map(), services: new Map(), removalVolumes: () => [] }, orders: [], verdicts: new Map() };
     const live = tenant.deletion ? undefined : tenant;
     const desire = desiredForTenant(world.tenantWorld(live, tenantId));
     const records = new Map((await this.outcomesOf(this.deps.records.of(tenant), world, tenantId, now)).map((t) => [t.nodeId, t]));
@@ -255,7 +253,7 @@ export class TenantPass {
     await this.writeTenant(tenant, nextRecords, desire, verdicts, now, trace, gate.rollout?.id ?? latestRollout);
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     if (live) await this.writeDependencies(world, tenantId, desire, verdicts);
-    return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again, issuingMs: 0 };
+    return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };
   }
 
   // Records the outcome of a target's last order when the order has finished but its result

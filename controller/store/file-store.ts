@@ -260,20 +260,15 @@ export class FileStore extends OrderSteps implements S.Store {
       next.resourceType = current.resourceType;
       next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
       if (equals(ResourceSchema, next, current)) return next;
-      // What mutate put in its draft may be objects its caller still holds: store a copy of its own.
-      if (next === draft) return this.storeResource(path, copyMessage(ResourceSchema, draft));
-      return this.storeResource(path, next);
+      // What mutate put in its draft may be objects its caller still holds: the store keeps a copy of its own.
+      const stored = next === draft ? copyMessage(ResourceSchema, draft) : next;
+      stored.metadata ??= create(MetadataSchema);
+      await this.publish((rev) => {
+        stored.metadata!.resourceVersion = rev;
+        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(stored));
+      });
+      return copyMessage(ResourceSchema, stored);
     });
-  }
-
-  // Assigns the next revision to `next` (the store's own object), writes it and indexes it; returns a copy.
-  private async storeResource(path: string, next: Resource): Promise<Resource> {
-    next.metadata ??= create(MetadataSchema);
-    await this.publish((rev) => {
-      next.metadata!.resourceVersion = rev;
-      return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, next)).then(() => this.resources.put(next));
-    });
-    return copyMessage(ResourceSchema, next);
   }
 
   // --- work orders -----------------------------------------------------------------------

@@ -48,12 +48,12 @@ export async function launchChromium(executable: string, ports: number[]): Promi
   const runner = fileURLToPath(new URL("./browser-netns.mjs", import.meta.url));
   await writeFile(wrapper, `#!/bin/sh\nexec unshare --net ${quote(process.execPath)} ${quote(runner)} "$@"\n`);
   await chmod(wrapper, 0o755);
+  let browser: Browser | undefined;
   const close = async () => {
     await browser?.close().catch(() => undefined);
     for (const s of servers) s.close();
     await rm(dir, { recursive: true, force: true });
   };
-  let browser: Browser | undefined;
   try {
     browser = await chromium.launch({
       executablePath: wrapper,
