@@ -24,10 +24,13 @@ export async function nodeSilence(clients: Clients, nodeId: string): Promise<str
     : "offline: its agent has never sent a heartbeat";
 }
 
-/** What runOrder ended with: the finished order, or the cancelled one no node took in time. */
+/** What runOrder ended with: the finished order, or the one no node took in time. */
 export interface OrderEnd {
   order: WorkOrder;
-  /** Set when nobody took the order within the wait: why, in a sentence. */
+  /**
+   * Set when nobody took the order within the wait: why, in a sentence, and what became of the
+   * order (cancelled, or still queued when the cancel itself failed).
+   */
   untaken?: string;
 }
 
@@ -42,15 +45,29 @@ export async function runOrder(
   const deadline = Date.now() + claimWithinMs;
   while (!FINISHED.has(order.status)) {
     if (order.status === WorkOrderStatus.PENDING && Date.now() >= deadline) {
-      const reason = `the node did not take the order within ${Math.round(claimWithinMs / 1000)}s`;
-      const cancelled = await clients.orders.cancelWorkOrder({ id: order.id, reason }).catch(() => undefined);
-      const after = cancelled?.workOrder ?? order;
-      // Taken at the last moment: wait for it after all.
-      if (after.status !== WorkOrderStatus.CANCELLED && after.status !== WorkOrderStatus.PENDING) {
-        order = after;
-        continue;
+      const reason = `the node did not take the order within ${claimWithinMs / 1000}s`;
+      let after: WorkOrder;
+      try {
+        after = (await clients.orders.cancelWorkOrder({ id: order.id, reason })).workOrder ?? order;
+      } catch (e) {
+        // Refused because the node took (or even finished) it meanwhile: wait for it after all.
+        const now = await clients.orders.getWorkOrder({ id: order.id }).then(
+          (r) => r.workOrder,
+          () => undefined,
+        );
+        if (now && now.status !== WorkOrderStatus.PENDING) {
+          order = now;
+          continue;
+        }
+        // Not cancelled: say so, since the order may still run when the node comes back.
+        const why = e instanceof Error ? e.message : String(e);
+        return { order, untaken: `${reason}, and cancelling it failed (${why}): order ${order.id} is still queued` };
       }
-      return { order: after, untaken: reason };
+      if (after.status === WorkOrderStatus.CANCELLED) return { order: after, untaken: `${reason}; the order was cancelled` };
+      if (after.status === WorkOrderStatus.PENDING) return { order: after, untaken: `${reason}; order ${order.id} is still queued` };
+      // Taken at the last moment: wait for it after all.
+      order = after;
+      continue;
     }
     await new Promise((r) => setTimeout(r, 250));
     order = (await clients.orders.getWorkOrder({ id: order.id })).workOrder!;

@@ -8,6 +8,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { Role } from "../gen/skipper/v1/access_pb.js";
@@ -205,5 +207,35 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
     expect(exec.stderr).toContain(`${ghost} is offline: its agent has never sent a heartbeat: it cannot run a command now`);
     // Nothing was queued for it.
     expect((await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: ghost })).workOrders).toEqual([]);
+  }, 60_000);
+
+  it("an order a beating node does not take within --claim-timeout is cancelled, and the command says so", async () => {
+    // A node that has sent one heartbeat (so it counts as online) but runs no agent to take orders.
+    const mute = "logs-mute";
+    const { token } = await ctl.admin(NodeService).registerNode({ nodeId: mute });
+    const asNode = createConnectTransport({
+      baseUrl: `${ctl.url}/v1`,
+      httpVersion: "2",
+      nodeOptions: { ca: ctl.ca },
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+    });
+    await createClient(NodeService, asNode).heartbeat({ nodeId: mute });
+    const exec = await cli(["exec", mute, "--claim-timeout", "1s", "--", "echo", "hi"]);
+    expect(exec.code).toBe(1);
+    expect(exec.stderr).toContain(`${mute}: the node did not take the order within 1s; the order was cancelled`);
+    const logs = await cli(["logs", TENANT, "--node", NODE, "--node", mute, "--claim-timeout", "1s"]);
+    expect(logs.code).toBe(1);
+    expect(logs.stdout).toMatch(new RegExp(`^${NODE}/\\S+ \\| hello from the container$`, "m"));
+    expect(logs.stderr).toContain(`${mute}: the node did not take the order within 1s; the order was cancelled`);
+    // Both orders are cancelled, with the reason: none is left to run when the node turns up.
+    const orders = (await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: mute })).workOrders;
+    expect(orders.map((o) => [WorkOrderType[o.type], WorkOrderStatus[o.status]]).sort()).toEqual([
+      ["EXECUTE_COMMAND", "CANCELLED"],
+      ["READ_LOGS", "CANCELLED"],
+    ]);
+    expect(orders.every((o) => o.result?.message.includes("did not take the order within 1s"))).toBe(true);
+    const bad = await cli(["exec", mute, "--claim-timeout", "soon", "--", "echo", "hi"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("--claim-timeout must be a duration");
   }, 60_000);
 });

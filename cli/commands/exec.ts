@@ -18,6 +18,7 @@ export function registerExec(program: Command, ctx: CommandContext): void {
     .description("run one allow-listed command on a node (an execute_command order) and print its output")
     .option("--timeout <duration>", "stop it after this long (at most 1h)", "60s")
     .option("--cwd <dir>", "absolute directory to run in (default: the agent's work directory)")
+    .option("--claim-timeout <duration>", "cancel the order if the node has not taken it within this", "60s")
     .addHelpText(
       "after",
       `
@@ -28,19 +29,24 @@ Examples:
   $ skipper exec host-1 -- uptime
   $ skipper exec host-1 --timeout 10s -- df -h /`,
     )
-    .action(async (node: string, argv: string[], opts: { timeout: string; cwd?: string }) => {
+    .action(async (node: string, argv: string[], opts: { timeout: string; cwd?: string; claimTimeout: string }) => {
       const timeoutMs = durationFlag(opts.timeout, "--timeout");
+      const claimWithinMs = durationFlag(opts.claimTimeout, "--claim-timeout");
       const clients = ctx.clients();
       const silence = await nodeSilence(clients, node);
       if (silence) throw new CliError(`${node} is ${silence}: it cannot run a command now`, { hint: `skipper get node ${node}` });
-      const { order, untaken } = await runOrder(clients, {
-        type: WorkOrderType.EXECUTE_COMMAND,
-        target: { nodeId: node },
-        action: {
-          kind: { case: "executeCommand", value: { command: { argv, timeout: durationFromMs(timeoutMs), workingDir: opts.cwd ?? "" } } },
+      const { order, untaken } = await runOrder(
+        clients,
+        {
+          type: WorkOrderType.EXECUTE_COMMAND,
+          target: { nodeId: node },
+          action: {
+            kind: { case: "executeCommand", value: { command: { argv, timeout: durationFromMs(timeoutMs), workingDir: opts.cwd ?? "" } } },
+          },
         },
-      });
-      if (untaken) throw new CliError(`${node}: ${untaken}; the order was cancelled`, { hint: `skipper get node ${node}` });
+        claimWithinMs,
+      );
+      if (untaken) throw new CliError(`${node}: ${untaken}`, { hint: `skipper get node ${node}` });
       const result = order.result;
       const run = result?.details?.command;
       if (run?.stdout) ctx.io.out(run.stdout.replace(/\n$/, ""));

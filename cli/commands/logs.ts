@@ -20,6 +20,7 @@ interface LogsOptions {
   tail: string;
   follow?: boolean;
   timestamps?: boolean;
+  claimTimeout: string;
 }
 
 export function registerLogs(program: Command, ctx: CommandContext): void {
@@ -37,6 +38,7 @@ export function registerLogs(program: Command, ctx: CommandContext): void {
     .option("--tail <n>", "at most the last n lines of each container", "100")
     .option("-f, --follow", "keep printing new lines (asks again every 2 s; Ctrl-C stops)")
     .option("-t, --timestamps", "print each line's time")
+    .option("--claim-timeout <duration>", "give up on a node that has not taken its read_logs order within this", "60s")
     .addHelpText(
       "after",
       `
@@ -54,6 +56,7 @@ Examples:
       if (opts.since !== undefined) {
         since = new Date(Date.now() - durationFlag(opts.since, "--since", 1, "use e.g. 30s, 10m or 2h"));
       }
+      const claimWithinMs = durationFlag(opts.claimTimeout, "--claim-timeout");
       const clients = ctx.clients();
       const nodes = opts.node ? [...new Set(opts.node)].sort() : await nodesOf(clients, tenant);
       if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
@@ -69,7 +72,11 @@ Examples:
           nodes.map(async (node) => {
             const silence = await nodeSilence(clients, node);
             if (silence) return { node, failure: `${node}: ${silence}; its logs cannot be read until its agent is back` };
-            const { order, untaken } = await readLogs(clients, tenant, node, services, tail, newest.get(node));
+            const { order, untaken } = await readLogs(
+              clients,
+              { tenantId: tenant, nodeId: node, services, tailLines: tail, since: newest.get(node) },
+              claimWithinMs,
+            );
             if (untaken) return { node, failure: `${node}: ${untaken}` };
             if (order.status !== WorkOrderStatus.SUCCESS)
               return {
@@ -115,11 +122,24 @@ async function nodesOf(clients: Clients, tenant: string): Promise<string[]> {
   return [...new Set((st?.targets ?? []).map((x) => x.nodeId))].sort();
 }
 
+interface LogsAsk {
+  tenantId: string;
+  nodeId: string;
+  services: string[];
+  tailLines: number;
+  since: Date | undefined;
+}
+
 // A read_logs order for the node, run to its end.
-function readLogs(clients: Clients, tenantId: string, nodeId: string, services: string[], tailLines: number, since: Date | undefined) {
-  return runOrder(clients, {
-    type: WorkOrderType.READ_LOGS,
-    target: { tenantId, nodeId },
-    action: { kind: { case: "readLogs", value: { services, tailLines, since: since ? timestampFromDate(since) : undefined } } },
-  });
+function readLogs(clients: Clients, ask: LogsAsk, claimWithinMs: number) {
+  const { tenantId, nodeId, services, tailLines, since } = ask;
+  return runOrder(
+    clients,
+    {
+      type: WorkOrderType.READ_LOGS,
+      target: { tenantId, nodeId },
+      action: { kind: { case: "readLogs", value: { services, tailLines, since: since ? timestampFromDate(since) : undefined } } },
+    },
+    claimWithinMs,
+  );
 }
