@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { clone, create, equals, ScalarType, type DescField, type DescFile, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { nestedTypes, reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { StructSchema, TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { copyMessage } from "./message-copy.js";
+import { copyMessage, freezeMessage } from "./message-copy.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
 
 // Every message of the contract, from the generated files.
@@ -141,5 +141,39 @@ describe("copyMessage", () => {
     const copy = copyMessage(EventSchema, odd);
     expect(equals(EventSchema, copy, e)).toBe(true);
     expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+  });
+});
+
+describe("freezeMessage", () => {
+  it("freezes every object and list of every contract message, and a copy of it is writable and equal", () => {
+    for (const schema of schemas) {
+      const msg = fill(schema, 0).message as Message;
+      const before = clone(schema, msg);
+      expect(freezeMessage(msg)).toBe(msg);
+      expect(equals(schema, msg, before), schema.typeName).toBe(true);
+      const open: string[] = [];
+      const walk = (v: unknown, path: string): void => {
+        if (typeof v !== "object" || v === null || v instanceof Uint8Array) return;
+        if (!Object.isFrozen(v)) open.push(path);
+        for (const [k, x] of Object.entries(v)) walk(x, `${path}.${k}`);
+      };
+      walk(msg, schema.typeName);
+      expect(open).toEqual([]);
+      const copy = copyMessage(schema, msg);
+      expect(Object.isFrozen(copy)).toBe(false);
+      expect(equals(schema, copy, msg), schema.typeName).toBe(true);
+    }
+  });
+
+  it("makes a change to a frozen message throw and leaves the message as it was", () => {
+    const e = freezeMessage(create(EventSchema, { id: "e3", data: { a: [1, { b: "x" }] } }));
+    expect(() => {
+      e.id = "changed";
+    }).toThrow(TypeError);
+    expect(() => {
+      (e.data!.a as unknown[]).push(2);
+    }).toThrow(TypeError);
+    expect(e.id).toBe("e3");
+    expect(e.data).toEqual({ a: [1, { b: "x" }] });
   });
 });

@@ -39,3 +39,20 @@ function copyValue(v: unknown): unknown {
   }
   return out;
 }
+
+/**
+ * Freezes `msg` and every object and array in it, in place, and returns it: a change to it then
+ * throws (modules run in strict mode) instead of quietly changing a record another holder shares.
+ * Bytes fields (Uint8Array) cannot be frozen and stay writable.
+ */
+export function freezeMessage<T extends object>(msg: T): T {
+  freezeValue(msg);
+  return msg;
+}
+
+function freezeValue(v: unknown): void {
+  if (typeof v !== "object" || v === null || v instanceof Uint8Array || Object.isFrozen(v)) return;
+  if (Array.isArray(v)) for (const item of v) freezeValue(item);
+  else for (const key of Object.keys(v)) freezeValue((v as Record<string, unknown>)[key]);
+  Object.freeze(v);
+}

@@ -264,7 +264,7 @@ describe("the fleet census", () => {
       release = r;
     });
     const store = {
-      listResources: async () => ({ items: [], nextPageToken: "" }),
+      scanResources: async () => ({ items: [], nextPageToken: "" }),
       countWorkOrders: async () => {
         reads++;
         await gate;

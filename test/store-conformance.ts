@@ -358,6 +358,41 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.listResources({ tenantId: "nobody" })).items).toEqual([]);
       });
 
+      it("a scan lists what listResources lists, frozen: a change to an item throws and the store keeps its record", async () => {
+        for (const id of ["s1", "s2", "s3"]) await store.createResource(tenant(id));
+        await store.createResource(tenant("n0", "n0", "node"));
+        await store.updateResource("tenant", "s2", (cur) => ((cur.metadata!.labels.v = "2"), cur));
+        for (const filter of [
+          {},
+          { resourceType: "tenant" as const, pageSize: 2 },
+          { labelSelector: [{ key: "v", op: "=" as const, value: "2" }] },
+        ]) {
+          const listed = await store.listResources(filter);
+          const scanned = await store.scanResources(filter);
+          expect(scanned.nextPageToken).toBe(listed.nextPageToken);
+          expect(scanned.items.map((r) => json(ResourceSchema, r))).toEqual(listed.items.map((r) => json(ResourceSchema, r)));
+        }
+        const [s2] = (await store.scanResources({ resourceType: "tenant", labelSelector: [{ key: "v", op: "exists" }] })).items;
+        expect(s2?.id).toBe("s2");
+        expect(() => {
+          s2!.metadata!.labels.v = "changed";
+        }).toThrow(TypeError);
+        expect(() => {
+          s2!.desiredState = undefined;
+        }).toThrow(TypeError);
+        const read = await store.getResource("tenant", "s2");
+        expect(read?.metadata?.labels.v).toBe("2");
+        expect(read?.desiredState?.kind.case).toBe("tenant");
+        // What getResource and listResources hand out stays the caller's own to change.
+        read!.metadata!.labels.v = "mine";
+        (await store.listResources({ resourceType: "tenant" })).items[0]!.metadata!.labels.x = "mine";
+        expect((await store.scanResources({ resourceType: "tenant" })).items.map((r) => r.metadata?.labels)).toEqual([
+          { team: "core" },
+          { team: "core", v: "2" },
+          { team: "core" },
+        ]);
+      });
+
       it("a page token resumes after the last item even when items were added in between", async () => {
         for (const id of ["c", "e", "g"]) await store.createResource(tenant(id));
         const first = await store.listResources({ resourceType: "tenant", pageSize: 2 });

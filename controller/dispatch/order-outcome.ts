@@ -10,7 +10,7 @@ import type { Trace } from "../context.js";
 import { changesTarget } from "../reconcile/target-outcome.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { Store } from "../store/store.js";
-import { eachResource, eachWorkOrder } from "../store/each-page.js";
+import { eachScannedResource, eachWorkOrder } from "../store/each-page.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
@@ -97,7 +97,7 @@ async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promis
   const nodeId = order.target?.nodeId ?? "";
   const createdAt = order.createdAt ? timestampDate(order.createdAt).getTime() : 0;
   for (const type of ["service", "volume"] as const) {
-    for await (const r of eachResource(store, { resourceType: type, tenantId, includeDeleted: true, pageSize: 500 })) {
+    for await (const r of eachScannedResource(store, { resourceType: type, tenantId, includeDeleted: true, pageSize: 500 })) {
       const d = r.deletion;
       if (!d?.dataPendingOnNodes.includes(nodeId) || (d.deletedAt && timestampDate(d.deletedAt).getTime() > createdAt)) continue;
       await store.updateResource(type, r.id, (cur) => {
@@ -195,7 +195,7 @@ const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStat
 async function unsettledOrderIds(deps: OutcomeDeps): Promise<Set<string>> {
   const ids = new Set(await deps.records.awaitingOutcome());
   const unsettled = [DeploymentPhase.PENDING, DeploymentPhase.RUNNING];
-  for await (const d of eachResource(deps.store, { resourceType: "deployment", deploymentPhases: unsettled })) {
+  for await (const d of eachScannedResource(deps.store, { resourceType: "deployment", deploymentPhases: unsettled })) {
     if (d.currentState?.kind.case !== "deployment" || d.desiredState?.kind.case !== "deployment") continue;
     const phase = d.currentState.kind.value.phase;
     if (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING) ids.add(d.desiredState.kind.value.workOrderId);

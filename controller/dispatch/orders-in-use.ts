@@ -9,7 +9,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Store } from "../store/store.js";
-import { allResources, eachWorkOrder } from "../store/each-page.js";
+import { eachWorkOrder, scannedResources } from "../store/each-page.js";
 
 export const ROLLBACK_DEPTH = 5;
 
@@ -73,7 +73,7 @@ export async function historyInUse(store: Store): Promise<{ orders: Set<string>;
 }
 
 function listAll(store: Store, resourceType: "tenant" | "deployment"): Promise<Resource[]> {
-  return allResources(store, { resourceType, includeDeleted: true, pageSize: 500 });
+  return scannedResources(store, { resourceType, includeDeleted: true, pageSize: 500 });
 }
 
 /** Reads what ordersToKeep needs from the store, a page at a time. */

@@ -21,7 +21,7 @@ export const CENSUS_TTL_MS = 5_000;
 
 /** A function that answers the fleet's counts, reading `store` at most once per `ttlMs`. */
 export function fleetCensus(
-  store: Pick<Store, "listResources" | "countWorkOrders">,
+  store: Pick<Store, "scanResources" | "countWorkOrders">,
   opts: { ttlMs?: number; clock?: () => number } = {},
 ): () => Promise<FleetCounts> {
   const ttlMs = opts.ttlMs ?? CENSUS_TTL_MS;
@@ -41,7 +41,7 @@ export function fleetCensus(
   };
 }
 
-async function count(store: Pick<Store, "listResources" | "countWorkOrders">): Promise<FleetCounts> {
+async function count(store: Pick<Store, "scanResources" | "countWorkOrders">): Promise<FleetCounts> {
   const [nodesByLiveness, tenantsByConvergence, rolloutsByStatus, workOrders] = await Promise.all([
     tally(store, "node", (r) => (r.currentState?.kind.case === "node" ? r.currentState.kind.value.liveness : 0)),
     tally(store, "tenant", (r) => r.convergence?.status ?? 0),
@@ -53,14 +53,14 @@ async function count(store: Pick<Store, "listResources" | "countWorkOrders">): P
 
 /** How many live resources of `type` have each value of `key`. */
 async function tally<K extends number>(
-  store: Pick<Store, "listResources">,
+  store: Pick<Store, "scanResources">,
   type: ResourceType,
   key: (r: Resource) => K,
 ): Promise<Map<K, number>> {
   const counts = new Map<K, number>();
   let pageToken = "";
   do {
-    const page = await store.listResources({ resourceType: type, pageSize: 1000, pageToken });
+    const page = await store.scanResources({ resourceType: type, pageSize: 1000, pageToken });
     for (const r of page.items) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
     pageToken = page.nextPageToken;
   } while (pageToken !== "");

@@ -90,7 +90,7 @@ export class LivenessMonitor {
   private async load(): Promise<void> {
     let pageToken = "";
     do {
-      const page = await this.deps.store.listResources({ resourceType: "node", pageSize: 1000, pageToken });
+      const page = await this.deps.store.scanResources({ resourceType: "node", pageSize: 1000, pageToken });
       for (const node of page.items) {
         const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
         if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {

@@ -11,7 +11,7 @@ export class NodeCache {
   private revision: bigint | undefined;
   private refreshing: Promise<void> | undefined;
 
-  /** Every live node as of now. The records are shared: callers must not change them. */
+  /** Every live node as of now. The records are shared and frozen (scanResources): a change throws. */
   async current(store: Store): Promise<Resource[]> {
     // Concurrent passes share one refresh, then each sees a map at least as new as its call.
     while (this.refreshing) await this.refreshing;
@@ -28,7 +28,7 @@ export class NodeCache {
     const upTo = await store.currentRevision();
     let pageToken = "";
     do {
-      const page = await store.listResources({
+      const page = await store.scanResources({
         resourceType: "node",
         includeDeleted: true,
         sinceRevision: this.revision,

@@ -22,7 +22,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skippe
 import { isSkipperError } from "../errors.js";
 import { KeyedLock } from "../keyed-lock.js";
 import type { Store } from "../store/store.js";
-import { eachResource } from "../store/each-page.js";
+import { eachScannedResource } from "../store/each-page.js";
 import { tenantOf } from "../store/tenant-of.js";
 import { recordOutcome } from "./target-outcome.js";
 
@@ -156,7 +156,7 @@ export class TargetRecords {
   /** The orders target records point at without their outcome yet (start-up recovery looks at these). */
   async awaitingOutcome(): Promise<string[]> {
     const ids: string[] = [];
-    for await (const t of eachResource(this.store, { resourceType: "tenant", includeDeleted: true })) {
+    for await (const t of eachScannedResource(this.store, { resourceType: "tenant", includeDeleted: true })) {
       for (const r of this.of(t)) if (r.lastWorkOrderId !== "" && r.finishedAt === undefined) ids.push(r.lastWorkOrderId);
     }
     return ids;

@@ -6,7 +6,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import { updateDeployment } from "../resources/deployment-status.js";
-import { eachResource } from "../store/each-page.js";
+import { eachScannedResource } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 
 export const NOT_ISSUED = "ORDER_NOT_ISSUED";
@@ -14,7 +14,7 @@ export const NOT_ISSUED = "ORDER_NOT_ISSUED";
 /** Fails every pending deployment whose work order was never stored; returns how many. Call before the reconciler starts. */
 export async function failUnissuedDeployments(store: Store, now: Date): Promise<number> {
   const orphans: Resource[] = [];
-  for await (const d of eachResource(store, { resourceType: "deployment", deploymentPhases: [DeploymentPhase.PENDING] })) {
+  for await (const d of eachScannedResource(store, { resourceType: "deployment", deploymentPhases: [DeploymentPhase.PENDING] })) {
     const s = d.currentState?.kind.case === "deployment" ? d.currentState.kind.value : undefined;
     if (s?.phase === DeploymentPhase.PENDING && !(await store.getWorkOrder(s.workOrderId))) orphans.push(d);
   }

@@ -7,7 +7,7 @@ import { NodeLiveness, type ProjectObservation, type Resource } from "../../gen/
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
-import { allResources } from "../store/each-page.js";
+import { scannedResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-outcome.js";
 import type { NodeCache } from "./node-cache.js";
@@ -229,6 +229,7 @@ function hasTargets(t: Resource): boolean {
   return t.currentState?.kind.case === "tenant" && t.currentState.kind.value.targets.length > 0;
 }
 
+// A pass reads resources and never changes them (it writes through the store): scanned, not copied.
 function listAll(store: Store, resourceType: ResourceType, includeDeleted: boolean, tenantId?: string): Promise<Resource[]> {
-  return allResources(store, { resourceType, includeDeleted, tenantId });
+  return scannedResources(store, { resourceType, includeDeleted, tenantId });
 }

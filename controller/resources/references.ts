@@ -145,7 +145,7 @@ export async function dependentsOf(store: Store, type: ResourceType, id: string)
   for (const kind of REFERRING) {
     let pageToken = "";
     do {
-      const page = await store.listResources({ resourceType: kind, pageSize: 1000, pageToken });
+      const page = await store.scanResources({ resourceType: kind, pageSize: 1000, pageToken });
       for (const candidate of page.items) {
         if (referencesOf(candidate).some((ref) => ref.type === type && ref.id === id)) out.push(candidate);
       }

@@ -9,7 +9,7 @@ import { type Rollout, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1
 import { SCHEMA_VERSION, type Trace } from "../context.js";
 import { isSkipperError } from "../errors.js";
 import { recordEvents, type EventInput } from "../events/event-recorder.js";
-import { allResources } from "../store/each-page.js";
+import { scannedResources } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 import type { RolloutEventDraft } from "./rollout-actions.js";
 
@@ -29,7 +29,7 @@ export class RolloutRecords {
 
   /** Every freeze (resource type freeze) stored, expired ones too: they are few. */
   async freezes(): Promise<Resource[]> {
-    return allResources(this.store, { resourceType: "freeze" });
+    return scannedResources(this.store, { resourceType: "freeze" });
   }
 
   /** Stores a new rollout (a retry of the same start finds the one stored) with rollout_started. */

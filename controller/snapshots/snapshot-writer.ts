@@ -19,7 +19,7 @@ import { v4 as uuidv4 } from "uuid";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
-import { allResources, eachResource } from "../store/each-page.js";
+import { eachScannedResource, scannedResources } from "../store/each-page.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { assembleSnapshot, snapshotEntry, type SnapshotEntry } from "./build-snapshot.js";
@@ -132,7 +132,7 @@ export class SnapshotWriter {
 
   private async owedAfterStop(trace: SnapshotTrace): Promise<number> {
     let owed = 0;
-    for await (const t of eachResource(this.store, { resourceType: "tenant", pageSize: 250 })) {
+    for await (const t of eachScannedResource(this.store, { resourceType: "tenant", pageSize: 250 })) {
       const latest = await this.store.getLatestSnapshot("tenant", t.id);
       const changedAt = t.updatedAt ? timestampMs(t.updatedAt) : 0;
       const finished = t.currentState?.kind.case === "tenant" && t.currentState.kind.value.targets.some((x) => x.finishedAt);
@@ -237,7 +237,7 @@ export class SnapshotWriter {
     const out: Resource[] = [];
     for (const resourceType of RESOURCE_TYPES) {
       if (resourceType === "deployment" || resourceType === "rollout") continue;
-      out.push(...(await allResources(this.store, { resourceType, tenantId, pageSize: 250 })));
+      out.push(...(await scannedResources(this.store, { resourceType, tenantId, pageSize: 250 })));
     }
     if (tenantId !== undefined) out.push(...(await this.tenantContext(out)));
     const current = await Promise.all(

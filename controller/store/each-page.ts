@@ -20,6 +20,21 @@ export function eachResource(store: Store, filter: Omit<ResourceFilter, "pageTok
   return eachOf((f: ResourceFilter) => store.listResources(f), filter);
 }
 
+/**
+ * Every resource `filter` matches, as scanResources hands them out: frozen, shared with the
+ * store, for a pass that only reads them (a change throws).
+ */
+export function eachScannedResource(store: Store, filter: Omit<ResourceFilter, "pageToken">): AsyncGenerator<Resource> {
+  return eachOf((f: ResourceFilter) => store.scanResources(f), filter);
+}
+
+/** eachScannedResource, collected: frozen resources, to read only. */
+export async function scannedResources(store: Store, filter: Omit<ResourceFilter, "pageToken">): Promise<Resource[]> {
+  const out: Resource[] = [];
+  for await (const r of eachScannedResource(store, filter)) out.push(r);
+  return out;
+}
+
 /** Every work order `filter` matches, in listing order. */
 export function eachWorkOrder(store: Store, filter: Omit<WorkOrderFilter, "pageToken">): AsyncGenerator<WorkOrder> {
   return eachOf((f: WorkOrderFilter) => store.listWorkOrders(f), filter);

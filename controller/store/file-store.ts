@@ -12,7 +12,7 @@
 // idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
 import { create, equals } from "@bufbuild/protobuf";
-import { copyMessage } from "../../common/message-copy.js";
+import { copyMessage, freezeMessage } from "../../common/message-copy.js";
 import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
@@ -139,7 +139,7 @@ export class FileStore extends OrderSteps implements S.Store {
       for (const dir of LAYOUT) await this.fs.ensureDir(this.paths.dir(dir));
       const data = await loadDataDir(this.paths, this.fs, this.warn, new Date());
       this.resources = new ResourceIndex();
-      this.resources.load(data.resources);
+      this.resources.load(data.resources.map(freezeMessage));
       this.revision = this.resources.maxVersion();
       this.orders = new WorkOrderIndex();
       // Finished orders read in full (not named by the summary) are held as summaries too.
@@ -215,6 +215,12 @@ export class FileStore extends OrderSteps implements S.Store {
     return this.resources.list(filter, (r) => copyMessage(ResourceSchema, r));
   }
 
+  async scanResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    this.ensureOpen();
+    // The index's records are frozen when they go in (put and load): handed out as they are.
+    return this.resources.list(filter, (r) => r);
+  }
+
   async createResource(resource: Resource): Promise<Resource> {
     const type = checkResourceType(resource.resourceType);
     const path = this.paths.resource(type, resource.id);
@@ -227,7 +233,7 @@ export class FileStore extends OrderSteps implements S.Store {
       stored.metadata ??= create(MetadataSchema);
       await this.publish((rev) => {
         stored.metadata!.resourceVersion = rev;
-        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(stored));
+        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(freezeMessage(stored)));
       });
       return copyMessage(ResourceSchema, stored);
     });
@@ -265,7 +271,7 @@ export class FileStore extends OrderSteps implements S.Store {
       stored.metadata ??= create(MetadataSchema);
       await this.publish((rev) => {
         stored.metadata!.resourceVersion = rev;
-        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(stored));
+        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(freezeMessage(stored)));
       });
       return copyMessage(ResourceSchema, stored);
     });

@@ -209,6 +209,11 @@ export interface Store {
   resourceExists(type: ResourceType, id: string): Promise<boolean>;
   /** Resources ordered by (resource_type, id); tombstones only with includeDeleted. */
   listResources(filter: ResourceFilter): Promise<Page<Resource>>;
+  /**
+   * listResources for passes that only read: the items are frozen and may be the store's own
+   * records, shared with every other reader, so they cost no copy. A change to one throws.
+   */
+  scanResources(filter: ResourceFilter): Promise<Page<Resource>>;
   /** The store revision: the highest resource_version assigned so far (0 when empty). */
   currentRevision(): Promise<bigint>;
   /**

@@ -20,7 +20,7 @@
 // row and inserts the next (audit-chain.ts), so entries are numbered and chained in one order
 // whichever controller writes them. The row keeps the entry's text as made (a text column).
 import { create, equals } from "@bufbuild/protobuf";
-import { copyMessage } from "../../../common/message-copy.js";
+import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
 import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
@@ -184,6 +184,14 @@ export class PostgresStore extends OrderSteps implements S.Store {
       else where.push(`(labels ->> ${arg(t.key)}) IS DISTINCT FROM ${arg(t.value)}`);
     }
     return this.page(filter, RESOURCE_PAGE, "resources", where, args, (body) => messageOf(ResourceSchema, body));
+  }
+
+  async scanResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    // Rows are decoded afresh for every call, so nothing is shared; frozen all the same, so that a
+    // caller that changes what it scans fails here as it does on the file store.
+    const page = await this.listResources(filter);
+    for (const r of page.items) freezeMessage(r);
+    return page;
   }
 
   async createResource(resource: Resource): Promise<Resource> {
