@@ -284,6 +284,21 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     expect(orders.workOrders.filter((o) => o.type === WorkOrderType.READ_LOGS)).toEqual([]);
   }, 60_000);
 
+  it("lists a fleet of more than one page of nodes in full", async () => {
+    // 1,000 more nodes: with the two above, past the API's largest page (1,000).
+    const nodes = ctl.admin(NodeService);
+    const ids = Array.from({ length: 1000 }, (_, i) => `fleet-${String(i).padStart(4, "0")}`);
+    for (let i = 0; i < ids.length; i += 50) await Promise.all(ids.slice(i, i + 50).map((nodeId) => nodes.registerNode({ nodeId })));
+    await page.click('a[href="#/"]');
+    // An event arrived with each node, so the page draws itself again without a reload.
+    await page.locator("h2", { hasText: "Nodes (1002)" }).waitFor({ timeout: 60_000 });
+    expect(await rows("nodes").count()).toBe(1002);
+    // The nodes listed last, in id order after every fleet-NNNN, come from the second page.
+    expect(await rows("nodes").filter({ hasText: NODE }).count()).toBe(1);
+    expect(await rows("nodes").filter({ hasText: GHOST_NODE }).count()).toBe(1);
+    expect(await rows("nodes").filter({ hasText: "fleet-0999" }).count()).toBe(1);
+  }, 120_000);
+
   it("serves only the bundle's files, under a policy that loads nothing from elsewhere", async () => {
     const index = await rawRequest(ctl, "GET", "/ui/");
     expect(index.status).toBe(200);

@@ -20,6 +20,10 @@ let api: Api | undefined;
 let watching: AbortController | undefined;
 let rendering = Promise.resolve();
 let again = false;
+// When the last render started, and the render an event has scheduled (renderSoon).
+let lastRender = 0;
+let soon: ReturnType<typeof setTimeout> | undefined;
+const RENDER_EVERY_MS = 1000;
 /** The logs view of the tenant page shown, kept while that page is. */
 let logs: { api: Api; tenantId: string; view: LogsView } | undefined;
 
@@ -71,6 +75,7 @@ function render(): void {
   again = true;
   rendering = rendering.then(async () => {
     again = false;
+    lastRender = Date.now();
     const { kind, id } = route();
     try {
       const view = kind === "tenants" ? logsOf(current, id!) : undefined;
@@ -90,6 +95,20 @@ function render(): void {
         app.replaceChildren(h("p", { class: "error", role: "alert" }, e instanceof ConnectError ? e.rawMessage : String(e)));
     }
   });
+}
+
+/**
+ * A render for an event: at most one per RENDER_EVERY_MS. A rollout across a large fleet sends
+ * events by the hundred each second, and each render reads the whole page from the API again:
+ * without this an open dashboard would keep the controller busy redrawing.
+ */
+function renderSoon(): void {
+  if (soon) return;
+  const wait = Math.max(0, lastRender + RENDER_EVERY_MS - Date.now());
+  soon = setTimeout(() => {
+    soon = undefined;
+    render();
+  }, wait);
 }
 
 /** The page the URL's hash names. */
@@ -126,7 +145,8 @@ function watch(): void {
           live.textContent = "live";
           live.classList.add("on");
           // (Re)connected: what changed while the stream was down is on the page at once.
-          if (m.event || first) render();
+          if (first) render();
+          else if (m.event) renderSoon();
           first = false;
         }
       } catch (e) {

@@ -13,20 +13,29 @@ import { h, short, status, table } from "./dom.js";
 const when = (t: Timestamp | undefined) => (t ? timestampDate(t).toLocaleString() : "—");
 const convergenceOf = (r: Resource) => ConvergenceStatus[r.convergence?.status ?? 0] ?? "UNKNOWN";
 
+/** Every resource of the type, a page of 1,000 at a time (a fleet may hold thousands). */
+async function listAll(api: Api, resourceType: "node" | "tenant"): Promise<Resource[]> {
+  const all: Resource[] = [];
+  let pageToken = "";
+  do {
+    const page = await api.resources.listResources({ resourceType, pageSize: 1000, pageToken });
+    all.push(...page.resources);
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
+  return all;
+}
+
 /** Every node and tenant, with what needs attention first in mind. */
 export async function overview(api: Api): Promise<HTMLElement> {
-  const [nodes, tenants] = await Promise.all([
-    api.resources.listResources({ resourceType: "node", pageSize: 1000 }),
-    api.resources.listResources({ resourceType: "tenant", pageSize: 1000 }),
-  ]);
+  const [nodes, tenants] = await Promise.all([listAll(api, "node"), listAll(api, "tenant")]);
   return h(
     "section",
     {},
     h("h1", {}, "Fleet"),
-    h("h2", {}, `Nodes (${nodes.resources.length})`),
+    h("h2", {}, `Nodes (${nodes.length})`),
     table(
       ["Node", "Liveness", "Labels", "Last heartbeat", "Projects"],
-      nodes.resources.map((n) => {
+      nodes.map((n) => {
         const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
         const spec = n.desiredState?.kind.case === "node" ? n.desiredState.kind.value : undefined;
         const labels = { ...(spec?.labels ?? {}), ...(st?.labels ?? {}) };
@@ -43,10 +52,10 @@ export async function overview(api: Api): Promise<HTMLElement> {
       "no nodes registered",
       "nodes",
     ),
-    h("h2", {}, `Tenants (${tenants.resources.length})`),
+    h("h2", {}, `Tenants (${tenants.length})`),
     table(
       ["Tenant", "Convergence", "Why", "Nodes"],
-      tenants.resources.map((t) => {
+      tenants.map((t) => {
         const st = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
         return [
           h("a", { href: `#/tenants/${encodeURIComponent(t.id)}` }, t.id),
