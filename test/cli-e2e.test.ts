@@ -13,6 +13,7 @@ import { parse, parseAllDocuments, stringify } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import {
   E2E_ADMIN_TOKEN,
   RUN_ID,
@@ -390,6 +391,21 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
       child.kill("SIGTERM");
     }
   }, 60_000);
+
+  it("orders lists the newest first, as it says: --limit keeps the latest", async () => {
+    // Oldest first from the API, every page: the tenant's orders as they were made.
+    const all: string[] = [];
+    let pageToken = "";
+    do {
+      const page = await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: TENANT, pageSize: 1, pageToken });
+      all.push(...page.workOrders.map((o) => o.id));
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    expect(all.length).toBeGreaterThanOrEqual(3);
+    const r = await cli(["orders", "--tenant", TENANT, "--limit", "2", "-o", "json"]);
+    expect(r.code, show(r)).toBe(0);
+    expect((JSON.parse(r.stdout) as { id: string }[]).map((o) => o.id)).toEqual(all.slice(-2).reverse());
+  });
 
   it("events lists what happened, filtered as the API filters", async () => {
     const r = await cli(["events", "--tenant", TENANT, "--type", "desired_state_changed", "-o", "json"]);

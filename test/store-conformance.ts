@@ -951,6 +951,32 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await ids({ nodeId: "node-9" })).toEqual([]);
       });
 
+      it("newestFirst lists work orders in descending (created_at, id) order, with the same filters and pages", async () => {
+        await store.createWorkOrder(order("wo-3", "node-1", 30, "tenant-a"));
+        await store.createWorkOrder(order("wo-1", "node-2", 10, "tenant-b"));
+        await store.createWorkOrder(order("wo-2b", "node-1", 20, "tenant-b"));
+        await store.createWorkOrder(order("wo-2a", "node-1", 20, "tenant-a"));
+        await store.createWorkOrder(order("wo-4", "node-2", 40, "tenant-a"));
+        await store.claimWorkOrder("wo-4", "node-2", at(41));
+        await store.finishWorkOrder("wo-4", "node-2", ok(), at(42));
+        for (const pageSize of [1, 2, 100]) {
+          const ids = async (f: Parameters<Store["listWorkOrders"]>[0]) =>
+            (await collect((pageToken) => store.listWorkOrders({ ...f, newestFirst: true, pageSize, pageToken }))).items.map((o) => o.id);
+          expect(await ids({})).toEqual(["wo-4", "wo-3", "wo-2b", "wo-2a", "wo-1"]);
+          expect(await ids({ status: WorkOrderStatus.PENDING })).toEqual(["wo-3", "wo-2b", "wo-2a", "wo-1"]);
+          expect(await ids({ tenantId: "tenant-a" })).toEqual(["wo-4", "wo-3", "wo-2a"]);
+          expect(await ids({ nodeId: "node-1", tenantId: "tenant-a" })).toEqual(["wo-3", "wo-2a"]);
+          expect(await ids({ nodeId: "node-9" })).toEqual([]);
+        }
+        // A finished order listed newest first is the whole order, as oldest first.
+        expect((await store.listWorkOrders({ newestFirst: true, pageSize: 1 })).items[0]?.result?.code).toBe("APPLY_OK");
+        // A token resumes the order it was made in only.
+        const first = await store.listWorkOrders({ newestFirst: true, pageSize: 2 });
+        await expectCode(store.listWorkOrders({ pageSize: 2, pageToken: first.nextPageToken }), "INVALID_REQUEST");
+        const oldest = await store.listWorkOrders({ pageSize: 2 });
+        await expectCode(store.listWorkOrders({ newestFirst: true, pageSize: 2, pageToken: oldest.nextPageToken }), "INVALID_REQUEST");
+      });
+
       it("expiresBy lists only orders whose expires_at is due by then", async () => {
         const expiring = (id: string, offsetMs?: number) => {
           const o = order(id, "node-1");
@@ -1012,6 +1038,18 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await ids({ since: at(100) })).toEqual(["ev-a", "ev-b", "ev-c", "ev-d"]);
         expect(await ids({ since: at(101) })).toEqual(["ev-c", "ev-d"]);
         expect(await ids({ since: at(101), tenantId: "t2" })).toEqual(["ev-d"]);
+        // Newest first, across days and pages, down to since.
+        for (const pageSize of [1, 2, 100]) {
+          const newest = async (f: Parameters<Store["listEvents"]>[0]) =>
+            (await collect((pageToken) => store.listEvents({ ...f, newestFirst: true, pageSize, pageToken }))).items.map((e) => e.id);
+          expect(await newest({})).toEqual(["ev-d", "ev-c", "ev-b", "ev-a"]);
+          expect(await newest({ tenantId: "t1" })).toEqual(["ev-c", "ev-a"]);
+          expect(await newest({ since: at(101) })).toEqual(["ev-d", "ev-c"]);
+          expect(await newest({ since: at(100), resourceId: "r1" })).toEqual(["ev-b", "ev-a"]);
+          expect(await newest({ since: at(86_400_001) })).toEqual([]);
+        }
+        const newestPage = await store.listEvents({ newestFirst: true, pageSize: 1 });
+        await expectCode(store.listEvents({ pageSize: 1, pageToken: newestPage.nextPageToken }), "INVALID_REQUEST");
         const [first] = (await store.listEvents({ workOrderId: "wo-1" })).items;
         expect(json(EventSchema, first)).toEqual(
           json(EventSchema, event("ev-c", 300, { type: "work_order_started", workOrderId: "wo-1", tenantId: "t1" })),

@@ -129,7 +129,7 @@ Examples:
       const status = opts.status === undefined ? WorkOrderStatus.UNSPECIFIED : orderStatus(opts.status);
       const res = await ctx
         .clients()
-        .orders.listWorkOrders({ tenantId: opts.tenant ?? "", nodeId: opts.node ?? "", status, pageSize: limit });
+        .orders.listWorkOrders({ tenantId: opts.tenant ?? "", nodeId: opts.node ?? "", status, pageSize: limit, newestFirst: true });
       const orders = res.workOrders;
       if (format === "json" || format === "yaml") {
         ctx.io.out(

@@ -106,6 +106,7 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
         sinceRevision: req.sinceRevision > 0n ? req.sinceRevision : undefined,
         pageSize: req.pageSize,
         pageToken: req.pageToken,
+        newestFirst: req.newestFirst,
       });
       // A scoped caller sees its tenants' events only (not the fleet's: nodes, other tenants).
       const events = await visible(call, page.items, (e) => e.tenantId, false);

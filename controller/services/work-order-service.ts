@@ -68,6 +68,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         tenantId: req.tenantId || undefined,
         pageSize: req.pageSize,
         pageToken: req.pageToken,
+        newestFirst: req.newestFirst,
       });
       const shown = await visible(call, page.items, (o) => o.target?.tenantId, false);
       return { meta: responseMeta(ctx), workOrders: shown.map((o) => forCaller(call, o)), nextPageToken: page.nextPageToken };

@@ -11,7 +11,7 @@ import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import type { DurableFs } from "./atomic-write.js";
 import { EventDay } from "./event-day.js";
 import { EVENT_SUMMARY_ROWS, rowOf, type EventRow } from "./event-row.js";
-import { decodePageToken, encodePageToken, pageSizeOf } from "./paging.js";
+import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "./paging.js";
 import type { RecordReader, Warn } from "./quarantine.js";
 import * as codec from "./record-codec.js";
 import { timestampKey, timestampKeyDate, tupleKey } from "./sorted-index.js";
@@ -71,15 +71,16 @@ export class EventLog {
     this.summariseIfBehind(day);
   }
 
-  /** A page of events in (timestamp, id) order matching the filter, read from their files. */
+  /**
+   * A page of events in (timestamp, id) order matching the filter (descending with newestFirst),
+   * read from their files.
+   */
   async list(filter: EventFilter): Promise<Page<Event>> {
     const size = pageSizeOf(filter);
-    const after = decodePageToken(PAGE_TAG, filter.pageToken, KEY_PATTERN);
+    const tag = pageTag(PAGE_TAG, filter);
+    const resume = decodePageToken(tag, filter.pageToken, KEY_PATTERN);
     const from = filter.since ? timestampKey(timestampFromDate(filter.since)) : undefined;
-    const firstDay = [after, from]
-      .filter((k) => k !== undefined)
-      .map((k) => eventDay(timestampKeyDate(k)))
-      .reduce((a, b) => (a > b ? a : b), "");
+    const dayOfKey = (k: string) => eventDay(timestampKeyDate(k));
     const match = (r: EventRow) =>
       (!filter.type || r.type === filter.type) &&
       (!filter.tenantId || r.tenantId === filter.tenantId) &&
@@ -87,23 +88,33 @@ export class EventLog {
       (!filter.workOrderId || r.workOrderId === filter.workOrderId) &&
       (!filter.correlationId || r.correlationId === filter.correlationId) &&
       (filter.sinceRevision === undefined || r.revision > filter.sinceRevision);
+    // Oldest first: the days from the later of the token's and since's; newest first: the days
+    // down from the token's, to since's.
+    const firstDay = [resume, from]
+      .filter((k) => k !== undefined)
+      .map(dayOfKey)
+      .reduce((a, b) => (a > b ? a : b), "");
+    const days = filter.newestFirst
+      ? this.days.filter((d) => (resume === undefined || d <= dayOfKey(resume)) && (from === undefined || d >= dayOfKey(from))).reverse()
+      : this.days.filter((d) => d >= firstDay);
     // One match more than a page, so the last page has no token.
     const found: Array<{ dir: string; row: EventRow }> = [];
-    for (const name of this.days.filter((d) => d >= firstDay)) {
+    scan: for (const name of days) {
       if (!this.days.includes(name)) continue; // pruned meanwhile
       const day = await this.day(name);
-      for (const [, row] of day.rows.entries({ after, from })) {
+      const rows = filter.newestFirst ? day.rows.entriesDescending(resume) : day.rows.entries({ after: resume, from });
+      for (const [key, row] of rows) {
+        if (filter.newestFirst && from !== undefined && key < from) break scan;
         if (!match(row)) continue;
         found.push({ dir: day.dir, row });
-        if (found.length > size) break;
+        if (found.length > size) break scan;
       }
-      if (found.length > size) break;
     }
     const page = found.slice(0, size);
     const items = await Promise.all(page.map(({ dir, row }) => this.body(dir, row)));
     return {
       items: items.filter((e) => e !== undefined),
-      nextPageToken: found.length > size ? encodePageToken(PAGE_TAG, page[page.length - 1]!.row.key) : "",
+      nextPageToken: found.length > size ? encodePageToken(tag, page[page.length - 1]!.row.key) : "",
     };
   }
 

@@ -34,9 +34,17 @@ export function decodePageToken(tag: string, token: string | undefined, keyPatte
 }
 
 /**
- * Reads one page of `index` in key order: entries after the token (and from `from`, before
- * `before`, when given) that pass `match`, mapped through `out`. Looks one match ahead so the
- * last page has no token.
+ * The tag a listing's tokens carry: a descending listing's differ, so a token resumes only the
+ * order it was made in.
+ */
+export function pageTag(tag: string, req: PageRequest): string {
+  return req.newestFirst ? `${tag}-desc` : tag;
+}
+
+/**
+ * Reads one page of `index` in key order (descending with req.newestFirst): entries past the
+ * token (and from `from`, before `before`, when given) that pass `match`, mapped through `out`.
+ * Looks one match ahead so the last page has no token.
  */
 export function readPage<T, R>(
   index: SortedIndex<T>,
@@ -49,13 +57,17 @@ export function readPage<T, R>(
   before?: string,
 ): Page<R> {
   const size = pageSizeOf(req);
-  const after = decodePageToken(tag, req.pageToken, keyPattern);
+  const pageTagged = pageTag(tag, req);
+  const resume = decodePageToken(pageTagged, req.pageToken, keyPattern);
+  const entries = req.newestFirst
+    ? index.entriesDescending(resume !== undefined && (before === undefined || resume < before) ? resume : before)
+    : index.entries({ after: resume, from });
   const items: R[] = [];
   let lastKey = "";
-  for (const [key, value] of index.entries({ after, from })) {
-    if (before !== undefined && key >= before) break;
+  for (const [key, value] of entries) {
+    if (req.newestFirst ? from !== undefined && key < from : before !== undefined && key >= before) break;
     if (!match(value)) continue;
-    if (items.length === size) return { items, nextPageToken: encodePageToken(tag, lastKey) };
+    if (items.length === size) return { items, nextPageToken: encodePageToken(pageTagged, lastKey) };
     items.push(out(value));
     lastKey = key;
   }

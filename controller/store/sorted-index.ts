@@ -111,6 +111,13 @@ export class SortedIndex<T> {
     for (; i < this.keys.length; i++) yield [this.keys[i]!, this.values[i]!];
   }
 
+  /** Entries with key < `before` (every entry when absent), in descending order. */
+  *entriesDescending(before?: string): Generator<[string, T]> {
+    for (let i = (before === undefined ? this.keys.length : this.lowerBound(before)) - 1; i >= 0; i--) {
+      yield [this.keys[i]!, this.values[i]!];
+    }
+  }
+
   // First index whose key is >= key.
   private lowerBound(key: string): number {
     let lo = 0;

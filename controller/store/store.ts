@@ -31,6 +31,8 @@ export interface Page<T> {
 export interface PageRequest {
   pageSize?: number;
   pageToken?: string;
+  /** Descending sort order (for work orders and events: newest first). A token resumes in the order it was made in. */
+  newestFirst?: boolean;
 }
 
 export interface ResourceFilter extends PageRequest {

@@ -10,6 +10,8 @@ import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_
 import type { Api } from "./api.js";
 import { h, short, status, table } from "./dom.js";
 
+// How many of a tenant's latest work orders and events its page shows.
+const RECENT = 200;
 const when = (t: Timestamp | undefined) => (t ? timestampDate(t).toLocaleString() : "—");
 const convergenceOf = (r: Resource) => ConvergenceStatus[r.convergence?.status ?? 0] ?? "UNKNOWN";
 
@@ -75,8 +77,8 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
   const [explained, rollouts, orders, events] = await Promise.all([
     api.resources.explainResource({ resourceType: "tenant", id }),
     api.rollouts.listRollouts({ tenantId: id, pageSize: 10 }),
-    api.orders.listWorkOrders({ tenantId: id, pageSize: 1000 }),
-    api.events.listEvents({ tenantId: id, pageSize: 1000 }),
+    api.orders.listWorkOrders({ tenantId: id, pageSize: RECENT, newestFirst: true }),
+    api.events.listEvents({ tenantId: id, pageSize: RECENT, newestFirst: true }),
   ]);
   const t = explained.resource!;
   const st = t.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
@@ -143,22 +145,20 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
     h("h2", {}, "Work orders"),
     table(
       ["Created", "Type", "Node", "Status", "Result"],
-      [...orders.workOrders]
-        .reverse()
-        .map((o) => [
-          when(o.createdAt),
-          WorkOrderType[o.type] ?? String(o.type),
-          o.target?.nodeId ?? "",
-          status(WorkOrderStatus[o.status] ?? "UNKNOWN"),
-          o.result ? `${o.result.code}: ${o.result.message}` : "",
-        ]),
+      orders.workOrders.map((o) => [
+        when(o.createdAt),
+        WorkOrderType[o.type] ?? String(o.type),
+        o.target?.nodeId ?? "",
+        status(WorkOrderStatus[o.status] ?? "UNKNOWN"),
+        o.result ? `${o.result.code}: ${o.result.message}` : "",
+      ]),
       "no work orders",
       "orders",
     ),
     h("h2", {}, "Events"),
     table(
       ["Time", "Event", "Resource", "Node"],
-      [...events.events].reverse().map((e) => [when(e.timestamp), e.type, `${e.resourceType}/${e.resourceId}`, e.nodeId]),
+      events.events.map((e) => [when(e.timestamp), e.type, `${e.resourceType}/${e.resourceId}`, e.nodeId]),
       "no events",
       "events",
     ),

@@ -41,7 +41,7 @@ import { conflict, invalid, isSkipperError, notFound, SkipperError } from "../..
 import type { ResourceType } from "../../../common/ids.js";
 import { auditDay, auditTime, chainAuditEntry, readAuditLine, type AuditHead } from "../audit-chain.js";
 import { decodeNodeCertificate, encodeNodeCertificate, encodeSnapshot } from "../record-codec.js";
-import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
+import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging.js";
 import { summaryMessage } from "../order-summary.js";
 import { timestampKey } from "../sorted-index.js";
 import { eventDay } from "../store-paths.js";
@@ -746,20 +746,21 @@ export class PostgresStore extends OrderSteps implements S.Store {
     out: (body: unknown) => T,
   ): Promise<S.Page<T>> {
     const size = pageSizeOf(req);
-    const after = decodePageToken(kind.tag, req.pageToken, kind.key);
+    const tag = pageTag(kind.tag, req);
+    const resume = decodePageToken(tag, req.pageToken, kind.key);
     const conds = [...where];
     const all = [...args];
-    if (after !== undefined) {
-      all.push(toColumn(after));
-      conds.push(`sort_key > $${all.length}`);
+    if (resume !== undefined) {
+      all.push(toColumn(resume));
+      conds.push(`sort_key ${req.newestFirst ? "<" : ">"} $${all.length}`);
     }
     all.push(size + 1);
-    const sql = `SELECT sort_key, body FROM ${table}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY sort_key LIMIT $${all.length}`;
+    const sql = `SELECT sort_key, body FROM ${table}${conds.length ? ` WHERE ${conds.join(" AND ")}` : ""} ORDER BY sort_key${req.newestFirst ? " DESC" : ""} LIMIT $${all.length}`;
     const { rows } = await this.query<{ sort_key: string; body: unknown }>(sql, all);
     const page = rows.slice(0, size);
     return {
       items: page.map((r) => out(r.body)),
-      nextPageToken: rows.length > size ? encodePageToken(kind.tag, fromColumn(page[page.length - 1]!.sort_key)) : "",
+      nextPageToken: rows.length > size ? encodePageToken(tag, fromColumn(page[page.length - 1]!.sort_key)) : "",
     };
   }
 

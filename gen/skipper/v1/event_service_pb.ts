@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/event_service.proto.
  */
 export const file_skipper_v1_event_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEijAEKEldhdGNoRXZlbnRzUmVxdWVzdBIMCgR0eXBlGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIVCg13b3JrX29yZGVyX2lkGAQgASgJEikKBXNpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKQAQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIAoFZXZlbnQYAiABKAsyES5za2lwcGVyLnYxLkV2ZW50Ei8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLiAQoRTGlzdEV2ZW50c1JlcXVlc3QSDAoEdHlwZRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFQoNd29ya19vcmRlcl9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCRIpCgVzaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAcgASgFEhIKCnBhZ2VfdG9rZW4YCCABKAkSFgoOc2luY2VfcmV2aXNpb24YCSABKAMieAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIhCgZldmVudHMYAiADKAsyES5za2lwcGVyLnYxLkV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTLOAQoMRXZlbnRTZXJ2aWNlEmYKCkxpc3RFdmVudHMSHS5za2lwcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0Gh4uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2UiGZACAdiKGQKC0+STAgwSCi92MS9ldmVudHMSVgoLV2F0Y2hFdmVudHMSHi5za2lwcGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBofLnNraXBwZXIudjEuV2F0Y2hFdmVudHNSZXNwb25zZSIE2IoZAjABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_event]);
+  fileDesc("Ch5za2lwcGVyL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SCnNraXBwZXIudjEijAEKEldhdGNoRXZlbnRzUmVxdWVzdBIMCgR0eXBlGAEgASgJEhEKCXRlbmFudF9pZBgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIVCg13b3JrX29yZGVyX2lkGAQgASgJEikKBXNpbmNlGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKQAQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIAoFZXZlbnQYAiABKAsyES5za2lwcGVyLnYxLkV2ZW50Ei8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL4AQoRTGlzdEV2ZW50c1JlcXVlc3QSDAoEdHlwZRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFQoNd29ya19vcmRlcl9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCRIpCgVzaW5jZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAcgASgFEhIKCnBhZ2VfdG9rZW4YCCABKAkSFgoOc2luY2VfcmV2aXNpb24YCSABKAMSFAoMbmV3ZXN0X2ZpcnN0GAogASgIIngKEkxpc3RFdmVudHNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIQoGZXZlbnRzGAIgAygLMhEuc2tpcHBlci52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkyzgEKDEV2ZW50U2VydmljZRJmCgpMaXN0RXZlbnRzEh0uc2tpcHBlci52MS5MaXN0RXZlbnRzUmVxdWVzdBoeLnNraXBwZXIudjEuTGlzdEV2ZW50c1Jlc3BvbnNlIhmQAgHYihkCgtPkkwIMEgovdjEvZXZlbnRzElYKC1dhdGNoRXZlbnRzEh4uc2tpcHBlci52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHy5za2lwcGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UiBNiKGQIwAWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_event]);
 
 /**
  * WatchEventsRequest filters the stream.
@@ -144,6 +144,14 @@ export type ListEventsRequest = Message<"skipper.v1.ListEventsRequest"> & {
    * @generated from field: int64 since_revision = 9;
    */
   sinceRevision: bigint;
+
+  /**
+   * Newest first (descending timestamp, then id) instead of oldest first; `since` still bounds
+   * the listing from below. A page token resumes the listing in the order it was made in.
+   *
+   * @generated from field: bool newest_first = 10;
+   */
+  newestFirst: boolean;
 };
 
 /**
@@ -189,7 +197,8 @@ export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PUR
  */
 export const EventService: GenService<{
   /**
-   * ListEvents lists events oldest first, filtered by type, tenant, resource and time.
+   * ListEvents lists events oldest first (newest first with newest_first), filtered by type,
+   * tenant, resource and time.
    *
    * @generated from rpc skipper.v1.EventService.ListEvents
    */
