@@ -394,17 +394,27 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
 
   it("orders lists the newest first, as it says: --limit keeps the latest", async () => {
     // Oldest first from the API, every page: the tenant's orders as they were made.
-    const all: string[] = [];
-    let pageToken = "";
-    do {
-      const page = await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: TENANT, pageSize: 1, pageToken });
-      all.push(...page.workOrders.map((o) => o.id));
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
-    expect(all.length).toBeGreaterThanOrEqual(3);
-    const r = await cli(["orders", "--tenant", TENANT, "--limit", "2", "-o", "json"]);
-    expect(r.code, show(r)).toBe(0);
-    expect((JSON.parse(r.stdout) as { id: string }[]).map((o) => o.id)).toEqual(all.slice(-2).reverse());
+    const all = async () => {
+      const ids: string[] = [];
+      let pageToken = "";
+      do {
+        const page = await ctl.admin(WorkOrderService).listWorkOrders({ tenantId: TENANT, pageSize: 1, pageToken });
+        ids.push(...page.workOrders.map((o) => o.id));
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+      return ids;
+    };
+    // Asked again if an order was made while the command ran.
+    for (let attempt = 1; ; attempt++) {
+      const before = await all();
+      const r = await cli(["orders", "--tenant", TENANT, "--limit", "2", "-o", "json"]);
+      const after = await all();
+      if (before.join() !== after.join() && attempt < 5) continue;
+      expect(after.length).toBeGreaterThanOrEqual(3);
+      expect(r.code, show(r)).toBe(0);
+      expect((JSON.parse(r.stdout) as { id: string }[]).map((o) => o.id)).toEqual(after.slice(-2).reverse());
+      break;
+    }
   });
 
   it("events lists what happened, filtered as the API filters", async () => {
@@ -413,6 +423,18 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     const events = JSON.parse(r.stdout) as { type: string; resource_id: string }[];
     expect(events.length).toBeGreaterThanOrEqual(1);
     expect(new Set(events.map((e) => e.type))).toEqual(new Set(["desired_state_changed"]));
+    // --limit keeps the newest, printed oldest first: the last two of the whole listing (asked
+    // again if an event was recorded while the command ran).
+    const all = async () => (await ctl.admin(EventService).listEvents({ tenantId: TENANT, pageSize: 1000 })).events.map((e) => e.id);
+    for (let attempt = 1; ; attempt++) {
+      const before = await all();
+      const two = await cli(["events", "--tenant", TENANT, "--since", "1h", "--limit", "2", "-o", "json"]);
+      const after = await all();
+      if (before.join() !== after.join() && attempt < 5) continue;
+      expect(two.code, show(two)).toBe(0);
+      expect((JSON.parse(two.stdout) as { id: string }[]).map((e) => e.id)).toEqual(after.slice(-2));
+      break;
+    }
   });
 
   it("delete -f removes the service, then the tenant, and the project comes down", async () => {

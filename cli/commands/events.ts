@@ -58,18 +58,26 @@ Examples:
         correlationId: opts.correlationId ?? "",
       };
       const clients = ctx.clients();
-      const fetchSince = async (since: Date): Promise<Event[]> => {
+      // The newest `limit` events since then, asked for newest first, printed oldest first.
+      const latest = async (since: Date): Promise<Event[]> => {
         const out: Event[] = [];
         let pageToken = "";
         do {
-          const res = await clients.events.listEvents({ ...filter, since: timestampFromDate(since), pageSize: 1000, pageToken });
+          const pageSize = Math.min(1000, limit - out.length);
+          const res = await clients.events.listEvents({
+            ...filter,
+            since: timestampFromDate(since),
+            pageSize,
+            pageToken,
+            newestFirst: true,
+          });
           out.push(...res.events);
           pageToken = res.nextPageToken;
-        } while (pageToken);
-        return out;
+        } while (pageToken && out.length < limit);
+        return out.slice(0, limit).reverse();
       };
       const listedAt = new Date();
-      const first = (await fetchSince(new Date(listedAt.getTime() - sinceMs))).slice(-limit);
+      const first = await latest(new Date(listedAt.getTime() - sinceMs));
       if (!opts.follow) {
         if (format === "json")
           ctx.io.out(
