@@ -7,6 +7,7 @@ import type { ConvergenceStatus, NodeLiveness, Resource } from "../../gen/skippe
 import type { RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Store, WorkOrderCount } from "../store/store.js";
+import { eachScannedResource } from "../store/each-page.js";
 
 /** The fleet as counted for one scrape. */
 export interface FleetCounts {
@@ -58,11 +59,6 @@ async function tally<K extends number>(
   key: (r: Resource) => K,
 ): Promise<Map<K, number>> {
   const counts = new Map<K, number>();
-  let pageToken = "";
-  do {
-    const page = await store.scanResources({ resourceType: type, pageSize: 1000, pageToken });
-    for (const r of page.items) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
-    pageToken = page.nextPageToken;
-  } while (pageToken !== "");
+  for await (const r of eachScannedResource(store, { resourceType: type })) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
   return counts;
 }

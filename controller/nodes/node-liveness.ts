@@ -10,6 +10,7 @@ import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { boundHeartbeatInterval } from "../../common/heartbeat-interval.js";
 import { isSkipperError } from "../errors.js";
 import type { Store } from "../store/store.js";
+import { eachScannedResource } from "../store/each-page.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
 import { Periodic } from "../periodic.js";
@@ -88,24 +89,19 @@ export class LivenessMonitor {
   }
 
   private async load(): Promise<void> {
-    let pageToken = "";
-    do {
-      const page = await this.deps.store.scanResources({ resourceType: "node", pageSize: 1000, pageToken });
-      for (const node of page.items) {
-        const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
-        if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {
-          // A stored heartbeat time can lag the last beat (quiet beats are written at most every
-          // 60 s), and none arrived while this controller was down: judge online nodes from no
-          // earlier than now, so a restart does not mark live nodes degraded before they can beat
-          // again. A node already degraded or offline keeps its last beat: only a heartbeat
-          // brings it back (a restart used to mark offline nodes online, with a node_online event).
-          const stored = timestampDate(st.lastHeartbeatAt).getTime();
-          const at = st.liveness === NodeLiveness.ONLINE ? Math.max(stored, this.deps.now().getTime()) : stored;
-          this.beats.set(node.id, { at, intervalMs: Number(st.heartbeatIntervalMs), liveness: st.liveness });
-        }
+    for await (const node of eachScannedResource(this.deps.store, { resourceType: "node" })) {
+      const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+      if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {
+        // A stored heartbeat time can lag the last beat (quiet beats are written at most every
+        // 60 s), and none arrived while this controller was down: judge online nodes from no
+        // earlier than now, so a restart does not mark live nodes degraded before they can beat
+        // again. A node already degraded or offline keeps its last beat: only a heartbeat
+        // brings it back (a restart used to mark offline nodes online, with a node_online event).
+        const stored = timestampDate(st.lastHeartbeatAt).getTime();
+        const at = st.liveness === NodeLiveness.ONLINE ? Math.max(stored, this.deps.now().getTime()) : stored;
+        this.beats.set(node.id, { at, intervalMs: Number(st.heartbeatIntervalMs), liveness: st.liveness });
       }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    }
     this.loaded = true;
   }
 

@@ -5,6 +5,7 @@
 // source of truth: nothing here is written back, and a restart starts from the store again.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { Store } from "../store/store.js";
+import { eachScannedResource } from "../store/each-page.js";
 
 export class NodeCache {
   private readonly nodes = new Map<string, Resource>();
@@ -26,21 +27,10 @@ export class NodeCache {
     // currentRevision counts only writes a listing can already return (a write still on its way
     // to disk holds it back), so nothing below `upTo` can appear later.
     const upTo = await store.currentRevision();
-    let pageToken = "";
-    do {
-      const page = await store.scanResources({
-        resourceType: "node",
-        includeDeleted: true,
-        sinceRevision: this.revision,
-        pageSize: 1000,
-        pageToken,
-      });
-      for (const n of page.items) {
-        if (n.deletion) this.nodes.delete(n.id);
-        else this.nodes.set(n.id, n);
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    for await (const n of eachScannedResource(store, { resourceType: "node", includeDeleted: true, sinceRevision: this.revision })) {
+      if (n.deletion) this.nodes.delete(n.id);
+      else this.nodes.set(n.id, n);
+    }
     this.revision = upTo;
   }
 }

@@ -8,6 +8,7 @@ import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
+import { eachScannedResource } from "../store/each-page.js";
 import { secretRefsOf } from "./secret-refs.js";
 
 /** One outgoing reference and the request field it came from. */
@@ -143,14 +144,9 @@ function ownerTenant(r: Resource): string {
 export async function dependentsOf(store: Store, type: ResourceType, id: string): Promise<Resource[]> {
   const out: Resource[] = [];
   for (const kind of REFERRING) {
-    let pageToken = "";
-    do {
-      const page = await store.scanResources({ resourceType: kind, pageSize: 1000, pageToken });
-      for (const candidate of page.items) {
-        if (referencesOf(candidate).some((ref) => ref.type === type && ref.id === id)) out.push(candidate);
-      }
-      pageToken = page.nextPageToken;
-    } while (pageToken !== "");
+    for await (const candidate of eachScannedResource(store, { resourceType: kind })) {
+      if (referencesOf(candidate).some((ref) => ref.type === type && ref.id === id)) out.push(candidate);
+    }
   }
   return out;
 }

@@ -24,15 +24,16 @@ export function eachResource(store: Store, filter: Omit<ResourceFilter, "pageTok
  * Every resource `filter` matches, as scanResources hands them out: frozen, shared with the
  * store, for a pass that only reads them (a change throws).
  */
-export function eachScannedResource(store: Store, filter: Omit<ResourceFilter, "pageToken">): AsyncGenerator<Resource> {
+export function eachScannedResource(
+  store: Pick<Store, "scanResources">,
+  filter: Omit<ResourceFilter, "pageToken">,
+): AsyncGenerator<Resource> {
   return eachOf((f: ResourceFilter) => store.scanResources(f), filter);
 }
 
 /** eachScannedResource, collected: frozen resources, to read only. */
-export async function scannedResources(store: Store, filter: Omit<ResourceFilter, "pageToken">): Promise<Resource[]> {
-  const out: Resource[] = [];
-  for await (const r of eachScannedResource(store, filter)) out.push(r);
-  return out;
+export function scannedResources(store: Store, filter: Omit<ResourceFilter, "pageToken">): Promise<Resource[]> {
+  return collected(eachScannedResource(store, filter));
 }
 
 /** Every work order `filter` matches, in listing order. */
@@ -46,8 +47,12 @@ export function eachEvent(store: Store, filter: Omit<EventFilter, "pageToken">):
 }
 
 /** eachResource, collected. */
-export async function allResources(store: Store, filter: Omit<ResourceFilter, "pageToken">): Promise<Resource[]> {
-  const out: Resource[] = [];
-  for await (const r of eachResource(store, filter)) out.push(r);
+export function allResources(store: Store, filter: Omit<ResourceFilter, "pageToken">): Promise<Resource[]> {
+  return collected(eachResource(store, filter));
+}
+
+async function collected<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
   return out;
 }

@@ -88,15 +88,12 @@ export class EventLog {
       (!filter.workOrderId || r.workOrderId === filter.workOrderId) &&
       (!filter.correlationId || r.correlationId === filter.correlationId) &&
       (filter.sinceRevision === undefined || r.revision > filter.sinceRevision);
-    // Oldest first: the days from the later of the token's and since's; newest first: the days
-    // down from the token's, to since's.
-    const firstDay = [resume, from]
-      .filter((k) => k !== undefined)
-      .map(dayOfKey)
-      .reduce((a, b) => (a > b ? a : b), "");
+    // Oldest first: the days from the token's and since's on; newest first: the days down from
+    // the token's, to since's.
+    const firstDay = from === undefined ? "" : dayOfKey(from);
     const days = filter.newestFirst
-      ? this.days.filter((d) => (resume === undefined || d <= dayOfKey(resume)) && (from === undefined || d >= dayOfKey(from))).reverse()
-      : this.days.filter((d) => d >= firstDay);
+      ? this.days.filter((d) => (resume === undefined || d <= dayOfKey(resume)) && d >= firstDay).reverse()
+      : this.days.filter((d) => d >= firstDay && (resume === undefined || d >= dayOfKey(resume)));
     // One match more than a page, so the last page has no token.
     const found: Array<{ dir: string; row: EventRow }> = [];
     scan: for (const name of days) {
