@@ -13,6 +13,12 @@ export interface ConnectionLimits {
   handshakeTimeoutMs: number;
   /** A request (HTTP/1.1 or an HTTP/2 stream) with no bytes either way for this long is closed: a stalled body, a vanished client. */
   requestIdleMs: number;
+  /**
+   * A request whose body has not ended this long after it arrived is closed, however its bytes
+   * trickle (the idle limit restarts on every byte). Bodies that are read have their own, shorter
+   * deadline (body-limits.ts); this also ends those nobody reads (a body sent to a GET route).
+   */
+  requestBodyMs: number;
   /** An HTTP/2 connection with no stream activity for this long is closed. */
   sessionIdleMs: number;
   /** Concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -32,6 +38,7 @@ export interface ConnectionLimits {
 export const DEFAULT_LIMITS: ConnectionLimits = {
   handshakeTimeoutMs: 10_000,
   requestIdleMs: 60_000,
+  requestBodyMs: 65_000,
   sessionIdleMs: 300_000,
   maxConcurrentStreams: 100,
   maxConnectionsPerAddress: 512,
@@ -65,7 +72,7 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
   const sessions = new Set<http2.ServerHttp2Session>();
   const sockets = new Set<net.Socket>();
   const h2Options = { settings: { maxConcurrentStreams: limits.maxConcurrentStreams } };
-  const watched = idleLimited(handler, limits.requestIdleMs);
+  const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
   const track = (s: http2.ServerHttp2Session) => {
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
@@ -150,15 +157,39 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
 }
 
 // Closes a request (an HTTP/1.1 connection, or one HTTP/2 stream) once nothing has moved either
-// way for `ms`: a body that stalls half-way, a client that vanished. Long streams stay open as
-// long as something flows (the watch stream's keepalive).
-function idleLimited(handler: RequestHandler, ms: number): RequestHandler {
+// way for `idleMs`: a body that stalls half-way, a client that vanished. Long streams stay open as
+// long as something flows (the watch stream's keepalive), but only once their request has ended:
+// a request still sending its body `bodyMs` after it arrived is closed whatever it sends.
+function idleLimited(handler: RequestHandler, idleMs: number, bodyMs: number): RequestHandler {
   return (req, res) => {
-    req.setTimeout(ms, () => {
+    req.setTimeout(idleMs, () => {
       const stream = (req as http2.Http2ServerRequest).stream;
       if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
       else (req as http.IncomingMessage).socket.destroy();
     });
+    if (bodyMs > 0) {
+      const timer = setTimeout(() => endUnfinished(req, res), bodyMs);
+      const clear = () => clearTimeout(timer);
+      req.once("end", clear);
+      res.once("close", clear);
+    }
     handler(req, res);
   };
+}
+
+// Ends a request whose body has not ended in time. An HTTP/2 stream whose answer is complete but
+// whose trailers have not gone yet is closed only once they have (a reset in between aborts the
+// process: see request-gate.ts stopReading).
+function endUnfinished(req: http.IncomingMessage | http2.Http2ServerRequest, res: { writableEnded: boolean }): void {
+  const stream = (req as http2.Http2ServerRequest).stream;
+  if (!stream) {
+    if (!(req as http.IncomingMessage).complete) req.socket.destroy();
+    return;
+  }
+  if (stream.closed || stream.destroyed || req.readableEnded) return;
+  const close = () => {
+    if (!stream.closed && !stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+  };
+  if (res.writableEnded && !stream.sentTrailers) stream.once("wantTrailers", () => setImmediate(close));
+  else close();
 }

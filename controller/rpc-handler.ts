@@ -1,8 +1,10 @@
 // The RPC side of the front door (Connect, gRPC and gRPC-Web, under /v1 and at the canonical
 // paths), in the order a request meets it:
 //   1. admission from headers alone (request-gate.ts): an unadmitted call is refused unread;
-//   2. the body, read here with a cap (smaller for public calls, which nobody vouches for),
-//      refused as soon as a declared length or an envelope's announced length is over it;
+//   2. the body, read here under its class's limits (body-limits.ts: a cap, smaller for open calls,
+//      which nobody vouches for; a deadline for the whole body; its bytes reserved against the
+//      connection's, the address's and the controller's budgets), refused as soon as a declared
+//      length or an envelope's announced length is over the cap;
 //   3. the request message decoded here once: bytes that are not the method's request message
 //      are INVALID_REQUEST (Connect's own decoder reports binary garbage as `internal`, from
 //      before any interceptor can map it, and a 5xx must mean a bug of ours);
@@ -22,11 +24,12 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../common/logging/logger.js";
 import { isOpen } from "./auth/admission.js";
+import { type BodyBudgets, connectionOf } from "./body-limits.js";
 import { SkipperError } from "./errors.js";
 import { admittedKey, peerCertificateKey } from "./context.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js";
-import { BodyTooLargeError, readBodyBytes } from "./rest/read-body.js";
+import { bodyRefusal, readBodyBytes } from "./rest/read-body.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -35,10 +38,10 @@ export interface RpcHandlerOptions {
   routes: (router: ConnectRouter) => void;
   interceptors: ConnectRouterOptions["interceptors"];
   jsonOptions: Partial<JsonReadOptions> & ConnectRouterOptions["jsonOptions"];
-  /** Largest request body of an admitted call. */
+  /** Largest request body the router decompresses (a compressed body is checked by it). */
   readMaxBytes: number;
-  /** Largest request body of a public call (no credential). */
-  publicReadMaxBytes: number;
+  /** The limits and budgets of request bodies, by the method's class. */
+  budgets: BodyBudgets;
   gate: RequestGate;
   logger: Logger;
   /** Where calls refused here (body over the cap, undecodable) are counted. */
@@ -100,15 +103,24 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
   if ((req.method ?? "GET") !== "GET") {
     const type = bodyTypeOf(req.headers["content-type"]);
-    const limit = isOpen(handler.method) ? opts.publicReadMaxBytes : opts.readMaxBytes;
+    const { cls, budget } = opts.budgets.of(handler.method);
+    if (isOpen(handler.method) && type && isCompressed(req.headers, type)) {
+      // The router decompresses under the admitted cap; nobody vouches for an open caller's zip bomb.
+      const e = new SkipperError("INVALID_REQUEST", "open calls take uncompressed bodies only", { field: "body" });
+      return refuseCall(opts.logger, req, res, handler.method, e, { unread: true, stage: "body", metrics: opts.metrics });
+    }
+    const { connection, address } = connectionOf(req);
+    const reservation = budget.reserve(connection, address);
     let body: Buffer;
     try {
-      body = await readBodyBytes(req, limit, { enveloped: type?.enveloped ?? false });
+      body = await readBodyBytes(req, cls.maxBytes, { enveloped: type?.enveloped ?? false, deadlineMs: cls.deadlineMs, reservation });
     } catch (e) {
-      if (!(e instanceof BodyTooLargeError)) throw e;
-      const tooLarge = new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit });
-      return refuseCall(opts.logger, req, res, handler.method, tooLarge, { unread: true, stage: "body", metrics: opts.metrics });
+      const refusal = bodyRefusal(e, cls.maxBytes);
+      if (!refusal) throw e;
+      return refuseCall(opts.logger, req, res, handler.method, refusal, { unread: true, stage: "body", metrics: opts.metrics });
     }
+    // The bytes stay reserved until the call is answered (the decoded message lives as long).
+    res.once("close", () => reservation.release());
     if (type && !isCompressed(req.headers, type)) {
       const problem = undecodable(handler.method, body, type, opts.jsonOptions);
       if (problem) {

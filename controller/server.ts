@@ -38,6 +38,7 @@ import { admit } from "./auth/admission.js";
 import { createAuthenticator } from "./auth/authenticator.js";
 import { createRequestGate } from "./request-gate.js";
 import { createRpcHandler } from "./rpc-handler.js";
+import { BodyBudgets, DEFAULT_BODY_LIMITS } from "./body-limits.js";
 import { hashToken, mintAdminToken } from "./auth/tokens.js";
 import type { ServiceDeps } from "./services/deps.js";
 import { healthService } from "./services/health-service.js";
@@ -89,10 +90,6 @@ export const SERVICES: DescService[] = [
   WebhookService,
 ];
 
-// Limits applied to every protocol: request bodies and server-side deadline.
-const READ_MAX_BYTES = 4 * 1024 * 1024;
-// Public calls (the health check) carry next to nothing, and nobody vouches for their callers.
-const PUBLIC_READ_MAX_BYTES = 16 * 1024;
 const JSON_OPTIONS = { useProtoFieldName: true } as const;
 
 export interface BuildOptions {
@@ -119,6 +116,8 @@ export interface BuildOptions {
   auditRetentionMs?: number;
   /** Largest request body of an admitted call (default 4 MiB). */
   maxRequestBytes?: number;
+  /** The budgets of request bodies (default: DEFAULT_BODY_LIMITS with maxRequestBytes); tests pass small ones. */
+  bodyBudgets?: BodyBudgets;
   /** Work-order watch streams one node may hold (default 4; 0: no cap). */
   maxWatchStreamsPerNode?: number;
   /**
@@ -278,23 +277,26 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     router.service(WebhookService, webhookService(deps));
   };
   const gate = createRequestGate({ authenticator, logger, onRefused, metrics });
+  // One table of body limits and one set of budgets for every protocol (body-limits.ts).
+  const budgets = opts.bodyBudgets ?? new BodyBudgets(withMaxRequestBytes(opts.maxRequestBytes));
+  const readMaxBytes = budgets.limits.admitted.maxBytes;
   const rpc = createRpcHandler({
     routes,
     interceptors,
     jsonOptions: JSON_OPTIONS,
-    readMaxBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
-    publicReadMaxBytes: PUBLIC_READ_MAX_BYTES,
+    readMaxBytes,
+    budgets,
     gate,
     logger,
     metrics,
   });
   const transport = createRouterTransport(routes, {
-    router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes: opts.maxRequestBytes ?? READ_MAX_BYTES },
+    router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes },
   });
   const rest = createRestHandler({
     services: SERVICES,
     transport,
-    maxBodyBytes: opts.maxRequestBytes ?? READ_MAX_BYTES,
+    budgets,
     logger,
     admit: (method, headers, peer) => admit(authenticator, method, headers, { onRefused: onRefused(method, headers), peer }),
     metrics,
@@ -390,6 +392,23 @@ export async function build(opts: BuildOptions): Promise<Controller> {
       await snapshots.flush();
       await coordination.close();
       await store.close();
+    },
+  };
+}
+
+// The default table, with the admitted cap an operator set (--max-request-bytes); a connection
+// may always hold at least one full body.
+function withMaxRequestBytes(maxBytes: number | undefined): typeof DEFAULT_BODY_LIMITS {
+  if (maxBytes === undefined) return DEFAULT_BODY_LIMITS;
+  const admitted = DEFAULT_BODY_LIMITS.admitted;
+  return {
+    ...DEFAULT_BODY_LIMITS,
+    admitted: {
+      ...admitted,
+      maxBytes,
+      perConnection: Math.max(admitted.perConnection, maxBytes),
+      perAddress: Math.max(admitted.perAddress, maxBytes),
+      total: Math.max(admitted.total, maxBytes),
     },
   };
 }

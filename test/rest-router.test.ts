@@ -30,6 +30,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { type WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized } from "../controller/errors.js";
 import { checkId, checkResourceType } from "../controller/id-checks.js";
+import { BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/body-limits.js";
 import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
 
 const SERVICES: DescService[] = [
@@ -152,7 +153,8 @@ let server: { url: string; close(): Promise<void> };
 
 beforeAll(async () => {
   const transport = createRouterTransport(fakeRoutes, { router: { interceptors: [boundary] } });
-  rest = createRestHandler({ services: SERVICES, transport, maxBodyBytes: MAX_BODY });
+  const limits = { ...DEFAULT_BODY_LIMITS, admitted: { ...DEFAULT_BODY_LIMITS.admitted, maxBytes: MAX_BODY } };
+  rest = createRestHandler({ services: SERVICES, transport, budgets: new BodyBudgets(limits) });
   server = await serveRest(rest);
 });
 afterAll(() => server?.close());

@@ -3,7 +3,30 @@
 // 5-byte prefix announces more than the cap, and otherwise as soon as the cap is crossed. Memory
 // held is what has arrived, never what was announced. The rest of an oversize body is discarded
 // as it arrives (Node does that itself for a body nobody reads), so the answer reaches the client.
+// With a deadline, the whole body must arrive within it (a trickle does not extend it); with a
+// reservation (body-limits.ts), every buffered byte is reserved first and a refusal ends the read.
 import type { Readable } from "node:stream";
+import type { BodyReservation } from "../body-limits.js";
+import { SkipperError } from "../errors.js";
+
+/** Thrown when a body did not end within its deadline; answered 408 (REST) or INVALID_REQUEST (RPC). */
+export class BodyDeadlineError extends Error {
+  override readonly name = "BodyDeadlineError";
+  constructor(readonly deadlineMs: number) {
+    super(`request body did not arrive within ${deadlineMs} ms`);
+  }
+}
+
+/** Thrown when the bytes held by unfinished bodies are at a budget; answered RESOURCE_EXHAUSTED (429). */
+export class BodyBudgetError extends Error {
+  override readonly name = "BodyBudgetError";
+  constructor(
+    readonly pool: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(`too many request bytes in flight (${pool} budget); retry after ${retryAfterMs} ms`);
+  }
+}
 
 /** Thrown when a body is larger than allowed; answered 413 (REST) or INVALID_REQUEST (RPC). */
 export class BodyTooLargeError extends Error {
@@ -18,6 +41,10 @@ type BodySource = Readable & { headers: Record<string, string | string[] | undef
 export interface ReadBodyOptions {
   /** The body is a stream of enveloped messages: check each one's announced length as its prefix arrives. */
   enveloped?: boolean;
+  /** The body must end within this many ms of the call (0 or unset: no deadline). */
+  deadlineMs?: number;
+  /** Where the buffered bytes are reserved; released when the read fails (the caller releases after use). */
+  reservation?: BodyReservation;
 }
 
 /** The body as text; rejects with BodyTooLargeError past `maxBytes`. */
@@ -36,18 +63,26 @@ export function readBodyBytes(req: BodySource, maxBytes: number, opts: ReadBodyO
     let size = 0;
     // Offset of the next envelope's 5-byte prefix in the body.
     let nextEnvelope = 0;
+    const deadline = opts.deadlineMs ? setTimeout(() => fail(new BodyDeadlineError(opts.deadlineMs!)), opts.deadlineMs) : undefined;
     const stop = () => {
+      if (deadline) clearTimeout(deadline);
       req.off("data", onData).off("end", onEnd).off("error", onError);
     };
-    const tooLarge = () => {
+    const fail = (e: Error) => {
       stop();
+      chunks.length = 0;
+      opts.reservation?.release();
       req.resume();
-      reject(new BodyTooLargeError(maxBytes));
+      reject(e);
     };
+    const tooLarge = () => fail(new BodyTooLargeError(maxBytes));
     const onData = (chunk: Buffer | string) => {
       const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
       size += buf.length;
       if (size > maxBytes) return tooLarge();
+      if (opts.reservation && !opts.reservation.take(buf.length)) {
+        return fail(new BodyBudgetError(opts.reservation.refusedBy ?? "total", 1000));
+      }
       chunks.push(buf);
       if (!opts.enveloped) return;
       while (size >= nextEnvelope + 5) {
@@ -62,6 +97,7 @@ export function readBodyBytes(req: BodySource, maxBytes: number, opts: ReadBodyO
     };
     const onError = (err: Error) => {
       stop();
+      opts.reservation?.release();
       reject(err);
     };
     req.on("data", onData).on("end", onEnd).on("error", onError);
@@ -83,4 +119,14 @@ function prefixAt(chunks: Buffer[], offset: number): Buffer {
     pos = end;
   }
   return out;
+}
+
+/** The refusal for a body read that failed for one of its limits; undefined for anything else. */
+export function bodyRefusal(e: unknown, limit: number): SkipperError | undefined {
+  if (e instanceof BodyTooLargeError) return new SkipperError("INVALID_REQUEST", e.message, { field: "body", limit });
+  if (e instanceof BodyDeadlineError) return new SkipperError("INVALID_REQUEST", e.message, { field: "body", deadline_ms: e.deadlineMs });
+  if (e instanceof BodyBudgetError) {
+    return new SkipperError("RESOURCE_EXHAUSTED", e.message, { field: "body", budget: e.pool, retry_after_ms: e.retryAfterMs });
+  }
+  return undefined;
 }

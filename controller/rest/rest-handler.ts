@@ -19,7 +19,8 @@ import { isValidTraceId } from "../../common/ids.js";
 import { CONNECT_CODE, httpStatusOf } from "../api-errors.js";
 import { stopReading, type RpcCounter } from "../request-gate.js";
 import { envelope, errorOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
-import { BodyTooLargeError, readBody } from "./read-body.js";
+import { bodyRefusal, readBodyBytes } from "./read-body.js";
+import { BodyBudgets, connectionOf } from "../body-limits.js";
 import { bindRequest } from "./request-binding.js";
 import { byPrecedence, deriveRoutes, describeRoutes, findRoute, type RestRoute, type RouteDescription } from "./route-table.js";
 import { splitPath } from "./path-template.js";
@@ -42,8 +43,8 @@ export interface RestHandlerOptions {
   /** Admits the caller of `method` from the request's headers before its body is read; throws to refuse. */
   /** Admits a call from its headers (before its body is read); the caller, when it needs one. */
   admit?: (method: DescMethod, headers: Headers, peer?: PeerCertificate) => Promise<Principal | undefined>;
-  /** Largest accepted request body (default 4 MiB); larger ones get 413. */
-  maxBodyBytes?: number;
+  /** The limits and budgets of request bodies by the method's class (default: body-limits.ts's); a larger body gets 413. */
+  budgets?: BodyBudgets;
   logger?: RestLogger;
   /** Where calls refused here, before the RPC, are counted (the interceptor counts the rest). */
   metrics?: RpcCounter;
@@ -70,16 +71,13 @@ type Response = {
   once(event: "close", listener: () => void): unknown;
 };
 
-/** Default request body cap, matching the Connect adapters' readMaxBytes. */
-export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
-
 // Request headers handed to the RPC; everything else (cookies, hop-by-hop...) stays here.
 const FORWARDED = new Set(["authorization", "x-admin-token", "x-request-id", "x-correlation-id", "x-idempotency-key", "traceparent"]);
 
 /** Derives the routes of `opts.services` and returns the handler that serves them. */
 export function createRestHandler(opts: RestHandlerOptions): RestHandler {
   const routes = deriveRoutes(opts.services, (msg) => opts.logger?.warn({ action: "rest" }, msg));
-  const ctx = { ...opts, routes: byPrecedence(routes), maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES };
+  const ctx = { ...opts, routes: byPrecedence(routes), budgets: opts.budgets ?? new BodyBudgets() };
   return {
     routes,
     describe: () => describeRoutes(routes),
@@ -96,7 +94,7 @@ export function createRestHandler(opts: RestHandlerOptions): RestHandler {
 }
 
 // `routes` here are in matching order (byPrecedence), not contract order.
-type Context = RestHandlerOptions & { routes: RestRoute[]; maxBodyBytes: number };
+type Context = RestHandlerOptions & { routes: RestRoute[]; budgets: BodyBudgets };
 
 async function handle(ctx: Context, req: Request, res: Response): Promise<boolean> {
   const target = req.url ?? "/";
@@ -157,7 +155,7 @@ async function execute(
       }
     }
     // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
-    const body = route.body === "" ? undefined : await readBody(req, ctx.maxBodyBytes);
+    const body = await readRestBody(ctx, req, res, route);
     const input = bindRequest(route, rawVars, rawQuery, body);
     // The in-memory transport does not carry context values to the server side: the caller the
     // front door admitted (and the client certificate) go by a ticket (admitted-calls.ts).
@@ -180,9 +178,15 @@ async function execute(
   } catch (e) {
     // The client went away (mid-body or mid-call): nobody is left to answer.
     if (aborter.signal.aborted) return true;
-    if (e instanceof BodyTooLargeError) {
-      ctx.metrics?.rpcHandled(route.rpc, Code.InvalidArgument);
-      return refuse(ctx, res, 413, ids, { code: "INVALID_REQUEST", message: e.message, details: { field: "body", limit: e.limit } });
+    const refusal = bodyRefusal(e, ctx.budgets.of(route.rpc).cls.maxBytes);
+    if (refusal) {
+      // The rest of the body is not read, and the stream (or connection) is not kept for it.
+      stopReading(req, res);
+      ctx.metrics?.rpcHandled(route.rpc, CONNECT_CODE[refusal.code]);
+      const retryAfter = refusal.details.retry_after_ms;
+      const status = refusal.code === "RESOURCE_EXHAUSTED" ? 429 : "deadline_ms" in refusal.details ? 408 : 413;
+      const headers: Record<string, string> = typeof retryAfter === "number" ? { "retry-after": String(Math.ceil(retryAfter / 1000)) } : {};
+      return refuse(ctx, res, status, ids, { code: refusal.code, message: refusal.message, details: refusal.details }, headers);
     }
     const { error, ids: rpcIds, unexpected } = errorOf(e);
     // An error of the RPC itself comes back as a ConnectError, counted by the interceptor.
@@ -193,6 +197,21 @@ async function execute(
     send(res, httpStatusOf(error.code), replyIds, envelope(replyIds, null, error));
     return true;
   }
+}
+
+// The route's body as text, read under its class's limits (body-limits.ts); a route without one
+// discards whatever is sent, so the request ends when the client ends it.
+async function readRestBody(ctx: Context, req: Request, res: Response, route: RestRoute): Promise<string | undefined> {
+  if (route.body === "") {
+    req.resume();
+    return undefined;
+  }
+  const { cls, budget } = ctx.budgets.of(route.rpc);
+  const { connection, address } = connectionOf(req);
+  const reservation = budget.reserve(connection, address);
+  const bytes = await readBodyBytes(req, cls.maxBytes, { deadlineMs: cls.deadlineMs, reservation });
+  res.once("close", () => reservation.release());
+  return bytes.toString("utf8");
 }
 
 // Errors raised here never reach the RPC interceptor, so they get their own log line.

@@ -1,5 +1,6 @@
 // Starts a real controller for tests: file store in a temp dir, real TLS (generated CA) or plain
 // HTTP, listening on 127.0.0.1 port 0. Returns typed clients that speak Connect over HTTP/2.
+import type { BodyBudgets } from "../../controller/body-limits.js";
 import { mkdtemp, rm, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -54,6 +55,8 @@ export async function startController(
     metricsCensusMs?: number;
     /** The store (default: a file store on the data directory); the controller opens and closes it. */
     store?: Store;
+    /** The request-body limits and budgets (default: body-limits.ts's). */
+    bodyBudgets?: BodyBudgets;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -86,6 +89,7 @@ export async function startController(
     metricsOpen: opts.metricsOpen,
     metricsCensusMs: opts.metricsCensusMs,
     store: opts.store,
+    bodyBudgets: opts.bodyBudgets,
   });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
   const url = serving.url;
