@@ -21,7 +21,10 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["webhooks", "^controller/webhooks/"],
   ["services", "^controller/services/"],
-  ["boundary", "^controller/(api-errors|interceptors|request-gate|rpc-handler|dashboard|metrics-route)\\.ts$|^controller/rest/"],
+  [
+    "boundary",
+    "^controller/(api-errors|interceptors|request-gate|rpc-handler|body-limits|dashboard|metrics-route)\\.ts$|^controller/rest/",
+  ],
   ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
 ];
 
