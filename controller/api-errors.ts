@@ -16,6 +16,7 @@ export const CONNECT_CODE: Record<ErrorCode, Code> = {
   CONFLICT: Code.Aborted,
   WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
   RESOURCE_EXHAUSTED: Code.ResourceExhausted,
+  UNAVAILABLE: Code.Unavailable,
   INTERNAL_ERROR: Code.Internal,
 };
 
@@ -28,6 +29,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   CONFLICT: 409,
   WORK_ORDER_NOT_CLAIMABLE: 409,
   RESOURCE_EXHAUSTED: 429,
+  UNAVAILABLE: 503,
   INTERNAL_ERROR: 500,
 };
 
@@ -43,6 +45,7 @@ const FROM_CONNECT: Partial<Record<Code, ErrorCode>> = {
   [Code.Aborted]: "CONFLICT",
   [Code.FailedPrecondition]: "WORK_ORDER_NOT_CLAIMABLE",
   [Code.ResourceExhausted]: "RESOURCE_EXHAUSTED",
+  [Code.Unavailable]: "UNAVAILABLE",
 };
 
 /** The error code for a Connect code; INTERNAL_ERROR for codes with no meaning to clients. */

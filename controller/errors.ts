@@ -11,6 +11,7 @@ export type ErrorCode =
   | "CONFLICT"
   | "WORK_ORDER_NOT_CLAIMABLE"
   | "RESOURCE_EXHAUSTED"
+  | "UNAVAILABLE"
   | "INTERNAL_ERROR";
 
 export const ERROR_CODES: readonly ErrorCode[] = [
@@ -21,6 +22,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "CONFLICT",
   "WORK_ORDER_NOT_CLAIMABLE",
   "RESOURCE_EXHAUSTED",
+  "UNAVAILABLE",
   "INTERNAL_ERROR",
 ];
 

@@ -153,6 +153,11 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ action: "shutdown", metadata: { signal } }, "shutting down");
+    // A stop always ends: whatever still waits (a store, a lock) after this long is left behind.
+    setTimeout(() => {
+      logger.error({ action: "shutdown", result: "error" }, `still stopping after ${STOP_DEADLINE_MS} ms; exiting anyway`);
+      process.exit(1);
+    }, STOP_DEADLINE_MS).unref();
     await serving.close();
     await controller.close();
     await stopTracing();
@@ -162,6 +167,9 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
 }
+
+/** How long a stop may take before the process exits regardless. */
+const STOP_DEADLINE_MS = 20_000;
 
 main().catch((e: unknown) => {
   process.stderr.write(`skipper-controller: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -21,8 +21,8 @@ afterEach(async () => {
 });
 
 /** A controller's coordination; `leading` resolves once it leads, `changes` records every change. */
-async function member(db: string, id: string) {
-  const c = new PgCoordination(db, { controllerId: id, pollMs: 100 });
+async function member(db: string, id: string, options: { lockSessions?: number; lockWaitMs?: number; stepDownAfter?: number } = {}) {
+  const c = new PgCoordination(db, { controllerId: id, pollMs: 100, ...options });
   opened.push(c);
   const changes: boolean[] = [];
   let onLead: () => void = () => undefined;
@@ -187,5 +187,79 @@ describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
     relayHeartbeats(a.c, (id) => seenByA.push(id))("node-7", at, 5000);
     expect(await seenByB).toEqual(["node-7", at, 5000]);
     expect(seenByA).toEqual(["node-7"]); // and the controller's own view
+  });
+
+  it("a section entered inside another takes its lock on the outer one's session: more keyed callers than sessions do not wedge", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a", { lockSessions: 2, lockWaitMs: 5000 });
+    // Eight callers, two sessions: each holds an idempotency key, then its tenant's lock.
+    const done = await Promise.all(
+      Array.from({ length: 8 }, (_, k) => a.c.exclusive(`idem:k${k}`, () => a.c.exclusive(`targets:t${k % 2}`, async () => k))),
+    );
+    expect(done).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it("a lock held elsewhere past lockWaitMs is UNAVAILABLE with a retry hint; a leader whose waits keep failing steps down", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a", { lockWaitMs: 200, stepDownAfter: 2 });
+    await a.leading;
+    const b = await member(db, "b");
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered: () => void = () => undefined;
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const holder = b.c.exclusive("targets:t1", async () => {
+      entered();
+      await held;
+    });
+    await inside;
+    for (let i = 0; i < 2; i++) {
+      const e = await a.c.exclusive("targets:t1", async () => "ran").catch((err: unknown) => err);
+      expect(e).toMatchObject({ code: "UNAVAILABLE", details: { lock: "targets", retry_after_ms: 1000 } });
+    }
+    expect(a.changes).toEqual([true, false]);
+    expect(a.c.leading).toBe(false);
+    release();
+    await holder;
+  });
+
+  it("close() ends a section still waiting for its lock", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a", { lockWaitMs: 600_000 });
+    const b = await member(db, "b");
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered: () => void = () => undefined;
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const holder = b.c.exclusive("targets:t1", async () => {
+      entered();
+      await held;
+    });
+    await inside;
+    const waiting = a.c.exclusive("targets:t1", async () => "ran").catch((err: unknown) => err);
+    // The waiter is seen waiting in the database, then its controller closes.
+    const probe = new pg.Client({ connectionString: db });
+    await probe.connect();
+    try {
+      for (;;) {
+        const { rows } = await probe.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+        if (rows[0].n > 0) break;
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      await probe.end();
+    }
+    await a.c.close();
+    expect(await waiting).toBeInstanceOf(Error);
+    release();
+    await holder;
   });
 });

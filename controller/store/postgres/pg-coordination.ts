@@ -6,7 +6,16 @@
 // - messages are NOTIFYs on one channel, each a JSON envelope {from, topic, message}; everyone
 //   LISTENs and skips its own. PostgreSQL delivers a NOTIFY only once its transaction commits, in
 //   order, to every listening session; a session that is down misses them (best effort).
+// - exclusive sections are session-level advisory locks on sessions from a small pool. A section
+//   entered inside another one of the same call (a keyed Apply holds its idempotency key, then
+//   takes its tenant's records) takes its lock on the session the outer one holds, so one caller
+//   never holds a session while it waits for a second: with separate sessions, as many keyed
+//   Applies as the pool has sessions each held one and waited for another, for ever. Every wait
+//   (for a session, for a lock) gives up after lockWaitMs with UNAVAILABLE; a leader whose waits
+//   keep giving up steps down, and close() ends the sessions still waiting.
+import { AsyncLocalStorage } from "node:async_hooks";
 import pg from "pg";
+import { SkipperError } from "../../errors.js";
 import type { Coordination, CoordinationListener } from "../coordination.js";
 
 export interface PgCoordinationOptions {
@@ -17,6 +26,19 @@ export interface PgCoordinationOptions {
   onError?: (msg: string, err: unknown) => void;
   /** Sessions for exclusive sections held at once (default 16; more wait for one). */
   lockSessions?: number;
+  /** How long an exclusive section waits for a session and then for its lock before UNAVAILABLE (default 30 s). */
+  lockWaitMs?: number;
+  /** A leader whose waits give up this many times in a row, with none succeeding, steps down (default 3). */
+  stepDownAfter?: number;
+}
+
+/** The session an exclusive section holds, for sections entered inside it. */
+interface HeldSession {
+  client: pg.PoolClient;
+  /** False once the outer section has given the session back. */
+  open: boolean;
+  /** True while a nested section uses it (a second nested one at the same time takes its own). */
+  busy: boolean;
 }
 
 const CHANNEL = "skipper_controllers";
@@ -40,6 +62,12 @@ export class PgCoordination implements Coordination {
   private closed = false;
   private readonly pollMs: number;
   private readonly onError: (msg: string, err: unknown) => void;
+  private readonly held = new AsyncLocalStorage<HeldSession>();
+  private readonly lockWaitMs: number;
+  private readonly stepDownAfter: number;
+  private timeoutsInARow = 0;
+  // Sessions taken for exclusive sections: close() ends those still waiting.
+  private readonly inUse = new Set<pg.PoolClient>();
 
   constructor(
     private readonly url: string,
@@ -48,8 +76,16 @@ export class PgCoordination implements Coordination {
     this.controllerId = options.controllerId;
     this.pollMs = options.pollMs ?? 1000;
     this.onError = options.onError ?? (() => undefined);
-    this.lockPool = new pg.Pool({ connectionString: url, max: options.lockSessions ?? 16 });
+    this.lockWaitMs = options.lockWaitMs ?? 30_000;
+    this.stepDownAfter = options.stepDownAfter ?? 3;
+    this.lockPool = new pg.Pool({ connectionString: url, max: options.lockSessions ?? 16, connectionTimeoutMillis: this.lockWaitMs });
     this.lockPool.on("error", (e) => this.onError("a lock session to PostgreSQL broke", e));
+    // lock_timeout bounds pg_advisory_lock's wait like any other lock's.
+    this.lockPool.on("connect", (c) => {
+      c.query(`SET lock_timeout = ${Math.max(1, Math.round(this.lockWaitMs))}`).catch((e: unknown) =>
+        this.onError("could not set lock_timeout", e),
+      );
+    });
   }
 
   get leading(): boolean {
@@ -78,20 +114,88 @@ export class PgCoordination implements Coordination {
   async exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
     // A 64-bit hash of the key in its own namespace: a collision only makes two keys wait for each other.
     const id = `skipper:${key}`;
-    const c = await this.lockPool.connect();
+    const outer = this.held.getStore();
+    if (outer?.open && !outer.busy) {
+      outer.busy = true;
+      try {
+        await this.lock(outer.client, key, id);
+        try {
+          return await fn();
+        } finally {
+          await outer.client.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [id]).catch((e: unknown) => {
+            this.onError("could not release a nested lock; it goes with its session", e);
+          });
+        }
+      } finally {
+        outer.busy = false;
+      }
+    }
+    const c = await this.session(key);
+    try {
+      await this.lock(c, key, id);
+    } catch (e) {
+      this.giveBack(c, e instanceof SkipperError ? undefined : asError(e));
+      throw e;
+    }
+    const mine: HeldSession = { client: c, open: true, busy: false };
+    try {
+      return await this.held.run(mine, fn);
+    } finally {
+      mine.open = false;
+      // A session that cannot unlock is discarded: its end releases the lock instead.
+      const failed = await c.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [id]).then(() => undefined, asError);
+      this.giveBack(c, failed);
+    }
+  }
+
+  // A session of the lock pool, or UNAVAILABLE when none came free within lockWaitMs.
+  private async session(key: string): Promise<pg.PoolClient> {
+    if (this.closed) throw this.unavailable(key, "the controller is shutting down");
+    let c: pg.PoolClient;
+    try {
+      c = await this.lockPool.connect();
+    } catch (e) {
+      if (/timeout/i.test(asError(e).message)) throw this.timedOut(key, "no lock session came free");
+      throw e;
+    }
+    this.inUse.add(c);
+    return c;
+  }
+
+  private giveBack(c: pg.PoolClient, failed: Error | undefined): void {
+    this.inUse.delete(c);
+    c.release(failed);
+  }
+
+  // Takes the lock on `c`; UNAVAILABLE when it stayed taken for lockWaitMs (lock_timeout).
+  private async lock(c: pg.PoolClient, key: string, id: string): Promise<void> {
     try {
       await c.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [id]);
     } catch (e) {
-      c.release(asError(e));
+      if ((e as { code?: string }).code === "55P03") throw this.timedOut(key, "the lock stayed taken");
+      if (this.closed) throw this.unavailable(key, "the controller is shutting down");
       throw e;
     }
-    try {
-      return await fn();
-    } finally {
-      // A session that cannot unlock is discarded: its end releases the lock instead.
-      const failed = await c.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [id]).then(() => undefined, asError);
-      c.release(failed);
+    this.timeoutsInARow = 0;
+  }
+
+  private timedOut(key: string, why: string): SkipperError {
+    this.timeoutsInARow++;
+    if (this.isLeading && this.timeoutsInARow >= this.stepDownAfter) {
+      // A leader that cannot take the locks its loops need does no work; another controller may.
+      this.onError(`stepping down: ${this.timeoutsInARow} lock waits in a row gave up`, new Error(why));
+      this.timeoutsInARow = 0;
+      this.dropClient(this.client);
     }
+    return this.unavailable(key, `${why} within ${this.lockWaitMs} ms`);
+  }
+
+  private unavailable(key: string, why: string): SkipperError {
+    const what = key.startsWith("idem:") ? "idempotency key" : key.replace(/:.*/, "");
+    return new SkipperError("UNAVAILABLE", `busy: could not take the ${what} lock (${why}); retry`, {
+      lock: what,
+      retry_after_ms: 1000,
+    });
   }
 
   async close(): Promise<void> {
@@ -104,6 +208,9 @@ export class PgCoordination implements Coordination {
     this.isLeading = false;
     // Ending the session releases the advisory lock: a follower takes over at its next poll.
     await c?.end().catch(() => undefined);
+    // Sessions still waiting for a lock would hold pool.end() for as long as they wait: end them
+    // (their callers get an error, and their locks go with them).
+    for (const s of this.inUse) (s as unknown as pg.Client).end().catch(() => undefined);
     await this.lockPool.end().catch(() => undefined);
   }
 

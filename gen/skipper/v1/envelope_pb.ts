@@ -67,7 +67,8 @@ export type ApiError = Message<"skipper.v1.ApiError"> & {
   /**
    * One of: INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN, RESOURCE_NOT_FOUND, CONFLICT,
    * WORK_ORDER_NOT_CLAIMABLE, RESOURCE_EXHAUSTED (a per-client cap, e.g. watch streams per
-   * node; retry later), INTERNAL_ERROR.
+   * node; retry later), UNAVAILABLE (the controller could not do it now, e.g. a lock it needs
+   * stayed taken; retry after details.retry_after_ms), INTERNAL_ERROR.
    *
    * @generated from field: string code = 1;
    */
