@@ -12,6 +12,10 @@ import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { openSecretValue } from "../controller/resources/secret-values.js";
+import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
+import { Role } from "../gen/skipper/v1/access_pb.js";
+import { buildSnapshot } from "../controller/snapshots/build-snapshot.js";
+import { redactMessage } from "../common/logging/redact-message.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
 import { filesContaining } from "./helpers/files.js";
@@ -192,5 +196,49 @@ describe("secret resources", () => {
     const events = await tc.client(EventService, { admin: true }).listEvents({ type: "secret_keys_rotated" });
     expect(events.events).toHaveLength(1);
     expect(await filesContaining(tc.dataDir, SENTINEL)).toEqual([]);
+  });
+
+  it("a viewer reads secrets, and listings and snapshots that hold them, with names and versions kept and no value", async () => {
+    await res().createResource({ resourceType: "secret", resource: secret("viewer-sees", { API_TOKEN: SENTINEL, plain: SENTINEL }) });
+    const { secret: key } = await tc.client(AccessService, { admin: true }).createApiKey({ name: "secret-viewer", role: Role.VIEWER });
+    const viewer = tc.client(ResourceService, { headers: { authorization: `Bearer ${key}` } });
+    // Each of these answered INTERNAL when redaction turned an entry's int64 version into "[REDACTED]".
+    const one = await viewer.getResource({ resourceType: "secret", id: "viewer-sees" });
+    expect(spec(one.resource).entries.map((e) => [e.name, e.version])).toEqual([
+      ["API_TOKEN", 1n],
+      ["plain", 1n],
+    ]);
+    expect(spec(one.resource).entries[0]!.updatedAt).toBeDefined();
+    const ofType = await viewer.listResources({ resourceType: "secret" });
+    expect(ofType.resources.map((r) => r.id)).toContain("viewer-sees");
+    const all = await viewer.listResources({});
+    expect(all.resources.some((r) => r.resourceType === "secret")).toBe(true);
+    expect(text([one, ofType, all])).not.toContain(SENTINEL);
+    // A snapshot of a tenant that owns a secret is built, and decodes.
+    const stored = (await res().listResources({ resourceType: "secret" })).resources;
+    const snap = buildSnapshot({ tenantId: "vault-shop", resources: stored, requestId: "r", correlationId: "c", now: new Date() });
+    const entry = snap.resources.find((r) => r.id === "viewer-sees");
+    expect(spec(entry).entries.map((e) => e.version)).toEqual([1n, 1n]);
+    expect(text(snap)).not.toContain(SENTINEL);
+  });
+
+  it("redacting a message keeps every field's type: numbers, enums and times stay, text under secret names is hidden", () => {
+    const r = create(ResourceSchema, {
+      id: "s",
+      resourceType: "secret",
+      desiredState: {
+        kind: {
+          case: "secret",
+          value: {
+            tenantId: "t",
+            values: { x: SENTINEL },
+            entries: [{ name: "x", version: 7n, fingerprint: "f", updatedAt: { seconds: 5n } }],
+          },
+        },
+      },
+    });
+    const out = redactMessage(ResourceSchema, r);
+    expect(spec(out).values).toEqual({ x: "[REDACTED]" });
+    expect(spec(out).entries[0]).toMatchObject({ version: 7n, updatedAt: { seconds: 5n } });
   });
 });

@@ -48,6 +48,20 @@ function isReference(v: unknown): boolean {
   return typeof v === "object" && v !== null && Object.values(v).every(ref);
 }
 
+// A secret resource's spec sits under the key `secret` (the resource kind): its values and their
+// sealed forms are hidden whole, what describes them (tenant, names, versions, fingerprints, who
+// set them) is shown, as for any other resource.
+const SECRET_SPEC_FIELDS = new Set(["$typeName", "tenant_id", "tenantId", "values", "remove", "sealed", "entries", "registry"]);
+const SECRET_SPEC_VALUES = new Set(["values", "sealed"]);
+function isSecretSpec(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).every((k) => SECRET_SPEC_FIELDS.has(k));
+}
+function secretSpec(spec: Record<string, unknown>, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(spec)) out[k] = walk(v, k, SECRET_SPEC_VALUES.has(k), depth + 1);
+  return out;
+}
+
 function walk(value: unknown, key: string | undefined, secret: boolean, depth: number): unknown {
   if (depth > 32 || value === null || value === undefined) return value;
   if (typeof value === "string") {
@@ -61,6 +75,10 @@ function walk(value: unknown, key: string | undefined, secret: boolean, depth: n
   if (value instanceof Date || value instanceof Uint8Array || value instanceof Error) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (k === "secret" && !secret && isSecretSpec(v)) {
+      out[k] = secretSpec(v, depth + 1);
+      continue;
+    }
     out[k] = REFERENCE_KEYS.has(k) && !secret && isReference(v) ? structuredClone(v) : walk(v, k, secret || isSecretKey(k), depth + 1);
   }
   return out;
