@@ -7,7 +7,13 @@ import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ComposeVariant, ContainerObservationSchema, NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
+import {
+  ComposePolicyLevel,
+  ComposePolicySchema,
+  ComposeVariant,
+  ContainerObservationSchema,
+  NodeCapabilitiesSchema,
+} from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { Backoff } from "../common/backoff.js";
 import { duration, loadAgentConfig } from "../agent/config.js";
@@ -393,6 +399,19 @@ describe("deploy_service without a usable engine", () => {
     expect((await deployService(order("t1", "services: {}\n", { "BAD KEY": "x" }), ctx(true))).result.code).toBe("COMPOSE_INVALID");
     expect((await deployService(order("t1", "services: {}\n", { OK: "line\nbreak" }), ctx(true))).result.code).toBe("COMPOSE_INVALID");
     expect((await deployService(order("t1", "  "), ctx(true))).result.code).toBe("COMPOSE_INVALID");
+    expect(await readdir(workDir)).toEqual([]);
+  });
+
+  it("refuses a project that breaks the compose policy the order carries, before writing or running anything, and not to be retried", async () => {
+    const o = order("t1", "services:\n  web:\n    image: busybox\n    privileged: true\n    volumes: ['/:/host']\n");
+    o.desiredState!.composePolicy = create(ComposePolicySchema, { level: ComposePolicyLevel.RESTRICTED });
+    const out = await deployService(o, ctx(true));
+    expect(out.result.code).toBe("COMPOSE_POLICY_VIOLATION");
+    expect(out.result.retriable).toBe(false);
+    expect(out.result.message).toContain("services.web.privileged");
+    expect(out.result.details?.extra).toEqual({
+      violations: ["services.web.privileged: privileged", "services.web.volumes[0]: docker-socket"],
+    });
     expect(await readdir(workDir)).toEqual([]);
   });
 

@@ -216,7 +216,15 @@ describe("secret resources", () => {
     expect(text([one, ofType, all])).not.toContain(SENTINEL);
     // A snapshot of a tenant that owns a secret is built, and decodes.
     const stored = (await res().listResources({ resourceType: "secret" })).resources;
-    const snap = buildSnapshot({ tenantId: "vault-shop", resources: stored, requestId: "r", correlationId: "c", now: new Date() });
+    const snap = buildSnapshot({
+      snapshotId: "s1",
+      scope: "tenant",
+      tenantId: "vault-shop",
+      resources: stored,
+      requestId: "r",
+      correlationId: "c",
+      now: new Date(),
+    });
     const entry = snap.resources.find((r) => r.id === "viewer-sees");
     expect(spec(entry).entries.map((e) => e.version)).toEqual([1n, 1n]);
     expect(text(snap)).not.toContain(SENTINEL);

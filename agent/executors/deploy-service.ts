@@ -1,6 +1,8 @@
 // The deploy_service executor: makes a tenant's compose project on this host match the order.
 //
 //   1. check the order (tenant id usable as a directory, project name, env) -> COMPOSE_INVALID
+//      and the project against the tenant's compose policy, when the order carries one
+//                                                      -> COMPOSE_POLICY_VIOLATION (not retried)
 //   2. the engine and Compose answer                                       -> DOCKER_UNAVAILABLE
 //      the project's secret values, when it uses any, asked of the controller under the
 //      order's claim (engine/project-secrets.ts)                -> SECRETS_UNAVAILABLE
@@ -57,6 +59,7 @@ import type { SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
 import { parse } from "yaml";
 import { asResourceIds, containerChanges } from "./container-changes.js";
+import { composeViolations } from "../../common/compose-policy.js";
 import { writeStickerFile } from "./sticker.js";
 import { abortReason } from "./executor.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
@@ -89,6 +92,24 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
     );
   }
   if (!project || project.composeFile.trim() === "") return done("COMPOSE_INVALID", "the order carries no compose file");
+  // Checked here again, before anything is written or run: the controller checked it when the
+  // tenant was written, and a node enforces what it is asked to run.
+  const policy = ds?.composePolicy;
+  if (policy) {
+    const violations = composeViolations(project.composeFile, { level: policy.level, allowedHostPaths: policy.allowedHostPaths });
+    if (violations.length > 0) {
+      const message = `the project breaks the tenant's compose policy: ${violations[0]!.message}`;
+      return outcome(
+        "COMPOSE_POLICY_VIOLATION",
+        message,
+        started,
+        { composePath: "", services: [] },
+        {
+          extra: { violations: violations.map((v) => `${v.path}: ${v.rule}`) },
+        },
+      );
+    }
+  }
   const env = project.env;
   for (const [k, v] of Object.entries(env)) {
     if (!ENV_KEY.test(k)) return done("COMPOSE_INVALID", `env key ${JSON.stringify(k)} is not a valid variable name`);

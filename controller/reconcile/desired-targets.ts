@@ -6,6 +6,7 @@ import { referencesOf } from "../resources/references.js";
 import { hasPlacement, placeOn } from "./placement.js";
 import { renderProject, type RenderedProject } from "./render-project.js";
 import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";
+import { inNodePool } from "../resources/node-pool.js";
 
 export interface TenantWorld {
   /** The tenant, or undefined when it was deleted (everything it ran must go). */
@@ -47,6 +48,9 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   const t = w.tenant;
   if (t?.desiredState?.kind.case !== "tenant") return out;
   const spec = t.desiredState.kind.value;
+  // The tenant's node pool confines every placement, whatever its deployment policy says.
+  const pool = spec.policy?.nodeSelector ?? {};
+  const nodes = Object.keys(pool).length === 0 ? w.nodes : w.nodes.filter((n) => inNodePool(n, pool));
   const secrets = w.secrets ?? new Map<string, Resource>();
   const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets };
   // Nodes given the same services and volume removals get the same project: rendered once (a
@@ -69,7 +73,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
       out.blocker = blocker;
       return out;
     }
-    const nodeIds = placeOn(spec.deploymentPolicy, w.nodes);
+    const nodeIds = placeOn(spec.deploymentPolicy, nodes);
     for (const s of w.services) out.services.set(s.id, { nodeIds });
     if (nodeIds.length === 0) out.blocker = noNode(spec.deploymentPolicy !== undefined && hasPlacement(spec.deploymentPolicy));
     for (const n of nodeIds) out.targets.set(n, render(w.services, n));
@@ -99,7 +103,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
       continue;
     }
     const policy = hasPlacement(svc.placement) ? svc.placement : spec.deploymentPolicy;
-    const nodeIds = placeOn(policy, w.nodes);
+    const nodeIds = placeOn(policy, nodes);
     out.services.set(s.id, nodeIds.length > 0 ? { nodeIds } : { nodeIds, blocker: noNode(hasPlacement(policy)) });
     for (const n of nodeIds) perNode.set(n, [...(perNode.get(n) ?? []), s]);
   }

@@ -4,7 +4,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, type ComposePolicy, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
 import { newDeploymentId, newWorkOrderId } from "../ordered-ids.js";
 import type { Logger } from "../../common/logging/logger.js";
@@ -130,7 +130,7 @@ export async function issueRollback(
 export async function issueOrder(
   deps: IssuerDeps,
   tenantId: string,
-  terms: { priority: number; safety?: DeploySafety },
+  terms: { priority: number; safety?: DeploySafety; composePolicy?: ComposePolicy },
   action: Exclude<TargetAction, { kind: "rollback" }>,
   trace: Trace,
   now: Date,
@@ -144,7 +144,15 @@ export async function issueOrder(
   const events = driftEvents(base, drift);
   if (action.kind === "deploy") {
     const deploymentId = newDeploymentId();
-    const plan = planDeployment({ ...ids, deploymentId, rendered: action.rendered, reason: action.reason, safety: terms.safety, now });
+    const plan = planDeployment({
+      ...ids,
+      deploymentId,
+      rendered: action.rendered,
+      reason: action.reason,
+      safety: terms.safety,
+      composePolicy: terms.composePolicy,
+      now,
+    });
     const deployment = await store.createResource(plan.deployment);
     crashPoint("reconcile.after-deployment");
     const [workOrder] = await Promise.all([

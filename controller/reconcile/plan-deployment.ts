@@ -4,7 +4,15 @@
 import { SecretUseSchema } from "../../gen/skipper/v1/secret_pb.js";
 import { clone, create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ComposeProjectSchema, DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ComposePolicySchema,
+  ComposeProjectSchema,
+  DeploymentPhase,
+  type ComposePolicy,
+  MetadataSchema,
+  ResourceSchema,
+  type Resource,
+} from "../../gen/skipper/v1/resource_pb.js";
 import {
   WorkOrderSchema,
   WorkOrderStatus,
@@ -36,7 +44,7 @@ export interface OrderIds {
 
 /** The deployment and deploy_service order that ship `rendered` to the node. */
 export function planDeployment(
-  ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety },
+  ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety; composePolicy?: ComposePolicy },
 ): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
   const trace = { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" };
@@ -93,6 +101,8 @@ export function planDeployment(
       registrySecretIds: [...ids.rendered.registrySecretIds],
       // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
+      // The tenant's compose policy, which the node checks the project against before it runs it.
+      composePolicy: ids.composePolicy && clone(ComposePolicySchema, ids.composePolicy),
     },
   });
   return { deployment, workOrder };

@@ -147,7 +147,7 @@ export class TenantPass {
       .sort()
       .filter((n) => !opts.nodeId || n === opts.nodeId);
     const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
-    const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety };
+    const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety, composePolicy: tenantSpec?.policy?.compose };
     const safetyHash = fingerprint(DeploySafetySchema, tenantSpec?.safety);
     const trace = opts.trace ?? {
       requestId: tenant.metadata?.requestId || uuidv4(),

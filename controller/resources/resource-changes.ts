@@ -15,6 +15,7 @@ import {
   ResourceSchema,
   ResourceSpecSchema,
   type Resource,
+  type ResourceSpec,
 } from "../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { Logger } from "../../common/logging/logger.js";
@@ -52,6 +53,8 @@ export interface ChangeDeps {
    * created) into `next` (absent: being deleted): tenant scope and node administration.
    */
   may: (type: ResourceType, current?: Resource, next?: Resource) => Promise<void>;
+  /** Throws unless the change of `before` (absent: a create) into `next` keeps within its tenant's policy (tenant-confinement.ts). */
+  confine: (before: Resource | undefined, next: Resource) => Promise<void>;
   /** Seals secret values (resources of type secret). */
   keyRing: SecretKeyRing;
 }
@@ -105,6 +108,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       : spec;
   if (existing) return { resource: sameAsExisting(existing, create(ResourceSchema, { ...body, desiredState: sealed(existing) })) };
   spec = sealed();
+  await deps.confine(undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   const now = timestampFromDate(deps.now());
   const resource = create(ResourceSchema, {
@@ -215,6 +219,8 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     undefined,
     create(ResourceSchema, { id, resourceType: type, desiredState: spec, metadata: { labels: nextLabels ?? {} } }),
   );
+  keepPolicy(before, spec);
+  await deps.confine(before, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   if (!sameSpec(before.desiredState, spec))
     await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   let desiredChanged = false;
@@ -433,4 +439,11 @@ function secretOf(r: Resource | undefined): SecretSpec | undefined {
 
 function sealContext(deps: ChangeDeps, id: string, trace: Trace) {
   return { ring: deps.keyRing, id, actor: trace.actor, now: deps.now() };
+}
+
+// A tenant's policy is an admin's: a write that leaves it out (a manifest applied by CI) keeps the
+// stored one; an admin clears it by sending an empty one.
+function keepPolicy(before: Resource, spec: ResourceSpec): void {
+  if (spec.kind.case !== "tenant" || spec.kind.value.policy !== undefined) return;
+  if (before.desiredState?.kind.case === "tenant") spec.kind.value.policy = before.desiredState.kind.value.policy;
 }

@@ -8,6 +8,7 @@ import type { ResourceService } from "../../gen/skipper/v1/resource_service_pb.j
 import { AgentCountersSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../context.js";
 import { checkReadable, checkTenantFilter, checkWritable, seesSecrets, visible } from "../auth/resource-access.js";
+import { checkConfinement } from "../resources/tenant-confinement.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
 import { publicSecret } from "../resources/secret-values.js";
 import { tenantOf } from "../store/tenant-of.js";
@@ -52,6 +53,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     dataNodes: (r) => deps.records.nodesRunning(r),
     changed: (r) => deps.triggers.resourceChanged(r),
     may: (type, current, next) => checkWritable(call, type, current, next),
+    confine: (before, next) => checkConfinement(call, store, before, next),
     keyRing: deps.keyRing,
   });
   // A secret's values are sealed with the ring's newest key: a write must not straddle a key

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/resource.proto.
  */
 export const file_skipper_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("Chlza2lwcGVyL3YxL3Jlc291cmNlLnByb3RvEgpza2lwcGVyLnYxIr0DCghSZXNvdXJjZRIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi8KDWRlc2lyZWRfc3RhdGUYBCABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIxCg1jdXJyZW50X3N0YXRlGAUgASgLMhouc2tpcHBlci52MS5SZXNvdXJjZVN0YXR1cxI0ChJsYXN0X2FwcGxpZWRfc3RhdGUYBiABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxImCghtZXRhZGF0YRgHIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoIZGVsZXRpb24YCiABKAsyFC5za2lwcGVyLnYxLkRlbGV0aW9uEiwKC2NvbnZlcmdlbmNlGAsgASgLMhcuc2tpcHBlci52MS5Db252ZXJnZW5jZSKxAQoIRGVsZXRpb24SLgoKZGVsZXRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVxdWVzdF9pZBgCIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgDIAEoCRITCgtkZWxldGVfZGF0YRgEIAEoCBIVCg1jYXNjYWRlZF9mcm9tGAUgASgJEh0KFWRhdGFfcGVuZGluZ19vbl9ub2RlcxgGIAMoCSLsAQoLQ29udmVyZ2VuY2USLQoGc3RhdHVzGAEgASgOMh0uc2tpcHBlci52MS5Db252ZXJnZW5jZVN0YXR1cxIPCgdtZXNzYWdlGAIgASgJEg8KB25vZGVfaWQYAyABKAkSFQoNd29ya19vcmRlcl9pZBgEIAEoCRIXCg9kZXNpcmVkX3ZlcnNpb24YBSABKAkSLgoKY2hlY2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIcmV0cnlfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrYCCghNZXRhZGF0YRIwCgZsYWJlbHMYASADKAsyIC5za2lwcGVyLnYxLk1ldGFkYXRhLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAIgAygLMiUuc2tpcHBlci52MS5NZXRhZGF0YS5Bbm5vdGF0aW9uc0VudHJ5EhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCRITCgt0cmFjZXBhcmVudBgGIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLVAwoMUmVzb3VyY2VTcGVjEigKBnRlbmFudBgBIAEoCzIWLnNraXBwZXIudjEuVGVuYW50U3BlY0gAEiQKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLk5vZGVTcGVjSAASKgoHc2VydmljZRgDIAEoCzIXLnNraXBwZXIudjEuU2VydmljZVNwZWNIABIwCgpkZXBsb3ltZW50GAQgASgLMhouc2tpcHBlci52MS5EZXBsb3ltZW50U3BlY0gAEjkKD3Jlc291cmNlX2xpbWl0cxgFIAEoCzIeLnNraXBwZXIudjEuUmVzb3VyY2VMaW1pdHNTcGVjSAASKgoHbmV0d29yaxgGIAEoCzIXLnNraXBwZXIudjEuTmV0d29ya1NwZWNIABIoCgZ2b2x1bWUYByABKAsyFi5za2lwcGVyLnYxLlZvbHVtZVNwZWNIABIqCgdyb2xsb3V0GAggASgLMhcuc2tpcHBlci52MS5Sb2xsb3V0U3BlY0gAEigKBmZyZWV6ZRgJIAEoCzIWLnNraXBwZXIudjEuRnJlZXplU3BlY0gAEigKBnNlY3JldBgKIAEoCzIWLnNraXBwZXIudjEuU2VjcmV0U3BlY0gAQgYKBGtpbmQi5QMKDlJlc291cmNlU3RhdHVzEioKBnRlbmFudBgBIAEoCzIYLnNraXBwZXIudjEuVGVuYW50U3RhdHVzSAASJgoEbm9kZRgCIAEoCzIWLnNraXBwZXIudjEuTm9kZVN0YXR1c0gAEiwKB3NlcnZpY2UYAyABKAsyGS5za2lwcGVyLnYxLlNlcnZpY2VTdGF0dXNIABIyCgpkZXBsb3ltZW50GAQgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50U3RhdHVzSAASOwoPcmVzb3VyY2VfbGltaXRzGAUgASgLMiAuc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1N0YXR1c0gAEiwKB25ldHdvcmsYBiABKAsyGS5za2lwcGVyLnYxLk5ldHdvcmtTdGF0dXNIABIqCgZ2b2x1bWUYByABKAsyGC5za2lwcGVyLnYxLlZvbHVtZVN0YXR1c0gAEiYKB3JvbGxvdXQYCCABKAsyEy5za2lwcGVyLnYxLlJvbGxvdXRIABIqCgZmcmVlemUYCSABKAsyGC5za2lwcGVyLnYxLkZyZWV6ZVN0YXR1c0gAEioKBnNlY3JldBgKIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0U3RhdHVzSABCBgoEa2luZCK2AwoOQ29tcG9zZVByb2plY3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhQKDGNvbXBvc2VfZmlsZRgCIAEoCRIwCgNlbnYYAyADKAsyIy5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0LkVudkVudHJ5Ej0KCnNlY3JldF9lbnYYBCADKAsyKS5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0LlNlY3JldEVudkVudHJ5EkEKDHNlY3JldF9maWxlcxgFIAMoCzIrLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QuU2VjcmV0RmlsZXNFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkoKDlNlY3JldEVudkVudHJ5EgsKA2tleRgBIAEoCRInCgV2YWx1ZRgCIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0S2V5UmVmOgI4ARpMChBTZWNyZXRGaWxlc0VudHJ5EgsKA2tleRgBIAEoCRInCgV2YWx1ZRgCIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0S2V5UmVmOgI4ASKmAQoQRGVwbG95bWVudFBvbGljeRIWCg50YXJnZXRfbm9kZV9pZBgBIAEoCRJFCg1ub2RlX3NlbGVjdG9yGAIgAygLMi4uc2tpcHBlci52MS5EZXBsb3ltZW50UG9saWN5Lk5vZGVTZWxlY3RvckVudHJ5GjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi5gIKClRlbmFudFNwZWMSFAoMZGlzcGxheV9uYW1lGAEgASgJEjcKEWRlcGxveW1lbnRfcG9saWN5GAIgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50UG9saWN5EhMKC3NlcnZpY2VfaWRzGAMgAygJEisKB2NvbXBvc2UYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhAKCHByaW9yaXR5GAUgASgFEigKBnNhZmV0eRgGIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EioKB3JvbGxvdXQYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSOgoTbWFpbnRlbmFuY2Vfd2luZG93cxgIIAMoCzIdLnNraXBwZXIudjEuTWFpbnRlbmFuY2VXaW5kb3cSIwoDcGluGAkgASgLMhYuc2tpcHBlci52MS5Sb2xsb3V0UGluIpoCCgxUZW5hbnRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEhUKDXdvcmtfb3JkZXJfaWQYAyABKAkSEwoLcmVzdWx0X2NvZGUYBCABKAkSFAoMY29tcG9zZV9wYXRoGAUgASgJEjAKCHNlcnZpY2VzGAYgAygLMh4uc2tpcHBlci52MS5TZXJ2aWNlT2JzZXJ2YXRpb24SLwoLb2JzZXJ2ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKB3RhcmdldHMYCCADKAsyGC5za2lwcGVyLnYxLlRhcmdldFN0YXR1cxISCgpyb2xsb3V0X2lkGAkgASgJIrYDCgxUYXJnZXRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIUCgxkZXNpcmVkX2hhc2gYAiABKAkSFAoMYXBwbGllZF9oYXNoGAMgASgJEhoKEmxhc3Rfd29ya19vcmRlcl9pZBgEIAEoCRIYChBsYXN0X3Jlc3VsdF9jb2RlGAUgASgJEhMKC2ZhaWxlZF9oYXNoGAYgASgJEhAKCGZhaWx1cmVzGAcgASgFEiwKCHJldHJ5X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgtjb252ZXJnZW5jZRgJIAEoCzIXLnNraXBwZXIudjEuQ29udmVyZ2VuY2USEwoLc2VydmljZV9pZHMYCiADKAkSLwoLZmluaXNoZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHByb2plY3RfbmFtZRgMIAEoCRIYChByb2xsZWRfYmFja19oYXNoGA0gASgJEh8KF3JvbGxlZF9iYWNrX3NhZmV0eV9oYXNoGA4gASgJEhkKEXF1YXJhbnRpbmVfcmVhc29uGA8gASgJIq8BCghOb2RlU3BlYxIUCgxkaXNwbGF5X25hbWUYASABKAkSEAoIZGlzYWJsZWQYAiABKAgSMAoGbGFiZWxzGAMgAygLMiAuc2tpcHBlci52MS5Ob2RlU3BlYy5MYWJlbHNFbnRyeRIaChJ0cnVzdGVkX2xhYmVsX2tleXMYBCADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKbAgoQTm9kZUNhcGFiaWxpdGllcxIYChBkb2NrZXJfYXZhaWxhYmxlGAEgASgIEhYKDmRvY2tlcl92ZXJzaW9uGAIgASgJEjMKD2NvbXBvc2VfdmFyaWFudBgDIAEoDjIaLnNraXBwZXIudjEuQ29tcG9zZVZhcmlhbnQSFwoPY29tcG9zZV92ZXJzaW9uGAQgASgJEgoKAm9zGAUgASgJEgwKBGFyY2gYBiABKAkSEAoIaG9zdG5hbWUYByABKAkSDwoHbWVzc2FnZRgIIAEoCRIYChBhbGxvd2VkX2NvbW1hbmRzGAkgAygJEg8KB3N5c3RlbWQYCiABKAgSHwoXYWxsb3dlZF9wcm9jZXNzX3NvdXJjZXMYCyADKAki3AQKCk5vZGVTdGF0dXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjIKBmxhYmVscxgEIAMoCzIiLnNraXBwZXIudjEuTm9kZVN0YXR1cy5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIqCghsaXZlbmVzcxgGIAEoDjIYLnNraXBwZXIudjEuTm9kZUxpdmVuZXNzEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgHIAEoAxIwCghwcm9qZWN0cxgIIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEjcKE2xpdmVuZXNzX2NoYW5nZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCXByb2Nlc3NlcxgKIAMoCzIeLnNraXBwZXIudjEuUHJvY2Vzc09ic2VydmF0aW9uEjEKDmFnZW50X2NvdW50ZXJzGAsgASgLMhkuc2tpcHBlci52MS5BZ2VudENvdW50ZXJzEjUKEWFnZW50X2NvdW50ZXJzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpkCCg1BZ2VudENvdW50ZXJzEg8KB2Jvb3RfaWQYASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoXaGVhcnRiZWF0c19hY2tub3dsZWRnZWQYAyABKAQSGgoSaGVhcnRiZWF0X2ZhaWx1cmVzGAQgASgEEisKBm9yZGVycxgFIAMoCzIbLnNraXBwZXIudjEuQWdlbnRPcmRlckNvdW50EhYKDmNsYWltc19yZWZ1c2VkGAYgASgEEhMKC2xlYXNlc19sb3N0GAcgASgEEhYKDnJlcG9ydF9yZXRyaWVzGAggASgEEhgKEHdhdGNoX3JlY29ubmVjdHMYCSABKAQiPAoPQWdlbnRPcmRlckNvdW50EgwKBHR5cGUYASABKAkSDAoEY29kZRgCIAEoCRINCgVjb3VudBgDIAEoBCKZAQoSUHJvamVjdE9ic2VydmF0aW9uEhQKDHByb2plY3RfbmFtZRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEQoJc3BlY19oYXNoGAMgASgJEhUKDXdvcmtfb3JkZXJfaWQYBCABKAkSMAoIc2VydmljZXMYBSADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbiK+AQoSUHJvY2Vzc09ic2VydmF0aW9uEg4KBm1vZHVsZRgBIAEoCRIWCg5hY3RpdmVfdmVyc2lvbhgCIAEoCRIYChBwcmV2aW91c192ZXJzaW9uGAMgASgJEhoKEmluc3RhbGxlZF92ZXJzaW9ucxgEIAMoCRINCgVzdGF0ZRgFIAEoCRILCgNwaWQYBiABKAUSGAoQcmVzb2x2ZWRfb2ZmbGluZRgHIAEoCBIUCgxzeXN0ZW1kX3VuaXQYCCABKAkiVAoEUG9ydBIRCglob3N0X3BvcnQYASABKA0SFgoOY29udGFpbmVyX3BvcnQYAiABKA0SEAoIcHJvdG9jb2wYAyABKAkSDwoHaG9zdF9pcBgEIAEoCSKDBQoLU2VydmljZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDQoFaW1hZ2UYAyABKAkSEwoLbmV0d29ya19pZHMYBCADKAkSEgoKdm9sdW1lX2lkcxgFIAMoCRIaChJyZXNvdXJjZV9saW1pdHNfaWQYBiABKAkSLQoDZW52GAcgAygLMiAuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5FbnZFbnRyeRIPCgdjb21tYW5kGAggAygJEh8KBXBvcnRzGAkgAygLMhAuc2tpcHBlci52MS5Qb3J0EhcKD2NvbXBvc2Vfc2VydmljZRgKIAEoCRIvCglwbGFjZW1lbnQYCyABKAsyHC5za2lwcGVyLnYxLkRlcGxveW1lbnRQb2xpY3kSEgoKZGVwZW5kc19vbhgMIAMoCRI6CgpzZWNyZXRfZW52GA0gAygLMiYuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5TZWNyZXRFbnZFbnRyeRI+CgxzZWNyZXRfZmlsZXMYDiADKAsyKC5za2lwcGVyLnYxLlNlcnZpY2VTcGVjLlNlY3JldEZpbGVzRW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpKCg5TZWNyZXRFbnZFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5za2lwcGVyLnYxLlNlY3JldEtleVJlZjoCOAEaTAoQU2VjcmV0RmlsZXNFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5za2lwcGVyLnYxLlNlY3JldEtleVJlZjoCOAEilAEKFENvbnRhaW5lck9ic2VydmF0aW9uEhQKDGNvbnRhaW5lcl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXN0YXRlGAMgASgJEg4KBmhlYWx0aBgEIAEoCRINCgVpbWFnZRgFIAEoCRIVCg1yZXN0YXJ0X2NvdW50GAYgASgFEhMKC2NvbmZpZ19oYXNoGAcgASgJImoKElNlcnZpY2VPYnNlcnZhdGlvbhIPCgdzZXJ2aWNlGAEgASgJEjQKCmNvbnRhaW5lcnMYAiADKAsyIC5za2lwcGVyLnYxLkNvbnRhaW5lck9ic2VydmF0aW9uEg0KBXN0YXRlGAMgASgJIpYBCg1TZXJ2aWNlU3RhdHVzEg8KB25vZGVfaWQYASABKAkSNAoKY29udGFpbmVycxgCIAMoCzIgLnNraXBwZXIudjEuQ29udGFpbmVyT2JzZXJ2YXRpb24SDQoFc3RhdGUYAyABKAkSLwoLb2JzZXJ2ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsCCg5EZXBsb3ltZW50U3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRITCgtzZXJ2aWNlX2lkcxgDIAMoCRIzCg9jb21wb3NlX3Byb2plY3QYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhUKDXdvcmtfb3JkZXJfaWQYBSABKAkSEQoJc3BlY19oYXNoGAYgASgJEkkKEGNvbXBvc2Vfc2VydmljZXMYByADKAsyLy5za2lwcGVyLnYxLkRlcGxveW1lbnRTcGVjLkNvbXBvc2VTZXJ2aWNlc0VudHJ5GjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi3AEKEERlcGxveW1lbnRTdGF0dXMSKgoFcGhhc2UYASABKA4yGy5za2lwcGVyLnYxLkRlcGxveW1lbnRQaGFzZRIVCg13b3JrX29yZGVyX2lkGAIgASgJEhMKC3Jlc3VsdF9jb2RlGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKElJlc291cmNlTGltaXRzU3BlYxIMCgRjcHVzGAEgASgBEhQKDG1lbW9yeV9ieXRlcxgCIAEoAxIMCgRwaWRzGAMgASgDIjYKFFJlc291cmNlTGltaXRzU3RhdHVzEh4KFmFwcGxpZWRfdG9fc2VydmljZV9pZHMYASADKAkiQgoLTmV0d29ya1NwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRyaXZlchgCIAEoCRIQCghpbnRlcm5hbBgDIAEoCCIhCg1OZXR3b3JrU3RhdHVzEhAKCG5vZGVfaWRzGAEgAygJIkMKClZvbHVtZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRyaXZlchgCIAEoCRISCgptb3VudF9wYXRoGAMgASgJIiAKDFZvbHVtZVN0YXR1cxIQCghub2RlX2lkcxgBIAMoCSqnBAoRQ29udmVyZ2VuY2VTdGF0dXMSIgoeQ09OVkVSR0VOQ0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIAocQ09OVkVSR0VOQ0VfU1RBVFVTX0NPTlZFUkdFRBABEiYKIkNPTlZFUkdFTkNFX1NUQVRVU19PUkRFUl9JTl9GTElHSFQQAhIjCh9DT05WRVJHRU5DRV9TVEFUVVNfTk9ERV9PRkZMSU5FEAMSJAogQ09OVkVSR0VOQ0VfU1RBVFVTX1JFVFJZX0JBQ0tPRkYQBBIjCh9DT05WRVJHRU5DRV9TVEFUVVNfT1JERVJfRkFJTEVEEAUSKAokQ09OVkVSR0VOQ0VfU1RBVFVTX1JFRkVSRU5DRV9NSVNTSU5HEAYSJwojQ09OVkVSR0VOQ0VfU1RBVFVTX05PX01BVENISU5HX05PREUQBxIkCiBDT05WRVJHRU5DRV9TVEFUVVNfTk9ERV9ESVNBQkxFRBAIEh4KGkNPTlZFUkdFTkNFX1NUQVRVU19QRU5ESU5HEAkSJQohQ09OVkVSR0VOQ0VfU1RBVFVTX0RSSUZUX0RFVEVDVEVEEAoSKAokQ09OVkVSR0VOQ0VfU1RBVFVTX05PVEhJTkdfVE9fREVQTE9ZEAsSIgoeQ09OVkVSR0VOQ0VfU1RBVFVTX1JPTExFRF9CQUNLEAwSJgoiQ09OVkVSR0VOQ0VfU1RBVFVTX1JPTExPVVRfV0FJVElORxANKo0BCg5Db21wb3NlVmFyaWFudBIfChtDT01QT1NFX1ZBUklBTlRfVU5TUEVDSUZJRUQQABIYChRDT01QT1NFX1ZBUklBTlRfTk9ORRABEh0KGUNPTVBPU0VfVkFSSUFOVF9QTFVHSU5fVjIQAhIhCh1DT01QT1NFX1ZBUklBTlRfU1RBTkRBTE9ORV9WMRADKn4KDE5vZGVMaXZlbmVzcxIdChlOT0RFX0xJVkVORVNTX1VOU1BFQ0lGSUVEEAASGAoUTk9ERV9MSVZFTkVTU19PTkxJTkUQARIaChZOT0RFX0xJVkVORVNTX0RFR1JBREVEEAISGQoVTk9ERV9MSVZFTkVTU19PRkZMSU5FEAMqrAEKD0RlcGxveW1lbnRQaGFzZRIgChxERVBMT1lNRU5UX1BIQVNFX1VOU1BFQ0lGSUVEEAASHAoYREVQTE9ZTUVOVF9QSEFTRV9QRU5ESU5HEAESHAoYREVQTE9ZTUVOVF9QSEFTRV9SVU5OSU5HEAISHgoaREVQTE9ZTUVOVF9QSEFTRV9TVUNDRUVERUQQAxIbChdERVBMT1lNRU5UX1BIQVNFX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_skipper_v1_rollout, file_skipper_v1_safety, file_skipper_v1_secret]);
+  fileDesc("Chlza2lwcGVyL3YxL3Jlc291cmNlLnByb3RvEgpza2lwcGVyLnYxIr0DCghSZXNvdXJjZRIKCgJpZBgBIAEoCRIVCg1yZXNvdXJjZV90eXBlGAIgASgJEhYKDnNjaGVtYV92ZXJzaW9uGAMgASgJEi8KDWRlc2lyZWRfc3RhdGUYBCABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxIxCg1jdXJyZW50X3N0YXRlGAUgASgLMhouc2tpcHBlci52MS5SZXNvdXJjZVN0YXR1cxI0ChJsYXN0X2FwcGxpZWRfc3RhdGUYBiABKAsyGC5za2lwcGVyLnYxLlJlc291cmNlU3BlYxImCghtZXRhZGF0YRgHIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoIZGVsZXRpb24YCiABKAsyFC5za2lwcGVyLnYxLkRlbGV0aW9uEiwKC2NvbnZlcmdlbmNlGAsgASgLMhcuc2tpcHBlci52MS5Db252ZXJnZW5jZSKxAQoIRGVsZXRpb24SLgoKZGVsZXRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcmVxdWVzdF9pZBgCIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgDIAEoCRITCgtkZWxldGVfZGF0YRgEIAEoCBIVCg1jYXNjYWRlZF9mcm9tGAUgASgJEh0KFWRhdGFfcGVuZGluZ19vbl9ub2RlcxgGIAMoCSLsAQoLQ29udmVyZ2VuY2USLQoGc3RhdHVzGAEgASgOMh0uc2tpcHBlci52MS5Db252ZXJnZW5jZVN0YXR1cxIPCgdtZXNzYWdlGAIgASgJEg8KB25vZGVfaWQYAyABKAkSFQoNd29ya19vcmRlcl9pZBgEIAEoCRIXCg9kZXNpcmVkX3ZlcnNpb24YBSABKAkSLgoKY2hlY2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIcmV0cnlfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrYCCghNZXRhZGF0YRIwCgZsYWJlbHMYASADKAsyIC5za2lwcGVyLnYxLk1ldGFkYXRhLkxhYmVsc0VudHJ5EjoKC2Fubm90YXRpb25zGAIgAygLMiUuc2tpcHBlci52MS5NZXRhZGF0YS5Bbm5vdGF0aW9uc0VudHJ5EhgKEHJlc291cmNlX3ZlcnNpb24YAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIWCg5jb3JyZWxhdGlvbl9pZBgFIAEoCRITCgt0cmFjZXBhcmVudBgGIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjIKEEFubm90YXRpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLVAwoMUmVzb3VyY2VTcGVjEigKBnRlbmFudBgBIAEoCzIWLnNraXBwZXIudjEuVGVuYW50U3BlY0gAEiQKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLk5vZGVTcGVjSAASKgoHc2VydmljZRgDIAEoCzIXLnNraXBwZXIudjEuU2VydmljZVNwZWNIABIwCgpkZXBsb3ltZW50GAQgASgLMhouc2tpcHBlci52MS5EZXBsb3ltZW50U3BlY0gAEjkKD3Jlc291cmNlX2xpbWl0cxgFIAEoCzIeLnNraXBwZXIudjEuUmVzb3VyY2VMaW1pdHNTcGVjSAASKgoHbmV0d29yaxgGIAEoCzIXLnNraXBwZXIudjEuTmV0d29ya1NwZWNIABIoCgZ2b2x1bWUYByABKAsyFi5za2lwcGVyLnYxLlZvbHVtZVNwZWNIABIqCgdyb2xsb3V0GAggASgLMhcuc2tpcHBlci52MS5Sb2xsb3V0U3BlY0gAEigKBmZyZWV6ZRgJIAEoCzIWLnNraXBwZXIudjEuRnJlZXplU3BlY0gAEigKBnNlY3JldBgKIAEoCzIWLnNraXBwZXIudjEuU2VjcmV0U3BlY0gAQgYKBGtpbmQi5QMKDlJlc291cmNlU3RhdHVzEioKBnRlbmFudBgBIAEoCzIYLnNraXBwZXIudjEuVGVuYW50U3RhdHVzSAASJgoEbm9kZRgCIAEoCzIWLnNraXBwZXIudjEuTm9kZVN0YXR1c0gAEiwKB3NlcnZpY2UYAyABKAsyGS5za2lwcGVyLnYxLlNlcnZpY2VTdGF0dXNIABIyCgpkZXBsb3ltZW50GAQgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50U3RhdHVzSAASOwoPcmVzb3VyY2VfbGltaXRzGAUgASgLMiAuc2tpcHBlci52MS5SZXNvdXJjZUxpbWl0c1N0YXR1c0gAEiwKB25ldHdvcmsYBiABKAsyGS5za2lwcGVyLnYxLk5ldHdvcmtTdGF0dXNIABIqCgZ2b2x1bWUYByABKAsyGC5za2lwcGVyLnYxLlZvbHVtZVN0YXR1c0gAEiYKB3JvbGxvdXQYCCABKAsyEy5za2lwcGVyLnYxLlJvbGxvdXRIABIqCgZmcmVlemUYCSABKAsyGC5za2lwcGVyLnYxLkZyZWV6ZVN0YXR1c0gAEioKBnNlY3JldBgKIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0U3RhdHVzSABCBgoEa2luZCK2AwoOQ29tcG9zZVByb2plY3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhQKDGNvbXBvc2VfZmlsZRgCIAEoCRIwCgNlbnYYAyADKAsyIy5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0LkVudkVudHJ5Ej0KCnNlY3JldF9lbnYYBCADKAsyKS5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0LlNlY3JldEVudkVudHJ5EkEKDHNlY3JldF9maWxlcxgFIAMoCzIrLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QuU2VjcmV0RmlsZXNFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkoKDlNlY3JldEVudkVudHJ5EgsKA2tleRgBIAEoCRInCgV2YWx1ZRgCIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0S2V5UmVmOgI4ARpMChBTZWNyZXRGaWxlc0VudHJ5EgsKA2tleRgBIAEoCRInCgV2YWx1ZRgCIAEoCzIYLnNraXBwZXIudjEuU2VjcmV0S2V5UmVmOgI4ASKmAQoQRGVwbG95bWVudFBvbGljeRIWCg50YXJnZXRfbm9kZV9pZBgBIAEoCRJFCg1ub2RlX3NlbGVjdG9yGAIgAygLMi4uc2tpcHBlci52MS5EZXBsb3ltZW50UG9saWN5Lk5vZGVTZWxlY3RvckVudHJ5GjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikAMKClRlbmFudFNwZWMSFAoMZGlzcGxheV9uYW1lGAEgASgJEjcKEWRlcGxveW1lbnRfcG9saWN5GAIgASgLMhwuc2tpcHBlci52MS5EZXBsb3ltZW50UG9saWN5EhMKC3NlcnZpY2VfaWRzGAMgAygJEisKB2NvbXBvc2UYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhAKCHByaW9yaXR5GAUgASgFEigKBnNhZmV0eRgGIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EioKB3JvbGxvdXQYByABKAsyGS5za2lwcGVyLnYxLlJvbGxvdXRQb2xpY3kSOgoTbWFpbnRlbmFuY2Vfd2luZG93cxgIIAMoCzIdLnNraXBwZXIudjEuTWFpbnRlbmFuY2VXaW5kb3cSIwoDcGluGAkgASgLMhYuc2tpcHBlci52MS5Sb2xsb3V0UGluEigKBnBvbGljeRgKIAEoCzIYLnNraXBwZXIudjEuVGVuYW50UG9saWN5IrIBCgxUZW5hbnRQb2xpY3kSQQoNbm9kZV9zZWxlY3RvchgBIAMoCzIqLnNraXBwZXIudjEuVGVuYW50UG9saWN5Lk5vZGVTZWxlY3RvckVudHJ5EioKB2NvbXBvc2UYAiABKAsyGS5za2lwcGVyLnYxLkNvbXBvc2VQb2xpY3kaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJaCg1Db21wb3NlUG9saWN5Ei0KBWxldmVsGAEgASgOMh4uc2tpcHBlci52MS5Db21wb3NlUG9saWN5TGV2ZWwSGgoSYWxsb3dlZF9ob3N0X3BhdGhzGAIgAygJIpoCCgxUZW5hbnRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIVCg1kZXBsb3ltZW50X2lkGAIgASgJEhUKDXdvcmtfb3JkZXJfaWQYAyABKAkSEwoLcmVzdWx0X2NvZGUYBCABKAkSFAoMY29tcG9zZV9wYXRoGAUgASgJEjAKCHNlcnZpY2VzGAYgAygLMh4uc2tpcHBlci52MS5TZXJ2aWNlT2JzZXJ2YXRpb24SLwoLb2JzZXJ2ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKB3RhcmdldHMYCCADKAsyGC5za2lwcGVyLnYxLlRhcmdldFN0YXR1cxISCgpyb2xsb3V0X2lkGAkgASgJIrYDCgxUYXJnZXRTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIUCgxkZXNpcmVkX2hhc2gYAiABKAkSFAoMYXBwbGllZF9oYXNoGAMgASgJEhoKEmxhc3Rfd29ya19vcmRlcl9pZBgEIAEoCRIYChBsYXN0X3Jlc3VsdF9jb2RlGAUgASgJEhMKC2ZhaWxlZF9oYXNoGAYgASgJEhAKCGZhaWx1cmVzGAcgASgFEiwKCHJldHJ5X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgtjb252ZXJnZW5jZRgJIAEoCzIXLnNraXBwZXIudjEuQ29udmVyZ2VuY2USEwoLc2VydmljZV9pZHMYCiADKAkSLwoLZmluaXNoZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHByb2plY3RfbmFtZRgMIAEoCRIYChByb2xsZWRfYmFja19oYXNoGA0gASgJEh8KF3JvbGxlZF9iYWNrX3NhZmV0eV9oYXNoGA4gASgJEhkKEXF1YXJhbnRpbmVfcmVhc29uGA8gASgJIq8BCghOb2RlU3BlYxIUCgxkaXNwbGF5X25hbWUYASABKAkSEAoIZGlzYWJsZWQYAiABKAgSMAoGbGFiZWxzGAMgAygLMiAuc2tpcHBlci52MS5Ob2RlU3BlYy5MYWJlbHNFbnRyeRIaChJ0cnVzdGVkX2xhYmVsX2tleXMYBCADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKbAgoQTm9kZUNhcGFiaWxpdGllcxIYChBkb2NrZXJfYXZhaWxhYmxlGAEgASgIEhYKDmRvY2tlcl92ZXJzaW9uGAIgASgJEjMKD2NvbXBvc2VfdmFyaWFudBgDIAEoDjIaLnNraXBwZXIudjEuQ29tcG9zZVZhcmlhbnQSFwoPY29tcG9zZV92ZXJzaW9uGAQgASgJEgoKAm9zGAUgASgJEgwKBGFyY2gYBiABKAkSEAoIaG9zdG5hbWUYByABKAkSDwoHbWVzc2FnZRgIIAEoCRIYChBhbGxvd2VkX2NvbW1hbmRzGAkgAygJEg8KB3N5c3RlbWQYCiABKAgSHwoXYWxsb3dlZF9wcm9jZXNzX3NvdXJjZXMYCyADKAki3AQKCk5vZGVTdGF0dXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjIKBmxhYmVscxgEIAMoCzIiLnNraXBwZXIudjEuTm9kZVN0YXR1cy5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIqCghsaXZlbmVzcxgGIAEoDjIYLnNraXBwZXIudjEuTm9kZUxpdmVuZXNzEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgHIAEoAxIwCghwcm9qZWN0cxgIIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEjcKE2xpdmVuZXNzX2NoYW5nZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKCXByb2Nlc3NlcxgKIAMoCzIeLnNraXBwZXIudjEuUHJvY2Vzc09ic2VydmF0aW9uEjEKDmFnZW50X2NvdW50ZXJzGAsgASgLMhkuc2tpcHBlci52MS5BZ2VudENvdW50ZXJzEjUKEWFnZW50X2NvdW50ZXJzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpkCCg1BZ2VudENvdW50ZXJzEg8KB2Jvb3RfaWQYASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHwoXaGVhcnRiZWF0c19hY2tub3dsZWRnZWQYAyABKAQSGgoSaGVhcnRiZWF0X2ZhaWx1cmVzGAQgASgEEisKBm9yZGVycxgFIAMoCzIbLnNraXBwZXIudjEuQWdlbnRPcmRlckNvdW50EhYKDmNsYWltc19yZWZ1c2VkGAYgASgEEhMKC2xlYXNlc19sb3N0GAcgASgEEhYKDnJlcG9ydF9yZXRyaWVzGAggASgEEhgKEHdhdGNoX3JlY29ubmVjdHMYCSABKAQiPAoPQWdlbnRPcmRlckNvdW50EgwKBHR5cGUYASABKAkSDAoEY29kZRgCIAEoCRINCgVjb3VudBgDIAEoBCKZAQoSUHJvamVjdE9ic2VydmF0aW9uEhQKDHByb2plY3RfbmFtZRgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEQoJc3BlY19oYXNoGAMgASgJEhUKDXdvcmtfb3JkZXJfaWQYBCABKAkSMAoIc2VydmljZXMYBSADKAsyHi5za2lwcGVyLnYxLlNlcnZpY2VPYnNlcnZhdGlvbiK+AQoSUHJvY2Vzc09ic2VydmF0aW9uEg4KBm1vZHVsZRgBIAEoCRIWCg5hY3RpdmVfdmVyc2lvbhgCIAEoCRIYChBwcmV2aW91c192ZXJzaW9uGAMgASgJEhoKEmluc3RhbGxlZF92ZXJzaW9ucxgEIAMoCRINCgVzdGF0ZRgFIAEoCRILCgNwaWQYBiABKAUSGAoQcmVzb2x2ZWRfb2ZmbGluZRgHIAEoCBIUCgxzeXN0ZW1kX3VuaXQYCCABKAkiVAoEUG9ydBIRCglob3N0X3BvcnQYASABKA0SFgoOY29udGFpbmVyX3BvcnQYAiABKA0SEAoIcHJvdG9jb2wYAyABKAkSDwoHaG9zdF9pcBgEIAEoCSKDBQoLU2VydmljZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEgwKBGtpbmQYAiABKAkSDQoFaW1hZ2UYAyABKAkSEwoLbmV0d29ya19pZHMYBCADKAkSEgoKdm9sdW1lX2lkcxgFIAMoCRIaChJyZXNvdXJjZV9saW1pdHNfaWQYBiABKAkSLQoDZW52GAcgAygLMiAuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5FbnZFbnRyeRIPCgdjb21tYW5kGAggAygJEh8KBXBvcnRzGAkgAygLMhAuc2tpcHBlci52MS5Qb3J0EhcKD2NvbXBvc2Vfc2VydmljZRgKIAEoCRIvCglwbGFjZW1lbnQYCyABKAsyHC5za2lwcGVyLnYxLkRlcGxveW1lbnRQb2xpY3kSEgoKZGVwZW5kc19vbhgMIAMoCRI6CgpzZWNyZXRfZW52GA0gAygLMiYuc2tpcHBlci52MS5TZXJ2aWNlU3BlYy5TZWNyZXRFbnZFbnRyeRI+CgxzZWNyZXRfZmlsZXMYDiADKAsyKC5za2lwcGVyLnYxLlNlcnZpY2VTcGVjLlNlY3JldEZpbGVzRW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpKCg5TZWNyZXRFbnZFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5za2lwcGVyLnYxLlNlY3JldEtleVJlZjoCOAEaTAoQU2VjcmV0RmlsZXNFbnRyeRILCgNrZXkYASABKAkSJwoFdmFsdWUYAiABKAsyGC5za2lwcGVyLnYxLlNlY3JldEtleVJlZjoCOAEilAEKFENvbnRhaW5lck9ic2VydmF0aW9uEhQKDGNvbnRhaW5lcl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXN0YXRlGAMgASgJEg4KBmhlYWx0aBgEIAEoCRINCgVpbWFnZRgFIAEoCRIVCg1yZXN0YXJ0X2NvdW50GAYgASgFEhMKC2NvbmZpZ19oYXNoGAcgASgJImoKElNlcnZpY2VPYnNlcnZhdGlvbhIPCgdzZXJ2aWNlGAEgASgJEjQKCmNvbnRhaW5lcnMYAiADKAsyIC5za2lwcGVyLnYxLkNvbnRhaW5lck9ic2VydmF0aW9uEg0KBXN0YXRlGAMgASgJIpYBCg1TZXJ2aWNlU3RhdHVzEg8KB25vZGVfaWQYASABKAkSNAoKY29udGFpbmVycxgCIAMoCzIgLnNraXBwZXIudjEuQ29udGFpbmVyT2JzZXJ2YXRpb24SDQoFc3RhdGUYAyABKAkSLwoLb2JzZXJ2ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsCCg5EZXBsb3ltZW50U3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRITCgtzZXJ2aWNlX2lkcxgDIAMoCRIzCg9jb21wb3NlX3Byb2plY3QYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhUKDXdvcmtfb3JkZXJfaWQYBSABKAkSEQoJc3BlY19oYXNoGAYgASgJEkkKEGNvbXBvc2Vfc2VydmljZXMYByADKAsyLy5za2lwcGVyLnYxLkRlcGxveW1lbnRTcGVjLkNvbXBvc2VTZXJ2aWNlc0VudHJ5GjYKFENvbXBvc2VTZXJ2aWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi3AEKEERlcGxveW1lbnRTdGF0dXMSKgoFcGhhc2UYASABKA4yGy5za2lwcGVyLnYxLkRlcGxveW1lbnRQaGFzZRIVCg13b3JrX29yZGVyX2lkGAIgASgJEhMKC3Jlc3VsdF9jb2RlGAMgASgJEg8KB21lc3NhZ2UYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKElJlc291cmNlTGltaXRzU3BlYxIMCgRjcHVzGAEgASgBEhQKDG1lbW9yeV9ieXRlcxgCIAEoAxIMCgRwaWRzGAMgASgDIjYKFFJlc291cmNlTGltaXRzU3RhdHVzEh4KFmFwcGxpZWRfdG9fc2VydmljZV9pZHMYASADKAkiQgoLTmV0d29ya1NwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRyaXZlchgCIAEoCRIQCghpbnRlcm5hbBgDIAEoCCIhCg1OZXR3b3JrU3RhdHVzEhAKCG5vZGVfaWRzGAEgAygJIkMKClZvbHVtZVNwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRyaXZlchgCIAEoCRISCgptb3VudF9wYXRoGAMgASgJIiAKDFZvbHVtZVN0YXR1cxIQCghub2RlX2lkcxgBIAMoCSqnBAoRQ29udmVyZ2VuY2VTdGF0dXMSIgoeQ09OVkVSR0VOQ0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIAocQ09OVkVSR0VOQ0VfU1RBVFVTX0NPTlZFUkdFRBABEiYKIkNPTlZFUkdFTkNFX1NUQVRVU19PUkRFUl9JTl9GTElHSFQQAhIjCh9DT05WRVJHRU5DRV9TVEFUVVNfTk9ERV9PRkZMSU5FEAMSJAogQ09OVkVSR0VOQ0VfU1RBVFVTX1JFVFJZX0JBQ0tPRkYQBBIjCh9DT05WRVJHRU5DRV9TVEFUVVNfT1JERVJfRkFJTEVEEAUSKAokQ09OVkVSR0VOQ0VfU1RBVFVTX1JFRkVSRU5DRV9NSVNTSU5HEAYSJwojQ09OVkVSR0VOQ0VfU1RBVFVTX05PX01BVENISU5HX05PREUQBxIkCiBDT05WRVJHRU5DRV9TVEFUVVNfTk9ERV9ESVNBQkxFRBAIEh4KGkNPTlZFUkdFTkNFX1NUQVRVU19QRU5ESU5HEAkSJQohQ09OVkVSR0VOQ0VfU1RBVFVTX0RSSUZUX0RFVEVDVEVEEAoSKAokQ09OVkVSR0VOQ0VfU1RBVFVTX05PVEhJTkdfVE9fREVQTE9ZEAsSIgoeQ09OVkVSR0VOQ0VfU1RBVFVTX1JPTExFRF9CQUNLEAwSJgoiQ09OVkVSR0VOQ0VfU1RBVFVTX1JPTExPVVRfV0FJVElORxANKqcBChJDb21wb3NlUG9saWN5TGV2ZWwSJAogQ09NUE9TRV9QT0xJQ1lfTEVWRUxfVU5TUEVDSUZJRUQQABIjCh9DT01QT1NFX1BPTElDWV9MRVZFTF9QUklWSUxFR0VEEAESIQodQ09NUE9TRV9QT0xJQ1lfTEVWRUxfQkFTRUxJTkUQAhIjCh9DT01QT1NFX1BPTElDWV9MRVZFTF9SRVNUUklDVEVEEAMqjQEKDkNvbXBvc2VWYXJpYW50Eh8KG0NPTVBPU0VfVkFSSUFOVF9VTlNQRUNJRklFRBAAEhgKFENPTVBPU0VfVkFSSUFOVF9OT05FEAESHQoZQ09NUE9TRV9WQVJJQU5UX1BMVUdJTl9WMhACEiEKHUNPTVBPU0VfVkFSSUFOVF9TVEFOREFMT05FX1YxEAMqfgoMTm9kZUxpdmVuZXNzEh0KGU5PREVfTElWRU5FU1NfVU5TUEVDSUZJRUQQABIYChROT0RFX0xJVkVORVNTX09OTElORRABEhoKFk5PREVfTElWRU5FU1NfREVHUkFERUQQAhIZChVOT0RFX0xJVkVORVNTX09GRkxJTkUQAyqsAQoPRGVwbG95bWVudFBoYXNlEiAKHERFUExPWU1FTlRfUEhBU0VfVU5TUEVDSUZJRUQQABIcChhERVBMT1lNRU5UX1BIQVNFX1BFTkRJTkcQARIcChhERVBMT1lNRU5UX1BIQVNFX1JVTk5JTkcQAhIeChpERVBMT1lNRU5UX1BIQVNFX1NVQ0NFRURFRBADEhsKF0RFUExPWU1FTlRfUEhBU0VfRkFJTEVEEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_skipper_v1_rollout, file_skipper_v1_safety, file_skipper_v1_secret]);
 
 /**
  * Resource is one managed object. `resource_type` is one of: tenant, node, service, deployment,
@@ -576,6 +576,15 @@ export type TenantSpec = Message<"skipper.v1.TenantSpec"> & {
    * @generated from field: skipper.v1.RolloutPin pin = 9;
    */
   pin?: RolloutPin | undefined;
+
+  /**
+   * What the tenant may have of the fleet: its nodes and what its compose files may ask of a
+   * host. Set and changed only by an admin whose scope is every tenant; every other write must
+   * leave it as it is.
+   *
+   * @generated from field: skipper.v1.TenantPolicy policy = 10;
+   */
+  policy?: TenantPolicy | undefined;
 };
 
 /**
@@ -584,6 +593,65 @@ export type TenantSpec = Message<"skipper.v1.TenantSpec"> & {
  */
 export const TenantSpecSchema: GenMessage<TenantSpec> = /*@__PURE__*/
   messageDesc(file_skipper_v1_resource, 8);
+
+/**
+ * TenantPolicy confines a tenant, whoever writes the rest of its desired state.
+ *
+ * @generated from message skipper.v1.TenantPolicy
+ */
+export type TenantPolicy = Message<"skipper.v1.TenantPolicy"> & {
+  /**
+   * The nodes the tenant's projects and services may run on: those whose admin-set labels
+   * (metadata.labels and desired_state.node.labels, never agent-reported ones) match every pair.
+   * The reconciler places the tenant only there, whatever its deployment_policy says. Empty: any
+   * node, and a caller whose scope is limited to some tenants may not change the tenant's
+   * placement at all.
+   *
+   * @generated from field: map<string, string> node_selector = 1;
+   */
+  nodeSelector: { [key: string]: string };
+
+  /**
+   * What the tenant's compose files may ask of a host.
+   *
+   * @generated from field: skipper.v1.ComposePolicy compose = 2;
+   */
+  compose?: ComposePolicy | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.TenantPolicy.
+ * Use `create(TenantPolicySchema)` to create a new message.
+ */
+export const TenantPolicySchema: GenMessage<TenantPolicy> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 9);
+
+/**
+ * ComposePolicy is a level and the host paths it lets projects use.
+ *
+ * @generated from message skipper.v1.ComposePolicy
+ */
+export type ComposePolicy = Message<"skipper.v1.ComposePolicy"> & {
+  /**
+   * @generated from field: skipper.v1.ComposePolicyLevel level = 1;
+   */
+  level: ComposePolicyLevel;
+
+  /**
+   * Absolute host directories a BASELINE or RESTRICTED project may bind-mount (or read files
+   * from), the directories themselves and what is under them.
+   *
+   * @generated from field: repeated string allowed_host_paths = 2;
+   */
+  allowedHostPaths: string[];
+};
+
+/**
+ * Describes the message skipper.v1.ComposePolicy.
+ * Use `create(ComposePolicySchema)` to create a new message.
+ */
+export const ComposePolicySchema: GenMessage<ComposePolicy> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_resource, 10);
 
 /**
  * TenantStatus: what was last observed of a tenant's project.
@@ -649,7 +717,7 @@ export type TenantStatus = Message<"skipper.v1.TenantStatus"> & {
  * Use `create(TenantStatusSchema)` to create a new message.
  */
 export const TenantStatusSchema: GenMessage<TenantStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 9);
+  messageDesc(file_skipper_v1_resource, 11);
 
 /**
  * TargetStatus is the reconciler's durable record for one (tenant, node) project.
@@ -758,7 +826,7 @@ export type TargetStatus = Message<"skipper.v1.TargetStatus"> & {
  * Use `create(TargetStatusSchema)` to create a new message.
  */
 export const TargetStatusSchema: GenMessage<TargetStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 10);
+  messageDesc(file_skipper_v1_resource, 12);
 
 /**
  * NodeSpec: a node's desired state, set by admins.
@@ -802,7 +870,7 @@ export type NodeSpec = Message<"skipper.v1.NodeSpec"> & {
  * Use `create(NodeSpecSchema)` to create a new message.
  */
 export const NodeSpecSchema: GenMessage<NodeSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 11);
+  messageDesc(file_skipper_v1_resource, 13);
 
 /**
  * NodeCapabilities are detected by the agent on its host.
@@ -880,7 +948,7 @@ export type NodeCapabilities = Message<"skipper.v1.NodeCapabilities"> & {
  * Use `create(NodeCapabilitiesSchema)` to create a new message.
  */
 export const NodeCapabilitiesSchema: GenMessage<NodeCapabilities> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 12);
+  messageDesc(file_skipper_v1_resource, 14);
 
 /**
  * NodeStatus: a node as last reported by its agent.
@@ -973,7 +1041,7 @@ export type NodeStatus = Message<"skipper.v1.NodeStatus"> & {
  * Use `create(NodeStatusSchema)` to create a new message.
  */
 export const NodeStatusSchema: GenMessage<NodeStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 13);
+  messageDesc(file_skipper_v1_resource, 15);
 
 /**
  * AgentCounters are an agent's running totals since its process started: what it ran and what
@@ -1059,7 +1127,7 @@ export type AgentCounters = Message<"skipper.v1.AgentCounters"> & {
  * Use `create(AgentCountersSchema)` to create a new message.
  */
 export const AgentCountersSchema: GenMessage<AgentCounters> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 14);
+  messageDesc(file_skipper_v1_resource, 16);
 
 /**
  * AgentOrderCount is how many orders of one type an agent ended with one result code.
@@ -1095,7 +1163,7 @@ export type AgentOrderCount = Message<"skipper.v1.AgentOrderCount"> & {
  * Use `create(AgentOrderCountSchema)` to create a new message.
  */
 export const AgentOrderCountSchema: GenMessage<AgentOrderCount> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 15);
+  messageDesc(file_skipper_v1_resource, 17);
 
 /**
  * ProjectObservation is one compose project on a node, as its agent saw it.
@@ -1138,7 +1206,7 @@ export type ProjectObservation = Message<"skipper.v1.ProjectObservation"> & {
  * Use `create(ProjectObservationSchema)` to create a new message.
  */
 export const ProjectObservationSchema: GenMessage<ProjectObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 16);
+  messageDesc(file_skipper_v1_resource, 18);
 
 /**
  * ProcessObservation is a module's process as the agent sees it.
@@ -1198,7 +1266,7 @@ export type ProcessObservation = Message<"skipper.v1.ProcessObservation"> & {
  * Use `create(ProcessObservationSchema)` to create a new message.
  */
 export const ProcessObservationSchema: GenMessage<ProcessObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 17);
+  messageDesc(file_skipper_v1_resource, 19);
 
 /**
  * Port publishes a container port on the host.
@@ -1236,7 +1304,7 @@ export type Port = Message<"skipper.v1.Port"> & {
  * Use `create(PortSchema)` to create a new message.
  */
 export const PortSchema: GenMessage<Port> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 18);
+  messageDesc(file_skipper_v1_resource, 20);
 
 /**
  * ServiceSpec: one service of a tenant. References to networks, volumes and limits are by id.
@@ -1333,7 +1401,7 @@ export type ServiceSpec = Message<"skipper.v1.ServiceSpec"> & {
  * Use `create(ServiceSpecSchema)` to create a new message.
  */
 export const ServiceSpecSchema: GenMessage<ServiceSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 19);
+  messageDesc(file_skipper_v1_resource, 21);
 
 /**
  * ContainerObservation is one container as the engine reports it.
@@ -1388,7 +1456,7 @@ export type ContainerObservation = Message<"skipper.v1.ContainerObservation"> & 
  * Use `create(ContainerObservationSchema)` to create a new message.
  */
 export const ContainerObservationSchema: GenMessage<ContainerObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 20);
+  messageDesc(file_skipper_v1_resource, 22);
 
 /**
  * ServiceObservation is a compose service and its containers.
@@ -1419,7 +1487,7 @@ export type ServiceObservation = Message<"skipper.v1.ServiceObservation"> & {
  * Use `create(ServiceObservationSchema)` to create a new message.
  */
 export const ServiceObservationSchema: GenMessage<ServiceObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 21);
+  messageDesc(file_skipper_v1_resource, 23);
 
 /**
  * ServiceStatus: what was last observed of a service.
@@ -1453,7 +1521,7 @@ export type ServiceStatus = Message<"skipper.v1.ServiceStatus"> & {
  * Use `create(ServiceStatusSchema)` to create a new message.
  */
 export const ServiceStatusSchema: GenMessage<ServiceStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 22);
+  messageDesc(file_skipper_v1_resource, 24);
 
 /**
  * DeploymentSpec: a deployment, created by DeploymentService.Apply.
@@ -1507,7 +1575,7 @@ export type DeploymentSpec = Message<"skipper.v1.DeploymentSpec"> & {
  * Use `create(DeploymentSpecSchema)` to create a new message.
  */
 export const DeploymentSpecSchema: GenMessage<DeploymentSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 23);
+  messageDesc(file_skipper_v1_resource, 25);
 
 /**
  * DeploymentStatus: progress and outcome of a deployment.
@@ -1551,7 +1619,7 @@ export type DeploymentStatus = Message<"skipper.v1.DeploymentStatus"> & {
  * Use `create(DeploymentStatusSchema)` to create a new message.
  */
 export const DeploymentStatusSchema: GenMessage<DeploymentStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 24);
+  messageDesc(file_skipper_v1_resource, 26);
 
 /**
  * ResourceLimitsSpec: limits applied to the services that reference it.
@@ -1586,7 +1654,7 @@ export type ResourceLimitsSpec = Message<"skipper.v1.ResourceLimitsSpec"> & {
  * Use `create(ResourceLimitsSpecSchema)` to create a new message.
  */
 export const ResourceLimitsSpecSchema: GenMessage<ResourceLimitsSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 25);
+  messageDesc(file_skipper_v1_resource, 27);
 
 /**
  * ResourceLimitsStatus: reserved for observed enforcement.
@@ -1605,7 +1673,7 @@ export type ResourceLimitsStatus = Message<"skipper.v1.ResourceLimitsStatus"> & 
  * Use `create(ResourceLimitsStatusSchema)` to create a new message.
  */
 export const ResourceLimitsStatusSchema: GenMessage<ResourceLimitsStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 26);
+  messageDesc(file_skipper_v1_resource, 28);
 
 /**
  * NetworkSpec: a network services can join.
@@ -1636,7 +1704,7 @@ export type NetworkSpec = Message<"skipper.v1.NetworkSpec"> & {
  * Use `create(NetworkSpecSchema)` to create a new message.
  */
 export const NetworkSpecSchema: GenMessage<NetworkSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 27);
+  messageDesc(file_skipper_v1_resource, 29);
 
 /**
  * NetworkStatus: a network as observed on nodes.
@@ -1655,7 +1723,7 @@ export type NetworkStatus = Message<"skipper.v1.NetworkStatus"> & {
  * Use `create(NetworkStatusSchema)` to create a new message.
  */
 export const NetworkStatusSchema: GenMessage<NetworkStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 28);
+  messageDesc(file_skipper_v1_resource, 30);
 
 /**
  * VolumeSpec: a named volume services can mount.
@@ -1686,7 +1754,7 @@ export type VolumeSpec = Message<"skipper.v1.VolumeSpec"> & {
  * Use `create(VolumeSpecSchema)` to create a new message.
  */
 export const VolumeSpecSchema: GenMessage<VolumeSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 29);
+  messageDesc(file_skipper_v1_resource, 31);
 
 /**
  * VolumeStatus: a volume as observed on nodes.
@@ -1705,7 +1773,7 @@ export type VolumeStatus = Message<"skipper.v1.VolumeStatus"> & {
  * Use `create(VolumeStatusSchema)` to create a new message.
  */
 export const VolumeStatusSchema: GenMessage<VolumeStatus> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_resource, 30);
+  messageDesc(file_skipper_v1_resource, 32);
 
 /**
  * ConvergenceStatus says a resource is converged, or names the one thing keeping it from being so.
@@ -1819,6 +1887,53 @@ export const ConvergenceStatusSchema: GenEnum<ConvergenceStatus> = /*@__PURE__*/
   enumDesc(file_skipper_v1_resource, 0);
 
 /**
+ * ComposePolicyLevel: what a compose project may ask of its host, after Kubernetes' Pod
+ * Security Standards.
+ *
+ * @generated from enum skipper.v1.ComposePolicyLevel
+ */
+export enum ComposePolicyLevel {
+  /**
+   * Unset: RESTRICTED for writes by a caller whose scope is limited to some tenants (what they
+   * add is checked), PRIVILEGED for others.
+   *
+   * @generated from enum value: COMPOSE_POLICY_LEVEL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Anything Compose can do, as root on the host.
+   *
+   * @generated from enum value: COMPOSE_POLICY_LEVEL_PRIVILEGED = 1;
+   */
+  PRIVILEGED = 1,
+
+  /**
+   * No privileged containers, host namespaces (pid, ipc, network, uts, userns, cgroup), another
+   * container's namespaces, devices, capabilities beyond Docker's defaults, unconfined security
+   * profiles, unsafe sysctls, the Docker socket, or host paths outside allowed_host_paths (bind
+   * mounts, env files, secret and config files, build contexts, includes, local volume devices).
+   *
+   * @generated from enum value: COMPOSE_POLICY_LEVEL_BASELINE = 2;
+   */
+  BASELINE = 2,
+
+  /**
+   * BASELINE, and no added capability but NET_BIND_SERVICE, and volume and network drivers
+   * only Docker's own (local; bridge, overlay).
+   *
+   * @generated from enum value: COMPOSE_POLICY_LEVEL_RESTRICTED = 3;
+   */
+  RESTRICTED = 3,
+}
+
+/**
+ * Describes the enum skipper.v1.ComposePolicyLevel.
+ */
+export const ComposePolicyLevelSchema: GenEnum<ComposePolicyLevel> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_resource, 1);
+
+/**
  * ComposeVariant names the Compose implementation an agent found on its host.
  *
  * @generated from enum skipper.v1.ComposeVariant
@@ -1855,7 +1970,7 @@ export enum ComposeVariant {
  * Describes the enum skipper.v1.ComposeVariant.
  */
 export const ComposeVariantSchema: GenEnum<ComposeVariant> = /*@__PURE__*/
-  enumDesc(file_skipper_v1_resource, 1);
+  enumDesc(file_skipper_v1_resource, 2);
 
 /**
  * NodeLiveness is derived from heartbeat age: degraded after 3 missed intervals, offline after 6.
@@ -1888,7 +2003,7 @@ export enum NodeLiveness {
  * Describes the enum skipper.v1.NodeLiveness.
  */
 export const NodeLivenessSchema: GenEnum<NodeLiveness> = /*@__PURE__*/
-  enumDesc(file_skipper_v1_resource, 2);
+  enumDesc(file_skipper_v1_resource, 3);
 
 /**
  * DeploymentPhase is where a deployment stands.
@@ -1926,5 +2041,5 @@ export enum DeploymentPhase {
  * Describes the enum skipper.v1.DeploymentPhase.
  */
 export const DeploymentPhaseSchema: GenEnum<DeploymentPhase> = /*@__PURE__*/
-  enumDesc(file_skipper_v1_resource, 3);
+  enumDesc(file_skipper_v1_resource, 4);
 
