@@ -1,87 +1,270 @@
-// Memory held by stalled streams: 100 gRPC streams that each announce a 4 MiB message, send 1 KiB
-// and never finish, first without a credential (on a call that needs one and on the public health
-// check), then with a node's token (admitted, so the server reads what arrives until its idle limit
-// cuts it). Measured: the controller's RSS while they are held, against its RSS before, and how
-// many were answered at once rather than held. Before the front door admitted calls from headers,
-// each such stream held 80-85 MB and 60 of them killed the controller.
-import http2 from "node:http2";
+// Memory held by stalled streams, on every door a body can come through. Unauthenticated: every
+// open method of the contract (PUBLIC or ENROLL, found from the descriptors, so a new one is
+// covered) on every protocol that reaches it — its REST routes, Connect unary JSON, gRPC and
+// gRPC-Web — gets 1,000 streams over 10 HTTP/2 connections, each sending a body just under the
+// open cap (or an envelope announcing the cap, nearly all of it sent) and never ending it.
+// Authenticated: a node's token, 4 MiB bodies on NodeService.Heartbeat over gRPC and REST.
+// Measured: the controller's RSS while they are held, above its RSS before (idle, after a warm-up
+// of as much traffic); how many were answered at once and how many held; and, waiting for the
+// answers as they come (bounded), how many were still held past their class's body deadline. Each
+// case ends its bodies before the next, so the server gives back what they reserved; one check
+// resets them instead and watches whether the address's budget comes back. The short run (CI)
+// sends fewer admitted streams, waits for the open deadline once for all open cases together (4
+// streams each) and not at all for the admitted 60 s one.
 import { join } from "node:path";
+import { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
-import { atMost, exactly, fmt, info, type Figure, type Probe } from "./figures.js";
+import { DEFAULT_BODY_LIMITS } from "../../controller/body-limits.js";
+// Every service the controller serves, from the controller's own list of generated descriptors.
+import { SERVICES } from "../../controller/server.js";
+import { atMost, exactly, fmt, type Figure, type Probe } from "./figures.js";
 import { startController, type ControllerProcess } from "./controller-process.js";
+import { openMethods, stallTargets, type StallTarget } from "./stall-targets.js";
+import { waitUntil } from "./wait-until.js";
+import { answersOf, heldAt, openStalled, waitClosed, withTimeout, type Stalled, type StreamSeen } from "./stalled-streams.js";
 
 const SECTION = "stalled streams";
-const STREAMS = 100;
-const ANNOUNCED = 4 * 1024 * 1024;
+const { open: OPEN, admitted: ADMITTED } = DEFAULT_BODY_LIMITS;
+// How far past its deadline an answer may come (timers, a busy machine) and still meet the bar.
+const MARGIN_MS = 3000;
+// Bound on sending every body (or being answered) and on the ping after.
+const SEND_BOUND_MS = 30_000;
+const MB = (n: number) => Math.max(0, Math.round(n));
 
 export const stalledMemoryProbe: Probe = {
   name: "stalled-memory",
-  async run({ workDir, log }) {
+  async run({ short, workDir, log }) {
     const ctl = await startController({ dataDir: join(workDir, "data") });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: "stall-node" })).token;
     const figures: Figure[] = [];
-    const cases: [string, string, Record<string, string>, number, number][] = [
-      ["no credential, admin call", "/skipper.v1.ResourceService/ListResources", {}, ANNOUNCED, 0],
-      ["no credential, public health check", "/skipper.v1.HealthService/Check", {}, ANNOUNCED, 0],
-      // Admitted, and under the cap: the body is read as it arrives (64 KiB each) and held until
-      // the request idle limit cuts the stream.
-      ["node token, admitted call", "/skipper.v1.NodeService/Heartbeat", { authorization: `Bearer ${token}` }, 1024 * 1024, 64 * 1024],
-    ];
-    for (const [name, path, headers, announced, extra] of cases) {
-      const before = ctl.rssMb();
-      const held = await stall(ctl, path, headers, announced, extra);
-      const during = ctl.rssMb();
-      log(`${name}: ${held.answered} answered at once, RSS ${fmt(before)} -> ${fmt(during)} MB`);
-      figures.push(
-        info(
-          SECTION,
-          `${name}: ${STREAMS} streams announcing ${announced / 1024 / 1024} MiB`,
-          `${held.answered} answered at once, ${STREAMS - held.answered} held`,
-        ),
-        atMost(SECTION, `${name}: RSS while held, above before`, Math.max(0, Math.round(during - before)), extra > 0 ? 64 : 16, "MB"),
-      );
-      held.close();
-    }
+    const targets = openMethods(SERVICES).flatMap((m) => stallTargets(m, OPEN.maxBytes));
+    log(`${targets.length} open cases: ${targets.map((t) => `${t.method} ${t.protocol}`).join(", ")}`);
+    await warmUp(ctl, log);
+    for (const t of targets) figures.push(...(await openCase(ctl, t, !short, log)));
+    if (short) figures.push(await openDeadlinesTogether(ctl, targets, log));
+    figures.push(await budgetAfterReset(ctl, targets.find((t) => t.protocol === "Connect JSON")!, log));
+    figures.push(...(await admittedCase(ctl, token, short, log)));
     figures.push(exactly(SECTION, "controller down afterwards", ctl.alive() ? 0 : 1, 0));
     await ctl.stop();
     return figures;
   },
 };
 
-/** Opens the streams on one connection and resolves once each was answered or its bytes were sent. */
-async function stall(
-  ctl: ControllerProcess,
-  path: string,
-  headers: Record<string, string>,
-  announced: number,
-  extra: number,
-): Promise<{ answered: number; close(): void }> {
-  const session = http2.connect(ctl.url, { ca: ctl.ca });
-  session.on("error", () => undefined);
-  let answered = 0;
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(announced, 1);
-  const body = Buffer.concat([prefix, Buffer.alloc(1024 + extra, 0x61)]);
-  await Promise.all(
-    Array.from(
-      { length: STREAMS },
-      () =>
-        new Promise<void>((resolve) => {
-          const s = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", ...headers });
-          s.on("error", () => resolve());
-          s.on("response", (h) => {
-            if (h["grpc-status"] !== undefined) {
-              answered++;
-              resolve();
-            }
-          });
-          s.on("data", () => undefined);
-          // Held: everything sent has been handed to the socket (the server has it or will).
-          s.write(body, () => resolve());
-        }),
+/** 1,000 streams on 10 connections at one open target: what was answered, RSS while held, and (full run) the deadline. */
+async function openCase(ctl: ControllerProcess, t: StallTarget, waitDeadline: boolean, log: (m: string) => void): Promise<Figure[]> {
+  const name = `no credential, ${t.method}, ${t.protocol} ${t.route}`;
+  const sent = `1,000 streams on 10 connections, each ${t.sends}, never ended`;
+  const idle = ctl.rssMb();
+  const held = await openStalled(
+    { url: ctl.url, ca: ctl.ca, connections: 10, streamsPerConnection: 100, headers: t.headers, body: t.body },
+    SEND_BOUND_MS,
+  );
+  const during = await peakRss(ctl);
+  const figures = [sentFigure(name, sent, held), rssFigure(name, idle, during, 16)];
+  log(`${name}: ${summary(held.streams)}; RSS ${fmt(idle)} -> ${fmt(during)} MB`);
+  if (waitDeadline) figures.push(await deadlineFigure(name, held.streams, unanswered(held.streams), OPEN.deadlineMs, log));
+  await release(ctl, held, log);
+  return figures;
+}
+
+/** Short run: 4 streams at every open target at once, each on its own connection, and one wait for the open deadline. */
+async function openDeadlinesTogether(ctl: ControllerProcess, targets: StallTarget[], log: (m: string) => void): Promise<Figure> {
+  const all = await Promise.all(
+    targets.map((t) =>
+      openStalled({ url: ctl.url, ca: ctl.ca, connections: 1, streamsPerConnection: 4, headers: t.headers, body: t.body }, SEND_BOUND_MS),
     ),
   );
-  // One round trip more, so the server has read what was sent before memory is measured.
-  await new Promise<void>((r) => session.ping(() => r()));
-  return { answered, close: () => session.destroy() };
+  const streams = all.flatMap((h) => h.streams);
+  const name = `no credential, every open case at once (short: 4 streams each, ${streams.length} in all)`;
+  const figure = await deadlineFigure(name, streams, unanswered(streams), OPEN.deadlineMs, log);
+  for (const h of all) await release(ctl, h, log);
+  return figure;
+}
+
+/** A node's token, 4 MiB bodies on Heartbeat over gRPC, then REST (from 127.0.0.2, its own address budget) with the gRPC ones still held. */
+async function admittedCase(ctl: ControllerProcess, token: string, short: boolean, log: (m: string) => void): Promise<Figure[]> {
+  const targets = stallTargets(
+    NodeService.method.heartbeat,
+    ADMITTED.maxBytes,
+    { authorization: `Bearer ${token}` },
+    { node_id: "stall-node" },
+  );
+  const grpc = targets.find((t) => t.protocol === "gRPC")!;
+  const rest = targets.find((t) => t.protocol === "REST");
+  // One stream per connection: with several 4 MiB bodies on one connection Node's own HTTP/2
+  // session memory cap (10 MB) resets most of them (ENHANCE_YOUR_CALM) before the body limits act.
+  const [connections, perConnection] = short ? [20, 1] : [100, 1];
+  const count = `${connections * perConnection} streams on ${connections} connections`;
+  const figures: Figure[] = [];
+  const idle = ctl.rssMb();
+  const plan = { url: ctl.url, ca: ctl.ca, connections, streamsPerConnection: perConnection };
+  const grpcName = `node token, ${grpc.method}, gRPC ${grpc.route}`;
+  const grpcHeld = await openStalled({ ...plan, headers: grpc.headers, body: grpc.body }, SEND_BOUND_MS);
+  const grpcRss = await peakRss(ctl);
+  log(`${grpcName}: ${summary(grpcHeld.streams)}; RSS ${fmt(idle)} -> ${fmt(grpcRss)} MB`);
+  figures.push(sentFigure(grpcName, `${count}, each ${grpc.sends}, never ended`, grpcHeld), rssFigure(grpcName, idle, grpcRss, 256));
+  const holds: [string, Stalled, Set<StreamSeen>][] = [[grpcName, grpcHeld, unanswered(grpcHeld.streams)]];
+  if (rest) {
+    const restName = `node token, ${rest.method}, REST ${rest.route} from 127.0.0.2`;
+    const restHeld = await openStalled({ ...plan, headers: rest.headers, body: rest.body, localAddress: "127.0.0.2" }, SEND_BOUND_MS);
+    const bothRss = await peakRss(ctl);
+    log(`${restName}: ${summary(restHeld.streams)}; RSS ${fmt(grpcRss)} -> ${fmt(bothRss)} MB (gRPC streams still held)`);
+    figures.push(
+      sentFigure(restName, `${count}, each ${rest.sends}, never ended`, restHeld),
+      rssFigure(`${restName}, with the gRPC streams still held`, idle, bothRss, 256),
+    );
+    holds.push([restName, restHeld, unanswered(restHeld.streams)]);
+  }
+  if (short) {
+    log(`short: the admitted ${ADMITTED.deadlineMs / 1000} s body deadline is not waited for`);
+  } else {
+    // One wait for both (they overlap), each protocol's streams counted against its own start.
+    await waitClosed(
+      holds.flatMap(([, h]) => h.streams),
+      lastStart(holds.flatMap(([, h]) => h.streams)) + ADMITTED.deadlineMs + MARGIN_MS,
+    );
+    for (const [name, h, held] of holds) figures.push(await deadlineFigure(name, h.streams, held, ADMITTED.deadlineMs, log));
+  }
+  for (const [, h] of holds) await release(ctl, h, log);
+  return figures;
+}
+
+/** Whether every body was sent in full or answered, and the server read it (a ping came back); the answers. */
+function sentFigure(name: string, sent: string, held: Stalled): Figure {
+  const unsent = held.streams.filter((s) => s.sentAt === undefined && s.answeredAt === undefined).length;
+  const value = `${summary(held.streams)}${unsent > 0 ? `; ${unsent} neither sent nor answered in ${SEND_BOUND_MS / 1000} s` : ""}${held.pinged ? "" : "; ping lost"}`;
+  return { section: SECTION, name: `${name}: ${sent}`, value, target: "every body sent or answered", ok: held.sendsDone && held.pinged };
+}
+
+function rssFigure(name: string, idle: number, during: number, max: number): Figure {
+  return atMost(
+    SECTION,
+    `${name}: RSS while held, above idle (${fmt(Math.round(idle))} MB, after the warm-up)`,
+    MB(during - idle),
+    max,
+    "MB",
+  );
+}
+
+/**
+ * Waits (bounded) until every stream is answered; the figure counts those still held past
+ * `deadlineMs` + the margin, and says when those `held` after the send were answered.
+ */
+async function deadlineFigure(
+  name: string,
+  streams: StreamSeen[],
+  held: Set<StreamSeen>,
+  deadlineMs: number,
+  log: (m: string) => void,
+): Promise<Figure> {
+  await waitClosed(streams, lastStart(streams) + deadlineMs + MARGIN_MS);
+  const late = heldAt(streams, (s) => s.startedAt + deadlineMs + MARGIN_MS);
+  const answeredLater = streams.filter((s) => held.has(s) && s.answeredAt !== undefined);
+  const times = answeredLater.map((s) => (s.answeredAt! - s.startedAt) / 1000);
+  const span = times.length > 0 ? `${fmt(Math.min(...times))}-${fmt(Math.max(...times))} s` : "none";
+  const open = streams.filter((s) => s.closedAt === undefined).length;
+  const detail = `held ones answered after ${span} (${answersOf(answeredLater)}); ${fmt(open)} still open then (answered, not closed)`;
+  log(`${name}: ${late.length} held past ${deadlineMs / 1000} s + ${MARGIN_MS / 1000} s; ${detail}`);
+  return {
+    section: SECTION,
+    name: `${name}: held past the ${deadlineMs / 1000} s body deadline + ${MARGIN_MS / 1000} s`,
+    value: `${fmt(late.length)} of ${fmt(streams.length)}; ${detail}`,
+    target: "0",
+    ok: late.length === 0,
+  };
+}
+
+/** "936 answered at once (grpc-status 8 ×936), 64 held". */
+function summary(streams: StreamSeen[]): string {
+  const answered = streams.filter((s) => s.answeredAt !== undefined);
+  return `${fmt(answered.length)} answered at once (${answersOf(answered)}), ${fmt(streams.length - answered.length)} held`;
+}
+
+function unanswered(streams: StreamSeen[]): Set<StreamSeen> {
+  return new Set(streams.filter((s) => s.answeredAt === undefined));
+}
+
+function lastStart(streams: StreamSeen[]): number {
+  return Math.max(...streams.map((s) => s.startedAt));
+}
+
+/**
+ * 1,000 streams of 16 KiB to GET /v1/health on 10 connections, answered and ended, before idle RSS
+ * is taken: the first such traffic grows V8's heap (and RSS) by some 30-50 MB of garbage that the
+ * next case would otherwise be charged with, whatever it holds.
+ */
+async function warmUp(ctl: ControllerProcess, log: (m: string) => void): Promise<void> {
+  const before = ctl.rssMb();
+  const headers = { ":method": "GET", ":path": "/v1/health" };
+  const body = Buffer.alloc(OPEN.maxBytes - 16, 0x61);
+  const warm = await openStalled({ url: ctl.url, ca: ctl.ca, connections: 10, streamsPerConnection: 100, headers, body }, SEND_BOUND_MS);
+  await release(ctl, warm, log);
+  log(
+    `warm-up (1,000 streams of ${body.length} B to GET /v1/health on 10 connections, ended): RSS ${fmt(before)} -> ${fmt(ctl.rssMb())} MB`,
+  );
+}
+
+/**
+ * Whether an address's open budget comes back when its client resets its stalled streams: 64
+ * full bodies (its 1 MiB) from 127.0.0.3, reset; then, until the open deadline + the margin has
+ * passed, 64 more from the same address on new connections, until none is refused.
+ */
+async function budgetAfterReset(ctl: ControllerProcess, t: StallTarget, log: (m: string) => void): Promise<Figure> {
+  const plan = {
+    url: ctl.url,
+    ca: ctl.ca,
+    connections: 4,
+    streamsPerConnection: 16,
+    headers: t.headers,
+    body: t.body,
+    localAddress: "127.0.0.3",
+  };
+  const fill = await openStalled(plan, SEND_BOUND_MS);
+  const filled = unanswered(fill.streams).size;
+  await fill.close(5000);
+  const resetAt = performance.now();
+  let lastRefused = 0;
+  const back = await waitUntil(
+    async () => {
+      const again = await openStalled(plan, SEND_BOUND_MS);
+      lastRefused = again.streams.length - unanswered(again.streams).size;
+      await release(ctl, again, log);
+      return lastRefused === 0 ? performance.now() - resetAt : undefined;
+    },
+    OPEN.deadlineMs + MARGIN_MS,
+    500,
+  );
+  const value =
+    back === undefined
+      ? `not within ${fmt((OPEN.deadlineMs + MARGIN_MS) / 1000)} s (${lastRefused} of 64 refused at the last try)`
+      : `after ${fmt(back / 1000)} s`;
+  log(`budget after reset: ${filled} of 64 held, reset; 64 more held again ${value}`);
+  return {
+    section: SECTION,
+    name: `no credential, ${t.method}, ${t.protocol} ${t.route} from 127.0.0.3: ${filled} stalled streams of ${t.sends} (the address's ${OPEN.perAddress / 1024} KiB budget) reset by the client, then 64 more held again`,
+    value,
+    target: `within ${fmt((OPEN.deadlineMs + MARGIN_MS) / 1000)} s`,
+    ok: back !== undefined,
+  };
+}
+
+/** The highest of a few RSS samples over half a second (MB). */
+async function peakRss(ctl: ControllerProcess): Promise<number> {
+  let peak = 0;
+  for (let i = 0; i < 5; i++) {
+    peak = Math.max(peak, ctl.rssMb());
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return peak;
+}
+
+/**
+ * Ends every stream's body (so the server reads to the end and answers it, as it would a finished
+ * call), closes the connections, then one health check on a new one. A stream reset mid-body is
+ * not how a case ends: budgetAfterReset measures what that leaves behind.
+ */
+async function release(ctl: ControllerProcess, held: Stalled, log: (m: string) => void): Promise<void> {
+  if (!(await held.end(15_000))) log("streams not closed within 15 s of ending their bodies");
+  if (!(await held.close(5000))) log("connections not closed within 5 s");
+  if ((await withTimeout(ctl.client(HealthService).check({}), 10_000)) === undefined) log("health check unanswered within 10 s");
 }
