@@ -14,7 +14,15 @@ import { ConnectError, Code } from "@connectrpc/connect";
 import type { AgentCredential, ControllerClients } from "./controller-client.js";
 import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
-import { loadIdentity, newKeyRequest, renewalTime, saveIdentity, type NodeIdentity } from "./identity.js";
+import {
+  enrollmentDone,
+  enrollmentKeyRequest,
+  loadIdentity,
+  newKeyRequest,
+  renewalTime,
+  saveIdentity,
+  type NodeIdentity,
+} from "./identity.js";
 
 export interface CredentialSettings {
   nodeId: string;
@@ -63,8 +71,10 @@ async function enroll(
   now: () => Date,
 ): Promise<NodeIdentity> {
   const backoff = new Backoff(500, 30_000);
+  // One key for every attempt, kept across restarts: a retry after a lost answer is accepted
+  // only with the key the token was used with.
+  const request = await enrollmentKeyRequest(s.stateDir, s.nodeId);
   for (;;) {
-    const request = await newKeyRequest(s.nodeId);
     try {
       const res = await clients.enrollment.enrollNode({
         enrollmentToken: s.enrollToken,
@@ -73,6 +83,7 @@ async function enroll(
         displayName: s.displayName ?? "",
       });
       const identity = await saveIdentity(s.stateDir, s.nodeId, request, res.certificatePem, now());
+      await enrollmentDone(s.stateDir);
       log.info(
         { action: "enroll", result: "ok", node_id: s.nodeId, metadata: { not_after: identity.notAfter.toISOString() } },
         "enrolled: calling with the node's client certificate",

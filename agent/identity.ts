@@ -5,12 +5,16 @@
 //                                   (mode 0600), replaced atomically so the two always match
 //   <state-dir>/identity/node.json  facts for renewal: node id, when the certificate was
 //                                   received and when it expires
+//   <state-dir>/identity/enrolling.json  while enrolling: the key and CSR every attempt sends
+//                                   (mode 0600), so a retry after a lost answer or a restart
+//                                   presents the same key (the controller accepts a used token
+//                                   again only with it); removed once enrolled
 //
 // Enrollment (enroll) sends the controller a CSR with a one-time enrollment token; renewal
 // (renew) sends a CSR for a fresh key over mTLS with the current certificate, at about two thirds
 // of the lifetime. Both only replace the files once the controller has answered.
 import { createPrivateKey, KeyObject, webcrypto, X509Certificate } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "./engine/durable-file.js";
 
@@ -49,6 +53,32 @@ export async function newKeyRequest(nodeId: string): Promise<KeyRequest> {
   });
   const keyPem = KeyObject.from(keys.privateKey).export({ type: "pkcs8", format: "pem" }) as string;
   return { keyPem, csrPem: csr.toString("pem") };
+}
+
+/**
+ * The key request an enrollment of `nodeId` sends on every attempt: the one saved by an earlier
+ * attempt (this run or one before a restart), or a new one, saved before it is first sent.
+ */
+export async function enrollmentKeyRequest(stateDir: string, nodeId: string): Promise<KeyRequest> {
+  const file = join(identityDir(stateDir), "enrolling.json");
+  try {
+    const saved = JSON.parse(await readFile(file, "utf8")) as { node_id?: unknown; key_pem?: unknown; csr_pem?: unknown };
+    if (saved.node_id === nodeId && typeof saved.key_pem === "string" && typeof saved.csr_pem === "string") {
+      return { keyPem: saved.key_pem, csrPem: saved.csr_pem };
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT" && !(e instanceof SyntaxError)) throw e;
+  }
+  const request = await newKeyRequest(nodeId);
+  await writeFileAtomic(file, `${JSON.stringify({ node_id: nodeId, key_pem: request.keyPem, csr_pem: request.csrPem })}\n`, {
+    mode: 0o600,
+  });
+  return request;
+}
+
+/** Forgets the enrollment's key request (enrolled: the key now lives in node.pem). */
+export async function enrollmentDone(stateDir: string): Promise<void> {
+  await rm(join(identityDir(stateDir), "enrolling.json"), { force: true });
 }
 
 /** Saves a certificate the controller signed for `request`'s key. */

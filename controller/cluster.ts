@@ -4,6 +4,8 @@
 //   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
 // - "order": an order that became pending reaches the watch streams its node holds on any of them.
 // - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
+// - "credential": a credential that ended or changed anywhere reaches the streams it opened on
+//   any controller (auth/credential-ends.ts), which then ask the store whether it still holds.
 // Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS)
 // and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
 // never correctness, since the store is the truth.
@@ -13,6 +15,7 @@ import type { Trace } from "./context.js";
 import { create } from "@bufbuild/protobuf";
 import { ActorSchema } from "../gen/skipper/v1/access_pb.js";
 import type { OrderFeed } from "./dispatch/order-feed.js";
+import type { CredentialEnds } from "./auth/credential-ends.js";
 import type { ReconcileQueue } from "./reconcile/triggers.js";
 import type { Coordination } from "./store/coordination.js";
 import { MAX_MESSAGE_BYTES } from "./store/postgres/pg-coordination.js";
@@ -123,6 +126,15 @@ export function relayOrders(coordination: Coordination, feed: OrderFeed, store: 
         () => undefined, // the agent's poll finds it
       );
     }
+  });
+}
+
+/** Relays credential changes made here to the others' streams, and theirs to the streams held here. */
+export function relayCredentialEnds(coordination: Coordination, ends: CredentialEnds): void {
+  const out = new Batcher<{ key: string }>(coordination, "credential");
+  ends.relayTo((key) => out.push({ key }));
+  coordination.subscribe("credential", (message) => {
+    for (const n of parseList<{ key: string }>(message)) if (typeof n.key === "string") ends.deliver(n.key);
   });
 }
 

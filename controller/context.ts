@@ -12,8 +12,23 @@ export const SCHEMA_VERSION = "v1";
 /** The authenticated caller. */
 export type Principal =
   | { kind: "admin" }
-  | { kind: "api_key"; keyId: string; name: string; role: Role; scope?: TenantScope }
-  | { kind: "node"; nodeId: string /** Set when it called with its client certificate (this serial). */; certificateSerial?: string }
+  | {
+      kind: "api_key";
+      keyId: string;
+      name: string;
+      role: Role;
+      scope?: TenantScope;
+      /** The stored hash of the secret it presented (the current or, in its grace period, the previous). */
+      secretHash?: string;
+    }
+  | {
+      kind: "node";
+      nodeId: string;
+      /** Set when it called with its client certificate (this serial). */
+      certificateSerial?: string;
+      /** Set when it called with its bearer token: the stored hash it matched. */
+      tokenHash?: string;
+    }
   | { kind: "anonymous" };
 
 /** The client certificate a caller presented on its TLS connection (tls/peer-certificate.ts). */

@@ -31,7 +31,8 @@ import { SecretKeyRing } from "./tls/secret-key-ring.js";
 import type { Store } from "./store/store.js";
 import { FileStore } from "./store/file-store.js";
 import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
-import { leaderQueue, relayHeartbeats, relayOrders } from "./cluster.js";
+import { leaderQueue, relayCredentialEnds, relayHeartbeats, relayOrders } from "./cluster.js";
+import { CredentialEnds } from "./auth/credential-ends.js";
 import type { Logger } from "../common/logging/logger.js";
 import { boundaryInterceptor } from "./interceptors.js";
 import { admit } from "./auth/admission.js";
@@ -232,6 +233,8 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     coordination.shared ? leaderQueue(coordination, reconciler.queue, () => loopsRunning) : reconciler.queue,
   );
   if (coordination.shared) relayOrders(coordination, feed, store);
+  const credentialEnds = new CredentialEnds();
+  if (coordination.shared) relayCredentialEnds(coordination, credentialEnds);
   const seen = (nodeId: string, at: Date, intervalMs: number) => liveness?.seen(nodeId, at, intervalMs);
   const deps: ServiceDeps = {
     store,
@@ -248,6 +251,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     rollouts,
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     feed,
+    credentialEnds,
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness?.lastSeen(nodeId),
     adminTokenFixed: fixedAdminHash !== undefined,

@@ -28,6 +28,7 @@ import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
 import { digestMismatches } from "../agent/engine/images.js";
 import { processSourceAllowed, validProcessSourceEntry } from "../common/action-rules.js";
 import { ImageObservationSchema } from "../gen/skipper/v1/order_action_pb.js";
+import { enrollmentDone, enrollmentKeyRequest } from "../agent/identity.js";
 
 const noFile = () => {
   throw new Error("no file");
@@ -182,6 +183,23 @@ describe("agent configuration", () => {
     ]);
     expect(() => duration("soon", "x", 0)).toThrow(/duration/);
     expect(() => duration("1ms", "poll interval", 10)).toThrow(/at least 10/);
+  });
+});
+
+describe("enrollment key", () => {
+  it("every attempt, and an agent started again, sends the same key until it has enrolled; then the key request is gone", async () => {
+    const state = await mkdtemp(join(tmpdir(), "skippy-state-"));
+    try {
+      const first = await enrollmentKeyRequest(state, "edge-1");
+      expect(await enrollmentKeyRequest(state, "edge-1")).toEqual(first);
+      expect((await stat(join(state, "identity", "enrolling.json"))).mode & 0o777).toBe(0o600);
+      // Another node id makes a key of its own.
+      expect((await enrollmentKeyRequest(state, "edge-2")).keyPem).not.toBe(first.keyPem);
+      await enrollmentDone(state);
+      expect((await enrollmentKeyRequest(state, "edge-2")).keyPem).not.toBe(first.keyPem);
+    } finally {
+      await rm(state, { recursive: true, force: true });
+    }
   });
 });
 

@@ -16,7 +16,7 @@ import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
-import { ActorKind } from "../gen/skipper/v1/access_pb.js";
+import { ActorKind, Role } from "../gen/skipper/v1/access_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { newKeyRequest } from "../agent/identity.js";
 import { startController, type TestController } from "./helpers/controller.js";
@@ -106,9 +106,18 @@ describe("enrollment", () => {
     const text = await token();
     const bad = await rpcError(anonymous(EnrollmentService).enrollNode({ enrollmentToken: text, nodeId: "edge-csr", csrPem: "not a csr" }));
     expect([bad.code, bad.details.field]).toEqual(["INVALID_REQUEST", "csr_pem"]);
-    const first = await enroll("edge-csr", text);
-    const again = await enroll("edge-csr", text);
-    expect(again.certPem).not.toBe(first.certPem);
+    // The host's retry sends the key it sent first (the agent keeps it across attempts and restarts).
+    const request = await newKeyRequest("edge-csr");
+    const send = (csrPem: string) => anonymous(EnrollmentService).enrollNode({ enrollmentToken: text, nodeId: "edge-csr", csrPem });
+    const first = await send(request.csrPem);
+    const again = await send(request.csrPem);
+    expect(again.certificatePem).not.toBe(first.certificatePem);
+    // Anyone else holding the used token gets nothing, even within the retry window.
+    const replay = await rpcError(send((await newKeyRequest("edge-csr")).csrPem));
+    expect([replay.code, replay.message]).toEqual([
+      "UNAUTHORIZED",
+      "this enrollment token was already used for node edge-csr with another key",
+    ]);
     const listed = (await adminEnrollment().listEnrollmentTokens({ includeInactive: true })).enrollmentTokens.find((t) =>
       text.includes(t.id),
     );
@@ -191,6 +200,54 @@ describe("enrollment", () => {
         (a) => a.rpc === "skipper.v1.NodeService/WatchWorkOrders" && a.outcome === "UNAUTHORIZED" && a.actor?.id === "edge-watch",
       );
     await waitUntil(audited);
+  });
+
+  it("a certificate minted with a node token dies when the token is rotated; streams the old token opened end at once", async () => {
+    const nodes = tc.client(NodeService, { admin: true });
+    const { token: nodeToken } = await nodes.registerNode({ nodeId: "edge-token" });
+    const bearer = <S extends DescService>(service: S) => tc.client(service, { headers: { authorization: `Bearer ${nodeToken}` } });
+    const request = await newKeyRequest("edge-token");
+    const minted = await bearer(EnrollmentService).renewNodeCertificate({ nodeId: "edge-token", csrPem: request.csrPem });
+    const cert = { certPem: minted.certificatePem, keyPem: request.keyPem };
+    await withCert(NodeService, cert).heartbeat({ nodeId: "edge-token" });
+    // Renewed over that certificate: the new one descends from the token too.
+    const next = await newKeyRequest("edge-token");
+    const renewed = await withCert(EnrollmentService, cert).renewNodeCertificate({ nodeId: "edge-token", csrPem: next.csrPem });
+    const child = { certPem: renewed.certificatePem, keyPem: next.keyPem };
+    const stream = bearer(NodeService).watchWorkOrders({ nodeId: "edge-token" })[Symbol.asyncIterator]();
+    await stream.next();
+    const certStream = withCert(NodeService, child).watchWorkOrders({ nodeId: "edge-token" })[Symbol.asyncIterator]();
+    await certStream.next();
+    await nodes.rotateNodeToken({ nodeId: "edge-token" });
+    // No order rings them: the rotation itself ends both.
+    for (const s of [stream, certStream]) expect((await rpcError(s.next())).code).toBe("UNAUTHORIZED");
+    for (const c of [cert, child]) {
+      expect((await rpcError(withCert(NodeService, c).heartbeat({ nodeId: "edge-token" }))).code).toBe("UNAUTHORIZED");
+      expect(
+        (await rpcError(withCert(EnrollmentService, c).renewNodeCertificate({ nodeId: "edge-token", csrPem: next.csrPem }))).code,
+      ).toBe("UNAUTHORIZED");
+    }
+    // An enrolled node's certificate is a credential of its own: a token rotation leaves it be.
+    const enrolled = await enroll("edge-own", await token());
+    await nodes.rotateNodeToken({ nodeId: "edge-own" });
+    await withCert(NodeService, enrolled).heartbeat({ nodeId: "edge-own" });
+  });
+
+  it("a revoked API key's open event watch ends at once", async () => {
+    const { secret } = await tc.client(AccessService, { admin: true }).createApiKey({ name: "watcher", role: Role.VIEWER });
+    const keyId = secret.split("_")[1]!;
+    const watch = tc
+      .client(EventService, { headers: { authorization: `Bearer ${secret}` } })
+      .watchEvents({})
+      [Symbol.asyncIterator]();
+    await watch.next();
+    await tc.client(AccessService, { admin: true }).revokeApiKey({ id: keyId, reason: "left the team" });
+    // What was recorded just before may still come (a watch sends the last seconds first); then it ends.
+    const ended = async () => {
+      for (;;) if ((await watch.next()).done) throw new Error("the watch ended without an error");
+    };
+    const e = await rpcError(ended());
+    expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "the credential of this watch has been revoked"]);
   });
 
   it("a node calls the REST routes with its certificate too", async () => {

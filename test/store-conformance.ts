@@ -1237,7 +1237,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
       it("a node credential keeps the node's certificates, and emptying them is kept too", async () => {
         const certs = [
           { serial: "7A01", notAfter: at(1000) },
-          { serial: "1B2C", notAfter: at(2000) },
+          { serial: "1B2C", notAfter: at(2000), lifetimeMs: 600_000, underTokenHash: "ab12" },
         ];
         await store.putNodeCredential({ nodeId: "node-2", tokenHash: "", createdAt: at(0), certificates: certs });
         expect(await store.getNodeCredential("node-2")).toEqual({ nodeId: "node-2", tokenHash: "", createdAt: at(0), certificates: certs });

@@ -3,11 +3,17 @@
 // hostile case of the hardening round (a t1-scoped operator placing t1 on t2's node, privileged,
 // with the host's pid namespace and / mounted) is refused naming the field, changes nothing, and
 // the reconciler places a tenant only inside its pool whatever its deployment policy says.
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Role } from "../gen/skipper/v1/access_pb.js";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
-import { ComposePolicyLevel, ResourceSchema, type Resource, type TenantSpec } from "../gen/skipper/v1/resource_pb.js";
+import {
+  ComposePolicyLevel,
+  ResourceSchema,
+  type Resource,
+  type TenantSpec,
+  type TenantSpecSchema,
+} from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
@@ -31,7 +37,7 @@ const HOSTILE = [
 ].join("\n");
 const PLAIN = "services:\n  web:\n    image: busybox\n    ports: ['127.0.0.1:8080:80']\n";
 
-function tenant(id: string, spec: Partial<TenantSpec>): Resource {
+function tenant(id: string, spec: MessageInitShape<typeof TenantSpecSchema>): Resource {
   return create(ResourceSchema, { id, resourceType: "tenant", desiredState: { kind: { case: "tenant", value: spec } } });
 }
 

@@ -50,7 +50,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       if (nodeId !== undefined && isValidId(nodeId)) {
         // A deleted node's token stops working with the deletion (its tombstone stays).
         const cred = await store.getLiveNodeCredential(nodeId);
-        if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId };
+        if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId, tokenHash: cred.tokenHash };
         throw unauthorized("invalid node token");
       }
       if (await isAdmin(bearer)) return { kind: "admin" };
@@ -74,7 +74,8 @@ function apiKeyPrincipal(record: ApiKeyRecord | undefined, text: string, at: Dat
   // Said plainly: the holder of a valid secret learns nothing new, and knows what to ask for.
   if (key.revokedAt) throw unauthorized(`API key ${key.name} was revoked`);
   if (key.expiresAt && timestampDate(key.expiresAt) <= at) throw unauthorized(`API key ${key.name} has expired`);
-  return { kind: "api_key", keyId: key.id, name: key.name, role: key.role, ...(key.scope ? { scope: key.scope } : {}) };
+  const secretHash = current ? record.secretHash : record.previousSecretHash;
+  return { kind: "api_key", keyId: key.id, name: key.name, role: key.role, ...(key.scope ? { scope: key.scope } : {}), secretHash };
 }
 
 /** The node a client certificate belongs to, when the certificate is one the node still holds. */
@@ -105,14 +106,35 @@ export { hashToken };
 
 /**
  * Whether a node caller's credential holds: its node exists and, for a client certificate, the
- * node still holds it unexpired. Asked when a certificate is presented, and again by a stream
- * admitted a while ago. A rotated token is not seen here (the hash it matched is not kept): such
- * a stream ends at its next reconnect.
+ * node still holds it unexpired; for a bearer token, the token is still the node's (not rotated).
+ * Asked when a certificate is presented, and again by a stream admitted a while ago.
  */
 export async function nodeCredentialHolds(store: Pick<Store, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
   if (p.kind !== "node") return true;
   const cred = await store.getLiveNodeCredential(p.nodeId);
   if (!cred) return false;
+  if (p.tokenHash !== undefined && cred.tokenHash !== p.tokenHash) return false;
   if (p.certificateSerial === undefined) return true;
-  return cred.certificates?.some((c) => c.serial === p.certificateSerial && c.notAfter > at) ?? false;
+  return (
+    cred.certificates?.some(
+      (c) => c.serial === p.certificateSerial && c.notAfter > at && (c.underTokenHash === undefined || c.underTokenHash === cred.tokenHash),
+    ) ?? false
+  );
+}
+
+/**
+ * Whether the credential a call was admitted with still holds (asked by streams that outlive
+ * their admission): a node's as nodeCredentialHolds says; an API key's while it is not revoked,
+ * not expired and the secret it presented is still its own (the previous one only in its grace
+ * period). The admin token is not asked again here.
+ */
+export async function credentialHolds(store: Pick<Store, "getLiveNodeCredential" | "getApiKey">, p: Principal, at: Date): Promise<boolean> {
+  if (p.kind === "node") return nodeCredentialHolds(store, p, at);
+  if (p.kind !== "api_key") return true;
+  const record = await store.getApiKey(p.keyId);
+  if (!record || record.key.revokedAt) return false;
+  if (record.key.expiresAt && timestampDate(record.key.expiresAt) <= at) return false;
+  if (p.secretHash === undefined || p.secretHash === record.secretHash) return true;
+  const grace = record.key.previousSecretExpiresAt;
+  return p.secretHash === record.previousSecretHash && grace !== undefined && timestampDate(grace) > at;
 }

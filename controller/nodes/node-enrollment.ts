@@ -141,10 +141,16 @@ export async function enrollNode(
     const ttlMs = record.token.certificateTtl ? durationMs(record.token.certificateTtl) : DEFAULT_CERT_TTL_MS;
     // Signed before anything is written: a bad CSR changes nothing.
     const issued = await sign(ca, req.csrPem, nodeId, at, ttlMs);
+    // A retry is the same host asking again: the key it enrolled with. Anyone else holding the
+    // used token (a leaked copy, a log) gets nothing, even within the retry window.
+    if (retry && record.token.enrolledKeys[nodeId] !== issued.keySha256) {
+      throw unauthorized(`this enrollment token was already used for node ${nodeId} with another key`);
+    }
     if (!retry) {
       const token = clone(EnrollmentTokenSchema, record.token);
       token.remainingUses -= 1;
       if (!token.enrolledNodes.includes(nodeId)) token.enrolledNodes.push(nodeId);
+      token.enrolledKeys[nodeId] = issued.keySha256;
       token.lastUsedAt = timestampFromDate(at);
       await deps.store.putEnrollmentToken({ ...record, token });
     }
@@ -174,18 +180,27 @@ export async function renewNodeCertificate(
   deps: EnrollmentDeps,
   nodeId: string,
   csrPem: string,
-  callerSerial: string | undefined,
+  caller: { serial?: string; tokenHash?: string },
   trace: Trace,
 ): Promise<{ certificatePem: string; notAfter: Date }> {
   const ca = requireCa(deps);
   const at = deps.now();
+  const callerSerial = caller.serial;
   const current = (await deps.store.getNodeCredential(nodeId))?.certificates ?? [];
   // The new certificate lives as long as the last one did (the enrollment token's choice).
   const last = current.at(-1);
   const issuedFor = callerSerial ? current.find((c) => c.serial === callerSerial) : last;
   const ttlMs = issuedFor?.lifetimeMs ?? DEFAULT_CERT_TTL_MS;
+  // One minted with the node's token (or renewed from one that was) dies with that token.
+  const underTokenHash = callerSerial ? issuedFor?.underTokenHash : caller.tokenHash;
   const issued = await sign(ca, csrPem, nodeId, at, ttlMs);
-  await addCertificate(deps, nodeId, { serial: issued.serial, notAfter: issued.notAfter, lifetimeMs: ttlMs }, at, callerSerial);
+  const cert: NodeCertificate = {
+    serial: issued.serial,
+    notAfter: issued.notAfter,
+    lifetimeMs: ttlMs,
+    ...(underTokenHash ? { underTokenHash } : {}),
+  };
+  await addCertificate(deps, nodeId, cert, at, callerSerial);
   await recordEvents(deps.store, [
     {
       type: "node_certificate_renewed",

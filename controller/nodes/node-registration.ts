@@ -94,7 +94,10 @@ async function newCredential(deps: RegistrationDeps, nodeId: string, keepCertifi
   const write = async () => {
     // An enrolled node's certificates are a credential of their own: a new token leaves them be.
     // Those of a node that was deleted (a new host under an old name) are not carried over.
-    const certificates = keepCertificates ? (await deps.store.getLiveNodeCredential(nodeId))?.certificates : undefined;
+    // Those minted with the old token die with it.
+    const certificates = keepCertificates
+      ? (await deps.store.getLiveNodeCredential(nodeId))?.certificates?.filter((c) => c.underTokenHash === undefined)
+      : undefined;
     await deps.store.putNodeCredential({
       nodeId,
       tokenHash: hashToken(token),

@@ -45,6 +45,7 @@ export function accessService(deps: ServiceDeps): ServiceImpl<typeof AccessServi
       call.audit.target = `api_key/${req.id}`;
       const graceMs = req.gracePeriod ? Number(req.gracePeriod.seconds) * 1000 + Math.floor(req.gracePeriod.nanos / 1e6) : DEFAULT_GRACE_MS;
       const { key, secret } = await rotateApiKey(deps, req.id, graceMs);
+      deps.credentialEnds.changed(`api_key:${key.id}`);
       const until = key.previousSecretExpiresAt ? timestampDate(key.previousSecretExpiresAt).toISOString() : "";
       call.logger.info(
         { action: "api_key_rotated", result: "ok", metadata: { key_id: key.id, old_secret_until: until } },
@@ -57,6 +58,8 @@ export function accessService(deps: ServiceDeps): ServiceImpl<typeof AccessServi
       const call = callInfo(ctx);
       call.audit.target = `api_key/${req.id}`;
       const { key, changed } = await revokeApiKey(deps, req.id);
+      // Streams the key opened end now (its event watches), on every controller.
+      deps.credentialEnds.changed(`api_key:${key.id}`);
       if (changed)
         call.logger.info(
           { action: "api_key_revoked", result: "ok", metadata: { key_id: key.id, reason: req.reason.slice(0, 200) } },

@@ -1,4 +1,5 @@
 // What service implementations depend on. Built once in server.ts and passed to each factory.
+import type { CredentialEnds } from "../auth/credential-ends.js";
 import type { Store } from "../store/store.js";
 import type { Coordination } from "../store/coordination.js";
 import type { Logger } from "../../common/logging/logger.js";
@@ -34,6 +35,8 @@ export interface ServiceDeps {
   lastHeartbeat?: (nodeId: string) => Date | undefined;
   /** Orders that became pending, for WatchWorkOrders streams. */
   feed: OrderFeed;
+  /** Tells the streams a credential opened that it ended or changed (they then check it). */
+  credentialEnds: CredentialEnds;
   /** How long a claim's lease lasts before it must be renewed. */
   leaseMs: number;
   /** The reconcile loop (Apply runs a pass now). */

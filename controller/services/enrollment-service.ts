@@ -67,8 +67,8 @@ export function enrollmentService(deps: ServiceDeps): ServiceImpl<typeof Enrollm
       if (call.principal.kind !== "node" || call.principal.nodeId !== nodeId) {
         throw forbidden(`only node ${nodeId} renews its own certificate`, { node_id: nodeId });
       }
-      const serial = call.principal.certificateSerial;
-      const renewed = await renewNodeCertificate(deps, nodeId, req.csrPem, serial, traceOf(call));
+      const { certificateSerial: serial, tokenHash } = call.principal;
+      const renewed = await renewNodeCertificate(deps, nodeId, req.csrPem, { serial, tokenHash }, traceOf(call));
       call.logger.info(
         { action: "node_certificate_renewed", result: "ok", node_id: nodeId, metadata: { not_after: renewed.notAfter.toISOString() } },
         "node certificate renewed",
@@ -79,6 +79,7 @@ export function enrollmentService(deps: ServiceDeps): ServiceImpl<typeof Enrollm
     async revokeNodeCertificates(req, ctx) {
       const call = callInfo(ctx);
       const revoked = await revokeNodeCertificates(deps, req.nodeId, req.reason, traceOf(call));
+      deps.credentialEnds.changed(`node:${req.nodeId}`);
       call.logger.warn(
         { action: "node_certificates_revoked", result: "ok", node_id: req.nodeId, metadata: { revoked } },
         "node certificates revoked",

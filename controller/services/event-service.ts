@@ -6,7 +6,8 @@ import type { EventService, WatchEventsRequest } from "../../gen/skipper/v1/even
 import type { HandlerContext } from "@connectrpc/connect";
 import { callInfo, responseMeta, type CallInfo, type Principal } from "../context.js";
 import { checkTenantFilter, visible } from "../auth/resource-access.js";
-import { invalid, SkipperError } from "../errors.js";
+import { invalid, SkipperError, unauthorized } from "../errors.js";
+import { credentialHolds } from "../auth/authenticator.js";
 import { isValidTraceId } from "../../common/ids.js";
 import { checkId } from "../id-checks.js";
 import type { ServiceDeps } from "./deps.js";
@@ -37,32 +38,48 @@ export function eventService(deps: ServiceDeps): ServiceImpl<typeof EventService
     const sent = new Map<string, number>();
     let cursor = req.since ? timestampDate(req.since).getTime() : deps.now().getTime();
     let quietSince = Date.now();
-    yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
-    while (!ctx.signal.aborted) {
-      const polledAt = deps.now().getTime();
-      const from = new Date(cursor - WATCH_LOOK_BACK_MS);
-      let pageToken = "";
-      do {
-        const page = await deps.store.listEvents({ ...filter, since: from, pageSize: 500, pageToken });
-        for (const event of await visible(call, page.items, (e) => e.tenantId, false)) {
-          const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
-          if (sent.has(event.id) || at < cursor - WATCH_LOOK_BACK_MS) continue;
-          sent.set(event.id, at);
-          cursor = Math.max(cursor, at);
-          quietSince = Date.now();
-          yield { meta: responseMeta(ctx), event, serverTime: timestampFromDate(deps.now()) };
+    // Told when the caller's credential ends or changes: the next round asks whether it still holds.
+    let recheck = false;
+    const unwatch = deps.credentialEnds.watch(call.principal, () => {
+      recheck = true;
+    });
+    try {
+      yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+      while (!ctx.signal.aborted) {
+        if (recheck) {
+          recheck = false;
+          if (!(await credentialHolds(deps.store, call.principal, deps.now())))
+            throw unauthorized("the credential of this watch has been revoked");
         }
-        pageToken = page.nextPageToken;
-      } while (pageToken !== "" && !ctx.signal.aborted);
-      // Read up to when this round began, whatever it sent: the next reads only the look-back
-      // before that (not everything since the last event this caller may see).
-      cursor = Math.max(cursor, polledAt);
-      for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
-      if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
-        quietSince = Date.now();
-        yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+        const polledAt = deps.now().getTime();
+        const from = new Date(cursor - WATCH_LOOK_BACK_MS);
+        let pageToken = "";
+        do {
+          const page = await deps.store.listEvents({ ...filter, since: from, pageSize: 500, pageToken });
+          for (const event of await visible(call, page.items, (e) => e.tenantId, false)) {
+            const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
+            if (sent.has(event.id) || at < cursor - WATCH_LOOK_BACK_MS) continue;
+            sent.set(event.id, at);
+            cursor = Math.max(cursor, at);
+            quietSince = Date.now();
+            yield { meta: responseMeta(ctx), event, serverTime: timestampFromDate(deps.now()) };
+          }
+          pageToken = page.nextPageToken;
+        } while (pageToken !== "" && !ctx.signal.aborted);
+        // Read up to when this round began, whatever it sent: the next reads only the look-back
+        // before that (not everything since the last event this caller may see).
+        cursor = Math.max(cursor, polledAt);
+        for (const [id, at] of sent) if (at < cursor - 2 * WATCH_LOOK_BACK_MS) sent.delete(id);
+        if (Date.now() - quietSince >= WATCH_KEEPALIVE_MS) {
+          quietSince = Date.now();
+          // Also asked now and then unprompted: a key that expired sends no notice.
+          recheck = true;
+          yield { meta: responseMeta(ctx), serverTime: timestampFromDate(deps.now()) };
+        }
+        await pause(WATCH_POLL_MS, ctx.signal);
       }
-      await pause(WATCH_POLL_MS, ctx.signal);
+    } finally {
+      unwatch();
     }
   }
 

@@ -57,6 +57,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
         // (the first, never received, stops working), and the node as it is now.
         async () => {
           const token = await rotateNodeToken(deps, nodeId, traceOf(call));
+          deps.credentialEnds.changed(`node:${nodeId}`);
           return create(RegisterNodeResponseSchema, { node: await store.getResource("node", nodeId), token });
         },
       );
@@ -65,7 +66,10 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
 
     async rotateNodeToken(req, ctx) {
       const nodeId = checkId(req.nodeId, "node_id");
-      return { meta: responseMeta(ctx), token: await rotateNodeToken(deps, nodeId, traceOf(callInfo(ctx))) };
+      const token = await rotateNodeToken(deps, nodeId, traceOf(callInfo(ctx)));
+      // Streams the old token opened end now, not at their next reconnect.
+      deps.credentialEnds.changed(`node:${nodeId}`);
+      return { meta: responseMeta(ctx), token };
     },
 
     async heartbeat(req, ctx) {
@@ -100,6 +104,9 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
         queue.push(o);
         wake?.();
       });
+      // A credential that ends (token rotated, certificates revoked, node deleted) wakes the
+      // stream, which then finds it no longer holds.
+      const unwatch = deps.credentialEnds.watch(call.principal, () => wake?.());
       try {
         // Subscribed first, then read: an order created in between is sent twice, never missed.
         yield { meta: responseMeta(ctx), workOrder: await store.nextPendingWorkOrder(nodeId), serverTime: timestampFromDate(deps.now()) };
@@ -127,6 +134,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
         }
       } finally {
         unsubscribe();
+        unwatch();
       }
     },
 

@@ -125,6 +125,8 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     async deleteResource(req, ctx) {
       const call = callInfo(ctx);
       const { resource, cascaded } = await deleteResource(changeDeps(call), req, traceOf(call), call.logger);
+      // A deleted node's credential dies with it: its open streams end now.
+      if (resource.resourceType === "node") deps.credentialEnds.changed(`node:${resource.id}`);
       call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource: publicSecret(resource), cascaded };
     },

@@ -108,7 +108,12 @@ export function decodeNodeCredential(text: string): NodeCredential {
 
 /** One certificate of a node credential, as the file store and the PostgreSQL store keep it. */
 export function encodeNodeCertificate(c: NodeCertificate): Record<string, unknown> {
-  return { serial: c.serial, not_after: c.notAfter.toISOString(), ...(c.lifetimeMs === undefined ? {} : { lifetime_ms: c.lifetimeMs }) };
+  return {
+    serial: c.serial,
+    not_after: c.notAfter.toISOString(),
+    ...(c.lifetimeMs === undefined ? {} : { lifetime_ms: c.lifetimeMs }),
+    ...(c.underTokenHash === undefined ? {} : { under_token_hash: c.underTokenHash }),
+  };
 }
 
 /** Parses what encodeNodeCertificate wrote; throws on a malformed one. */
@@ -116,7 +121,14 @@ export function decodeNodeCertificate(v: unknown): NodeCertificate {
   const c = object(v);
   const lifetime = c.lifetime_ms;
   if (lifetime !== undefined && typeof lifetime !== "number") throw new Error("lifetime_ms must be a number");
-  return { serial: str(c, "serial"), notAfter: date(c, "not_after"), ...(lifetime === undefined ? {} : { lifetimeMs: lifetime }) };
+  const under = c.under_token_hash;
+  if (under !== undefined && typeof under !== "string") throw new Error("under_token_hash must be a string");
+  return {
+    serial: str(c, "serial"),
+    notAfter: date(c, "not_after"),
+    ...(lifetime === undefined ? {} : { lifetimeMs: lifetime }),
+    ...(under === undefined ? {} : { underTokenHash: under }),
+  };
 }
 
 /** auth/enrollment/<id>.json: the token as the API shows it, and its secret's hash. */

@@ -112,6 +112,11 @@ export interface NodeCertificate {
   notAfter: Date;
   /** How long it was issued for (its renewal gets as long). */
   lifetimeMs?: number;
+  /**
+   * Set when it was minted by a call made with the node's token (or renewed from one that was):
+   * that token's hash. It holds only while the node's token is still that one.
+   */
+  underTokenHash?: string;
 }
 
 /** An enrollment token as stored: as the API shows it, and the SHA-256 hash of its secret. */

@@ -3,7 +3,7 @@
 // by Node, Go (buf curl, the agent) and curl alike. Extensions follow what strict verifiers ask
 // for (Python's default context and OpenSSL's x509_strict): a critical basicConstraints and
 // keyUsage, a subject key id on the CA and an authority key id on the leaf.
-import { createPrivateKey, KeyObject, randomBytes, webcrypto } from "node:crypto";
+import { createHash, createPrivateKey, KeyObject, randomBytes, webcrypto } from "node:crypto";
 import type { SubjectName } from "./subject-names.js";
 import { x509 } from "../../common/x509.js";
 import { normalSerial } from "./peer-certificate.js";
@@ -89,6 +89,8 @@ export interface IssuedClientCert {
   /** Hex serial number, as node:crypto's X509Certificate and TLS peer certificates spell it (uppercase). */
   serial: string;
   notAfter: Date;
+  /** SHA-256 (hex) of the certified public key (its SubjectPublicKeyInfo). */
+  keySha256: string;
 }
 
 /** The URI a node certificate names its node by (in its subject alternative name). */
@@ -136,7 +138,8 @@ export async function issueNodeCert(ca: PemPair, csrPem: string, nodeId: string,
       caKeyId ? new x509.AuthorityKeyIdentifierExtension(caKeyId) : await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
     ],
   });
-  return { cert: pem(cert), serial: normalSerial(serial), notAfter };
+  const keySha256 = createHash("sha256").update(Buffer.from(csr.publicKey.rawData)).digest("hex");
+  return { cert: pem(cert), serial: normalSerial(serial), notAfter, keySha256 };
 }
 
 async function generateKeys(): Promise<webcrypto.CryptoKeyPair> {
