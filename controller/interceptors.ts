@@ -19,6 +19,9 @@ import { connectErrorOf, errorCodeOf } from "./api-errors.js";
 import { isSkipperError, SkipperError, invalid } from "./errors.js";
 import { isValidTraceId } from "../common/ids.js";
 import { admit } from "./auth/admission.js";
+import { permissionOf } from "./auth/permissions.js";
+import { Permission } from "../gen/skipper/v1/access_pb.js";
+import { refuseNul, replaceNul } from "./text-checks.js";
 import type { Authenticator } from "./auth/authenticator.js";
 import { actorOf } from "./auth/actor.js";
 import { tenantAccess } from "./auth/tenant-access.js";
@@ -120,6 +123,11 @@ export function boundaryInterceptor(deps: {
         logger: log,
       };
       req.contextValues.set(callInfoKey, info);
+      // Text neither store can keep alike: refused, or replaced in what an agent reports.
+      if (!req.stream) {
+        if (permissionOf(req.method) === Permission.NODE) replaceNul(req.message);
+        else refuseNul(req.message);
+      }
       let res: Awaited<ReturnType<typeof next>>;
       try {
         res = await next(req);

@@ -5,7 +5,8 @@
 //      which nobody vouches for; a deadline for the whole body; its bytes reserved against the
 //      connection's, the address's and the controller's budgets), refused as soon as a declared
 //      length or an envelope's announced length is over the cap;
-//   3. the request message decoded here once: bytes that are not the method's request message
+//   3. a compressed body inflated here (body-encoding.ts), and the request message decoded here
+//      once: bytes that are not the method's request message
 //      are INVALID_REQUEST (Connect's own decoder reports binary garbage as `internal`, from
 //      before any interceptor can map it, and a 5xx must mean a bug of ours);
 //   4. the Connect router's handler for the method, given the bytes already read.
@@ -30,6 +31,7 @@ import { admittedKey, peerCertificateKey } from "./context.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js";
 import { bodyRefusal, readBodyBytes } from "./rest/read-body.js";
+import { connectGetProblem, encodingOf, inflate, inflateEnvelopes } from "./body-encoding.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -101,39 +103,74 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   // certificate of its connection.
   const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req)).set(admittedKey, admitted);
   const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
-  if ((req.method ?? "GET") !== "GET") {
+  const refuse = (e: SkipperError, stage: string, unread: boolean) =>
+    refuseCall(opts.logger, req, res, handler.method, e, { unread, stage, metrics: opts.metrics });
+  if ((req.method ?? "GET") === "GET") {
+    const problem = connectGetProblem(new URL(req.url ?? "/", "http://x").searchParams);
+    if (problem) return refuse(problem, "query", false);
+  } else {
     const type = bodyTypeOf(req.headers["content-type"]);
     const { cls, budget } = opts.budgets.of(handler.method);
-    if (isOpen(handler.method) && type && isCompressed(req.headers, type)) {
-      // The router decompresses under the admitted cap; nobody vouches for an open caller's zip bomb.
-      const e = new SkipperError("INVALID_REQUEST", "open calls take uncompressed bodies only", { field: "body" });
-      return refuseCall(opts.logger, req, res, handler.method, e, { unread: true, stage: "body", metrics: opts.metrics });
+    let encoding: ReturnType<typeof encodingOf> = "identity";
+    try {
+      if (type) encoding = encodingOf(req.headers[type.encodingHeader], type.encodingHeader);
+    } catch (e) {
+      return refuse(e as SkipperError, "body", true);
+    }
+    if (isOpen(handler.method) && encoding !== "identity") {
+      // Nobody vouches for an open caller's zip bomb.
+      return refuse(new SkipperError("INVALID_REQUEST", "open calls take uncompressed bodies only", { field: "body" }), "body", true);
     }
     const { connection, address } = connectionOf(req);
     const reservation = budget.reserve(connection, address);
+    // The bytes stay reserved until the call is answered or the stream goes (a client's reset
+    // included: it closes the response before the read returns).
+    res.once("close", () => reservation.release());
     let body: Buffer;
     try {
       body = await readBodyBytes(req, cls.maxBytes, { enveloped: type?.enveloped ?? false, deadlineMs: cls.deadlineMs, reservation });
     } catch (e) {
       const refusal = bodyRefusal(e, cls.maxBytes);
       if (!refusal) throw e;
-      return refuseCall(opts.logger, req, res, handler.method, refusal, { unread: true, stage: "body", metrics: opts.metrics });
+      return refuse(refusal, "body", true);
     }
-    // The bytes stay reserved until the call is answered (the decoded message lives as long).
-    res.once("close", () => reservation.release());
-    if (type && !isCompressed(req.headers, type)) {
+    // Reset by the client while it was read: a body cut short, and nobody left to answer.
+    if (isGone(req, res)) {
+      reservation.release();
+      return;
+    }
+    if (type) {
+      try {
+        // Opened here, under the class's cap; the router gets plain bytes.
+        if (type.enveloped) body = inflateEnvelopes(body, encoding, cls.maxBytes);
+        else if (encoding !== "identity") body = inflate(body, encoding, cls.maxBytes);
+      } catch (e) {
+        if (!(e instanceof SkipperError)) throw e;
+        return refuse(e, "decode", false);
+      }
+      // The router checks a declared length against what it is given: the plain bytes now.
+      uReq.header.delete(type.encodingHeader);
+      uReq.header.delete("content-length");
       const problem = undecodable(handler.method, body, type, opts.jsonOptions);
       if (problem) {
         const e = new SkipperError("INVALID_REQUEST", `the request is not a valid ${handler.method.input.typeName}: ${problem}`, {
           field: "body",
         });
-        return refuseCall(opts.logger, req, res, handler.method, e, { unread: false, stage: "decode", metrics: opts.metrics });
+        return refuse(e, "decode", false);
       }
     }
     uReq.body = createAsyncIterable([new Uint8Array(body.buffer, body.byteOffset, body.byteLength)]);
   }
   const uRes = await handler(uReq);
   await universalResponseToNodeResponse(uRes, res);
+}
+
+// The client reset the stream or closed the connection (the body read ends early then).
+function isGone(req: Request, res: Response): boolean {
+  const stream = (req as Http2ServerRequest).stream;
+  if (stream) return stream.aborted || stream.destroyed;
+  // HTTP/1.1: a request is destroyed once read; the connection is what goes.
+  return (res as ServerResponse).socket?.destroyed ?? true;
 }
 
 /** How a request body is framed and encoded, from its content type; undefined when not one of ours. */
@@ -152,12 +189,6 @@ function bodyTypeOf(contentType: string | undefined): BodyType | undefined {
   if (kind.startsWith("connect+"))
     return { enveloped: true, json: m[2]!.toLowerCase() === "json", encodingHeader: "connect-content-encoding" };
   return { enveloped: true, json: (m[3] ?? "").toLowerCase() === "json", encodingHeader: "grpc-encoding" };
-}
-
-// A compressed body is left to the router, which decompresses it under its own limit.
-function isCompressed(headers: Request["headers"], type: BodyType): boolean {
-  const value = String(headers[type.encodingHeader] ?? "identity").toLowerCase();
-  return value !== "identity" && value !== "";
 }
 
 /** Why `body` is not the method's request message (framed as `type` says), or undefined when it is. */
@@ -179,7 +210,7 @@ function undecodable(method: DescMethod, body: Buffer, type: BodyType, jsonOptio
       const length = body.readUInt32BE(offset + 1);
       const end = offset + 5 + length;
       if (end > body.length) return `a message announces ${length} bytes but the body ends after ${body.length - offset - 5}`;
-      // Compressed messages (flag bit 0) are decompressed and checked by the router.
+      // Compressed messages were inflated before (body-encoding.ts).
       if ((flags & 0b1) === 0) decode(body.subarray(offset + 5, end));
       offset = end;
       messages++;

@@ -402,7 +402,7 @@ describe("errors", () => {
 
   it.each([
     ["exists", 409, "CONFLICT", "already there"],
-    ["unavailable", 500, "INTERNAL_ERROR", "try later"],
+    ["unavailable", 503, "UNAVAILABLE", "try later"],
   ])("derives the code from the Connect code when there is no ApiError (%s)", async (id, status, code, message) => {
     const r = await call("GET", `/v1/work-orders/${id}`);
     expectErrorEnvelope(r, status, code);

@@ -2,6 +2,7 @@
 // with generated TLS and the file store, as `npm start` runs it, in a working directory of the
 // probe's choosing (so files written outside the data directory can be looked for).
 import { spawn, type ChildProcess } from "node:child_process";
+import { connectInspector, liveMb, type Inspector } from "./inspector.js";
 import { createWriteStream } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -29,6 +30,8 @@ export interface ControllerProcess {
   /** A client with a bearer token (a node's), or none. */
   client<S extends DescService>(service: S, token?: string): Client<S>;
   rssMb(): number;
+  /** MB live after a full GC (heap used + external), asked over the inspector: started with `inspect` only. */
+  liveMb(): Promise<number>;
   alive(): boolean;
   /** SIGKILL, resolved once it has exited. */
   kill(): Promise<void>;
@@ -42,6 +45,8 @@ export interface StartOptions {
   port?: number;
   args?: string[];
   env?: Record<string, string>;
+  /** Start with the V8 inspector on a loopback port (for liveMb). */
+  inspect?: boolean;
 }
 
 export async function startController(opts: StartOptions): Promise<ControllerProcess> {
@@ -51,11 +56,29 @@ export async function startController(opts: StartOptions): Promise<ControllerPro
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [join(DIST, "controller", "main.js"), "--data-dir", opts.dataDir, "--listen", `127.0.0.1:${port}`, ...(opts.args ?? [])],
+    [
+      ...(opts.inspect ? ["--inspect=127.0.0.1:0"] : []),
+      join(DIST, "controller", "main.js"),
+      "--data-dir",
+      opts.dataDir,
+      "--listen",
+      `127.0.0.1:${port}`,
+      ...(opts.args ?? []),
+    ],
     { cwd, env: { ...process.env, ...opts.env, SKIPPER_ADMIN_TOKEN: TRUST_ADMIN_TOKEN }, stdio: ["ignore", "pipe", "pipe"] },
   );
   const out = createWriteStream(join(resolve(opts.dataDir, ".."), `controller-${port}.out`), { flags: "a" });
   child.stderr!.pipe(out);
+  // "Debugger listening on ws://127.0.0.1:PORT/ID", on stderr, before the controller listens.
+  const inspectorUrl = opts.inspect
+    ? new Promise<string>((resolveWs) => {
+        createInterface({ input: child.stderr! }).on("line", (line) => {
+          const m = /Debugger listening on (ws:\/\/\S+)/.exec(line);
+          if (m) resolveWs(m[1]!);
+        });
+      })
+    : undefined;
+  let inspector: Promise<Inspector> | undefined;
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const url = await new Promise<string>((resolveUrl, reject) => {
     const lines = createInterface({ input: child.stdout! });
@@ -94,12 +117,18 @@ export async function startController(opts: StartOptions): Promise<ControllerPro
     admin: (service) => createClient(service, admin),
     client: (service, token) => createClient(service, transport(token ? [withToken("authorization", `Bearer ${token}`)] : [])),
     rssMb: () => procStats(child.pid!).rssMb,
+    liveMb: async () => {
+      if (!inspectorUrl) throw new Error("the controller was not started with inspect");
+      inspector ??= inspectorUrl.then((u) => connectInspector(u));
+      return liveMb(await inspector);
+    },
     alive,
     kill: async () => {
       if (alive()) child.kill("SIGKILL");
       await exited;
     },
     stop: async () => {
+      void inspector?.then((i) => i.close()).catch(() => undefined);
       if (alive()) child.kill("SIGTERM");
       const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exited;

@@ -203,15 +203,27 @@ async function execute(
 // discards whatever is sent, so the request ends when the client ends it.
 async function readRestBody(ctx: Context, req: Request, res: Response, route: RestRoute): Promise<string | undefined> {
   if (route.body === "") {
+    // A body sent anyway is dropped, and the stream (or connection) is not kept open for it
+    // once the answer is out.
+    if (bodyPending(req)) stopReading(req, res);
     req.resume();
     return undefined;
   }
   const { cls, budget } = ctx.budgets.of(route.rpc);
   const { connection, address } = connectionOf(req);
   const reservation = budget.reserve(connection, address);
-  const bytes = await readBodyBytes(req, cls.maxBytes, { deadlineMs: cls.deadlineMs, reservation });
+  // Registered before the read: a client's reset closes the response while it reads.
   res.once("close", () => reservation.release());
+  const bytes = await readBodyBytes(req, cls.maxBytes, { deadlineMs: cls.deadlineMs, reservation });
   return bytes.toString("utf8");
+}
+
+// Whether the request still has body to come (an HTTP/2 stream not ended with its headers, an
+// HTTP/1.1 request not yet complete).
+function bodyPending(req: Request): boolean {
+  const stream = (req as Http2ServerRequest).stream;
+  if (stream) return !stream.endAfterHeaders && !stream.readableEnded;
+  return !(req as IncomingMessage).complete;
 }
 
 // Errors raised here never reach the RPC interceptor, so they get their own log line.
