@@ -17,6 +17,7 @@ import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
 import { filesContaining } from "./helpers/files.js";
@@ -223,6 +224,29 @@ describe("a work order's secrets", () => {
     ]);
     expect(entries.filter((a) => a.actor?.kind === ActorKind.NODE && a.actor.id === NODE).every((a) => a.tenantId === TENANT)).toBe(true);
     expect(planted(text(entries))).toEqual([]);
+    for (const v of Object.values(V)) expect(await filesContaining(tc.dataDir, v)).toEqual([]);
+  });
+
+  it("a value the order was handed, echoed back in the node's result, is blanked before anything keeps it", async () => {
+    // The db secret's password is the one the running order was handed (as it is now).
+    const echoed = `login failed for password ${V.password2} (and again: ${V.password2})`;
+    await asNode(NODE).reportWorkOrderResult({
+      id: order.id,
+      fencingToken,
+      result: {
+        success: false,
+        code: "COMPOSE_FAILED",
+        message: echoed,
+        details: { command: { program: "docker", exitCode: 1, stdout: `PW=${V.password2}`, stderr: echoed } },
+      },
+    });
+    const finished = (await tc.client(WorkOrderService, { admin: true }).getWorkOrder({ id: order.id })).workOrder!;
+    expect(finished.result?.message).toBe("login failed for password [REDACTED] (and again: [REDACTED])");
+    expect(finished.result?.details?.command?.stdout).toBe("PW=[REDACTED]");
+    expect(planted(toJsonString(WorkOrderSchema, finished))).toEqual([]);
+    const events = await tc.client(EventService, { admin: true }).listEvents({ workOrderId: order.id });
+    expect(events.events.length).toBeGreaterThan(0);
+    expect(planted(text(events.events))).toEqual([]);
     for (const v of Object.values(V)) expect(await filesContaining(tc.dataDir, v)).toEqual([]);
   });
 });

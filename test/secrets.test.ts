@@ -230,6 +230,42 @@ describe("secret resources", () => {
     expect(text(snap)).not.toContain(SENTINEL);
   });
 
+  it("a viewer sees an inline env value only when the tenant marks it public, whatever its name; writers see them all", async () => {
+    const env = { GREETING: "hello", INLINE_PW: "inline-pw-value", GITHUB_PAT: "ghp_inlinevalue", DB_PASSWORD: "db-pw-value" };
+    await res().createResource({
+      resourceType: "tenant",
+      resource: create(ResourceSchema, {
+        id: "env-shop",
+        resourceType: "tenant",
+        desiredState: {
+          kind: {
+            case: "tenant",
+            value: { compose: { composeFile: "services:\n  web:\n    image: busybox\n", env, publicEnv: ["GREETING", "DB_PASSWORD"] } },
+          },
+        },
+      }),
+    });
+    const { secret: key } = await tc.client(AccessService, { admin: true }).createApiKey({ name: "env-viewer", role: Role.VIEWER });
+    const viewer = tc.client(ResourceService, { headers: { authorization: `Bearer ${key}` } });
+    const seen = (await viewer.getResource({ resourceType: "tenant", id: "env-shop" })).resource!;
+    const shown = seen.desiredState?.kind.case === "tenant" ? seen.desiredState.kind.value.compose?.env : undefined;
+    // INLINE_PW and GITHUB_PAT are not listed: hidden, though their names do not look secret;
+    // DB_PASSWORD is listed but looks secret: hidden still.
+    expect(shown).toEqual({ GREETING: "hello", INLINE_PW: "[REDACTED]", GITHUB_PAT: "[REDACTED]", DB_PASSWORD: "[REDACTED]" });
+    const full = (await res().getResource({ resourceType: "tenant", id: "env-shop" })).resource!;
+    expect(full.desiredState?.kind.case === "tenant" && full.desiredState.kind.value.compose?.env).toEqual(env);
+    const bad = await rpcError(
+      res().updateResource({
+        resourceType: "tenant",
+        id: "env-shop",
+        desiredState: create(ResourceSchema, {
+          desiredState: { kind: { case: "tenant", value: { compose: { composeFile: "services: {}\n", publicEnv: ["not a name"] } } } },
+        }).desiredState,
+      }),
+    );
+    expect([bad.code, bad.details.field]).toEqual(["INVALID_REQUEST", "desired_state.tenant.compose.public_env"]);
+  });
+
   it("redacting a message keeps every field's type: numbers, enums and times stay, text under secret names is hidden", () => {
     const r = create(ResourceSchema, {
       id: "s",

@@ -14,13 +14,33 @@ import {
   type JsonValue,
   type MessageShape,
 } from "@bufbuild/protobuf";
-import { redact } from "./redact.js";
+import { REDACTED, redact } from "./redact.js";
 
-/** A copy of `msg` with secret text replaced by "[REDACTED]" and every other field's type kept. */
-export function redactMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>): MessageShape<D> {
+/**
+ * A copy of `msg` with secret text replaced by "[REDACTED]" and every other field's type kept.
+ * With `inlineEnv` (a copy for a viewer), every inline env value is hidden too unless its name is
+ * listed in the same object's public_env.
+ */
+export function redactMessage<D extends DescMessage>(schema: D, msg: MessageShape<D>, opts: { inlineEnv?: boolean } = {}): MessageShape<D> {
   const original = toJson(schema, msg, { useProtoFieldName: true });
-  const json = redact(original) as JsonValue;
+  let json = redact(original) as JsonValue;
+  if (opts.inlineEnv) json = hideInlineEnv(json, 0);
   return fromJson(schema, keepTypes(schema, original, json), { ignoreUnknownFields: true });
+}
+
+// Every `env` map of strings (a compose project's, a service's, a process's, a command's): each
+// value hidden unless the same object lists its name in public_env.
+function hideInlineEnv(v: JsonValue, depth: number): JsonValue {
+  if (depth > 32 || typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) return v.map((x) => hideInlineEnv(x, depth + 1));
+  const out: JsonObject = {};
+  const shown = new Set(Array.isArray(v.public_env) ? v.public_env.filter((x): x is string => typeof x === "string") : []);
+  for (const [k, x] of Object.entries(v)) {
+    if (k === "env" && isObject(x) && Object.values(x).every((e) => typeof e === "string")) {
+      out[k] = Object.fromEntries(Object.entries(x).map(([name, value]) => [name, shown.has(name) || value === "" ? value : REDACTED]));
+    } else out[k] = hideInlineEnv(x!, depth + 1);
+  }
+  return out;
 }
 
 // Messages whose JSON is a string that is not text (times, durations, masks): kept whole.

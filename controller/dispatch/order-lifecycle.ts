@@ -21,10 +21,14 @@ import { isSkipperError } from "../errors.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
 import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
+import { blankValues, valuesHandedTo } from "./order-secrets.js";
+import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 
 /** What the verbs need: the outcome recorders' deps, the clock, the lease, the feed and the triggers. */
 export interface LifecycleDeps extends OutcomeDeps {
   now: () => Date;
+  /** Opens the values an order was handed, to blank them from what its node reports. */
+  keyRing?: SecretKeyRing;
   leaseMs: number;
   feed: OrderFeed;
   triggers: ReconcileTriggers;
@@ -99,7 +103,8 @@ export function renewLease(deps: LifecycleDeps, order: WorkOrder, nodeId: string
  * retriable failure with attempts left, waits for its next attempt. A duplicate report of a
  * result already recorded changes nothing but what a crash left unrecorded of its outcome. The
  * result is node-reported free text: it is redacted once, here, before anything (the order,
- * events, the deployment, logs, snapshots) keeps it.
+ * events, the deployment, logs, snapshots, webhooks) keeps it, the values the order was handed
+ * blanked too.
  */
 export async function finishOrder(
   deps: LifecycleDeps,
@@ -111,6 +116,9 @@ export async function finishOrder(
   log: Logger,
 ): Promise<FinishOutcome> {
   const result = redact(reported);
+  // The controller knows which values it handed this order: a node that echoes one back (in a
+  // message, a command's output) does not get it stored, shown or sent on.
+  if (deps.keyRing) blankValues(result, await valuesHandedTo(deps.store, deps.keyRing, order));
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
   if (outcome.duplicate) {
     // A crash may have cut short what follows a finish (its events, the deployment, the target

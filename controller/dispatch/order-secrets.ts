@@ -10,6 +10,7 @@ import { RegistryCredentialSchema, type RegistryCredential, type SecretKeyRef } 
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { conflict, notClaimable } from "../errors.js";
+import { REDACTED } from "../../common/logging/redact.js";
 import { openSecretValue } from "../resources/secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { Store } from "../store/store.js";
@@ -70,4 +71,55 @@ export async function resolveOrderSecrets(store: Store, ring: SecretKeyRing, ord
 
 function unavailable(message: string, secretId: string) {
   return conflict(message, { reason: "SECRET_UNAVAILABLE", secret_id: secretId });
+}
+
+/**
+ * The secret values an order was handed (its project's secret env and files, its registry
+ * passwords), as the tenant's secrets hold them now: what a node's report must not carry back.
+ * A value that cannot be opened (removed since) is left out; values under 4 characters are too,
+ * since blanking them would blank ordinary text.
+ */
+export async function valuesHandedTo(store: Store, ring: SecretKeyRing, order: WorkOrder): Promise<string[]> {
+  const ds = order.desiredState;
+  const project = ds?.composeProject;
+  const refs: Pick<SecretKeyRef, "secretId" | "key">[] = [
+    ...Object.values(project?.secretEnv ?? {}),
+    ...Object.values(project?.secretFiles ?? {}),
+    ...(ds?.registrySecretIds ?? []).map((secretId) => ({ secretId, key: "password" })),
+  ];
+  if (refs.length === 0) return [];
+  const tenantId = ds?.tenantId || order.target?.tenantId || "";
+  const values = new Set<string>();
+  for (const ref of refs) {
+    const r = await store.getResource("secret", ref.secretId);
+    if (r?.desiredState?.kind.case !== "secret" || r.desiredState.kind.value.tenantId !== tenantId) continue;
+    const value = openSecretValue(ring, r.id, r.desiredState.kind.value, ref.key);
+    if (value !== undefined && value.length >= 4) values.add(value);
+  }
+  // Longest first: a value that contains another is blanked whole.
+  return [...values].sort((a, b) => b.length - a.length);
+}
+
+/** Replaces every occurrence of `values` in the strings of `message` (in place) with [REDACTED]; returns how many strings changed. */
+export function blankValues(message: object, values: readonly string[]): number {
+  if (values.length === 0) return 0;
+  let changed = 0;
+  const walk = (v: unknown, depth: number): unknown => {
+    if (typeof v === "string") {
+      let out = v;
+      for (const value of values) if (out.includes(value)) out = out.replaceAll(value, REDACTED);
+      if (out !== v) changed++;
+      return out;
+    }
+    if (depth > 32 || typeof v !== "object" || v === null || v instanceof Uint8Array || v instanceof Date) return v;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) v[i] = walk(v[i], depth + 1);
+      return v;
+    }
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) if (k !== "$typeName") o[k] = walk(o[k], depth + 1);
+    return o;
+  };
+  walk(message, 0);
+  return changed;
 }

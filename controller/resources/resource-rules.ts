@@ -62,6 +62,7 @@ export function checkReferences(spec: ResourceSpec): void {
       if (k.value.compose) {
         const c = k.value.compose;
         checkSecretRefs("desired_state.tenant.compose", c.env, c.secretEnv, c.secretFiles);
+        checkPublicEnv("desired_state.tenant.compose.public_env", c.publicEnv);
         if (c.composeFile.trim() === "" && Object.keys(c.secretEnv).length + Object.keys(c.secretFiles).length > 0)
           throw invalid("desired_state.tenant.compose: secret_env and secret_files need a compose_file (services take their own)", {
             field: "desired_state.tenant.compose.compose_file",
@@ -79,6 +80,7 @@ export function checkReferences(spec: ResourceSpec): void {
       k.value.volumeIds.forEach((s, i) => ref(s, `desired_state.service.volume_ids[${i}]`));
       ref(k.value.resourceLimitsId, "desired_state.service.resource_limits_id");
       checkSecretRefs("desired_state.service", k.value.env, k.value.secretEnv, k.value.secretFiles);
+      checkPublicEnv("desired_state.service.public_env", k.value.publicEnv);
       break;
     case "network":
     case "volume":
@@ -133,4 +135,13 @@ export function sameSpec(a: ResourceSpec | undefined, b: ResourceSpec | undefine
 export function sameStatus(a: ResourceStatus | undefined, b: ResourceStatus | undefined): boolean {
   if (!a || !b) return (a?.kind.case ?? undefined) === (b?.kind.case ?? undefined);
   return equals(ResourceStatusSchema, a, b);
+}
+
+// Names of variables viewers may see: variable names, at most 256 of them.
+function checkPublicEnv(field: string, names: string[]): void {
+  if (names.length > 256) throw invalid(`${field} lists more than 256 names`, { field });
+  for (const name of names) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(name))
+      throw invalid(`${field}: ${JSON.stringify(name.slice(0, 64))} is not a variable name`, { field });
+  }
 }

@@ -25,7 +25,7 @@ import type { ServiceDeps } from "./deps.js";
  */
 function forCaller(call: CallInfo, resources: Resource[]): Resource[] {
   const shown = resources.map(publicSecret);
-  return seesSecrets(call) ? shown : shown.map((r) => redactMessage(ResourceSchema, r));
+  return seesSecrets(call) ? shown : shown.map((r) => redactMessage(ResourceSchema, r, { inlineEnv: true }));
 }
 
 /** Resource CRUD implementation. */

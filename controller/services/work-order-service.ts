@@ -21,7 +21,7 @@ import { checkHolder, resolveOrderSecrets } from "../dispatch/order-secrets.js";
 
 /** An order as `call` may see it: a viewer's copy has its secrets hidden. */
 function forCaller(call: CallInfo, order: WorkOrder): WorkOrder {
-  return seesSecrets(call) ? order : redactMessage(WorkOrderSchema, order);
+  return seesSecrets(call) ? order : redactMessage(WorkOrderSchema, order, { inlineEnv: true });
 }
 
 /** Work order implementation. */
