@@ -22,6 +22,8 @@ import { ADMIN_TOKEN, startController, type TestController } from "./helpers/con
 import { filesContaining } from "./helpers/files.js";
 import { freePort, startControllerProcess, waitFor } from "./helpers/processes.js";
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
+import { send } from "../controller/webhooks/webhook-sender.js";
+import { hostname } from "node:os";
 
 const SECRET = "shared-secret-for-tests-0123456789";
 const FAST = { pollMs: 20, backoffBaseMs: 20, backoffCapMs: 100, attemptTimeoutMs: 5000, lookBackMs: 2000 };
@@ -46,7 +48,7 @@ afterEach(async () => {
 async function subscribe(c: TestController, r: Receiver, eventTypes = ["resource.*"], tenantId = "") {
   const created = await c
     .client(WebhookService, { admin: true })
-    .createWebhook({ url: r.url, eventTypes, tenantId, secret: SECRET, caPem: r.caPem });
+    .createWebhook({ url: r.url, eventTypes, tenantId, secret: SECRET, caPem: r.caPem, allowPrivateNetwork: true });
   return created.webhook!;
 }
 
@@ -174,7 +176,13 @@ describe("a controller killed with deliveries queued", () => {
     try {
       const hooks = cp.admin(WebhookService);
       const hook = (
-        await hooks.createWebhook({ url: receiver.url, eventTypes: ["resource.created"], secret: SECRET, caPem: receiver.caPem })
+        await hooks.createWebhook({
+          url: receiver.url,
+          eventTypes: ["resource.created"],
+          secret: SECRET,
+          caPem: receiver.caPem,
+          allowPrivateNetwork: true,
+        })
       ).webhook!;
       const rs = cp.admin(ResourceService);
       for (const id of ["k1", "k2", "k3"]) await rs.createResource({ resourceType: "tenant", resource: tenant(id) });
@@ -234,6 +242,49 @@ describe("the REST routes", () => {
     // biome-ignore lint/suspicious/noExplicitAny: a JSON body, read by path in assertions
     return { status: res.status, text, data: (JSON.parse(text) as { data: any }).data };
   }
+
+  it("a host that resolves to a private address is refused at the attempt, before any connection; allowed, it is delivered", async () => {
+    receiver = await startReceiver();
+    const url = new URL(receiver.url);
+    // This machine's own name passes the written URL's check (a name), and resolves (here, in
+    // /etc/hosts) to a loopback or private address when sent.
+    const named = new URL(receiver.url);
+    named.hostname = hostname();
+    const refused = await send({ url: named, body: "{}", headers: {}, caPem: receiver.caPem, timeoutMs: 5000 });
+    expect(refused.status).toBe(0);
+    expect(refused.text).toContain("not a public address");
+    const literal = await send({ url, body: "{}", headers: {}, caPem: receiver.caPem, timeoutMs: 5000 });
+    expect([literal.status, literal.text]).toEqual([0, expect.stringContaining("refused unsent")]);
+    expect(receiver.received).toHaveLength(0);
+    const sent = await send({ url, body: "{}", headers: {}, caPem: receiver.caPem, timeoutMs: 5000, allowPrivateNetwork: true });
+    expect(sent.status).toBe(200);
+    expect(receiver.received).toHaveLength(1);
+  });
+
+  it("a URL aimed at this machine or a private network is refused unless the subscription allows the private network", async () => {
+    for (const url of [
+      "https://127.0.0.1/in",
+      "https://localhost:8443/in",
+      "https://[::1]/in",
+      "https://169.254.169.254/latest",
+      "https://10.1.2.3/x",
+      "https://[::ffff:192.168.1.1]/x",
+    ]) {
+      const refused = await call("POST", "/v1/webhooks", { url, event_types: ["*"] });
+      expect([url, refused.status, JSON.parse(refused.text).error.details]).toEqual([
+        url,
+        400,
+        { field: "url", reason: "PRIVATE_ADDRESS" },
+      ]);
+    }
+    const allowed = await call("POST", "/v1/webhooks", { url: "https://127.0.0.1/in", event_types: ["*"], allow_private_network: true });
+    expect(allowed.status).toBe(201);
+    const id = allowed.data.webhook.id as string;
+    // Turning the allowance off while the URL is private is refused too, and changes nothing.
+    expect((await call("PATCH", `/v1/webhooks/${id}`, { allow_private_network: false })).status).toBe(400);
+    expect((await call("GET", `/v1/webhooks/${id}`)).data.webhook.allow_private_network).toBe(true);
+    expect((await call("DELETE", `/v1/webhooks/${id}`)).status).toBe(200);
+  });
 
   it("create, read, pause, list deliveries and delete; the URL and the secret come back nowhere but the created secret once", async () => {
     const url = "https://hooks.example.com/in/secret-path-token-27182?key=query-secret-161803";
@@ -299,7 +350,7 @@ describe.skipIf(!pgUrl())("two controllers on one PostgreSQL", () => {
       const viaB = createClient(WebhookService, b.transport);
       const hook = (
         await viaB.createWebhook(
-          { url: receiver.url, eventTypes: ["resource.created"], secret: SECRET, caPem: receiver.caPem },
+          { url: receiver.url, eventTypes: ["resource.created"], secret: SECRET, caPem: receiver.caPem, allowPrivateNetwork: true },
           { headers },
         )
       ).webhook!;

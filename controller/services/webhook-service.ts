@@ -25,6 +25,7 @@ export function webhookService(deps: ServiceDeps): ServiceImpl<typeof WebhookSer
         description: req.description,
         secret: req.secret,
         caPem: req.caPem,
+        allowPrivateNetwork: req.allowPrivateNetwork,
       });
       callInfo(ctx).audit.target = `webhook/${created.webhook.id}`;
       return { meta: responseMeta(ctx), webhook: created.webhook, secret: created.secret };
@@ -48,6 +49,7 @@ export function webhookService(deps: ServiceDeps): ServiceImpl<typeof WebhookSer
         paused: req.paused,
         secret: req.secret,
         caPem: req.caPem,
+        allowPrivateNetwork: req.allowPrivateNetwork,
       });
       return { meta: responseMeta(ctx), webhook };
     },

@@ -3,6 +3,7 @@
 // receiver's is trusted or followed (no redirects).
 import https from "node:https";
 import { redactText } from "../../common/logging/redact.js";
+import { privateUrlProblem, publicOnlyLookup } from "./public-address.js";
 
 /** What an attempt came to: a status (0: no answer) and a short text for the record. */
 export interface AttemptOutcome {
@@ -19,6 +20,8 @@ export interface SendRequest {
   timeoutMs: number;
   /** Aborts the attempt (the controller stops): it counts as no answer. */
   signal?: AbortSignal;
+  /** May connect to non-public addresses (else such a URL or a host resolving to one is refused unsent). */
+  allowPrivateNetwork?: boolean;
 }
 
 // What is kept of a response body (and read of it at most).
@@ -27,6 +30,10 @@ const READ_BYTES = 64 * 1024;
 
 /** POSTs `body` to `url`; resolves with the outcome, never rejects. */
 export function send(req: SendRequest): Promise<AttemptOutcome> {
+  if (!req.allowPrivateNetwork) {
+    const problem = privateUrlProblem(req.url);
+    if (problem) return Promise.resolve({ status: 0, text: `refused unsent: ${problem} (allow_private_network is off)` });
+  }
   return new Promise((resolve) => {
     let settled = false;
     const done = (outcome: AttemptOutcome) => {
@@ -42,6 +49,8 @@ export function send(req: SendRequest): Promise<AttemptOutcome> {
         method: "POST",
         headers: { "content-type": "application/json", "content-length": Buffer.byteLength(req.body), ...req.headers },
         ...(req.caPem ? { ca: req.caPem } : {}),
+        // Every address the host resolves to is checked before connecting.
+        ...(req.allowPrivateNetwork ? {} : { lookup: publicOnlyLookup }),
         agent: false,
       },
       (res) => {

@@ -1,6 +1,7 @@
 // Subscriptions and their deliveries as the API handles them: checks, sealing of the URL and the
 // shared secret (tls/secret-key-ring.ts; the record holds them only sealed, the API shows the URL's
 // host), the status from the deliveries, and redelivery.
+import { privateUrlProblem } from "./public-address.js";
 import { randomBytes, X509Certificate } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -35,6 +36,8 @@ export interface WebhookInput {
   paused?: boolean;
   secret?: string;
   caPem?: string;
+  /** Deliveries may go to non-public addresses (set by an admin; the RPCs need the admin permission). */
+  allowPrivateNetwork?: boolean;
 }
 
 // Any fixed UUID: delivery ids are UUIDv5 of "<webhook id>/<event id>" under it.
@@ -46,6 +49,8 @@ const MAX_CA_PEM = 64 * 1024;
 export async function createWebhook(deps: WebhookDeps, input: WebhookInput): Promise<{ webhook: Webhook; secret: string }> {
   const id = randomBytes(6).toString("hex");
   const url = checkUrl(input.url ?? "");
+  const allowPrivateNetwork = input.allowPrivateNetwork ?? false;
+  checkReach(url, allowPrivateNetwork);
   const generated = input.secret ? "" : `whsec_${randomBytes(32).toString("base64url")}`;
   const secret = checkSecret(input.secret || generated);
   const now = timestampFromDate(deps.now());
@@ -57,6 +62,7 @@ export async function createWebhook(deps: WebhookDeps, input: WebhookInput): Pro
     description: checkDescription(input.description ?? ""),
     paused: input.paused ?? false,
     caPem: checkCa(input.caPem ?? ""),
+    allowPrivateNetwork,
     createdAt: now,
     updatedAt: now,
   });
@@ -76,6 +82,8 @@ export async function updateWebhook(deps: WebhookDeps, id: string, input: Webhoo
   if (input.description !== undefined) w.description = checkDescription(input.description);
   if (input.paused !== undefined) w.paused = input.paused;
   if (input.caPem !== undefined) w.caPem = checkCa(input.caPem);
+  if (input.allowPrivateNetwork !== undefined) w.allowPrivateNetwork = input.allowPrivateNetwork;
+  checkReach(url, w.allowPrivateNetwork);
   w.urlHost = url.host;
   w.updatedAt = timestampFromDate(deps.now());
   await deps.store.putWebhook({ webhook: w, ...seal(deps.keyRing, id, url, secret) });
@@ -196,6 +204,17 @@ function checkUrl(text: string): URL {
   if (text.length > MAX_URL) throw invalid(`url is longer than ${MAX_URL} characters`, { field: "url" });
   url.hash = "";
   return url;
+}
+
+// A URL aimed at this machine or a private network needs allow_private_network.
+function checkReach(url: URL, allowPrivateNetwork: boolean): void {
+  const problem = allowPrivateNetwork ? undefined : privateUrlProblem(url);
+  if (problem) {
+    throw invalid(`url: ${problem}; deliveries go to public addresses unless allow_private_network is set`, {
+      field: "url",
+      reason: "PRIVATE_ADDRESS",
+    });
+  }
 }
 
 function checkSecret(secret: string): string {

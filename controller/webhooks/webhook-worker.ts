@@ -204,6 +204,7 @@ export class WebhookWorker {
         body,
         headers: { [DELIVERY_HEADER]: d.id, [SIGNATURE_HEADER]: signatureHeader(secret, at, body) },
         caPem: hook.webhook.caPem || undefined,
+        allowPrivateNetwork: hook.webhook.allowPrivateNetwork,
         timeoutMs: this.settings.attemptTimeoutMs,
         signal: this.stopping.signal,
       });
