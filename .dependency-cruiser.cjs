@@ -23,7 +23,7 @@ const CONTROLLER_LAYERS = [
   ["services", "^controller/services/"],
   [
     "boundary",
-    "^controller/(api-errors|interceptors|request-gate|rpc-handler|body-limits|body-encoding|text-checks|dashboard|metrics-route)\\.ts$|^controller/rest/",
+    "^controller/(api-errors|interceptors|request-gate|rpc-handler|body-limits|body-encoding|text-checks|connection-vouch|dashboard|metrics-route)\\.ts$|^controller/rest/",
   ],
   ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
 ];

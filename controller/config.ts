@@ -56,6 +56,7 @@ export interface ControllerConfig {
     maxConcurrentStreams?: number;
     maxConnectionsPerAddress?: number;
     maxConnections?: number;
+    maxUnvouchedConnections?: number;
   };
   /** Largest request body of an admitted call; unset keeps the default (4 MiB). */
   maxRequestBytes?: number;
@@ -124,6 +125,9 @@ Limits (0 turns a cap off):
                         [SKIPPER_MAX_CONNECTIONS_PER_ADDRESS] (default 512; raise it when
                         many agents share one NAT address)
   --max-connections N   open connections in all [SKIPPER_MAX_CONNECTIONS] (default 10000)
+  --max-unvouched-connections N  open connections no admitted call has vouched for yet; past
+                        it the oldest of the address holding most is closed
+                        [SKIPPER_MAX_UNVOUCHED_CONNECTIONS] (default 256)
   --max-request-bytes N request body of an authenticated call, in bytes
                         [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
   --max-watch-streams-per-node N  work-order watch streams one node may hold
@@ -164,6 +168,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "request-idle-timeout": { type: "string" },
       "session-idle-timeout": { type: "string" },
       "max-streams-per-connection": { type: "string" },
+      "max-unvouched-connections": { type: "string" },
       "max-connections-per-address": { type: "string" },
       "max-connections": { type: "string" },
       "max-request-bytes": { type: "string" },
@@ -231,6 +236,11 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
         0,
       ),
       maxConnections: count(values["max-connections"] ?? env.SKIPPER_MAX_CONNECTIONS, "--max-connections", 0),
+      maxUnvouchedConnections: count(
+        values["max-unvouched-connections"] ?? env.SKIPPER_MAX_UNVOUCHED_CONNECTIONS,
+        "--max-unvouched-connections",
+        0,
+      ),
     },
     maxRequestBytes: count(values["max-request-bytes"] ?? env.SKIPPER_MAX_REQUEST_BYTES, "--max-request-bytes", 16 * 1024),
     maxWatchStreamsPerNode: count(

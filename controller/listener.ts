@@ -6,6 +6,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import type tls from "node:tls";
 import type { RequestHandler } from "./server.js";
+import { rawSocket, VOUCH, type Vouchable } from "./connection-vouch.js";
 
 /** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
 export interface ConnectionLimits {
@@ -27,6 +28,14 @@ export interface ConnectionLimits {
   maxConnectionsPerAddress: number;
   /** Open connections in all; more are closed as they arrive. 0: no cap. */
   maxConnections: number;
+  /**
+   * Open connections that have not yet carried an admitted call (no credential vouched for them):
+   * past this, as a new one arrives, the oldest such connection of the address holding most of
+   * them is closed. 0: no cap.
+   */
+  maxUnvouchedConnections: number;
+  /** Concurrent streams an HTTP/2 connection may open before a call on it is admitted (then maxConcurrentStreams). */
+  unvouchedStreams: number;
 }
 
 /**
@@ -43,6 +52,8 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   maxConcurrentStreams: 100,
   maxConnectionsPerAddress: 512,
   maxConnections: 10_000,
+  maxUnvouchedConnections: 256,
+  unvouchedStreams: 8,
 };
 
 export interface ServeOptions {
@@ -56,7 +67,7 @@ export interface ServeOptions {
   /** Overrides of DEFAULT_LIMITS. */
   limits?: Partial<ConnectionLimits>;
   /** Told of each connection closed on arrival because a connection cap was reached. */
-  onRefusedConnection?: (address: string, cap: "per-address" | "total") => void;
+  onRefusedConnection?: (address: string, cap: "per-address" | "total" | "unvouched") => void;
 }
 
 export interface Serving {
@@ -71,10 +82,26 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
   const sessions = new Set<http2.ServerHttp2Session>();
   const sockets = new Set<net.Socket>();
-  const h2Options = { settings: { maxConcurrentStreams: limits.maxConcurrentStreams } };
+  // Until a call on it is admitted, a connection may open few streams (vouchFor raises the limit).
+  const vouching = limits.maxUnvouchedConnections > 0;
+  const h2Options = {
+    settings: {
+      maxConcurrentStreams: vouching ? Math.min(limits.unvouchedStreams, limits.maxConcurrentStreams) : limits.maxConcurrentStreams,
+    },
+  };
   const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
   const track = (s: http2.ServerHttp2Session) => {
     sessions.add(s);
+    const socket = rawSocket(s.socket);
+    const vouch = socket?.[VOUCH];
+    // Vouched for: the connection leaves the pool and may open every stream it is allowed.
+    if (socket && vouch) {
+      socket[VOUCH] = () => {
+        socket[VOUCH] = undefined;
+        vouch();
+        if (!s.destroyed && !s.closed) s.settings({ maxConcurrentStreams: limits.maxConcurrentStreams });
+      };
+    }
     s.on("close", () => sessions.delete(s));
     s.setTimeout(limits.sessionIdleMs, () => s.close());
   };
@@ -115,6 +142,26 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     });
   }
   const perAddress = new Map<string, number>();
+  // Connections no admitted call has vouched for yet, by client address, each oldest first.
+  const unvouched = new Map<string, Set<net.Socket>>();
+  let unvouchedCount = 0;
+  const leavePool = (s: net.Socket, address: string) => {
+    const group = unvouched.get(address);
+    if (!group?.delete(s)) return;
+    unvouchedCount--;
+    if (group.size === 0) unvouched.delete(address);
+  };
+  // The pool is full: the address holding most of it gives up its oldest connection (a client
+  // without a credential evicts its own connections, not other addresses' agents on their way in).
+  const evictOne = () => {
+    let largest: Set<net.Socket> | undefined;
+    for (const group of unvouched.values()) if (!largest || group.size > largest.size) largest = group;
+    const oldest = largest?.values().next().value;
+    if (!oldest) return;
+    leavePool(oldest, oldest.remoteAddress ?? "");
+    opts.onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
+    oldest.destroy();
+  };
   const admitConnection = (s: net.Socket) => {
     const address = s.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
@@ -128,7 +175,17 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     }
     perAddress.set(address, open + 1);
     sockets.add(s);
+    if (vouching) {
+      // The pool of connections nobody vouched for is bounded.
+      if (unvouchedCount >= limits.maxUnvouchedConnections) evictOne();
+      let group = unvouched.get(address);
+      if (!group) unvouched.set(address, (group = new Set()));
+      group.add(s);
+      unvouchedCount++;
+      (s as Vouchable)[VOUCH] = () => leavePool(s, address);
+    }
     s.on("close", () => {
+      leavePool(s, address);
       sockets.delete(s);
       const left = (perAddress.get(address) ?? 1) - 1;
       if (left > 0) perAddress.set(address, left);

@@ -31,6 +31,7 @@ import { admittedKey, peerCertificateKey } from "./context.js";
 import { peerCertificateOf } from "./tls/peer-certificate.js";
 import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js";
 import { bodyRefusal, readBodyBytes } from "./rest/read-body.js";
+import { vouchFor } from "./connection-vouch.js";
 import { connectGetProblem, encodingOf, inflate, inflateEnvelopes } from "./body-encoding.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
@@ -99,6 +100,7 @@ type UniversalHandler = ReturnType<typeof createConnectRouter>["handlers"][numbe
 async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req: Request, res: Response): Promise<void> {
   const admitted = await opts.gate(req, res, handler.method);
   if (admitted === "answered") return;
+  if (admitted && admitted.kind !== "anonymous") vouchFor(req);
   // The interceptor authenticates a call without credentials in its headers by the client
   // certificate of its connection.
   const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req)).set(admittedKey, admitted);

@@ -158,3 +158,45 @@ describe("plain HTTP", () => {
     }
   });
 });
+
+describe("connections nobody vouched for", () => {
+  it("are a bounded pool (the oldest closed as a new one comes) with few streams each; an admitted call takes its connection out, with every stream", async () => {
+    const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedStreams: 2 } });
+    const sessions: http2.ClientHttp2Session[] = [];
+    const connect = async () => {
+      const s = http2.connect(c.url, { ca: c.ca });
+      s.on("error", () => undefined);
+      await new Promise<void>((r) => s.once("remoteSettings", () => r()));
+      sessions.push(s);
+      return s;
+    };
+    const admitted = (s: http2.ClientHttp2Session) =>
+      new Promise<number>((resolve) => {
+        const st = s.request({ ":method": "GET", ":path": "/v1/resources?resource_type=tenant", "x-admin-token": ADMIN_TOKEN });
+        st.on("response", (h) => resolve(Number(h[":status"])));
+        st.on("data", () => undefined);
+        st.end();
+      });
+    try {
+      const vouched = await connect();
+      expect(vouched.remoteSettings.maxConcurrentStreams).toBe(2);
+      // A call with a credential: the connection leaves the pool and may open every stream.
+      const raised = new Promise<number | undefined>((r) => vouched.once("remoteSettings", (st) => r(st.maxConcurrentStreams)));
+      expect(await admitted(vouched)).toBe(200);
+      expect(await raised).toBe(100);
+      const [a, b, d] = [await connect(), await connect(), await connect()];
+      const [aClosed, bClosed] = [closed(a), closed(b)];
+      // The pool holds 3: a fourth closes the oldest of them (a), a fifth the next (b), never the vouched one.
+      await connect();
+      await aClosed;
+      await connect();
+      await bClosed;
+      expect(vouched.closed || vouched.destroyed).toBe(false);
+      expect(d.closed || d.destroyed).toBe(false);
+      expect(await admitted(vouched)).toBe(200);
+    } finally {
+      for (const s of sessions) s.destroy();
+      await c.stop();
+    }
+  });
+});

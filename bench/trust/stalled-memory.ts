@@ -44,6 +44,7 @@ export const stalledMemoryProbe: Probe = {
     await warmUp(ctl, log);
     for (const t of targets) figures.push(...(await openCase(ctl, t, !short, log)));
     if (short) figures.push(await openDeadlinesTogether(ctl, targets, log));
+    figures.push(...(await mostHeld(ctl, short, log)));
     figures.push(await budgetAfterReset(ctl, targets.find((t) => t.protocol === "Connect JSON")!, log));
     figures.push(...(await admittedCase(ctl, token, short, log)));
     figures.push(exactly(SECTION, "controller down afterwards", ctl.alive() ? 0 : 1, 0));
@@ -66,6 +67,33 @@ async function openCase(ctl: ControllerProcess, t: StallTarget, waitDeadline: bo
   log(`${name}: ${summary(held.streams)}; ${memoryText(idle, during)}`);
   if (waitDeadline) figures.push(await deadlineFigure(name, held.streams, unanswered(held.streams), OPEN.deadlineMs, log));
   await release(ctl, held, log);
+  return figures;
+}
+
+/**
+ * The most a client without a credential can make the controller hold: more connections than the
+ * pool of unvouched ones takes (from 8 addresses), each with more streams than such a connection
+ * may open, each sending one byte and never ending. Bar: 64 MB held in all.
+ */
+async function mostHeld(ctl: ControllerProcess, short: boolean, log: (m: string) => void): Promise<Figure[]> {
+  const [addresses, perAddress, streams] = short ? [4, 80, 16] : [8, 40, 16];
+  const name = `no credential, the most it can hold: ${fmt(addresses * perAddress)} connections from ${addresses} addresses, ${streams} streams each, 1 byte of an enrollment body sent on each (POST /v1/enroll), never ended`;
+  const idle = await sample(ctl);
+  const held: Stalled[] = [];
+  for (let a = 1; a <= addresses; a++) {
+    const plan = { url: ctl.url, ca: ctl.ca, connections: perAddress, streamsPerConnection: streams, localAddress: `127.0.0.${a}` };
+    held.push(
+      await openStalled(
+        { ...plan, headers: { ":method": "POST", ":path": "/v1/enroll", "content-type": "application/json" }, body: Buffer.from("{") },
+        SEND_BOUND_MS,
+      ),
+    );
+  }
+  const during = await sample(ctl);
+  const all = held.flatMap((h) => h.streams);
+  log(`${name}: ${summary(all)}; ${memoryText(idle, during)}`);
+  const figures = [info(SECTION, `${name}: what the server did`, summary(all)), ...memoryFigures(name, idle, during, 64)];
+  for (const h of held) await h.close(5000);
   return figures;
 }
 
@@ -122,7 +150,7 @@ async function admittedCase(ctl: ControllerProcess, token: string, short: boolea
   } else {
     // One wait for both (they overlap), each protocol's streams counted against its own start.
     await waitClosed(
-      holds.flatMap(([, h]) => h.streams),
+      holds.flatMap(([, h]) => h.streams).filter((s) => !s.queued),
       lastStart(holds.flatMap(([, h]) => h.streams)) + ADMITTED.deadlineMs + MARGIN_MS,
     );
     for (const [name, h, held] of holds) figures.push(await deadlineFigure(name, h.streams, held, ADMITTED.deadlineMs, log));
@@ -180,12 +208,13 @@ async function deadlineFigure(
   deadlineMs: number,
   log: (m: string) => void,
 ): Promise<Figure> {
-  await waitClosed(streams, lastStart(streams) + deadlineMs + MARGIN_MS);
+  const opened = streams.filter((s) => !s.queued);
+  await waitClosed(opened, lastStart(streams) + deadlineMs + MARGIN_MS);
   const late = heldAt(streams, (s) => s.startedAt + deadlineMs + MARGIN_MS);
   const answeredLater = streams.filter((s) => held.has(s) && s.answeredAt !== undefined);
   const times = answeredLater.map((s) => (s.answeredAt! - s.startedAt) / 1000);
   const span = times.length > 0 ? `${fmt(Math.min(...times))}-${fmt(Math.max(...times))} s` : "none";
-  const open = streams.filter((s) => s.closedAt === undefined).length;
+  const open = opened.filter((s) => s.closedAt === undefined).length;
   const detail = `held ones answered after ${span} (${answersOf(answeredLater)}); ${fmt(open)} still open then (answered, not closed)`;
   log(`${name}: ${late.length} held past ${deadlineMs / 1000} s + ${MARGIN_MS / 1000} s; ${detail}`);
   return {
@@ -200,11 +229,14 @@ async function deadlineFigure(
 /** "936 answered at once (grpc-status 8 ×936), 64 held". */
 function summary(streams: StreamSeen[]): string {
   const answered = streams.filter((s) => s.answeredAt !== undefined);
-  return `${fmt(answered.length)} answered at once (${answersOf(answered)}), ${fmt(streams.length - answered.length)} held`;
+  const queued = streams.filter((s) => s.queued).length;
+  const held = streams.length - answered.length - queued;
+  return `${fmt(answered.length)} answered at once (${answersOf(answered)}), ${fmt(queued)} never opened (the server's stream limit for a connection no credential vouched for), ${fmt(held)} held`;
 }
 
+// The streams the server holds: opened and not answered (queued ones never reached it).
 function unanswered(streams: StreamSeen[]): Set<StreamSeen> {
-  return new Set(streams.filter((s) => s.answeredAt === undefined));
+  return new Set(streams.filter((s) => s.answeredAt === undefined && !s.queued));
 }
 
 function lastStart(streams: StreamSeen[]): number {
@@ -236,8 +268,9 @@ async function budgetAfterReset(ctl: ControllerProcess, t: StallTarget, log: (m:
   const plan = {
     url: ctl.url,
     ca: ctl.ca,
-    connections: 4,
-    streamsPerConnection: 16,
+    // 8 streams each: what a connection no credential vouched for may open at once.
+    connections: 8,
+    streamsPerConnection: 8,
     headers: t.headers,
     body: t.body,
     localAddress: "127.0.0.3",
@@ -271,7 +304,6 @@ async function budgetAfterReset(ctl: ControllerProcess, t: StallTarget, log: (m:
   };
 }
 
-/** The highest of a few RSS samples over half a second (MB). */
 /**
  * Ends every stream's body (so the server reads to the end and answers it, as it would a finished
  * call), closes the connections, then one health check on a new one. A stream reset mid-body is

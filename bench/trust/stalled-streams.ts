@@ -15,6 +15,8 @@ export interface StreamSeen {
   answer?: string;
   /** When the stream closed (reset, or both sides ended). */
   closedAt?: number;
+  /** Never opened: the server's stream limit for the connection held it on the client's side. */
+  queued?: boolean;
 }
 
 export interface StallPlan {
@@ -49,6 +51,7 @@ export async function openStalled(plan: StallPlan, timeoutMs: number): Promise<S
   for (let c = 0; c < plan.connections; c++) {
     const session = http2.connect(plan.url, { ca: plan.ca, ...(plan.localAddress ? { localAddress: plan.localAddress } : {}) });
     session.on("error", () => undefined);
+    session.once("remoteSettings", () => withSettings.add(session));
     sessions.push(session);
     for (let i = 0; i < plan.streamsPerConnection; i++) {
       const [seen, request] = stall(session, plan);
@@ -56,7 +59,13 @@ export async function openStalled(plan: StallPlan, timeoutMs: number): Promise<S
       requests.push(request);
     }
   }
-  const sendsDone = (await waitUntil(() => (streams.every((s) => s.sentAt ?? s.answeredAt) ? true : undefined), timeoutMs, 20)) ?? false;
+  // A stream the client holds back for the server's concurrency limit (it never got a stream id)
+  // is not held by the server: it neither sends nor is answered.
+  const isSettled = (i: number) => (streams[i]!.sentAt ?? streams[i]!.answeredAt) !== undefined || queuedByLimit(requests[i]!);
+  const sendsDone = (await waitUntil(() => (streams.every((_, i) => isSettled(i)) ? true : undefined), timeoutMs, 20)) ?? false;
+  for (const [i, seen] of streams.entries()) {
+    if (seen.sentAt === undefined && seen.answeredAt === undefined && queuedByLimit(requests[i]!)) seen.queued = true;
+  }
   const pings = sessions.map(
     (s) =>
       new Promise<boolean>((resolve) => {
@@ -78,6 +87,15 @@ export async function openStalled(plan: StallPlan, timeoutMs: number): Promise<S
       return (await withTimeout(Promise.all(closed), ms)) !== undefined;
     },
   };
+}
+
+// Sessions that have received the server's settings: only then is a pending stream held back by its limit.
+const withSettings = new WeakSet<http2.ClientHttp2Session>();
+
+// Held back on the client: its session is up with the server's settings, and the stream has no id.
+function queuedByLimit(request: http2.ClientHttp2Stream): boolean {
+  const session = request.session as http2.ClientHttp2Session | undefined;
+  return request.pending && session !== undefined && !session.destroyed && withSettings.has(session);
 }
 
 function stall(session: http2.ClientHttp2Session, plan: StallPlan): [StreamSeen, http2.ClientHttp2Stream] {
@@ -106,13 +124,16 @@ function stall(session: http2.ClientHttp2Session, plan: StallPlan): [StreamSeen,
 
 /** Streams with no answer (and not closed) at `at`. */
 export function heldAt(streams: StreamSeen[], at: (s: StreamSeen) => number): StreamSeen[] {
-  return streams.filter((s) => (s.answeredAt ?? Number.POSITIVE_INFINITY) > at(s));
+  return streams.filter((s) => !s.queued && (s.answeredAt ?? Number.POSITIVE_INFINITY) > at(s));
 }
 
 /** "grpc-status 8 ×936, reset 0 ×2", the answers of `streams`, commonest first. */
 export function answersOf(streams: StreamSeen[]): string {
   const by = new Map<string, number>();
-  for (const s of streams) if (s.answer) by.set(s.answer, (by.get(s.answer) ?? 0) + 1);
+  for (const s of streams) {
+    const answer = s.answer ?? (s.queued ? "never opened (stream limit)" : undefined);
+    if (answer) by.set(answer, (by.get(answer) ?? 0) + 1);
+  }
   return (
     [...by]
       .sort((a, b) => b[1] - a[1])

@@ -21,6 +21,7 @@ import { stopReading, type RpcCounter } from "../request-gate.js";
 import { envelope, errorOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
 import { bodyRefusal, readBodyBytes } from "./read-body.js";
 import { BodyBudgets, connectionOf } from "../body-limits.js";
+import { vouchFor } from "../connection-vouch.js";
 import { bindRequest } from "./request-binding.js";
 import { byPrecedence, deriveRoutes, describeRoutes, findRoute, type RestRoute, type RouteDescription } from "./route-table.js";
 import { splitPath } from "./path-template.js";
@@ -149,6 +150,7 @@ async function execute(
     if (ctx.admit) {
       try {
         admitted = await ctx.admit(route.rpc, forwardedHeaders(req.headers), peer);
+        if (admitted && admitted.kind !== "anonymous") vouchFor(req);
       } catch (e) {
         stopReading(req, res);
         throw e;
