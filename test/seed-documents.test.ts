@@ -52,6 +52,7 @@ describe("the seed's documents on the REST routes", () => {
       env: { NGINX_PORT: "8081" },
       secret_env: {},
       secret_files: {},
+      public_env: [],
     });
     const service = await call("POST", "/v1/resources/service", await fixture("service"));
     expect(service.status, JSON.stringify(service.body)).toBe(201);
