@@ -45,9 +45,27 @@ import { OrderSpans } from "./order-spans.js";
 
 export const AGENT_VERSION = "0.1.0";
 
-// Order types a run interrupted by a restart must not run again: a command need not be
-// idempotent, and whether it ran is unknown. The others converge when run again.
-const RERUN_UNSAFE = new Set([WorkOrderType.EXECUTE_COMMAND]);
+// Whether a run interrupted by a restart may run again, for every order type (the compiler
+// refuses a type without an entry): a command need not be idempotent, and whether it ran is
+// unknown; the others converge when run again.
+const AFTER_RESTART: Record<WorkOrderType, "run again" | "do not run again"> = {
+  [WorkOrderType.UNSPECIFIED]: "do not run again",
+  [WorkOrderType.DEPLOY_SERVICE]: "run again",
+  [WorkOrderType.REMOVE_SERVICE]: "run again",
+  [WorkOrderType.RESTART_SERVICE]: "run again",
+  [WorkOrderType.ROLLBACK]: "run again",
+  [WorkOrderType.HEALTH_CHECK]: "run again",
+  [WorkOrderType.INSPECT]: "run again",
+  [WorkOrderType.EXECUTE_COMMAND]: "do not run again",
+  [WorkOrderType.UPLOAD_FILES]: "run again",
+  [WorkOrderType.WRITE_STICKER]: "run again",
+  [WorkOrderType.READ_STICKER]: "run again",
+  [WorkOrderType.DEPLOY_PROCESS]: "run again",
+  [WorkOrderType.CONTROL_PROCESS]: "run again",
+  [WorkOrderType.READ_LOGS]: "run again",
+};
+// A type this agent does not know (a newer controller's) is not run again either.
+const mayRunAgain = (type: WorkOrderType) => AFTER_RESTART[type] === "run again";
 const INTERRUPTED =
   "the agent restarted while this order ran or before its result was saved: it is not run again, and whether it finished is unknown";
 
@@ -291,7 +309,7 @@ export class Agent {
     } else if (!entry.claimedAt) {
       await this.reclaim(entry.order, signal, log);
     } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
-      if (RERUN_UNSAFE.has(entry.order.type)) {
+      if (!mayRunAgain(entry.order.type)) {
         log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
         const result = failure("AGENT_RESTARTED", INTERRUPTED);
         this.ended(entry.order, result);

@@ -159,9 +159,20 @@ function checkAction(req: CreateWorkOrderRequest): void {
       if (a.value.version !== "" && !MODULE_VERSION.test(a.value.version))
         fail("action.control_process.version", `must match ${MODULE_VERSION.source}`);
       return;
-    default:
+    case "inspect":
+    case "readSticker":
+      // These actions carry no fields.
       return;
+    case undefined:
+      return;
+    default:
+      // Every action of the contract has a case above: the compiler refuses a new one without.
+      return uncheckedAction(a);
   }
+}
+
+function uncheckedAction(a: never): never {
+  throw new Error(`no request rules for action ${JSON.stringify((a as { case?: unknown }).case)}`);
 }
 
 /** The pending order for a checked request. */
