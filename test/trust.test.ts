@@ -36,7 +36,8 @@ describe("trust suite (short)", () => {
   it(
     "hostile input at every door: no 5xx, no hang, no crash, no file outside the data directory",
     () => meetsEveryBar("hostile-inputs"),
-    180_000,
+    // 55 s on a good day, with compressed bodies and Connect GETs in every sample.
+    300_000,
   );
   it("slow and silent clients are cut off within their limits", () => meetsEveryBar("slow-clients"), 120_000);
   it("stalled streams hold next to no memory, on every open method and protocol", () => meetsEveryBar("stalled-memory"), 120_000);
