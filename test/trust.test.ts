@@ -41,5 +41,10 @@ describe("trust suite (short)", () => {
   );
   it("slow and silent clients are cut off within their limits", () => meetsEveryBar("slow-clients"), 120_000);
   it("stalled streams hold next to no memory, on every open method and protocol", () => meetsEveryBar("stalled-memory"), 120_000);
+  it(
+    "ended credentials are refused everywhere, and keys scoped to a tenant stay inside it",
+    () => meetsEveryBar("credential-lifecycle"),
+    120_000,
+  );
   it("kill -9 under load loses no acknowledged write, and restarts", () => meetsEveryBar("kill-rounds"), 180_000);
 });
