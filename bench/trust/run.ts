@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { table, type Figure } from "./figures.js";
+import { exactly, table, type Figure } from "./figures.js";
 import { PROBES } from "./probes.js";
 
 const { values } = parseArgs({
@@ -31,9 +31,16 @@ async function main(): Promise<void> {
     await mkdir(workDir, { recursive: true });
     const started = performance.now();
     process.stderr.write(`[trust] ${probe.name}...\n`);
-    figures.push(
-      ...(await probe.run({ short: values.short ?? false, workDir, log: (m) => process.stderr.write(`[trust] ${probe.name}: ${m}\n`) })),
-    );
+    const short = values.short ?? false;
+    const run = probe.run({ short, workDir, log: (m) => process.stderr.write(`[trust] ${probe.name}: ${m}\n`) });
+    // A probe that hangs is a failed figure, and the next one runs (kill-rounds once hung after 7 of 40 rounds).
+    const deadlineMs = (short ? 5 : 30) * 60_000;
+    let timer: NodeJS.Timeout | undefined;
+    const hung = new Promise<Figure[]>((resolve) => {
+      timer = setTimeout(() => resolve([exactly(probe.name, `probe finished within ${deadlineMs / 60_000} min`, 1, 0)]), deadlineMs);
+    });
+    figures.push(...(await Promise.race([run, hung])));
+    clearTimeout(timer);
     process.stderr.write(`[trust] ${probe.name} done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
   }
   process.stdout.write(`\n${table(figures)}\n`);
