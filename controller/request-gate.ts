@@ -129,8 +129,14 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
  * Http2Stream::OnTrailers, nodejs/node#41458). One unauthenticated gRPC call whose message
  * announced more than the cap was enough. A request whose body has already ended needs no reset.
  */
-export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown }): void {
-  if (req.httpVersionMajor === 1) res.setHeader("connection", "close");
+export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown; once?: unknown }): void {
+  if (req.httpVersionMajor === 1) {
+    res.setHeader("connection", "close");
+    // Node's server would otherwise wait for the rest of the body before closing, for as long as
+    // the client likes (its keep-alive timer replaces the idle limit once the answer is out).
+    const socket = (req as IncomingMessage).socket;
+    (res as ServerResponse).once("finish", () => socket.destroySoon());
+  }
   const stream = (req as Http2ServerRequest).stream;
   if (!stream) return;
   stream.once("wantTrailers", () => {

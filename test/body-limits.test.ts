@@ -5,6 +5,7 @@
 // answer, which is the behaviour under test.
 import http2 from "node:http2";
 import https from "node:https";
+import tls from "node:tls";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BodyBudget, BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/body-limits.js";
@@ -116,6 +117,26 @@ describe("request bodies on a real controller (HTTP/2 + TLS)", () => {
     expect(got.status).toBe(408);
     expect(JSON.parse(got.body).error).toMatchObject({ code: "INVALID_REQUEST", details: { field: "body", deadline_ms: 800 } });
     session.destroy();
+  });
+
+  it("over HTTP/1.1 too: a body past its deadline is answered 408 and the connection closed, not kept for the rest", async () => {
+    const socket = tls.connect({
+      port: Number(new URL(tc.url).port),
+      host: "127.0.0.1",
+      ca: tc.ca,
+      servername: "localhost",
+      ALPNProtocols: ["http/1.1"],
+    });
+    socket.on("error", () => undefined);
+    await new Promise<void>((r) => socket.once("secureConnect", () => r()));
+    let answer = "";
+    socket.on("data", (d: Buffer) => {
+      answer += d.toString("utf8");
+    });
+    const closed = new Promise<void>((r) => socket.once("close", () => r()));
+    socket.write('POST /v1/enroll HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"token":');
+    await closed;
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
   });
 
   it("refuses with RESOURCE_EXHAUSTED once unfinished open bodies hold the budget, on every protocol, and takes calls again when they go", async () => {
