@@ -167,7 +167,7 @@ function checkAction(req: CreateWorkOrderRequest): void {
       return;
     default:
       // Every action of the contract has a case above: the compiler refuses a new one without.
-      return uncheckedAction(a);
+      uncheckedAction(a);
   }
 }
 
