@@ -34,7 +34,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
   if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
   const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
   if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
-  checkTargets(req, node, tenant);
+  checkTargets(req, node, tenant, !call.tenants.unrestricted);
   const ids = {
     id: newWorkOrderId(),
     requestId: call.requestId,
