@@ -16,6 +16,7 @@ import {
 } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
 import { waitFor } from "./helpers/processes.js";
@@ -185,5 +186,20 @@ describe("tenants confined to their nodes and their privileges", () => {
     });
     expect([...new Set(orders.map((o) => o.target?.nodeId))]).toEqual(["pool-a-1"]);
     expect(orders[0]!.desiredState?.composePolicy).toMatchObject({ level: ComposePolicyLevel.RESTRICTED, allowedHostPaths: ["/srv/t1"] });
+  });
+
+  it("an ad-hoc order naming the tenant goes only to a node of its pool, whoever sends it", async () => {
+    const orders = (token: string | undefined) =>
+      tc.client(WorkOrderService, token ? { headers: { authorization: `Bearer ${token}` } } : { admin: true });
+    const order = (nodeId: string) => ({
+      type: WorkOrderType.INSPECT,
+      target: { nodeId, tenantId: "t1" },
+      action: { kind: { case: "inspect" as const, value: {} } },
+    });
+    const outside = await rpcError(orders(scopedKey).createWorkOrder(order("pool-b-1")));
+    expect(outside).toMatchObject({ code: "FORBIDDEN", details: { field: "target.node_id", node_id: "pool-b-1" } });
+    expect((await rpcError(orders(undefined).createWorkOrder(order("pool-b-1")))).code).toBe("FORBIDDEN");
+    const inside = await orders(scopedKey).createWorkOrder(order("pool-a-1"));
+    expect(inside.workOrder?.target?.nodeId).toBe("pool-a-1");
   });
 });
