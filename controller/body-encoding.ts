@@ -74,17 +74,48 @@ export function inflateEnvelopes(body: Buffer, encoding: "identity" | "gzip" | "
  * A Connect GET's query checked (encoding, base64, compression, message): undefined when the
  * router may take it, or why not.
  */
-export function connectGetProblem(search: URLSearchParams): SkipperError | undefined {
+export function connectGetProblem(
+  search: URLSearchParams,
+  decode?: (bytes: Uint8Array, json: boolean) => void,
+  rawMessage?: string,
+): SkipperError | undefined {
   const bad = (message: string, field: string) => new SkipperError("INVALID_REQUEST", message, { field });
   const message = search.get("message");
   if (message === null) return undefined; // the router says what is missing
   if (search.get("base64") === "1" && !/^[A-Za-z0-9+/_-]*={0,2}$/.test(message)) {
     return bad("message is not base64url (base64=1)", "message");
   }
+  let compression: ReturnType<typeof encodingOf>;
   try {
-    encodingOf(search.get("compression") ?? undefined, "compression");
+    compression = encodingOf(search.get("compression") ?? undefined, "compression");
   } catch (e) {
     return e as SkipperError;
   }
+  if (!decode) return undefined;
+  const json = search.get("encoding") === "json";
+  if (!json && search.get("encoding") !== "proto") return undefined; // the router names the encoding
+  try {
+    let bytes: Uint8Array =
+      search.get("base64") === "1" ? Buffer.from(message, "base64url") : json ? Buffer.from(message, "utf8") : rawBytes(rawMessage ?? "");
+    if (compression !== "identity") bytes = inflate(bytes, compression, 4 * 1024 * 1024);
+    decode(bytes, json);
+  } catch (e) {
+    if (e instanceof SkipperError) return e;
+    return bad(`message is not a valid request: ${e instanceof Error ? e.message : String(e)}`, "message");
+  }
   return undefined;
+}
+
+/** The bytes a percent-encoded query value stands for (not read as UTF-8: a binary message). */
+function rawBytes(value: string): Buffer {
+  const out: number[] = [];
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i]!;
+    if (c === "%" && /^[0-9A-Fa-f]{2}$/.test(value.slice(i + 1, i + 3))) {
+      out.push(Number.parseInt(value.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else if (c === "+") out.push(0x20);
+    else out.push(...Buffer.from(c, "utf8"));
+  }
+  return Buffer.from(out);
 }

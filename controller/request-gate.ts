@@ -118,8 +118,8 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
 }
 
 /**
- * For an answer sent without reading the request's body: over HTTP/1.1 the connection closes
- * after it (rather than reading the rest to keep it alive); over HTTP/2 the stream is reset with
+ * For an answer sent without reading the request's body: over HTTP/1.1 the rest is read and
+ * dropped for at most 2 s after the answer, then a connection whose body has not ended closes; over HTTP/2 the stream is reset with
  * NO_ERROR once the answer is complete, which tells the client to stop sending. Call before the
  * answer's headers are written.
  *
@@ -131,11 +131,19 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
  */
 export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown; once?: unknown }): void {
   if (req.httpVersionMajor === 1) {
-    res.setHeader("connection", "close");
-    // Node's server would otherwise wait for the rest of the body before closing, for as long as
-    // the client likes (its keep-alive timer replaces the idle limit once the answer is out).
-    const socket = (req as IncomingMessage).socket;
-    (res as ServerResponse).once("finish", () => socket.destroySoon());
+    // The rest of the body is read and dropped after the answer, so a client still uploading is
+    // not cut off (a reset) before it reads the answer; a body still unfinished 2 s later (a
+    // client that stalls) takes its connection with it. ("connection: close" would have Node
+    // close the socket with the body unread, which resets the client; without this Node waits
+    // for the rest for as long as the client likes, its keep-alive timer replacing the idle limit.)
+    const message = req as IncomingMessage;
+    (res as ServerResponse).once("finish", () => {
+      message.resume();
+      setTimeout(() => {
+        if (!message.complete) message.socket.destroy();
+      }, 2000).unref();
+    });
+    return;
   }
   const stream = (req as Http2ServerRequest).stream;
   if (!stream) return;

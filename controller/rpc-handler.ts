@@ -108,7 +108,16 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   const refuse = (e: SkipperError, stage: string, unread: boolean) =>
     refuseCall(opts.logger, req, res, handler.method, e, { unread, stage, metrics: opts.metrics });
   if ((req.method ?? "GET") === "GET") {
-    const problem = connectGetProblem(new URL(req.url ?? "/", "http://x").searchParams);
+    const query = (req.url ?? "").split("?")[1] ?? "";
+    const rawMessage = /(?:^|&)message=([^&]*)/.exec(query)?.[1];
+    const problem = connectGetProblem(
+      new URLSearchParams(query),
+      (bytes, json) => {
+        if (json) fromJsonString(handler.method.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), opts.jsonOptions);
+        else fromBinary(handler.method.input, bytes);
+      },
+      rawMessage,
+    );
     if (problem) return refuse(problem, "query", false);
   } else {
     const type = bodyTypeOf(req.headers["content-type"]);

@@ -297,4 +297,21 @@ describe("compressed and encoded requests on a real controller: a client's mista
     expect((await get("encoding=proto&base64=1&message=!!!")).status).toBe(400);
     expect((await get("encoding=json&compression=zstd&message=abc")).status).toBe(400);
   });
+
+  it("a Connect GET whose message is not a valid request is 400 invalid_argument, in either encoding", async () => {
+    const get = (q: string) => call(`/v1/skipper.v1.ResourceService/GetResource?connect=v1&${q}`, { method: "GET" });
+    // A field number 0 (base64url) and a varint that overflows (raw bytes, percent-encoded).
+    for (const q of [
+      "encoding=proto&base64=1&message=AAAA",
+      "encoding=proto&message=%FF%FF%FF%0F%12%01",
+      "encoding=json&message=%7Bnope",
+    ]) {
+      const res = await get(q);
+      expect(res.status, q).toBe(400);
+      expect((JSON.parse(res.text) as { code: string }).code, q).toBe("invalid_argument");
+    }
+    // A good one still passes: a proto GetResource for a kind and id that do not exist is NOT_FOUND.
+    const good = Buffer.from([0x0a, 0x06, ...Buffer.from("tenant"), 0x12, 0x04, ...Buffer.from("nope")]).toString("base64url");
+    expect((await get(`encoding=proto&base64=1&message=${good}`)).status).toBe(404);
+  });
 });
