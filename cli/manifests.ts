@@ -10,7 +10,8 @@ import { extname, join } from "node:path";
 import { fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { parseAllDocuments } from "yaml";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
-import { isValidId, RESOURCE_TYPES, type ResourceType } from "../common/ids.js";
+import { isValidId } from "../common/ids.js";
+import { API_WRITE_ORDER, RESOURCE_TYPES, specCase, type ResourceType } from "../common/resource-kinds.js";
 import { canonicalResource, isSeedDocumentError } from "../common/seed-documents.js";
 import { CliError } from "./errors.js";
 
@@ -28,16 +29,7 @@ export interface Manifest {
 }
 
 /** The order resources are written in: what others name comes first (a service names its tenant). */
-export const APPLY_ORDER: readonly ResourceType[] = [
-  "node",
-  "tenant",
-  "secret",
-  "resource_limits",
-  "network",
-  "volume",
-  "service",
-  "freeze",
-];
+export const APPLY_ORDER: readonly ResourceType[] = API_WRITE_ORDER;
 const EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
 const SET_BY_CONTROLLER = [
   "current_state",
@@ -151,7 +143,7 @@ function manifestOf(source: string, doc: JsonValue): Manifest {
   // An empty desired state is the kind's defaults (`desired_state: {}` for a bare tenant).
   for (const k of ["desired_state", "desiredState"]) {
     const v = body[k];
-    if (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0) body[k] = { [kindOf(type)]: {} };
+    if (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0) body[k] = { [specCase(type)]: {} };
   }
   const meta = body.metadata;
   if (typeof meta === "object" && meta !== null && !Array.isArray(meta)) {
@@ -171,7 +163,7 @@ function manifestOf(source: string, doc: JsonValue): Manifest {
   } catch (e) {
     throw new CliError(`${source}: not a valid ${type}: ${(e as Error).message}`);
   }
-  if (resource.desiredState?.kind.case !== kindOf(type)) {
+  if (resource.desiredState?.kind.case !== specCase(type)) {
     throw new CliError(`${source}: desired_state must hold a ${type} (found ${resource.desiredState?.kind.case ?? "nothing"})`);
   }
   const metaOut = canonical.metadata as JsonObject | undefined;
@@ -183,9 +175,4 @@ function manifestOf(source: string, doc: JsonValue): Manifest {
     labelsGiven: metaOut?.labels !== undefined,
     annotationsGiven: metaOut?.annotations !== undefined,
   };
-}
-
-/** The ResourceSpec member a type's desired state is in. */
-function kindOf(type: ResourceType): string {
-  return type === "resource_limits" ? "resourceLimits" : type;
 }

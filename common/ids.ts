@@ -9,20 +9,8 @@ export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 /** Request and correlation ids from headers: 1-128 chars of [A-Za-z0-9._:-]. */
 export const TRACE_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** The resource types the controller stores. */
-export const RESOURCE_TYPES = [
-  "tenant",
-  "node",
-  "service",
-  "deployment",
-  "resource_limits",
-  "network",
-  "volume",
-  "rollout",
-  "freeze",
-  "secret",
-] as const;
-export type ResourceType = (typeof RESOURCE_TYPES)[number];
+/** The resource types (their table is common/resource-kinds.ts). */
+export { RESOURCE_TYPES, type ResourceType } from "./resource-kinds.js";
 
 /** True when `id` is safe to use as a file name and in URLs. */
 export function isValidId(id: string): boolean {

@@ -14,6 +14,7 @@
 // bodies with it, the CLI the manifests it applies through the typed client.
 import { ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { RESOURCE_TYPES, specCase } from "./resource-kinds.js";
 
 /** A document that cannot be mapped to the canonical form; `field` names where. */
 export class SeedDocumentError extends Error {
@@ -33,20 +34,9 @@ export function isSeedDocumentError(e: unknown): e is SeedDocumentError {
 
 const invalid = (message: string, details: { field: string }) => new SeedDocumentError(message, details.field);
 
-// The members of ResourceSpec's oneof, by resource type (proto and JSON names).
-const KIND_OF_TYPE: Record<string, string> = {
-  tenant: "tenant",
-  node: "node",
-  service: "service",
-  deployment: "deployment",
-  resource_limits: "resource_limits",
-  network: "network",
-  volume: "volume",
-  rollout: "rollout",
-  freeze: "freeze",
-  secret: "secret",
-};
-const KIND_KEYS = new Set([...Object.values(KIND_OF_TYPE), "resourceLimits"]);
+// The members of ResourceSpec's oneof, by their proto names (a kind's member is named as its
+// resource type) and their JSON names (resourceLimits).
+const KIND_KEYS = new Set<string>([...RESOURCE_TYPES, ...RESOURCE_TYPES.map(specCase)]);
 // Metadata's own fields (proto and JSON names); anything else in a seed document's metadata is free-form.
 const METADATA_FIELDS = new Set([
   "labels",
@@ -125,7 +115,7 @@ export function canonicalUpdate(body: JsonObject, pathType: string | undefined, 
 function canonicalSpec(spec: JsonValue, type: string, id: string, field: string): JsonValue {
   if (!isObject(spec) || Object.keys(spec).length === 0) return spec;
   const keys = Object.keys(spec);
-  const kind = KIND_OF_TYPE[type];
+  const kind = (RESOURCE_TYPES as readonly string[]).includes(type) ? type : undefined;
   let wrapped: JsonObject = spec;
   // Wrapped is one member of the kind oneof: the type's own (a tenant's spec also has a field
   // named like a kind, `rollout`, which is no sign of wrapping), or any kind when the type is unknown.

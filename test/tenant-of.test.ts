@@ -1,10 +1,10 @@
-// Whose each kind of resource is (controller/store/tenant-of.ts), over every kind of the contract:
+// Whose each kind of resource is (common/resource-kinds.ts), over every kind of the contract:
 // a kind whose spec names a tenant belongs to it; the others are the fleet's. A new kind is
 // covered without anyone writing a case for it.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ResourceSchema, ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
-import { tenantOf } from "../controller/store/tenant-of.js";
+import { tenantOf } from "../common/resource-kinds.js";
 
 const kinds = ResourceSpecSchema.oneofs.find((o) => o.name === "kind")!.fields;
 

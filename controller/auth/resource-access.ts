@@ -9,7 +9,7 @@ import { Permission } from "../../gen/skipper/v1/access_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CallInfo } from "../context.js";
 import { forbidden } from "../errors.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { holds } from "./admission.js";
 
 /** Throws unless the caller may read `r`. */

@@ -13,7 +13,7 @@ import { checkId, checkResourceType } from "../id-checks.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkSpecKind, checkStatusKind } from "../resources/resource-rules.js";
 import type { Store } from "../store/store.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { checkBounded, checkObservations, MAX_REPORT_ENTRIES } from "./report-checks.js";
 import { redact } from "../../common/logging/redact.js";
 

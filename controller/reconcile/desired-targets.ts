@@ -2,7 +2,7 @@
 // networks/volumes/limits they name, and the nodes. The answer is one rendered project per
 // node, plus, for services that cannot be placed, the reason.
 import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { referencesOf } from "../resources/references.js";
+import { referencesOf } from "../resources/kinds.js";
 import { hasPlacement, placeOn } from "./placement.js";
 import { renderProject, type RenderedProject } from "./render-project.js";
 import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";

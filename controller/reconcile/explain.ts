@@ -10,7 +10,7 @@ import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_p
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
 import { eachEvent, eachWorkOrder } from "../store/each-page.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { dependentsOf } from "../resources/references.js";
 import type { ResourceType } from "../../common/ids.js";
 import { tenantStatusOf } from "./target-records.js";

@@ -23,7 +23,7 @@ import { isSkipperError } from "../errors.js";
 import { KeyedLock } from "../keyed-lock.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { recordOutcome } from "./target-outcome.js";
 
 /** The tenant's status as stored, or an empty one. */

@@ -24,7 +24,7 @@ import { fingerprint } from "../canonical-json.js";
 import type { Trace } from "../context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { isFinished } from "../store/work-order-transitions.js";
 import { isSkipperError } from "../errors.js";
 import { mapLimit } from "../../common/map-limit.js";

@@ -7,7 +7,8 @@ import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../context.js";
 import type { HeartbeatOutcome } from "../nodes/heartbeat.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf, type ResourceType } from "../../common/resource-kinds.js";
+import { CONTROLLER_KINDS } from "../resources/kinds.js";
 import type { TenantQueue } from "./tenant-queue.js";
 
 /** Where triggers go: the reconciler's queue, or (on a controller that does not lead) the leader's. */
@@ -17,28 +18,21 @@ export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced">;
 export class ReconcileTriggers {
   constructor(private readonly queue: ReconcileQueue) {}
 
-  /** An acknowledged change of a resource: its tenant (or, for nodes and limits, every tenant); orders it causes carry the change's ids. */
+  /** An acknowledged change of a resource: its tenant, or every tenant, as its kind says; orders it causes carry the change's ids. */
   resourceChanged(r: Resource): void {
     const m = r.metadata;
     const trace: Trace | undefined = m?.requestId
       ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId, traceparent: m.traceparent || undefined }
       : undefined;
-    switch (r.resourceType) {
-      case "tenant":
-        this.queue.add(r.id, trace);
-        break;
-      case "service":
-      case "network":
-      case "volume":
-      case "secret":
+    // What each kind wakes is its entry's (controller/resources/kinds.ts).
+    switch (CONTROLLER_KINDS[r.resourceType as ResourceType]?.wakes) {
+      case "its tenant":
         this.queue.add(tenantOf(r) ?? "", trace);
         break;
-      case "resource_limits":
-      case "node":
-      case "freeze":
-        // Limits apply by label, nodes carry placement labels, a freeze may cover any tenant's
-        // nodes: any tenant may move.
+      case "every tenant":
         this.queue.addAll();
+        break;
+      default:
         break;
     }
   }

@@ -6,7 +6,7 @@ import { fromJson, toJson, type DescField, type DescMessage, type JsonObject, ty
 import { ResourceSpecSchema, type ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
-import { kindCase } from "./resource-rules.js";
+import { specCase } from "../../common/resource-kinds.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;
 
@@ -20,7 +20,7 @@ export interface MaskPlan {
 /** Validates mask paths for a resource type. Throws INVALID_REQUEST naming the bad path. */
 export function planMask(type: ResourceType, paths: string[]): MaskPlan {
   const plan: MaskPlan = { specPaths: [], labels: false, annotations: false };
-  const kind = snake(kindCase(type));
+  const kind = snake(specCase(type));
   for (const path of paths) {
     const field = "update_mask";
     if (path === "labels" || path === "metadata.labels") {

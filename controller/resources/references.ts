@@ -6,55 +6,10 @@
 // tenant_id, and nodes come and go (a missing node is NO_MATCHING_NODE, not an error).
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { invalid } from "../errors.js";
-import type { ResourceType } from "../../common/ids.js";
+import type { ResourceType } from "../../common/resource-kinds.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
-import { secretRefsOf } from "./secret-refs.js";
-
-/** One outgoing reference and the request field it came from. */
-export interface Reference {
-  type: ResourceType;
-  id: string;
-  field: string;
-  /** A secret reference's value name: the secret must hold it. */
-  key?: string;
-}
-
-/** The references a resource's desired state makes. */
-export function referencesOf(r: Resource): Reference[] {
-  const k = r.desiredState?.kind;
-  const out: Reference[] = [];
-  const add = (type: ResourceType, id: string, field: string) => id !== "" && out.push({ type, id, field: `desired_state.${field}` });
-  switch (k?.case) {
-    case "service":
-      add("tenant", k.value.tenantId, "service.tenant_id");
-      k.value.networkIds.forEach((id, i) => add("network", id, `service.network_ids[${i}]`));
-      k.value.volumeIds.forEach((id, i) => add("volume", id, `service.volume_ids[${i}]`));
-      add("resource_limits", k.value.resourceLimitsId, "service.resource_limits_id");
-      k.value.dependsOn.forEach((id, i) => add("service", id, `service.depends_on[${i}]`));
-      addSecrets(out, r);
-      break;
-    case "tenant":
-      addSecrets(out, r);
-      break;
-    case "network":
-    case "volume":
-    case "secret":
-      add("tenant", k.value.tenantId, `${k.case}.tenant_id`);
-      break;
-    default:
-      break;
-  }
-  return out;
-}
-
-// A tenant's or service's references to secret values (field ...secret_env.NAME.secret_id).
-function addSecrets(out: Reference[], r: Resource): void {
-  for (const { field, ref } of secretRefsOf(r)) out.push({ type: "secret", id: ref.secretId, key: ref.key, field: `${field}.secret_id` });
-}
-
-/** Kinds that can reference others: what to scan for dependents. */
-const REFERRING: ResourceType[] = ["tenant", "service", "network", "volume", "secret"];
+import { REFERRING_KINDS, referencesOf } from "./kinds.js";
 
 /**
  * Checks every outgoing reference of `r` against the store: the target must exist and not be
@@ -143,7 +98,7 @@ function ownerTenant(r: Resource): string {
 /** Live resources that reference (type, id) directly, by kind (services, then networks, volumes), each kind in id order. */
 export async function dependentsOf(store: Store, type: ResourceType, id: string): Promise<Resource[]> {
   const out: Resource[] = [];
-  for (const kind of REFERRING) {
+  for (const kind of REFERRING_KINDS) {
     for await (const candidate of eachScannedResource(store, { resourceType: kind })) {
       if (referencesOf(candidate).some((ref) => ref.type === type && ref.id === id)) out.push(candidate);
     }

@@ -17,29 +17,20 @@ import {
   type Resource,
   type ResourceSpec,
 } from "../../gen/skipper/v1/resource_pb.js";
-import type { ResourceType } from "../../common/ids.js";
+import { controllerOnly, tenantOf, type ResourceType } from "../../common/resource-kinds.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { SCHEMA_VERSION, type Trace } from "../context.js";
 import { conflict, invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { recordEvents, type EventInput } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
-import { tenantOf } from "../store/tenant-of.js";
 import { applyMask, planMask } from "./field-mask.js";
-import { cascadeOf, checkReferencesExist, dependentsOf, referencesOf, refKey } from "./references.js";
-import { checkReferences, checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
+import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./references.js";
+import { checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
+import { checkSpecFields, CONTROLLER_KINDS, referencesOf } from "./kinds.js";
 import { sealSecret } from "./secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { SecretSpecSchema, type SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
-
-// Kinds an admin creates through the API; nodes come from RegisterNode, deployments from the
-// reconciler.
-// A node may be declared ahead (its labels, disabled, display name) with no credential: RegisterNode
-// then gives it its token.
-const CREATABLE = new Set<ResourceType>(["tenant", "node", "service", "resource_limits", "network", "volume", "freeze", "secret"]);
-
-// Kinds whose convergence the reconciler writes (the others' is derived from them when read).
-const RECONCILED = new Set<ResourceType>(["tenant", "service"]);
 
 export interface ChangeDeps {
   store: Store;
@@ -79,16 +70,9 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
     throw invalid(`schema_version must be '${SCHEMA_VERSION}'`, { field: "resource.schema_version" });
   }
   const id = checkId(body.id, "resource.id");
-  if (!CREATABLE.has(type)) {
-    throw invalid(
-      type === "rollout"
-        ? "rollouts are started by the reconciler when a tenant's spec changes"
-        : "deployments are created by the reconciler and Apply",
-      { field: "resource_type" },
-    );
-  }
+  refuseControllerKind(type, "created");
   let spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
-  checkReferences(spec);
+  checkSpecFields(spec);
   if (!isEmptyStatus(body.currentState) || body.lastAppliedState?.kind.case) {
     throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
       field: "resource.current_state",
@@ -158,30 +142,17 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
 }
 
 /** Updates desired state, labels and annotations (whole, or the fields of update_mask), at resource_version when given. */
-// A deployment is the record of what was done: it is written by the reconciler and Apply, kept
-// for rollback and history, pruned by retention, and never edited or deleted through the API (a
-// rollback to an edited record would restore what was never deployed).
-// A rollout likewise: it is steered through RolloutService (pause, resume, promote, abort).
-function refuseDeploymentEdit(type: ResourceType, verb: string): void {
-  if (type === "deployment") {
-    throw invalid(`deployments are immutable records of what was deployed and cannot be ${verb} through the API`, {
-      field: "resource_type",
-    });
-  }
-  if (type === "rollout") {
-    throw invalid(
-      `rollouts are records kept by the controller and cannot be ${verb}; steer one with /v1/rollouts/{id}/pause|resume|promote|abort`,
-      {
-        field: "resource_type",
-      },
-    );
-  }
+// Kinds the controller alone writes (deployments, rollouts: common/resource-kinds.ts says why)
+// are refused whole, before anything else is looked at.
+function refuseControllerKind(type: ResourceType, verb: string): void {
+  const why = controllerOnly(type);
+  if (why) throw invalid(`${why}: they cannot be ${verb} through the API`, { field: "resource_type" });
 }
 
 export async function updateResource(deps: ChangeDeps, req: UpdateResourceRequest, trace: Trace): Promise<Change> {
   const { store } = deps;
   const type = checkResourceType(req.resourceType);
-  refuseDeploymentEdit(type, "updated");
+  refuseControllerKind(type, "updated");
   const id = checkId(req.id, "id");
   const before = await store.getResource(type, id);
   if (!before) throw notFound(type, id);
@@ -189,7 +160,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
   const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
   let spec = checkSpecKind(type, desired, "desired_state");
-  checkReferences(spec);
+  checkSpecFields(spec);
   if (spec.kind.case === "secret") {
     // Its users are of its tenant (checked when they were written): it stays there.
     const from = secretOf(before)?.tenantId ?? "";
@@ -245,7 +216,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
       cur.desiredState = spec;
       // The verdict of the last pass was about the old desired state: until the next pass, the
       // resource is PENDING (the answer to this update says so, not the stale CONVERGED).
-      if (desiredChanged && RECONCILED.has(type)) {
+      if (desiredChanged && CONTROLLER_KINDS[type].reconciled) {
         cur.convergence = create(ConvergenceSchema, {
           status: ConvergenceStatus.PENDING,
           message: "desired state changed; the reconciler has not passed it yet",
@@ -296,7 +267,7 @@ export async function deleteResource(
 ): Promise<Change & { cascaded: string[] }> {
   const { store } = deps;
   const type = checkResourceType(req.resourceType);
-  refuseDeploymentEdit(type, "deleted");
+  refuseControllerKind(type, "deleted");
   const id = checkId(req.id, "id");
   const current = await store.getResource(type, id, { includeDeleted: true });
   if (!current) throw notFound(type, id);
@@ -344,7 +315,7 @@ async function tombstone(
   written: Resource[],
 ): Promise<Resource> {
   const type = r.resourceType as ResourceType;
-  const pendingOn = deleteData && (type === "service" || type === "volume") ? await deps.dataNodes(r) : [];
+  const pendingOn = deleteData && CONTROLLER_KINDS[type].holdsData ? await deps.dataNodes(r) : [];
   let wrote = false;
   const updated = await deps.store.updateResource(type, r.id, (cur) => {
     if (cur.deletion) return cur;

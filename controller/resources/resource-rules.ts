@@ -1,42 +1,34 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
-// desired_state kind matches resource_type, ids are well-formed, and fields owned by agents
-// (current_state, last_applied_state) are not set by admins.
+// desired_state kind matches resource_type, and each kind's own field rules (ids well-formed,
+// names, sizes, policies), which controller/resources/kinds.ts files by kind.
 import { checkSecretRefs } from "./secret-rules.js";
 import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { checkComposeFile } from "./compose-rules.js";
 import { equals } from "@bufbuild/protobuf";
-import { ResourceSpecSchema, ResourceStatusSchema, type ResourceSpec, type ResourceStatus } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ResourceSpecSchema,
+  ResourceStatusSchema,
+  type NodeSpec,
+  type ResourceSpec,
+  type ResourceStatus,
+  type ServiceSpec,
+  type TenantSpec,
+} from "../../gen/skipper/v1/resource_pb.js";
+import type { FreezeSpec } from "../../gen/skipper/v1/rollout_pb.js";
+import type { SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
 import { invalid } from "../errors.js";
-import type { ResourceType } from "../../common/ids.js";
+import { specCase, type ResourceType } from "../../common/resource-kinds.js";
 import { checkId } from "../id-checks.js";
 import { checkLabelKey, checkSelector } from "../store/label-selector.js";
-
-const CASE_OF: Record<ResourceType, NonNullable<ResourceSpec["kind"]["case"]>> = {
-  tenant: "tenant",
-  node: "node",
-  service: "service",
-  deployment: "deployment",
-  resource_limits: "resourceLimits",
-  network: "network",
-  volume: "volume",
-  rollout: "rollout",
-  freeze: "freeze",
-  secret: "secret",
-};
-
-/** The oneof case name used for a resource type's spec and status. */
-export function kindCase(type: ResourceType): NonNullable<ResourceSpec["kind"]["case"]> {
-  return CASE_OF[type];
-}
 
 /** Checks that a spec is present and of the resource's own kind. */
 export function checkSpecKind(type: ResourceType, spec: ResourceSpec | undefined, field: string): ResourceSpec {
   if (!spec || spec.kind.case === undefined) {
     throw invalid(`${field} must set the '${type}' member`, { field });
   }
-  if (spec.kind.case !== CASE_OF[type]) {
+  if (spec.kind.case !== specCase(type)) {
     throw invalid(`${field} is a '${spec.kind.case}' state but the resource type is '${type}'`, { field });
   }
   return spec;
@@ -44,65 +36,69 @@ export function checkSpecKind(type: ResourceType, spec: ResourceSpec | undefined
 
 /** Checks that an observed status (if set) is of the resource's own kind. */
 export function checkStatusKind(type: ResourceType, status: ResourceStatus | undefined, field: string): void {
-  if (status && status.kind.case !== undefined && status.kind.case !== CASE_OF[type]) {
+  if (status && status.kind.case !== undefined && status.kind.case !== specCase(type)) {
     throw invalid(`${field} is a '${status.kind.case}' state but the resource type is '${type}'`, { field });
   }
 }
 
-/** Validates ids referenced from a spec (tenant, node, service, network, volume, limits), and a tenant's deploy safety. */
-export function checkReferences(spec: ResourceSpec): void {
-  const k = spec.kind;
-  const ref = (v: string, field: string) => v !== "" && checkId(v, field);
-  switch (k.case) {
-    case "tenant":
-      ref(k.value.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
-      k.value.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
-      if (k.value.compose && k.value.compose.projectName !== "") checkProjectName(k.value.compose.projectName);
-      checkComposeFile(k.value.compose?.composeFile ?? "");
-      if (k.value.compose) {
-        const c = k.value.compose;
-        checkSecretRefs("desired_state.tenant.compose", c.env, c.secretEnv, c.secretFiles);
-        checkPublicEnv("desired_state.tenant.compose.public_env", c.publicEnv);
-        if (c.composeFile.trim() === "" && Object.keys(c.secretEnv).length + Object.keys(c.secretFiles).length > 0)
-          throw invalid("desired_state.tenant.compose: secret_env and secret_files need a compose_file (services take their own)", {
-            field: "desired_state.tenant.compose.compose_file",
-          });
-      }
-      checkSafety(k.value.safety, "desired_state.tenant.safety");
-      checkRolloutPolicy(k.value.rollout, "desired_state.tenant.rollout");
-      checkWindows(k.value.maintenanceWindows, "desired_state.tenant.maintenance_windows");
-      if ((k.value.pin?.reason.length ?? 0) > 1024)
-        throw invalid("desired_state.tenant.pin.reason must be at most 1024 characters", { field: "desired_state.tenant.pin.reason" });
-      break;
-    case "service":
-      ref(k.value.tenantId, "desired_state.service.tenant_id");
-      k.value.networkIds.forEach((s, i) => ref(s, `desired_state.service.network_ids[${i}]`));
-      k.value.volumeIds.forEach((s, i) => ref(s, `desired_state.service.volume_ids[${i}]`));
-      ref(k.value.resourceLimitsId, "desired_state.service.resource_limits_id");
-      checkSecretRefs("desired_state.service", k.value.env, k.value.secretEnv, k.value.secretFiles);
-      checkPublicEnv("desired_state.service.public_env", k.value.publicEnv);
-      break;
-    case "network":
-    case "volume":
-      ref(k.value.tenantId, `desired_state.${k.case}.tenant_id`);
-      break;
-    case "secret":
-      ref(k.value.tenantId, "desired_state.secret.tenant_id");
-      if (k.value.registry !== "" && !REGISTRY_HOST.test(k.value.registry))
-        throw invalid("desired_state.secret.registry must be a registry host (host or host:port, lowercase), e.g. registry.example.com", {
-          field: "desired_state.secret.registry",
-        });
-      break;
-    case "freeze":
-      checkFreeze(k.value, "desired_state.freeze");
-      break;
-    case "node":
-      checkSelector(k.value.labels, "desired_state.node.labels");
-      checkTrustedKeys(k.value.trustedLabelKeys, "desired_state.node.trusted_label_keys");
-      break;
-    default:
-      break;
+// The field rules of each kind's spec (controller/resources/kinds.ts files them by kind).
+const ref = (v: string, field: string) => v !== "" && checkId(v, field);
+
+/** A tenant's ids, compose project, secrets, safety, rollout policy, windows and pin. */
+export function checkTenantSpec(t: TenantSpec): void {
+  ref(t.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
+  t.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
+  if (t.compose && t.compose.projectName !== "") checkProjectName(t.compose.projectName);
+  checkComposeFile(t.compose?.composeFile ?? "");
+  if (t.compose) {
+    const c = t.compose;
+    checkSecretRefs("desired_state.tenant.compose", c.env, c.secretEnv, c.secretFiles);
+    checkPublicEnv("desired_state.tenant.compose.public_env", c.publicEnv);
+    if (c.composeFile.trim() === "" && Object.keys(c.secretEnv).length + Object.keys(c.secretFiles).length > 0)
+      throw invalid("desired_state.tenant.compose: secret_env and secret_files need a compose_file (services take their own)", {
+        field: "desired_state.tenant.compose.compose_file",
+      });
   }
+  checkSafety(t.safety, "desired_state.tenant.safety");
+  checkRolloutPolicy(t.rollout, "desired_state.tenant.rollout");
+  checkWindows(t.maintenanceWindows, "desired_state.tenant.maintenance_windows");
+  if ((t.pin?.reason.length ?? 0) > 1024)
+    throw invalid("desired_state.tenant.pin.reason must be at most 1024 characters", { field: "desired_state.tenant.pin.reason" });
+}
+
+/** A service's ids, secret references and public variable names. */
+export function checkServiceSpec(s: ServiceSpec): void {
+  ref(s.tenantId, "desired_state.service.tenant_id");
+  s.networkIds.forEach((id, i) => ref(id, `desired_state.service.network_ids[${i}]`));
+  s.volumeIds.forEach((id, i) => ref(id, `desired_state.service.volume_ids[${i}]`));
+  ref(s.resourceLimitsId, "desired_state.service.resource_limits_id");
+  checkSecretRefs("desired_state.service", s.env, s.secretEnv, s.secretFiles);
+  checkPublicEnv("desired_state.service.public_env", s.publicEnv);
+}
+
+/** A tenant id named by a kind's spec (network, volume). */
+export function checkTenantRef(tenantId: string, field: string): void {
+  ref(tenantId, field);
+}
+
+/** A secret's tenant and registry host. */
+export function checkSecretSpec(s: SecretSpec): void {
+  ref(s.tenantId, "desired_state.secret.tenant_id");
+  if (s.registry !== "" && !REGISTRY_HOST.test(s.registry))
+    throw invalid("desired_state.secret.registry must be a registry host (host or host:port, lowercase), e.g. registry.example.com", {
+      field: "desired_state.secret.registry",
+    });
+}
+
+/** A freeze's scope and window. */
+export function checkFreezeSpec(f: FreezeSpec): void {
+  checkFreeze(f, "desired_state.freeze");
+}
+
+/** A node's labels and trusted label keys. */
+export function checkNodeSpec(n: NodeSpec): void {
+  checkSelector(n.labels, "desired_state.node.labels");
+  checkTrustedKeys(n.trustedLabelKeys, "desired_state.node.trusted_label_keys");
 }
 
 /** Checks a node's trusted_label_keys: label keys, each once. */

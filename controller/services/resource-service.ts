@@ -11,7 +11,7 @@ import { checkReadable, checkTenantFilter, checkWritable, seesSecrets, visible }
 import { checkConfinement } from "../resources/tenant-confinement.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
 import { publicSecret } from "../resources/secret-values.js";
-import { tenantOf } from "../store/tenant-of.js";
+import { tenantOf } from "../../common/resource-kinds.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { explainResource } from "../reconcile/explain.js";

@@ -3,7 +3,7 @@
 // again and the resolved path must stay inside the data directory.
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { invalid } from "../errors.js";
-import { RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import { RESOURCE_KINDS, RESOURCE_TYPES, type ResourceType } from "../../common/resource-kinds.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 
 /** Idempotency keys are hex digests computed by the caller. */
@@ -14,26 +14,12 @@ export type OrderDir = "pending" | "running" | "finished";
 export const ORDER_DIRS: readonly OrderDir[] = ["pending", "running", "finished"];
 
 /**
- * The directory under resources/ that holds each type's records: plural and hyphenated, as the
- * design's file layout names them (the API's resource_type values stay as they are). Layout 1
- * used the type name itself (resources/tenant/); layout-migration.ts moves those.
+ * The directory under resources/ of a type's records (tenant -> tenants, resource_limits ->
+ * resource-limits: its kind's `dir`). Layout 1 used the type name itself (resources/tenant/);
+ * layout-migration.ts moves those.
  */
-const RESOURCE_DIRS: Record<ResourceType, string> = {
-  tenant: "tenants",
-  node: "nodes",
-  service: "services",
-  deployment: "deployments",
-  resource_limits: "resource-limits",
-  network: "networks",
-  volume: "volumes",
-  rollout: "rollouts",
-  freeze: "freezes",
-  secret: "secrets",
-};
-
-/** The directory name under resources/ of a type's records (tenant -> tenants, resource_limits -> resource-limits). */
 export function resourceDir(type: ResourceType): string {
-  return RESOURCE_DIRS[type];
+  return RESOURCE_KINDS[type].dir;
 }
 
 /** Directories created at open (relative to the data dir, parents first). */

@@ -9,7 +9,7 @@ import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
 import { timestampKey, tupleKey } from "../sorted-index.js";
 import { eventDay } from "../store-paths.js";
-import { tenantOf } from "../tenant-of.js";
+import { tenantOf } from "../../../common/resource-kinds.js";
 
 /** The message as the JSON value a jsonb column holds. */
 export function bodyOf<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {

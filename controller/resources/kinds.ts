@@ -1,0 +1,134 @@
+// What the controller knows of each resource kind, one entry each, in a table the compiler checks
+// for completeness (a kind of common/resource-kinds.ts without an entry here does not build):
+// the rules its spec obeys beyond the contract's types, the resources it names, which tenants'
+// passes a change of it may move, whether the reconciler writes its convergence, and whether
+// deleting it may remove data on nodes. Everything else that asks "what kind is this?" derives
+// from this table or from common/resource-kinds.ts.
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { type RESOURCE_KINDS, RESOURCE_TYPES, typeOfCase, type ResourceType, type SpecOf } from "../../common/resource-kinds.js";
+import type { ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
+import { checkFreezeSpec, checkNodeSpec, checkSecretSpec, checkServiceSpec, checkTenantSpec, checkTenantRef } from "./resource-rules.js";
+import { secretRefsOf } from "./secret-refs.js";
+
+/** One outgoing reference and the request field it came from. */
+export interface Reference {
+  type: ResourceType;
+  id: string;
+  field: string;
+  /** A secret reference's value name: the secret must hold it. */
+  key?: string;
+}
+
+type CaseOf<T extends ResourceType> = (typeof RESOURCE_KINDS)[T]["case"];
+
+/** The controller's facts of one kind. */
+export interface ControllerKind<T extends ResourceType> {
+  /**
+   * Field rules of its spec the contract's types do not say (ids, names, sizes, policies):
+   * throws INVALID_REQUEST naming the field. Checked before anything is written; "none" when
+   * the contract's types are the whole rule.
+   */
+  readonly check: ((spec: SpecOf<CaseOf<T>>) => void) | "none";
+  /**
+   * The resources its desired state names, each with its request field (they must exist when
+   * it is written, and hold it back from deletion). Absent: it names none.
+   */
+  readonly references?: (spec: SpecOf<CaseOf<T>>, r: Resource) => Reference[];
+  /**
+   * Which tenants' reconcile passes a change of it may move: its own tenant's, every tenant's
+   * (what it says applies by label or across tenants), or none (the controller's own records).
+   */
+  readonly wakes: "its tenant" | "every tenant" | "none";
+  /** Whether the reconciler writes its convergence (the others' is derived when read). */
+  readonly reconciled: boolean;
+  /** Whether nodes hold data of it that a delete with delete_data removes. */
+  readonly holdsData: boolean;
+}
+
+/** Every kind's controller facts. */
+export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T> } = {
+  tenant: {
+    check: checkTenantSpec,
+    references: (_spec, r) => secretReferences(r),
+    wakes: "its tenant",
+    reconciled: true,
+    holdsData: false,
+  },
+  // Nodes carry placement labels: any tenant may move.
+  node: { check: checkNodeSpec, wakes: "every tenant", reconciled: false, holdsData: false },
+  service: {
+    check: checkServiceSpec,
+    references: (spec, r) => [
+      ...ref("tenant", spec.tenantId, "service.tenant_id"),
+      ...refs("network", spec.networkIds, "service.network_ids"),
+      ...refs("volume", spec.volumeIds, "service.volume_ids"),
+      ...ref("resource_limits", spec.resourceLimitsId, "service.resource_limits_id"),
+      ...refs("service", spec.dependsOn, "service.depends_on"),
+      ...secretReferences(r),
+    ],
+    wakes: "its tenant",
+    reconciled: true,
+    holdsData: true,
+  },
+  deployment: { check: "none", wakes: "none", reconciled: false, holdsData: false },
+  // Limits apply by label.
+  resource_limits: { check: "none", wakes: "every tenant", reconciled: false, holdsData: false },
+  network: {
+    check: (spec) => checkTenantRef(spec.tenantId, "desired_state.network.tenant_id"),
+    references: (spec) => ref("tenant", spec.tenantId, "network.tenant_id"),
+    wakes: "its tenant",
+    reconciled: false,
+    holdsData: false,
+  },
+  volume: {
+    check: (spec) => checkTenantRef(spec.tenantId, "desired_state.volume.tenant_id"),
+    references: (spec) => ref("tenant", spec.tenantId, "volume.tenant_id"),
+    wakes: "its tenant",
+    reconciled: false,
+    holdsData: true,
+  },
+  rollout: { check: "none", wakes: "none", reconciled: false, holdsData: false },
+  // A freeze may cover any tenant's nodes.
+  freeze: { check: checkFreezeSpec, wakes: "every tenant", reconciled: false, holdsData: false },
+  secret: {
+    check: checkSecretSpec,
+    references: (spec) => ref("tenant", spec.tenantId, "secret.tenant_id"),
+    wakes: "its tenant",
+    reconciled: false,
+    holdsData: false,
+  },
+};
+
+/** Checks a spec's field rules, by its kind (INVALID_REQUEST naming the field). */
+export function checkSpecFields(spec: ResourceSpec): void {
+  const k = spec.kind;
+  if (!k.case) return;
+  const check = CONTROLLER_KINDS[typeOfCase(k.case)].check as ((spec: unknown) => void) | "none";
+  if (check !== "none") check(k.value);
+}
+
+/** The references a resource's desired state makes. */
+export function referencesOf(r: Resource): Reference[] {
+  const k = r.desiredState?.kind;
+  if (!k?.case) return [];
+  const of = CONTROLLER_KINDS[typeOfCase(k.case)].references as ((spec: unknown, r: Resource) => Reference[]) | undefined;
+  return of ? of(k.value, r) : [];
+}
+
+/** Kinds that can name others: what to scan for dependents (in the table's order). */
+export const REFERRING_KINDS: readonly ResourceType[] = RESOURCE_TYPES.filter((t) => CONTROLLER_KINDS[t].references !== undefined);
+
+// A reference to `type` from a single-id field (an empty id names nothing).
+function ref(type: ResourceType, id: string, field: string): Reference[] {
+  return id === "" ? [] : [{ type, id, field: `desired_state.${field}` }];
+}
+
+// References to `type` from a list field, each entry with its index.
+function refs(type: ResourceType, ids: readonly string[], field: string): Reference[] {
+  return ids.flatMap((id, i) => ref(type, id, `${field}[${i}]`));
+}
+
+// A tenant's or service's references to secret values (field ...secret_env.NAME.secret_id).
+function secretReferences(r: Resource): Reference[] {
+  return secretRefsOf(r).map(({ field, ref }) => ({ type: "secret", id: ref.secretId, key: ref.key, field: `${field}.secret_id` }));
+}
