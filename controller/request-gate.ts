@@ -119,9 +119,9 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
 
 /**
  * For an answer sent without reading the request's body: over HTTP/1.1 the rest is read and
- * dropped for at most 2 s after the answer, then a connection whose body has not ended closes; over HTTP/2 the stream is reset with
- * NO_ERROR once the answer is complete, which tells the client to stop sending. Call before the
- * answer's headers are written.
+ * dropped after the answer while it keeps coming (within limits), then a connection whose body
+ * has not ended closes; over HTTP/2 the stream is reset with NO_ERROR once the answer is
+ * complete, which tells the client to stop sending. Call before the answer's headers are written.
  *
  * The reset waits until the answer's trailers have been asked for and given: Node's HTTP/2
  * compatibility responses always end with trailers, and a stream reset between the end of the
@@ -132,17 +132,18 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
 export function stopReading(req: Request, res: { setHeader(name: string, value: string): unknown; once?: unknown }): void {
   if (req.httpVersionMajor === 1) {
     // The rest of the body is read and dropped after the answer, so a client still uploading is
-    // not cut off (a reset) before it reads the answer; a body still unfinished 2 s later (a
-    // client that stalls) takes its connection with it. ("connection: close" would have Node
-    // close the socket with the body unread, which resets the client; without this Node waits
-    // for the rest for as long as the client likes, its keep-alive timer replacing the idle limit.)
+    // not cut off (a reset) before it reads the answer; a body that stops coming for 5 s (a client
+    // that stalls), runs past 16 MiB or 30 s takes its connection with it. The limits are on
+    // progress, so a loaded client that is still sending is not cut off. ("connection: close"
+    // would have Node close the socket with the body unread, which resets the client; without
+    // this Node waits for the rest for as long as the client likes, its keep-alive timer
+    // replacing the idle limit.)
+    // A client that asked for "connection: close" would otherwise have Node close the socket at
+    // once after the answer, with the body unread: the same reset. The connection is kept for the
+    // drain; the client closes it after the answer, as it asked.
     const message = req as IncomingMessage;
-    (res as ServerResponse).once("finish", () => {
-      message.resume();
-      setTimeout(() => {
-        if (!message.complete) message.socket.destroy();
-      }, 2000).unref();
-    });
+    (res as ServerResponse).shouldKeepAlive = true;
+    (res as ServerResponse).once("finish", () => drainThenClose(message));
     return;
   }
   const stream = (req as Http2ServerRequest).stream;
@@ -154,6 +155,39 @@ export function stopReading(req: Request, res: { setHeader(name: string, value: 
       if (!stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });
   });
+}
+
+const DRAIN_IDLE_MS = 5_000;
+const DRAIN_MAX_MS = 30_000;
+const DRAIN_MAX_BYTES = 16 * 1024 * 1024;
+
+// Reads and drops the rest of an HTTP/1.1 request's body, closing its connection when the body
+// stalls or runs past the drain's limits.
+function drainThenClose(message: IncomingMessage): void {
+  if (message.complete) return;
+  let drained = 0;
+  let idle: NodeJS.Timeout | undefined;
+  const close = () => {
+    clearTimeout(idle);
+    clearTimeout(deadline);
+    if (!message.complete) message.socket.destroy();
+  };
+  const arm = () => {
+    clearTimeout(idle);
+    idle = setTimeout(close, DRAIN_IDLE_MS).unref();
+  };
+  const deadline = setTimeout(close, DRAIN_MAX_MS).unref();
+  message.on("data", (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > DRAIN_MAX_BYTES) close();
+    else arm();
+  });
+  message.once("end", () => {
+    clearTimeout(idle);
+    clearTimeout(deadline);
+  });
+  arm();
+  message.resume();
 }
 
 /**

@@ -11,7 +11,7 @@ import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import type { ExecContext } from "../agent/executors/executor.js";
 import { executorFor } from "../agent/executors/executor-table.js";
-import { ACTION_OF_TYPE, type OrderType } from "../common/order-actions.js";
+import { ORDER_KINDS, ORDER_TYPES, type OrderType } from "../common/order-kinds.js";
 import { executors } from "../agent/executors/registry.js";
 
 let workDir: string;
@@ -37,11 +37,11 @@ const files: Action = { kind: { case: "uploadFiles", value: { files: [{ path: "a
 describe("executor table", () => {
   it("files under every order type the executor of the action that type carries", () => {
     const table = executors();
-    const types = Object.keys(ACTION_OF_TYPE).map(Number) as OrderType[];
+    const types = [...ORDER_TYPES];
     expect(types.sort((a, b) => a - b)).toEqual(
       Object.values(WorkOrderType).filter((v): v is OrderType => typeof v === "number" && v !== WorkOrderType.UNSPECIFIED),
     );
-    for (const t of types) expect([WorkOrderType[t], executorFor(table, t)?.action]).toEqual([WorkOrderType[t], ACTION_OF_TYPE[t]]);
+    for (const t of types) expect([WorkOrderType[t], executorFor(table, t)?.action]).toEqual([WorkOrderType[t], ORDER_KINDS[t].action]);
   });
 
   it("has no executor for UNSPECIFIED or a type newer than this agent (the loop answers UNSUPPORTED_ORDER_TYPE)", () => {

@@ -157,9 +157,44 @@ describe("calls that are not admitted are refused before their body is read", ()
       req.write(SENT);
     });
     expect(answer.status).toBe(401);
-    // The rest of the body never comes: the server closes the connection (2 s after its answer).
+    // The rest of the body never comes: the server closes the connection (5 s after its answer).
     await socketClosed;
     expect((JSON.parse(answer.body) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("REST over HTTP/1.1 from a client that asked to close: the refused upload is read to its end, not reset", async () => {
+    // A client without keep-alive sends "connection: close"; the server answers at once and reads
+    // the rest of the body, so the client's upload ends without EPIPE or a reset that would lose
+    // the answer.
+    const body = Buffer.alloc(ANNOUNCED, 0x61);
+    const agent = new https.Agent({ ca: tc.ca, keepAlive: false });
+    const { hostname, port } = new URL(tc.url);
+    const outcome = await new Promise<{ status: number; written: boolean; error?: string }>((resolve) => {
+      let status = 0;
+      let written = false;
+      const req = https.request(
+        {
+          hostname,
+          port,
+          path: "/v1/resources/tenant",
+          method: "POST",
+          agent,
+          headers: { "content-type": "application/json", "content-length": String(body.length) },
+        },
+        (res) => {
+          status = res.statusCode ?? 0;
+          res.resume();
+          res.on("end", () => req.once("close", () => resolve({ status, written })));
+        },
+      );
+      req.on("finish", () => {
+        written = true;
+      });
+      req.on("error", (e) => resolve({ status, written, error: e.message }));
+      req.end(body);
+    });
+    agent.destroy();
+    expect(outcome).toEqual({ status: 401, written: true });
   });
 
   it("admitted calls and the public health check are served as before", async () => {

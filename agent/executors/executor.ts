@@ -18,7 +18,7 @@ import {
 } from "../../gen/skipper/v1/work_order_pb.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
-import type { ActionCase } from "../../common/order-actions.js";
+import type { ActionCase } from "../../common/order-kinds.js";
 
 export interface ExecOutcome {
   result: WorkOrderResult;

@@ -1,12 +1,13 @@
 // What a node and tenant permit an ad-hoc order: a disabled node takes none, a deleted tenant
-// none, and a node that reported its allow-lists takes only commands and process sources on them.
+// none, and a node takes what its order's kind asks it to permit (order-kinds.ts: a node that
+// reported its allow-lists takes only commands and process sources on them).
 // The agent checks again (it is the authority over its host); refusing here saves a round trip
 // and says why. Errors are CONFLICT with a machine-readable reason.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { conflict, forbidden } from "../errors.js";
 import { inNodePool } from "../resources/node-pool.js";
-import { processSourceAllowed } from "../../common/action-rules.js";
+import { checkPermitsOf, controllerOrderKind } from "./order-kinds.js";
 
 /** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
 export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant: Resource | undefined, scoped = false): void {
@@ -16,33 +17,8 @@ export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant
     throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
   if (tenant?.deletion) throw conflict(`tenant ${tenant.id} is deleted`, { tenant_id: tenant.id });
   const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
-  if (req.action?.kind.case === "deployProcess" && caps) {
-    const source = req.action.kind.value.spec?.source?.kind ?? { case: undefined };
-    if (!processSourceAllowed(source, caps.allowedProcessSources)) {
-      throw conflict(
-        `the artifact source is not under node ${node.id}'s allowed process sources (${caps.allowedProcessSources.join(", ") || "none"}); the agent's --allow-process-source sets them`,
-        {
-          field: "action.deploy_process.spec.source",
-          node_id: node.id,
-          reason: "PROCESS_SOURCE_NOT_ALLOWED",
-        },
-      );
-    }
-  }
-  if (req.action?.kind.case === "executeCommand") {
-    // The agent is the authority (it checks again); refusing early saves a round trip and says why.
-    const program = req.action.kind.value.command?.argv[0] ?? "";
-    if (caps && !caps.allowedCommands.includes(program)) {
-      throw conflict(
-        `${JSON.stringify(program)} is not on node ${node.id}'s allow-list (${caps.allowedCommands.join(", ") || "empty"}); the agent's --allow-command sets it`,
-        {
-          field: "action.execute_command.command.argv",
-          node_id: node.id,
-          reason: "COMMAND_NOT_ALLOWED",
-        },
-      );
-    }
-  }
+  const kind = controllerOrderKind(req.type);
+  if (kind?.queued === "on request") checkPermitsOf(kind, req, node.id, caps);
 }
 
 // An order naming a tenant goes to a node of that tenant: inside its node pool when an admin gave

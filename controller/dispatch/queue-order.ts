@@ -6,13 +6,16 @@ import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { CallInfo } from "../context.js";
-import { notFound } from "../errors.js";
+import { forbidden, notFound } from "../errors.js";
+import { holds } from "../auth/admission.js";
+import { permissionName } from "../auth/permissions.js";
 import { newWorkOrderId } from "../ordered-ids.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "./order-feed.js";
 import { buildOrder, checkRequest } from "./ad-hoc-order.js";
+import { summaryOf } from "./order-kinds.js";
 import { checkTargets } from "./node-permits.js";
 import { resolveRollback } from "../reconcile/rollback-spec.js";
 
@@ -27,7 +30,12 @@ export interface QueueDeps {
 /** Checks, stores and announces an ad-hoc order; a rollback also takes over its target's record. */
 export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, call: CallInfo): Promise<WorkOrder> {
   const { store } = deps;
-  checkRequest(req, deps.now());
+  const kind = checkRequest(req, deps.now());
+  if (!holds(call.principal, kind.permission)) {
+    throw forbidden(`queueing a ${WorkOrderType[req.type]} order needs the ${permissionName(kind.permission)} permission`, {
+      permission: permissionName(kind.permission),
+    });
+  }
   const nodeId = req.target!.nodeId;
   const tenantId = req.target?.tenantId ?? "";
   const node = await store.getResource("node", nodeId);
@@ -75,7 +83,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
       requestId: call.requestId,
       correlationId: call.correlationId,
       traceparent: call.traceparent,
-      data: { type, reason: "ad_hoc", ...summary(order) },
+      data: { type, reason: "ad_hoc", ...summaryOf(order) },
     },
   ]);
   deps.feed.publish(order);
@@ -86,29 +94,9 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
       node_id: nodeId,
       tenant_id: tenantId,
       work_order_id: order.id,
-      metadata: { type, ...summary(order) },
+      metadata: { type, ...summaryOf(order) },
     },
     `${type} order queued`,
   );
   return order;
-}
-
-// What an event or log line may say about the order: names, never contents (file bodies,
-// command arguments and env values can hold secrets).
-function summary(o: WorkOrder): Record<string, string | string[]> {
-  const a = o.action?.kind;
-  switch (a?.case) {
-    case "executeCommand":
-      return { program: a.value.command?.argv[0] ?? "" };
-    case "uploadFiles":
-      return { paths: a.value.files.map((f) => f.path) };
-    case "rollback":
-      return { resolved_from: a.value.resolvedFrom, spec_hash: o.desiredState?.specHash ?? "" };
-    case "deployProcess":
-      return { module: a.value.spec?.module ?? "", version: a.value.spec?.version ?? "" };
-    case "controlProcess":
-      return { module: a.value.module };
-    default:
-      return {};
-  }
 }

@@ -12,6 +12,7 @@ import type { Store } from "../store/store.js";
 import { eachEvent, eachWorkOrder } from "../store/each-page.js";
 import { tenantOf } from "../../common/resource-kinds.js";
 import { dependentsOf } from "../resources/references.js";
+import { orderKind } from "../../common/order-kinds.js";
 import type { ResourceType } from "../../common/ids.js";
 import { tenantStatusOf } from "./target-records.js";
 import { type Rollout, RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
@@ -21,9 +22,6 @@ import { redact, redactText } from "../../common/logging/redact.js";
 import { publicSecret } from "../resources/secret-values.js";
 
 const ORDERS_PER_TARGET = 3;
-// Orders that only read a host (a dashboard following logs queues one every 2 s): they move
-// nothing toward the desired state, so the causal chain leaves them out.
-const READS_ONLY = new Set([WorkOrderType.READ_LOGS, WorkOrderType.READ_STICKER, WorkOrderType.INSPECT]);
 const MAX_EVENTS = 100;
 
 export interface Explanation {
@@ -217,7 +215,9 @@ function time(t: Timestamp | undefined): number {
 async function latestOrders(store: Store, nodeId: string, tenantId: string): Promise<WorkOrder[]> {
   const newest: WorkOrder[] = [];
   for await (const o of eachWorkOrder(store, { nodeId, tenantId: tenantId || undefined, summaryOnly: true })) {
-    if (READS_ONLY.has(o.type)) continue;
+    // Orders that only read a host (a dashboard following logs queues one every 2 s) move
+    // nothing toward the desired state: the causal chain leaves them out.
+    if (orderKind(o.type)?.readsOnly) continue;
     newest.push(o);
     if (newest.length > ORDERS_PER_TARGET) newest.shift();
   }
