@@ -3,12 +3,17 @@
 import { create } from "@bufbuild/protobuf";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import { RESOURCE_KINDS, RESOURCE_TYPES, type ResourceType } from "../../common/resource-kinds.js";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { encodeMessage } from "../../controller/store/record-codec.js";
 
-/** Each type's directory under resources/ now: the seed's names, and ours for the types it does not name. */
+/**
+ * Each type's directory under resources/ now: for the types layout 1 had, the seed's names and
+ * ours for those it does not name, written out here as the oracle; a type added since has no
+ * layout-1 past, and its directory is its kind's.
+ */
 export const PLURAL_DIRS: Record<ResourceType, string> = {
+  ...(Object.fromEntries(RESOURCE_TYPES.map((t) => [t, RESOURCE_KINDS[t].dir])) as Record<ResourceType, string>),
   tenant: "tenants",
   node: "nodes",
   service: "services",
