@@ -14,19 +14,12 @@
 // report retries, watch reconnects, heartbeat failures) and sends the totals with every heartbeat;
 // each order it handles is a span, and each call for it a client span under it (order-spans.ts).
 import { parseTraceparent } from "../common/trace-context.js";
-import { clone, create } from "@bufbuild/protobuf";
+import { clone } from "@bufbuild/protobuf";
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
-import {
-  WorkOrderResultSchema,
-  WorkOrderSchema,
-  WorkOrderStatus,
-  WorkOrderType,
-  type WorkOrder,
-  type WorkOrderResult,
-} from "../gen/skipper/v1/work_order_pb.js";
+import type { ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../common/crash-points.js";
 import { Backoff } from "../common/backoff.js";
 import { sleep } from "./engine/sleep.js";
@@ -39,9 +32,10 @@ import type { ProjectSecrets } from "./engine/project-secrets.js";
 import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
 import type { Journal, JournalEntry } from "./journal.js";
 import { LeaseKeeper, monotonicClock, TRANSIENT, type Clock, type LeaseLoss } from "./lease-keeper.js";
-import { reportStates } from "./state-report.js";
 import { AgentTally } from "./agent-tally.js";
 import { OrderSpans } from "./order-spans.js";
+import { describeLoss, failure, LEASE_LOST, leaseLostResult, OrderTimeout, timedOutResult } from "./agent-results.js";
+import { ResultReporter } from "./result-reporter.js";
 
 export const AGENT_VERSION = "0.1.0";
 
@@ -90,7 +84,6 @@ export interface AgentDeps {
 
 // Capabilities are probed again this often, and right after an order found the engine down.
 const PROBE_EVERY_MS = 60_000;
-const LEASE_LOST = "LEASE_LOST";
 
 export class Agent {
   private host: DockerHost | undefined;
@@ -113,11 +106,19 @@ export class Agent {
   private readonly clock: Clock;
   private readonly tally: AgentTally;
   private readonly spans = new OrderSpans();
+  private readonly reporter: ResultReporter;
 
   constructor(private readonly deps: AgentDeps) {
     this.log = deps.log.child({ node_id: deps.config.nodeId });
     this.clock = deps.clock ?? monotonicClock;
     this.tally = deps.tally ?? new AgentTally();
+    this.reporter = new ResultReporter({
+      nodeId: deps.config.nodeId,
+      clients: deps.clients,
+      journal: deps.journal,
+      tally: this.tally,
+      spans: this.spans,
+    });
   }
 
   /** Runs until `signal` aborts. */
@@ -305,7 +306,7 @@ export class Agent {
     if (entry.result) {
       log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
       if (!entry.result.success) this.spans.fail(entry.order, entry.result.code);
-      await this.finish(entry.order, entry.result, [], signal, log);
+      await this.reporter.report(entry.order, entry.result, [], signal, log);
     } else if (!entry.claimedAt) {
       await this.reclaim(entry.order, signal, log);
     } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
@@ -314,7 +315,7 @@ export class Agent {
         const result = failure("AGENT_RESTARTED", INTERRUPTED);
         this.ended(entry.order, result);
         await this.deps.journal.record({ order: entry.order, claimedAt: entry.claimedAt, result });
-        await this.finish(entry.order, result, [], signal, log);
+        await this.reporter.report(entry.order, result, [], signal, log);
         return;
       }
       log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
@@ -470,12 +471,7 @@ export class Agent {
         outcome.result = leaseLostResult(lost.loss, outcome.result);
         await lost.journaled;
       } else if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
-        outcome.result = create(WorkOrderResultSchema, {
-          ...outcome.result,
-          code: "TIMEOUT",
-          retriable: true,
-          message: `${cancel.signal.reason.message}; stopped (${outcome.result.code}: ${outcome.result.message})`,
-        });
+        outcome.result = timedOutResult(cancel.signal.reason, outcome.result);
       }
       if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
     } else {
@@ -501,61 +497,10 @@ export class Agent {
     await this.deps.journal.record({ order, claimedAt, result: r });
     crashPoint("agent.before-report");
     try {
-      await this.finish(order, r, outcome.services, signal, log, stopRenewing);
+      await this.reporter.report(order, r, outcome.services, signal, log, stopRenewing);
     } finally {
       stopRenewing();
     }
-  }
-
-  /** Reports the result until the controller has it, then the observed states; clears the journal. */
-  private async finish(
-    order: WorkOrder,
-    result: WorkOrderResult,
-    services: ServiceObservation[],
-    signal: AbortSignal,
-    log: Logger,
-    reported: () => void = () => {},
-  ): Promise<void> {
-    const retry = new Backoff();
-    for (;;) {
-      try {
-        await this.deps.clients.orders.reportWorkOrderResult(
-          { id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n },
-          this.spans.call(order),
-        );
-        reported();
-        break;
-      } catch (e) {
-        const err = ConnectError.from(e);
-        if (!TRANSIENT.has(err.code)) {
-          reported();
-          // A lost lease's result is expected to be refused: another claim has the order.
-          log[result.code === LEASE_LOST ? "info" : "error"](
-            { action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } },
-            "controller refused the result; dropping it",
-          );
-          await this.deps.journal.remove(order.id);
-          return;
-        }
-        if (signal.aborted) return; // the journal keeps it for the next start
-        this.tally.count("reportRetries");
-        const delay = retry.next();
-        log.warn(
-          { action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } },
-          "could not report the result; retrying",
-        );
-        await sleep(delay, signal);
-      }
-    }
-    log.info({ action: "report_result", result: "ok" }, "result reported");
-    await reportStates(
-      { clients: this.deps.clients, nodeId: this.deps.config.nodeId, call: this.spans.call(order) },
-      order,
-      result,
-      services,
-      log,
-    );
-    await this.deps.journal.remove(order.id);
   }
 
   /** Stops the order being executed, when it is `orderId` (an admin cancelled it). */
@@ -629,37 +574,4 @@ export class Agent {
       work_order_id: order.id,
     });
   }
-}
-
-/** The abort reason of an order stopped by its own timeout (an admin cancel is a string). */
-class OrderTimeout extends Error {
-  constructor(ms: number) {
-    super(`the order's timeout of ${ms} ms passed`);
-  }
-}
-
-function failure(code: string, message: string): WorkOrderResult {
-  return create(WorkOrderResultSchema, { success: false, code, message, details: {} });
-}
-
-/** Why a lease was lost, in words. */
-function describeLoss(loss: LeaseLoss): string {
-  return loss.kind === "refused"
-    ? `renewal refused: ${loss.code}: ${loss.message}`
-    : `no renewal granted within ${loss.leaseMs - loss.marginMs} ms of the last grant (lease ${loss.leaseMs} ms, margin ${loss.marginMs} ms)`;
-}
-
-/**
- * The result of a run stopped because its lease was lost (`stopped`: what the stopped executor
- * said). Retriable: nothing is wrong with the order, its holder gave it up.
- */
-function leaseLostResult(loss: LeaseLoss, stopped?: WorkOrderResult): WorkOrderResult {
-  const after = stopped ? ` (${stopped.code}: ${stopped.message})` : "";
-  return create(WorkOrderResultSchema, {
-    success: false,
-    retriable: true,
-    code: LEASE_LOST,
-    message: `the agent lost the order's lease (${describeLoss(loss)}) and stopped it${after}`,
-    details: stopped?.details ?? {},
-  });
 }
