@@ -36,8 +36,9 @@ import { AgentTally } from "./agent-tally.js";
 import { OrderSpans } from "./order-spans.js";
 import { describeLoss, failure, LEASE_LOST, leaseLostResult, OrderTimeout, timedOutResult } from "./agent-results.js";
 import { ResultReporter } from "./result-reporter.js";
-
-export const AGENT_VERSION = "0.1.0";
+import { AGENT_VERSION } from "./agent-version.js";
+import { Heartbeats } from "./heartbeats.js";
+import { HostProbe } from "./host-probe.js";
 
 // Whether a run interrupted by a restart may run again, for every order type (the compiler
 // refuses a type without an entry): a command need not be idempotent, and whether it ran is
@@ -82,36 +83,35 @@ export interface AgentDeps {
   tally?: AgentTally;
 }
 
-// Capabilities are probed again this often, and right after an order found the engine down.
-const PROBE_EVERY_MS = 60_000;
-
 export class Agent {
-  private host: DockerHost | undefined;
-  private probing: Promise<DockerHost> | undefined;
-  private probedAt = 0;
-  // performance.now() of the last full heartbeat (with what runs here), and of the last beat of
-  // any kind: a monotonic clock, so a wall-clock step cannot stall the loop.
-  private lastHeartbeat = -Infinity;
-  private lastBeat = -Infinity;
-  // What the last full heartbeat reported of process modules (heartbeats during an order repeat it).
-  private lastProcesses: ProcessObservation[] = [];
   // Whether the next round asks for an order (see the top of this file).
   private mayHaveWork = true;
   private recovered = false;
   // The order being executed, so a cancel heard on the stream or a renewal can stop it.
   private running: { id: string; cancel: AbortController } | undefined;
-  private readonly startedAt = Date.now();
   private readonly backoff = new Backoff();
   private readonly log: Logger;
   private readonly clock: Clock;
   private readonly tally: AgentTally;
   private readonly spans = new OrderSpans();
   private readonly reporter: ResultReporter;
+  private readonly host: HostProbe;
+  private readonly heartbeats: Heartbeats;
 
   constructor(private readonly deps: AgentDeps) {
     this.log = deps.log.child({ node_id: deps.config.nodeId });
     this.clock = deps.clock ?? monotonicClock;
     this.tally = deps.tally ?? new AgentTally();
+    this.host = new HostProbe(deps.probe, this.log);
+    this.heartbeats = new Heartbeats({
+      config: deps.config,
+      clients: deps.clients,
+      host: this.host,
+      tally: this.tally,
+      log: this.log,
+      observe: deps.observe,
+      supervise: deps.supervise,
+    });
     this.reporter = new ResultReporter({
       nodeId: deps.config.nodeId,
       clients: deps.clients,
@@ -136,10 +136,9 @@ export class Agent {
     const watching = watch?.run(signal);
     while (!signal.aborted) {
       try {
-        await this.refreshHost();
+        await this.host.refresh();
         if (!this.recovered) await this.recoverJournal(signal);
-        if (performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0)
-          this.mayHaveWork = true;
+        if (this.heartbeats.due() && (await this.heartbeats.beat()) > 0) this.mayHaveWork = true;
         if (this.mayHaveWork) {
           const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
           if (next.workOrder) {
@@ -151,7 +150,7 @@ export class Agent {
         }
         this.backoff.reset();
         // Until the next heartbeat is due, cut short when the stream rings.
-        const due = Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - performance.now());
+        const due = this.heartbeats.untilDue();
         if (await (watch ? watch.wait(due, signal) : sleep(due, signal).then(() => false))) this.mayHaveWork = true;
       } catch (e) {
         if (signal.aborted) break;
@@ -170,124 +169,6 @@ export class Agent {
     }
     await watching;
     this.log.info({ action: "stop" }, "agent stopped");
-  }
-
-  /**
-   * The host's capabilities. Probing runs Compose (a Python program for v1) and can take most of
-   * a second, so only the first probe is waited for; later ones run in the background while the
-   * loop goes on with the last answer.
-   */
-  private async refreshHost(force = false): Promise<DockerHost> {
-    if ((force || Date.now() - this.probedAt >= PROBE_EVERY_MS) && !this.probing) {
-      this.probedAt = Date.now();
-      this.probing = this.probe(force).finally(() => (this.probing = undefined));
-    }
-    return this.host ?? (await this.probing!);
-  }
-
-  private async probe(force: boolean): Promise<DockerHost> {
-    const prev = this.host?.capabilities.message;
-    const host = await this.deps.probe();
-    this.host = host;
-    const c = host.capabilities;
-    if (c.message !== prev || force) {
-      const meta = {
-        docker_version: c.dockerVersion,
-        compose_variant: c.composeVariant,
-        compose_version: c.composeVersion,
-        message: c.message,
-      };
-      if (c.message)
-        this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
-      else
-        this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
-    }
-    return host;
-  }
-
-  /**
-   * Heartbeats while an order runs (a deploy can take minutes; without them the node would be
-   * judged offline meanwhile). These report liveness and capabilities only: they do not count as
-   * the loop's full heartbeat, so the loop reports what runs before it asks for another order.
-   */
-  private keepBeating(log: Logger): () => void {
-    let sending = false;
-    const timer = setInterval(
-      () => {
-        if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
-        sending = true;
-        this.heartbeat({ observe: false })
-          .catch((e: unknown) =>
-            log.debug(
-              { action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } },
-              "heartbeat during an order failed",
-            ),
-          )
-          .finally(() => (sending = false));
-      },
-      Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)),
-    );
-    return () => clearInterval(timer);
-  }
-
-  /** Sends a heartbeat; returns how many orders wait for this node. */
-  private async heartbeat(opts: { observe: boolean } = { observe: true }): Promise<number> {
-    if (!opts.observe) return this.sendHeartbeat(await this.refreshHost(), undefined, this.lastProcesses);
-    const host = await this.refreshHost();
-    // What runs here, for drift detection. When the engine cannot tell, say nothing rather than
-    // "nothing runs".
-    let projects: ProjectObservation[] | undefined;
-    if (host.capabilities.dockerAvailable) {
-      try {
-        projects = await this.deps.observe();
-      } catch (e) {
-        this.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
-      }
-    }
-    // Supervision rides the heartbeat: a module that died is started again at most one interval later.
-    const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
-      this.log.warn(
-        { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
-        "could not supervise process modules",
-      );
-      return [];
-    });
-    this.lastProcesses = processes;
-    return this.sendHeartbeat(host, projects, processes);
-  }
-
-  // `projects` undefined: not reported (the controller keeps what it had).
-  private async sendHeartbeat(
-    host: DockerHost,
-    projects: ProjectObservation[] | undefined,
-    processes: ProcessObservation[],
-  ): Promise<number> {
-    const counters = this.tally.snapshot();
-    const res = await this.deps.clients.nodes
-      .heartbeat({
-        nodeId: this.deps.config.nodeId,
-        agentVersion: AGENT_VERSION,
-        capabilities: {
-          ...host.capabilities,
-          allowedCommands: this.deps.config.allowCommands,
-          allowedProcessSources: this.deps.config.allowProcessSources,
-        },
-        labels: this.deps.config.labels,
-        uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
-        heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
-        projects: projects ?? [],
-        projectsReported: projects !== undefined,
-        processes,
-        agentCounters: counters,
-      })
-      .catch((e: unknown) => {
-        this.tally.count("heartbeatFailures");
-        throw e;
-      });
-    this.tally.acknowledged(counters);
-    this.lastBeat = performance.now();
-    if (projects !== undefined || !this.running) this.lastHeartbeat = this.lastBeat;
-    return res.pendingWorkOrders;
   }
 
   /** Finishes what an earlier run of this agent left in the journal. */
@@ -417,7 +298,7 @@ export class Agent {
     // agent retries its report.
     let stopRenewing = () => {};
     if (executor) {
-      const host = await this.refreshHost();
+      const host = await this.host.refresh();
       const cancel = new AbortController();
       const lease = new AbortController();
       this.running = { id: order.id, cancel };
@@ -437,7 +318,7 @@ export class Agent {
         Object.assign(lost, { loss, journaled });
       });
       stopRenewing = () => keeper?.stop();
-      const stopBeating = this.keepBeating(log);
+      const stopBeating = this.heartbeats.keepBeating(log);
       // The order's own timeout counts from its claim, so a run resumed after a restart keeps
       // the deadline the first run had.
       const timeoutMs = order.timeout ? durationMs(order.timeout) : 0;
@@ -473,7 +354,7 @@ export class Agent {
       } else if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
         outcome.result = timedOutResult(cancel.signal.reason, outcome.result);
       }
-      if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
+      if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.host.refresh(true);
     } else {
       outcome = {
         result: failure(
