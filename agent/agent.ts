@@ -1,73 +1,43 @@
-// The agent's loop. Each round: heartbeat (every poll interval), ask for the next order when
-// there may be one, and if there is: journal it, claim it, mark it claimed, execute it (renewing
-// the claim's lease), journal the result, report the result, report the observed state of what it
-// touched, drop the journal entry; then ask again at once. There may be an order at start, after
-// one, when the heartbeat's answer counts pending orders for this node (pull, the floor: it works
-// without the stream), and when the WatchWorkOrders stream rings (push, order-watch.ts). An idle
-// agent thus costs the controller one call per interval, not two. When the controller cannot be
-// reached it retries with capped exponential backoff and jitter, and never exits on its own.
-// An order whose lease is lost (a renewal refused, or none granted before the lease would end:
-// lease-keeper.ts) is stopped as a cancel stops it, journaled with a LEASE_LOST result at once
-// (so a restart does not run it again), and that result is reported: the controller refuses it
-// when another claim has the order, which is the usual case.
-// It counts what it does (agent-tally.ts: orders by type and result, refused claims, lost leases,
-// report retries, watch reconnects, heartbeat failures) and sends the totals with every heartbeat;
-// each order it handles is a span, and each call for it a client span under it (order-spans.ts).
-import { parseTraceparent } from "../common/trace-context.js";
-import { clone, create } from "@bufbuild/protobuf";
-import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
+// The agent: its loop, and the parts it is composed of. Each round:
+//
+//   probe the host (host-probe.ts)
+//   finish what the journal holds from an earlier run (journal-recovery.ts), at start and after
+//     a claim of unknown fate
+//   heartbeat every poll interval (heartbeats.ts); its answer says whether orders wait
+//   when there may be an order, ask for it; if there is one, run it (order-runner.ts: journal,
+//     claim, execute under its lease (order-lease.ts), journal the result, then
+//     result-reporter.ts: report it, report the observed state of what it touched, drop the
+//     journal entry) and ask again at once
+//   otherwise wait until the next heartbeat is due, cut short when the stream rings
+//
+// There may be an order at start, after one, when the heartbeat's answer counts pending orders
+// for this node (pull, the floor: it works without the stream), and when the WatchWorkOrders
+// stream rings (push, order-watch.ts; it also carries an admin's cancel of the running order).
+// An idle agent thus costs the controller one call per interval, not two. When the controller
+// cannot be reached it retries with capped exponential backoff and jitter, and never exits on
+// its own. It counts what it does (agent-tally.ts: orders by type and result, refused claims,
+// lost leases, report retries, watch reconnects, heartbeat failures) and sends the totals with
+// every heartbeat; each order it handles is a span, and each call for it a client span under it
+// (order-spans.ts).
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { ProcessObservation, ProjectObservation, ServiceObservation } from "../gen/skipper/v1/resource_pb.js";
-import {
-  WorkOrderResultSchema,
-  WorkOrderSchema,
-  WorkOrderStatus,
-  WorkOrderType,
-  type WorkOrder,
-  type WorkOrderResult,
-} from "../gen/skipper/v1/work_order_pb.js";
-import { crashPoint } from "../common/crash-points.js";
+import type { ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
 import { Backoff } from "../common/backoff.js";
-import { sleep } from "./engine/sleep.js";
-import { OrderWatch } from "./order-watch.js";
+import { AgentTally } from "./agent-tally.js";
 import type { AgentConfig } from "./config.js";
 import type { ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
-import { LeaseLost, type ExecOutcome } from "./executors/executor.js";
-import type { ProjectSecrets } from "./engine/project-secrets.js";
-import { executorFor, type ExecutorTable } from "./executors/executor-table.js";
-import type { Journal, JournalEntry } from "./journal.js";
-import { LeaseKeeper, monotonicClock, TRANSIENT, type Clock, type LeaseLoss } from "./lease-keeper.js";
-import { reportStates } from "./state-report.js";
-import { AgentTally } from "./agent-tally.js";
+import { sleep } from "./engine/sleep.js";
+import type { ExecutorTable } from "./executors/executor-table.js";
+import { Heartbeats } from "./heartbeats.js";
+import { HostProbe } from "./host-probe.js";
+import type { Journal } from "./journal.js";
+import { JournalRecovery } from "./journal-recovery.js";
+import { monotonicClock, type Clock } from "./lease-keeper.js";
+import { OrderRunner } from "./order-runner.js";
 import { OrderSpans } from "./order-spans.js";
-
-export const AGENT_VERSION = "0.1.0";
-
-// Whether a run interrupted by a restart may run again, for every order type (the compiler
-// refuses a type without an entry): a command need not be idempotent, and whether it ran is
-// unknown; the others converge when run again.
-const AFTER_RESTART: Record<WorkOrderType, "run again" | "do not run again"> = {
-  [WorkOrderType.UNSPECIFIED]: "do not run again",
-  [WorkOrderType.DEPLOY_SERVICE]: "run again",
-  [WorkOrderType.REMOVE_SERVICE]: "run again",
-  [WorkOrderType.RESTART_SERVICE]: "run again",
-  [WorkOrderType.ROLLBACK]: "run again",
-  [WorkOrderType.HEALTH_CHECK]: "run again",
-  [WorkOrderType.INSPECT]: "run again",
-  [WorkOrderType.EXECUTE_COMMAND]: "do not run again",
-  [WorkOrderType.UPLOAD_FILES]: "run again",
-  [WorkOrderType.WRITE_STICKER]: "run again",
-  [WorkOrderType.READ_STICKER]: "run again",
-  [WorkOrderType.DEPLOY_PROCESS]: "run again",
-  [WorkOrderType.CONTROL_PROCESS]: "run again",
-  [WorkOrderType.READ_LOGS]: "run again",
-};
-// A type this agent does not know (a newer controller's) is not run again either.
-const mayRunAgain = (type: WorkOrderType) => AFTER_RESTART[type] === "run again";
-const INTERRUPTED =
-  "the agent restarted while this order ran or before its result was saved: it is not run again, and whether it finished is unknown";
+import { OrderWatch } from "./order-watch.js";
+import { ResultReporter } from "./result-reporter.js";
 
 export interface AgentDeps {
   config: AgentConfig;
@@ -88,36 +58,46 @@ export interface AgentDeps {
   tally?: AgentTally;
 }
 
-// Capabilities are probed again this often, and right after an order found the engine down.
-const PROBE_EVERY_MS = 60_000;
-const LEASE_LOST = "LEASE_LOST";
-
 export class Agent {
-  private host: DockerHost | undefined;
-  private probing: Promise<DockerHost> | undefined;
-  private probedAt = 0;
-  // performance.now() of the last full heartbeat (with what runs here), and of the last beat of
-  // any kind: a monotonic clock, so a wall-clock step cannot stall the loop.
-  private lastHeartbeat = -Infinity;
-  private lastBeat = -Infinity;
-  // What the last full heartbeat reported of process modules (heartbeats during an order repeat it).
-  private lastProcesses: ProcessObservation[] = [];
   // Whether the next round asks for an order (see the top of this file).
   private mayHaveWork = true;
-  private recovered = false;
-  // The order being executed, so a cancel heard on the stream or a renewal can stop it.
-  private running: { id: string; cancel: AbortController } | undefined;
-  private readonly startedAt = Date.now();
   private readonly backoff = new Backoff();
   private readonly log: Logger;
-  private readonly clock: Clock;
   private readonly tally: AgentTally;
-  private readonly spans = new OrderSpans();
+  private readonly host: HostProbe;
+  private readonly heartbeats: Heartbeats;
+  private readonly runner: OrderRunner;
+  private readonly recovery: JournalRecovery;
 
   constructor(private readonly deps: AgentDeps) {
-    this.log = deps.log.child({ node_id: deps.config.nodeId });
-    this.clock = deps.clock ?? monotonicClock;
-    this.tally = deps.tally ?? new AgentTally();
+    const { config, clients, journal } = deps;
+    const log = deps.log.child({ node_id: config.nodeId });
+    const clock = deps.clock ?? monotonicClock;
+    const tally = deps.tally ?? new AgentTally();
+    const spans = new OrderSpans();
+    const host = new HostProbe(deps.probe, log);
+    const heartbeats = new Heartbeats({ config, clients, host, tally, log, observe: deps.observe, supervise: deps.supervise });
+    const reporter = new ResultReporter({ nodeId: config.nodeId, clients, journal, tally, spans });
+    const runner = new OrderRunner({
+      config,
+      clients,
+      journal,
+      executors: deps.executors,
+      host,
+      heartbeats,
+      reporter,
+      tally,
+      spans,
+      clock,
+      log,
+      claimUnsure: () => this.recovery.again(),
+    });
+    this.recovery = new JournalRecovery({ nodeId: config.nodeId, clients, journal, runner, reporter, tally, spans, clock, log });
+    this.log = log;
+    this.tally = tally;
+    this.host = host;
+    this.heartbeats = heartbeats;
+    this.runner = runner;
   }
 
   /** Runs until `signal` aborts. */
@@ -128,538 +108,55 @@ export class Agent {
           this.deps.clients.nodes,
           this.deps.config.nodeId,
           this.log,
-          (o) => o.cancelRequest && this.cancelRunning(o.id, o.cancelRequest.reason),
+          (o) => o.cancelRequest && this.runner.cancel(o.id, o.cancelRequest.reason),
           () => this.tally.count("watchReconnects"),
         )
       : undefined;
     const watching = watch?.run(signal);
     while (!signal.aborted) {
       try {
-        await this.refreshHost();
-        if (!this.recovered) await this.recoverJournal(signal);
-        if (performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs && (await this.heartbeat()) > 0)
-          this.mayHaveWork = true;
-        if (this.mayHaveWork) {
-          const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
-          if (next.workOrder) {
-            this.backoff.reset();
-            await this.handle(next.workOrder, signal);
-            continue;
-          }
-          this.mayHaveWork = false;
-        }
-        this.backoff.reset();
-        // Until the next heartbeat is due, cut short when the stream rings.
-        const due = Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - performance.now());
-        if (await (watch ? watch.wait(due, signal) : sleep(due, signal).then(() => false))) this.mayHaveWork = true;
+        await this.round(watch, signal);
       } catch (e) {
         if (signal.aborted) break;
-        const delay = this.backoff.next();
-        const err = ConnectError.from(e);
-        this.log.warn(
-          {
-            action: "controller_unreachable",
-            result: Code[err.code] ?? String(err.code),
-            metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage },
-          },
-          `controller call failed; retrying in ${delay} ms`,
-        );
-        await sleep(delay, signal);
+        await this.waitToRetry(e, signal);
       }
     }
     await watching;
     this.log.info({ action: "stop" }, "agent stopped");
   }
 
-  /**
-   * The host's capabilities. Probing runs Compose (a Python program for v1) and can take most of
-   * a second, so only the first probe is waited for; later ones run in the background while the
-   * loop goes on with the last answer.
-   */
-  private async refreshHost(force = false): Promise<DockerHost> {
-    if ((force || Date.now() - this.probedAt >= PROBE_EVERY_MS) && !this.probing) {
-      this.probedAt = Date.now();
-      this.probing = this.probe(force).finally(() => (this.probing = undefined));
-    }
-    return this.host ?? (await this.probing!);
-  }
-
-  private async probe(force: boolean): Promise<DockerHost> {
-    const prev = this.host?.capabilities.message;
-    const host = await this.deps.probe();
-    this.host = host;
-    const c = host.capabilities;
-    if (c.message !== prev || force) {
-      const meta = {
-        docker_version: c.dockerVersion,
-        compose_variant: c.composeVariant,
-        compose_version: c.composeVersion,
-        message: c.message,
-      };
-      if (c.message)
-        this.log.warn({ action: "capabilities", result: "degraded", metadata: meta }, `host cannot run deployments: ${c.message}`);
-      else
-        this.log.info({ action: "capabilities", result: "ok", metadata: meta }, `docker ${c.dockerVersion}, compose ${c.composeVersion}`);
-    }
-    return host;
-  }
-
-  /**
-   * Heartbeats while an order runs (a deploy can take minutes; without them the node would be
-   * judged offline meanwhile). These report liveness and capabilities only: they do not count as
-   * the loop's full heartbeat, so the loop reports what runs before it asks for another order.
-   */
-  private keepBeating(log: Logger): () => void {
-    let sending = false;
-    const timer = setInterval(
-      () => {
-        if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
-        sending = true;
-        this.heartbeat({ observe: false })
-          .catch((e: unknown) =>
-            log.debug(
-              { action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } },
-              "heartbeat during an order failed",
-            ),
-          )
-          .finally(() => (sending = false));
-      },
-      Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)),
-    );
-    return () => clearInterval(timer);
-  }
-
-  /** Sends a heartbeat; returns how many orders wait for this node. */
-  private async heartbeat(opts: { observe: boolean } = { observe: true }): Promise<number> {
-    if (!opts.observe) return this.sendHeartbeat(await this.refreshHost(), undefined, this.lastProcesses);
-    const host = await this.refreshHost();
-    // What runs here, for drift detection. When the engine cannot tell, say nothing rather than
-    // "nothing runs".
-    let projects: ProjectObservation[] | undefined;
-    if (host.capabilities.dockerAvailable) {
-      try {
-        projects = await this.deps.observe();
-      } catch (e) {
-        this.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
-      }
-    }
-    // Supervision rides the heartbeat: a module that died is started again at most one interval later.
-    const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
-      this.log.warn(
-        { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
-        "could not supervise process modules",
-      );
-      return [];
-    });
-    this.lastProcesses = processes;
-    return this.sendHeartbeat(host, projects, processes);
-  }
-
-  // `projects` undefined: not reported (the controller keeps what it had).
-  private async sendHeartbeat(
-    host: DockerHost,
-    projects: ProjectObservation[] | undefined,
-    processes: ProcessObservation[],
-  ): Promise<number> {
-    const counters = this.tally.snapshot();
-    const res = await this.deps.clients.nodes
-      .heartbeat({
-        nodeId: this.deps.config.nodeId,
-        agentVersion: AGENT_VERSION,
-        capabilities: {
-          ...host.capabilities,
-          allowedCommands: this.deps.config.allowCommands,
-          allowedProcessSources: this.deps.config.allowProcessSources,
-        },
-        labels: this.deps.config.labels,
-        uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
-        heartbeatIntervalMs: BigInt(this.deps.config.pollIntervalMs),
-        projects: projects ?? [],
-        projectsReported: projects !== undefined,
-        processes,
-        agentCounters: counters,
-      })
-      .catch((e: unknown) => {
-        this.tally.count("heartbeatFailures");
-        throw e;
-      });
-    this.tally.acknowledged(counters);
-    this.lastBeat = performance.now();
-    if (projects !== undefined || !this.running) this.lastHeartbeat = this.lastBeat;
-    return res.pendingWorkOrders;
-  }
-
-  /** Finishes what an earlier run of this agent left in the journal. */
-  private async recoverJournal(signal: AbortSignal): Promise<void> {
-    const { entries, problems } = await this.deps.journal.pending();
-    for (const p of problems)
-      this.log.error({ action: "journal", result: "unreadable", metadata: { problem: p } }, "skipping an unreadable journal entry");
-    for (const entry of entries) await this.spans.within(entry.order, () => this.recoverEntry(entry, signal));
-    this.recovered = true;
-  }
-
-  /** Finishes one order an earlier run left in the journal. */
-  private async recoverEntry(entry: JournalEntry, signal: AbortSignal): Promise<void> {
-    const log = this.orderLog(entry.order);
-    let granted: number | undefined;
-    if (entry.result) {
-      log.info({ action: "recover", result: "report" }, "reporting the result of an order finished before a restart");
-      if (!entry.result.success) this.spans.fail(entry.order, entry.result.code);
-      await this.finish(entry.order, entry.result, [], signal, log);
-    } else if (!entry.claimedAt) {
-      await this.reclaim(entry.order, signal, log);
-    } else if ((granted = await this.renewHeld(entry.order)) !== undefined) {
-      if (!mayRunAgain(entry.order.type)) {
-        log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
-        const result = failure("AGENT_RESTARTED", INTERRUPTED);
-        this.ended(entry.order, result);
-        await this.deps.journal.record({ order: entry.order, claimedAt: entry.claimedAt, result });
-        await this.finish(entry.order, result, [], signal, log);
+  /** One round of the loop (the top of this file). */
+  private async round(watch: OrderWatch | undefined, signal: AbortSignal): Promise<void> {
+    await this.host.refresh();
+    if (this.recovery.needed) await this.recovery.run(signal);
+    if (this.heartbeats.due() && (await this.heartbeats.beat()) > 0) this.mayHaveWork = true;
+    if (this.mayHaveWork) {
+      const next = await this.deps.clients.nodes.getNextWorkOrder({ nodeId: this.deps.config.nodeId });
+      if (next.workOrder) {
+        this.backoff.reset();
+        await this.runner.handle(next.workOrder, signal);
         return;
       }
-      log.warn({ action: "recover", result: "resume" }, "resuming an order claimed before a restart");
-      await this.execute(entry.order, entry.claimedAt, granted, signal, log);
-    } else {
-      // The lease lapsed while this agent was down: the order went back to pending (the loop
-      // claims it afresh) or another claim finished it.
-      log.warn(
-        { action: "recover", result: "lease_lost" },
-        "an order claimed before a restart is no longer held; dropping the journal entry",
-      );
-      this.tally.count("leasesLost");
-      this.spans.fail(entry.order, LEASE_LOST);
-      await this.deps.journal.remove(entry.order.id);
+      this.mayHaveWork = false;
     }
+    this.backoff.reset();
+    // Until the next heartbeat is due, cut short when the stream rings.
+    const due = this.heartbeats.untilDue();
+    if (await (watch ? watch.wait(due, signal) : sleep(due, signal).then(() => false))) this.mayHaveWork = true;
   }
 
-  /** An order ended with `result` in this run of the agent: counted, and its span marked. */
-  private ended(order: WorkOrder, result: WorkOrderResult): void {
-    this.tally.orderEnded(order.type, result.code);
-    if (!result.success) this.spans.fail(order, result.code);
-  }
-
-  /**
-   * An order whose claim was in flight at a restart: when the controller granted it (the order
-   * runs under this node's claim), that claim is this agent's and nothing ran under it yet (a run
-   * journals its claim first), so it is taken up; otherwise the order is claimed again.
-   */
-  private async reclaim(order: WorkOrder, signal: AbortSignal, log: Logger): Promise<void> {
-    const now = (await this.deps.clients.orders.getWorkOrder({ id: order.id }, this.spans.call(order)).catch(() => undefined))?.workOrder;
-    const claim = now?.status === WorkOrderStatus.RUNNING ? now.claim : undefined;
-    // What runs is the order as journaled (as handed out for the claim), under the granted claim.
-    const held = clone(WorkOrderSchema, order);
-    held.claim = claim;
-    const granted = claim?.nodeId === this.deps.config.nodeId && claim.claimedAt ? await this.renewHeld(held) : undefined;
-    if (granted !== undefined && claim?.claimedAt) {
-      log.warn({ action: "recover", result: "adopt" }, "taking up the claim granted just before a restart");
-      await this.execute(held, timestampDate(claim.claimedAt), granted, signal, log);
-      return;
-    }
-    log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
-    await this.handle(order, signal);
-  }
-
-  /** The secret values of a claimed order's project, asked for under its claim; kept in memory only. */
-  private async orderSecrets(order: WorkOrder): Promise<ProjectSecrets> {
-    const res = await this.deps.clients.orders.getWorkOrderSecrets(
-      { id: order.id, fencingToken: order.claim?.fencingToken ?? 0n },
-      this.spans.call(order),
-    );
-    return {
-      env: { ...res.env },
-      files: { ...res.files },
-      registries: res.registries.map((r) => ({ registry: r.registry, username: r.username, password: r.password })),
-    };
-  }
-
-  /** Claims `order` and runs it, in its span. */
-  private handle(order: WorkOrder, signal: AbortSignal): Promise<void> {
-    return this.spans.within(order, () => this.claimAndRun(order, signal));
-  }
-
-  private async claimAndRun(order: WorkOrder, signal: AbortSignal): Promise<void> {
-    const log = this.orderLog(order);
-    // Journal first: killed after the controller granted the claim but before a journal write,
-    // the agent would forget an order the controller thinks it is running.
-    await this.deps.journal.record({ order });
-    let claimed: WorkOrder;
-    // The lease counts from before the claim was sent: the controller's lease cannot end earlier.
-    const asked = this.clock.now();
-    try {
-      const res = await this.deps.clients.orders.claimWorkOrder({ id: order.id }, this.spans.call(order));
-      claimed = res.workOrder!;
-    } catch (e) {
-      const err = ConnectError.from(e);
-      if (err.code === Code.FailedPrecondition || err.code === Code.PermissionDenied || err.code === Code.NotFound) {
-        log.info({ action: "claim", result: Code[err.code], metadata: { message: err.rawMessage } }, "order not claimable; skipping");
-        this.tally.count("claimsRefused");
-        this.spans.fail(order, "CLAIM_REFUSED");
-        await this.deps.journal.remove(order.id);
-        return;
-      }
-      // The claim may or may not have landed: go through the journal again next round.
-      this.recovered = false;
-      throw e;
-    }
-    log.info({ action: "claim", result: "ok" }, "work order claimed");
-    crashPoint("agent.after-claim");
-    await this.execute(claimed, new Date(), asked, signal, log);
-  }
-
-  /** Runs a claimed order, keeping its lease (granted to a request sent at `grantedAt`), then reports it. */
-  private async execute(order: WorkOrder, claimedAt: Date, grantedAt: number, signal: AbortSignal, log: Logger): Promise<void> {
-    await this.deps.journal.record({ order, claimedAt });
-    let outcome: ExecOutcome;
-    const executor = executorFor(this.deps.executors, order.type);
-    // The lease is renewed until the result is accepted, not only while the order runs: a
-    // controller that was down when the order ended must not hand it to a new claim while this
-    // agent retries its report.
-    let stopRenewing = () => {};
-    if (executor) {
-      const host = await this.refreshHost();
-      const cancel = new AbortController();
-      const lease = new AbortController();
-      this.running = { id: order.id, cancel };
-      let executing = true;
-      // While it runs, a lost lease stops the order and is journaled at once as its result.
-      const lost: { loss?: LeaseLoss; journaled?: Promise<void> } = {};
-      const keeper = this.keepLease(order, grantedAt, log, (loss) => {
-        this.logLoss(order, loss, executing, log);
-        this.tally.count("leasesLost");
-        if (!executing) return;
-        const reason = new LeaseLost(describeLoss(loss));
-        lease.abort(reason);
-        cancel.abort(reason);
-        const journaled = this.deps.journal
-          .record({ order, claimedAt, result: leaseLostResult(loss) })
-          .catch((e: unknown) => log.error({ action: "journal", result: "error", err: e }, "could not journal the lost lease"));
-        Object.assign(lost, { loss, journaled });
-      });
-      stopRenewing = () => keeper?.stop();
-      const stopBeating = this.keepBeating(log);
-      // The order's own timeout counts from its claim, so a run resumed after a restart keeps
-      // the deadline the first run had.
-      const timeoutMs = order.timeout ? durationMs(order.timeout) : 0;
-      const left = timeoutMs > 0 ? Math.max(0, timeoutMs - (Date.now() - claimedAt.getTime())) : 0;
-      const timer = timeoutMs > 0 ? setTimeout(() => cancel.abort(new OrderTimeout(timeoutMs)), left) : undefined;
-      try {
-        outcome = await executor(order, {
-          config: this.deps.config,
-          host,
-          log,
-          signal: cancel.signal,
-          lease: lease.signal,
-          secrets: () => this.orderSecrets(order),
-        });
-      } catch (e) {
-        log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
-        outcome = {
-          result: failure("AGENT_ERROR", `the agent failed while applying: ${(e as Error).message}`),
-          services: [],
-          composePath: "",
-        };
-      } finally {
-        executing = false;
-        clearTimeout(timer);
-        stopBeating();
-        this.running = undefined;
-      }
-      crashPoint("agent.after-execute");
-      if (lost.loss) {
-        // Never a success: the run was stopped, and another holder may have the order by now.
-        outcome.result = leaseLostResult(lost.loss, outcome.result);
-        await lost.journaled;
-      } else if (cancel.signal.reason instanceof OrderTimeout && !outcome.result.success) {
-        outcome.result = create(WorkOrderResultSchema, {
-          ...outcome.result,
-          code: "TIMEOUT",
-          retriable: true,
-          message: `${cancel.signal.reason.message}; stopped (${outcome.result.code}: ${outcome.result.message})`,
-        });
-      }
-      if (outcome.result.code === "DOCKER_UNAVAILABLE") void this.refreshHost(true);
-    } else {
-      outcome = {
-        result: failure(
-          "UNSUPPORTED_ORDER_TYPE",
-          `this agent (${AGENT_VERSION}) cannot run order type ${WorkOrderType[order.type] ?? order.type}`,
-        ),
-        services: [],
-        composePath: "",
-      };
-    }
-    const r = outcome.result;
-    log[r.success ? "info" : "warn"](
+  /** After a failed round: one line, then the backoff's delay. */
+  private async waitToRetry(e: unknown, signal: AbortSignal): Promise<void> {
+    const delay = this.backoff.next();
+    const err = ConnectError.from(e);
+    this.log.warn(
       {
-        action: "execute",
-        result: r.code,
-        metadata: { duration_ms: Number(r.details?.durationMs ?? 0n), changed: r.details?.changedResources, message: r.message },
+        action: "controller_unreachable",
+        result: Code[err.code] ?? String(err.code),
+        metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage },
       },
-      `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
+      `controller call failed; retrying in ${delay} ms`,
     );
-    this.ended(order, r);
-    await this.deps.journal.record({ order, claimedAt, result: r });
-    crashPoint("agent.before-report");
-    try {
-      await this.finish(order, r, outcome.services, signal, log, stopRenewing);
-    } finally {
-      stopRenewing();
-    }
+    await sleep(delay, signal);
   }
-
-  /** Reports the result until the controller has it, then the observed states; clears the journal. */
-  private async finish(
-    order: WorkOrder,
-    result: WorkOrderResult,
-    services: ServiceObservation[],
-    signal: AbortSignal,
-    log: Logger,
-    reported: () => void = () => {},
-  ): Promise<void> {
-    const retry = new Backoff();
-    for (;;) {
-      try {
-        await this.deps.clients.orders.reportWorkOrderResult(
-          { id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n },
-          this.spans.call(order),
-        );
-        reported();
-        break;
-      } catch (e) {
-        const err = ConnectError.from(e);
-        if (!TRANSIENT.has(err.code)) {
-          reported();
-          // A lost lease's result is expected to be refused: another claim has the order.
-          log[result.code === LEASE_LOST ? "info" : "error"](
-            { action: "report_result", result: Code[err.code], metadata: { message: err.rawMessage } },
-            "controller refused the result; dropping it",
-          );
-          await this.deps.journal.remove(order.id);
-          return;
-        }
-        if (signal.aborted) return; // the journal keeps it for the next start
-        this.tally.count("reportRetries");
-        const delay = retry.next();
-        log.warn(
-          { action: "report_result", result: Code[err.code], metadata: { retry_in_ms: delay, message: err.rawMessage } },
-          "could not report the result; retrying",
-        );
-        await sleep(delay, signal);
-      }
-    }
-    log.info({ action: "report_result", result: "ok" }, "result reported");
-    await reportStates(
-      { clients: this.deps.clients, nodeId: this.deps.config.nodeId, call: this.spans.call(order) },
-      order,
-      result,
-      services,
-      log,
-    );
-    await this.deps.journal.remove(order.id);
-  }
-
-  /** Stops the order being executed, when it is `orderId` (an admin cancelled it). */
-  private cancelRunning(orderId: string, reason: string, log: Logger = this.log): void {
-    if (this.running?.id !== orderId || this.running.cancel.signal.aborted) return;
-    log.warn(
-      { action: "cancel", result: "stopping", work_order_id: orderId, metadata: { reason } },
-      "work order cancelled by an admin; stopping it",
-    );
-    this.running.cancel.abort(reason);
-  }
-
-  /**
-   * Renews the lease of an order claimed before a restart. Returns when (clock.now()) the granted
-   * renewal was sent, or undefined when the controller no longer has the order under this claim.
-   */
-  private async renewHeld(order: WorkOrder): Promise<number | undefined> {
-    const sent = this.clock.now();
-    const token = order.claim?.fencingToken ?? 0n;
-    if (token === 0n) return sent;
-    try {
-      await this.deps.clients.orders.renewWorkOrderLease({ id: order.id, fencingToken: token }, this.spans.call(order));
-      return sent;
-    } catch (e) {
-      if (TRANSIENT.has(ConnectError.from(e).code)) throw e;
-      return undefined;
-    }
-  }
-
-  /**
-   * Keeps the claim's lease (lease-keeper.ts) until stopped; `onLost` is told once when it is
-   * lost. Undefined for an order without a lease (an old claim without a fencing token).
-   */
-  private keepLease(order: WorkOrder, grantedAt: number, log: Logger, onLost: (loss: LeaseLoss) => void): LeaseKeeper | undefined {
-    const claim = order.claim;
-    if (!claim?.leaseExpiresAt || !claim.claimedAt || claim.fencingToken === 0n) return undefined;
-    const leaseMs = timestampDate(claim.leaseExpiresAt).getTime() - timestampDate(claim.claimedAt).getTime();
-    return new LeaseKeeper({
-      leaseMs,
-      grantedAt,
-      clock: this.clock,
-      renew: async (timeoutMs) =>
-        (
-          await this.deps.clients.orders.renewWorkOrderLease(
-            { id: order.id, fencingToken: claim.fencingToken },
-            { ...this.spans.call(order), timeoutMs },
-          )
-        ).workOrder,
-      onRenewed: (o) => o?.cancelRequest && this.cancelRunning(order.id, o.cancelRequest.reason, log),
-      onLost,
-    }).start();
-  }
-
-  /** The one line a lost lease gets. */
-  private logLoss(order: WorkOrder, loss: LeaseLoss, executing: boolean, log: Logger): void {
-    const { kind, ...why } = loss;
-    log[executing ? "warn" : "info"](
-      { action: "lease_lost", result: kind, metadata: { ...why, fencing_token: order.claim?.fencingToken.toString() } },
-      executing
-        ? `lease lost (${describeLoss(loss)}); stopping the order`
-        : `lease lost (${describeLoss(loss)}) after the order ran; its result is reported as it is`,
-    );
-  }
-
-  private orderLog(order: WorkOrder): Logger {
-    return this.log.child({
-      tenant_id: order.target?.tenantId,
-      request_id: order.requestId,
-      correlation_id: order.correlationId,
-      trace_id: parseTraceparent(order.traceparent)?.traceId,
-      work_order_id: order.id,
-    });
-  }
-}
-
-/** The abort reason of an order stopped by its own timeout (an admin cancel is a string). */
-class OrderTimeout extends Error {
-  constructor(ms: number) {
-    super(`the order's timeout of ${ms} ms passed`);
-  }
-}
-
-function failure(code: string, message: string): WorkOrderResult {
-  return create(WorkOrderResultSchema, { success: false, code, message, details: {} });
-}
-
-/** Why a lease was lost, in words. */
-function describeLoss(loss: LeaseLoss): string {
-  return loss.kind === "refused"
-    ? `renewal refused: ${loss.code}: ${loss.message}`
-    : `no renewal granted within ${loss.leaseMs - loss.marginMs} ms of the last grant (lease ${loss.leaseMs} ms, margin ${loss.marginMs} ms)`;
-}
-
-/**
- * The result of a run stopped because its lease was lost (`stopped`: what the stopped executor
- * said). Retriable: nothing is wrong with the order, its holder gave it up.
- */
-function leaseLostResult(loss: LeaseLoss, stopped?: WorkOrderResult): WorkOrderResult {
-  const after = stopped ? ` (${stopped.code}: ${stopped.message})` : "";
-  return create(WorkOrderResultSchema, {
-    success: false,
-    retriable: true,
-    code: LEASE_LOST,
-    message: `the agent lost the order's lease (${describeLoss(loss)}) and stopped it${after}`,
-    details: stopped?.details ?? {},
-  });
 }

@@ -4,7 +4,8 @@
 import { startTracing } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
 import { createLogger } from "../common/logging/logger.js";
-import { Agent, AGENT_VERSION } from "./agent.js";
+import { Agent } from "./agent.js";
+import { AGENT_VERSION } from "./agent-version.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { installCommand } from "./install.js";
 import { createControllerClients, type AgentCredential } from "./controller-client.js";

@@ -1,0 +1,141 @@
+// The node's heartbeats. A full one (the loop's, every poll interval) reports the host's
+// capabilities, the agent's counters (agent-tally.ts), the projects the engine shows (for drift
+// detection) and the process modules, which it supervises on the way (a module that died is
+// started again at most one interval later); its answer counts the orders waiting for this node.
+// While an order runs, lighter ones keep the node alive (keepBeating): liveness, capabilities and
+// the last processes seen, no observation.
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
+import type { AgentTally } from "./agent-tally.js";
+import { AGENT_VERSION } from "./agent-version.js";
+import type { AgentConfig } from "./config.js";
+import type { ControllerClients } from "./controller-client.js";
+import type { DockerHost } from "./engine/docker-host.js";
+import type { HostProbe } from "./host-probe.js";
+
+export interface HeartbeatDeps {
+  config: AgentConfig;
+  clients: ControllerClients;
+  host: HostProbe;
+  tally: AgentTally;
+  log: Logger;
+  /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
+  observe: () => Promise<ProjectObservation[]>;
+  /** Restarts process modules that died and reports them all (hosts without Docker). */
+  supervise?: () => Promise<ProcessObservation[]>;
+}
+
+export class Heartbeats {
+  // performance.now() of the last full heartbeat (with what runs here), and of the last beat of
+  // any kind: a monotonic clock, so a wall-clock step cannot stall the loop.
+  private lastHeartbeat = -Infinity;
+  private lastBeat = -Infinity;
+  // What the last full heartbeat reported of process modules (heartbeats during an order repeat it).
+  private lastProcesses: ProcessObservation[] = [];
+  // Whether an order runs (between keepBeating and its stop).
+  private duringOrder = false;
+  private readonly startedAt = Date.now();
+
+  constructor(private readonly deps: HeartbeatDeps) {}
+
+  /** Whether the loop's full heartbeat is due. */
+  due(): boolean {
+    return performance.now() - this.lastHeartbeat >= this.deps.config.pollIntervalMs;
+  }
+
+  /** Milliseconds until the loop's full heartbeat is due (0: now). */
+  untilDue(): number {
+    return Math.max(0, this.lastHeartbeat + this.deps.config.pollIntervalMs - performance.now());
+  }
+
+  /**
+   * Heartbeats while an order runs (a deploy can take minutes; without them the node would be
+   * judged offline meanwhile). These report liveness and capabilities only: they do not count as
+   * the loop's full heartbeat, so the loop reports what runs before it asks for another order.
+   * Returns the stop.
+   */
+  keepBeating(log: Logger): () => void {
+    this.duringOrder = true;
+    let sending = false;
+    const timer = setInterval(
+      () => {
+        if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
+        sending = true;
+        this.beat({ observe: false })
+          .catch((e: unknown) =>
+            log.debug(
+              { action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } },
+              "heartbeat during an order failed",
+            ),
+          )
+          .finally(() => (sending = false));
+      },
+      Math.max(100, Math.floor(this.deps.config.pollIntervalMs / 4)),
+    );
+    return () => {
+      clearInterval(timer);
+      this.duringOrder = false;
+    };
+  }
+
+  /** Sends a heartbeat; returns how many orders wait for this node. */
+  async beat(opts: { observe: boolean } = { observe: true }): Promise<number> {
+    if (!opts.observe) return this.send(await this.deps.host.refresh(), undefined, this.lastProcesses);
+    const host = await this.deps.host.refresh();
+    const projects = await this.observeProjects(host);
+    // Supervision rides the heartbeat: a module that died is started again at most one interval later.
+    const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
+      this.deps.log.warn(
+        { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
+        "could not supervise process modules",
+      );
+      return [];
+    });
+    this.lastProcesses = processes;
+    return this.send(host, projects, processes);
+  }
+
+  // What runs here, for drift detection. When the engine cannot tell, say nothing (undefined)
+  // rather than "nothing runs".
+  private async observeProjects(host: DockerHost): Promise<ProjectObservation[] | undefined> {
+    if (!host.capabilities.dockerAvailable) return undefined;
+    try {
+      return await this.deps.observe();
+    } catch (e) {
+      this.deps.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
+      return undefined;
+    }
+  }
+
+  // `projects` undefined: not reported (the controller keeps what it had).
+  private async send(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): Promise<number> {
+    const { config, tally } = this.deps;
+    const counters = tally.snapshot();
+    const res = await this.deps.clients.nodes
+      .heartbeat({
+        nodeId: config.nodeId,
+        agentVersion: AGENT_VERSION,
+        capabilities: {
+          ...host.capabilities,
+          allowedCommands: config.allowCommands,
+          allowedProcessSources: config.allowProcessSources,
+        },
+        labels: config.labels,
+        uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
+        heartbeatIntervalMs: BigInt(config.pollIntervalMs),
+        projects: projects ?? [],
+        projectsReported: projects !== undefined,
+        processes,
+        agentCounters: counters,
+      })
+      .catch((e: unknown) => {
+        tally.count("heartbeatFailures");
+        throw e;
+      });
+    tally.acknowledged(counters);
+    this.lastBeat = performance.now();
+    if (projects !== undefined || !this.duringOrder) this.lastHeartbeat = this.lastBeat;
+    return res.pendingWorkOrders;
+  }
+}
