@@ -5,14 +5,15 @@
 //   result journaled          -> reported again (the controller answers a repeat with what it stored)
 //   claim in flight           -> taken up when the controller shows it granted to this node
 //                                (nothing ran under it yet), else claimed again
-//   claimed, lease still held -> run again when its type converges (AFTER_RESTART), otherwise
+//   claimed, lease still held -> run again when its kind may (common/order-kinds.ts), otherwise
 //                                reported AGENT_RESTARTED: whether it finished is unknown
 //   claimed, lease lapsed     -> dropped: the order went back to pending, or another claim has it
 import { clone } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import { mayRunAgain } from "../common/order-kinds.js";
 import type { AgentTally } from "./agent-tally.js";
 import { failure, LEASE_LOST } from "./agent-results.js";
 import type { ControllerClients } from "./controller-client.js";
@@ -22,29 +23,6 @@ import type { OrderRunner } from "./order-runner.js";
 import type { OrderSpans } from "./order-spans.js";
 import type { ResultReporter } from "./result-reporter.js";
 
-/**
- * Whether a run interrupted by a restart may run again, for every order type (the compiler
- * refuses a type without an entry): a command need not be idempotent, and whether it ran is
- * unknown; the others converge when run again.
- */
-export const AFTER_RESTART: Record<WorkOrderType, "run again" | "do not run again"> = {
-  [WorkOrderType.UNSPECIFIED]: "do not run again",
-  [WorkOrderType.DEPLOY_SERVICE]: "run again",
-  [WorkOrderType.REMOVE_SERVICE]: "run again",
-  [WorkOrderType.RESTART_SERVICE]: "run again",
-  [WorkOrderType.ROLLBACK]: "run again",
-  [WorkOrderType.HEALTH_CHECK]: "run again",
-  [WorkOrderType.INSPECT]: "run again",
-  [WorkOrderType.EXECUTE_COMMAND]: "do not run again",
-  [WorkOrderType.UPLOAD_FILES]: "run again",
-  [WorkOrderType.WRITE_STICKER]: "run again",
-  [WorkOrderType.READ_STICKER]: "run again",
-  [WorkOrderType.DEPLOY_PROCESS]: "run again",
-  [WorkOrderType.CONTROL_PROCESS]: "run again",
-  [WorkOrderType.READ_LOGS]: "run again",
-};
-// A type this agent does not know (a newer controller's) is not run again either.
-const mayRunAgain = (type: WorkOrderType) => AFTER_RESTART[type] === "run again";
 const INTERRUPTED =
   "the agent restarted while this order ran or before its result was saved: it is not run again, and whether it finished is unknown";
 
@@ -127,7 +105,7 @@ export class JournalRecovery {
     await runner.handle(order, signal);
   }
 
-  /** A claimed order whose type does not run again (AFTER_RESTART): reported AGENT_RESTARTED. */
+  /** A claimed order whose kind does not run again (common/order-kinds.ts): reported AGENT_RESTARTED. */
   private async reportInterrupted(order: WorkOrder, claimedAt: Date, signal: AbortSignal, log: Logger): Promise<void> {
     log.warn({ action: "recover", result: "interrupted" }, "an order claimed before a restart is not run again");
     const result = failure("AGENT_RESTARTED", INTERRUPTED);
