@@ -9,7 +9,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createLogger } from "../common/logging/logger.js";
 import { recoverOrderOutcomes } from "../controller/dispatch/order-outcome.js";
-import { expireOrder, recordOrderEnd, supersedeOrder, type OrderEnd, type OrderEndDeps } from "../controller/reconcile/order-end.js";
+import { expirePendingOrder, recordOrderEnd, supersedeOrder, type OrderEnd, type OrderEndDeps } from "../controller/reconcile/order-end.js";
 import { planDeployment } from "../controller/reconcile/plan-deployment.js";
 import type { RenderedProject } from "../controller/reconcile/render-project.js";
 import { TargetRecords, tenantStatusOf } from "../controller/reconcile/target-records.js";
@@ -77,7 +77,7 @@ const ENDS: Record<OrderEnd, { make: (o: WorkOrder) => Promise<WorkOrder>; event
   succeeded: { make: (o) => finished(o, true), events: ["work_order_succeeded", "deployment_succeeded"] },
   failed: { make: (o) => finished(o, false), events: ["work_order_failed", "deployment_failed"] },
   cancelled: { make: (o) => store.cancelWorkOrder(o.id, "stop", "r-cancel", T0), events: ["work_order_cancelled", "deployment_failed"] },
-  expired: { make: (o) => expireOrder(deps, o, new Date(T0.getTime() + 2000)), events: ["work_order_failed", "deployment_failed"] },
+  expired: { make: (o) => expirePendingOrder(deps, o, new Date(T0.getTime() + 2000)), events: ["work_order_failed", "deployment_failed"] },
   superseded: { make: (o) => supersedeOrder(store, o, T0, TRACE), events: ["work_order_failed"] },
 };
 

@@ -6,7 +6,7 @@ import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError } from "../errors.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
-import { EXPIRED, expireOrder as endExpired } from "../reconcile/order-end.js";
+import { EXPIRED, expirePendingOrder } from "../reconcile/order-end.js";
 import type { OutcomeDeps } from "./order-outcome.js";
 
 export { expiredAt } from "../store/work-order-transitions.js";
@@ -19,7 +19,7 @@ export async function expireOrder(
 ): Promise<WorkOrder | undefined> {
   let done: WorkOrder;
   try {
-    done = await endExpired(deps, o, now);
+    done = await expirePendingOrder(deps, o, now);
   } catch (e) {
     if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return undefined;
     throw e;

@@ -3,16 +3,16 @@
 //   succeeded, failed  its node reported (dispatch/order-lifecycle.ts finishOrder);
 //   cancelled          an admin cancelled it before a node claimed it, or its node stopped on the
 //                      admin's request (order-lifecycle.ts cancelOrder, finishOrder);
-//   expired            no node claimed it before its expires_at (expireOrder, here; the sweep and
-//                      the hand-out in dispatch/ call it);
+//   expired            no node claimed it before its expires_at (expirePendingOrder, here;
+//                      dispatch/order-expiry.ts calls it for the sweep and the hand-out);
 //   superseded         a newer desired state replaced it before a node claimed it (supersedeOrder,
 //                      here; a reconcile pass calls it through order-issuer.ts).
 // The order's own transition is stored first; what follows from it (END_RULES: its events, the
 // deployment's phase, the tenant's target record with the data removals it carried, the
 // snapshot) are further writes. Each is idempotent (fixed event ids dated by the order's finish,
-// absolute updates, a target record counts an outcome once), so a replay writes each once: start-up
-// recovery (dispatch/order-outcome.ts recoverOrderOutcomes: orders of unsettled deployments and of
-// target records still waiting), a node's repeated report, a repeated cancel.
+// absolute updates, a target record counts an outcome once), so a replay writes each once:
+// start-up recovery (dispatch/order-outcome.ts recoverOrderOutcomes: orders of unsettled
+// deployments and of target records still waiting), a node's repeated report, a repeated cancel.
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { crashPoint } from "../../common/crash-points.js";
@@ -123,7 +123,7 @@ export async function supersedeOrder(store: Store, order: WorkOrder, now: Date, 
  * Ends a pending order past its expires_at: failed EXPIRED, recorded. Throws
  * WORK_ORDER_NOT_CLAIMABLE when it moved on meanwhile (claimed, cancelled).
  */
-export async function expireOrder(deps: OrderEndDeps, order: WorkOrder, now: Date): Promise<WorkOrder> {
+export async function expirePendingOrder(deps: OrderEndDeps, order: WorkOrder, now: Date): Promise<WorkOrder> {
   const at = order.expiresAt ? timestampDate(order.expiresAt).toISOString() : "";
   const result = create(WorkOrderResultSchema, {
     success: false,
