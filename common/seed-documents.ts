@@ -15,6 +15,7 @@
 import { ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { RESOURCE_TYPES, specCase } from "./resource-kinds.js";
+import { SCHEMA_VERSION } from "./schema-version.js";
 
 /** A document that cannot be mapped to the canonical form; `field` names where. */
 export class SeedDocumentError extends Error {
@@ -86,7 +87,7 @@ export function canonicalUpdate(body: JsonObject, pathType: string | undefined, 
   if (!DOCUMENT_ONLY.some((k) => k in body)) return out;
   for (const k of ["schema_version", "schemaVersion"]) {
     if (!(k in out)) continue;
-    if (out[k] !== "v1" && out[k] !== "") throw invalid("schema_version must be 'v1'", { field: k });
+    if (out[k] !== SCHEMA_VERSION && out[k] !== "") throw invalid(`schema_version must be '${SCHEMA_VERSION}'`, { field: k });
     delete out[k];
   }
   for (const k of ["current_state", "currentState", "last_applied_state", "lastAppliedState"]) {

@@ -7,7 +7,7 @@ import { ResponseMetaSchema, type ResponseMeta } from "../gen/skipper/v1/envelop
 import type { Logger } from "../common/logging/logger.js";
 import type { Actor, Role, TenantScope } from "../gen/skipper/v1/access_pb.js";
 
-export const SCHEMA_VERSION = "v1";
+import { SCHEMA_VERSION } from "../common/schema-version.js";
 
 /** The authenticated caller. */
 export type Principal =

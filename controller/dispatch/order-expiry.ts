@@ -1,13 +1,13 @@
 // Orders with an expires_at that no node claimed in time end FAILED with code EXPIRED instead of
 // running late (a restart meant for a maintenance window must not run the next morning). The
 // lease monitor sweeps for them; GetNextWorkOrder expires one it would otherwise hand out.
-import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { WorkOrderResultSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError } from "../errors.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
-import { onOrderFinished, type OutcomeDeps } from "./order-outcome.js";
+import { EXPIRED, expirePendingOrder } from "../reconcile/order-end.js";
+import type { OutcomeDeps } from "./order-outcome.js";
 
 export { expiredAt } from "../store/work-order-transitions.js";
 
@@ -17,30 +17,22 @@ export async function expireOrder(
   o: WorkOrder,
   now: Date,
 ): Promise<WorkOrder | undefined> {
-  const at = o.expiresAt ? timestampDate(o.expiresAt).toISOString() : "";
-  const result = create(WorkOrderResultSchema, {
-    success: false,
-    retriable: false,
-    code: "EXPIRED",
-    message: `no node claimed the order before it expired at ${at}`,
-  });
   let done: WorkOrder;
   try {
-    done = await deps.store.supersedeWorkOrder(o.id, result, now);
+    done = await expirePendingOrder(deps, o, now);
   } catch (e) {
     if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return undefined;
     throw e;
   }
-  await onOrderFinished(deps, done, { requestId: o.requestId, correlationId: o.correlationId });
   deps.triggers.orderEnded(done);
   deps.logger.warn(
     {
       action: "work_order_expired",
-      result: "EXPIRED",
+      result: EXPIRED,
       node_id: o.target?.nodeId,
       tenant_id: o.target?.tenantId,
       work_order_id: o.id,
-      metadata: { expires_at: at },
+      metadata: { expires_at: o.expiresAt ? timestampDate(o.expiresAt).toISOString() : "" },
     },
     "work order expired before any node claimed it",
   );

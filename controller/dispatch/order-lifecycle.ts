@@ -1,9 +1,9 @@
 // The one owner of a work order's life after it is queued. Each verb makes the store transition
-// (whose rules are store/work-order-transitions.ts), records what follows from it
-// (order-outcome.ts: events, the deployment's phase, the target record, snapshots), rings the
-// node's stream when the order is pending again or asked to stop, and tells the reconciler
-// (reconcile/triggers.ts) when the order has ended. The lease monitor (lease-monitor.ts) and
-// expiry (order-expiry.ts) make the transitions no caller asks for.
+// (whose rules are store/work-order-transitions.ts), records what follows from it (an end:
+// reconcile/order-end.ts, the one owner of every end; a start, a retry, a cancel asked of a node:
+// order-outcome.ts), rings the node's stream when the order is pending again or asked to stop,
+// and tells the reconciler (reconcile/triggers.ts) when the order has ended. The lease monitor
+// (lease-monitor.ts) and expiry (order-expiry.ts) make the transitions no caller asks for.
 //
 //   pending --claim--> running --finish--> succeeded | failed | retry_pending (--> pending)
 //      |                  '--lease lapses--> pending
@@ -16,11 +16,12 @@ import { redact } from "../../common/logging/redact.js";
 import type { Trace } from "../context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
-import { isFinished } from "../store/work-order-transitions.js";
 import { isSkipperError } from "../errors.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
-import { onCancelRequested, onOrderFinished, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
+import { onCancelRequested, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
+import { recordOrderEnd } from "../reconcile/order-end.js";
+import { isFinishedStatus } from "../../common/order-status.js";
 import { blankValues, valuesHandedTo } from "./order-secrets.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 
@@ -124,7 +125,7 @@ export async function finishOrder(
     // A crash may have cut short what follows a finish (its events, the deployment, the target
     // record): the node reports again until it is answered, and the replay is idempotent (fixed
     // event ids, absolute updates). Ad-hoc orders have no deployment for start-up recovery to find.
-    if (isFinished(outcome.workOrder)) await onOrderFinished(deps, outcome.workOrder, trace);
+    if (isFinishedStatus(outcome.workOrder.status)) await recordOrderEnd(deps, outcome.workOrder, trace);
     return outcome;
   }
   crashPoint("dispatch.after-finish");
@@ -143,7 +144,7 @@ export async function finishOrder(
     );
     return outcome;
   }
-  await onOrderFinished(deps, after, trace);
+  await recordOrderEnd(deps, after, trace);
   deps.triggers.orderEnded(after);
   const ok = after.status === WorkOrderStatus.SUCCESS;
   const meta = { work_order_id: order.id, message: result.message };
@@ -162,7 +163,9 @@ export async function finishOrder(
 
 /**
  * Cancels `order`: one no node holds ends at once (outcome recorded, reconciler told); a running
- * one is asked to stop (its node hears it on its stream, else at its next lease renewal).
+ * one is asked to stop (its node hears it on its stream, else at its next lease renewal). A cancel
+ * of an order already cancelled records its end again, as a duplicate report does: what a crash
+ * cut short of it is written, the rest is written once.
  */
 export async function cancelOrder(
   deps: LifecycleDeps,
@@ -173,9 +176,9 @@ export async function cancelOrder(
   log: Logger,
 ): Promise<WorkOrder> {
   const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now());
-  if (order.status !== WorkOrderStatus.CANCELLED && after.status === WorkOrderStatus.CANCELLED) {
-    await onOrderFinished(deps, after, trace);
-    deps.triggers.orderEnded(after);
+  if (after.status === WorkOrderStatus.CANCELLED) {
+    await recordOrderEnd(deps, after, trace);
+    if (order.status !== WorkOrderStatus.CANCELLED) deps.triggers.orderEnded(after);
   } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
     await onCancelRequested(deps.store, after, trace, reason);
     deps.feed.publish(after);

@@ -1,20 +1,19 @@
-// What happens around a work order's transitions besides the order itself: the deployment's
-// phase, the tenant's observed state, events and snapshots. Each function is idempotent (events
-// have deterministic ids, updates set absolute values), so start-up recovery can replay them for
-// orders whose side effects a crash interrupted.
-import { timestampFromDate, timestampDate } from "@bufbuild/protobuf/wkt";
-import { crashPoint } from "../../common/crash-points.js";
+// What happens around a work order's transitions before its end besides the order itself: its
+// start (event, the deployment RUNNING), a lapsed lease, a cancel asked of its node, a retry. Its
+// end, however it comes, is reconcile/order-end.ts's. Each function is idempotent where it may be
+// replayed (deterministic event ids, absolute updates); recoverOrderOutcomes is the start-up
+// replay of starts and ends a crash cut short.
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { isFinishedStatus } from "../../common/order-status.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../context.js";
-import { changesTarget } from "../reconcile/target-outcome.js";
-import type { TargetRecords } from "../reconcile/target-records.js";
+import { recordOrderEnd, type OrderEndDeps } from "../reconcile/order-end.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource, eachWorkOrder } from "../store/each-page.js";
 import { recordEvents, transitionEventId } from "../events/event-recorder.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
-import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 
 /** Records a claimed order's start: event (one per claim) and deployment phase RUNNING. */
 export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
@@ -35,90 +34,7 @@ export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trac
 }
 
 /** What recording an outcome needs: the store, snapshots, and the owner of the target records. */
-export interface OutcomeDeps {
-  store: Store;
-  snapshots: SnapshotWriter;
-  records: TargetRecords;
-}
-
-/** Records a finished order's outcome on the deployment and tenant, with events and snapshots. */
-export async function onOrderFinished(deps: OutcomeDeps, order: WorkOrder, trace: Trace): Promise<void> {
-  const { store, snapshots } = deps;
-  const ok = order.status === WorkOrderStatus.SUCCESS;
-  const result = order.result;
-  const tenantId = order.target?.tenantId ?? "";
-  const deploymentId = order.desiredState?.deploymentId ?? "";
-  const at = order.finishedAt ? timestampDate(order.finishedAt) : new Date();
-  const data = { code: result?.code ?? "", message: result?.message ?? "" };
-  const removal = order.type === WorkOrderType.REMOVE_SERVICE;
-  await recordEvents(store, [
-    orderEvent(
-      order,
-      ok ? "work_order_succeeded" : order.status === WorkOrderStatus.CANCELLED ? "work_order_cancelled" : "work_order_failed",
-      trace,
-      { data, at },
-    ),
-    ...(deploymentId === ""
-      ? []
-      : [
-          orderEvent(order, ok ? "deployment_succeeded" : "deployment_failed", trace, {
-            data,
-            at,
-            resourceType: "deployment",
-            resourceId: deploymentId,
-          }),
-        ]),
-  ]);
-  await updateDeployment(store, deploymentId, (d, dep) => {
-    d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
-    d.resultCode = result?.code ?? "";
-    d.message = result?.message ?? "";
-    d.finishedAt = timestampFromDate(at);
-    if (ok) dep.lastAppliedState = dep.desiredState;
-  });
-  // Under the tenant's lock, exclusive with passes: a pass reads the records and the pending data
-  // removals, then writes.
-  if (changesTarget(order)) {
-    crashPoint("dispatch.before-target-record");
-    const dataDone = ok && (order.type === WorkOrderType.DEPLOY_SERVICE || removal);
-    await deps.records.recordFinished(order, at, dataDone ? () => dataRemoved(store, order, trace) : undefined);
-  }
-  await snapshots.afterChange(tenantId, trace);
-}
-
-/**
- * A deploy or removal issued after a deletion with delete_data succeeded on its node: it carried
- * that deletion's volume removals (delete_volumes), so the node leaves the deleted resources'
- * pending lists. Volumes the agent could not remove are named in a data_delete_incomplete event
- * (the data stays; the removal is not tried again).
- */
-async function dataRemoved(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
-  const tenantId = order.target?.tenantId ?? "";
-  const nodeId = order.target?.nodeId ?? "";
-  const createdAt = order.createdAt ? timestampDate(order.createdAt).getTime() : 0;
-  for (const type of ["service", "volume"] as const) {
-    for await (const r of eachScannedResource(store, { resourceType: type, tenantId, includeDeleted: true, pageSize: 500 })) {
-      const d = r.deletion;
-      if (!d?.dataPendingOnNodes.includes(nodeId) || (d.deletedAt && timestampDate(d.deletedAt).getTime() > createdAt)) continue;
-      await store.updateResource(type, r.id, (cur) => {
-        if (cur.deletion) cur.deletion.dataPendingOnNodes = cur.deletion.dataPendingOnNodes.filter((n) => n !== nodeId);
-        return cur;
-      });
-    }
-  }
-  const asked = order.desiredState?.deleteVolumes ?? [];
-  const done = new Set(order.result?.details?.volumesDeleted ?? []);
-  const kept = asked.filter((v) => !done.has(v));
-  if (kept.length > 0) {
-    await recordEvents(store, [
-      // Dated by the order's finish, as its other outcome events: a replay must land on the same day (Store.appendEvent).
-      orderEvent(order, "data_delete_incomplete", trace, {
-        at: order.finishedAt ? timestampDate(order.finishedAt) : undefined,
-        data: { volumes: kept, message: order.result?.message ?? "" },
-      }),
-    ]);
-  }
-}
+export type OutcomeDeps = OrderEndDeps;
 
 /** Records that the claim of `before` lapsed and the order (`after`) is pending again. */
 export async function onLeaseExpired(store: Store, before: WorkOrder, after: WorkOrder): Promise<void> {
@@ -179,17 +95,15 @@ export async function recoverOrderOutcomes(deps: OutcomeDeps): Promise<number> {
   }
   for (const id of await unsettledOrderIds(deps)) {
     const order = await store.getWorkOrder(id);
-    if (!order || !FINISHED.includes(order.status)) continue;
+    if (!order || !isFinishedStatus(order.status)) continue;
     const phase = await deploymentPhase(store, order);
     if (phase === DeploymentPhase.PENDING || phase === DeploymentPhase.RUNNING || (await deps.records.outcomeMissing(order))) {
-      await onOrderFinished(deps, order, traceOf(order));
+      await recordOrderEnd(deps, order, traceOf(order));
       repaired++;
     }
   }
   return repaired;
 }
-
-const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
 
 // The orders of deployments still pending or running, and those target records wait for.
 async function unsettledOrderIds(deps: OutcomeDeps): Promise<Set<string>> {

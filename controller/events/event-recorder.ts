@@ -7,7 +7,7 @@ import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import type { Store } from "../store/store.js";
 import { redact } from "../../common/logging/redact.js";
-import { SCHEMA_VERSION } from "../context.js";
+import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import type { Actor } from "../../gen/skipper/v1/access_pb.js";
 import { CONTROLLER_ACTOR } from "../auth/actor.js";
 

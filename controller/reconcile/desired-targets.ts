@@ -123,7 +123,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
  * services there): those of services and volumes deleted with delete_data whose removal is
  * pending on that node (Deletion.data_pending_on_nodes), unless a live service there uses them.
  * The removal is a one-off: once an order issued after the deletion succeeded on the node, the
- * node leaves the pending list (order-outcome.ts), so data a later service keeps in a reused
+ * node leaves the pending list (order-end.ts), so data a later service keeps in a reused
  * volume is never touched.
  */
 export function volumesToDelete(deleted: Resource[], live: Resource[], nodeId: string): string[] {

@@ -1,19 +1,18 @@
 // Carries out the reconciler's actions for one target: issues a deploy (a deployment record and
 // its deploy_service order) or a removal order, with their events, and supersedes a pending order
-// that a newer desired state made stale. The decisions are plan-target.ts's; this only executes.
-import { create } from "@bufbuild/protobuf";
+// that a newer desired state made stale (that end is order-end.ts's, as every end is). The
+// decisions are plan-target.ts's; this only executes.
 import type { DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { DeploymentPhase, type ComposePolicy, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { ComposePolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
 import { newDeploymentId, newWorkOrderId } from "../ordered-ids.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../context.js";
 import { isSkipperError } from "../errors.js";
 import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
-import { orderEvent } from "../events/order-events.js";
-import { updateDeployment } from "../resources/deployment-status.js";
 import type { Store } from "../store/store.js";
+import { supersedeOrder } from "./order-end.js";
 import { planDeployment, planRemoval, planRollback } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";
 import { resolveRollback } from "./rollback-spec.js";
@@ -49,14 +48,8 @@ export async function supersedeStale(
   const removal = o.type === WorkOrderType.REMOVE_SERVICE;
   const stale = removal ? desiredHash !== "" : (o.desiredState?.specHash ?? "") !== desiredHash;
   if (!stale) return o;
-  const result = create(WorkOrderResultSchema, {
-    success: false,
-    code: "SUPERSEDED",
-    message: "replaced by an order for a newer desired state before any node claimed it",
-  });
   try {
-    const done = await deps.store.supersedeWorkOrder(o.id, result, now);
-    await recordSuperseded(deps.store, done, trace);
+    await supersedeOrder(deps.store, o, now, trace);
     deps.logger.info(
       { action: "work_order_superseded", result: "ok", tenant_id: o.target?.tenantId, node_id: o.target?.nodeId, work_order_id: o.id },
       "reconcile: stale pending order superseded",
@@ -66,22 +59,6 @@ export async function supersedeStale(
     if (isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE") return (await deps.store.getWorkOrder(o.id)) ?? o;
     throw e;
   }
-}
-
-/**
- * Records a superseded order (a newer desired state replaced it before any node claimed it): the
- * failure event and its deployment's phase. The target's record is not a failure: nothing ran.
- */
-async function recordSuperseded(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
-  const deploymentId = order.desiredState?.deploymentId ?? "";
-  const data = { code: order.result?.code ?? "", message: order.result?.message ?? "" };
-  await recordEvents(store, [orderEvent(order, "work_order_failed", trace, { data })]);
-  await updateDeployment(store, deploymentId, (d) => {
-    d.phase = DeploymentPhase.FAILED;
-    d.resultCode = data.code;
-    d.message = data.message;
-    d.finishedAt = order.finishedAt;
-  });
 }
 
 /**

@@ -21,7 +21,7 @@ import {
   type WorkOrderDesiredState,
 } from "../../gen/skipper/v1/work_order_pb.js";
 import type { RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
-import { SCHEMA_VERSION } from "../context.js";
+import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import { DeploySafetySchema, type DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import type { RenderedProject } from "./render-project.js";
 import { redact } from "../../common/logging/redact.js";

@@ -2,7 +2,7 @@
 // durable memory of what each node was last sent, what it runs and when to retry. Every reader
 // that must see them current and every writer goes through here, under one per-tenant lock:
 //   - a reconcile pass (reconciler.ts) reads them, plans, and writes the records it computed;
-//   - a finished order's outcome (dispatch/order-outcome.ts) is recorded on its target;
+//   - an order's end (order-end.ts, the owner of every end) is recorded on its target;
 //   - an ad-hoc rollback (dispatch/queue-order.ts) points its target at the new order.
 // How an outcome changes a record is the pure recordOutcome (target-outcome.ts).
 import { create, equals } from "@bufbuild/protobuf";

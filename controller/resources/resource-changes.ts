@@ -19,7 +19,8 @@ import {
 } from "../../gen/skipper/v1/resource_pb.js";
 import { controllerOnly, tenantOf, type ResourceType } from "../../common/resource-kinds.js";
 import type { Logger } from "../../common/logging/logger.js";
-import { SCHEMA_VERSION, type Trace } from "../context.js";
+import { SCHEMA_VERSION } from "../../common/schema-version.js";
+import type { Trace } from "../context.js";
 import { conflict, invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { recordEvents, type EventInput } from "../events/event-recorder.js";

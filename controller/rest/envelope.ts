@@ -9,6 +9,7 @@ import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
 import { errorCodeOf } from "../api-errors.js";
 import { isSkipperError } from "../errors.js";
 import type { RestRoute } from "./route-table.js";
+import { SCHEMA_VERSION } from "../../common/schema-version.js";
 
 /** The `error` member of an envelope. */
 export interface EnvelopeError {
@@ -19,7 +20,7 @@ export interface EnvelopeError {
 
 /** The JSON body of every REST response. */
 export interface Envelope {
-  schema_version: "v1";
+  schema_version: typeof SCHEMA_VERSION;
   request_id: string;
   correlation_id: string;
   data: JsonValue;
@@ -66,7 +67,7 @@ export function errorOf(e: unknown): { error: EnvelopeError; ids: Partial<TraceI
 /** A complete envelope. */
 export function envelope(ids: TraceIds, data: JsonValue, error: EnvelopeError | null, timestamp?: string): Envelope {
   return {
-    schema_version: "v1",
+    schema_version: SCHEMA_VERSION,
     request_id: ids.requestId,
     correlation_id: ids.correlationId,
     data: error ? null : data,

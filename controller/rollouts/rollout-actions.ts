@@ -1,6 +1,7 @@
-// Applies a rollout step's actions (rollout-step.ts, rollback-progress.ts) to the rollout record
-// and says which event each one is. Pure apart from mutating the record it is given: the owner
-// (rollout-records.ts) clones, applies, stores and records the events in one go.
+// Applies a rollout step's actions (rollout-step.ts; a rollback's, rollout-holds.ts
+// rollbackProgress) to the rollout record and says which event each one is. Pure apart from
+// mutating the record it is given: the owner (rollout-records.ts) clones, applies, stores and
+// records the events in one go.
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { type Rollout, type RolloutNode, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import type { RolloutEventType } from "../events/event-recorder.js";

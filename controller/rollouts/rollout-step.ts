@@ -43,7 +43,8 @@ export type RolloutAction =
   | { type: "wave-completed"; wave: number }
   | { type: "budget-exhausted"; failed: number; allowed: number; outcome: "pause" | "rollback" }
   | { type: "succeeded" }
-  // Bookkeeping of the wiring and of a rollback (rollback-progress.ts), not of the step:
+  // Bookkeeping of the wiring (reconcile/rollout-gate.ts) and of a rollback (rollout-holds.ts
+  // rollbackProgress), not of the step:
   | { type: "node-order"; nodeId: string; workOrderId: string }
   | { type: "node-rollback-issued"; nodeId: string; workOrderId: string }
   | { type: "node-rolled-back"; nodeId: string; reason: string }

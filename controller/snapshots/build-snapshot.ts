@@ -8,7 +8,7 @@ import { SnapshotSchema, StateDiffSchema, type Snapshot, type ResourceDiff, Reso
 import { redact } from "../../common/logging/redact.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
 import { publicSecret } from "../resources/secret-values.js";
-import { SCHEMA_VERSION } from "../context.js";
+import { SCHEMA_VERSION } from "../../common/schema-version.js";
 
 const JSON_OPTS = { useProtoFieldName: true } as const;
 // Kinds whose desired state an agent applies; other kinds are enforced by the controller itself.

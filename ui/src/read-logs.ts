@@ -4,7 +4,8 @@
 // node's agent reads its engine and reports the lines, capped, secret values blanked.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import { CLAIM_WITHIN_MS, waitForOrder } from "../../common/order-wait.js";
 import type { Api } from "./api.js";
 import { mergeContainerLogs, type ShownLine } from "./log-lines.js";
 
@@ -32,10 +33,11 @@ export interface LogsRequest {
   since: Date | undefined;
 }
 
-const FINISHED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
-const ASK_EVERY_MS = 250;
-/** How long a node has to answer before the order is cancelled and the node said not to answer. */
-export const ANSWER_WITHIN_MS = 60_000;
+/**
+ * How long a node has to take the order before it is cancelled and the node said not to answer
+ * (the rule the CLI shares, common/order-wait.ts: one a node took is waited for to its end).
+ */
+export const ANSWER_WITHIN_MS = CLAIM_WITHIN_MS;
 
 /** The nodes the tenant runs on, sorted, each with its liveness and the tenant's services there. */
 export async function logTargets(api: Api, tenantId: string): Promise<LogTarget[]> {
@@ -60,7 +62,7 @@ export async function logTargets(api: Api, tenantId: string): Promise<LogTarget[
 }
 
 /**
- * Queues a read_logs order (one attempt) and waits for its end. An order still unfinished after
+ * Queues a read_logs order (one attempt) and waits for its end. An order no node took within
  * ANSWER_WITHIN_MS, or when `signal` aborts, is cancelled so that it does not run later for nobody.
  * A refused call (a viewer's FORBIDDEN) throws the ConnectError.
  */
@@ -79,18 +81,12 @@ export async function readNodeLogs(api: Api, req: LogsRequest, signal: AbortSign
     },
     { signal },
   );
-  let order: WorkOrder = workOrder!;
-  const deadline = Date.now() + ANSWER_WITHIN_MS;
-  try {
-    while (!FINISHED.has(order.status)) {
-      if (Date.now() > deadline) return { kind: "no-answer", orderId: order.id };
-      await pause(ASK_EVERY_MS, signal);
-      order = (await api.orders.getWorkOrder({ id: order.id }, { signal })).workOrder!;
-    }
-  } finally {
-    if (!FINISHED.has(order.status))
-      void api.orders.cancelWorkOrder({ id: order.id, reason: "the dashboard stopped waiting for the logs" }).catch(() => {});
-  }
+  const { order, untaken } = await waitForOrder(api.orders, workOrder!, {
+    pause: (ms) => pause(ms, signal),
+    signal,
+    leaving: "the dashboard stopped waiting for the logs",
+  });
+  if (untaken !== undefined) return { kind: "no-answer", orderId: order.id };
   if (order.status !== WorkOrderStatus.SUCCESS)
     return { kind: "failed", code: order.result?.code || WorkOrderStatus[order.status] || "FAILED", message: order.result?.message ?? "" };
   const logs = order.result?.details?.logs ?? [];
