@@ -11,18 +11,17 @@
 // work-orders/{pending,running,finished}/<id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/,
 // idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
-import { create, equals } from "@bufbuild/protobuf";
 import { copyMessage, freezeMessage } from "../../common/message-copy.js";
-import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
 import type { WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
-import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
-import { WorkOrderSchema, WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
-import { conflict, invalid, notFound, SkipperError } from "../errors.js";
+import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { notFound, SkipperError } from "../errors.js";
 import type { ResourceType } from "../../common/ids.js";
 import { checkResourceType } from "../id-checks.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -36,7 +35,7 @@ import { loadDataDir } from "./load-data-dir.js";
 import { migrateLayout } from "./layout-migration.js";
 import * as codec from "./record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
-import { OrderSteps } from "./order-steps.js";
+import { checkNewWorkOrder, OrderSteps, workOrderExists } from "./order-steps.js";
 import type * as S from "./store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
@@ -44,7 +43,9 @@ import { makePrivate } from "./private-modes.js";
 import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
 import { summaryDue, writeSummary } from "./summary-file.js";
 import { WebhookFiles } from "./webhook-files.js";
-import { checkDuplicateResult, finished, isFinished, reportedBefore } from "./work-order-transitions.js";
+import { eventTimestamp, snapshotSlot } from "./record-checks.js";
+import { checkCreatable, newResourceRecord, resourceUpdate } from "./resource-writes.js";
+import { isFinished } from "./work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
@@ -226,15 +227,9 @@ export class FileStore extends OrderSteps implements S.Store {
     const path = this.paths.resource(type, resource.id);
     return this.write(`resource/${type}/${resource.id}`, async () => {
       const existing = this.resources.get(type, resource.id);
-      if (existing && !existing.deletion) {
-        throw conflict(`${type} ${resource.id} already exists`, { resource_type: type, resource_id: resource.id });
-      }
-      const stored = copyMessage(ResourceSchema, resource);
-      stored.metadata ??= create(MetadataSchema);
-      await this.publish((rev) => {
-        stored.metadata!.resourceVersion = rev;
-        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(freezeMessage(stored)));
-      });
+      checkCreatable(type, resource.id, existing && { deleted: existing.deletion !== undefined });
+      const stored = newResourceRecord(resource);
+      await this.storeResource(path, stored);
       return copyMessage(ResourceSchema, stored);
     });
   }
@@ -247,33 +242,17 @@ export class FileStore extends OrderSteps implements S.Store {
   ): Promise<Resource> {
     const path = this.paths.resource(checkResourceType(type), id);
     return this.write(`resource/${type}/${id}`, async () => {
-      const current = this.resources.get(type, id);
-      if (!current) throw notFound(type, id);
-      const currentVersion = current.metadata?.resourceVersion ?? "";
-      if (expectedVersion !== undefined && expectedVersion !== currentVersion) {
-        throw conflict(`${type} ${id} was modified: resource_version is ${currentVersion}, not ${expectedVersion}`, {
-          current_version: currentVersion,
-        });
-      }
-      // mutate works on a private copy. Returned unchanged (most heartbeats), that copy is the
-      // answer; changed, it is compared once and copied again before it is stored, since mutate
-      // may have put in it objects its caller still holds.
-      const draft = copyMessage(ResourceSchema, current);
-      const returned = mutate(draft);
-      const next = returned === draft ? draft : copyMessage(ResourceSchema, returned);
-      // Identity and creation time belong to the store, whatever mutate did to them.
-      next.id = current.id;
-      next.resourceType = current.resourceType;
-      next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
-      if (equals(ResourceSchema, next, current)) return next;
-      // What mutate put in its draft may be objects its caller still holds: the store keeps a copy of its own.
-      const stored = next === draft ? copyMessage(ResourceSchema, draft) : next;
-      stored.metadata ??= create(MetadataSchema);
-      await this.publish((rev) => {
-        stored.metadata!.resourceVersion = rev;
-        return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(freezeMessage(stored)));
-      });
-      return copyMessage(ResourceSchema, stored);
+      const update = resourceUpdate(type, id, this.resources.get(type, id), mutate, expectedVersion);
+      if (update.changed) await this.storeResource(path, update.resource);
+      return update.changed ? copyMessage(ResourceSchema, update.resource) : update.resource;
+    });
+  }
+
+  // Writes a resource with the next revision, then puts it in the index.
+  private storeResource(path: string, stored: Resource): Promise<void> {
+    return this.publish((rev) => {
+      stored.metadata!.resourceVersion = rev;
+      return this.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.resources.put(freezeMessage(stored)));
     });
   }
 
@@ -281,12 +260,9 @@ export class FileStore extends OrderSteps implements S.Store {
 
   async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
     const path = this.paths.workOrder("pending", workOrder.id);
-    if (workOrder.status !== WorkOrderStatus.PENDING) {
-      throw invalid("a new work order must have status PENDING", { field: "status" });
-    }
+    checkNewWorkOrder(workOrder);
     return this.write(`work-order/${workOrder.id}`, async () => {
-      if (this.orders.get(workOrder.id))
-        throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
+      if (this.orders.get(workOrder.id)) throw workOrderExists(workOrder.id);
       const stored = copyMessage(WorkOrderSchema, workOrder);
       await this.fs.writeFile(path, codec.encodeMessage(WorkOrderSchema, stored));
       this.orders.put(stored);
@@ -346,22 +322,6 @@ export class FileStore extends OrderSteps implements S.Store {
   async countWorkOrders(): Promise<S.WorkOrderCount[]> {
     this.ensureOpen();
     return this.orders.counts();
-  }
-
-  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
-    this.paths.workOrder("finished", id);
-    return this.write(`work-order/${id}`, async () => {
-      const current = await this.currentOrder(id);
-      if (isFinished(current)) {
-        checkDuplicateResult(current, fencingToken);
-        return { workOrder: copyMessage(WorkOrderSchema, current), duplicate: true };
-      }
-      // The same claim reporting again (its first answer was lost) while the order waits to retry.
-      if (reportedBefore(current, fencingToken)) return { workOrder: copyMessage(WorkOrderSchema, current), duplicate: true };
-      const next = finished(current, nodeId, result, now, fencingToken);
-      await this.moveOrder(current, next);
-      return { workOrder: copyMessage(WorkOrderSchema, next), duplicate: false };
-    });
   }
 
   // One state-machine step of an order under its lock, made durable.
@@ -439,8 +399,7 @@ export class FileStore extends OrderSteps implements S.Store {
   // --- events ----------------------------------------------------------------------------
 
   async appendEvent(event: Event): Promise<void> {
-    if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
-    const at = timestampDate(event.timestamp);
+    const at = timestampDate(eventTimestamp(event));
     const path = this.paths.event(at, event.id);
     await this.write(`event/${event.id}`, async () => {
       const day = await this.events.dayOf(at);
@@ -512,9 +471,8 @@ export class FileStore extends OrderSteps implements S.Store {
   }
 
   private snapshotSlot(scope: string, tenantId: string): { key: string; path: string } {
-    if (scope === "system") return { key: "system", path: this.paths.systemSnapshot() };
-    if (scope === "tenant") return { key: `tenant/${tenantId}`, path: this.paths.tenantSnapshot(tenantId) };
-    throw invalid(`snapshot scope must be "system" or "tenant": got ${JSON.stringify(scope.slice(0, 32))}`, { field: "scope" });
+    const key = snapshotSlot(scope, tenantId);
+    return { key, path: key === "system" ? this.paths.systemSnapshot() : this.paths.tenantSnapshot(tenantId) };
   }
 
   // --- idempotency -----------------------------------------------------------------------

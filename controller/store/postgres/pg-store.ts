@@ -19,15 +19,14 @@
 // Audit trail. An append takes an advisory lock of its own for its transaction, reads the last
 // row and inserts the next (audit-chain.ts), so entries are numbered and chained in one order
 // whichever controller writes them. The row keeps the entry's text as made (a text column).
-import { create, equals } from "@bufbuild/protobuf";
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
-import { timestampDate, timestampFromDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
 import pg from "pg";
 import type { AuditEntry } from "../../../gen/skipper/v1/audit_service_pb.js";
 import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
-import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { SnapshotSchema, type Snapshot } from "../../../gen/skipper/v1/snapshot_pb.js";
 import {
   WorkOrderSchema,
@@ -35,9 +34,8 @@ import {
   WorkOrderType,
   WorkOrderTypeSchema,
   type WorkOrder,
-  type WorkOrderResult,
 } from "../../../gen/skipper/v1/work_order_pb.js";
-import { conflict, invalid, isSkipperError, notFound, SkipperError } from "../../errors.js";
+import { isSkipperError, notFound, SkipperError } from "../../errors.js";
 import type { ResourceType } from "../../../common/ids.js";
 import { auditDay, auditTime, chainAuditEntry, readAuditLine, type AuditHead } from "../audit-chain.js";
 import { decodeNodeCertificate, encodeNodeCertificate, encodeSnapshot } from "../record-codec.js";
@@ -45,9 +43,10 @@ import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging
 import { summaryMessage } from "../order-summary.js";
 import { timestampKey } from "../sorted-index.js";
 import { eventDay } from "../store-paths.js";
-import { OrderSteps } from "../order-steps.js";
+import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
 import type * as S from "../store.js";
-import { checkDuplicateResult, finished, isFinished, reportedBefore } from "../work-order-transitions.js";
+import { eventTimestamp, snapshotSlot } from "../record-checks.js";
+import { checkCreatable, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
 import { migrate } from "./migrations.js";
 import { WebhookDeliveryState, type WebhookDelivery } from "../../../gen/skipper/v1/webhook_service_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -197,14 +196,13 @@ export class PostgresStore extends OrderSteps implements S.Store {
   async createResource(resource: Resource): Promise<Resource> {
     const type = checkType(resource.resourceType);
     checkId(resource.id, "resource_id");
-    const stored = copyMessage(ResourceSchema, resource);
-    stored.metadata ??= create(MetadataSchema);
+    const stored = newResourceRecord(resource);
     return this.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
       const existing = await c.query<{ deleted: boolean }>(
         "SELECT deleted FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE",
         [type, resource.id],
       );
-      if (existing.rows[0] && !existing.rows[0].deleted) throw exists(type, resource.id);
+      checkCreatable(type, resource.id, existing.rows[0]);
       const row = versioned(resourceColumns(stored, bodyOf(ResourceSchema, stored)));
       const { rows } = await c.query<{ version: string }>(
         `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${row.values})
@@ -213,7 +211,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
         row.args,
       );
       // Created meanwhile by another controller (the row did not exist when it was looked for).
-      if (!rows[0]) throw exists(type, resource.id);
+      if (!rows[0]) throw resourceExists(type, resource.id);
       stored.metadata!.resourceVersion = rows[0].version;
       return copyMessage(ResourceSchema, stored);
     });
@@ -232,30 +230,15 @@ export class PostgresStore extends OrderSteps implements S.Store {
         type,
         id,
       ]);
-      if (!rows[0]) throw notFound(type, id);
-      const current = messageOf(ResourceSchema, rows[0].body);
-      const currentVersion = current.metadata?.resourceVersion ?? "";
-      if (expectedVersion !== undefined && expectedVersion !== currentVersion) {
-        throw conflict(`${type} ${id} was modified: resource_version is ${currentVersion}, not ${expectedVersion}`, {
-          current_version: currentVersion,
-        });
-      }
-      // As in the file store: mutate gets a private copy; what it returns is copied again.
-      const draft = copyMessage(ResourceSchema, current);
-      const returned = mutate(draft);
-      if (returned === draft && equals(ResourceSchema, draft, current)) return draft;
-      const next = copyMessage(ResourceSchema, returned);
-      next.id = current.id;
-      next.resourceType = current.resourceType;
-      next.createdAt = current.createdAt && copyMessage(TimestampSchema, current.createdAt);
-      if (equals(ResourceSchema, next, current)) return next;
-      next.metadata ??= create(MetadataSchema);
+      const current = rows[0] && messageOf(ResourceSchema, rows[0].body);
+      const { resource: next, changed } = resourceUpdate(type, id, current, mutate, expectedVersion);
+      if (!changed) return next;
       const row = versioned(resourceColumns(next, bodyOf(ResourceSchema, next)));
       const updated = await c.query<{ version: string }>(
         `UPDATE resources SET (${RESOURCE_COLUMNS}) = (${row.values}) WHERE resource_type = $1 AND id = $2 RETURNING version`,
         row.args,
       );
-      next.metadata.resourceVersion = updated.rows[0]!.version;
+      next.metadata!.resourceVersion = updated.rows[0]!.version;
       return copyMessage(ResourceSchema, next);
     });
   }
@@ -264,17 +247,14 @@ export class PostgresStore extends OrderSteps implements S.Store {
 
   async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
     checkId(workOrder.id, "work_order_id");
-    if (workOrder.status !== WorkOrderStatus.PENDING) {
-      throw invalid("a new work order must have status PENDING", { field: "status" });
-    }
+    checkNewWorkOrder(workOrder);
     const stored = copyMessage(WorkOrderSchema, workOrder);
     const cols = orderColumns(stored, bodyOf(WorkOrderSchema, stored));
     const { rowCount } = await this.query(
       `INSERT INTO work_orders (${ORDER_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (id) DO NOTHING`,
       cols,
     );
-    if (rowCount !== 1)
-      throw conflict(`work order ${workOrder.id} already exists`, { resource_type: "work_order", resource_id: workOrder.id });
+    if (rowCount !== 1) throw workOrderExists(workOrder.id);
     return copyMessage(WorkOrderSchema, stored);
   }
 
@@ -349,21 +329,6 @@ export class PostgresStore extends OrderSteps implements S.Store {
     return [...byKey.values()];
   }
 
-  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<S.FinishOutcome> {
-    let duplicate = false;
-    const workOrder = await this.transition(id, (current) => {
-      duplicate = true;
-      if (isFinished(current)) {
-        checkDuplicateResult(current, fencingToken);
-        return current;
-      }
-      if (reportedBefore(current, fencingToken)) return current;
-      duplicate = false;
-      return finished(current, nodeId, result, now, fencingToken);
-    });
-    return { workOrder, duplicate };
-  }
-
   // One state-machine step, written only if the row is still as it was read (its xmin, the
   // transaction that wrote it, is unchanged); else read again and step again. Two round trips
   // and no transaction of our own: each statement commits alone. Of concurrent steps on one
@@ -390,7 +355,7 @@ export class PostgresStore extends OrderSteps implements S.Store {
   // --- events ----------------------------------------------------------------------------
 
   async appendEvent(event: Event): Promise<void> {
-    if (!event.timestamp) throw invalid("event timestamp is required", { field: "timestamp" });
+    eventTimestamp(event);
     checkId(event.id, "event_id");
     const cols = eventColumns(event, bodyOf(EventSchema, event));
     await this.query(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (day, id) DO NOTHING`, cols);
@@ -867,19 +832,6 @@ function setAll(columns: string): string {
     .split(", ")
     .map((c) => `${c} = EXCLUDED.${c}`)
     .join(", ");
-}
-
-function exists(type: string, id: string): SkipperError {
-  return conflict(`${type} ${id} already exists`, { resource_type: type, resource_id: id });
-}
-
-function snapshotSlot(scope: string, tenantId: string): string {
-  if (scope === "system") return "system";
-  if (scope === "tenant") {
-    checkId(tenantId, "tenant_id");
-    return `tenant/${tenantId}`;
-  }
-  throw invalid(`snapshot scope must be "system" or "tenant": got ${JSON.stringify(scope.slice(0, 32))}`, { field: "scope" });
 }
 
 // Errors of the store's own making pass through; the database's become INTERNAL_ERROR with the
