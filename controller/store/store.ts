@@ -1,6 +1,6 @@
 // The Store interface: everything the controller persists goes through it, in facets (resources,
 // work orders, events, snapshots, audit, idempotency, credentials, webhooks) composed into
-// `Store`. The file store (file-store.ts) is the embedded default; the PostgreSQL store (postgres/)
+// `Store`. The file store (file/) is the embedded default; the PostgreSQL store (postgres/)
 // implements the same interface; both pass the same conformance suite (test/store-conformance.ts).
 // How controllers sharing a store coordinate is apart from it: coordination.ts.
 //

@@ -41,8 +41,8 @@ import { auditDay, auditTime, chainAuditEntry, readAuditLine, type AuditHead } f
 import { decodeNodeCertificate, encodeNodeCertificate, encodeSnapshot } from "../record-codec.js";
 import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging.js";
 import { summaryMessage } from "../order-summary.js";
-import { timestampKey } from "../sorted-index.js";
-import { eventDay } from "../store-paths.js";
+import { timestampKey } from "../record-keys.js";
+import { eventDay } from "../record-keys.js";
 import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
 import type * as S from "../store.js";
 import { eventTimestamp, snapshotSlot } from "../record-checks.js";

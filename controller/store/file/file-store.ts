@@ -11,20 +11,20 @@
 // work-orders/{pending,running,finished}/<id>.json, events/YYYY-MM-DD/<ts>-<id>.json, snapshots/,
 // idempotency/, auth/, audit/YYYY-MM-DD.jsonl (the audit trail: audit-segments.ts), logs/, .lock.
 import { readFile, rm } from "node:fs/promises";
-import { copyMessage, freezeMessage } from "../../common/message-copy.js";
+import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { ApiKeySchema } from "../../gen/skipper/v1/access_pb.js";
-import { EnrollmentTokenSchema } from "../../gen/skipper/v1/enrollment_service_pb.js";
-import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
-import type { WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
-import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
-import { DeploymentPhase, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { SnapshotSchema, type Snapshot } from "../../gen/skipper/v1/snapshot_pb.js";
-import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { notFound, SkipperError } from "../errors.js";
-import type { ResourceType } from "../../common/ids.js";
-import { checkResourceType } from "../id-checks.js";
-import { KeyedLock } from "../keyed-lock.js";
+import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
+import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
+import type { AuditEntry } from "../../../gen/skipper/v1/audit_service_pb.js";
+import type { WebhookDelivery } from "../../../gen/skipper/v1/webhook_service_pb.js";
+import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
+import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { SnapshotSchema, type Snapshot } from "../../../gen/skipper/v1/snapshot_pb.js";
+import { WorkOrderSchema, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
+import { notFound, SkipperError } from "../../errors.js";
+import type { ResourceType } from "../../../common/ids.js";
+import { checkResourceType } from "../../id-checks.js";
+import { KeyedLock } from "../../keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import { oldestFirst } from "./oldest-first.js";
 import { AuditSegments } from "./audit-segments.js";
@@ -33,19 +33,20 @@ import { EventLog } from "./event-log.js";
 import { RecordReader } from "./quarantine.js";
 import { loadDataDir } from "./load-data-dir.js";
 import { migrateLayout } from "./layout-migration.js";
-import * as codec from "./record-codec.js";
+import * as codec from "../record-codec.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
-import { checkNewWorkOrder, OrderSteps, workOrderExists } from "./order-steps.js";
-import type * as S from "./store.js";
+import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
+import type * as S from "../store.js";
 import { LAYOUT, StorePaths } from "./store-paths.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
 import { makePrivate } from "./private-modes.js";
-import { isOrderSummary, ORDER_SUMMARY_ROWS, summarise, summaryMessage } from "./order-summary.js";
+import { isOrderSummary, summarise, summaryMessage } from "../order-summary.js";
+import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { summaryDue, writeSummary } from "./summary-file.js";
 import { WebhookFiles } from "./webhook-files.js";
-import { eventTimestamp, snapshotSlot } from "./record-checks.js";
-import { checkCreatable, newResourceRecord, resourceUpdate } from "./resource-writes.js";
-import { isFinished } from "./work-order-transitions.js";
+import { eventTimestamp, snapshotSlot } from "../record-checks.js";
+import { checkCreatable, newResourceRecord, resourceUpdate } from "../resource-writes.js";
+import { isFinished } from "../work-order-transitions.js";
 
 export interface FileStoreOptions {
   /** Called for repairs made at open (temp files removed, files quarantined, duplicates resolved). */
