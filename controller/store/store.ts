@@ -431,3 +431,10 @@ export interface Store
     IdempotencyStore,
     CredentialStore,
     WebhookStore {}
+
+/** A Store method's name (every member but `backend`). */
+export type StoreMethod = Exclude<keyof Store, "backend">;
+/** The arguments of a Store method, for a backend that hands the call on to one of its facets. */
+export type StoreArgs<K extends StoreMethod> = Parameters<Store[K]>;
+/** The result of a Store method (see StoreArgs). */
+export type StoreResult<K extends StoreMethod> = ReturnType<Store[K]>;
