@@ -27,7 +27,7 @@ import { build } from "../controller/server.js";
 import { serve } from "../controller/listener.js";
 import { createLogger } from "../common/logging/logger.js";
 import { ensureTlsMaterial } from "../controller/tls/tls-material.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import type { Store } from "../controller/store/store.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { percentile } from "./measure.js";

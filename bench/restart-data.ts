@@ -12,7 +12,7 @@ import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js"
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderSchema } from "../gen/skipper/v1/work_order_pb.js";
 import { encodeMessage, encodeSnapshot } from "../controller/store/record-codec.js";
-import { StorePaths } from "../controller/store/store-paths.js";
+import { StorePaths } from "../controller/store/file/store-paths.js";
 
 export interface HistoryShape {
   resources: number;

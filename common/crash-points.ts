@@ -7,11 +7,11 @@ import { writeSync } from "node:fs";
 
 /** Every crash point, in the order a write or an order passes them. */
 export const CRASH_POINTS = [
-  // store (controller/store/atomic-write.ts)
+  // store (controller/store/file/atomic-write.ts)
   "store.after-log-append", // the write's operation appended to the write-ahead log and synced, its record file not yet written
   "store.after-write", // temp file written (fsynced when written directly), not yet renamed over the record
   "store.after-rename", // renamed over the record, not yet acknowledged (directly written: its directory not yet fsynced)
-  // store open (controller/store/layout-migration.ts)
+  // store open (controller/store/file/layout-migration.ts)
   "store.after-layout-move", // a layout-1 resource directory or file renamed to its layout-2 place, not yet fsynced
   // order path (controller)
   "reconcile.after-deployment", // a deploy's deployment record stored, its work order not yet

@@ -19,7 +19,7 @@ import type { CredentialEnds } from "./auth/credential-ends.js";
 import type { ReconcileQueue } from "./reconcile/triggers.js";
 import type { Coordination } from "./store/coordination.js";
 import { MAX_MESSAGE_BYTES } from "./store/postgres/pg-coordination.js";
-import type { Store } from "./store/store.js";
+import type { WorkOrderStore } from "./store/store.js";
 
 // Heartbeats wait this long to share a message: thousands arrive each second, and liveness is
 // judged in seconds.
@@ -114,7 +114,7 @@ function traceFrom(t: unknown): Trace | undefined {
 }
 
 /** Relays the feed's notices to the other controllers, and theirs to the watches held here. */
-export function relayOrders(coordination: Coordination, feed: OrderFeed, store: Store): void {
+export function relayOrders(coordination: Coordination, feed: OrderFeed, store: WorkOrderStore): void {
   const out = new Batcher<{ id: string; node: string }>(coordination, "order");
   feed.relay = (o: WorkOrder) => out.push({ id: o.id, node: o.target?.nodeId ?? "" });
   coordination.subscribe("order", (message) => {

@@ -29,7 +29,7 @@ import { auditSigner } from "./audit/audit-signer.js";
 import type { PemPair } from "./tls/certificate-issuer.js";
 import { SecretKeyRing } from "./tls/secret-key-ring.js";
 import type { Store } from "./store/store.js";
-import { FileStore } from "./store/file-store.js";
+import { FileStore } from "./store/file/file-store.js";
 import { sharedLock, soleCoordination, type Coordination } from "./store/coordination.js";
 import { leaderQueue, relayCredentialEnds, relayHeartbeats, relayOrders } from "./cluster.js";
 import { CredentialEnds } from "./auth/credential-ends.js";

@@ -25,7 +25,7 @@ import { tenantAccess } from "../controller/auth/tenant-access.js";
 import { isSkipperError } from "../controller/errors.js";
 import { auditService } from "../controller/services/audit-service.js";
 import { auditHash } from "../controller/store/audit-chain.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { PostgresStore } from "../controller/store/postgres/pg-store.js";
 import type { Store } from "../controller/store/store.js";
 import { createCa, issueServerCert } from "../controller/tls/certificate-issuer.js";

@@ -17,8 +17,8 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
-import { lastPerPath, readSegments, type LogOp } from "../controller/store/write-ahead-log.js";
+import { FileStore } from "../controller/store/file/file-store.js";
+import { lastPerPath, readSegments, type LogOp } from "../controller/store/file/write-ahead-log.js";
 import { allFiles, crashAt, crashOf, halfWritten } from "./helpers/crash.js";
 import { startControllerProcess, stopProcess, type ControllerProcess } from "./helpers/processes.js";
 

@@ -13,7 +13,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { EventSchema } from "../gen/skipper/v1/event_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { res } from "./helpers/resources.js";
 import { waitFor } from "./helpers/processes.js";

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "rolldown";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
 
 const CHILD_SOURCE = fileURLToPath(new URL("./fixtures/store/crash-writer.ts", import.meta.url));

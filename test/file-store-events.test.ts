@@ -1,4 +1,4 @@
-// The file store's event log (controller/store/event-log.ts, event-day.ts): open() reads no event
+// The file store's event log (controller/store/file/event-log.ts, event-day.ts): open() reads no event
 // and no day; a day is read from its summary file and file names when first needed, and an
 // event's body from its file when it is listed. The summary is only a cache checked against the
 // directory, so a crash between an event's write and its day's summary can neither lose nor hide
@@ -10,9 +10,9 @@ import { dirname, join } from "node:path";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
-import { StorePaths } from "../controller/store/store-paths.js";
-import { SUMMARY_FILE } from "../controller/store/summary-file.js";
+import { FileStore } from "../controller/store/file/file-store.js";
+import { StorePaths } from "../controller/store/file/store-paths.js";
+import { SUMMARY_FILE } from "../controller/store/file/summary-file.js";
 import { event, json } from "./store-conformance.js";
 
 const DAY = 86_400_000;

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RESOURCE_TYPES, type ResourceType } from "../common/ids.js";
 import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema } from "../gen/skipper/v1/work_order_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { encodeMessage } from "../controller/store/record-codec.js";
 import { allFiles } from "./helpers/crash.js";
 import { everyType, PLURAL_DIRS, resource, writeOldLayout, writeRecord } from "./helpers/old-layout.js";

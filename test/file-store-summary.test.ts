@@ -1,4 +1,4 @@
-// The finished work orders' summary file (controller/store/summary-file.ts): open() indexes
+// The finished work orders' summary file (controller/store/file/summary-file.ts): open() indexes
 // finished orders from it instead of reading each one, and the summary is only a cache checked
 // against the directory, so a crash between an order's write and the summary's write can
 // neither lose nor hide an order.
@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WorkOrderResultSchema, WorkOrderSchema, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { FileStore } from "../controller/store/file-store.js";
-import { DurableFs } from "../controller/store/atomic-write.js";
-import { loadSummarised, summaryDue, SUMMARY_FILE, writeSummary } from "../controller/store/summary-file.js";
+import { FileStore } from "../controller/store/file/file-store.js";
+import { DurableFs } from "../controller/store/file/atomic-write.js";
+import { loadSummarised, summaryDue, SUMMARY_FILE, writeSummary } from "../controller/store/file/summary-file.js";
 import { json, order } from "./store-conformance.js";
 
 const T0 = Date.parse("2026-11-01T00:00:00Z");

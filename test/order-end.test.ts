@@ -14,7 +14,7 @@ import { planDeployment } from "../controller/reconcile/plan-deployment.js";
 import type { RenderedProject } from "../controller/reconcile/render-project.js";
 import { TargetRecords, tenantStatusOf } from "../controller/reconcile/target-records.js";
 import { SnapshotWriter } from "../controller/snapshots/snapshot-writer.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { ComposeProjectSchema, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { tenant } from "./store-conformance.js";

@@ -20,7 +20,7 @@ import { renderProject, type RenderInput } from "../controller/reconcile/render-
 import { desiredForTenant, volumesToDelete } from "../controller/reconcile/desired-targets.js";
 import { recordOutcome } from "../controller/reconcile/target-outcome.js";
 import { NodeCache } from "../controller/reconcile/node-cache.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -9,7 +9,7 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Snapshot } from "../gen/skipper/v1/snapshot_pb.js";
 import { SnapshotWriter } from "../controller/snapshots/snapshot-writer.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { tenant } from "./store-conformance.js";
 
 const log = pino({ level: "silent" });

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Resource, ResourceStatusSchema, TargetStatusSchema } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { TargetRecords, tenantStatusOf } from "../controller/reconcile/target-records.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { tenant } from "./store-conformance.js";
 
 const TENANT = "t-batch";

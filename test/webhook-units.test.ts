@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WebhookDeliveryState } from "../gen/skipper/v1/webhook_service_pb.js";
 import { createLogger } from "../common/logging/logger.js";
 import { recordEvents } from "../controller/events/event-recorder.js";
-import { FileStore } from "../controller/store/file-store.js";
+import { FileStore } from "../controller/store/file/file-store.js";
 import { PostgresStore } from "../controller/store/postgres/pg-store.js";
 import type { Store } from "../controller/store/store.js";
 import { freshDatabase, pgUrl } from "./helpers/postgres.js";

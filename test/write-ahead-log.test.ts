@@ -1,11 +1,11 @@
-// The file store's write-ahead log (controller/store/write-ahead-log.ts) through DurableFs:
+// The file store's write-ahead log (controller/store/file/write-ahead-log.ts) through DurableFs:
 // concurrent writes share the log's fsyncs, a stop that did not checkpoint is replayed (the last
 // operation per path), a torn tail is dropped, and full segments are checkpointed away.
 import { mkdtemp, open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { DurableFs } from "../controller/store/atomic-write.js";
+import { DurableFs } from "../controller/store/file/atomic-write.js";
 
 const dirs: string[] = [];
 afterEach(async () => {

@@ -9,7 +9,7 @@ import { conflict, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import type { KeyedLock } from "../keyed-lock.js";
 import { parseLabelSelector } from "../store/label-selector.js";
-import type { ApiKeyRecord, Store } from "../store/store.js";
+import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { hashToken } from "./tokens.js";
 
@@ -22,7 +22,7 @@ export const MAX_GRACE_MS = 30 * DAY_MS;
 const LOCK = "api-keys";
 
 export interface ApiKeyDeps {
-  store: Store;
+  store: CredentialStore;
   locks: Pick<KeyedLock, "run">;
   now: () => Date;
 }
@@ -123,7 +123,7 @@ function shown(key: ApiKey, at: Date): ApiKey {
   return k;
 }
 
-async function existing(store: Store, id: string): Promise<ApiKeyRecord> {
+async function existing(store: CredentialStore, id: string): Promise<ApiKeyRecord> {
   const r = await store.getApiKey(id);
   if (!r) throw notFound("api_key", id, `API key ${id} not found`);
   return r;

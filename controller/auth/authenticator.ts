@@ -5,7 +5,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { unauthorized } from "../errors.js";
 import type { PeerCertificate, Principal } from "../context.js";
-import type { ApiKeyRecord, Store } from "../store/store.js";
+import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { isValidId } from "../../common/ids.js";
@@ -22,7 +22,7 @@ export interface Authenticator {
 }
 
 export interface AuthenticatorOptions {
-  store: Store;
+  store: CredentialStore;
   /** The admin token's hash when it is fixed by configuration; otherwise the store's is read. */
   fixedAdminHash?: string;
   now: () => Date;
@@ -79,7 +79,7 @@ function apiKeyPrincipal(record: ApiKeyRecord | undefined, text: string, at: Dat
 }
 
 /** The node a client certificate belongs to, when the certificate is one the node still holds. */
-async function certificatePrincipal(store: Store, peer: PeerCertificate, at: Date): Promise<Principal> {
+async function certificatePrincipal(store: CredentialStore, peer: PeerCertificate, at: Date): Promise<Principal> {
   if (peer.error !== undefined) {
     const expired = peer.error === "CERT_HAS_EXPIRED";
     throw unauthorized(
@@ -109,7 +109,7 @@ export { hashToken };
  * node still holds it unexpired; for a bearer token, the token is still the node's (not rotated).
  * Asked when a certificate is presented, and again by a stream admitted a while ago.
  */
-export async function nodeCredentialHolds(store: Pick<Store, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
+export async function nodeCredentialHolds(store: Pick<CredentialStore, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
   if (p.kind !== "node") return true;
   const cred = await store.getLiveNodeCredential(p.nodeId);
   if (!cred) return false;
@@ -128,7 +128,11 @@ export async function nodeCredentialHolds(store: Pick<Store, "getLiveNodeCredent
  * not expired and the secret it presented is still its own (the previous one only in its grace
  * period). The admin token is not asked again here.
  */
-export async function credentialHolds(store: Pick<Store, "getLiveNodeCredential" | "getApiKey">, p: Principal, at: Date): Promise<boolean> {
+export async function credentialHolds(
+  store: Pick<CredentialStore, "getLiveNodeCredential" | "getApiKey">,
+  p: Principal,
+  at: Date,
+): Promise<boolean> {
   if (p.kind === "node") return nodeCredentialHolds(store, p, at);
   if (p.kind !== "api_key") return true;
   const record = await store.getApiKey(p.keyId);

@@ -5,7 +5,7 @@ import { create, type JsonObject } from "@bufbuild/protobuf";
 import { TimestampSchema, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4, v5 as uuidv5 } from "uuid";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
-import type { Store } from "../store/store.js";
+import type { EventStore } from "../store/store.js";
 import { redact } from "../../common/logging/redact.js";
 import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import type { Actor } from "../../gen/skipper/v1/access_pb.js";
@@ -122,7 +122,7 @@ function nextEventTime(): Timestamp {
 }
 
 /** Records events durably, in parallel. */
-export async function recordEvents(store: Store, inputs: EventInput[]): Promise<Event[]> {
+export async function recordEvents(store: EventStore, inputs: EventInput[]): Promise<Event[]> {
   const events = inputs.map(buildEvent);
   await Promise.all(events.map((e) => store.appendEvent(e)));
   return events;

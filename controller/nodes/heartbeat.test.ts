@@ -9,7 +9,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { HeartbeatRequestSchema, NodeService, type HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
 import { NodeLiveness, ResourceSchema, type NodeStatus } from "../../gen/skipper/v1/resource_pb.js";
-import { FileStore } from "../store/file-store.js";
+import { FileStore } from "../store/file/file-store.js";
 import { HeartbeatRecorder } from "./heartbeat.js";
 import { startInMemory, type InMemoryController } from "../../test/helpers/in-memory-controller.js";
 import { rpcError } from "../../test/helpers/errors.js";

@@ -9,7 +9,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { createLogger } from "../../common/logging/logger.js";
-import { FileStore } from "../store/file-store.js";
+import { FileStore } from "../store/file/file-store.js";
 import { LivenessMonitor } from "./node-liveness.js";
 
 const NOW = new Date("2026-11-23T10:00:00Z");

@@ -8,7 +8,7 @@ import { create } from "@bufbuild/protobuf";
 import { ConvergenceStatus, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import { createLogger } from "../../common/logging/logger.js";
-import { FileStore } from "../store/file-store.js";
+import { FileStore } from "../store/file/file-store.js";
 import type { GetOptions } from "../store/store.js";
 import { Reconciler } from "./reconciler.js";
 import { RolloutRecords } from "../rollouts/rollout-records.js";

@@ -15,7 +15,7 @@ import { AuditEntrySchema, type AuditEntry } from "../../gen/skipper/v1/audit_se
 import { canonicalJson, sha256 } from "../canonical-json.js";
 import { invalid } from "../errors.js";
 import type { AuditDraft } from "./store.js";
-import { eventDay } from "./store-paths.js";
+import { eventDay } from "./record-keys.js";
 
 /** A stored entry may be at most this long: one call's names and ids, never a request body. */
 export const MAX_AUDIT_TEXT = 16 * 1024;

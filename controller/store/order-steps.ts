@@ -1,11 +1,35 @@
 // The Store's work-order steps that are each one function of the state machine
 // (work-order-transitions.ts), for every backend: a backend supplies `transition`, which runs one
 // step on one order atomically and durably (the file store under the order's lock, PostgreSQL as
-// a compare-and-set on its row), and inherits these. finishWorkOrder is not here: its duplicate
-// handling differs per backend.
-import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
+// a compare-and-set on its row), and inherits these; and the checks of a new order both make.
+import { WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
+import { conflict, invalid, type SkipperError } from "../errors.js";
 import { checkId } from "../id-checks.js";
-import { cancelled, claimed, leaseExpired, renewed, retryReleased, superseded } from "./work-order-transitions.js";
+import type { FinishOutcome } from "./store.js";
+import {
+  cancelled,
+  checkDuplicateResult,
+  claimed,
+  finished,
+  isFinished,
+  leaseExpired,
+  renewed,
+  reportedBefore,
+  retryReleased,
+  superseded,
+} from "./work-order-transitions.js";
+
+/** INVALID_REQUEST unless `workOrder` may be created: a new order is pending. */
+export function checkNewWorkOrder(workOrder: WorkOrder): void {
+  if (workOrder.status !== WorkOrderStatus.PENDING) {
+    throw invalid("a new work order must have status PENDING", { field: "status" });
+  }
+}
+
+/** CONFLICT: an order with this id is stored already. */
+export function workOrderExists(id: string): SkipperError {
+  return conflict(`work order ${id} already exists`, { resource_type: "work_order", resource_id: id });
+}
 
 export abstract class OrderSteps {
   /** Runs `step` on the stored order `id` (RESOURCE_NOT_FOUND when absent); an unchanged result writes nothing. */
@@ -34,5 +58,22 @@ export abstract class OrderSteps {
 
   async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
     return this.transition(id, (current) => superseded(current, result, now));
+  }
+
+  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome> {
+    // Set by the step that ran last (a backend may run it again on a fresh read).
+    let duplicate = false;
+    const workOrder = await this.transition(id, (current) => {
+      duplicate = true;
+      if (isFinished(current)) {
+        checkDuplicateResult(current, fencingToken);
+        return current;
+      }
+      // The same claim reporting again (its first answer was lost) while the order waits to retry.
+      if (reportedBefore(current, fencingToken)) return current;
+      duplicate = false;
+      return finished(current, nodeId, result, now, fencingToken);
+    });
+    return { workOrder, duplicate };
   }
 }

@@ -1,9 +1,8 @@
-// Paging over a SortedIndex. The page token is opaque to clients: base64url of a listing tag and
+// Paging of every listing, in both backends. The page token is opaque to clients: base64url of a listing tag and
 // the sort key of the last item returned, so the next page resumes right after it even when
 // items were added in between. A token from another listing, or garbage, is INVALID_REQUEST.
 import { invalid } from "../errors.js";
-import type { Page, PageRequest } from "./store.js";
-import type { SortedIndex } from "./sorted-index.js";
+import type { PageRequest } from "./store.js";
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1000;
@@ -39,37 +38,4 @@ export function decodePageToken(tag: string, token: string | undefined, keyPatte
  */
 export function pageTag(tag: string, req: PageRequest): string {
   return req.newestFirst ? `${tag}-desc` : tag;
-}
-
-/**
- * Reads one page of `index` in key order (descending with req.newestFirst): entries past the
- * token (and from `from`, before `before`, when given) that pass `match`, mapped through `out`.
- * Looks one match ahead so the last page has no token.
- */
-export function readPage<T, R>(
-  index: SortedIndex<T>,
-  tag: string,
-  req: PageRequest,
-  keyPattern: RegExp,
-  match: (v: T) => boolean,
-  out: (v: T) => R,
-  from?: string,
-  before?: string,
-): Page<R> {
-  const size = pageSizeOf(req);
-  const pageTagged = pageTag(tag, req);
-  const resume = decodePageToken(pageTagged, req.pageToken, keyPattern);
-  const entries = req.newestFirst
-    ? index.entriesDescending(resume !== undefined && (before === undefined || resume < before) ? resume : before)
-    : index.entries({ after: resume, from });
-  const items: R[] = [];
-  let lastKey = "";
-  for (const [key, value] of entries) {
-    if (req.newestFirst ? from !== undefined && key < from : before !== undefined && key >= before) break;
-    if (!match(value)) continue;
-    if (items.length === size) return { items, nextPageToken: encodePageToken(pageTagged, lastKey) };
-    items.push(out(value));
-    lastKey = key;
-  }
-  return { items, nextPageToken: "" };
 }

@@ -1,6 +1,8 @@
-// The Store interface: everything the controller persists goes through it. The file store
-// (file-store.ts) is the embedded default; a PostgreSQL store will implement the same interface
-// and must pass the same conformance suite (test/store-conformance.ts).
+// The Store interface: everything the controller persists goes through it, in facets (resources,
+// work orders, events, snapshots, audit, idempotency, credentials, webhooks) composed into
+// `Store`. The file store (file/) is the embedded default; the PostgreSQL store (postgres/)
+// implements the same interface; both pass the same conformance suite (test/store-conformance.ts).
+// How controllers sharing a store coordinate is apart from it: coordination.ts.
 //
 // Contract for every backend:
 // - Objects are the generated contract messages (Resource, WorkOrder, Event, Snapshot).
@@ -200,7 +202,8 @@ export interface FinishOutcome {
   duplicate: boolean;
 }
 
-export interface Store {
+/** Which backend this is, and opening and closing it. */
+export interface StoreLifecycle {
   /** Backend name reported by the health check, e.g. "file". */
   readonly backend: string;
 
@@ -208,8 +211,10 @@ export interface Store {
   open(): Promise<void>;
   /** Flushes and releases the store (locks, handles). Idempotent. */
   close(): Promise<void>;
+}
 
-  // --- resources -------------------------------------------------------------------------
+/** Resources: versioned records with tombstones, listed by type and id. */
+export interface ResourceStore {
   /** The resource, or undefined; a deleted one (tombstone) only with includeDeleted. */
   getResource(type: ResourceType, id: string, options?: GetOptions): Promise<Resource | undefined>;
   /** True when the resource exists and is not deleted (cheaper than reading it: every node call asks). */
@@ -239,8 +244,16 @@ export interface Store {
    * touch a deleted resource check `deletion` in mutate.
    */
   updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource>;
+  /**
+   * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
+   * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
+   * holding the store's highest revision (the revision resumes from it). Returns how many.
+   */
+  pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
+}
 
-  // --- work orders -----------------------------------------------------------------------
+/** Work orders and the steps of their state machine (work-order-transitions.ts). */
+export interface WorkOrderStore {
   /** Stores a new pending work order. Throws CONFLICT when the id exists. */
   createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder>;
   getWorkOrder(id: string): Promise<WorkOrder | undefined>;
@@ -252,12 +265,6 @@ export interface Store {
    * listings; returns how many. Safe to repeat; other orders are never touched.
    */
   pruneWorkOrders(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
-  /**
-   * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
-   * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
-   * holding the store's highest revision (the revision resumes from it). Returns how many.
-   */
-  pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
   /** The oldest pending work order targeted at `nodeId`, or undefined. */
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */
@@ -305,8 +312,10 @@ export interface Store {
    * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.
    */
   supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
+}
 
-  // --- events (append-only) ----------------------------------------------------------------
+/** Events, append-only. */
+export interface EventStore {
   /**
    * Appends an event; appending one again (the same id on the same UTC day of its timestamp) is
    * a no-op. A caller that may replay an event gives it a fixed id and the same timestamp.
@@ -319,13 +328,17 @@ export interface Store {
    * many. Safe to repeat; events recorded meanwhile with a newer timestamp are untouched.
    */
   pruneEvents(before: Date): Promise<number>;
+}
 
-  // --- snapshots -------------------------------------------------------------------------
+/** The latest snapshot of each scope. */
+export interface SnapshotStore {
   /** Replaces the latest snapshot of its scope ("system", or "tenant" with tenant_id). */
   putSnapshot(snapshot: Snapshot): Promise<void>;
   getLatestSnapshot(scope: "system" | "tenant", tenantId?: string): Promise<Snapshot | undefined>;
+}
 
-  // --- audit trail (append-only, hash-chained: audit-chain.ts, docs/audit.md) --------------
+/** The audit trail: append-only, hash-chained (audit-chain.ts, docs/audit.md). */
+export interface AuditStore {
   /**
    * Appends an entry: numbers it after the last one and chains it to that one's hash, atomically
    * across every controller on the store. Its time is the draft's, or the last entry's when that
@@ -342,13 +355,17 @@ export interface Store {
    * day of the last entry (numbering and the chain go on from it); returns how many entries.
    */
   pruneAuditEntries(before: Date): Promise<number>;
+}
 
-  // --- idempotency -----------------------------------------------------------------------
+/** Stored responses of idempotent requests. */
+export interface IdempotencyStore {
   /** The unexpired record for `key`, or undefined (expired records are treated as absent). */
   getIdempotencyRecord(key: string, now: Date): Promise<IdempotencyRecord | undefined>;
   putIdempotencyRecord(record: IdempotencyRecord): Promise<void>;
+}
 
-  // --- credentials -----------------------------------------------------------------------
+/** Credentials: node tokens and certificates, the admin token, API keys, enrollment tokens (hashes only). */
+export interface CredentialStore {
   getNodeCredential(nodeId: string): Promise<NodeCredential | undefined>;
   /**
    * The node's credential while its node resource exists (not deleted), else undefined: what the
@@ -369,8 +386,10 @@ export interface Store {
   putEnrollmentToken(record: EnrollmentTokenRecord): Promise<void>;
   /** Every enrollment token, oldest first. */
   listEnrollmentTokens(): Promise<EnrollmentTokenRecord[]>;
+}
 
-  // --- webhooks (controller/webhooks/) -----------------------------------------------------
+/** Webhook subscriptions, their queued deliveries and the dispatcher's cursor (controller/webhooks/). */
+export interface WebhookStore {
   /** Creates or replaces a subscription. */
   putWebhook(record: WebhookRecord): Promise<void>;
   getWebhook(id: string): Promise<WebhookRecord | undefined>;
@@ -397,3 +416,25 @@ export interface Store {
   getWebhookCursor(): Promise<Date | undefined>;
   putWebhookCursor(at: Date): Promise<void>;
 }
+
+/**
+ * Everything the controller persists: the facets above, composed. A module that uses one facet
+ * may ask for just that one (a `ResourceStore`, an `AuditStore`); every backend implements them all.
+ */
+export interface Store
+  extends StoreLifecycle,
+    ResourceStore,
+    WorkOrderStore,
+    EventStore,
+    SnapshotStore,
+    AuditStore,
+    IdempotencyStore,
+    CredentialStore,
+    WebhookStore {}
+
+/** A Store method's name (every member but `backend`). */
+export type StoreMethod = Exclude<keyof Store, "backend">;
+/** The arguments of a Store method, for a backend that hands the call on to one of its facets. */
+export type StoreArgs<K extends StoreMethod> = Parameters<Store[K]>;
+/** The result of a Store method (see StoreArgs). */
+export type StoreResult<K extends StoreMethod> = ReturnType<Store[K]>;

@@ -10,7 +10,7 @@ import {
   WebhookSchema,
   type WebhookDelivery,
 } from "../../gen/skipper/v1/webhook_service_pb.js";
-import { timestampKey, tupleKey } from "./sorted-index.js";
+import { timestampKey, tupleKey } from "./record-keys.js";
 import type { WebhookDeliveryRecord, WebhookDeliveryStats, WebhookRecord } from "./store.js";
 
 const OPTS = { useProtoFieldName: true } as const;

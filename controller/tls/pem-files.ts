@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { fsyncDir } from "../store/dir-fsync.js";
+import { fsyncDir } from "../store/file/dir-fsync.js";
 
 const TEMP_FILE = /^\..+\.[0-9a-f]{12}\.tmp$/;
 

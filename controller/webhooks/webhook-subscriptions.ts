@@ -16,13 +16,13 @@ import {
 } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
-import type { Page, Store, WebhookRecord } from "../store/store.js";
+import type { Page, WebhookRecord, WebhookStore } from "../store/store.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { checkPatterns } from "./event-names.js";
 
 /** What subscriptions need. */
 export interface WebhookDeps {
-  store: Store;
+  store: WebhookStore;
   keyRing: SecretKeyRing;
   now: () => Date;
 }

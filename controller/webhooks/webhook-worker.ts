@@ -16,7 +16,7 @@ import type { Logger } from "../../common/logging/logger.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WebhookDeliveryState, type WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { Periodic } from "../periodic.js";
-import type { Store, WebhookDeliveryRecord, WebhookRecord } from "../store/store.js";
+import type { WebhookDeliveryRecord, WebhookRecord, WebhookStore, EventStore } from "../store/store.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { dottedName, matchesAny } from "./event-names.js";
 import { newDelivery, openSecrets } from "./webhook-subscriptions.js";
@@ -56,7 +56,7 @@ export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
 };
 
 export interface WebhookWorkerDeps {
-  store: Store;
+  store: WebhookStore & EventStore;
   keyRing: SecretKeyRing;
   logger: Logger;
   now: () => Date;

@@ -7,8 +7,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../../../gen/skipper/v1/event_pb.js";
 import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
-import { timestampKey, tupleKey } from "../sorted-index.js";
-import { eventDay } from "../store-paths.js";
+import { eventDay, timestampKey, tupleKey } from "../record-keys.js";
 import { tenantOf } from "../../../common/resource-kinds.js";
 
 /** The message as the JSON value a jsonb column holds. */

@@ -18,17 +18,18 @@
 import fs from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { promisify } from "node:util";
-import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
-import { SkipperError } from "../errors.js";
-import { KeyedLock } from "../keyed-lock.js";
+import type { AuditEntry } from "../../../gen/skipper/v1/audit_service_pb.js";
+import { SkipperError } from "../../errors.js";
+import { KeyedLock } from "../../keyed-lock.js";
 import { FILE_MODE, type DurableFs } from "./atomic-write.js";
-import { auditDay, auditTime, chainAuditEntry, headOf, readAuditLine, type AuditHead } from "./audit-chain.js";
+import { auditDay, auditTime, chainAuditEntry, headOf, readAuditLine, type AuditHead } from "../audit-chain.js";
 import { lastAuditEntry } from "./audit-tail.js";
 import { closeFd, fdatasyncFd, openFd, writeAll } from "./fd-ops.js";
-import { decodePageToken, encodePageToken, pageSizeOf } from "./paging.js";
+import { decodePageToken, encodePageToken, pageSizeOf } from "../paging.js";
 import type { Warn } from "./quarantine.js";
-import type { AuditDraft, AuditFilter, Page, StoredAuditEntry } from "./store.js";
-import { eventDay, type StorePaths } from "./store-paths.js";
+import type { AuditDraft, AuditFilter, Page, StoredAuditEntry } from "../store.js";
+import { eventDay } from "../record-keys.js";
+import type { StorePaths } from "./store-paths.js";
 
 const FILE_NAME = /^(\d{4}-\d{2}-\d{2})\.jsonl$/;
 const PAGE_TAG = "audit";

@@ -16,8 +16,8 @@
 // no version marker to disagree with them, and an already-migrated directory costs one readdir.
 import { lstat, readdir, rename, rmdir } from "node:fs/promises";
 import { join } from "node:path";
-import { crashPoint } from "../../common/crash-points.js";
-import { RESOURCE_TYPES, type ResourceType } from "../../common/ids.js";
+import { crashPoint } from "../../../common/crash-points.js";
+import { RESOURCE_TYPES, type ResourceType } from "../../../common/ids.js";
 import type { DurableFs } from "./atomic-write.js";
 import type { RecordReader } from "./quarantine.js";
 import { resourceDir, type StorePaths } from "./store-paths.js";

@@ -7,16 +7,16 @@
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
+import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import type { DurableFs } from "./atomic-write.js";
 import { EventDay } from "./event-day.js";
 import { EVENT_SUMMARY_ROWS, rowOf, type EventRow } from "./event-row.js";
-import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "./paging.js";
+import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging.js";
 import type { RecordReader, Warn } from "./quarantine.js";
-import * as codec from "./record-codec.js";
-import { timestampKey, timestampKeyDate, tupleKey } from "./sorted-index.js";
-import type { EventFilter, Page } from "./store.js";
-import { eventDay, type StorePaths } from "./store-paths.js";
+import * as codec from "../record-codec.js";
+import { eventDay, timestampKey, timestampKeyDate, tupleKey } from "../record-keys.js";
+import type { EventFilter, Page } from "../store.js";
+import type { StorePaths } from "./store-paths.js";
 import { listDir, summaryDue, writeSummary } from "./summary-file.js";
 
 const PAGE_TAG = "events";

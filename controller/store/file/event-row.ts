@@ -2,9 +2,9 @@
 // filter on, without its body (data, request id, ...), which is read from its file when the event
 // is listed. Events are never rewritten, so a row never goes stale while its file exists.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import type { Event } from "../../gen/skipper/v1/event_pb.js";
+import type { Event } from "../../../gen/skipper/v1/event_pb.js";
 import { eventFileName } from "./store-paths.js";
-import { timestampKey, tupleKey } from "./sorted-index.js";
+import { timestampKey, tupleKey } from "../record-keys.js";
 import type { SummaryRows } from "./summary-file.js";
 
 /** The indexed fields of one stored event. */

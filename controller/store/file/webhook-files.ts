@@ -3,13 +3,12 @@
 // dispatcher's cursor in webhooks/cursor.json. Every write goes through the store's durable,
 // write-ahead-logged file system and its per-record lock; memory is updated once it is durable.
 import { readFile } from "node:fs/promises";
-import { WebhookDeliveryState, type WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
+import { WebhookDeliveryState, type WebhookDelivery } from "../../../gen/skipper/v1/webhook_service_pb.js";
 import type { DurableFs } from "./atomic-write.js";
-import { readPage } from "./paging.js";
-import { encodePlain } from "./record-codec.js";
-import { SortedIndex } from "./sorted-index.js";
+import { encodePlain } from "../record-codec.js";
+import { readPage, SortedIndex } from "./sorted-index.js";
 import { oldestFirst } from "./oldest-first.js";
-import type * as S from "./store.js";
+import type * as S from "../store.js";
 import type { StorePaths } from "./store-paths.js";
 import {
   copyDelivery,
@@ -20,7 +19,7 @@ import {
   dueAt,
   encodeDelivery,
   encodeWebhook,
-} from "./webhook-records.js";
+} from "../webhook-records.js";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 
 type Write = <T>(key: string, fn: () => Promise<T>) => Promise<T>;

@@ -1,10 +1,10 @@
 // In-memory index over resources: by (type, id) for reads and in listing order for pages.
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { readPage } from "./paging.js";
-import { tenantOf } from "../../common/resource-kinds.js";
-import { matchesTerms } from "./label-selector.js";
-import { SortedIndex, tupleKey } from "./sorted-index.js";
-import type { Page, ResourceFilter } from "./store.js";
+import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { tenantOf } from "../../../common/resource-kinds.js";
+import { matchesTerms } from "../label-selector.js";
+import { tupleKey } from "../record-keys.js";
+import { readPage, SortedIndex } from "./sorted-index.js";
+import type { Page, ResourceFilter } from "../store.js";
 
 const PAGE_TAG = "resources";
 const KEY_PATTERN = /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

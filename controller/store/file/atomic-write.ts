@@ -11,7 +11,7 @@ import { mkdir, rename, unlink } from "node:fs/promises";
 import { closeFd, fsyncFd, openFd, writeAll } from "./fd-ops.js";
 import { basename, dirname, join, sep } from "node:path";
 import { DirFsyncBatcher } from "./dir-fsync.js";
-import { crashPoint } from "../../common/crash-points.js";
+import { crashPoint } from "../../../common/crash-points.js";
 import { lastPerPath, readSegments, removeSegments, syncFiles, WriteAheadLog } from "./write-ahead-log.js";
 
 /** Files larger than this are written and fsynced directly instead of through the log. */

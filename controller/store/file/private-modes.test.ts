@@ -4,7 +4,7 @@ import { chmod, lstat, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { tenant } from "../../test/store-conformance.js";
+import { tenant } from "../../../test/store-conformance.js";
 import { FileStore } from "./file-store.js";
 
 let root = "";

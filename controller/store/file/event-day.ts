@@ -3,10 +3,10 @@
 // Loaded from the summary and the directory's file names (summary-file.ts) the first time the day
 // is read, not at open.
 import { join } from "node:path";
-import { EventSchema } from "../../gen/skipper/v1/event_pb.js";
-import { isValidId } from "../../common/ids.js";
+import { EventSchema } from "../../../gen/skipper/v1/event_pb.js";
+import { isValidId } from "../../../common/ids.js";
 import type { RecordReader } from "./quarantine.js";
-import * as codec from "./record-codec.js";
+import * as codec from "../record-codec.js";
 import { EVENT_SUMMARY_ROWS, rowOf, type EventRow } from "./event-row.js";
 import { SortedIndex } from "./sorted-index.js";
 import { loadSummarised } from "./summary-file.js";

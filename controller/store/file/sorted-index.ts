@@ -1,30 +1,9 @@
 // An in-memory index kept sorted by a string key, so listings read in order and pages resume
 // with a binary search instead of a sort per request. Keys are built so that plain string order
-// is the listing order (fixed-width timestamps, NUL between tuple parts).
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-
-// Proto timestamps span years 1-9999; shifting by this makes every valid seconds value >= 0.
-const SECONDS_OFFSET = 62_135_596_800n;
-
-/** A fixed-width, lexicographically sortable rendering of a timestamp (absent sorts first). */
-export function timestampKey(ts: Timestamp | undefined): string {
-  let s = (ts?.seconds ?? 0n) + SECONDS_OFFSET;
-  if (s < 0n) s = 0n;
-  if (s > 999_999_999_999n) s = 999_999_999_999n;
-  const nanos = Math.min(Math.max(ts?.nanos ?? 0, 0), 999_999_999);
-  return s.toString().padStart(12, "0") + nanos.toString().padStart(9, "0");
-}
-
-/** The time a timestampKey stands for, to the millisecond (clamped keys give the clamped time). */
-export function timestampKeyDate(key: string): Date {
-  const seconds = BigInt(key.slice(0, 12)) - SECONDS_OFFSET;
-  return new Date(Number(seconds) * 1000 + Math.floor(Number(key.slice(12, 21)) / 1e6));
-}
-
-/** Joins tuple parts into one key; NUL sorts below every id character. */
-export function tupleKey(...parts: string[]): string {
-  return parts.join("\0");
-}
+// is the listing order (fixed-width timestamps, NUL between tuple parts: record-keys.ts); readPage
+// reads a page of one (the tokens: paging.ts).
+import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging.js";
+import type { Page, PageRequest } from "../store.js";
 
 /** Values kept in ascending key order; one value per key. */
 export class SortedIndex<T> {
@@ -147,4 +126,37 @@ export class SortedIndex<T> {
 function ascending<T>(entries: Array<[string, T]>): boolean {
   for (let i = 1; i < entries.length; i++) if (!(entries[i - 1]![0] < entries[i]![0])) return false;
   return true;
+}
+
+/**
+ * Reads one page of `index` in key order (descending with req.newestFirst): entries past the
+ * token (and from `from`, before `before`, when given) that pass `match`, mapped through `out`.
+ * Looks one match ahead so the last page has no token.
+ */
+export function readPage<T, R>(
+  index: SortedIndex<T>,
+  tag: string,
+  req: PageRequest,
+  keyPattern: RegExp,
+  match: (v: T) => boolean,
+  out: (v: T) => R,
+  from?: string,
+  before?: string,
+): Page<R> {
+  const size = pageSizeOf(req);
+  const pageTagged = pageTag(tag, req);
+  const resume = decodePageToken(pageTagged, req.pageToken, keyPattern);
+  const entries = req.newestFirst
+    ? index.entriesDescending(resume !== undefined && (before === undefined || resume < before) ? resume : before)
+    : index.entries({ after: resume, from });
+  const items: R[] = [];
+  let lastKey = "";
+  for (const [key, value] of entries) {
+    if (req.newestFirst ? from !== undefined && key < from : before !== undefined && key >= before) break;
+    if (!match(value)) continue;
+    if (items.length === size) return { items, nextPageToken: encodePageToken(pageTagged, lastKey) };
+    items.push(out(value));
+    lastKey = key;
+  }
+  return { items, nextPageToken: "" };
 }

@@ -2,10 +2,10 @@
 // orders of each node in the same order, so "next pending for node X" is a lookup, not a scan;
 // and a running count per status and type, so counting them is not a scan either.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { readPage } from "./paging.js";
-import { SortedIndex, timestampKey, tupleKey } from "./sorted-index.js";
-import type { Page, WorkOrderCount, WorkOrderFilter } from "./store.js";
+import { WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
+import { timestampKey, tupleKey } from "../record-keys.js";
+import { readPage, SortedIndex } from "./sorted-index.js";
+import type { Page, WorkOrderCount, WorkOrderFilter } from "../store.js";
 import type { OrderDir } from "./store-paths.js";
 
 const PAGE_TAG = "work-orders";

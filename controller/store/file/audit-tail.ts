@@ -5,7 +5,7 @@
 // verification reports them.
 import type fs from "node:fs";
 import { open } from "node:fs/promises";
-import { headOf, readAuditLine, type AuditHead } from "./audit-chain.js";
+import { headOf, readAuditLine, type AuditHead } from "../audit-chain.js";
 import type { Warn } from "./quarantine.js";
 
 // Read this much at a time.

@@ -2,9 +2,10 @@
 // a path is where a bad id would do damage (traversal, NUL, odd encodings), so each id is checked
 // again and the resolved path must stay inside the data directory.
 import { isAbsolute, relative, resolve, sep } from "node:path";
-import { invalid } from "../errors.js";
-import { RESOURCE_KINDS, RESOURCE_TYPES, type ResourceType } from "../../common/resource-kinds.js";
-import { checkId, checkResourceType } from "../id-checks.js";
+import { invalid } from "../../errors.js";
+import { RESOURCE_KINDS, RESOURCE_TYPES, type ResourceType } from "../../../common/resource-kinds.js";
+import { checkId, checkResourceType } from "../../id-checks.js";
+import { eventDay } from "../record-keys.js";
 
 /** Idempotency keys are hex digests computed by the caller. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[a-f0-9]{16,128}$/;
@@ -44,11 +45,6 @@ export const LAYOUT = [
   "logs",
   "quarantine",
 ] as const;
-
-/** The day directory (YYYY-MM-DD, UTC) of an event at `at`. */
-export function eventDay(at: Date): string {
-  return at.toISOString().slice(0, 10);
-}
 
 /** An event's file name in its day directory: <compact ts>-<id>.json (20261122T101500123Z-<id>.json). */
 export function eventFileName(at: Date, id: string): string {

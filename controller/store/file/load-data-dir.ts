@@ -7,12 +7,12 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import { readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isValidId, RESOURCE_TYPES } from "../../common/ids.js";
+import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
+import { isValidId, RESOURCE_TYPES } from "../../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
-import * as codec from "./record-codec.js";
-import { progressOf } from "./work-order-transitions.js";
+import * as codec from "../record-codec.js";
+import { progressOf } from "../work-order-transitions.js";
 import type {
   AdminCredential,
   ApiKeyRecord,
@@ -21,9 +21,9 @@ import type {
   NodeCredential,
   WebhookDeliveryRecord,
   WebhookRecord,
-} from "./store.js";
-import { decodeDelivery, decodeWebhook } from "./webhook-records.js";
-import { ORDER_SUMMARY_ROWS } from "./order-summary.js";
+} from "../store.js";
+import { decodeDelivery, decodeWebhook } from "../webhook-records.js";
+import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { loadSummarised } from "./summary-file.js";
 import { RecordReader, type Warn } from "./quarantine.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";

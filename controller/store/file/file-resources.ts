@@ -1,0 +1,133 @@
+// The file store's resources: resources/<type's plural>/<id>.json, served from an in-memory index
+// (resource-index.ts) that open() loads and a write updates once the file is durable. Each write
+// takes the next store revision (resource-writes.ts says what is written).
+import { rm } from "node:fs/promises";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
+import type { ResourceType } from "../../../common/ids.js";
+import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { checkResourceType } from "../../id-checks.js";
+import * as codec from "../record-codec.js";
+import { checkCreatable, newResourceRecord, resourceUpdate } from "../resource-writes.js";
+import type * as S from "../store.js";
+import type { FileCore } from "./file-core.js";
+import { ResourceIndex, versionOf } from "./resource-index.js";
+
+/** The ResourceStore facet of the file store. */
+export class FileResources implements S.ResourceStore {
+  private index = new ResourceIndex();
+  private revision = 0n;
+  private readonly unpublished = new Set<bigint>();
+
+  constructor(private readonly core: FileCore) {}
+
+  /** Replaces the index with the resources read at open; the revision resumes from the highest. */
+  load(resources: Resource[]): void {
+    this.index = new ResourceIndex();
+    this.index.load(resources.map(freezeMessage));
+    this.revision = this.index.maxVersion();
+  }
+
+  /** True when the resource is stored and not deleted (what resourceExists answers, without the open check). */
+  isLive(type: ResourceType, id: string): boolean {
+    const r = this.index.get(type, id);
+    return r !== undefined && !r.deletion;
+  }
+
+  async getResource(type: ResourceType, id: string, options: S.GetOptions = {}): Promise<Resource | undefined> {
+    this.core.ensureOpen();
+    const r = this.index.get(type, id);
+    if (!r || (r.deletion && !options.includeDeleted)) return undefined;
+    return copyMessage(ResourceSchema, r);
+  }
+
+  async resourceExists(type: ResourceType, id: string): Promise<boolean> {
+    this.core.ensureOpen();
+    return this.isLive(type, id);
+  }
+
+  async currentRevision(): Promise<bigint> {
+    this.core.ensureOpen();
+    // Only what a listing can already return: a revision handed to a write still on its way to
+    // disk (and so not yet in the index) holds the answer below it, or a reader that resumes
+    // "since" this answer would skip that write for good.
+    let low = this.revision;
+    for (const r of this.unpublished) if (r - 1n < low) low = r - 1n;
+    return low;
+  }
+
+  async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    this.core.ensureOpen();
+    return this.index.list(filter, (r) => copyMessage(ResourceSchema, r));
+  }
+
+  async scanResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    this.core.ensureOpen();
+    // The index's records are frozen when they go in (put and load): handed out as they are.
+    return this.index.list(filter, (r) => r);
+  }
+
+  async createResource(resource: Resource): Promise<Resource> {
+    const type = checkResourceType(resource.resourceType);
+    const path = this.core.paths.resource(type, resource.id);
+    return this.core.write(`resource/${type}/${resource.id}`, async () => {
+      const existing = this.index.get(type, resource.id);
+      checkCreatable(type, resource.id, existing && { deleted: existing.deletion !== undefined });
+      const stored = newResourceRecord(resource);
+      await this.store(path, stored);
+      return copyMessage(ResourceSchema, stored);
+    });
+  }
+
+  async updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+  ): Promise<Resource> {
+    const path = this.core.paths.resource(checkResourceType(type), id);
+    return this.core.write(`resource/${type}/${id}`, async () => {
+      const update = resourceUpdate(type, id, this.index.get(type, id), mutate, expectedVersion);
+      if (update.changed) await this.store(path, update.resource);
+      return update.changed ? copyMessage(ResourceSchema, update.resource) : update.resource;
+    });
+  }
+
+  async pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number> {
+    this.core.ensureOpen();
+    const top = this.index.maxVersion();
+    const gone = new Set<Resource>();
+    for (const d of this.index.ofType("deployment")) {
+      const st = d.currentState?.kind.case === "deployment" ? d.currentState.kind.value : undefined;
+      const done = st?.phase === DeploymentPhase.SUCCEEDED || st?.phase === DeploymentPhase.FAILED;
+      if (!done || !st?.finishedAt || timestampDate(st.finishedAt) >= finishedBefore || keep.has(d.id) || versionOf(d) === top) continue;
+      gone.add(d);
+    }
+    // As with orders: out of the indexes in one step, then off the disk; a finished deployment
+    // is not written again.
+    this.index.removeMany(gone);
+    for (const d of gone) await rm(this.core.paths.resource("deployment", d.id), { force: true });
+    return gone.size;
+  }
+
+  // Writes a resource with the next revision, then puts it in the index.
+  private store(path: string, stored: Resource): Promise<void> {
+    return this.publish((rev) => {
+      stored.metadata!.resourceVersion = rev;
+      return this.core.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.index.put(freezeMessage(stored)));
+    });
+  }
+
+  // Gives a resource write the next revision and counts it unpublished until the record is in
+  // the index (or the write failed): see currentRevision.
+  private async publish(write: (revision: string) => Promise<void>): Promise<void> {
+    this.revision += 1n;
+    const rev = this.revision;
+    this.unpublished.add(rev);
+    try {
+      await write(rev.toString());
+    } finally {
+      this.unpublished.delete(rev);
+    }
+  }
+}

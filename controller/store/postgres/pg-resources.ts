@@ -1,0 +1,172 @@
+// The PostgreSQL store's resources: one row per resource (body and the columns listings filter
+// on: pg-records.ts). A write locks its row (SELECT ... FOR UPDATE) for its read-modify-write;
+// resource-writes.ts says what it writes.
+//
+// Revisions. Resource versions come from a sequence, so writers never wait for each other; but a
+// sequence hands out numbers in one order and transactions commit in another, and a reader that
+// resumes "since currentRevision()" must never skip a version committed after it looked. So each
+// resource write first takes a shared advisory lock (the revision gate) for its transaction, and
+// currentRevision() takes the gate exclusively for a moment: once it has it, every version handed
+// out so far belongs to a transaction that has ended, and the sequence's last value is safe to
+// answer. Writers queue behind that moment for as long as the writes in flight take to commit.
+import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
+import pg from "pg";
+import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import type { ResourceType } from "../../../common/ids.js";
+import type * as S from "../store.js";
+import { checkCreatable, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
+import { checkId, checkResourceType as checkType } from "../../id-checks.js";
+import { bodyOf, messageOf, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
+import { conditions, type PgDatabase } from "./pg-database.js";
+
+// Page tags and key shapes as the file store's, so a token is refused by a listing of another kind.
+const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
+
+// The revision gate: an advisory lock of the (int, int) kind, in a namespace of ours ("skip").
+const GATE = "1936421232, 1";
+
+// A resource write's transaction: the gate, shared, before any row lock (so a reader waiting for
+// the gate never waits for a writer that waits for a row).
+const BEGIN_RESOURCE_WRITE = `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE})`;
+
+// The values of a resource row's columns ($1.., RESOURCE_COLUMNS' order) with the next store
+// revision as its version, in the column and in the body (the transaction holds the revision
+// gate: see the top of this file). One statement takes the number and writes it.
+function versioned(cols: unknown[]): { values: string; args: unknown[] } {
+  const args = [...cols.slice(0, 3), ...cols.slice(4)]; // all but the version
+  const n = args.length;
+  const body = `$${n}::jsonb`;
+  const values = [
+    "$1",
+    "$2",
+    "$3",
+    "nextval('store_revision')",
+    ...Array.from({ length: n - 4 }, (_, i) => `$${i + 4}`),
+    `jsonb_set(${body}, '{metadata}', coalesce(${body} -> 'metadata', '{}'::jsonb) || jsonb_build_object('resource_version', currval('store_revision')::text))`,
+  ].join(", ");
+  return { values, args };
+}
+
+function setAll(columns: string): string {
+  return columns
+    .split(", ")
+    .map((c) => `${c} = EXCLUDED.${c}`)
+    .join(", ");
+}
+
+/** The ResourceStore facet of the PostgreSQL store. */
+export class PgResources implements S.ResourceStore {
+  constructor(private readonly db: PgDatabase) {}
+
+  async getResource(type: ResourceType, id: string, options: S.GetOptions = {}): Promise<Resource | undefined> {
+    checkType(type);
+    checkId(id, "resource_id");
+    const { rows } = await this.db.query<{ body: unknown; deleted: boolean }>(
+      "SELECT body, deleted FROM resources WHERE resource_type = $1 AND id = $2",
+      [type, id],
+    );
+    const row = rows[0];
+    if (!row || (row.deleted && !options.includeDeleted)) return undefined;
+    return messageOf(ResourceSchema, row.body);
+  }
+
+  async resourceExists(type: ResourceType, id: string): Promise<boolean> {
+    checkType(type);
+    checkId(id, "resource_id");
+    const { rows } = await this.db.query("SELECT 1 FROM resources WHERE resource_type = $1 AND id = $2 AND NOT deleted", [type, id]);
+    return rows.length > 0;
+  }
+
+  async currentRevision(): Promise<bigint> {
+    // One round trip: the gate (waiting for the resource writes in flight), the last version, done.
+    const results = (await this.db.query(
+      `BEGIN; SELECT pg_advisory_xact_lock(${GATE}); SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS value FROM store_revision; COMMIT`,
+    )) as unknown as pg.QueryResult<{ value: string }>[];
+    return BigInt(results[2]?.rows[0]?.value ?? "0");
+  }
+
+  async listResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    const { where, args, arg } = conditions();
+    if (filter.resourceType) where.push(`resource_type = ${arg(checkType(filter.resourceType))}`);
+    if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
+    if (!filter.includeDeleted) where.push("NOT deleted");
+    if (filter.sinceRevision !== undefined) where.push(`version > ${arg(filter.sinceRevision.toString())}`);
+    if (filter.deploymentPhases) where.push(`resource_type = 'deployment' AND phase = ANY(${arg(filter.deploymentPhases)}::int[])`);
+    for (const t of filter.labelSelector ?? []) {
+      if (t.op === "exists") where.push(`labels ? ${arg(t.key)}`);
+      else if (t.op === "=") where.push(`labels ->> ${arg(t.key)} = ${arg(t.value)}`);
+      else where.push(`(labels ->> ${arg(t.key)}) IS DISTINCT FROM ${arg(t.value)}`);
+    }
+    return this.db.page(filter, RESOURCE_PAGE, "resources", where, args, (body) => messageOf(ResourceSchema, body));
+  }
+
+  async scanResources(filter: S.ResourceFilter): Promise<S.Page<Resource>> {
+    // Rows are decoded afresh for every call, so nothing is shared; frozen all the same, so that a
+    // caller that changes what it scans fails here as it does on the file store.
+    const page = await this.listResources(filter);
+    for (const r of page.items) freezeMessage(r);
+    return page;
+  }
+
+  async createResource(resource: Resource): Promise<Resource> {
+    const type = checkType(resource.resourceType);
+    checkId(resource.id, "resource_id");
+    const stored = newResourceRecord(resource);
+    return this.db.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
+      const existing = await c.query<{ deleted: boolean }>(
+        "SELECT deleted FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE",
+        [type, resource.id],
+      );
+      checkCreatable(type, resource.id, existing.rows[0]);
+      const row = versioned(resourceColumns(stored, bodyOf(ResourceSchema, stored)));
+      const { rows } = await c.query<{ version: string }>(
+        `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${row.values})
+         ON CONFLICT (resource_type, id) DO UPDATE SET ${setAll(RESOURCE_COLUMNS)} WHERE resources.deleted
+         RETURNING version`,
+        row.args,
+      );
+      // Created meanwhile by another controller (the row did not exist when it was looked for).
+      if (!rows[0]) throw resourceExists(type, resource.id);
+      stored.metadata!.resourceVersion = rows[0].version;
+      return copyMessage(ResourceSchema, stored);
+    });
+  }
+
+  async updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+  ): Promise<Resource> {
+    checkType(type);
+    checkId(id, "resource_id");
+    return this.db.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
+      const { rows } = await c.query<{ body: unknown }>("SELECT body FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE", [
+        type,
+        id,
+      ]);
+      const current = rows[0] && messageOf(ResourceSchema, rows[0].body);
+      const { resource: next, changed } = resourceUpdate(type, id, current, mutate, expectedVersion);
+      if (!changed) return next;
+      const row = versioned(resourceColumns(next, bodyOf(ResourceSchema, next)));
+      const updated = await c.query<{ version: string }>(
+        `UPDATE resources SET (${RESOURCE_COLUMNS}) = (${row.values}) WHERE resource_type = $1 AND id = $2 RETURNING version`,
+        row.args,
+      );
+      next.metadata!.resourceVersion = updated.rows[0]!.version;
+      return copyMessage(ResourceSchema, next);
+    });
+  }
+
+  async pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number> {
+    // Never the row holding the highest version: the file store resumes its revision from it, and
+    // this store keeps the same rule so both prune the same records.
+    const { rowCount } = await this.db.query(
+      `DELETE FROM resources
+        WHERE resource_type = 'deployment' AND phase = ANY($1::int[]) AND finished_at < $2
+          AND NOT (id = ANY($3::text[])) AND version < (SELECT max(version) FROM resources)`,
+      [[DeploymentPhase.SUCCEEDED, DeploymentPhase.FAILED], finishedBefore, [...keep]],
+    );
+    return rowCount ?? 0;
+  }
+}
