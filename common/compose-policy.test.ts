@@ -22,7 +22,9 @@ describe("compose policy", () => {
     ["    volumes:\n      - ../../other/secrets:/s\n", "services.web.volumes[0] host-path"],
     ["    volumes:\n      - ~/.ssh:/k\n", "services.web.volumes[0] host-path"],
     ["    volumes:\n      - type: bind\n        source: /root\n        target: /r\n", "services.web.volumes[0].source host-path"],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a compose file's own interpolation, as a user writes it
     ["    volumes:\n      - ${HOSTDIR}:/data\n", "services.web.volumes[0] interpolated"],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a compose file's own interpolation, as a user writes it
     ["    privileged: ${PRIV}\n", "services.web.privileged interpolated"],
     ["    devices:\n      - /dev/sda:/dev/sda\n", "services.web.devices devices"],
     ["    cap_add: [SYS_ADMIN]\n", "services.web.cap_add[0] capability"],
@@ -86,6 +88,7 @@ describe("compose policy", () => {
         "    network_mode: service:other",
         "    env_file: .env",
         "    environment:",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a compose file's own interpolation
         "      A: ${A}",
         "    sysctls: ['net.ipv4.ip_unprivileged_port_start=0']",
         "volumes:",

@@ -111,7 +111,7 @@ class Checker {
   // A value the rules must read: refused when Compose would interpolate it.
   private literal(path: string, value: unknown): string | undefined {
     const text = typeof value === "string" ? value : typeof value === "number" || typeof value === "boolean" ? String(value) : undefined;
-    if (text !== undefined && text.includes("$")) {
+    if (text?.includes("$")) {
       this.add(path, "interpolated", "a value the policy checks cannot come from a variable; write it out");
       return undefined;
     }

@@ -10,7 +10,7 @@
 // out so far belongs to a transaction that has ended, and the sequence's last value is safe to
 // answer. Writers queue behind that moment for as long as the writes in flight take to commit.
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
-import pg from "pg";
+import type pg from "pg";
 import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../../common/ids.js";
 import type * as S from "../store.js";
