@@ -8,6 +8,7 @@
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
   ["base", "^controller/(errors|id-checks|ordered-ids|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
+  ["domain", "^controller/domain/"],
   ["store", "^controller/store/"],
   ["metrics", "^controller/metrics/"],
   ["tls", "^controller/tls/"],

@@ -67,7 +67,7 @@ import { LivenessMonitor } from "./nodes/node-liveness.js";
 import { LeaseMonitor } from "./dispatch/lease-monitor.js";
 import { HistoryRetention } from "./dispatch/history-retention.js";
 import { OrderFeed } from "./dispatch/order-feed.js";
-import { DEFAULT_LEASE_MS } from "./store/work-order-transitions.js";
+import { DEFAULT_LEASE_MS } from "./domain/work-order-transitions.js";
 import { VERSION } from "./version.js";
 import { ControllerMetrics } from "./metrics/controller-metrics.js";
 import { meteredStore } from "./metrics/metered-store.js";

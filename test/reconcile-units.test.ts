@@ -27,7 +27,7 @@ import { join } from "node:path";
 import { MAX_ATTEMPTS, planDeployment } from "../controller/reconcile/plan-deployment.js";
 import { livenessOf } from "../controller/nodes/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
-import { parseLabelSelector, matchesTerms } from "../controller/store/label-selector.js";
+import { parseLabelSelector, matchesTerms } from "../controller/domain/label-selector.js";
 import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
 import { fingerprint } from "../controller/canonical-json.js";
 

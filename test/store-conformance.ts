@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/skipper/v1/event_pb.js";
 import { EnrollmentTokenSchema } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
-import type { LabelTerm } from "../controller/store/label-selector.js";
+import type { LabelTerm } from "../controller/domain/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";

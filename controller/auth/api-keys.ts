@@ -8,7 +8,7 @@ import { ApiKeySchema, Role, type Actor, type ApiKey, type TenantScope } from ".
 import { conflict, invalid, notFound } from "../errors.js";
 import { checkId } from "../id-checks.js";
 import type { KeyedLock } from "../keyed-lock.js";
-import { parseLabelSelector } from "../store/label-selector.js";
+import { parseLabelSelector } from "../domain/label-selector.js";
 import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { hashToken } from "./tokens.js";

@@ -5,7 +5,7 @@
 // once; a tenant relabelled leaves or enters a selector's scope from the next call.
 import type { Principal, TenantAccess } from "../context.js";
 import { forbidden } from "../errors.js";
-import { matchesTerms, parseLabelSelector, type LabelTerm } from "../store/label-selector.js";
+import { matchesTerms, parseLabelSelector, type LabelTerm } from "../domain/label-selector.js";
 import type { Store } from "../store/store.js";
 
 /** Whether `principal`'s scope is every tenant (anything but an API key limited to some). */

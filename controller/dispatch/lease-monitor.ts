@@ -12,7 +12,7 @@ import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order
 import type { Logger } from "../../common/logging/logger.js";
 import { onLeaseExpired } from "./order-outcome.js";
 import { isSkipperError } from "../errors.js";
-import { leaseLapsed, retryDue } from "../store/work-order-transitions.js";
+import { leaseLapsed, retryDue } from "../domain/work-order-transitions.js";
 import { Periodic } from "../periodic.js";
 import { expireOrder, expiredAt } from "./order-expiry.js";
 import type { OutcomeDeps } from "./order-outcome.js";

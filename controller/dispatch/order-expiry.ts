@@ -9,7 +9,7 @@ import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import { EXPIRED, expirePendingOrder } from "../reconcile/order-end.js";
 import type { OutcomeDeps } from "./order-outcome.js";
 
-export { expiredAt } from "../store/work-order-transitions.js";
+export { expiredAt } from "../domain/work-order-transitions.js";
 
 /** Fails a pending order past its expires_at; undefined when it moved on meanwhile (claimed, cancelled). */
 export async function expireOrder(

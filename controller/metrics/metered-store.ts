@@ -7,7 +7,7 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { FinishOutcome, Store } from "../store/store.js";
-import { isFinished } from "../store/work-order-transitions.js";
+import { isFinished } from "../domain/work-order-transitions.js";
 import type { ControllerMetrics } from "./controller-metrics.js";
 
 // The Store's writes (what changes something, on disk or in the database).

@@ -14,7 +14,7 @@ import type { KeyedLock } from "../keyed-lock.js";
 import { hashToken, tokenMatches } from "../auth/tokens.js";
 import { ENROLLMENT_TOKEN_TEXT } from "../auth/secret-text.js";
 import { recordEvents } from "../events/event-recorder.js";
-import { checkSelector } from "../store/label-selector.js";
+import { checkSelector } from "../domain/label-selector.js";
 import type { EnrollmentTokenRecord, NodeCertificate, Store } from "../store/store.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
 import { ensureNodeResource } from "./node-registration.js";

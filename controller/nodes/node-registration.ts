@@ -11,7 +11,7 @@ import { conflict, notFound } from "../errors.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkTrustedKeys } from "../resources/resource-rules.js";
-import { checkSelector } from "../store/label-selector.js";
+import { checkSelector } from "../domain/label-selector.js";
 import type { Store } from "../store/store.js";
 import type { KeyedLock } from "../keyed-lock.js";
 

@@ -14,7 +14,7 @@ import { isBootId, isCounterCode, isOrderTypeName, MAX_COUNT, MAX_ORDER_COUNTS }
 import { isHeartbeatInterval, MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../../common/heartbeat-interval.js";
 import { isValidId } from "../../common/ids.js";
 import { invalid } from "../errors.js";
-import { checkSelector } from "../store/label-selector.js";
+import { checkSelector } from "../domain/label-selector.js";
 
 /** Entries a list or map in a node's report may hold. */
 export const MAX_REPORT_ENTRIES = 1000;

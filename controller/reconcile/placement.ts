@@ -4,7 +4,7 @@
 // keys an admin trusts (desired_state.node.trusted_label_keys): a node cannot report its way
 // into another tenant's placement. On a clash the admin's value wins.
 import type { DeploymentPolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { matchesSelector } from "../store/label-selector.js";
+import { matchesSelector } from "../domain/label-selector.js";
 
 /** A node's labels for placement: metadata, then trusted agent-reported, then admin-set node labels. */
 export function nodeLabels(node: Resource): Record<string, string> {

@@ -25,7 +25,7 @@ import type { Trace } from "../context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../../common/resource-kinds.js";
-import { isFinished } from "../store/work-order-transitions.js";
+import { isFinished } from "../domain/work-order-transitions.js";
 import { isSkipperError } from "../errors.js";
 import { mapLimit } from "../../common/map-limit.js";
 import { BusyTime } from "../../common/busy-time.js";

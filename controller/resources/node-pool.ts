@@ -2,7 +2,7 @@
 // Only labels an admin sets count (metadata.labels, desired_state.node.labels): an agent cannot
 // report its node into a pool.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { matchesSelector } from "../store/label-selector.js";
+import { matchesSelector } from "../domain/label-selector.js";
 
 /** A node's labels as an admin set them: metadata, then desired_state.node.labels. */
 export function adminNodeLabels(node: Resource): Record<string, string> {

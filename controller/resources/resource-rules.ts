@@ -21,7 +21,7 @@ import type { SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
 import { invalid } from "../errors.js";
 import { specCase, type ResourceType } from "../../common/resource-kinds.js";
 import { checkId } from "../id-checks.js";
-import { checkLabelKey, checkSelector } from "../store/label-selector.js";
+import { checkLabelKey, checkSelector } from "../domain/label-selector.js";
 
 /** Checks that a spec is present and of the resource's own kind. */
 export function checkSpecKind(type: ResourceType, spec: ResourceSpec | undefined, field: string): ResourceSpec {

@@ -6,7 +6,7 @@ import type { FreezeSpec, MaintenanceWindow, RolloutPolicy } from "../../gen/ski
 import { DAYS, isTimeZone, minutesOf } from "./maintenance-window.js";
 import { checkId } from "../id-checks.js";
 import { invalid } from "../errors.js";
-import { checkSelector } from "../store/label-selector.js";
+import { checkSelector } from "../domain/label-selector.js";
 
 const WAVE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const MAX_WAVES = 32;

@@ -5,7 +5,7 @@
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { TenantSpec } from "../../gen/skipper/v1/resource_pb.js";
 import type { FreezeSpec } from "../../gen/skipper/v1/rollout_pb.js";
-import { matchesSelector } from "../store/label-selector.js";
+import { matchesSelector } from "../domain/label-selector.js";
 import { nextOpening, windowOpen } from "../resources/maintenance-window.js";
 
 /** A freeze as stored: its id and spec. */

@@ -4,7 +4,7 @@ import { type MessageInitShape, create } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { RolloutPolicySchema, type RolloutWave } from "../../gen/skipper/v1/rollout_pb.js";
-import { matchesSelector } from "../store/label-selector.js";
+import { matchesSelector } from "../domain/label-selector.js";
 import { type PlanNode, planWaves, shareOf } from "./wave-plan.js";
 
 const policy = (waves: Partial<RolloutWave>[], rest: MessageInitShape<typeof RolloutPolicySchema> = {}) =>

@@ -2,7 +2,7 @@
 // nodes its placement selects. Pure and deterministic: the same policy and nodes give the same
 // waves, whatever order the nodes come in (they are taken in node id order).
 import type { RolloutPolicy, RolloutWave } from "../../gen/skipper/v1/rollout_pb.js";
-import { matchesSelector } from "../store/label-selector.js";
+import { matchesSelector } from "../domain/label-selector.js";
 
 /** A node the rollout covers, with its placement labels (see reconcile/placement.ts nodeLabels). */
 export interface PlanNode {

@@ -16,7 +16,7 @@ import { invalid, notFound } from "../errors.js";
 import { checkId, checkResourceType } from "../id-checks.js";
 import { explainResource } from "../reconcile/explain.js";
 import { createResource, deleteResource, updateResource, type ChangeDeps } from "../resources/resource-changes.js";
-import { parseLabelSelector } from "../store/label-selector.js";
+import { parseLabelSelector } from "../domain/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
 
 /**

@@ -17,7 +17,7 @@ import {
   reportedBefore,
   retryReleased,
   superseded,
-} from "./work-order-transitions.js";
+} from "../domain/work-order-transitions.js";
 
 /** INVALID_REQUEST unless `workOrder` may be created: a new order is pending. */
 export function checkNewWorkOrder(workOrder: WorkOrder): void {

@@ -21,7 +21,7 @@ import type { EnrollmentToken } from "../../gen/skipper/v1/enrollment_service_pb
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
 import type { Webhook, WebhookDelivery, WebhookDeliveryState } from "../../gen/skipper/v1/webhook_service_pb.js";
 import type { ResourceType } from "../../common/ids.js";
-import type { LabelTerm } from "./label-selector.js";
+import type { LabelTerm } from "../domain/label-selector.js";
 
 /** One page of a listing; `nextPageToken` is "" on the last page. */
 export interface Page<T> {

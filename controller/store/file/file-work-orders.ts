@@ -11,7 +11,7 @@ import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.j
 import { isOrderSummary, summarise, summaryMessage } from "../order-summary.js";
 import * as codec from "../record-codec.js";
 import type * as S from "../store.js";
-import { isFinished } from "../work-order-transitions.js";
+import { isFinished } from "../../domain/work-order-transitions.js";
 import type { FileCore } from "./file-core.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { summaryDue, writeSummary } from "./summary-file.js";

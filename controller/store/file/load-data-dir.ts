@@ -12,7 +12,7 @@ import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../../gen/s
 import { isValidId, RESOURCE_TYPES } from "../../../common/ids.js";
 import { TEMP_FILE_PATTERN, type DurableFs } from "./atomic-write.js";
 import * as codec from "../record-codec.js";
-import { progressOf } from "../work-order-transitions.js";
+import { progressOf } from "../../domain/work-order-transitions.js";
 import type {
   AdminCredential,
   ApiKeyRecord,
@@ -27,6 +27,7 @@ import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { loadSummarised } from "./summary-file.js";
 import { RecordReader, type Warn } from "./quarantine.js";
 import { IDEMPOTENCY_KEY_PATTERN, ORDER_DIRS, type OrderDir, type StorePaths } from "./store-paths.js";
+import { FINISHED_STATUSES } from "../../../common/order-status.js";
 
 /** Everything open() rebuilds its indexes from. */
 export interface LoadedData {
@@ -51,7 +52,7 @@ export type { Warn } from "./quarantine.js";
 const STAGE_STATUSES: Record<OrderDir, WorkOrderStatus[]> = {
   pending: [WorkOrderStatus.PENDING, WorkOrderStatus.RETRY_PENDING],
   running: [WorkOrderStatus.RUNNING],
-  finished: [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED],
+  finished: [...FINISHED_STATUSES],
 };
 const STORE_DIRS = ["resources", "work-orders", "events", "snapshots", "idempotency", "auth", "webhooks"];
 const READ_CONCURRENCY = 32;

@@ -1,7 +1,7 @@
 // In-memory index over resources: by (type, id) for reads and in listing order for pages.
 import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { tenantOf } from "../../../common/resource-kinds.js";
-import { matchesTerms } from "../label-selector.js";
+import { matchesTerms } from "../../domain/label-selector.js";
 import { tupleKey } from "../record-keys.js";
 import { readPage, SortedIndex } from "./sorted-index.js";
 import type { Page, ResourceFilter } from "../store.js";

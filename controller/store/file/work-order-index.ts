@@ -7,11 +7,10 @@ import { timestampKey, tupleKey } from "../record-keys.js";
 import { readPage, SortedIndex } from "./sorted-index.js";
 import type { Page, WorkOrderCount, WorkOrderFilter } from "../store.js";
 import type { OrderDir } from "./store-paths.js";
+import { FINISHED_STATUSES } from "../../../common/order-status.js";
 
 const PAGE_TAG = "work-orders";
 const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-
-const FINISHED = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
 
 /** The stage directory an order with this status lives in. */
 export function stageOf(status: WorkOrderStatus): OrderDir {
@@ -81,7 +80,7 @@ export class WorkOrderIndex {
    */
   removeFinished(before: Date, keep: ReadonlySet<string>): WorkOrder[] {
     const gone = new Set<WorkOrder>();
-    for (const status of FINISHED) {
+    for (const status of FINISHED_STATUSES) {
       for (const [, o] of this.statusIndex(status).entries()) {
         if (!keep.has(o.id) && o.finishedAt !== undefined && timestampDate(o.finishedAt) < before) gone.add(o);
       }
@@ -89,7 +88,7 @@ export class WorkOrderIndex {
     if (gone.size === 0) return [];
     const drop = (o: WorkOrder) => gone.has(o);
     this.ordered.deleteWhere(drop);
-    for (const status of FINISHED) this.statusIndex(status).deleteWhere(drop);
+    for (const status of FINISHED_STATUSES) this.statusIndex(status).deleteWhere(drop);
     const tenants = new Set([...gone].map(tenantOf));
     for (const t of tenants) {
       const idx = this.tenantIndex(t);
@@ -111,13 +110,13 @@ export class WorkOrderIndex {
   /** How many orders are finished (SUCCESS, FAILED, CANCELLED). */
   get finishedCount(): number {
     let n = 0;
-    for (const status of FINISHED) n += this.byStatus.get(status)?.size ?? 0;
+    for (const status of FINISHED_STATUSES) n += this.byStatus.get(status)?.size ?? 0;
     return n;
   }
 
   /** Every finished order (SUCCESS, FAILED, CANCELLED), in listing order. */
   *finished(): Generator<WorkOrder> {
-    for (const [, o] of this.ordered.entries()) if (FINISHED.includes(o.status)) yield o;
+    for (const [, o] of this.ordered.entries()) if (FINISHED_STATUSES.has(o.status)) yield o;
   }
 
   /** The pending order for `nodeId` to run next: highest priority, then oldest. */

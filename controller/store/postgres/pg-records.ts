@@ -6,9 +6,10 @@ import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape }
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../../../gen/skipper/v1/event_pb.js";
 import type { Resource } from "../../../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
+import type { WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
 import { eventDay, timestampKey, tupleKey } from "../record-keys.js";
 import { tenantOf } from "../../../common/resource-kinds.js";
+import { FINISHED_STATUSES } from "../../../common/order-status.js";
 
 /** The message as the JSON value a jsonb column holds. */
 export function bodyOf<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
@@ -48,8 +49,6 @@ export function orderKey(o: WorkOrder): string {
   return tupleKey(timestampKey(o.createdAt), o.id);
 }
 
-const FINAL = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
-
 /** The columns of a work order row, in the order of ORDER_COLUMNS. */
 export function orderColumns(o: WorkOrder, body: string): unknown[] {
   return [
@@ -60,7 +59,7 @@ export function orderColumns(o: WorkOrder, body: string): unknown[] {
     o.target?.tenantId ?? "",
     o.priority,
     o.expiresAt ? timestampDate(o.expiresAt) : null,
-    FINAL.includes(o.status) && o.finishedAt ? timestampDate(o.finishedAt) : null,
+    FINISHED_STATUSES.has(o.status) && o.finishedAt ? timestampDate(o.finishedAt) : null,
     body,
   ];
 }

@@ -17,6 +17,7 @@ import {
 } from "../../gen/skipper/v1/work_order_pb.js";
 import { forbidden, notClaimable } from "../errors.js";
 import { redact } from "../../common/logging/redact.js";
+import { isFinishedStatus } from "../../common/order-status.js";
 
 /** Lowercase status names used in error details ("running", "success"...). */
 export const SHORT_STATUS: Record<WorkOrderStatus, string> = {
@@ -31,7 +32,7 @@ export const SHORT_STATUS: Record<WorkOrderStatus, string> = {
 
 /** True once the order has a final status. */
 export function isFinished(o: WorkOrder): boolean {
-  return o.status === WorkOrderStatus.SUCCESS || o.status === WorkOrderStatus.FAILED || o.status === WorkOrderStatus.CANCELLED;
+  return isFinishedStatus(o.status);
 }
 
 /** Default lease of a claim when the caller names none. */
