@@ -27,7 +27,7 @@ const CONTROLLER_LAYERS = [
     "boundary",
     "^controller/(api-errors|interceptors|request-gate|rpc-handler|body-limits|body-encoding|text-checks|connection-vouch|dashboard|metrics-route)\\.ts$|^controller/rest/",
   ],
-  ["server", "^controller/(cluster|server|listener|main)\\.ts$"],
+  ["server", "^controller/(cluster|server|listener|main)\\.ts$|^controller/wiring/"],
 ];
 
 /** The agent's layers, lowest first: the engine, versioned processes, executors, the loop, main. */

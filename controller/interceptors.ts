@@ -10,7 +10,7 @@
 //      logged with its cause and answered as INTERNAL_ERROR, never with a stack trace;
 //   5. the call counted by method and code (a stream when it ends), a unary call's time observed.
 import { beginSpan } from "../common/tracing.js";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { randomUUID } from "node:crypto";
@@ -34,8 +34,8 @@ import type { ControllerMetrics } from "./metrics/controller-metrics.js";
 // Calls every agent makes on a timer.
 const PERIODIC = new Set(["NodeService.Heartbeat", "WorkOrderService.RenewWorkOrderLease", "NodeService.WatchWorkOrders"]);
 
-/** The single boundary interceptor described above. */
-export function boundaryInterceptor(deps: {
+/** What the boundary interceptor needs. */
+export interface BoundaryDeps {
   authenticator: Authenticator;
   logger: Logger;
   store: Pick<Store, "getResource">;
@@ -43,127 +43,185 @@ export function boundaryInterceptor(deps: {
   audit?: AuditSink;
   /** Where calls are counted (unset: nowhere). */
   metrics?: Pick<ControllerMetrics, "rpcHandled">;
-}): Interceptor {
+}
+
+/** The single boundary interceptor described above. */
+export function boundaryInterceptor(deps: BoundaryDeps): Interceptor {
   return (next) => async (req) => {
-    const started = performance.now();
-    const action = `${req.method.parent.name}.${req.method.name}`;
-    // A unary call's time is observed; a stream is counted when it ends, however long it ran.
-    const unary = req.method.methodKind === "unary";
-    // The call's span, in the caller's trace (traceparent) or a new one: ended with the call (a
-    // stream when it ends), exported when an OTLP exporter is configured (common/tracing.ts).
-    const span = beginSpan(`${req.method.parent.typeName}/${req.method.name}`, req.header.get("traceparent") ?? undefined, "server");
-    const counted = (code: Code | undefined) => {
-      span.end(code === undefined ? undefined : Code[code]);
-      deps.metrics?.rpcHandled(req.method, code, unary ? (performance.now() - started) / 1000 : undefined);
-    };
-    let requestId: string = randomUUID();
-    let correlationId = requestId;
-    let principal: Principal = { kind: "anonymous" };
-    let log = deps.logger;
-    let info: CallInfo | undefined;
-    // An audited call's entry is written before it is answered: a change acknowledged to the
-    // caller always has one.
-    const audit = async (outcome: string) => {
-      if (!deps.audit || !isAudited(req.method, principal, outcome)) return;
-      await deps.audit(auditEntryOf(req, principal, info, { requestId, correlationId, outcome }));
-    };
-    // A failed call's entry: one that cannot be written is logged, the call's own error goes on.
-    const auditFailure = (code: string) =>
-      audit(code).catch((ae: unknown) =>
-        log.error({ action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed call"),
-      );
-    // Every failure, of the call or later of its response stream, leaves as a Connect error with
-    // the ApiError detail, the trace ids and one log line.
-    const failure = (e: unknown): ConnectError => {
-      const err = toConnectError(e, log, action);
-      err.metadata.set("x-request-id", requestId);
-      err.metadata.set("x-correlation-id", correlationId);
-      const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
-      log[code === "INTERNAL_ERROR" ? "error" : "warn"](
-        { action, result: code, node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started), message: err.rawMessage } },
-        `${action} failed: ${code}`,
-      );
-      return err;
-    };
+    const call = new BoundaryCall(deps, req);
     try {
-      requestId = traceHeader(req.header, "x-request-id") ?? requestId;
-      correlationId = traceHeader(req.header, "x-correlation-id") ?? requestId;
-      log = deps.logger.child({
-        request_id: requestId,
-        correlation_id: correlationId,
-        trace_id: span.context.traceId,
-        span_id: span.context.spanId,
-      });
-      // Admitted at the front door already (same rule, a moment ago: the RPC front door says so
-      // in context values, the REST one by a ticket), or admitted here.
-      const parked = takeParked(req.header);
-      principal =
-        req.contextValues.get(admittedKey) ??
-        parked?.principal ??
-        (await admit(deps.authenticator, req.method, req.header, {
-          peer: req.contextValues.get(peerCertificateKey) ?? parked?.peer,
-          onRefused: (p) => {
-            principal = p;
-            return audit("FORBIDDEN");
-          },
-        }));
-      const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
-      if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
-        throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });
-      }
-      info = {
-        requestId,
-        correlationId,
-        traceparent: span.traceparent,
-        principal,
-        actor: actorOf(principal),
-        tenants: tenantAccess(principal, deps.store),
-        audit: {},
-        idempotencyKey,
-        logger: log,
-      };
-      req.contextValues.set(callInfoKey, info);
-      // Text neither store can keep alike: refused, or replaced in what an agent reports.
-      if (!req.stream) {
-        if (permissionOf(req.method) === Permission.NODE) replaceNul(req.message);
-        else refuseNul(req.message);
-      }
+      await call.admit();
+      call.prepare();
       let res: Awaited<ReturnType<typeof next>>;
       try {
         res = await next(req);
       } catch (e) {
-        await auditFailure(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR");
+        await call.auditFailure(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR");
         throw e;
       }
-      await audit("OK");
-      res.header.set("x-request-id", requestId);
-      res.header.set("x-correlation-id", correlationId);
-      // Reads (declared NO_SIDE_EFFECTS in the contract) and the agents' periodic calls log at
-      // debug when they succeed: a line per poll, beat or renewal would bury the changes (their
-      // effects that matter, such as a node coming online, have events). Failures and other
-      // writes log at info and above.
-      const quiet = req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS || PERIODIC.has(action);
-      const level = quiet ? "debug" : "info";
-      log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(started) } }, `${action} ok`);
+      await call.audit("OK");
+      call.answered(res.header);
       // A streaming handler's body runs as its messages are read, after this returns: its errors
       // (a node watching another node's orders, say) are mapped here too.
-      // A refusal raised while a stream runs (node A watching node B's orders, a node revoked
-      // meanwhile) is audited like one raised before it.
-      const streamFailure = (e: unknown): ConnectError => {
-        const err = failure(e);
-        const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
-        void auditFailure(code);
-        return err;
-      };
-      if (res.stream) return { ...res, message: mapErrors(res.message, streamFailure, counted) };
-      counted(undefined);
+      if (res.stream) {
+        return {
+          ...res,
+          message: mapErrors(
+            res.message,
+            (e) => call.streamFailure(e),
+            (code) => call.counted(code),
+          ),
+        };
+      }
+      call.counted(undefined);
       return res;
     } catch (e) {
-      const err = failure(e);
-      counted(err.code);
+      const err = call.failure(e);
+      call.counted(err.code);
       throw err;
     }
   };
+}
+
+/** One call through the boundary: its ids, span, caller and logger, as they become known. */
+class BoundaryCall {
+  private readonly started: number;
+  private readonly action: string;
+  /** A unary call's time is observed; a stream is counted when it ends, however long it ran. */
+  private readonly unary: boolean;
+  private readonly span: ReturnType<typeof beginSpan>;
+  private requestId: string;
+  private correlationId: string;
+  private principal: Principal;
+  private log: Logger;
+  private info: CallInfo | undefined;
+
+  constructor(
+    private readonly deps: BoundaryDeps,
+    private readonly req: UnaryRequest | StreamRequest,
+  ) {
+    this.started = performance.now();
+    this.action = `${req.method.parent.name}.${req.method.name}`;
+    this.unary = req.method.methodKind === "unary";
+    // The call's span, in the caller's trace (traceparent) or a new one: ended with the call (a
+    // stream when it ends), exported when an OTLP exporter is configured (common/tracing.ts).
+    this.span = beginSpan(`${req.method.parent.typeName}/${req.method.name}`, req.header.get("traceparent") ?? undefined, "server");
+    this.requestId = randomUUID();
+    this.correlationId = this.requestId;
+    this.principal = { kind: "anonymous" };
+    this.log = deps.logger;
+  }
+
+  /** The call ended with `code` (undefined: OK): its span ends and it is counted. */
+  counted(code: Code | undefined): void {
+    this.span.end(code === undefined ? undefined : Code[code]);
+    this.deps.metrics?.rpcHandled(this.req.method, code, this.unary ? (performance.now() - this.started) / 1000 : undefined);
+  }
+
+  /** Takes the trace ids from the headers and finds who calls, admitted to the RPC's permission. */
+  async admit(): Promise<void> {
+    const { req, deps } = this;
+    this.requestId = traceHeader(req.header, "x-request-id") ?? this.requestId;
+    this.correlationId = traceHeader(req.header, "x-correlation-id") ?? this.requestId;
+    this.log = deps.logger.child({
+      request_id: this.requestId,
+      correlation_id: this.correlationId,
+      trace_id: this.span.context.traceId,
+      span_id: this.span.context.spanId,
+    });
+    // Admitted at the front door already (same rule, a moment ago: the RPC front door says so
+    // in context values, the REST one by a ticket), or admitted here.
+    const parked = takeParked(req.header);
+    this.principal =
+      req.contextValues.get(admittedKey) ??
+      parked?.principal ??
+      (await admit(deps.authenticator, req.method, req.header, {
+        peer: req.contextValues.get(peerCertificateKey) ?? parked?.peer,
+        onRefused: (p) => {
+          this.principal = p;
+          return this.audit("FORBIDDEN");
+        },
+      }));
+  }
+
+  /** Hands the handler its CallInfo, once the request's idempotency key and text are checked. */
+  prepare(): void {
+    const { req, principal } = this;
+    const idempotencyKey = req.header.get("x-idempotency-key") ?? undefined;
+    if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
+      throw invalid("x-idempotency-key must be 1-200 printable ASCII characters", { field: "x-idempotency-key" });
+    }
+    this.info = {
+      requestId: this.requestId,
+      correlationId: this.correlationId,
+      traceparent: this.span.traceparent,
+      principal,
+      actor: actorOf(principal),
+      tenants: tenantAccess(principal, this.deps.store),
+      audit: {},
+      idempotencyKey,
+      logger: this.log,
+    };
+    req.contextValues.set(callInfoKey, this.info);
+    // Text neither store can keep alike: refused, or replaced in what an agent reports.
+    if (!req.stream) {
+      if (permissionOf(req.method) === Permission.NODE) replaceNul(req.message);
+      else refuseNul(req.message);
+    }
+  }
+
+  // An audited call's entry is written before it is answered: a change acknowledged to the
+  // caller always has one.
+  async audit(outcome: string): Promise<void> {
+    const { deps, req, principal } = this;
+    if (!deps.audit || !isAudited(req.method, principal, outcome)) return;
+    await deps.audit(auditEntryOf(req, principal, this.info, { requestId: this.requestId, correlationId: this.correlationId, outcome }));
+  }
+
+  /** A failed call's entry: one that cannot be written is logged, the call's own error goes on. */
+  auditFailure(code: string): Promise<void> {
+    return this.audit(code).catch((ae: unknown) =>
+      this.log.error({ action: this.action, result: "INTERNAL_ERROR", err: ae }, "could not write the audit entry of a failed call"),
+    );
+  }
+
+  /** The answer carries the trace ids; the call's log line. */
+  answered(header: Headers): void {
+    const { action, principal } = this;
+    header.set("x-request-id", this.requestId);
+    header.set("x-correlation-id", this.correlationId);
+    // Reads (declared NO_SIDE_EFFECTS in the contract) and the agents' periodic calls log at
+    // debug when they succeed: a line per poll, beat or renewal would bury the changes (their
+    // effects that matter, such as a node coming online, have events). Failures and other
+    // writes log at info and above.
+    const quiet = this.req.method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS || PERIODIC.has(action);
+    const level = quiet ? "debug" : "info";
+    this.log[level]({ action, result: "ok", node_id: nodeIdOf(principal), metadata: { duration_ms: ms(this.started) } }, `${action} ok`);
+  }
+
+  // Every failure, of the call or later of its response stream, leaves as a Connect error with
+  // the ApiError detail, the trace ids and one log line.
+  failure(e: unknown): ConnectError {
+    const { action, log } = this;
+    const err = toConnectError(e, log, action);
+    err.metadata.set("x-request-id", this.requestId);
+    err.metadata.set("x-correlation-id", this.correlationId);
+    const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
+    log[code === "INTERNAL_ERROR" ? "error" : "warn"](
+      { action, result: code, node_id: nodeIdOf(this.principal), metadata: { duration_ms: ms(this.started), message: err.rawMessage } },
+      `${action} failed: ${code}`,
+    );
+    return err;
+  }
+
+  // A refusal raised while a stream runs (node A watching node B's orders, a node revoked
+  // meanwhile) is audited like one raised before it.
+  streamFailure(e: unknown): ConnectError {
+    const err = this.failure(e);
+    const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
+    void this.auditFailure(code);
+    return err;
+  }
 }
 
 /** A response stream whose errors leave through `failure`; `ended` is told its code (undefined: OK). */

@@ -84,13 +84,42 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
   const sockets = new Set<net.Socket>();
   // Until a call on it is admitted, a connection may open few streams (vouchFor raises the limit).
   const vouching = limits.maxUnvouchedConnections > 0;
-  const h2Options = {
+  const h2Options: http2.ServerOptions = {
     settings: {
       maxConcurrentStreams: vouching ? Math.min(limits.unvouchedStreams, limits.maxConcurrentStreams) : limits.maxConcurrentStreams,
     },
   };
   const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
-  const track = (s: http2.ServerHttp2Session) => {
+  const track = sessionTracker(limits, sessions);
+  const server = opts.tls ? tlsServer(opts.tls, limits, h2Options, watched, track) : plainServer(limits, h2Options, watched, track);
+  const admitConnection = connectionAdmission(limits, sockets, vouching, opts.onRefusedConnection);
+  // Counted as the TCP connection is accepted, before any TLS work is spent on it.
+  if (opts.tls) server.prependListener("connection", admitConnection);
+  else server.on("connection", admitConnection);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
+  return {
+    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sessions) s.close();
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+type SessionTracker = (s: http2.ServerHttp2Session) => void;
+
+// Keeps each HTTP/2 session in `sessions` while it is open, closes it once idle, and raises its
+// stream limit when a call on it is admitted.
+function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp2Session>): SessionTracker {
+  return (s) => {
     sessions.add(s);
     const socket = rawSocket(s.socket);
     const vouch = socket?.[VOUCH];
@@ -105,42 +134,61 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     s.on("close", () => sessions.delete(s));
     s.setTimeout(limits.sessionIdleMs, () => s.close());
   };
-  let server: net.Server;
-  if (opts.tls) {
-    const { clientCa, ...pair } = opts.tls;
-    // A certificate that does not verify still connects: the call is refused with a clear
-    // UNAUTHORIZED naming the reason, instead of a handshake failure a client cannot read.
-    const clientAuth = clientCa ? { requestCert: true, rejectUnauthorized: false, ca: clientCa } : {};
-    const h2 = http2.createSecureServer(
-      { ...pair, ...clientAuth, ...h2Options, allowHTTP1: true, minVersion: "TLSv1.2", handshakeTimeout: limits.handshakeTimeoutMs },
-      watched,
-    );
-    h2.on("session", track);
-    // An HTTP/1.1 connection over TLS gets none of Node's HTTP/1.1 server timeouts (they are
-    // properties of http.Server, not of the HTTP/2 server that hands it over): one that sends no
-    // request, or idles between requests, is closed once nothing has moved for requestIdleMs.
-    h2.on("secureConnection", (socket: tls.TLSSocket) => {
-      if (socket.alpnProtocol !== "h2") socket.setTimeout(limits.requestIdleMs, () => socket.destroy());
+}
+
+// HTTP/2 over TLS with HTTP/1.1 fallback; with a client CA, clients are asked for a certificate.
+function tlsServer(
+  tlsOptions: NonNullable<ServeOptions["tls"]>,
+  limits: ConnectionLimits,
+  h2Options: http2.ServerOptions,
+  watched: RequestHandler,
+  track: SessionTracker,
+): net.Server {
+  const { clientCa, ...pair } = tlsOptions;
+  // A certificate that does not verify still connects: the call is refused with a clear
+  // UNAUTHORIZED naming the reason, instead of a handshake failure a client cannot read.
+  const clientAuth = clientCa ? { requestCert: true, rejectUnauthorized: false, ca: clientCa } : {};
+  const h2 = http2.createSecureServer(
+    { ...pair, ...clientAuth, ...h2Options, allowHTTP1: true, minVersion: "TLSv1.2", handshakeTimeout: limits.handshakeTimeoutMs },
+    watched,
+  );
+  h2.on("session", track);
+  // An HTTP/1.1 connection over TLS gets none of Node's HTTP/1.1 server timeouts (they are
+  // properties of http.Server, not of the HTTP/2 server that hands it over): one that sends no
+  // request, or idles between requests, is closed once nothing has moved for requestIdleMs.
+  h2.on("secureConnection", (socket: tls.TLSSocket) => {
+    if (socket.alpnProtocol !== "h2") socket.setTimeout(limits.requestIdleMs, () => socket.destroy());
+  });
+  return h2;
+}
+
+// Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
+function plainServer(limits: ConnectionLimits, h2Options: http2.ServerOptions, watched: RequestHandler, track: SessionTracker): net.Server {
+  const h1 = http.createServer(watched);
+  const h2c = http2.createServer(h2Options, watched);
+  h2c.on("session", track);
+  return net.createServer((socket) => {
+    // A connection that sends nothing is closed like a TLS one that never starts its handshake.
+    socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
+    socket.once("data", (head: Buffer) => {
+      socket.setTimeout(0);
+      socket.pause();
+      socket.unshift(head);
+      const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
+      (isH2 ? h2c : h1).emit("connection", socket);
+      process.nextTick(() => socket.resume());
     });
-    server = h2;
-  } else {
-    // Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
-    const h1 = http.createServer(watched);
-    const h2c = http2.createServer(h2Options, watched);
-    h2c.on("session", track);
-    server = net.createServer((socket) => {
-      // A connection that sends nothing is closed like a TLS one that never starts its handshake.
-      socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
-      socket.once("data", (head: Buffer) => {
-        socket.setTimeout(0);
-        socket.pause();
-        socket.unshift(head);
-        const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
-        (isH2 ? h2c : h1).emit("connection", socket);
-        process.nextTick(() => socket.resume());
-      });
-    });
-  }
+  });
+}
+
+// Admits each accepted connection under the caps (in all, per address, and the pool of
+// connections no admitted call has vouched for yet), keeping `sockets` to those open.
+function connectionAdmission(
+  limits: ConnectionLimits,
+  sockets: Set<net.Socket>,
+  vouching: boolean,
+  onRefusedConnection: ServeOptions["onRefusedConnection"],
+): (s: net.Socket) => void {
   const perAddress = new Map<string, number>();
   // Connections no admitted call has vouched for yet, by client address, each oldest first.
   const unvouched = new Map<string, Set<net.Socket>>();
@@ -159,17 +207,17 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     const oldest = largest?.values().next().value;
     if (!oldest) return;
     leavePool(oldest, oldest.remoteAddress ?? "");
-    opts.onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
+    onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
     oldest.destroy();
   };
-  const admitConnection = (s: net.Socket) => {
+  return (s: net.Socket) => {
     const address = s.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
     const full =
       (limits.maxConnections > 0 && sockets.size >= limits.maxConnections) ||
       (limits.maxConnectionsPerAddress > 0 && open >= limits.maxConnectionsPerAddress);
     if (full) {
-      opts.onRefusedConnection?.(address, open >= limits.maxConnectionsPerAddress ? "per-address" : "total");
+      onRefusedConnection?.(address, open >= limits.maxConnectionsPerAddress ? "per-address" : "total");
       s.destroy();
       return;
     }
@@ -191,25 +239,6 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
       if (left > 0) perAddress.set(address, left);
       else perAddress.delete(address);
     });
-  };
-  // Counted as the TCP connection is accepted, before any TLS work is spent on it.
-  if (opts.tls) server.prependListener("connection", admitConnection);
-  else server.on("connection", admitConnection);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port, opts.host, () => resolve());
-  });
-  const port = (server.address() as net.AddressInfo).port;
-  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
-  return {
-    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sessions) s.close();
-        for (const s of sockets) s.destroy();
-      }),
   };
 }
 

@@ -3,8 +3,8 @@
 import { startTracing, tracingConfigured } from "../common/tracing.js";
 import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
 import { createLogger, type Logger } from "../common/logging/logger.js";
-import { build } from "./server.js";
-import { serve } from "./listener.js";
+import { build, type BuildOptions, type Controller } from "./server.js";
+import { serve, type ServeOptions } from "./listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { ensureClientCa } from "./tls/client-ca.js";
 import { SecretKeyRing } from "./tls/secret-key-ring.js";
@@ -37,6 +37,41 @@ async function main(): Promise<void> {
     level: config.logLevel,
   });
   const shared = config.storeUrl ? sharedStore(config.storeUrl, config.storeConnections ?? 30, logger) : {};
+  const keys = await loadKeys(config, logger);
+  // Spans go to an OTLP collector when OTEL_EXPORTER_OTLP_ENDPOINT says where (common/tracing.ts).
+  const stopTracing = await startTracing("skipper-controller");
+  if (tracingConfigured()) logger.info({ action: "tracing", result: "ok" }, "exporting spans over OTLP/HTTP");
+  const controller = await build({
+    dataDir: config.dataDir,
+    ...shared,
+    // Another controller may already run the loops this one stopped: start afresh as a follower.
+    onLeadershipLost: () => {
+      logger.error({ action: "shutdown", result: "error" }, "exiting: leadership was lost; a restarted controller rejoins as a follower");
+      closeLog();
+      process.exit(1);
+    },
+    logger,
+    ...buildSettings(config),
+    deferLoops: true,
+    clientCa: keys.clientCa,
+    tls: keys.tls,
+    keyRing: keys.keyRing,
+  });
+  const serving = await listen(controller, config, keys.tls, logger);
+  logListening(logger, config, serving.url, controller, keys.caFile);
+  // Recovery ran in build(); the loops' first rounds (a sweep reads every resource) wait until now.
+  controller.start();
+  logNotices(logger, config, serving.url, controller, keys.caFile);
+  stopOnSignals(logger, async () => {
+    await serving.close();
+    await controller.close();
+    await stopTracing();
+    closeLog();
+  });
+}
+
+/** The keys this controller holds: the client CA, the secret key ring, and its TLS certificate. */
+async function loadKeys(config: ControllerConfig, logger: Logger) {
   // The CA that signs enrolled nodes' certificates; none without TLS (no enrollment then).
   const clientCa = config.insecureHttp
     ? undefined
@@ -55,7 +90,7 @@ async function main(): Promise<void> {
       "several controllers on one database must share one secret key ring: set SKIPPER_SECRET_KEYS_FILE (or SKIPPER_SECRET_KEYS) to the same keys on each, or secrets sealed by one cannot be opened by another",
     );
   }
-  let tls: { cert: string; key: string; clientCa?: string } | undefined;
+  let tls: ServeOptions["tls"];
   let caFile: string | undefined;
   if (!config.insecureHttp) {
     const material = await ensureTlsMaterial({
@@ -68,19 +103,12 @@ async function main(): Promise<void> {
     tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
     caFile = material.caFile;
   }
-  // Spans go to an OTLP collector when OTEL_EXPORTER_OTLP_ENDPOINT says where (common/tracing.ts).
-  const stopTracing = await startTracing("skipper-controller");
-  if (tracingConfigured()) logger.info({ action: "tracing", result: "ok" }, "exporting spans over OTLP/HTTP");
-  const controller = await build({
-    dataDir: config.dataDir,
-    ...shared,
-    // Another controller may already run the loops this one stopped: start afresh as a follower.
-    onLeadershipLost: () => {
-      logger.error({ action: "shutdown", result: "error" }, "exiting: leadership was lost; a restarted controller rejoins as a follower");
-      closeLog();
-      process.exit(1);
-    },
-    logger,
+  return { clientCa, keyRing, tls, caFile };
+}
+
+/** The settings of build() that come straight from the configuration. */
+function buildSettings(config: ControllerConfig): Partial<BuildOptions> {
+  return {
     adminToken: config.adminToken,
     resetAdminToken: config.resetAdminToken,
     reconcileIntervalMs: config.reconcileIntervalMs,
@@ -92,14 +120,13 @@ async function main(): Promise<void> {
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     metricsOpen: config.metricsOpen,
-    deferLoops: true,
-    clientCa,
-    tls,
-    keyRing,
-  });
-  let serving: Awaited<ReturnType<typeof serve>>;
+  };
+}
+
+/** Puts the controller on its port; a failed listen still shows the admin token this start minted. */
+async function listen(controller: Controller, config: ControllerConfig, tls: ServeOptions["tls"], logger: Logger) {
   try {
-    serving = await serve(controller.handler, {
+    return await serve(controller.handler, {
       host: config.host,
       port: config.port,
       tls,
@@ -111,12 +138,15 @@ async function main(): Promise<void> {
     if (controller.generatedAdminToken) printAdminToken(controller.generatedAdminToken);
     throw new Error(`cannot listen on ${config.host}:${config.port}: ${(e as Error).message}`);
   }
+}
+
+function logListening(logger: Logger, config: ControllerConfig, url: string, controller: Controller, caFile: string | undefined): void {
   logger.info(
     {
       action: "listen",
       result: "ok",
       metadata: {
-        url: serving.url,
+        url,
         data_dir: config.dataDir,
         tls: !config.insecureHttp,
         ca_file: caFile,
@@ -125,15 +155,14 @@ async function main(): Promise<void> {
         version: VERSION,
       },
     },
-    `skipper-controller listening on ${serving.url}`,
+    `skipper-controller listening on ${url}`,
   );
-  // Recovery ran in build(); the loops' first rounds (a sweep reads every resource) wait until now.
-  controller.start();
+}
+
+/** What an operator should know once the controller serves: clear text, the CA file, open metrics, the admin token. */
+function logNotices(logger: Logger, config: ControllerConfig, url: string, controller: Controller, caFile: string | undefined): void {
   if (config.insecureHttp) {
-    logger.warn(
-      { action: "listen", metadata: { url: serving.url } },
-      "TLS is off (SKIPPER_INSECURE_HTTP): tokens cross the network in clear text",
-    );
+    logger.warn({ action: "listen", metadata: { url } }, "TLS is off (SKIPPER_INSECURE_HTTP): tokens cross the network in clear text");
   } else if (caFile) {
     logger.info({ action: "tls", metadata: { ca_file: caFile } }, `clients trust the controller with: --cacert ${caFile}`);
   }
@@ -147,7 +176,10 @@ async function main(): Promise<void> {
       "admin calls take the token printed at first start (SKIPPER_ADMIN_TOKEN); lost it? restart with --reset-admin-token",
     );
   }
+}
 
+/** On SIGINT or SIGTERM, once: `close` everything and exit 0, or exit 1 after STOP_DEADLINE_MS. */
+function stopOnSignals(logger: Logger, close: () => Promise<void>): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -158,10 +190,7 @@ async function main(): Promise<void> {
       logger.error({ action: "shutdown", result: "error" }, `still stopping after ${STOP_DEADLINE_MS} ms; exiting anyway`);
       process.exit(1);
     }, STOP_DEADLINE_MS).unref();
-    await serving.close();
-    await controller.close();
-    await stopTracing();
-    closeLog();
+    await close();
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

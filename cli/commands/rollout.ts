@@ -18,9 +18,18 @@ import { durationFlag } from "../flags.js";
 
 const ENDED = new Set([RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.ROLLED_BACK, RolloutStatus.SUPERSEDED]);
 
+/** `skipper rollout` and its commands. */
 export function registerRollout(program: Command, ctx: CommandContext): void {
   const rollout = program.command("rollout").description("follow and steer a tenant's rollouts");
+  registerStatus(rollout, ctx);
+  registerSteering(rollout, ctx);
+  registerPromote(rollout, ctx);
+  registerApprove(rollout, ctx);
+  registerHistory(rollout, ctx);
+}
 
+// `rollout status [--wait]`: where the latest change stands, printed as it changes.
+function registerStatus(rollout: Command, ctx: CommandContext): void {
   rollout
     .command("status")
     .argument("<tenant>", "the tenant")
@@ -78,7 +87,10 @@ Examples:
         await new Promise((r) => setTimeout(r, intervalMs));
       }
     });
+}
 
+// `rollout pause|resume|abort`: steer the rollout under way.
+function registerSteering(rollout: Command, ctx: CommandContext): void {
   const steer = (name: "pause" | "resume" | "abort", what: string, example: string) =>
     rollout
       .command(name)
@@ -105,7 +117,10 @@ Examples:
   );
   steer("resume", "go on with a paused rollout (failures before the resume no longer count)", "skipper rollout resume shop");
   steer("abort", "return every node the rollout updated to the spec it ran before", 'skipper rollout abort shop --reason "wrong build"');
+}
 
+// `rollout promote`: open the next promote gate.
+function registerPromote(rollout: Command, ctx: CommandContext): void {
   rollout
     .command("promote")
     .argument("<tenant>", "the tenant whose rollout waits for a promote")
@@ -122,7 +137,10 @@ Examples:
       const res = await clients.rollouts.promoteRollout({ id: current.id, wave: opts.wave ?? "", reason: opts.reason ?? "" });
       printRollout(ctx, res.rollout!);
     });
+}
 
+// `rollout approve`: show a rollout's plan, or approve it by its hash.
+function registerApprove(rollout: Command, ctx: CommandContext): void {
   rollout
     .command("approve")
     .argument("<tenant>", "the tenant whose rollout waits for approval")
@@ -155,7 +173,10 @@ Examples:
       const res = await clients.rollouts.approveRollout({ id: current.id, planHash: opts.plan, reason: opts.reason ?? "" });
       printRollout(ctx, res.rollout!);
     });
+}
 
+// `rollout history`: the tenant's rollouts, newest first.
+function registerHistory(rollout: Command, ctx: CommandContext): void {
   rollout
     .command("history")
     .argument("<tenant>", "the tenant")

@@ -1,5 +1,5 @@
 // The one owner of a work order's life after it is queued. Each verb makes the store transition
-// (whose rules are store/work-order-transitions.ts), records what follows from it (an end:
+// (whose rules are domain/work-order-transitions.ts), records what follows from it (an end:
 // reconcile/order-end.ts, the one owner of every end; a start, a retry, a cancel asked of a node:
 // order-outcome.ts), rings the node's stream when the order is pending again or asked to stop,
 // and tells the reconciler (reconcile/triggers.ts) when the order has ended. The lease monitor

@@ -80,15 +80,6 @@ export interface TargetPlan {
 
 /** Decides what to do for one target. */
 export function planTarget(f: TargetFacts): TargetPlan {
-  const offline = f.node?.liveness === NodeLiveness.OFFLINE;
-  const waiting = (what: string): TargetVerdict =>
-    offline
-      ? {
-          status: ConvergenceStatus.NODE_OFFLINE,
-          message: `node ${f.nodeId} is offline; ${what} waits for it`,
-          workOrderId: f.inFlight?.id,
-        }
-      : { status: ConvergenceStatus.ORDER_IN_FLIGHT, message: what, workOrderId: f.inFlight?.id };
   if (f.inFlight) {
     const state =
       f.inFlight.status === WorkOrderStatus.RETRY_PENDING
@@ -96,106 +87,135 @@ export function planTarget(f: TargetFacts): TargetPlan {
         : f.inFlight.status === WorkOrderStatus.RUNNING
           ? "running"
           : "pending";
-    return { actions: [], verdict: waiting(`work order ${f.inFlight.id} is ${state}`), forget: false };
+    return { actions: [], verdict: waiting(f, `work order ${f.inFlight.id} is ${state}`), forget: false };
   }
+  return f.desired ? planDesired(f, f.desired) : planAbsent(f);
+}
+
+/** The verdict while `what` is under way: the order in flight, or the offline node it waits for. */
+function waiting(f: TargetFacts, what: string): TargetVerdict {
+  return f.node?.liveness === NodeLiveness.OFFLINE
+    ? {
+        status: ConvergenceStatus.NODE_OFFLINE,
+        message: `node ${f.nodeId} is offline; ${what} waits for it`,
+        workOrderId: f.inFlight?.id,
+      }
+    : { status: ConvergenceStatus.ORDER_IN_FLIGHT, message: what, workOrderId: f.inFlight?.id };
+}
+
+// The tenant should run `desired` on the node.
+function planDesired(f: TargetFacts, desired: RenderedProject): TargetPlan {
   const rec = f.record;
-  if (f.desired) {
-    const hash = f.desired.specHash;
-    if (!f.node)
-      return {
-        actions: [],
-        verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` },
-        forget: false,
-      };
-    if (f.node.disabled)
-      return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
-    const limit = f.quarantineAfter || MAX_FAILURES;
-    // A failed return backs off (and the rollout records it as failed before the retry is due).
-    if (f.rollbackTo !== undefined && rec && rec.appliedHash !== f.rollbackTo && !backoff(rec, f.rollbackTo, f.now, limit)) {
-      return {
-        actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: f.rollbackTo }],
-        verdict: waiting(`the rollout is rolling back: returning node ${f.nodeId} to spec ${short(f.rollbackTo)}`),
-        forget: false,
-      };
-    }
-    if (f.hold !== undefined && rec && rec.appliedHash !== "" && rec.appliedHash !== hash) {
-      // Held on the spec it runs, which is still repaired when it drifts (a rollback order to it).
-      const drift = driftOf(f, rec.appliedHash);
-      if (drift.length > 0 && !backoff(rec, rec.appliedHash, f.now, limit)) {
-        return {
-          actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, repair: true }],
-          verdict: {
-            status: ConvergenceStatus.DRIFT_DETECTED,
-            message: `drift on node ${f.nodeId}, which a rollout holds on spec ${short(rec.appliedHash)}: ${drift.join("; ")}; repairing it`,
-          },
-          drift,
-          forget: false,
-        };
-      }
-      return { actions: [], verdict: { status: ConvergenceStatus.ROLLOUT_WAITING, message: f.hold }, forget: false };
-    }
-    // A spec the node's gate or hooks rolled back is tried again once those settings change.
-    const safetyChanged =
-      rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
-    if (rec && rec.rolledBackHash === hash && rec.appliedHash !== hash && !safetyChanged) {
-      const why =
-        rec.quarantineReason !== ""
-          ? `is quarantined (${rec.quarantineReason})`
-          : rec.lastResultCode === "ROLLBACK_OK"
-            ? "was rolled back by an admin"
-            : `was rolled back by its node (${rec.lastResultCode})`;
-      return {
-        actions: [],
-        verdict: {
-          status: ConvergenceStatus.ROLLED_BACK,
-          message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; ${rec.rolledBackSafetyHash !== "" ? "change what runs, or the health gate or hooks," : "change what runs"} or Apply to deploy it again`,
-          workOrderId: rec.lastWorkOrderId,
-        },
-        forget: false,
-      };
-    }
-    const blocked = backoff(rec, hash, f.now, limit);
-    if (rec?.appliedHash === hash) {
-      const drift = driftOf(f, hash);
-      if (drift.length === 0 && f.desired.deleteVolumes.length > 0 && !blocked) {
-        // What runs is right, but a deletion asked for data on this node to go: one order does it.
-        return {
-          actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "delete_data" }],
-          verdict: waiting(`removing the data of deleted resources (volumes ${f.desired.deleteVolumes.join(", ")})`),
-          forget: false,
-        };
-      }
-      if (drift.length === 0)
-        return {
-          actions: [],
-          verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` },
-          forget: false,
-        };
-      if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
-      return {
-        actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: "drift" }],
-        verdict: { status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node ${f.nodeId}: ${drift.join("; ")}` },
-        drift,
-        forget: false,
-      };
-    }
-    const quarantine = blocked && quarantineOf(f.nodeId, rec, hash, limit);
-    if (quarantine && rec) {
-      return {
-        actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, quarantine }],
-        verdict: waiting(`${quarantine}; returning node ${f.nodeId} to its last good spec ${short(rec.appliedHash)}`),
-        forget: false,
-      };
-    }
-    if (blocked) return { actions: [], verdict: blocked, forget: false };
-    const retry = rec?.failedHash === hash && rec.failures > 0;
+  const hash = desired.specHash;
+  if (!f.node)
     return {
-      actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: f.desired, reason: retry ? "retry" : "desired_changed" }],
-      verdict: waiting(retry ? `retrying after ${rec!.failures} failed order(s)` : "deploying the desired project"),
+      actions: [],
+      verdict: { status: ConvergenceStatus.NO_MATCHING_NODE, message: `node ${f.nodeId} is not registered` },
+      forget: false,
+    };
+  if (f.node.disabled)
+    return { actions: [], verdict: { status: ConvergenceStatus.NODE_DISABLED, message: `node ${f.nodeId} is disabled` }, forget: false };
+  const limit = f.quarantineAfter || MAX_FAILURES;
+  // A failed return backs off (and the rollout records it as failed before the retry is due).
+  if (f.rollbackTo !== undefined && rec && rec.appliedHash !== f.rollbackTo && !backoff(rec, f.rollbackTo, f.now, limit)) {
+    return {
+      actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: f.rollbackTo }],
+      verdict: waiting(f, `the rollout is rolling back: returning node ${f.nodeId} to spec ${short(f.rollbackTo)}`),
       forget: false,
     };
   }
-  // Nothing should run here.
+  if (f.hold !== undefined && rec && rec.appliedHash !== "" && rec.appliedHash !== hash) return planHeld(f, f.hold, rec, limit);
+  const rolledBack = rolledBackPlan(f, rec, hash);
+  if (rolledBack) return rolledBack;
+  const blocked = backoff(rec, hash, f.now, limit);
+  if (rec?.appliedHash === hash) return planApplied(f, desired, blocked);
+  const quarantine = blocked && quarantineOf(f.nodeId, rec, hash, limit);
+  if (quarantine && rec) {
+    return {
+      actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, quarantine }],
+      verdict: waiting(f, `${quarantine}; returning node ${f.nodeId} to its last good spec ${short(rec.appliedHash)}`),
+      forget: false,
+    };
+  }
+  if (blocked) return { actions: [], verdict: blocked, forget: false };
+  const retry = rec?.failedHash === hash && rec.failures > 0;
+  return {
+    actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: desired, reason: retry ? "retry" : "desired_changed" }],
+    verdict: waiting(f, retry ? `retrying after ${rec!.failures} failed order(s)` : "deploying the desired project"),
+    forget: false,
+  };
+}
+
+// Held on the spec it runs (`hold` says why), which is still repaired when it drifts (a rollback
+// order to it).
+function planHeld(f: TargetFacts, hold: string, rec: TargetStatus, limit: number): TargetPlan {
+  const drift = driftOf(f, rec.appliedHash);
+  if (drift.length > 0 && !backoff(rec, rec.appliedHash, f.now, limit)) {
+    return {
+      actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, repair: true }],
+      verdict: {
+        status: ConvergenceStatus.DRIFT_DETECTED,
+        message: `drift on node ${f.nodeId}, which a rollout holds on spec ${short(rec.appliedHash)}: ${drift.join("; ")}; repairing it`,
+      },
+      drift,
+      forget: false,
+    };
+  }
+  return { actions: [], verdict: { status: ConvergenceStatus.ROLLOUT_WAITING, message: hold }, forget: false };
+}
+
+// A spec the node's gate or hooks rolled back is tried again once those settings change; until
+// then (or another spec, or an Apply) it waits, ROLLED_BACK.
+function rolledBackPlan(f: TargetFacts, rec: TargetStatus | undefined, hash: string): TargetPlan | undefined {
+  const safetyChanged =
+    rec !== undefined && rec.rolledBackSafetyHash !== "" && f.safetyHash !== undefined && rec.rolledBackSafetyHash !== f.safetyHash;
+  if (!rec || rec.rolledBackHash !== hash || rec.appliedHash === hash || safetyChanged) return undefined;
+  const why =
+    rec.quarantineReason !== ""
+      ? `is quarantined (${rec.quarantineReason})`
+      : rec.lastResultCode === "ROLLBACK_OK"
+        ? "was rolled back by an admin"
+        : `was rolled back by its node (${rec.lastResultCode})`;
+  return {
+    actions: [],
+    verdict: {
+      status: ConvergenceStatus.ROLLED_BACK,
+      message: `spec ${short(hash)} ${why} on node ${f.nodeId}, which runs ${short(rec.appliedHash)} again; ${rec.rolledBackSafetyHash !== "" ? "change what runs, or the health gate or hooks," : "change what runs"} or Apply to deploy it again`,
+      workOrderId: rec.lastWorkOrderId,
+    },
+    forget: false,
+  };
+}
+
+// The desired spec is applied: converged, or its drift repaired, or data a deletion asked for removed.
+function planApplied(f: TargetFacts, desired: RenderedProject, blocked: TargetVerdict | undefined): TargetPlan {
+  const drift = driftOf(f, desired.specHash);
+  if (drift.length === 0 && desired.deleteVolumes.length > 0 && !blocked) {
+    // What runs is right, but a deletion asked for data on this node to go: one order does it.
+    return {
+      actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: desired, reason: "delete_data" }],
+      verdict: waiting(f, `removing the data of deleted resources (volumes ${desired.deleteVolumes.join(", ")})`),
+      forget: false,
+    };
+  }
+  if (drift.length === 0)
+    return {
+      actions: [],
+      verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` },
+      forget: false,
+    };
+  if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
+  return {
+    actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: desired, reason: "drift" }],
+    verdict: { status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node ${f.nodeId}: ${drift.join("; ")}` },
+    drift,
+    forget: false,
+  };
+}
+
+// Nothing should run here.
+function planAbsent(f: TargetFacts): TargetPlan {
+  const rec = f.record;
   const observed = fresh(f) ? f.observed : undefined;
   if (rec?.appliedHash === REMOVAL_HASH) {
     // Removed: forget the target once the node no longer reports the project; an observation
@@ -222,7 +242,7 @@ export function planTarget(f: TargetFacts): TargetPlan {
     return { actions: [], verdict: { status: ConvergenceStatus.CONVERGED, message: "nothing runs here" }, forget: true };
   return {
     actions: [{ kind: "remove", nodeId: f.nodeId, projectName }],
-    verdict: waiting(`removing project ${projectName}`),
+    verdict: waiting(f, `removing project ${projectName}`),
     forget: false,
   };
 }

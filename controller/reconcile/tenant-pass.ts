@@ -33,9 +33,9 @@ import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { dependencyStates } from "./dependency-status.js";
 import { issueOrder, issueRollback, supersedeStale, type TargetOrder } from "./order-issuer.js";
-import { advanceGate, openGate } from "./rollout-gate.js";
+import { advanceGate, openGate, type RolloutGate } from "./rollout-gate.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
-import { planTarget, type TargetPlan, type TargetVerdict } from "./plan-target.js";
+import { planTarget, type TargetAction, type TargetPlan, type TargetVerdict } from "./plan-target.js";
 import { recordOutcome } from "./target-outcome.js";
 import type { TargetRecords } from "./target-records.js";
 import type { World } from "./world.js";
@@ -86,6 +86,27 @@ const NODES_AT_ONCE = 16;
 
 /** Plans of one pass after its rollout started nodes: as many as there can be wave steps in one go. */
 const MAX_REPLANS = 8;
+
+/** What every node of one pass shares. */
+interface NodePass {
+  tenant: Resource;
+  tenantId: string;
+  /** The tenant unless it is being deleted. */
+  live: Resource | undefined;
+  desire: TenantDesire;
+  records: Map<string, TargetStatus>;
+  world: World;
+  now: Date;
+  trace: Trace;
+  opts: PassOptions;
+  issuing: BusyTime;
+  orderTerms: Parameters<typeof issueOrder>[2];
+  safetyHash: string;
+  quarantineAfter: number | undefined;
+  gate: RolloutGate;
+  /** Why a rollout's return of a node could not be issued, by node. */
+  rollbackErrors: Map<string, string>;
+}
 
 /** Runs passes; holds no state between them. */
 export class TenantPass {
@@ -159,81 +180,29 @@ export class TenantPass {
     const rollbackErrors = new Map<string, string>();
     const latestRollout = this.deps.records.rolloutIdOf(tenant);
     const gate = await openGate(this.deps.store, this.deps.rollouts, tenant, latestRollout, desire, records, world, now, trace);
+    const quarantineAfter = tenantSpec?.safety?.quarantineAfter;
+    const pass: NodePass = {
+      tenant,
+      tenantId,
+      live,
+      desire,
+      records,
+      world,
+      now,
+      trace,
+      opts,
+      issuing,
+      orderTerms,
+      safetyHash,
+      quarantineAfter,
+      gate,
+      rollbackErrors,
+    };
     // Nodes are planned and their orders issued a few at a time: each order is durable writes
     // (deployment, order, events) that would otherwise wait for one another's fsyncs, and a
     // thousand-node change would hold the tenant's lock (and every report of its nodes) for
     // seconds. Results are gathered in node order.
-    const perNode = await mapLimit(nodeIds, NODES_AT_ONCE, async (nodeId) => {
-      const mine: TargetOrder[] = [];
-      const inFlight = await supersedeStale(
-        this.deps,
-        world.inFlight(tenantId, nodeId),
-        desire.targets.get(nodeId)?.specHash ?? "",
-        now,
-        trace,
-      );
-      const node = world.node(nodeId);
-      const facts = {
-        nodeId,
-        desired: desire.targets.get(nodeId),
-        record: records.get(nodeId),
-        inFlight,
-        node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
-        observed: world.observed(nodeId, tenantId),
-        safetyHash,
-        hold: gate.hold(nodeId),
-        rollbackTo: gate.rollbackTo(nodeId),
-        quarantineAfter: tenantSpec?.safety?.quarantineAfter,
-        now,
-      };
-      let plan: TargetPlan = planTarget(facts);
-      const held = plan.verdict.status === ConvergenceStatus.ROLLOUT_WAITING;
-      if (opts.force && !inFlight && facts.desired && node && !node.disabled && !held && plan.actions.length === 0) {
-        plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
-      }
-      if (inFlight) mine.push({ nodeId, workOrder: inFlight, created: false });
-      const prior = records.get(nodeId);
-      const record = prior ? copyMessage(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
-      record.desiredHash = facts.desired?.specHash ?? "";
-      record.serviceIds = facts.desired?.serviceIds ?? [];
-      if (facts.desired) record.projectName = facts.desired.project.projectName;
-      // An order in flight is the target's last order, even when the pass that issued it died
-      // before writing the record: its outcome must count when it comes.
-      if (inFlight && record.lastWorkOrderId !== inFlight.id) {
-        record.lastWorkOrderId = inFlight.id;
-        record.lastResultCode = "";
-      }
-      for (const action of plan.actions) {
-        const removal = {
-          removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false,
-          deleteVolumes: desire.removalVolumes(nodeId),
-        };
-        let issued: TargetOrder;
-        if (action.kind === "rollback") {
-          try {
-            issued = await issuing.time(() => issueRollback(this.deps, tenant, orderTerms, action, trace, now, plan.drift));
-          } catch (e) {
-            if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
-            if (action.quarantine) {
-              // Nothing kept to return to: give the spec up here without it.
-              record.quarantineReason = `${action.quarantine}; ${e.message}`;
-              plan.verdict = {
-                status: ConvergenceStatus.ORDER_FAILED,
-                message: `${record.quarantineReason}; change the desired state or Apply`,
-              };
-            } else rollbackErrors.set(nodeId, e.message);
-            continue;
-          }
-        } else issued = await issuing.time(() => issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift));
-        mine.push(issued);
-        world.addInFlight(issued.workOrder);
-        record.lastWorkOrderId = issued.workOrder.id;
-        record.lastResultCode = ""; // the outcome is pending
-        plan.verdict.workOrderId = issued.workOrder.id;
-      }
-      record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
-      return { nodeId, orders: mine, verdict: plan.verdict, record: plan.forget ? undefined : record };
-    });
+    const perNode = await mapLimit(nodeIds, NODES_AT_ONCE, (nodeId) => this.passNode(pass, nodeId));
     for (const n of perNode) {
       orders.push(...n.orders);
       verdicts.set(n.nodeId, n.verdict);
@@ -254,6 +223,96 @@ export class TenantPass {
     await this.writeServices(world, tenantId, desire, verdicts, now, trace);
     if (live) await this.writeDependencies(world, tenantId, desire, verdicts);
     return { desire, orders, verdicts, rolloutAt: advance.recheckAt, again: advance.again };
+  }
+
+  // Plans one node of the pass and issues the orders its plan asks for; returns its orders, its
+  // verdict and its next record (none when the target is forgotten).
+  private async passNode(pass: NodePass, nodeId: string) {
+    const { world, tenantId, desire, records, now, trace, gate, opts } = pass;
+    const mine: TargetOrder[] = [];
+    const inFlight = await supersedeStale(
+      this.deps,
+      world.inFlight(tenantId, nodeId),
+      desire.targets.get(nodeId)?.specHash ?? "",
+      now,
+      trace,
+    );
+    const node = world.node(nodeId);
+    const facts = {
+      nodeId,
+      desired: desire.targets.get(nodeId),
+      record: records.get(nodeId),
+      inFlight,
+      node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
+      observed: world.observed(nodeId, tenantId),
+      safetyHash: pass.safetyHash,
+      hold: gate.hold(nodeId),
+      rollbackTo: gate.rollbackTo(nodeId),
+      quarantineAfter: pass.quarantineAfter,
+      now,
+    };
+    let plan: TargetPlan = planTarget(facts);
+    const held = plan.verdict.status === ConvergenceStatus.ROLLOUT_WAITING;
+    if (opts.force && !inFlight && facts.desired && node && !node.disabled && !held && plan.actions.length === 0) {
+      plan = { ...plan, actions: [{ kind: "deploy", nodeId, rendered: facts.desired, reason: "apply" }] };
+    }
+    if (inFlight) mine.push({ nodeId, workOrder: inFlight, created: false });
+    const prior = records.get(nodeId);
+    const record = prior ? copyMessage(TargetStatusSchema, prior) : create(TargetStatusSchema, { nodeId });
+    record.desiredHash = facts.desired?.specHash ?? "";
+    record.serviceIds = facts.desired?.serviceIds ?? [];
+    if (facts.desired) record.projectName = facts.desired.project.projectName;
+    // An order in flight is the target's last order, even when the pass that issued it died
+    // before writing the record: its outcome must count when it comes.
+    if (inFlight && record.lastWorkOrderId !== inFlight.id) {
+      record.lastWorkOrderId = inFlight.id;
+      record.lastResultCode = "";
+    }
+    for (const action of plan.actions) {
+      const issued = await this.issue(pass, nodeId, action, plan, record);
+      if (!issued) continue;
+      mine.push(issued);
+      world.addInFlight(issued.workOrder);
+      record.lastWorkOrderId = issued.workOrder.id;
+      record.lastResultCode = ""; // the outcome is pending
+      plan.verdict.workOrderId = issued.workOrder.id;
+    }
+    record.convergence = convergence(plan.verdict, nodeId, now, record.convergence);
+    return { nodeId, orders: mine, verdict: plan.verdict, record: plan.forget ? undefined : record };
+  }
+
+  // Issues the order one action asks for. A rollback with nothing kept to return to issues none
+  // (undefined): a quarantine gives the spec up without it, a rollout's return is noted in
+  // `pass.rollbackErrors`.
+  private async issue(
+    pass: NodePass,
+    nodeId: string,
+    action: TargetAction,
+    plan: TargetPlan,
+    record: TargetStatus,
+  ): Promise<TargetOrder | undefined> {
+    const { tenant, tenantId, live, desire, orderTerms, trace, now, issuing } = pass;
+    const removal = {
+      removeVolumes: live === undefined ? tenant.deletion?.deleteData === true : false,
+      deleteVolumes: desire.removalVolumes(nodeId),
+    };
+    if (action.kind !== "rollback") {
+      return issuing.time(() => issueOrder(this.deps, tenantId, orderTerms, action, trace, now, removal, plan.drift));
+    }
+    try {
+      return await issuing.time(() => issueRollback(this.deps, tenant, orderTerms, action, trace, now, plan.drift));
+    } catch (e) {
+      if (!isSkipperError(e) || e.code !== "CONFLICT") throw e;
+      if (action.quarantine) {
+        // Nothing kept to return to: give the spec up here without it.
+        record.quarantineReason = `${action.quarantine}; ${e.message}`;
+        plan.verdict = {
+          status: ConvergenceStatus.ORDER_FAILED,
+          message: `${record.quarantineReason}; change the desired state or Apply`,
+        };
+      } else pass.rollbackErrors.set(nodeId, e.message);
+      return undefined;
+    }
   }
 
   // Records the outcome of a target's last order when the order has finished but its result

@@ -1,4 +1,4 @@
-// What service implementations depend on. Built once in server.ts and passed to each factory.
+// What service implementations depend on. Built once in wiring/service-deps.ts and passed to each factory.
 import type { CredentialEnds } from "../auth/credential-ends.js";
 import type { Store } from "../store/store.js";
 import type { Coordination } from "../store/coordination.js";

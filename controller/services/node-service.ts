@@ -1,6 +1,6 @@
 // NodeService: admins register nodes and rotate their tokens; each node heartbeats, asks for its
 // next work order and reports observed state, always about itself only.
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RegisterNodeRequestSchema, RegisterNodeResponseSchema, type NodeService } from "../../gen/skipper/v1/node_service_pb.js";
@@ -98,44 +98,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     async *watchWorkOrders(req, ctx) {
       const call = callInfo(ctx);
       const nodeId = selfOnly(call, req.nodeId);
-      const queue: WorkOrder[] = [];
-      let wake: (() => void) | undefined;
-      const unsubscribe = deps.feed.subscribe(nodeId, (o) => {
-        queue.push(o);
-        wake?.();
-      });
-      // A credential that ends (token rotated, certificates revoked, node deleted) wakes the
-      // stream, which then finds it no longer holds.
-      const unwatch = deps.credentialEnds.watch(call.principal, () => wake?.());
-      try {
-        // Subscribed first, then read: an order created in between is sent twice, never missed.
-        yield { meta: responseMeta(ctx), workOrder: await store.nextPendingWorkOrder(nodeId), serverTime: timestampFromDate(deps.now()) };
-        while (!ctx.signal.aborted) {
-          if (queue.length === 0) {
-            await new Promise<void>((resolve) => {
-              const done = () => {
-                clearTimeout(timer);
-                ctx.signal.removeEventListener("abort", done);
-                wake = undefined;
-                resolve();
-              };
-              const timer = setTimeout(done, WATCH_KEEPALIVE_MS);
-              wake = done;
-              ctx.signal.addEventListener("abort", done, { once: true });
-            });
-          }
-          if (ctx.signal.aborted) break;
-          // A stream outlives the check that admitted it: a node revoked or deleted since hears
-          // nothing more (its orders carry its services' secrets).
-          if (!(await nodeCredentialHolds(store, call.principal, deps.now()))) {
-            throw unauthorized("this node's credential has been revoked");
-          }
-          yield { meta: responseMeta(ctx), workOrder: queue.shift(), serverTime: timestampFromDate(deps.now()) };
-        }
-      } finally {
-        unsubscribe();
-        unwatch();
-      }
+      yield* watchOrders(deps, call, nodeId, ctx);
     },
 
     async reportResourceState(req, ctx) {
@@ -147,4 +110,49 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
       return { meta: responseMeta(ctx), resources: await recordReports(deps, nodeId, order, req.reports, traceOf(call)) };
     },
   };
+}
+
+// A node's WatchWorkOrders stream: its next pending order at once, then each order as it becomes
+// pending, or a keepalive when nothing happens for WATCH_KEEPALIVE_MS; it ends when the client
+// goes or the node's credential no longer holds.
+async function* watchOrders(deps: ServiceDeps, call: CallInfo, nodeId: string, ctx: HandlerContext) {
+  const { store } = deps;
+  const queue: WorkOrder[] = [];
+  let wake: (() => void) | undefined;
+  const unsubscribe = deps.feed.subscribe(nodeId, (o) => {
+    queue.push(o);
+    wake?.();
+  });
+  // A credential that ends (token rotated, certificates revoked, node deleted) wakes the
+  // stream, which then finds it no longer holds.
+  const unwatch = deps.credentialEnds.watch(call.principal, () => wake?.());
+  try {
+    // Subscribed first, then read: an order created in between is sent twice, never missed.
+    yield { meta: responseMeta(ctx), workOrder: await store.nextPendingWorkOrder(nodeId), serverTime: timestampFromDate(deps.now()) };
+    while (!ctx.signal.aborted) {
+      if (queue.length === 0) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            ctx.signal.removeEventListener("abort", done);
+            wake = undefined;
+            resolve();
+          };
+          const timer = setTimeout(done, WATCH_KEEPALIVE_MS);
+          wake = done;
+          ctx.signal.addEventListener("abort", done, { once: true });
+        });
+      }
+      if (ctx.signal.aborted) break;
+      // A stream outlives the check that admitted it: a node revoked or deleted since hears
+      // nothing more (its orders carry its services' secrets).
+      if (!(await nodeCredentialHolds(store, call.principal, deps.now()))) {
+        throw unauthorized("this node's credential has been revoked");
+      }
+      yield { meta: responseMeta(ctx), workOrder: queue.shift(), serverTime: timestampFromDate(deps.now()) };
+    }
+  } finally {
+    unsubscribe();
+    unwatch();
+  }
 }
