@@ -7,7 +7,7 @@
 //   - inside each program, one direction: a layer imports only the layers below it.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
-  ["base", "^controller/(errors|id-checks|ordered-ids|context|keyed-lock|periodic|canonical-json|version|config)\\.ts$"],
+  ["base", "^controller/base/"],
   ["domain", "^controller/domain/"],
   ["store", "^controller/store/"],
   ["metrics", "^controller/metrics/"],
@@ -23,11 +23,9 @@ const CONTROLLER_LAYERS = [
   ["dispatch", "^controller/dispatch/"],
   ["webhooks", "^controller/webhooks/"],
   ["services", "^controller/services/"],
-  [
-    "boundary",
-    "^controller/(api-errors|interceptors|request-gate|rpc-handler|body-limits|body-encoding|text-checks|connection-vouch|dashboard|metrics-route)\\.ts$|^controller/rest/",
-  ],
-  ["server", "^controller/(cluster|server|listener|main)\\.ts$|^controller/wiring/"],
+  ["boundary", "^controller/boundary/"],
+  ["server", "^controller/server/"],
+  ["main", "^controller/main\\.ts$"],
 ];
 
 /** The agent's layers, lowest first: the engine, versioned processes, executors, the loop, main. */

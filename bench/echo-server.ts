@@ -6,7 +6,7 @@ import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { storedBenchTenant } from "./bench-tenant.js";
-import { serve } from "../controller/listener.js";
+import { serve } from "../controller/server/listener.js";
 import { ensureTlsMaterial } from "../controller/tls/tls-material.js";
 
 const dataDir = process.argv[2];

@@ -1,7 +1,7 @@
 // The identifiers both programs agree on. Ids become file names (the controller's store, the
 // agent's state and project directories), so the pattern admits no separators, no dot segments,
 // no NUL, no non-ASCII and nothing long. Pure: the controller turns a refusal into its own error
-// (controller/id-checks.ts), the agent into a failed order.
+// (controller/base/id-checks.ts), the agent into a failed order.
 
 /** Resource, node, tenant and work-order ids: 1-128 chars of [A-Za-z0-9._-], starting alphanumeric. */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // skipper-controller: reads configuration, prepares TLS, builds the controller and listens.
 import { startTracing, tracingConfigured } from "../common/tracing.js";
-import { loadConfig, USAGE, type ControllerConfig } from "./config.js";
+import { loadConfig, USAGE, type ControllerConfig } from "./base/config.js";
 import { createLogger, type Logger } from "../common/logging/logger.js";
-import { build, type BuildOptions, type Controller } from "./server.js";
-import { serve, type ServeOptions } from "./listener.js";
+import { build, type BuildOptions, type Controller } from "./server/build.js";
+import { serve, type ServeOptions } from "./server/listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { ensureClientCa } from "./tls/client-ca.js";
 import { SecretKeyRing } from "./tls/secret-key-ring.js";
-import { VERSION } from "./version.js";
+import { VERSION } from "./base/version.js";
 import { PostgresStore } from "./store/postgres/pg-store.js";
 import { PgCoordination } from "./store/postgres/pg-coordination.js";
 import { hostname } from "node:os";

@@ -23,7 +23,7 @@ import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
-import { SERVICES } from "../controller/server.js";
+import { SERVICES } from "../controller/server/build.js";
 import { permissionOf } from "../controller/auth/permissions.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";

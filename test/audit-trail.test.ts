@@ -18,11 +18,11 @@ import { auditSigner, type AuditSigner } from "../controller/audit/audit-signer.
 import { exportAuditTrail } from "../controller/audit/export-audit-trail.js";
 import { verifyAuditExport } from "../controller/audit/verify-audit-export.js";
 import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
-import { connectErrorOf } from "../controller/api-errors.js";
-import { callInfoKey } from "../controller/context.js";
+import { connectErrorOf } from "../controller/boundary/api-errors.js";
+import { callInfoKey } from "../controller/base/context.js";
 import { actorOf } from "../controller/auth/actor.js";
 import { tenantAccess } from "../controller/auth/tenant-access.js";
-import { isSkipperError } from "../controller/errors.js";
+import { isSkipperError } from "../controller/base/errors.js";
 import { auditService } from "../controller/services/audit-service.js";
 import { auditHash } from "../controller/store/audit-chain.js";
 import { FileStore } from "../controller/store/file/file-store.js";

@@ -1,4 +1,4 @@
-// Request bodies cost the controller a bounded amount on every protocol (controller/body-limits.ts):
+// Request bodies cost the controller a bounded amount on every protocol (controller/boundary/body-limits.ts):
 // the open enrollment route takes the small open cap on REST as on gRPC, a body that does not end
 // within its deadline is refused however it trickles, and the bytes unfinished bodies hold are
 // reserved against budgets shared by REST, Connect and gRPC. Each check waits for the server's
@@ -8,7 +8,7 @@ import https from "node:https";
 import tls from "node:tls";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BodyBudget, BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/body-limits.js";
+import { BodyBudget, BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/boundary/body-limits.js";
 import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 
 describe("body budget pools", () => {

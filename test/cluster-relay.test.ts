@@ -1,10 +1,10 @@
 // Controllers sharing a PostgreSQL database, in process: leadership through the advisory lock,
-// and the relays of controller/cluster.ts (reconcile triggers to the leader, order notices to the
+// and the relays of controller/server/cluster.ts (reconcile triggers to the leader, order notices to the
 // node's watches, heartbeats to every liveness view) over real LISTEN/NOTIFY.
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { leaderQueue, relayHeartbeats, relayOrders } from "../controller/cluster.js";
+import { leaderQueue, relayHeartbeats, relayOrders } from "../controller/server/cluster.js";
 import { OrderFeed } from "../controller/dispatch/order-feed.js";
 import type { ReconcileQueue } from "../controller/reconcile/triggers.js";
 import { PgCoordination } from "../controller/store/postgres/pg-coordination.js";

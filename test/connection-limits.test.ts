@@ -1,4 +1,4 @@
-// Slow and silent clients are cut off (controller/listener.ts). The limits are set short here so
+// Slow and silent clients are cut off (controller/server/listener.ts). The limits are set short here so
 // the test sees them act; each check waits for the server to close, which is the behaviour under
 // test, not a delay: without the limit nothing would ever close these.
 import net from "node:net";

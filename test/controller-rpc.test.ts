@@ -18,7 +18,7 @@ import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { ResourceSchema, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
 import { startController, ADMIN_TOKEN, type TestController } from "./helpers/controller.js";
-import { SERVICES } from "../controller/server.js";
+import { SERVICES } from "../controller/server/build.js";
 import { permissionOf } from "../controller/auth/permissions.js";
 import { Permission } from "../gen/skipper/v1/access_pb.js";
 import { rpcError } from "./helpers/errors.js";

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { ORDER_KINDS, ORDER_TYPES, type OrderType } from "../common/order-kinds.js";
 import { checkRequest } from "../controller/dispatch/ad-hoc-order.js";
 import { CONTROLLER_ORDER_KINDS } from "../controller/dispatch/order-kinds.js";
-import { isSkipperError } from "../controller/errors.js";
+import { isSkipperError } from "../controller/base/errors.js";
 import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { CreateWorkOrderRequestSchema } from "../gen/skipper/v1/work_order_service_pb.js";

@@ -29,7 +29,7 @@ import { livenessOf } from "../controller/nodes/node-liveness.js";
 import { diffJson } from "../controller/snapshots/build-snapshot.js";
 import { parseLabelSelector, matchesTerms } from "../controller/domain/label-selector.js";
 import { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
-import { fingerprint } from "../controller/canonical-json.js";
+import { fingerprint } from "../controller/base/canonical-json.js";
 
 const NOW = new Date("2026-11-23T10:00:00Z");
 const ago = (ms: number) => new Date(NOW.getTime() - ms);

@@ -5,7 +5,7 @@ import { connect, constants } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { COMPRESS_MIN_BYTES } from "../controller/rpc-handler.js";
+import { COMPRESS_MIN_BYTES } from "../controller/boundary/rpc-handler.js";
 import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 
 const started: TestController[] = [];

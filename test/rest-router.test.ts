@@ -2,7 +2,7 @@
 // on a real HTTP server, executed through a Connect router transport with fake service
 // implementations and a tiny interceptor standing in for the boundary (ids + ApiError details).
 // Plain fetch for ordinary calls; node:http for paths fetch would normalise ("%2e%2e").
-import { CONNECT_CODE } from "../controller/api-errors.js";
+import { CONNECT_CODE } from "../controller/boundary/api-errors.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import http from "node:http";
 import http2 from "node:http2";
@@ -28,10 +28,10 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { type WorkOrderSchema, WorkOrderStatus } from "../gen/skipper/v1/work_order_pb.js";
-import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized } from "../controller/errors.js";
-import { checkId, checkResourceType } from "../controller/id-checks.js";
-import { BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/body-limits.js";
-import { createRestHandler, describeRoutes, type RestHandler } from "../controller/rest/rest-handler.js";
+import { conflict, forbidden, isSkipperError, notClaimable, notFound, unauthorized } from "../controller/base/errors.js";
+import { checkId, checkResourceType } from "../controller/base/id-checks.js";
+import { BodyBudgets, DEFAULT_BODY_LIMITS } from "../controller/boundary/body-limits.js";
+import { createRestHandler, describeRoutes, type RestHandler } from "../controller/boundary/rest/rest-handler.js";
 
 const SERVICES: DescService[] = [
   HealthService,

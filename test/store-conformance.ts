@@ -11,7 +11,7 @@ import { DeletionSchema, DeploymentPhase, ResourceSchema, type Resource } from "
 import type { LabelTerm } from "../controller/domain/label-selector.js";
 import { SnapshotSchema } from "../gen/skipper/v1/snapshot_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/errors.js";
+import { isSkipperError, type ErrorCode, type SkipperError } from "../controller/base/errors.js";
 import type { ResourceType } from "../common/ids.js";
 import type { AuditDraft, Store } from "../controller/store/store.js";
 import { ActorKind, ActorSchema, ApiKeySchema, Role, type ApiKey } from "../gen/skipper/v1/access_pb.js";

@@ -8,7 +8,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { HeartbeatRequestSchema } from "../gen/skipper/v1/node_service_pb.js";
-import { nulPath, replaceNul } from "../controller/text-checks.js";
+import { nulPath, replaceNul } from "../controller/boundary/text-checks.js";
 import { PostgresStore } from "../controller/store/postgres/pg-store.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";

@@ -12,7 +12,7 @@ import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WebhookDeliveryState, WebhookService, type WebhookDelivery } from "../gen/skipper/v1/webhook_service_pb.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { build } from "../controller/server.js";
+import { build } from "../controller/server/build.js";
 import { PgCoordination } from "../controller/store/postgres/pg-coordination.js";
 import { PostgresStore } from "../controller/store/postgres/pg-store.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";

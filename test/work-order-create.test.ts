@@ -334,7 +334,7 @@ describe("CreateWorkOrder checks its node and tenant", () => {
       admin().createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: id }, action: { kind: { case: "inspect", value: {} } } }),
     );
     expect(e.code).toBe("CONFLICT");
-    expect(e.connectCode).toBe(Code.Aborted); // controller/interceptors.ts maps CONFLICT to Aborted
+    expect(e.connectCode).toBe(Code.Aborted); // controller/boundary/interceptors.ts maps CONFLICT to Aborted
     expect(e.details.reason).toBe("NODE_DISABLED");
     expect(await footprint()).toEqual(before);
   });
@@ -847,7 +847,7 @@ describe("REST: POST /v1/work-orders", () => {
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
 
-  // The REST layer answers every Create* route with 201 (controller/rest/rest-handler.ts), as
+  // The REST layer answers every Create* route with 201 (controller/boundary/rest/rest-handler.ts), as
   // POST /v1/resources/{type} does.
   it("queues an order from a proto-JSON body and answers 201 with it", async () => {
     const { id } = await node("rest-node");

@@ -5,8 +5,8 @@
 // nobody sends, every other HTTP method, and query parameters derived from the request message's
 // fields with values of the wrong kind; plus paths outside the table.
 import type { DescField } from "@bufbuild/protobuf";
-import { SERVICES } from "../../controller/server.js";
-import { deriveRoutes, type RestRoute } from "../../controller/rest/route-table.js";
+import { SERVICES } from "../../controller/server/build.js";
+import { deriveRoutes, type RestRoute } from "../../controller/boundary/rest/route-table.js";
 import type { Attempt } from "./hostile-attempt.js";
 import { compressedBodies, jsonBodies, random, typedBinary, typedJsonText } from "./hostile-bodies.js";
 

@@ -5,7 +5,7 @@
 // gRPC-Web under /v1, with envelopes that lie; plus content types and HTTP methods no client uses.
 import { gzipSync } from "node:zlib";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { SERVICES } from "../../controller/server.js";
+import { SERVICES } from "../../controller/server/build.js";
 import type { Attempt } from "./hostile-attempt.js";
 import {
   binaryBodies,

@@ -3,7 +3,7 @@
 // gRPC-Web), each with a body that is as large as the method's class allows but never ends.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { isOpen } from "../../controller/auth/admission.js";
-import { deriveRoutes } from "../../controller/rest/route-table.js";
+import { deriveRoutes } from "../../controller/boundary/rest/route-table.js";
 
 /** One way of calling a method with a stalled body. */
 export interface StallTarget {

@@ -16,9 +16,9 @@
 import { join } from "node:path";
 import { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
-import { DEFAULT_BODY_LIMITS } from "../../controller/body-limits.js";
+import { DEFAULT_BODY_LIMITS } from "../../controller/boundary/body-limits.js";
 // Every service the controller serves, from the controller's own list of generated descriptors.
-import { SERVICES } from "../../controller/server.js";
+import { SERVICES } from "../../controller/server/build.js";
 import { atMost, exactly, fmt, info, type Figure, type Probe } from "./figures.js";
 import { startController, type ControllerProcess } from "./controller-process.js";
 import { openMethods, stallTargets, type StallTarget } from "./stall-targets.js";

@@ -5,7 +5,7 @@
 // (verify-audit-trail.ts) and on an export (verify-audit-export.ts).
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
-import { canonicalJson } from "../canonical-json.js";
+import { canonicalJson } from "../base/canonical-json.js";
 import { auditHash, readAuditLine } from "../store/audit-chain.js";
 
 /** Where a chain breaks: the entry (0 when the line is not one), where it is stored, what is wrong. */

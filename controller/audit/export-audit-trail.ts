@@ -5,7 +5,7 @@
 // with openssl).
 import type { Store } from "../store/store.js";
 import { auditText } from "../store/audit-chain.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import type { AuditSigner } from "./audit-signer.js";
 
 /** An export holds at most this many entries (a response is built in memory): ask for a shorter range. */

@@ -1,7 +1,7 @@
 // The Actor that events and audit entries record for a caller.
 import { create } from "@bufbuild/protobuf";
 import { ActorKind, ActorSchema, Role, type Actor } from "../../gen/skipper/v1/access_pb.js";
-import type { Principal } from "../context.js";
+import type { Principal } from "../base/context.js";
 
 /** The actor of a principal. */
 export function actorOf(p: Principal): Actor {

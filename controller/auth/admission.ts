@@ -1,11 +1,11 @@
 // Admission: who is calling (the authenticator) and whether that caller may call this RPC at all
 // (the permission the contract declares, auth/permissions.ts). The RPC interceptor admits every
-// call; the HTTP front door admits a request before its body is read (controller/request-gate.ts,
+// call; the HTTP front door admits a request before its body is read (controller/boundary/request-gate.ts,
 // the REST handler), so an unauthenticated client cannot make the controller buffer anything.
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Permission, Role } from "../../gen/skipper/v1/access_pb.js";
-import type { PeerCertificate, Principal } from "../context.js";
-import { forbidden, isSkipperError, unauthorized, type SkipperError } from "../errors.js";
+import type { PeerCertificate, Principal } from "../base/context.js";
+import { forbidden, isSkipperError, unauthorized, type SkipperError } from "../base/errors.js";
 import type { Authenticator, HeaderReader } from "./authenticator.js";
 import { permissionName, permissionOf, roleHolds, roleName, rolesHolding } from "./permissions.js";
 

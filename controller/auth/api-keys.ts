@@ -5,9 +5,9 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ApiKeySchema, Role, type Actor, type ApiKey, type TenantScope } from "../../gen/skipper/v1/access_pb.js";
-import { conflict, invalid, notFound } from "../errors.js";
-import { checkId } from "../id-checks.js";
-import type { KeyedLock } from "../keyed-lock.js";
+import { conflict, invalid, notFound } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
+import type { KeyedLock } from "../base/keyed-lock.js";
 import { parseLabelSelector } from "../domain/label-selector.js";
 import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { API_KEY_TEXT } from "./secret-text.js";

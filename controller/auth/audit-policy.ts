@@ -12,7 +12,7 @@ import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Permission } from "../../gen/skipper/v1/access_pb.js";
 import { AuditEntrySchema, type AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
-import type { AuditNote, Principal } from "../context.js";
+import type { AuditNote, Principal } from "../base/context.js";
 import { actorOf } from "./actor.js";
 import { permissionOf } from "./permissions.js";
 import type { OnRefused } from "./admission.js";

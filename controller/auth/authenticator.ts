@@ -3,8 +3,8 @@
 // every call, so a revocation or rotation made through any controller holds from the next call.
 // Failures are UNAUTHORIZED without saying which part of a credential was wrong.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { unauthorized } from "../errors.js";
-import type { PeerCertificate, Principal } from "../context.js";
+import { unauthorized } from "../base/errors.js";
+import type { PeerCertificate, Principal } from "../base/context.js";
 import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { API_KEY_TEXT } from "./secret-text.js";

@@ -3,7 +3,7 @@
 // streams it opened are told at once, here, and ask the store whether their credential still
 // holds (authenticator.ts credentialHolds); those that no longer hold end with UNAUTHORIZED.
 // Controllers sharing a store relay each notice to the others (cluster.ts).
-import type { Principal } from "../context.js";
+import type { Principal } from "../base/context.js";
 
 /** Who a credential belongs to, as notices name it: "node:<id>", "api_key:<id>". */
 export function credentialKey(p: Principal): string | undefined {

@@ -7,8 +7,8 @@
 //   - nodes are administered (created, changed) by admins only.
 import { Permission } from "../../gen/skipper/v1/access_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import type { CallInfo } from "../context.js";
-import { forbidden } from "../errors.js";
+import type { CallInfo } from "../base/context.js";
+import { forbidden } from "../base/errors.js";
 import { tenantOf } from "../../common/resource-kinds.js";
 import { holds } from "./admission.js";
 

@@ -3,8 +3,8 @@
 // nodes are unrestricted here (a node's limits are its own id and orders, checked by handlers).
 // Tenants' labels are read once per call, so a listing that checks many items reads each tenant
 // once; a tenant relabelled leaves or enters a selector's scope from the next call.
-import type { Principal, TenantAccess } from "../context.js";
-import { forbidden } from "../errors.js";
+import type { Principal, TenantAccess } from "../base/context.js";
+import { forbidden } from "../base/errors.js";
 import { matchesTerms, parseLabelSelector, type LabelTerm } from "../domain/label-selector.js";
 import type { Store } from "../store/store.js";
 

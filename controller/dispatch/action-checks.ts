@@ -28,8 +28,8 @@ import {
   uploadPathProblem,
   urlProblem,
 } from "../../common/action-rules.js";
-import { conflict, invalid } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { conflict, invalid } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import { checkCommandSpec, checkProbe } from "../resources/safety-rules.js";
 
 const MAX_UPLOAD_BYTES = 8 * 1024 * 1024;

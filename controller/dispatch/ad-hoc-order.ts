@@ -5,9 +5,9 @@
 import { durationMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import { pendingOrder } from "../reconcile/plan-deployment.js";
-import { checkId } from "../id-checks.js";
+import { checkId } from "../base/id-checks.js";
 import { ORDER_KINDS, type OrderType } from "../../common/order-kinds.js";
 import { checkActionOf, controllerOrderKind, type AdHocKind } from "./order-kinds.js";
 

@@ -7,7 +7,7 @@
 // and deployment it ever made, on disk for ever. Orders and deployments still in use are kept
 // whatever their age (dispatch/orders-in-use.ts).
 import type { Logger } from "../../common/logging/logger.js";
-import { Periodic } from "../periodic.js";
+import { Periodic } from "../base/periodic.js";
 import type { Store } from "../store/store.js";
 import { historyInUse } from "./orders-in-use.js";
 

@@ -11,9 +11,9 @@
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { onLeaseExpired } from "./order-outcome.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError } from "../base/errors.js";
 import { leaseLapsed, retryDue } from "../domain/work-order-transitions.js";
-import { Periodic } from "../periodic.js";
+import { Periodic } from "../base/periodic.js";
 import { expireOrder, expiredAt } from "./order-expiry.js";
 import type { OutcomeDeps } from "./order-outcome.js";
 import type { WorkOrderFilter } from "../store/store.js";

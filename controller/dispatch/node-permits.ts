@@ -5,7 +5,7 @@
 // and says why. Errors are CONFLICT with a machine-readable reason.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
-import { conflict, forbidden } from "../errors.js";
+import { conflict, forbidden } from "../base/errors.js";
 import { inNodePool } from "../resources/node-pool.js";
 import { checkPermitsOf, controllerOrderKind } from "./order-kinds.js";
 

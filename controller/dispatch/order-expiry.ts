@@ -3,7 +3,7 @@
 // lease monitor sweeps for them; GetNextWorkOrder expires one it would otherwise hand out.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError } from "../base/errors.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import { EXPIRED, expirePendingOrder } from "../reconcile/order-end.js";

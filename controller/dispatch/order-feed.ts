@@ -4,7 +4,7 @@
 // A node may hold a few watches at once (an agent holds one; a restarted agent's old stream can
 // linger until its dead connection is noticed), and no more: each costs the controller memory.
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { SkipperError } from "../errors.js";
+import { SkipperError } from "../base/errors.js";
 
 export type OrderListener = (order: WorkOrder) => void;
 

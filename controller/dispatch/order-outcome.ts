@@ -7,7 +7,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { recordOrderEnd, type OrderEndDeps } from "../reconcile/order-end.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource, eachWorkOrder } from "../store/each-page.js";

@@ -9,7 +9,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { RegistryCredentialSchema, type RegistryCredential, type SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { conflict, notClaimable } from "../errors.js";
+import { conflict, notClaimable } from "../base/errors.js";
 import { REDACTED } from "../../common/logging/redact.js";
 import { openSecretValue } from "../resources/secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";

@@ -1,6 +1,6 @@
 // Label selectors: "env=prod,region!=us,tier" as used by ListResources, and the equality maps of
 // placement policies. Parsed once at the boundary into terms; matching is a pure function.
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 
 /** One term: the label equals / differs from a value, or merely exists. */
 export type LabelTerm = { key: string; op: "=" | "!="; value: string } | { key: string; op: "exists" };

@@ -15,7 +15,7 @@ import {
   type WorkOrder,
   type WorkOrderResult,
 } from "../../gen/skipper/v1/work_order_pb.js";
-import { forbidden, notClaimable } from "../errors.js";
+import { forbidden, notClaimable } from "../base/errors.js";
 import { redact } from "../../common/logging/redact.js";
 import { isFinishedStatus } from "../../common/order-status.js";
 

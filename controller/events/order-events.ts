@@ -1,7 +1,7 @@
 // The event of one work-order transition. Ids are deterministic per transition
 // (transitionEventId), so a replay after a crash writes each event once.
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { transitionEventId, type EventInput, type EventType } from "./event-recorder.js";
 
 /** The event of one order transition, with the stable id that makes a replay write it once. */

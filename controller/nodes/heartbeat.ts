@@ -20,7 +20,7 @@ import {
   type AgentCounters,
   type ProjectObservation,
 } from "../../gen/skipper/v1/resource_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { sameStatus } from "../resources/resource-rules.js";
 import { checkHeartbeat } from "./report-checks.js";

@@ -8,12 +8,12 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { boundHeartbeatInterval } from "../../common/heartbeat-interval.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
-import { Periodic } from "../periodic.js";
+import { Periodic } from "../base/periodic.js";
 
 /** Interval assumed for agents that do not report theirs (the agent's default poll). */
 export const DEFAULT_HEARTBEAT_MS = 5000;

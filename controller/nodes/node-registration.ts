@@ -6,14 +6,14 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { RegisterNodeRequest } from "../../gen/skipper/v1/node_service_pb.js";
 import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SCHEMA_VERSION } from "../../common/schema-version.js";
-import type { Trace } from "../context.js";
-import { conflict, notFound } from "../errors.js";
+import type { Trace } from "../base/context.js";
+import { conflict, notFound } from "../base/errors.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { checkTrustedKeys } from "../resources/resource-rules.js";
 import { checkSelector } from "../domain/label-selector.js";
 import type { Store } from "../store/store.js";
-import type { KeyedLock } from "../keyed-lock.js";
+import type { KeyedLock } from "../base/keyed-lock.js";
 
 export interface RegistrationDeps {
   store: Store;

@@ -13,7 +13,7 @@ import type { AgentCounters, NodeStatus } from "../../gen/skipper/v1/resource_pb
 import { isBootId, isCounterCode, isOrderTypeName, MAX_COUNT, MAX_ORDER_COUNTS } from "../../common/agent-counter-rules.js";
 import { isHeartbeatInterval, MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../../common/heartbeat-interval.js";
 import { isValidId } from "../../common/ids.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import { checkSelector } from "../domain/label-selector.js";
 
 /** Entries a list or map in a node's report may hold. */

@@ -18,7 +18,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { crashPoint } from "../../common/crash-points.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { recordEvents, type EventType } from "../events/event-recorder.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";

@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type Rollout, type RolloutPlan, RolloutSchema } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import { notFound } from "../errors.js";
+import { notFound } from "../base/errors.js";
 import { buildPlan, type PlanInput } from "../rollouts/rollout-plan.js";
 import { planWaves } from "../rollouts/wave-plan.js";
 import { eachWorkOrder } from "../store/each-page.js";

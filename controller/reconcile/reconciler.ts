@@ -8,7 +8,7 @@
 //                                                                   |-> ok: forget backoff, retry at verdict time
 //                                                                   '-> error: add rate-limited
 import type { Logger } from "../../common/logging/logger.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import type { Store } from "../store/store.js";
 import type { ControllerMetrics } from "../metrics/controller-metrics.js";
 import { NodeCache } from "./node-cache.js";

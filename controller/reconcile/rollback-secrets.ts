@@ -8,7 +8,7 @@ import { clone, create } from "@bufbuild/protobuf";
 import { ComposeProjectSchema, type ComposeProject, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderDesiredStateSchema, type WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import { hasPlaceholder, restoreCompose, restoreEnv, SecretsUnavailable } from "../../common/logging/restore-secrets.js";
-import { conflict } from "../errors.js";
+import { conflict } from "../base/errors.js";
 import { projectHash, renderProject } from "./render-project.js";
 import { missingSecret, registrySecrets, secretUses } from "../resources/secret-refs.js";
 import { allResources } from "../store/each-page.js";

@@ -14,7 +14,7 @@ import {
   type WorkOrderDesiredState,
 } from "../../gen/skipper/v1/work_order_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { conflict, invalid, notFound } from "../errors.js";
+import { conflict, invalid, notFound } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 import { eachWorkOrder } from "../store/each-page.js";
 import { withCurrentSecrets } from "./rollback-secrets.js";

@@ -12,7 +12,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConvergenceStatus, NodeLiveness, type Resource, type TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { type Rollout, RolloutActorSchema, RolloutNodeState as S, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { applyActions, ENDED, nodesOf } from "../rollouts/rollout-actions.js";
 import { holdOf, rollbackProgress, rollbackTo, type RollbackObservation } from "../rollouts/rollout-holds.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";

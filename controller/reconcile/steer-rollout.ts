@@ -4,8 +4,8 @@
 // and queue the tenant so the change takes effect at once (a promote starts the wave, an abort
 // issues the rollbacks).
 import type { Rollout, RolloutActor } from "../../gen/skipper/v1/rollout_pb.js";
-import type { Trace } from "../context.js";
-import { notFound } from "../errors.js";
+import type { Trace } from "../base/context.js";
+import { notFound } from "../base/errors.js";
 import { type RolloutCommand, runCommand } from "../rollouts/rollout-commands.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { TargetRecords } from "./target-records.js";

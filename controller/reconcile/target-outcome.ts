@@ -7,7 +7,7 @@ import { TargetStatusSchema, type TargetStatus } from "../../gen/skipper/v1/reso
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
-import { fingerprint } from "../canonical-json.js";
+import { fingerprint } from "../base/canonical-json.js";
 
 /** Result code of a deploy that failed and whose restore of the previous spec failed too. */
 export const ROLLBACK_FAILED = "ROLLBACK_FAILED";

@@ -19,8 +19,8 @@ import {
   type TenantStatus,
 } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { isSkipperError } from "../errors.js";
-import { KeyedLock } from "../keyed-lock.js";
+import { isSkipperError } from "../base/errors.js";
+import { KeyedLock } from "../base/keyed-lock.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
 import { tenantOf } from "../../common/resource-kinds.js";

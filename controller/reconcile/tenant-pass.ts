@@ -20,13 +20,13 @@ import {
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
-import { fingerprint } from "../canonical-json.js";
-import type { Trace } from "../context.js";
+import { fingerprint } from "../base/canonical-json.js";
+import type { Trace } from "../base/context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { tenantOf } from "../../common/resource-kinds.js";
 import { isFinished } from "../domain/work-order-transitions.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError } from "../base/errors.js";
 import { mapLimit } from "../../common/map-limit.js";
 import { BusyTime } from "../../common/busy-time.js";
 import { convergence, worst } from "./convergence.js";

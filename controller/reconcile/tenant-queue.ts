@@ -4,7 +4,7 @@
 // whose pass failed comes back after an exponential backoff that resets when a pass succeeds;
 // routine progress (an order ended) queues a tenant paced by what its last pass cost.
 // The queue holds no store state and runs nothing: the loop (reconciler.ts) takes from it.
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 
 /** Backoff of a tenant whose passes keep failing: base * 2^(failures-1), capped. */
 export interface QueueBackoff {

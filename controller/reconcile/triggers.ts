@@ -5,7 +5,7 @@
 // and retries.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import type { HeartbeatOutcome } from "../nodes/heartbeat.js";
 import { tenantOf, type ResourceType } from "../../common/resource-kinds.js";
 import { CONTROLLER_KINDS } from "../resources/kinds.js";

@@ -3,7 +3,7 @@
 // would refuse on every node anyway (COMPOSE_INVALID); refusing it here says where the problem is
 // and stores nothing. What only Compose knows (keys, interpolation, images) stays the agent's.
 import { isMap, isScalar, parseDocument } from "yaml";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 
 const FIELD = "desired_state.tenant.compose.compose_file";
 const MAX_BYTES = 512 * 1024;

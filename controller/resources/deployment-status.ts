@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DeploymentStatusSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { isSkipperError } from "../errors.js";
+import { isSkipperError } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 
 type DeploymentStatusValue = Extract<NonNullable<Resource["currentState"]>["kind"], { case: "deployment" }>["value"];

@@ -4,7 +4,7 @@
 // named by the mask is replaced whole (absent in the request means cleared).
 import { fromJson, toJson, type DescField, type DescMessage, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ResourceSpecSchema, type ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import type { ResourceType } from "../../common/ids.js";
 import { specCase } from "../../common/resource-kinds.js";
 

@@ -5,7 +5,7 @@
 // A tenant's service_ids and placement node ids are not checked: membership is the service's
 // tenant_id, and nodes come and go (a missing node is NO_MATCHING_NODE, not an error).
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import type { ResourceType } from "../../common/resource-kinds.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";

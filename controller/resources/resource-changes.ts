@@ -20,9 +20,9 @@ import {
 import { controllerOnly, tenantOf, type ResourceType } from "../../common/resource-kinds.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { SCHEMA_VERSION } from "../../common/schema-version.js";
-import type { Trace } from "../context.js";
-import { conflict, invalid, notFound } from "../errors.js";
-import { checkId, checkResourceType } from "../id-checks.js";
+import type { Trace } from "../base/context.js";
+import { conflict, invalid, notFound } from "../base/errors.js";
+import { checkId, checkResourceType } from "../base/id-checks.js";
 import { recordEvents, type EventInput } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { applyMask, planMask } from "./field-mask.js";

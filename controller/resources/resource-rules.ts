@@ -18,9 +18,9 @@ import {
 } from "../../gen/skipper/v1/resource_pb.js";
 import type { FreezeSpec } from "../../gen/skipper/v1/rollout_pb.js";
 import type { SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import { specCase, type ResourceType } from "../../common/resource-kinds.js";
-import { checkId } from "../id-checks.js";
+import { checkId } from "../base/id-checks.js";
 import { checkLabelKey, checkSelector } from "../domain/label-selector.js";
 
 /** Checks that a spec is present and of the resource's own kind. */

@@ -4,8 +4,8 @@
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { FreezeSpec, MaintenanceWindow, RolloutPolicy } from "../../gen/skipper/v1/rollout_pb.js";
 import { DAYS, isTimeZone, minutesOf } from "./maintenance-window.js";
-import { checkId } from "../id-checks.js";
-import { invalid } from "../errors.js";
+import { checkId } from "../base/id-checks.js";
+import { invalid } from "../base/errors.js";
 import { checkSelector } from "../domain/label-selector.js";
 
 const WAVE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;

@@ -4,7 +4,7 @@
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { CommandSpec, DeploySafety, HealthProbe } from "../../gen/skipper/v1/safety_pb.js";
 import { ENV_KEY, PROGRAM, hostProblem, urlProblem } from "../../common/action-rules.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 
 const MAX_COMMAND_TIMEOUT_MS = 60 * 60 * 1000;
 const MAX_PROBE_TIMEOUT_MS = 60_000;

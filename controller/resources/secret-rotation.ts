@@ -3,7 +3,7 @@
 // no value (versions stay), so nothing is redeployed for it; one event records the rotation.
 import { create } from "@bufbuild/protobuf";
 import { ResourceSpecSchema } from "../../gen/skipper/v1/resource_pb.js";
-import type { Trace } from "../context.js";
+import type { Trace } from "../base/context.js";
 import { recordEvents } from "../events/event-recorder.js";
 import { eachResource } from "../store/each-page.js";
 import type { Store } from "../store/store.js";

@@ -4,8 +4,8 @@
 // both a literal value and a secret one.
 import type { SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
 import { COMPOSE_STEERING_ENV, ENV_KEY, SECRET_FILE_NAME, SECRET_VALUE_NAME } from "../../common/action-rules.js";
-import { invalid } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { invalid } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 
 const MAX_REFS = 256;
 

@@ -8,7 +8,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Actor } from "../../gen/skipper/v1/access_pb.js";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { SecretEntrySchema, SecretSpecSchema, type SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import { SECRET_VALUE_NAME } from "../../common/action-rules.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 

@@ -21,8 +21,8 @@ import {
 } from "../../gen/skipper/v1/resource_pb.js";
 import { composeViolations, levelName, type ComposeRules } from "../../common/compose-policy.js";
 import { holds } from "../auth/admission.js";
-import type { CallInfo } from "../context.js";
-import { forbidden } from "../errors.js";
+import type { CallInfo } from "../base/context.js";
+import { forbidden } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 import { inNodePool } from "./node-pool.js";
 

@@ -3,7 +3,7 @@
 // retry), or throws CONFLICT when it does not fit the rollout's status.
 import { clone } from "@bufbuild/protobuf";
 import { type Rollout, type RolloutActor, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
-import { conflict, invalid } from "../errors.js";
+import { conflict, invalid } from "../base/errors.js";
 import type { RolloutEventDraft } from "./rollout-actions.js";
 
 export type RolloutCommand =

@@ -3,7 +3,7 @@
 // rollout that starts meanwhile (it sorts first) shifts the pages by one at worst.
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Rollout, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import { allResources } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 import { rolloutOf } from "./rollout-records.js";

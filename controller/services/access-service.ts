@@ -3,8 +3,8 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { AccessService } from "../../gen/skipper/v1/access_service_pb.js";
-import { callInfo, responseMeta } from "../context.js";
-import { conflict } from "../errors.js";
+import { callInfo, responseMeta } from "../base/context.js";
+import { conflict } from "../base/errors.js";
 import { createApiKey, DEFAULT_GRACE_MS, getApiKey, listApiKeys, revokeApiKey, rotateApiKey } from "../auth/api-keys.js";
 import { hashToken, mintAdminToken } from "../auth/tokens.js";
 import type { ServiceDeps } from "./deps.js";

@@ -6,8 +6,8 @@ import type { AuditService } from "../../gen/skipper/v1/audit_service_pb.js";
 import type { AuditSigner } from "../audit/audit-signer.js";
 import { exportAuditTrail } from "../audit/export-audit-trail.js";
 import { verifyAuditTrail } from "../audit/verify-audit-trail.js";
-import { responseMeta } from "../context.js";
-import { conflict, invalid } from "../errors.js";
+import { responseMeta } from "../base/context.js";
+import { conflict, invalid } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 
 /** What the audit service needs: the store's trail and the key that signs exports. */

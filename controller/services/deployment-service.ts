@@ -3,7 +3,7 @@
 // key with another body is a CONFLICT.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ApplyRequestSchema, ApplyResponseSchema, type DeploymentService } from "../../gen/skipper/v1/deployment_service_pb.js";
-import { callInfo, responseMeta, traceOf } from "../context.js";
+import { callInfo, responseMeta, traceOf } from "../base/context.js";
 import { applyNow } from "../reconcile/apply-now.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";

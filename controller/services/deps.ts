@@ -3,7 +3,7 @@ import type { CredentialEnds } from "../auth/credential-ends.js";
 import type { Store } from "../store/store.js";
 import type { Coordination } from "../store/coordination.js";
 import type { Logger } from "../../common/logging/logger.js";
-import type { KeyedLock } from "../keyed-lock.js";
+import type { KeyedLock } from "../base/keyed-lock.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import type { Reconciler } from "../reconcile/reconciler.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";

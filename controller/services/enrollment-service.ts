@@ -3,9 +3,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { EnrollmentService } from "../../gen/skipper/v1/enrollment_service_pb.js";
-import { callInfo, responseMeta, traceOf } from "../context.js";
-import { forbidden } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { callInfo, responseMeta, traceOf } from "../base/context.js";
+import { forbidden } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import {
   createEnrollmentToken,
   enrollNode,

@@ -4,12 +4,12 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { EventService, WatchEventsRequest } from "../../gen/skipper/v1/event_service_pb.js";
 import type { HandlerContext } from "@connectrpc/connect";
-import { callInfo, responseMeta, type CallInfo, type Principal } from "../context.js";
+import { callInfo, responseMeta, type CallInfo, type Principal } from "../base/context.js";
 import { checkTenantFilter, visible } from "../auth/resource-access.js";
-import { invalid, SkipperError, unauthorized } from "../errors.js";
+import { invalid, SkipperError, unauthorized } from "../base/errors.js";
 import { credentialHolds } from "../auth/authenticator.js";
 import { isValidTraceId } from "../../common/ids.js";
-import { checkId } from "../id-checks.js";
+import { checkId } from "../base/id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 // How often a watch reads the history for what other controllers recorded, how far back it reads

@@ -2,7 +2,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HealthService } from "../../gen/skipper/v1/health_service_pb.js";
-import { responseMeta } from "../context.js";
+import { responseMeta } from "../base/context.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Health check implementation. */

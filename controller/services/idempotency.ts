@@ -4,9 +4,9 @@
 // hash of the key is stored; records expire after a day. A replayed response carries no secret
 // values (they are stored redacted).
 import { fromJson, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { canonicalJson as canonical, sha256 } from "../canonical-json.js";
-import type { CallInfo } from "../context.js";
-import { conflict } from "../errors.js";
+import { canonicalJson as canonical, sha256 } from "../base/canonical-json.js";
+import type { CallInfo } from "../base/context.js";
+import { conflict } from "../base/errors.js";
 import type { ServiceDeps } from "./deps.js";
 import { redact } from "../../common/logging/redact.js";
 

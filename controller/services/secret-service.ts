@@ -1,7 +1,7 @@
 // SecretService: rotation of the keys that seal secrets at rest (resources/secret-rotation.ts).
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SecretService } from "../../gen/skipper/v1/secret_service_pb.js";
-import { callInfo, responseMeta, traceOf } from "../context.js";
+import { callInfo, responseMeta, traceOf } from "../base/context.js";
 import { rotateSecretKeys } from "../resources/secret-rotation.js";
 import { resealWebhooks } from "../webhooks/webhook-subscriptions.js";
 import type { ServiceDeps } from "./deps.js";

@@ -2,9 +2,9 @@
 // a read first writes the one still owed to its scope, so it covers every acknowledged change).
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SnapshotService } from "../../gen/skipper/v1/snapshot_service_pb.js";
-import { callInfo, responseMeta } from "../context.js";
-import { notFound } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { callInfo, responseMeta } from "../base/context.js";
+import { notFound } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import type { ServiceDeps } from "./deps.js";
 
 /** Snapshot implementation. */

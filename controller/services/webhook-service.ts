@@ -2,7 +2,7 @@
 // shared secret go in and are sealed; only the URL's host, and a generated secret once, come out.
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { WebhookService } from "../../gen/skipper/v1/webhook_service_pb.js";
-import { callInfo, responseMeta } from "../context.js";
+import { callInfo, responseMeta } from "../base/context.js";
 import {
   createWebhook,
   deleteWebhook,

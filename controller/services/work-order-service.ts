@@ -8,9 +8,9 @@ import {
   type WorkOrderService,
 } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { callInfo, orderTraceOf, responseMeta, type CallInfo } from "../context.js";
-import { forbidden, invalid, notFound } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { callInfo, orderTraceOf, responseMeta, type CallInfo } from "../base/context.js";
+import { forbidden, invalid, notFound } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
 import type { ServiceDeps } from "./deps.js";
 import { checkTenantFilter, seesSecrets, visible } from "../auth/resource-access.js";

@@ -12,8 +12,8 @@
 import { clone, create, fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { AuditEntrySchema, type AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
-import { canonicalJson, sha256 } from "../canonical-json.js";
-import { invalid } from "../errors.js";
+import { canonicalJson, sha256 } from "../base/canonical-json.js";
+import { invalid } from "../base/errors.js";
 import type { AuditDraft } from "./store.js";
 import { eventDay } from "./record-keys.js";
 

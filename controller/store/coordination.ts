@@ -2,7 +2,7 @@
 // (reconcile passes and sweeps, lease expiry, node liveness, retention). A store that only one
 // controller can open (the file store: the data directory is locked) has soleCoordination: this
 // controller always leads and has nobody to tell. The PostgreSQL store's is pg-coordination.ts.
-import { KeyedLock } from "../keyed-lock.js";
+import { KeyedLock } from "../base/keyed-lock.js";
 
 /** A message from another controller on one topic. */
 export type CoordinationListener = (message: string) => void;

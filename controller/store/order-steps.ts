@@ -3,8 +3,8 @@
 // step on one order atomically and durably (the file store under the order's lock, PostgreSQL as
 // a compare-and-set on its row), and inherits these; and the checks of a new order both make.
 import { WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
-import { conflict, invalid, type SkipperError } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { conflict, invalid, type SkipperError } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import type { FinishOutcome } from "./store.js";
 import {
   cancelled,

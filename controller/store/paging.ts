@@ -1,7 +1,7 @@
 // Paging of every listing, in both backends. The page token is opaque to clients: base64url of a listing tag and
 // the sort key of the last item returned, so the next page resumes right after it even when
 // items were added in between. A token from another listing, or garbage, is INVALID_REQUEST.
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 import type { PageRequest } from "./store.js";
 
 export const DEFAULT_PAGE_SIZE = 100;

@@ -1,8 +1,8 @@
 // Checks of records on their way in that every backend makes alike.
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
-import { invalid } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { invalid } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 
 /** The event's timestamp (it dates the event: its day, its place in listings); INVALID_REQUEST when absent. */
 export function eventTimestamp(event: Event): Timestamp {

@@ -7,7 +7,7 @@ import { create, equals } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { copyMessage } from "../../common/message-copy.js";
-import { conflict, notFound, type SkipperError } from "../errors.js";
+import { conflict, notFound, type SkipperError } from "../base/errors.js";
 
 /** CONFLICT: (type, id) is taken by a resource that is not a tombstone. */
 export function resourceExists(type: string, id: string): SkipperError {

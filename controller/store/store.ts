@@ -9,7 +9,7 @@
 // - Every acknowledged write is durable (survives kill -9 / power loss of the process).
 // - Failures are SkipperError with a stable code (RESOURCE_NOT_FOUND, CONFLICT,
 //   WORK_ORDER_NOT_CLAIMABLE, INVALID_REQUEST); callers never see backend-specific errors.
-// - Ids passed in have already been validated (controller/id-checks.ts) but backends re-check them
+// - Ids passed in have already been validated (controller/base/id-checks.ts) but backends re-check them
 //   before touching a path or a query, as defence in depth.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { DeploymentPhase, Resource } from "../../gen/skipper/v1/resource_pb.js";

@@ -2,7 +2,7 @@
 // client for a certificate signed by the client CA but does not insist (bearer credentials and
 // anonymous health checks come without one); whether TLS accepted it travels along as `error`.
 import type { TLSSocket } from "node:tls";
-import type { PeerCertificate } from "../context.js";
+import type { PeerCertificate } from "../base/context.js";
 
 const NODE_URI = /(?:^|,\s*)URI:spiffe:\/\/skipper\/node\/([^,\s]+)/;
 

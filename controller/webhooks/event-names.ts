@@ -7,7 +7,7 @@
 // `node.offline`, `desired_state_changed` `desired_state.changed`; a type with no known subject
 // keeps its name. A pattern is a name (`rollout.failed`), a subject with a star
 // (`deployment.*`: every event of deployments), or `*` alone (every event).
-import { invalid } from "../errors.js";
+import { invalid } from "../base/errors.js";
 
 // Longest first, so that work_order_ wins over a shorter prefix.
 const SUBJECTS = ["desired_state", "work_order", "deployment", "convergence", "resource", "snapshot", "rollout", "drift", "data", "node"];

@@ -14,8 +14,8 @@ import {
   type Webhook,
   type WebhookDelivery,
 } from "../../gen/skipper/v1/webhook_service_pb.js";
-import { invalid, notFound } from "../errors.js";
-import { checkId } from "../id-checks.js";
+import { invalid, notFound } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
 import type { Page, WebhookRecord, WebhookStore } from "../store/store.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { checkPatterns } from "./event-names.js";

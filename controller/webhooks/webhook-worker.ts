@@ -15,7 +15,7 @@ import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import type { Logger } from "../../common/logging/logger.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WebhookDeliveryState, type WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
-import { Periodic } from "../periodic.js";
+import { Periodic } from "../base/periodic.js";
 import type { WebhookDeliveryRecord, WebhookRecord, WebhookStore, EventStore } from "../store/store.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { dottedName, matchesAny } from "./event-names.js";

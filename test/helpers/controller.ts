@@ -1,15 +1,15 @@
 // Starts a real controller for tests: file store in a temp dir, real TLS (generated CA) or plain
 // HTTP, listening on 127.0.0.1 port 0. Returns typed clients that speak Connect over HTTP/2.
-import type { BodyBudgets } from "../../controller/body-limits.js";
+import type { BodyBudgets } from "../../controller/boundary/body-limits.js";
 import { mkdtemp, rm, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
-import { build, type Controller } from "../../controller/server.js";
+import { build, type Controller } from "../../controller/server/build.js";
 import type { Store } from "../../controller/store/store.js";
-import { serve, type ConnectionLimits, type Serving } from "../../controller/listener.js";
+import { serve, type ConnectionLimits, type Serving } from "../../controller/server/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
 import { ensureClientCa } from "../../controller/tls/client-ca.js";

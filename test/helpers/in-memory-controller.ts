@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
-import { build, type BuildOptions, type Controller } from "../../controller/server.js";
+import { build, type BuildOptions, type Controller } from "../../controller/server/build.js";
 import { createLogger } from "../../common/logging/logger.js";
 import type { EventFilter } from "../../controller/store/store.js";
 

@@ -1,8 +1,8 @@
 // What every facet of the file store shares: the data directory's paths and durable writes, the
 // per-record locks, the writes in flight (close() waits for them), the reader that quarantines
 // what does not parse, and whether the store is open (it holds the directory lock).
-import { SkipperError } from "../../errors.js";
-import { KeyedLock } from "../../keyed-lock.js";
+import { SkipperError } from "../../base/errors.js";
+import { KeyedLock } from "../../base/keyed-lock.js";
 import { DurableFs } from "./atomic-write.js";
 import type { DataDirLock } from "./data-dir-lock.js";
 import { RecordReader } from "./quarantine.js";

@@ -6,7 +6,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
 import type { ResourceType } from "../../../common/ids.js";
 import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
-import { checkResourceType } from "../../id-checks.js";
+import { checkResourceType } from "../../base/id-checks.js";
 import * as codec from "../record-codec.js";
 import { checkCreatable, newResourceRecord, resourceUpdate } from "../resource-writes.js";
 import type * as S from "../store.js";

@@ -6,7 +6,7 @@
 import { readFile, rm } from "node:fs/promises";
 import { copyMessage } from "../../../common/message-copy.js";
 import { WorkOrderSchema, type WorkOrder } from "../../../gen/skipper/v1/work_order_pb.js";
-import { notFound } from "../../errors.js";
+import { notFound } from "../../base/errors.js";
 import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
 import { isOrderSummary, summarise, summaryMessage } from "../order-summary.js";
 import * as codec from "../record-codec.js";

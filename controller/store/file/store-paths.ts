@@ -2,9 +2,9 @@
 // a path is where a bad id would do damage (traversal, NUL, odd encodings), so each id is checked
 // again and the resolved path must stay inside the data directory.
 import { isAbsolute, relative, resolve, sep } from "node:path";
-import { invalid } from "../../errors.js";
+import { invalid } from "../../base/errors.js";
 import { RESOURCE_KINDS, RESOURCE_TYPES, type ResourceType } from "../../../common/resource-kinds.js";
-import { checkId, checkResourceType } from "../../id-checks.js";
+import { checkId, checkResourceType } from "../../base/id-checks.js";
 import { eventDay } from "../record-keys.js";
 
 /** Idempotency keys are hex digests computed by the caller. */

@@ -15,7 +15,7 @@
 //   keep giving up steps down, and close() ends the sessions still waiting.
 import { AsyncLocalStorage } from "node:async_hooks";
 import pg from "pg";
-import { SkipperError } from "../../errors.js";
+import { SkipperError } from "../../base/errors.js";
 import type { Coordination, CoordinationListener } from "../coordination.js";
 
 export interface PgCoordinationOptions {

@@ -5,7 +5,7 @@ import { ApiKeySchema } from "../../../gen/skipper/v1/access_pb.js";
 import { EnrollmentTokenSchema } from "../../../gen/skipper/v1/enrollment_service_pb.js";
 import { decodeNodeCertificate, encodeNodeCertificate } from "../record-codec.js";
 import type * as S from "../store.js";
-import { checkId } from "../../id-checks.js";
+import { checkId } from "../../base/id-checks.js";
 import { bodyOf, messageOf } from "./pg-records.js";
 import type { PgDatabase } from "./pg-database.js";
 

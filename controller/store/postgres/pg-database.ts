@@ -2,7 +2,7 @@
 // deadlock or serialisation failure retried), pages of a table in sort_key order, the calls in
 // flight (close() waits for them), and the database's errors made the store's own.
 import pg from "pg";
-import { isSkipperError, SkipperError } from "../../errors.js";
+import { isSkipperError, SkipperError } from "../../base/errors.js";
 import { decodePageToken, encodePageToken, pageSizeOf, pageTag } from "../paging.js";
 import type * as S from "../store.js";
 import { migrate } from "./migrations.js";

@@ -4,7 +4,7 @@ import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import { timestampKey } from "../record-keys.js";
 import type * as S from "../store.js";
 import { eventTimestamp } from "../record-checks.js";
-import { checkId } from "../../id-checks.js";
+import { checkId } from "../../base/id-checks.js";
 import { bodyOf, EVENT_COLUMNS, eventColumns, messageOf, params } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 

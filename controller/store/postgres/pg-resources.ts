@@ -15,7 +15,7 @@ import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/ski
 import type { ResourceType } from "../../../common/ids.js";
 import type * as S from "../store.js";
 import { checkCreatable, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
-import { checkId, checkResourceType as checkType } from "../../id-checks.js";
+import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
 import { bodyOf, messageOf, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 

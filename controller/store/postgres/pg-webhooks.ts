@@ -6,7 +6,7 @@ import type * as S from "../store.js";
 import { WebhookDeliveryState, type WebhookDelivery } from "../../../gen/skipper/v1/webhook_service_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { DELIVERY_PAGE, decodeDelivery, decodeWebhook, deliveryKey, dueAt, encodeDelivery, encodeWebhook } from "../webhook-records.js";
-import { checkId } from "../../id-checks.js";
+import { checkId } from "../../base/id-checks.js";
 import { toColumn } from "./pg-records.js";
 import type { PgDatabase } from "./pg-database.js";
 

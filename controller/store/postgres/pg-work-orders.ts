@@ -12,11 +12,11 @@ import {
   WorkOrderTypeSchema,
   type WorkOrder,
 } from "../../../gen/skipper/v1/work_order_pb.js";
-import { notFound } from "../../errors.js";
+import { notFound } from "../../base/errors.js";
 import { summaryMessage } from "../order-summary.js";
 import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
 import type * as S from "../store.js";
-import { checkId } from "../../id-checks.js";
+import { checkId } from "../../base/id-checks.js";
 import { bodyOf, messageOf, ORDER_COLUMNS, orderColumns, params } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 

@@ -1,0 +1,165 @@
+// What one controller tells the others that share its store (store/coordination.ts), so that
+// any of them can serve any call:
+// - "reconcile": a trigger (reconcile/triggers.ts) raised where the leader does not run goes to
+//   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
+// - "order": an order that became pending reaches the watch streams its node holds on any of them.
+// - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
+// - "credential": a credential that ended or changed anywhere reaches the streams it opened on
+//   any controller (auth/credential-ends.ts), which then ask the store whether it still holds.
+// Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS)
+// and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
+// never correctness, since the store is the truth.
+import { parseTraceparent } from "../../common/trace-context.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Trace } from "../base/context.js";
+import { create } from "@bufbuild/protobuf";
+import { ActorSchema } from "../../gen/skipper/v1/access_pb.js";
+import type { OrderFeed } from "../dispatch/order-feed.js";
+import type { CredentialEnds } from "../auth/credential-ends.js";
+import type { ReconcileQueue } from "../reconcile/triggers.js";
+import type { Coordination } from "../store/coordination.js";
+import { MAX_MESSAGE_BYTES } from "../store/postgres/pg-coordination.js";
+import type { WorkOrderStore } from "../store/store.js";
+
+// Heartbeats wait this long to share a message: thousands arrive each second, and liveness is
+// judged in seconds.
+const HEARTBEAT_BATCH_MS = 100;
+
+/** Sends batches of items on one topic, each message under the size limit. */
+class Batcher<T> {
+  private items: T[] = [];
+  private pending = false;
+
+  /** `delayMs` 0: the batch goes once the current turn of the event loop is done. */
+  constructor(
+    private readonly coordination: Coordination,
+    private readonly topic: string,
+    private readonly delayMs = 0,
+  ) {}
+
+  push(item: T): void {
+    this.items.push(item);
+    if (this.pending) return;
+    this.pending = true;
+    if (this.delayMs === 0) setImmediate(() => this.flush());
+    else setTimeout(() => this.flush(), this.delayMs).unref();
+  }
+
+  flush(): void {
+    this.pending = false;
+    let batch: T[] = [];
+    let bytes = 64;
+    for (const item of this.items) {
+      const size = JSON.stringify(item).length + 1;
+      if (bytes + size > MAX_MESSAGE_BYTES && batch.length > 0) {
+        this.coordination.broadcast(this.topic, JSON.stringify(batch));
+        batch = [];
+        bytes = 64;
+      }
+      batch.push(item);
+      bytes += size;
+    }
+    if (batch.length > 0) this.coordination.broadcast(this.topic, JSON.stringify(batch));
+    this.items = [];
+  }
+}
+
+type Wake = { tenant: string; paced?: boolean; trace?: Trace } | { all: true };
+
+/**
+ * The reconcile queue as the services see it: the local one while this controller leads, the
+ * leader's (through messages) otherwise. Messages that reach the leader go into its queue. While
+ * a new leader is still taking over (`running` false: it replays what the old one left), triggers
+ * are dropped: the sweep that starts its loop covers every tenant.
+ */
+export function leaderQueue(coordination: Coordination, local: ReconcileQueue, running: () => boolean = () => true): ReconcileQueue {
+  const out = new Batcher<Wake>(coordination, "reconcile");
+  const here = () => coordination.leading && running();
+  coordination.subscribe("reconcile", (message) => {
+    if (!here()) return;
+    for (const w of parseList<Wake>(message)) {
+      if ("all" in w) local.addAll();
+      else if (typeof w.tenant !== "string") continue;
+      else if (w.paced) local.addPaced(w.tenant, traceFrom(w.trace));
+      else local.add(w.tenant, traceFrom(w.trace));
+    }
+  });
+  const send = (wake: Wake, locally: () => void) => {
+    if (!coordination.leading) out.push(wake);
+    else if (running()) locally();
+  };
+  return {
+    add: (tenant, trace) => send({ tenant, trace }, () => local.add(tenant, trace)),
+    addPaced: (tenant, trace) => send({ tenant, paced: true, trace }, () => local.addPaced(tenant, trace)),
+    addAll: () => send({ all: true }, () => local.addAll()),
+  };
+}
+
+/** A trace as another controller sent it (JSON), rebuilt from its known fields. */
+function traceFrom(t: unknown): Trace | undefined {
+  if (typeof t !== "object" || t === null) return undefined;
+  const { requestId, correlationId, traceparent: tp, actor } = t as Record<string, unknown>;
+  if (typeof requestId !== "string" || typeof correlationId !== "string") return undefined;
+  const traceparent = typeof tp === "string" && parseTraceparent(tp) ? tp : undefined;
+  if (typeof actor !== "object" || actor === null) return { requestId, correlationId, traceparent };
+  const a = actor as Record<string, unknown>;
+  const text = (v: unknown) => (typeof v === "string" ? v : "");
+  const num = (v: unknown) => (typeof v === "number" && Number.isInteger(v) ? v : 0);
+  return {
+    requestId,
+    correlationId,
+    traceparent,
+    actor: create(ActorSchema, { kind: num(a.kind), id: text(a.id), name: text(a.name), role: num(a.role) }),
+  };
+}
+
+/** Relays the feed's notices to the other controllers, and theirs to the watches held here. */
+export function relayOrders(coordination: Coordination, feed: OrderFeed, store: WorkOrderStore): void {
+  const out = new Batcher<{ id: string; node: string }>(coordination, "order");
+  feed.relay = (o: WorkOrder) => out.push({ id: o.id, node: o.target?.nodeId ?? "" });
+  coordination.subscribe("order", (message) => {
+    for (const n of parseList<{ id: string; node: string }>(message)) {
+      // Read only for a node that watches here: the notice carries ids, the store the order.
+      if (typeof n.id !== "string" || !feed.watching(n.node)) continue;
+      store.getWorkOrder(n.id).then(
+        (o) => o && feed.deliver(o),
+        () => undefined, // the agent's poll finds it
+      );
+    }
+  });
+}
+
+/** Relays credential changes made here to the others' streams, and theirs to the streams held here. */
+export function relayCredentialEnds(coordination: Coordination, ends: CredentialEnds): void {
+  const out = new Batcher<{ key: string }>(coordination, "credential");
+  ends.relayTo((key) => out.push({ key }));
+  coordination.subscribe("credential", (message) => {
+    for (const n of parseList<{ key: string }>(message)) if (typeof n.key === "string") ends.deliver(n.key);
+  });
+}
+
+/** Relays heartbeats seen here to the others' liveness views, and theirs to `seen`. */
+export function relayHeartbeats(
+  coordination: Coordination,
+  seen: (nodeId: string, at: Date, intervalMs: number) => void,
+): (nodeId: string, at: Date, intervalMs: number) => void {
+  const out = new Batcher<[string, number, number]>(coordination, "heartbeat", HEARTBEAT_BATCH_MS);
+  coordination.subscribe("heartbeat", (message) => {
+    for (const b of parseList<[string, number, number]>(message)) {
+      if (Array.isArray(b) && typeof b[0] === "string" && Number.isFinite(b[1]) && Number.isFinite(b[2])) seen(b[0], new Date(b[1]), b[2]);
+    }
+  });
+  return (nodeId, at, intervalMs) => {
+    seen(nodeId, at, intervalMs);
+    out.push([nodeId, at.getTime(), intervalMs]);
+  };
+}
+
+function parseList<T>(message: string): T[] {
+  try {
+    const v: unknown = JSON.parse(message);
+    return Array.isArray(v) ? (v.filter((x) => typeof x === "object" && x !== null) as T[]) : [];
+  } catch {
+    return [];
+  }
+}

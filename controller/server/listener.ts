@@ -1,0 +1,281 @@
+// serve(): puts a request handler on a port, over TLS (HTTP/2 with HTTP/1.1 fallback) or plain
+// HTTP (HTTP/1.1 and h2c on one port), with limits on silent connections, stalled requests and
+// streams per connection. main.ts and the tests listen through it; build() (server.ts) never does.
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import type tls from "node:tls";
+import type { RequestHandler } from "./build.js";
+import { rawSocket, VOUCH, type Vouchable } from "../boundary/connection-vouch.js";
+
+/** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
+export interface ConnectionLimits {
+  /** A TLS client must finish its handshake within this, a plain-HTTP one send its first bytes (a connection that sends nothing is closed). */
+  handshakeTimeoutMs: number;
+  /** A request (HTTP/1.1 or an HTTP/2 stream) with no bytes either way for this long is closed: a stalled body, a vanished client. */
+  requestIdleMs: number;
+  /**
+   * A request whose body has not ended this long after it arrived is closed, however its bytes
+   * trickle (the idle limit restarts on every byte). Bodies that are read have their own, shorter
+   * deadline (body-limits.ts); this also ends those nobody reads (a body sent to a GET route).
+   */
+  requestBodyMs: number;
+  /** An HTTP/2 connection with no stream activity for this long is closed. */
+  sessionIdleMs: number;
+  /** Concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+  /** Open connections one client address may hold; more are closed as they arrive. 0: no cap. */
+  maxConnectionsPerAddress: number;
+  /** Open connections in all; more are closed as they arrive. 0: no cap. */
+  maxConnections: number;
+  /**
+   * Open connections that have not yet carried an admitted call (no credential vouched for them):
+   * past this, as a new one arrives, the oldest such connection of the address holding most of
+   * them is closed. 0: no cap.
+   */
+  maxUnvouchedConnections: number;
+  /** Concurrent streams an HTTP/2 connection may open before a call on it is admitted (then maxConcurrentStreams). */
+  unvouchedStreams: number;
+}
+
+/**
+ * The defaults. A watching agent's stream carries a keepalive every 45 s and a polling agent
+ * calls every few seconds, so neither idles out; a request that sends nothing for a minute does.
+ * An agent holds one connection; the per-address cap leaves room for a few hundred hosts behind
+ * one NAT address (raise it for more) while one client cannot take every socket.
+ */
+export const DEFAULT_LIMITS: ConnectionLimits = {
+  handshakeTimeoutMs: 10_000,
+  requestIdleMs: 60_000,
+  requestBodyMs: 65_000,
+  sessionIdleMs: 300_000,
+  maxConcurrentStreams: 100,
+  maxConnectionsPerAddress: 512,
+  maxConnections: 10_000,
+  maxUnvouchedConnections: 256,
+  unvouchedStreams: 8,
+};
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  /**
+   * PEM cert and key; absent means plain HTTP (HTTP/1.1 and h2c on one port). With `clientCa`,
+   * clients are asked for a certificate signed by it (enrolled nodes), but one is not required.
+   */
+  tls?: { cert: string; key: string; clientCa?: string };
+  /** Overrides of DEFAULT_LIMITS. */
+  limits?: Partial<ConnectionLimits>;
+  /** Told of each connection closed on arrival because a connection cap was reached. */
+  onRefusedConnection?: (address: string, cap: "per-address" | "total" | "unvouched") => void;
+}
+
+export interface Serving {
+  /** Base URL, e.g. https://127.0.0.1:8443 */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Listens with `handler` and resolves once the port is bound. */
+export async function serve(handler: RequestHandler, opts: ServeOptions): Promise<Serving> {
+  const limits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const sockets = new Set<net.Socket>();
+  // Until a call on it is admitted, a connection may open few streams (vouchFor raises the limit).
+  const vouching = limits.maxUnvouchedConnections > 0;
+  const h2Options: http2.ServerOptions = {
+    settings: {
+      maxConcurrentStreams: vouching ? Math.min(limits.unvouchedStreams, limits.maxConcurrentStreams) : limits.maxConcurrentStreams,
+    },
+  };
+  const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
+  const track = sessionTracker(limits, sessions);
+  const server = opts.tls ? tlsServer(opts.tls, limits, h2Options, watched, track) : plainServer(limits, h2Options, watched, track);
+  const admitConnection = connectionAdmission(limits, sockets, vouching, opts.onRefusedConnection);
+  // Counted as the TCP connection is accepted, before any TLS work is spent on it.
+  if (opts.tls) server.prependListener("connection", admitConnection);
+  else server.on("connection", admitConnection);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
+  return {
+    url: `${opts.tls ? "https" : "http"}://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sessions) s.close();
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+type SessionTracker = (s: http2.ServerHttp2Session) => void;
+
+// Keeps each HTTP/2 session in `sessions` while it is open, closes it once idle, and raises its
+// stream limit when a call on it is admitted.
+function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp2Session>): SessionTracker {
+  return (s) => {
+    sessions.add(s);
+    const socket = rawSocket(s.socket);
+    const vouch = socket?.[VOUCH];
+    // Vouched for: the connection leaves the pool and may open every stream it is allowed.
+    if (socket && vouch) {
+      socket[VOUCH] = () => {
+        socket[VOUCH] = undefined;
+        vouch();
+        if (!s.destroyed && !s.closed) s.settings({ maxConcurrentStreams: limits.maxConcurrentStreams });
+      };
+    }
+    s.on("close", () => sessions.delete(s));
+    s.setTimeout(limits.sessionIdleMs, () => s.close());
+  };
+}
+
+// HTTP/2 over TLS with HTTP/1.1 fallback; with a client CA, clients are asked for a certificate.
+function tlsServer(
+  tlsOptions: NonNullable<ServeOptions["tls"]>,
+  limits: ConnectionLimits,
+  h2Options: http2.ServerOptions,
+  watched: RequestHandler,
+  track: SessionTracker,
+): net.Server {
+  const { clientCa, ...pair } = tlsOptions;
+  // A certificate that does not verify still connects: the call is refused with a clear
+  // UNAUTHORIZED naming the reason, instead of a handshake failure a client cannot read.
+  const clientAuth = clientCa ? { requestCert: true, rejectUnauthorized: false, ca: clientCa } : {};
+  const h2 = http2.createSecureServer(
+    { ...pair, ...clientAuth, ...h2Options, allowHTTP1: true, minVersion: "TLSv1.2", handshakeTimeout: limits.handshakeTimeoutMs },
+    watched,
+  );
+  h2.on("session", track);
+  // An HTTP/1.1 connection over TLS gets none of Node's HTTP/1.1 server timeouts (they are
+  // properties of http.Server, not of the HTTP/2 server that hands it over): one that sends no
+  // request, or idles between requests, is closed once nothing has moved for requestIdleMs.
+  h2.on("secureConnection", (socket: tls.TLSSocket) => {
+    if (socket.alpnProtocol !== "h2") socket.setTimeout(limits.requestIdleMs, () => socket.destroy());
+  });
+  return h2;
+}
+
+// Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
+function plainServer(limits: ConnectionLimits, h2Options: http2.ServerOptions, watched: RequestHandler, track: SessionTracker): net.Server {
+  const h1 = http.createServer(watched);
+  const h2c = http2.createServer(h2Options, watched);
+  h2c.on("session", track);
+  return net.createServer((socket) => {
+    // A connection that sends nothing is closed like a TLS one that never starts its handshake.
+    socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
+    socket.once("data", (head: Buffer) => {
+      socket.setTimeout(0);
+      socket.pause();
+      socket.unshift(head);
+      const isH2 = head.toString("latin1", 0, 14) === "PRI * HTTP/2.0";
+      (isH2 ? h2c : h1).emit("connection", socket);
+      process.nextTick(() => socket.resume());
+    });
+  });
+}
+
+// Admits each accepted connection under the caps (in all, per address, and the pool of
+// connections no admitted call has vouched for yet), keeping `sockets` to those open.
+function connectionAdmission(
+  limits: ConnectionLimits,
+  sockets: Set<net.Socket>,
+  vouching: boolean,
+  onRefusedConnection: ServeOptions["onRefusedConnection"],
+): (s: net.Socket) => void {
+  const perAddress = new Map<string, number>();
+  // Connections no admitted call has vouched for yet, by client address, each oldest first.
+  const unvouched = new Map<string, Set<net.Socket>>();
+  let unvouchedCount = 0;
+  const leavePool = (s: net.Socket, address: string) => {
+    const group = unvouched.get(address);
+    if (!group?.delete(s)) return;
+    unvouchedCount--;
+    if (group.size === 0) unvouched.delete(address);
+  };
+  // The pool is full: the address holding most of it gives up its oldest connection (a client
+  // without a credential evicts its own connections, not other addresses' agents on their way in).
+  const evictOne = () => {
+    let largest: Set<net.Socket> | undefined;
+    for (const group of unvouched.values()) if (!largest || group.size > largest.size) largest = group;
+    const oldest = largest?.values().next().value;
+    if (!oldest) return;
+    leavePool(oldest, oldest.remoteAddress ?? "");
+    onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
+    oldest.destroy();
+  };
+  return (s: net.Socket) => {
+    const address = s.remoteAddress ?? "";
+    const open = perAddress.get(address) ?? 0;
+    const full =
+      (limits.maxConnections > 0 && sockets.size >= limits.maxConnections) ||
+      (limits.maxConnectionsPerAddress > 0 && open >= limits.maxConnectionsPerAddress);
+    if (full) {
+      onRefusedConnection?.(address, open >= limits.maxConnectionsPerAddress ? "per-address" : "total");
+      s.destroy();
+      return;
+    }
+    perAddress.set(address, open + 1);
+    sockets.add(s);
+    if (vouching) {
+      // The pool of connections nobody vouched for is bounded.
+      if (unvouchedCount >= limits.maxUnvouchedConnections) evictOne();
+      let group = unvouched.get(address);
+      if (!group) unvouched.set(address, (group = new Set()));
+      group.add(s);
+      unvouchedCount++;
+      (s as Vouchable)[VOUCH] = () => leavePool(s, address);
+    }
+    s.on("close", () => {
+      leavePool(s, address);
+      sockets.delete(s);
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
+    });
+  };
+}
+
+// Closes a request (an HTTP/1.1 connection, or one HTTP/2 stream) once nothing has moved either
+// way for `idleMs`: a body that stalls half-way, a client that vanished. Long streams stay open as
+// long as something flows (the watch stream's keepalive), but only once their request has ended:
+// a request still sending its body `bodyMs` after it arrived is closed whatever it sends.
+function idleLimited(handler: RequestHandler, idleMs: number, bodyMs: number): RequestHandler {
+  return (req, res) => {
+    req.setTimeout(idleMs, () => {
+      const stream = (req as http2.Http2ServerRequest).stream;
+      if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
+      else (req as http.IncomingMessage).socket.destroy();
+    });
+    if (bodyMs > 0) {
+      const timer = setTimeout(() => endUnfinished(req, res), bodyMs);
+      const clear = () => clearTimeout(timer);
+      req.once("end", clear);
+      res.once("close", clear);
+    }
+    handler(req, res);
+  };
+}
+
+// Ends a request whose body has not ended in time. An HTTP/2 stream whose answer is complete but
+// whose trailers have not gone yet is closed only once they have (a reset in between aborts the
+// process: see request-gate.ts stopReading).
+function endUnfinished(req: http.IncomingMessage | http2.Http2ServerRequest, res: { writableEnded: boolean }): void {
+  const stream = (req as http2.Http2ServerRequest).stream;
+  if (!stream) {
+    if (!(req as http.IncomingMessage).complete) req.socket.destroy();
+    return;
+  }
+  if (stream.closed || stream.destroyed || req.readableEnded) return;
+  const close = () => {
+    if (!stream.closed && !stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+  };
+  if (res.writableEnded && !stream.sentTrailers) stream.once("wantTrailers", () => setImmediate(close));
+  else close();
+}

@@ -1,0 +1,34 @@
+// The loops only the leader runs, in the order they start: reconcile sweeps and passes, node
+// liveness, lapsed leases and due retries, retention of history (when any is configured), and
+// webhook deliveries.
+import type { ServiceDeps } from "../../services/deps.js";
+import { LivenessMonitor } from "../../nodes/node-liveness.js";
+import { LeaseMonitor } from "../../dispatch/lease-monitor.js";
+import { HistoryRetention } from "../../dispatch/history-retention.js";
+import { WebhookWorker } from "../../webhooks/webhook-worker.js";
+import type { BuildOptions } from "./build-options.js";
+import type { LeaderLoop } from "./leadership.js";
+
+export type LoopOptions = Pick<
+  BuildOptions,
+  "livenessCheckMs" | "eventRetentionMs" | "workOrderRetentionMs" | "auditRetentionMs" | "webhooks"
+>;
+
+/** Builds the leader's loops (none started); `liveness` also judges the heartbeats this controller stores. */
+export function leaderLoops(deps: ServiceDeps, opts: LoopOptions): { liveness: LivenessMonitor; loops: Array<LeaderLoop | undefined> } {
+  const { store, logger, now, snapshots, records, feed, triggers, keyRing } = deps;
+  const liveness = new LivenessMonitor({ store, logger, now, onChange: () => triggers.nodesChanged(), everyMs: opts.livenessCheckMs });
+  const leaseCheckMs = Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4)));
+  const leases = new LeaseMonitor({ store, logger, now, snapshots, records, feed, triggers, leaseMs: deps.leaseMs, everyMs: leaseCheckMs });
+  const history = new HistoryRetention({
+    store,
+    logger,
+    now,
+    eventRetentionMs: opts.eventRetentionMs ?? 0,
+    workOrderRetentionMs: opts.workOrderRetentionMs ?? 0,
+    auditRetentionMs: opts.auditRetentionMs ?? 0,
+  });
+  const retention = history.enabled ? history : undefined;
+  const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
+  return { liveness, loops: [deps.reconciler, liveness, leases, retention, webhooks] };
+}
