@@ -23,7 +23,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { build } from "../controller/server/build.js";
+import { build, type Controller } from "../controller/server/build.js";
 import { serve } from "../controller/server/listener.js";
 import { createLogger } from "../common/logging/logger.js";
 import { ensureTlsMaterial } from "../controller/tls/tls-material.js";
@@ -80,11 +80,56 @@ async function main(): Promise<void> {
   const api = createClient(ResourceService, transport);
   const nodes = createClient(NodeService, transport);
   const t0 = performance.now();
+  const tenants = NODES;
+  await seed(api, nodes, tenants, (token) =>
+    createConnectTransport({ baseUrl: `${serving.url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [bearer(token)] }),
+  );
+  await ctl.reconciler.idle();
+  await finishAll(ctl.store);
+  await ctl.reconciler.idle();
+  const setupS = (performance.now() - t0) / 1000;
+  const pending = (await ctl.store.listWorkOrders({ status: WorkOrderStatus.PENDING, pageSize: 1000 })).items.length;
+
+  const { cpu, wall } = await sweep(ctl);
+  const afterSweeps = (await ctl.store.listWorkOrders({ status: WorkOrderStatus.PENDING, pageSize: 1000 })).items.length;
+
+  const { lat, ack } = await change(ctl, api, tenants);
+  lat.sort((a, b) => a - b);
+  ack.sort((a, b) => a - b);
+  cpu.sort((a, b) => a - b);
+  wall.sort((a, b) => a - b);
+  const figures = {
+    nodes: NODES,
+    tenants,
+    services: tenants * PER_TENANT,
+    setup_s: Number(setupS.toFixed(1)),
+    sweep_cpu_ms_p50: Number(percentile(cpu, 50).toFixed(1)),
+    sweep_cpu_ms_max: Number(cpu.at(-1)!.toFixed(1)),
+    sweep_wall_ms_p50: Number(percentile(wall, 50).toFixed(1)),
+    orders_issued_by_converged_sweeps: afterSweeps - pending,
+    change_to_queue_ms_p50: Number(percentile(lat, 50).toFixed(2)),
+    change_to_queue_ms_p99: Number(percentile(lat, 99).toFixed(2)),
+    update_ack_ms_p50: Number(percentile(ack, 50).toFixed(2)),
+    update_ack_ms_p99: Number(percentile(ack, 99).toFixed(2)),
+    changes: lat.length,
+  };
+  report(figures);
+  await serving.close();
+  await ctl.close();
+  closeLog();
+  await rm(dir, { recursive: true, force: true });
+}
+
+// Registers the nodes, then creates each tenant (placed on its own node by label) with its services.
+async function seed(
+  api: Client<typeof ResourceService>,
+  nodes: Client<typeof NodeService>,
+  tenants: number,
+  transportOf: (token: string) => Transport,
+): Promise<void> {
   for (let n = 0; n < NODES; n++)
     tokens.set(`node-${n}`, (await nodes.registerNode({ nodeId: `node-${n}`, labels: { slot: String(n) } })).token);
-  agentTransport = (token: string) =>
-    createConnectTransport({ baseUrl: `${serving.url}/v1`, httpVersion: "2", nodeOptions: { ca }, interceptors: [bearer(token)] });
-  const tenants = NODES;
+  agentTransport = transportOf;
   for (let t = 0; t < tenants; t++) {
     const tenant = `tenant-${t}`;
     await api.createResource({
@@ -99,13 +144,10 @@ async function main(): Promise<void> {
       await api.createResource({ resourceType: "service", resource: service(tenant, s, "1") });
     }
   }
-  await ctl.reconciler.idle();
-  await finishAll(ctl.store);
-  await ctl.reconciler.idle();
-  const setupS = (performance.now() - t0) / 1000;
-  const pending = (await ctl.store.listWorkOrders({ status: WorkOrderStatus.PENDING, pageSize: 1000 })).items.length;
+}
 
-  // Sweeps over the converged fleet.
+// Full sweeps over the converged fleet: CPU and wall time of each, in ms.
+async function sweep(ctl: Controller): Promise<{ cpu: number[]; wall: number[] }> {
   const cpu: number[] = [];
   const wall: number[] = [];
   for (let i = 0; i < SWEEPS; i++) {
@@ -117,9 +159,11 @@ async function main(): Promise<void> {
     const c = process.cpuUsage(c0);
     cpu.push((c.user + c.system) / 1000);
   }
-  const afterSweeps = (await ctl.store.listWorkOrders({ status: WorkOrderStatus.PENDING, pageSize: 1000 })).items.length;
+  return { cpu, wall };
+}
 
-  // Single changes, one at a time.
+// Single changes, one at a time: the time until the order is queued, and until the update is acknowledged, in ms.
+async function change(ctl: Controller, api: Client<typeof ResourceService>, tenants: number): Promise<{ lat: number[]; ack: number[] }> {
   const lat: number[] = [];
   const ack: number[] = [];
   for (let i = 0; i < CHANGES; i++) {
@@ -141,25 +185,11 @@ async function main(): Promise<void> {
     // A single change: the next one starts on a quiet controller.
     await ctl.reconciler.idle();
   }
-  lat.sort((a, b) => a - b);
-  ack.sort((a, b) => a - b);
-  cpu.sort((a, b) => a - b);
-  wall.sort((a, b) => a - b);
-  const figures = {
-    nodes: NODES,
-    tenants,
-    services: tenants * PER_TENANT,
-    setup_s: Number(setupS.toFixed(1)),
-    sweep_cpu_ms_p50: Number(percentile(cpu, 50).toFixed(1)),
-    sweep_cpu_ms_max: Number(cpu.at(-1)!.toFixed(1)),
-    sweep_wall_ms_p50: Number(percentile(wall, 50).toFixed(1)),
-    orders_issued_by_converged_sweeps: afterSweeps - pending,
-    change_to_queue_ms_p50: Number(percentile(lat, 50).toFixed(2)),
-    change_to_queue_ms_p99: Number(percentile(lat, 99).toFixed(2)),
-    update_ack_ms_p50: Number(percentile(ack, 50).toFixed(2)),
-    update_ack_ms_p99: Number(percentile(ack, 99).toFixed(2)),
-    changes: lat.length,
-  };
+  return { lat, ack };
+}
+
+/** Prints the figures as a table, then as one line of JSON. */
+function report(figures: Record<string, number>): void {
   console.log(
     `reconcile benchmark: ${figures.services} services, ${figures.tenants} tenants on ${figures.nodes} nodes (file store, setup ${figures.setup_s} s)`,
   );
@@ -173,10 +203,6 @@ async function main(): Promise<void> {
   );
   console.log(`| of which UpdateResource acknowledged p50 / p99 | ${figures.update_ack_ms_p50} / ${figures.update_ack_ms_p99} ms | |`);
   console.log(JSON.stringify(figures));
-  await serving.close();
-  await ctl.close();
-  closeLog();
-  await rm(dir, { recursive: true, force: true });
 }
 
 function service(tenant: string, s: number, version: string): Resource {

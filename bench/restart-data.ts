@@ -38,43 +38,105 @@ const WRITE_CONCURRENCY = 64;
 
 /** Writes `shape` into `dataDir` (which should be empty); returns how many files it wrote. */
 export async function writeHistory(dataDir: string, shape: HistoryShape, now = Date.now()): Promise<number> {
-  const paths = new StorePaths(dataDir);
-  let files: Array<[string, string]> = [];
-  let written = 0;
-  const put = <D extends DescMessage>(path: string, schema: D, json: JsonObject): MessageShape<D> => {
-    const msg = fromJson(schema, json);
-    files.push([path, encodeMessage(schema, msg)]);
-    return msg;
-  };
-  // Written a batch at a time, so the history is never all in memory.
-  const flush = async (atLeast: number) => {
-    if (files.length < atLeast) return;
-    await writeLimited(files);
-    written += files.length;
-    files = [];
-  };
+  const out = new HistoryFiles(dataDir);
   const nodes = Math.max(1, Math.round(shape.resources / 100));
   const tenants = Math.max(1, Math.round(shape.resources / 5));
   const deployments = Math.max(0, shape.resources - nodes - 2 * tenants);
-  const at = (ms: number) => new Date(ms).toISOString();
   const span = shape.days * 86_400_000;
-  let version = 0;
-  const meta = (extra: JsonObject = {}): JsonObject => ({ resource_version: String(++version), request_id: randomUUID(), ...extra });
+  const layout: Layout = { nodes, tenants, deployments, now, span };
+  writeNodes(out, layout);
+  const lastOrder = await writeOrders(out, shape, layout);
+  const tenantResources = writeTenants(out, layout, lastOrder);
+  for (const [t, list] of tenantResources.entries()) {
+    const snap = fromJson(SnapshotSchema, { snapshot_id: randomUUID(), scope: "tenant", tenant_id: `tenant-${t}`, schema_version: "v1" });
+    snap.resources = list;
+    out.push(out.paths.tenantSnapshot(`tenant-${t}`), await encodeSnapshot(snap));
+  }
+  const system = fromJson(SnapshotSchema, { snapshot_id: randomUUID(), scope: "system", schema_version: "v1" });
+  system.resources = tenantResources.flat();
+  out.push(out.paths.systemSnapshot(), await encodeSnapshot(system));
+  await out.flush(0);
+  return out.written;
+}
 
+/** How many of each there are, and the time the history spans (ending `now`, epoch ms). */
+interface Layout {
+  nodes: number;
+  tenants: number;
+  deployments: number;
+  now: number;
+  span: number;
+}
+
+/** A tenant's last order: what its target record names. */
+interface LastOrder {
+  id: string;
+  node: string;
+  finished: number;
+  hash: string;
+}
+
+/** The files of the history as they are built, written a batch at a time. */
+class HistoryFiles {
+  readonly paths: StorePaths;
+  /** Files written so far. */
+  written = 0;
+  private files: Array<[string, string]> = [];
+  private version = 0;
+
+  constructor(dataDir: string) {
+    this.paths = new StorePaths(dataDir);
+  }
+
+  /** Checks `json` by decoding it as `schema`, queues it at `path` in the store's encoding, and returns it. */
+  put<D extends DescMessage>(path: string, schema: D, json: JsonObject): MessageShape<D> {
+    const msg = fromJson(schema, json);
+    this.files.push([path, encodeMessage(schema, msg)]);
+    return msg;
+  }
+
+  /** Queues a file already encoded. */
+  push(path: string, text: string): void {
+    this.files.push([path, text]);
+  }
+
+  /** Writes the queued files once there are `atLeast` of them, so the history is never all in memory. */
+  async flush(atLeast: number): Promise<void> {
+    if (this.files.length < atLeast) return;
+    await writeLimited(this.files);
+    this.written += this.files.length;
+    this.files = [];
+  }
+
+  /** A resource's metadata, with the next resource version. */
+  meta(extra: JsonObject = {}): JsonObject {
+    return { resource_version: String(++this.version), request_id: randomUUID(), ...extra };
+  }
+}
+
+function at(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function writeNodes(out: HistoryFiles, { nodes, now, span }: Layout): void {
   for (let n = 0; n < nodes; n++) {
     const id = `node-${n}`;
-    put(paths.resource("node", id), ResourceSchema, {
+    out.put(out.paths.resource("node", id), ResourceSchema, {
       id,
       resource_type: "node",
       schema_version: "v1",
       desired_state: { node: { display_name: id } },
-      metadata: meta(),
+      metadata: out.meta(),
       created_at: at(now - span),
       updated_at: at(now - span),
     });
   }
-  // Orders, oldest first; each tenant's last one is what its target record names.
-  const lastOrder = new Map<number, { id: string; node: string; finished: number; hash: string }>();
+}
+
+// Orders, oldest first, with their events (and the newest their deployments); returns each
+// tenant's last order.
+async function writeOrders(out: HistoryFiles, shape: HistoryShape, { nodes, tenants, deployments, now, span }: Layout) {
+  const lastOrder = new Map<number, LastOrder>();
   for (let i = 0; i < shape.orders; i++) {
     const tenant = i % tenants;
     const node = `node-${tenant % nodes}`;
@@ -83,7 +145,7 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
     const hash = randomUUID().replaceAll("-", "").repeat(2);
     const corr = randomUUID();
     const tenantId = `tenant-${tenant}`;
-    put(paths.workOrder("finished", id), WorkOrderSchema, {
+    out.put(out.paths.workOrder("finished", id), WorkOrderSchema, {
       id,
       resource_type: "work_order",
       schema_version: "v1",
@@ -111,7 +173,7 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
     for (const e of orderEvents(id, tenantId, node, hash).slice(0, shape.eventsPerOrder)) {
       const eid = randomUUID();
       const ts = new Date(created + e.afterMs);
-      put(paths.event(ts, eid), EventSchema, {
+      out.put(out.paths.event(ts, eid), EventSchema, {
         id: eid,
         schema_version: "v1",
         timestamp: ts.toISOString(),
@@ -123,9 +185,14 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
     }
     lastOrder.set(tenant, { id, node, finished: created + 4_000, hash });
     // The newest orders keep their deployment (older deployments were pruned with their orders).
-    if (i >= shape.orders - deployments) deployment(put, paths, meta, at, `deploy-${id}`, tenantId, node, id, hash, created);
-    await flush(5_000);
+    if (i >= shape.orders - deployments) deployment(out, `deploy-${id}`, tenantId, node, id, hash, created);
+    await out.flush(5_000);
   }
+  return lastOrder;
+}
+
+// Each tenant with its service, converged on its last order; returns both, per tenant, for the snapshots.
+function writeTenants(out: HistoryFiles, { tenants, nodes, now, span }: Layout, lastOrder: Map<number, LastOrder>): Resource[][] {
   const tenantResources: Resource[][] = [];
   for (let t = 0; t < tenants; t++) {
     const last = lastOrder.get(t);
@@ -141,40 +208,31 @@ export async function writeHistory(dataDir: string, shape: HistoryShape, now = D
       finished_at: at(last.finished),
       project_name: tenantId,
     };
-    const tenant = put(paths.resource("tenant", tenantId), ResourceSchema, {
+    const tenant = out.put(out.paths.resource("tenant", tenantId), ResourceSchema, {
       id: tenantId,
       resource_type: "tenant",
       schema_version: "v1",
       desired_state: desired,
       current_state: { tenant: { node_id: node, deployment_id: last ? `deploy-${last.id}` : "", targets: target ? [target] : [] } },
       last_applied_state: desired,
-      metadata: meta(),
+      metadata: out.meta(),
       created_at: at(now - span),
       updated_at: at(last?.finished ?? now - span),
     });
-    const service = put(paths.resource("service", `svc-${t}`), ResourceSchema, {
+    const service = out.put(out.paths.resource("service", `svc-${t}`), ResourceSchema, {
       id: `svc-${t}`,
       resource_type: "service",
       schema_version: "v1",
       desired_state: {
         service: { tenant_id: tenantId, kind: "compose_service", image: "registry.example.com/shop/web:1.42.0", compose_service: "web" },
       },
-      metadata: meta(),
+      metadata: out.meta(),
       created_at: at(now - span),
       updated_at: at(now - span),
     });
     tenantResources.push([tenant, service]);
   }
-  for (const [t, list] of tenantResources.entries()) {
-    const snap = fromJson(SnapshotSchema, { snapshot_id: randomUUID(), scope: "tenant", tenant_id: `tenant-${t}`, schema_version: "v1" });
-    snap.resources = list;
-    files.push([paths.tenantSnapshot(`tenant-${t}`), await encodeSnapshot(snap)]);
-  }
-  const system = fromJson(SnapshotSchema, { snapshot_id: randomUUID(), scope: "system", schema_version: "v1" });
-  system.resources = tenantResources.flat();
-  files.push([paths.systemSnapshot(), await encodeSnapshot(system)]);
-  await flush(0);
-  return written;
+  return tenantResources;
 }
 
 /**
@@ -217,18 +275,7 @@ function orderEvents(orderId: string, tenantId: string, node: string, hash: stri
   ];
 }
 
-function deployment(
-  put: <D extends DescMessage>(path: string, schema: D, json: JsonObject) => MessageShape<D>,
-  paths: StorePaths,
-  meta: (extra?: JsonObject) => JsonObject,
-  at: (ms: number) => string,
-  id: string,
-  tenantId: string,
-  node: string,
-  orderId: string,
-  hash: string,
-  created: number,
-): void {
+function deployment(out: HistoryFiles, id: string, tenantId: string, node: string, orderId: string, hash: string, created: number): void {
   const desired = {
     deployment: {
       tenant_id: tenantId,
@@ -238,7 +285,7 @@ function deployment(
       spec_hash: hash,
     },
   };
-  put(paths.resource("deployment", id), ResourceSchema, {
+  out.put(out.paths.resource("deployment", id), ResourceSchema, {
     id,
     resource_type: "deployment",
     schema_version: "v1",
@@ -253,7 +300,7 @@ function deployment(
       },
     },
     last_applied_state: desired,
-    metadata: meta({ labels: { tenant_id: tenantId, node_id: node } }),
+    metadata: out.meta({ labels: { tenant_id: tenantId, node_id: node } }),
     created_at: at(created),
     updated_at: at(created + 4_000),
   });

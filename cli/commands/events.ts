@@ -25,7 +25,14 @@ interface EventOptions {
   output: string;
 }
 
+/** `skipper events` and `skipper orders`. */
 export function registerEvents(program: Command, ctx: CommandContext): void {
+  registerEventList(program, ctx);
+  registerOrders(program, ctx);
+}
+
+// `events [--follow]`: the recorded events, oldest first, then each new one as it is recorded.
+function registerEventList(program: Command, ctx: CommandContext): void {
   program
     .command("events")
     .description("list recorded events, oldest first; --follow keeps printing new ones")
@@ -115,7 +122,10 @@ Examples:
         (note) => ctx.io.err(note),
       );
     });
+}
 
+// `orders`: work orders, newest first.
+function registerOrders(program: Command, ctx: CommandContext): void {
   program
     .command("orders")
     .description("list work orders, newest first")

@@ -14,9 +14,17 @@ import { durationFlag } from "../flags.js";
 const ROLES: Record<string, Role> = { admin: Role.ADMIN, operator: Role.OPERATOR, generator: Role.GENERATOR, viewer: Role.VIEWER };
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+/** `skipper keys` (create, list, revoke) and `skipper node enroll-token`. */
 export function registerKeys(program: Command, ctx: CommandContext): void {
   const keys = program.command("keys").description("manage API keys: create, list, revoke (admin)");
+  registerCreate(keys, ctx);
+  registerList(keys, ctx);
+  registerRevoke(keys, ctx);
+  registerEnrollToken(program, ctx);
+}
 
+// `keys create`: a new key, its text once on stdout.
+function registerCreate(keys: Command, ctx: CommandContext): void {
   keys
     .command("create")
     .argument("<name>", "a name for the key, e.g. ci-web (unique among live keys)")
@@ -55,7 +63,10 @@ Examples:
       ctx.io.err("Its text follows on stdout, shown only now: the controller keeps a hash.");
       ctx.io.out(res.secret);
     });
+}
 
+// `keys list`: the keys, never their secrets.
+function registerList(keys: Command, ctx: CommandContext): void {
   keys
     .command("list")
     .alias("ls")
@@ -95,7 +106,10 @@ Examples:
         ),
       );
     });
+}
 
+// `keys revoke`: refuse a key from its next call on.
+function registerRevoke(keys: Command, ctx: CommandContext): void {
   keys
     .command("revoke")
     .argument("<key>", "the key's id or name (a key text skk_<id>_... names its id)")
@@ -108,7 +122,10 @@ Examples:
       const res = await clients.access.revokeApiKey({ id, reason: opts.reason ?? "" });
       ctx.io.out(`API key ${res.apiKey!.id} (${res.apiKey!.name}) revoked.`);
     });
+}
 
+// `node enroll-token`: a token a host enrolls with, its text once on stdout.
+function registerEnrollToken(program: Command, ctx: CommandContext): void {
   const node = program.command("node").description("node administration");
   node
     .command("enroll-token")

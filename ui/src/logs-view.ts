@@ -66,18 +66,7 @@ export function logsView(api: Api, tenantId: string): LogsView {
   );
   const showServices = (targets: LogTarget[]) => picker.show(targets.flatMap((t) => t.services));
   void logTargets(api, tenantId).then(showServices, () => {});
-
-  function ask(): Asked {
-    const tailLines = Number(tail.value);
-    if (!Number.isInteger(tailLines) || tailLines < 1 || tailLines > 5000) throw new Error("Tail must be a whole number from 1 to 5000.");
-    const sinceText = since.value.trim();
-    return {
-      services: picker.picked(),
-      tailLines,
-      since: sinceText ? new Date(Date.now() - parseSince(sinceText)) : undefined,
-      sinceText,
-    };
-  }
+  const reader: Reader = { api, tenantId, out, showServices };
 
   function stop(): void {
     running?.abort();
@@ -88,7 +77,7 @@ export function logsView(api: Api, tenantId: string): LogsView {
     alert.hidden = true;
     let asked: Asked;
     try {
-      asked = ask();
+      asked = askedOf(picker, tail, since);
     } catch (e) {
       return showAlert(e instanceof Error ? e.message : String(e));
     }
@@ -103,7 +92,7 @@ export function logsView(api: Api, tenantId: string): LogsView {
     try {
       for (let blips = 0; ; ) {
         try {
-          await round(asked, cursors, ac.signal);
+          await round(reader, asked, cursors, ac.signal);
           alert.hidden = true;
           blips = 0;
           if (!follow) {
@@ -136,54 +125,88 @@ export function logsView(api: Api, tenantId: string): LogsView {
     }
   }
 
-  // One question to every node the tenant runs on; each node's box says what it answered.
-  async function round(asked: Asked, cursors: Map<string, LogCursor | undefined>, signal: AbortSignal): Promise<void> {
-    const targets = await logTargets(api, tenantId);
-    if (signal.aborted) throw signal.reason;
-    showServices(targets);
-    if (targets.length === 0) return out.say(`Tenant ${tenantId} runs on no node, so there are no logs to read.`);
-    for (const t of targets) if (out.count(t.nodeId) === 0) out.note(t.nodeId, "asking…");
-    // Every node's question ends before the round does (a refusal is the same for all of them).
-    const failed = (await Promise.allSettled(targets.map((t) => askNode(t, asked, cursors, signal)))).find((r) => r.status === "rejected");
-    if (failed) throw failed.reason;
-  }
-
-  async function askNode(t: LogTarget, asked: Asked, cursors: Map<string, LogCursor | undefined>, signal: AbortSignal): Promise<void> {
-    const node = t.nodeId;
-    if (t.offline) {
-      const last = t.lastHeartbeat ? ` (last heartbeat ${t.lastHeartbeat.toLocaleString()})` : " (its agent has never sent a heartbeat)";
-      return out.note(node, `${node} is offline${last}: its logs cannot be read until its agent is back.`, true);
-    }
-    // Only the picked services this node runs: another node may run others.
-    const services = t.services.length > 0 ? asked.services.filter((s) => t.services.includes(s)) : asked.services;
-    if (asked.services.length > 0 && services.length === 0) return out.note(node, `${node} runs none of the services picked.`);
-    const cursor = cursors.get(node);
-    const answer = await readNodeLogs(
-      api,
-      { tenantId, nodeId: node, services, tailLines: asked.tailLines, since: cursor?.at ?? asked.since },
-      signal,
-    );
-    if (answer.kind === "failed") return out.note(node, `${answer.code}: ${answer.message}`, true);
-    if (answer.kind === "no-answer")
-      return out.note(node, `${node} did not answer within ${ANSWER_WITHIN_MS / 1000} s; its order ${answer.orderId} was cancelled.`, true);
-    const { fresh, cursor: next } = linesAfter(answer.lines, cursor);
-    cursors.set(node, next);
-    out.append(node, fresh);
-    const n = out.count(node);
-    const within = asked.sinceText ? ` in the last ${asked.sinceText}` : "";
-    const which = services.length > 0 ? ` from ${services.join(", ")}` : "";
-    out.note(
-      node,
-      n === 0
-        ? `No log lines${which}${within}: the containers printed nothing the engine kept.`
-        : `${n} line(s)${which}${answer.truncated && !cursor ? ", the oldest cut to the tail asked for" : ""}.`,
-    );
-  }
-
   function showAlert(text: string): void {
     alert.textContent = text;
     alert.hidden = false;
   }
 
   return { element, stop };
+}
+
+/** What a round of questions needs: the API, the tenant, and where answers and services are shown. */
+interface Reader {
+  api: Api;
+  tenantId: string;
+  out: LogOutput;
+  showServices: (targets: LogTarget[]) => void;
+}
+
+// What the form asks for; throws what to tell the user when it cannot be asked.
+function askedOf(picker: ServicePicker, tail: HTMLInputElement, since: HTMLInputElement): Asked {
+  const tailLines = Number(tail.value);
+  if (!Number.isInteger(tailLines) || tailLines < 1 || tailLines > 5000) throw new Error("Tail must be a whole number from 1 to 5000.");
+  const sinceText = since.value.trim();
+  return {
+    services: picker.picked(),
+    tailLines,
+    since: sinceText ? new Date(Date.now() - parseSince(sinceText)) : undefined,
+    sinceText,
+  };
+}
+
+// One question to every node the tenant runs on; each node's box says what it answered.
+async function round(reader: Reader, asked: Asked, cursors: Map<string, LogCursor | undefined>, signal: AbortSignal): Promise<void> {
+  const targets = await logTargets(reader.api, reader.tenantId);
+  if (signal.aborted) throw signal.reason;
+  reader.showServices(targets);
+  if (targets.length === 0) return reader.out.say(`Tenant ${reader.tenantId} runs on no node, so there are no logs to read.`);
+  for (const t of targets) if (reader.out.count(t.nodeId) === 0) reader.out.note(t.nodeId, "asking…");
+  // Every node's question ends before the round does (a refusal is the same for all of them).
+  const failed = (await Promise.allSettled(targets.map((t) => askNode(reader, t, asked, cursors, signal)))).find(
+    (r) => r.status === "rejected",
+  );
+  if (failed) throw failed.reason;
+}
+
+// One node's question; its box says what it answered.
+async function askNode(
+  reader: Reader,
+  t: LogTarget,
+  asked: Asked,
+  cursors: Map<string, LogCursor | undefined>,
+  signal: AbortSignal,
+): Promise<void> {
+  const node = t.nodeId;
+  if (t.offline) {
+    const last = t.lastHeartbeat ? ` (last heartbeat ${t.lastHeartbeat.toLocaleString()})` : " (its agent has never sent a heartbeat)";
+    return reader.out.note(node, `${node} is offline${last}: its logs cannot be read until its agent is back.`, true);
+  }
+  // Only the picked services this node runs: another node may run others.
+  const services = t.services.length > 0 ? asked.services.filter((s) => t.services.includes(s)) : asked.services;
+  if (asked.services.length > 0 && services.length === 0) return reader.out.note(node, `${node} runs none of the services picked.`);
+  const cursor = cursors.get(node);
+  const answer = await readNodeLogs(
+    reader.api,
+    { tenantId: reader.tenantId, nodeId: node, services, tailLines: asked.tailLines, since: cursor?.at ?? asked.since },
+    signal,
+  );
+  if (answer.kind === "failed") return reader.out.note(node, `${answer.code}: ${answer.message}`, true);
+  if (answer.kind === "no-answer")
+    return reader.out.note(
+      node,
+      `${node} did not answer within ${ANSWER_WITHIN_MS / 1000} s; its order ${answer.orderId} was cancelled.`,
+      true,
+    );
+  const { fresh, cursor: next } = linesAfter(answer.lines, cursor);
+  cursors.set(node, next);
+  reader.out.append(node, fresh);
+  const n = reader.out.count(node);
+  const within = asked.sinceText ? ` in the last ${asked.sinceText}` : "";
+  const which = services.length > 0 ? ` from ${services.join(", ")}` : "";
+  reader.out.note(
+    node,
+    n === 0
+      ? `No log lines${which}${within}: the containers printed nothing the engine kept.`
+      : `${n} line(s)${which}${answer.truncated && !cursor ? ", the oldest cut to the tail asked for" : ""}.`,
+  );
 }
