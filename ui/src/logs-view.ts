@@ -194,7 +194,9 @@ async function askNode(
   if (answer.kind === "no-answer")
     return reader.out.note(
       node,
-      `${node} did not answer within ${ANSWER_WITHIN_MS / 1000} s; its order ${answer.orderId} was cancelled.`,
+      answer.cancelled
+        ? `${node} did not take the order within ${ANSWER_WITHIN_MS / 1000} s; order ${answer.orderId} was cancelled.`
+        : `${node} did not take the order within ${ANSWER_WITHIN_MS / 1000} s, and cancelling it failed: order ${answer.orderId} is still queued and may run when the node takes it.`,
       true,
     );
   const { fresh, cursor: next } = linesAfter(answer.lines, cursor);

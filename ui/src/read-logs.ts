@@ -23,7 +23,7 @@ export interface LogTarget {
 export type NodeAnswer =
   | { kind: "lines"; lines: ShownLine[]; truncated: boolean }
   | { kind: "failed"; code: string; message: string }
-  | { kind: "no-answer"; orderId: string };
+  | { kind: "no-answer"; orderId: string; cancelled: boolean };
 
 export interface LogsRequest {
   tenantId: string;
@@ -86,7 +86,7 @@ export async function readNodeLogs(api: Api, req: LogsRequest, signal: AbortSign
     signal,
     leaving: "the dashboard stopped waiting for the logs",
   });
-  if (untaken !== undefined) return { kind: "no-answer", orderId: order.id };
+  if (untaken !== undefined) return { kind: "no-answer", orderId: order.id, cancelled: order.status === WorkOrderStatus.CANCELLED };
   if (order.status !== WorkOrderStatus.SUCCESS)
     return { kind: "failed", code: order.result?.code || WorkOrderStatus[order.status] || "FAILED", message: order.result?.message ?? "" };
   const logs = order.result?.details?.logs ?? [];
