@@ -5,7 +5,8 @@
 // a work order, events and the tenant's records) until the process dies at the n-th pass of the
 // point; the moment is the point, never a time. Restarted on the same data: every acknowledged
 // tenant is there, the store opened clean (no temp file read as a record, none left, nothing
-// quarantined), and the listings agree with the records. Killed after the log append, the log holds
+// quarantined), the listings agree with the records, and every tenant stored has its
+// resource_created event (one write with it), acknowledged or not. Killed after the log append, the log holds
 // operations whose record files are not written yet; the next open puts every one in place.
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,6 +14,7 @@ import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { afterAll, describe, expect, it } from "vitest";
 import type { CrashPointName } from "../common/crash-points.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
@@ -78,6 +80,18 @@ describe("crash points in a store write", () => {
     expect(listed.filter((id) => !tried.includes(id))).toEqual([]);
     expect(listed).toEqual(expect.arrayContaining(acked));
     for (const id of listed) expect((await api.getResource({ resourceType: "tenant", id })).resource?.id).toBe(id);
+    // A tenant and its resource_created event are one write: every tenant stored has its event,
+    // once (a crash keeps both or neither), whether or not its create was acknowledged.
+    const events = ctl.admin(EventService);
+    const created = new Map<string, number>();
+    for (let pageToken = ""; ; ) {
+      const page = await events.listEvents({ type: "resource_created", pageSize: 1000, pageToken });
+      for (const e of page.events) if (e.resourceType === "tenant") created.set(e.resourceId, (created.get(e.resourceId) ?? 0) + 1);
+      pageToken = page.nextPageToken;
+      if (!pageToken) break;
+    }
+    for (const id of listed) expect(created.get(id), `resource_created of ${id}`).toBe(1);
+    expect([...created.keys()].filter((id) => !listed.includes(id))).toEqual([]);
     // Every order listed can be read, and names a tenant that exists.
     const orders = ctl.admin(WorkOrderService);
     for (const o of (await orders.listWorkOrders({ pageSize: 1000 })).workOrders) {

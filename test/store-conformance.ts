@@ -19,6 +19,7 @@ import { AuditEntrySchema } from "../gen/skipper/v1/audit_service_pb.js";
 import { auditHash, readAuditLine } from "../controller/store/audit-chain.js";
 import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
 import { describeWebhookConformance } from "./store-conformance-webhooks.js";
+import { describeToldConformance } from "./store-conformance-told.js";
 
 /**
  * What a backend hands the suite. `store` is already open. `reopen`, when given, closes the
@@ -1298,6 +1299,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
     });
 
     describeWebhookConformance(
+      () => store,
+      async () => {
+        if (sut.reopen) store = await sut.reopen();
+        return sut.reopen !== undefined;
+      },
+    );
+
+    describeToldConformance(
       () => store,
       async () => {
         if (sut.reopen) store = await sut.reopen();

@@ -1,7 +1,8 @@
 // The file store's write-ahead log (controller/store/file/write-ahead-log.ts) through DurableFs:
 // concurrent writes share the log's fsyncs, a stop that did not checkpoint is replayed (the last
-// operation per path), a torn tail is dropped, and full segments are checkpointed away.
-import { mkdtemp, open, readdir, readFile, rm } from "node:fs/promises";
+// operation per path), a torn tail is dropped, a commit of several files is kept or lost whole,
+// and full segments are checkpointed away.
+import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -84,6 +85,58 @@ describe("write-ahead log", () => {
     await fs.closeLog();
     expect(await walFiles(root)).toEqual([]);
     for (let k = 0; k < 20; k++) expect(JSON.parse(await readFile(join(root, "r", `${k}.json`), "utf8")).i).toBe(180 + k);
+  });
+
+  it("a commit of several files is replayed whole, and a commit cut short anywhere is replayed not at all", async () => {
+    const root = await dataDir();
+    const fs = await openFs(root);
+    const rec = join(root, "r", "rec.json");
+    const ev1 = join(root, "e", "1.json");
+    const ev2 = join(root, "e", "2.json");
+    const old = join(root, "r", "old.json");
+    await fs.writeFile(old, "old");
+    await fs.commit([
+      { path: rec, data: "v1" },
+      { path: ev1, data: "e1" },
+      { op: "unlink", path: old },
+    ]);
+    await fs.commit([
+      { path: rec, data: "v2" },
+      { path: ev2, data: "e2" },
+    ]);
+    // As a crash leaves it: the log holds both commits, no file is there.
+    await rm(join(root, "r"), { recursive: true });
+    await rm(join(root, "e"), { recursive: true });
+    const segment = join(root, "wal", (await walFiles(root))[0]!);
+    const whole = await readFile(segment);
+    // The second commit's frame (the last one): every cut inside it loses all of it, never a part.
+    const frames: number[] = [];
+    for (let at = 0; at + 8 <= whole.length && whole.readUInt32LE(at) !== 0; at += 8 + whole.readUInt32LE(at)) frames.push(at);
+    expect(frames).toHaveLength(3);
+    const last = frames[2]!;
+    const end = last + 8 + whole.readUInt32LE(last);
+    for (const cut of [last + 9, Math.floor((last + end) / 2), end - 1]) {
+      const torn = Buffer.concat([whole.subarray(0, cut), Buffer.alloc(whole.length - cut)]);
+      // Its bytes past the cut never reached the disk: zeros, or garbage where they were.
+      torn.fill(7, cut, Math.min(end, whole.length));
+      const copy = await dataDir();
+      await mkdir(join(copy, "wal"));
+      await writeFile(join(copy, "wal", "1.log"), torn);
+      const again = new DurableFs(copy);
+      expect((await again.openLog()).torn, `cut at ${cut - last} of ${end - last}`).toBe(true);
+      expect(await readFile(join(copy, "r", "rec.json"), "utf8")).toBe("v1");
+      expect(await readFile(join(copy, "e", "1.json"), "utf8")).toBe("e1");
+      await expect(readFile(join(copy, "e", "2.json"))).rejects.toThrow(/ENOENT/);
+      await again.closeLog();
+    }
+    // Not cut: both commits are replayed whole, the unlink included.
+    const again = new DurableFs(root);
+    await again.openLog();
+    expect(await readFile(rec, "utf8")).toBe("v2");
+    expect(await readFile(ev1, "utf8")).toBe("e1");
+    expect(await readFile(ev2, "utf8")).toBe("e2");
+    await expect(readFile(old)).rejects.toThrow(/ENOENT/);
+    await again.closeLog();
   });
 
   it("a file written directly (too big for the log) is not put back by an older logged write", async () => {

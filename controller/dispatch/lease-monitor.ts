@@ -10,7 +10,7 @@
 // (which would run them a second time).
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
-import { onLeaseExpired } from "./order-outcome.js";
+import { leaseExpiredEvent } from "./order-outcome.js";
 import { isSkipperError } from "../base/errors.js";
 import { leaseLapsed, retryDue } from "../domain/work-order-transitions.js";
 import { Periodic } from "../base/periodic.js";
@@ -54,8 +54,8 @@ export class LeaseMonitor {
   async check(): Promise<number> {
     const lapsed = (o: WorkOrder, now: Date) => now.getTime() >= this.graceUntil && leaseLapsed(o, now);
     const leases = await this.sweep(WorkOrderStatus.RUNNING, lapsed, async (o, now) => {
-      const back = await this.deps.store.expireWorkOrderLease(o.id, now);
-      await onLeaseExpired(this.deps.store, o, back);
+      // The step and its event in one write (store.ts EventsOf).
+      const back = await this.deps.store.expireWorkOrderLease(o.id, now, (after) => [leaseExpiredEvent(o, after)]);
       this.deps.logger.warn(
         {
           action: "work_order_lease_expired",

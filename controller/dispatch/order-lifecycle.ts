@@ -19,8 +19,8 @@ import type { FinishOutcome } from "../store/store.js";
 import { isSkipperError } from "../base/errors.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
-import { onCancelRequested, onOrderRetryScheduled, onOrderStarted, type OutcomeDeps } from "./order-outcome.js";
-import { recordOrderEnd } from "../reconcile/order-end.js";
+import { cancelRequestedEvent, onOrderStarted, retryScheduledEvent, startedEvent, type OutcomeDeps } from "./order-outcome.js";
+import { endEvents, recordOrderEnd } from "../reconcile/order-end.js";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { blankValues, valuesHandedTo } from "./order-secrets.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
@@ -51,8 +51,8 @@ export async function nextOrderFor(deps: LifecycleDeps & { logger: Logger }, nod
 /** Claims `order` for its node (a lease with a new fencing token) and records its start. */
 export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: Trace, log: Logger): Promise<WorkOrder> {
   const nodeId = order.target?.nodeId ?? "";
-  const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs);
-  await onOrderStarted(deps.store, claimed, trace);
+  const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs, (o) => [startedEvent(o, trace)]);
+  await onOrderStarted(deps.store, claimed, trace, true);
   log.info(
     {
       action: "work_order_started",
@@ -120,7 +120,10 @@ export async function finishOrder(
   // The controller knows which values it handed this order: a node that echoes one back (in a
   // message, a command's output) does not get it stored, shown or sent on.
   if (deps.keyRing) blankValues(result, await valuesHandedTo(deps.store, deps.keyRing, order));
-  const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken);
+  // The order's new state and its events are one write (store.ts EventsOf).
+  const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken, (o) =>
+    o.status === WorkOrderStatus.RETRY_PENDING ? [retryScheduledEvent(o, trace)] : endEvents(o, trace),
+  );
   if (outcome.duplicate) {
     // A crash may have cut short what follows a finish (its events, the deployment, the target
     // record): the node reports again until it is answered, and the replay is idempotent (fixed
@@ -132,7 +135,6 @@ export async function finishOrder(
   const after = outcome.workOrder;
   const ids = { node_id: nodeId, tenant_id: order.target?.tenantId, work_order_id: order.id };
   if (after.status === WorkOrderStatus.RETRY_PENDING) {
-    await onOrderRetryScheduled(deps.store, after, trace);
     log.warn(
       {
         action: "work_order_retry_scheduled",
@@ -144,7 +146,7 @@ export async function finishOrder(
     );
     return outcome;
   }
-  await recordOrderEnd(deps, after, trace);
+  await recordOrderEnd(deps, after, trace, true);
   deps.triggers.orderEnded(after);
   const ok = after.status === WorkOrderStatus.SUCCESS;
   const meta = { work_order_id: order.id, message: result.message };
@@ -175,12 +177,17 @@ export async function cancelOrder(
   trace: Trace,
   log: Logger,
 ): Promise<WorkOrder> {
-  const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now());
+  // Called only when this cancel changed the order: its end, or the request its node hears.
+  let changed = false;
+  const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now(), (o) => {
+    changed = true;
+    return o.status === WorkOrderStatus.CANCELLED ? endEvents(o, trace) : [cancelRequestedEvent(o, trace, reason)];
+  });
   if (after.status === WorkOrderStatus.CANCELLED) {
-    await recordOrderEnd(deps, after, trace);
+    // A repeated cancel records the end again: what a crash cut short of it is written once.
+    await recordOrderEnd(deps, after, trace, changed);
     if (order.status !== WorkOrderStatus.CANCELLED) deps.triggers.orderEnded(after);
-  } else if (order.status === WorkOrderStatus.RUNNING && !order.cancelRequest && after.cancelRequest) {
-    await onCancelRequested(deps.store, after, trace, reason);
+  } else if (changed && after.cancelRequest) {
     deps.feed.publish(after);
   }
   log.info(

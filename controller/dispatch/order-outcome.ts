@@ -1,8 +1,9 @@
-// What happens around a work order's transitions before its end besides the order itself: its
-// start (event, the deployment RUNNING), a lapsed lease, a cancel asked of its node, a retry. Its
-// end, however it comes, is reconcile/order-end.ts's. Each function is idempotent where it may be
-// replayed (deterministic event ids, absolute updates); recoverOrderOutcomes is the start-up
-// replay of starts and ends a crash cut short.
+// What happens around a work order's transitions before its end besides the order itself: the
+// events of its start, a lapsed lease, a cancel asked of its node and a retry (each written with
+// its step: store.ts EventsOf), and the deployment RUNNING. Its end, however it comes, is
+// reconcile/order-end.ts's. Each function is idempotent where it may be replayed (deterministic
+// event ids, absolute updates); recoverOrderOutcomes is the start-up replay of starts and ends a
+// crash cut short.
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
@@ -11,24 +12,32 @@ import type { Trace } from "../base/context.js";
 import { recordOrderEnd, type OrderEndDeps } from "../reconcile/order-end.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource, eachWorkOrder } from "../store/each-page.js";
-import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { buildEvent, transitionEventId } from "../events/event-recorder.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
 
-/** Records a claimed order's start: event (one per claim) and deployment phase RUNNING. */
-export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
-  const deploymentId = order.desiredState?.deploymentId ?? "";
+/** The event of a claimed order's start (one per claim), written with the claim (store.ts EventsOf). */
+export function startedEvent(order: WorkOrder, trace: Trace): Event {
   const token = order.claim?.fencingToken ?? 0n;
   const claimedAt = order.claim?.claimedAt ?? order.startedAt;
-  await recordEvents(store, [
+  return buildEvent(
     orderEvent(order, "work_order_started", trace, {
       // The first claim keeps the plain transition id; later claims (retries, lapsed leases) add theirs.
       id: token > 1n ? transitionEventId(`${order.id}#${token}`, "work_order_started") : undefined,
       at: claimedAt ? timestampDate(claimedAt) : undefined,
       data: { fencing_token: token.toString(), attempt: order.attempts.length },
     }),
-  ]);
-  await updateDeployment(store, deploymentId, (d) => {
+  );
+}
+
+/**
+ * Records a claimed order's start: its event (unless `told`: written with the claim) and its
+ * deployment's phase RUNNING.
+ */
+export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace, told = false): Promise<void> {
+  if (!told) await store.appendEvent(startedEvent(order, trace));
+  await updateDeployment(store, order.desiredState?.deploymentId ?? "", (d) => {
     if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
   });
 }
@@ -36,16 +45,16 @@ export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trac
 /** What recording an outcome needs: the store, snapshots, and the owner of the target records. */
 export type OutcomeDeps = OrderEndDeps;
 
-/** Records that the claim of `before` lapsed and the order (`after`) is pending again. */
-export async function onLeaseExpired(store: Store, before: WorkOrder, after: WorkOrder): Promise<void> {
+/** The event of the claim of `before` lapsing, the order (`after`) pending again: written with that step. */
+export function leaseExpiredEvent(before: WorkOrder, after: WorkOrder): Event {
   const claim = before.claim;
-  await recordEvents(store, [
+  return buildEvent(
     orderEvent(
       before,
       "work_order_lease_expired",
       { requestId: before.requestId, correlationId: before.correlationId },
       {
-        id: undefined, // recorded once, by the monitor that made the transition: no replay to dedupe
+        id: undefined, // written once, with the transition: no replay to dedupe
         nodeId: claim?.nodeId,
         data: {
           fencing_token: (claim?.fencingToken ?? 0n).toString(),
@@ -54,18 +63,18 @@ export async function onLeaseExpired(store: Store, before: WorkOrder, after: Wor
         },
       },
     ),
-  ]);
+  );
 }
 
-/** Records an admin's request to stop a running order. */
-export async function onCancelRequested(store: Store, order: WorkOrder, trace: Trace, reason: string): Promise<void> {
-  await recordEvents(store, [orderEvent(order, "work_order_cancel_requested", trace, { id: undefined, data: { reason } })]);
+/** The event of an admin's request to stop a running order (written with the cancel: store.ts EventsOf). */
+export function cancelRequestedEvent(order: WorkOrder, trace: Trace, reason: string): Event {
+  return buildEvent(orderEvent(order, "work_order_cancel_requested", trace, { id: undefined, data: { reason } }));
 }
 
-/** Records that a retriable failure sent the order to wait for another attempt. */
-export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+/** The event of a retriable failure that sent the order to wait for another attempt (written with the finish). */
+export function retryScheduledEvent(order: WorkOrder, trace: Trace): Event {
   const n = order.attempts.length;
-  await recordEvents(store, [
+  return buildEvent(
     orderEvent(order, "work_order_retry_scheduled", trace, {
       id: transitionEventId(`${order.id}#${n}`, "work_order_retry_scheduled"),
       data: {
@@ -76,7 +85,7 @@ export async function onOrderRetryScheduled(store: Store, order: WorkOrder, trac
         next_attempt_at: order.nextAttemptAt ? timestampDate(order.nextAttemptAt).toISOString() : "",
       },
     }),
-  ]);
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 // CreateWorkOrder: checks an ad-hoc order against the contract's rules and the facts of its node
-// and tenant, resolves a rollback to the spec it restores, stores the order, records
-// work_order_created and rings the node's stream. Nothing is stored when a check fails.
+// and tenant, resolves a rollback to the spec it restores, stores the order with its
+// work_order_created event (one write) and rings the node's stream. Nothing is stored when a check fails.
 import { create } from "@bufbuild/protobuf";
 import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -10,7 +10,7 @@ import { forbidden, notFound } from "../base/errors.js";
 import { holds } from "../auth/admission.js";
 import { permissionName } from "../auth/permissions.js";
 import { newWorkOrderId } from "../base/ordered-ids.js";
-import { recordEvents, transitionEventId } from "../events/event-recorder.js";
+import { buildEvent, transitionEventId } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "./order-feed.js";
@@ -50,6 +50,22 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
     traceparent: call.traceparent,
     now: deps.now(),
   };
+  // The order and its work_order_created are one write (store.ts EventsOf).
+  const created = (o: WorkOrder) => [
+    buildEvent({
+      id: transitionEventId(o.id, "work_order_created"),
+      type: "work_order_created",
+      resourceType: "work_order",
+      resourceId: o.id,
+      workOrderId: o.id,
+      tenantId,
+      nodeId,
+      requestId: call.requestId,
+      correlationId: call.correlationId,
+      traceparent: call.traceparent,
+      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason: "ad_hoc", ...summaryOf(o) },
+    }),
+  ];
   let order: WorkOrder;
   if (req.type === WorkOrderType.ROLLBACK && req.action?.kind.case === "rollback") {
     const requested = req.action.kind.value;
@@ -63,29 +79,14 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
         ids,
         plan.desiredState,
       );
-      const stored = await store.createWorkOrder(built);
+      const stored = await store.createWorkOrder(built, created);
       await deps.records.pointAt(tenantId, nodeId, stored.id);
       return stored;
     });
   } else {
-    order = await store.createWorkOrder(buildOrder(req, ids));
+    order = await store.createWorkOrder(buildOrder(req, ids), created);
   }
   const type = (WorkOrderType[order.type] ?? "").toLowerCase();
-  await recordEvents(store, [
-    {
-      id: transitionEventId(order.id, "work_order_created"),
-      type: "work_order_created",
-      resourceType: "work_order",
-      resourceId: order.id,
-      workOrderId: order.id,
-      tenantId,
-      nodeId,
-      requestId: call.requestId,
-      correlationId: call.correlationId,
-      traceparent: call.traceparent,
-      data: { type, reason: "ad_hoc", ...summaryOf(order) },
-    },
-  ]);
   deps.feed.publish(order);
   call.logger.info(
     {

@@ -9,7 +9,7 @@ import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import type { Trace } from "../base/context.js";
 import { conflict, notFound } from "../base/errors.js";
 import { hashToken, mintNodeToken } from "../auth/tokens.js";
-import { recordEvents } from "../events/event-recorder.js";
+import { buildEvent, recordEvents } from "../events/event-recorder.js";
 import { checkTrustedKeys } from "../resources/resource-rules.js";
 import { checkSelector } from "../domain/label-selector.js";
 import type { Store } from "../store/store.js";
@@ -74,10 +74,18 @@ export async function ensureNodeResource(
         createdAt: now,
         updatedAt: now,
       }),
+      // With its event, in one write (store.ts EventsOf).
+      (n) => [
+        buildEvent({
+          type: "resource_created",
+          ...trace,
+          resourceType: "node",
+          resourceId: nodeId,
+          nodeId,
+          revision: n.metadata?.resourceVersion,
+        }),
+      ],
     );
-    await recordEvents(store, [
-      { type: "resource_created", ...trace, resourceType: "node", resourceId: nodeId, nodeId, revision: node.metadata?.resourceVersion },
-    ]);
   }
   return node;
 }

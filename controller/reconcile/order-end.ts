@@ -7,9 +7,9 @@
 //                      dispatch/order-expiry.ts calls it for the sweep and the hand-out);
 //   superseded         a newer desired state replaced it before a node claimed it (supersedeOrder,
 //                      here; a reconcile pass calls it through order-issuer.ts).
-// The order's own transition is stored first; what follows from it (END_RULES: its events, the
-// deployment's phase, the tenant's target record with the data removals it carried, the
-// snapshot) are further writes. Each is idempotent (fixed event ids dated by the order's finish,
+// The order's transition and its events (endEvents) are one write (store.ts EventsOf); what
+// follows from it (END_RULES: the deployment's phase, the tenant's target record with the data
+// removals it carried, the snapshot) are further writes. Each is idempotent (fixed event ids dated by the order's finish,
 // absolute updates, a target record counts an outcome once), so a replay writes each once:
 // start-up recovery (dispatch/order-outcome.ts recoverOrderOutcomes: orders of unsettled
 // deployments and of target records still waiting), a node's repeated report, a repeated cancel.
@@ -19,7 +19,8 @@ import { crashPoint } from "../../common/crash-points.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../base/context.js";
-import { recordEvents, type EventType } from "../events/event-recorder.js";
+import { buildEvent, recordEvents, type EventType } from "../events/event-recorder.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import { orderEvent } from "../events/order-events.js";
 import { updateDeployment } from "../resources/deployment-status.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
@@ -84,11 +85,12 @@ export interface OrderEndDeps {
 /**
  * Records how `order` ended (it must have): its events, its deployment's phase, and (END_RULES)
  * the tenant's target record and snapshot. Idempotent: a replay after a crash writes each once.
+ * `told`: the transition wrote endEvents with the order (store.ts EventsOf), in the same step.
  */
-export async function recordOrderEnd(deps: OrderEndDeps, order: WorkOrder, trace: Trace): Promise<void> {
+export async function recordOrderEnd(deps: OrderEndDeps, order: WorkOrder, trace: Trace, told = false): Promise<void> {
   const end = endOf(order);
   if (end === undefined) throw new Error(`work order ${order.id} has not ended (status ${WorkOrderStatus[order.status]})`);
-  await recordOnStore(deps.store, order, end, trace);
+  await recordOnStore(deps.store, order, end, trace, told);
   if (!END_RULES[end].tellsTenant) return;
   // Under the tenant's lock, exclusive with passes: a pass reads the records and the pending data
   // removals, then writes.
@@ -114,8 +116,8 @@ export async function supersedeOrder(store: Store, order: WorkOrder, now: Date, 
     code: SUPERSEDED,
     message: "replaced by an order for a newer desired state before any node claimed it",
   });
-  const done = await store.supersedeWorkOrder(order.id, result, now);
-  await recordOnStore(store, done, "superseded", trace);
+  const done = await store.supersedeWorkOrder(order.id, result, now, (o) => endEvents(o, trace));
+  await recordOnStore(store, done, "superseded", trace, true);
   return done;
 }
 
@@ -131,27 +133,44 @@ export async function expirePendingOrder(deps: OrderEndDeps, order: WorkOrder, n
     code: EXPIRED,
     message: `no node claimed the order before it expired at ${at}`,
   });
-  const done = await deps.store.supersedeWorkOrder(order.id, result, now);
-  await recordOrderEnd(deps, done, { requestId: order.requestId, correlationId: order.correlationId });
+  const trace = { requestId: order.requestId, correlationId: order.correlationId };
+  const done = await deps.store.supersedeWorkOrder(order.id, result, now, (o) => endEvents(o, trace));
+  await recordOrderEnd(deps, done, trace, true);
   return done;
 }
 
-// The end's events and its deployment's phase: what every end writes.
-async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trace: Trace): Promise<void> {
+/**
+ * The events of an ended order (its own, and its deployment's when END_RULES say so), for the
+ * transition that ends it to write in the same step (store.ts EventsOf). None for an order that
+ * has not ended (a failure that waits for another attempt). Fixed ids, dated by the order's
+ * finish: written again by a replay, each is stored once.
+ */
+export function endEvents(order: WorkOrder, trace: Trace): Event[] {
+  const end = endOf(order);
+  if (end === undefined) return [];
   const rule = END_RULES[end];
-  const ok = end === "succeeded";
   const result = order.result;
   const deploymentId = order.desiredState?.deploymentId ?? "";
   // Dated by the order's finish: a replay must land on the same day (Store.appendEvent).
   const at = finishOf(order);
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
   const deploymentEvent = deploymentId === "" ? undefined : rule.deploymentEvent;
-  await recordEvents(store, [
+  return [
     orderEvent(order, rule.event, trace, { data, at }),
     ...(deploymentEvent === undefined
       ? []
       : [orderEvent(order, deploymentEvent, trace, { data, at, resourceType: "deployment", resourceId: deploymentId })]),
-  ]);
+  ].map(buildEvent);
+}
+
+// The end's events (unless `told`: written with the order) and its deployment's phase: what every end writes.
+async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trace: Trace, told = false): Promise<void> {
+  const ok = end === "succeeded";
+  const result = order.result;
+  const deploymentId = order.desiredState?.deploymentId ?? "";
+  const at = finishOf(order);
+  const data = { code: result?.code ?? "", message: result?.message ?? "" };
+  if (!told) await Promise.all(endEvents(order, trace).map((e) => store.appendEvent(e)));
   await updateDeployment(store, deploymentId, (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
     d.resultCode = data.code;

@@ -10,7 +10,7 @@ import { newDeploymentId, newWorkOrderId } from "../base/ordered-ids.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../base/context.js";
 import { isSkipperError } from "../base/errors.js";
-import { recordEvents, transitionEventId, type EventInput } from "../events/event-recorder.js";
+import { buildEvent, transitionEventId, type EventInput } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { supersedeOrder } from "./order-end.js";
 import { planDeployment, planRemoval, planRollback } from "./plan-deployment.js";
@@ -84,17 +84,18 @@ export async function issueRollback(
   const reason = action.quarantine ? "quarantine" : action.repair ? "drift" : "rollout_rollback";
   const workOrder = await deps.store.createWorkOrder(
     planRollback({ ...base, priority: terms.priority, now, desiredState: plan.desiredState, action: plan.action, reason }),
+    () =>
+      [
+        ...driftEvents(base, drift),
+        createdEvent(base, {
+          type: "rollback",
+          reason,
+          spec_hash: action.toHash,
+          resolved_from: plan.action.resolvedFrom,
+          ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
+        }),
+      ].map(buildEvent),
   );
-  await recordEvents(deps.store, [
-    ...driftEvents(base, drift),
-    createdEvent(base, {
-      type: "rollback",
-      reason,
-      spec_hash: action.toHash,
-      resolved_from: plan.action.resolvedFrom,
-      ...(action.quarantine ? { quarantine_reason: action.quarantine } : {}),
-    }),
-  ]);
   deps.onOrderCreated?.(workOrder);
   deps.logger.info(
     { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "rollback", reason } },
@@ -130,27 +131,28 @@ export async function issueOrder(
       composePolicy: terms.composePolicy,
       now,
     });
-    const deployment = await store.createResource(plan.deployment);
+    // Each record with its events, one write each (store.ts EventsOf).
+    const deployment = await store.createResource(plan.deployment, (d) => [
+      buildEvent({
+        id: transitionEventId(deploymentId, "deployment_started"),
+        type: "deployment_started",
+        resourceType: "deployment",
+        resourceId: deploymentId,
+        deploymentId,
+        ...base,
+        revision: d.metadata?.resourceVersion,
+      }),
+    ]);
     crashPoint("reconcile.after-deployment");
-    const [workOrder] = await Promise.all([
-      store.createWorkOrder(plan.workOrder),
-      recordEvents(store, [
+    const workOrder = await store.createWorkOrder(plan.workOrder, () =>
+      [
         ...events,
-        {
-          id: transitionEventId(deploymentId, "deployment_started"),
-          type: "deployment_started",
-          resourceType: "deployment",
-          resourceId: deploymentId,
-          deploymentId,
-          ...base,
-          revision: deployment.metadata?.resourceVersion,
-        },
         {
           ...createdEvent(base, { type: "deploy_service", reason: action.reason, spec_hash: action.rendered.specHash }),
           deploymentId,
         },
-      ]),
-    ]);
+      ].map(buildEvent),
+    );
     deps.onOrderCreated?.(workOrder);
     deps.logger.info(
       {
@@ -165,9 +167,8 @@ export async function issueOrder(
   }
   const { removeVolumes, deleteVolumes } = removal;
   const order = planRemoval({ ...ids, projectName: action.projectName, removeVolumes, deleteVolumes, now });
-  const [workOrder] = await Promise.all([
-    store.createWorkOrder(order),
-    recordEvents(store, [
+  const workOrder = await store.createWorkOrder(order, () =>
+    [
       ...events,
       createdEvent(base, {
         type: "remove_service",
@@ -175,8 +176,8 @@ export async function issueOrder(
         remove_volumes: removeVolumes,
         delete_volumes: order.desiredState?.deleteVolumes ?? [],
       }),
-    ]),
-  ]);
+    ].map(buildEvent),
+  );
   deps.onOrderCreated?.(workOrder);
   deps.logger.info(
     { action: "work_order_created", result: "ok", ...logIds(base), metadata: { type: "remove_service", project: action.projectName } },

@@ -2,8 +2,9 @@
 // is idempotent (the same resource posted twice returns the stored one); an update honours a
 // resource_version precondition and writes only when something changes; a delete leaves a
 // tombstone and refuses while live resources still reference the target (unless cascade), and
-// with delete_data names the nodes that must remove the data. Each resource written is told to
-// `changed` right after its event, so the reconciler hears of it even if a later step fails.
+// with delete_data names the nodes that must remove the data. A resource and the events of its
+// change are one write (store.ts EventsOf: a crash keeps both or neither); each resource written
+// is told to `changed` right after it, so the reconciler hears of it even if a later step fails.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CreateResourceRequest, DeleteResourceRequest, UpdateResourceRequest } from "../../gen/skipper/v1/resource_service_pb.js";
@@ -23,7 +24,7 @@ import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import type { Trace } from "../base/context.js";
 import { conflict, invalid, notFound } from "../base/errors.js";
 import { checkId, checkResourceType } from "../base/id-checks.js";
-import { recordEvents, type EventInput } from "../events/event-recorder.js";
+import { buildEvent } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { applyMask, planMask } from "./field-mask.js";
 import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./references.js";
@@ -111,17 +112,9 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
     createdAt: now,
     updatedAt: now,
   });
-  let stored: Resource;
-  try {
-    stored = await store.createResource(resource);
-  } catch (e) {
-    // A concurrent identical create is still a success for this caller.
-    const raced = await store.getResource(type, id);
-    if (raced) return { resource: sameAsExisting(raced, body) };
-    throw e;
-  }
-  await recordEvents(store, [
-    {
+  // The resource and its event are one write (store.ts EventsOf).
+  const createdEvent = (written: Resource) => [
+    buildEvent({
       type: "resource_created",
       requestId: trace.requestId,
       correlationId: trace.correlationId,
@@ -129,11 +122,20 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
       actor: trace.actor,
       resourceType: type,
       resourceId: id,
-      tenantId: tenantOf(stored),
-      data: { resource_version: stored.metadata?.resourceVersion ?? "" },
-      revision: stored.metadata?.resourceVersion,
-    },
-  ]);
+      tenantId: tenantOf(written),
+      data: { resource_version: written.metadata?.resourceVersion ?? "" },
+      revision: written.metadata?.resourceVersion,
+    }),
+  ];
+  let stored: Resource;
+  try {
+    stored = await store.createResource(resource, createdEvent);
+  } catch (e) {
+    // A concurrent identical create is still a success for this caller.
+    const raced = await store.getResource(type, id);
+    if (raced) return { resource: sameAsExisting(raced, body) };
+    throw e;
+  }
   deps.changed(stored);
   log.info(
     { action: "resource_created", result: "ok", tenant_id: tenantOf(stored), metadata: { resource_type: type, resource_id: id } },
@@ -236,26 +238,27 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
       return cur;
     },
     req.resourceVersion === "" ? undefined : req.resourceVersion,
+    // Written with the change, in the same step (store.ts EventsOf); not called when nothing changed.
+    (written) => {
+      const revision = written.metadata?.resourceVersion ?? "";
+      const base = {
+        requestId: trace.requestId,
+        correlationId: trace.correlationId,
+        traceparent: trace.traceparent,
+        actor: trace.actor,
+        resourceType: type,
+        resourceId: id,
+        tenantId: tenantOf(written),
+        revision,
+      };
+      const data = { resource_version: revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
+      return [
+        buildEvent({ type: "resource_updated", ...base, data }),
+        ...(desiredChanged ? [buildEvent({ type: "desired_state_changed", ...base, data })] : []),
+      ];
+    },
   );
-  if (changed) {
-    const revision = updated.metadata?.resourceVersion ?? "";
-    const base = {
-      requestId: trace.requestId,
-      correlationId: trace.correlationId,
-      traceparent: trace.traceparent,
-      actor: trace.actor,
-      resourceType: type,
-      resourceId: id,
-      tenantId: tenantOf(updated),
-      revision,
-    };
-    const data = { resource_version: revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
-    await recordEvents(store, [
-      { type: "resource_updated", ...base, data },
-      ...(desiredChanged ? [{ type: "desired_state_changed" as const, ...base, data }] : []),
-    ]);
-    deps.changed(updated);
-  }
+  if (changed) deps.changed(updated);
   return { resource: updated };
 }
 
@@ -318,43 +321,50 @@ async function tombstone(
   const type = r.resourceType as ResourceType;
   const pendingOn = deleteData && CONTROLLER_KINDS[type].holdsData ? await deps.dataNodes(r) : [];
   let wrote = false;
-  const updated = await deps.store.updateResource(type, r.id, (cur) => {
-    if (cur.deletion) return cur;
-    wrote = true;
-    cur.deletion = create(DeletionSchema, {
-      deletedAt: timestampFromDate(deps.now()),
-      requestId: trace.requestId,
-      correlationId: trace.correlationId,
-      deleteData,
-      cascadedFrom,
-      dataPendingOnNodes: pendingOn,
-    });
-    cur.updatedAt = timestampFromDate(deps.now());
-    return cur;
-  });
-  if (!wrote) return updated;
-  const revision = updated.metadata?.resourceVersion ?? "";
-  const events: EventInput[] = [
-    {
-      type: "resource_deleted",
-      requestId: trace.requestId,
-      correlationId: trace.correlationId,
-      traceparent: trace.traceparent,
-      actor: trace.actor,
-      resourceType: type,
-      resourceId: r.id,
-      tenantId: tenantOf(updated),
-      nodeId: type === "node" ? r.id : undefined,
-      revision,
-      data: {
-        resource_version: revision,
-        delete_data: deleteData,
-        ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}),
-        ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}),
-      },
+  const deletedEvent = (written: Resource) => {
+    const revision = written.metadata?.resourceVersion ?? "";
+    return [
+      buildEvent({
+        type: "resource_deleted",
+        requestId: trace.requestId,
+        correlationId: trace.correlationId,
+        traceparent: trace.traceparent,
+        actor: trace.actor,
+        resourceType: type,
+        resourceId: r.id,
+        tenantId: tenantOf(written),
+        nodeId: type === "node" ? r.id : undefined,
+        revision,
+        data: {
+          resource_version: revision,
+          delete_data: deleteData,
+          ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}),
+          ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}),
+        },
+      }),
+    ];
+  };
+  const updated = await deps.store.updateResource(
+    type,
+    r.id,
+    (cur) => {
+      if (cur.deletion) return cur;
+      wrote = true;
+      cur.deletion = create(DeletionSchema, {
+        deletedAt: timestampFromDate(deps.now()),
+        requestId: trace.requestId,
+        correlationId: trace.correlationId,
+        deleteData,
+        cascadedFrom,
+        dataPendingOnNodes: pendingOn,
+      });
+      cur.updatedAt = timestampFromDate(deps.now());
+      return cur;
     },
-  ];
-  await recordEvents(deps.store, events);
+    undefined,
+    deletedEvent,
+  );
+  if (!wrote) return updated;
   written.push(updated);
   log.info(
     {

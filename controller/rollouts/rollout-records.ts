@@ -9,7 +9,8 @@ import { type Rollout, RolloutSchema, RolloutStatus } from "../../gen/skipper/v1
 import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import type { Trace } from "../base/context.js";
 import { isSkipperError } from "../base/errors.js";
-import { recordEvents, type EventInput } from "../events/event-recorder.js";
+import { buildEvent, recordEvents, type EventInput } from "../events/event-recorder.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import { scannedResources } from "../store/each-page.js";
 import type { Store } from "../store/store.js";
 import type { RolloutEventDraft } from "./rollout-actions.js";
@@ -50,44 +51,54 @@ export class RolloutRecords {
       createdAt: rollout.createdAt,
       updatedAt: rollout.updatedAt,
     });
-    let stored: Resource;
+    const nodes = rollout.waves.reduce((n, w) => n + w.nodes.length, 0);
+    const started: RolloutEventDraft = {
+      type: "rollout_started",
+      data: {
+        from_spec_hash: rollout.fromSpecHash,
+        to_spec_hash: rollout.toSpecHash,
+        nodes,
+        waves: rollout.waves.map((w) => `${w.name}:${w.nodes.length}`),
+      },
+    };
     try {
-      stored = await this.store.createResource(resource);
+      // With rollout_started, in one write (store.ts EventsOf).
+      await this.store.createResource(resource, (stored) => this.eventsOf(rollout, stored, trace, [started]));
     } catch (e) {
       if (!(isSkipperError(e) && e.code === "CONFLICT")) throw e;
       return (await this.get(rollout.id)) ?? rollout;
     }
-    const nodes = rollout.waves.reduce((n, w) => n + w.nodes.length, 0);
-    await this.record(rollout, stored, trace, [
-      {
-        type: "rollout_started",
-        data: {
-          from_spec_hash: rollout.fromSpecHash,
-          to_spec_hash: rollout.toSpecHash,
-          nodes,
-          waves: rollout.waves.map((w) => `${w.name}:${w.nodes.length}`),
-        },
-      },
-    ]);
     return rollout;
   }
 
   /** Stores `after` as the new state of its rollout, with the events that say what changed. */
   async save(after: Rollout, events: readonly RolloutEventDraft[], trace: Trace): Promise<Rollout> {
-    const stored = await this.store.updateResource("rollout", after.id, (cur) => {
-      const before = rolloutOf(cur);
-      if (before && equals(RolloutSchema, before, after)) return cur;
-      cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "rollout", value: clone(RolloutSchema, after) } };
-      cur.updatedAt = after.updatedAt ?? timestampFromDate(new Date());
-      if (cur.metadata)
-        Object.assign(cur.metadata, {
-          requestId: trace.requestId,
-          correlationId: trace.correlationId,
-          traceparent: trace.traceparent ?? "",
-        });
-      return cur;
-    });
-    if (events.length > 0) await this.record(after, stored, trace, events);
+    let told = false;
+    const stored = await this.store.updateResource(
+      "rollout",
+      after.id,
+      (cur) => {
+        const before = rolloutOf(cur);
+        if (before && equals(RolloutSchema, before, after)) return cur;
+        cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "rollout", value: clone(RolloutSchema, after) } };
+        cur.updatedAt = after.updatedAt ?? timestampFromDate(new Date());
+        if (cur.metadata)
+          Object.assign(cur.metadata, {
+            requestId: trace.requestId,
+            correlationId: trace.correlationId,
+            traceparent: trace.traceparent ?? "",
+          });
+        return cur;
+      },
+      undefined,
+      // The new state and its events in one write (store.ts EventsOf).
+      (written) => {
+        told = true;
+        return this.eventsOf(after, written, trace, events);
+      },
+    );
+    // A step that left the stored state as it was still says what happened (as its own write).
+    if (!told && events.length > 0) await recordEvents(this.store, this.inputsOf(after, stored, trace, events));
     return rolloutOf(stored) ?? after;
   }
 
@@ -102,8 +113,12 @@ export class RolloutRecords {
     await this.save(after, [{ type: "rollout_superseded", data: { superseded_by: by } }], trace);
   }
 
-  private async record(rollout: Rollout, stored: Resource, trace: Trace, drafts: readonly RolloutEventDraft[]): Promise<void> {
-    const events: EventInput[] = drafts.map((d) => ({
+  private eventsOf(rollout: Rollout, stored: Resource, trace: Trace, drafts: readonly RolloutEventDraft[]): Event[] {
+    return this.inputsOf(rollout, stored, trace, drafts).map(buildEvent);
+  }
+
+  private inputsOf(rollout: Rollout, stored: Resource, trace: Trace, drafts: readonly RolloutEventDraft[]): EventInput[] {
+    return drafts.map((d) => ({
       type: d.type,
       ...trace,
       resourceType: "rollout",
@@ -114,6 +129,5 @@ export class RolloutRecords {
       revision: stored.metadata?.resourceVersion,
       data: { rollout_id: rollout.id, status: (RolloutStatus[rollout.status] ?? "").toLowerCase(), ...d.data },
     }));
-    await recordEvents(this.store, events);
   }
 }

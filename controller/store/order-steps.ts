@@ -5,7 +5,7 @@
 import { WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, type SkipperError } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
-import type { FinishOutcome } from "./store.js";
+import type { EventsOf, FinishOutcome } from "./store.js";
 import {
   cancelled,
   checkDuplicateResult,
@@ -32,48 +32,62 @@ export function workOrderExists(id: string): SkipperError {
 }
 
 export abstract class OrderSteps {
-  /** Runs `step` on the stored order `id` (RESOURCE_NOT_FOUND when absent); an unchanged result writes nothing. */
-  protected abstract transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder>;
+  /**
+   * Runs `step` on the stored order `id` (RESOURCE_NOT_FOUND when absent); an unchanged result
+   * writes nothing. A changed one is written with `events` of it, as one step (store.ts EventsOf).
+   */
+  protected abstract transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
 
-  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder> {
+  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
     checkId(nodeId, "node_id");
-    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs));
+    return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs), events);
   }
 
   async renewWorkOrderLease(id: string, nodeId: string, fencingToken: bigint, now: Date, leaseMs?: number): Promise<WorkOrder> {
     return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
   }
 
-  async expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => leaseExpired(current, now));
+  async expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+    return this.transition(id, (current) => leaseExpired(current, now), events);
   }
 
-  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => cancelled(current, reason, requestId, now));
+  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+    return this.transition(id, (current) => cancelled(current, reason, requestId, now), events);
   }
 
   async releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder> {
     return this.transition(id, (current) => retryReleased(current, now));
   }
 
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => superseded(current, result, now));
+  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+    return this.transition(id, (current) => superseded(current, result, now), events);
   }
 
-  async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome> {
+  async finishWorkOrder(
+    id: string,
+    nodeId: string,
+    result: WorkOrderResult,
+    now: Date,
+    fencingToken?: bigint,
+    events?: EventsOf<WorkOrder>,
+  ): Promise<FinishOutcome> {
     // Set by the step that ran last (a backend may run it again on a fresh read).
     let duplicate = false;
-    const workOrder = await this.transition(id, (current) => {
-      duplicate = true;
-      if (isFinished(current)) {
-        checkDuplicateResult(current, fencingToken);
-        return current;
-      }
-      // The same claim reporting again (its first answer was lost) while the order waits to retry.
-      if (reportedBefore(current, fencingToken)) return current;
-      duplicate = false;
-      return finished(current, nodeId, result, now, fencingToken);
-    });
+    const workOrder = await this.transition(
+      id,
+      (current) => {
+        duplicate = true;
+        if (isFinished(current)) {
+          checkDuplicateResult(current, fencingToken);
+          return current;
+        }
+        // The same claim reporting again (its first answer was lost) while the order waits to retry.
+        if (reportedBefore(current, fencingToken)) return current;
+        duplicate = false;
+        return finished(current, nodeId, result, now, fencingToken);
+      },
+      events,
+    );
     return { workOrder, duplicate };
   }
 }

@@ -23,6 +23,16 @@ import type { Webhook, WebhookDelivery, WebhookDeliveryState } from "../../gen/s
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "../domain/label-selector.js";
 
+/**
+ * The events of a change, made from the record as the store writes it (its resource_version, its
+ * times): stored in the same step as the record, so a crash keeps both or neither (one
+ * transaction on PostgreSQL, one group-committed log frame on the file store). Called once the
+ * write is certain, and not at all when nothing is written (an update that changed nothing, a
+ * check that threw). Appending an event whose id is stored already (on the UTC day of its
+ * timestamp) is a no-op, as appendEvent's is.
+ */
+export type EventsOf<T> = (written: T) => Event[];
+
 /** One page of a listing; `nextPageToken` is "" on the last page. */
 export interface Page<T> {
   items: T[];
@@ -231,9 +241,9 @@ export interface ResourceStore {
   /**
    * Stores a new resource and assigns metadata.resource_version (a decimal store revision that
    * only grows). Throws CONFLICT when (type, id) exists, unless what exists is a tombstone, which
-   * the new resource replaces. The caller sets timestamps.
+   * the new resource replaces. The caller sets timestamps. `events`: see EventsOf.
    */
-  createResource(resource: Resource): Promise<Resource>;
+  createResource(resource: Resource, events?: EventsOf<Resource>): Promise<Resource>;
   /**
    * Read-modify-write under the resource's lock: `mutate` receives a copy of the current
    * resource and returns the new one. When `expectedVersion` is given and differs from the
@@ -241,9 +251,15 @@ export interface ResourceStore {
    * Throws RESOURCE_NOT_FOUND when absent. Assigns a new resource_version, unless mutate changed
    * nothing: then nothing is written and the stored resource comes back as it was. Tombstones can be
    * updated too (deleting is an update, and so is bookkeeping after it): callers that must not
-   * touch a deleted resource check `deletion` in mutate.
+   * touch a deleted resource check `deletion` in mutate. `events`: see EventsOf.
    */
-  updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource>;
+  updateResource(
+    type: ResourceType,
+    id: string,
+    mutate: (current: Resource) => Resource,
+    expectedVersion?: string,
+    events?: EventsOf<Resource>,
+  ): Promise<Resource>;
   /**
    * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
    * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
@@ -254,8 +270,8 @@ export interface ResourceStore {
 
 /** Work orders and the steps of their state machine (work-order-transitions.ts). */
 export interface WorkOrderStore {
-  /** Stores a new pending work order. Throws CONFLICT when the id exists. */
-  createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder>;
+  /** Stores a new pending work order. Throws CONFLICT when the id exists. `events`: see EventsOf. */
+  createWorkOrder(workOrder: WorkOrder, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
   getWorkOrder(id: string): Promise<WorkOrder | undefined>;
   /** Work orders ordered by (created_at, id). */
   listWorkOrders(filter: WorkOrderFilter): Promise<Page<WorkOrder>>;
@@ -279,7 +295,7 @@ export interface WorkOrderStore {
    * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or
    * WORK_ORDER_NOT_CLAIMABLE (details: status, claimed_by) when the order is not pending.
    */
-  claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number): Promise<WorkOrder>;
+  claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
   /**
    * Extends the lease of a running order to now + leaseMs, for the node holding the claim with
    * `fencingToken`. Throws FORBIDDEN for another node, WORK_ORDER_NOT_CLAIMABLE when the order is
@@ -290,12 +306,13 @@ export interface WorkOrderStore {
    * running -> pending for an order whose lease lapsed at `now` (the attempt is kept as
    * lease_expired). Throws WORK_ORDER_NOT_CLAIMABLE when it is not running or its lease holds.
    */
-  expireWorkOrderLease(id: string, now: Date): Promise<WorkOrder>;
+  expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
   /**
    * An admin's cancel (see transitions.cancelled): pending -> cancelled, running -> cancel
    * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
+   * `events` (see EventsOf) are written only when this call changed the order.
    */
-  cancelWorkOrder(id: string, reason: string, requestId: string, now: Date): Promise<WorkOrder>;
+  cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
   /** retry_pending -> pending once next_attempt_at has come. WORK_ORDER_NOT_CLAIMABLE otherwise. */
   releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder>;
   /**
@@ -304,14 +321,23 @@ export interface WorkOrderStore {
    * order already finished, returns it unchanged with duplicate=true. A finished order (here, and
    * when superseded or cancelled) is stored without the secret values of its payload. Throws RESOURCE_NOT_FOUND,
    * FORBIDDEN when `nodeId` is not the claim holder, WORK_ORDER_NOT_CLAIMABLE when still pending
-   * or when a non-zero `fencingToken` is not the current (or finishing) claim's.
+   * or when a non-zero `fencingToken` is not the current (or finishing) claim's. `events` (see
+   * EventsOf) are written only when this call changed the order (not for a duplicate).
    */
-  finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome>;
+  finishWorkOrder(
+    id: string,
+    nodeId: string,
+    result: WorkOrderResult,
+    now: Date,
+    fencingToken?: bigint,
+    events?: EventsOf<WorkOrder>,
+  ): Promise<FinishOutcome>;
   /**
    * pending -> failed with `result`, for an order no node has claimed (a newer one replaces it).
    * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.
+   * `events`: see EventsOf.
    */
-  supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
+  supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
 }
 
 /** Events, append-only. */

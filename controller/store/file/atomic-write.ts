@@ -25,6 +25,9 @@ export const DIR_MODE = 0o700;
 /** Temp files are hidden and end in .tmp so open() can find and remove leftovers. */
 export const TEMP_FILE_PATTERN = /^\..+\.[0-9a-f]{12}\.tmp$/;
 
+/** One operation of DurableFs.commit: a file's new text, or its removal. */
+export type FileOp = { path: string; data: string } | { op: "unlink"; path: string };
+
 /** Atomic, durable writes, unlinks and renames with group-committed directory fsyncs. */
 export class DurableFs {
   readonly dirSync = new DirFsyncBatcher();
@@ -94,6 +97,31 @@ export class DurableFs {
     try {
       crashPoint("store.after-log-append");
       await replaceFile(path, bytes, false);
+    } finally {
+      ticket.release();
+    }
+  }
+
+  /**
+   * Replaces each `put` and removes each `unlink` of `ops`, in order, as one step: logged, they
+   * take one group append, so a crash keeps all of them or none (a record and the events of its
+   * change). Every file goes through the log whatever its size; before the log is open, each is
+   * written directly, one after the other.
+   */
+  async commit(ops: readonly FileOp[]): Promise<void> {
+    const log = this.log;
+    await Promise.all([...new Set(ops.flatMap((o) => ("data" in o ? [dirname(o.path)] : [])))].map((d) => this.ensureDir(d)));
+    if (!log) {
+      for (const o of ops) await ("data" in o ? this.writeFile(o.path, o.data) : this.unlink(o.path));
+      return;
+    }
+    if (ops.length === 0) return;
+    const logged = ops.map((o) => ("data" in o ? { op: "put" as const, path: o.path, data: Buffer.from(o.data, "utf8") } : o));
+    const ticket = await log.append(...logged);
+    try {
+      crashPoint("store.after-log-append");
+      await Promise.all(logged.map((o) => (o.op === "put" ? replaceFile(o.path, o.data, false) : undefined)));
+      for (const o of logged) if (o.op === "unlink") await unlinkAbsentOk(o.path);
     } finally {
       ticket.release();
     }

@@ -7,8 +7,10 @@ import { EventSchema, type Event } from "../../../gen/skipper/v1/event_pb.js";
 import { eventTimestamp } from "../record-checks.js";
 import * as codec from "../record-codec.js";
 import type * as S from "../store.js";
+import type { FileOp } from "./atomic-write.js";
 import type { FileCore } from "./file-core.js";
 import { EventLog } from "./event-log.js";
+import type { EventDay } from "./event-day.js";
 
 /** The EventStore facet of the file store. */
 export class FileEvents implements S.EventStore {
@@ -42,6 +44,28 @@ export class FileEvents implements S.EventStore {
       await this.core.fs.writeFile(path, codec.encodeMessage(EventSchema, stored));
       this.log.added(day, stored);
     });
+  }
+
+  /**
+   * The files of `events` not stored yet, for a record's write to commit with them (store.ts
+   * EventsOf), and `indexed`, to call once that write is durable: listings show them from then on.
+   */
+  async stage(events: readonly Event[]): Promise<{ files: FileOp[]; indexed: () => void }> {
+    const staged: { path: string; day: EventDay; stored: Event }[] = [];
+    for (const event of events) {
+      const at = timestampDate(eventTimestamp(event));
+      const path = this.core.paths.event(at, event.id);
+      const day = await this.log.dayOf(at);
+      if (day.has(event.id)) continue;
+      staged.push({ path, day, stored: copyMessage(EventSchema, event) });
+    }
+    return {
+      files: staged.map((e) => ({ path: e.path, data: codec.encodeMessage(EventSchema, e.stored) })),
+      indexed: () => {
+        // An append of the same id may have won meanwhile: its file is this one's, listed once.
+        for (const e of staged) if (!e.day.has(e.stored.id)) this.log.added(e.day, e.stored);
+      },
+    };
   }
 
   async listEvents(filter: S.EventFilter): Promise<S.Page<Event>> {

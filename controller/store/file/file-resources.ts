@@ -11,6 +11,7 @@ import * as codec from "../record-codec.js";
 import { checkCreatable, newResourceRecord, resourceUpdate } from "../resource-writes.js";
 import type * as S from "../store.js";
 import type { FileCore } from "./file-core.js";
+import type { FileEvents } from "./file-events.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
 
 /** The ResourceStore facet of the file store. */
@@ -19,7 +20,10 @@ export class FileResources implements S.ResourceStore {
   private revision = 0n;
   private readonly unpublished = new Set<bigint>();
 
-  constructor(private readonly core: FileCore) {}
+  constructor(
+    private readonly core: FileCore,
+    private readonly events: FileEvents,
+  ) {}
 
   /** Replaces the index with the resources read at open; the revision resumes from the highest. */
   load(resources: Resource[]): void {
@@ -67,14 +71,14 @@ export class FileResources implements S.ResourceStore {
     return this.index.list(filter, (r) => r);
   }
 
-  async createResource(resource: Resource): Promise<Resource> {
+  async createResource(resource: Resource, events?: S.EventsOf<Resource>): Promise<Resource> {
     const type = checkResourceType(resource.resourceType);
     const path = this.core.paths.resource(type, resource.id);
     return this.core.write(`resource/${type}/${resource.id}`, async () => {
       const existing = this.index.get(type, resource.id);
       checkCreatable(type, resource.id, existing && { deleted: existing.deletion !== undefined });
       const stored = newResourceRecord(resource);
-      await this.store(path, stored);
+      await this.store(path, stored, events);
       return copyMessage(ResourceSchema, stored);
     });
   }
@@ -84,11 +88,12 @@ export class FileResources implements S.ResourceStore {
     id: string,
     mutate: (current: Resource) => Resource,
     expectedVersion?: string,
+    events?: S.EventsOf<Resource>,
   ): Promise<Resource> {
     const path = this.core.paths.resource(checkResourceType(type), id);
     return this.core.write(`resource/${type}/${id}`, async () => {
       const update = resourceUpdate(type, id, this.index.get(type, id), mutate, expectedVersion);
-      if (update.changed) await this.store(path, update.resource);
+      if (update.changed) await this.store(path, update.resource, events);
       return update.changed ? copyMessage(ResourceSchema, update.resource) : update.resource;
     });
   }
@@ -110,11 +115,21 @@ export class FileResources implements S.ResourceStore {
     return gone.size;
   }
 
-  // Writes a resource with the next revision, then puts it in the index.
-  private store(path: string, stored: Resource): Promise<void> {
-    return this.publish((rev) => {
+  // Writes a resource with the next revision (and the events of it, in the same step), then puts
+  // it in the index.
+  private store(path: string, stored: Resource, events: S.EventsOf<Resource> | undefined): Promise<void> {
+    return this.publish(async (rev) => {
       stored.metadata!.resourceVersion = rev;
-      return this.core.fs.writeFile(path, codec.encodeMessage(ResourceSchema, stored)).then(() => this.index.put(freezeMessage(stored)));
+      const text = codec.encodeMessage(ResourceSchema, stored);
+      if (!events) {
+        await this.core.fs.writeFile(path, text);
+        this.index.put(freezeMessage(stored));
+        return;
+      }
+      const staged = await this.events.stage(events(copyMessage(ResourceSchema, stored)));
+      await this.core.fs.commit([{ path, data: text }, ...staged.files]);
+      this.index.put(freezeMessage(stored));
+      staged.indexed();
     });
   }
 

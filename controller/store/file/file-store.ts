@@ -61,11 +61,12 @@ export class FileStore extends FacetedStore<FileFacets> {
   constructor(dataDir: string, options: FileStoreOptions = {}) {
     const summaryEvery = options.summaryEvery ?? SUMMARY_EVERY;
     const core = new FileCore(dataDir, options.onWarning ?? (() => undefined), options.onInfo ?? (() => undefined));
-    const resources = new FileResources(core);
+    const events = new FileEvents(core, summaryEvery);
+    const resources = new FileResources(core, events);
     super({
       resources,
-      workOrders: new FileWorkOrders(core, summaryEvery),
-      events: new FileEvents(core, summaryEvery),
+      workOrders: new FileWorkOrders(core, summaryEvery, events),
+      events,
       snapshots: new FileSnapshots(core),
       audit: new FileAudit(core),
       idempotency: new FileIdempotency(core),

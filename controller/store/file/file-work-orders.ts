@@ -12,7 +12,9 @@ import { isOrderSummary, summarise, summaryMessage } from "../order-summary.js";
 import * as codec from "../record-codec.js";
 import type * as S from "../store.js";
 import { isFinished } from "../../domain/work-order-transitions.js";
+import type { FileOp } from "./atomic-write.js";
 import type { FileCore } from "./file-core.js";
+import type { FileEvents } from "./file-events.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { summaryDue, writeSummary } from "./summary-file.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
@@ -26,6 +28,7 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
   constructor(
     private readonly core: FileCore,
     private readonly summaryEvery: number,
+    private readonly events: FileEvents,
   ) {
     super();
   }
@@ -40,14 +43,18 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
     this.summaryLag = summaryStale ? this.summaryEvery : 0;
   }
 
-  async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
+  async createWorkOrder(workOrder: WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
     const path = this.core.paths.workOrder("pending", workOrder.id);
     checkNewWorkOrder(workOrder);
     return this.core.write(`work-order/${workOrder.id}`, async () => {
       if (this.index.get(workOrder.id)) throw workOrderExists(workOrder.id);
       const stored = copyMessage(WorkOrderSchema, workOrder);
-      await this.core.fs.writeFile(path, codec.encodeMessage(WorkOrderSchema, stored));
+      const text = codec.encodeMessage(WorkOrderSchema, stored);
+      const staged = events && (await this.events.stage(events(copyMessage(WorkOrderSchema, stored))));
+      if (staged) await this.core.fs.commit([{ path, data: text }, ...staged.files]);
+      else await this.core.fs.writeFile(path, text);
       this.index.put(stored);
+      staged?.indexed();
       return copyMessage(WorkOrderSchema, stored);
     });
   }
@@ -107,13 +114,15 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
   }
 
   // One state-machine step of an order under its lock, made durable.
-  protected transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+  protected transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
     this.core.paths.workOrder("pending", id);
     return this.core.write(`work-order/${id}`, async () => {
       const current = await this.currentOrder(id);
       const next = step(current);
       if (next === current) return copyMessage(WorkOrderSchema, current); // nothing to do (idempotent)
-      await this.moveOrder(current, next);
+      const staged = events && (await this.events.stage(events(copyMessage(WorkOrderSchema, next))));
+      await this.moveOrder(current, next, staged?.files ?? []);
+      staged?.indexed();
       return copyMessage(WorkOrderSchema, next);
     });
   }
@@ -132,14 +141,23 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
 
   // Writes the order's new stage file, then removes the old one. A crash in between leaves two
   // copies; open() keeps the more advanced one (progressOf), so the transition is never lost nor
-  // undone.
-  private async moveOrder(current: WorkOrder, next: WorkOrder): Promise<void> {
+  // undone. `withFiles` (its events' files) is written in the same step.
+  private async moveOrder(current: WorkOrder, next: WorkOrder, withFiles: FileOp[]): Promise<void> {
     const from = stageOf(current.status);
     const to = stageOf(next.status);
     const text = codec.encodeMessage(WorkOrderSchema, next);
-    // A lease renewal stays in its stage: the write replaces the file.
-    if (from === to) await this.core.fs.writeFile(this.core.paths.workOrder(to, next.id), text);
-    else await this.core.fs.move(this.core.paths.workOrder(from, current.id), this.core.paths.workOrder(to, next.id), text);
+    const fromPath = this.core.paths.workOrder(from, current.id);
+    const toPath = this.core.paths.workOrder(to, next.id);
+    if (withFiles.length > 0) {
+      await this.core.fs.commit([
+        { path: toPath, data: text },
+        ...(from === to ? [] : [{ op: "unlink" as const, path: fromPath }]),
+        ...withFiles,
+      ]);
+    } else if (from === to) {
+      // A lease renewal stays in its stage: the write replaces the file.
+      await this.core.fs.writeFile(toPath, text);
+    } else await this.core.fs.move(fromPath, toPath, text);
     if (to !== "finished") return this.index.put(next);
     this.index.put(summarise(next));
     this.summaryLag++;

@@ -18,6 +18,7 @@ import { checkCreatable, newResourceRecord, resourceExists, resourceUpdate } fro
 import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
 import { bodyOf, messageOf, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
+import { insertEvents } from "./pg-events.js";
 
 // Page tags and key shapes as the file store's, so a token is refused by a listing of another kind.
 const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
@@ -108,7 +109,7 @@ export class PgResources implements S.ResourceStore {
     return page;
   }
 
-  async createResource(resource: Resource): Promise<Resource> {
+  async createResource(resource: Resource, events?: S.EventsOf<Resource>): Promise<Resource> {
     const type = checkType(resource.resourceType);
     checkId(resource.id, "resource_id");
     const stored = newResourceRecord(resource);
@@ -128,7 +129,9 @@ export class PgResources implements S.ResourceStore {
       // Created meanwhile by another controller (the row did not exist when it was looked for).
       if (!rows[0]) throw resourceExists(type, resource.id);
       stored.metadata!.resourceVersion = rows[0].version;
-      return copyMessage(ResourceSchema, stored);
+      const written = copyMessage(ResourceSchema, stored);
+      if (events) await insertEvents(c, events(written));
+      return written;
     });
   }
 
@@ -137,6 +140,7 @@ export class PgResources implements S.ResourceStore {
     id: string,
     mutate: (current: Resource) => Resource,
     expectedVersion?: string,
+    events?: S.EventsOf<Resource>,
   ): Promise<Resource> {
     checkType(type);
     checkId(id, "resource_id");
@@ -154,7 +158,9 @@ export class PgResources implements S.ResourceStore {
         row.args,
       );
       next.metadata!.resourceVersion = updated.rows[0]!.version;
-      return copyMessage(ResourceSchema, next);
+      const written = copyMessage(ResourceSchema, next);
+      if (events) await insertEvents(c, events(written));
+      return written;
     });
   }
 

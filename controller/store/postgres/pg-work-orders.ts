@@ -19,6 +19,7 @@ import type * as S from "../store.js";
 import { checkId } from "../../base/id-checks.js";
 import { bodyOf, messageOf, ORDER_COLUMNS, orderColumns, params } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
+import { eventsIfWritten } from "./pg-events.js";
 
 const ORDER_PAGE = { tag: "work-orders", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
 
@@ -35,17 +36,26 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
     super();
   }
 
-  async createWorkOrder(workOrder: WorkOrder): Promise<WorkOrder> {
+  async createWorkOrder(workOrder: WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
     checkId(workOrder.id, "work_order_id");
     checkNewWorkOrder(workOrder);
     const stored = copyMessage(WorkOrderSchema, workOrder);
     const cols = orderColumns(stored, bodyOf(WorkOrderSchema, stored));
-    const { rowCount } = await this.db.query(
-      `INSERT INTO work_orders (${ORDER_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (id) DO NOTHING`,
-      cols,
+    const insert = `INSERT INTO work_orders (${ORDER_COLUMNS}) VALUES (${params(cols.length)}) ON CONFLICT (id) DO NOTHING`;
+    if (!events) {
+      const { rowCount } = await this.db.query(insert, cols);
+      if (rowCount !== 1) throw workOrderExists(workOrder.id);
+      return copyMessage(WorkOrderSchema, stored);
+    }
+    // The order and its events in one statement: one step.
+    const written = copyMessage(WorkOrderSchema, stored);
+    const told = eventsIfWritten(events(written), cols.length + 1);
+    const { rows } = await this.db.query<{ n: number }>(
+      `WITH written AS (${insert} RETURNING 1)${told.sql} SELECT count(*)::int AS n FROM written`,
+      [...cols, ...told.args],
     );
-    if (rowCount !== 1) throw workOrderExists(workOrder.id);
-    return copyMessage(WorkOrderSchema, stored);
+    if (rows[0]?.n !== 1) throw workOrderExists(workOrder.id);
+    return written;
   }
 
   async getWorkOrder(id: string): Promise<WorkOrder | undefined> {
@@ -110,8 +120,9 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
   // One state-machine step, written only if the row is still as it was read (its xmin, the
   // transaction that wrote it, is unchanged); else read again and step again. Two round trips
   // and no transaction of our own: each statement commits alone. Of concurrent steps on one
-  // order exactly one writes; the others see its result (a second claim: "not pending").
-  protected async transition(id: string, step: (current: WorkOrder) => WorkOrder): Promise<WorkOrder> {
+  // order exactly one writes; the others see its result (a second claim: "not pending"). A step
+  // with events writes the row and them in one statement.
+  protected async transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
     checkId(id, "work_order_id");
     for (;;) {
       const { rows } = await this.db.query<{ xmin: string; body: unknown }>(
@@ -123,11 +134,21 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
       const next = step(current);
       if (next === current) return current; // nothing to do (idempotent)
       const cols = orderColumns(next, bodyOf(WorkOrderSchema, next));
-      const { rowCount } = await this.db.query(
-        `UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1 AND xmin = $${cols.length + 1}::text::xid`,
-        [...cols, rows[0].xmin],
+      const update = `UPDATE work_orders SET (${ORDER_COLUMNS}) = (${params(cols.length)}) WHERE id = $1 AND xmin = $${cols.length + 1}::text::xid`;
+      const args = [...cols, rows[0].xmin];
+      if (!events) {
+        const { rowCount } = await this.db.query(update, args);
+        if (rowCount === 1) return copyMessage(WorkOrderSchema, next);
+        continue;
+      }
+      // The step and its events in one statement: one step, written only if the row is as read.
+      const written = copyMessage(WorkOrderSchema, next);
+      const told = eventsIfWritten(events(written), args.length + 1);
+      const { rows: done } = await this.db.query<{ n: number }>(
+        `WITH written AS (${update} RETURNING 1)${told.sql} SELECT count(*)::int AS n FROM written`,
+        [...args, ...told.args],
       );
-      if (rowCount === 1) return copyMessage(WorkOrderSchema, next);
+      if (done[0]?.n === 1) return written;
     }
   }
 }
