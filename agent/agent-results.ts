@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { FailureReason } from "../gen/skipper/v1/failure_cause_pb.js";
 import { WorkOrderResultSchema, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import { failureCause, isPermanentReason } from "../common/failure-cause.js";
+import { isComposeCode, isPermanentReason, resultCause } from "../common/failure-cause.js";
 import type { LeaseLoss } from "./lease-keeper.js";
 
 /** The code of a result whose order's lease the agent lost (the controller expects to refuse it). */
@@ -55,27 +55,19 @@ export function timedOutResult(reason: OrderTimeout, stopped: WorkOrderResult): 
 
 // Codes whose retry is about the run, not what it printed: kept as their executor (or the agent) set it.
 const RUN_CODES = new Set(["TIMEOUT", "CANCELLED", LEASE_LOST, "DOCKER_UNAVAILABLE", "AGENT_ERROR"]);
-// Codes of a Compose run: a cause that may pass (a registry unreachable, rate limited, a full disk) is retried.
-const COMPOSE_CODES = new Set(["COMPOSE_FAILED", "IMAGE_PULL_FAILED", "IMAGE_NOT_FOUND", "REMOVE_FAILED"]);
 
 /**
- * A failed result with its cause (result.cause): read from the output of the command that failed,
- * else from the message; a line no rule knows is the cause of a Compose run's failure only when it
- * came from Compose (else the executor's own message says more). Its retry follows the cause: one
- * that fails the same way again (a held port, a missing image, a bad reference...) is not retried,
- * and a Compose run that failed for one that may pass is.
+ * A failed result with its cause (result.cause, common/failure-cause.ts resultCause), and its
+ * retry following it: one that fails the same way again (a held port, a missing image, a bad
+ * reference...) is not retried, and a Compose run that failed for one that may pass (a registry
+ * unreachable, rate limited, a full disk) is.
  */
 export function withCause(r: WorkOrderResult): WorkOrderResult {
   if (r.success || r.cause) return r;
-  const stderr = r.details?.command?.stderr ?? "";
-  let cause = failureCause(stderr);
-  if (cause.reason === FailureReason.UNKNOWN) {
-    const fromMessage = failureCause(r.message, r.code);
-    if (fromMessage.reason !== FailureReason.UNKNOWN || !COMPOSE_CODES.has(r.code) || stderr.trim() === "") cause = fromMessage;
-  }
+  const cause = resultCause(r.code, r.message, r.details?.command?.stderr ?? "");
   const next = create(WorkOrderResultSchema, { ...r, cause });
   if (RUN_CODES.has(r.code)) return next;
   if (isPermanentReason(cause.reason)) next.retriable = false;
-  else if (cause.reason !== FailureReason.UNKNOWN && COMPOSE_CODES.has(r.code)) next.retriable = true;
+  else if (cause.reason !== FailureReason.UNKNOWN && isComposeCode(r.code)) next.retriable = true;
   return next;
 }

@@ -160,9 +160,36 @@ function cause(reason: FailureReason, line: string, summary: string): FailureCau
   return create(FailureCauseSchema, { reason, line: clip(line, LINE_MAX), summary: clip(summary, SUMMARY_MAX) });
 }
 
+// Codes of a Compose run, whose own output says more than the executor's message.
+const COMPOSE_CODES: ReadonlySet<string> = new Set(["COMPOSE_FAILED", "IMAGE_PULL_FAILED", "IMAGE_NOT_FOUND", "REMOVE_FAILED"]);
+
+/**
+ * The cause of a failed result (its code, message and the failed command's stderr): what a rule
+ * knows in the output, else in the message; a line no rule knows is the cause only of a Compose
+ * run's failure (else the executor's own message says more).
+ */
+export function resultCause(code: string, message: string, stderr: string): FailureCause {
+  const fromOutput = failureCause(stderr);
+  if (fromOutput.reason !== FailureReason.UNKNOWN) return fromOutput;
+  const fromMessage = failureCause(message, code);
+  if (fromMessage.reason !== FailureReason.UNKNOWN || !COMPOSE_CODES.has(code) || stderr.trim() === "") return fromMessage;
+  return fromOutput;
+}
+
+/** True for the codes of a Compose run (a cause that may pass is worth another try of it). */
+export function isComposeCode(code: string): boolean {
+  return COMPOSE_CODES.has(code);
+}
+
 /** The reason's short name, as events and tables write it: "port_in_use". */
 export function reasonName(reason: FailureReason): string {
   return (FailureReason[reason] ?? "UNKNOWN").toLowerCase();
+}
+
+/** A failure's cause as event data (webhooks carry it): its reason's short name, its summary and its line. */
+export function causeData(cause: FailureCause | undefined): Record<string, string> {
+  if (!cause || cause.reason === FailureReason.UNSPECIFIED) return {};
+  return { reason: reasonName(cause.reason), cause: cause.summary, cause_line: cause.line };
 }
 
 /**
@@ -173,4 +200,13 @@ export function failureHeadline(code: string, message: string, cause?: FailureCa
   if (cause && cause.reason !== FailureReason.UNSPECIFIED && cause.summary !== "")
     return code ? `${cause.summary} (${code})` : cause.summary;
   return code && message ? `${code}: ${message}` : code || message;
+}
+
+/**
+ * An order's result in a line, a failure's cause first: "port 127.0.0.1:80 is already in use
+ * (COMPOSE_FAILED): compose up failed (exit 1): ..."; else "CODE: message".
+ */
+export function resultLine(code: string, message: string, cause?: FailureCause): string {
+  const head = failureHeadline(code, "", cause);
+  return message === "" ? head : `${head}: ${message}`;
 }
