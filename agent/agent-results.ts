@@ -1,9 +1,8 @@
 // The results the agent gives an order itself, when no executor said how it went: a type this
 // agent cannot run, an executor that threw, a lost lease, a passed timeout, a restart mid-run.
 import { create } from "@bufbuild/protobuf";
-import { FailureReason } from "../gen/skipper/v1/failure_cause_pb.js";
 import { WorkOrderResultSchema, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import { isComposeCode, isPermanentReason, resultCause } from "../common/failure-cause.js";
+import { resultCause, retriableWith } from "../common/failure-cause.js";
 import type { LeaseLoss } from "./lease-keeper.js";
 
 /** The code of a result whose order's lease the agent lost (the controller expects to refuse it). */
@@ -53,21 +52,13 @@ export function timedOutResult(reason: OrderTimeout, stopped: WorkOrderResult): 
   });
 }
 
-// Codes whose retry is about the run, not what it printed: kept as their executor (or the agent) set it.
-const RUN_CODES = new Set(["TIMEOUT", "CANCELLED", LEASE_LOST, "DOCKER_UNAVAILABLE", "AGENT_ERROR"]);
-
 /**
  * A failed result with its cause (result.cause, common/failure-cause.ts resultCause), and its
- * retry following it: one that fails the same way again (a held port, a missing image, a bad
- * reference...) is not retried, and a Compose run that failed for one that may pass (a registry
- * unreachable, rate limited, a full disk) is.
+ * retry following it (retriableWith): one that fails the same way again is not retried, and a
+ * Compose run that failed for one that may pass is.
  */
 export function withCause(r: WorkOrderResult): WorkOrderResult {
   if (r.success || r.cause) return r;
   const cause = resultCause(r.code, r.message, r.details?.command?.stderr ?? "");
-  const next = create(WorkOrderResultSchema, { ...r, cause });
-  if (RUN_CODES.has(r.code)) return next;
-  if (isPermanentReason(cause.reason)) next.retriable = false;
-  else if (cause.reason !== FailureReason.UNKNOWN && isComposeCode(r.code)) next.retriable = true;
-  return next;
+  return create(WorkOrderResultSchema, { ...r, cause, retriable: retriableWith(r.code, r.retriable, cause) });
 }

@@ -2,7 +2,7 @@
 // engine for these tests, v2 (the docker compose plugin) as it prints the same engine errors.
 import { describe, expect, it } from "vitest";
 import { FailureReason } from "../gen/skipper/v1/failure_cause_pb.js";
-import { failureCause, failureHeadline, isPermanentReason, reasonName } from "./failure-cause.js";
+import { failureCause, failureHeadline, isPermanentReason, reasonName, retriableWith } from "./failure-cause.js";
 
 const V1 = {
   port: `Creating network "causesport_default" with the default driver
@@ -140,5 +140,17 @@ describe("the cause of a failure", () => {
     );
     expect(failureHeadline("COMPOSE_FAILED", "compose up failed (exit 1)")).toBe("COMPOSE_FAILED: compose up failed (exit 1)");
     expect(reasonName(FailureReason.PORT_IN_USE)).toBe("port_in_use");
+  });
+
+  it("decides the retry: a permanent cause never, a Compose run's passing cause always, a run's own codes as they said", () => {
+    const port = failureCause(V1.port);
+    expect(retriableWith("COMPOSE_FAILED", true, port)).toBe(false);
+    expect(retriableWith("IMAGE_PULL_FAILED", false, failureCause(V2.rate))).toBe(true);
+    expect(retriableWith("IMAGE_PULL_FAILED", false, failureCause(V1.refused))).toBe(true);
+    expect(retriableWith("COMPOSE_FAILED", true, failureCause(V1.other))).toBe(true);
+    expect(
+      retriableWith("DOCKER_UNAVAILABLE", true, failureCause("permission denied while trying to connect to the Docker daemon socket")),
+    ).toBe(true);
+    expect(retriableWith("COMMAND_FAILED", false, failureCause(V2.disk))).toBe(false);
   });
 });

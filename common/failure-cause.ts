@@ -176,9 +176,20 @@ export function resultCause(code: string, message: string, stderr: string): Fail
   return fromOutput;
 }
 
-/** True for the codes of a Compose run (a cause that may pass is worth another try of it). */
-export function isComposeCode(code: string): boolean {
-  return COMPOSE_CODES.has(code);
+// Codes whose retry is about the run, not what it printed: kept as their executor (or the agent) set it.
+const RUN_CODES: ReadonlySet<string> = new Set(["TIMEOUT", "CANCELLED", "LEASE_LOST", "DOCKER_UNAVAILABLE", "AGENT_ERROR"]);
+
+/**
+ * Whether a failed result with this code and cause is retried (`retriable`: what its executor
+ * said): never for a cause that fails the same way again (a held port, a missing image, a bad
+ * reference...), always for a Compose run that failed for one that may pass (a registry
+ * unreachable, rate limited, a full disk); codes about the run itself keep what they said.
+ */
+export function retriableWith(code: string, retriable: boolean, cause: FailureCause): boolean {
+  if (RUN_CODES.has(code)) return retriable;
+  if (isPermanentReason(cause.reason)) return false;
+  if (cause.reason !== FailureReason.UNKNOWN && cause.reason !== FailureReason.UNSPECIFIED && COMPOSE_CODES.has(code)) return true;
+  return retriable;
 }
 
 /** The reason's short name, as events and tables write it: "port_in_use". */

@@ -13,7 +13,7 @@ import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { redact } from "../../common/logging/redact.js";
-import { resultCause } from "../../common/failure-cause.js";
+import { resultCause, retriableWith } from "../../common/failure-cause.js";
 import type { Trace } from "../base/context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
@@ -118,8 +118,12 @@ export async function finishOrder(
   log: Logger,
 ): Promise<FinishOutcome> {
   const result = redact(reported);
-  // An agent older than result.cause sends none: read it here from what it did send.
-  if (!result.success && !result.cause) result.cause = resultCause(result.code, result.message, result.details?.command?.stderr ?? "");
+  // An agent older than result.cause sends none: read it here from what it did send, and retry
+  // as a newer agent would.
+  if (!result.success && !result.cause) {
+    result.cause = resultCause(result.code, result.message, result.details?.command?.stderr ?? "");
+    result.retriable = retriableWith(result.code, result.retriable, result.cause);
+  }
   // The controller knows which values it handed this order: a node that echoes one back (in a
   // message, a command's output) does not get it stored, shown or sent on.
   if (deps.keyRing) blankValues(result, await valuesHandedTo(deps.store, deps.keyRing, order));

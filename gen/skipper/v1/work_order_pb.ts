@@ -670,7 +670,8 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
 
   /**
    * The failure may pass on its own (engine down, timeout): the order is retried while it has
-   * attempts left.
+   * attempts left. A cause that fails the same way again (FailureReason, e.g. a port in use) is
+   * never retriable.
    *
    * @generated from field: bool retriable = 5;
    */
