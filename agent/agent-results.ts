@@ -2,6 +2,7 @@
 // agent cannot run, an executor that threw, a lost lease, a passed timeout, a restart mid-run.
 import { create } from "@bufbuild/protobuf";
 import { WorkOrderResultSchema, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
+import { resultCause, retriableWith } from "../common/failure-cause.js";
 import type { LeaseLoss } from "./lease-keeper.js";
 
 /** The code of a result whose order's lease the agent lost (the controller expects to refuse it). */
@@ -49,4 +50,15 @@ export function timedOutResult(reason: OrderTimeout, stopped: WorkOrderResult): 
     retriable: true,
     message: `${reason.message}; stopped (${stopped.code}: ${stopped.message})`,
   });
+}
+
+/**
+ * A failed result with its cause (result.cause, common/failure-cause.ts resultCause), and its
+ * retry following it (retriableWith): one that fails the same way again is not retried, and a
+ * Compose run that failed for one that may pass is.
+ */
+export function withCause(r: WorkOrderResult): WorkOrderResult {
+  if (r.success || r.cause) return r;
+  const cause = resultCause(r.code, r.message, r.details?.command?.stderr ?? "");
+  return create(WorkOrderResultSchema, { ...r, cause, retriable: retriableWith(r.code, r.retriable, cause) });
 }

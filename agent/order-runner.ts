@@ -12,7 +12,7 @@ import { crashPoint } from "../common/crash-points.js";
 import { parseTraceparent } from "../common/trace-context.js";
 import type { AgentTally } from "./agent-tally.js";
 import { AGENT_VERSION } from "./agent-version.js";
-import { failure, OrderTimeout, timedOutResult } from "./agent-results.js";
+import { failure, OrderTimeout, timedOutResult, withCause } from "./agent-results.js";
 import type { AgentConfig } from "./config.js";
 import type { ControllerClients } from "./controller-client.js";
 import type { ProjectSecrets } from "./engine/project-secrets.js";
@@ -63,7 +63,7 @@ export class OrderRunner {
     const { outcome, lease } = executor
       ? await this.runExecutor(executor, order, claimedAt, grantedAt, log)
       : { outcome: unsupported(order), lease: undefined };
-    const r = outcome.result;
+    const r = withCause(outcome.result);
     logResult(log, r);
     this.ended(order, r);
     await journal.record({ order, claimedAt, result: r });
@@ -230,7 +230,12 @@ function logResult(log: Logger, r: WorkOrderResult): void {
     {
       action: "execute",
       result: r.code,
-      metadata: { duration_ms: Number(r.details?.durationMs ?? 0n), changed: r.details?.changedResources, message: r.message },
+      metadata: {
+        duration_ms: Number(r.details?.durationMs ?? 0n),
+        changed: r.details?.changedResources,
+        message: r.message,
+        cause: r.cause?.summary,
+      },
     },
     `work order ${r.success ? "succeeded" : "failed"}: ${r.code}`,
   );

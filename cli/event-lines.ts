@@ -36,10 +36,16 @@ export function actorName(a: Actor | undefined): string {
   }
 }
 
-// The event's data, compact: its message or reason first when it has one.
+// The event's data, compact: a failure's cause first ("port 127.0.0.1:80 is already in use
+// (COMPOSE_FAILED)"), else its message or reason when it has one.
 function detail(e: Event): string {
   const data = (asJson(EventSchema, e) as JsonObject).data as JsonObject | undefined;
   if (!data || Object.keys(data).length === 0) return "";
+  if (typeof data.cause === "string" && data.cause !== "") {
+    const { cause, code, cause_line: _line, reason: _reason, ...others } = data;
+    const head = typeof code === "string" && code !== "" ? `${cause} (${code})` : String(cause);
+    return cut([head, Object.keys(others).length > 0 ? JSON.stringify(others) : ""].filter(Boolean).join(" "), 100);
+  }
   const first = ["message", "reason", "code", "result_code", "status"].find((k) => typeof data[k] === "string");
   const rest = Object.fromEntries(Object.entries(data).filter(([k]) => k !== first));
   const head = first ? String(data[first]) : "";

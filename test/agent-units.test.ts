@@ -23,6 +23,9 @@ import { servicesInFile } from "../agent/executors/compose-output.js";
 import { composeComplaint } from "../agent/executors/compose-output.js";
 import { deployService } from "../agent/executors/deploy-service.js";
 import { pullFailure, pullMessage, registryOf } from "../agent/engine/pull-failure.js";
+import { failureCause } from "../common/failure-cause.js";
+import { withCause } from "../agent/agent-results.js";
+import { FailureReason } from "../gen/skipper/v1/failure_cause_pb.js";
 import { OUTPUT_CAP_BYTES, runCommand, scrub } from "../agent/engine/run-command.js";
 import { Journal } from "../agent/journal.js";
 import { checkCommand, validAllowEntry } from "../agent/engine/allow-list.js";
@@ -320,7 +323,7 @@ describe("a failed pull", () => {
     ["db", "busybox:stable"],
   ]);
 
-  it("names the image and service from Compose v1's output; an unreachable registry may come back", () => {
+  it("names the image and service from Compose v1's output, and speaks of credentials only when the registry asked for them", () => {
     const v1 = [
       'Creating network "p_default" with the default driver',
       "Pulling web (registry.invalid/team/app:1.2)...",
@@ -328,11 +331,21 @@ describe("a failed pull", () => {
     ].join("\n");
     const f = pullFailure(v1, images)!;
     expect(f).toMatchObject({ code: "IMAGE_PULL_FAILED", image: "registry.invalid/team/app:1.2", service: "web" });
-    expect(pullMessage(f)).toBe(
-      'image registry.invalid/team/app:1.2 (service web) could not be pulled from registry registry.invalid (no credential for it: a registry secret of the tenant provides one): Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
+    const dns = pullMessage(f, [], failureCause(v1).reason);
+    expect(dns).toBe(
+      'image registry.invalid/team/app:1.2 (service web) could not be pulled from registry registry.invalid: Get "https://registry.invalid/v2/": dial tcp: lookup registry.invalid on 10.255.255.53:53: no such host',
     );
-    expect(pullMessage(f, ["registry.invalid"])).toContain(
-      "from registry registry.invalid (logged in with the tenant's credential for registry.invalid)",
+    expect(dns).not.toMatch(/credential/);
+    const auth = [
+      "Pulling web (registry.invalid/team/app:1.2)...",
+      'Head "https://registry.invalid/v2/team/app/manifests/1.2": no basic auth credentials',
+    ].join("\n");
+    const asked = pullFailure(auth, images)!;
+    expect(pullMessage(asked, [], failureCause(auth).reason)).toContain(
+      "from registry registry.invalid (the registry asked for credentials and there is no credential for it: a registry secret of the tenant provides one)",
+    );
+    expect(pullMessage(asked, ["registry.invalid"], failureCause(auth).reason)).toContain(
+      "from registry registry.invalid (logged in with the tenant's credential for registry.invalid, which the registry refused)",
     );
   });
 
@@ -359,6 +372,55 @@ describe("a failed pull", () => {
 
   it("is not claimed for other failures", () => {
     expect(pullFailure("ERROR: for web  Cannot start service web: port is already allocated", images)).toBeUndefined();
+  });
+});
+
+describe("a failed result's cause and retry", () => {
+  const failed = (code: string, stderr: string, retriable: boolean, message = "compose up failed (exit 1)") =>
+    create(WorkOrderResultSchema, {
+      success: false,
+      retriable,
+      code,
+      message,
+      details: { command: { program: "docker-compose", stderr } },
+    });
+
+  it("a held port is the cause, read past Compose's closing words, and is not retried", () => {
+    const stderr =
+      "Creating p_web_1 ... error\n\nERROR: for web  Cannot start service web: driver failed programming external connectivity on endpoint p_web_1 (ab12): Error starting userland proxy: listen tcp4 127.0.0.1:28932: bind: address already in use\nERROR: Encountered errors while bringing up the project.";
+    const r = withCause(failed("COMPOSE_FAILED", stderr, true));
+    expect(r.cause).toMatchObject({ reason: FailureReason.PORT_IN_USE, summary: "port 127.0.0.1:28932 is already in use" });
+    expect(r.retriable).toBe(false);
+  });
+
+  it("a bad image reference that reached the node is INVALID_REFERENCE, not retried", () => {
+    const r = withCause(
+      failed("IMAGE_NOT_FOUND", "no such image: Busybox::Stable!: invalid reference format: repository name must be lowercase", false),
+    );
+    expect(r.cause?.reason).toBe(FailureReason.INVALID_REFERENCE);
+    expect(r.retriable).toBe(false);
+  });
+
+  it("a registry that may come back is retried; the engine down and a timeout keep what their executor said", () => {
+    const rate = withCause(
+      failed("IMAGE_PULL_FAILED", "Error response from daemon: toomanyrequests: You have reached your pull rate limit.", false),
+    );
+    expect(rate).toMatchObject({ retriable: true, cause: { reason: FailureReason.RATE_LIMITED } });
+    const down = withCause(failed("DOCKER_UNAVAILABLE", "permission denied while trying to connect to the Docker daemon socket", true));
+    expect(down.retriable).toBe(true);
+    const unknown = withCause(
+      failed("COMPOSE_FAILED", 'ERROR: for web  Cannot start service web: exec: "nope": executable file not found', true),
+    );
+    expect(unknown).toMatchObject({ retriable: true, cause: { reason: FailureReason.UNKNOWN } });
+    expect(unknown.cause?.summary).toContain('Cannot start service web: exec: "nope"');
+  });
+
+  it("a failure without output has its message as cause; a success has none", () => {
+    const r = withCause(
+      create(WorkOrderResultSchema, { success: false, code: "COMPOSE_INVALID", message: "services.web.image must be a string" }),
+    );
+    expect(r.cause).toMatchObject({ reason: FailureReason.UNKNOWN, summary: "services.web.image must be a string" });
+    expect(withCause(create(WorkOrderResultSchema, { success: true, code: "APPLY_OK" })).cause).toBeUndefined();
   });
 });
 

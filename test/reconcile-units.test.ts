@@ -1,5 +1,6 @@
 // The reconciler's pure parts as fixtures: seed the facts, run one decision, assert the exact
 // actions and verdict. Plus properties of the compose renderer and the snapshot diff.
+import { FailureReason } from "../gen/skipper/v1/failure_cause_pb.js";
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -178,6 +179,27 @@ describe("planTarget", () => {
     // A new desired state is tried.
     const other = renderProject(input([service("web", { env: { A: "2" } })]));
     expect(planTarget(facts({ desired: other, record: invalid })).actions).toHaveLength(1);
+  });
+
+  it("a failure whose cause fails every time (a held port) is ORDER_FAILED at once, its cause first; one that may pass is retried", () => {
+    const held = (reason: FailureReason, summary: string) =>
+      create(TargetStatusSchema, {
+        nodeId: "n1",
+        failedHash: rendered.specHash,
+        failures: 1,
+        retryAt: timestampFromDate(ago(1)),
+        lastWorkOrderId: "o1",
+        lastResultCode: "COMPOSE_FAILED",
+        lastFailureCause: { reason, summary, line: "listen tcp4 127.0.0.1:28932: bind: address already in use" },
+      });
+    const plan = planTarget(
+      facts({ desired: rendered, record: held(FailureReason.PORT_IN_USE, "port 127.0.0.1:28932 is already in use") }),
+    );
+    expect(plan.actions).toEqual([]);
+    expect(plan.verdict.status).toBe(ConvergenceStatus.ORDER_FAILED);
+    expect(plan.verdict.message).toMatch(/^port 127\.0\.0\.1:28932 is already in use \(COMPOSE_FAILED\): order o1 failed/);
+    const transient = planTarget(facts({ desired: rendered, record: held(FailureReason.RATE_LIMITED, "the registry limits pulls") }));
+    expect(transient.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "retry" }]);
   });
 
   it("removes what runs where nothing should, then forgets the target", () => {

@@ -4,6 +4,8 @@
 // not be pulled" rather than the registry's DNS error alone, and says whether trying again can
 // help: an image the registry says does not exist (or is not ours to pull) will not appear by
 // itself; an unreachable registry may come back.
+import { FailureReason } from "../../gen/skipper/v1/failure_cause_pb.js";
+
 export interface PullFailure {
   /** IMAGE_NOT_FOUND (the registry answered: no such image, or access denied) or IMAGE_PULL_FAILED. */
   code: "IMAGE_NOT_FOUND" | "IMAGE_PULL_FAILED";
@@ -45,18 +47,21 @@ export function pullFailure(stderr: string, images: ReadonlyMap<string, string>)
 }
 
 /**
- * The one-line message for a pull failure: the image, its registry and, when the project had no
- * credential for that registry, that it had none (the first thing to check with a private one).
+ * The one-line message for a pull failure: the image, its registry and what the registry said.
+ * Credentials are mentioned only when the registry asked for them (`reason` UNAUTHORIZED): whether
+ * the project had one for that registry, the first thing to check with a private one. An unknown
+ * host, a missing image or a rate limit is not a login problem and is not called one.
  */
-export function pullMessage(f: PullFailure, loggedIn: readonly string[] = []): string {
+export function pullMessage(f: PullFailure, loggedIn: readonly string[] = [], reason?: FailureReason): string {
   const who = f.service ? ` (service ${f.service})` : "";
   const registry = f.image === "an image" ? "" : registryOf(f.image);
   const where = registry ? ` from registry ${registry}` : "";
-  const login = registry
-    ? loggedIn.includes(registry)
-      ? ` (logged in with the tenant's credential for ${registry})`
-      : " (no credential for it: a registry secret of the tenant provides one)"
-    : "";
+  const login =
+    registry && reason === FailureReason.UNAUTHORIZED
+      ? loggedIn.includes(registry)
+        ? ` (logged in with the tenant's credential for ${registry}, which the registry refused)`
+        : " (the registry asked for credentials and there is no credential for it: a registry secret of the tenant provides one)"
+      : "";
   const what = f.image === "an image" ? "an image" : `image ${f.image}`;
   return `${what}${who} could not be pulled${where}${login}: ${f.reason}`;
 }

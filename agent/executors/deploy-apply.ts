@@ -6,6 +6,7 @@ import { basename } from "node:path";
 import { removeStaleTemps, writeFileAtomic } from "../engine/durable-file.js";
 import { EngineError, observeServices, readProjectContainers } from "../engine/project-containers.js";
 import { namedInOrder, secretValues, secretsProblem, usesSecrets, writeSecretDir, type ProjectSecrets } from "../engine/project-secrets.js";
+import { failureCause } from "../../common/failure-cause.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
 import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { ENGINE_DOWN, imagesOf, lastLine, servicesInFile } from "./compose-output.js";
@@ -153,17 +154,19 @@ export async function composeUp(d: Deploy): Promise<DeployOutcome | undefined> {
   return undefined;
 }
 
-/** The outcome of an `up` that exited non-zero: the engine down, a pull that failed, or Compose's last line. */
+/** The outcome of an `up` that exited non-zero: the engine down, a pull that failed, or the line of Compose's output that says why. */
 async function upFailed(d: Deploy, up: CommandRun): Promise<DeployOutcome> {
   const pull = ENGINE_DOWN.test(up.stderr) ? undefined : pullFailure(up.stderr, imagesOf(d.project.composeFile));
   const code = ENGINE_DOWN.test(up.stderr) ? "DOCKER_UNAVAILABLE" : (pull?.code ?? "COMPOSE_FAILED");
   const seen = await readProjectContainers(d.projectName).catch(() => undefined);
+  const cause = failureCause(up.stderr);
   const message = pull
     ? pullMessage(
         pull,
         d.secrets?.registries.map((r) => r.registry),
+        cause.reason,
       )
-    : `compose up failed (exit ${up.exitCode}): ${lastLine(up.stderr)}`;
+    : `compose up failed (exit ${up.exitCode}): ${cause.line || lastLine(up.stderr)}`;
   return end(d, code, message, {
     command: up,
     composePath: d.files.composePath,

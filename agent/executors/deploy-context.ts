@@ -53,7 +53,8 @@ export interface Parts {
   probes?: ProbeResult[];
 }
 
-// Failures that may pass on their own: the controller retries the order while it has attempts.
+// Failures that may pass on their own: the controller retries the order while it has attempts
+// (unless their cause says they fail the same way again: agent-results.ts withCause).
 const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING", "SECRETS_UNAVAILABLE"]);
 
 /** A deploy's outcome: APPLY_OK succeeds, the passing failures are retriable, the parts go in details. */

@@ -175,7 +175,13 @@ Examples:
             o.target?.nodeId || "-",
             o.result?.code || "-",
             age(o.createdAt),
-            ...(wide ? [String(o.attempts.length), o.correlationId || "-", cut(o.result?.message ?? "", 60)] : []),
+            ...(wide
+              ? [
+                  String(o.attempts.length),
+                  o.correlationId || "-",
+                  cut(o.result?.cause?.summary ? `${o.result.cause.summary}: ${o.result.message}` : (o.result?.message ?? ""), 60),
+                ]
+              : []),
           ]),
         ),
       );

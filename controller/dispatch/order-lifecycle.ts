@@ -13,6 +13,7 @@ import { WorkOrderStatus } from "../../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
 import type { Logger } from "../../common/logging/logger.js";
 import { redact } from "../../common/logging/redact.js";
+import { resultCause, retriableWith } from "../../common/failure-cause.js";
 import type { Trace } from "../base/context.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { FinishOutcome } from "../store/store.js";
@@ -117,6 +118,12 @@ export async function finishOrder(
   log: Logger,
 ): Promise<FinishOutcome> {
   const result = redact(reported);
+  // An agent older than result.cause sends none: read it here from what it did send, and retry
+  // as a newer agent would.
+  if (!result.success && !result.cause) {
+    result.cause = resultCause(result.code, result.message, result.details?.command?.stderr ?? "");
+    result.retriable = retriableWith(result.code, result.retriable, result.cause);
+  }
   // The controller knows which values it handed this order: a node that echoes one back (in a
   // message, a command's output) does not get it stored, shown or sent on.
   if (deps.keyRing) blankValues(result, await valuesHandedTo(deps.store, deps.keyRing, order));
@@ -140,7 +147,7 @@ export async function finishOrder(
         action: "work_order_retry_scheduled",
         result: result.code,
         ...ids,
-        metadata: { attempt: after.attempts.length, message: result.message },
+        metadata: { attempt: after.attempts.length, message: result.message, cause: result.cause?.summary },
       },
       "work order failed; another attempt follows",
     );
@@ -149,7 +156,7 @@ export async function finishOrder(
   await recordOrderEnd(deps, after, trace, true);
   deps.triggers.orderEnded(after);
   const ok = after.status === WorkOrderStatus.SUCCESS;
-  const meta = { work_order_id: order.id, message: result.message };
+  const meta = { work_order_id: order.id, message: result.message, cause: result.cause?.summary };
   log[ok ? "info" : "warn"](
     {
       action: ok ? "work_order_succeeded" : "work_order_failed",

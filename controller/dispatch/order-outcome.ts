@@ -4,6 +4,7 @@
 // reconcile/order-end.ts's. Each function is idempotent where it may be replayed (deterministic
 // event ids, absolute updates); recoverOrderOutcomes is the start-up replay of starts and ends a
 // crash cut short.
+import { causeData } from "../../common/failure-cause.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
@@ -80,6 +81,7 @@ export function retryScheduledEvent(order: WorkOrder, trace: Trace): Event {
       data: {
         code: order.result?.code ?? "",
         message: order.result?.message ?? "",
+        ...causeData(order.result?.cause),
         attempt: n,
         max_attempts: order.maxAttempts,
         next_attempt_at: order.nextAttemptAt ? timestampDate(order.nextAttemptAt).toISOString() : "",

@@ -2,6 +2,7 @@
 // state at its revision, the work orders issued for it (with claim and result), what the node
 // last observed, and the verdict, plus the events that tie them together. Read-only. What it shows
 // is redacted like a snapshot: the resource, the orders' specs, node-reported messages, events.
+import { resultLine } from "../../common/failure-cause.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ConvergenceSchema, ConvergenceStatus, type Convergence, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -80,7 +81,7 @@ export async function explainResource(store: Store, r: Resource): Promise<Explan
     if (o.claim)
       step(ExplainStepKind.CLAIM, o.claim.claimedAt, `claimed by node ${o.claim.nodeId}`, { nodeId: o.claim.nodeId, workOrderId: o.id });
     if (o.result)
-      step(ExplainStepKind.RESULT, o.finishedAt, `${o.result.code}: ${o.result.message}`, {
+      step(ExplainStepKind.RESULT, o.finishedAt, resultLine(o.result.code, o.result.message, o.result.cause), {
         nodeId: o.target?.nodeId ?? "",
         workOrderId: o.id,
         code: o.result.code,

@@ -16,6 +16,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { crashPoint } from "../../common/crash-points.js";
+import { causeData } from "../../common/failure-cause.js";
 import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../base/context.js";
@@ -153,7 +154,7 @@ export function endEvents(order: WorkOrder, trace: Trace): Event[] {
   const deploymentId = order.desiredState?.deploymentId ?? "";
   // Dated by the order's finish: a replay must land on the same day (Store.appendEvent).
   const at = finishOf(order);
-  const data = { code: result?.code ?? "", message: result?.message ?? "" };
+  const data = { code: result?.code ?? "", message: result?.message ?? "", ...causeData(result?.cause) };
   const deploymentEvent = deploymentId === "" ? undefined : rule.deploymentEvent;
   return [
     orderEvent(order, rule.event, trace, { data, at }),
@@ -174,7 +175,9 @@ async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trac
   await updateDeployment(store, deploymentId, (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
     d.resultCode = data.code;
-    d.message = data.message;
+    // A failure's cause first: what `skipper get deployments` and the dashboard show of it.
+    d.message = !ok && result?.cause?.summary ? `${result.cause.summary}: ${data.message}` : data.message;
+    d.cause = ok ? undefined : result?.cause;
     d.finishedAt = timestampFromDate(at);
     if (ok) dep.lastAppliedState = dep.desiredState;
   });

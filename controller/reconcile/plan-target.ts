@@ -23,6 +23,7 @@ import { ConvergenceStatus, NodeLiveness, type ProjectObservation, type TargetSt
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { RenderedProject } from "./render-project.js";
+import { failureHeadline, isPermanentReason } from "../../common/failure-cause.js";
 
 export const MAX_FAILURES = 5;
 /**
@@ -31,6 +32,20 @@ export const MAX_FAILURES = 5;
  * is ORDER_FAILED.
  */
 export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["COMPOSE_INVALID", "IMAGE_NOT_FOUND"]);
+
+/**
+ * True when the target's last failure is one the same spec gets every time: its code says so, or
+ * its cause does (a port held by something else, an invalid reference: common/failure-cause.ts).
+ */
+export function failsEveryTime(rec: TargetStatus): boolean {
+  if (rec.lastResultCode === "") return false;
+  return DETERMINISTIC_FAILURES.has(rec.lastResultCode) || isPermanentReason(rec.lastFailureCause?.reason);
+}
+
+/** The last failure in a few words, its cause first: "port 127.0.0.1:80 is already in use (COMPOSE_FAILED)". */
+function lastFailure(rec: TargetStatus): string {
+  return failureHeadline(rec.lastResultCode || "a failure", "", rec.lastFailureCause);
+}
 /** Marks failures of removal orders in TargetStatus.failed_hash. */
 export const REMOVAL_HASH = "removal";
 
@@ -254,19 +269,19 @@ function planAbsent(f: TargetFacts): TargetPlan {
  */
 function quarantineOf(nodeId: string, rec: TargetStatus | undefined, hash: string, limit: number): string | undefined {
   if (!rec || rec.failedHash !== hash || rec.failures < limit || rec.quarantineReason !== "") return undefined;
-  if (rec.lastResultCode === "CANCELLED" || DETERMINISTIC_FAILURES.has(rec.lastResultCode)) return undefined;
+  if (rec.lastResultCode === "CANCELLED" || failsEveryTime(rec)) return undefined;
   if (rec.appliedHash === "" || rec.appliedHash === REMOVAL_HASH || rec.appliedHash === hash) return undefined;
-  return `spec ${short(hash)} failed ${rec.failures} time(s) on node ${nodeId} (last: ${rec.lastResultCode || "a failure"})`;
+  return `spec ${short(hash)} failed ${rec.failures} time(s) on node ${nodeId} (last: ${lastFailure(rec)})`;
 }
 
 /** Backoff after failed orders for `hash`, as a verdict, or undefined when an attempt may go. */
 function backoff(rec: TargetStatus | undefined, hash: string, now: Date, limit: number): TargetVerdict | undefined {
   if (!rec || rec.failedHash !== hash || rec.failures <= 0) return undefined;
-  const last = rec.lastResultCode || "a failure";
-  if (DETERMINISTIC_FAILURES.has(rec.lastResultCode)) {
+  const last = lastFailure(rec);
+  if (failsEveryTime(rec)) {
     return {
       status: ConvergenceStatus.ORDER_FAILED,
-      message: `order ${rec.lastWorkOrderId} failed with ${last}, which this spec gets every time; change the desired state or Apply to try again`,
+      message: `${last}: order ${rec.lastWorkOrderId} failed in a way this spec fails every time; change the desired state or Apply to try again`,
       workOrderId: rec.lastWorkOrderId,
     };
   }
@@ -274,7 +289,7 @@ function backoff(rec: TargetStatus | undefined, hash: string, now: Date, limit: 
     const stuck = rec.quarantineReason !== "" ? `; ${rec.quarantineReason}` : "";
     return {
       status: ConvergenceStatus.ORDER_FAILED,
-      message: `${rec.failures} orders failed (last: ${last})${stuck}; change the desired state or Apply to try again`,
+      message: `${last}: ${rec.failures} orders failed${stuck}; change the desired state or Apply to try again`,
       workOrderId: rec.lastWorkOrderId,
     };
   }
@@ -282,7 +297,7 @@ function backoff(rec: TargetStatus | undefined, hash: string, now: Date, limit: 
   if (now < retryAt) {
     return {
       status: ConvergenceStatus.RETRY_BACKOFF,
-      message: `order ${rec.lastWorkOrderId} failed with ${last}; retry ${rec.failures + 1} at ${retryAt.toISOString()}`,
+      message: `${last}: order ${rec.lastWorkOrderId} failed; retry ${rec.failures + 1} at ${retryAt.toISOString()}`,
       workOrderId: rec.lastWorkOrderId,
       retryAt,
     };

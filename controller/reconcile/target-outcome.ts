@@ -41,6 +41,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
   const hash = removal ? REMOVAL_HASH : (order.desiredState?.specHash ?? "");
   t.lastWorkOrderId = order.id;
   t.lastResultCode = order.result?.code ?? "";
+  t.lastFailureCause = ok ? undefined : order.result?.cause;
   t.finishedAt = timestampFromDate(now);
   if (!removal && order.desiredState?.composeProject?.projectName) t.projectName = order.desiredState.composeProject.projectName;
   const restored = order.result?.details?.rollback?.restoredSpecHash ?? "";

@@ -2,6 +2,7 @@
 // node. They are rendered again whenever an event arrives (main.ts), so what they show follows
 // the controller without a reload; the tenant's logs view (logs-view.ts) is the one part that
 // keeps its state, handed in and placed again each time.
+import { failureHeadline, resultLine } from "../../common/failure-cause.js";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
 import { ConvergenceStatus, NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -98,7 +99,7 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
         status(ConvergenceStatus[x.convergence?.status ?? 0] ?? "UNKNOWN"),
         h("code", {}, short(x.desiredHash)),
         h("code", {}, short(x.appliedHash)),
-        x.lastResultCode || "—",
+        x.lastResultCode ? failureHeadline(x.lastResultCode, "", x.lastFailureCause) : "—",
       ]),
       "no node targeted",
       "targets",
@@ -150,7 +151,7 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
         WorkOrderType[o.type] ?? String(o.type),
         o.target?.nodeId ?? "",
         status(WorkOrderStatus[o.status] ?? "UNKNOWN"),
-        o.result ? `${o.result.code}: ${o.result.message}` : "",
+        o.result ? resultLine(o.result.code, o.result.message, o.result.cause) : "",
       ]),
       "no work orders",
       "orders",
