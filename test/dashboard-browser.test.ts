@@ -204,6 +204,9 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await logs("logs-fetch").click();
     const refusal = await logs("logs-alert").filter({ hasText: "FORBIDDEN" }).textContent();
     expect(refusal).toMatch(/^FORBIDDEN: .+operator role/);
+    // The node's box says it was not read, not "asking…" under the refusal.
+    await nodeBox().locator("p.error", { hasText: "Not read: FORBIDDEN" }).waitFor({ timeout: 10_000 });
+    expect(await nodeBox().textContent()).not.toContain("asking…");
     await page.screenshot({ path: join(SHOTS, "logs-forbidden.png"), fullPage: true });
   }, 60_000);
 

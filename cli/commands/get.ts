@@ -9,13 +9,13 @@ import { calls } from "../command-rpcs.js";
 import { stringify } from "yaml";
 import {
   ConvergenceStatus,
-  NodeLiveness,
   ResourceSpecSchema,
   ResourceStatusSchema,
   ResourceSchema,
   type Resource,
 } from "../../gen/skipper/v1/resource_pb.js";
 import { redact } from "../../common/logging/redact.js";
+import { livenessName } from "../../common/node-liveness-name.js";
 import type { ResourceType } from "../../common/ids.js";
 import { CliError } from "../errors.js";
 import { eventTable } from "../event-lines.js";
@@ -213,7 +213,7 @@ function observed(r: Resource): string[] {
     const n = st.value;
     const caps = n.capabilities;
     const out = [
-      `  Liveness:   ${enumName(NodeLiveness, n.liveness)} (last heartbeat ${when(n.lastHeartbeatAt)}, ${age(n.lastHeartbeatAt)} ago)`,
+      `  Liveness:   ${livenessName(n.liveness)} (last heartbeat ${when(n.lastHeartbeatAt)}, ${age(n.lastHeartbeatAt)} ago)`,
       `  Agent:      ${n.agentVersion || "-"} (up ${n.uptimeSeconds}s)`,
       `  Engine:     docker ${caps?.dockerVersion || "-"}, compose ${caps?.composeVersion || "-"}, ${caps?.os || "?"}/${caps?.arch || "?"}`,
       `  Reported labels: ${labels(n.labels)}`,

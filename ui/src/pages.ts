@@ -4,7 +4,8 @@
 // keeps its state, handed in and placed again each time.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
-import { ConvergenceStatus, NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { livenessName } from "../../common/node-liveness-name.js";
 import { RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Api } from "./api.js";
@@ -43,7 +44,7 @@ export async function overview(api: Api): Promise<HTMLElement> {
         const labels = { ...(spec?.labels ?? {}), ...(st?.labels ?? {}) };
         return [
           h("a", { href: `#/nodes/${encodeURIComponent(n.id)}` }, n.id),
-          status(spec?.disabled ? "DISABLED" : (NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+          status(spec?.disabled ? "DISABLED" : livenessName(st?.liveness)),
           Object.entries(labels)
             .map(([k, v]) => `${k}=${v}`)
             .join(", ") || "—",
@@ -174,7 +175,7 @@ export async function nodePage(api: Api, id: string): Promise<HTMLElement> {
     "section",
     { "data-node": id },
     h("p", {}, h("a", { href: "#/" }, "← Fleet")),
-    h("h1", {}, `Node ${id} `, status(NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+    h("h1", {}, `Node ${id} `, status(livenessName(st?.liveness))),
     h(
       "p",
       { class: "muted" },
