@@ -4,13 +4,13 @@
 // changes.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
-import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
-import { RolloutService } from "../../gen/skipper/v1/rollout_service_pb.js";
-import { calls } from "../command-rpcs.js";
-import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout, type RolloutPlan } from "../../gen/skipper/v1/rollout_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout, type RolloutPlan } from "../../gen/skipper/v1/rollout_pb.js";
+import { RolloutService } from "../../gen/skipper/v1/rollout_service_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import type { Clients } from "../connection.js";
 import { CliError, EXIT_BLOCKED } from "../errors.js";
 import { paint } from "../io.js";
@@ -53,7 +53,9 @@ function registerStatus(rollout: Command, ctx: CommandContext): void {
 Exit codes: 0 converged (its rollout complete); 2 blocked: paused, waiting for a promote or an
 approval, failed, rolled back, or nowhere to run (no matching node, disabled or offline node, a
 missing reference); 1 an error, or --timeout passed. Without --wait a change still under way
-exits 0 after printing where it is.
+exits 0 after printing where it is. While a deploy, remove or rollback order of the tenant is
+unfinished (a \`skipper deploy\`'s too), the change is under way, whatever the tenant's
+convergence says until the order ends.
 
 Examples:
   $ skipper rollout status example-tenant

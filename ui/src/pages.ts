@@ -14,7 +14,9 @@ import { h, short, status, table } from "./dom.js";
 // How many of a tenant's latest work orders and events its page shows.
 const RECENT = 200;
 const when = (t: Timestamp | undefined) => (t ? timestampDate(t).toLocaleString() : "—");
-const convergenceOf = (r: Resource) => ConvergenceStatus[r.convergence?.status ?? 0] ?? "UNKNOWN";
+// Not judged yet (unset) is "-", as the CLI shows it; the others by their short names.
+const convergenceName = (status: ConvergenceStatus | undefined) => (status ? (ConvergenceStatus[status] ?? String(status)) : "-");
+const convergenceOf = (r: Resource) => convergenceName(r.convergence?.status);
 
 /** Every resource of the type, a page of 1,000 at a time (a fleet may hold thousands). */
 async function listAll(api: Api, resourceType: "node" | "tenant"): Promise<Resource[]> {
@@ -96,7 +98,7 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
       ["Node", "State", "Desired spec", "Applied spec", "Last result"],
       (st?.targets ?? []).map((x) => [
         h("a", { href: `#/nodes/${encodeURIComponent(x.nodeId)}` }, x.nodeId),
-        status(ConvergenceStatus[x.convergence?.status ?? 0] ?? "UNKNOWN"),
+        status(convergenceName(x.convergence?.status)),
         h("code", {}, short(x.desiredHash)),
         h("code", {}, short(x.appliedHash)),
         x.lastResultCode || "—",
