@@ -1,9 +1,10 @@
 // The CLI's administration commands against the built controller as a process: node register,
 // rotate-token, delete; enrollment-token create, list, revoke; deploy (Apply) and order cancel;
 // webhook create, list, pause, delete (https:// only); audit verify, list, export; snapshots;
-// secret-keys rotate. The commands run in-process (cli/program.ts `run`), as the shell runs them,
-// with a config directory of their own. With a Docker engine, a real agent shows that
-// `rollout status --wait` after a forced deploy waits for the order the deploy made.
+// keys rotate, get; whoami; admin-token rotate (refused, naming why); secret-keys rotate. The
+// commands run in-process (cli/program.ts `run`), as the shell runs them, with a config directory
+// of their own. With a Docker engine, a real agent shows that `rollout status --wait` after a
+// forced deploy waits for the order the deploy made.
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -193,6 +194,34 @@ describe("the CLI's administration commands against a controller", () => {
     expect((await readFile(join(dir, "entries.jsonl"), "utf8")).trim().split("\n").length).toBeGreaterThan(3);
     expect((await stat(join(dir, "head.sig"))).size).toBeGreaterThan(0);
     expect(await readFile(join(dir, "controller.crt"), "utf8")).toMatch(/^-----BEGIN CERTIFICATE-----/);
+  });
+
+  it("keys rotate prints the new secret once; whoami names the key; admin-token rotate says where a fixed token is set", async () => {
+    const first = (await ok(["keys", "create", "adm-ci", "--role", "viewer"])).stdout.trim();
+    const rotated = await ok(["keys", "rotate", "adm-ci", "--grace-period", "1h"]);
+    const second = rotated.stdout.trim();
+    expect(second).toMatch(/^skk_[^_]+_\S+$/);
+    expect(second).not.toBe(first);
+    expect(rotated.stderr).toMatch(/API key \S+ \(adm-ci\) rotated: the old secret works 1h more/);
+    for (const key of [first, second]) {
+      const as = await (async () => {
+        const saved = env;
+        env = { ...env, SKIPPER_TOKEN: key };
+        try {
+          return await ok(["whoami"]);
+        } finally {
+          env = saved;
+        }
+      })();
+      expect(as.stdout).toBe("api key adm-ci, role viewer\ntenants: all");
+    }
+    expect(JSON.parse((await ok(["keys", "get", "adm-ci", "-o", "json"])).stdout).name).toBe("adm-ci");
+    // The e2e controller takes its admin token from SKIPPER_ADMIN_TOKEN: rotating it is refused, naming that.
+    const admin = await cli(["admin-token", "rotate"]);
+    expect(admin.code, show(admin)).toBe(1);
+    expect(admin.stderr).toMatch(/CONFLICT: the admin token is set by SKIPPER_ADMIN_TOKEN/);
+    expect(admin.stdout).toBe("");
+    expect((await ok(["whoami"])).stdout).toMatch(/^admin token, role admin/);
   });
 
   it("snapshot system and tenant show the latest snapshot; secret-keys rotate re-seals", async () => {
