@@ -1,11 +1,11 @@
 // The CLI's administration commands against the built controller as a process: node register,
 // rotate-token, delete; enrollment-token create, list, revoke; deploy (Apply) and order cancel;
-// webhook create, list, pause, delete (https:// only); audit verify, list, export; snapshots;
+// webhook create, list, pause, delete (https:// only), deliveries and redeliver to a receiver; audit verify, list, export; snapshots;
 // keys rotate, get; whoami; admin-token rotate (refused, naming why); secret-keys rotate. The
 // commands run in-process (cli/program.ts `run`), as the shell runs them, with a config directory
 // of their own. With a Docker engine, a real agent shows that `rollout status --wait` after a
 // forced deploy waits for the order the deploy made.
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -20,9 +20,11 @@ import {
   removeComposeProject,
   startAgentProcess,
   startControllerProcess,
+  waitFor,
   type AgentProcess,
   type ControllerProcess,
 } from "./helpers/processes.js";
+import { startReceiver } from "./helpers/webhook-receiver.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 const IMAGE = "skipper-busybox:local";
@@ -174,6 +176,34 @@ describe("the CLI's administration commands against a controller", () => {
     expect((await ok(["webhook", "delete", id!])).stdout).toBe(`Webhook ${id} deleted.`);
     expect((await ok(["webhook", "list"])).stderr).toBe("No webhooks.");
   });
+
+  it("webhook deliveries lists what a receiver got, and redeliver sends one again", async () => {
+    const receiver = await startReceiver();
+    try {
+      const ca = join(root, "receiver-ca.crt");
+      await writeFile(ca, receiver.caPem);
+      const made = await ok(["webhook", "create", receiver.url, "--receiver-ca-file", ca, "--allow-private-network"]);
+      const id = /Webhook (\S+) to /.exec(made.stderr)![1]!;
+      await ok(["node", "register", `adm-hooked-${RUN_ID}`]);
+      const delivered = await waitFor(
+        "a delivered delivery",
+        async () => {
+          const r = await ok(["webhook", "deliveries", id, "--state", "delivered", "-o", "json"]);
+          return (JSON.parse(r.stdout) as { id: string }[])[0];
+        },
+        30_000,
+      );
+      const table = await ok(["webhook", "deliveries", id]);
+      expect(table.stdout).toMatch(new RegExp(`^${delivered.id}\\s+\\S+\\s+DELIVERED\\s+1\\s+200\\s+`, "m"));
+      const sentTo = () => receiver.received.filter((r) => r.headers["x-skipper-delivery"] === delivered.id).length;
+      const before = sentTo();
+      expect((await ok(["webhook", "redeliver", id, delivered.id])).stdout).toBe(`Delivery ${delivered.id} queued again (PENDING).`);
+      await waitFor("the delivery sent again", async () => (sentTo() > before ? true : undefined), 30_000);
+      await ok(["webhook", "delete", id]);
+    } finally {
+      await receiver.close();
+    }
+  }, 90_000);
 
   it("audit verify finds the chain intact; list shows what the commands did; export --dir writes what openssl checks", async () => {
     const verified = await ok(["audit", "verify"]);
