@@ -3,7 +3,8 @@
 //   - gen/ imports nothing of ours; common/ only gen/; the agent and the CLI (clients of the
 //     contract) only gen/, common/ and themselves; the controller neither of them; no program
 //     the benchmarks or the tests; the dashboard (ui/, in a browser) gen/, itself and the
-//     common/ modules written for a browser too (the order statuses, the wait for an order, a failure's cause);
+//     common/ modules written for a browser too (the order statuses, the wait for an order, a
+//     failure's cause, the names of node liveness);
 //   - inside each program, one direction: a layer imports only the layers below it.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
@@ -111,7 +112,7 @@ module.exports = {
         "the dashboard runs in a browser: gen/, itself and the few common/ modules written for it too (no Node APIs), never a program's code",
       severity: "error",
       from: { path: "^ui/" },
-      to: { path: "^(common|controller|agent|cli|bench|test)/", pathNot: "^common/(order-status|order-wait|failure-cause)\\.ts$" },
+      to: { path: "^(common|controller|agent|cli|bench|test)/", pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name)\\.ts$" },
     },
     {
       name: "controller-never-imports-agent",

@@ -7,10 +7,16 @@ import { readFileSync } from "node:fs";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
+import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
+import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
+import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
+import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
+import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
+import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { configPath, readConfig, type Context } from "./config-file.js";
 import { CliError } from "./errors.js";
@@ -40,6 +46,12 @@ export interface Clients {
   orders: Client<typeof WorkOrderService>;
   access: Client<typeof AccessService>;
   enrollment: Client<typeof EnrollmentService>;
+  deployments: Client<typeof DeploymentService>;
+  nodes: Client<typeof NodeService>;
+  webhooks: Client<typeof WebhookService>;
+  audit: Client<typeof AuditService>;
+  snapshots: Client<typeof SnapshotService>;
+  secrets: Client<typeof SecretService>;
   /** Closes the connection (an open HTTP/2 session would keep the process alive). */
   close(): void;
 }
@@ -132,6 +144,12 @@ export function connect(target: Target, opts: { timeoutMs?: number } = {}): Clie
     orders: createClient(WorkOrderService, transport),
     access: createClient(AccessService, transport),
     enrollment: createClient(EnrollmentService, transport),
+    deployments: createClient(DeploymentService, transport),
+    nodes: createClient(NodeService, transport),
+    webhooks: createClient(WebhookService, transport),
+    audit: createClient(AuditService, transport),
+    snapshots: createClient(SnapshotService, transport),
+    secrets: createClient(SecretService, transport),
     close: () => sessions.abort(),
   };
 }

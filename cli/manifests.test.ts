@@ -78,6 +78,11 @@ created_at: 2026-01-01T00:00:00Z
       /m\.yaml: not a valid service: .*"imag" is unknown/,
     );
     expect(() => parse("resource_type: service\nid: x\n")).toThrow("service/x has no desired_state");
+    // A misspelt key is named, as REST names it, rather than reported as a missing desired_state.
+    expect(() => parse("resource_type: service\nid: x\ndesired_sate: {image: a}\n")).toThrow(
+      'm.yaml: service/x: key "desired_sate" is unknown (did you mean desired_state?)',
+    );
+    expect(() => parse("resource_type: tenant\nid: x\ndesired_state: {}\nlabels: {a: b}\n")).toThrow('key "labels" is unknown');
     expect(() => parse("resource_type: tenant\nid: x\ndesired_state: {compose: {tenant_id: y}}\n")).toThrow(
       /names tenant "y", not this tenant .*field resource\.desired_state\.tenant\.compose\.tenant_id/,
     );

@@ -115,6 +115,26 @@ function documentsOf(source: string, text: string): JsonValue[] {
   return values.flatMap((v) => (Array.isArray(v) ? v : [v])).filter((v) => v !== null && v !== undefined) as JsonValue[];
 }
 
+/** A resource document's top-level keys (proto and JSON names), as the REST API takes them. */
+const RESOURCE_FIELDS = ResourceSchema.fields.map((f) => f.name);
+const RESOURCE_KEYS = new Set(ResourceSchema.fields.flatMap((f) => [f.name, f.jsonName]));
+
+/** The field name `key` is likely a typo of (at most two edits away), if any. */
+function closest(key: string): string | undefined {
+  const distance = (a: string, b: string): number => {
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const row = [i];
+      for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = row;
+    }
+    return prev[b.length]!;
+  };
+  return RESOURCE_FIELDS.map((f) => ({ f, d: distance(key.toLowerCase(), f) }))
+    .sort((x, y) => x.d - y.d)
+    .find((x) => x.d <= 2)?.f;
+}
+
 function manifestOf(source: string, doc: JsonValue): Manifest {
   if (typeof doc !== "object" || doc === null || Array.isArray(doc))
     throw new CliError(`${source}: a document must be a mapping (a resource)`);
@@ -136,6 +156,16 @@ function manifestOf(source: string, doc: JsonValue): Manifest {
     throw new CliError(`${source}: id ${body.id === undefined ? "is missing" : `${JSON.stringify(body.id)} is not valid`}`, {
       hint: "1-128 characters of [A-Za-z0-9._-], starting with a letter or digit",
     });
+  }
+  const unknown = Object.keys(body).filter((k) => !RESOURCE_KEYS.has(k));
+  if (unknown.length > 0) {
+    const near = closest(unknown[0]!);
+    throw new CliError(
+      `${source}: ${type}/${body.id}: key ${JSON.stringify(unknown[0])} is unknown${near ? ` (did you mean ${near}?)` : ""}`,
+      {
+        hint: `a resource document has ${RESOURCE_FIELDS.join(", ")}`,
+      },
+    );
   }
   if (body.desired_state === undefined && body.desiredState === undefined)
     throw new CliError(`${source}: ${type}/${body.id} has no desired_state`);

@@ -3,7 +3,15 @@
 // returns its exit code (0 done, 2 blocked, 1 error; see errors.ts), printing errors with what to
 // do; it never exits the process, so tests run it in-process too.
 import { Command, CommanderError, Option } from "commander";
+import { registerAdmin } from "./commands/admin.js";
 import { registerApply } from "./commands/apply.js";
+import { registerAudit } from "./commands/audit.js";
+import { registerDeploy } from "./commands/deploy.js";
+import { registerEnrollmentTokens } from "./commands/enrollment-tokens.js";
+import { registerNode } from "./commands/node.js";
+import { registerOrder } from "./commands/order.js";
+import { registerSnapshots } from "./commands/snapshots.js";
+import { registerWebhooks } from "./commands/webhooks.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerEvents } from "./commands/events.js";
 import { registerExplain } from "./commands/explain.js";
@@ -14,6 +22,7 @@ import { registerLogs } from "./commands/logs.js";
 import { registerExec } from "./commands/exec.js";
 import { registerRollout } from "./commands/rollout.js";
 import type { CommandContext } from "./command-context.js";
+import { callsLine } from "./command-rpcs.js";
 import { connect, resolveTarget, type Clients, type GlobalOptions } from "./connection.js";
 import { describeError, EXIT_ERROR, EXIT_OK } from "./errors.js";
 import { paint, type Io } from "./io.js";
@@ -23,7 +32,9 @@ export const VERSION = "0.1.0";
 /** The program with every command, writing to `io`. */
 export function buildProgram(ctx: CommandContext): Command {
   const program = new Command("skipper")
-    .description("Operate a Skipper controller: apply manifests, read resources, follow rollouts and events.")
+    .description(
+      "Operate a Skipper controller: apply manifests, deploy, read resources, follow rollouts and events, administer nodes, keys, webhooks and the audit trail.",
+    )
     .version(VERSION, "-V, --version")
     .addOption(new Option("--server <url>", "controller URL, e.g. https://127.0.0.1:8443 (env SKIPPER_SERVER)"))
     .addOption(new Option("--ca-file <file>", "CA certificate the controller's is signed by (env SKIPPER_CA_FILE)"))
@@ -54,13 +65,21 @@ Examples:
   for (const register of [
     registerLogin,
     registerApply,
+    registerDeploy,
     registerGet,
     registerExplain,
     registerRollout,
     registerEvents,
+    registerOrder,
     registerLogs,
     registerExec,
+    registerNode,
+    registerEnrollmentTokens,
     registerKeys,
+    registerAdmin,
+    registerWebhooks,
+    registerAudit,
+    registerSnapshots,
     registerCompletion,
   ]) {
     register(program, ctx);
@@ -69,6 +88,8 @@ Examples:
   const inherit = (c: Command) => {
     for (const sub of c.commands) {
       sub.exitOverride().configureOutput(program.configureOutput()).showHelpAfterError("(add --help for usage)");
+      const api = callsLine(sub);
+      if (api) sub.addHelpText("after", api);
       inherit(sub);
     }
   };

@@ -2,9 +2,10 @@
 // (`-o table`), and more with `-o wide`. Secret values never appear: the API does not return them,
 // and a secret's row shows its value names and versions only.
 import type { Resource } from "../gen/skipper/v1/resource_pb.js";
-import { ConvergenceStatus, DeploymentPhase, NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutNodeState, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
 import type { ResourceType } from "../common/ids.js";
+import { livenessName } from "../common/node-liveness-name.js";
 import { paint, type Io } from "./io.js";
 import { age, cut, enumName, labels, table, when } from "./output.js";
 
@@ -223,10 +224,8 @@ export function nodeLabels(r: Resource): Record<string, string> {
 }
 
 function liveness(r: Resource, io: Pick<Io, "color">): string {
-  const l = status(r, "node")?.liveness ?? NodeLiveness.UNSPECIFIED;
-  if (l === NodeLiveness.UNSPECIFIED) return "NEVER SEEN";
-  const name = enumName(NodeLiveness, l);
-  return paint(io, l === NodeLiveness.ONLINE ? "green" : l === NodeLiveness.DEGRADED ? "yellow" : "red", name);
+  const name = livenessName(status(r, "node")?.liveness);
+  return name === "NEVER_SEEN" ? name : paint(io, name === "ONLINE" ? "green" : name === "DEGRADED" ? "yellow" : "red", name);
 }
 
 /** `canary 1/1, rest 0/3`: nodes done per wave. */

@@ -4,6 +4,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ConvergenceStatus, ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutNodeState, RolloutSchema, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { rolloutVerdict, statusLines } from "./rollout-verdict.js";
 
 const tenant = (status: ConvergenceStatus, message = "") =>
@@ -106,5 +107,26 @@ describe("rollout status verdicts", () => {
       { key: "wave canary", text: "  wave canary  1/1 done  canary-0=DONE" },
       { key: "wave rest", text: "  wave rest    0/1 done (waits for a promote)  rest-0=FAILED (HEALTH_GATE_FAILED)" },
     ]);
+  });
+
+  it("a tenant with a deploy order still in flight (a forced Apply's) is progressing, whatever its convergence says yet", () => {
+    const order = create(WorkOrderSchema, {
+      id: "wo-1",
+      type: WorkOrderType.DEPLOY_SERVICE,
+      status: WorkOrderStatus.RUNNING,
+      target: { tenantId: "shop", nodeId: "host-1" },
+    });
+    expect(rolloutVerdict(tenant(ConvergenceStatus.CONVERGED), undefined, [order])).toEqual({
+      state: "progressing",
+      reason: "order wo-1 deploy_service on host-1 RUNNING (the tenant says CONVERGED)",
+    });
+    for (const s of [ConvergenceStatus.ORDER_FAILED, ConvergenceStatus.ROLLED_BACK]) {
+      expect(rolloutVerdict(tenant(s), undefined, [order]).state).toBe("progressing");
+    }
+    // What an order cannot clear stays blocked; an ad-hoc order changes nothing; none in flight: done.
+    expect(rolloutVerdict(tenant(ConvergenceStatus.NODE_OFFLINE), undefined, [order]).state).toBe("blocked");
+    const logs = create(WorkOrderSchema, { ...order, type: WorkOrderType.READ_LOGS });
+    expect(rolloutVerdict(tenant(ConvergenceStatus.CONVERGED), undefined, [logs]).state).toBe("done");
+    expect(rolloutVerdict(tenant(ConvergenceStatus.CONVERGED), undefined, []).state).toBe("done");
   });
 });

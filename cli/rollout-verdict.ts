@@ -5,6 +5,7 @@
 // runs. Pure: the lines it renders are what the command prints, and tests check them.
 import { ConvergenceStatus, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutNodeState, RolloutStatus, type Rollout } from "../gen/skipper/v1/rollout_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { BLOCKING_CONVERGENCE, waveSummary } from "./resource-columns.js";
 import { cut, enumName } from "./output.js";
 
@@ -17,8 +18,23 @@ export interface Verdict {
 
 const ONGOING = new Set([RolloutStatus.PENDING_APPROVAL, RolloutStatus.PROGRESSING, RolloutStatus.PAUSED, RolloutStatus.ROLLING_BACK]);
 
-/** The verdict for `tenant` and its latest rollout. */
-export function rolloutVerdict(tenant: Resource, rollout: Rollout | undefined): Verdict {
+/** The orders that change what a tenant runs: while one of them is unfinished, the tenant's change is too. */
+export const CHANGING_ORDERS: ReadonlySet<WorkOrderType> = new Set([
+  WorkOrderType.DEPLOY_SERVICE,
+  WorkOrderType.REMOVE_SERVICE,
+  WorkOrderType.ROLLBACK,
+]);
+/** The statuses of an order not finished yet. */
+export const UNFINISHED_ORDER_STATUSES = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING] as const;
+// The convergence an order in flight may be about to change: an Apply (deploy now) makes an order
+// while the tenant still says CONVERGED, or still shows the failure the order is to repair.
+const SUPERSEDED_BY_AN_ORDER = new Set([ConvergenceStatus.CONVERGED, ConvergenceStatus.ORDER_FAILED, ConvergenceStatus.ROLLED_BACK]);
+
+/**
+ * The verdict for `tenant`, its latest rollout and its unfinished orders (`inFlight`, of
+ * CHANGING_ORDERS): a tenant whose orders still run is not done, whatever its convergence says yet.
+ */
+export function rolloutVerdict(tenant: Resource, rollout: Rollout | undefined, inFlight: readonly WorkOrder[] = []): Verdict {
   const c = tenant.convergence;
   const status = c?.status ?? ConvergenceStatus.UNSPECIFIED;
   const why = `${enumName(ConvergenceStatus, status)}${c?.message ? `: ${c.message}` : ""}`;
@@ -51,6 +67,10 @@ export function rolloutVerdict(tenant: Resource, rollout: Rollout | undefined): 
       reason: `rollout ${rollout.id} ${enumName(RolloutStatus, rollout.status).toLowerCase()}: ${waveSummary(rollout.waves)}`,
     };
   }
+  const running = inFlight.find((o) => CHANGING_ORDERS.has(o.type));
+  if (running && SUPERSEDED_BY_AN_ORDER.has(status)) {
+    return { state: "progressing", reason: `${orderText(running)} (the tenant says ${why})` };
+  }
   if (status === ConvergenceStatus.CONVERGED) return { state: "done", reason: why };
   if (status === ConvergenceStatus.ROLLOUT_WAITING && rollout && !ONGOING.has(rollout.status)) {
     return {
@@ -61,6 +81,11 @@ export function rolloutVerdict(tenant: Resource, rollout: Rollout | undefined): 
   if (BLOCKING_CONVERGENCE.has(status))
     return { state: "blocked", reason: why, hint: `see why with \`skipper explain tenant ${tenant.id}\`` };
   return { state: "progressing", reason: why };
+}
+
+/** `order 0193… deploy_service on host-1 RUNNING`. */
+export function orderText(o: WorkOrder): string {
+  return `order ${o.id} ${enumName(WorkOrderType, o.type).toLowerCase()} on ${o.target?.nodeId || "-"} ${enumName(WorkOrderStatus, o.status)}`;
 }
 
 /** The first wave that waits for a promote with every wave before it complete, if any. */

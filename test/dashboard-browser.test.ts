@@ -204,6 +204,9 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await logs("logs-fetch").click();
     const refusal = await logs("logs-alert").filter({ hasText: "FORBIDDEN" }).textContent();
     expect(refusal).toMatch(/^FORBIDDEN: .+operator role/);
+    // The node's box says it was not read, not "asking…" under the refusal.
+    await nodeBox().locator("p.error", { hasText: "Not read: FORBIDDEN" }).waitFor({ timeout: 10_000 });
+    expect(await nodeBox().textContent()).not.toContain("asking…");
     await page.screenshot({ path: join(SHOTS, "logs-forbidden.png"), fullPage: true });
   }, 60_000);
 
@@ -275,6 +278,8 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
 
   it("says a node whose agent never reported is offline, without asking it", async () => {
     await page.click('a[href="#/"]');
+    // Named as the CLI names it (common/node-liveness-name.ts), not by the enum's UNSPECIFIED.
+    expect(await rows("nodes").filter({ hasText: GHOST_NODE }).textContent()).toContain("NEVER_SEEN");
     await page.click(`a[href="#/tenants/${GHOST_TENANT}"]`);
     await logs("logs-fetch").click();
     const box = page.locator(`[data-testid=logs] [data-log-node="${GHOST_NODE}"]`);

@@ -3,6 +3,8 @@
 // tenant).
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { executeApply, planApply, renderPlan } from "../apply.js";
 import { parseManifests, readSources, type Manifest } from "../manifests.js";
 import { paint } from "../io.js";
@@ -11,8 +13,12 @@ import type { CommandContext } from "../command-context.js";
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 export function registerApply(program: Command, ctx: CommandContext): void {
-  program
-    .command("apply")
+  calls(
+    program.command("apply"),
+    ResourceService.method.getResource,
+    ResourceService.method.createResource,
+    ResourceService.method.updateResource,
+  )
     .description("create or update the resources in manifests, showing what changes first")
     .requiredOption("-f, --filename <path>", "a YAML or JSON file, a directory of them, or - for stdin (repeatable)", collect, [])
     .option("--dry-run", "show what would change, change nothing")
@@ -52,8 +58,7 @@ Examples:
       ctx.io.out(`Applied: ${count("created")} created, ${count("updated")} updated, ${count("unchanged")} unchanged.`);
     });
 
-  program
-    .command("delete")
+  calls(program.command("delete"), ResourceService.method.getResource, ResourceService.method.deleteResource)
     .description("delete the resources named in manifests (services before their tenant)")
     .requiredOption("-f, --filename <path>", "a YAML or JSON file, a directory of them, or - for stdin (repeatable)", collect, [])
     .option("--cascade", "also delete what references them (else a referenced resource is refused, naming its users)")

@@ -4,6 +4,9 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
+import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
@@ -33,8 +36,7 @@ export function registerEvents(program: Command, ctx: CommandContext): void {
 
 // `events [--follow]`: the recorded events, oldest first, then each new one as it is recorded.
 function registerEventList(program: Command, ctx: CommandContext): void {
-  program
-    .command("events")
+  calls(program.command("events"), EventService.method.listEvents, EventService.method.watchEvents)
     .description("list recorded events, oldest first; --follow keeps printing new ones")
     .option("-f, --follow", "keep printing events as they are recorded (Ctrl-C stops)")
     .option("--tenant <id>", "only this tenant's events")
@@ -126,8 +128,7 @@ Examples:
 
 // `orders`: work orders, newest first.
 function registerOrders(program: Command, ctx: CommandContext): void {
-  program
-    .command("orders")
+  calls(program.command("orders"), WorkOrderService.method.listWorkOrders)
     .description("list work orders, newest first")
     .option("--tenant <id>", "only this tenant's orders")
     .option("--node <id>", "only orders for this node")

@@ -4,6 +4,9 @@
 // and the CLI exits with the command's own exit code.
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
@@ -11,8 +14,13 @@ import { nodeSilence, runOrder } from "../order-wait.js";
 import { durationFlag } from "../flags.js";
 
 export function registerExec(program: Command, ctx: CommandContext): void {
-  program
-    .command("exec")
+  calls(
+    program.command("exec"),
+    ResourceService.method.getResource,
+    WorkOrderService.method.createWorkOrder,
+    WorkOrderService.method.getWorkOrder,
+    WorkOrderService.method.cancelWorkOrder,
+  )
     .argument("<node>", "the node to run it on")
     .argument("<argv...>", "the program and its arguments (after --)")
     .description("run one allow-listed command on a node (an execute_command order) and print its output")

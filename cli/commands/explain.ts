@@ -1,6 +1,8 @@
 // `skipper explain`: why a resource is (not) converged, as a tree (explain-tree.ts). Exits 2 when
 // what is in the way will not clear by waiting (BLOCKING_CONVERGENCE), so a script can tell.
 import type { Command } from "commander";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { ConvergenceStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { ExplainResourceResponseSchema } from "../../gen/skipper/v1/resource_service_pb.js";
 import { EXIT_BLOCKED } from "../errors.js";
@@ -11,8 +13,7 @@ import { resourceType } from "../resource-types.js";
 import type { CommandContext } from "../command-context.js";
 
 export function registerExplain(program: Command, ctx: CommandContext): void {
-  program
-    .command("explain")
+  calls(program.command("explain"), ResourceService.method.explainResource)
     .argument("<type-or-tenant>", "a resource type, or a tenant id alone")
     .argument("[id]", "the resource's id (after its type)")
     .description("show why a resource is or is not converged: desired state -> orders -> claims -> results -> observed -> verdict")

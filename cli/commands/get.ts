@@ -3,16 +3,19 @@
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { stringify } from "yaml";
 import {
   ConvergenceStatus,
-  NodeLiveness,
   ResourceSpecSchema,
   ResourceStatusSchema,
   ResourceSchema,
   type Resource,
 } from "../../gen/skipper/v1/resource_pb.js";
 import { redact } from "../../common/logging/redact.js";
+import { livenessName } from "../../common/node-liveness-name.js";
 import type { ResourceType } from "../../common/ids.js";
 import { CliError } from "../errors.js";
 import { eventTable } from "../event-lines.js";
@@ -29,8 +32,7 @@ interface GetOptions {
 }
 
 export function registerGet(program: Command, ctx: CommandContext): void {
-  program
-    .command("get")
+  calls(program.command("get"), ResourceService.method.getResource, ResourceService.method.listResources)
     .argument("<type>", "tenant, node, service, secret, network, volume, resource_limits, freeze, deployment or rollout (plurals too)")
     .argument("[id]", "one resource; without it, all of the type")
     .description("list resources of a type, or show one")
@@ -70,8 +72,7 @@ Examples:
       print(ctx, type, items, format, true);
     });
 
-  program
-    .command("nodes")
+  calls(program.command("nodes"), ResourceService.method.listResources)
     .description("list the nodes: liveness, labels, agent, last heartbeat (same as `get nodes`)")
     .option("-o, --output <format>", "table, wide, json or yaml", "table")
     .option("-l, --selector <labels>", "only nodes whose labels match, e.g. env=prod")
@@ -83,8 +84,7 @@ Examples:
       else print(ctx, "node", items, format, true);
     });
 
-  program
-    .command("describe")
+  calls(program.command("describe"), ResourceService.method.getResource, EventService.method.listEvents)
     .argument("<type>", "the resource type (tenant, node, service, ...)")
     .argument("<id>", "the resource's id")
     .description("show one resource in detail: labels, convergence, desired and observed state, recent events")
@@ -213,7 +213,7 @@ function observed(r: Resource): string[] {
     const n = st.value;
     const caps = n.capabilities;
     const out = [
-      `  Liveness:   ${enumName(NodeLiveness, n.liveness)} (last heartbeat ${when(n.lastHeartbeatAt)}, ${age(n.lastHeartbeatAt)} ago)`,
+      `  Liveness:   ${livenessName(n.liveness)} (last heartbeat ${when(n.lastHeartbeatAt)}, ${age(n.lastHeartbeatAt)} ago)`,
       `  Agent:      ${n.agentVersion || "-"} (up ${n.uptimeSeconds}s)`,
       `  Engine:     docker ${caps?.dockerVersion || "-"}, compose ${caps?.composeVersion || "-"}, ${caps?.os || "?"}/${caps?.arch || "?"}`,
       `  Reported labels: ${labels(n.labels)}`,

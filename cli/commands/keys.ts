@@ -1,31 +1,32 @@
-// `skipper keys` (AccessService: API keys with a role and a tenant scope) and `skipper node
-// enroll-token` (EnrollmentService). A new key's or token's text is the one thing printed on
-// stdout, once (the controller keeps only its hash), so it can go straight to a file; what was
-// made is said on stderr.
+// `skipper keys` (AccessService: API keys with a role and a tenant scope). A new key's text is the
+// one thing printed on stdout, once (the controller keeps only its hash), so it can go straight
+// to a file; what was made is said on stderr.
 import { durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
 import { ApiKeySchema, Role, type ApiKey } from "../../gen/skipper/v1/access_pb.js";
+import { AccessService } from "../../gen/skipper/v1/access_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { CliError } from "../errors.js";
 import { asJson, documents, enumName, outputFormat, table, when } from "../output.js";
 import type { CommandContext } from "../command-context.js";
-import { durationFlag } from "../flags.js";
+import { collect, durationFlag } from "../flags.js";
 
 const ROLES: Record<string, Role> = { admin: Role.ADMIN, operator: Role.OPERATOR, generator: Role.GENERATOR, viewer: Role.VIEWER };
-const collect = (value: string, previous: string[]) => [...previous, value];
 
-/** `skipper keys` (create, list, revoke) and `skipper node enroll-token`. */
+/** `skipper keys` (create, list, get, rotate, revoke). */
 export function registerKeys(program: Command, ctx: CommandContext): void {
-  const keys = program.command("keys").description("manage API keys: create, list, revoke (admin)");
+  const keys = program.command("keys").description("manage API keys: create, list, get, rotate, revoke (admin)");
   registerCreate(keys, ctx);
   registerList(keys, ctx);
+  registerGet(keys, ctx);
+  registerRotate(keys, ctx);
   registerRevoke(keys, ctx);
-  registerEnrollToken(program, ctx);
 }
 
 // `keys create`: a new key, its text once on stdout.
 function registerCreate(keys: Command, ctx: CommandContext): void {
-  keys
+  const cmd = keys
     .command("create")
     .argument("<name>", "a name for the key, e.g. ci-web (unique among live keys)")
     .description("create an API key; its text is printed once, on stdout")
@@ -63,11 +64,12 @@ Examples:
       ctx.io.err("Its text follows on stdout, shown only now: the controller keeps a hash.");
       ctx.io.out(res.secret);
     });
+  calls(cmd, AccessService.method.createApiKey);
 }
 
 // `keys list`: the keys, never their secrets.
 function registerList(keys: Command, ctx: CommandContext): void {
-  keys
+  const cmd = keys
     .command("list")
     .alias("ls")
     .description("list API keys (never their secrets)")
@@ -106,11 +108,48 @@ function registerList(keys: Command, ctx: CommandContext): void {
         ),
       );
     });
+  calls(cmd, AccessService.method.listApiKeys);
+}
+
+// `keys get`: one key (never its secret).
+function registerGet(keys: Command, ctx: CommandContext): void {
+  const cmd = keys
+    .command("get")
+    .argument("<key>", "the key's id or name (a key text skk_<id>_... names its id)")
+    .description("show one API key: role, scope, status, last use (never its secret)")
+    .option("-o, --output <format>", "yaml or json", "yaml")
+    .addHelpText("after", "\nExample:\n  $ skipper keys get ci-example")
+    .action(async (key: string, opts: { output: string }) => {
+      const format = outputFormat(opts.output, ["json", "yaml"]);
+      const id = await keyId(ctx, /^skk_([^_]+)_/.exec(key)?.[1] ?? key);
+      const res = await ctx.clients().access.getApiKey({ id });
+      ctx.io.out(documents(format, [asJson(ApiKeySchema, res.apiKey!)], false));
+    });
+  calls(cmd, AccessService.method.getApiKey, AccessService.method.listApiKeys);
+}
+
+// `keys rotate`: a new secret, once on stdout; the old one works for the grace period.
+function registerRotate(keys: Command, ctx: CommandContext): void {
+  const cmd = keys
+    .command("rotate")
+    .argument("<key>", "the key's id or name (a key text skk_<id>_... names its id)")
+    .description("give a key a new secret, printed once on stdout; the old secret works for the grace period")
+    .option("--grace-period <duration>", "how long the old secret keeps working (at most 30d)", "24h")
+    .addHelpText("after", "\nExample:\n  $ skipper keys rotate ci-example --grace-period 1h > ci.key")
+    .action(async (key: string, opts: { gracePeriod: string }) => {
+      const id = await keyId(ctx, /^skk_([^_]+)_/.exec(key)?.[1] ?? key);
+      const gracePeriod = durationFromMs(durationFlag(opts.gracePeriod, "--grace-period", 0));
+      const res = await ctx.clients().access.rotateApiKey({ id, gracePeriod });
+      ctx.io.err(`API key ${res.apiKey!.id} (${res.apiKey!.name}) rotated: the old secret works ${opts.gracePeriod} more.`);
+      ctx.io.err("Its new text follows on stdout, shown only now: the controller keeps a hash.");
+      ctx.io.out(res.secret);
+    });
+  calls(cmd, AccessService.method.rotateApiKey, AccessService.method.getApiKey, AccessService.method.listApiKeys);
 }
 
 // `keys revoke`: refuse a key from its next call on.
 function registerRevoke(keys: Command, ctx: CommandContext): void {
-  keys
+  const cmd = keys
     .command("revoke")
     .argument("<key>", "the key's id or name (a key text skk_<id>_... names its id)")
     .description("refuse a key from its next call on, on every controller")
@@ -122,52 +161,7 @@ function registerRevoke(keys: Command, ctx: CommandContext): void {
       const res = await clients.access.revokeApiKey({ id, reason: opts.reason ?? "" });
       ctx.io.out(`API key ${res.apiKey!.id} (${res.apiKey!.name}) revoked.`);
     });
-}
-
-// `node enroll-token`: a token a host enrolls with, its text once on stdout.
-function registerEnrollToken(program: Command, ctx: CommandContext): void {
-  const node = program.command("node").description("node administration");
-  node
-    .command("enroll-token")
-    .argument("<node>", "the node id the token may enroll")
-    .description("create an enrollment token for a host; its text is printed once, on stdout")
-    .option("--uses <n>", "enrollments it allows", "1")
-    .option("--ttl <duration>", "how long it stays valid", "24h")
-    .option("--label <key=value>", "a label for the node it enrolls (repeatable)", collect, [])
-    .option("--certificate-ttl <duration>", "lifetime of the node's client certificates (default 24h)")
-    .option("--description <text>", "a note for people")
-    .addHelpText(
-      "after",
-      `
-On the host, skippy makes its key pair, sends a certificate signing request with the token,
-and from then on authenticates with its client certificate:
-  skippy --controller https://CONTROLLER:8443 --ca-file ca.crt --node-id NODE --enroll-token-file host.enroll
-
-Example:
-  $ skipper node enroll-token host-9 --label env=dev > host-9.enroll`,
-    )
-    .action(async (nodeId: string, opts: { uses: string; ttl: string; label: string[]; certificateTtl?: string; description?: string }) => {
-      const uses = Number(opts.uses);
-      if (!Number.isInteger(uses) || uses < 1) throw new CliError("--uses must be a whole number of at least 1");
-      const labels: Record<string, string> = {};
-      for (const l of opts.label) {
-        const eq = l.indexOf("=");
-        if (eq <= 0) throw new CliError(`--label ${JSON.stringify(l)} must be key=value`);
-        labels[l.slice(0, eq)] = l.slice(eq + 1);
-      }
-      const res = await ctx.clients().enrollment.createEnrollmentToken({
-        nodeId,
-        uses,
-        ttl: durationFromMs(durationFlag(opts.ttl, "--ttl", 1000)),
-        labels,
-        ...(opts.certificateTtl ? { certificateTtl: durationFromMs(durationFlag(opts.certificateTtl, "--certificate-ttl", 1000)) } : {}),
-        description: opts.description ?? "",
-      });
-      const t = res.enrollmentToken!;
-      ctx.io.err(`Enrollment token ${t.id} for node ${nodeId} created: ${t.uses} use(s), valid until ${when(t.expiresAt)}.`);
-      ctx.io.err("Its text follows on stdout, shown only now: the controller keeps a hash.");
-      ctx.io.out(res.token);
-    });
+  calls(cmd, AccessService.method.revokeApiKey, AccessService.method.getApiKey, AccessService.method.listApiKeys);
 }
 
 async function keyId(ctx: CommandContext, idOrName: string): Promise<string> {

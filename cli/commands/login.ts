@@ -4,6 +4,8 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Command } from "commander";
+import { AccessService } from "../../gen/skipper/v1/access_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { ActorKind, Role } from "../../gen/skipper/v1/access_pb.js";
 import { configPath, readConfig, writeConfig } from "../config-file.js";
 import { connect, normalizeServer } from "../connection.js";
@@ -12,8 +14,7 @@ import { enumName, table } from "../output.js";
 import type { CommandContext } from "../command-context.js";
 
 export function registerLogin(program: Command, ctx: CommandContext): void {
-  program
-    .command("login")
+  calls(program.command("login"), AccessService.method.whoAmI)
     .description("check a credential with a controller and save it as a context (made current)")
     .option("--token-file <file>", "read the admin token or API key from this file")
     .option("--token-stdin", "read the admin token or API key from stdin")

@@ -6,6 +6,9 @@
 // the last one.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
@@ -24,8 +27,13 @@ interface LogsOptions {
 }
 
 export function registerLogs(program: Command, ctx: CommandContext): void {
-  program
-    .command("logs")
+  calls(
+    program.command("logs"),
+    ResourceService.method.getResource,
+    WorkOrderService.method.createWorkOrder,
+    WorkOrderService.method.getWorkOrder,
+    WorkOrderService.method.cancelWorkOrder,
+  )
     .argument("<tenant>", "the tenant whose containers to read")
     .argument("[services...]", "compose services (default: all of the project's)")
     .description("print what a tenant's containers wrote, from every node that runs it (read_logs orders)")

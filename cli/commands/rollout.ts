@@ -4,15 +4,20 @@
 // changes.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout } from "../../gen/skipper/v1/rollout_pb.js";
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
+import { RolloutNodeState, RolloutSchema, RolloutStatus, type Rollout, type RolloutPlan } from "../../gen/skipper/v1/rollout_pb.js";
+import { RolloutService } from "../../gen/skipper/v1/rollout_service_pb.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { calls } from "../command-rpcs.js";
 import type { Clients } from "../connection.js";
 import { CliError, EXIT_BLOCKED } from "../errors.js";
 import { paint } from "../io.js";
 import { actorLine } from "../rollout-actor.js";
 import { asJson, cut, documents, enumName, outputFormat, table, when } from "../output.js";
 import { waveSummary } from "../resource-columns.js";
-import { rolloutVerdict, statusLines, type Verdict } from "../rollout-verdict.js";
+import { CHANGING_ORDERS, UNFINISHED_ORDER_STATUSES, orderText, rolloutVerdict, statusLines, type Verdict } from "../rollout-verdict.js";
 import type { CommandContext } from "../command-context.js";
 import { durationFlag } from "../flags.js";
 
@@ -26,12 +31,17 @@ export function registerRollout(program: Command, ctx: CommandContext): void {
   registerPromote(rollout, ctx);
   registerApprove(rollout, ctx);
   registerHistory(rollout, ctx);
+  registerPlanAndGet(rollout, ctx);
 }
 
 // `rollout status [--wait]`: where the latest change stands, printed as it changes.
 function registerStatus(rollout: Command, ctx: CommandContext): void {
-  rollout
-    .command("status")
+  calls(
+    rollout.command("status"),
+    ResourceService.method.getResource,
+    RolloutService.method.listRollouts,
+    WorkOrderService.method.listWorkOrders,
+  )
     .argument("<tenant>", "the tenant")
     .description("where the tenant's latest change stands: convergence, its rollout and each wave")
     .option("-w, --wait", "wait until it is converged (exit 0) or blocked (exit 2), printing each change")
@@ -43,7 +53,9 @@ function registerStatus(rollout: Command, ctx: CommandContext): void {
 Exit codes: 0 converged (its rollout complete); 2 blocked: paused, waiting for a promote or an
 approval, failed, rolled back, or nowhere to run (no matching node, disabled or offline node, a
 missing reference); 1 an error, or --timeout passed. Without --wait a change still under way
-exits 0 after printing where it is.
+exits 0 after printing where it is. While a deploy, remove or rollback order of the tenant is
+unfinished (a \`skipper deploy\`'s too), the change is under way, whatever the tenant's
+convergence says until the order ends.
 
 Examples:
   $ skipper rollout status example-tenant
@@ -54,8 +66,8 @@ Examples:
       const intervalMs = durationFlag(opts.interval, "--interval", 100);
       const clients = ctx.clients();
       const shown = new Map<string, string>();
-      const show = (tenant: Resource, r: Rollout | undefined) => {
-        for (const l of statusLines(tenant, r)) {
+      const show = ({ tenant, rollout: r, inFlight }: State) => {
+        for (const l of [...statusLines(tenant, r), ...inFlight.map((o) => ({ key: o.id, text: orderText(o) }))]) {
           if (shown.get(l.key) === l.text) continue;
           shown.set(l.key, l.text);
           ctx.io.out(l.text);
@@ -64,7 +76,7 @@ Examples:
       const deadline = Date.now() + timeoutMs;
       let unreachable = false;
       for (;;) {
-        let state: { tenant: Resource; rollout: Rollout | undefined } | undefined;
+        let state: State | undefined;
         try {
           state = await readState(clients, tenantId);
           unreachable = false;
@@ -75,8 +87,8 @@ Examples:
           unreachable = true;
         }
         if (state) {
-          show(state.tenant, state.rollout);
-          const v = rolloutVerdict(state.tenant, state.rollout);
+          show(state);
+          const v = rolloutVerdict(state.tenant, state.rollout, state.inFlight);
           if (v.state !== "progressing" || !opts.wait) return finish(ctx, v);
         }
         if (Date.now() + intervalMs > deadline) {
@@ -92,8 +104,16 @@ Examples:
 // `rollout pause|resume|abort`: steer the rollout under way.
 function registerSteering(rollout: Command, ctx: CommandContext): void {
   const steer = (name: "pause" | "resume" | "abort", what: string, example: string) =>
-    rollout
-      .command(name)
+    calls(
+      rollout.command(name),
+      ResourceService.method.getResource,
+      RolloutService.method.listRollouts,
+      name === "pause"
+        ? RolloutService.method.pauseRollout
+        : name === "resume"
+          ? RolloutService.method.resumeRollout
+          : RolloutService.method.abortRollout,
+    )
       .argument("<tenant>", "the tenant whose rollout under way to act on")
       .description(what)
       .option("--reason <text>", "why, recorded with who did it")
@@ -121,8 +141,12 @@ function registerSteering(rollout: Command, ctx: CommandContext): void {
 
 // `rollout promote`: open the next promote gate.
 function registerPromote(rollout: Command, ctx: CommandContext): void {
-  rollout
-    .command("promote")
+  calls(
+    rollout.command("promote"),
+    ResourceService.method.getResource,
+    RolloutService.method.listRollouts,
+    RolloutService.method.promoteRollout,
+  )
     .argument("<tenant>", "the tenant whose rollout waits for a promote")
     .description("open the promote gate of the next wave that has one")
     .option("--wave <name>", "the wave to open (makes a retried promote harmless)")
@@ -141,8 +165,12 @@ function registerPromote(rollout: Command, ctx: CommandContext): void {
 
 // `rollout approve`: show a rollout's plan, or approve it by its hash.
 function registerApprove(rollout: Command, ctx: CommandContext): void {
-  rollout
-    .command("approve")
+  calls(
+    rollout.command("approve"),
+    ResourceService.method.getResource,
+    RolloutService.method.listRollouts,
+    RolloutService.method.approveRollout,
+  )
     .argument("<tenant>", "the tenant whose rollout waits for approval")
     .description("approve a rollout's plan; without --plan, show the plan (per node: waves, compose diff, env keys) and its hash")
     .option("--plan <hash>", "the plan hash you reviewed (refused if the plan changed since)")
@@ -159,14 +187,7 @@ function registerApprove(rollout: Command, ctx: CommandContext): void {
         if (!plan || plan.planHash === "") {
           throw new CliError(`rollout ${current.id} is ${enumName(RolloutStatus, current.status)}: it has no plan waiting for approval`);
         }
-        for (const n of plan.nodes) {
-          ctx.io.out(
-            `node ${n.nodeId} (wave ${n.wave || "-"}): ${n.fromSpecHash.slice(0, 12) || "nothing"} -> ${n.toSpecHash.slice(0, 12)}`,
-          );
-          if (n.envChanged.length > 0) ctx.io.out(`  env keys added or removed: ${n.envChanged.join(", ")}`);
-          if (n.composeDiff) ctx.io.out(n.composeDiff.replace(/^/gm, "  "));
-        }
-        ctx.io.out(`plan ${plan.planHash}`);
+        printPlan(ctx, plan);
         ctx.io.err(`Approve it with: skipper rollout approve ${tenantId} --plan ${plan.planHash}`);
         return;
       }
@@ -177,8 +198,7 @@ function registerApprove(rollout: Command, ctx: CommandContext): void {
 
 // `rollout history`: the tenant's rollouts, newest first.
 function registerHistory(rollout: Command, ctx: CommandContext): void {
-  rollout
-    .command("history")
+  calls(rollout.command("history"), RolloutService.method.listRollouts)
     .argument("<tenant>", "the tenant")
     .description("the tenant's rollouts, newest first")
     .option("--limit <n>", "at most this many", "20")
@@ -221,6 +241,40 @@ function registerHistory(rollout: Command, ctx: CommandContext): void {
     });
 }
 
+// `rollout plan` (a dry run of the tenant's desired state) and `rollout get ID`.
+function registerPlanAndGet(rollout: Command, ctx: CommandContext): void {
+  calls(rollout.command("plan"), RolloutService.method.planRollout)
+    .argument("<tenant>", "the tenant")
+    .description("what a rollout of the tenant's desired state would change now, per node (compose diff, env keys), and its plan hash")
+    .addHelpText("after", "\nExample:\n  $ skipper rollout plan shop")
+    .action(async (tenantId: string) => {
+      const plan = (await ctx.clients().rollouts.planRollout({ tenantId })).plan;
+      if (!plan || plan.nodes.length === 0) {
+        ctx.io.out(`tenant ${tenantId}: nothing to roll out (every node runs its desired state, or none is placed)`);
+        return;
+      }
+      printPlan(ctx, plan);
+    });
+  calls(rollout.command("get"), RolloutService.method.getRollout)
+    .argument("<id>", "the rollout's id (skipper rollout history TENANT lists them)")
+    .description("one rollout: its waves, nodes, plan and who steered it")
+    .option("-o, --output <format>", "yaml or json", "yaml")
+    .addHelpText("after", "\nExample:\n  $ skipper rollout get 0193f7c2-...")
+    .action(async (id: string, opts: { output: string }) => {
+      const format = outputFormat(opts.output, ["json", "yaml"]);
+      ctx.io.out(documents(format, [asJson(RolloutSchema, (await ctx.clients().rollouts.getRollout({ id })).rollout!)], false));
+    });
+}
+
+function printPlan(ctx: CommandContext, plan: RolloutPlan): void {
+  for (const n of plan.nodes) {
+    ctx.io.out(`node ${n.nodeId} (wave ${n.wave || "-"}): ${n.fromSpecHash.slice(0, 12) || "nothing"} -> ${n.toSpecHash.slice(0, 12)}`);
+    if (n.envChanged.length > 0) ctx.io.out(`  env keys added or removed: ${n.envChanged.join(", ")}`);
+    if (n.composeDiff) ctx.io.out(n.composeDiff.replace(/^/gm, "  "));
+  }
+  ctx.io.out(`plan ${plan.planHash}`);
+}
+
 function finish(ctx: CommandContext, v: Verdict): void {
   if (v.state === "done") ctx.io.out(paint(ctx.io, "green", `converged: ${v.reason}`));
   else if (v.state === "progressing") ctx.io.out(`in progress: ${v.reason}`);
@@ -231,12 +285,25 @@ function finish(ctx: CommandContext, v: Verdict): void {
   }
 }
 
-async function readState(clients: Clients, tenantId: string): Promise<{ tenant: Resource; rollout: Rollout | undefined }> {
+interface State {
+  tenant: Resource;
+  rollout: Rollout | undefined;
+  /** The tenant's unfinished orders that change what it runs (an Apply's among them). */
+  inFlight: WorkOrder[];
+}
+
+async function readState(clients: Clients, tenantId: string): Promise<State> {
+  // The orders first: one that ends between the two reads is then seen in the tenant's convergence.
+  const inFlight = (
+    await Promise.all(
+      UNFINISHED_ORDER_STATUSES.map((status) => clients.orders.listWorkOrders({ tenantId, status, pageSize: 100, newestFirst: true })),
+    )
+  ).flatMap((r) => r.workOrders.filter((o) => CHANGING_ORDERS.has(o.type)));
   const [t, r] = await Promise.all([
     clients.resources.getResource({ resourceType: "tenant", id: tenantId }),
     clients.rollouts.listRollouts({ tenantId, pageSize: 1 }),
   ]);
-  return { tenant: t.resource!, rollout: r.rollouts[0] };
+  return { tenant: t.resource!, rollout: r.rollouts[0], inFlight };
 }
 
 async function rolloutUnderWay(clients: Clients, tenantId: string, verb: string): Promise<Rollout> {

@@ -161,10 +161,15 @@ async function round(reader: Reader, asked: Asked, cursors: Map<string, LogCurso
   reader.showServices(targets);
   if (targets.length === 0) return reader.out.say(`Tenant ${reader.tenantId} runs on no node, so there are no logs to read.`);
   for (const t of targets) if (reader.out.count(t.nodeId) === 0) reader.out.note(t.nodeId, "asking…");
-  // Every node's question ends before the round does (a refusal is the same for all of them).
-  const failed = (await Promise.allSettled(targets.map((t) => askNode(reader, t, asked, cursors, signal)))).find(
-    (r) => r.status === "rejected",
-  );
+  // Every node's question ends before the round does (a refusal is the same for all of them); a
+  // node whose question failed says so in its box, never "asking…" under the failure.
+  const results = await Promise.allSettled(targets.map((t) => askNode(reader, t, asked, cursors, signal)));
+  results.forEach((r, i) => {
+    if (r.status === "rejected") {
+      reader.out.note(targets[i]!.nodeId, signal.aborted ? "Stopped before it answered." : `Not read: ${problemOf(r.reason)}`, true);
+    }
+  });
+  const failed = results.find((r) => r.status === "rejected");
   if (failed) throw failed.reason;
 }
 

@@ -5,7 +5,8 @@
 import { failureHeadline, resultLine } from "../../common/failure-cause.js";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
-import { ConvergenceStatus, NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { livenessName } from "../../common/node-liveness-name.js";
 import { RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Api } from "./api.js";
@@ -14,7 +15,9 @@ import { h, short, status, table } from "./dom.js";
 // How many of a tenant's latest work orders and events its page shows.
 const RECENT = 200;
 const when = (t: Timestamp | undefined) => (t ? timestampDate(t).toLocaleString() : "—");
-const convergenceOf = (r: Resource) => ConvergenceStatus[r.convergence?.status ?? 0] ?? "UNKNOWN";
+// Not judged yet (unset) is "-", as the CLI shows it; the others by their short names.
+const convergenceName = (status: ConvergenceStatus | undefined) => (status ? (ConvergenceStatus[status] ?? String(status)) : "-");
+const convergenceOf = (r: Resource) => convergenceName(r.convergence?.status);
 
 /** Every resource of the type, a page of 1,000 at a time (a fleet may hold thousands). */
 async function listAll(api: Api, resourceType: "node" | "tenant"): Promise<Resource[]> {
@@ -44,7 +47,7 @@ export async function overview(api: Api): Promise<HTMLElement> {
         const labels = { ...(spec?.labels ?? {}), ...(st?.labels ?? {}) };
         return [
           h("a", { href: `#/nodes/${encodeURIComponent(n.id)}` }, n.id),
-          status(spec?.disabled ? "DISABLED" : (NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+          status(spec?.disabled ? "DISABLED" : livenessName(st?.liveness)),
           Object.entries(labels)
             .map(([k, v]) => `${k}=${v}`)
             .join(", ") || "—",
@@ -96,7 +99,7 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
       ["Node", "State", "Desired spec", "Applied spec", "Last result"],
       (st?.targets ?? []).map((x) => [
         h("a", { href: `#/nodes/${encodeURIComponent(x.nodeId)}` }, x.nodeId),
-        status(ConvergenceStatus[x.convergence?.status ?? 0] ?? "UNKNOWN"),
+        status(convergenceName(x.convergence?.status)),
         h("code", {}, short(x.desiredHash)),
         h("code", {}, short(x.appliedHash)),
         x.lastResultCode ? failureHeadline(x.lastResultCode, "", x.lastFailureCause) : "—",
@@ -175,7 +178,7 @@ export async function nodePage(api: Api, id: string): Promise<HTMLElement> {
     "section",
     { "data-node": id },
     h("p", {}, h("a", { href: "#/" }, "← Fleet")),
-    h("h1", {}, `Node ${id} `, status(NodeLiveness[st?.liveness ?? 0] ?? "UNKNOWN")),
+    h("h1", {}, `Node ${id} `, status(livenessName(st?.liveness))),
     h(
       "p",
       { class: "muted" },

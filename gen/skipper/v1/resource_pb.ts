@@ -2011,6 +2011,9 @@ export const ComposeVariantSchema: GenEnum<ComposeVariant> = /*@__PURE__*/
  */
 export enum NodeLiveness {
   /**
+   * No heartbeat yet: the node's agent has never reported. The CLI and the dashboard call it
+   * NEVER_SEEN (common/node-liveness-name.ts), as they call the others by their short names.
+   *
    * @generated from enum value: NODE_LIVENESS_UNSPECIFIED = 0;
    */
   UNSPECIFIED = 0,
