@@ -103,7 +103,7 @@ function startController(config, showLine) {
       if (settled()) resolveReady(state);
     });
   });
-  return { child, ready };
+  return { child, ready, state };
 }
 
 /** Starts the agent; its JSON lines go to the data directory's log files, and the terminal as filtered. */
@@ -198,12 +198,14 @@ async function run(config) {
   };
   for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => stop(sig));
   controller.child.on("exit", (code) => {
-    if (!stopping) say(`the controller exited (${code ?? "signal"}); stopping the agent`);
+    if (!stopping && agent) say(`the controller exited (${code ?? "signal"}); stopping the agent`);
     stop("SIGTERM");
   });
 
   const state = await controller.ready.catch((e) => {
     say(e.message);
+    // A token minted by a start that then could not serve is stored already: shown now, or never.
+    if (options.logFormat === "text" && controller.state.banner.length > 0) out.block(["", ...controller.state.banner, ""]);
     return undefined;
   });
   if (!state) return;

@@ -40,12 +40,14 @@ const hasDockerd = (() => {
 })();
 if (!asRoot || !hasDockerd) console.warn("!!! npm-start.test.ts SKIPPED: npm start's private Docker engine needs root and dockerd");
 const SCREEN = 24;
+/** How long a wait for one line of npm start may take (a private engine's first start included). */
+const LINE_DEADLINE_MS = 90_000;
 
 /** A running `npm start`: every line it printed, and a wait for the next one matching. */
 interface Started {
   child: ChildProcess;
   lines: string[];
-  line(re: RegExp, from?: number): Promise<string>;
+  line(re: RegExp, from?: number, deadlineMs?: number): Promise<string>;
   /** Ctrl-C, as a terminal sends it; resolves when it exited. */
   interrupt(): Promise<void>;
 }
@@ -83,14 +85,20 @@ function npmStart(cwd: string, args: string[], env: NodeJS.ProcessEnv): Started 
       for (const w of waiting.splice(0)) w();
     }),
   );
-  const line = (re: RegExp, from = 0) =>
+  // A deadline, not a delay: a line that never comes fails the wait, and the test's cleanup runs.
+  const line = (re: RegExp, from = 0, deadlineMs = LINE_DEADLINE_MS) =>
     new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`npm start printed no ${re} within ${deadlineMs} ms:\n${lines.join("\n")}`)),
+        deadlineMs,
+      );
       const check = () => {
         const found = lines.slice(from).find((l) => re.test(l));
         if (found !== undefined) resolve(found);
         else if (child.exitCode !== null || child.signalCode !== null)
           reject(new Error(`npm start exited before printing ${re}:\n${lines.join("\n")}`));
-        else waiting.push(check);
+        else return void waiting.push(check);
+        clearTimeout(timer);
       };
       check();
     });
@@ -100,7 +108,11 @@ function npmStart(cwd: string, args: string[], env: NodeJS.ProcessEnv): Started 
     line,
     interrupt: async () => {
       child.kill("SIGINT");
-      await exited;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`npm start did not stop within 60 s of Ctrl-C:\n${lines.join("\n")}`)), 60_000);
+      });
+      await Promise.race([exited, late]).finally(() => clearTimeout(timer));
     },
   };
 }
