@@ -69,7 +69,11 @@ try {
 if (config === "help" || config === "invalid") {
   // The controller says what is wrong (or prints its usage) itself.
   const child = spawn(process.execPath, [join(root, "dist/controller/main.js"), ...options.args], { stdio: "inherit" });
-  child.on("exit", (code) => process.exit(code ?? 1));
+  child.on("exit", (code) => {
+    if (config === "help")
+      out.line("npm start also takes --log-format text|json (the terminal: a summary and one line per event, or every JSON log line)");
+    process.exit(code ?? 1);
+  });
 } else {
   await run(config);
 }
@@ -184,22 +188,23 @@ async function run(config) {
   const env = { ...process.env };
   const workDir = resolve(env.SKIPPY_WORK_DIR ?? join(agentHome, "work"));
   const agentLogs = new DailyFileStream(join(config.dataDir, "logs"), "skippy");
-  const stop = (signal) => {
+  // Passed on as SIGTERM: a Ctrl-C reached the children already as SIGINT, and each stops once per signal.
+  const stop = () => {
     stopping ??= (async () => {
       events.abort();
-      agent?.kill(signal);
+      agent?.kill("SIGTERM");
       if (agent) await exited(agent);
-      controller.child.kill(signal);
+      controller.child.kill("SIGTERM");
       await exited(controller.child);
       releaseEngine({ engine, workDir, root, env, say });
       agentLogs.end();
       process.exit(controller.child.exitCode ?? 0);
     })();
   };
-  for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => stop(sig));
+  for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, stop);
   controller.child.on("exit", (code) => {
     if (!stopping && agent) say(`the controller exited (${code ?? "signal"}); stopping the agent`);
-    stop("SIGTERM");
+    stop();
   });
 
   const state = await controller.ready.catch((e) => {
