@@ -37,6 +37,7 @@ import { monotonicClock, type Clock } from "./lease-keeper.js";
 import { OrderRunner } from "./order-runner.js";
 import { OrderSpans } from "./order-spans.js";
 import { OrderWatch } from "./order-watch.js";
+import { credentialHint } from "./credential-hint.js";
 import { ResultReporter } from "./result-reporter.js";
 
 export interface AgentDeps {
@@ -149,6 +150,19 @@ export class Agent {
   private async waitToRetry(e: unknown, signal: AbortSignal): Promise<void> {
     const delay = this.backoff.next();
     const err = ConnectError.from(e);
+    if (err.code === Code.Unauthenticated) {
+      // Retrying does not mend a refused credential: say what would.
+      this.log.error(
+        {
+          action: "credential_refused",
+          result: "UNAUTHENTICATED",
+          metadata: { retry_in_ms: delay, attempt: this.backoff.attempts, message: err.rawMessage },
+        },
+        `${credentialHint(this.deps.config, err.rawMessage)}; retrying in ${delay} ms`,
+      );
+      await sleep(delay, signal);
+      return;
+    }
     this.log.warn(
       {
         action: "controller_unreachable",

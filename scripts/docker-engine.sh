@@ -10,6 +10,11 @@
 #                                         when one answers, else start a private dockerd with its
 #                                         state in DIR (default /tmp/skipper-docker); then load
 #                                         the test image. Prints DOCKER_HOST=... on stdout.
+#   scripts/docker-engine.sh private DIR  the engine of DIR only: reuse it when it answers, else
+#                                         start it (never another engine); as `start`, prints
+#                                         DOCKER_HOST=... and says "starting dockerd" when it did
+#   scripts/docker-engine.sh shared       the engine at $DOCKER_HOST or /var/run/docker.sock when
+#                                         one answers (loads the test image); never starts one
 #   scripts/docker-engine.sh stop [DIR]   stop the private dockerd started in DIR
 #
 # SKIPPER_DOCKER_ADDRESS_POOL (e.g. 10.201.0.0/16) gives a private dockerd its own address pool,
@@ -80,17 +85,37 @@ load_image() {
   fi
 }
 
-start() {
-  local candidates=()
-  [ -n "${DOCKER_HOST:-}" ] && candidates+=("$DOCKER_HOST")
-  candidates+=("unix:///var/run/docker.sock" "unix://$dir/docker.sock")
-  for host in "${candidates[@]}"; do
+# Reuses the first of the candidates that answers; prints its DOCKER_HOST. Fails when none does.
+reuse() {
+  for host in "$@"; do
     if engine_answers "$host"; then
       load_image "$host"
       echo "DOCKER_HOST=$host"
       return 0
     fi
   done
+  return 1
+}
+
+shared() {
+  local candidates=()
+  [ -n "${DOCKER_HOST:-}" ] && candidates+=("$DOCKER_HOST")
+  candidates+=("unix:///var/run/docker.sock")
+  reuse "${candidates[@]}" && return 0
+  log "no engine answers at ${candidates[*]}"
+  return 1
+}
+
+start() {
+  local candidates=()
+  [ -n "${DOCKER_HOST:-}" ] && candidates+=("$DOCKER_HOST")
+  candidates+=("unix:///var/run/docker.sock" "unix://$dir/docker.sock")
+  launch "${candidates[@]}"
+}
+
+# The candidates when one answers, else a dockerd started in $dir.
+launch() {
+  reuse "$@" && return 0
   if ! command -v dockerd >/dev/null; then
     log "no engine answers and dockerd is not installed (run: $0 install)"
     return 1
@@ -136,6 +161,8 @@ stop() {
 case "$cmd" in
   install) install ;;
   start) start ;;
+  private) launch "unix://$dir/docker.sock" ;;
+  shared) shared ;;
   stop) stop ;;
-  *) echo "usage: $0 install | start [DIR] | stop [DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 install | start [DIR] | private DIR | shared | stop [DIR]" >&2; exit 2 ;;
 esac

@@ -222,6 +222,8 @@ start() {
   own_dir
   lock_dir
   if ours_answers "$bin"; then
+    # Said, so that whoever takes the URL knows it reached a server it did not start.
+    log "reusing the server already running in $dir on 127.0.0.1:$(cat "$dir/port") (not started now; $0 stop $dir stops it)"
     url_of "$(cat "$dir/port")" "$DATABASE"
     return 0
   fi

@@ -43,7 +43,8 @@ describe("crash point in the move to the plural resource directories", () => {
     [FILE_PASSES + 3, "between two whole-directory renames"],
     [PASSES, "after the last rename, resources/ not fsynced"],
   ])(
-    "killed at pass %i (%s): the next start finishes the move, nothing lost or duplicated",
+    // Named after the point first, as the other crash-point tests: the trust suite counts points by title.
+    "store.after-layout-move: killed at pass %i (%s): the next start finishes the move, nothing lost or duplicated",
     async (n) => {
       root = await mkdtemp(join(tmpdir(), "skipper-crash-layout-"));
       const dataDir = join(root, "data");

@@ -12,7 +12,7 @@
 //   directory that stands for the repository root (a link to each of its top-level entries), so
 //   that the controller's ./data, the agent's ./.skippy and what the examples write (tokens) land
 //   there and not in the checkout. The agent deploys to the suite's Docker engine (DOCKER_HOST),
-//   its compose projects in the temporary directory (SKIPPY_WORK_DIR) instead of /opt/skipper.
+//   its compose projects in the temporary directory (SKIPPY_WORK_DIR).
 // - the admin token: read from the `export SKIPPER_ADMIN_TOKEN=…` line npm start prints, and
 //   exported in the shell, as the README says to. The shell has no other SKIPPER_/SKIPPY_ variable.
 // - a config directory of its own (XDG_CONFIG_HOME in the temporary directory), so the CLI
@@ -97,20 +97,21 @@ function readerEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** `npm start`'s program, from the stand-in root; resolves with the admin token it prints once its agent runs. */
+/** `npm start`'s program, from the stand-in root; resolves with the admin token it prints at the end of its start-up. */
 async function npmStart(root: string, env: NodeJS.ProcessEnv, lines: string[]): Promise<{ child: ChildProcess; adminToken: string }> {
   const child = spawn(process.execPath, ["scripts/start-local.mjs"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   let adminToken: string | undefined;
+  let ready = false;
   await new Promise<void>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`npm start exited with ${code}:\n${lines.slice(-30).join("\n")}`)));
     for (const stream of [child.stdout!, child.stderr!])
       createInterface({ input: stream }).on("line", (line) => {
         lines.push(line);
         adminToken ??= /export SKIPPER_ADMIN_TOKEN=(\S+)/.exec(line)?.[1];
-        if (/^start: controller .* agent host-1/.test(line)) {
-          if (adminToken) resolve();
-          else reject(new Error(`npm start printed no admin token:\n${lines.join("\n")}`));
-        }
+        ready ||= /^npm start: ready/.test(line);
+        // The summary first, then the once-only banner: the end of start-up.
+        if (ready && adminToken) resolve();
+        if (ready && /^admin token: /.test(line)) reject(new Error(`npm start printed no admin token:\n${lines.join("\n")}`));
       });
   });
   return { child, adminToken: adminToken! };

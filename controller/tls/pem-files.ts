@@ -11,7 +11,9 @@ const TEMP_FILE = /^\..+\.[0-9a-f]{12}\.tmp$/;
 
 /** Creates `dir` (and parents) and makes it 0700; the new entry is fsynced into its parent. */
 export async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dirname(dir), { recursive: true });
+  // Parents made here (a first start's data directory) are private from the start: made open,
+  // the store would find the data directory readable by others at its open and tighten it.
+  await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
   let created = false;
   try {
     await mkdir(dir, { mode: 0o700 });

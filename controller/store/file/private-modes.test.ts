@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tenant } from "../../../test/store-conformance.js";
+import { ensurePrivateDir } from "../../tls/pem-files.js";
 import { FileStore } from "./file-store.js";
 
 let root = "";
@@ -58,5 +59,16 @@ describe("data directory modes", () => {
     await again.open();
     expect((await again.getResource("tenant", "shop"))?.id).toBe("shop");
     await again.close();
+  });
+
+  it("a first start's data directory, made for its TLS files before the store opens, draws no warning", async () => {
+    // What the controller's main does first on a fresh start: tls/ (and so the data directory) made.
+    await ensurePrivateDir(join(root, "tls"));
+    const warnings: string[] = [];
+    const store = new FileStore(root, { onWarning: (msg) => warnings.push(msg) });
+    await store.open();
+    await store.close();
+    expect(warnings).toEqual([]);
+    expect(await openToOthers(root)).toEqual([]);
   });
 });
