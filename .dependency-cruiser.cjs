@@ -112,7 +112,10 @@ module.exports = {
         "the dashboard runs in a browser: gen/, itself and the few common/ modules written for it too (no Node APIs), never a program's code",
       severity: "error",
       from: { path: "^ui/" },
-      to: { path: "^(common|controller|agent|cli|bench|test)/", pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name)\\.ts$" },
+      to: {
+        path: "^(common|controller|agent|cli|bench|test)/",
+        pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name)\\.ts$",
+      },
     },
     {
       name: "controller-never-imports-agent",
