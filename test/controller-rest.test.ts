@@ -162,6 +162,27 @@ describe("REST routes", () => {
 
     const one = await call("GET", `/v1/work-orders/${orderId}`);
     expect(one.body.data.result.code).toBe("COMPOSE_FAILED");
+    // The seed's short enum names on request, nested ones too; the full names stay the default.
+    const short = await call("GET", `/v1/work-orders/${orderId}?enums=short`);
+    expect(short.status).toBe(200);
+    expect(short.body.data.status).toBe("failed");
+    expect(short.body.data.type).toBe("deploy_service");
+    const nested = (o: { result: { cause?: { reason?: string } } }) => o.result.cause?.reason;
+    if (nested(one.body.data)) expect(nested(short.body.data)).toMatch(/^[a-z_]+$/);
+    // Nothing else differs.
+    const enums = { status: one.body.data.status, type: one.body.data.type, result: one.body.data.result };
+    expect({ ...short.body.data, ...enums }).toEqual(one.body.data);
+    const shortList = await call("GET", "/v1/work-orders?status=failed&enums=short");
+    const statuses = shortList.body.data.work_orders.map((w: { status: string }) => w.status);
+    expect(statuses.length).toBeGreaterThan(0);
+    expect(new Set(statuses)).toEqual(new Set(["failed"]));
+    // On a route whose request is the whole body too, and an unknown style is refused naming it.
+    const shortNext = await call("POST", "/v1/deployments/example-tenant/apply?enums=short", { body: {} });
+    expect(shortNext.status).toBe(200);
+    expect(shortNext.body.data.work_order.status).toMatch(/^[a-z_]+$/);
+    const loud = await call("GET", `/v1/work-orders/${orderId}?enums=loud`);
+    expect(loud.status).toBe(400);
+    expect(loud.body.error).toMatchObject({ code: "INVALID_REQUEST", details: { field: "enums" } });
     expect(existsSync(join(tc.dataDir, "work-orders", "finished", `${orderId}.json`))).toBe(true);
     expect(existsSync(join(tc.dataDir, "work-orders", "running", `${orderId}.json`))).toBe(false);
 

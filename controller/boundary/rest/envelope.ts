@@ -1,7 +1,8 @@
 // The seed's REST envelope and the mapping of RPC outcomes onto it:
 //   { schema_version, request_id, correlation_id, data, error, metadata: { timestamp } }
 // Success: `data` is the response in proto3 JSON (proto field names, implicit fields emitted)
-// without `meta`, or only the `response_body` field (null when unset). Failure: the ApiError
+// without `meta`, or only the `response_body` field (null when unset); enum values by their full
+// names, or with `enums=short` by the seed's short ones (enum-style.ts). Failure: the ApiError
 // carried as a Connect error detail, else one derived from the Connect code; HTTP status by code.
 import { toJson, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
@@ -9,6 +10,7 @@ import { ApiErrorSchema } from "../../../gen/skipper/v1/envelope_pb.js";
 import { errorCodeOf } from "../api-errors.js";
 import { isSkipperError } from "../../base/errors.js";
 import type { RestRoute } from "./route-table.js";
+import { shortEnums, type EnumStyle } from "./enum-style.js";
 import { SCHEMA_VERSION } from "../../../common/schema-version.js";
 
 /** The `error` member of an envelope. */
@@ -37,8 +39,9 @@ export interface TraceIds {
 }
 
 /** The `data` member for a successful call, plus the response's own timestamp when it has one. */
-export function successData(route: RestRoute, message: Message): { data: JsonValue; timestamp?: string } {
+export function successData(route: RestRoute, message: Message, enums: EnumStyle = "full"): { data: JsonValue; timestamp?: string } {
   const json = toJson(route.rpc.output, message, JSON_OPTIONS) as JsonObject;
+  if (enums === "short") shortEnums(route.rpc.output, json);
   const meta = json.meta as JsonObject | undefined;
   const timestamp = typeof meta?.timestamp === "string" ? meta.timestamp : undefined;
   delete json.meta;

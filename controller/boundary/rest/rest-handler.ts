@@ -19,6 +19,7 @@ import { isValidTraceId } from "../../../common/ids.js";
 import { CONNECT_CODE, httpStatusOf } from "../api-errors.js";
 import { stopReading, type RpcCounter } from "../request-gate.js";
 import { envelope, errorOf, successData, type EnvelopeError, type TraceIds } from "./envelope.js";
+import { takeEnumStyle } from "./enum-style.js";
 import { bodyRefusal, readBodyBytes } from "./read-body.js";
 import { BodyBudgets, connectionOf } from "../body-limits.js";
 import { vouchFor } from "../connection-vouch.js";
@@ -158,7 +159,8 @@ async function execute(
     }
     // The content type is not checked: `curl -d @tenant.json` labels JSON as a form.
     const body = await readRestBody(ctx, req, res, route);
-    const input = bindRequest(route, rawVars, rawQuery, body);
+    const asked = takeEnumStyle(rawQuery);
+    const input = bindRequest(route, rawVars, asked.rawQuery, body);
     // The in-memory transport does not carry context values to the server side: the caller the
     // front door admitted (and the client certificate) go by a ticket (admitted-calls.ts).
     const headers = forwardedHeaders(req.headers);
@@ -170,7 +172,7 @@ async function execute(
     } finally {
       release(ticket);
     }
-    const { data, timestamp } = successData(route, out.message);
+    const { data, timestamp } = successData(route, out.message, asked.style);
     const replyIds = {
       requestId: out.header.get("x-request-id") ?? ids.requestId,
       correlationId: out.header.get("x-correlation-id") ?? ids.correlationId,

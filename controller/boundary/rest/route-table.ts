@@ -2,6 +2,7 @@
 // descriptors (each rule plus its additional_bindings), so the contract stays the only place a
 // route is written down. Field names in templates, `body` and `response_body` are resolved here:
 // a typo in a .proto fails at start-up, not on the first request.
+import { ENUMS_PARAM } from "./enum-style.js";
 import { getOption, hasOption, type DescField, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { http } from "../../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../../gen/google/api/http_pb.js";
@@ -92,6 +93,10 @@ function toRoute(rpc: DescMethodUnary, rule: HttpRule): RestRoute {
       throw new Error(`${where}: path variable {${seg.fieldPath}} must name a singular scalar field`);
     }
     pathFields.set(seg.fieldPath, path);
+  }
+  // The REST layer's own query parameter (enum-style.ts) must never shadow a field.
+  if (rpc.input.fields.some((f) => f.name === ENUMS_PARAM || f.jsonName === ENUMS_PARAM)) {
+    throw new Error(`${where}: ${rpc.input.typeName} has a field named ${ENUMS_PARAM}, the REST layer's own query parameter`);
   }
   const route: RestRoute = { httpMethod, template, segments, rpc, pathFields, body: rule.body };
   if (rule.body !== "" && rule.body !== "*") {
