@@ -214,7 +214,7 @@ describe("references", () => {
       5,
     ]);
     expect((await rpcError(api().getResource({ resourceType: "tenant", id: "img-compose" }))).code).toBe("RESOURCE_NOT_FOUND");
-    await put(withCompose("img-compose", "services:\n  web:\n    image: ${IMAGE:-busybox:stable}\n"));
+    await put(withCompose("img-compose", `services:\n  web:\n    image: ${"$"}{IMAGE:-busybox:stable}\n`));
   });
 
   it("a network of another tenant cannot be used", async () => {
