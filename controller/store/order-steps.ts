@@ -56,8 +56,13 @@ export abstract class OrderSteps {
     return this.transition(id, (current) => retryReleased(current, now));
   }
 
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder> {
-    return this.transition(id, (current) => superseded(current, result, now));
+  async supersedeWorkOrder(
+    id: string,
+    result: WorkOrderResult,
+    now: Date,
+    status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
+  ): Promise<WorkOrder> {
+    return this.transition(id, (current) => superseded(current, result, now, status));
   }
 
   async finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome> {

@@ -245,8 +245,8 @@ export interface ResourceStore {
    */
   updateResource(type: ResourceType, id: string, mutate: (current: Resource) => Resource, expectedVersion?: string): Promise<Resource>;
   /**
-   * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
-   * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
+   * Deletes for good (no tombstone: they are history) the deployments that ended (succeeded,
+   * failed or superseded: ENDED_DEPLOYMENT_PHASES) before `finishedBefore`, except those whose id is in `keep`, and never the resource
    * holding the store's highest revision (the revision resumes from it). Returns how many.
    */
   pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
@@ -308,10 +308,16 @@ export interface WorkOrderStore {
    */
   finishWorkOrder(id: string, nodeId: string, result: WorkOrderResult, now: Date, fencingToken?: bigint): Promise<FinishOutcome>;
   /**
-   * pending -> failed with `result`, for an order no node has claimed (a newer one replaces it).
-   * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.
+   * pending -> `status` with `result`, for an order no node has claimed: cancelled when a newer one
+   * replaces it, failed when it expired. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE
+   * when it is no longer pending.
    */
-  supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date): Promise<WorkOrder>;
+  supersedeWorkOrder(
+    id: string,
+    result: WorkOrderResult,
+    now: Date,
+    status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
+  ): Promise<WorkOrder>;
 }
 
 /** Events, append-only. */
