@@ -52,7 +52,10 @@ export class TenantQueue {
   /** Queues one tenant; the newest trace wins, an add without one keeps the queued trace. */
   add(tenantId: string, trace?: Trace): void {
     if (this.stopped || tenantId === "") return;
-    if (this.settling.has(tenantId)) return this.settle(tenantId, trace);
+    if (this.settling.has(tenantId)) {
+      this.settle(tenantId, trace);
+      return;
+    }
     clearTimeout(this.paced.get(tenantId));
     this.paced.delete(tenantId);
     this.pending.set(tenantId, trace ?? this.pending.get(tenantId));
@@ -84,8 +87,8 @@ export class TenantQueue {
    * (any add while it settles counts as one), at most SETTLE_MAX_MS after the first.
    */
   addSettled(tenantId: string, trace?: Trace): void {
-    if (this.stopped || tenantId === "" || this.pending.has(tenantId)) return this.add(tenantId, trace);
-    this.settle(tenantId, trace);
+    if (this.stopped || tenantId === "" || this.pending.has(tenantId)) this.add(tenantId, trace);
+    else this.settle(tenantId, trace);
   }
 
   private settle(tenantId: string, trace: Trace | undefined): void {
