@@ -16,7 +16,7 @@ import { TargetRecords, tenantStatusOf } from "../controller/reconcile/target-re
 import { SnapshotWriter } from "../controller/snapshots/snapshot-writer.js";
 import { FileStore } from "../controller/store/file/file-store.js";
 import { ComposeProjectSchema, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderResultSchema, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderResultSchema, WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { tenant } from "./store-conformance.js";
 
 const TENANT = "t-end";
@@ -78,7 +78,7 @@ const ENDS: Record<OrderEnd, { make: (o: WorkOrder) => Promise<WorkOrder>; event
   failed: { make: (o) => finished(o, false), events: ["work_order_failed", "deployment_failed"] },
   cancelled: { make: (o) => store.cancelWorkOrder(o.id, "stop", "r-cancel", T0), events: ["work_order_cancelled", "deployment_failed"] },
   expired: { make: (o) => expirePendingOrder(deps, o, new Date(T0.getTime() + 2000)), events: ["work_order_failed", "deployment_failed"] },
-  superseded: { make: (o) => supersedeOrder(store, o, T0, TRACE), events: ["work_order_failed"] },
+  superseded: { make: (o) => supersedeOrder(store, o, T0, TRACE), events: ["work_order_cancelled", "deployment_superseded"] },
 };
 
 async function endEvents(orderId: string): Promise<string[]> {
@@ -99,7 +99,11 @@ describe("an order's end", () => {
       await recordOrderEnd(deps, done, TRACE);
       await recordOrderEnd(deps, done, TRACE);
       expect(await endEvents(order.id)).toEqual([...how.events].sort());
-      expect((await deploymentOf(order.id))?.phase).toBe(end === "succeeded" ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED);
+      const phase =
+        { succeeded: DeploymentPhase.SUCCEEDED, superseded: DeploymentPhase.SUPERSEDED }[end as string] ?? DeploymentPhase.FAILED;
+      expect((await deploymentOf(order.id))?.phase).toBe(phase);
+      // Superseded is not a failure: the order is CANCELLED, its code SUPERSEDED.
+      if (end === "superseded") expect([done.status, done.result?.code]).toEqual([WorkOrderStatus.CANCELLED, "SUPERSEDED"]);
     });
   }
 
@@ -107,13 +111,13 @@ describe("an order's end", () => {
     const order = await pendingDeploy("o-cut");
     // The transition stored, nothing after it (what a crash between the two writes leaves).
     const result = create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED", message: "newer" });
-    await store.supersedeWorkOrder(order.id, result, T0);
+    await store.supersedeWorkOrder(order.id, result, T0, WorkOrderStatus.CANCELLED);
     expect((await deploymentOf(order.id))?.phase).toBe(DeploymentPhase.PENDING);
 
     expect(await recoverOrderOutcomes(deps)).toBe(1);
 
-    expect(await endEvents(order.id)).toEqual(["work_order_failed"]);
-    expect((await deploymentOf(order.id))?.phase).toBe(DeploymentPhase.FAILED);
+    expect(await endEvents(order.id)).toEqual(["deployment_superseded", "work_order_cancelled"]);
+    expect((await deploymentOf(order.id))?.phase).toBe(DeploymentPhase.SUPERSEDED);
     expect(tenantStatusOf(await store.getResource("tenant", TENANT)).targets).toEqual([]);
     // Settled: a second start finds nothing to replay.
     expect(await recoverOrderOutcomes(deps)).toBe(0);

@@ -318,4 +318,55 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
     const targets = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.targets : [];
     expect(targets.map((t) => t.nodeId)).toEqual(["rc-prod"]);
   }, 120_000);
+
+  it("a host whose project is wiped (files and containers) is DRIFT_DETECTED, not converged, and is redeployed without an Apply", async () => {
+    await converged("tenant", TENANT);
+    const orders = async () =>
+      (await ctl.admin(WorkOrderService).listWorkOrders({ nodeId: "rc-prod", tenantId: TENANT, pageSize: 1000 })).workOrders.filter(
+        (o) => o.type === WorkOrderType.DEPLOY_SERVICE,
+      );
+    const before = new Set((await orders()).map((o) => o.id));
+    const wipedAt = Date.now();
+    // What a re-imaged host looks like: the agent's record of the project and its containers gone.
+    const ids = Object.values(await containers(hostA!)).map((c) => c.id);
+    await Promise.all([
+      rm(join(root, "rc-prod", "work", "tenants", TENANT), { recursive: true, force: true }),
+      execa("docker", ["rm", "-f", ...ids], { env: { DOCKER_HOST: hostA! } }),
+    ]);
+    // Through the API: the tenant says so (and why) while the repair runs.
+    const drifted = await waitFor(
+      "the tenant to be DRIFT_DETECTED",
+      async () => {
+        const c = (await api().getResource({ resourceType: "tenant", id: TENANT })).resource?.convergence;
+        return c?.status === ConvergenceStatus.DRIFT_DETECTED ? c : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(drifted.message).toContain("drift on node rc-prod");
+    await waitFor(
+      "rc-web to run again",
+      async () => ((await containers(hostA!))["rc-web"]?.state === "running" ? true : undefined),
+      60_000,
+    );
+    await converged("tenant", TENANT);
+    expect((await (await fetch(`http://127.0.0.1:${webPort}/`)).text()).trim()).toBe("hello from the reconciler");
+    // The repair was the reconciler's: orders for drift (or its retries), one at a time, each
+    // issued after the one before ended; and a drift_detected event says what was found.
+    const repairs = (await orders()).filter((o) => !before.has(o.id));
+    expect(repairs.length).toBeGreaterThanOrEqual(1);
+    expect(repairs[0]!.metadata?.annotations.reason).toBe("drift");
+    for (const [i, o] of repairs.entries()) {
+      expect(["drift", "retry"]).toContain(o.metadata?.annotations.reason);
+      expect(timestampDate(o.createdAt!).getTime()).toBeGreaterThanOrEqual(wipedAt);
+      const prev = repairs[i - 1];
+      if (prev) expect(timestampDate(o.createdAt!).getTime()).toBeGreaterThanOrEqual(timestampDate(prev.finishedAt!).getTime());
+    }
+    expect(repairs.at(-1)!.result?.code).toBe("APPLY_OK");
+    const events = (await ctl.admin(EventService).listEvents({ type: "drift_detected", tenantId: TENANT })).events.filter(
+      (e) => timestampDate(e.timestamp!).getTime() >= wipedAt,
+    );
+    expect(events.map((e) => e.workOrderId)).toEqual(repairs.filter((o) => o.metadata?.annotations.reason === "drift").map((o) => o.id));
+    expect(JSON.stringify(events[0]!.data)).toMatch(/no project|missing/);
+  }, 120_000);
 });

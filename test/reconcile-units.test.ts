@@ -140,6 +140,75 @@ describe("planTarget", () => {
     expect(plan.verdict.status).toBe(ConvergenceStatus.CONVERGED);
   });
 
+  describe("a project the node no longer runs", () => {
+    // The node listed its projects after the last order finished (5 s ago), and shop is not among them.
+    const listed = { ...onlineNode, projectsObservedAt: ago(1000) };
+    const gone = "the node reports no project shop (its files or containers are gone)";
+
+    it("is drift: one deploy repairs it, and the verdict names why", () => {
+      const plan = planTarget(facts({ desired: rendered, record: applied(), node: listed }));
+      expect(plan.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "drift" }]);
+      expect(plan.drift).toEqual([gone]);
+      expect(plan.verdict).toEqual({ status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node n1: ${gone}; redeploying` });
+    });
+
+    it("is not judged from a list older than the last order, nor on a node that never listed its projects", () => {
+      const older = { ...onlineNode, lastHeartbeatAt: ago(10), projectsObservedAt: ago(6000) };
+      for (const node of [older, onlineNode]) {
+        const plan = planTarget(facts({ desired: rendered, record: applied(), node }));
+        expect(plan).toMatchObject({ actions: [], verdict: { status: ConvergenceStatus.CONVERGED } });
+      }
+    });
+
+    it("while its repair is pending or running: DRIFT_DETECTED with the same message, and no second order", () => {
+      const first = planTarget(facts({ desired: rendered, record: applied(), node: listed }));
+      const record = applied({
+        lastWorkOrderId: "o2",
+        lastResultCode: "",
+        convergence: { status: first.verdict.status, message: first.verdict.message, workOrderId: "o2" },
+      });
+      for (const status of [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING]) {
+        const inFlight = create(WorkOrderSchema, { id: "o2", status, metadata: { annotations: { reason: "drift" } } });
+        const plan = planTarget(facts({ desired: rendered, record, node: listed, inFlight }));
+        expect(plan.actions).toEqual([]);
+        expect(plan.drift).toBeUndefined();
+        expect(plan.verdict).toEqual({ status: ConvergenceStatus.DRIFT_DETECTED, message: first.verdict.message, workOrderId: "o2" });
+      }
+      // An order for another reason is just in flight.
+      const deploy = create(WorkOrderSchema, { id: "o3", status: WorkOrderStatus.RUNNING, metadata: { annotations: { reason: "apply" } } });
+      expect(planTarget(facts({ desired: rendered, record, node: listed, inFlight: deploy })).verdict.status).toBe(
+        ConvergenceStatus.ORDER_IN_FLIGHT,
+      );
+    });
+
+    it("a repair that failed backs off, is retried once due without a new drift_detected, and gives up after MAX_FAILURES", () => {
+      const failed = (failures: number, retryAt: Date) =>
+        applied({ failedHash: rendered.specHash, failures, retryAt: timestampFromDate(retryAt), lastResultCode: "COMPOSE_FAILED" });
+      const waiting = planTarget(facts({ desired: rendered, record: failed(1, new Date(NOW.getTime() + 1000)), node: listed }));
+      expect(waiting).toMatchObject({ actions: [], verdict: { status: ConvergenceStatus.RETRY_BACKOFF } });
+      const due = planTarget(facts({ desired: rendered, record: failed(1, ago(1)), node: listed }));
+      expect(due.actions).toEqual([{ kind: "deploy", nodeId: "n1", rendered, reason: "retry" }]);
+      expect(due.drift).toBeUndefined();
+      expect(due.verdict.status).toBe(ConvergenceStatus.DRIFT_DETECTED);
+      const dead = planTarget(facts({ desired: rendered, record: failed(MAX_FAILURES, ago(1)), node: listed }));
+      expect(dead).toMatchObject({ actions: [], verdict: { status: ConvergenceStatus.ORDER_FAILED } });
+    });
+
+    it("a project that lacks a service rendered into it is drift; a tenant's own compose file is not second-guessed", () => {
+      const without = create(ProjectObservationSchema, { projectName: "shop", tenantId: "shop", specHash: rendered.specHash });
+      const plan = planTarget(facts({ desired: rendered, record: applied(), node: listed, observed: without }));
+      expect(plan.drift).toEqual(["service web is not in the project"]);
+      const own = renderProject(
+        input([service("web")], { tenant: tenant({ compose: { composeFile: "services:\n  other: {image: x}\n" } }) }),
+      );
+      const ownRecord = applied({ appliedHash: own.specHash, desiredHash: own.specHash });
+      const ownSeen = create(ProjectObservationSchema, { projectName: "shop", tenantId: "shop", specHash: own.specHash });
+      expect(planTarget(facts({ desired: own, record: ownRecord, node: listed, observed: ownSeen })).verdict.status).toBe(
+        ConvergenceStatus.CONVERGED,
+      );
+    });
+  });
+
   it("backs off after a failure, retries when due, and gives up after MAX_FAILURES", () => {
     const failed = (failures: number, retryAt: Date) =>
       create(TargetStatusSchema, {

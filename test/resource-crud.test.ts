@@ -10,6 +10,7 @@ import { ComposeProjectSchema, ResourceSchema, type Resource } from "../gen/skip
 import { RolloutPolicySchema } from "../gen/skipper/v1/rollout_pb.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
+import { Code } from "@connectrpc/connect";
 
 let tc: TestController;
 const api = () => tc.client(ResourceService, { admin: true });
@@ -163,6 +164,57 @@ describe("references", () => {
     const twice = await rpcError(put(withCompose("services:\n  a: {image: b}\n  a: {image: c}\n")));
     expect(twice.message).toContain("Map keys must be unique");
     expect((await rpcError(api().getResource({ resourceType: "tenant", id: "compose-bad" }))).code).toBe("RESOURCE_NOT_FOUND");
+  });
+
+  it("an image that is not an image reference is InvalidArgument naming the field, in a service or a compose file, and changes nothing", async () => {
+    await put(tenant("img"));
+    const bad = await rpcError(put(service("img-web", "img", { image: "Busybox::Stable!" })));
+    expect([bad.code, bad.connectCode, bad.details.field]).toEqual([
+      "INVALID_REQUEST",
+      Code.InvalidArgument,
+      "desired_state.service.image",
+    ]);
+    expect(bad.message).toContain('desired_state.service.image "Busybox::Stable!" has an invalid tag');
+    expect((await rpcError(api().getResource({ resourceType: "service", id: "img-web" }))).code).toBe("RESOURCE_NOT_FOUND");
+    // An update to a bad one leaves the stored service as it was, with no event.
+    await put(service("img-web", "img", { image: "localhost:5000/team/app:v1" }));
+    await tc.controller.reconciler.idle();
+    const stored = (await api().getResource({ resourceType: "service", id: "img-web" })).resource!;
+    const eventsBefore = (await tc.client(EventService, { admin: true }).listEvents({ resourceId: "img-web" })).events.length;
+    for (const image of ["Busybox", "::", "busy box", `app:${"t".repeat(129)}`]) {
+      const next = service("img-web", "img", { image });
+      const err = await rpcError(
+        api().updateResource({
+          resourceType: "service",
+          id: "img-web",
+          desiredState: next.desiredState,
+          resourceVersion: stored.metadata!.resourceVersion,
+        }),
+      );
+      expect([err.code, err.details.field], image).toEqual(["INVALID_REQUEST", "desired_state.service.image"]);
+    }
+    await tc.controller.reconciler.idle();
+    const after = (await api().getResource({ resourceType: "service", id: "img-web" })).resource!;
+    expect(after.metadata!.resourceVersion).toBe(stored.metadata!.resourceVersion);
+    expect(after.desiredState?.kind.case === "service" && after.desiredState.kind.value.image).toBe("localhost:5000/team/app:v1");
+    expect((await tc.client(EventService, { admin: true }).listEvents({ resourceId: "img-web" })).events).toHaveLength(eventsBefore);
+    // In a tenant's own compose file: the service and line are named; an interpolated image is the node's to resolve.
+    const withCompose = (id: string, composeFile: string) => {
+      const t = tenant(id);
+      if (t.desiredState?.kind.case === "tenant") t.desiredState.kind.value.compose = create(ComposeProjectSchema, { composeFile });
+      return t;
+    };
+    const file = await rpcError(
+      put(withCompose("img-compose", "services:\n  db:\n    image: postgres:16\n  web:\n    image: Busybox::Stable!\n")),
+    );
+    expect([file.code, file.details.field, file.details.path, file.details.line]).toEqual([
+      "INVALID_REQUEST",
+      "desired_state.tenant.compose.compose_file",
+      "services.web.image",
+      5,
+    ]);
+    expect((await rpcError(api().getResource({ resourceType: "tenant", id: "img-compose" }))).code).toBe("RESOURCE_NOT_FOUND");
+    await put(withCompose("img-compose", `services:\n  web:\n    image: ${"$"}{IMAGE:-busybox:stable}\n`));
   });
 
   it("a network of another tenant cannot be used", async () => {

@@ -661,7 +661,7 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         await store.claimWorkOrder("c-2", "node-1", at(100));
         await store.finishWorkOrder("c-2", "node-1", ok(), at(200));
         await store.cancelWorkOrder("c-3", "not wanted", "req-c", at(200));
-        await store.supersedeWorkOrder("c-4", failed(), at(200));
+        await store.supersedeWorkOrder("c-4", failed(), at(200), WorkOrderStatus.FAILED);
         const expected = {
           "CANCELLED/DEPLOY_SERVICE": 1,
           "FAILED/DEPLOY_SERVICE": 1,
@@ -846,21 +846,30 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(json(WorkOrderSchema, stored)).toEqual(json(WorkOrderSchema, (won[0] as PromiseFulfilledResult<WorkOrder>).value));
       });
 
-      it("a pending order can be superseded (failed, with the result), a claimed one cannot", async () => {
+      it("a pending order can be superseded (cancelled, with the result), or expired (failed), a claimed one cannot", async () => {
         await store.createWorkOrder(order("old-1", "node-1"));
         const gone = await store.supersedeWorkOrder(
           "old-1",
           create(WorkOrderResultSchema, { success: false, code: "SUPERSEDED" }),
           at(100),
+          WorkOrderStatus.CANCELLED,
         );
-        expect(gone.status).toBe(WorkOrderStatus.FAILED);
+        expect(gone.status).toBe(WorkOrderStatus.CANCELLED);
+        await store.createWorkOrder(order("old-0", "node-2"));
+        const expired = await store.supersedeWorkOrder(
+          "old-0",
+          create(WorkOrderResultSchema, { code: "EXPIRED" }),
+          at(100),
+          WorkOrderStatus.FAILED,
+        );
+        expect(expired.status).toBe(WorkOrderStatus.FAILED);
         expect(gone.result?.code).toBe("SUPERSEDED");
         expect(await store.nextPendingWorkOrder("node-1")).toBeUndefined();
         await expectCode(store.claimWorkOrder("old-1", "node-1", at(200)), "WORK_ORDER_NOT_CLAIMABLE");
         await store.createWorkOrder(order("old-2", "node-1"));
         await store.claimWorkOrder("old-2", "node-1", at(300));
         await expectCode(
-          store.supersedeWorkOrder("old-2", create(WorkOrderResultSchema, { code: "SUPERSEDED" }), at(400)),
+          store.supersedeWorkOrder("old-2", create(WorkOrderResultSchema, { code: "SUPERSEDED" }), at(400), WorkOrderStatus.CANCELLED),
           "WORK_ORDER_NOT_CLAIMABLE",
         );
       });

@@ -265,14 +265,22 @@ export function expiredAt(o: WorkOrder, now: Date): boolean {
   return o.status === WorkOrderStatus.PENDING && o.expiresAt !== undefined && timestampDate(o.expiresAt) <= now;
 }
 
-/** The failed copy of a pending order that was superseded before any node claimed it. */
-export function superseded(current: WorkOrder, result: WorkOrderResult, now: Date): WorkOrder {
+/**
+ * The ended copy of a pending order no node claimed: `status` CANCELLED when a newer one replaced
+ * it (nothing ran, nothing failed), FAILED when it expired.
+ */
+export function superseded(
+  current: WorkOrder,
+  result: WorkOrderResult,
+  now: Date,
+  status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
+): WorkOrder {
   if (current.status !== WorkOrderStatus.PENDING) {
     const status = SHORT_STATUS[current.status];
     throw notClaimable(`work order ${current.id} is ${status}, not pending`, { status, claimed_by: current.claim?.nodeId ?? "" });
   }
   const next = copyMessage(WorkOrderSchema, current);
-  next.status = WorkOrderStatus.FAILED;
+  next.status = status;
   next.result = copyMessage(WorkOrderResultSchema, result);
   next.finishedAt = timestampFromDate(now);
   return withoutSecrets(next);

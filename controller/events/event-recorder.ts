@@ -34,6 +34,7 @@ export type EventType =
   | "deployment_started"
   | "deployment_succeeded"
   | "deployment_failed"
+  | "deployment_superseded"
   | "node_registered"
   | "node_token_rotated"
   | "node_enrolled"

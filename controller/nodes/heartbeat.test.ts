@@ -175,6 +175,33 @@ describe("HeartbeatRecorder", () => {
     expect((await record({ labels: { tier: "platinum" } })).trustedLabelsChanged).toBe(true);
   });
 
+  it("dates the list of projects a beat reports (an empty one too), keeps the date through beats that cannot tell, stores it at least once a minute", async () => {
+    let clock = START.getTime();
+    recorder = new HeartbeatRecorder({ store, now: () => new Date(clock) });
+    const observedAt = async () => {
+      const node = (await store.getResource("node", "n1"))!;
+      const at = node.currentState?.kind.case === "node" ? node.currentState.kind.value.projectsObservedAt : undefined;
+      return at ? timestampDate(at).getTime() - START.getTime() : undefined;
+    };
+    await record({ projectsReported: false });
+    expect(await observedAt()).toBeUndefined();
+    await record({ projectsReported: true, projects: [] });
+    expect(await observedAt()).toBe(0);
+    clock += 10_000;
+    await record({ projectsReported: false });
+    expect(await observedAt()).toBe(0);
+    clock += 10_000;
+    // The same list within a minute: nothing written, the stored date stays (older is safe: it judges less).
+    await record({ projectsReported: true, projects: [] });
+    expect(await observedAt()).toBe(0);
+    clock += MINUTE;
+    await record({ projectsReported: true, projects: [] });
+    expect(await observedAt()).toBe(20_000 + MINUTE);
+    clock += 1000;
+    await record({ projectsReported: true, projects: [project("shop", "shop")] });
+    expect(await observedAt()).toBe(21_000 + MINUTE);
+  });
+
   it("a beat that does not report projects keeps the observed ones and touches no tenant", async () => {
     await record({ projectsReported: true, projects: [project("shop", "shop")] });
     const silent = await record({ projectsReported: false });

@@ -98,6 +98,8 @@ export class HeartbeatRecorder {
         // An agent without counters (an older one) leaves the node's as they were.
         agentCounters: req.agentCounters ?? before?.agentCounters,
         agentCountersAt: req.agentCounters ? timestampFromDate(now) : before?.agentCountersAt,
+        // A beat that lists what runs (even nothing) dates that list; one that could not tell keeps both.
+        projectsObservedAt: req.projectsReported ? timestampFromDate(now) : before?.projectsObservedAt,
       });
       intervalMs = status.heartbeatIntervalMs;
       const comparable = before
@@ -107,6 +109,8 @@ export class HeartbeatRecorder {
             uptimeSeconds: status.uptimeSeconds,
             agentCounters: status.agentCounters,
             agentCountersAt: status.agentCountersAt,
+            // A first date is a change; a later one is stored with the next write (at least once a minute).
+            projectsObservedAt: before.projectsObservedAt ? status.projectsObservedAt : undefined,
           }
         : undefined;
       reportChanged =

@@ -131,6 +131,7 @@ function keepDerived(stored: ResourceStatus | undefined, reported: ResourceStatu
     now.value.heartbeatIntervalMs = prev?.heartbeatIntervalMs ?? 0n;
     now.value.agentCounters = prev?.agentCounters;
     now.value.agentCountersAt = prev?.agentCountersAt;
+    now.value.projectsObservedAt = prev?.projectsObservedAt;
   }
   return reported;
 }

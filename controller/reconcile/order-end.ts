@@ -6,7 +6,9 @@
 //   expired            no node claimed it before its expires_at (expirePendingOrder, here;
 //                      dispatch/order-expiry.ts calls it for the sweep and the hand-out);
 //   superseded         a newer desired state replaced it before a node claimed it (supersedeOrder,
-//                      here; a reconcile pass calls it through order-issuer.ts).
+//                      here; a reconcile pass calls it through order-issuer.ts): CANCELLED with
+//                      result code SUPERSEDED, its deployment SUPERSEDED; not a failure.
+//                      (Orders stored before this was so are FAILED with SUPERSEDED: read alike.)
 // The order's transition and its events (endEvents) are one write (store.ts EventsOf); what
 // follows from it (END_RULES: the deployment's phase, the tenant's target record with the data
 // removals it carried, the snapshot) are further writes. Each is idempotent (fixed event ids dated by the order's finish,
@@ -51,7 +53,7 @@ const END_RULES: { readonly [end in OrderEnd]: EndRule } = {
   failed: { event: "work_order_failed", deploymentEvent: "deployment_failed", tellsTenant: true },
   cancelled: { event: "work_order_cancelled", deploymentEvent: "deployment_failed", tellsTenant: true },
   expired: { event: "work_order_failed", deploymentEvent: "deployment_failed", tellsTenant: true },
-  superseded: { event: "work_order_failed", deploymentEvent: undefined, tellsTenant: false },
+  superseded: { event: "work_order_cancelled", deploymentEvent: "deployment_superseded", tellsTenant: false },
 };
 
 /** The result code of an order superseded before a node claimed it. */
@@ -65,7 +67,7 @@ export function endOf(order: WorkOrder): OrderEnd | undefined {
     case WorkOrderStatus.SUCCESS:
       return "succeeded";
     case WorkOrderStatus.CANCELLED:
-      return "cancelled";
+      return order.result?.code === SUPERSEDED ? "superseded" : "cancelled";
     case WorkOrderStatus.FAILED:
       // Both codes are given here only (an agent reports neither), to a pending order.
       if (order.result?.code === SUPERSEDED) return "superseded";
@@ -106,8 +108,8 @@ export async function recordOrderEnd(deps: OrderEndDeps, order: WorkOrder, trace
 }
 
 /**
- * Ends a pending order that a newer desired state made stale, before any node claimed it: failed
- * SUPERSEDED, recorded. Nothing ran, so the tenant hears nothing (the pass that calls this writes
+ * Ends a pending order that a newer desired state made stale, before any node claimed it:
+ * cancelled, SUPERSEDED, recorded. Nothing ran, so the tenant hears nothing (the pass that calls this writes
  * the target record): the store is all it needs. Throws WORK_ORDER_NOT_CLAIMABLE when the order is
  * no longer pending.
  */
@@ -117,7 +119,7 @@ export async function supersedeOrder(store: Store, order: WorkOrder, now: Date, 
     code: SUPERSEDED,
     message: "replaced by an order for a newer desired state before any node claimed it",
   });
-  const done = await store.supersedeWorkOrder(order.id, result, now, (o) => endEvents(o, trace));
+  const done = await store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.CANCELLED, (o) => endEvents(o, trace));
   await recordOnStore(store, done, "superseded", trace, true);
   return done;
 }
@@ -135,7 +137,7 @@ export async function expirePendingOrder(deps: OrderEndDeps, order: WorkOrder, n
     message: `no node claimed the order before it expired at ${at}`,
   });
   const trace = { requestId: order.requestId, correlationId: order.correlationId };
-  const done = await deps.store.supersedeWorkOrder(order.id, result, now, (o) => endEvents(o, trace));
+  const done = await deps.store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.FAILED, (o) => endEvents(o, trace));
   await recordOrderEnd(deps, done, trace, true);
   return done;
 }
@@ -173,7 +175,7 @@ async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trac
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
   if (!told) await Promise.all(endEvents(order, trace).map((e) => store.appendEvent(e)));
   await updateDeployment(store, deploymentId, (d, dep) => {
-    d.phase = ok ? DeploymentPhase.SUCCEEDED : DeploymentPhase.FAILED;
+    d.phase = ok ? DeploymentPhase.SUCCEEDED : end === "superseded" ? DeploymentPhase.SUPERSEDED : DeploymentPhase.FAILED;
     d.resultCode = data.code;
     // A failure's cause first: what `skipper get deployments` and the dashboard show of it.
     d.message = !ok && result?.cause?.summary ? `${result.cause.summary}: ${data.message}` : data.message;

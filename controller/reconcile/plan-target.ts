@@ -10,7 +10,9 @@
 //     ... and that spec drifted             -> repair it       DRIFT_DETECTED
 //   should run, that spec was rolled back   -> wait            ROLLED_BACK (until it changes)
 //   should run, applied, observed as applied-> nothing         CONVERGED
-//   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED
+//   should run, applied, observed otherwise -> deploy (drift)  DRIFT_DETECTED (until the repair ends)
+//     (otherwise: another spec, a service not running, or no project at all where the node's
+//     last list of projects, newer than the last order, does not name it)
 //   should run, not applied                 -> deploy          ORDER_IN_FLIGHT (NODE_OFFLINE)
 //   should not run, something is there      -> remove          ORDER_IN_FLIGHT
 //   should not run, nothing there           -> forget target   CONVERGED
@@ -55,8 +57,12 @@ export interface TargetFacts {
   desired?: RenderedProject;
   record?: TargetStatus;
   inFlight?: WorkOrder;
-  /** Undefined when the node is not registered (or was deleted). */
-  node?: { liveness: NodeLiveness; disabled: boolean; lastHeartbeatAt?: Date };
+  /**
+   * Undefined when the node is not registered (or was deleted). projectsObservedAt: when the node
+   * last listed the projects it runs (NodeStatus.projects_observed_at); from then, no observation
+   * of the project means the node runs none.
+   */
+  node?: { liveness: NodeLiveness; disabled: boolean; lastHeartbeatAt?: Date; projectsObservedAt?: Date };
   /** The node's last observation of the project, if its agent reports one. */
   observed?: ProjectObservation;
   /** Fingerprint of the tenant's safety settings now (canonical-json fingerprint). */
@@ -87,7 +93,10 @@ export interface TargetVerdict {
 export interface TargetPlan {
   actions: TargetAction[];
   verdict: TargetVerdict;
-  /** What differs between the observed project and the applied one, when drift was found. */
+  /**
+   * What differs between the observed project and the applied one, when this plan's order starts
+   * repairing it (its drift_detected event: once per episode, not again for a retry).
+   */
   drift?: string[];
   /** True when the record can be dropped (nothing should run and nothing is left). */
   forget: boolean;
@@ -95,16 +104,22 @@ export interface TargetPlan {
 
 /** Decides what to do for one target. */
 export function planTarget(f: TargetFacts): TargetPlan {
-  if (f.inFlight) {
-    const state =
-      f.inFlight.status === WorkOrderStatus.RETRY_PENDING
-        ? "waiting to retry"
-        : f.inFlight.status === WorkOrderStatus.RUNNING
-          ? "running"
-          : "pending";
-    return { actions: [], verdict: waiting(f, `work order ${f.inFlight.id} is ${state}`), forget: false };
-  }
+  if (f.inFlight) return { actions: [], verdict: inFlightVerdict(f, f.inFlight), forget: false };
   return f.desired ? planDesired(f, f.desired) : planAbsent(f);
+}
+
+// While an order runs: which one, and, for the repair of drift, still the drift it repairs.
+function inFlightVerdict(f: TargetFacts, o: WorkOrder): TargetVerdict {
+  const state =
+    o.status === WorkOrderStatus.RETRY_PENDING ? "waiting to retry" : o.status === WorkOrderStatus.RUNNING ? "running" : "pending";
+  const verdict = waiting(f, `work order ${o.id} is ${state}`);
+  if (o.metadata?.annotations.reason !== "drift" || verdict.status !== ConvergenceStatus.ORDER_IN_FLIGHT) return verdict;
+  const prev = f.record?.convergence;
+  const message =
+    prev?.status === ConvergenceStatus.DRIFT_DETECTED && prev.workOrderId === o.id
+      ? prev.message
+      : `drift on node ${f.nodeId}; work order ${o.id} repairs it`;
+  return { status: ConvergenceStatus.DRIFT_DETECTED, message, workOrderId: o.id };
 }
 
 /** The verdict while `what` is under way: the order in flight, or the offline node it waits for. */
@@ -164,7 +179,7 @@ function planDesired(f: TargetFacts, desired: RenderedProject): TargetPlan {
 // Held on the spec it runs (`hold` says why), which is still repaired when it drifts (a rollback
 // order to it).
 function planHeld(f: TargetFacts, hold: string, rec: TargetStatus, limit: number): TargetPlan {
-  const drift = driftOf(f, rec.appliedHash);
+  const drift = driftOf(f, rec.appliedHash, f.desired?.project.projectName ?? "");
   if (drift.length > 0 && !backoff(rec, rec.appliedHash, f.now, limit)) {
     return {
       actions: [{ kind: "rollback", nodeId: f.nodeId, toHash: rec.appliedHash, repair: true }],
@@ -204,7 +219,8 @@ function rolledBackPlan(f: TargetFacts, rec: TargetStatus | undefined, hash: str
 
 // The desired spec is applied: converged, or its drift repaired, or data a deletion asked for removed.
 function planApplied(f: TargetFacts, desired: RenderedProject, blocked: TargetVerdict | undefined): TargetPlan {
-  const drift = driftOf(f, desired.specHash);
+  const services = desired.fromServices ? Object.values(desired.composeServices) : [];
+  const drift = driftOf(f, desired.specHash, desired.project.projectName, services);
   if (drift.length === 0 && desired.deleteVolumes.length > 0 && !blocked) {
     // What runs is right, but a deletion asked for data on this node to go: one order does it.
     return {
@@ -219,11 +235,16 @@ function planApplied(f: TargetFacts, desired: RenderedProject, blocked: TargetVe
       verdict: { status: ConvergenceStatus.CONVERGED, message: `node ${f.nodeId} runs the desired project` },
       forget: false,
     };
-  if (blocked) return { actions: [], verdict: blocked, drift, forget: false };
+  if (blocked) return { actions: [], verdict: blocked, forget: false };
+  // A repair that failed is retried after its backoff (above): the same episode, no new event.
+  const retry = f.record?.failedHash === desired.specHash && f.record.failures > 0;
   return {
-    actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: desired, reason: "drift" }],
-    verdict: { status: ConvergenceStatus.DRIFT_DETECTED, message: `drift on node ${f.nodeId}: ${drift.join("; ")}` },
-    drift,
+    actions: [{ kind: "deploy", nodeId: f.nodeId, rendered: desired, reason: retry ? "retry" : "drift" }],
+    verdict: {
+      status: ConvergenceStatus.DRIFT_DETECTED,
+      message: `drift on node ${f.nodeId}: ${drift.join("; ")}; ${retry ? `retrying the repair after ${f.record!.failures} failed order(s)` : "redeploying"}`,
+    },
+    drift: retry ? undefined : drift,
     forget: false,
   };
 }
@@ -310,13 +331,20 @@ export function retryDelayMs(failures: number): number {
   return Math.min(300_000, 2000 * 2 ** Math.max(0, failures - 1));
 }
 
-// Differences between the applied project and the node's latest observation. Observations that
-// predate the last finished order are stale and say nothing.
-function driftOf(f: TargetFacts, hash: string): string[] {
-  const o = fresh(f) ? f.observed : undefined;
-  if (!o) return [];
+// Differences between the applied project `hash` (named `project`, whose compose services are
+// `services` when the controller rendered them) and the node's latest observation: no project at
+// all, another spec, services missing or not running. Observations that predate the last
+// finished order are stale and say nothing; so does a node that never listed its projects.
+function driftOf(f: TargetFacts, hash: string, project: string, services: readonly string[] = []): string[] {
+  if (!fresh(f)) return [];
+  const o = f.observed;
+  if (!o) return f.node?.projectsObservedAt ? [`the node reports no project ${project} (its files or containers are gone)`] : [];
   const out: string[] = [];
   if (o.specHash !== "" && o.specHash !== hash) out.push(`project spec ${short(o.specHash)} is not the applied ${short(hash)}`);
+  else {
+    const listed = new Set(o.services.map((s) => s.service));
+    for (const s of services) if (!listed.has(s)) out.push(`service ${s} is not in the project`);
+  }
   for (const s of o.services) {
     // "starting" is a healthcheck still deciding: not drift yet.
     if (s.state !== "running" && s.state !== "starting") out.push(`service ${s.service} is ${s.state}`);
@@ -324,10 +352,14 @@ function driftOf(f: TargetFacts, hash: string): string[] {
   return out;
 }
 
-/** True when the node's observation was made after the target's last order finished. */
+/**
+ * True when the node's observation was made after the target's last order finished: its last
+ * list of projects when it dates one, else its last heartbeat.
+ */
 function fresh(f: TargetFacts): boolean {
   const finished = f.record?.finishedAt ? timestampDate(f.record.finishedAt) : undefined;
-  return !finished || (f.node?.lastHeartbeatAt !== undefined && f.node.lastHeartbeatAt > finished);
+  const seen = f.node?.projectsObservedAt ?? f.node?.lastHeartbeatAt;
+  return !finished || (seen !== undefined && seen > finished);
 }
 
 function short(h: string): string {

@@ -33,6 +33,8 @@ export interface RenderedProject {
   serviceIds: string[];
   /** service id -> compose service name. */
   composeServices: Record<string, string>;
+  /** True when the compose file was rendered from the services (not the tenant's own): it defines exactly composeServices. */
+  fromServices: boolean;
   /** Volume ids whose data is to be removed on this node, sorted (not part of the hash: a one-off). */
   deleteVolumes: string[];
   /** The secret values the project uses, at their versions now (part of the hash). */
@@ -80,6 +82,7 @@ export function renderProject(input: RenderInput): RenderedProject {
     specHash: projectHash(project, composeServices, hashed),
     serviceIds: services.map((s) => s.id),
     composeServices,
+    fromServices: !own,
     deleteVolumes,
     ...hashed,
   };

@@ -243,7 +243,12 @@ export class TenantPass {
       desired: desire.targets.get(nodeId),
       record: records.get(nodeId),
       inFlight,
-      node: node && { liveness: node.liveness, disabled: node.disabled, lastHeartbeatAt: node.lastHeartbeatAt },
+      node: node && {
+        liveness: node.liveness,
+        disabled: node.disabled,
+        lastHeartbeatAt: node.lastHeartbeatAt,
+        projectsObservedAt: node.projectsObservedAt,
+      },
       observed: world.observed(nodeId, tenantId),
       safetyHash: pass.safetyHash,
       hold: gate.hold(nodeId),

@@ -20,6 +20,8 @@ export interface NodeFacts {
   liveness: NodeLiveness;
   disabled: boolean;
   lastHeartbeatAt?: Date;
+  /** When the node last listed the projects it runs. */
+  projectsObservedAt?: Date;
 }
 
 /**
@@ -171,6 +173,7 @@ export class World {
       liveness: st?.liveness ?? NodeLiveness.UNSPECIFIED,
       disabled: n.desiredState?.kind.case === "node" ? n.desiredState.kind.value.disabled : false,
       lastHeartbeatAt: st?.lastHeartbeatAt ? timestampDate(st.lastHeartbeatAt) : undefined,
+      projectsObservedAt: st?.projectsObservedAt ? timestampDate(st.projectsObservedAt) : undefined,
     };
   }
 

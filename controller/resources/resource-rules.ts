@@ -6,6 +6,7 @@ import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { checkComposeFile } from "./compose-rules.js";
+import { imageReferenceProblem } from "../../common/image-reference.js";
 import { equals } from "@bufbuild/protobuf";
 import {
   ResourceSpecSchema,
@@ -66,7 +67,7 @@ export function checkTenantSpec(t: TenantSpec): void {
     throw invalid("desired_state.tenant.pin.reason must be at most 1024 characters", { field: "desired_state.tenant.pin.reason" });
 }
 
-/** A service's ids, secret references and public variable names. */
+/** A service's ids, secret references, public variable names and image reference. */
 export function checkServiceSpec(s: ServiceSpec): void {
   ref(s.tenantId, "desired_state.service.tenant_id");
   s.networkIds.forEach((id, i) => ref(id, `desired_state.service.network_ids[${i}]`));
@@ -74,6 +75,12 @@ export function checkServiceSpec(s: ServiceSpec): void {
   ref(s.resourceLimitsId, "desired_state.service.resource_limits_id");
   checkSecretRefs("desired_state.service", s.env, s.secretEnv, s.secretFiles);
   checkPublicEnv("desired_state.service.public_env", s.publicEnv);
+  // Empty: the service describes one of its tenant's own compose file, which names the image.
+  const problem = s.image === "" ? undefined : imageReferenceProblem(s.image);
+  if (problem)
+    throw invalid(`desired_state.service.image ${JSON.stringify(s.image.slice(0, 256))} ${problem}`, {
+      field: "desired_state.service.image",
+    });
 }
 
 /** A tenant id named by a kind's spec (network, volume). */

@@ -59,8 +59,14 @@ export abstract class OrderSteps {
     return this.transition(id, (current) => retryReleased(current, now));
   }
 
-  async supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
-    return this.transition(id, (current) => superseded(current, result, now), events);
+  async supersedeWorkOrder(
+    id: string,
+    result: WorkOrderResult,
+    now: Date,
+    status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
+    events?: EventsOf<WorkOrder>,
+  ): Promise<WorkOrder> {
+    return this.transition(id, (current) => superseded(current, result, now, status), events);
   }
 
   async finishWorkOrder(

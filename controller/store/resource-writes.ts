@@ -5,9 +5,16 @@
 // what to write, and gives what it writes the next store revision as its resource_version.
 import { create, equals } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { copyMessage } from "../../common/message-copy.js";
 import { conflict, notFound, type SkipperError } from "../base/errors.js";
+
+/** The phases a deployment ends in (pruneDeployments removes those finished long enough ago). */
+export const ENDED_DEPLOYMENT_PHASES: readonly DeploymentPhase[] = [
+  DeploymentPhase.SUCCEEDED,
+  DeploymentPhase.FAILED,
+  DeploymentPhase.SUPERSEDED,
+];
 
 /** CONFLICT: (type, id) is taken by a resource that is not a tombstone. */
 export function resourceExists(type: string, id: string): SkipperError {

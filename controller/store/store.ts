@@ -261,8 +261,8 @@ export interface ResourceStore {
     events?: EventsOf<Resource>,
   ): Promise<Resource>;
   /**
-   * Deletes for good (no tombstone: they are history) the deployments that finished (succeeded or
-   * failed) before `finishedBefore`, except those whose id is in `keep`, and never the resource
+   * Deletes for good (no tombstone: they are history) the deployments that ended (succeeded,
+   * failed or superseded: ENDED_DEPLOYMENT_PHASES) before `finishedBefore`, except those whose id is in `keep`, and never the resource
    * holding the store's highest revision (the revision resumes from it). Returns how many.
    */
   pruneDeployments(finishedBefore: Date, keep: ReadonlySet<string>): Promise<number>;
@@ -333,11 +333,17 @@ export interface WorkOrderStore {
     events?: EventsOf<WorkOrder>,
   ): Promise<FinishOutcome>;
   /**
-   * pending -> failed with `result`, for an order no node has claimed (a newer one replaces it).
-   * Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE when it is no longer pending.
-   * `events`: see EventsOf.
+   * pending -> `status` with `result`, for an order no node has claimed: cancelled when a newer one
+   * replaces it, failed when it expired. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE
+   * when it is no longer pending. `events`: see EventsOf.
    */
-  supersedeWorkOrder(id: string, result: WorkOrderResult, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  supersedeWorkOrder(
+    id: string,
+    result: WorkOrderResult,
+    now: Date,
+    status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
+    events?: EventsOf<WorkOrder>,
+  ): Promise<WorkOrder>;
 }
 
 /** Events, append-only. */

@@ -34,7 +34,9 @@ export function table(headers: string[], rows: Child[][], empty = "none", testId
 export function status(name: string): HTMLElement {
   const good = /^(CONVERGED|ONLINE|SUCCESS|SUCCEEDED|COMPLETED|HEALTHY|RUNNING|APPLY_OK|ROLLBACK_OK)$/;
   const bad = /FAIL|OFFLINE|MISSING|ROLLED_BACK|ABORTED|UNHEALTHY|DISABLED|NO_MATCHING/;
-  const cls = good.test(name) ? "good" : bad.test(name) ? "bad" : "wait";
+  // Replaced before anything ran: neither a failure nor something to wait for.
+  const quiet = /^SUPERSEDED$/;
+  const cls = good.test(name) ? "good" : quiet.test(name) ? "muted" : bad.test(name) ? "bad" : "wait";
   return h("span", { class: `status ${cls}` }, name);
 }
 

@@ -153,7 +153,8 @@ export async function tenantPage(api: Api, id: string, logs: HTMLElement): Promi
         when(o.createdAt),
         WorkOrderType[o.type] ?? String(o.type),
         o.target?.nodeId ?? "",
-        status(WorkOrderStatus[o.status] ?? "UNKNOWN"),
+        // A superseded order is CANCELLED with code SUPERSEDED: said as such, greyed.
+        status(o.result?.code === "SUPERSEDED" ? "SUPERSEDED" : (WorkOrderStatus[o.status] ?? "UNKNOWN")),
         o.result ? resultLine(o.result.code, o.result.message, o.result.cause) : "",
       ]),
       "no work orders",

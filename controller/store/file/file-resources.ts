@@ -5,10 +5,10 @@ import { rm } from "node:fs/promises";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
 import type { ResourceType } from "../../../common/ids.js";
-import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { checkResourceType } from "../../base/id-checks.js";
 import * as codec from "../record-codec.js";
-import { checkCreatable, newResourceRecord, resourceUpdate } from "../resource-writes.js";
+import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceUpdate } from "../resource-writes.js";
 import type * as S from "../store.js";
 import type { FileCore } from "./file-core.js";
 import type { FileEvents } from "./file-events.js";
@@ -104,7 +104,7 @@ export class FileResources implements S.ResourceStore {
     const gone = new Set<Resource>();
     for (const d of this.index.ofType("deployment")) {
       const st = d.currentState?.kind.case === "deployment" ? d.currentState.kind.value : undefined;
-      const done = st?.phase === DeploymentPhase.SUCCEEDED || st?.phase === DeploymentPhase.FAILED;
+      const done = st?.phase !== undefined && ENDED_DEPLOYMENT_PHASES.includes(st.phase);
       if (!done || !st?.finishedAt || timestampDate(st.finishedAt) >= finishedBefore || keep.has(d.id) || versionOf(d) === top) continue;
       gone.add(d);
     }

@@ -11,10 +11,10 @@
 // answer. Writers queue behind that moment for as long as the writes in flight take to commit.
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
 import type pg from "pg";
-import { DeploymentPhase, ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
+import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../../common/ids.js";
 import type * as S from "../store.js";
-import { checkCreatable, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
+import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
 import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
 import { bodyOf, messageOf, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
@@ -171,7 +171,7 @@ export class PgResources implements S.ResourceStore {
       `DELETE FROM resources
         WHERE resource_type = 'deployment' AND phase = ANY($1::int[]) AND finished_at < $2
           AND NOT (id = ANY($3::text[])) AND version < (SELECT max(version) FROM resources)`,
-      [[DeploymentPhase.SUCCEEDED, DeploymentPhase.FAILED], finishedBefore, [...keep]],
+      [ENDED_DEPLOYMENT_PHASES, finishedBefore, [...keep]],
     );
     return rowCount ?? 0;
   }

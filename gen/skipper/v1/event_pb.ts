@@ -19,8 +19,8 @@ export const file_skipper_v1_event: GenFile = /*@__PURE__*/
 /**
  * Event records one state transition. Types include resource_created, resource_updated,
  * desired_state_changed, resource_deleted, work_order_created, work_order_started,
- * work_order_succeeded, work_order_failed, deployment_started, deployment_succeeded,
- * deployment_failed, node_registered, node_heartbeat_received, node_online, node_degraded,
+ * work_order_succeeded, work_order_failed, work_order_cancelled, deployment_started,
+ * deployment_succeeded, deployment_failed, deployment_superseded, node_registered, node_heartbeat_received, node_online, node_degraded,
  * node_offline, drift_detected, convergence_changed, snapshot_created.
  *
  * @generated from message skipper.v1.Event

@@ -870,7 +870,9 @@ export enum WorkOrderStatus {
   FAILED = 4,
 
   /**
-   * Cancelled by an admin: before any node claimed it, or stopped by its agent.
+   * Cancelled by an admin (before any node claimed it, or stopped by its agent), or superseded:
+   * replaced by an order for a newer desired state before any node claimed it (result code
+   * SUPERSEDED). Neither is a failure.
    *
    * @generated from enum value: WORK_ORDER_STATUS_CANCELLED = 5;
    */
