@@ -113,20 +113,10 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
     updatedAt: now,
   });
   // The resource and its event are one write (store.ts EventsOf).
-  const createdEvent = (written: Resource) => [
-    buildEvent({
-      type: "resource_created",
-      requestId: trace.requestId,
-      correlationId: trace.correlationId,
-      traceparent: trace.traceparent,
-      actor: trace.actor,
-      resourceType: type,
-      resourceId: id,
-      tenantId: tenantOf(written),
-      data: { resource_version: written.metadata?.resourceVersion ?? "" },
-      revision: written.metadata?.resourceVersion,
-    }),
-  ];
+  const createdEvent = (written: Resource) => {
+    const about = changeOf(trace, written);
+    return [buildEvent({ type: "resource_created", ...about, data: { resource_version: about.revision } })];
+  };
   let stored: Resource;
   try {
     stored = await store.createResource(resource, createdEvent);
@@ -240,18 +230,8 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     req.resourceVersion === "" ? undefined : req.resourceVersion,
     // Written with the change, in the same step (store.ts EventsOf); not called when nothing changed.
     (written) => {
-      const revision = written.metadata?.resourceVersion ?? "";
-      const base = {
-        requestId: trace.requestId,
-        correlationId: trace.correlationId,
-        traceparent: trace.traceparent,
-        actor: trace.actor,
-        resourceType: type,
-        resourceId: id,
-        tenantId: tenantOf(written),
-        revision,
-      };
-      const data = { resource_version: revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
+      const base = changeOf(trace, written);
+      const data = { resource_version: base.revision, ...(mask ? { update_mask: req.updateMask!.paths } : {}) };
       return [
         buildEvent({ type: "resource_updated", ...base, data }),
         ...(desiredChanged ? [buildEvent({ type: "desired_state_changed", ...base, data })] : []),
@@ -322,21 +302,14 @@ async function tombstone(
   const pendingOn = deleteData && CONTROLLER_KINDS[type].holdsData ? await deps.dataNodes(r) : [];
   let wrote = false;
   const deletedEvent = (written: Resource) => {
-    const revision = written.metadata?.resourceVersion ?? "";
+    const about = changeOf(trace, written);
     return [
       buildEvent({
         type: "resource_deleted",
-        requestId: trace.requestId,
-        correlationId: trace.correlationId,
-        traceparent: trace.traceparent,
-        actor: trace.actor,
-        resourceType: type,
-        resourceId: r.id,
-        tenantId: tenantOf(written),
+        ...about,
         nodeId: type === "node" ? r.id : undefined,
-        revision,
         data: {
-          resource_version: revision,
+          resource_version: about.revision,
           delete_data: deleteData,
           ...(cascadedFrom ? { cascaded_from: cascadedFrom } : {}),
           ...(pendingOn.length > 0 ? { data_pending_on_nodes: pendingOn } : {}),
@@ -376,6 +349,22 @@ async function tombstone(
     "resource deleted",
   );
   return updated;
+}
+
+// What every event of a change says: who asked (the call's ids and actor), which resource, whose
+// (its tenant), and the revision the write gave it.
+function changeOf(trace: Trace, written: Resource) {
+  const revision = written.metadata?.resourceVersion ?? "";
+  return {
+    requestId: trace.requestId,
+    correlationId: trace.correlationId,
+    traceparent: trace.traceparent,
+    actor: trace.actor,
+    resourceType: written.resourceType,
+    resourceId: written.id,
+    tenantId: tenantOf(written),
+    revision,
+  };
 }
 
 // An idempotent create: the same desired state and labels return the stored resource; anything
