@@ -263,7 +263,8 @@ describe("deploy flow", () => {
       { resourceType: "tenant", resource: await exampleTenant("flow-tenant", { DB_PASSWORD: "hunter2-secret" }) },
       { headers: { "x-request-id": "create-req-1", "x-correlation-id": "corr-flow-1" } },
     );
-    // The reconciler deploys the new tenant at once; Apply returns that order rather than a second.
+    // The reconciler deploys the new tenant once its writes settle; Apply returns that order rather than a second.
+    await tc.controller.reconciler.idle();
     const apply = await tc
       .client(DeploymentService, { admin: true })
       .apply(
