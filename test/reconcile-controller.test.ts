@@ -225,38 +225,6 @@ describe("reconciler in the controller", () => {
     expect(types).toContain("work_order_retry_scheduled");
   });
 
-  it("a first apply, the tenant then its service one request each (as the CLI writes them), makes one order and supersedes none", async () => {
-    const tenant = "first-t";
-    await api().createResource({
-      resourceType: "tenant",
-      resource: create(ResourceSchema, {
-        id: tenant,
-        resourceType: "tenant",
-        desiredState: {
-          kind: {
-            case: "tenant",
-            value: { deploymentPolicy: { targetNodeId: NODE }, compose: { composeFile: "services:\n  app:\n    image: busybox\n" } },
-          },
-        },
-      }),
-    });
-    await api().createResource({
-      resourceType: "service",
-      resource: create(ResourceSchema, {
-        id: "first-app",
-        resourceType: "service",
-        desiredState: { kind: { case: "service", value: { tenantId: tenant, image: "busybox", composeService: "app" } } },
-      }),
-    });
-    const orders = () => tc.client(WorkOrderService, { admin: true }).listWorkOrders({ tenantId: tenant });
-    await waitFor("the first order", async () => ((await orders()).workOrders.length > 0 ? true : undefined), 10_000, 20);
-    await tc.controller.reconciler.idle();
-    const issued = (await orders()).workOrders;
-    expect(issued.map((o) => [o.status, o.result?.code ?? "", o.desiredState?.serviceIds])).toEqual([
-      [WorkOrderStatus.PENDING, "", ["first-app"]],
-    ]);
-  });
-
   it("explains a resource nothing converges by itself through the services that use it", async () => {
     await api().createResource({
       resourceType: "resource_limits",

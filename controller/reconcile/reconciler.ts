@@ -118,8 +118,7 @@ export class Reconciler {
         const fresh = new Set<string>();
         for (const id of tenants) {
           if (world) await this.changesFirst(fresh);
-          // A tenant settling gets its own pass when its writes pause.
-          if (fresh.has(id) || (world && this.queue.isSettling(id))) continue;
+          if (fresh.has(id)) continue;
           await this.passLogged(id, queued.get(id), world);
         }
       } catch (e) {

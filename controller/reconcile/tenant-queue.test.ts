@@ -1,7 +1,7 @@
 // The reconcile work queue (reconcile/tenant-queue.ts), alone: coalescing, sweeps, adds for later,
 // the failure backoff and stop. Timers run on vitest's fake clock.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { PACE_FACTOR, SETTLE_MAX_MS, SETTLE_QUIET_MS, TenantQueue } from "./tenant-queue.js";
+import { PACE_FACTOR, TenantQueue } from "./tenant-queue.js";
 
 const T1 = { requestId: "req-1", correlationId: "corr-1" };
 const T2 = { requestId: "req-2", correlationId: "corr-2" };
@@ -160,45 +160,5 @@ describe("paced adds (an order ended)", () => {
     expect([...q.takeAll().tenants]).toEqual([["shop", T1]]);
     vi.advanceTimersByTime(1000);
     expect(q.empty).toBe(true);
-  });
-});
-
-describe("settled adds (a tenant just created)", () => {
-  it("queue the tenant once its adds pause for SETTLE_QUIET_MS: the tenant and its services make one pass", () => {
-    q.addSettled("new", T1);
-    expect(q.empty).toBe(true);
-    expect(q.isSettling("new")).toBe(true);
-    expect(q.pacing).toBe(true);
-    vi.advanceTimersByTime(SETTLE_QUIET_MS - 50);
-    // Its services written meanwhile: plain adds, which extend the quiet time.
-    q.add("new");
-    vi.advanceTimersByTime(SETTLE_QUIET_MS - 50);
-    q.add("new");
-    expect(q.empty).toBe(true);
-    vi.advanceTimersByTime(SETTLE_QUIET_MS);
-    expect(q.isSettling("new")).toBe(false);
-    expect(q.pacing).toBe(false);
-    expect([...q.takeAll().tenants]).toEqual([["new", T1]]);
-    vi.advanceTimersByTime(SETTLE_MAX_MS);
-    expect(q.empty).toBe(true);
-  });
-
-  it("never wait longer than SETTLE_MAX_MS in all, however the adds keep coming; other tenants are not held", () => {
-    q.addSettled("busy");
-    q.add("other");
-    expect([...q.takeAll().tenants.keys()]).toEqual(["other"]);
-    for (let t = 0; t < SETTLE_MAX_MS - 100; t += 100) {
-      vi.advanceTimersByTime(100);
-      q.add("busy");
-    }
-    vi.advanceTimersByTime(100);
-    expect([...q.takeAll().tenants.keys()]).toEqual(["busy"]);
-  });
-
-  it("a tenant already queued is not held back", () => {
-    q.add("queued");
-    q.addSettled("queued");
-    expect(q.isSettling("queued")).toBe(false);
-    expect([...q.takeAll().tenants.keys()]).toEqual(["queued"]);
   });
 });

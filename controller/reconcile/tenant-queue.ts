@@ -2,10 +2,7 @@
 // tenant that is already queued coalesces (a burst of changes becomes one pass); a sweep marks
 // every tenant at once; a tenant can be added for later (the earliest time asked wins); a tenant
 // whose pass failed comes back after an exponential backoff that resets when a pass succeeds;
-// routine progress (an order ended) queues a tenant paced by what its last pass cost; a tenant
-// just created settles: its first pass waits until its writes pause (a CLI apply writes the
-// tenant, then each service, one request each: a pass between them would issue an order for a
-// part of it, superseded by the next).
+// routine progress (an order ended) queues a tenant paced by what its last pass cost.
 // The queue holds no store state and runs nothing: the loop (reconciler.ts) takes from it.
 import type { Trace } from "../base/context.js";
 
@@ -25,10 +22,6 @@ const DEFAULT_BACKOFF: QueueBackoff = { baseMs: 200, maxMs: 30_000 };
  */
 export const PACE_FACTOR = 2;
 
-/** A new tenant's first pass waits until no write of it came for this long, at most SETTLE_MAX_MS in all. */
-export const SETTLE_QUIET_MS = 300;
-export const SETTLE_MAX_MS = 2000;
-
 /** Tenants waiting for a pass, with the trace of the change that asked (none for sweeps and retries). */
 export class TenantQueue {
   private readonly pending = new Map<string, Trace | undefined>();
@@ -40,8 +33,6 @@ export class TenantQueue {
   private readonly lastPass = new Map<string, { endedAt: number; tookMs: number }>();
   // Tenants whose paced add waits for its time.
   private readonly paced = new Map<string, NodeJS.Timeout>();
-  // New tenants settling: when they began (real time, ms), the trace to pass with, the timer.
-  private readonly settling = new Map<string, { since: number; trace: Trace | undefined; timer: NodeJS.Timeout }>();
 
   /** `onReady` is called (synchronously) whenever something was added. */
   constructor(
@@ -52,10 +43,6 @@ export class TenantQueue {
   /** Queues one tenant; the newest trace wins, an add without one keeps the queued trace. */
   add(tenantId: string, trace?: Trace): void {
     if (this.stopped || tenantId === "") return;
-    if (this.settling.has(tenantId)) {
-      this.settle(tenantId, trace);
-      return;
-    }
     clearTimeout(this.paced.get(tenantId));
     this.paced.delete(tenantId);
     this.pending.set(tenantId, trace ?? this.pending.get(tenantId));
@@ -82,38 +69,9 @@ export class TenantQueue {
     this.paced.set(tenantId, timer);
   }
 
-  /**
-   * Queues a tenant just created once its writes pause: SETTLE_QUIET_MS after the last add of it
-   * (any add while it settles counts as one), at most SETTLE_MAX_MS after the first.
-   */
-  addSettled(tenantId: string, trace?: Trace): void {
-    if (this.stopped || tenantId === "" || this.pending.has(tenantId)) this.add(tenantId, trace);
-    else this.settle(tenantId, trace);
-  }
-
-  private settle(tenantId: string, trace: Trace | undefined): void {
-    const now = Date.now();
-    const prev = this.settling.get(tenantId);
-    if (prev) clearTimeout(prev.timer);
-    const since = prev?.since ?? now;
-    const wait = Math.max(0, Math.min(SETTLE_QUIET_MS, since + SETTLE_MAX_MS - now));
-    const timer = setTimeout(() => {
-      const s = this.settling.get(tenantId);
-      this.settling.delete(tenantId);
-      this.add(tenantId, s?.trace);
-    }, wait);
-    timer.unref();
-    this.settling.set(tenantId, { since, trace: trace ?? prev?.trace, timer });
-  }
-
-  /** True while the tenant settles (a sweep leaves it to its own pass). */
-  isSettling(tenantId: string): boolean {
-    return this.settling.has(tenantId);
-  }
-
-  /** True while a paced or settling add waits for its time (the work it stands for is not done yet). */
+  /** True while a paced add waits for its time (the work it stands for is not done yet). */
   get pacing(): boolean {
-    return this.paced.size > 0 || this.settling.size > 0;
+    return this.paced.size > 0;
   }
 
   /** Notes that a pass of the tenant ended at `endedAt` after `tookMs` (real time), for addPaced. */
@@ -190,8 +148,6 @@ export class TenantQueue {
     this.lastPass.clear();
     for (const t of this.paced.values()) clearTimeout(t);
     this.paced.clear();
-    for (const s of this.settling.values()) clearTimeout(s.timer);
-    this.settling.clear();
     for (const l of this.later.values()) clearTimeout(l.timer);
     this.later.clear();
     this.pending.clear();

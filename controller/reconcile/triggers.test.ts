@@ -46,25 +46,6 @@ describe("resource changes", () => {
     expect(queued()).toEqual({ sweep: false, tenants: { shop: { requestId: "req-1", correlationId: "corr-1" } } });
   });
 
-  it("a tenant just created (created and updated at once) settles, its services joining the wait; a later change does not", () => {
-    const at = { seconds: 100n, nanos: 5 };
-    const created = create(ResourceSchema, {
-      id: "fresh",
-      resourceType: "tenant",
-      desiredState: { kind: { case: "tenant", value: {} } },
-      createdAt: at,
-      updatedAt: at,
-    });
-    triggers.resourceChanged(created);
-    triggers.resourceChanged(changed("service", "fresh-web", { case: "service", value: { tenantId: "fresh", image: "busybox" } }));
-    expect(queue.isSettling("fresh")).toBe(true);
-    expect(queued().tenants).toEqual({});
-    const updated = create(ResourceSchema, { id: "old", resourceType: "tenant", createdAt: at, updatedAt: { seconds: 101n, nanos: 0 } });
-    triggers.resourceChanged(updated);
-    expect(queue.isSettling("old")).toBe(false);
-    expect(Object.keys(queued().tenants)).toEqual(["old"]);
-  });
-
   it("a change without a correlation id is traced by its request id, one without ids by none", () => {
     triggers.resourceChanged(changed("tenant", "a", { case: "tenant", value: {} }, { requestId: "req-a" }));
     triggers.resourceChanged(changed("tenant", "b", { case: "tenant", value: {} }));

@@ -12,14 +12,7 @@ import { CONTROLLER_KINDS } from "../resources/kinds.js";
 import type { TenantQueue } from "./tenant-queue.js";
 
 /** Where triggers go: the reconciler's queue, or (on a controller that does not lead) the leader's. */
-export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced" | "addSettled">;
-
-/** True for a resource as its creation wrote it (created and last updated at once). */
-function justCreated(r: Resource): boolean {
-  const c = r.createdAt;
-  const u = r.updatedAt;
-  return c !== undefined && u !== undefined && c.seconds === u.seconds && c.nanos === u.nanos;
-}
+export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced">;
 
 /** Maps store, order and node events to the tenants to reconcile. */
 export class ReconcileTriggers {
@@ -34,9 +27,7 @@ export class ReconcileTriggers {
     // What each kind wakes is its entry's (controller/resources/kinds.ts).
     switch (CONTROLLER_KINDS[r.resourceType as ResourceType]?.wakes) {
       case "its tenant":
-        // A tenant just created settles: its services are usually written right after it.
-        if (r.resourceType === "tenant" && justCreated(r)) this.queue.addSettled(r.id, trace);
-        else this.queue.add(tenantOf(r) ?? "", trace);
+        this.queue.add(tenantOf(r) ?? "", trace);
         break;
       case "every tenant":
         this.queue.addAll();

@@ -64,7 +64,7 @@ class Batcher<T> {
   }
 }
 
-type Wake = { tenant: string; paced?: boolean; settled?: boolean; trace?: Trace } | { all: true };
+type Wake = { tenant: string; paced?: boolean; trace?: Trace } | { all: true };
 
 /**
  * The reconcile queue as the services see it: the local one while this controller leads, the
@@ -81,7 +81,6 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
       if ("all" in w) local.addAll();
       else if (typeof w.tenant !== "string") continue;
       else if (w.paced) local.addPaced(w.tenant, traceFrom(w.trace));
-      else if (w.settled) local.addSettled(w.tenant, traceFrom(w.trace));
       else local.add(w.tenant, traceFrom(w.trace));
     }
   });
@@ -92,7 +91,6 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
   return {
     add: (tenant, trace) => send({ tenant, trace }, () => local.add(tenant, trace)),
     addPaced: (tenant, trace) => send({ tenant, paced: true, trace }, () => local.addPaced(tenant, trace)),
-    addSettled: (tenant, trace) => send({ tenant, settled: true, trace }, () => local.addSettled(tenant, trace)),
     addAll: () => send({ all: true }, () => local.addAll()),
   };
 }
