@@ -23,6 +23,7 @@ import { orderTraceOf, traceOf, type CallInfo } from "../base/context.js";
 import { forbidden, invalid, isSkipperError, notClaimable, notFound } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { recordReports } from "../nodes/state-reports.js";
+import { leaseLapsed } from "../domain/work-order-transitions.js";
 import type { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { finishOrder, renewLease, type LifecycleDeps } from "./order-lifecycle.js";
 
@@ -130,7 +131,9 @@ async function heartbeat(session: RequestSession, report: HeartbeatRequest | und
 }
 
 // The agent took a pushed order: the claim is its own from now on (released no more when the
-// session ends). A repeated ack of a claim that still holds is accepted again.
+// session ends). A repeated ack of a claim that still holds is accepted again. An ack that comes
+// after the lease lapsed (the sweep has not put the order back yet) renews it first, or is refused
+// if the order was taken meanwhile: an accepted ack always leaves a live lease.
 async function ack(session: RequestSession, req: SessionAck): Promise<Partial<Answer>> {
   const order = await nodeOrder(session, req.workOrderId, "ack.work_order_id");
   const claim = order.claim;
@@ -140,6 +143,7 @@ async function ack(session: RequestSession, req: SessionAck): Promise<Partial<An
       fencing_token: order.fencingToken.toString(),
     });
   }
+  if (leaseLapsed(order, session.deps.now())) await renewLease(session.deps, order, session.nodeId, req.fencingToken);
   taken(session, order.id, req.fencingToken);
   return {};
 }

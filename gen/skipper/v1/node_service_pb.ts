@@ -536,7 +536,9 @@ export const SessionRequestSchema: GenMessage<SessionRequest> = /*@__PURE__*/
 
 /**
  * SessionHello opens a session. node_id must be the caller's own node (its token or client
- * certificate); a hello naming another node ends the stream with FORBIDDEN.
+ * certificate); a hello naming another node ends the stream with FORBIDDEN. The hello itself
+ * writes nothing: agent_version and capabilities are logged, and the node's status takes them
+ * from the first full heartbeat, which the agent sends right after the hello.
  *
  * @generated from message skipper.v1.SessionHello
  */
