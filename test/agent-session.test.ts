@@ -250,6 +250,25 @@ describe("an agent's session", () => {
     expect(apiCode(await twice.ended())).toBe("INVALID_REQUEST");
   });
 
+  it("answers a heartbeat or state report only to refuse it, and stays open", async () => {
+    const s = await hello("s-refused");
+    s.send({ case: "heartbeat", value: { report: { nodeId: "s-flow", agentVersion: "test" } } });
+    const beat = await s.next("the heartbeat refused", answer(SessionAnswerSubject.HEARTBEAT, ""));
+    expect(beat).toMatchObject({ accepted: false, code: "FORBIDDEN" });
+    s.send({ case: "stateReport", value: { workOrderId: "no-such-order", reports: [] } });
+    const report = await s.next("the state report refused", answer(SessionAnswerSubject.STATE_REPORT, "no-such-order"));
+    expect(report).toMatchObject({ accepted: false, code: "RESOURCE_NOT_FOUND" });
+    // Still open: a good beat is taken (and not answered), and a renewal of nothing is answered.
+    s.send({ case: "heartbeat", value: { report: { agentVersion: "still-here", heartbeatIntervalMs: 10_000n } } });
+    s.send({ case: "leaseRenewal", value: { workOrderId: "no-such-order", fencingToken: 1n } });
+    await s.next("the renewal answered", answer(SessionAnswerSubject.LEASE_RENEWAL, "no-such-order"));
+    const node = await tc.controller.store.getResource("node", "s-refused");
+    expect(node?.currentState?.kind.case === "node" && node.currentState.kind.value.agentVersion).toBe("still-here");
+    expect(s.received.filter((m) => m.kind.case === "answer" && m.kind.value.subject === SessionAnswerSubject.HEARTBEAT)).toHaveLength(1);
+    s.close();
+    expect(await s.ended()).toBeUndefined();
+  });
+
   it("works over gRPC too", async () => {
     const s = await hello("s-grpc", true);
     const order = await inspectFor("s-grpc");
