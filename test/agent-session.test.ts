@@ -219,6 +219,18 @@ describe("an agent's session", () => {
     expect(again.claim?.fencingToken).toBe(2n);
     second.close();
     await second.ended();
+
+    // Sessions replaced or cut give back what they held: more of them, one after another, than a
+    // node may hold feed subscriptions at once (4) are each welcomed.
+    for (let i = 0; i < 6; i++) {
+      const s = await hello("s-twice");
+      if (i % 2 === 0) s.abort();
+      else s.close();
+      await s.ended();
+    }
+    const last = await hello("s-twice");
+    last.close();
+    expect(await last.ended()).toBeUndefined();
   });
 
   it("hears a cancel of an order it runs as a cancel message", async () => {
