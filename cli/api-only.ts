@@ -13,6 +13,7 @@ export const API_ONLY: Readonly<Record<string, string>> = {
   "skipper.v1.NodeService/ClaimNextWorkOrder": FOR_AGENTS,
   "skipper.v1.NodeService/WatchWorkOrders": FOR_AGENTS,
   "skipper.v1.NodeService/ReportResourceState": FOR_AGENTS,
+  "skipper.v1.NodeService/Session": FOR_AGENTS,
   "skipper.v1.WorkOrderService/ClaimWorkOrder": FOR_AGENTS,
   "skipper.v1.WorkOrderService/RenewWorkOrderLease": FOR_AGENTS,
   "skipper.v1.WorkOrderService/ReportWorkOrderResult": FOR_AGENTS,

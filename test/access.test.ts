@@ -55,6 +55,7 @@ const NEEDS: Record<string, Permission> = {
   "NodeService/GetNextWorkOrder": P.NODE,
   "NodeService/ClaimNextWorkOrder": P.NODE,
   "NodeService/WatchWorkOrders": P.NODE,
+  "NodeService/Session": P.NODE,
   "NodeService/ReportResourceState": P.NODE,
   "DeploymentService/Apply": P.OPERATE,
   "SnapshotService/GetSystemSnapshot": P.READ,
@@ -165,7 +166,7 @@ async function refusal(method: DescMethod, caller: Caller): Promise<{ code: stri
   const transport = createConnectTransport({ baseUrl: `${tc.url}/v1`, httpVersion: "2", nodeOptions: { ca: tc.ca } });
   const signal = AbortSignal.timeout(10_000);
   try {
-    if (method.methodKind === "server_streaming") {
+    if (method.methodKind !== "unary") {
       const res = await transport.stream(
         method as never,
         signal,

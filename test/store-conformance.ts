@@ -724,6 +724,27 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         ]);
       });
 
+      it("a released claim puts the order back to pending at once; only that claim may release it", async () => {
+        await store.createWorkOrder(order("wo-rel", "node-1"));
+        await store.claimWorkOrder("wo-rel", "node-1", at(1000), 60_000);
+        await expectCode(store.releaseWorkOrderClaim("wo-rel", "node-1", 2n, at(1100)), "WORK_ORDER_NOT_CLAIMABLE");
+        await expectCode(store.releaseWorkOrderClaim("wo-rel", "node-2", 1n, at(1100)), "WORK_ORDER_NOT_CLAIMABLE");
+        expect((await store.getWorkOrder("wo-rel"))?.status).toBe(WorkOrderStatus.RUNNING);
+        const back = await store.releaseWorkOrderClaim("wo-rel", "node-1", 1n, at(1200));
+        expect(back.status).toBe(WorkOrderStatus.PENDING);
+        expect((await store.nextPendingWorkOrder("node-1"))?.id).toBe("wo-rel");
+        await expectCode(store.releaseWorkOrderClaim("wo-rel", "node-1", 1n, at(1300)), "WORK_ORDER_NOT_CLAIMABLE");
+        const again = await store.claimWorkOrder("wo-rel", "node-1", at(1400), 60_000);
+        expect(again.claim?.fencingToken).toBe(2n);
+        expect(again.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
+          [1n, "released"],
+          [2n, "running"],
+        ]);
+        // The released claim's late result is refused; the new claim's is taken.
+        await expectCode(store.finishWorkOrder("wo-rel", "node-1", ok(), at(1500), 1n), "WORK_ORDER_NOT_CLAIMABLE");
+        expect((await store.finishWorkOrder("wo-rel", "node-1", ok(), at(1600), 2n)).workOrder.status).toBe(WorkOrderStatus.SUCCESS);
+      });
+
       it("a renewal or result with a superseded fencing token is refused and changes nothing", async () => {
         await store.createWorkOrder(order("wo-f2", "node-1"));
         await store.claimWorkOrder("wo-f2", "node-1", at(0), 1000);

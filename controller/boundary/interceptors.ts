@@ -54,7 +54,7 @@ export function boundaryInterceptor(deps: BoundaryDeps): Interceptor {
       call.prepare();
       let res: Awaited<ReturnType<typeof next>>;
       try {
-        res = await next(req);
+        res = await next(req.stream ? { ...req, message: checkedMessages(req) } : req);
       } catch (e) {
         await call.auditFailure(isSkipperError(e) ? e.code : e instanceof ConnectError ? errorCodeOf(e.code) : "INTERNAL_ERROR");
         throw e;
@@ -221,6 +221,28 @@ class BoundaryCall {
     const code = err.findDetails(ApiErrorSchema)[0]?.code ?? "INTERNAL_ERROR";
     void this.auditFailure(code);
     return err;
+  }
+}
+
+/**
+ * A request stream's messages as the handler reads them, held to the rules prepare() applies to a
+ * unary request's message (text neither store can keep). Connect reports bytes that are not the
+ * method's request message as `internal`; coming from the request stream, they are the caller's
+ * INVALID_REQUEST.
+ */
+async function* checkedMessages(req: StreamRequest): StreamRequest["message"] {
+  const node = permissionOf(req.method) === Permission.NODE;
+  try {
+    for await (const m of req.message) {
+      if (node) replaceNul(m);
+      else refuseNul(m);
+      yield m;
+    }
+  } catch (e) {
+    if (e instanceof ConnectError && e.code === Code.Internal) {
+      throw invalid(`a message on the stream is not a valid ${req.method.input.typeName}: ${e.rawMessage}`, { field: "body" });
+    }
+    throw e;
   }
 }
 

@@ -9,7 +9,9 @@
 //      once: bytes that are not the method's request message
 //      are INVALID_REQUEST (Connect's own decoder reports binary garbage as `internal`, from
 //      before any interceptor can map it, and a 5xx must mean a bug of ours);
-//   4. the Connect router's handler for the method, given the bytes already read.
+//   4. the Connect router's handler for the method, given the bytes already read (a request
+//      stream, which never ends while its session lives, is handed over unread: the router reads
+//      each message under readMaxBytes).
 // The router's interceptors (interceptors.ts) then run as for any call.
 import { fromBinary, fromJsonString, type DescMethod, type JsonReadOptions } from "@bufbuild/protobuf";
 import type { ConnectRouterOptions, ConnectRouter } from "@connectrpc/connect";
@@ -119,6 +121,10 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
       rawMessage,
     );
     if (problem) return refuse(problem, "query", false);
+  } else if (streamsIn(handler.method)) {
+    // A request stream (an agent's Session) has no end to wait for: the router reads its messages
+    // as they come, each under readMaxBytes (decompressed too), and a message that is not the
+    // method's request is refused by the interceptor (interceptors.ts) as INVALID_REQUEST.
   } else {
     const type = bodyTypeOf(req.headers["content-type"]);
     const { cls, budget } = opts.budgets.of(handler.method);
@@ -174,6 +180,11 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   }
   const uRes = await handler(uReq);
   await universalResponseToNodeResponse(uRes, res);
+}
+
+// True for methods whose request is a stream of messages (client or bidirectional streaming).
+function streamsIn(method: DescMethod): boolean {
+  return method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
 }
 
 // The client reset the stream or closed the connection (the body read ends early then).

@@ -67,6 +67,22 @@ export function leaseExpiredEvent(before: WorkOrder, after: WorkOrder): Event {
   );
 }
 
+/**
+ * The event of the claim of `before` released, the order (`after`) pending again at once: the
+ * session that pushed it ended before its agent acknowledged it. Written with that step.
+ */
+export function claimReleasedEvent(before: WorkOrder, after: WorkOrder, trace: Trace, sessionId: string): Event {
+  const claim = before.claim;
+  return buildEvent(
+    orderEvent(before, "work_order_claim_released", trace, {
+      // One per claim: a replay of the same release is refused by the step, not deduplicated here.
+      id: transitionEventId(`${before.id}#${claim?.fencingToken ?? 0n}`, "work_order_claim_released"),
+      nodeId: claim?.nodeId,
+      data: { fencing_token: (claim?.fencingToken ?? 0n).toString(), session_id: sessionId, attempts: after.attempts.length },
+    }),
+  );
+}
+
 /** The event of an admin's request to stop a running order (written with the cancel: store.ts EventsOf). */
 export function cancelRequestedEvent(order: WorkOrder, trace: Trace, reason: string): Event {
   return buildEvent(orderEvent(order, "work_order_cancel_requested", trace, { id: undefined, data: { reason } }));

@@ -129,6 +129,26 @@ export function leaseExpired(current: WorkOrder, now: Date): WorkOrder {
   return next;
 }
 
+/**
+ * The pending copy of a running order whose claim (`nodeId`, `token`) its holder gave up before it
+ * took the order: a session that pushed it ended before the agent acknowledged it. The attempt is
+ * kept as "released"; the next claim gets the next token. WORK_ORDER_NOT_CLAIMABLE unless the
+ * order is running under exactly that claim (one renewed, finished or claimed again since is left
+ * alone).
+ */
+export function released(current: WorkOrder, nodeId: string, token: bigint, now: Date): WorkOrder {
+  if (current.status !== WorkOrderStatus.RUNNING || current.claim?.nodeId !== nodeId || current.claim.fencingToken !== token) {
+    throw notClaimable(`work order ${current.id} is not running under the claim of node ${nodeId} with fencing token ${token}`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.fencingToken.toString(),
+    });
+  }
+  const next = copyMessage(WorkOrderSchema, current);
+  next.status = WorkOrderStatus.PENDING;
+  endAttempt(next, now, "released");
+  return next;
+}
+
 function endAttempt(o: WorkOrder, now: Date, outcome: string): void {
   const last = o.attempts[o.attempts.length - 1];
   if (last && last.outcome === "running") {

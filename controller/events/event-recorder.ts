@@ -26,6 +26,7 @@ export type EventType =
   | "work_order_created"
   | "work_order_started"
   | "work_order_lease_expired"
+  | "work_order_claim_released"
   | "work_order_cancelled"
   | "work_order_retry_scheduled"
   | "work_order_cancel_requested"

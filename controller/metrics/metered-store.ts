@@ -20,6 +20,7 @@ const WRITES = [
   "claimWorkOrder",
   "renewWorkOrderLease",
   "expireWorkOrderLease",
+  "releaseWorkOrderClaim",
   "cancelWorkOrder",
   "releaseWorkOrderRetry",
   "finishWorkOrder",

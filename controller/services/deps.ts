@@ -9,6 +9,7 @@ import type { Reconciler } from "../reconcile/reconciler.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
+import type { AgentSessions } from "../dispatch/agent-session.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
@@ -35,6 +36,8 @@ export interface ServiceDeps {
   lastHeartbeat?: (nodeId: string) => Date | undefined;
   /** Orders that became pending, for WatchWorkOrders streams. */
   feed: OrderFeed;
+  /** The agents' open Session streams on this controller, one per node. */
+  sessions: AgentSessions;
   /** Tells the streams a credential opened that it ended or changed (they then check it). */
   credentialEnds: CredentialEnds;
   /** How long a claim's lease lasts before it must be renewed. */

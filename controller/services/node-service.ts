@@ -1,5 +1,6 @@
 // NodeService: admins register nodes and rotate their tokens; each node heartbeats, asks for its
-// next work order and reports observed state, always about itself only.
+// next work order and reports observed state, always about itself only, by unary calls or on
+// its one Session stream.
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -10,6 +11,7 @@ import { forbidden, notFound, unauthorized } from "../base/errors.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../base/id-checks.js";
 import { claimNextOrder, nextOrderFor } from "../dispatch/order-lifecycle.js";
+import { AgentSession } from "../dispatch/agent-session.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
 import { recordReports } from "../nodes/state-reports.js";
@@ -99,6 +101,11 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
       const call = callInfo(ctx);
       const nodeId = selfOnly(call, req.nodeId);
       yield* watchOrders(deps, call, nodeId, ctx);
+    },
+
+    // The agent's one stream (dispatch/agent-session.ts): the node is the caller's, named by its hello.
+    session(requests, ctx) {
+      return new AgentSession(deps, callInfo(ctx), heartbeats).run(requests, ctx.signal);
     },
 
     async reportResourceState(req, ctx) {

@@ -99,6 +99,10 @@ export abstract class FacetedStore<F extends Facets> implements S.Store {
     return this.facets.workOrders.expireWorkOrderLease(...a);
   }
 
+  releaseWorkOrderClaim(...a: StoreArgs<"releaseWorkOrderClaim">): StoreResult<"releaseWorkOrderClaim"> {
+    return this.facets.workOrders.releaseWorkOrderClaim(...a);
+  }
+
   cancelWorkOrder(...a: StoreArgs<"cancelWorkOrder">): StoreResult<"cancelWorkOrder"> {
     return this.facets.workOrders.cancelWorkOrder(...a);
   }

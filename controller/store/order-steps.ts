@@ -13,6 +13,7 @@ import {
   finished,
   isFinished,
   leaseExpired,
+  released,
   renewed,
   reportedBefore,
   retryReleased,
@@ -49,6 +50,16 @@ export abstract class OrderSteps {
 
   async expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
     return this.transition(id, (current) => leaseExpired(current, now), events);
+  }
+
+  async releaseWorkOrderClaim(
+    id: string,
+    nodeId: string,
+    fencingToken: bigint,
+    now: Date,
+    events?: EventsOf<WorkOrder>,
+  ): Promise<WorkOrder> {
+    return this.transition(id, (current) => released(current, nodeId, fencingToken, now), events);
   }
 
   async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {

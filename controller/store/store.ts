@@ -308,6 +308,12 @@ export interface WorkOrderStore {
    */
   expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
   /**
+   * running -> pending at once for the claim of `nodeId` under `fencingToken`, which its holder
+   * gave up before taking the order (a session that pushed it ended unacknowledged); the attempt is
+   * kept as released. Throws WORK_ORDER_NOT_CLAIMABLE unless the order runs under exactly that claim.
+   */
+  releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  /**
    * An admin's cancel (see transitions.cancelled): pending -> cancelled, running -> cancel
    * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
    * `events` (see EventsOf) are written only when this call changed the order.

@@ -5,8 +5,12 @@ import { CredentialEnds } from "../../auth/credential-ends.js";
 import { relayCredentialEnds, relayHeartbeats } from "../cluster.js";
 import type { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { VERSION } from "../../base/version.js";
+import { AgentSessions } from "../../dispatch/agent-session.js";
 
-export type ServiceDepsParts = Omit<ServiceDeps, "startedAt" | "version" | "credentialEnds" | "onHeartbeat" | "lastHeartbeat"> & {
+export type ServiceDepsParts = Omit<
+  ServiceDeps,
+  "startedAt" | "version" | "credentialEnds" | "sessions" | "onHeartbeat" | "lastHeartbeat"
+> & {
   /** The liveness monitor, once it is built (heartbeats before then are not counted). */
   liveness: () => LivenessMonitor | undefined;
 };
@@ -22,6 +26,7 @@ export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDe
     startedAt: new Date(),
     version: VERSION,
     credentialEnds,
+    sessions: new AgentSessions(),
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness()?.lastSeen(nodeId),
   };

@@ -2,8 +2,8 @@
 // @generated from file skipper/v1/node_service.proto (package skipper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -12,7 +12,7 @@ import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
 import type { AgentCounters, NodeCapabilities, ProcessObservation, ProjectObservation, Resource, ResourceSpec, ResourceStatus } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
-import type { WorkOrder } from "./work_order_pb.js";
+import type { WorkOrder, WorkOrderResult } from "./work_order_pb.js";
 import { file_skipper_v1_work_order } from "./work_order_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/node_service.proto.
  */
 export const file_skipper_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkiwQMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SMQoOYWdlbnRfY291bnRlcnMYCiABKAsyGS5za2lwcGVyLnYxLkFnZW50Q291bnRlcnMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZTK/BwoLTm9kZVNlcnZpY2USawoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIY2IoZBYLT5JMCDjoBKiIJL3YxL25vZGVzEoQBCg9Sb3RhdGVOb2RlVG9rZW4SIi5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QaIy5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlc3BvbnNlIijYihkFgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnYKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiLNiKGQaC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0Ep4BChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIj+QAgHYihkGgtPkkwIyYgp3b3JrX29yZGVyEiQvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQSngEKEkNsYWltTmV4dFdvcmtPcmRlchIlLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVxdWVzdBomLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2UiOdiKGQaC0+STAi86ASoiKi92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dC9jbGFpbRJiCg9XYXRjaFdvcmtPcmRlcnMSIi5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1JlcXVlc3QaIy5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1Jlc3BvbnNlIgTYihkGMAESnQEKE1JlcG9ydFJlc291cmNlU3RhdGUSJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Gicuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVzcG9uc2UiNZACAtiKGQaC0+STAig6ASoiIy92MS9ub2Rlcy97bm9kZV9pZH0vcmVzb3VyY2Utc3RhdGVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkiwQMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SMQoOYWdlbnRfY291bnRlcnMYCiABKAsyGS5za2lwcGVyLnYxLkFnZW50Q291bnRlcnMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZSLEAgoOU2Vzc2lvblJlcXVlc3QSKQoFaGVsbG8YASABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25IZWxsb0gAEjEKCWhlYXJ0YmVhdBgCIAEoCzIcLnNraXBwZXIudjEuU2Vzc2lvbkhlYXJ0YmVhdEgAEiUKA2FjaxgDIAEoCzIWLnNraXBwZXIudjEuU2Vzc2lvbkFja0gAEjgKDWxlYXNlX3JlbmV3YWwYBCABKAsyHy5za2lwcGVyLnYxLlNlc3Npb25MZWFzZVJlbmV3YWxIABIrCgZyZXN1bHQYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25SZXN1bHRIABI+CgxzdGF0ZV9yZXBvcnQYBiABKAsyJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0SABCBgoEa2luZCKKAQoMU2Vzc2lvbkhlbGxvEg8KB25vZGVfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIyCgxjYXBhYmlsaXRpZXMYAyABKAsyHC5za2lwcGVyLnYxLk5vZGVDYXBhYmlsaXRpZXMSHgoWam91cm5hbF93b3JrX29yZGVyX2lkcxgEIAMoCSJAChBTZXNzaW9uSGVhcnRiZWF0EiwKBnJlcG9ydBgBIAEoCzIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdCI6CgpTZXNzaW9uQWNrEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJDChNTZXNzaW9uTGVhc2VSZW5ld2FsEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJqCg1TZXNzaW9uUmVzdWx0EhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAxIrCgZyZXN1bHQYAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdCL6AQoPU2Vzc2lvblJlc3BvbnNlEi0KB3dlbGNvbWUYASABKAsyGi5za2lwcGVyLnYxLlNlc3Npb25XZWxjb21lSAASKQoFb3JkZXIYAiABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25PcmRlckgAEisKBmNhbmNlbBgDIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkNhbmNlbEgAEisKBmFuc3dlchgEIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkFuc3dlckgAEisKBm5vdGljZRgFIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbk5vdGljZUgAQgYKBGtpbmQiogEKDlNlc3Npb25XZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgDEhAKCGxlYXNlX21zGAMgASgDEhoKEm1heF91bmFja25vd2xlZGdlZBgEIAEoBRIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOQoMU2Vzc2lvbk9yZGVyEikKCndvcmtfb3JkZXIYASABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJNCg1TZXNzaW9uQ2FuY2VsEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAxIOCgZyZWFzb24YAyABKAki3wEKDVNlc3Npb25BbnN3ZXISMQoHc3ViamVjdBgBIAEoDjIgLnNraXBwZXIudjEuU2Vzc2lvbkFuc3dlclN1YmplY3QSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgDEhAKCGFjY2VwdGVkGAQgASgIEhEKCWR1cGxpY2F0ZRgFIAEoCBIMCgRjb2RlGAYgASgJEg8KB21lc3NhZ2UYByABKAkSKQoKd29ya19vcmRlchgIIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIk0KDVNlc3Npb25Ob3RpY2USKwoEa2luZBgBIAEoDjIdLnNraXBwZXIudjEuU2Vzc2lvbk5vdGljZUtpbmQSDwoHbWVzc2FnZRgCIAEoCSr6AQoUU2Vzc2lvbkFuc3dlclN1YmplY3QSJgoiU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9VTlNQRUNJRklFRBAAEh4KGlNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfQUNLEAESKAokU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9MRUFTRV9SRU5FV0FMEAISIQodU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9SRVNVTFQQAxIkCiBTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX0hFQVJUQkVBVBAEEicKI1NFU1NJT05fQU5TV0VSX1NVQkpFQ1RfU1RBVEVfUkVQT1JUEAUqtwEKEVNlc3Npb25Ob3RpY2VLaW5kEiMKH1NFU1NJT05fTk9USUNFX0tJTkRfVU5TUEVDSUZJRUQQABIvCitTRVNTSU9OX05PVElDRV9LSU5EX0NFUlRJRklDQVRFX1JFTkVXQUxfRFVFEAESKgomU0VTU0lPTl9OT1RJQ0VfS0lORF9DUkVERU5USUFMX1JFVk9LRUQQAhIgChxTRVNTSU9OX05PVElDRV9LSU5EX1JFUExBQ0VEEAMyjQgKC05vZGVTZXJ2aWNlEmsKDFJlZ2lzdGVyTm9kZRIfLnNraXBwZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBogLnNraXBwZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2UiGNiKGQWC0+STAg46ASoiCS92MS9ub2RlcxKEAQoPUm90YXRlTm9kZVRva2VuEiIuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXF1ZXN0GiMuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXNwb25zZSIo2IoZBYLT5JMCHjoBKiIZL3YxL25vZGVzL3tub2RlX2lkfS90b2tlbhJ2CglIZWFydGJlYXQSHC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHS5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlIizYihkGgtPkkwIiOgEqIh0vdjEvbm9kZXMve25vZGVfaWR9L2hlYXJ0YmVhdBKeAQoQR2V0TmV4dFdvcmtPcmRlchIjLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QaJC5za2lwcGVyLnYxLkdldE5leHRXb3JrT3JkZXJSZXNwb25zZSI/kAIB2IoZBoLT5JMCMmIKd29ya19vcmRlchIkL3YxL25vZGVzL3tub2RlX2lkfS93b3JrLW9yZGVycy9uZXh0Ep4BChJDbGFpbU5leHRXb3JrT3JkZXISJS5za2lwcGVyLnYxLkNsYWltTmV4dFdvcmtPcmRlclJlcXVlc3QaJi5za2lwcGVyLnYxLkNsYWltTmV4dFdvcmtPcmRlclJlc3BvbnNlIjnYihkGgtPkkwIvOgEqIiovdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQvY2xhaW0SYgoPV2F0Y2hXb3JrT3JkZXJzEiIuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXF1ZXN0GiMuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXNwb25zZSIE2IoZBjABEp0BChNSZXBvcnRSZXNvdXJjZVN0YXRlEiYuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVxdWVzdBonLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlc3BvbnNlIjWQAgLYihkGgtPkkwIoOgEqIiMvdjEvbm9kZXMve25vZGVfaWR9L3Jlc291cmNlLXN0YXRlcxJMCgdTZXNzaW9uEhouc2tpcHBlci52MS5TZXNzaW9uUmVxdWVzdBobLnNraXBwZXIudjEuU2Vzc2lvblJlc3BvbnNlIgTYihkGKAEwAWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * RegisterNodeRequest describes a new node.
@@ -476,6 +476,528 @@ export const ReportResourceStateResponseSchema: GenMessage<ReportResourceStateRe
   messageDesc(file_skipper_v1_node_service, 14);
 
 /**
+ * SessionRequest is one message from the agent on its Session stream. The first must be a hello;
+ * any other first message, or a second hello, ends the stream with INVALID_REQUEST.
+ *
+ * @generated from message skipper.v1.SessionRequest
+ */
+export type SessionRequest = Message<"skipper.v1.SessionRequest"> & {
+  /**
+   * @generated from oneof skipper.v1.SessionRequest.kind
+   */
+  kind: {
+    /**
+     * @generated from field: skipper.v1.SessionHello hello = 1;
+     */
+    value: SessionHello;
+    case: "hello";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionHeartbeat heartbeat = 2;
+     */
+    value: SessionHeartbeat;
+    case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionAck ack = 3;
+     */
+    value: SessionAck;
+    case: "ack";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionLeaseRenewal lease_renewal = 4;
+     */
+    value: SessionLeaseRenewal;
+    case: "leaseRenewal";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionResult result = 5;
+     */
+    value: SessionResult;
+    case: "result";
+  } | {
+    /**
+     * Observed state of resources, as ReportResourceState takes it (node_id the caller's own or
+     * empty); answered only when refused.
+     *
+     * @generated from field: skipper.v1.ReportResourceStateRequest state_report = 6;
+     */
+    value: ReportResourceStateRequest;
+    case: "stateReport";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message skipper.v1.SessionRequest.
+ * Use `create(SessionRequestSchema)` to create a new message.
+ */
+export const SessionRequestSchema: GenMessage<SessionRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 15);
+
+/**
+ * SessionHello opens a session. node_id must be the caller's own node (its token or client
+ * certificate); a hello naming another node ends the stream with FORBIDDEN. The hello itself
+ * writes nothing: agent_version and capabilities are logged, and the node's status takes them
+ * from the first full heartbeat, which the agent sends right after the hello.
+ *
+ * @generated from message skipper.v1.SessionHello
+ */
+export type SessionHello = Message<"skipper.v1.SessionHello"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string agent_version = 2;
+   */
+  agentVersion: string;
+
+  /**
+   * @generated from field: skipper.v1.NodeCapabilities capabilities = 3;
+   */
+  capabilities?: NodeCapabilities | undefined;
+
+  /**
+   * The orders the agent's journal holds (claimed by it, not yet reported). Informational for
+   * now: the controller pushes only pending orders, so an order the agent holds is not pushed
+   * again; the agent goes on renewing and reporting it with its own token.
+   *
+   * @generated from field: repeated string journal_work_order_ids = 4;
+   */
+  journalWorkOrderIds: string[];
+};
+
+/**
+ * Describes the message skipper.v1.SessionHello.
+ * Use `create(SessionHelloSchema)` to create a new message.
+ */
+export const SessionHelloSchema: GenMessage<SessionHello> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 16);
+
+/**
+ * SessionHeartbeat says the agent is alive. With report unset it is a keepalive that writes
+ * nothing (liveness is counted in memory, at the interval the last full report gave); the agent
+ * sends the full report (as the Heartbeat call takes it) at the start and when something in it
+ * changed. A report out of bounds is answered refused (INVALID_REQUEST) and changes nothing.
+ *
+ * @generated from message skipper.v1.SessionHeartbeat
+ */
+export type SessionHeartbeat = Message<"skipper.v1.SessionHeartbeat"> & {
+  /**
+   * @generated from field: skipper.v1.HeartbeatRequest report = 1;
+   */
+  report?: HeartbeatRequest | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.SessionHeartbeat.
+ * Use `create(SessionHeartbeatSchema)` to create a new message.
+ */
+export const SessionHeartbeatSchema: GenMessage<SessionHeartbeat> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 17);
+
+/**
+ * SessionAck: the agent took the pushed order (journaled it) under this fencing token. Answered
+ * accepted while the claim holds; from then on the claim is the agent's (renew it, report it) and
+ * no longer released when the session ends, only when its lease lapses.
+ *
+ * @generated from message skipper.v1.SessionAck
+ */
+export type SessionAck = Message<"skipper.v1.SessionAck"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.SessionAck.
+ * Use `create(SessionAckSchema)` to create a new message.
+ */
+export const SessionAckSchema: GenMessage<SessionAck> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 18);
+
+/**
+ * SessionLeaseRenewal extends the lease of a running order held under fencing_token, as
+ * RenewWorkOrderLease does; answered accepted (with the new lease in work_order) or refused.
+ * A renewal of a pushed order not yet acknowledged acknowledges it.
+ *
+ * @generated from message skipper.v1.SessionLeaseRenewal
+ */
+export type SessionLeaseRenewal = Message<"skipper.v1.SessionLeaseRenewal"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.SessionLeaseRenewal.
+ * Use `create(SessionLeaseRenewalSchema)` to create a new message.
+ */
+export const SessionLeaseRenewalSchema: GenMessage<SessionLeaseRenewal> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 19);
+
+/**
+ * SessionResult reports how an order ended, as ReportWorkOrderResult does, with the token of the
+ * claim that ran it. Answered accepted (duplicate when it had been recorded already: a retry is
+ * safe), or refused: a stale token, an order of another node, a malformed result. A result of a
+ * pushed order not yet acknowledged acknowledges it.
+ *
+ * @generated from message skipper.v1.SessionResult
+ */
+export type SessionResult = Message<"skipper.v1.SessionResult"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrderResult result = 3;
+   */
+  result?: WorkOrderResult | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.SessionResult.
+ * Use `create(SessionResultSchema)` to create a new message.
+ */
+export const SessionResultSchema: GenMessage<SessionResult> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 20);
+
+/**
+ * SessionResponse is one message from the controller on a Session stream.
+ *
+ * @generated from message skipper.v1.SessionResponse
+ */
+export type SessionResponse = Message<"skipper.v1.SessionResponse"> & {
+  /**
+   * @generated from oneof skipper.v1.SessionResponse.kind
+   */
+  kind: {
+    /**
+     * @generated from field: skipper.v1.SessionWelcome welcome = 1;
+     */
+    value: SessionWelcome;
+    case: "welcome";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionOrder order = 2;
+     */
+    value: SessionOrder;
+    case: "order";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionCancel cancel = 3;
+     */
+    value: SessionCancel;
+    case: "cancel";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionAnswer answer = 4;
+     */
+    value: SessionAnswer;
+    case: "answer";
+  } | {
+    /**
+     * @generated from field: skipper.v1.SessionNotice notice = 5;
+     */
+    value: SessionNotice;
+    case: "notice";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message skipper.v1.SessionResponse.
+ * Use `create(SessionResponseSchema)` to create a new message.
+ */
+export const SessionResponseSchema: GenMessage<SessionResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 21);
+
+/**
+ * SessionWelcome answers the hello: the session's terms.
+ *
+ * @generated from message skipper.v1.SessionWelcome
+ */
+export type SessionWelcome = Message<"skipper.v1.SessionWelcome"> & {
+  /**
+   * This session's id (logs, and the notice that replaces it name it).
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * How often the agent sends a heartbeat (a keepalive at least: the stream is closed after 60 s
+   * without a byte either way).
+   *
+   * @generated from field: int64 heartbeat_interval_ms = 2;
+   */
+  heartbeatIntervalMs: bigint;
+
+  /**
+   * How long a claim's lease lasts; renew well before it lapses (a third of it is usual).
+   *
+   * @generated from field: int64 lease_ms = 3;
+   */
+  leaseMs: bigint;
+
+  /**
+   * Pushed orders the controller leaves unacknowledged at once before it pushes another.
+   *
+   * @generated from field: int32 max_unacknowledged = 4;
+   */
+  maxUnacknowledged: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp server_time = 5;
+   */
+  serverTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.SessionWelcome.
+ * Use `create(SessionWelcomeSchema)` to create a new message.
+ */
+export const SessionWelcomeSchema: GenMessage<SessionWelcome> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 22);
+
+/**
+ * SessionOrder pushes an order, already claimed for this session: status RUNNING, its claim with
+ * the fencing token and lease_expires_at. The agent acknowledges it (SessionAck) before it runs it.
+ *
+ * @generated from message skipper.v1.SessionOrder
+ */
+export type SessionOrder = Message<"skipper.v1.SessionOrder"> & {
+  /**
+   * @generated from field: skipper.v1.WorkOrder work_order = 1;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.SessionOrder.
+ * Use `create(SessionOrderSchema)` to create a new message.
+ */
+export const SessionOrderSchema: GenMessage<SessionOrder> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 23);
+
+/**
+ * SessionCancel asks the agent to stop a running order it holds (an admin cancelled it); the agent
+ * stops it and reports CANCELLED, as for a cancel it hears at a lease renewal.
+ *
+ * @generated from message skipper.v1.SessionCancel
+ */
+export type SessionCancel = Message<"skipper.v1.SessionCancel"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 2;
+   */
+  fencingToken: bigint;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message skipper.v1.SessionCancel.
+ * Use `create(SessionCancelSchema)` to create a new message.
+ */
+export const SessionCancelSchema: GenMessage<SessionCancel> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 24);
+
+/**
+ * SessionAnswer answers an ack, a renewal or a result (always), and a heartbeat or state report
+ * (only when refused), echoing the order and token it is about. Answers to one subject come in the
+ * order of its requests.
+ *
+ * @generated from message skipper.v1.SessionAnswer
+ */
+export type SessionAnswer = Message<"skipper.v1.SessionAnswer"> & {
+  /**
+   * @generated from field: skipper.v1.SessionAnswerSubject subject = 1;
+   */
+  subject: SessionAnswerSubject;
+
+  /**
+   * @generated from field: string work_order_id = 2;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: int64 fencing_token = 3;
+   */
+  fencingToken: bigint;
+
+  /**
+   * @generated from field: bool accepted = 4;
+   */
+  accepted: boolean;
+
+  /**
+   * For a result: it had been recorded already (a repeated report); nothing changed.
+   *
+   * @generated from field: bool duplicate = 5;
+   */
+  duplicate: boolean;
+
+  /**
+   * When refused: the error code (as ApiError.code: WORK_ORDER_NOT_CLAIMABLE, FORBIDDEN,
+   * RESOURCE_NOT_FOUND, INVALID_REQUEST...) and why.
+   *
+   * @generated from field: string code = 6;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 7;
+   */
+  message: string;
+
+  /**
+   * The order as it stands after the step (accepted renewals and results).
+   *
+   * @generated from field: skipper.v1.WorkOrder work_order = 8;
+   */
+  workOrder?: WorkOrder | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.SessionAnswer.
+ * Use `create(SessionAnswerSchema)` to create a new message.
+ */
+export const SessionAnswerSchema: GenMessage<SessionAnswer> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 25);
+
+/**
+ * SessionNotice tells the agent something it did not ask about.
+ *
+ * @generated from message skipper.v1.SessionNotice
+ */
+export type SessionNotice = Message<"skipper.v1.SessionNotice"> & {
+  /**
+   * @generated from field: skipper.v1.SessionNoticeKind kind = 1;
+   */
+  kind: SessionNoticeKind;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message skipper.v1.SessionNotice.
+ * Use `create(SessionNoticeSchema)` to create a new message.
+ */
+export const SessionNoticeSchema: GenMessage<SessionNotice> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 26);
+
+/**
+ * What a SessionAnswer answers.
+ *
+ * @generated from enum skipper.v1.SessionAnswerSubject
+ */
+export enum SessionAnswerSubject {
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_ACK = 1;
+   */
+  ACK = 1,
+
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_LEASE_RENEWAL = 2;
+   */
+  LEASE_RENEWAL = 2,
+
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_RESULT = 3;
+   */
+  RESULT = 3,
+
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_HEARTBEAT = 4;
+   */
+  HEARTBEAT = 4,
+
+  /**
+   * @generated from enum value: SESSION_ANSWER_SUBJECT_STATE_REPORT = 5;
+   */
+  STATE_REPORT = 5,
+}
+
+/**
+ * Describes the enum skipper.v1.SessionAnswerSubject.
+ */
+export const SessionAnswerSubjectSchema: GenEnum<SessionAnswerSubject> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_node_service, 0);
+
+/**
+ * Why the controller tells the agent something outside any answer.
+ *
+ * @generated from enum skipper.v1.SessionNoticeKind
+ */
+export enum SessionNoticeKind {
+  /**
+   * @generated from enum value: SESSION_NOTICE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The node's client certificate is due for renewal (EnrollmentService.RenewNodeCertificate).
+   *
+   * @generated from enum value: SESSION_NOTICE_KIND_CERTIFICATE_RENEWAL_DUE = 1;
+   */
+  CERTIFICATE_RENEWAL_DUE = 1,
+
+  /**
+   * The credential the session was opened with was revoked or rotated: the session ends.
+   *
+   * @generated from enum value: SESSION_NOTICE_KIND_CREDENTIAL_REVOKED = 2;
+   */
+  CREDENTIAL_REVOKED = 2,
+
+  /**
+   * Another session of the same node replaced this one: this one ends.
+   *
+   * @generated from enum value: SESSION_NOTICE_KIND_REPLACED = 3;
+   */
+  REPLACED = 3,
+}
+
+/**
+ * Describes the enum skipper.v1.SessionNoticeKind.
+ */
+export const SessionNoticeKindSchema: GenEnum<SessionNoticeKind> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_node_service, 1);
+
+/**
  * NodeService registers nodes (admin) and serves the agent's side of the protocol (node token):
  * heartbeats, the next work order, and state reports.
  *
@@ -565,6 +1087,26 @@ export const NodeService: GenService<{
     methodKind: "unary";
     input: typeof ReportResourceStateRequestSchema;
     output: typeof ReportResourceStateResponseSchema;
+  },
+  /**
+   * Session is the agent's one bidirectional stream to the controller (HTTP/2: Connect or gRPC;
+   * no REST route). The agent opens it with a hello; the controller answers with a welcome, then
+   * pushes the node's pending orders, each already claimed for this session (a fencing token and
+   * a lease), at most welcome.max_unacknowledged unacknowledged at a time. The agent acknowledges
+   * each pushed order, and runs it only once that ack is answered accepted: if the session ends
+   * before, the claim is released at once (the order is pending again and goes out with a new
+   * token), not at lease expiry. Lease renewals, results, heartbeats and state reports travel on
+   * the same stream; each renewal, ack, result and refused report gets an answer naming the order
+   * and token it is about, and a refusal (a stale token, say) leaves the stream open. A second
+   * session of the same node replaces the first (ended with a REPLACED notice). Until agents use
+   * it, the unary calls above and WatchWorkOrders stay as they are.
+   *
+   * @generated from rpc skipper.v1.NodeService.Session
+   */
+  session: {
+    methodKind: "bidi_streaming";
+    input: typeof SessionRequestSchema;
+    output: typeof SessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skipper_v1_node_service, 0);

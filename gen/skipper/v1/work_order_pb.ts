@@ -213,7 +213,8 @@ export type WorkOrderAttempt = Message<"skipper.v1.WorkOrderAttempt"> & {
   endedAt?: Timestamp | undefined;
 
   /**
-   * "running", "finished" or "lease_expired".
+   * "running", "finished", "lease_expired" or "released" (a session that pushed the order ended
+   * before its agent acknowledged it).
    *
    * @generated from field: string outcome = 5;
    */

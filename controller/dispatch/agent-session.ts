@@ -1,0 +1,283 @@
+// One agent's Session stream (NodeService.Session), the controller's side. Its states:
+//
+//   opened --hello (the caller's own node)--> welcomed --> pushing <--> waiting --> ended
+//
+// Welcomed, the session replaces any earlier session of its node (AgentSessions: that one gets a
+// REPLACED notice and ends) and subscribes to the node's order feed. Pushing: while fewer than
+// MAX_UNACKNOWLEDGED pushed orders wait for their ack, the node's next pending order is claimed
+// for this session (order-lifecycle.ts claimNextOrder: a fencing token and a lease) and pushed; a
+// feed notice of a pending order, an ack, a renewal or a result starts another round. The
+// requests (session-requests.ts) are handled one at a time, in the order they came, and answered
+// on the stream. A cancel the feed publishes for a running order of the node goes out as a
+// cancel message. Ended (the client closed or went, a refusal, replaced, credential revoked):
+// every order pushed and not acknowledged is released at once (running -> pending with the next
+// claim's new token, `work_order_claim_released`) and rung on the feed for whoever asks next; an
+// acknowledged order keeps its claim until its lease lapses.
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { randomUUID } from "node:crypto";
+import {
+  SessionNoticeKind,
+  SessionResponseSchema,
+  type SessionHello,
+  type SessionRequest,
+  type SessionResponse,
+} from "../../gen/skipper/v1/node_service_pb.js";
+import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import type { Logger } from "../../common/logging/logger.js";
+import type { CallInfo } from "../base/context.js";
+import { orderTraceOf } from "../base/context.js";
+import { forbidden, invalid, isSkipperError, SkipperError, unauthorized } from "../base/errors.js";
+import { checkId } from "../base/id-checks.js";
+import { nodeCredentialHolds } from "../auth/authenticator.js";
+import type { CredentialEnds } from "../auth/credential-ends.js";
+import type { HeartbeatRecorder } from "../nodes/heartbeat.js";
+import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
+import { claimReleasedEvent } from "./order-outcome.js";
+import { handleRequest, type RequestSession, type SessionMessage } from "./session-requests.js";
+
+/** Pushed orders a session leaves unacknowledged at once. */
+export const MAX_UNACKNOWLEDGED = 1;
+/** How often an agent on a session heartbeats (a keepalive at least: streams idle for 60 s are closed). */
+export const SESSION_HEARTBEAT_MS = 10_000;
+
+/** What a session needs. */
+export interface SessionDeps extends LifecycleDeps {
+  logger: Logger;
+  credentialEnds: CredentialEnds;
+  sessions: AgentSessions;
+  /** Told of every keepalive (liveness is judged from every beat, in memory). */
+  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+}
+
+/** The live session of each node on this controller; a new one replaces the node's earlier one. */
+export class AgentSessions {
+  private readonly byNode = new Map<string, AgentSession>();
+
+  /** Makes `session` its node's; the one it replaces, if any, is told and ends. */
+  open(session: AgentSession): void {
+    const before = this.byNode.get(session.nodeId);
+    this.byNode.set(session.nodeId, session);
+    before?.replacedBy(session.id);
+  }
+
+  /** Forgets `session` (unless another replaced it already). */
+  close(session: AgentSession): void {
+    if (this.byNode.get(session.nodeId) === session) this.byNode.delete(session.nodeId);
+  }
+
+  /** Open sessions (all nodes). */
+  get size(): number {
+    return this.byNode.size;
+  }
+}
+
+/** A session's state, for the handlers of its requests. */
+export class AgentSession implements RequestSession {
+  readonly id = randomUUID();
+  nodeId = "";
+  /** Orders pushed and not yet acknowledged: id -> the fencing token they were pushed with. */
+  readonly unacked = new Map<string, bigint>();
+  /** The heartbeat interval of the last full report (keepalives count for liveness with it). */
+  intervalMs = 0;
+  private readonly outbox: SessionResponse[] = [];
+  private wake: (() => void) | undefined;
+  private ended = false;
+  private failure: SkipperError | undefined;
+  private pumping: Promise<void> = Promise.resolve();
+  private pumpQueued = false;
+  private handling: Promise<void> = Promise.resolve();
+  private readonly cleanups: (() => void)[] = [];
+
+  constructor(
+    readonly deps: SessionDeps,
+    readonly call: CallInfo,
+    readonly heartbeats: HeartbeatRecorder,
+  ) {}
+
+  /** The session's messages to the agent, read from `requests`, until it ends. */
+  async *run(requests: AsyncIterable<SessionRequest>, signal: AbortSignal): AsyncGenerator<SessionResponse> {
+    const it = requests[Symbol.asyncIterator]();
+    const first = await it.next();
+    if (first.done) return;
+    if (first.value.kind.case !== "hello") throw invalid("a session starts with a hello", { field: "hello" });
+    try {
+      yield this.welcome(first.value.kind.value);
+      const abort = () => this.end();
+      signal.addEventListener("abort", abort, { once: true });
+      this.cleanups.push(() => signal.removeEventListener("abort", abort));
+      this.pump();
+      void this.read(it, signal);
+      for (;;) {
+        const next = this.outbox.shift();
+        if (next) {
+          yield next;
+          continue;
+        }
+        if (this.ended) break;
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+        });
+        this.wake = undefined;
+      }
+      if (this.failure) throw this.failure;
+    } finally {
+      await this.close();
+    }
+  }
+
+  /** Queues `kind` for the agent. */
+  send(kind: SessionMessage): void {
+    if (this.ended) return;
+    this.outbox.push(create(SessionResponseSchema, { kind }));
+    this.wake?.();
+  }
+
+  /** Ends the session (with `failure`, sent to the agent as the stream's error); idempotent. */
+  end(failure?: SkipperError): void {
+    if (this.ended) return;
+    this.failure = failure;
+    this.ended = true;
+    this.wake?.();
+  }
+
+  /** Another session of the node took over: this one says so and ends. */
+  replacedBy(sessionId: string): void {
+    const message = `session ${sessionId} of node ${this.nodeId} replaced this one`;
+    this.send({ case: "notice", value: { kind: SessionNoticeKind.REPLACED, message } });
+    this.end();
+  }
+
+  /** Claims and pushes the node's pending orders while the window has room (one round at a time). */
+  pump(): void {
+    if (this.pumpQueued || this.ended) return;
+    this.pumpQueued = true;
+    this.pumping = this.pumping
+      .then(() => {
+        this.pumpQueued = false;
+        return this.fill();
+      })
+      .catch((e: unknown) => this.fail(e));
+  }
+
+  // The hello: the caller's own node, then the session is its node's and hears its feed.
+  private welcome(hello: SessionHello): SessionResponse {
+    const { principal } = this.call;
+    if (principal.kind !== "node") {
+      throw forbidden("a session is a node's own: open it with the node's token or client certificate");
+    }
+    const nodeId = checkId(hello.nodeId, "hello.node_id");
+    if (nodeId !== principal.nodeId) {
+      throw forbidden(`this credential belongs to node ${principal.nodeId}, not ${nodeId}`, { node_id: nodeId });
+    }
+    this.nodeId = nodeId;
+    this.cleanups.push(this.deps.feed.subscribe(nodeId, (o) => this.noticed(o)));
+    this.cleanups.push(this.deps.credentialEnds.watch(principal, () => void this.checkCredential()));
+    this.deps.sessions.open(this);
+    this.call.logger.info(
+      {
+        action: "session_opened",
+        result: "ok",
+        node_id: nodeId,
+        metadata: { session_id: this.id, agent_version: hello.agentVersion, journal_orders: hello.journalWorkOrderIds.length },
+      },
+      "agent session opened",
+    );
+    return create(SessionResponseSchema, {
+      kind: {
+        case: "welcome",
+        value: {
+          sessionId: this.id,
+          heartbeatIntervalMs: BigInt(SESSION_HEARTBEAT_MS),
+          leaseMs: BigInt(this.deps.leaseMs),
+          maxUnacknowledged: MAX_UNACKNOWLEDGED,
+          serverTime: timestampFromDate(this.deps.now()),
+        },
+      },
+    });
+  }
+
+  // The agent's requests, one at a time, until the stream ends or fails.
+  private async read(it: AsyncIterator<SessionRequest>, signal: AbortSignal): Promise<void> {
+    try {
+      for (;;) {
+        const next = await it.next();
+        if (next.done || this.ended) break;
+        this.handling = handleRequest(this, next.value);
+        await this.handling;
+      }
+      this.end();
+    } catch (e) {
+      // A client that went (reset, closed) ends the session quietly; a bad message is its refusal.
+      this.end(signal.aborted ? undefined : isSkipperError(e) ? e : undefined);
+    }
+  }
+
+  // An order of the node became pending (claim it), or a running one is asked to stop (say so).
+  private noticed(order: WorkOrder): void {
+    if (order.status === WorkOrderStatus.PENDING) this.pump();
+    else if (order.status === WorkOrderStatus.RUNNING && order.cancelRequest && order.claim?.nodeId === this.nodeId) {
+      const value = { workOrderId: order.id, fencingToken: order.claim.fencingToken, reason: order.cancelRequest.reason };
+      this.send({ case: "cancel", value });
+    }
+  }
+
+  private async fill(): Promise<void> {
+    while (!this.ended && this.unacked.size < MAX_UNACKNOWLEDGED) {
+      const order = await claimNextOrder(this.deps, this.nodeId, (o) => orderTraceOf(this.call, o), this.call.logger);
+      if (!order) return;
+      this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);
+      // Ended while claiming: close() releases it with the others.
+      this.send({ case: "order", value: { workOrder: order } });
+    }
+  }
+
+  private async checkCredential(): Promise<void> {
+    if (await nodeCredentialHolds(this.deps.store, this.call.principal, this.deps.now())) return;
+    const message = "this node's credential has been revoked";
+    this.send({ case: "notice", value: { kind: SessionNoticeKind.CREDENTIAL_REVOKED, message } });
+    this.end(unauthorized(message));
+  }
+
+  private fail(e: unknown): void {
+    this.call.logger.error({ action: "session", result: "INTERNAL_ERROR", node_id: this.nodeId, err: e }, "agent session failed");
+    this.end(isSkipperError(e) ? e : new SkipperError("INTERNAL_ERROR", "the session failed; see the controller's log"));
+  }
+
+  // Stops hearing the feed, lets the request and the claim in flight finish, then releases every
+  // order pushed and not acknowledged.
+  private async close(): Promise<void> {
+    this.end();
+    for (const c of this.cleanups.splice(0)) c();
+    this.deps.sessions.close(this);
+    await this.handling.catch(() => undefined);
+    await this.pumping;
+    for (const [id, token] of this.unacked) await this.release(id, token);
+    this.unacked.clear();
+  }
+
+  private async release(id: string, token: bigint): Promise<void> {
+    try {
+      const before = await this.deps.store.getWorkOrder(id);
+      const back = await this.deps.store.releaseWorkOrderClaim(id, this.nodeId, token, this.deps.now(), (after) =>
+        before ? [claimReleasedEvent(before, after, orderTraceOf(this.call, before), this.id)] : [],
+      );
+      this.deps.feed.publish(back);
+      this.deps.triggers.orderRequeued(back);
+      const leaseUntil = before?.claim?.leaseExpiresAt ? timestampDate(before.claim.leaseExpiresAt).toISOString() : "";
+      this.call.logger.info(
+        {
+          action: "work_order_claim_released",
+          result: "pending",
+          node_id: this.nodeId,
+          work_order_id: id,
+          metadata: { fencing_token: token.toString(), session_id: this.id, lease_was_until: leaseUntil },
+        },
+        "session ended before the agent acknowledged the order; back to pending",
+      );
+    } catch (e) {
+      // Renewed, finished or taken since: its claim is no longer the one this session pushed.
+      if (!(isSkipperError(e) && (e.code === "WORK_ORDER_NOT_CLAIMABLE" || e.code === "RESOURCE_NOT_FOUND"))) throw e;
+    }
+  }
+}
