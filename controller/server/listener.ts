@@ -7,6 +7,26 @@ import net from "node:net";
 import type tls from "node:tls";
 import type { RequestHandler } from "./build.js";
 import { rawSocket, VOUCH, type Vouchable } from "../boundary/connection-vouch.js";
+import { SERVICES } from "./wiring/routes.js";
+
+// "/package.Service/Method" of every RPC whose request is a stream (an agent's session): its body
+// ends when the caller is done, never by a deadline, so requestBodyMs does not apply to it (the
+// idle limit does; each message is bounded where the boundary reads it).
+const STREAMED_REQUESTS = new Set(
+  SERVICES.flatMap((s) =>
+    s.methods
+      .filter((m) => m.methodKind === "client_streaming" || m.methodKind === "bidi_streaming")
+      .map((m) => `/${s.typeName}/${m.name}`),
+  ),
+);
+
+/** True when `url` (a request's path, with any prefix such as /v1) names an RPC whose request is a stream. */
+export function isStreamedRequest(url: string | undefined): boolean {
+  const path = (url ?? "").split("?")[0]!;
+  const method = path.lastIndexOf("/");
+  const service = method > 0 ? path.lastIndexOf("/", method - 1) : -1;
+  return service >= 0 && STREAMED_REQUESTS.has(path.slice(service));
+}
 
 /** How long a connection may stay silent or a request stall, and how many streams a connection may hold. */
 export interface ConnectionLimits {
@@ -18,6 +38,7 @@ export interface ConnectionLimits {
    * A request whose body has not ended this long after it arrived is closed, however its bytes
    * trickle (the idle limit restarts on every byte). Bodies that are read have their own, shorter
    * deadline (body-limits.ts); this also ends those nobody reads (a body sent to a GET route).
+   * Not for RPCs whose request is a stream (an agent's session): those end when the caller is done.
    */
   requestBodyMs: number;
   /** An HTTP/2 connection with no stream activity for this long is closed. */
@@ -253,7 +274,7 @@ function idleLimited(handler: RequestHandler, idleMs: number, bodyMs: number): R
       if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
       else (req as http.IncomingMessage).socket.destroy();
     });
-    if (bodyMs > 0) {
+    if (bodyMs > 0 && !isStreamedRequest(req.url)) {
       const timer = setTimeout(() => endUnfinished(req, res), bodyMs);
       const clear = () => clearTimeout(timer);
       req.once("end", clear);
