@@ -9,7 +9,8 @@
 import { parseTraceparent } from "../common/trace-context.js";
 import { beginSpan } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
-import { isIP } from "node:net";
+import net from "node:net";
+import type { Duplex } from "node:stream";
 import tls from "node:tls";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -72,18 +73,22 @@ const clientSpans: Interceptor = (next) => async (req) => {
  * connection) resumes it: an abbreviated handshake without the certificate signature and checks,
  * instead of a full one. A session the controller no longer knows costs nothing: the handshake
  * is then a full one. One connector per credential (a session carries its client certificate).
+ * A plain-HTTP controller (h2c) gets a plain TCP connection.
  */
-export function resumingConnector(): (authority: URL, options: object) => tls.TLSSocket {
+export function resumingConnector(): (authority: URL, options: object) => Duplex {
   let session: Buffer | undefined;
   // http2.connect hands over its own options: the TLS ones (ca, cert, key, localAddress) among them.
   return (authority, options: tls.ConnectionOptions) => {
     const host = authority.hostname.replace(/^\[|\]$/g, "");
+    const tlsOn = authority.protocol === "https:";
+    const port = Number(authority.port || (tlsOn ? 443 : 80));
+    if (!tlsOn) return net.connect({ ...(options as net.NetConnectOpts), host, port } as net.NetConnectOpts);
     // What http2.connect sets itself when it makes the connection: h2 by ALPN, SNI for a name.
     const socket = tls.connect({
       ...options,
       host,
-      port: Number(authority.port || 443),
-      ...(isIP(host) ? {} : { servername: host }),
+      port,
+      ...(net.isIP(host) ? {} : { servername: host }),
       ALPNProtocols: ["h2"],
       ...(session ? { session } : {}),
     });

@@ -43,7 +43,7 @@ function agentClient(tc: TestController, connect: ReturnType<typeof resumingConn
       ca: tc.ca,
       ...cert,
       createConnection: (authority: URL, options: object) => {
-        const s = connect(authority, options);
+        const s = connect(authority, options) as tls.TLSSocket;
         sockets.push(s);
         return s;
       },
