@@ -9,6 +9,9 @@
 import { parseTraceparent } from "../common/trace-context.js";
 import { beginSpan } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
+import net from "node:net";
+import type { Duplex } from "node:stream";
+import tls from "node:tls";
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
@@ -64,6 +67,39 @@ const clientSpans: Interceptor = (next) => async (req) => {
   }
 };
 
+/**
+ * A createConnection for http2.connect that keeps the TLS session the controller last handed out
+ * and offers it on the next connection, so a reconnect (after a controller restart, a cut
+ * connection) resumes it: an abbreviated handshake without the certificate signature and checks,
+ * instead of a full one. A session the controller no longer knows costs nothing: the handshake
+ * is then a full one. One connector per credential (a session carries its client certificate).
+ * A plain-HTTP controller (h2c) gets a plain TCP connection.
+ */
+export function resumingConnector(): (authority: URL, options: object) => Duplex {
+  let session: Buffer | undefined;
+  // http2.connect hands over its own options: the TLS ones (ca, cert, key, localAddress) among them.
+  return (authority, options: tls.ConnectionOptions) => {
+    const host = authority.hostname.replace(/^\[|\]$/g, "");
+    const tlsOn = authority.protocol === "https:";
+    const port = Number(authority.port || (tlsOn ? 443 : 80));
+    if (!tlsOn) return net.connect({ ...(options as net.NetConnectOpts), host, port } as net.NetConnectOpts);
+    // What http2.connect sets itself when it makes the connection: h2 by ALPN, SNI for a name.
+    const socket = tls.connect({
+      ...options,
+      host,
+      port,
+      ...(net.isIP(host) ? {} : { servername: host }),
+      ALPNProtocols: ["h2"],
+      ...(session ? { session } : {}),
+    });
+    // TLS 1.3 sends its tickets after the handshake, one or more: the last one is kept.
+    socket.on("session", (s: Buffer) => {
+      session = s;
+    });
+    return socket;
+  };
+}
+
 export function createControllerClients(opts: {
   baseUrl: string;
   credential: AgentCredential;
@@ -86,7 +122,7 @@ export function createControllerClients(opts: {
       baseUrl: opts.baseUrl,
       httpVersion: "2",
       useBinaryFormat: opts.wire === "binary",
-      nodeOptions: { ...ca, ...clientCert },
+      nodeOptions: { ...ca, ...clientCert, createConnection: resumingConnector() },
       interceptors,
       defaultTimeoutMs: opts.timeoutMs ?? 30_000,
       // Idle agents keep one connection; pings notice a dead controller between polls.

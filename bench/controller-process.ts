@@ -52,7 +52,7 @@ export interface Controller {
 
 /**
  * Starts the controller on a file store in `dataDir` (or on the store `controllerArgs` name, e.g.
- * `--store postgres://…`) and waits for its listen line.
+ * `--store postgres://…`), with `env` added to its environment, and waits for its listen line.
  */
 export async function startController(
   dist: string,
@@ -60,10 +60,11 @@ export async function startController(
   adminToken: string,
   nodeArgs: string[] = [],
   controllerArgs: string[] = [],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<Controller> {
   const { child, value: url } = await spawnJson(
     [...nodeArgs, join(dist, "controller", "main.js"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...controllerArgs],
-    { SKIPPER_ADMIN_TOKEN: adminToken },
+    { ...env, SKIPPER_ADMIN_TOKEN: adminToken },
     (l) => (l.action === "listen" ? String((l.metadata as { url?: string } | undefined)?.url ?? "") || undefined : undefined),
   );
   return { child, url, ca: await readFile(join(dataDir, "tls", "ca.crt"), "utf8") };

@@ -8,6 +8,7 @@ import { serve, type ServeOptions } from "./server/listener.js";
 import { ensureTlsMaterial } from "./tls/tls-material.js";
 import { ensureClientCa } from "./tls/client-ca.js";
 import { SecretKeyRing } from "./tls/secret-key-ring.js";
+import { currentTicketKey } from "./tls/session-tickets.js";
 import { VERSION } from "./base/version.js";
 import { PostgresStore } from "./store/postgres/pg-store.js";
 import { PgCoordination } from "./store/postgres/pg-coordination.js";
@@ -100,7 +101,13 @@ async function loadKeys(config: ControllerConfig, logger: Logger) {
       hostnames: config.tlsHostnames,
       onInfo: (msg, meta) => logger.info({ action: "tls", metadata: meta }, msg),
     });
-    tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert };
+    // The ticket key lives beside the other keys, so agents resume their sessions after a restart.
+    const ticketKey = () =>
+      currentTicketKey(config.dataDir).catch((err: unknown) => {
+        logger.warn({ action: "tls", err }, "could not read or replace the TLS ticket key (tls/ticket.key): the one in use stays");
+        throw err;
+      });
+    tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert, ticketKey };
     caFile = material.caFile;
   }
   return { clientCa, keyRing, tls, caFile };

@@ -7,6 +7,7 @@ import net from "node:net";
 import type tls from "node:tls";
 import type { RequestHandler } from "./build.js";
 import { rawSocket, VOUCH, type Vouchable } from "../boundary/connection-vouch.js";
+import { sessionContext, TICKET_LIFETIME_S } from "../tls/session-tickets.js";
 import { SERVICES } from "./wiring/routes.js";
 
 // "/package.Service/Method" of every RPC whose request is a stream (an agent's session): its body
@@ -77,6 +78,28 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   unvouchedStreams: 8,
 };
 
+/**
+ * HTTP/2 sized for what the controller mostly serves: agents, each on one connection for days,
+ * holding a watch stream and making a few small calls whose headers repeat (a bearer token, a
+ * content type). Node's defaults are a browser's and a proxy's; these bound what one connection
+ * may make the controller hold, and still let admin calls through: a body up to the largest
+ * limit (body-limits.ts, 4 MiB) and list answers of megabytes go through flow control, a window
+ * at a time, not through these buffers.
+ */
+const AGENT_SIZED: http2.ServerOptions = {
+  // A header block: an agent's carries about ten short fields, a browser's twenty or so; Node
+  // allows 128 and 64 KiB, which one stream may make the controller decode and hold.
+  maxHeaderListPairs: 64,
+  // The HPACK table the controller keeps per connection for the headers it sends (Node: 4 KiB):
+  // an agent's answers repeat a few short fields.
+  maxDeflateDynamicTableSize: 1024,
+  settings: {
+    // The HPACK table it keeps per connection for the headers it receives (Node: 4 KiB).
+    headerTableSize: 1024,
+    maxHeaderListSize: 16 * 1024,
+  },
+};
+
 export interface ServeOptions {
   host: string;
   port: number;
@@ -84,12 +107,22 @@ export interface ServeOptions {
    * PEM cert and key; absent means plain HTTP (HTTP/1.1 and h2c on one port). With `clientCa`,
    * clients are asked for a certificate signed by it (enrolled nodes), but one is not required.
    */
-  tls?: { cert: string; key: string; clientCa?: string };
+  tls?: { cert: string; key: string; clientCa?: string; ticketKey?: TicketKeySource };
   /** Overrides of DEFAULT_LIMITS. */
   limits?: Partial<ConnectionLimits>;
   /** Told of each connection closed on arrival because a connection cap was reached. */
   onRefusedConnection?: (address: string, cap: "per-address" | "total" | "unvouched") => void;
 }
+
+/**
+ * The key that seals TLS session tickets (session-tickets.ts currentTicketKey): asked at start
+ * and every TICKET_KEY_CHECK_MS after, so a key replaced on its schedule is taken up. Without
+ * one, Node makes a key per process and no session survives a restart.
+ */
+export type TicketKeySource = () => Promise<Buffer>;
+
+/** How often the ticket key is asked for again. */
+export const TICKET_KEY_CHECK_MS = 3600_000;
 
 export interface Serving {
   /** Base URL, e.g. https://127.0.0.1:8443 */
@@ -106,13 +139,30 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
   // Until a call on it is admitted, a connection may open few streams (vouchFor raises the limit).
   const vouching = limits.maxUnvouchedConnections > 0;
   const h2Options: http2.ServerOptions = {
+    ...AGENT_SIZED,
     settings: {
+      ...AGENT_SIZED.settings,
       maxConcurrentStreams: vouching ? Math.min(limits.unvouchedStreams, limits.maxConcurrentStreams) : limits.maxConcurrentStreams,
     },
   };
   const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
   const track = sessionTracker(limits, sessions);
-  const server = opts.tls ? tlsServer(opts.tls, limits, h2Options, watched, track) : plainServer(limits, h2Options, watched, track);
+  const ticketKey = opts.tls?.ticketKey;
+  const server = opts.tls
+    ? tlsServer(opts.tls, ticketKey && (await ticketKey()), limits, h2Options, watched, track)
+    : plainServer(limits, h2Options, watched, track);
+  // A key that failed to load keeps the one in use (its source says why); the next check tries again.
+  const rotation = ticketKey
+    ? setInterval(
+        () =>
+          void ticketKey().then(
+            (k) => (server as tls.Server).setTicketKeys(k),
+            () => undefined,
+          ),
+        TICKET_KEY_CHECK_MS,
+      )
+    : undefined;
+  rotation?.unref();
   const admitConnection = connectionAdmission(limits, sockets, vouching, opts.onRefusedConnection);
   // Counted as the TCP connection is accepted, before any TLS work is spent on it.
   if (opts.tls) server.prependListener("connection", admitConnection);
@@ -128,6 +178,7 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     port,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(rotation);
         server.close(() => resolve());
         for (const s of sessions) s.close();
         for (const s of sockets) s.destroy();
@@ -158,19 +209,37 @@ function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp
 }
 
 // HTTP/2 over TLS with HTTP/1.1 fallback; with a client CA, clients are asked for a certificate.
+// With a ticket key, sessions resume across restarts (session-tickets.ts).
 function tlsServer(
   tlsOptions: NonNullable<ServeOptions["tls"]>,
+  ticketKeys: Buffer | undefined,
   limits: ConnectionLimits,
   h2Options: http2.ServerOptions,
   watched: RequestHandler,
   track: SessionTracker,
 ): net.Server {
-  const { clientCa, ...pair } = tlsOptions;
+  const { clientCa, cert, key } = tlsOptions;
+  // Tickets live as long as an agent's connection may (it got its ticket when it connected), in
+  // the context of this certificate and client CA only.
+  const resumption = {
+    ...(ticketKeys ? { ticketKeys } : {}),
+    sessionTimeout: TICKET_LIFETIME_S,
+    sessionIdContext: sessionContext(cert, clientCa),
+  };
   // A certificate that does not verify still connects: the call is refused with a clear
   // UNAUTHORIZED naming the reason, instead of a handshake failure a client cannot read.
   const clientAuth = clientCa ? { requestCert: true, rejectUnauthorized: false, ca: clientCa } : {};
   const h2 = http2.createSecureServer(
-    { ...pair, ...clientAuth, ...h2Options, allowHTTP1: true, minVersion: "TLSv1.2", handshakeTimeout: limits.handshakeTimeoutMs },
+    {
+      cert,
+      key,
+      ...clientAuth,
+      ...resumption,
+      ...h2Options,
+      allowHTTP1: true,
+      minVersion: "TLSv1.2",
+      handshakeTimeout: limits.handshakeTimeoutMs,
+    },
     watched,
   );
   h2.on("session", track);

@@ -9,10 +9,11 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import type { DescService } from "@bufbuild/protobuf";
 import { build, type Controller } from "../../controller/server/build.js";
 import type { Store } from "../../controller/store/store.js";
-import { serve, type ConnectionLimits, type Serving } from "../../controller/server/listener.js";
+import { serve, type ConnectionLimits, type ServeOptions, type Serving } from "../../controller/server/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
 import { ensureClientCa } from "../../controller/tls/client-ca.js";
+import { currentTicketKey } from "../../controller/tls/session-tickets.js";
 import type { WebhookSettings } from "../../controller/webhooks/webhook-worker.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -67,11 +68,11 @@ export async function startController(
     level: "debug",
   });
   const clientCa = opts.tls !== false ? await ensureClientCa({ dataDir }) : undefined;
-  let tls: { cert: string; key: string; clientCa?: string } | undefined;
+  let tls: ServeOptions["tls"];
   let ca: string | undefined;
   if (opts.tls !== false) {
     const m = await ensureTlsMaterial({ dataDir });
-    tls = { cert: m.cert, key: m.key, clientCa: clientCa?.cert };
+    tls = { cert: m.cert, key: m.key, clientCa: clientCa?.cert, ticketKey: () => currentTicketKey(dataDir) };
     ca = m.caFile ? await readFile(m.caFile, "utf8") : undefined;
   }
   const controller = await build({
