@@ -13,6 +13,9 @@
 //   claim+result   ClaimNextWorkOrder, ReportWorkOrderResult (one finished order: two calls, as
 //                  pg-boss's fetch + complete); --claim get-then-claim measures the older three-call
 //                  path (GetNextWorkOrder, ClaimWorkOrder, ReportWorkOrderResult) instead
+//   claim+result batch N   (with --batch N) ClaimWorkOrders of up to N + one ReportWorkOrderResults,
+//                  on half of the orders apply made (the single-call phase takes the other half);
+//                  its rate counts finished orders, beside the single-call row (bench/batch-claim.ts)
 //   read           ResourceService.GetResource of a tenant
 //   auth           (once, on a controller of its own on the file store) the cost of authentication
 //                  per call: AccessService.WhoAmI with no credential, the admin token, an API key,
@@ -54,6 +57,7 @@ import { closedLoop, cpuSeconds, type PhaseResult } from "./closed-loop.js";
 import { measureAuthCost } from "./auth-cost.js";
 import { printAuthCost } from "./auth-figures.js";
 import { pgBossClaimComplete } from "./pg-boss.js";
+import { batchClaimPhase } from "./batch-claim.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const distRoot = resolve(here, "..");
@@ -77,12 +81,17 @@ const { values } = parseArgs({
     "pg-url": { type: "string" },
     // How a client takes an order: claim-next (one call) or get-then-claim (two calls).
     claim: { type: "string", default: "claim-next" },
+    // Also run claim+result in batches of N (ClaimWorkOrders + ReportWorkOrderResults) on half
+    // of the orders apply made; 0: no batch phase.
+    batch: { type: "string", default: "0" },
   },
 });
 if (values.claim !== "claim-next" && values.claim !== "get-then-claim") throw new Error("--claim must be claim-next or get-then-claim");
 const durationMs = Number(values.duration) * 1000;
 const concurrency = Number(values.concurrency);
 const phases = new Set(values.phases.split(","));
+const batch = Number(values.batch);
+if (!Number.isInteger(batch) || batch < 0 || batch > 100) throw new Error("--batch must be 0 to 100");
 if (!(durationMs > 0) || !(concurrency > 0)) throw new Error("--duration and --concurrency must be positive");
 
 // ---------- helpers ----------
@@ -292,7 +301,11 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
     const next = await nodes[w]!.getNextWorkOrder({ nodeId: `bench-node-${w}` });
     return next.workOrder && (await orders[w]!.claimWorkOrder({ id: next.workOrder.id })).workOrder;
   };
+  // With --batch, the single-call phase leaves half of each client's orders to the batch phase.
+  const singleLeft: number[] = [];
   const finishOne = async (w: number): Promise<boolean> => {
+    // (Setup finishes its orders before the budget is set: unset means no limit.)
+    if (batch > 0 && singleLeft[w] !== undefined && singleLeft[w]!-- <= 0) return false;
     const taken = await takeOne(w);
     if (!taken) return false;
     await orders[w]!.reportWorkOrderResult({
@@ -353,7 +366,11 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
       console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
   }
 
-  if (phases.has("claim")) results.push(await closedLoop("claim+result", concurrency, durationMs, async (w) => finishOne(w), ctlCpu));
+  if (phases.has("claim")) {
+    for (let w = 0; w < concurrency; w++) singleLeft[w] = Math.floor(Math.min(nextTenant[w] ?? 0, pool) / 2);
+    results.push(await closedLoop("claim+result", concurrency, durationMs, async (w) => finishOne(w), ctlCpu));
+    if (batch > 0) results.push(await batchClaimPhase(orders, batch, durationMs, ctlCpu));
+  }
 
   const readers = Array.from({ length: concurrency }, () => clientFor(ResourceService, ctl.url, ca, admin));
   await Promise.all(readers.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
@@ -375,6 +392,7 @@ function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseRe
   const byName = new Map(all.map((r) => [r.name, r]));
   const phaseOf = (name: string) => name.replace(/ \((file|postgres)\)$/, "");
   const ceilingOf: Record<string, PhaseResult> = { apply: rawParallel, "claim+result": rawParallel, read: echoResult };
+  if (batch > 0) ceilingOf[`claim+result batch ${batch}`] = rawParallel;
   const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "-");
   // Controller CPU per operation: what the issue's "under 1 ms per finished order" counts.
   const cpuMs = (r: PhaseResult) => (r.cpu === undefined || r.rate === 0 ? NaN : (r.cpu * 1000) / r.rate);
@@ -417,6 +435,19 @@ function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseRe
         target: "postgres: finished orders/s >= pg-boss's jobs/s",
         ok: claim.rate >= boss.rate,
         value: claim.rate / boss.rate,
+      });
+    const batched = byName.get(`claim+result batch ${batch} (${store})`);
+    if (batched && claim)
+      targets.push({
+        target: `${store}: batch ${batch} finished orders/s vs single calls (same run)`,
+        ok: batched.rate >= claim.rate,
+        value: batched.rate / claim.rate,
+      });
+    if (batched && store === "postgres" && boss)
+      targets.push({
+        target: `postgres: batch ${batch} finished orders/s >= pg-boss's jobs/s`,
+        ok: batched.rate >= boss.rate,
+        value: batched.rate / boss.rate,
       });
     if (claim) targets.push({ target: `${store}: controller CPU per finished order < 1 ms`, ok: cpuMs(claim) < 1, value: cpuMs(claim) });
     if (read) {

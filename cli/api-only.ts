@@ -17,6 +17,8 @@ export const API_ONLY: Readonly<Record<string, string>> = {
   "skipper.v1.WorkOrderService/ClaimWorkOrder": FOR_AGENTS,
   "skipper.v1.WorkOrderService/RenewWorkOrderLease": FOR_AGENTS,
   "skipper.v1.WorkOrderService/ReportWorkOrderResult": FOR_AGENTS,
+  "skipper.v1.WorkOrderService/ClaimWorkOrders": FOR_AGENTS,
+  "skipper.v1.WorkOrderService/ReportWorkOrderResults": FOR_AGENTS,
   "skipper.v1.WorkOrderService/GetWorkOrderSecrets": FOR_AGENTS,
   "skipper.v1.EnrollmentService/EnrollNode": "for agents: skippy --enroll-token on the host (the key pair never leaves it)",
   "skipper.v1.EnrollmentService/RenewNodeCertificate": FOR_AGENTS,

@@ -46,6 +46,8 @@ const NEEDS: Record<string, Permission> = {
   "WorkOrderService/GetWorkOrder": P.READ_OR_NODE,
   "WorkOrderService/ClaimWorkOrder": P.NODE,
   "WorkOrderService/ReportWorkOrderResult": P.NODE,
+  "WorkOrderService/ClaimWorkOrders": P.NODE,
+  "WorkOrderService/ReportWorkOrderResults": P.NODE,
   "WorkOrderService/RenewWorkOrderLease": P.NODE,
   "WorkOrderService/GetWorkOrderSecrets": P.NODE,
   "WorkOrderService/CancelWorkOrder": P.OPERATE,

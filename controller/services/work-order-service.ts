@@ -9,10 +9,12 @@ import {
 } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { callInfo, orderTraceOf, responseMeta, type CallInfo } from "../base/context.js";
-import { forbidden, invalid, notFound } from "../base/errors.js";
+import { forbidden, invalid } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
-import { cancelOrder, claimOrder, finishOrder, renewLease } from "../dispatch/order-lifecycle.js";
+import { cancelOrder, claimOrder, renewLease } from "../dispatch/order-lifecycle.js";
 import type { ServiceDeps } from "./deps.js";
+import { ownOrderOf, reportResult } from "./work-order-access.js";
+import { workOrderBatches } from "./work-order-batches.js";
 import { checkTenantFilter, seesSecrets, visible } from "../auth/resource-access.js";
 import { redactMessage } from "../../common/logging/redact-message.js";
 import { idempotent } from "./idempotency.js";
@@ -28,20 +30,7 @@ function forCaller(call: CallInfo, order: WorkOrder): WorkOrder {
 export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrderService> {
   const { store } = deps;
 
-  async function ownOrder(id: string, call: CallInfo): Promise<WorkOrder> {
-    const order = await store.getWorkOrder(checkId(id, "id"));
-    if (!order) throw notFound("work_order", id);
-    if (call.principal.kind === "node") {
-      if (order.target?.nodeId !== call.principal.nodeId)
-        throw forbidden(`work order ${id} belongs to another node`, { work_order_id: id });
-    } else {
-      // An order of no tenant (ad-hoc, to a host) is for callers whose scope is every tenant.
-      await call.tenants.require(order.target?.tenantId);
-    }
-    call.audit.target = `work_order/${order.id}`;
-    call.audit.tenantId = order.target?.tenantId;
-    return order;
-  }
+  const ownOrder = (id: string, call: CallInfo) => ownOrderOf(deps, id, call);
 
   return {
     async createWorkOrder(req, ctx) {
@@ -117,17 +106,10 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
 
     async reportWorkOrderResult(req, ctx) {
       const call = callInfo(ctx);
-      const order = await ownOrder(req.id, call);
-      const result = req.result;
-      if (!result) throw invalid("result is required", { field: "result" });
-      if (!/^[A-Z][A-Z0-9_]{0,63}$/.test(result.code)) {
-        throw invalid("result.code must be an UPPER_SNAKE_CASE code such as APPLY_OK", { field: "result.code" });
-      }
-      const nodeId = call.principal.kind === "node" ? call.principal.nodeId : "";
-      if (req.fencingToken < 0n) throw invalid("fencing_token must not be negative", { field: "fencing_token" });
-      const trace = orderTraceOf(call, order);
-      const outcome = await finishOrder(deps, order, nodeId, result, req.fencingToken, trace, call.logger);
+      const outcome = await reportResult(deps, call, req.id, req.result, req.fencingToken);
       return { meta: responseMeta(ctx), workOrder: outcome.workOrder, duplicate: outcome.duplicate };
     },
+
+    ...workOrderBatches(deps),
   };
 }

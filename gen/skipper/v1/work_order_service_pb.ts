@@ -10,7 +10,7 @@ import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@
 import type { WorkOrderAction } from "./order_action_pb.js";
 import { file_skipper_v1_order_action } from "./order_action_pb.js";
 import { file_skipper_v1_access } from "./access_pb.js";
-import type { ResponseMeta } from "./envelope_pb.js";
+import type { ApiError, ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
 import type { RegistryCredential } from "./secret_pb.js";
 import { file_skipper_v1_secret } from "./secret_pb.js";
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order_service.proto.
  */
 export const file_skipper_v1_work_order_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSI/ChpHZXRXb3JrT3JkZXJTZWNyZXRzUmVxdWVzdBIKCgJpZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDItUCChtHZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEj0KA2VudhgCIAMoCzIwLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1Jlc3BvbnNlLkVudkVudHJ5EkEKBWZpbGVzGAMgAygLMjIuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2UuRmlsZXNFbnRyeRIyCgpyZWdpc3RyaWVzGAQgAygLMh4uc2tpcHBlci52MS5SZWdpc3RyeUNyZWRlbnRpYWwaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARosCgpGaWxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinwIKFkNyZWF0ZVdvcmtPcmRlclJlcXVlc3QSJwoEdHlwZRgBIAEoDjIZLnNraXBwZXIudjEuV29ya09yZGVyVHlwZRIrCgZ0YXJnZXQYAiABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclRhcmdldBIrCgZhY3Rpb24YAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GAYgASgFEhQKDG1heF9hdHRlbXB0cxgHIAEoBSJsChdDcmVhdGVXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIqUBChVMaXN0V29ya09yZGVyc1JlcXVlc3QSKwoGc3RhdHVzGAEgASgOMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJTdGF0dXMSDwoHbm9kZV9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSFAoMbmV3ZXN0X2ZpcnN0GAYgASgIIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgiNAoWQ2FuY2VsV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkibAoXQ2FuY2VsV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlcjKSCQoQV29ya09yZGVyU2VydmljZRJ6Cg9DcmVhdGVXb3JrT3JkZXISIi5za2lwcGVyLnYxLkNyZWF0ZVdvcmtPcmRlclJlcXVlc3QaIy5za2lwcGVyLnYxLkNyZWF0ZVdvcmtPcmRlclJlc3BvbnNlIh7YihkEgtPkkwIUOgEqIg8vdjEvd29yay1vcmRlcnMSdwoOTGlzdFdvcmtPcmRlcnMSIS5za2lwcGVyLnYxLkxpc3RXb3JrT3JkZXJzUmVxdWVzdBoiLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXNwb25zZSIekAIB2IoZAoLT5JMCERIPL3YxL3dvcmstb3JkZXJzEoIBCgxHZXRXb3JrT3JkZXISHy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlcXVlc3QaIC5za2lwcGVyLnYxLkdldFdvcmtPcmRlclJlc3BvbnNlIi+QAgHYihkHgtPkkwIiYgp3b3JrX29yZGVyEhQvdjEvd29yay1vcmRlcnMve2lkfRKRAQoOQ2xhaW1Xb3JrT3JkZXISIS5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyUmVxdWVzdBoiLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXNwb25zZSI4kAIC2IoZBoLT5JMCKzoBKmIKd29ya19vcmRlciIaL3YxL3dvcmstb3JkZXJzL3tpZH0vY2xhaW0SlQEKD0NhbmNlbFdvcmtPcmRlchIiLnNraXBwZXIudjEuQ2FuY2VsV29ya09yZGVyUmVxdWVzdBojLnNraXBwZXIudjEuQ2FuY2VsV29ya09yZGVyUmVzcG9uc2UiOZACAtiKGQSC0+STAiw6ASpiCndvcmtfb3JkZXIiGy92MS93b3JrLW9yZGVycy97aWR9L2NhbmNlbBKgAQoTUmVuZXdXb3JrT3JkZXJMZWFzZRImLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlbmV3V29ya09yZGVyTGVhc2VSZXNwb25zZSI4kAIC2IoZBoLT5JMCKzoBKmIKd29ya19vcmRlciIaL3YxL3dvcmstb3JkZXJzL3tpZH0vbGVhc2USmwEKFVJlcG9ydFdvcmtPcmRlclJlc3VsdBIoLnNraXBwZXIudjEuUmVwb3J0V29ya09yZGVyUmVzdWx0UmVxdWVzdBopLnNraXBwZXIudjEuUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2UiLZACAtiKGQaC0+STAiA6ASoiGy92MS93b3JrLW9yZGVycy97aWR9L3Jlc3VsdBKWAQoTR2V0V29ya09yZGVyU2VjcmV0cxImLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1JlcXVlc3QaJy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclNlY3JldHNSZXNwb25zZSIukAIC2IoZBoLT5JMCIToBKiIcL3YxL3dvcmstb3JkZXJzL3tpZH0vc2VjcmV0c2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_secret, file_skipper_v1_work_order]);
+  fileDesc("CiNza2lwcGVyL3YxL3dvcmtfb3JkZXJfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSI/ChpHZXRXb3JrT3JkZXJTZWNyZXRzUmVxdWVzdBIKCgJpZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDItUCChtHZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEj0KA2VudhgCIAMoCzIwLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1Jlc3BvbnNlLkVudkVudHJ5EkEKBWZpbGVzGAMgAygLMjIuc2tpcHBlci52MS5HZXRXb3JrT3JkZXJTZWNyZXRzUmVzcG9uc2UuRmlsZXNFbnRyeRIyCgpyZWdpc3RyaWVzGAQgAygLMh4uc2tpcHBlci52MS5SZWdpc3RyeUNyZWRlbnRpYWwaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARosCgpGaWxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinwIKFkNyZWF0ZVdvcmtPcmRlclJlcXVlc3QSJwoEdHlwZRgBIAEoDjIZLnNraXBwZXIudjEuV29ya09yZGVyVHlwZRIrCgZ0YXJnZXQYAiABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclRhcmdldBIrCgZhY3Rpb24YAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHByaW9yaXR5GAYgASgFEhQKDG1heF9hdHRlbXB0cxgHIAEoBSJsChdDcmVhdGVXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIqUBChVMaXN0V29ya09yZGVyc1JlcXVlc3QSKwoGc3RhdHVzGAEgASgOMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJTdGF0dXMSDwoHbm9kZV9pZBgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkSFAoMbmV3ZXN0X2ZpcnN0GAYgASgIIoUBChZMaXN0V29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSIhChNHZXRXb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImkKFEdldFdvcmtPcmRlclJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIpCgp3b3JrX29yZGVyGAIgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiIwoVQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJImsKFkNsYWltV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJuChxSZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0EgoKAmlkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiPwoaUmVuZXdXb3JrT3JkZXJMZWFzZVJlcXVlc3QSCgoCaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJwChtSZW5ld1dvcmtPcmRlckxlYXNlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKFAQodUmVwb3J0V29ya09yZGVyUmVzdWx0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIRCglkdXBsaWNhdGUYAyABKAgiNAoWQ2FuY2VsV29ya09yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkibAoXQ2FuY2VsV29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciI2ChZDbGFpbVdvcmtPcmRlcnNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSCwoDbWF4GAIgASgFIm0KF0NsYWltV29ya09yZGVyc1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIqCgt3b3JrX29yZGVycxgCIAMoCzIVLnNraXBwZXIudjEuV29ya09yZGVyInIKFVdvcmtPcmRlclJlc3VsdFJlcG9ydBIVCg13b3JrX29yZGVyX2lkGAEgASgJEisKBnJlc3VsdBgCIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0EhUKDWZlbmNpbmdfdG9rZW4YAyABKAMiUQodUmVwb3J0V29ya09yZGVyUmVzdWx0c1JlcXVlc3QSMAoFaXRlbXMYASADKAsyIS5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdFJlcG9ydCKRAQoVV29ya09yZGVyUmVzdWx0QW5zd2VyEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEhEKCWR1cGxpY2F0ZRgDIAEoCBIjCgVlcnJvchgEIAEoCzIULnNraXBwZXIudjEuQXBpRXJyb3IiegoeUmVwb3J0V29ya09yZGVyUmVzdWx0c1Jlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRIwCgVpdGVtcxgCIAMoCzIhLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0QW5zd2VyMsILChBXb3JrT3JkZXJTZXJ2aWNlEnoKD0NyZWF0ZVdvcmtPcmRlchIiLnNraXBwZXIudjEuQ3JlYXRlV29ya09yZGVyUmVxdWVzdBojLnNraXBwZXIudjEuQ3JlYXRlV29ya09yZGVyUmVzcG9uc2UiHtiKGQSC0+STAhQ6ASoiDy92MS93b3JrLW9yZGVycxJ3Cg5MaXN0V29ya09yZGVycxIhLnNraXBwZXIudjEuTGlzdFdvcmtPcmRlcnNSZXF1ZXN0GiIuc2tpcHBlci52MS5MaXN0V29ya09yZGVyc1Jlc3BvbnNlIh6QAgHYihkCgtPkkwIREg8vdjEvd29yay1vcmRlcnMSggEKDEdldFdvcmtPcmRlchIfLnNraXBwZXIudjEuR2V0V29ya09yZGVyUmVxdWVzdBogLnNraXBwZXIudjEuR2V0V29ya09yZGVyUmVzcG9uc2UiL5ACAdiKGQeC0+STAiJiCndvcmtfb3JkZXISFC92MS93b3JrLW9yZGVycy97aWR9EpEBCg5DbGFpbVdvcmtPcmRlchIhLnNraXBwZXIudjEuQ2xhaW1Xb3JrT3JkZXJSZXF1ZXN0GiIuc2tpcHBlci52MS5DbGFpbVdvcmtPcmRlclJlc3BvbnNlIjiQAgLYihkGgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9jbGFpbRKVAQoPQ2FuY2VsV29ya09yZGVyEiIuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXF1ZXN0GiMuc2tpcHBlci52MS5DYW5jZWxXb3JrT3JkZXJSZXNwb25zZSI5kAIC2IoZBILT5JMCLDoBKmIKd29ya19vcmRlciIbL3YxL3dvcmstb3JkZXJzL3tpZH0vY2FuY2VsEqABChNSZW5ld1dvcmtPcmRlckxlYXNlEiYuc2tpcHBlci52MS5SZW5ld1dvcmtPcmRlckxlYXNlUmVxdWVzdBonLnNraXBwZXIudjEuUmVuZXdXb3JrT3JkZXJMZWFzZVJlc3BvbnNlIjiQAgLYihkGgtPkkwIrOgEqYgp3b3JrX29yZGVyIhovdjEvd29yay1vcmRlcnMve2lkfS9sZWFzZRKbAQoVUmVwb3J0V29ya09yZGVyUmVzdWx0Eiguc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXF1ZXN0Gikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRSZXNwb25zZSItkAIC2IoZBoLT5JMCIDoBKiIbL3YxL3dvcmstb3JkZXJzL3tpZH0vcmVzdWx0EpABCg9DbGFpbVdvcmtPcmRlcnMSIi5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyc1JlcXVlc3QaIy5za2lwcGVyLnYxLkNsYWltV29ya09yZGVyc1Jlc3BvbnNlIjTYihkGgtPkkwIqOgEqIiUvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL2NsYWltEpoBChZSZXBvcnRXb3JrT3JkZXJSZXN1bHRzEikuc2tpcHBlci52MS5SZXBvcnRXb3JrT3JkZXJSZXN1bHRzUmVxdWVzdBoqLnNraXBwZXIudjEuUmVwb3J0V29ya09yZGVyUmVzdWx0c1Jlc3BvbnNlIimQAgLYihkGgtPkkwIcOgEqIhcvdjEvd29yay1vcmRlcnMvcmVzdWx0cxKWAQoTR2V0V29ya09yZGVyU2VjcmV0cxImLnNraXBwZXIudjEuR2V0V29ya09yZGVyU2VjcmV0c1JlcXVlc3QaJy5za2lwcGVyLnYxLkdldFdvcmtPcmRlclNlY3JldHNSZXNwb25zZSIukAIC2IoZBoLT5JMCIToBKiIcL3YxL3dvcmstb3JkZXJzL3tpZH0vc2VjcmV0c2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_order_action, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_secret, file_skipper_v1_work_order]);
 
 /**
  * GetWorkOrderSecretsRequest names the order and the caller's claim of it.
@@ -494,6 +494,172 @@ export const CancelWorkOrderResponseSchema: GenMessage<CancelWorkOrderResponse> 
   messageDesc(file_skipper_v1_work_order_service, 15);
 
 /**
+ * ClaimWorkOrdersRequest names the node claiming (the caller's own) and how many at most.
+ *
+ * @generated from message skipper.v1.ClaimWorkOrdersRequest
+ */
+export type ClaimWorkOrdersRequest = Message<"skipper.v1.ClaimWorkOrdersRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * 1 to 100; 0 means 10.
+   *
+   * @generated from field: int32 max = 2;
+   */
+  max: number;
+};
+
+/**
+ * Describes the message skipper.v1.ClaimWorkOrdersRequest.
+ * Use `create(ClaimWorkOrdersRequestSchema)` to create a new message.
+ */
+export const ClaimWorkOrdersRequestSchema: GenMessage<ClaimWorkOrdersRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 16);
+
+/**
+ * ClaimWorkOrdersResponse carries the orders claimed (running, each with its claim), in claim
+ * order; empty when none was pending.
+ *
+ * @generated from message skipper.v1.ClaimWorkOrdersResponse
+ */
+export type ClaimWorkOrdersResponse = Message<"skipper.v1.ClaimWorkOrdersResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: repeated skipper.v1.WorkOrder work_orders = 2;
+   */
+  workOrders: WorkOrder[];
+};
+
+/**
+ * Describes the message skipper.v1.ClaimWorkOrdersResponse.
+ * Use `create(ClaimWorkOrdersResponseSchema)` to create a new message.
+ */
+export const ClaimWorkOrdersResponseSchema: GenMessage<ClaimWorkOrdersResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 17);
+
+/**
+ * WorkOrderResultReport is one item of ReportWorkOrderResults: what ReportWorkOrderResult carries.
+ *
+ * @generated from message skipper.v1.WorkOrderResultReport
+ */
+export type WorkOrderResultReport = Message<"skipper.v1.WorkOrderResultReport"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: skipper.v1.WorkOrderResult result = 2;
+   */
+  result?: WorkOrderResult | undefined;
+
+  /**
+   * The fencing token of the caller's claim on this order (as in ReportWorkOrderResultRequest).
+   *
+   * @generated from field: int64 fencing_token = 3;
+   */
+  fencingToken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.WorkOrderResultReport.
+ * Use `create(WorkOrderResultReportSchema)` to create a new message.
+ */
+export const WorkOrderResultReportSchema: GenMessage<WorkOrderResultReport> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 18);
+
+/**
+ * ReportWorkOrderResultsRequest carries up to 100 results.
+ *
+ * @generated from message skipper.v1.ReportWorkOrderResultsRequest
+ */
+export type ReportWorkOrderResultsRequest = Message<"skipper.v1.ReportWorkOrderResultsRequest"> & {
+  /**
+   * @generated from field: repeated skipper.v1.WorkOrderResultReport items = 1;
+   */
+  items: WorkOrderResultReport[];
+};
+
+/**
+ * Describes the message skipper.v1.ReportWorkOrderResultsRequest.
+ * Use `create(ReportWorkOrderResultsRequestSchema)` to create a new message.
+ */
+export const ReportWorkOrderResultsRequestSchema: GenMessage<ReportWorkOrderResultsRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 19);
+
+/**
+ * WorkOrderResultAnswer answers one item: `work_order` (and `duplicate`) when accepted, `error`
+ * when refused, in which case nothing of that item changed.
+ *
+ * @generated from message skipper.v1.WorkOrderResultAnswer
+ */
+export type WorkOrderResultAnswer = Message<"skipper.v1.WorkOrderResultAnswer"> & {
+  /**
+   * @generated from field: string work_order_id = 1;
+   */
+  workOrderId: string;
+
+  /**
+   * The order as stored after the report, as ReportWorkOrderResultResponse carries it.
+   *
+   * @generated from field: skipper.v1.WorkOrder work_order = 2;
+   */
+  workOrder?: WorkOrder | undefined;
+
+  /**
+   * True when the order had already finished and nothing changed.
+   *
+   * @generated from field: bool duplicate = 3;
+   */
+  duplicate: boolean;
+
+  /**
+   * Why the item was refused: the code and message the single call would have answered.
+   *
+   * @generated from field: skipper.v1.ApiError error = 4;
+   */
+  error?: ApiError | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.WorkOrderResultAnswer.
+ * Use `create(WorkOrderResultAnswerSchema)` to create a new message.
+ */
+export const WorkOrderResultAnswerSchema: GenMessage<WorkOrderResultAnswer> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 20);
+
+/**
+ * ReportWorkOrderResultsResponse answers every item, in request order.
+ *
+ * @generated from message skipper.v1.ReportWorkOrderResultsResponse
+ */
+export type ReportWorkOrderResultsResponse = Message<"skipper.v1.ReportWorkOrderResultsResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: repeated skipper.v1.WorkOrderResultAnswer items = 2;
+   */
+  items: WorkOrderResultAnswer[];
+};
+
+/**
+ * Describes the message skipper.v1.ReportWorkOrderResultsResponse.
+ * Use `create(ReportWorkOrderResultsResponseSchema)` to create a new message.
+ */
+export const ReportWorkOrderResultsResponseSchema: GenMessage<ReportWorkOrderResultsResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order_service, 21);
+
+/**
  * WorkOrderService reads work orders (admins, or a node its own) and lets a node claim and finish
  * its own orders.
  *
@@ -583,6 +749,37 @@ export const WorkOrderService: GenService<{
     methodKind: "unary";
     input: typeof ReportWorkOrderResultRequestSchema;
     output: typeof ReportWorkOrderResultResponseSchema;
+  },
+  /**
+   * ClaimWorkOrders claims up to `max` of the calling node's pending orders in one call, highest
+   * priority then oldest first, for pool-style workers that run several at once: each is claimed
+   * exactly as ClaimNextWorkOrder claims one (its own fencing token and lease; expired orders
+   * failed on the way; of concurrent calls each order goes to exactly one). The answer lists the
+   * claimed (running) orders in claim order, empty when nothing is pending. Not idempotent, as
+   * ClaimNextWorkOrder: a retry after a lost answer finds the orders running under the first
+   * claims, whose leases lapse and send them back to pending.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.ClaimWorkOrders
+   */
+  claimWorkOrders: {
+    methodKind: "unary";
+    input: typeof ClaimWorkOrdersRequestSchema;
+    output: typeof ClaimWorkOrdersResponseSchema;
+  },
+  /**
+   * ReportWorkOrderResults finishes several running orders in one call, each item exactly as
+   * ReportWorkOrderResult would (its own fencing token; an order already finished is answered
+   * with duplicate = true and nothing changes). Each item is answered on its own, in request
+   * order: accepted, or refused with the error the single call would have answered (a stale token
+   * WORK_ORDER_NOT_CLAIMABLE, an unknown order RESOURCE_NOT_FOUND, ...); one refused item leaves
+   * the others alone. At most 100 items; more is INVALID_REQUEST and nothing is recorded.
+   *
+   * @generated from rpc skipper.v1.WorkOrderService.ReportWorkOrderResults
+   */
+  reportWorkOrderResults: {
+    methodKind: "unary";
+    input: typeof ReportWorkOrderResultsRequestSchema;
+    output: typeof ReportWorkOrderResultsResponseSchema;
   },
   /**
    * GetWorkOrderSecrets gives the node holding a running order's claim the secret values the
