@@ -98,16 +98,18 @@ export class PgDatabase {
   }
 
   // Runs `fn` in a transaction on one connection; a deadlock or serialisation failure is retried
-  // (the transaction was rolled back, so nothing of the first try remains).
-  transaction<T>(begin: string, fn: (c: Client) => Promise<T>): Promise<T> {
+  // (the transaction was rolled back, so nothing of the first try remains). `begin` may hold more
+  // statements after BEGIN (no parameters: it is sent as one simple query, one round trip); `fn`
+  // gets their results, one per statement.
+  transaction<T>(begin: string, fn: (c: Client, begun: pg.QueryResult[]) => Promise<T>): Promise<T> {
     const pool = this.openPool();
     const run = async (): Promise<T> => {
       for (let attempt = 1; ; attempt++) {
         const c = await pool.connect().catch((e: unknown) => Promise.reject(unavailable(e)));
         let broken: Error | undefined;
         try {
-          await c.query(begin);
-          const result = await fn(c);
+          const begun = (await c.query(begin)) as unknown as pg.QueryResult | pg.QueryResult[];
+          const result = await fn(c, Array.isArray(begun) ? begun : [begun]);
           await c.query("COMMIT");
           return result;
         } catch (e) {

@@ -10,15 +10,15 @@
 // out so far belongs to a transaction that has ended, and the sequence's last value is safe to
 // answer. Writers queue behind that moment for as long as the writes in flight take to commit.
 import { copyMessage, freezeMessage } from "../../../common/message-copy.js";
-import type pg from "pg";
+import pg from "pg";
 import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../../common/ids.js";
 import type * as S from "../store.js";
 import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
 import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
-import { bodyOf, messageOf, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
+import { bodyOf, messageOf, params, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
-import { insertEvents } from "./pg-events.js";
+import { eventsIfWritten, insertEvents } from "./pg-events.js";
 
 // Page tags and key shapes as the file store's, so a token is refused by a listing of another kind.
 const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
@@ -26,9 +26,24 @@ const RESOURCE_PAGE = { tag: "resources", key: /^[a-z_]{1,32}\0[A-Za-z0-9][A-Za-
 // The revision gate: an advisory lock of the (int, int) kind, in a namespace of ours ("skip").
 const GATE = "1936421232, 1";
 
-// A resource write's transaction: the gate, shared, before any row lock (so a reader waiting for
-// the gate never waits for a writer that waits for a row).
-const BEGIN_RESOURCE_WRITE = `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE})`;
+// A resource write's transaction and its first read, as one simple query (one round trip): the
+// gate, shared, before any row lock (so a reader waiting for the gate never waits for a writer
+// that waits for a row), then `read`. A simple query takes no parameters, so the row's type and
+// id go in as literals; both passed checkType/checkId (letters, digits, ".", "_", "-") first.
+function beginResourceWrite(read: string): string {
+  return `BEGIN; SELECT pg_advisory_xact_lock_shared(${GATE}); ${read}`;
+}
+
+function rowOf(type: ResourceType, id: string): string {
+  return `resource_type = ${pg.escapeLiteral(type)} AND id = ${pg.escapeLiteral(id)}`;
+}
+
+// A create's read: the row if there is one (locked), and the next store revision, taken after the
+// lock (a version taken before it could be written after a higher one that held the lock).
+function createRead(type: ResourceType, id: string): string {
+  return `SELECT r.deleted, nextval('store_revision')::text AS version
+    FROM (VALUES (1)) one LEFT JOIN LATERAL (SELECT deleted FROM resources WHERE ${rowOf(type, id)} FOR UPDATE) r ON true`;
+}
 
 // The values of a resource row's columns ($1.., RESOURCE_COLUMNS' order) with the next store
 // revision as its version, in the column and in the body (the transaction holds the revision
@@ -112,25 +127,25 @@ export class PgResources implements S.ResourceStore {
   async createResource(resource: Resource, events?: S.EventsOf<Resource>): Promise<Resource> {
     const type = checkType(resource.resourceType);
     checkId(resource.id, "resource_id");
-    const stored = newResourceRecord(resource);
-    return this.db.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
-      const existing = await c.query<{ deleted: boolean }>(
-        "SELECT deleted FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE",
-        [type, resource.id],
-      );
-      checkCreatable(type, resource.id, existing.rows[0]);
-      const row = versioned(resourceColumns(stored, bodyOf(ResourceSchema, stored)));
-      const { rows } = await c.query<{ version: string }>(
-        `INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${row.values})
+    // Three round trips: begin with the gate, the row's lock and the version; the row and its
+    // events as one statement; commit.
+    return this.db.transaction(beginResourceWrite(createRead(type, resource.id)), async (c, begun) => {
+      const read = begun[2]!.rows[0] as { deleted: boolean | null; version: string };
+      checkCreatable(type, resource.id, read.deleted === null ? undefined : { deleted: read.deleted });
+      const stored = newResourceRecord(resource);
+      stored.metadata!.resourceVersion = read.version;
+      const written = copyMessage(ResourceSchema, stored);
+      const cols = resourceColumns(stored, bodyOf(ResourceSchema, stored));
+      const told = eventsIfWritten(events ? events(written) : [], cols.length + 1);
+      const { rows } = await c.query<{ n: number }>(
+        `WITH written AS (INSERT INTO resources (${RESOURCE_COLUMNS}) VALUES (${params(cols.length)})
          ON CONFLICT (resource_type, id) DO UPDATE SET ${setAll(RESOURCE_COLUMNS)} WHERE resources.deleted
-         RETURNING version`,
-        row.args,
+         RETURNING 1)${told.sql}
+         SELECT count(*)::int AS n FROM written`,
+        [...cols, ...told.args],
       );
       // Created meanwhile by another controller (the row did not exist when it was looked for).
-      if (!rows[0]) throw resourceExists(type, resource.id);
-      stored.metadata!.resourceVersion = rows[0].version;
-      const written = copyMessage(ResourceSchema, stored);
-      if (events) await insertEvents(c, events(written));
+      if (rows[0]?.n !== 1) throw resourceExists(type, resource.id);
       return written;
     });
   }
@@ -144,11 +159,9 @@ export class PgResources implements S.ResourceStore {
   ): Promise<Resource> {
     checkType(type);
     checkId(id, "resource_id");
-    return this.db.transaction(BEGIN_RESOURCE_WRITE, async (c) => {
-      const { rows } = await c.query<{ body: unknown }>("SELECT body FROM resources WHERE resource_type = $1 AND id = $2 FOR UPDATE", [
-        type,
-        id,
-      ]);
+    const read = `SELECT body FROM resources WHERE ${rowOf(type, id)} FOR UPDATE`;
+    return this.db.transaction(beginResourceWrite(read), async (c, begun) => {
+      const rows = begun[2]!.rows as { body: unknown }[];
       const current = rows[0] && messageOf(ResourceSchema, rows[0].body);
       const { resource: next, changed } = resourceUpdate(type, id, current, mutate, expectedVersion);
       if (!changed) return next;
