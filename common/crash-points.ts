@@ -17,10 +17,17 @@ export const CRASH_POINTS = [
   "reconcile.after-deployment", // a deploy's deployment record stored, its work order not yet
   "dispatch.after-finish", // an order's finish stored, its events not yet
   "dispatch.before-target-record", // a result's events and deployment phase stored, the tenant's target record not yet
+  // agent session (controller side: controller/dispatch/agent-session.ts, session-requests.ts)
+  "session.after-push-claim", // an order claimed for a session, not yet sent on it
+  "session.after-ack", // a pushed order's ack taken (the claim is the agent's), not yet answered
+  "session.after-result", // a result received on a session recorded, not yet answered
   // agent
   "agent.after-claim", // the controller granted the claim, the journal does not say so yet
   "agent.after-execute", // the executor returned, its result not yet journaled
   "agent.before-report", // the result journaled, not yet reported
+  // agent on a session (agent/session/)
+  "agent.after-push", // a pushed order journaled, its ack not yet sent
+  "agent.after-ack", // the ack answered accepted, the order not yet run
 ] as const;
 
 export type CrashPointName = (typeof CRASH_POINTS)[number];

@@ -22,7 +22,7 @@ beforeAll(async () => {
   tc = await startController();
   // One client (one connection) for the admin's calls, polls included.
   orders = tc.client(WorkOrderService, { admin: true });
-  for (const nodeId of ["s-flow", "s-stale", "s-cut", "s-twice", "s-cancel", "s-refused", "s-grpc"]) {
+  for (const nodeId of ["s-flow", "s-stale", "s-cut", "s-twice", "s-cancel", "s-refused", "s-grpc", "s-window"]) {
     tokens[nodeId] = (await tc.client(NodeService, { admin: true }).registerNode({ nodeId })).token;
   }
 });
@@ -66,7 +66,7 @@ describe("an agent's session", () => {
     const welcome = await s.next("the welcome", (m) => (m.kind.case === "welcome" ? m.kind.value : undefined));
     expect(welcome.sessionId).not.toBe("");
     expect(welcome.leaseMs).toBe(30_000n);
-    expect(welcome.maxUnacknowledged).toBe(1);
+    expect(welcome.maxInFlight).toBe(1);
     expect(welcome.heartbeatIntervalMs).toBeGreaterThan(0n);
 
     const order = await inspectFor("s-flow");
@@ -231,6 +231,33 @@ describe("an agent's session", () => {
     const last = await hello("s-twice");
     last.close();
     expect(await last.ended()).toBeUndefined();
+  });
+
+  it("has one order in flight at a time: the next is claimed and pushed only once the first one's result is answered", async () => {
+    const first = await inspectFor("s-window");
+    const second = await inspectFor("s-window");
+    const s = await hello("s-window");
+    const got = await s.next("the first order pushed", pushed(first.id));
+    const token = got.claim!.fencingToken;
+    s.send({ case: "ack", value: { workOrderId: first.id, fencingToken: token } });
+    await s.next("the ack answered", answer(SessionAnswerSubject.ACK, first.id));
+    // Acknowledged and running, renewed, and a malformed result refused: the claim is still the
+    // agent's, so the second order waits (pending) instead of being claimed while its lease ticks.
+    s.send({ case: "leaseRenewal", value: { workOrderId: first.id, fencingToken: token } });
+    await s.next("the renewal answered", answer(SessionAnswerSubject.LEASE_RENEWAL, first.id));
+    let from = s.received.length;
+    s.send({ case: "result", value: { workOrderId: first.id, fencingToken: token, result: { success: true, code: "bad code" } } });
+    expect(await s.next("the bad result refused", answer(SessionAnswerSubject.RESULT, first.id), from)).toMatchObject({ accepted: false });
+    expect((await admin().getWorkOrder({ id: second.id })).workOrder?.status).toBe(WorkOrderStatus.PENDING);
+    expect(s.received.some(pushed(second.id))).toBe(false);
+
+    from = s.received.length;
+    s.send({ case: "result", value: { workOrderId: first.id, fencingToken: token, result: { success: true, code: "INSPECT_OK" } } });
+    await s.next("the result answered", answer(SessionAnswerSubject.RESULT, first.id), from);
+    const next = await s.next("the second order pushed", pushed(second.id));
+    expect(next.status).toBe(WorkOrderStatus.RUNNING);
+    s.close();
+    await s.ended();
   });
 
   it("hears a cancel of an order it runs as a cancel message", async () => {

@@ -4,9 +4,12 @@
 //
 // Welcomed, the session replaces any earlier session of its node (AgentSessions: that one gets a
 // REPLACED notice and ends) and subscribes to the node's order feed. Pushing: while fewer than
-// MAX_UNACKNOWLEDGED pushed orders wait for their ack, the node's next pending order is claimed
-// for this session (order-lifecycle.ts claimNextOrder: a fencing token and a lease) and pushed; a
-// feed notice of a pending order, an ack, a renewal or a result starts another round. The
+// MAX_IN_FLIGHT pushed orders are in flight (waiting for their ack, or acknowledged and not yet
+// ended), the node's next pending order is claimed for this session (order-lifecycle.ts
+// claimNextOrder: a fencing token and a lease) and pushed; a feed notice of a pending order, or an
+// order leaving the session's hands (its result answered, its lease lapsed), starts another round.
+// An agent runs one order at a time, so an order is never claimed for it while it runs another:
+// a claim's lease would tick away while the order waits its turn. The
 // requests (session-requests.ts) are handled one at a time, in the order they came, and answered
 // on the stream. A cancel the feed publishes for a running order of the node goes out as a
 // cancel message. Ended (the client closed or went, a refusal, replaced, credential revoked):
@@ -36,8 +39,8 @@ import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
 import { claimReleasedEvent } from "./order-outcome.js";
 import { handleRequest, type RequestSession, type SessionMessage } from "./session-requests.js";
 
-/** Pushed orders a session leaves unacknowledged at once. */
-export const MAX_UNACKNOWLEDGED = 1;
+/** Pushed orders a session has in flight at once (unacknowledged, or acknowledged and not ended). */
+export const MAX_IN_FLIGHT = 1;
 /** How often an agent on a session heartbeats (a keepalive at least: streams idle for 60 s are closed). */
 export const SESSION_HEARTBEAT_MS = 10_000;
 
@@ -78,6 +81,8 @@ export class AgentSession implements RequestSession {
   nodeId = "";
   /** Orders pushed and not yet acknowledged: id -> the fencing token they were pushed with. */
   readonly unacked = new Map<string, bigint>();
+  /** Orders pushed, acknowledged and not yet ended: id -> fencing token. */
+  readonly held = new Map<string, bigint>();
   /** The heartbeat interval of the last full report (keepalives count for liveness with it). */
   intervalMs = 0;
   private readonly outbox: SessionResponse[] = [];
@@ -190,7 +195,7 @@ export class AgentSession implements RequestSession {
           sessionId: this.id,
           heartbeatIntervalMs: BigInt(SESSION_HEARTBEAT_MS),
           leaseMs: BigInt(this.deps.leaseMs),
-          maxUnacknowledged: MAX_UNACKNOWLEDGED,
+          maxInFlight: MAX_IN_FLIGHT,
           serverTime: timestampFromDate(this.deps.now()),
         },
       },
@@ -215,15 +220,21 @@ export class AgentSession implements RequestSession {
 
   // An order of the node became pending (claim it), or a running one is asked to stop (say so).
   private noticed(order: WorkOrder): void {
-    if (order.status === WorkOrderStatus.PENDING) this.pump();
-    else if (order.status === WorkOrderStatus.RUNNING && order.cancelRequest && order.claim?.nodeId === this.nodeId) {
+    // A held order that left this session's claim (its lease lapsed, it was taken or ended
+    // elsewhere) frees its place in the window.
+    const token = this.held.get(order.id);
+    if (token !== undefined && (order.status !== WorkOrderStatus.RUNNING || order.claim?.fencingToken !== token)) {
+      this.held.delete(order.id);
+    }
+    if (order.status === WorkOrderStatus.PENDING || (token !== undefined && !this.held.has(order.id))) this.pump();
+    if (order.status === WorkOrderStatus.RUNNING && order.cancelRequest && order.claim?.nodeId === this.nodeId) {
       const value = { workOrderId: order.id, fencingToken: order.claim.fencingToken, reason: order.cancelRequest.reason };
       this.send({ case: "cancel", value });
     }
   }
 
   private async fill(): Promise<void> {
-    while (!this.ended && this.unacked.size < MAX_UNACKNOWLEDGED) {
+    while (!this.ended && this.unacked.size + this.held.size < MAX_IN_FLIGHT) {
       const order = await claimNextOrder(this.deps, this.nodeId, (o) => orderTraceOf(this.call, o), this.call.logger);
       if (!order) return;
       this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);

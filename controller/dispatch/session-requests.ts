@@ -38,6 +38,8 @@ export interface RequestSession {
   readonly nodeId: string;
   /** Orders pushed and not yet acknowledged: id -> the fencing token they were pushed with. */
   readonly unacked: Map<string, bigint>;
+  /** Orders pushed, acknowledged and not yet ended: id -> fencing token. */
+  readonly held: Map<string, bigint>;
   /** The heartbeat interval of the last full report. */
   intervalMs: number;
   send(kind: SessionMessage): void;
@@ -56,28 +58,28 @@ export async function handleRequest(session: RequestSession, req: SessionRequest
       session.end(invalid("a session has one hello, its first message", { field: "hello" }));
       return;
     case "heartbeat":
-      return answered(session, SessionAnswerSubject.HEARTBEAT, "", 0n, () => heartbeat(session, kind.value.report), false);
+      await answered(session, SessionAnswerSubject.HEARTBEAT, "", 0n, () => heartbeat(session, kind.value.report), false);
+      return;
     case "ack": {
       const { workOrderId, fencingToken } = kind.value;
-      return answered(session, SessionAnswerSubject.ACK, workOrderId, fencingToken, () => ack(session, kind.value));
+      await answered(session, SessionAnswerSubject.ACK, workOrderId, fencingToken, () => ack(session, kind.value));
+      return;
     }
     case "leaseRenewal": {
       const { workOrderId, fencingToken } = kind.value;
-      return answered(session, SessionAnswerSubject.LEASE_RENEWAL, workOrderId, fencingToken, () => renew(session, kind.value));
+      await answered(session, SessionAnswerSubject.LEASE_RENEWAL, workOrderId, fencingToken, () => renew(session, kind.value));
+      return;
     }
     case "result": {
       const { workOrderId, fencingToken } = kind.value;
-      return answered(session, SessionAnswerSubject.RESULT, workOrderId, fencingToken, () => result(session, kind.value));
+      const a = await answered(session, SessionAnswerSubject.RESULT, workOrderId, fencingToken, () => result(session, kind.value));
+      // Recorded, or refused because the claim is over (a malformed result leaves it the agent's).
+      if (a.accepted || a.code === "WORK_ORDER_NOT_CLAIMABLE") ended(session, workOrderId, fencingToken);
+      return;
     }
     case "stateReport":
-      return answered(
-        session,
-        SessionAnswerSubject.STATE_REPORT,
-        kind.value.workOrderId,
-        0n,
-        () => stateReport(session, kind.value),
-        false,
-      );
+      await answered(session, SessionAnswerSubject.STATE_REPORT, kind.value.workOrderId, 0n, () => stateReport(session, kind.value), false);
+      return;
     default:
       // An empty message (or a kind newer than this controller): nothing to do.
       return;
@@ -93,7 +95,7 @@ async function answered(
   fencingToken: bigint,
   step: () => Promise<Partial<Answer> | undefined>,
   always = true,
-): Promise<void> {
+): Promise<Partial<Answer>> {
   let answer: Partial<Answer>;
   try {
     answer = { accepted: true, ...(await step()) };
@@ -111,8 +113,8 @@ async function answered(
       "session request refused",
     );
   }
-  if (answer.accepted && !always) return;
-  session.send({ case: "answer", value: { subject, workOrderId, fencingToken, ...answer } });
+  if (!answer.accepted || always) session.send({ case: "answer", value: { subject, workOrderId, fencingToken, ...answer } });
+  return answer;
 }
 
 async function heartbeat(session: RequestSession, report: HeartbeatRequest | undefined): Promise<undefined> {
@@ -177,9 +179,19 @@ async function stateReport(session: RequestSession, req: ReportResourceStateRequ
 }
 
 // A pushed order acknowledged (by an ack, or by the renewal or result that implies one): off the
-// unacknowledged list, and the window has room for the next push.
+// unacknowledged list, held until it ends.
 function taken(session: RequestSession, id: string, token: bigint): void {
   if (session.unacked.get(id) !== token) return;
+  session.unacked.delete(id);
+  session.held.set(id, token);
+}
+
+// A pushed order's result was answered: the window has room for the next push.
+function ended(session: RequestSession, id: string, token: bigint): void {
+  const held = session.held.get(id) === token;
+  const unacked = session.unacked.get(id) === token;
+  if (!held && !unacked) return;
+  session.held.delete(id);
   session.unacked.delete(id);
   session.pump();
 }
