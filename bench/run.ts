@@ -58,6 +58,7 @@ import { measureAuthCost } from "./auth-cost.js";
 import { printAuthCost } from "./auth-figures.js";
 import { pgBossClaimComplete } from "./pg-boss.js";
 import { batchClaimPhase } from "./batch-claim.js";
+import { sessionKeepalivePhase, sessionOrdersPhase, sessionTargets } from "./session-phases.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const distRoot = resolve(here, "..");
@@ -70,8 +71,8 @@ const { values } = parseArgs({
     dir: { type: "string" },
     // Writes a V8 CPU profile of the controller (.cpuprofile, open in Chrome DevTools) to this dir.
     "cpu-prof": { type: "string" },
-    // Controller phases to run, comma-separated (claim uses the orders apply created; auth runs
-    // once, on a controller of its own).
+    // Controller phases to run, comma-separated (claim and session use the orders apply created;
+    // auth runs once, on a controller of its own; session and keepalive: bench/session-phases.ts).
     phases: { type: "string", default: "apply,claim,read,auth" },
     // Converged tenants prepared per client for the apply phase (one apply each).
     pool: { type: "string", default: "150" },
@@ -366,11 +367,19 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
       console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
   }
 
+  // The orders apply made, shared between claim+result, its batches and the session phase.
+  const shares = (phases.has("claim") ? 1 + (batch > 0 ? 1 : 0) : 0) + (phases.has("session") ? 1 : 0);
+  const shareOf = (w: number) => Math.floor(Math.min(nextTenant[w] ?? 0, pool) / Math.max(1, shares));
+  if (phases.has("session")) {
+    const budget = Array.from({ length: concurrency }, (_, w) => shareOf(w));
+    results.push(await sessionOrdersPhase(nodes, budget, durationMs, ctlCpu));
+  }
   if (phases.has("claim")) {
-    for (let w = 0; w < concurrency; w++) singleLeft[w] = Math.floor(Math.min(nextTenant[w] ?? 0, pool) / 2);
+    for (let w = 0; w < concurrency; w++) singleLeft[w] = batch > 0 ? shareOf(w) : Number.POSITIVE_INFINITY;
     results.push(await closedLoop("claim+result", concurrency, durationMs, async (w) => finishOne(w), ctlCpu));
     if (batch > 0) results.push(await batchClaimPhase(orders, batch, durationMs, ctlCpu));
   }
+  if (phases.has("keepalive")) results.push(await sessionKeepalivePhase(nodes, durationMs, ctlCpu));
 
   const readers = Array.from({ length: concurrency }, () => clientFor(ResourceService, ctl.url, ca, admin));
   await Promise.all(readers.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
@@ -391,7 +400,12 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
 function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseResult, echoResult: PhaseResult): void {
   const byName = new Map(all.map((r) => [r.name, r]));
   const phaseOf = (name: string) => name.replace(/ \((file|postgres)\)$/, "");
-  const ceilingOf: Record<string, PhaseResult> = { apply: rawParallel, "claim+result": rawParallel, read: echoResult };
+  const ceilingOf: Record<string, PhaseResult> = {
+    apply: rawParallel,
+    "claim+result": rawParallel,
+    "session orders": rawParallel,
+    read: echoResult,
+  };
   if (batch > 0) ceilingOf[`claim+result batch ${batch}`] = rawParallel;
   const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "-");
   // Controller CPU per operation: what the issue's "under 1 ms per finished order" counts.
@@ -459,6 +473,7 @@ function report(all: PhaseResult[], rawSerial: PhaseResult, rawParallel: PhaseRe
       targets.push({ target: `${store}: read p99 < 50 ms`, ok: read.p99 < 50, value: read.p99 });
     }
   }
+  targets.push(...sessionTargets(byName, cpuMs));
   console.log("");
   for (const t of targets) console.log(`${t.ok ? "MET " : "MISS"}  ${t.target}  (${fmt(t.value, 2)})`);
   console.log(
