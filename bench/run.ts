@@ -57,8 +57,8 @@ import { closedLoop, cpuSeconds, type PhaseResult } from "./closed-loop.js";
 import { measureAuthCost } from "./auth-cost.js";
 import { printAuthCost } from "./auth-figures.js";
 import { pgBossClaimComplete } from "./pg-boss.js";
-import { batchClaimPhase } from "./batch-claim.js";
-import { sessionKeepalivePhase, sessionOrdersPhase, sessionTargets } from "./session-phases.js";
+import { orderPhases } from "./order-phases.js";
+import { sessionTargets } from "./session-phases.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const distRoot = resolve(here, "..");
@@ -367,19 +367,9 @@ async function controllerPhases(store: StoreChoice): Promise<PhaseResult[]> {
       console.error(`apply: a client used up its pool of ${pool} tenants (${used} applies); raise --pool for a full-length phase`);
   }
 
-  // The orders apply made, shared between claim+result, its batches and the session phase.
-  const shares = (phases.has("claim") ? 1 + (batch > 0 ? 1 : 0) : 0) + (phases.has("session") ? 1 : 0);
-  const shareOf = (w: number) => Math.floor(Math.min(nextTenant[w] ?? 0, pool) / Math.max(1, shares));
-  if (phases.has("session")) {
-    const budget = Array.from({ length: concurrency }, (_, w) => shareOf(w));
-    results.push(await sessionOrdersPhase(nodes, budget, durationMs, ctlCpu));
-  }
-  if (phases.has("claim")) {
-    for (let w = 0; w < concurrency; w++) singleLeft[w] = batch > 0 ? shareOf(w) : Number.POSITIVE_INFINITY;
-    results.push(await closedLoop("claim+result", concurrency, durationMs, async (w) => finishOne(w), ctlCpu));
-    if (batch > 0) results.push(await batchClaimPhase(orders, batch, durationMs, ctlCpu));
-  }
-  if (phases.has("keepalive")) results.push(await sessionKeepalivePhase(nodes, durationMs, ctlCpu));
+  const made = nextTenant.map((n) => Math.min(n, pool));
+  const ctx = { phases, batch, durationMs, nodes, orders, made, singleLeft, finishOne, ctlCpu };
+  results.push(...(await orderPhases(ctx)));
 
   const readers = Array.from({ length: concurrency }, () => clientFor(ResourceService, ctl.url, ca, admin));
   await Promise.all(readers.map((c, w) => c.getResource({ resourceType: "tenant", id: `bench-tenant-${w}` })));
