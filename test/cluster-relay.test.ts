@@ -189,6 +189,26 @@ describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
     expect(seenByA).toEqual(["node-7"]); // and the controller's own view
   });
 
+  it("a burst of beats from a big fleet reaches the others whole, each node's latest beat once, split under the size limit", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    const b = await member(db, "b");
+    const nodes = Array.from({ length: 600 }, (_, k) => `node-with-a-long-name-in-a-big-fleet-${String(k).padStart(5, "0")}`);
+    const seenByB = new Map<string, number[]>();
+    const all = next<void>((done) =>
+      relayHeartbeats(b.c, (id, when) => {
+        seenByB.set(id, [...(seenByB.get(id) ?? []), when.getTime()]);
+        if (seenByB.size === nodes.length) done();
+      }),
+    );
+    // Within one batch window: three beats per node (a keepalive storm), as a session's keepalives come.
+    const beat = relayHeartbeats(a.c, () => undefined);
+    for (let round = 1; round <= 3; round++) for (const id of nodes) beat(id, new Date(1_800_000_000_000 + round), 10_000);
+    await all;
+    // Each node once, with its latest beat: a batch is bounded by the fleet, not the beat rate.
+    expect([...seenByB.values()].every((times) => times.length === 1 && times[0] === 1_800_000_000_003)).toBe(true);
+  });
+
   it("a section entered inside another takes its lock on the outer one's session: more keyed callers than sessions do not wedge", async () => {
     const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
     const a = await member(db, "a", { lockSessions: 2, lockWaitMs: 5000 });

@@ -6,8 +6,8 @@
 // - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
 // - "credential": a credential that ended or changed anywhere reaches the streams it opened on
 //   any controller (auth/credential-ends.ts), which then ask the store whether it still holds.
-// Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS)
-// and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
+// Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS,
+// a node's latest beat only) and are best effort: a lost one costs latency (agents poll, the leader sweeps every tenant),
 // never correctness, since the store is the truth.
 import { parseTraceparent } from "../../common/trace-context.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
@@ -25,9 +25,23 @@ import type { WorkOrderStore } from "../store/store.js";
 // judged in seconds.
 const HEARTBEAT_BATCH_MS = 100;
 
-/** Sends batches of items on one topic, each message under the size limit. */
+// What the envelope around a batch adds (pg-coordination.ts: {"from":...,"topic":...,"message":...}).
+const ENVELOPE_BYTES = 256;
+
+// An item's bytes inside the envelope: the batch travels as a JSON string within JSON, so every
+// quote and backslash of it is escaped (a batch of small objects nearly doubles).
+function enveloped(item: unknown): number {
+  return Buffer.byteLength(JSON.stringify(JSON.stringify(item))) - 2 + 1;
+}
+
+/**
+ * Sends batches of items on one topic, each message under the size limit. With `keyOf`, an item
+ * replaces the waiting item of the same key (heartbeats: only a node's latest beat matters), so a
+ * batch is bounded by the fleet, not by the beat rate.
+ */
 class Batcher<T> {
-  private items: T[] = [];
+  private items = new Map<unknown, T>();
+  private seq = 0;
   private pending = false;
 
   /** `delayMs` 0: the batch goes once the current turn of the event loop is done. */
@@ -35,10 +49,11 @@ class Batcher<T> {
     private readonly coordination: Coordination,
     private readonly topic: string,
     private readonly delayMs = 0,
+    private readonly keyOf?: (item: T) => unknown,
   ) {}
 
   push(item: T): void {
-    this.items.push(item);
+    this.items.set(this.keyOf ? this.keyOf(item) : this.seq++, item);
     if (this.pending) return;
     this.pending = true;
     if (this.delayMs === 0) setImmediate(() => this.flush());
@@ -48,19 +63,29 @@ class Batcher<T> {
   flush(): void {
     this.pending = false;
     let batch: T[] = [];
-    let bytes = 64;
-    for (const item of this.items) {
-      const size = JSON.stringify(item).length + 1;
+    let bytes = ENVELOPE_BYTES;
+    for (const item of this.items.values()) {
+      const size = enveloped(item);
       if (bytes + size > MAX_MESSAGE_BYTES && batch.length > 0) {
-        this.coordination.broadcast(this.topic, JSON.stringify(batch));
+        this.send(batch);
         batch = [];
-        bytes = 64;
+        bytes = ENVELOPE_BYTES;
       }
       batch.push(item);
       bytes += size;
     }
-    if (batch.length > 0) this.coordination.broadcast(this.topic, JSON.stringify(batch));
-    this.items = [];
+    if (batch.length > 0) this.send(batch);
+    this.items = new Map();
+  }
+
+  // Messages are best effort (the top of this file): one that still cannot go (an item too big on
+  // its own) is dropped, never thrown out of a timer, where it would end the process.
+  private send(batch: T[]): void {
+    try {
+      this.coordination.broadcast(this.topic, JSON.stringify(batch));
+    } catch {
+      // dropped: the store is the truth, and agents poll
+    }
   }
 }
 
@@ -143,7 +168,7 @@ export function relayHeartbeats(
   coordination: Coordination,
   seen: (nodeId: string, at: Date, intervalMs: number) => void,
 ): (nodeId: string, at: Date, intervalMs: number) => void {
-  const out = new Batcher<[string, number, number]>(coordination, "heartbeat", HEARTBEAT_BATCH_MS);
+  const out = new Batcher<[string, number, number]>(coordination, "heartbeat", HEARTBEAT_BATCH_MS, (beat) => beat[0]);
   coordination.subscribe("heartbeat", (message) => {
     for (const b of parseList<[string, number, number]>(message)) {
       if (Array.isArray(b) && typeof b[0] === "string" && Number.isFinite(b[1]) && Number.isFinite(b[2])) seen(b[0], new Date(b[1]), b[2]);
