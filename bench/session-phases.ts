@@ -33,7 +33,7 @@ export const KEEPALIVE_BURST = 200;
 type Kind = NonNullable<Parameters<typeof create<typeof SessionRequestSchema>>[1]>["kind"];
 
 /** One open session: send requests, wait for the next response that `pick` takes. */
-class BenchSession {
+export class BenchSession {
   private readonly queue: SessionRequest[] = [];
   private wakeSender: (() => void) | undefined;
   private readonly inbox: SessionResponse[] = [];
@@ -109,14 +109,14 @@ class BenchSession {
   }
 }
 
-const answerOf = (subject: SessionAnswerSubject, id: string) => (m: SessionResponse) =>
+export const answerOf = (subject: SessionAnswerSubject, id: string) => (m: SessionResponse) =>
   m.kind.case === "answer" && m.kind.value.subject === subject && m.kind.value.workOrderId === id ? m.kind.value : undefined;
 
 /** Opens node `bench-node-<w>`'s session with client `w`; resolves once it is welcomed. */
-async function openSession(client: Client<typeof NodeService>, w: number): Promise<BenchSession> {
+export async function openSession(client: Client<typeof NodeService>, w: number, nodeId = `bench-node-${w}`): Promise<BenchSession> {
   const s = new BenchSession(client);
-  s.send({ case: "hello", value: { nodeId: `bench-node-${w}`, agentVersion: "bench" } });
-  if (!(await s.next((m) => (m.kind.case === "welcome" ? m.kind.value : undefined)))) throw new Error(`bench-node-${w}: no welcome`);
+  s.send({ case: "hello", value: { nodeId, agentVersion: "bench" } });
+  if (!(await s.next((m) => (m.kind.case === "welcome" ? m.kind.value : undefined)))) throw new Error(`${nodeId}: no welcome`);
   return s;
 }
 
