@@ -59,6 +59,7 @@ export class PgCoordination implements Coordination {
   private readonly lockPool: pg.Pool;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
+  private queries: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly pollMs: number;
   private readonly onError: (msg: string, err: unknown) => void;
@@ -102,7 +103,18 @@ export class PgCoordination implements Coordination {
     if (Buffer.byteLength(payload) > MAX_MESSAGE_BYTES) throw new Error(`a ${topic} message of ${payload.length} bytes is too big to send`);
     const c = this.client;
     if (!c) return; // reconnecting: lost, as the contract allows
-    c.query("SELECT pg_notify($1, $2)", [CHANNEL, payload]).catch((e: unknown) => this.onError("could not notify other controllers", e));
+    this.serial(c, "SELECT pg_notify($1, $2)", [CHANNEL, payload]).catch((e: unknown) =>
+      this.onError("could not notify other controllers", e),
+    );
+  }
+
+  // The session's queries one after another: notifies come at any time, between the poll's
+  // checks, and pg wants one query at a time on a client (a second one queued inside it is
+  // deprecated and goes in pg 9).
+  private serial<R extends pg.QueryResultRow>(c: pg.Client, sql: string, args?: unknown[]): Promise<pg.QueryResult<R>> {
+    const next = this.queries.then(() => c.query<R>(sql, args));
+    this.queries = next.catch(() => undefined);
+    return next;
   }
 
   subscribe(topic: string, fn: CoordinationListener): void {
@@ -220,9 +232,9 @@ export class PgCoordination implements Coordination {
       try {
         const c = this.client ?? (await this.connect());
         if (this.isLeading) {
-          await c.query("SELECT 1");
+          await this.serial(c, "SELECT 1");
         } else {
-          const { rows } = await c.query<{ got: boolean }>("SELECT pg_try_advisory_lock($1) AS got", [LEADER_LOCK]);
+          const { rows } = await this.serial<{ got: boolean }>(c, "SELECT pg_try_advisory_lock($1) AS got", [LEADER_LOCK]);
           if (rows[0]?.got && this.client === c && !this.closed) {
             this.isLeading = true;
             this.change?.(true);
