@@ -203,9 +203,23 @@ function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp
         if (!s.destroyed && !s.closed) s.settings({ maxConcurrentStreams: limits.maxConcurrentStreams });
       };
     }
-    s.on("close", () => sessions.delete(s));
     s.setTimeout(limits.sessionIdleMs, () => s.close());
+    s.on("close", () => {
+      sessions.delete(s);
+      releaseIdleTimer(s);
+    });
   };
+}
+
+// Node (20.x) closes a session by marking it destroyed and then calling setTimeout(0), which
+// returns at once for a destroyed session: the idle timer stays armed and holds the closed
+// session, its socket and TLS state (4-8 KB) until it fires, sessionIdleMs (5 min) later. A fleet
+// reconnecting at once (a controller restart) would hold every old connection that long. The
+// timer is cleared here; its symbol is Node's own (`timeout`), found by its description.
+function releaseIdleTimer(s: http2.ServerHttp2Session): void {
+  const key = Object.getOwnPropertySymbols(s).find((k) => k.description === "timeout");
+  const timer = key && (s as unknown as Record<symbol, unknown>)[key];
+  if (timer) clearTimeout(timer as NodeJS.Timeout);
 }
 
 // HTTP/2 over TLS with HTTP/1.1 fallback; with a client CA, clients are asked for a certificate.
