@@ -17,7 +17,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { Agent } from "../agent/agent.js";
 import { AgentTally } from "../agent/agent-tally.js";
-import type { AgentConfig, Transport } from "../agent/config.js";
+import { loadAgentConfig, type AgentConfig, type Transport } from "../agent/config.js";
 import { executorOf } from "../agent/executors/executor.js";
 import { Journal } from "../agent/journal.js";
 import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
@@ -136,5 +136,22 @@ describe("transport auto against a controller without sessions", () => {
     expect(tally.total("sessionFallbacks")).toBe(0);
     expect(lines.some((l) => l.action === "claim")).toBe(false);
     expect((await mem.admin(WorkOrderService).getWorkOrder({ id: order.id })).workOrder?.status).toBe(WorkOrderStatus.PENDING);
+  });
+});
+
+describe("choosing the transport", () => {
+  const load = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+    loadAgentConfig(["--node-id", "n1", "--state-dir", tmpdir(), "--work-dir", tmpdir(), ...argv], env, () => "") as AgentConfig;
+
+  it("auto by default; the flag, SKIPPY_TRANSPORT or SKIPPER_AGENT_TRANSPORT choose; a flag wins", () => {
+    expect(load([]).transport).toBe("auto");
+    expect(load(["--transport", "poll"]).transport).toBe("poll");
+    expect(load([], { SKIPPY_TRANSPORT: "session" }).transport).toBe("session");
+    expect(load([], { SKIPPER_AGENT_TRANSPORT: "poll" }).transport).toBe("poll");
+    expect(load(["--transport", "session"], { SKIPPY_TRANSPORT: "poll" }).transport).toBe("session");
+  });
+
+  it("an unknown transport is refused, naming the choices", () => {
+    expect(() => load(["--transport", "carrier-pigeon"])).toThrow(/--transport must be auto, session or poll, got 'carrier-pigeon'/);
   });
 });
