@@ -11,7 +11,14 @@ import type { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { AGENT_ORDER_PAIRS, isCounterCode, orderTypeName } from "../common/agent-counter-rules.js";
 
 /** What an agent counts besides orders and answered heartbeats, each a running total. */
-export type AgentEvent = "heartbeatFailures" | "claimsRefused" | "leasesLost" | "reportRetries" | "watchReconnects";
+export type AgentEvent =
+  | "heartbeatFailures"
+  | "claimsRefused"
+  | "leasesLost"
+  | "reportRetries"
+  | "watchReconnects"
+  | "sessionReconnects"
+  | "sessionFallbacks";
 
 export class AgentTally {
   readonly bootId: string;
@@ -22,6 +29,9 @@ export class AgentTally {
     leasesLost: 0,
     reportRetries: 0,
     watchReconnects: 0,
+    // Served by --metrics-listen; AgentCounters in the contract has no field for them yet.
+    sessionReconnects: 0,
+    sessionFallbacks: 0,
   };
   // "type\0code" -> orders ended so.
   private readonly orders = new Map<string, number>();

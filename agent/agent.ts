@@ -1,4 +1,9 @@
-// The agent: its loop, and the parts it is composed of. Each round:
+// The agent: its loops, and the parts it is composed of. It talks to the controller over its
+// Session stream (session/session-loop.ts; --transport session) or by unary polling, the loop
+// below (--transport poll); auto (the default) runs the session and polls while the controller
+// has none to give (SESSION_RETRY_MS, then it tries the session again). Both run the same orders
+// the same way (order-runner.ts), and renewals and results go over the session while one is up,
+// unary otherwise (session/order-channel.ts). Each round of the polling loop:
 //
 //   probe the host (host-probe.ts)
 //   finish what the journal holds from an earlier run (journal-recovery.ts), at start and after
@@ -39,6 +44,12 @@ import { OrderSpans } from "./order-spans.js";
 import { OrderWatch } from "./order-watch.js";
 import { credentialHint } from "./credential-hint.js";
 import { ResultReporter } from "./result-reporter.js";
+import { SwitchingChannel } from "./session/order-channel.js";
+import { PushedOrders } from "./session/pushed-orders.js";
+import { SessionLoop } from "./session/session-loop.js";
+
+/** How long transport auto polls before it tries the session again. */
+export const SESSION_RETRY_MS = 5 * 60_000;
 
 export interface AgentDeps {
   config: AgentConfig;
@@ -57,6 +68,8 @@ export interface AgentDeps {
   clock?: Clock;
   /** Where the agent counts what it does (default: a tally of its own). */
   tally?: AgentTally;
+  /** Renews the node's client certificate now (when the controller says it is due). */
+  renewCertificate?: () => Promise<void>;
 }
 
 export class Agent {
@@ -69,6 +82,7 @@ export class Agent {
   private readonly heartbeats: Heartbeats;
   private readonly runner: OrderRunner;
   private readonly recovery: JournalRecovery;
+  private readonly session: SessionLoop;
 
   constructor(private readonly deps: AgentDeps) {
     const { config, clients, journal } = deps;
@@ -78,10 +92,12 @@ export class Agent {
     const spans = new OrderSpans();
     const host = new HostProbe(deps.probe, log);
     const heartbeats = new Heartbeats({ config, clients, host, tally, log, observe: deps.observe, supervise: deps.supervise });
-    const reporter = new ResultReporter({ nodeId: config.nodeId, clients, journal, tally, spans });
+    const channel = new SwitchingChannel(clients, spans);
+    const reporter = new ResultReporter({ nodeId: config.nodeId, clients, channel, journal, tally, spans });
     const runner = new OrderRunner({
       config,
       clients,
+      channel,
       journal,
       executors: deps.executors,
       host,
@@ -99,11 +115,35 @@ export class Agent {
     this.host = host;
     this.heartbeats = heartbeats;
     this.runner = runner;
+    const pushed = new PushedOrders({ journal, runner, channel, spans, tally, clock, recheckJournal: () => this.recovery.again() });
+    this.session = new SessionLoop({
+      ...{ config, clients, journal, host, runner, heartbeats, channel, pushed, tally, log },
+      recovery: this.recovery,
+      renewCertificate: deps.renewCertificate,
+    });
   }
 
   /** Runs until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     await this.deps.journal.open();
+    const { transport } = this.deps.config;
+    if (transport === "poll") await this.poll(signal);
+    else if (transport === "session") await this.session.run(signal, false);
+    else {
+      while ((await this.session.run(signal, true)) === "fallback") {
+        const until = performance.now() + SESSION_RETRY_MS;
+        await this.poll(signal, () => performance.now() >= until);
+        if (!signal.aborted) this.log.info({ action: "session_retry", result: "trying" }, "trying the session again");
+      }
+    }
+    this.log.info({ action: "stop" }, "agent stopped");
+  }
+
+  /** The polling loop, until `signal` aborts or, between rounds, `enough` says so. */
+  private async poll(signal: AbortSignal, enough: () => boolean = () => false): Promise<void> {
+    const watchStop = new AbortController();
+    const stopWatch = () => watchStop.abort();
+    signal.addEventListener("abort", stopWatch, { once: true });
     const watch = this.deps.config.watch
       ? new OrderWatch(
           this.deps.clients.nodes,
@@ -113,8 +153,9 @@ export class Agent {
           () => this.tally.count("watchReconnects"),
         )
       : undefined;
-    const watching = watch?.run(signal);
-    while (!signal.aborted) {
+    const watching = watch?.run(watchStop.signal);
+    this.mayHaveWork = true;
+    while (!signal.aborted && !enough()) {
       try {
         await this.round(watch, signal);
       } catch (e) {
@@ -122,8 +163,9 @@ export class Agent {
         await this.waitToRetry(e, signal);
       }
     }
+    stopWatch();
+    signal.removeEventListener("abort", stopWatch);
     await watching;
-    this.log.info({ action: "stop" }, "agent stopped");
   }
 
   /** One round of the loop (the top of this file). */

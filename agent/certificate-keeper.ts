@@ -103,6 +103,9 @@ async function enroll(
 
 /** Renews the node's certificate at two thirds of its life, for as long as the agent runs. */
 export class CertificateKeeper {
+  // The renewal renewNow started, while it runs.
+  private renewing: Promise<void> | undefined;
+
   constructor(
     private identity: NodeIdentity,
     private readonly deps: { clients: ControllerClients; stateDir: string; log: Logger; now?: () => Date },
@@ -154,6 +157,30 @@ export class CertificateKeeper {
         await sleep(retryIn, signal);
       }
     }
+  }
+
+  /**
+   * Renews now, when the controller says the certificate is due (a session's notice); one at a
+   * time, a failure logged (the regular schedule still renews it).
+   */
+  renewNow(): Promise<void> {
+    this.renewing ??= this.renew((this.deps.now ?? (() => new Date()))())
+      .then(() => undefined)
+      .catch((e: unknown) => {
+        this.deps.log.warn(
+          {
+            action: "certificate_renewal",
+            result: "error",
+            node_id: this.identity.nodeId,
+            metadata: { message: ConnectError.from(e).rawMessage },
+          },
+          "certificate renewal asked for by the controller failed; the regular schedule retries",
+        );
+      })
+      .finally(() => {
+        this.renewing = undefined;
+      });
+    return this.renewing;
   }
 
   /** One renewal: new key, CSR, signed certificate, saved, used from the next call on. */

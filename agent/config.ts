@@ -29,6 +29,8 @@ export interface AgentConfig extends ExecConfig {
   logLevel: string;
   /** Keep a WatchWorkOrders stream open for pushed orders (polling continues regardless). */
   watch: boolean;
+  /** How skippy talks to the controller: its Session stream, unary polling, or the session with polling as the fallback. */
+  transport: Transport;
   /** How calls are encoded: Connect's JSON (the default, readable on the wire) or its binary protobuf. */
   wire: WireFormat;
   /** Where to serve the agent's own metrics (metrics-listener.ts); undefined: nowhere (the default). */
@@ -36,6 +38,7 @@ export interface AgentConfig extends ExecConfig {
 }
 
 export type WireFormat = "json" | "binary";
+export type Transport = "auto" | "session" | "poll";
 
 export const USAGE = `Usage: skippy [options]
        skippy install [options]   run skippy as this host's systemd service (skippy install --help)
@@ -59,7 +62,12 @@ export const USAGE = `Usage: skippy [options]
   --compose-timeout DUR  limit for one compose command [SKIPPY_COMPOSE_TIMEOUT] (default 5m)
   --ready-timeout DUR    how long services may take to be running/healthy [SKIPPY_READY_TIMEOUT] (default 60s)
   --log-level LEVEL      pino level [SKIPPY_LOG_LEVEL] (default info)
-  --no-watch             do not keep a push stream open; poll only [SKIPPY_WATCH=0]
+  --transport MODE       session (one Session stream: orders pushed, renewals, results and
+                         heartbeats on it), poll (unary calls: heartbeat, ask, claim, report)
+                         or auto: the session, polling while the controller has none (older
+                         controller, no HTTP/2 stream on the way), trying it again every 5 min
+                         [SKIPPY_TRANSPORT or SKIPPER_AGENT_TRANSPORT] (default auto)
+  --no-watch             poll only: do not keep a WatchWorkOrders stream open [SKIPPY_WATCH=0]
   --wire FORMAT          json (Connect JSON over HTTPS, the default) or binary (Connect's
                          protobuf encoding, smaller) [SKIPPY_WIRE]
   --allow-command PROG   a program execute_command orders and deploy hooks may run, repeatable:
@@ -97,6 +105,7 @@ export const AGENT_OPTIONS = {
   "ready-timeout": { type: "string" },
   "no-watch": { type: "boolean" },
   wire: { type: "string" },
+  transport: { type: "string" },
   "log-level": { type: "string" },
   "metrics-listen": { type: "string" },
   "metrics-allow-remote": { type: "boolean" },
@@ -172,6 +181,9 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`unknown log level '${logLevel}'`);
   const wire = values.wire ?? env.SKIPPY_WIRE ?? "json";
   if (wire !== "json" && wire !== "binary") throw new Error(`--wire must be json or binary, got '${wire}'`);
+  const transport = values.transport ?? env.SKIPPY_TRANSPORT ?? env.SKIPPER_AGENT_TRANSPORT ?? "auto";
+  if (transport !== "auto" && transport !== "session" && transport !== "poll")
+    throw new Error(`--transport must be auto, session or poll, got '${transport}'`);
   const metricsListen = values["metrics-listen"] ?? env.SKIPPY_METRICS_LISTEN;
   const allowRemote =
     values["metrics-allow-remote"] ?? (env.SKIPPY_METRICS_ALLOW_REMOTE === "1" || env.SKIPPY_METRICS_ALLOW_REMOTE === "true");
@@ -194,6 +206,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     logLevel,
     watch: !(values["no-watch"] ?? false) && env.SKIPPY_WATCH !== "0" && env.SKIPPY_WATCH !== "false",
     wire,
+    transport,
     allowCommands: [...new Set(allowCommands)],
     allowProcessSources: [...new Set(allowProcessSources)],
     metricsListen: metricsListen ? parseMetricsAddress(metricsListen, allowRemote) : undefined,

@@ -6,7 +6,9 @@
 // the last processes seen, no observation.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { HeartbeatRequestSchema, type HeartbeatRequest } from "../gen/skipper/v1/node_service_pb.js";
+import type { AgentCounters, ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
 import type { AgentTally } from "./agent-tally.js";
 import { AGENT_VERSION } from "./agent-version.js";
 import type { AgentConfig } from "./config.js";
@@ -35,6 +37,8 @@ export class Heartbeats {
   private lastProcesses: ProcessObservation[] = [];
   // Whether an order runs (between keepBeating and its stop).
   private duringOrder = false;
+  // Whether a session carries the heartbeats now (its own keepalives; see onSession).
+  private sessionCarries = false;
   private readonly startedAt = Date.now();
 
   constructor(private readonly deps: HeartbeatDeps) {}
@@ -60,7 +64,7 @@ export class Heartbeats {
     let sending = false;
     const timer = setInterval(
       () => {
-        if (sending || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
+        if (sending || this.sessionCarries || performance.now() - this.lastBeat < this.deps.config.pollIntervalMs) return;
         sending = true;
         this.beat({ observe: false })
           .catch((e: unknown) =>
@@ -84,16 +88,20 @@ export class Heartbeats {
     if (!opts.observe) return this.send(await this.deps.host.refresh(), undefined, this.lastProcesses);
     const host = await this.deps.host.refresh();
     const projects = await this.observeProjects(host);
-    // Supervision rides the heartbeat: a module that died is started again at most one interval later.
-    const processes = await (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
+    const processes = await this.superviseProcesses();
+    this.lastProcesses = processes;
+    return this.send(host, projects, processes);
+  }
+
+  // Supervision rides the heartbeat: a module that died is started again at most one interval later.
+  private superviseProcesses(): Promise<ProcessObservation[]> {
+    return (this.deps.supervise?.() ?? Promise.resolve([])).catch((e: unknown) => {
       this.deps.log.warn(
         { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
         "could not supervise process modules",
       );
       return [];
     });
-    this.lastProcesses = processes;
-    return this.send(host, projects, processes);
   }
 
   // What runs here, for drift detection. When the engine cannot tell, say nothing (undefined)
@@ -108,32 +116,60 @@ export class Heartbeats {
     }
   }
 
+  /**
+   * The full report as a session sends it (session/session-heartbeats.ts): what the unary
+   * heartbeat carries, the engine observed unless `observe` is false (an order runs), with the
+   * session's heartbeat interval.
+   */
+  async report(opts: { observe: boolean; intervalMs: number }): Promise<HeartbeatRequest> {
+    const host = await this.deps.host.refresh();
+    const projects = opts.observe ? await this.observeProjects(host) : undefined;
+    if (opts.observe) this.lastProcesses = await this.superviseProcesses();
+    const req = this.request(host, projects, this.lastProcesses);
+    // Liveness is judged at the session's interval, not the poll interval.
+    req.heartbeatIntervalMs = BigInt(opts.intervalMs);
+    return req;
+  }
+
+  /** A report sent on a session went out with `counters`: as an answered unary heartbeat counts. */
+  sentOnSession(counters: AgentCounters | undefined): void {
+    if (counters) this.deps.tally.acknowledged(counters);
+  }
+
+  /** While a session carries the heartbeats, keepBeating sends none of its own. */
+  set onSession(on: boolean) {
+    this.sessionCarries = on;
+  }
+
+  private request(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): HeartbeatRequest {
+    const { config, tally } = this.deps;
+    return create(HeartbeatRequestSchema, {
+      nodeId: config.nodeId,
+      agentVersion: AGENT_VERSION,
+      capabilities: {
+        ...host.capabilities,
+        allowedCommands: config.allowCommands,
+        allowedProcessSources: config.allowProcessSources,
+      },
+      labels: config.labels,
+      uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
+      heartbeatIntervalMs: BigInt(config.pollIntervalMs),
+      projects: projects ?? [],
+      projectsReported: projects !== undefined,
+      processes,
+      agentCounters: tally.snapshot(),
+    });
+  }
+
   // `projects` undefined: not reported (the controller keeps what it had).
   private async send(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): Promise<number> {
-    const { config, tally } = this.deps;
-    const counters = tally.snapshot();
-    const res = await this.deps.clients.nodes
-      .heartbeat({
-        nodeId: config.nodeId,
-        agentVersion: AGENT_VERSION,
-        capabilities: {
-          ...host.capabilities,
-          allowedCommands: config.allowCommands,
-          allowedProcessSources: config.allowProcessSources,
-        },
-        labels: config.labels,
-        uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
-        heartbeatIntervalMs: BigInt(config.pollIntervalMs),
-        projects: projects ?? [],
-        projectsReported: projects !== undefined,
-        processes,
-        agentCounters: counters,
-      })
-      .catch((e: unknown) => {
-        tally.count("heartbeatFailures");
-        throw e;
-      });
-    tally.acknowledged(counters);
+    const { tally } = this.deps;
+    const req = this.request(host, projects, processes);
+    const res = await this.deps.clients.nodes.heartbeat(req).catch((e: unknown) => {
+      tally.count("heartbeatFailures");
+      throw e;
+    });
+    tally.acknowledged(req.agentCounters!);
     this.lastBeat = performance.now();
     if (projects !== undefined || !this.duringOrder) this.lastHeartbeat = this.lastBeat;
     return res.pendingWorkOrders;

@@ -26,8 +26,8 @@ as root. Run it again to change a setting: files that would not change are left 
   --ca-file PATH         CA that signed the controller's certificate; copied to <config-dir>/ca.crt
   --label KEY=VALUE      a node label, repeatable
   --poll-interval DUR, --allow-command PROG, --allow-process-source SRC, --compose-timeout DUR,
-  --ready-timeout DUR, --log-level LEVEL, --no-watch, --wire FORMAT, --metrics-listen HOST:PORT,
-  --metrics-allow-remote
+  --ready-timeout DUR, --log-level LEVEL, --no-watch, --wire FORMAT, --transport MODE,
+  --metrics-listen HOST:PORT, --metrics-allow-remote
                          as for skippy (skippy --help); written to the environment file
 
 Where it writes (defaults under --prefix):
@@ -49,6 +49,7 @@ const SETTINGS = [
   ["ready-timeout", "SKIPPY_READY_TIMEOUT"],
   ["log-level", "SKIPPY_LOG_LEVEL"],
   ["wire", "SKIPPY_WIRE"],
+  ["transport", "SKIPPY_TRANSPORT"],
   ["metrics-listen", "SKIPPY_METRICS_LISTEN"],
 ] as const;
 /** Repeatable agent flags: comma-separated lists in the environment. */

@@ -101,6 +101,7 @@ async function main(): Promise<void> {
     observe: () => observeProjects(cfg.workDir),
     supervise: () => superviseAll(cfg.workDir, { log: logger }),
     tally,
+    renewCertificate: keeper ? () => keeper.renewNow() : undefined,
   });
   // A keeper that stops on its own found the certificate expired: the agent stops too, non-zero,
   // so that its supervisor restarts it (and an enrollment token, when configured, enrolls it again).

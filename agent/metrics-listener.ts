@@ -27,6 +27,8 @@ const EVENTS: [AgentEvent | "heartbeatsAcknowledged", string, string][] = [
   ],
   ["reportRetries", "skippy_report_retries_total", "Result reports sent again after one failed."],
   ["watchReconnects", "skippy_watch_reconnects_total", "Times the WatchWorkOrders stream connected again after it broke."],
+  ["sessionReconnects", "skippy_session_reconnects_total", "Times the Session stream was opened again after one ended or failed."],
+  ["sessionFallbacks", "skippy_session_fallbacks_total", "Times transport auto fell back to unary polling (no Session RPC, or no stream)."],
 ];
 
 /** Serves `tally` at http://<at>/metrics until closed; rejects when it cannot listen there. */

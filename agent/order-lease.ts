@@ -11,14 +11,15 @@ import type { Logger } from "pino";
 import type { WorkOrder, WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import type { AgentTally } from "./agent-tally.js";
 import { describeLoss, leaseLostResult } from "./agent-results.js";
-import type { ControllerClients } from "./controller-client.js";
 import { LeaseLost } from "./executors/executor.js";
 import type { Journal } from "./journal.js";
 import { LeaseKeeper, type Clock, type LeaseLoss } from "./lease-keeper.js";
 import type { OrderSpans } from "./order-spans.js";
+import type { OrderChannel } from "./session/order-channel.js";
 
 export interface OrderLeaseDeps {
-  clients: ControllerClients;
+  /** Where renewals go: the session while it is up, the unary call otherwise. */
+  channel: OrderChannel;
   journal: Journal;
   tally: AgentTally;
   spans: OrderSpans;
@@ -71,13 +72,7 @@ export class OrderLease {
       leaseMs,
       grantedAt,
       clock: this.deps.clock,
-      renew: async (timeoutMs) =>
-        (
-          await this.deps.clients.orders.renewWorkOrderLease(
-            { id: order.id, fencingToken: claim.fencingToken },
-            { ...this.deps.spans.call(order), timeoutMs },
-          )
-        ).workOrder,
+      renew: (timeoutMs) => this.deps.channel.renew(order, timeoutMs),
       onRenewed: (o) => o?.cancelRequest && this.on.cancelRequested(o.cancelRequest.reason),
       onLost: (loss) => this.onLost(loss),
     }).start();

@@ -9,6 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { WorkOrderType, type WorkOrder, type WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../common/crash-points.js";
+import type { OrderChannel } from "./session/order-channel.js";
 import { parseTraceparent } from "../common/trace-context.js";
 import type { AgentTally } from "./agent-tally.js";
 import { AGENT_VERSION } from "./agent-version.js";
@@ -29,6 +30,8 @@ import type { ResultReporter } from "./result-reporter.js";
 export interface OrderRunnerDeps {
   config: AgentConfig;
   clients: ControllerClients;
+  /** Where lease renewals go: the session while it is up, the unary call otherwise. */
+  channel: OrderChannel;
   journal: Journal;
   /** The executor of each order type this agent runs (others get UNSUPPORTED_ORDER_TYPE). */
   executors: Partial<ExecutorTable>;

@@ -15,10 +15,13 @@ import type { Journal } from "./journal.js";
 import { TRANSIENT } from "./lease-keeper.js";
 import type { OrderSpans } from "./order-spans.js";
 import { reportStates } from "./state-report.js";
+import type { OrderChannel } from "./session/order-channel.js";
 
 export interface ResultReporterDeps {
   nodeId: string;
   clients: ControllerClients;
+  /** Where results go: the session while it is up, the unary call otherwise. */
+  channel: OrderChannel;
   journal: Journal;
   tally: AgentTally;
   spans: OrderSpans;
@@ -42,10 +45,7 @@ export class ResultReporter {
     const retry = new Backoff();
     for (;;) {
       try {
-        await this.deps.clients.orders.reportWorkOrderResult(
-          { id: order.id, result, fencingToken: order.claim?.fencingToken ?? 0n },
-          this.deps.spans.call(order),
-        );
+        await this.deps.channel.report(order, result);
         reported();
         break;
       } catch (e) {
@@ -72,7 +72,7 @@ export class ResultReporter {
     }
     log.info({ action: "report_result", result: "ok" }, "result reported");
     await reportStates(
-      { clients: this.deps.clients, nodeId: this.deps.nodeId, call: this.deps.spans.call(order) },
+      { channel: this.deps.channel, nodeId: this.deps.nodeId, call: this.deps.spans.call(order) },
       order,
       result,
       services,

@@ -16,11 +16,11 @@ import {
 } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceStateReportSchema, type ResourceStateReport } from "../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrder, WorkOrderResult } from "../gen/skipper/v1/work_order_pb.js";
-import type { ControllerClients } from "./controller-client.js";
+import type { OrderChannel } from "./session/order-channel.js";
 
 /** Reports what `order` touched; `call`: the options of a call made for the order (its ids and span). */
 export async function reportStates(
-  deps: { clients: ControllerClients; nodeId: string; call: { headers: Record<string, string> } },
+  deps: { channel: OrderChannel; nodeId: string; call: { headers: Record<string, string> } },
   order: WorkOrder,
   result: WorkOrderResult,
   services: ServiceObservation[],
@@ -92,7 +92,7 @@ export async function reportStates(
   for (const reports of [own, serviceReports]) {
     if (reports.length === 0) continue;
     try {
-      await deps.clients.nodes.reportResourceState({ nodeId, workOrderId: order.id, reports }, deps.call);
+      await deps.channel.reportState({ nodeId, workOrderId: order.id, reports }, deps.call);
     } catch (e) {
       const err = ConnectError.from(e);
       log.warn(

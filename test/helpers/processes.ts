@@ -146,7 +146,15 @@ export function startAgentProcess(opts: {
       ...(opts.extraArgs ?? []),
     ],
     {
-      env: { ...process.env, SKIPPY_NODE_TOKEN: opts.token, DOCKER_HOST: opts.dockerHost, ...opts.env },
+      // Polling unless a test asks for the session (--transport) or the run does
+      // (SKIPPER_TEST_AGENT_TRANSPORT=session|auto runs any e2e suite's agents on sessions).
+      env: {
+        ...process.env,
+        SKIPPY_TRANSPORT: process.env.SKIPPER_TEST_AGENT_TRANSPORT ?? "poll",
+        SKIPPY_NODE_TOKEN: opts.token,
+        DOCKER_HOST: opts.dockerHost,
+        ...opts.env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
