@@ -18,25 +18,13 @@ import {
 } from "../../gen/skipper/v1/node_service_pb.js";
 import type { WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "pino";
+import { CONNECT_CODE, type ErrorCode } from "../../common/error-codes.js";
 
 type RequestKind = MessageInitShape<typeof SessionRequestSchema>["kind"];
 
-/** The Connect code of each refusal code a session answer carries (as the unary calls answer). */
-const REFUSAL_CODE: Record<string, Code> = {
-  INVALID_REQUEST: Code.InvalidArgument,
-  UNAUTHORIZED: Code.Unauthenticated,
-  FORBIDDEN: Code.PermissionDenied,
-  RESOURCE_NOT_FOUND: Code.NotFound,
-  CONFLICT: Code.Aborted,
-  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
-  RESOURCE_EXHAUSTED: Code.ResourceExhausted,
-  UNAVAILABLE: Code.Unavailable,
-  INTERNAL_ERROR: Code.Internal,
-};
-
 /** A refused answer as the error the unary call would have thrown. */
 export function refusalError(a: SessionAnswer): ConnectError {
-  return new ConnectError(a.message || a.code, REFUSAL_CODE[a.code] ?? Code.Unknown);
+  return new ConnectError(a.message || a.code, CONNECT_CODE[a.code as ErrorCode] ?? Code.Unknown);
 }
 
 interface Waiter {

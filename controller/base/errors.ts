@@ -2,29 +2,9 @@
 // the seed's set; the RPC boundary (controller/boundary/interceptors.ts) maps each code to a Connect code
 // and the REST layer to an HTTP status, once. Nothing below the boundary knows about HTTP.
 
-/** The machine-readable error codes clients can rely on. */
-export type ErrorCode =
-  | "INVALID_REQUEST"
-  | "UNAUTHORIZED"
-  | "FORBIDDEN"
-  | "RESOURCE_NOT_FOUND"
-  | "CONFLICT"
-  | "WORK_ORDER_NOT_CLAIMABLE"
-  | "RESOURCE_EXHAUSTED"
-  | "UNAVAILABLE"
-  | "INTERNAL_ERROR";
+import type { ErrorCode } from "../../common/error-codes.js";
 
-export const ERROR_CODES: readonly ErrorCode[] = [
-  "INVALID_REQUEST",
-  "UNAUTHORIZED",
-  "FORBIDDEN",
-  "RESOURCE_NOT_FOUND",
-  "CONFLICT",
-  "WORK_ORDER_NOT_CLAIMABLE",
-  "RESOURCE_EXHAUSTED",
-  "UNAVAILABLE",
-  "INTERNAL_ERROR",
-];
+export { ERROR_CODES, type ErrorCode } from "../../common/error-codes.js";
 
 /** JSON-safe details attached to an error (field names, ids, current status...). */
 export type ErrorDetails = Record<string, string | number | boolean | null | string[]>;

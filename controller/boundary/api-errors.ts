@@ -5,20 +5,10 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiErrorSchema } from "../../gen/skipper/v1/envelope_pb.js";
+import { CONNECT_CODE } from "../../common/error-codes.js";
 import type { ErrorCode, SkipperError } from "../base/errors.js";
 
-/** The Connect (and so gRPC) code each error code is sent with. */
-export const CONNECT_CODE: Record<ErrorCode, Code> = {
-  INVALID_REQUEST: Code.InvalidArgument,
-  UNAUTHORIZED: Code.Unauthenticated,
-  FORBIDDEN: Code.PermissionDenied,
-  RESOURCE_NOT_FOUND: Code.NotFound,
-  CONFLICT: Code.Aborted,
-  WORK_ORDER_NOT_CLAIMABLE: Code.FailedPrecondition,
-  RESOURCE_EXHAUSTED: Code.ResourceExhausted,
-  UNAVAILABLE: Code.Unavailable,
-  INTERNAL_ERROR: Code.Internal,
-};
+export { CONNECT_CODE };
 
 /** The HTTP status each error code is answered with on the REST routes. */
 export const HTTP_STATUS: Record<ErrorCode, number> = {
