@@ -35,6 +35,7 @@ import { checkId } from "../base/id-checks.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import type { CredentialEnds } from "../auth/credential-ends.js";
 import type { HeartbeatRecorder } from "../nodes/heartbeat.js";
+import type { SessionEvent } from "../metrics/controller-metrics.js";
 import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
 import { claimReleasedEvent } from "./order-outcome.js";
 import { handleRequest, type RequestSession, type SessionMessage } from "./session-requests.js";
@@ -44,8 +45,13 @@ export const MAX_IN_FLIGHT = 1;
 /** How often an agent on a session heartbeats (a keepalive at least: streams idle for 60 s are closed). */
 export const SESSION_HEARTBEAT_MS = 10_000;
 
+/** Why a session ended (the metrics' label: skipper_agent_session_events_total). */
+type EndReason = "closed" | "replaced" | "revoked" | "refused" | "failed" | "stalled";
+
 /** What a session needs. */
 export interface SessionDeps extends LifecycleDeps {
+  /** Counts what sessions do (controller-metrics.ts). */
+  metrics?: { sessionEvent(event: SessionEvent): void };
   logger: Logger;
   credentialEnds: CredentialEnds;
   sessions: AgentSessions;
@@ -89,6 +95,7 @@ export class AgentSession implements RequestSession {
   private wake: (() => void) | undefined;
   private ended = false;
   private failure: SkipperError | undefined;
+  private endReason: EndReason = "closed";
   private pumping: Promise<void> = Promise.resolve();
   private pumpQueued = false;
   private handling: Promise<void> = Promise.resolve();
@@ -139,9 +146,10 @@ export class AgentSession implements RequestSession {
   }
 
   /** Ends the session (with `failure`, sent to the agent as the stream's error); idempotent. */
-  end(failure?: SkipperError): void {
+  end(failure?: SkipperError, reason: EndReason = failure ? "refused" : "closed"): void {
     if (this.ended) return;
     this.failure = failure;
+    this.endReason = reason;
     this.ended = true;
     this.wake?.();
   }
@@ -150,7 +158,7 @@ export class AgentSession implements RequestSession {
   replacedBy(sessionId: string): void {
     const message = `session ${sessionId} of node ${this.nodeId} replaced this one`;
     this.send({ case: "notice", value: { kind: SessionNoticeKind.REPLACED, message } });
-    this.end();
+    this.end(undefined, "replaced");
   }
 
   /** Claims and pushes the node's pending orders while the window has room (one round at a time). */
@@ -179,6 +187,7 @@ export class AgentSession implements RequestSession {
     this.cleanups.push(this.deps.feed.subscribe(nodeId, (o) => this.noticed(o)));
     this.cleanups.push(this.deps.credentialEnds.watch(principal, () => void this.checkCredential()));
     this.deps.sessions.open(this);
+    this.deps.metrics?.sessionEvent("opened");
     this.call.logger.info(
       {
         action: "session_opened",
@@ -222,6 +231,7 @@ export class AgentSession implements RequestSession {
   private noticed(order: WorkOrder): void {
     // A held order that left this session's claim (its lease lapsed, it was taken or ended
     // elsewhere) frees its place in the window.
+    if (this.lapsedHere(order)) return;
     const token = this.held.get(order.id);
     if (token !== undefined && (order.status !== WorkOrderStatus.RUNNING || order.claim?.fencingToken !== token)) {
       this.held.delete(order.id);
@@ -233,6 +243,31 @@ export class AgentSession implements RequestSession {
     }
   }
 
+  // A pushed order's lease lapsed (the sweep put it back): the agent neither acknowledged nor
+  // renewed it for a whole lease over this session, so the session is stalled (a frozen process, a
+  // half-open connection). Pushing it again here would only lapse again, an attempt each time:
+  // the session ends instead, and a live agent opens a new one.
+  private lapsedHere(order: WorkOrder): boolean {
+    const token = this.unacked.get(order.id) ?? this.held.get(order.id);
+    if (token === undefined) return false;
+    const attempt = order.attempts.find((a) => a.fencingToken === token);
+    if (attempt?.outcome !== "lease_expired") return false;
+    this.unacked.delete(order.id);
+    this.held.delete(order.id);
+    this.call.logger.warn(
+      {
+        action: "session_stalled",
+        result: "ended",
+        node_id: this.nodeId,
+        work_order_id: order.id,
+        metadata: { session_id: this.id, fencing_token: token.toString() },
+      },
+      "the lease of an order pushed on this session lapsed: the agent stopped answering; ending the session",
+    );
+    this.end(undefined, "stalled");
+    return true;
+  }
+
   private async fill(): Promise<void> {
     while (!this.ended && this.unacked.size + this.held.size < MAX_IN_FLIGHT) {
       const order = await claimNextOrder(this.deps, this.nodeId, (o) => orderTraceOf(this.call, o), this.call.logger);
@@ -240,6 +275,7 @@ export class AgentSession implements RequestSession {
       this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);
       // Ended while claiming: close() releases it with the others.
       this.send({ case: "order", value: { workOrder: order } });
+      this.deps.metrics?.sessionEvent("pushed");
     }
   }
 
@@ -247,18 +283,19 @@ export class AgentSession implements RequestSession {
     if (await nodeCredentialHolds(this.deps.store, this.call.principal, this.deps.now())) return;
     const message = "this node's credential has been revoked";
     this.send({ case: "notice", value: { kind: SessionNoticeKind.CREDENTIAL_REVOKED, message } });
-    this.end(unauthorized(message));
+    this.end(unauthorized(message), "revoked");
   }
 
   private fail(e: unknown): void {
     this.call.logger.error({ action: "session", result: "INTERNAL_ERROR", node_id: this.nodeId, err: e }, "agent session failed");
-    this.end(isSkipperError(e) ? e : new SkipperError("INTERNAL_ERROR", "the session failed; see the controller's log"));
+    this.end(isSkipperError(e) ? e : new SkipperError("INTERNAL_ERROR", "the session failed; see the controller's log"), "failed");
   }
 
   // Stops hearing the feed, lets the request and the claim in flight finish, then releases every
   // order pushed and not acknowledged.
   private async close(): Promise<void> {
     this.end();
+    this.deps.metrics?.sessionEvent(`ended_${this.endReason}`);
     for (const c of this.cleanups.splice(0)) c();
     this.deps.sessions.close(this);
     await this.handling.catch(() => undefined);
@@ -274,6 +311,7 @@ export class AgentSession implements RequestSession {
         before ? [claimReleasedEvent(before, after, orderTraceOf(this.call, before), this.id)] : [],
       );
       this.deps.feed.publish(back);
+      this.deps.metrics?.sessionEvent("released");
       this.deps.triggers.orderRequeued(back);
       const leaseUntil = before?.claim?.leaseExpiresAt ? timestampDate(before.claim.leaseExpiresAt).toISOString() : "";
       this.call.logger.info(

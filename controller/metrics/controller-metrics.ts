@@ -19,6 +19,18 @@ import type { FleetCounts } from "./fleet-census.js";
 import { registerFleetGauges } from "./fleet-gauges.js";
 import { codeLabel, enumLabel, resultCodeLabel, rpcLabels } from "./metric-labels.js";
 
+/** What is counted of agent sessions (the `event` label of skipper_agent_session_events_total). */
+export type SessionEvent =
+  | "opened"
+  | "ended_closed"
+  | "ended_replaced"
+  | "ended_revoked"
+  | "ended_refused"
+  | "ended_failed"
+  | "ended_stalled"
+  | "pushed"
+  | "released";
+
 export interface ControllerMetricsOptions {
   version: string;
   /** The store's backend ("file", "postgres"). */
@@ -80,6 +92,11 @@ export class ControllerMetrics {
     "skipper_idempotency_hits_total",
     "Calls whose x-idempotency-key was seen before: replayed (the first response), or conflict (another body).",
     ["method", "result"],
+  );
+  private readonly sessionEvents = this.counter(
+    "skipper_agent_session_events_total",
+    "Agent sessions (NodeService.Session) on this controller: opened; ended, by why (closed, replaced, revoked, refused, failed, stalled); orders pushed; pushes released unacknowledged.",
+    ["event"],
   );
   // The agents' own counters, summed over the nodes whose heartbeats reached this controller.
   private readonly agents = new AgentCounterLedger();
@@ -174,6 +191,21 @@ export class ControllerMetrics {
   /** The counters `nodeId`'s agent last reported to this controller, and when (undefined: none here). */
   agentCounters(nodeId: string): HeardCounters | undefined {
     return this.agents.latest(nodeId);
+  }
+
+  /** Something happened to an agent session (controller/dispatch/agent-session.ts). */
+  sessionEvent(event: SessionEvent): void {
+    this.sessionEvents.inc({ event });
+  }
+
+  /** Reports the number of open agent sessions, `open()`, at every scrape. */
+  countSessions(open: () => number): void {
+    const gauge: Gauge = new Gauge({
+      name: "skipper_agent_sessions",
+      help: "Agent sessions (NodeService.Session) open on this controller now.",
+      registers: [this.registry],
+      collect: () => gauge.set(open()),
+    });
   }
 
   /** Reports the fleet's gauges from `census` at every scrape (fleet-census.ts bounds its cost). */

@@ -21,12 +21,14 @@ export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDe
   const credentialEnds = new CredentialEnds();
   if (coordination.shared) relayCredentialEnds(coordination, credentialEnds);
   const seen = (nodeId: string, at: Date, intervalMs: number) => liveness()?.seen(nodeId, at, intervalMs);
+  const sessions = new AgentSessions();
+  parts.metrics.countSessions(() => sessions.size);
   return {
     ...parts,
     startedAt: new Date(),
     version: VERSION,
     credentialEnds,
-    sessions: new AgentSessions(),
+    sessions,
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
     lastHeartbeat: (nodeId) => liveness()?.lastSeen(nodeId),
   };
