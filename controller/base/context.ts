@@ -113,6 +113,21 @@ export function orderTraceOf(call: CallInfo, order: { correlationId: string }): 
   return { ...traceOf(call), correlationId: order.correlationId };
 }
 
+/**
+ * The trace of a step a session takes for an order (its push, ack, renewal or result): the order's
+ * own request id and trace context, as a unary call about the order carries them in its headers
+ * (x-request-id, traceparent), so what it causes continues the trace of the call that created the
+ * order, not the long-lived session's; who acts is the session's caller.
+ */
+export function sessionOrderTraceOf(call: CallInfo, order: { requestId: string; correlationId: string; traceparent: string }): Trace {
+  return {
+    requestId: order.requestId || call.requestId,
+    correlationId: order.correlationId || call.correlationId,
+    traceparent: order.traceparent || call.traceparent,
+    actor: call.actor,
+  };
+}
+
 export const callInfoKey = createContextKey<CallInfo | undefined>(undefined, {
   description: "skipper call info",
 });

@@ -29,7 +29,7 @@ import {
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Logger } from "../../common/logging/logger.js";
 import type { CallInfo } from "../base/context.js";
-import { orderTraceOf } from "../base/context.js";
+import { sessionOrderTraceOf } from "../base/context.js";
 import { forbidden, invalid, isSkipperError, SkipperError, unauthorized } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
@@ -270,7 +270,7 @@ export class AgentSession implements RequestSession {
 
   private async fill(): Promise<void> {
     while (!this.ended && this.unacked.size + this.held.size < MAX_IN_FLIGHT) {
-      const order = await claimNextOrder(this.deps, this.nodeId, (o) => orderTraceOf(this.call, o), this.call.logger);
+      const order = await claimNextOrder(this.deps, this.nodeId, (o) => sessionOrderTraceOf(this.call, o), this.call.logger);
       if (!order) return;
       this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);
       // Ended while claiming: close() releases it with the others.
@@ -308,7 +308,7 @@ export class AgentSession implements RequestSession {
     try {
       const before = await this.deps.store.getWorkOrder(id);
       const back = await this.deps.store.releaseWorkOrderClaim(id, this.nodeId, token, this.deps.now(), (after) =>
-        before ? [claimReleasedEvent(before, after, orderTraceOf(this.call, before), this.id)] : [],
+        before ? [claimReleasedEvent(before, after, sessionOrderTraceOf(this.call, before), this.id)] : [],
       );
       this.deps.feed.publish(back);
       this.deps.metrics?.sessionEvent("released");

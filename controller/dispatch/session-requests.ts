@@ -19,7 +19,7 @@ import {
   type SessionRequest,
   type SessionResult,
 } from "../../gen/skipper/v1/node_service_pb.js";
-import { orderTraceOf, traceOf, type CallInfo } from "../base/context.js";
+import { sessionOrderTraceOf, traceOf, type CallInfo } from "../base/context.js";
 import { forbidden, invalid, isSkipperError, notClaimable, notFound } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { recordReports } from "../nodes/state-reports.js";
@@ -163,7 +163,7 @@ async function result(session: RequestSession, req: SessionResult): Promise<Part
   const reported = checkResult(req.result);
   if (req.fencingToken <= 0n) throw invalid("fencing_token is required", { field: "result.fencing_token" });
   const { call, deps, nodeId } = session;
-  const outcome = await finishOrder(deps, order, nodeId, reported, req.fencingToken, orderTraceOf(call, order), call.logger);
+  const outcome = await finishOrder(deps, order, nodeId, reported, req.fencingToken, sessionOrderTraceOf(call, order), call.logger);
   taken(session, order.id, req.fencingToken);
   return { duplicate: outcome.duplicate, workOrder: outcome.workOrder };
 }
