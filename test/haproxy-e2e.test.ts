@@ -4,7 +4,7 @@
 // of them reach their agent by the relay between controllers); kill -9 of one controller
 // mid-traffic moves its agents through HAProxy to the other, and every acknowledged order and a
 // tenant's deployment still end once. Then the killed one is restarted and the other is killed.
-import { cp, mkdir, mkdtemp } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,7 +14,7 @@ import { ConvergenceStatus, NodeLiveness } from "../gen/skipper/v1/resource_pb.j
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { haproxyBinary, startHaproxy, type HaproxyProcess } from "./helpers/haproxy.js";
+import { haproxyBinary, haproxyConfig, startHaproxy, type HaproxyProcess } from "./helpers/haproxy.js";
 import { freshDatabase, pgUrl } from "./helpers/postgres.js";
 import {
   freePort,
@@ -38,6 +38,12 @@ if (!dockerHost || !pg || !haproxyBin)
 const NODES = ["hp-a", "hp-b", "hp-c", "hp-d"];
 const FINAL = [WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED];
 const END_EVENTS = ["work_order_succeeded", "work_order_failed", "work_order_cancelled"];
+
+it("the README's HAProxy configuration is the one this test runs", async () => {
+  const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+  const block = /```haproxy\n([\s\S]*?)```/.exec(readme)?.[1];
+  expect(block).toBe(haproxyConfig({ listen: "0.0.0.0:8443", backends: ["10.0.0.11:8443", "10.0.0.12:8443"] }));
+});
 
 describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAProxy (real agents, kill -9 of either)", () => {
   let root: string;
