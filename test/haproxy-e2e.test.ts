@@ -42,7 +42,9 @@ const END_EVENTS = ["work_order_succeeded", "work_order_failed", "work_order_can
 it("the README's HAProxy configuration is the one this test runs", async () => {
   const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
   const block = /```haproxy\n([\s\S]*?)```/.exec(readme)?.[1];
-  expect(block).toBe(haproxyConfig({ listen: "0.0.0.0:8443", backends: ["10.0.0.11:8443", "10.0.0.12:8443"] }));
+  expect(block).toBe(
+    haproxyConfig({ listen: "0.0.0.0:8443", backends: ["10.0.0.11:8443", "10.0.0.12:8443"], caFile: "/etc/haproxy/skipper-ca.crt" }),
+  );
 });
 
 describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAProxy (real agents, kill -9 of either)", () => {
@@ -163,7 +165,7 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
       "every agent's connection on the survivor",
       async () => {
         const s = await spread();
-        return s[victim]!.status !== "UP" && s[survivor]!.sessions >= NODES.length ? s : undefined;
+        return s[victim]!.status === "DOWN" && s[survivor]!.sessions >= NODES.length ? s : undefined;
       },
       30_000,
       50,
@@ -189,6 +191,7 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
       haproxyBin!,
       root,
       ports.map((p) => `127.0.0.1:${p}`),
+      controllers[0]!.caFile,
     );
     // The agents know HAProxy's address only, and trust the shared CA.
     const viaProxy = { url: proxy.url, caFile: controllers[0]!.caFile } as ControllerProcess;
@@ -249,4 +252,33 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
     await waitFor("haproxy to see controller 0 up", async () => ((await spread())[0]!.status === "UP" ? true : undefined), 20_000);
     await killMidTraffic(1);
   }, 180_000);
+
+  it("a hung controller (SIGSTOP) is marked down by the health check, and shutdown-sessions moves its agents at once", async () => {
+    await startNth(1);
+    await waitFor("haproxy to see controller 1 up", async () => ((await spread())[1]!.status === "UP" ? true : undefined), 20_000);
+    // Every agent is on controller 0 now (it survived the last kill); its kernel still accepts
+    // connections while it is stopped, and the agents' connections stay open until haproxy closes them.
+    expect((await spread())[0]!.sessions).toBeGreaterThanOrEqual(NODES.length);
+    const stoppedAt = Date.now();
+    controllers[0]!.child.kill("SIGSTOP");
+    try {
+      const moved = await waitFor(
+        "every agent's connection on controller 1",
+        async () => {
+          const s = await spread();
+          return s[0]!.status === "DOWN" && s[1]!.sessions >= NODES.length ? s : undefined;
+        },
+        30_000,
+        50,
+      );
+      console.log(
+        `SIGSTOP of controller 0: haproxy ${moved.map((c) => `${c.status}:${c.sessions}`).join(" / ")} within ${Date.now() - stoppedAt} ms`,
+      );
+      const texts = new Map<string, string>();
+      for (const m of await Promise.all(NODES.map((n, k) => echo(1, n, `hung-${k}`)))) texts.set(m.id, m.text);
+      await expectRanOnce(controllers[1]!, await finished(controllers[1]!, [...texts.keys()]), texts);
+    } finally {
+      controllers[0]!.child.kill("SIGCONT");
+    }
+  }, 120_000);
 });

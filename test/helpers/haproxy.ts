@@ -1,6 +1,6 @@
 // HAProxy in front of several controllers, as the README's "Several controllers behind HAProxy"
 // section configures it: TCP mode (TLS passes through, so each controller terminates it and sees
-// the agents' client certificates), health checks on each controller's port, leastconn, timeouts
+// the agents' client certificates), health checks (GET /v1/health over TLS), leastconn, timeouts
 // fit for long-lived streams, and shutdown-sessions so a dead controller's agents move at once.
 // Started in the foreground (-db) on a free loopback port; stats on a private unix socket.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -19,8 +19,11 @@ export function haproxyBinary(): string | undefined {
   return undefined;
 }
 
-/** The configuration an operator would use; `backends` are the controllers' HOST:PORT. */
-export function haproxyConfig(opts: { listen: string; backends: string[]; statsSocket?: string }): string {
+/**
+ * The configuration an operator would use; `backends` are the controllers' HOST:PORT, `caFile` the
+ * CA that signed their (shared) certificate, for the health checks.
+ */
+export function haproxyConfig(opts: { listen: string; backends: string[]; caFile: string; statsSocket?: string }): string {
   return [
     "global",
     "  maxconn 4096",
@@ -49,9 +52,13 @@ export function haproxyConfig(opts: { listen: string; backends: string[]; statsS
     "backend controllers",
     // Agents hold connections for long: spread them by how many each controller holds.
     "  balance leastconn",
-    // Health: a TCP connect to the controller's port every 500 ms; two failures mark it down, then
+    // Health: GET /v1/health over TLS every 500 ms, answered within 2 s (a bare TCP connect would
+    // pass on a hung controller: the kernel accepts for it); two failures mark it down, then
     // shutdown-sessions closes the agents' connections through it so they reconnect to another at once.
-    "  default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions",
+    "  option httpchk GET /v1/health",
+    "  http-check expect status 200",
+    "  timeout check 2s",
+    `  default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions check-ssl verify required ca-file ${opts.caFile}`,
     ...opts.backends.map((b, i) => `  server controller-${i} ${b} check`),
     "",
   ].join("\n");
@@ -67,11 +74,11 @@ export interface HaproxyProcess {
 }
 
 /** Starts haproxy in `dir` (config, log, stats socket) in front of `backends` (HOST:PORT each). */
-export async function startHaproxy(bin: string, dir: string, backends: string[]): Promise<HaproxyProcess> {
+export async function startHaproxy(bin: string, dir: string, backends: string[], caFile: string): Promise<HaproxyProcess> {
   const port = await freePort();
   const statsSocket = join(dir, "haproxy.sock");
   const configFile = join(dir, "haproxy.cfg");
-  await writeFile(configFile, haproxyConfig({ listen: `127.0.0.1:${port}`, backends, statsSocket }));
+  await writeFile(configFile, haproxyConfig({ listen: `127.0.0.1:${port}`, backends, caFile, statsSocket }));
   const child = spawn(bin, ["-db", "-f", configFile], { stdio: ["ignore", "pipe", "pipe"] });
   const out = createWriteStream(join(dir, "haproxy.out"), { flags: "a" });
   child.stdout!.pipe(out);
