@@ -193,7 +193,10 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
       ports.map((p) => `127.0.0.1:${p}`),
       controllers[0]!.caFile,
     );
-    // The agents know HAProxy's address only, and trust the shared CA.
+    // The agents know HAProxy's address only, and trust the shared CA. They run on sessions, as
+    // skippy does by default (multi-controller-e2e covers polling agents across controllers): an
+    // order created through the other controller reaches a node's session by the database's
+    // notification.
     const viaProxy = { url: proxy.url, caFile: controllers[0]!.caFile } as ControllerProcess;
     for (let i = 0; i < NODES.length; i++) {
       const { token } = await controllers[i % 2]!.admin(NodeService).registerNode({ nodeId: NODES[i]! });
@@ -206,7 +209,7 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
         workDir: join(root, `agent-${i}`, "work"),
         dockerHost: dockerHost!,
         pollInterval: "1s",
-        extraArgs: ["--allow-command", "echo"],
+        extraArgs: ["--allow-command", "echo", "--transport", "session"],
       });
     }
     await waitFor(
