@@ -55,6 +55,7 @@ afterEach(async () => {
 
 function startAgent(point?: CrashPointName): AgentProcess {
   agent = startAgentProcess({
+    transport: "poll", // the unary claim's crash points (agent.after-claim); sessions: crash-points-session
     controller: ctl,
     nodeId: NODE,
     token,

@@ -80,6 +80,7 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     const token = (await nodes.registerNode({ nodeId: NODE })).token;
     await nodes.registerNode({ nodeId: "ot-ghost" }); // registered, never runs an agent
     agent = startAgentProcess({
+      transport: "poll", // counts stored heartbeats at the agent's interval; a session beats at the controller's (10 s)
       controller: ctl,
       nodeId: NODE,
       token,

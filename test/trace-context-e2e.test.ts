@@ -122,6 +122,7 @@ describe.skipIf(!dockerHost)("trace context (real processes and engine)", () => 
     ctl = await startControllerProcess({ dataDir: join(root, "data"), env: otel });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE })).token;
     agent = startAgentProcess({
+      transport: "poll", // expects the unary calls' own log lines in the trace
       controller: ctl,
       nodeId: NODE,
       token,

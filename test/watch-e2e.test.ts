@@ -48,6 +48,7 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
   async function dispatch(nodeId: string, pollInterval: string, extraArgs: string[]): Promise<{ settled: string[]; toClaim: string[] }> {
     const token = (await ctl.admin(NodeService).registerNode({ nodeId })).token;
     const agent = startAgentProcess({
+      transport: "poll", // the unary path itself: WatchWorkOrders and polling
       controller: ctl,
       nodeId,
       token,
@@ -115,6 +116,7 @@ describe.skipIf(!dockerHost)("pushed work orders (real processes)", () => {
     const nodeId = "idle-calls";
     const token = (await ctl.admin(NodeService).registerNode({ nodeId })).token;
     const agent = startAgentProcess({
+      transport: "poll", // the unary path itself: WatchWorkOrders and polling
       controller: ctl,
       nodeId,
       token,

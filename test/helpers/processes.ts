@@ -124,6 +124,11 @@ export function startAgentProcess(opts: {
   pollInterval?: string;
   extraArgs?: string[];
   env?: Record<string, string>;
+  /**
+   * How the agent talks to the controller (--transport): its default session, unless the run sets
+   * SKIPPER_TEST_AGENT_TRANSPORT; "poll" for a test of the unary path itself.
+   */
+  transport?: "session" | "poll" | "auto";
 }): AgentProcess {
   const logFile = join(opts.stateDir, "..", `agent-${opts.nodeId}.log`);
   mkdirSync(dirname(logFile), { recursive: true });
@@ -146,11 +151,12 @@ export function startAgentProcess(opts: {
       ...(opts.extraArgs ?? []),
     ],
     {
-      // Polling unless a test asks for the session (--transport) or the run does
-      // (SKIPPER_TEST_AGENT_TRANSPORT=session|auto runs any e2e suite's agents on sessions).
+      // On a session, skippy's default way (not "auto", so a session that cannot be had fails
+      // the test instead of falling back unseen), unless the test asks for polling or the run sets
+      // SKIPPER_TEST_AGENT_TRANSPORT (=poll runs every e2e suite's agents on the unary calls).
       env: {
         ...process.env,
-        SKIPPY_TRANSPORT: process.env.SKIPPER_TEST_AGENT_TRANSPORT ?? "poll",
+        SKIPPY_TRANSPORT: opts.transport ?? process.env.SKIPPER_TEST_AGENT_TRANSPORT ?? "session",
         SKIPPY_NODE_TOKEN: opts.token,
         DOCKER_HOST: opts.dockerHost,
         ...opts.env,
