@@ -19,6 +19,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { randomUUID } from "node:crypto";
+import { crashPoint } from "../../common/crash-points.js";
 import {
   SessionNoticeKind,
   SessionResponseSchema,
@@ -273,6 +274,7 @@ export class AgentSession implements RequestSession {
       const order = await claimNextOrder(this.deps, this.nodeId, (o) => sessionOrderTraceOf(this.call, o), this.call.logger);
       if (!order) return;
       this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);
+      crashPoint("session.after-push-claim");
       // Ended while claiming: close() releases it with the others.
       this.send({ case: "order", value: { workOrder: order } });
       this.deps.metrics?.sessionEvent("pushed");

@@ -19,6 +19,7 @@ import {
   type SessionRequest,
   type SessionResult,
 } from "../../gen/skipper/v1/node_service_pb.js";
+import { crashPoint } from "../../common/crash-points.js";
 import { sessionOrderTraceOf, traceOf, type CallInfo } from "../base/context.js";
 import { forbidden, invalid, isSkipperError, notClaimable, notFound } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
@@ -147,6 +148,7 @@ async function ack(session: RequestSession, req: SessionAck): Promise<Partial<An
   }
   if (leaseLapsed(order, session.deps.now())) await renewLease(session.deps, order, session.nodeId, req.fencingToken);
   taken(session, order.id, req.fencingToken);
+  crashPoint("session.after-ack");
   return {};
 }
 
@@ -164,6 +166,7 @@ async function result(session: RequestSession, req: SessionResult): Promise<Part
   if (req.fencingToken <= 0n) throw invalid("fencing_token is required", { field: "result.fencing_token" });
   const { call, deps, nodeId } = session;
   const outcome = await finishOrder(deps, order, nodeId, reported, req.fencingToken, sessionOrderTraceOf(call, order), call.logger);
+  crashPoint("session.after-result");
   taken(session, order.id, req.fencingToken);
   return { duplicate: outcome.duplicate, workOrder: outcome.workOrder };
 }
