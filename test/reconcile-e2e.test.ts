@@ -123,7 +123,6 @@ describe.skipIf(!hostA || !hostB)("reconciler end to end (two hosts, real engine
       const token = (await nodes.registerNode({ nodeId: id, ...registration })).token;
       agents.push(
         startAgentProcess({
-          transport: "poll", // a target leaves the tenant with the node's next full report: 200 ms polling, 10 s on a session
           controller: ctl,
           nodeId: id,
           token,

@@ -38,6 +38,8 @@ export interface PushedOrderDeps {
 export class PushedOrders {
   private chain: Promise<void> = Promise.resolve();
   private runs = 0;
+  /** Told when the last order taken is done with (the session sends its full report then). */
+  onSettled: (() => void) | undefined;
 
   constructor(private readonly deps: PushedOrderDeps) {}
 
@@ -61,7 +63,9 @@ export class PushedOrders {
           );
         this.deps.recheckJournal();
       })
-      .finally(() => this.runs--);
+      .finally(() => {
+        if (--this.runs === 0) this.onSettled?.();
+      });
   }
 
   /** Resolves once every order taken so far is done with. */

@@ -132,6 +132,7 @@ export class SessionLoop {
     } finally {
       signal.removeEventListener("abort", close);
       beats?.stop();
+      deps.pushed.onSettled = undefined;
       if (link) deps.channel.drop(link);
       deps.heartbeats.onSession = false;
       link?.close();
@@ -146,6 +147,7 @@ export class SessionLoop {
     deps.heartbeats.onSession = true;
     const beats = new SessionHeartbeats(deps.heartbeats, link, deps.log, () => deps.pushed.busy);
     beats.start(Number(welcome.heartbeatIntervalMs) || deps.config.pollIntervalMs);
+    deps.pushed.onSettled = () => beats.beatNow();
     deps.log.info(
       {
         action: "session_opened",
