@@ -105,6 +105,7 @@ describe.skipIf(!dockerHost || !pg)("several controllers on one PostgreSQL datab
       const { token } = await controllers[0]!.admin(NodeService).registerNode({ nodeId: NODES[i]! });
       await mkdir(join(root, `agent-${i}`, "work"), { recursive: true });
       agents[i] = startAgentProcess({
+        transport: "poll", // a dead controller's node goes offline after six beat intervals: 1.2 s polling, 60 s on a session (haproxy-e2e runs sessions across controllers)
         controller: controllers[i]!,
         nodeId: NODES[i]!,
         token,
