@@ -153,6 +153,75 @@ export function describeToldConformance(current: () => Store, reopen: () => Prom
       expect((await current().listEvents({ resourceId: "wo-told-1" })).items.map((e) => e.type)).toEqual(types);
     });
 
+    it("an order's step writes the edits of other records it gives with it, each at a new version, and only when the step changed the order", async () => {
+      const store = current();
+      const before = await store.createResource(tenantResource("edit-a"));
+      await store.createWorkOrder(pendingOrder("wo-edit-1"));
+      const label = (value: string) => (r: Resource) => {
+        r.metadata!.labels = { ...r.metadata!.labels, step: value };
+        return r;
+      };
+      let asked = 0;
+      const edits = (value: string) => (o: WorkOrder) => {
+        asked++;
+        return {
+          events: [told(`ev-edit-${value}`, `step_${WorkOrderStatus[o.status]}`, o.id)],
+          resources: [
+            { resourceType: "tenant" as const, id: "edit-a", mutate: label(value) },
+            // Passed over: a resource that is not stored, and an edit that changes nothing.
+            { resourceType: "tenant" as const, id: "edit-absent", mutate: label(value) },
+            { resourceType: "tenant" as const, id: "edit-a", mutate: (r: Resource) => r },
+          ],
+        };
+      };
+      const claimed = await store.claimWorkOrder("wo-edit-1", "node-1", at(1000), 60_000, edits("claimed"));
+      const afterClaim = await store.getResource("tenant", "edit-a");
+      expect(afterClaim?.metadata?.labels).toEqual({ step: "claimed" });
+      expect(BigInt(afterClaim!.metadata!.resourceVersion)).toBeGreaterThan(BigInt(before.metadata!.resourceVersion));
+      expect(await store.getResource("tenant", "edit-absent")).toBeUndefined();
+      // A listing resumed from the version before sees the edit.
+      const since = await store.listResources({ resourceType: "tenant", sinceRevision: BigInt(before.metadata!.resourceVersion) });
+      expect(since.items.map((r) => r.id)).toContain("edit-a");
+      // A second claim is refused: the step changed nothing, so no edit was asked for or written.
+      await expect(store.claimWorkOrder("wo-edit-1", "node-1", at(1100), 60_000, edits("again"))).rejects.toThrow();
+      expect(asked).toBe(1);
+      const result = create(WorkOrderResultSchema, { success: true, code: "OK" });
+      await store.finishWorkOrder("wo-edit-1", "node-1", result, at(2000), claimed.claim!.fencingToken, edits("finished"));
+      const dup = await store.finishWorkOrder("wo-edit-1", "node-1", result, at(2001), claimed.claim!.fencingToken, edits("dup"));
+      expect(dup.duplicate).toBe(true);
+      expect(asked).toBe(2);
+      const after = await store.getResource("tenant", "edit-a");
+      expect(after?.metadata?.labels).toEqual({ step: "finished" });
+      expect(BigInt(after!.metadata!.resourceVersion)).toBeGreaterThan(BigInt(afterClaim!.metadata!.resourceVersion));
+      expect((await store.listEvents({ resourceId: "wo-edit-1" })).items.map((e) => e.type)).toEqual(["step_RUNNING", "step_SUCCESS"]);
+      if (!(await reopen())) return;
+      const reopened = await current().getResource("tenant", "edit-a");
+      expect(reopened?.metadata?.labels).toEqual({ step: "finished" });
+      expect(reopened?.metadata?.resourceVersion).toBe(after?.metadata?.resourceVersion);
+    });
+
+    it("edits written with order steps and updates of the same record lose nothing when they race", async () => {
+      const store = current();
+      await store.createResource(tenantResource("edit-b"));
+      const count = (key: string) => (r: Resource) => {
+        const labels = r.metadata!.labels;
+        labels[key] = String(Number(labels[key] ?? "0") + 1);
+        return r;
+      };
+      const ids = Array.from({ length: 8 }, (_, i) => `wo-edit-race-${i}`);
+      for (const id of ids) await store.createWorkOrder(pendingOrder(id));
+      await Promise.all([
+        ...ids.map((id) =>
+          store.claimWorkOrder(id, "node-1", at(1000), 60_000, () => ({
+            events: [],
+            resources: [{ resourceType: "tenant" as const, id: "edit-b", mutate: count("claims") }],
+          })),
+        ),
+        ...ids.map(() => store.updateResource("tenant", "edit-b", count("updates"))),
+      ]);
+      expect((await store.getResource("tenant", "edit-b"))?.metadata?.labels).toEqual({ claims: "8", updates: "8" });
+    });
+
     it("an event already stored under the same id is left as it is, and the record is still written", async () => {
       const store = current();
       await store.appendEvent(told("ev-same", "first", "told-c"));

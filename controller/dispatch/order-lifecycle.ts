@@ -20,8 +20,8 @@ import type { FinishOutcome } from "../store/store.js";
 import { isSkipperError } from "../base/errors.js";
 import type { OrderFeed } from "./order-feed.js";
 import { expiredAt, expireOrder } from "./order-expiry.js";
-import { cancelRequestedEvent, onOrderStarted, retryScheduledEvent, startedEvent, type OutcomeDeps } from "./order-outcome.js";
-import { endEvents, recordOrderEnd } from "../reconcile/order-end.js";
+import { cancelRequestedEvent, retryScheduledEvent, startWrites, type OutcomeDeps } from "./order-outcome.js";
+import { endWrites, recordOrderEnd } from "../reconcile/order-end.js";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { blankValues, valuesHandedTo } from "./order-secrets.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
@@ -52,8 +52,8 @@ export async function nextOrderFor(deps: LifecycleDeps & { logger: Logger }, nod
 /** Claims `order` for its node (a lease with a new fencing token) and records its start. */
 export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: Trace, log: Logger): Promise<WorkOrder> {
   const nodeId = order.target?.nodeId ?? "";
-  const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs, (o) => [startedEvent(o, trace)]);
-  await onOrderStarted(deps.store, claimed, trace, true);
+  // The claim, its event and its deployment RUNNING: one step.
+  const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs, (o) => startWrites(o, trace));
   log.info(
     {
       action: "work_order_started",
@@ -127,9 +127,9 @@ export async function finishOrder(
   // The controller knows which values it handed this order: a node that echoes one back (in a
   // message, a command's output) does not get it stored, shown or sent on.
   if (deps.keyRing) blankValues(result, await valuesHandedTo(deps.store, deps.keyRing, order));
-  // The order's new state and its events are one write (store.ts EventsOf).
+  // The order's new state, its events and its deployment's phase are one write (store.ts StepOf).
   const outcome = await deps.store.finishWorkOrder(order.id, nodeId, result, deps.now(), fencingToken, (o) =>
-    o.status === WorkOrderStatus.RETRY_PENDING ? [retryScheduledEvent(o, trace)] : endEvents(o, trace),
+    o.status === WorkOrderStatus.RETRY_PENDING ? [retryScheduledEvent(o, trace)] : endWrites(o, trace),
   );
   if (outcome.duplicate) {
     // A crash may have cut short what follows a finish (its events, the deployment, the target
@@ -188,7 +188,7 @@ export async function cancelOrder(
   let changed = false;
   const after = await deps.store.cancelWorkOrder(order.id, reason, requestId, deps.now(), (o) => {
     changed = true;
-    return o.status === WorkOrderStatus.CANCELLED ? endEvents(o, trace) : [cancelRequestedEvent(o, trace, reason)];
+    return o.status === WorkOrderStatus.CANCELLED ? endWrites(o, trace) : [cancelRequestedEvent(o, trace, reason)];
   });
   if (after.status === WorkOrderStatus.CANCELLED) {
     // A repeated cancel records the end again: what a crash cut short of it is written once.

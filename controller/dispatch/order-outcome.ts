@@ -11,12 +11,12 @@ import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../base/context.js";
 import { recordOrderEnd, type OrderEndDeps } from "../reconcile/order-end.js";
-import type { Store } from "../store/store.js";
+import type { StepWrites, Store } from "../store/store.js";
 import { eachScannedResource, eachWorkOrder } from "../store/each-page.js";
 import { buildEvent, transitionEventId } from "../events/event-recorder.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import { orderEvent } from "../events/order-events.js";
-import { updateDeployment } from "../resources/deployment-status.js";
+import { deploymentEdit, updateDeployment } from "../resources/deployment-status.js";
 
 /** The event of a claimed order's start (one per claim), written with the claim (store.ts EventsOf). */
 export function startedEvent(order: WorkOrder, trace: Trace): Event {
@@ -32,15 +32,19 @@ export function startedEvent(order: WorkOrder, trace: Trace): Event {
   );
 }
 
-/**
- * Records a claimed order's start: its event (unless `told`: written with the claim) and its
- * deployment's phase RUNNING.
- */
-export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace, told = false): Promise<void> {
-  if (!told) await store.appendEvent(startedEvent(order, trace));
-  await updateDeployment(store, order.desiredState?.deploymentId ?? "", (d) => {
-    if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
-  });
+/** What a claim writes with the order, in the same step (store.ts StepOf): its event and its deployment RUNNING. */
+export function startWrites(order: WorkOrder, trace: Trace): StepWrites {
+  return { events: [startedEvent(order, trace)], resources: deploymentEdit(order.desiredState?.deploymentId ?? "", deploymentRunning) };
+}
+
+/** Records a claimed order's start again (start-up recovery: a claim stored before startWrites was written with it). */
+export async function onOrderStarted(store: Store, order: WorkOrder, trace: Trace): Promise<void> {
+  await store.appendEvent(startedEvent(order, trace));
+  await updateDeployment(store, order.desiredState?.deploymentId ?? "", deploymentRunning);
+}
+
+function deploymentRunning(d: { phase: DeploymentPhase }): void {
+  if (d.phase === DeploymentPhase.PENDING) d.phase = DeploymentPhase.RUNNING;
 }
 
 /** What recording an outcome needs: the store, snapshots, and the owner of the target records. */

@@ -9,9 +9,10 @@
 //                      here; a reconcile pass calls it through order-issuer.ts): CANCELLED with
 //                      result code SUPERSEDED, its deployment SUPERSEDED; not a failure.
 //                      (Orders stored before this was so are FAILED with SUPERSEDED: read alike.)
-// The order's transition and its events (endEvents) are one write (store.ts EventsOf); what
-// follows from it (END_RULES: the deployment's phase, the tenant's target record with the data
-// removals it carried, the snapshot) are further writes. Each is idempotent (fixed event ids dated by the order's finish,
+// The order's transition, its events and its deployment's phase (endWrites) are one write
+// (store.ts StepOf: one log frame on the file store, one statement on PostgreSQL); what follows
+// from it (END_RULES: the tenant's target record with the data removals it carried, the
+// snapshot) are further writes, batched per tenant (target-records.ts). Each is idempotent (fixed event ids dated by the order's finish,
 // absolute updates, a target record counts an outcome once), so a replay writes each once:
 // start-up recovery (dispatch/order-outcome.ts recoverOrderOutcomes: orders of unsettled
 // deployments and of target records still waiting), a node's repeated report, a repeated cancel.
@@ -19,16 +20,16 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { crashPoint } from "../../common/crash-points.js";
 import { causeData } from "../../common/failure-cause.js";
-import { DeploymentPhase } from "../../gen/skipper/v1/resource_pb.js";
+import { DeploymentPhase, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Trace } from "../base/context.js";
 import { buildEvent, recordEvents, type EventType } from "../events/event-recorder.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import { orderEvent } from "../events/order-events.js";
-import { updateDeployment } from "../resources/deployment-status.js";
+import { deploymentEdit, updateDeployment, type DeploymentStatusValue } from "../resources/deployment-status.js";
 import type { SnapshotWriter } from "../snapshots/snapshot-writer.js";
 import { eachScannedResource } from "../store/each-page.js";
-import type { Store } from "../store/store.js";
+import type { StepWrites, Store } from "../store/store.js";
 import { changesTarget } from "./target-outcome.js";
 import type { TargetRecords } from "./target-records.js";
 
@@ -88,7 +89,7 @@ export interface OrderEndDeps {
 /**
  * Records how `order` ended (it must have): its events, its deployment's phase, and (END_RULES)
  * the tenant's target record and snapshot. Idempotent: a replay after a crash writes each once.
- * `told`: the transition wrote endEvents with the order (store.ts EventsOf), in the same step.
+ * `told`: the transition wrote endWrites (the events and the deployment) with the order, in the same step.
  */
 export async function recordOrderEnd(deps: OrderEndDeps, order: WorkOrder, trace: Trace, told = false): Promise<void> {
   const end = endOf(order);
@@ -119,7 +120,7 @@ export async function supersedeOrder(store: Store, order: WorkOrder, now: Date, 
     code: SUPERSEDED,
     message: "replaced by an order for a newer desired state before any node claimed it",
   });
-  const done = await store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.CANCELLED, (o) => endEvents(o, trace));
+  const done = await store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.CANCELLED, (o) => endWrites(o, trace));
   await recordOnStore(store, done, "superseded", trace, true);
   return done;
 }
@@ -137,7 +138,7 @@ export async function expirePendingOrder(deps: OrderEndDeps, order: WorkOrder, n
     message: `no node claimed the order before it expired at ${at}`,
   });
   const trace = { requestId: order.requestId, correlationId: order.correlationId };
-  const done = await deps.store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.FAILED, (o) => endEvents(o, trace));
+  const done = await deps.store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.FAILED, (o) => endWrites(o, trace));
   await recordOrderEnd(deps, done, trace, true);
   return done;
 }
@@ -166,15 +167,32 @@ export function endEvents(order: WorkOrder, trace: Trace): Event[] {
   ].map(buildEvent);
 }
 
-// The end's events (unless `told`: written with the order) and its deployment's phase: what every end writes.
+/**
+ * What an end writes with the order's transition, in the same step (store.ts StepOf): its events
+ * (endEvents) and its deployment's phase. The one record of an order's end: a crash keeps all of
+ * it or none.
+ */
+export function endWrites(order: WorkOrder, trace: Trace): StepWrites {
+  const end = endOf(order);
+  if (end === undefined) return { events: [], resources: [] };
+  return { events: endEvents(order, trace), resources: deploymentEdit(order.desiredState?.deploymentId ?? "", deploymentEnd(order, end)) };
+}
+
+// The end's events and its deployment's phase (unless `told`: written with the order's step,
+// endWrites): what every end writes.
 async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trace: Trace, told = false): Promise<void> {
+  if (told) return;
+  await Promise.all(endEvents(order, trace).map((e) => store.appendEvent(e)));
+  await updateDeployment(store, order.desiredState?.deploymentId ?? "", deploymentEnd(order, end));
+}
+
+// The deployment's status after `order` ended `end` (absolute: a replay writes the same).
+function deploymentEnd(order: WorkOrder, end: OrderEnd): (d: DeploymentStatusValue, dep: Resource) => void {
   const ok = end === "succeeded";
   const result = order.result;
-  const deploymentId = order.desiredState?.deploymentId ?? "";
   const at = finishOf(order);
   const data = { code: result?.code ?? "", message: result?.message ?? "" };
-  if (!told) await Promise.all(endEvents(order, trace).map((e) => store.appendEvent(e)));
-  await updateDeployment(store, deploymentId, (d, dep) => {
+  return (d, dep) => {
     d.phase = ok ? DeploymentPhase.SUCCEEDED : end === "superseded" ? DeploymentPhase.SUPERSEDED : DeploymentPhase.FAILED;
     d.resultCode = data.code;
     // A failure's cause first: what `skipper get deployments` and the dashboard show of it.
@@ -182,7 +200,7 @@ async function recordOnStore(store: Store, order: WorkOrder, end: OrderEnd, trac
     d.cause = ok ? undefined : result?.cause;
     d.finishedAt = timestampFromDate(at);
     if (ok) dep.lastAppliedState = dep.desiredState;
-  });
+  };
 }
 
 function finishOf(order: WorkOrder): Date {

@@ -5,7 +5,7 @@
 import { WorkOrderStatus, type WorkOrder, type WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { conflict, invalid, type SkipperError } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
-import type { EventsOf, FinishOutcome } from "./store.js";
+import type { FinishOutcome, StepOf } from "./store.js";
 import {
   cancelled,
   checkDuplicateResult,
@@ -35,11 +35,11 @@ export function workOrderExists(id: string): SkipperError {
 export abstract class OrderSteps {
   /**
    * Runs `step` on the stored order `id` (RESOURCE_NOT_FOUND when absent); an unchanged result
-   * writes nothing. A changed one is written with `events` of it, as one step (store.ts EventsOf).
+   * writes nothing. A changed one is written with what `events` gives of it (its events, and edits of other records), as one step (store.ts StepOf).
    */
-  protected abstract transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  protected abstract transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
 
-  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+  async claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: StepOf<WorkOrder>): Promise<WorkOrder> {
     checkId(nodeId, "node_id");
     return this.transition(id, (current) => claimed(current, nodeId, now, leaseMs), events);
   }
@@ -48,21 +48,15 @@ export abstract class OrderSteps {
     return this.transition(id, (current) => renewed(current, nodeId, fencingToken, now, leaseMs));
   }
 
-  async expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+  async expireWorkOrderLease(id: string, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder> {
     return this.transition(id, (current) => leaseExpired(current, now), events);
   }
 
-  async releaseWorkOrderClaim(
-    id: string,
-    nodeId: string,
-    fencingToken: bigint,
-    now: Date,
-    events?: EventsOf<WorkOrder>,
-  ): Promise<WorkOrder> {
+  async releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder> {
     return this.transition(id, (current) => released(current, nodeId, fencingToken, now), events);
   }
 
-  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder> {
+  async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder> {
     return this.transition(id, (current) => cancelled(current, reason, requestId, now), events);
   }
 
@@ -75,7 +69,7 @@ export abstract class OrderSteps {
     result: WorkOrderResult,
     now: Date,
     status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
-    events?: EventsOf<WorkOrder>,
+    events?: StepOf<WorkOrder>,
   ): Promise<WorkOrder> {
     return this.transition(id, (current) => superseded(current, result, now, status), events);
   }
@@ -86,7 +80,7 @@ export abstract class OrderSteps {
     result: WorkOrderResult,
     now: Date,
     fencingToken?: bigint,
-    events?: EventsOf<WorkOrder>,
+    events?: StepOf<WorkOrder>,
   ): Promise<FinishOutcome> {
     // Set by the step that ran last (a backend may run it again on a fresh read).
     let duplicate = false;

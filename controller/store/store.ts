@@ -22,6 +22,9 @@ import type { AuditEntry } from "../../gen/skipper/v1/audit_service_pb.js";
 import type { Webhook, WebhookDelivery, WebhookDeliveryState } from "../../gen/skipper/v1/webhook_service_pb.js";
 import type { ResourceType } from "../../common/ids.js";
 import type { LabelTerm } from "../domain/label-selector.js";
+import type { StepOf } from "./step-writes.js";
+
+export { stepWrites, type ResourceEdit, type StepOf, type StepWrites } from "./step-writes.js";
 
 /**
  * The events of a change, made from the record as the store writes it (its resource_version, its
@@ -295,7 +298,7 @@ export interface WorkOrderStore {
    * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or
    * WORK_ORDER_NOT_CLAIMABLE (details: status, claimed_by) when the order is not pending.
    */
-  claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
   /**
    * Extends the lease of a running order to now + leaseMs, for the node holding the claim with
    * `fencingToken`. Throws FORBIDDEN for another node, WORK_ORDER_NOT_CLAIMABLE when the order is
@@ -306,19 +309,19 @@ export interface WorkOrderStore {
    * running -> pending for an order whose lease lapsed at `now` (the attempt is kept as
    * lease_expired). Throws WORK_ORDER_NOT_CLAIMABLE when it is not running or its lease holds.
    */
-  expireWorkOrderLease(id: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  expireWorkOrderLease(id: string, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
   /**
    * running -> pending at once for the claim of `nodeId` under `fencingToken`, which its holder
    * gave up before taking the order (a session that pushed it ended unacknowledged); the attempt is
    * kept as released. Throws WORK_ORDER_NOT_CLAIMABLE unless the order runs under exactly that claim.
    */
-  releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
   /**
    * An admin's cancel (see transitions.cancelled): pending -> cancelled, running -> cancel
    * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
    * `events` (see EventsOf) are written only when this call changed the order.
    */
-  cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: EventsOf<WorkOrder>): Promise<WorkOrder>;
+  cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
   /** retry_pending -> pending once next_attempt_at has come. WORK_ORDER_NOT_CLAIMABLE otherwise. */
   releaseWorkOrderRetry(id: string, now: Date): Promise<WorkOrder>;
   /**
@@ -336,7 +339,7 @@ export interface WorkOrderStore {
     result: WorkOrderResult,
     now: Date,
     fencingToken?: bigint,
-    events?: EventsOf<WorkOrder>,
+    events?: StepOf<WorkOrder>,
   ): Promise<FinishOutcome>;
   /**
    * pending -> `status` with `result`, for an order no node has claimed: cancelled when a newer one
@@ -348,7 +351,7 @@ export interface WorkOrderStore {
     result: WorkOrderResult,
     now: Date,
     status: WorkOrderStatus.CANCELLED | WorkOrderStatus.FAILED,
-    events?: EventsOf<WorkOrder>,
+    events?: StepOf<WorkOrder>,
   ): Promise<WorkOrder>;
 }
 

@@ -10,6 +10,7 @@ import { checkResourceType } from "../../base/id-checks.js";
 import * as codec from "../record-codec.js";
 import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceUpdate } from "../resource-writes.js";
 import type * as S from "../store.js";
+import type { FileOp } from "./atomic-write.js";
 import type { FileCore } from "./file-core.js";
 import type { FileEvents } from "./file-events.js";
 import { ResourceIndex, versionOf } from "./resource-index.js";
@@ -113,6 +114,55 @@ export class FileResources implements S.ResourceStore {
     this.index.removeMany(gone);
     for (const d of gone) await rm(this.core.paths.resource("deployment", d.id), { force: true });
     return gone.size;
+  }
+
+  /**
+   * Runs `commit` with the record files of `edits` (store.ts ResourceEdit: what a work order's
+   * transition writes with it), under those resources' locks: commit writes them with its own files
+   * in one step, and the index takes them once commit returned (durable). Edits of a resource not
+   * stored, or that change nothing, give no file; several edits of one resource apply in order.
+   */
+  async withEdits<T>(edits: readonly S.ResourceEdit[], commit: (files: FileOp[]) => Promise<T>): Promise<T> {
+    const byKey = new Map<string, S.ResourceEdit[]>();
+    for (const e of edits) {
+      const key = `resource/${checkResourceType(e.resourceType)}/${e.id}`;
+      this.core.paths.resource(e.resourceType, e.id); // refuses an id that is no file name
+      byKey.set(key, [...(byKey.get(key) ?? []), e]);
+    }
+    // Locks taken in one order (sorted keys), as every multi-record writer here does.
+    const keys = [...byKey.keys()].sort();
+    const locked = (i: number): Promise<T> =>
+      i === keys.length ? this.writeEdits([...byKey.values()], commit) : this.core.write(keys[i]!, () => locked(i + 1));
+    return locked(0);
+  }
+
+  // withEdits under the locks: the updates, their revisions, the commit, then the index.
+  private async writeEdits<T>(groups: S.ResourceEdit[][], commit: (files: FileOp[]) => Promise<T>): Promise<T> {
+    const updates: Resource[] = [];
+    for (const group of groups) {
+      const { resourceType: type, id } = group[0]!;
+      const current = this.index.get(type, id);
+      if (!current) continue;
+      const update = resourceUpdate(type, id, current, (draft) => group.reduce((r, e) => e.mutate(r), draft), undefined);
+      if (update.changed) updates.push(update.resource);
+    }
+    const revisions = updates.map(() => {
+      this.revision += 1n;
+      this.unpublished.add(this.revision);
+      return this.revision;
+    });
+    try {
+      const files = updates.map((r, i): FileOp => {
+        r.metadata!.resourceVersion = revisions[i]!.toString();
+        const type = checkResourceType(r.resourceType);
+        return { path: this.core.paths.resource(type, r.id), data: codec.encodeMessage(ResourceSchema, r) };
+      });
+      const out = await commit(files);
+      for (const r of updates) this.index.put(freezeMessage(r));
+      return out;
+    } finally {
+      for (const rev of revisions) this.unpublished.delete(rev);
+    }
   }
 
   // Writes a resource with the next revision (and the events of it, in the same step), then puts

@@ -65,7 +65,7 @@ export class FileStore extends FacetedStore<FileFacets> {
     const resources = new FileResources(core, events);
     super({
       resources,
-      workOrders: new FileWorkOrders(core, summaryEvery, events),
+      workOrders: new FileWorkOrders(core, summaryEvery, events, resources),
       events,
       snapshots: new FileSnapshots(core),
       audit: new FileAudit(core),

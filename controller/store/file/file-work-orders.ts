@@ -10,11 +10,13 @@ import { notFound } from "../../base/errors.js";
 import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
 import { isOrderSummary, summarise, summaryMessage } from "../order-summary.js";
 import * as codec from "../record-codec.js";
+import { stepWrites } from "../store.js";
 import type * as S from "../store.js";
 import { isFinished } from "../../domain/work-order-transitions.js";
 import type { FileOp } from "./atomic-write.js";
 import type { FileCore } from "./file-core.js";
 import type { FileEvents } from "./file-events.js";
+import type { FileResources } from "./file-resources.js";
 import { ORDER_SUMMARY_ROWS } from "./order-summary-rows.js";
 import { summaryDue, writeSummary } from "./summary-file.js";
 import { stageOf, WorkOrderIndex } from "./work-order-index.js";
@@ -29,6 +31,7 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
     private readonly core: FileCore,
     private readonly summaryEvery: number,
     private readonly events: FileEvents,
+    private readonly resources: Pick<FileResources, "withEdits">,
   ) {
     super();
   }
@@ -114,16 +117,20 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
   }
 
   // One state-machine step of an order under its lock, made durable.
-  protected transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
+  // The order's lock is taken before the locks of the records its step edits (withEdits).
+  protected transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.StepOf<WorkOrder>): Promise<WorkOrder> {
     this.core.paths.workOrder("pending", id);
     return this.core.write(`work-order/${id}`, async () => {
       const current = await this.currentOrder(id);
       const next = step(current);
       if (next === current) return copyMessage(WorkOrderSchema, current); // nothing to do (idempotent)
-      const staged = events && (await this.events.stage(events(copyMessage(WorkOrderSchema, next))));
-      await this.moveOrder(current, next, staged?.files ?? []);
-      staged?.indexed();
-      return copyMessage(WorkOrderSchema, next);
+      const writes = events && stepWrites(events(copyMessage(WorkOrderSchema, next)));
+      const staged = writes && (await this.events.stage(writes.events));
+      return this.resources.withEdits(writes?.resources ?? [], async (edited) => {
+        await this.moveOrder(current, next, [...(staged?.files ?? []), ...edited]);
+        staged?.indexed();
+        return copyMessage(WorkOrderSchema, next);
+      });
     });
   }
 

@@ -48,19 +48,62 @@ function createRead(type: ResourceType, id: string): string {
 // The values of a resource row's columns ($1.., RESOURCE_COLUMNS' order) with the next store
 // revision as its version, in the column and in the body (the transaction holds the revision
 // gate: see the top of this file). One statement takes the number and writes it.
-function versioned(cols: unknown[]): { values: string; args: unknown[] } {
+function versioned(cols: unknown[], from = 1): { values: string; args: unknown[] } {
   const args = [...cols.slice(0, 3), ...cols.slice(4)]; // all but the version
   const n = args.length;
-  const body = `$${n}::jsonb`;
+  const p = (i: number) => `$${from + i - 1}`;
+  const body = `${p(n)}::jsonb`;
   const values = [
-    "$1",
-    "$2",
-    "$3",
+    p(1),
+    p(2),
+    p(3),
     "nextval('store_revision')",
-    ...Array.from({ length: n - 4 }, (_, i) => `$${i + 4}`),
+    ...Array.from({ length: n - 4 }, (_, i) => p(i + 4)),
     `jsonb_set(${body}, '{metadata}', coalesce(${body} -> 'metadata', '{}'::jsonb) || jsonb_build_object('resource_version', currval('store_revision')::text))`,
   ].join(", ");
   return { values, args };
+}
+
+/**
+ * The start of a transaction that writes `edits` (store.ts ResourceEdit) with a work order's step,
+ * as one simple query: BEGIN, the revision gate (shared), then the edited rows, locked in one
+ * order (type, id). Each edit's type and id passed checkType/checkId (editedRows checks them).
+ */
+export function beginEdits(edits: readonly S.ResourceEdit[]): string {
+  const keys = [
+    ...new Set(edits.map((e) => `(${pg.escapeLiteral(checkType(e.resourceType))}, ${pg.escapeLiteral(checkId(e.id, "resource_id"))})`)),
+  ];
+  return beginResourceWrite(
+    `SELECT body FROM resources WHERE (resource_type, id) IN (${keys.join(", ")}) ORDER BY resource_type, id FOR UPDATE`,
+  );
+}
+
+/**
+ * The CTEs that write what `edits` change of the `rows` beginEdits read (bodies), each only when
+ * the statement's CTE `written` has a row: the order's step and its edits are one statement.
+ * Edits of a resource not stored, or that change nothing, write nothing.
+ */
+export function editsIfWritten(
+  rows: readonly { body: unknown }[],
+  edits: readonly S.ResourceEdit[],
+  from: number,
+): { sql: string; args: unknown[] } {
+  const stored = new Map(rows.map((r) => messageOf(ResourceSchema, r.body)).map((r) => [`${r.resourceType}\0${r.id}`, r]));
+  const byKey = new Map<string, S.ResourceEdit[]>();
+  for (const e of edits) byKey.set(`${e.resourceType}\0${e.id}`, [...(byKey.get(`${e.resourceType}\0${e.id}`) ?? []), e]);
+  let sql = "";
+  const args: unknown[] = [];
+  for (const [key, group] of byKey) {
+    const current = stored.get(key);
+    if (!current) continue;
+    const { resourceType: type, id } = group[0]!;
+    const update = resourceUpdate(type, id, current, (draft) => group.reduce((r, e) => e.mutate(r), draft), undefined);
+    if (!update.changed) continue;
+    const row = versioned(resourceColumns(update.resource, bodyOf(ResourceSchema, update.resource)), from + args.length);
+    sql += `, edit${args.length} AS (UPDATE resources SET (${RESOURCE_COLUMNS}) = (${row.values}) WHERE resource_type = $${from + args.length} AND id = $${from + args.length + 1} AND EXISTS (SELECT 1 FROM written))`;
+    args.push(...row.args);
+  }
+  return { sql, args };
 }
 
 function setAll(columns: string): string {

@@ -15,11 +15,13 @@ import {
 import { notFound } from "../../base/errors.js";
 import { summaryMessage } from "../order-summary.js";
 import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.js";
+import { stepWrites } from "../store.js";
 import type * as S from "../store.js";
 import { checkId } from "../../base/id-checks.js";
 import { bodyOf, messageOf, ORDER_COLUMNS, orderColumns, params } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 import { eventsIfWritten } from "./pg-events.js";
+import { beginEdits, editsIfWritten } from "./pg-resources.js";
 
 const ORDER_PAGE = { tag: "work-orders", key: /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/ };
 
@@ -122,7 +124,7 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
   // and no transaction of our own: each statement commits alone. Of concurrent steps on one
   // order exactly one writes; the others see its result (a second claim: "not pending"). A step
   // with events writes the row and them in one statement.
-  protected async transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.EventsOf<WorkOrder>): Promise<WorkOrder> {
+  protected async transition(id: string, step: (current: WorkOrder) => WorkOrder, events?: S.StepOf<WorkOrder>): Promise<WorkOrder> {
     checkId(id, "work_order_id");
     for (;;) {
       const { rows } = await this.db.query<{ xmin: string; body: unknown }>(
@@ -143,12 +145,23 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
       }
       // The step and its events in one statement: one step, written only if the row is as read.
       const written = copyMessage(WorkOrderSchema, next);
-      const told = eventsIfWritten(events(written), args.length + 1);
-      const { rows: done } = await this.db.query<{ n: number }>(
-        `WITH written AS (${update} RETURNING 1)${told.sql} SELECT count(*)::int AS n FROM written`,
-        [...args, ...told.args],
-      );
-      if (done[0]?.n === 1) return written;
+      const writes = stepWrites(events(written));
+      const told = eventsIfWritten(writes.events, args.length + 1);
+      const statement = `WITH written AS (${update} RETURNING 1)${told.sql}`;
+      const counted = " SELECT count(*)::int AS n FROM written";
+      if (writes.resources.length === 0) {
+        const { rows: done } = await this.db.query<{ n: number }>(statement + counted, [...args, ...told.args]);
+        if (done[0]?.n === 1) return written;
+        continue;
+      }
+      // With edits of other records: in a transaction that holds their rows (and the revision
+      // gate, as every resource write does), the step, its events and the edits as one statement.
+      const stepped = await this.db.transaction(beginEdits(writes.resources), async (c, begun) => {
+        const edits = editsIfWritten(begun[2]!.rows as { body: unknown }[], writes.resources, args.length + told.args.length + 1);
+        const { rows: done } = await c.query<{ n: number }>(statement + edits.sql + counted, [...args, ...told.args, ...edits.args]);
+        return done[0]?.n === 1;
+      });
+      if (stepped) return written;
     }
   }
 }
