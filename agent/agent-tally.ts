@@ -89,6 +89,8 @@ export class AgentTally {
       leasesLost: n("leasesLost"),
       reportRetries: n("reportRetries"),
       watchReconnects: n("watchReconnects"),
+      sessionReconnects: n("sessionReconnects"),
+      sessionFallbacks: n("sessionFallbacks"),
       orders: this.orderCounts().map((o) => ({ type: o.type, code: o.code, count: BigInt(o.count) })),
     });
   }

@@ -137,4 +137,22 @@ describe("the agents' sums in the controller's exposition", () => {
     expect(sampleSum(f, "skipper_agent_claims_refused_total")).toBe(0);
     expect(m.agentCounters("node-secret-id")?.counters.bootId).toBe("boot-b-0000");
   });
+
+  it("sum the agents' session reconnects and fallbacks, increases between beats of a boot", async () => {
+    const m = new ControllerMetrics({ version: "t", backend: "file", leading: () => true });
+    const beat = (acked: number, reconnects: number, fallbacks: number) =>
+      create(AgentCountersSchema, {
+        bootId: "boot-s-0000",
+        heartbeatsAcknowledged: BigInt(acked),
+        sessionReconnects: BigInt(reconnects),
+        sessionFallbacks: BigInt(fallbacks),
+      });
+    m.agentReported("n1", beat(0, 2, 1), AT);
+    m.agentReported("n1", beat(1, 5, 1), AT);
+    m.agentReported("n2", beat(0, 1, 0), AT);
+    const f = parsePrometheusText((await m.exposition()).text);
+    expect(f.get("skipper_agent_session_reconnects_total")?.type).toBe("counter");
+    expect(sampleSum(f, "skipper_agent_session_reconnects_total")).toBe(6);
+    expect(sampleSum(f, "skipper_agent_session_fallbacks_total")).toBe(1);
+  });
 });

@@ -29,6 +29,8 @@ export interface AgentIncrease {
   leasesLost: number;
   reportRetries: number;
   watchReconnects: number;
+  sessionReconnects: number;
+  sessionFallbacks: number;
 }
 
 /** The last report of an agent heard here. */
@@ -94,5 +96,7 @@ function difference(now: AgentCounters, base: AgentCounters | undefined, starts:
     leasesLost: less(now.leasesLost, base?.leasesLost),
     reportRetries: less(now.reportRetries, base?.reportRetries),
     watchReconnects: less(now.watchReconnects, base?.watchReconnects),
+    sessionReconnects: less(now.sessionReconnects, base?.sessionReconnects),
+    sessionFallbacks: less(now.sessionFallbacks, base?.sessionFallbacks),
   };
 }

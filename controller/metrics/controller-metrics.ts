@@ -116,6 +116,16 @@ export class ControllerMetrics {
       "Times agents' WatchWorkOrders streams connected again after breaking.",
       [],
     ),
+    sessionReconnects: this.counter(
+      "skipper_agent_session_reconnects_total",
+      "Times agents' Session streams were opened again after one ended or failed.",
+      [],
+    ),
+    sessionFallbacks: this.counter(
+      "skipper_agent_session_fallbacks_total",
+      "Times agents on transport auto fell back to polling (no Session RPC, or no stream).",
+      [],
+    ),
   };
 
   constructor(opts: ControllerMetricsOptions) {

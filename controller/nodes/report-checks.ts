@@ -50,6 +50,8 @@ export function checkAgentCounters(c: AgentCounters, at: string): void {
     ["leases_lost", c.leasesLost],
     ["report_retries", c.reportRetries],
     ["watch_reconnects", c.watchReconnects],
+    ["session_reconnects", c.sessionReconnects],
+    ["session_fallbacks", c.sessionFallbacks],
   ];
   const pairs = new Set<string>();
   c.orders.forEach((o, i) => {
