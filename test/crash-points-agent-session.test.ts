@@ -7,7 +7,10 @@
 // acknowledged one is kept for the agent. skippy is started again on the same state directory
 // (its journal) and the order must end once: one end event, the deployment and the project on the
 // engine as the order said, nothing left in the journal, and no result taken under a stale token.
-import { readdir, readFile } from "node:fs/promises";
+// Last, the dead process's connection held half-open (helpers/lingering-proxy.ts), so its session
+// outlives the restart: the restarted skippy must not take up the unacknowledged push (the
+// session's end releases it later, and a command would run twice); it leaves it to the controller.
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -15,10 +18,11 @@ import { execa } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
 import type { CrashPointName } from "../common/crash-points.js";
 import { DeploymentPhase, ResourceSchema } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderStatus, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { crashAt, crashOf } from "./helpers/crash.js";
 import { rpcError } from "./helpers/errors.js";
 import { rawRequest } from "./helpers/https.js";
+import { startLingeringProxy, type LingeringProxy } from "./helpers/lingering-proxy.js";
 import { pgUrl } from "./helpers/postgres.js";
 import { E2E_ADMIN_TOKEN, RUN_ID, removeComposeProject, startAgentProcess, waitFor, type AgentProcess } from "./helpers/processes.js";
 import { CrashRig, leftToken } from "./helpers/session-crash.js";
@@ -42,10 +46,13 @@ const COMPOSE = `services:
 let rig: CrashRig | undefined;
 let skippy: AgentProcess | undefined;
 let project: string | undefined;
+let proxy: LingeringProxy | undefined;
 
 afterEach(async () => {
   await skippy?.stop();
   skippy = undefined;
+  await proxy?.close();
+  proxy = undefined;
   await rig?.dispose();
   rig = undefined;
   if (project && dockerHost) await removeComposeProject(dockerHost, project);
@@ -65,16 +72,19 @@ interface Setup {
 /** A result that would end the order otherwise, were it taken. */
 const FAILED = { success: false, code: "APPLY_FAILED", message: "a late result" };
 
-function startSkippy(s: Setup, point?: CrashPointName): AgentProcess {
+/** skippy for the node (armed at `point`; through the proxy on `viaPort`), allowed to run sh. */
+function startSkippy(s: Setup, opts: { point?: CrashPointName; viaPort?: number } = {}): AgentProcess {
+  const ctl = s.r.ctl!;
   skippy = startAgentProcess({
-    controller: s.r.ctl!,
+    controller: opts.viaPort ? { ...ctl, url: `https://127.0.0.1:${opts.viaPort}` } : ctl,
     nodeId: s.nodeId,
     token: s.token,
     stateDir: join(s.r.root, "state"),
     workDir: join(s.r.root, "work"),
     dockerHost: dockerHost!,
     transport: "session",
-    env: point ? crashAt(point) : {},
+    extraArgs: ["--allow-command", "sh"],
+    env: opts.point ? crashAt(opts.point) : {},
   });
   return skippy;
 }
@@ -118,7 +128,7 @@ async function killedAt(store: "file" | "postgres", point: CrashPointName, tag: 
   const tenantId = `acs-${tag}-${RUN_ID}`;
   project = tenantId;
   const s = { r, nodeId, token, tenantId, orders };
-  const ended = crashOf(startSkippy(s, point).child);
+  const ended = crashOf(startSkippy(s, { point }).child);
   await r.admin().resources.createResource({
     resourceType: "tenant",
     resource: create(ResourceSchema, {
@@ -161,6 +171,22 @@ async function endsOnce(s: Setup, o: WorkOrder, attempts: [bigint, string][]): P
   return f;
 }
 
+/** Queues an execute_command that counts its runs in `runs` and then waits for the file `go`. */
+async function blockingCommand(s: Setup, runs: string, go: string): Promise<WorkOrder> {
+  await waitFor("the node's report to allow sh", async () => {
+    const n = (await s.r.admin().resources.getResource({ resourceType: "node", id: s.nodeId })).resource;
+    const caps = n?.currentState?.kind.case === "node" ? n.currentState.kind.value.capabilities : undefined;
+    return caps?.allowedCommands.includes("sh") ? true : undefined;
+  });
+  await mkdir(join(s.r.root, "work"), { recursive: true });
+  const argv = ["sh", "-c", `echo ran >> ${runs}; while [ ! -f ${go} ]; do sleep 0.1; done`];
+  const action = { kind: { case: "executeCommand" as const, value: { command: { argv } } } };
+  return (await s.r.admin().orders.createWorkOrder({ type: WorkOrderType.EXECUTE_COMMAND, target: { nodeId: s.nodeId }, action }))
+    .workOrder!;
+}
+
+const runCount = async (file: string) => (await readFile(file, "utf8").catch(() => "")).split("\n").filter(Boolean).length;
+
 for (const store of ["file", "postgres"] as const) {
   const T = store === "file" ? "f" : "p";
   describe.skipIf(!dockerHost || (store === "postgres" && !pgUrl()))(`skippy's session crash points, ${store} store`, () => {
@@ -181,8 +207,10 @@ for (const store of ["file", "postgres"] as const) {
         [1n, "released"],
         [2n, "finished"],
       ]);
-      // The journal's entry (pushed, never acked) was claimed again by the restarted skippy.
-      expect((await agentLines(first, "recover")).some((l) => l.includes('"result":"claim"'))).toBe(true);
+      // The journal's entry (pushed, never acked) was left to the controller, which pushed it again.
+      const recovered = await agentLines(first, "recover");
+      expect(recovered.map((l) => (JSON.parse(l) as { result: string }).result)).toEqual(["leave_push"]);
+      expect(await agentLines(first, "claim")).toEqual([]);
       // The first token's result is refused, and the order stays as it ended.
       const stale = await rpcError(s.orders.reportWorkOrderResult({ id: s.o.id, fencingToken: 1n, result: FAILED }));
       expect(stale.code).toBe("WORK_ORDER_NOT_CLAIMABLE");
@@ -216,6 +244,43 @@ for (const store of ["file", "postgres"] as const) {
       expect([after.status, after.result?.code]).toEqual([WorkOrderStatus.SUCCESS, "APPLY_OK"]);
       expect(await s.r.count(s.o.id, "work_order_succeeded")).toBe(1);
       expect(await s.r.count(s.o.id, "work_order_failed")).toBe(0);
+    }, 180_000);
+    it("agent.after-push, the dead process's session left half-open: the restarted skippy leaves the push to the controller and the command runs once", async () => {
+      const r = await CrashRig.create(store);
+      rig = r;
+      await r.start({ leaseMs: LEASE_MS });
+      const nodeId = `acs-${T}3`;
+      const { token, orders } = await r.node(nodeId);
+      const s: Setup = { r, nodeId, token, tenantId: "", orders };
+      proxy = await startLingeringProxy({ host: "127.0.0.1", port: Number(new URL(r.ctl!.url).port) });
+      const ended = crashOf(startSkippy(s, { point: "agent.after-push", viaPort: proxy.port }).child);
+      const [runs, go] = [join(r.root, "runs"), join(r.root, "go")];
+      const o = await blockingCommand(s, runs, go);
+      expect(await ended).toMatchObject({ signal: "SIGKILL", point: "agent.after-push" });
+      // The controller has not heard of the death: the session is open, the push unacknowledged.
+      expect(proxy.lingering).toBe(1);
+      expect(await openSessions(r)).toBe(1);
+      const held = await r.order(o.id);
+      expect([held.status, held.claim?.fencingToken]).toEqual([WorkOrderStatus.RUNNING, 1n]);
+
+      const first = startSkippy(s);
+      await waitFor("the command to start", async () => ((await runCount(runs)) > 0 ? true : undefined));
+      // The dead process's connection goes at last; whatever that session still held unacknowledged
+      // is released. Then the command may finish.
+      proxy.release();
+      await r.orderWhen(o.id, "the first token to be gone", leftToken(1n));
+      await writeFile(go, "");
+      const f = await r.orderWhen(o.id, `order ${o.id} to end`, (x) => x.finishedAt !== undefined);
+      expect([f.status, f.result?.code], f.result?.message).toEqual([WorkOrderStatus.SUCCESS, "COMMAND_OK"]);
+      expect(await runCount(runs)).toBe(1);
+      expect(f.attempts.map((a) => [a.fencingToken, a.outcome])).toEqual([
+        [1n, "released"],
+        [2n, "finished"],
+      ]);
+      expect(await r.count(o.id, "work_order_succeeded")).toBe(1);
+      expect(await r.count(o.id, "work_order_failed")).toBe(0);
+      const recovered = await agentLines(first, "recover");
+      expect(recovered.map((l) => (JSON.parse(l) as { result: string }).result)).toEqual(["leave_push"]);
     }, 180_000);
   });
 }
