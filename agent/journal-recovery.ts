@@ -1,10 +1,15 @@
 // Recovery from the journal (journal.ts): at start, and again after a claim whose fate is
-// unknown, the agent finishes what its earlier runs left there. Each entry takes one of four
+// unknown, the agent finishes what its earlier runs left there. Each entry takes one of five
 // ways, by how far its order got:
 //
 //   result journaled          -> reported again (the controller answers a repeat with what it stored)
-//   claim in flight           -> taken up when the controller shows it granted to this node
-//                                (nothing ran under it yet), else claimed again
+//   pushed, ack not answered  -> left to the controller, the entry dropped: the session that carried
+//                                the push releases it when it ends, or, if the ack landed, the lease
+//                                lapses; either way the order is pushed again. Taking it up now would
+//                                race that release (a half-open session of the dead process can end
+//                                long after this restart), and the order would run twice
+//   claim in flight, or a     -> taken up when the controller shows it granted to this node
+//   pushed order acked           (nothing ran under it yet), else claimed again
 //   claimed, lease still held -> run again when its kind may (common/order-kinds.ts), otherwise
 //                                reported AGENT_RESTARTED: whether it finished is unknown
 //   claimed, lease lapsed     -> dropped: the order went back to pending, or another claim has it
@@ -68,6 +73,7 @@ export class JournalRecovery {
     const { order, claimedAt } = entry;
     const log = this.deps.runner.logOf(order);
     if (entry.result) return this.reportAgain(order, entry.result, signal, log);
+    if (!claimedAt && entry.push === "unacked") return this.leavePush(order, log);
     if (!claimedAt) return this.reclaim(order, signal, log);
     const granted = await this.renewHeld(order);
     if (granted === undefined) return this.dropLapsed(order, log);
@@ -84,7 +90,7 @@ export class JournalRecovery {
   }
 
   /**
-   * An order whose claim was in flight at a restart: when the controller granted it (the order
+   * An order whose claim was in flight at a restart, or a pushed order acked: when the controller granted it (the order
    * runs under this node's claim), that claim is this agent's and nothing ran under it yet (a run
    * journals its claim first), so it is taken up; otherwise the order is claimed again.
    */
@@ -103,6 +109,15 @@ export class JournalRecovery {
     }
     log.warn({ action: "recover", result: "claim" }, "claiming again an order whose claim was in flight before a restart");
     await runner.handle(order, signal);
+  }
+
+  /** A pushed order whose ack was not answered before a restart: the controller's to push again (see the top). */
+  private async leavePush(order: WorkOrder, log: Logger): Promise<void> {
+    log.warn(
+      { action: "recover", result: "leave_push", metadata: { fencing_token: (order.claim?.fencingToken ?? 0n).toString() } },
+      "a pushed order's ack was not answered before a restart; leaving it to the controller to push again",
+    );
+    await this.deps.journal.remove(order.id);
   }
 
   /** A claimed order whose kind does not run again (common/order-kinds.ts): reported AGENT_RESTARTED. */

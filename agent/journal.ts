@@ -7,7 +7,9 @@
 // reported, except an execute_command, which is reported failed (AGENT_RESTARTED) rather than run
 // twice; one whose claim was in flight is taken up when the controller shows it running under
 // this node's claim (granted, nothing ran under it), else claimed again or dropped when the
-// controller refuses it.
+// controller refuses it. An order a session pushed is journaled before its ack ("unacked") and
+// again once the ack is answered accepted ("acked"), before it runs: a restart takes up an acked
+// one and leaves an unacked one to the controller (journal-recovery.ts says why).
 import { mkdir, readdir, readFile, rename, rm, open } from "node:fs/promises";
 import { join } from "node:path";
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
@@ -16,16 +18,24 @@ import { ID_PATTERN } from "../common/ids.js";
 
 export interface JournalEntry {
   order: WorkOrder;
-  /** Unset while the claim is in flight. */
+  /** Unset while the claim is in flight (or, for a pushed order, until it runs). */
   claimedAt?: Date;
   result?: WorkOrderResult;
+  /**
+   * For an order a session pushed (claimed for it), before it runs: "unacked" until the controller
+   * answered its ack accepted (or granted a renewal under its token), then "acked".
+   */
+  push?: PushState;
 }
+
+export type PushState = "unacked" | "acked";
 
 interface Stored {
   schema_version: "v1";
   work_order: JsonValue;
   claimed_at?: string;
   result?: JsonValue;
+  push?: PushState;
 }
 
 export class Journal {
@@ -46,6 +56,7 @@ export class Journal {
       work_order: toJson(WorkOrderSchema, entry.order, { useProtoFieldName: true }),
       ...(entry.claimedAt ? { claimed_at: entry.claimedAt.toISOString() } : {}),
       ...(entry.result ? { result: toJson(WorkOrderResultSchema, entry.result, { useProtoFieldName: true }) } : {}),
+      ...(entry.push ? { push: entry.push } : {}),
     };
     const path = join(this.dir, `${entry.order.id}.json`);
     const tmp = `${path}.tmp`;
@@ -85,6 +96,7 @@ export class Journal {
           order: fromJson(WorkOrderSchema, s.work_order, { ignoreUnknownFields: true }),
           claimedAt: s.claimed_at ? new Date(s.claimed_at) : undefined,
           result: s.result ? fromJson(WorkOrderResultSchema, s.result, { ignoreUnknownFields: true }) : undefined,
+          push: s.push === "unacked" || s.push === "acked" ? s.push : undefined,
         });
       } catch (e) {
         problems.push(`${name}: ${(e as Error).message}`);

@@ -2,25 +2,18 @@
 // controller (in-memory transport, real services and file store) whose NodeService client answers
 // Session with UNIMPLEMENTED, as an older controller's router does. The agent says so in one log
 // line, counts the fallback and runs the order by polling; --transport session never polls.
-import { Writable } from "node:stream";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderResultSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
+import { WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
-import { Agent } from "../agent/agent.js";
 import { AgentTally } from "../agent/agent-tally.js";
 import { loadAgentConfig, type AgentConfig, type Transport } from "../agent/config.js";
-import { executorOf } from "../agent/executors/executor.js";
-import { Journal } from "../agent/journal.js";
 import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
+import { capturedLog, commandOk, inMemoryNodeClients, startInProcessAgent } from "./helpers/in-process-agent.js";
 import { waitFor } from "./helpers/processes.js";
 
 const NODE = "older-ctl-host";
@@ -51,55 +44,20 @@ describe("transport auto against a controller without sessions", () => {
             }
           : Reflect.get(target, prop, receiver),
     }) as Client<typeof NodeService>;
-    const lines: { action?: string; msg?: string }[] = [];
-    const log = pino(
-      { level: "info" },
-      new Writable({
-        write(chunk: Buffer, _enc, done) {
-          lines.push(JSON.parse(chunk.toString("utf8")));
-          done();
-        },
-      }),
-    );
+    const { log, lines } = capturedLog();
     const tally = new AgentTally();
-    const config = {
+    const agent = startInProcessAgent({
       nodeId: NODE,
-      pollIntervalMs: 100,
-      watch: false,
+      dir,
+      clients: inMemoryNodeClients(mem, token, older),
       transport,
-      labels: {},
-      allowCommands: ["true"],
-      allowProcessSources: [],
-      workDir: join(dir, "work"),
-      stateDir: dir,
-    } as unknown as AgentConfig;
-    const agent = new Agent({
-      config,
-      clients: {
-        nodes: older,
-        orders: mem.asNode(WorkOrderService, token),
-        enrollment: mem.asNode(EnrollmentService, token),
-        useCertificate: () => {},
-      },
-      journal: new Journal(dir),
+      pollIntervalMs: 100,
       log,
-      probe: async () => ({ capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: false }) }),
-      executors: {
-        [WorkOrderType.EXECUTE_COMMAND]: executorOf("executeCommand", async () => ({
-          result: create(WorkOrderResultSchema, { success: true, code: "COMMAND_OK" }),
-          services: [],
-          composePath: "",
-        })),
-      },
-      observe: async () => [],
+      allowCommands: ["true"],
+      executors: commandOk,
       tally,
     });
-    const stop = new AbortController();
-    const running = agent.run(stop.signal);
-    cleanups.push(async () => {
-      stop.abort();
-      await running;
-    });
+    cleanups.push(agent.stop);
     const order = (
       await mem.admin(WorkOrderService).createWorkOrder({
         type: WorkOrderType.EXECUTE_COMMAND,

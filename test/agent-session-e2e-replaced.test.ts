@@ -2,21 +2,13 @@
 // (in-memory transport: real services, file store, Session): each new session replaces the other
 // (REPLACED notice). Neither spins: each waits a jittered backoff that grows, never reset by a
 // replaced session, however long it lived.
-import { Writable } from "node:stream";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create } from "@bufbuild/protobuf";
-import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
-import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
-import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
-import { Agent } from "../agent/agent.js";
-import type { AgentConfig } from "../agent/config.js";
-import { Journal } from "../agent/journal.js";
 import { startInMemory } from "./helpers/in-memory-controller.js";
+import { capturedLog, inMemoryNodeClients, startInProcessAgent } from "./helpers/in-process-agent.js";
 import { waitFor } from "./helpers/processes.js";
 
 const NODE = "twin-host";
@@ -38,46 +30,17 @@ describe("two agents with one credential on sessions", () => {
     const token = (await mem.admin(NodeService).registerNode({ nodeId: NODE })).token;
     const start = async (): Promise<Line[]> => {
       const dir = await mkdtemp(join(tmpdir(), "skipper-twin-"));
-      const lines: Line[] = [];
-      const log = pino(
-        { level: "info" },
-        new Writable({
-          write(chunk: Buffer, _enc, done) {
-            lines.push(JSON.parse(chunk.toString("utf8")));
-            done();
-          },
-        }),
-      );
-      const config = {
+      const { log, lines } = capturedLog<Line>();
+      const agent = startInProcessAgent({
         nodeId: NODE,
-        pollIntervalMs: 1000,
-        watch: false,
+        dir,
+        clients: inMemoryNodeClients(mem, token),
         transport: "session",
-        labels: {},
-        allowCommands: [],
-        allowProcessSources: [],
-        workDir: join(dir, "work"),
-        stateDir: dir,
-      } as unknown as AgentConfig;
-      const agent = new Agent({
-        config,
-        clients: {
-          nodes: mem.asNode(NodeService, token),
-          orders: mem.asNode(WorkOrderService, token),
-          enrollment: mem.asNode(EnrollmentService, token),
-          useCertificate: () => {},
-        },
-        journal: new Journal(dir),
+        pollIntervalMs: 1000,
         log,
-        probe: async () => ({ capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: false }) }),
-        executors: {},
-        observe: async () => [],
       });
-      const stop = new AbortController();
-      const running = agent.run(stop.signal);
       cleanups.push(async () => {
-        stop.abort();
-        await running;
+        await agent.stop();
         await rm(dir, { recursive: true, force: true });
       });
       return lines;

@@ -12,17 +12,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { HeartbeatRequest } from "../gen/skipper/v1/node_service_pb.js";
-import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
-import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { Agent } from "../agent/agent.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { AgentTally } from "../agent/agent-tally.js";
-import { loadAgentConfig, type AgentConfig } from "../agent/config.js";
+import { loadAgentConfig } from "../agent/config.js";
 import type { ControllerClients } from "../agent/controller-client.js";
-import { executorOf } from "../agent/executors/executor.js";
-import { Journal } from "../agent/journal.js";
 import { parseMetricsAddress } from "../agent/metrics-address.js";
 import { listenForMetrics } from "../agent/metrics-listener.js";
 import { AGENT_ORDER_PAIRS } from "../common/agent-counter-rules.js";
+import { commandOk, startInProcessAgent } from "./helpers/in-process-agent.js";
 import { parsePrometheusText, sampleSum } from "./helpers/prometheus-text.js";
 
 const silent = pino({ level: "silent" });
@@ -85,47 +82,31 @@ class FakeController {
 
 describe("the agent's counters", () => {
   let dir: string;
-  const stops: AbortController[] = [];
+  const stops: (() => Promise<void>)[] = [];
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "skippy-tally-"));
   });
   afterEach(async () => {
-    for (const s of stops.splice(0)) s.abort();
+    for (const stop of stops.splice(0)) await stop();
     await rm(dir, { recursive: true, force: true });
   });
 
   it("counts a failed heartbeat, a refused claim, an order run and a report sent again, and heartbeats carry the totals", async () => {
     const ctl = new FakeController();
     const tally = new AgentTally();
-    const config = {
+    // Polling: the fake has no Session RPC.
+    const agent = startInProcessAgent({
       nodeId: "n1",
-      pollIntervalMs: 100,
-      watch: false,
-      labels: {},
-      allowCommands: ["true"],
-      allowProcessSources: [],
-      workDir: join(dir, "work"),
-      stateDir: dir,
-    } as unknown as AgentConfig;
-    const agent = new Agent({
-      config,
+      dir,
       clients: ctl.clients(),
-      journal: new Journal(dir),
+      transport: "poll",
+      pollIntervalMs: 100,
       log: silent,
-      probe: async () => ({ capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: false }) }),
-      executors: {
-        [WorkOrderType.EXECUTE_COMMAND]: executorOf("executeCommand", async () => ({
-          result: create(WorkOrderResultSchema, { success: true, code: "COMMAND_OK" }),
-          services: [],
-          composePath: "",
-        })),
-      },
-      observe: async () => [],
+      allowCommands: ["true"],
+      executors: commandOk,
       tally,
     });
-    const stop = new AbortController();
-    stops.push(stop);
-    const done = agent.run(stop.signal);
+    stops.push(agent.stop);
     const beat = await vi.waitFor(
       () => {
         const b = ctl.beats.find((x) => x.agentCounters?.orders.length);
@@ -144,8 +125,7 @@ describe("the agent's counters", () => {
     expect(acked[0]).toBe(0);
     for (let i = 1; i < acked.length; i++) expect(acked[i]! - acked[i - 1]!).toBeOneOf([0, 1]);
     expect(acked.at(-1)).toBeGreaterThan(0);
-    stop.abort();
-    await done;
+    await agent.stop();
   });
 
   it("keeps at most its pairs of type and code, counting new codes past them and malformed ones as OTHER", () => {

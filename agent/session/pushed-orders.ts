@@ -1,17 +1,20 @@
 // What the agent does with an order a session pushed (already claimed for it, under a fencing
 // token and a lease):
 //
-//   journal it ─> crash point agent.after-push ─> ack ─> answer accepted ─> agent.after-ack ─> run it
+//   journal it (unacked) ─> agent.after-push ─> ack ─> answer accepted ─> journal it (acked) ─> agent.after-ack ─> run it
 //                                                   │              (order-runner.ts execute: lease kept,
 //                                                   │               timeout, cancel; result reported)
 //                                                   ├─ answer refused ─> drop the journal entry, one line
 //                                                   └─ session broke before the answer: did the ack land?
 //                                                      a renewal under the token says (granted: run it;
 //                                                      refused: the claim was released, drop it; no
-//                                                      answer: the journal is gone through again)
+//                                                      answer: the journal is gone through again,
+//                                                      which leaves it to the controller)
 //
 // The journal entry is written before the ack, so a restart finds every order the controller may
-// think this node holds (journal-recovery.ts takes it up).
+// think this node holds, and again once the ack is answered accepted: only then is the claim this
+// node's for sure (a session that ends with the push unacknowledged gives it back, however late it
+// ends). journal-recovery.ts takes up an acked entry and leaves an unacked one to the controller.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { crashPoint } from "../../common/crash-points.js";
@@ -76,7 +79,7 @@ export class PushedOrders {
   private async run(link: SessionLink, order: WorkOrder, receivedAt: number, signal: AbortSignal): Promise<void> {
     const { journal, runner, tally } = this.deps;
     const log = runner.logOf(order);
-    await journal.record({ order });
+    await journal.record({ order, push: "unacked" });
     crashPoint("agent.after-push");
     const token = order.claim?.fencingToken ?? 0n;
     let grantedAt = receivedAt;
@@ -101,6 +104,7 @@ export class PushedOrders {
       await journal.remove(order.id);
       return;
     }
+    await journal.record({ order, push: "acked" });
     crashPoint("agent.after-ack");
     log.info({ action: "ack", result: "ok", metadata: { fencing_token: token.toString() } }, "pushed work order acknowledged");
     await runner.execute(order, new Date(), grantedAt, signal, log);

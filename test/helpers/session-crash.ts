@@ -76,7 +76,7 @@ export class CrashRig {
     };
   }
 
-  /** Registers `nodeId` and returns clients with its token (they outlive the process: same URL and CA). */
+  /** Registers `nodeId` and returns its token and clients with it (they outlive the process: same URL and CA). */
   async node(nodeId: string) {
     const token = (await this.admin().nodes.registerNode({ nodeId })).token;
     const auth: Interceptor = (next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req));
@@ -86,7 +86,7 @@ export class CrashRig {
       nodeOptions: { ca: this.ctl!.ca },
       interceptors: [auth],
     });
-    return { session: createClient(NodeService, transport), orders: createClient(WorkOrderService, transport) };
+    return { token, session: createClient(NodeService, transport), orders: createClient(WorkOrderService, transport) };
   }
 
   /** A tenant whose deploys go to `nodeId`. */
