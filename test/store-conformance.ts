@@ -745,6 +745,28 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.finishWorkOrder("wo-rel", "node-1", ok(), at(1600), 2n)).workOrder.status).toBe(WorkOrderStatus.SUCCESS);
       });
 
+      it("a claim renewed since it was handed out is not released by the one that handed it out", async () => {
+        await store.createWorkOrder(order("wo-rel-renewed", "node-1"));
+        const claimed = await store.claimWorkOrder("wo-rel-renewed", "node-1", at(1000), 60_000);
+        const pushedLease = new Date(Number(claimed.claim!.leaseExpiresAt!.seconds) * 1000 + claimed.claim!.leaseExpiresAt!.nanos / 1e6);
+        // The agent renewed it (say through another controller, its session here half-open).
+        await store.renewWorkOrderLease("wo-rel-renewed", "node-1", 1n, at(2000), 60_000);
+        await expectCode(
+          store.releaseWorkOrderClaim("wo-rel-renewed", "node-1", 1n, at(2100), undefined, pushedLease),
+          "WORK_ORDER_NOT_CLAIMABLE",
+        );
+        const still = await store.getWorkOrder("wo-rel-renewed");
+        expect(still?.status).toBe(WorkOrderStatus.RUNNING);
+        expect(still?.claim?.fencingToken).toBe(1n);
+        // Not renewed: the same lease releases it.
+        await store.createWorkOrder(order("wo-rel-fresh", "node-1"));
+        const fresh = await store.claimWorkOrder("wo-rel-fresh", "node-1", at(1000), 60_000);
+        const lease = new Date(Number(fresh.claim!.leaseExpiresAt!.seconds) * 1000 + fresh.claim!.leaseExpiresAt!.nanos / 1e6);
+        expect((await store.releaseWorkOrderClaim("wo-rel-fresh", "node-1", 1n, at(1100), undefined, lease)).status).toBe(
+          WorkOrderStatus.PENDING,
+        );
+      });
+
       it("a renewal or result with a superseded fencing token is refused and changes nothing", async () => {
         await store.createWorkOrder(order("wo-f2", "node-1"));
         await store.claimWorkOrder("wo-f2", "node-1", at(0), 1000);

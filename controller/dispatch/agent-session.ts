@@ -39,7 +39,7 @@ import type { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import type { SessionEvent } from "../metrics/controller-metrics.js";
 import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
 import { claimReleasedEvent } from "./order-outcome.js";
-import { handleRequest, type RequestSession, type SessionMessage } from "./session-requests.js";
+import { handleRequest, type PushedClaim, type RequestSession, type SessionMessage } from "./session-requests.js";
 
 /** Pushed orders a session has in flight at once (unacknowledged, or acknowledged and not ended). */
 export const MAX_IN_FLIGHT = 1;
@@ -86,8 +86,8 @@ export class AgentSessions {
 export class AgentSession implements RequestSession {
   readonly id = randomUUID();
   nodeId = "";
-  /** Orders pushed and not yet acknowledged: id -> the fencing token they were pushed with. */
-  readonly unacked = new Map<string, bigint>();
+  /** Orders pushed and not yet acknowledged: id -> the claim they were pushed with. */
+  readonly unacked = new Map<string, PushedClaim>();
   /** Orders pushed, acknowledged and not yet ended: id -> fencing token. */
   readonly held = new Map<string, bigint>();
   /** The heartbeat interval of the last full report (keepalives count for liveness with it). */
@@ -249,7 +249,7 @@ export class AgentSession implements RequestSession {
   // half-open connection). Pushing it again here would only lapse again, an attempt each time:
   // the session ends instead, and a live agent opens a new one.
   private lapsedHere(order: WorkOrder): boolean {
-    const token = this.unacked.get(order.id) ?? this.held.get(order.id);
+    const token = this.unacked.get(order.id)?.token ?? this.held.get(order.id);
     if (token === undefined) return false;
     const attempt = order.attempts.find((a) => a.fencingToken === token);
     if (attempt?.outcome !== "lease_expired") return false;
@@ -273,7 +273,7 @@ export class AgentSession implements RequestSession {
     while (!this.ended && this.unacked.size + this.held.size < MAX_IN_FLIGHT) {
       const order = await claimNextOrder(this.deps, this.nodeId, (o) => sessionOrderTraceOf(this.call, o), this.call.logger);
       if (!order) return;
-      this.unacked.set(order.id, order.claim?.fencingToken ?? 0n);
+      this.unacked.set(order.id, { token: order.claim?.fencingToken ?? 0n, leaseExpiresAt: order.claim?.leaseExpiresAt });
       crashPoint("session.after-push-claim");
       // Ended while claiming: close() releases it with the others.
       this.send({ case: "order", value: { workOrder: order } });
@@ -302,15 +302,24 @@ export class AgentSession implements RequestSession {
     this.deps.sessions.close(this);
     await this.handling.catch(() => undefined);
     await this.pumping;
-    for (const [id, token] of this.unacked) await this.release(id, token);
+    for (const [id, pushed] of this.unacked) await this.release(id, pushed);
     this.unacked.clear();
   }
 
-  private async release(id: string, token: bigint): Promise<void> {
+  // Refused (and so left alone) when the claim is no longer the one pushed: renewed since (over
+  // any channel, through any controller: the agent took it), finished, or taken by another claim.
+  private async release(id: string, pushed: PushedClaim): Promise<void> {
+    const token = pushed.token;
+    const asPushed = pushed.leaseExpiresAt ? timestampDate(pushed.leaseExpiresAt) : undefined;
     try {
       const before = await this.deps.store.getWorkOrder(id);
-      const back = await this.deps.store.releaseWorkOrderClaim(id, this.nodeId, token, this.deps.now(), (after) =>
-        before ? [claimReleasedEvent(before, after, sessionOrderTraceOf(this.call, before), this.id)] : [],
+      const back = await this.deps.store.releaseWorkOrderClaim(
+        id,
+        this.nodeId,
+        token,
+        this.deps.now(),
+        (after) => (before ? [claimReleasedEvent(before, after, sessionOrderTraceOf(this.call, before), this.id)] : []),
+        asPushed,
       );
       this.deps.feed.publish(back);
       this.deps.metrics?.sessionEvent("released");
@@ -329,6 +338,7 @@ export class AgentSession implements RequestSession {
     } catch (e) {
       // Renewed, finished or taken since: its claim is no longer the one this session pushed.
       if (!(isSkipperError(e) && (e.code === "WORK_ORDER_NOT_CLAIMABLE" || e.code === "RESOURCE_NOT_FOUND"))) throw e;
+      this.deps.metrics?.sessionEvent("kept");
     }
   }
 }

@@ -8,6 +8,7 @@
 import type { WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   SessionAnswerSubject,
   type SessionResponseSchema,
@@ -32,13 +33,19 @@ import { finishOrder, renewLease, type LifecycleDeps } from "./order-lifecycle.j
 export type SessionMessage = NonNullable<MessageInitShape<typeof SessionResponseSchema>["kind"]>;
 
 /** The session a request belongs to, as its handlers see it (agent-session.ts AgentSession). */
+/** The claim a session pushed an order with: its fencing token and the lease it carried. */
+export interface PushedClaim {
+  token: bigint;
+  leaseExpiresAt: Timestamp | undefined;
+}
+
 export interface RequestSession {
   readonly deps: LifecycleDeps & { onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void };
   readonly call: CallInfo;
   readonly heartbeats: HeartbeatRecorder;
   readonly nodeId: string;
-  /** Orders pushed and not yet acknowledged: id -> the fencing token they were pushed with. */
-  readonly unacked: Map<string, bigint>;
+  /** Orders pushed and not yet acknowledged: id -> the claim they were pushed with. */
+  readonly unacked: Map<string, PushedClaim>;
   /** Orders pushed, acknowledged and not yet ended: id -> fencing token. */
   readonly held: Map<string, bigint>;
   /** The heartbeat interval of the last full report. */
@@ -184,7 +191,7 @@ async function stateReport(session: RequestSession, req: ReportResourceStateRequ
 // A pushed order acknowledged (by an ack, or by the renewal or result that implies one): off the
 // unacknowledged list, held until it ends.
 function taken(session: RequestSession, id: string, token: bigint): void {
-  if (session.unacked.get(id) !== token) return;
+  if (session.unacked.get(id)?.token !== token) return;
   session.unacked.delete(id);
   session.held.set(id, token);
 }
@@ -192,7 +199,7 @@ function taken(session: RequestSession, id: string, token: bigint): void {
 // A pushed order's result was answered: the window has room for the next push.
 function ended(session: RequestSession, id: string, token: bigint): void {
   const held = session.held.get(id) === token;
-  const unacked = session.unacked.get(id) === token;
+  const unacked = session.unacked.get(id)?.token === token;
   if (!held && !unacked) return;
   session.held.delete(id);
   session.unacked.delete(id);

@@ -136,9 +136,17 @@ export function leaseExpired(current: WorkOrder, now: Date): WorkOrder {
  * order is running under exactly that claim (one renewed, finished or claimed again since is left
  * alone).
  */
-export function released(current: WorkOrder, nodeId: string, token: bigint, now: Date): WorkOrder {
+export function released(current: WorkOrder, nodeId: string, token: bigint, now: Date, leaseAsPushed?: Date): WorkOrder {
   if (current.status !== WorkOrderStatus.RUNNING || current.claim?.nodeId !== nodeId || current.claim.fencingToken !== token) {
     throw notClaimable(`work order ${current.id} is not running under the claim of node ${nodeId} with fencing token ${token}`, {
+      status: SHORT_STATUS[current.status],
+      fencing_token: current.fencingToken.toString(),
+    });
+  }
+  // A renewal since the push (over any channel) means its agent took the order: it is the agent's.
+  const lease = current.claim.leaseExpiresAt ? timestampDate(current.claim.leaseExpiresAt).getTime() : undefined;
+  if (leaseAsPushed !== undefined && lease !== leaseAsPushed.getTime()) {
+    throw notClaimable(`work order ${current.id} was renewed since it was pushed: its agent holds it`, {
       status: SHORT_STATUS[current.status],
       fencing_token: current.fencingToken.toString(),
     });

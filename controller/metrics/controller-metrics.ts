@@ -29,7 +29,8 @@ export type SessionEvent =
   | "ended_failed"
   | "ended_stalled"
   | "pushed"
-  | "released";
+  | "released"
+  | "kept";
 
 export interface ControllerMetricsOptions {
   version: string;

@@ -52,8 +52,15 @@ export abstract class OrderSteps {
     return this.transition(id, (current) => leaseExpired(current, now), events);
   }
 
-  async releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder> {
-    return this.transition(id, (current) => released(current, nodeId, fencingToken, now), events);
+  async releaseWorkOrderClaim(
+    id: string,
+    nodeId: string,
+    fencingToken: bigint,
+    now: Date,
+    events?: StepOf<WorkOrder>,
+    leaseAsPushed?: Date,
+  ): Promise<WorkOrder> {
+    return this.transition(id, (current) => released(current, nodeId, fencingToken, now, leaseAsPushed), events);
   }
 
   async cancelWorkOrder(id: string, reason: string, requestId: string, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder> {

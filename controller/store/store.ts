@@ -313,9 +313,18 @@ export interface WorkOrderStore {
   /**
    * running -> pending at once for the claim of `nodeId` under `fencingToken`, which its holder
    * gave up before taking the order (a session that pushed it ended unacknowledged); the attempt is
-   * kept as released. Throws WORK_ORDER_NOT_CLAIMABLE unless the order runs under exactly that claim.
+   * kept as released. Throws WORK_ORDER_NOT_CLAIMABLE unless the order runs under exactly that claim,
+   * and, with `leaseAsPushed` (the lease the claim was handed out with), unless that lease was never
+   * renewed: a renewal, through any controller, says its agent took the order.
    */
-  releaseWorkOrderClaim(id: string, nodeId: string, fencingToken: bigint, now: Date, events?: StepOf<WorkOrder>): Promise<WorkOrder>;
+  releaseWorkOrderClaim(
+    id: string,
+    nodeId: string,
+    fencingToken: bigint,
+    now: Date,
+    events?: StepOf<WorkOrder>,
+    leaseAsPushed?: Date,
+  ): Promise<WorkOrder>;
   /**
    * An admin's cancel (see transitions.cancelled): pending -> cancelled, running -> cancel
    * requested; idempotent. Throws RESOURCE_NOT_FOUND, or WORK_ORDER_NOT_CLAIMABLE once finished.
