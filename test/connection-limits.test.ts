@@ -161,7 +161,7 @@ describe("plain HTTP", () => {
 
 describe("connections nobody vouched for", () => {
   it("are a bounded pool (the oldest closed as a new one comes) with few streams each; an admitted call takes its connection out, with every stream", async () => {
-    const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedStreams: 2 } });
+    const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedStreams: 2, unvouchedGraceMs: 0 } });
     const sessions: http2.ClientHttp2Session[] = [];
     const connect = async () => {
       const s = http2.connect(c.url, { ca: c.ca });
@@ -194,6 +194,44 @@ describe("connections nobody vouched for", () => {
       expect(vouched.closed || vouched.destroyed).toBe(false);
       expect(d.closed || d.destroyed).toBe(false);
       expect(await admitted(vouched)).toBe(200);
+    } finally {
+      for (const s of sessions) s.destroy();
+      await c.stop();
+    }
+  });
+
+  it("keep each connection its grace: while every one in a full pool is within it, a newcomer is closed instead, and they get in", async () => {
+    const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedGraceMs: 600_000 } });
+    const sessions: http2.ClientHttp2Session[] = [];
+    const connect = () => {
+      const s = http2.connect(c.url, { ca: c.ca });
+      s.on("error", () => undefined);
+      sessions.push(s);
+      return s;
+    };
+    const admitted = (s: http2.ClientHttp2Session) =>
+      new Promise<number>((resolve) => {
+        const st = s.request({ ":method": "GET", ":path": "/v1/resources?resource_type=tenant", "x-admin-token": ADMIN_TOKEN });
+        st.on("response", (h) => resolve(Number(h[":status"])));
+        st.on("data", () => undefined);
+        st.end();
+      });
+    try {
+      const pool = [connect(), connect(), connect()];
+      await Promise.all(pool.map((s) => new Promise<void>((r) => s.once("remoteSettings", () => r()))));
+      // A fourth, a fifth: closed at once (no settings ever come); the three are kept.
+      for (let i = 0; i < 2; i++) {
+        const late = connect();
+        await closed(late);
+        expect(late.remoteSettings.maxConcurrentStreams ?? 0).toBe(0);
+      }
+      for (const s of pool) expect(s.closed || s.destroyed).toBe(false);
+      // Each of the three is vouched for by its first admitted call (a storm's agents, getting in).
+      for (const s of pool) expect(await admitted(s)).toBe(200);
+      // The pool is empty again: a newcomer is let in.
+      const next = connect();
+      await new Promise<void>((r) => next.once("remoteSettings", () => r()));
+      expect(await admitted(next)).toBe(200);
     } finally {
       for (const s of sessions) s.destroy();
       await c.stop();

@@ -53,9 +53,16 @@ export interface ConnectionLimits {
   /**
    * Open connections that have not yet carried an admitted call (no credential vouched for them):
    * past this, as a new one arrives, the oldest such connection of the address holding most of
-   * them is closed. 0: no cap.
+   * them is closed, unless every one is within unvouchedGraceMs of its arrival: then the new one
+   * is. 0: no cap.
    */
   maxUnvouchedConnections: number;
+  /**
+   * How long a connection is kept in that pool, however many arrive, to finish its handshake and
+   * its first admitted call. Without it, a fleet reconnecting at once (a controller restart) keeps
+   * evicting connections before any of them is vouched for, and none gets in.
+   */
+  unvouchedGraceMs: number;
   /** Concurrent streams an HTTP/2 connection may open before a call on it is admitted (then maxConcurrentStreams). */
   unvouchedStreams: number;
 }
@@ -75,6 +82,7 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   maxConnectionsPerAddress: 512,
   maxConnections: 10_000,
   maxUnvouchedConnections: 256,
+  unvouchedGraceMs: 2_000,
   unvouchedStreams: 8,
 };
 
@@ -294,8 +302,10 @@ function connectionAdmission(
   onRefusedConnection: ServeOptions["onRefusedConnection"],
 ): (s: net.Socket) => void {
   const perAddress = new Map<string, number>();
-  // Connections no admitted call has vouched for yet, by client address, each oldest first.
+  // Connections no admitted call has vouched for yet, by client address, each oldest first, with
+  // when each arrived.
   const unvouched = new Map<string, Set<net.Socket>>();
+  const arrived = new WeakMap<net.Socket, number>();
   let unvouchedCount = 0;
   const leavePool = (s: net.Socket, address: string) => {
     const group = unvouched.get(address);
@@ -303,16 +313,20 @@ function connectionAdmission(
     unvouchedCount--;
     if (group.size === 0) unvouched.delete(address);
   };
-  // The pool is full: the address holding most of it gives up its oldest connection (a client
-  // without a credential evicts its own connections, not other addresses' agents on their way in).
-  const evictOne = () => {
-    let largest: Set<net.Socket> | undefined;
-    for (const group of unvouched.values()) if (!largest || group.size > largest.size) largest = group;
-    const oldest = largest?.values().next().value;
-    if (!oldest) return;
-    leavePool(oldest, oldest.remoteAddress ?? "");
-    onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
-    oldest.destroy();
+  // The pool is full: the address holding most of it gives up its oldest connection past the
+  // grace (a client without a credential evicts its own connections, not other addresses' agents
+  // on their way in). False when every candidate is within its grace: the newcomer gives way.
+  const evictOne = (now: number): boolean => {
+    const groups = [...unvouched.values()].sort((a, b) => b.size - a.size);
+    for (const group of groups) {
+      const oldest: net.Socket | undefined = group.values().next().value;
+      if (!oldest || now - (arrived.get(oldest) ?? 0) < limits.unvouchedGraceMs) continue;
+      leavePool(oldest, oldest.remoteAddress ?? "");
+      onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
+      oldest.destroy();
+      return true;
+    }
+    return false;
   };
   return (s: net.Socket) => {
     const address = s.remoteAddress ?? "";
@@ -325,11 +339,18 @@ function connectionAdmission(
       s.destroy();
       return;
     }
+    const now = Date.now();
+    if (vouching && unvouchedCount >= limits.maxUnvouchedConnections && !evictOne(now)) {
+      // Closed before its handshake costs anything; the client retries after its backoff.
+      onRefusedConnection?.(address, "unvouched");
+      s.destroy();
+      return;
+    }
     perAddress.set(address, open + 1);
     sockets.add(s);
     if (vouching) {
-      // The pool of connections nobody vouched for is bounded.
-      if (unvouchedCount >= limits.maxUnvouchedConnections) evictOne();
+      // The pool of connections nobody vouched for is bounded (room was made above).
+      arrived.set(s, now);
       let group = unvouched.get(address);
       if (!group) unvouched.set(address, (group = new Set()));
       group.add(s);
