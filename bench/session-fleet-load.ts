@@ -191,8 +191,15 @@ const agents = config.nodes.map((n, i) => new Agent(n.nodeId, n.token, hostAddre
 
 /** Resolves once `done()` holds (checked on every change), or after `timeoutMs`. */
 async function until(done: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
+  const start = performance.now();
+  const deadline = start + timeoutMs;
+  let told = start;
   while (!done()) {
+    if (performance.now() - told >= 10_000) {
+      told = performance.now();
+      const s = ((told - start) / 1000).toFixed(0);
+      process.stderr.write(`fleet load: ${s} s, ${upCount} of ${agents.length} up, ${JSON.stringify(counts)}\n`);
+    }
     const left = deadline - performance.now();
     if (left <= 0) return false;
     await new Promise<void>((r) => {

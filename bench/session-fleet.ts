@@ -16,9 +16,13 @@
 //            process's listen line, and its peak RSS meanwhile (sampled every 100 ms); then its
 //            memory after a collection
 //
+// Options: --agents, --seconds, --storm-timeout <s> (180), --no-bare, --controller-arg <arg>
+// (repeated), --controller-log <file>.
+//
 // Targets (issue 38): steady, the controller under 25 % of a core and 1 GiB RSS; the storm, every
 // agent back within 60 s of the kill and RSS never past 1 GiB.
 import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -39,6 +43,10 @@ const { values } = parseArgs({
     // How long the storm may take before the bench gives up on it (s).
     "storm-timeout": { type: "string", default: "180" },
     "no-bare": { type: "boolean", default: false },
+    // More controller options (each its own --controller-arg, e.g. --controller-arg=--max-unvouched-connections=20000).
+    "controller-arg": { type: "string", multiple: true, default: [] },
+    // Appends the controller's JSON log (both processes, before and after the storm) to this file.
+    "controller-log": { type: "string" },
   },
 });
 const N = Number(values.agents);
@@ -211,9 +219,10 @@ try {
     probeFile: `${dataDir}.probe`,
     async start(port: number) {
       // Room for every agent and the admin client; the per-address cap is left as it is (each agent has an address of its own).
-      const args = ["--max-connections", String(N + 100), "--listen", `127.0.0.1:${port}`];
+      const args = ["--max-connections", String(N + 100), "--listen", `127.0.0.1:${port}`, ...(values["controller-arg"] ?? [])];
       const c = await startController(dist, dataDir, ADMIN, PROBE, args, { BENCH_PROBE_FILE: `${dataDir}.probe` });
       running.push(c.child);
+      if (values["controller-log"]) c.child.stdout!.pipe(createWriteStream(values["controller-log"], { flags: "a" }));
       return c;
     },
   };
