@@ -131,8 +131,8 @@ export class SimFleet {
   }
 
   /**
-   * Watch: opens every agent's stream, sends a first heartbeat each, then keeps heartbeating,
-   * staggered. Session: opens every agent's session (hello, welcome, full report), 100 at a time.
+   * Watch: opens every agent's stream (100 at a time), sends a first heartbeat each, then keeps
+   * heartbeating, staggered. Session: opens every agent's session (hello, welcome, full report), 100 at a time.
    */
   async start(): Promise<void> {
     if (this.opts.transport === "session") {
@@ -140,7 +140,9 @@ export class SimFleet {
       for (let w = 0; w < this.opts.workers; w++) void this.work();
       return;
     }
-    await Promise.all(this.agents.map((a) => this.watch(a)));
+    // 100 at a time: the controller closes the oldest of more than 256 connections nobody has
+    // vouched for yet (--max-unvouched-connections), and a thousand at once outrun that pool.
+    for (let i = 0; i < this.agents.length; i += 100) await Promise.all(this.agents.slice(i, i + 100).map((a) => this.watch(a)));
     for (let i = 0; i < this.agents.length; i += 100) await Promise.all(this.agents.slice(i, i + 100).map((a) => this.beat(a)));
     const every = this.opts.heartbeatMs;
     const loop = (a: SimAgent, i: number) => {
