@@ -20,10 +20,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { clientFor, startController } from "./controller-process.js";
+import { probeArgs, probeMemory } from "./gc-memory.js";
 import { procStats } from "./measure.js";
 import { spawnJson, stopChild } from "./node-child.js";
 
@@ -42,7 +43,7 @@ interface Target {
 }
 
 // Preloaded into both servers: memory is read after a garbage collection.
-const PROBE = ["--expose-gc", "--import", pathToFileURL(join(dist, "bench", "gc-probe.js")).href];
+const PROBE = probeArgs(dist);
 
 async function bareServer(dataDir: string): Promise<Target> {
   const probeFile = `${dataDir}.probe`;
@@ -87,21 +88,9 @@ class Load {
 
 /** RSS (KB) and heap (V8's used heap and external memory, bytes) of the target after a collection. */
 async function memory(t: Target): Promise<{ rssKb: number; heap: number }> {
-  // Missing before the first probe, and half-written while the probe writes it.
-  const read = async (): Promise<Record<string, number>> => {
-    try {
-      return JSON.parse(await readFile(t.probeFile, "utf8")) as Record<string, number>;
-    } catch {
-      return {};
-    }
-  };
-  const before = (await read()).seq ?? 0;
-  t.child.kill("SIGUSR2");
-  for (;;) {
-    const m = await read();
-    if ((m.seq ?? 0) > before) return { rssKb: m.rss! / 1024, heap: m.heapUsed! + m.external! };
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const m = await probeMemory(t.child, t.probeFile, 60_000);
+  if (!m) throw new Error("the server's gc-probe did not answer within 60 s");
+  return { rssKb: m.rss / 1024, heap: m.heap };
 }
 
 /** Per connection (KB): RSS and heap growth from `before` to `after`. */

@@ -1,4 +1,4 @@
-// Preloaded (node --expose-gc --import …/gc-probe.js) into a process bench:connections measures:
+// Preloaded (node --expose-gc --import …/gc-probe.js, gc-memory.ts probeArgs) into a process a bench measures:
 // on SIGUSR2 it collects garbage and writes the process's memory, after the collection, as one
 // JSON line to the file BENCH_PROBE_FILE names. So a heap figure is what is held, not what is
 // waiting for the collector.

@@ -3,15 +3,21 @@
 // The controller runs as its own process (dist/controller/main.js, file store, generated TLS),
 // as in bench:dispatch. This process registers --nodes nodes (default 1,000; or
 // SKIPPER_BENCH_NODES) labelled fleet=bench, the first --canary of them (default 10) also
-// ring=canary, and plays their agents (sim-fleet.ts: a WatchWorkOrders stream and heartbeats per
-// node; claims and reports by a pool of --workers, default 100, each apply taking --apply-ms,
-// default 0). One tenant is placed on every node by label and deployed at v1 (not timed). Then:
+// ring=canary, and plays their agents (sim-fleet.ts; --transport session, the default as skippy's
+// is: a Session per node, orders claimed as they are pushed, acked, results and full reports on
+// the session; --transport watch: a WatchWorkOrders stream, unary heartbeats, claims and reports;
+// either way by a pool of --workers, default 100, each apply taking --apply-ms, default 0). One
+// tenant is placed on every node by label and deployed at v1 (not timed). Then --rounds rounds
+// (default 3), alternating:
 //
-//   A  the tenant changes to v2 with no rollout policy: the same orders, without waves
-//   B  the tenant changes to v3 with a four-wave policy: ring=canary, 10 %, 50 %, the rest;
-//      no bake time, no promote gate, no max_parallel
-//   A' (unless --no-control) the tenant changes to v4 without a policy again: a second baseline,
-//      after B, so the store's growth between runs is seen apart from the waves
+//   A  the tenant changes to a new version with no rollout policy: the same orders, without waves
+//   B  the tenant changes to a new version with a four-wave policy: ring=canary, 10 %, 50 %, the
+//      rest; no bake time, no promote gate, no max_parallel
+//
+// and (unless --no-control) one more A after the last B. Each B is set against the mean of the A
+// before and the A after it (the baseline drifts between runs: the store grows; against the A
+// before alone with --no-control for the last round), and the waves' overhead is the median of
+// the rounds'.
 //
 // Each run is timed from the UpdateResource call until the tenant's record shows every node's
 // target applied on the new spec and the change's rollout record SUCCEEDED (polled every 25 ms
@@ -20,11 +26,11 @@
 // controller's CPU (user + system, from /proc, as % of one core) and its peak RSS (sampled every
 // 100 ms), this process's CPU, and what every other process used (the machine may be shared,
 // which slows the controller down). Between runs the fleet settles for a heartbeat interval, so
-// each run starts with every agent having reported what it runs. The waves' overhead is B against
-// the mean of A and A' (against A alone with --no-control): the baseline drifts between runs.
+// each run starts with every agent having reported what it runs.
 //
 // Options: --nodes <n>, --workers <n>, --apply-ms <ms>, --canary <n>, --heartbeat <s> (10),
-//          --timeout <s> per run (1800), --no-control, --cpu-prof <dir> (controller V8 profile).
+//          --transport session|watch, --rounds <n> (3), --timeout <s> per run (1800),
+//          --no-control, --cpu-prof <dir> (controller V8 profile).
 import { mkdtemp, rm } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
@@ -55,6 +61,8 @@ const { values } = parseArgs({
     heartbeat: { type: "string", default: "10" },
     timeout: { type: "string", default: "1800" },
     "no-control": { type: "boolean", default: false },
+    transport: { type: "string", default: "session" },
+    rounds: { type: "string", default: "3" },
     "cpu-prof": { type: "string" },
   },
 });
@@ -64,8 +72,11 @@ const APPLY_MS = Number(values["apply-ms"]);
 const CANARY = Number(values.canary);
 const HEARTBEAT_MS = Number(values.heartbeat) * 1000;
 const TIMEOUT_MS = Number(values.timeout) * 1000;
-if (![NODES, WORKERS, HEARTBEAT_MS, TIMEOUT_MS].every((n) => n > 0) || !(APPLY_MS >= 0) || !(CANARY >= 0))
-  throw new Error("--nodes, --workers, --heartbeat and --timeout must be positive; --apply-ms and --canary at least 0");
+const ROUNDS = Number(values.rounds);
+const TRANSPORT = values.transport;
+if (![NODES, WORKERS, HEARTBEAT_MS, TIMEOUT_MS, ROUNDS].every((n) => n > 0) || !(APPLY_MS >= 0) || !(CANARY >= 0))
+  throw new Error("--nodes, --workers, --heartbeat, --rounds and --timeout must be positive; --apply-ms and --canary at least 0");
+if (TRANSPORT !== "session" && TRANSPORT !== "watch") throw new Error("--transport must be session or watch");
 
 type Policy = MessageInitShape<typeof RolloutPolicySchema>;
 const FOUR_WAVES: Policy = {
@@ -151,11 +162,14 @@ try {
     workers: WORKERS,
     applyMs: APPLY_MS,
     heartbeatMs: HEARTBEAT_MS,
+    transport: TRANSPORT,
     onFinished: (f) => progress.finished(f),
   });
   const f = fleet;
 
-  log(`rollout bench: ${NODES} nodes (${CANARY} ring=canary), ${WORKERS} agent workers, apply ${APPLY_MS} ms, data in ${base}`);
+  log(
+    `rollout bench: ${NODES} nodes (${CANARY} ring=canary) on ${TRANSPORT}, ${WORKERS} agent workers, apply ${APPLY_MS} ms, data in ${base}`,
+  );
   const t0 = performance.now();
   for (let i = 0; i < NODES; i += 25) {
     const batch = await Promise.all(
@@ -169,7 +183,9 @@ try {
     if ((i + 25) % 250 === 0) log(`setup: ${i + 25} of ${NODES} nodes registered`);
   }
   await f.start();
-  log(`setup: ${NODES} streams open, first heartbeats in (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  log(
+    `setup: ${NODES} ${TRANSPORT === "session" ? "sessions" : "streams"} open, first heartbeats in (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
 
   await resources.createResource({
     resourceType: "tenant",
@@ -179,17 +195,18 @@ try {
   log(`setup: v1 on every node (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
 
   const runs: RunFigures[] = [];
-  const plan: [string, string, Policy | undefined][] = [
-    ["A (no waves)", "v2", undefined],
-    ["B (four waves)", "v3", FOUR_WAVES],
-  ];
-  if (!values["no-control"]) plan.push(["A' (no waves, again)", "v4", undefined]);
+  const plan: [string, string, Policy | undefined][] = [];
+  for (let r = 1; r <= ROUNDS; r++) {
+    plan.push([`A${r} (no waves)`, `v${plan.length + 2}`, undefined]);
+    plan.push([`B${r} (four waves)`, `v${plan.length + 2}`, FOUR_WAVES]);
+  }
+  if (!values["no-control"]) plan.push([`A${ROUNDS + 1} (no waves)`, `v${plan.length + 2}`, undefined]);
   for (const [name, version, policy] of plan) {
     log(`settling ${HEARTBEAT_MS / 1000 + 2} s (a heartbeat round, so every agent has reported what it runs)`);
     await sleep(HEARTBEAT_MS + 2000);
     runs.push(await timedChange(name, version, policy));
   }
-  printFigures(runs, { nodes: NODES, workers: WORKERS, applyMs: APPLY_MS, heartbeatMs: HEARTBEAT_MS });
+  printFigures(runs, { nodes: NODES, workers: WORKERS, applyMs: APPLY_MS, heartbeatMs: HEARTBEAT_MS, transport: TRANSPORT });
 
   /** Resolves when every node reported `version` applied; logs progress every 5 s; throws after --timeout. */
   async function waitEverywhere(version: string, label: string, onTick?: () => string): Promise<void> {
@@ -262,6 +279,7 @@ try {
       const figures: RunFigures = {
         name,
         version,
+        withWaves: policy !== undefined,
         seconds,
         lastReportS,
         rolloutDoneS: rel(rollout.finishedAt),

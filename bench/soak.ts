@@ -14,10 +14,10 @@
 // run, the orders finished and sessions opened, and the verdicts: memory is flat when the median
 // of the last fifth is within 10 % of the median of the second fifth (the first fifth is warm-up:
 // caches, JIT, pools filling). The heap is the leak's witness; RSS also moves with the allocator.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -25,6 +25,7 @@ import { NodeService, SessionAnswerSubject } from "../gen/skipper/v1/node_servic
 import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { clientFor, startController } from "./controller-process.js";
+import { probeArgs, probeMemory } from "./gc-memory.js";
 import { stopChild } from "./node-child.js";
 import { answerOf, openSession } from "./session-phases.js";
 
@@ -54,7 +55,7 @@ const dataDir = await mkdtemp(join(tmpdir(), "skipper-soak-"));
 // gc-probe.ts: on SIGUSR2 the controller collects garbage and writes its memory to probeFile, so
 // the heap figure is what it holds, not what waits for the collector.
 const probeFile = join(dataDir, "memory.probe");
-const probe = ["--expose-gc", "--import", pathToFileURL(join(dist, "bench", "gc-probe.js")).href];
+const probe = probeArgs(dist);
 // SOAK_HEAP_SNAPSHOTS=<dir>: the controller writes a heap snapshot there after the warm-up and at
 // the end (SIGUSR1), to compare what it holds (Chrome DevTools' comparison view).
 const snapshots = process.env.SOAK_HEAP_SNAPSHOTS;
@@ -70,21 +71,8 @@ const tokens = await Promise.all(nodeIds.map(async (nodeId) => (await nodesAdmin
 
 /** The controller's RSS and held heap (V8's used heap + external), in MB, after a collection. */
 async function memoryMb(): Promise<{ rss: number; heap: number } | undefined> {
-  const read = async () => {
-    try {
-      return JSON.parse(await readFile(probeFile, "utf8")) as Record<string, number>;
-    } catch {
-      return {}; // not written yet, or half-written
-    }
-  };
-  const before = (await read()).seq ?? 0;
-  ctl.child.kill("SIGUSR2");
-  for (let i = 0; i < 250; i++) {
-    const m = await read();
-    if ((m.seq ?? 0) > before) return { rss: m.rss! / 2 ** 20, heap: (m.heapUsed! + m.external!) / 2 ** 20 };
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return undefined;
+  const m = await probeMemory(ctl.child, probeFile);
+  return m && { rss: m.rss / 2 ** 20, heap: m.heap / 2 ** 20 };
 }
 
 const start = performance.now();
