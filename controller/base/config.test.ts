@@ -24,6 +24,8 @@ describe("limit settings", () => {
     expect(c.limits).toMatchObject({ requestIdleMs: 90_000, handshakeTimeoutMs: 3000, maxConnectionsPerAddress: 2000, maxConnections: 0 });
     expect(c.maxWatchStreamsPerNode).toBe(1);
     expect(c.maxRequestBytes).toBe(1_048_576);
+    expect(load(["--unvouched-grace", "0"]).limits.unvouchedGraceMs).toBe(0);
+    expect(load([], { SKIPPER_UNVOUCHED_GRACE: "5s" }).limits.unvouchedGraceMs).toBe(5000);
   });
 
   it("refuse values that are not whole numbers or durations, naming the setting", () => {
@@ -31,6 +33,7 @@ describe("limit settings", () => {
     expect(() => load(["--max-streams-per-connection", "0"])).toThrow(/at least 1/);
     expect(() => load([], { SKIPPER_MAX_REQUEST_BYTES: "100" })).toThrow(/--max-request-bytes/);
     expect(() => load(["--session-idle-timeout", "soon"])).toThrow(/--session-idle-timeout/);
+    expect(() => load(["--unvouched-grace", "soon"])).toThrow(/--unvouched-grace/);
   });
 });
 

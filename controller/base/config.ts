@@ -57,6 +57,7 @@ export interface ControllerConfig {
     maxConnectionsPerAddress?: number;
     maxConnections?: number;
     maxUnvouchedConnections?: number;
+    unvouchedGraceMs?: number;
   };
   /** Largest request body of an admitted call; unset keeps the default (4 MiB). */
   maxRequestBytes?: number;
@@ -128,6 +129,9 @@ Limits (0 turns a cap off):
   --max-unvouched-connections N  open connections no admitted call has vouched for yet; past
                         it the oldest of the address holding most is closed
                         [SKIPPER_MAX_UNVOUCHED_CONNECTIONS] (default 256)
+  --unvouched-grace D   how long such a connection is kept, however many arrive, to finish
+                        its handshake and first call; while every one is within it a newcomer
+                        is closed instead [SKIPPER_UNVOUCHED_GRACE] (default 2s; 0: none)
   --max-request-bytes N request body of an authenticated call, in bytes
                         [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
   --max-watch-streams-per-node N  work-order watch streams one node may hold
@@ -165,6 +169,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "webhook-backoff": { type: "string" },
       "work-order-retention": { type: "string" },
       "handshake-timeout": { type: "string" },
+      "unvouched-grace": { type: "string" },
       "request-idle-timeout": { type: "string" },
       "session-idle-timeout": { type: "string" },
       "max-streams-per-connection": { type: "string" },
@@ -241,6 +246,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
         "--max-unvouched-connections",
         0,
       ),
+      unvouchedGraceMs: optionalDuration(values["unvouched-grace"] ?? env.SKIPPER_UNVOUCHED_GRACE, "--unvouched-grace", 0),
     },
     maxRequestBytes: count(values["max-request-bytes"] ?? env.SKIPPER_MAX_REQUEST_BYTES, "--max-request-bytes", 16 * 1024),
     maxWatchStreamsPerNode: count(
