@@ -159,6 +159,15 @@ describe("plain HTTP", () => {
   });
 });
 
+// The status of an admitted call (the admin token) on `s`: the call that vouches for its connection.
+const admitted = (s: http2.ClientHttp2Session) =>
+  new Promise<number>((resolve) => {
+    const st = s.request({ ":method": "GET", ":path": "/v1/resources?resource_type=tenant", "x-admin-token": ADMIN_TOKEN });
+    st.on("response", (h) => resolve(Number(h[":status"])));
+    st.on("data", () => undefined);
+    st.end();
+  });
+
 describe("connections nobody vouched for", () => {
   it("are a bounded pool (the oldest closed as a new one comes) with few streams each; an admitted call takes its connection out, with every stream", async () => {
     const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedStreams: 2, unvouchedGraceMs: 0 } });
@@ -170,13 +179,6 @@ describe("connections nobody vouched for", () => {
       sessions.push(s);
       return s;
     };
-    const admitted = (s: http2.ClientHttp2Session) =>
-      new Promise<number>((resolve) => {
-        const st = s.request({ ":method": "GET", ":path": "/v1/resources?resource_type=tenant", "x-admin-token": ADMIN_TOKEN });
-        st.on("response", (h) => resolve(Number(h[":status"])));
-        st.on("data", () => undefined);
-        st.end();
-      });
     try {
       const vouched = await connect();
       expect(vouched.remoteSettings.maxConcurrentStreams).toBe(2);
@@ -209,13 +211,6 @@ describe("connections nobody vouched for", () => {
       sessions.push(s);
       return s;
     };
-    const admitted = (s: http2.ClientHttp2Session) =>
-      new Promise<number>((resolve) => {
-        const st = s.request({ ":method": "GET", ":path": "/v1/resources?resource_type=tenant", "x-admin-token": ADMIN_TOKEN });
-        st.on("response", (h) => resolve(Number(h[":status"])));
-        st.on("data", () => undefined);
-        st.end();
-      });
     try {
       const pool = [connect(), connect(), connect()];
       await Promise.all(pool.map((s) => new Promise<void>((r) => s.once("remoteSettings", () => r()))));
