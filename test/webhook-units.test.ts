@@ -181,6 +181,48 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
     await w.settle();
   });
 
+  it("an attempt that ends while the next look for due deliveries reads is not sent again by that look", async () => {
+    await createWebhook(deps(), { url: "https://a.example/x", eventTypes: ["*"] });
+    clock += 1000;
+    await event("ev1");
+    let answer: (() => void) | undefined;
+    let reading: (() => void) | undefined;
+    const read = new Promise<void>((r) => (reading = r));
+    let gate: (() => void) | undefined;
+    const gated = Object.create(store) as Store;
+    let looks = 0;
+    gated.dueWebhookDeliveries = async (...a: Parameters<Store["dueWebhookDeliveries"]>) => {
+      const due = await store.dueWebhookDeliveries(...a);
+      if (++looks === 2) {
+        // The second look has read the delivery as pending; it goes on once the attempt ended.
+        reading!();
+        await new Promise<void>((r) => (gate = r));
+      }
+      return due;
+    };
+    const w = new WebhookWorker({
+      store: gated,
+      keyRing,
+      logger,
+      now,
+      send: (req) => {
+        sent.push(req);
+        return new Promise((resolve) => (answer = () => resolve({ status: 200, text: "ok" })));
+      },
+    });
+    expect(await w.dispatch()).toBe(1);
+    expect(await w.deliver()).toBe(1);
+    const second = w.deliver();
+    await read;
+    answer!();
+    await w.settle();
+    expect((await store.listWebhookDeliveries({ state: WebhookDeliveryState.DELIVERED })).items).toHaveLength(1);
+    gate!();
+    expect(await second).toBe(0);
+    await w.settle();
+    expect(sent).toHaveLength(1);
+  });
+
   it("after a key rotation, re-sealing puts every subscription under the new key, and it still opens once the old one is retired", async () => {
     const hook = (await createWebhook(deps(), { url: "https://a.example/x?t=1", eventTypes: ["*"], secret: "0123456789abcdef" })).webhook;
     const old = keyRing.primaryId;

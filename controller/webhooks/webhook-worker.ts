@@ -73,6 +73,11 @@ export class WebhookWorker {
   private readonly settings: WebhookSettings;
   private readonly periodic: Periodic;
   private readonly inFlight = new Map<string, { webhookId: string; done: Promise<void> }>();
+  // Attempts that settled (their outcome stored) while a look for due deliveries was under way,
+  // by that look's number: the look may have read the delivery as it stood before the outcome,
+  // still due, and must not send it again.
+  private looks = 0;
+  private readonly settledDuring = new Map<string, number>();
   private readonly stopping = new AbortController();
   // Events of the look-back window this process queued already (id -> timestamp ms): read again
   // every round, they are not queued again. Forgotten as the window moves on; empty after a start.
@@ -157,19 +162,25 @@ export class WebhookWorker {
     for (const webhookId of [...this.inFlight.values()].map((f) => f.webhookId)) busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
     const full = (webhookId: string) => (busy.get(webhookId) ?? 0) >= this.settings.perWebhook;
     const skip = [...hooks.values()].filter((h) => h.webhook.paused || full(h.webhook.id)).map((h) => h.webhook.id);
+    const look = ++this.looks;
     const due = await this.deps.store.dueWebhookDeliveries(this.deps.now(), free + this.inFlight.size, skip);
     let started = 0;
     for (const r of due) {
       const { id, webhookId } = r.delivery;
       if (started === free) break;
-      if (this.inFlight.has(id) || full(webhookId)) continue;
+      if (this.inFlight.has(id) || (this.settledDuring.get(id) ?? 0) >= look || full(webhookId)) continue;
       busy.set(webhookId, (busy.get(webhookId) ?? 0) + 1);
       const done = this.attempt(r, hooks.get(webhookId))
         .catch((err: unknown) => this.deps.logger.error({ action: "webhook_delivery", result: "error", err }, "webhook attempt failed"))
-        .finally(() => this.inFlight.delete(id));
+        .finally(() => {
+          this.settledDuring.set(id, this.looks);
+          this.inFlight.delete(id);
+        });
       this.inFlight.set(id, { webhookId, done });
       started += 1;
     }
+    // Settled before this look began: it read their outcome.
+    for (const [id, n] of this.settledDuring) if (n <= look) this.settledDuring.delete(id);
     return started;
   }
 
