@@ -8,6 +8,8 @@ import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { DeploymentPhase, MetadataSchema, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { copyMessage } from "../../common/message-copy.js";
 import { conflict, notFound, type SkipperError } from "../base/errors.js";
+import type { ResourceType } from "../../common/ids.js";
+import type { ResourceEdit } from "./step-writes.js";
 
 /** The phases a deployment ends in (pruneDeployments removes those finished long enough ago). */
 export const ENDED_DEPLOYMENT_PHASES: readonly DeploymentPhase[] = [
@@ -75,4 +77,29 @@ export function resourceUpdate(
   const stored = next === draft ? copyMessage(ResourceSchema, draft) : next;
   stored.metadata ??= create(MetadataSchema);
   return { resource: stored, changed: true };
+}
+
+/**
+ * What `edits` (store.ts ResourceEdit, written with a work order's step) change, as the records to
+ * store: several edits of one resource apply in order, as one update (updateResource's rules);
+ * a resource `current` does not know, or edits that change nothing, give none.
+ */
+export function editedResources(
+  edits: readonly ResourceEdit[],
+  current: (type: ResourceType, id: string) => Resource | undefined,
+): Resource[] {
+  const byKey = new Map<string, ResourceEdit[]>();
+  for (const e of edits) {
+    const key = `${e.resourceType}\0${e.id}`;
+    byKey.set(key, [...(byKey.get(key) ?? []), e]);
+  }
+  const changed: Resource[] = [];
+  for (const group of byKey.values()) {
+    const { resourceType: type, id } = group[0]!;
+    const stored = current(type, id);
+    if (!stored) continue;
+    const update = resourceUpdate(type, id, stored, (draft) => group.reduce((r, e) => e.mutate(r), draft), undefined);
+    if (update.changed) changed.push(update.resource);
+  }
+  return changed;
 }

@@ -8,7 +8,7 @@ import type { ResourceType } from "../../../common/ids.js";
 import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import { checkResourceType } from "../../base/id-checks.js";
 import * as codec from "../record-codec.js";
-import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceUpdate } from "../resource-writes.js";
+import { checkCreatable, editedResources, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceUpdate } from "../resource-writes.js";
 import type * as S from "../store.js";
 import type { FileOp } from "./atomic-write.js";
 import type { FileCore } from "./file-core.js";
@@ -123,29 +123,21 @@ export class FileResources implements S.ResourceStore {
    * stored, or that change nothing, give no file; several edits of one resource apply in order.
    */
   async withEdits<T>(edits: readonly S.ResourceEdit[], commit: (files: FileOp[]) => Promise<T>): Promise<T> {
-    const byKey = new Map<string, S.ResourceEdit[]>();
+    const keys = new Set<string>();
     for (const e of edits) {
-      const key = `resource/${checkResourceType(e.resourceType)}/${e.id}`;
+      keys.add(`resource/${checkResourceType(e.resourceType)}/${e.id}`);
       this.core.paths.resource(e.resourceType, e.id); // refuses an id that is no file name
-      byKey.set(key, [...(byKey.get(key) ?? []), e]);
     }
     // Locks taken in one order (sorted keys), as every multi-record writer here does.
-    const keys = [...byKey.keys()].sort();
+    const sorted = [...keys].sort();
     const locked = (i: number): Promise<T> =>
-      i === keys.length ? this.writeEdits([...byKey.values()], commit) : this.core.write(keys[i]!, () => locked(i + 1));
+      i === sorted.length ? this.writeEdits(edits, commit) : this.core.write(sorted[i]!, () => locked(i + 1));
     return locked(0);
   }
 
   // withEdits under the locks: the updates, their revisions, the commit, then the index.
-  private async writeEdits<T>(groups: S.ResourceEdit[][], commit: (files: FileOp[]) => Promise<T>): Promise<T> {
-    const updates: Resource[] = [];
-    for (const group of groups) {
-      const { resourceType: type, id } = group[0]!;
-      const current = this.index.get(type, id);
-      if (!current) continue;
-      const update = resourceUpdate(type, id, current, (draft) => group.reduce((r, e) => e.mutate(r), draft), undefined);
-      if (update.changed) updates.push(update.resource);
-    }
+  private async writeEdits<T>(edits: readonly S.ResourceEdit[], commit: (files: FileOp[]) => Promise<T>): Promise<T> {
+    const updates = editedResources(edits, (type, id) => this.index.get(type, id));
     const revisions = updates.map(() => {
       this.revision += 1n;
       this.unpublished.add(this.revision);

@@ -14,7 +14,14 @@ import pg from "pg";
 import { ResourceSchema, type Resource } from "../../../gen/skipper/v1/resource_pb.js";
 import type { ResourceType } from "../../../common/ids.js";
 import type * as S from "../store.js";
-import { checkCreatable, ENDED_DEPLOYMENT_PHASES, newResourceRecord, resourceExists, resourceUpdate } from "../resource-writes.js";
+import {
+  checkCreatable,
+  editedResources,
+  ENDED_DEPLOYMENT_PHASES,
+  newResourceRecord,
+  resourceExists,
+  resourceUpdate,
+} from "../resource-writes.js";
 import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
 import { bodyOf, messageOf, params, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
@@ -89,17 +96,10 @@ export function editsIfWritten(
   from: number,
 ): { sql: string; args: unknown[] } {
   const stored = new Map(rows.map((r) => messageOf(ResourceSchema, r.body)).map((r) => [`${r.resourceType}\0${r.id}`, r]));
-  const byKey = new Map<string, S.ResourceEdit[]>();
-  for (const e of edits) byKey.set(`${e.resourceType}\0${e.id}`, [...(byKey.get(`${e.resourceType}\0${e.id}`) ?? []), e]);
   let sql = "";
   const args: unknown[] = [];
-  for (const [key, group] of byKey) {
-    const current = stored.get(key);
-    if (!current) continue;
-    const { resourceType: type, id } = group[0]!;
-    const update = resourceUpdate(type, id, current, (draft) => group.reduce((r, e) => e.mutate(r), draft), undefined);
-    if (!update.changed) continue;
-    const row = versioned(resourceColumns(update.resource, bodyOf(ResourceSchema, update.resource)), from + args.length);
+  for (const next of editedResources(edits, (type, id) => stored.get(`${type}\0${id}`))) {
+    const row = versioned(resourceColumns(next, bodyOf(ResourceSchema, next)), from + args.length);
     sql += `, edit${args.length} AS (UPDATE resources SET (${RESOURCE_COLUMNS}) = (${row.values}) WHERE resource_type = $${from + args.length} AND id = $${from + args.length + 1} AND EXISTS (SELECT 1 FROM written))`;
     args.push(...row.args);
   }
