@@ -120,9 +120,8 @@ export async function supersedeOrder(store: Store, order: WorkOrder, now: Date, 
     code: SUPERSEDED,
     message: "replaced by an order for a newer desired state before any node claimed it",
   });
-  const done = await store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.CANCELLED, (o) => endWrites(o, trace));
-  await recordOnStore(store, done, "superseded", trace, true);
-  return done;
+  // Its events and its deployment SUPERSEDED are written with the step (endWrites): nothing follows.
+  return store.supersedeWorkOrder(order.id, result, now, WorkOrderStatus.CANCELLED, (o) => endWrites(o, trace));
 }
 
 /**
