@@ -73,9 +73,6 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", "2s"] });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE, labels: { region: "eu" } })).token;
     agent = startAgentProcess({
-      // A stopped agent's node goes offline after six beat intervals: seconds polling, 60 s on a
-      // session (its liveness does not yet come from the session itself: issue 38, point 6).
-      transport: "poll",
       controller: ctl,
       nodeId: NODE,
       token,

@@ -3,6 +3,8 @@
 // finish exactly once; kill -9 of the leader mid-traffic hands the loops to another controller
 // within seconds, and no acknowledged order is lost or run twice; each controller's sums of the
 // agents' counters count the heartbeats it received itself, so their sum counts each order once.
+// The agents hold sessions: a node goes offline within seconds when its agent's session ends on
+// another controller, and when the controller holding it is killed with it.
 import { mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +13,7 @@ import { HealthService } from "../gen/skipper/v1/health_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ConvergenceStatus, NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
+import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -105,7 +108,6 @@ describe.skipIf(!dockerHost || !pg)("several controllers on one PostgreSQL datab
       const { token } = await controllers[0]!.admin(NodeService).registerNode({ nodeId: NODES[i]! });
       await mkdir(join(root, `agent-${i}`, "work"), { recursive: true });
       agents[i] = startAgentProcess({
-        transport: "poll", // a dead controller's node goes offline after six beat intervals: 1.2 s polling, 60 s on a session (haproxy-e2e runs sessions across controllers)
         controller: controllers[i]!,
         nodeId: NODES[i]!,
         token,
@@ -239,16 +241,46 @@ describe.skipIf(!dockerHost || !pg)("several controllers on one PostgreSQL datab
     const orders = await finished(controllers[next]!, [...texts.keys()]);
     expectRanOnce(orders, texts);
 
-    // The new leader runs the liveness loop: a silent node is judged offline.
+    // The new leader runs the liveness loop: a node whose agent's session ended on another
+    // controller (relayed to the leader) goes offline within seconds.
     const victim = next === 0 ? 1 : 0;
+    const agentKilledAt = Date.now();
     await agents[victim]!.kill();
+    await offline(next, victim, "session_ended");
+    console.log(
+      `node ${NODES[victim]} offline ${Date.now() - agentKilledAt} ms after its agent was killed (its session was on controller ${victim})`,
+    );
+
+    // kill -9 of a follower, then of its agent: the session's end is never said, and the leader
+    // finds it through the follower's presence lapsing.
+    const third = 3 - next - victim;
+    const controllerKilledAt = Date.now();
+    const exited = new Promise((r) => controllers[third]!.child.once("exit", r));
+    controllers[third]!.child.kill("SIGKILL");
+    await exited;
+    await agents[third]!.kill();
+    await offline(next, third, "controller_lost");
+    console.log(
+      `node ${NODES[third]} offline ${Date.now() - controllerKilledAt} ms after kill -9 of controller ${third}, which held its session`,
+    );
+  }, 180_000);
+
+  // Waits for node `i` to be offline as controller `via` shows it, its node_offline event naming `cause`.
+  const offline = async (via: number, i: number, cause: string) => {
     await waitFor(
-      `node ${NODES[victim]} offline`,
+      `node ${NODES[i]} offline`,
       async () => {
-        const n = (await controllers[next]!.admin(ResourceService).getResource({ resourceType: "node", id: NODES[victim]! })).resource;
+        const n = (await controllers[via]!.admin(ResourceService).getResource({ resourceType: "node", id: NODES[i]! })).resource;
         return n?.currentState?.kind.case === "node" && n.currentState.kind.value.liveness === NodeLiveness.OFFLINE ? true : undefined;
       },
       60_000,
     );
-  }, 180_000);
+    const { events } = await controllers[via]!.admin(EventService).listEvents({
+      type: "node_offline",
+      resourceId: NODES[i]!,
+      newestFirst: true,
+      pageSize: 1,
+    });
+    expect(events[0]?.data?.cause).toBe(cause);
+  };
 });

@@ -53,6 +53,7 @@ export interface ControllerConfig {
     handshakeTimeoutMs?: number;
     requestIdleMs?: number;
     sessionIdleMs?: number;
+    pingIntervalMs?: number;
     maxConcurrentStreams?: number;
     maxConnectionsPerAddress?: number;
     maxConnections?: number;
@@ -120,6 +121,10 @@ Limits (0 turns a cap off):
                         above the agents' 45 s watch keepalive)
   --session-idle-timeout DUR  an HTTP/2 connection with no streams for this long is closed
                         [SKIPPER_SESSION_IDLE_TIMEOUT] (default 5m)
+  --ping-interval DUR   every HTTP/2 connection is pinged this often and closed when it does
+                        not answer within 10 s (or the interval, if shorter): an agent that
+                        vanished ends its session, and its node goes offline
+                        [SKIPPER_PING_INTERVAL] (default 20s)
   --max-streams-per-connection N  concurrent HTTP/2 streams per connection
                         [SKIPPER_MAX_STREAMS_PER_CONNECTION] (default 100)
   --max-connections-per-address N  open connections per client IP address
@@ -172,6 +177,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "unvouched-grace": { type: "string" },
       "request-idle-timeout": { type: "string" },
       "session-idle-timeout": { type: "string" },
+      "ping-interval": { type: "string" },
       "max-streams-per-connection": { type: "string" },
       "max-unvouched-connections": { type: "string" },
       "max-connections-per-address": { type: "string" },
@@ -230,6 +236,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       handshakeTimeoutMs: optionalDuration(values["handshake-timeout"] ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
       requestIdleMs: optionalDuration(values["request-idle-timeout"] ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),
       sessionIdleMs: optionalDuration(values["session-idle-timeout"] ?? env.SKIPPER_SESSION_IDLE_TIMEOUT, "--session-idle-timeout", 1000),
+      pingIntervalMs: optionalDuration(values["ping-interval"] ?? env.SKIPPER_PING_INTERVAL, "--ping-interval", 100),
       maxConcurrentStreams: count(
         values["max-streams-per-connection"] ?? env.SKIPPER_MAX_STREAMS_PER_CONNECTION,
         "--max-streams-per-connection",

@@ -43,8 +43,33 @@ import { handleRequest, type PushedClaim, type RequestSession, type SessionMessa
 
 /** Pushed orders a session has in flight at once (unacknowledged, or acknowledged and not ended). */
 export const MAX_IN_FLIGHT = 1;
-/** How often an agent on a session heartbeats (a keepalive at least: streams idle for 60 s are closed). */
+/** How often an agent on a session heartbeats, at the least: a keepalive, or the full report when it changed. */
 export const SESSION_HEARTBEAT_MS = 10_000;
+/** The longest interval a fleet makes it (before jitter): keepalives stay inside the connections' idle limits. */
+export const MAX_SESSION_HEARTBEAT_MS = 180_000;
+/** Heartbeats per second one controller's sessions send at most (the interval grows with the fleet, as Nomad's does). */
+export const SESSION_HEARTBEATS_PER_S = 50;
+
+/**
+ * The heartbeat interval a new session is given when this controller holds `sessions`:
+ * max(10 s, sessions / 50 per s), at most 180 s, plus up to a quarter more at random, so a fleet
+ * that connected at once does not beat at once. Liveness does not wait for beats (an open session
+ * is the sign: liveness-view.ts); they carry changes, and prove a quiet session still moves.
+ */
+export function sessionHeartbeatMs(sessions: number, random: () => number = Math.random): number {
+  const base = Math.min(MAX_SESSION_HEARTBEAT_MS, Math.max(SESSION_HEARTBEAT_MS, Math.ceil((sessions * 1000) / SESSION_HEARTBEATS_PER_S)));
+  return base + Math.floor(random() * (base / 4));
+}
+
+/** A session opening or ending on this controller (liveness-view.ts SessionChange, less the controller). */
+export interface SessionOnController {
+  nodeId: string;
+  session: string;
+  open: boolean;
+  at: Date;
+  /** The session's heartbeat interval. */
+  intervalMs: number;
+}
 
 /** Why a session ended (the metrics' label: skipper_agent_session_events_total). */
 type EndReason = "closed" | "replaced" | "revoked" | "refused" | "failed" | "stalled";
@@ -58,6 +83,8 @@ export interface SessionDeps extends LifecycleDeps {
   sessions: AgentSessions;
   /** Told of every keepalive (liveness is judged from every beat, in memory). */
   onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+  /** Told when the session opens (welcomed) and when it ends. */
+  onSession?: (change: SessionOnController) => void;
 }
 
 /** The live session of each node on this controller; a new one replaces the node's earlier one. */
@@ -116,6 +143,7 @@ export class AgentSession implements RequestSession {
     if (first.value.kind.case !== "hello") throw invalid("a session starts with a hello", { field: "hello" });
     try {
       yield this.welcome(first.value.kind.value);
+      void this.watchCertificate().catch((e: unknown) => this.fail(e));
       const abort = () => this.end();
       signal.addEventListener("abort", abort, { once: true });
       this.cleanups.push(() => signal.removeEventListener("abort", abort));
@@ -188,13 +216,20 @@ export class AgentSession implements RequestSession {
     this.cleanups.push(this.deps.feed.subscribe(nodeId, (o) => this.noticed(o)));
     this.cleanups.push(this.deps.credentialEnds.watch(principal, () => void this.checkCredential()));
     this.deps.sessions.open(this);
+    this.intervalMs = sessionHeartbeatMs(this.deps.sessions.size);
+    this.deps.onSession?.({ nodeId, session: this.id, open: true, at: this.deps.now(), intervalMs: this.intervalMs });
     this.deps.metrics?.sessionEvent("opened");
     this.call.logger.info(
       {
         action: "session_opened",
         result: "ok",
         node_id: nodeId,
-        metadata: { session_id: this.id, agent_version: hello.agentVersion, journal_orders: hello.journalWorkOrderIds.length },
+        metadata: {
+          session_id: this.id,
+          agent_version: hello.agentVersion,
+          journal_orders: hello.journalWorkOrderIds.length,
+          heartbeat_interval_ms: this.intervalMs,
+        },
       },
       "agent session opened",
     );
@@ -203,7 +238,7 @@ export class AgentSession implements RequestSession {
         case: "welcome",
         value: {
           sessionId: this.id,
-          heartbeatIntervalMs: BigInt(SESSION_HEARTBEAT_MS),
+          heartbeatIntervalMs: BigInt(this.intervalMs),
           leaseMs: BigInt(this.deps.leaseMs),
           maxInFlight: MAX_IN_FLIGHT,
           serverTime: timestampFromDate(this.deps.now()),
@@ -281,6 +316,33 @@ export class AgentSession implements RequestSession {
     }
   }
 
+  // A session opened with a client certificate is told CERTIFICATE_RENEWAL_DUE once three
+  // quarters of the certificate's lifetime have passed: skippy renews at two thirds on its own,
+  // so this reaches one whose renewal failed or whose clock is wrong, while the certificate still works.
+  private async watchCertificate(): Promise<void> {
+    const { principal } = this.call;
+    if (principal.kind !== "node" || principal.certificateSerial === undefined) return;
+    const cred = await this.deps.store.getLiveNodeCredential(this.nodeId);
+    const cert = cred?.certificates?.find((c) => c.serial === principal.certificateSerial);
+    if (!cert?.lifetimeMs) return;
+    const dueAt = cert.notAfter.getTime() - cert.lifetimeMs / 4;
+    const tell = () => {
+      const message = `this node's client certificate (serial ${cert.serial}) expires at ${cert.notAfter.toISOString()}: renew it now`;
+      this.send({ case: "notice", value: { kind: SessionNoticeKind.CERTIFICATE_RENEWAL_DUE, message } });
+      this.call.logger.info(
+        { action: "session_notice", result: "CERTIFICATE_RENEWAL_DUE", node_id: this.nodeId, metadata: { session_id: this.id } },
+        "told the agent its certificate is due for renewal",
+      );
+    };
+    const wait = dueAt - this.deps.now().getTime();
+    if (wait <= 0) return tell();
+    // Sessions outlive a timer's range (24.8 days) rarely; the next session looks again.
+    if (wait > 2 ** 31 - 1 || this.ended) return;
+    const timer = setTimeout(tell, wait);
+    timer.unref();
+    this.cleanups.push(() => clearTimeout(timer));
+  }
+
   private async checkCredential(): Promise<void> {
     if (await nodeCredentialHolds(this.deps.store, this.call.principal, this.deps.now())) return;
     const message = "this node's credential has been revoked";
@@ -300,6 +362,9 @@ export class AgentSession implements RequestSession {
     this.deps.metrics?.sessionEvent(`ended_${this.endReason}`);
     for (const c of this.cleanups.splice(0)) c();
     this.deps.sessions.close(this);
+    if (this.nodeId !== "") {
+      this.deps.onSession?.({ nodeId: this.nodeId, session: this.id, open: false, at: this.deps.now(), intervalMs: this.intervalMs });
+    }
     await this.handling.catch(() => undefined);
     await this.pumping;
     for (const [id, pushed] of this.unacked) await this.release(id, pushed);

@@ -7,6 +7,7 @@
 // result) is an answer and the stream stays open; a second hello ends the session.
 import type { WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { NodeTransport } from "../../gen/skipper/v1/resource_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
@@ -135,7 +136,7 @@ async function heartbeat(session: RequestSession, report: HeartbeatRequest | und
   if (report.nodeId !== "" && report.nodeId !== nodeId) {
     throw forbidden(`this session is node ${nodeId}'s, not ${report.nodeId}'s`, { field: "heartbeat.report.node_id" });
   }
-  await session.heartbeats.record(nodeId, { ...report, nodeId }, traceOf(session.call));
+  await session.heartbeats.record(nodeId, { ...report, nodeId }, traceOf(session.call), NodeTransport.SESSION);
   if (report.heartbeatIntervalMs > 0n) session.intervalMs = Number(report.heartbeatIntervalMs);
   return undefined;
 }

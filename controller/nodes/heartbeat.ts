@@ -16,6 +16,7 @@ import type { HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
 import {
   NodeLiveness,
   NodeStatusSchema,
+  NodeTransport,
   ProjectObservationSchema,
   type AgentCounters,
   type ProjectObservation,
@@ -47,8 +48,8 @@ export interface HeartbeatOutcome {
 export interface HeartbeatDeps {
   store: Store;
   now: () => Date;
-  /** Told of every beat (liveness is judged from every one, in memory). */
-  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+  /** Told of every beat (liveness is judged from every one, in memory); `written`: the node is stored online. */
+  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number, written?: boolean) => void;
   /** Told what a beat changed once it is stored (with its node_online event), before the heartbeat event. */
   onRecorded?: (beat: HeartbeatOutcome) => void;
   /** Told of the agent's counters of every beat that carries them, once the beat is recorded. */
@@ -61,8 +62,13 @@ export class HeartbeatRecorder {
 
   constructor(private readonly deps: HeartbeatDeps) {}
 
-  /** Records `req` from `nodeId` (already authorized to speak for itself). */
-  async record(nodeId: string, req: HeartbeatRequest, trace: Trace): Promise<HeartbeatOutcome> {
+  /** Records `req` from `nodeId` (already authorized to speak for itself), which came over `transport`. */
+  async record(
+    nodeId: string,
+    req: HeartbeatRequest,
+    trace: Trace,
+    transport: NodeTransport = NodeTransport.UNARY,
+  ): Promise<HeartbeatOutcome> {
     checkHeartbeat(req);
     const now = this.deps.now();
     const out: HeartbeatOutcome = {
@@ -100,6 +106,7 @@ export class HeartbeatRecorder {
         agentCountersAt: req.agentCounters ? timestampFromDate(now) : before?.agentCountersAt,
         // A beat that lists what runs (even nothing) dates that list; one that could not tell keeps both.
         projectsObservedAt: req.projectsReported ? timestampFromDate(now) : before?.projectsObservedAt,
+        transport,
       });
       intervalMs = status.heartbeatIntervalMs;
       const comparable = before
@@ -126,7 +133,7 @@ export class HeartbeatRecorder {
       node.updatedAt = timestampFromDate(now);
       return node;
     });
-    this.deps.onHeartbeat?.(nodeId, now, Number(intervalMs));
+    this.deps.onHeartbeat?.(nodeId, now, Number(intervalMs), true);
     if (req.agentCounters) this.deps.onAgentCounters?.(nodeId, req.agentCounters, now);
     const ids = { ...trace, resourceType: "node", resourceId: nodeId, nodeId };
     if (out.cameOnline) await recordEvents(this.deps.store, [{ type: "node_online", ...ids }]);

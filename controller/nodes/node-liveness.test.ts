@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { NodeLiveness, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
+import { NodeLiveness, NodeTransport, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { FileStore } from "../store/file/file-store.js";
 import { LivenessMonitor } from "./node-liveness.js";
@@ -28,14 +28,17 @@ describe("liveness after a restart", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const node = (id: string, liveness: NodeLiveness, lastBeat: Date) =>
+  const node = (id: string, liveness: NodeLiveness, lastBeat: Date, transport = NodeTransport.UNARY, intervalMs = 1000n) =>
     store.createResource(
       create(ResourceSchema, {
         id,
         resourceType: "node",
         desiredState: { kind: { case: "node", value: {} } },
         currentState: {
-          kind: { case: "node", value: { liveness, lastHeartbeatAt: timestampFromDate(lastBeat), heartbeatIntervalMs: 1000n } },
+          kind: {
+            case: "node",
+            value: { liveness, lastHeartbeatAt: timestampFromDate(lastBeat), heartbeatIntervalMs: intervalMs, transport },
+          },
         },
       }),
     );
@@ -60,5 +63,52 @@ describe("liveness after a restart", () => {
     expect(events).not.toContain("node_online gone");
     expect(events).not.toContain("node_online slow");
     expect(changes).toBe(0);
+  });
+
+  it("gives nodes last seen on a session the reconnect window after a restart, then marks the silent ones together", async () => {
+    for (let i = 0; i < 150; i++) await node(`s${i}`, NodeLiveness.ONLINE, ago(5_000), NodeTransport.SESSION, 10_000n);
+    let now = NOW;
+    const { logger } = createLogger({ service: "t", stdout: false, level: "silent" });
+    let changes = 0;
+    const monitor = new LivenessMonitor({ store, logger, now: () => now, onChange: () => changes++ });
+    await monitor.check();
+    // Back within the window: online, nothing written.
+    now = new Date(NOW.getTime() + 50_000);
+    monitor.session({ nodeId: "s0", controller: "sole", session: "x", open: true, at: now, intervalMs: 10_000 });
+    await monitor.check();
+    expect(changes).toBe(0);
+    now = new Date(NOW.getTime() + 61_000);
+    await monitor.check();
+    expect(changes).toBe(1);
+    expect(await livenessOfNode("s0")).toBe(NodeLiveness.ONLINE);
+    expect(await livenessOfNode("s1")).toBe(NodeLiveness.DEGRADED);
+    expect(await livenessOfNode("s149")).toBe(NodeLiveness.DEGRADED);
+    const events = (await store.listEvents({ pageSize: 500 })).items.filter((e) => e.type === "node_degraded");
+    expect(events).toHaveLength(149);
+    expect(events[0]?.data?.cause).toBe("controller_restart");
+  });
+
+  it("takes a node offline 15 s after its session ended unless another opened", async () => {
+    await node("n1", NodeLiveness.ONLINE, NOW, NodeTransport.SESSION, 10_000n);
+    await node("n2", NodeLiveness.ONLINE, NOW, NodeTransport.SESSION, 10_000n);
+    let now = NOW;
+    const { logger } = createLogger({ service: "t", stdout: false, level: "silent" });
+    const monitor = new LivenessMonitor({ store, logger, now: () => now, onChange: () => undefined });
+    const session = (nodeId: string, id: string, open: boolean) =>
+      monitor.session({ nodeId, controller: "sole", session: id, open, at: now, intervalMs: 10_000 });
+    session("n1", "a", true);
+    session("n2", "b", true);
+    await monitor.check();
+    now = new Date(NOW.getTime() + 1000);
+    session("n1", "a", false);
+    session("n2", "b", false);
+    session("n2", "c", true); // its agent came back at once
+    now = new Date(NOW.getTime() + 16_100);
+    await monitor.check();
+    expect(await livenessOfNode("n1")).toBe(NodeLiveness.OFFLINE);
+    expect(await livenessOfNode("n2")).toBe(NodeLiveness.ONLINE);
+    const offline = (await store.listEvents({ pageSize: 100 })).items.find((e) => e.type === "node_offline");
+    expect(offline?.resourceId).toBe("n1");
+    expect(offline?.data?.cause).toBe("session_ended");
   });
 });

@@ -1,40 +1,32 @@
-// Node liveness from heartbeat age, measured in the node's own heartbeat intervals: online,
-// degraded after 3 missed intervals, offline after 6. A heartbeat makes a node online at once
-// (node-service.ts); this monitor notices silence, records the change on the node's status with
-// a node_degraded / node_offline event, and has the reconciler look again (work for an offline
-// node waits, and its status says so). It judges from every beat it is told of (seen()); the
+// Node liveness, judged by the leader from every controller's signs of life (liveness-view.ts:
+// sessions open on any controller, heartbeats, the controllers' presence). A heartbeat makes a
+// node online at once (heartbeat.ts); this monitor notices the rest: a session that ended and was
+// not replaced, a controller that vanished with its sessions, silence. Each look collects every
+// node whose liveness changed and writes them together (concurrent writes, which the stores
+// commit in groups, and one batch of node_online / node_degraded / node_offline events), then
+// has the reconciler look again (work for an offline node waits, and its status says so). The
 // node's stored last_heartbeat_at is written on changes and at least every 60 s; reads of a node
-// through the API show the last beat this monitor saw (lastSeen).
+// through the API show the last beat this controller saw (lastSeen).
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
-import { boundHeartbeatInterval } from "../../common/heartbeat-interval.js";
+import { NodeLiveness, NodeTransport } from "../../gen/skipper/v1/resource_pb.js";
 import { isSkipperError } from "../base/errors.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
 import type { Logger } from "../../common/logging/logger.js";
-import { recordEvents, type EventType } from "../events/event-recorder.js";
+import { recordEvents, type EventInput, type EventType } from "../events/event-recorder.js";
 import { Periodic } from "../base/periodic.js";
+import { LivenessView, RECONNECT_INTERVAL_MS, livenessOf, type SessionChange, type Sign } from "./liveness-view.js";
 
-/** Interval assumed for agents that do not report theirs (the agent's default poll). */
-export const DEFAULT_HEARTBEAT_MS = 5000;
-export const DEGRADED_AFTER = 3;
-export const OFFLINE_AFTER = 6;
-
-/** The liveness a heartbeat at `last` implies at `now` (intervals within bounds); UNSPECIFIED before any heartbeat. */
-export function livenessOf(last: Date | undefined, intervalMs: number, now: Date): NodeLiveness {
-  if (!last) return NodeLiveness.UNSPECIFIED;
-  // Bounded here too: an interval stored before heartbeats were checked may be anything.
-  const missed = (now.getTime() - last.getTime()) / (intervalMs > 0 ? boundHeartbeatInterval(intervalMs) : DEFAULT_HEARTBEAT_MS);
-  if (missed > OFFLINE_AFTER) return NodeLiveness.OFFLINE;
-  if (missed > DEGRADED_AFTER) return NodeLiveness.DEGRADED;
-  return NodeLiveness.ONLINE;
-}
+export { DEFAULT_HEARTBEAT_MS, DEGRADED_AFTER, OFFLINE_AFTER, livenessOf } from "./liveness-view.js";
 
 const EVENT: Partial<Record<NodeLiveness, EventType>> = {
   [NodeLiveness.ONLINE]: "node_online",
   [NodeLiveness.DEGRADED]: "node_degraded",
   [NodeLiveness.OFFLINE]: "node_offline",
 };
+
+/** Node writes one look makes at once (the stores group concurrent commits). */
+const WRITES_AT_ONCE = 64;
 
 export interface LivenessDeps {
   store: Store;
@@ -43,18 +35,19 @@ export interface LivenessDeps {
   /** Called after any node changed liveness. */
   onChange: () => void;
   everyMs?: number;
+  /** This controller's id (its own sessions' controller is always there). */
+  controllerId?: string;
 }
 
 export class LivenessMonitor {
   private readonly periodic: Periodic;
-  // node id -> what its liveness is computed from, as last stored. Loaded from the store at
-  // start and kept current by heartbeats (seen()), so a check is arithmetic over a map, not a
-  // read of every node.
-  private readonly beats = new Map<string, { at: number; intervalMs: number; liveness: NodeLiveness }>();
+  /** Every controller's signs of life, kept by every controller (the one that leads judges). */
+  readonly view: LivenessView;
   private loaded = false;
 
   constructor(private readonly deps: LivenessDeps) {
     this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
+    this.view = new LivenessView(deps.controllerId ?? "sole", deps.now);
   }
 
   start(): void {
@@ -65,64 +58,82 @@ export class LivenessMonitor {
     return this.periodic.stop();
   }
 
-  /** A heartbeat was stored for the node (it is online as of `at`). */
-  seen(nodeId: string, at: Date, intervalMs: number): void {
-    this.beats.set(nodeId, { at: at.getTime(), intervalMs, liveness: NodeLiveness.ONLINE });
+  /** A heartbeat of the node at `at`; `written`: this controller stored it online (a full report). */
+  seen(nodeId: string, at: Date, intervalMs: number, written = false): void {
+    this.view.beat(nodeId, at, intervalMs, written ? NodeLiveness.ONLINE : undefined);
   }
 
-  /** When the node's last heartbeat arrived, as this process saw it (newer than the stored one). */
+  /** A session of the node opened or ended (here, or relayed). */
+  session(change: SessionChange): void {
+    this.view.session(change);
+  }
+
+  /** When the node's last sign arrived, as this process saw it (newer than the stored one). */
   lastSeen(nodeId: string): Date | undefined {
-    const b = this.beats.get(nodeId);
-    return b ? new Date(b.at) : undefined;
+    const s = this.view.get(nodeId);
+    return s?.cause === "heartbeat" || s?.holder ? new Date(s.at) : undefined;
   }
 
-  /** One look at every node; records the ones whose liveness changed. */
+  /** One look at every node; records the ones whose liveness changed, together. */
   async check(): Promise<void> {
     if (!this.loaded) await this.load();
     const now = this.deps.now();
-    let changed = false;
-    for (const [nodeId, b] of this.beats) {
-      if (livenessOf(new Date(b.at), b.intervalMs, now) === b.liveness) continue;
-      if (await this.update(nodeId, now)) changed = true;
+    const due = this.view.due(now);
+    if (due.length === 0) return;
+    const events: EventInput[] = [];
+    for (let i = 0; i < due.length; i += WRITES_AT_ONCE) {
+      const slice = due.slice(i, i + WRITES_AT_ONCE);
+      const written = await Promise.all(slice.map((d) => this.update(d.nodeId, d.sign, d.next, now)));
+      for (const e of written) if (e) events.push(e);
     }
-    if (changed) this.deps.onChange();
+    if (events.length === 0) return;
+    await recordEvents(this.deps.store, events);
+    this.deps.onChange();
   }
 
   private async load(): Promise<void> {
+    const now = this.deps.now().getTime();
     for await (const node of eachScannedResource(this.deps.store, { resourceType: "node" })) {
       const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
-      if (st?.lastHeartbeatAt && !this.beats.has(node.id)) {
-        // A stored heartbeat time can lag the last beat (quiet beats are written at most every
-        // 60 s), and none arrived while this controller was down: judge online nodes from no
-        // earlier than now, so a restart does not mark live nodes degraded before they can beat
-        // again. A node already degraded or offline keeps its last beat: only a heartbeat
-        // brings it back (a restart used to mark offline nodes online, with a node_online event).
-        const stored = timestampDate(st.lastHeartbeatAt).getTime();
-        const at = st.liveness === NodeLiveness.ONLINE ? Math.max(stored, this.deps.now().getTime()) : stored;
-        this.beats.set(node.id, { at, intervalMs: Number(st.heartbeatIntervalMs), liveness: st.liveness });
-      }
+      if (!st?.lastHeartbeatAt) continue;
+      // A stored heartbeat time can lag the last beat (quiet beats are written at most every
+      // 60 s), and none arrived while this controller was down: judge online nodes from no
+      // earlier than now, so a restart does not mark live nodes degraded before they can come
+      // back; a node that was on a session gets the fleet's reconnect window. A node already
+      // degraded or offline keeps its last beat: only a sign of life brings it back.
+      const stored = timestampDate(st.lastHeartbeatAt).getTime();
+      const online = st.liveness === NodeLiveness.ONLINE;
+      const onSession = st.transport === NodeTransport.SESSION;
+      this.view.loaded(node.id, {
+        at: online ? Math.max(stored, now) : stored,
+        intervalMs: online && onSession ? RECONNECT_INTERVAL_MS : Number(st.heartbeatIntervalMs),
+        stored: st.liveness,
+        cause: online && onSession ? "controller_restart" : "heartbeat",
+      });
     }
     this.loaded = true;
   }
 
-  private async update(nodeId: string, now: Date): Promise<boolean> {
+  // Writes `next` under the node's lock, unless what is stored says otherwise: a heartbeat stored
+  // after the sign (by another controller, or one this one has not heard of) is judged instead.
+  // Returns the event to record.
+  private async update(nodeId: string, sign: Sign, next: NodeLiveness, now: Date): Promise<EventInput | undefined> {
     let from = NodeLiveness.UNSPECIFIED;
-    let next = NodeLiveness.UNSPECIFIED;
-    let last: Date | undefined;
     let wrote = false;
     try {
-      // Recomputed under the node's lock from what is stored: a heartbeat that landed meanwhile wins.
       await this.deps.store.updateResource("node", nodeId, (cur) => {
         const s = cur.currentState?.kind.case === "node" ? cur.currentState.kind.value : undefined;
         if (!s?.lastHeartbeatAt || cur.deletion) {
-          this.beats.delete(nodeId);
+          this.view.forget(nodeId);
           return cur;
         }
-        // The latest beat this controller saw (the stored time may lag it), never older than stored.
-        const seenAt = Math.max(this.beats.get(nodeId)?.at ?? 0, timestampDate(s.lastHeartbeatAt).getTime());
-        last = new Date(seenAt);
-        next = livenessOf(last, Number(s.heartbeatIntervalMs), now);
-        this.beats.set(nodeId, { at: seenAt, intervalMs: Number(s.heartbeatIntervalMs), liveness: next });
+        const storedAt = timestampDate(s.lastHeartbeatAt).getTime();
+        if (!sign.holder && storedAt > sign.at) {
+          const interval = Number(s.heartbeatIntervalMs);
+          this.view.beat(nodeId, new Date(storedAt), interval);
+          next = livenessOf(new Date(storedAt), interval, now);
+        }
+        this.view.storedAs(nodeId, next);
         if (next === s.liveness) return cur;
         from = s.liveness;
         s.liveness = next;
@@ -132,30 +143,31 @@ export class LivenessMonitor {
       });
     } catch (e) {
       if (isSkipperError(e) && e.code === "RESOURCE_NOT_FOUND") {
-        this.beats.delete(nodeId);
-        return false;
+        this.view.forget(nodeId);
+        return undefined;
       }
       throw e;
     }
-    if (!wrote) return false;
+    if (!wrote) return undefined;
     const type = EVENT[next];
-    if (type) {
-      const trace = { requestId: `liveness-${nodeId}-${now.getTime()}`, correlationId: `liveness-${nodeId}` };
-      await recordEvents(this.deps.store, [
-        {
-          type,
-          ...trace,
-          resourceType: "node",
-          resourceId: nodeId,
-          nodeId,
-          data: { from: NodeLiveness[from] ?? "", to: NodeLiveness[next] ?? "", last_heartbeat_at: last!.toISOString() },
-        },
-      ]);
-    }
     this.deps.logger.warn(
-      { action: type ?? "node_liveness", result: NodeLiveness[next], node_id: nodeId },
-      `node ${nodeId} is ${NodeLiveness[next]?.toLowerCase()}`,
+      { action: type ?? "node_liveness", result: NodeLiveness[next], node_id: nodeId, metadata: { cause: sign.cause } },
+      `node ${nodeId} is ${NodeLiveness[next]?.toLowerCase()} (${sign.cause.replaceAll("_", " ")})`,
     );
-    return true;
+    if (!type) return undefined;
+    return {
+      type,
+      requestId: `liveness-${nodeId}-${now.getTime()}`,
+      correlationId: `liveness-${nodeId}`,
+      resourceType: "node",
+      resourceId: nodeId,
+      nodeId,
+      data: {
+        from: NodeLiveness[from] ?? "",
+        to: NodeLiveness[next] ?? "",
+        cause: sign.cause,
+        last_sign_at: new Date(sign.at).toISOString(),
+      },
+    };
   }
 }

@@ -93,6 +93,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     start: () => leadership.start(),
     coordination,
     close: async () => {
+      deps.closeRelays();
       await leadership.stop();
       await snapshots.flush();
       await coordination.close();

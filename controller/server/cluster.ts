@@ -4,6 +4,10 @@
 //   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
 // - "order": an order that became pending reaches the watch streams its node holds on any of them.
 // - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
+// - "session": agent sessions opening and ending anywhere reach every liveness view; "presence":
+//   each controller says every second that it is there (one that stops has lost its sessions);
+//   "session-sync": a controller heard from for the first time (or again, after it lapsed) is
+//   asked for the sessions it holds, and answers on "session".
 // - "credential": a credential that ended or changed anywhere reaches the streams it opened on
 //   any controller (auth/credential-ends.ts), which then ask the store whether it still holds.
 // Messages are batched (what one turn of the event loop raised; heartbeats over HEARTBEAT_BATCH_MS,
@@ -20,6 +24,9 @@ import type { ReconcileQueue } from "../reconcile/triggers.js";
 import type { Coordination } from "../store/coordination.js";
 import { MAX_MESSAGE_BYTES } from "../store/postgres/pg-coordination.js";
 import type { WorkOrderStore } from "../store/store.js";
+import type { LivenessView, SessionChange } from "../nodes/liveness-view.js";
+import { PRESENCE_MS } from "../nodes/liveness-view.js";
+import type { SessionOnController } from "../dispatch/agent-session.js";
 
 // Heartbeats wait this long to share a message: thousands arrive each second, and liveness is
 // judged in seconds.
@@ -166,18 +173,92 @@ export function relayCredentialEnds(coordination: Coordination, ends: Credential
 /** Relays heartbeats seen here to the others' liveness views, and theirs to `seen`. */
 export function relayHeartbeats(
   coordination: Coordination,
-  seen: (nodeId: string, at: Date, intervalMs: number) => void,
-): (nodeId: string, at: Date, intervalMs: number) => void {
+  seen: (nodeId: string, at: Date, intervalMs: number, written?: boolean) => void,
+): (nodeId: string, at: Date, intervalMs: number, written?: boolean) => void {
   const out = new Batcher<[string, number, number]>(coordination, "heartbeat", HEARTBEAT_BATCH_MS, (beat) => beat[0]);
   coordination.subscribe("heartbeat", (message) => {
     for (const b of parseList<[string, number, number]>(message)) {
       if (Array.isArray(b) && typeof b[0] === "string" && Number.isFinite(b[1]) && Number.isFinite(b[2])) seen(b[0], new Date(b[1]), b[2]);
     }
   });
-  return (nodeId, at, intervalMs) => {
-    seen(nodeId, at, intervalMs);
+  return (nodeId, at, intervalMs, written) => {
+    seen(nodeId, at, intervalMs, written);
     out.push([nodeId, at.getTime(), intervalMs]);
   };
+}
+
+// A session change as it travels: [node, controller, session, open (1) or ended (0), at ms, interval ms].
+type SessionItem = [string, string, string, number, number, number];
+
+function sessionItem(c: SessionChange): SessionItem {
+  return [c.nodeId, c.controller, c.session, c.open ? 1 : 0, c.at.getTime(), c.intervalMs];
+}
+
+function sessionChange(i: unknown): SessionChange | undefined {
+  if (!Array.isArray(i) || i.length !== 6) return undefined;
+  const [nodeId, controller, session, open, at, intervalMs] = i as unknown[];
+  if (typeof nodeId !== "string" || typeof controller !== "string" || typeof session !== "string") return undefined;
+  if (!Number.isFinite(at) || !Number.isFinite(intervalMs)) return undefined;
+  return { nodeId, controller, session, open: open === 1, at: new Date(at as number), intervalMs: intervalMs as number };
+}
+
+/**
+ * Sessions and presence: the sessions opened and ended here go to `view` and to the other
+ * controllers' views, theirs come to `view`; this controller says it is there every PRESENCE_MS.
+ * Returns what the sessions of this controller call, and a stop for the presence timer.
+ */
+export function relaySessions(
+  coordination: Coordination,
+  view: () => LivenessView | undefined,
+): { onSession: (c: SessionOnController) => void; stop: () => void } {
+  const self = coordination.controllerId;
+  const out = new Batcher<SessionItem>(coordination, "session", 0, (i) => `${i[0]}/${i[2]}`);
+  coordination.subscribe("session", (message) => {
+    for (const item of parseArrays(message)) {
+      const c = sessionChange(item);
+      if (c && c.controller !== self) view()?.session(c);
+    }
+  });
+  coordination.subscribe("presence", (message) => {
+    for (const p of parseList<{ c: string }>(message)) {
+      if (typeof p.c !== "string" || p.c === self) continue;
+      const v = view();
+      if (!v) continue;
+      // Heard for the first time, or again after it lapsed: it may hold sessions this view lacks.
+      const known = v.alive(p.c);
+      v.present(p.c, new Date());
+      if (!known) coordination.broadcast("session-sync", JSON.stringify([{ c: p.c }]));
+    }
+  });
+  coordination.subscribe("session-sync", (message) => {
+    if (!parseList<{ c: string }>(message).some((r) => r.c === self)) return;
+    for (const c of view()?.heldHere() ?? []) out.push(sessionItem(c));
+  });
+  const presence = setInterval(() => {
+    try {
+      coordination.broadcast("presence", JSON.stringify([{ c: self }]));
+    } catch {
+      // best effort, as every message (the top of this file)
+    }
+  }, PRESENCE_MS);
+  presence.unref();
+  return {
+    onSession: (c) => {
+      const change = { ...c, controller: self };
+      view()?.session(change);
+      out.push(sessionItem(change));
+    },
+    stop: () => clearInterval(presence),
+  };
+}
+
+function parseArrays(message: string): unknown[] {
+  try {
+    const v: unknown = JSON.parse(message);
+    return Array.isArray(v) ? v.filter((x) => Array.isArray(x)) : [];
+  } catch {
+    return [];
+  }
 }
 
 function parseList<T>(message: string): T[] {

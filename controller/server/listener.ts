@@ -44,6 +44,15 @@ export interface ConnectionLimits {
   requestBodyMs: number;
   /** An HTTP/2 connection with no stream activity for this long is closed. */
   sessionIdleMs: number;
+  /**
+   * The idle limit of an RPC whose request is a stream (an agent's session) instead of
+   * requestIdleMs: its keepalives come every heartbeat interval, which grows with the fleet (up to
+   * 225 s: agent-session.ts); a dead peer is found sooner by the connection's pings.
+   */
+  streamIdleMs: number;
+  /** Every HTTP/2 connection is pinged this often; one that does not answer within pingTimeoutMs is closed. 0: no pings. */
+  pingIntervalMs: number;
+  pingTimeoutMs: number;
   /** Concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
   maxConcurrentStreams: number;
   /** Open connections one client address may hold; more are closed as they arrive. 0: no cap. */
@@ -78,6 +87,9 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   requestIdleMs: 60_000,
   requestBodyMs: 65_000,
   sessionIdleMs: 300_000,
+  streamIdleMs: 600_000,
+  pingIntervalMs: 20_000,
+  pingTimeoutMs: 10_000,
   maxConcurrentStreams: 100,
   maxConnectionsPerAddress: 512,
   maxConnections: 10_000,
@@ -153,7 +165,7 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
       maxConcurrentStreams: vouching ? Math.min(limits.unvouchedStreams, limits.maxConcurrentStreams) : limits.maxConcurrentStreams,
     },
   };
-  const watched = idleLimited(handler, limits.requestIdleMs, limits.requestBodyMs);
+  const watched = idleLimited(handler, limits.requestIdleMs, limits.streamIdleMs, limits.requestBodyMs);
   const track = sessionTracker(limits, sessions);
   const ticketKey = opts.tls?.ticketKey;
   const server = opts.tls
@@ -212,11 +224,33 @@ function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp
       };
     }
     s.setTimeout(limits.sessionIdleMs, () => s.close());
+    const pings = pinged(s, limits.pingIntervalMs, Math.min(limits.pingTimeoutMs, limits.pingIntervalMs));
     s.on("close", () => {
+      clearInterval(pings);
       sessions.delete(s);
       releaseIdleTimer(s);
     });
   };
+}
+
+// Pings `s` every `everyMs` and closes it when an answer does not come within `timeoutMs`: a
+// peer that vanished without a word (a host powered off, a network cut, a frozen process) ends
+// its agent's session within everyMs + timeoutMs, and so its node's liveness (liveness-view.ts).
+function pinged(s: http2.ServerHttp2Session, everyMs: number, timeoutMs: number): NodeJS.Timeout | undefined {
+  if (everyMs <= 0) return undefined;
+  const timer = setInterval(() => {
+    if (s.closed || s.destroyed) return;
+    const deadline = setTimeout(() => s.destroy(), timeoutMs);
+    deadline.unref();
+    try {
+      // Called with the answer, or with an error once the session is gone.
+      if (!s.ping(() => clearTimeout(deadline))) clearTimeout(deadline);
+    } catch {
+      clearTimeout(deadline);
+    }
+  }, everyMs);
+  timer.unref();
+  return timer;
 }
 
 // Node (20.x) closes a session by marking it destroyed and then calling setTimeout(0), which
@@ -371,14 +405,15 @@ function connectionAdmission(
 // way for `idleMs`: a body that stalls half-way, a client that vanished. Long streams stay open as
 // long as something flows (the watch stream's keepalive), but only once their request has ended:
 // a request still sending its body `bodyMs` after it arrived is closed whatever it sends.
-function idleLimited(handler: RequestHandler, idleMs: number, bodyMs: number): RequestHandler {
+function idleLimited(handler: RequestHandler, idleMs: number, streamIdleMs: number, bodyMs: number): RequestHandler {
   return (req, res) => {
-    req.setTimeout(idleMs, () => {
+    const streamed = isStreamedRequest(req.url);
+    req.setTimeout(streamed ? streamIdleMs : idleMs, () => {
       const stream = (req as http2.Http2ServerRequest).stream;
       if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
       else (req as http.IncomingMessage).socket.destroy();
     });
-    if (bodyMs > 0 && !isStreamedRequest(req.url)) {
+    if (bodyMs > 0 && !streamed) {
       const timer = setTimeout(() => endUnfinished(req, res), bodyMs);
       const clear = () => clearTimeout(timer);
       req.once("end", clear);

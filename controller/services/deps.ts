@@ -9,7 +9,7 @@ import type { Reconciler } from "../reconcile/reconciler.js";
 import type { ReconcileTriggers } from "../reconcile/triggers.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
-import type { AgentSessions } from "../dispatch/agent-session.js";
+import type { AgentSessions, SessionOnController } from "../dispatch/agent-session.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
@@ -30,8 +30,10 @@ export interface ServiceDeps {
   locks: Pick<KeyedLock, "run">;
   /** Writes tenant and (coalesced) system snapshots after deployments finish. */
   snapshots: SnapshotWriter;
-  /** Told of every stored heartbeat (node liveness is judged from them). */
-  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number) => void;
+  /** Told of every heartbeat (node liveness is judged from them); `written`: the node is stored online. */
+  onHeartbeat?: (nodeId: string, at: Date, intervalMs: number, written?: boolean) => void;
+  /** Told of every agent session opening or ending here (a node on a session is online while it is open). */
+  onSession?: (change: SessionOnController) => void;
   /** The last heartbeat this process saw from a node (the stored time may lag up to a minute). */
   lastHeartbeat?: (nodeId: string) => Date | undefined;
   /** Orders that became pending, for WatchWorkOrders streams. */

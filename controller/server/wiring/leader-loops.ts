@@ -17,7 +17,14 @@ export type LoopOptions = Pick<
 /** Builds the leader's loops (none started); `liveness` also judges the heartbeats this controller stores. */
 export function leaderLoops(deps: ServiceDeps, opts: LoopOptions): { liveness: LivenessMonitor; loops: Array<LeaderLoop | undefined> } {
   const { store, logger, now, snapshots, records, feed, triggers, keyRing } = deps;
-  const liveness = new LivenessMonitor({ store, logger, now, onChange: () => triggers.nodesChanged(), everyMs: opts.livenessCheckMs });
+  const liveness = new LivenessMonitor({
+    store,
+    logger,
+    now,
+    onChange: () => triggers.nodesChanged(),
+    everyMs: opts.livenessCheckMs,
+    controllerId: deps.coordination.controllerId,
+  });
   const leaseCheckMs = Math.min(1000, Math.max(50, Math.floor(deps.leaseMs / 4)));
   const leases = new LeaseMonitor({ store, logger, now, snapshots, records, feed, triggers, leaseMs: deps.leaseMs, everyMs: leaseCheckMs });
   const history = new HistoryRetention({

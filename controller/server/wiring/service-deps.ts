@@ -2,25 +2,27 @@
 // whether controllers share the store: credential ends and heartbeats are relayed to the others.
 import type { ServiceDeps } from "../../services/deps.js";
 import { CredentialEnds } from "../../auth/credential-ends.js";
-import { relayCredentialEnds, relayHeartbeats } from "../cluster.js";
+import { relayCredentialEnds, relayHeartbeats, relaySessions } from "../cluster.js";
 import type { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { VERSION } from "../../base/version.js";
 import { AgentSessions } from "../../dispatch/agent-session.js";
 
 export type ServiceDepsParts = Omit<
   ServiceDeps,
-  "startedAt" | "version" | "credentialEnds" | "sessions" | "onHeartbeat" | "lastHeartbeat"
+  "startedAt" | "version" | "credentialEnds" | "sessions" | "onHeartbeat" | "onSession" | "lastHeartbeat"
 > & {
   /** The liveness monitor, once it is built (heartbeats before then are not counted). */
   liveness: () => LivenessMonitor | undefined;
 };
 
-/** The services' dependencies; this controller's start is now. */
-export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDeps {
+/** The services' dependencies; this controller's start is now. `closeRelays` stops what it says to the others. */
+export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDeps & { closeRelays(): void } {
   const { coordination } = parts;
   const credentialEnds = new CredentialEnds();
   if (coordination.shared) relayCredentialEnds(coordination, credentialEnds);
-  const seen = (nodeId: string, at: Date, intervalMs: number) => liveness()?.seen(nodeId, at, intervalMs);
+  const seen = (nodeId: string, at: Date, intervalMs: number, written?: boolean) => liveness()?.seen(nodeId, at, intervalMs, written);
+  const sessionRelay = coordination.shared ? relaySessions(coordination, () => liveness()?.view) : undefined;
+  const self = coordination.controllerId;
   const sessions = new AgentSessions();
   parts.metrics.countSessions(() => sessions.size);
   return {
@@ -30,6 +32,8 @@ export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDe
     credentialEnds,
     sessions,
     onHeartbeat: coordination.shared ? relayHeartbeats(coordination, seen) : seen,
+    onSession: sessionRelay?.onSession ?? ((c) => liveness()?.session({ ...c, controller: self })),
+    closeRelays: () => sessionRelay?.stop(),
     lastHeartbeat: (nodeId) => liveness()?.lastSeen(nodeId),
   };
 }
