@@ -10,7 +10,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
-import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { NodeService, SessionNoticeKind } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
@@ -21,6 +21,7 @@ import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { newKeyRequest } from "../agent/identity.js";
 import { startController, type TestController } from "./helpers/controller.js";
 import { rpcError } from "./helpers/errors.js";
+import { openSession } from "./helpers/session-client.js";
 
 let tc: TestController;
 
@@ -248,6 +249,35 @@ describe("enrollment", () => {
     };
     const e = await rpcError(ended());
     expect([e.code, e.message]).toEqual(["UNAUTHORIZED", "the credential of this watch has been revoked"]);
+  });
+
+  it("a session opened with a certificate is told CERTIFICATE_RENEWAL_DUE once three quarters of its life passed, unless the node renewed", async () => {
+    // Certificates of 10 s: due at 7.5 s. One node renews at once (enrolled first, so its due
+    // time comes first); the other does not.
+    const fresh = await enroll("edge-renewed", await token({ certificateTtl: { seconds: 10n } }));
+    const stale = await enroll("edge-due", await token({ certificateTtl: { seconds: 10n } }));
+    const open = (nodeId: string, cert: { certPem: string; keyPem: string }) => {
+      const s = openSession(withCert(NodeService, cert), 20_000);
+      s.send({ case: "hello", value: { nodeId, agentVersion: "test", journalWorkOrderIds: [] } });
+      return s;
+    };
+    const renewed = open("edge-renewed", fresh);
+    const due = open("edge-due", stale);
+    await renewed.next("the welcome", (m) => (m.kind.case === "welcome" ? true : undefined));
+    const again = await newKeyRequest("edge-renewed");
+    await withCert(EnrollmentService, fresh).renewNodeCertificate({ nodeId: "edge-renewed", csrPem: again.csrPem });
+    const notice = await due.next("the renewal notice", (m) => (m.kind.case === "notice" ? m.kind.value : undefined));
+    expect(notice.kind).toBe(SessionNoticeKind.CERTIFICATE_RENEWAL_DUE);
+    expect(notice.message).toContain("renew it now");
+    expect(Date.now()).toBeLessThan(Number(stale.notAfter!.seconds) * 1000);
+    // The renewed node's session passed its due time first and was told nothing: an answer asked
+    // for now comes with no notice before it.
+    const from = renewed.received.length;
+    renewed.send({ case: "ack", value: { workOrderId: "no-such-order", fencingToken: 1n } });
+    await renewed.next("the refused ack", (m) => (m.kind.case === "answer" ? true : undefined), from);
+    expect(renewed.received.some((m) => m.kind.case === "notice")).toBe(false);
+    due.close();
+    renewed.close();
   });
 
   it("a node calls the REST routes with its certificate too", async () => {

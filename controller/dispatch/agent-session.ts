@@ -317,16 +317,22 @@ export class AgentSession implements RequestSession {
   }
 
   // A session opened with a client certificate is told CERTIFICATE_RENEWAL_DUE once three
-  // quarters of the certificate's lifetime have passed: skippy renews at two thirds on its own,
-  // so this reaches one whose renewal failed or whose clock is wrong, while the certificate still works.
+  // quarters of the certificate's lifetime have passed and the node holds no newer one: skippy
+  // renews at two thirds on its own, so this reaches one whose renewal failed or whose clock is
+  // wrong, while the certificate still works.
   private async watchCertificate(): Promise<void> {
     const { principal } = this.call;
     if (principal.kind !== "node" || principal.certificateSerial === undefined) return;
-    const cred = await this.deps.store.getLiveNodeCredential(this.nodeId);
-    const cert = cred?.certificates?.find((c) => c.serial === principal.certificateSerial);
+    const cert = (await this.deps.store.getLiveNodeCredential(this.nodeId))?.certificates?.find(
+      (c) => c.serial === principal.certificateSerial,
+    );
     if (!cert?.lifetimeMs) return;
-    const dueAt = cert.notAfter.getTime() - cert.lifetimeMs / 4;
-    const tell = () => {
+    const wait = cert.notAfter.getTime() - cert.lifetimeMs / 4 - this.deps.now().getTime();
+    // Sessions outlive a timer's range (24.8 days) rarely; the next session looks again.
+    if (wait > 2 ** 31 - 1 || this.ended) return;
+    const tell = async () => {
+      const held = (await this.deps.store.getLiveNodeCredential(this.nodeId))?.certificates ?? [];
+      if (held.some((c) => c.notAfter > cert.notAfter)) return; // renewed already
       const message = `this node's client certificate (serial ${cert.serial}) expires at ${cert.notAfter.toISOString()}: renew it now`;
       this.send({ case: "notice", value: { kind: SessionNoticeKind.CERTIFICATE_RENEWAL_DUE, message } });
       this.call.logger.info(
@@ -334,11 +340,7 @@ export class AgentSession implements RequestSession {
         "told the agent its certificate is due for renewal",
       );
     };
-    const wait = dueAt - this.deps.now().getTime();
-    if (wait <= 0) return tell();
-    // Sessions outlive a timer's range (24.8 days) rarely; the next session looks again.
-    if (wait > 2 ** 31 - 1 || this.ended) return;
-    const timer = setTimeout(tell, wait);
+    const timer = setTimeout(() => void tell().catch((e: unknown) => this.fail(e)), Math.max(0, wait));
     timer.unref();
     this.cleanups.push(() => clearTimeout(timer));
   }
