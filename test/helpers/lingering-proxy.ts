@@ -13,6 +13,11 @@ export interface LingeringProxy {
   readonly lingering: number;
   /** Resets the held server sides, as the network finally would; returns how many. */
   release(): number;
+  /**
+   * The path drops now for every open connection: nothing more passes either way, and neither
+   * side hears of it (both stay open and silent); returns how many connections froze.
+   */
+  freeze(): number;
   close(): Promise<void>;
 }
 
@@ -20,9 +25,12 @@ export interface LingeringProxy {
 export async function startLingeringProxy(target: { host: string; port: number }): Promise<LingeringProxy> {
   const held = new Set<net.Socket>();
   const open = new Set<net.Socket>();
+  const pairs = new Map<net.Socket, net.Socket>();
   const server = net.createServer((client) => {
     const upstream = net.connect(target.port, target.host);
     open.add(client).add(upstream);
+    pairs.set(client, upstream);
+    client.on("close", () => pairs.delete(client));
     // Not ended with the client: its end must not reach the server.
     client.pipe(upstream, { end: false });
     upstream.pipe(client);
@@ -48,6 +56,17 @@ export async function startLingeringProxy(target: { host: string; port: number }
     port,
     get lingering() {
       return held.size;
+    },
+    freeze() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+      const n = pairs.size;
+      pairs.clear();
+      return n;
     },
     release() {
       const n = held.size;
