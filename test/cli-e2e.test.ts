@@ -201,6 +201,11 @@ describe.skipIf(!dockerHost)("the skipper CLI end to end (built CLI, controller 
     const nodes = await cli(["nodes"]);
     expect(nodes.stdout).toMatch(new RegExp(`^${NODE}\\s+ONLINE\\s+env=cli\\s+\\S+\\s+\\d+s$`, "m"));
 
+    // Its agent holds a session (skippy's default): the node says so.
+    const node = await cli(["describe", "node", NODE]);
+    expect(node.code, show(node)).toBe(0);
+    expect(node.stdout).toMatch(/^\s+Agent:\s+\S+ \(up \d+s, on a session, beats every \d+(\.\d+)?s\)$/m);
+
     const described = await cli(["describe", "tenant", TENANT]);
     expect(described.code, show(described)).toBe(0);
     expect(described.stdout).toMatch(/^Convergence:\s+CONVERGED/m);

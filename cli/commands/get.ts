@@ -13,6 +13,7 @@ import {
   ResourceStatusSchema,
   ResourceSchema,
   type Resource,
+  NodeTransport,
 } from "../../gen/skipper/v1/resource_pb.js";
 import { redact } from "../../common/logging/redact.js";
 import { livenessName } from "../../common/node-liveness-name.js";
@@ -214,7 +215,7 @@ function observed(r: Resource): string[] {
     const caps = n.capabilities;
     const out = [
       `  Liveness:   ${livenessName(n.liveness)} (last heartbeat ${when(n.lastHeartbeatAt)}, ${age(n.lastHeartbeatAt)} ago)`,
-      `  Agent:      ${n.agentVersion || "-"} (up ${n.uptimeSeconds}s)`,
+      `  Agent:      ${n.agentVersion || "-"} (up ${n.uptimeSeconds}s, ${transportName(n.transport)}, beats every ${Number(n.heartbeatIntervalMs) / 1000}s)`,
       `  Engine:     docker ${caps?.dockerVersion || "-"}, compose ${caps?.composeVersion || "-"}, ${caps?.os || "?"}/${caps?.arch || "?"}`,
       `  Reported labels: ${labels(n.labels)}`,
       `  Commands:   ${caps?.allowedCommands.join(", ") || "-"}`,
@@ -252,4 +253,11 @@ function indent(text: string, n = 2): string {
     .split("\n")
     .map((l) => `${" ".repeat(n)}${l}`)
     .join("\n");
+}
+
+/** How the agent talks to the controller, as `skipper get node` says it. */
+function transportName(t: NodeTransport): string {
+  if (t === NodeTransport.SESSION) return "on a session";
+  if (t === NodeTransport.UNARY) return "polling";
+  return "transport unknown";
 }
