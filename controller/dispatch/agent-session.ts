@@ -98,6 +98,17 @@ export class AgentSessions {
     before?.replacedBy(session.id);
   }
 
+  /**
+   * A session of a node opened on another controller at `at`: the node's session here, if it
+   * opened before that, is replaced (an agent holds one connection, so this one is a leftover:
+   * half-open, or cut and not yet noticed), and its unacknowledged pushes are released at once.
+   */
+  openedElsewhere(nodeId: string, sessionId: string, controller: string, at: Date): void {
+    const here = this.byNode.get(nodeId);
+    if (!here || here.openedAt > at.getTime()) return;
+    here.replacedBy(`${sessionId} (on controller ${controller})`);
+  }
+
   /** Forgets `session` (unless another replaced it already). */
   close(session: AgentSession): void {
     if (this.byNode.get(session.nodeId) === session) this.byNode.delete(session.nodeId);
@@ -119,6 +130,8 @@ export class AgentSession implements RequestSession {
   readonly held = new Map<string, bigint>();
   /** The heartbeat interval of the last full report (keepalives count for liveness with it). */
   intervalMs = 0;
+  /** When it was welcomed (ms since the epoch, the deps' clock). */
+  openedAt = 0;
   private readonly outbox: SessionResponse[] = [];
   private wake: (() => void) | undefined;
   private ended = false;
@@ -217,7 +230,9 @@ export class AgentSession implements RequestSession {
     this.cleanups.push(this.deps.credentialEnds.watch(principal, () => void this.checkCredential()));
     this.deps.sessions.open(this);
     this.intervalMs = sessionHeartbeatMs(this.deps.sessions.size);
-    this.deps.onSession?.({ nodeId, session: this.id, open: true, at: this.deps.now(), intervalMs: this.intervalMs });
+    const at = this.deps.now();
+    this.openedAt = at.getTime();
+    this.deps.onSession?.({ nodeId, session: this.id, open: true, at, intervalMs: this.intervalMs });
     this.deps.metrics?.sessionEvent("opened");
     this.call.logger.info(
       {

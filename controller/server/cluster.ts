@@ -4,7 +4,8 @@
 //   the leader's queue; the leader alone runs passes, so two passes of one tenant never race.
 // - "order": an order that became pending reaches the watch streams its node holds on any of them.
 // - "heartbeat": beats received anywhere reach every liveness view (the leader judges from them).
-// - "session": agent sessions opening and ending anywhere reach every liveness view; "presence":
+// - "session": agent sessions opening and ending anywhere reach every liveness view, and a session
+//   opened elsewhere replaces the node's older one here; "presence":
 //   each controller says every second that it is there (one that stops has lost its sessions);
 //   "session-sync": a controller heard from for the first time (or again, after it lapsed) is
 //   asked for the sessions it holds, and answers on "session".
@@ -26,7 +27,7 @@ import { MAX_MESSAGE_BYTES } from "../store/postgres/pg-coordination.js";
 import type { WorkOrderStore } from "../store/store.js";
 import type { LivenessView, SessionChange } from "../nodes/liveness-view.js";
 import { PRESENCE_MS } from "../nodes/liveness-view.js";
-import type { SessionOnController } from "../dispatch/agent-session.js";
+import type { AgentSessions, SessionOnController } from "../dispatch/agent-session.js";
 
 // Heartbeats wait this long to share a message: thousands arrive each second, and liveness is
 // judged in seconds.
@@ -210,13 +211,16 @@ function sessionChange(i: unknown): SessionChange | undefined {
 export function relaySessions(
   coordination: Coordination,
   view: () => LivenessView | undefined,
+  sessions?: Pick<AgentSessions, "openedElsewhere">,
 ): { onSession: (c: SessionOnController) => void; stop: () => void } {
   const self = coordination.controllerId;
   const out = new Batcher<SessionItem>(coordination, "session", 0, (i) => `${i[0]}/${i[2]}`);
   coordination.subscribe("session", (message) => {
     for (const item of parseArrays(message)) {
       const c = sessionChange(item);
-      if (c && c.controller !== self) view()?.session(c);
+      if (!c || c.controller === self) continue;
+      view()?.session(c);
+      if (c.open) sessions?.openedElsewhere(c.nodeId, c.session, c.controller, c.at);
     }
   });
   coordination.subscribe("presence", (message) => {

@@ -9,6 +9,7 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import type { DescService } from "@bufbuild/protobuf";
 import { build, type Controller } from "../../controller/server/build.js";
 import type { Store } from "../../controller/store/store.js";
+import type { Coordination } from "../../controller/store/coordination.js";
 import { serve, type ConnectionLimits, type ServeOptions, type Serving } from "../../controller/server/listener.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { ensureTlsMaterial } from "../../controller/tls/tls-material.js";
@@ -56,6 +57,8 @@ export async function startController(
     metricsCensusMs?: number;
     /** The store (default: a file store on the data directory); the controller opens and closes it. */
     store?: Store;
+    /** How it coordinates with controllers sharing the store (default: alone; PgCoordination to share a PostgreSQL store). */
+    coordination?: Coordination;
     /** The request-body limits and budgets (default: body-limits.ts's). */
     bodyBudgets?: BodyBudgets;
   } = {},
@@ -90,6 +93,7 @@ export async function startController(
     metricsOpen: opts.metricsOpen,
     metricsCensusMs: opts.metricsCensusMs,
     store: opts.store,
+    coordination: opts.coordination,
     bodyBudgets: opts.bodyBudgets,
   });
   const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });

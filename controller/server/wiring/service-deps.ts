@@ -21,9 +21,9 @@ export function serviceDeps({ liveness, ...parts }: ServiceDepsParts): ServiceDe
   const credentialEnds = new CredentialEnds();
   if (coordination.shared) relayCredentialEnds(coordination, credentialEnds);
   const seen = (nodeId: string, at: Date, intervalMs: number, written?: boolean) => liveness()?.seen(nodeId, at, intervalMs, written);
-  const sessionRelay = coordination.shared ? relaySessions(coordination, () => liveness()?.view) : undefined;
-  const self = coordination.controllerId;
   const sessions = new AgentSessions();
+  const sessionRelay = coordination.shared ? relaySessions(coordination, () => liveness()?.view, sessions) : undefined;
+  const self = coordination.controllerId;
   parts.metrics.countSessions(() => sessions.size);
   return {
     ...parts,
