@@ -28,6 +28,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Logger } from "../../common/logging/logger.js";
 import { isOpen } from "../auth/admission.js";
 import { type BodyBudgets, connectionOf } from "./body-limits.js";
+import { budgetedStream } from "./stream-budget.js";
 import { SkipperError } from "../base/errors.js";
 import { admittedKey, peerCertificateKey } from "../base/context.js";
 import { peerCertificateOf } from "../tls/peer-certificate.js";
@@ -124,7 +125,12 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   } else if (streamsIn(handler.method)) {
     // A request stream (an agent's Session) has no end to wait for: the router reads its messages
     // as they come, each under readMaxBytes (decompressed too), and a message that is not the
-    // method's request is refused by the interceptor (interceptors.ts) as INVALID_REQUEST.
+    // method's request is refused by the interceptor (interceptors.ts) as INVALID_REQUEST. Each
+    // message under way holds its bytes against the budgets and must arrive whole within the
+    // class's deadline (stream-budget.ts).
+    const { cls, budget } = opts.budgets.of(handler.method);
+    const { connection, address } = connectionOf(req);
+    if (isAsyncIterable(uReq.body)) uReq.body = budgetedStream(uReq.body, () => budget.reserve(connection, address), cls.deadlineMs);
   } else {
     const type = bodyTypeOf(req.headers["content-type"]);
     const { cls, budget } = opts.budgets.of(handler.method);
@@ -180,6 +186,10 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   }
   const uRes = await handler(uReq);
   await universalResponseToNodeResponse(uRes, res);
+}
+
+function isAsyncIterable(v: unknown): v is AsyncIterable<Uint8Array> {
+  return typeof v === "object" && v !== null && Symbol.asyncIterator in v;
 }
 
 // True for methods whose request is a stream of messages (client or bidirectional streaming).

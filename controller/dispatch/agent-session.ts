@@ -273,8 +273,12 @@ export class AgentSession implements RequestSession {
       }
       this.end();
     } catch (e) {
-      // A client that went (reset, closed) ends the session quietly; a bad message is its refusal.
-      this.end(signal.aborted ? undefined : isSkipperError(e) ? e : undefined);
+      // A client that went (reset, closed) ends the session quietly; a bad message, or one over
+      // the stream's byte budget or deadline (boundary/stream-budget.ts), is its refusal.
+      // The latter reach here as the cause of the router's read error.
+      const cause = (e as { cause?: unknown } | undefined)?.cause;
+      const refusal = isSkipperError(e) ? e : isSkipperError(cause) ? cause : undefined;
+      this.end(signal.aborted ? undefined : refusal);
     }
   }
 
