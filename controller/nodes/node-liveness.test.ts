@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { NodeLiveness, NodeTransport, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
+import { NodeLiveness, NodeStatusSchema, NodeTransport, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { createLogger } from "../../common/logging/logger.js";
 import { FileStore } from "../store/file/file-store.js";
 import { LivenessMonitor } from "./node-liveness.js";
@@ -110,5 +110,41 @@ describe("liveness after a restart", () => {
     const offline = (await store.listEvents({ pageSize: 100 })).items.find((e) => e.type === "node_offline");
     expect(offline?.resourceId).toBe("n1");
     expect(offline?.data?.cause).toBe("session_ended");
+  });
+
+  it("keeps a session that opened before its node's first report stored, and judges its end once the report is", async () => {
+    await store.createResource(
+      create(ResourceSchema, { id: "fresh", resourceType: "node", desiredState: { kind: { case: "node", value: {} } } }),
+    );
+    let now = NOW;
+    const { logger } = createLogger({ service: "t", stdout: false, level: "silent" });
+    const monitor = new LivenessMonitor({ store, logger, now: () => now, onChange: () => undefined });
+    const session = (open: boolean) =>
+      monitor.session({ nodeId: "fresh", controller: "sole", session: "a", open, at: now, intervalMs: 10_000 });
+    session(true);
+    await monitor.check();
+    expect((await livenessOfNode("fresh")) ?? NodeLiveness.UNSPECIFIED).toBe(NodeLiveness.UNSPECIFIED);
+    // Its first report is stored online (heartbeat.ts), as it would be.
+    await store.updateResource("node", "fresh", (r) => {
+      r.currentState = {
+        $typeName: "skipper.v1.ResourceStatus",
+        kind: {
+          case: "node",
+          value: create(NodeStatusSchema, {
+            liveness: NodeLiveness.ONLINE,
+            lastHeartbeatAt: timestampFromDate(now),
+            heartbeatIntervalMs: 10_000n,
+            transport: NodeTransport.SESSION,
+          }),
+        },
+      };
+      return r;
+    });
+    monitor.seen("fresh", now, 10_000, true);
+    now = new Date(NOW.getTime() + 2000);
+    session(false);
+    now = new Date(NOW.getTime() + 18_000);
+    await monitor.check();
+    expect(await livenessOfNode("fresh")).toBe(NodeLiveness.OFFLINE);
   });
 });

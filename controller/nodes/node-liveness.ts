@@ -123,8 +123,14 @@ export class LivenessMonitor {
     try {
       await this.deps.store.updateResource("node", nodeId, (cur) => {
         const s = cur.currentState?.kind.case === "node" ? cur.currentState.kind.value : undefined;
-        if (!s?.lastHeartbeatAt || cur.deletion) {
+        if (cur.deletion) {
           this.view.forget(nodeId);
+          return cur;
+        }
+        if (!s?.lastHeartbeatAt) {
+          // Never reported (a session opened before its first report was stored): it stays
+          // never seen until a report is; judged again when a sign changes what it implies.
+          this.view.storedAs(nodeId, next);
           return cur;
         }
         const storedAt = timestampDate(s.lastHeartbeatAt).getTime();
