@@ -35,6 +35,14 @@ export class SessionHeartbeats {
     clearInterval(this.timer);
   }
 
+  /** Beats every `intervalMs` from now on (the controller sent new terms); the next beat reports it. */
+  retime(intervalMs: number): void {
+    if (intervalMs <= 0 || intervalMs === this.intervalMs) return;
+    this.intervalMs = intervalMs;
+    clearInterval(this.timer);
+    this.timer = setInterval(() => void this.beat(), Math.max(100, intervalMs));
+  }
+
   /**
    * A beat now, out of turn: after an order, so what it changed on the host (a project up or
    * gone) reaches the controller at once, not at the next interval (10 s on a session).

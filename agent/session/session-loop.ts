@@ -6,9 +6,9 @@
 //
 // Welcomed, the session carries the heartbeats (session-heartbeats.ts), lease renewals and
 // results (order-channel.ts: unary again while no session is up); pushed orders are taken by
-// pushed-orders.ts, a cancel stops the running order, notices are heeded (REPLACED: another
-// process of this node took over, so wait before coming back; CREDENTIAL_REVOKED: say what would
-// mend it; CERTIFICATE_RENEWAL_DUE: renew now). An order runs on across a broken session.
+// pushed-orders.ts, a cancel stops the running order, new terms change the heartbeat interval,
+// notices are heeded (REPLACED: another process of this node took over, so wait before coming
+// back; CREDENTIAL_REVOKED: say what would mend it; CERTIFICATE_RENEWAL_DUE: renew now). An order runs on across a broken session.
 // The backoff starts over after a session that lived half a minute; it spreads a fleet reconnecting
 // after a controller restart over up to 30 s. It never gives up on its own, except to hand over
 // to the unary loop (transport auto) when the controller has no Session RPC (UNIMPLEMENTED) or
@@ -123,7 +123,8 @@ export class SessionLoop {
         if (m.kind.case === "welcome") {
           welcomedAt = performance.now();
           beats = this.welcomed(link);
-        } else notice = this.handle(link, m, signal) ?? notice;
+        } else if (m.kind.case === "terms") this.retimed(beats, Number(m.kind.value.heartbeatIntervalMs));
+        else notice = this.handle(link, m, signal) ?? notice;
       }
       return { welcomed: welcomedAt !== undefined, livedMs: performance.now() - (welcomedAt ?? startedAt), notice };
     } catch (e) {
@@ -161,6 +162,16 @@ export class SessionLoop {
       `session ${welcome.sessionId} opened`,
     );
     return beats;
+  }
+
+  // New terms: the controller's fleet changed size, and with it how often this agent beats.
+  private retimed(beats: SessionHeartbeats | undefined, intervalMs: number): void {
+    if (!beats || intervalMs <= 0) return;
+    beats.retime(intervalMs);
+    this.deps.log.info(
+      { action: "session_terms", result: "ok", metadata: { heartbeat_interval_ms: intervalMs } },
+      `the controller asks for a heartbeat every ${intervalMs} ms`,
+    );
   }
 
   // An order, a cancel or a notice; returns a notice that ends the session.

@@ -61,6 +61,17 @@ export function sessionHeartbeatMs(sessions: number, random: () => number = Math
   return base + Math.floor(random() * (base / 4));
 }
 
+/**
+ * The new heartbeat interval of a session beating every `currentMs` on a controller that holds
+ * `sessions`, when it is outside half to twice what such a fleet asks (sessionHeartbeatMs before
+ * jitter); undefined when it is within.
+ */
+export function retunedHeartbeatMs(currentMs: number, sessions: number, random: () => number = Math.random): number | undefined {
+  const base = sessionHeartbeatMs(sessions, () => 0);
+  if (currentMs >= base / 2 && currentMs <= base * 2) return undefined;
+  return sessionHeartbeatMs(sessions, random);
+}
+
 /** A session opening or ending on this controller (liveness-view.ts SessionChange, less the controller). */
 export interface SessionOnController {
   nodeId: string;
@@ -201,6 +212,18 @@ export class AgentSession implements RequestSession {
     const message = `session ${sessionId} of node ${this.nodeId} replaced this one`;
     this.send({ case: "notice", value: { kind: SessionNoticeKind.REPLACED, message } });
     this.end(undefined, "replaced");
+  }
+
+  /**
+   * Sends new terms (SessionTerms) when this session's heartbeat interval is outside half to twice
+   * what the controller's fleet asks now: sessions welcomed while a fleet reconnected got short
+   * intervals, and would keep the controller hearing several times 50 beats a second.
+   */
+  retune(): void {
+    const next = retunedHeartbeatMs(this.intervalMs, this.deps.sessions.size);
+    if (next === undefined) return;
+    this.intervalMs = next;
+    this.send({ case: "terms", value: { heartbeatIntervalMs: BigInt(next) } });
   }
 
   /** Claims and pushes the node's pending orders while the window has room (one round at a time). */

@@ -55,6 +55,8 @@ export interface RequestSession {
   end(failure?: ReturnType<typeof invalid>): void;
   /** Pushes the node's next pending orders while the window has room. */
   pump(): void;
+  /** Sends new terms when the session's heartbeat interval is far from what its controller's fleet asks now. */
+  retune(): void;
 }
 
 type Answer = Omit<SessionAnswer, "$typeName" | "$unknown" | "subject">;
@@ -131,6 +133,7 @@ async function heartbeat(session: RequestSession, report: HeartbeatRequest | und
   if (!report) {
     // A keepalive writes nothing: liveness hears it at the interval the last full report gave.
     if (session.intervalMs > 0) deps.onHeartbeat?.(nodeId, deps.now(), session.intervalMs);
+    session.retune();
     return undefined;
   }
   if (report.nodeId !== "" && report.nodeId !== nodeId) {
@@ -138,6 +141,7 @@ async function heartbeat(session: RequestSession, report: HeartbeatRequest | und
   }
   await session.heartbeats.record(nodeId, { ...report, nodeId }, traceOf(session.call), NodeTransport.SESSION);
   if (report.heartbeatIntervalMs > 0n) session.intervalMs = Number(report.heartbeatIntervalMs);
+  session.retune();
   return undefined;
 }
 
