@@ -22,8 +22,10 @@
 // Usage: session-fleet-load <config.json> with {url, ca, nodes: [{nodeId, token}]}.
 import { readFileSync } from "node:fs";
 import http2 from "node:http2";
+import net from "node:net";
 import { createInterface } from "node:readline";
 import tls from "node:tls";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
 import { Backoff } from "../common/backoff.js";
 import { SessionRequestSchema, SessionResponseSchema } from "../gen/skipper/v1/node_service_pb.js";
@@ -37,12 +39,54 @@ interface Config {
 const config = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Config;
 const url = new URL(config.url);
 const PATH = "/v1/skipper.v1.NodeService/Session";
+// One TLS context for every agent (each skippy has one of its own on its own host): made per
+// connection, as tls.connect({ca}) does, it took a quarter of this process's CPU in a storm
+// (parsing the CA and building a store each time), which slowed every agent's handshake.
+const secureContext = tls.createSecureContext({ ca: config.ca });
 /** A session that lived this long starts the backoff over (session-loop.ts LIVED_LONG_MS). */
 const LIVED_LONG_MS = 30_000;
 
 /** What the agents have seen: sessions welcomed and lost, connections that failed, why (first of each). */
 const counts = { welcomes: 0, lost: 0, connectFailures: 0, endedByServer: 0, reconnects: 0, keepalives: 0 };
 const firstErrors = new Map<string, string>();
+/** How often the load process tells its progress (stderr) while it waits. */
+const PROGRESS_MS = 5000;
+// Connection attempts since the last progress line: how many resumed their TLS session or made a
+// full handshake; times (ms) from the attempt to its TLS handshake's end, from there to the
+// welcome, and from the attempt to its failure. With this process's own CPU and its longest event
+// loop delay they show when the load process, not the server, is what holds the agents back.
+const attempts = { resumed: 0, full: 0, toTls: [] as number[], tlsToWelcome: [] as number[], toFailure: [] as number[] };
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+loopDelay.enable();
+let cpuBefore = process.cpuUsage();
+let cpuSince = performance.now();
+
+/** Count, median, 90th percentile and maximum of `a` (ms). */
+function spread(a: number[]): number[] | undefined {
+  if (!a.length) return undefined;
+  a.sort((x, y) => x - y);
+  const at = (q: number) => Math.round(a[Math.min(a.length - 1, Math.floor(a.length * q))]!);
+  return [a.length, at(0.5), at(0.9), at(1)];
+}
+
+/** The figures above as JSON, starting them over. */
+function attemptFigures(): string {
+  const c = process.cpuUsage();
+  const cpuPercent = Math.round((c.user - cpuBefore.user + c.system - cpuBefore.system) / 10 / (performance.now() - cpuSince));
+  [cpuBefore, cpuSince] = [c, performance.now()];
+  const out = {
+    loadCpuPercent: cpuPercent,
+    loopDelayMaxMs: Math.round(loopDelay.max / 1e6),
+    resumed: attempts.resumed,
+    fullHandshakes: attempts.full,
+    toTlsMs: spread(attempts.toTls),
+    tlsToWelcomeMs: spread(attempts.tlsToWelcome),
+    toFailureMs: spread(attempts.toFailure),
+  };
+  loopDelay.reset();
+  [attempts.toTls, attempts.tlsToWelcome, attempts.toFailure] = [[], [], []];
+  return JSON.stringify(out);
+}
 
 /** One Connect streaming envelope: flags (0), length, the message's JSON. */
 function envelope(kind: Parameters<typeof create<typeof SessionRequestSchema>>[1]): Buffer {
@@ -62,9 +106,17 @@ const tell = () => {
   w?.();
 };
 
+/** One connection attempt: its TCP socket, its session once connected, when it began and its TLS ended. */
+interface Attempt {
+  raw: net.Socket;
+  session?: http2.ClientHttp2Session;
+  t0: number;
+  tTls: number;
+}
+
 class Agent {
   private ticket: Buffer | undefined;
-  private session: http2.ClientHttp2Session | undefined;
+  private attempt: Attempt | undefined;
   private keepalive: NodeJS.Timeout | undefined;
   private readonly backoff = new Backoff();
   private up = false;
@@ -83,31 +135,60 @@ class Agent {
     this.report = envelope({ kind: { case: "heartbeat", value: { report } } });
   }
 
-  /** Connects and opens the session; the welcome (or the loss) is handled as it comes. */
+  /**
+   * Connects and opens the session; the welcome (or the loss) is handled as it comes. TLS and
+   * HTTP/2 are set up once the TCP connection is made, as on a host of its own they would cost
+   * nothing: made up front for each attempt, a fleet retrying a controller that is down spent
+   * this one process's CPU on attempts that were refused anyway, and slowed the ones that were not.
+   */
   connect(): void {
     this.gone = false;
+    const attempt = {
+      t0: performance.now(),
+      tTls: 0,
+      raw: net.connect({ host: url.hostname, port: Number(url.port), localAddress: this.address }),
+    };
+    this.attempt = attempt;
+    const { raw } = attempt;
+    let connected = false;
+    // Once connected, errors are the TLS socket's and the session's too (noted there).
+    raw.on("error", (e) => {
+      if (!connected) this.note("connect", e);
+    });
+    raw.once("close", () => this.lost(attempt));
+    raw.once("connect", () => {
+      connected = true;
+      this.open(attempt);
+    });
+  }
+
+  private open(attempt: Attempt): void {
     let welcomed = false;
+    const { raw, t0 } = attempt;
     const session = http2.connect(url, {
       createConnection: () => {
-        // tls.connect hands localAddress on to net.connect; its option types leave it out.
-        const options: tls.ConnectionOptions & { localAddress: string } = {
+        const socket = tls.connect({
+          socket: raw,
           host: url.hostname,
-          port: Number(url.port),
-          ca: config.ca,
-          localAddress: this.address,
+          secureContext,
           ALPNProtocols: ["h2"],
           ...(this.ticket ? { session: this.ticket } : {}),
-        };
-        const socket = tls.connect(options);
+        });
+        socket.once("secureConnect", () => {
+          attempt.tTls = performance.now();
+          attempts.toTls.push(attempt.tTls - t0);
+          if (socket.isSessionReused()) attempts.resumed++;
+          else attempts.full++;
+        });
         socket.on("session", (s: Buffer) => {
           this.ticket = s;
         });
         return socket;
       },
     });
-    this.session = session;
+    attempt.session = session;
     session.on("error", (e) => this.note(welcomed ? "session" : "connect", e));
-    session.on("close", () => this.lost(session));
+    session.on("close", () => this.lost(attempt));
     const stream = session.request({
       ":method": "POST",
       ":path": PATH,
@@ -138,10 +219,12 @@ class Agent {
         this.welcomed(stream, Number(m.kind.value.heartbeatIntervalMs) || 10_000);
       }
     });
-    stream.on("close", () => this.lost(session));
+    stream.on("close", () => this.lost(attempt));
   }
 
   private welcomed(stream: http2.ClientHttp2Stream, intervalMs: number): void {
+    const a = this.attempt;
+    if (a?.tTls) attempts.tlsToWelcome.push(performance.now() - a.tTls);
     this.up = true;
     this.welcomedAt = performance.now();
     upCount++;
@@ -162,11 +245,13 @@ class Agent {
   }
 
   // The session (or its connection) went: wait, as skippy waits, and connect again.
-  private lost(session: http2.ClientHttp2Session): void {
-    if (session !== this.session || this.gone) return;
+  private lost(attempt: Attempt): void {
+    if (attempt !== this.attempt || this.gone) return;
     this.gone = true;
+    if (!this.up && this.attempt) attempts.toFailure.push(performance.now() - this.attempt.t0);
     clearInterval(this.keepalive);
-    session.destroy();
+    attempt.session?.destroy();
+    attempt.raw.destroy();
     if (this.up) {
       this.up = false;
       upCount--;
@@ -182,7 +267,8 @@ class Agent {
   close(): void {
     this.gone = true;
     clearInterval(this.keepalive);
-    this.session?.destroy();
+    this.attempt?.session?.destroy();
+    this.attempt?.raw.destroy();
   }
 }
 
@@ -195,10 +281,10 @@ async function until(done: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = start + timeoutMs;
   let told = start;
   while (!done()) {
-    if (performance.now() - told >= 10_000) {
+    if (performance.now() - told >= PROGRESS_MS) {
       told = performance.now();
       const s = ((told - start) / 1000).toFixed(0);
-      process.stderr.write(`fleet load: ${s} s, ${upCount} of ${agents.length} up, ${JSON.stringify(counts)}\n`);
+      process.stderr.write(`fleet load: ${s} s, ${upCount} of ${agents.length} up, ${JSON.stringify(counts)} ${attemptFigures()}\n`);
     }
     const left = deadline - performance.now();
     if (left <= 0) return false;

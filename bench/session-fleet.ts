@@ -17,13 +17,14 @@
 //            memory after a collection
 //
 // Options: --agents, --seconds, --storm-timeout <s> (180), --no-bare, --controller-arg <arg>
-// (repeated), --controller-log <file>.
+// (repeated), --controller-log <file>, --heap-snapshots <dir> (the controller's heap with no agent
+// and with every session up, to be compared object by object).
 //
 // Targets (issue 38): steady, the controller under 25 % of a core and 1 GiB RSS; the storm, every
 // agent back within 60 s of the kill and RSS never past 1 GiB.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -47,6 +48,9 @@ const { values } = parseArgs({
     "controller-arg": { type: "string", multiple: true, default: [] },
     // Appends the controller's JSON log (both processes, before and after the storm) to this file.
     "controller-log": { type: "string" },
+    // Writes heap snapshots of the controller into this directory: with its nodes registered and
+    // no agent (base.heapsnapshot), and with every session up (steady.heapsnapshot).
+    "heap-snapshots": { type: "string" },
   },
 });
 const N = Number(values.agents);
@@ -64,6 +68,8 @@ interface Target {
   start(port: number): Promise<{ child: ChildProcess; url: string; ca: string }>;
   probeFile: string;
   child?: ChildProcess;
+  /** Started with a heap-snapshot signal (the controller, with --heap-snapshots). */
+  snapshots?: boolean;
 }
 
 interface LoadAnswer {
@@ -126,8 +132,28 @@ interface Figures {
   errors: Record<string, string>;
 }
 
+const SNAPSHOT_SIGNAL = "SIGUSR1";
+
+/** Has `t`'s process write a heap snapshot (the controller's, when --heap-snapshots names a directory) as `<label>.heapsnapshot`. */
+async function heapSnapshot(t: Target, label: string): Promise<void> {
+  const dir = values["heap-snapshots"];
+  if (!dir || !t.snapshots) return;
+  const before = new Set(await readdir(dir));
+  t.child!.kill(SNAPSHOT_SIGNAL);
+  // The snapshot is written on the process's main thread: the probe answers once it is done.
+  let made: string | undefined;
+  while (!made) {
+    await new Promise((r) => setTimeout(r, 200));
+    made = (await readdir(dir)).find((f) => f.endsWith(".heapsnapshot") && !before.has(f));
+  }
+  await probeMemory(t.child!, t.probeFile, 300_000);
+  await rename(join(dir, made), join(dir, `${label}.heapsnapshot`));
+  log(`${t.name}: heap snapshot ${join(dir, `${label}.heapsnapshot`)}`);
+}
+
 /** Steady state, then the storm, on `t` with `load`'s agents. */
 async function measure(t: Target, load: Load, port: number): Promise<Figures> {
+  await heapSnapshot(t, "base");
   const base = await memory(t);
   const up = await load.do({ do: "up", width: 200 });
   log(`${t.name}: ${N} sessions up in ${(up.ms / 1000).toFixed(1)} s; settling a heartbeat interval`);
@@ -139,6 +165,7 @@ async function measure(t: Target, load: Load, port: number): Promise<Figures> {
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const cpuPercent = (100 * (procStats(pid).cpuSeconds - c0)) / ((performance.now() - w0) / 1000);
   const steady = await memory(t);
+  await heapSnapshot(t, "steady");
   log(`${t.name}: steady ${cpuPercent.toFixed(1)} % of a core, RSS ${steady.rssMb.toFixed(0)} MB, heap ${steady.heapMb.toFixed(0)} MB`);
 
   // The storm: kill -9, start again on the same data directory and port.
@@ -224,10 +251,14 @@ try {
   const t: Target = {
     name: "controller",
     probeFile: `${dataDir}.probe`,
+    snapshots: Boolean(values["heap-snapshots"]),
     async start(port: number) {
       // Room for every agent and the admin client; the per-address cap is left as it is (each agent has an address of its own).
       const args = ["--max-connections", String(N + 100), "--listen", `127.0.0.1:${port}`, ...(values["controller-arg"] ?? [])];
-      const c = await startController(dist, dataDir, ADMIN, PROBE, args, { BENCH_PROBE_FILE: `${dataDir}.probe` });
+      const snapshots = values["heap-snapshots"]
+        ? [`--heapsnapshot-signal=${SNAPSHOT_SIGNAL}`, `--diagnostic-dir=${values["heap-snapshots"]}`]
+        : [];
+      const c = await startController(dist, dataDir, ADMIN, [...PROBE, ...snapshots], args, { BENCH_PROBE_FILE: `${dataDir}.probe` });
       running.push(c.child);
       if (values["controller-log"]) c.child.stdout!.pipe(createWriteStream(values["controller-log"], { flags: "a" }));
       return c;

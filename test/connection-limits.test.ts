@@ -145,6 +145,72 @@ describe("caps per client and per node", () => {
   });
 });
 
+describe("connections on their way in (a restart's storm)", () => {
+  /** A TCP connection from `localAddress` (an agent's host of its own) that has not begun its TLS handshake. */
+  const tcpFrom = async (port: number, localAddress: string) => {
+    const raw = net.connect({ port, host: "127.0.0.1", localAddress });
+    raw.on("error", () => undefined);
+    await new Promise<void>((r) => raw.once("connect", () => r()));
+    return raw;
+  };
+  const h2From = (c: TestController, localAddress: string, all: http2.ClientHttp2Session[]) => {
+    // http2.connect hands localAddress on to net.connect; its option types leave it out.
+    const s = http2.connect(c.url, { ca: c.ca, localAddress } as http2.SecureClientSessionOptions);
+    s.on("error", () => undefined);
+    all.push(s);
+    return s;
+  };
+
+  it("are kept while their TLS handshake runs, however late; past it, one without an admitted call goes after its grace", async () => {
+    const c = await startController({ limits: { maxUnvouchedConnections: 1, unvouchedGraceMs: 0 } });
+    const port = Number(new URL(c.url).port);
+    const sessions: http2.ClientHttp2Session[] = [];
+    const slow = await tcpFrom(port, "127.0.0.2");
+    try {
+      // The pool's one connection is an agent slow to finish its handshake: a newcomer from another host gives way.
+      const late = h2From(c, "127.0.0.3", sessions);
+      await closed(late);
+      expect(late.remoteSettings?.maxConcurrentStreams ?? 0).toBe(0);
+      // The slow one was kept: its handshake finishes on the same connection (the server's ticket after it says the server saw it end).
+      const secured = tls.connect({ socket: slow, ca: c.ca, servername: "localhost" });
+      secured.on("error", () => undefined);
+      await new Promise<void>((resolve, reject) => {
+        secured.once("session", () => resolve());
+        secured.once("close", () => reject(new Error("the connection in its handshake was closed")));
+      });
+      // Past its handshake and its grace (0) with no admitted call: the next newcomer takes its place.
+      const gone = closed(secured);
+      const next = h2From(c, "127.0.0.4", sessions);
+      await new Promise<void>((r) => next.once("remoteSettings", () => r()));
+      await gone;
+      expect(await admitted(next)).toBe(200);
+    } finally {
+      slow.destroy();
+      for (const s of sessions) s.destroy();
+      await c.stop();
+    }
+  });
+
+  it("of one address holding several in the pool: its oldest goes after its grace, handshake or not", async () => {
+    const c = await startController({ limits: { maxUnvouchedConnections: 2, unvouchedGraceMs: 0 } });
+    const port = Number(new URL(c.url).port);
+    const sessions: http2.ClientHttp2Session[] = [];
+    const [first, second] = [await tcpFrom(port, "127.0.0.2"), await tcpFrom(port, "127.0.0.2")];
+    try {
+      const gone = closed(first);
+      const next = h2From(c, "127.0.0.3", sessions);
+      await new Promise<void>((r) => next.once("remoteSettings", () => r()));
+      await gone;
+      expect(second.destroyed).toBe(false);
+    } finally {
+      first.destroy();
+      second.destroy();
+      for (const s of sessions) s.destroy();
+      await c.stop();
+    }
+  });
+});
+
 describe("plain HTTP", () => {
   it("closes a connection that sends nothing", async () => {
     const plain = await startController({ tls: false, limits: { handshakeTimeoutMs: 300 } });

@@ -61,15 +61,19 @@ export interface ConnectionLimits {
   maxConnections: number;
   /**
    * Open connections that have not yet carried an admitted call (no credential vouched for them):
-   * past this, as a new one arrives, the oldest such connection of the address holding most of
-   * them is closed, unless every one is within unvouchedGraceMs of its arrival: then the new one
-   * is. 0: no cap.
+   * past this, as a new one arrives, room is made by closing the oldest evictable one of the
+   * address holding most of them (see unvouchedGraceMs); when none is evictable, the new one is
+   * closed. 0: no cap.
    */
   maxUnvouchedConnections: number;
   /**
-   * How long a connection is kept in that pool, however many arrive, to finish its handshake and
-   * its first admitted call. Without it, a fleet reconnecting at once (a controller restart) keeps
-   * evicting connections before any of them is vouched for, and none gets in.
+   * How long a connection in that pool is kept, however many arrive, to make its first admitted
+   * call: counted from the end of its TLS handshake (from its arrival without TLS). A connection
+   * still in its handshake is not evicted at all while its address holds no other in the pool
+   * (handshakeTimeoutMs bounds it); one of an address holding several is evicted this long after
+   * its arrival. Evicting a handshake half-way throws away work both sides paid for: in a
+   * controller restart's storm handshakes finished seconds late (busy clients, TCP retries), and
+   * evicting them before they finished kept every agent out for tens of seconds (bench:fleet).
    */
   unvouchedGraceMs: number;
   /** Concurrent streams an HTTP/2 connection may open before a call on it is admitted (then maxConcurrentStreams). */
@@ -151,6 +155,16 @@ export interface Serving {
   close(): Promise<void>;
 }
 
+/**
+ * Connections the kernel may hold accepted for the controller to take up (the system caps it at
+ * net.core.somaxconn). Node's default, 511, overflowed when a fleet reconnected at once after a
+ * restart: the kernel then drops arrivals silently and each client's TCP retries after 1, 3, 7 s…,
+ * the same waits for every client (no jitter), which held the handshakes of connections already
+ * let in for seconds. Held here, an arrival is taken up in turn, let in or refused at once
+ * (connectionAdmission), and a refused client waits its own jittered backoff.
+ */
+export const LISTEN_BACKLOG = 4096;
+
 /** Listens with `handler` and resolves once the port is bound. */
 export async function serve(handler: RequestHandler, opts: ServeOptions): Promise<Serving> {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -183,13 +197,15 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
       )
     : undefined;
   rotation?.unref();
-  const admitConnection = connectionAdmission(limits, sockets, vouching, opts.onRefusedConnection);
+  const admission = connectionAdmission(limits, sockets, vouching, Boolean(opts.tls), opts.onRefusedConnection);
   // Counted as the TCP connection is accepted, before any TLS work is spent on it.
-  if (opts.tls) server.prependListener("connection", admitConnection);
-  else server.on("connection", admitConnection);
+  if (opts.tls) {
+    server.prependListener("connection", admission.admit);
+    server.on("secureConnection", (socket: tls.TLSSocket) => admission.handshaken(rawSocket(socket)));
+  } else server.on("connection", admission.admit);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(opts.port, opts.host, () => resolve());
+    server.listen({ port: opts.port, host: opts.host, backlog: LISTEN_BACKLOG }, () => resolve());
   });
   const port = (server.address() as net.AddressInfo).port;
   const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host === "0.0.0.0" ? "127.0.0.1" : opts.host;
@@ -327,19 +343,28 @@ function plainServer(limits: ConnectionLimits, h2Options: http2.ServerOptions, w
   });
 }
 
+/** Admits accepted connections under the caps; told when a connection's TLS handshake is done. */
+interface Admission {
+  admit(s: net.Socket): void;
+  handshaken(s: net.Socket | undefined): void;
+}
+
 // Admits each accepted connection under the caps (in all, per address, and the pool of
 // connections no admitted call has vouched for yet), keeping `sockets` to those open.
 function connectionAdmission(
   limits: ConnectionLimits,
   sockets: Set<net.Socket>,
   vouching: boolean,
+  tlsHandshakes: boolean,
   onRefusedConnection: ServeOptions["onRefusedConnection"],
-): (s: net.Socket) => void {
+): Admission {
   const perAddress = new Map<string, number>();
-  // Connections no admitted call has vouched for yet, by client address, each oldest first, with
-  // when each arrived.
+  // Connections no admitted call has vouched for yet, by client address, each oldest first; when
+  // each one's grace began (its arrival, then the end of its TLS handshake), and which are past
+  // their handshake (all of them without TLS).
   const unvouched = new Map<string, Set<net.Socket>>();
-  const arrived = new WeakMap<net.Socket, number>();
+  const graceFrom = new WeakMap<net.Socket, number>();
+  const shaken = new WeakSet<net.Socket>();
   let unvouchedCount = 0;
   const leavePool = (s: net.Socket, address: string) => {
     const group = unvouched.get(address);
@@ -347,14 +372,18 @@ function connectionAdmission(
     unvouchedCount--;
     if (group.size === 0) unvouched.delete(address);
   };
-  // The pool is full: the address holding most of it gives up its oldest connection past the
-  // grace (a client without a credential evicts its own connections, not other addresses' agents
-  // on their way in). False when every candidate is within its grace: the newcomer gives way.
+  // Past its grace, a connection may be evicted once its handshake is done, or while it is not
+  // when its address holds others in the pool (one client's many half-open connections).
+  const evictable = (s: net.Socket, groupSize: number, now: number) =>
+    now - (graceFrom.get(s) ?? 0) >= limits.unvouchedGraceMs && (groupSize > 1 || shaken.has(s));
+  // The pool is full: the address holding most of it gives up its oldest connection if evictable
+  // (a client without a credential evicts its own connections, not other addresses' agents on
+  // their way in). False when no candidate is: the newcomer gives way.
   const evictOne = (now: number): boolean => {
     const groups = [...unvouched.values()].sort((a, b) => b.size - a.size);
     for (const group of groups) {
       const oldest: net.Socket | undefined = group.values().next().value;
-      if (!oldest || now - (arrived.get(oldest) ?? 0) < limits.unvouchedGraceMs) continue;
+      if (!oldest || !evictable(oldest, group.size, now)) continue;
       leavePool(oldest, oldest.remoteAddress ?? "");
       onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
       oldest.destroy();
@@ -362,7 +391,12 @@ function connectionAdmission(
     }
     return false;
   };
-  return (s: net.Socket) => {
+  const handshaken = (s: net.Socket | undefined) => {
+    if (!s || shaken.has(s)) return;
+    shaken.add(s);
+    graceFrom.set(s, Date.now());
+  };
+  const admit = (s: net.Socket) => {
     const address = s.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
     const full =
@@ -384,7 +418,8 @@ function connectionAdmission(
     sockets.add(s);
     if (vouching) {
       // The pool of connections nobody vouched for is bounded (room was made above).
-      arrived.set(s, now);
+      graceFrom.set(s, now);
+      if (!tlsHandshakes) shaken.add(s);
       let group = unvouched.get(address);
       if (!group) unvouched.set(address, (group = new Set()));
       group.add(s);
@@ -399,6 +434,7 @@ function connectionAdmission(
       else perAddress.delete(address);
     });
   };
+  return { admit, handshaken };
 }
 
 // Closes a request (an HTTP/1.1 connection, or one HTTP/2 stream) once nothing has moved either
