@@ -5,7 +5,8 @@
 // while the server side is the real one. Each agent, as skippy on a session does:
 //
 //   connect (offering the TLS session last handed out) -> hello -> welcome -> one full heartbeat
-//   report -> a keepalive every welcome.heartbeat_interval_ms
+//   report -> a keepalive every welcome.heartbeat_interval_ms (or the interval new terms give), and
+//   an HTTP/2 ping every 30 s (skippy's connection pings while nothing arrives)
 //   the session or connection lost: wait (capped exponential backoff with full jitter, 0.5 s
 //   doubling to 30 s: common/backoff.ts, as session-loop.ts waits; it starts over after a session
 //   that lived 30 s), then connect again; forever, until the load process is told to stop
@@ -45,6 +46,8 @@ const PATH = "/v1/skipper.v1.NodeService/Session";
 const secureContext = tls.createSecureContext({ ca: config.ca });
 /** A session that lived this long starts the backoff over (session-loop.ts LIVED_LONG_MS). */
 const LIVED_LONG_MS = 30_000;
+/** skippy pings its controller connection this often while nothing arrives (agent/controller-client.ts). */
+const PING_MS = 30_000;
 
 /** What the agents have seen: sessions welcomed and lost, connections that failed, why (first of each). */
 const counts = { welcomes: 0, lost: 0, connectFailures: 0, endedByServer: 0, reconnects: 0, keepalives: 0 };
@@ -118,6 +121,7 @@ class Agent {
   private ticket: Buffer | undefined;
   private attempt: Attempt | undefined;
   private keepalive: NodeJS.Timeout | undefined;
+  private pinger: NodeJS.Timeout | undefined;
   private readonly backoff = new Backoff();
   private up = false;
   private welcomedAt = 0;
@@ -212,8 +216,12 @@ class Agent {
           if (body.includes('"error"')) this.note("ended", new Error(body));
           continue;
         }
-        if (welcomed) continue;
+        if (welcomed && !body.includes('"terms"')) continue;
         const m = fromJsonString(SessionResponseSchema, body, { ignoreUnknownFields: true });
+        if (m.kind.case === "terms") {
+          this.beatEvery(stream, Number(m.kind.value.heartbeatIntervalMs) || 10_000);
+          continue;
+        }
         if (m.kind.case !== "welcome") continue;
         welcomed = true;
         this.welcomed(stream, Number(m.kind.value.heartbeatIntervalMs) || 10_000);
@@ -231,11 +239,22 @@ class Agent {
     counts.welcomes++;
     lastWelcomeAt = Date.now();
     stream.write(this.report);
+    this.beatEvery(stream, intervalMs);
+    // skippy's connection pings the controller every 30 s while nothing arrives.
+    const session = a?.session;
+    this.pinger = setInterval(() => {
+      if (session && !session.destroyed) session.ping(() => undefined);
+    }, PING_MS);
+    tell();
+  }
+
+  // A keepalive every `intervalMs` (the welcome's, or new terms').
+  private beatEvery(stream: http2.ClientHttp2Stream, intervalMs: number): void {
+    clearInterval(this.keepalive);
     this.keepalive = setInterval(() => {
       counts.keepalives++;
       stream.write(KEEPALIVE);
     }, intervalMs);
-    tell();
   }
 
   private note(where: string, e: unknown): void {
@@ -250,6 +269,7 @@ class Agent {
     this.gone = true;
     if (!this.up && this.attempt) attempts.toFailure.push(performance.now() - this.attempt.t0);
     clearInterval(this.keepalive);
+    clearInterval(this.pinger);
     attempt.session?.destroy();
     attempt.raw.destroy();
     if (this.up) {
@@ -267,6 +287,7 @@ class Agent {
   close(): void {
     this.gone = true;
     clearInterval(this.keepalive);
+    clearInterval(this.pinger);
     this.attempt?.session?.destroy();
     this.attempt?.raw.destroy();
   }

@@ -251,11 +251,19 @@ function sessionTracker(limits: ConnectionLimits, sessions: Set<http2.ServerHttp
 
 // Pings `s` every `everyMs` and closes it when an answer does not come within `timeoutMs`: a
 // peer that vanished without a word (a host powered off, a network cut, a frozen process) ends
-// its agent's session within everyMs + timeoutMs, and so its node's liveness (liveness-view.ts).
+// its agent's session, and so its node's liveness (liveness-view.ts). A peer that pings this side
+// itself (skippy does every 30 s while nothing arrives) proves it is there: it is pinged only
+// once it has sent no ping for two intervals, so the fleet's pings are not doubled (each costs
+// about a fifth of an echo call here). So a vanished peer is found within 3 intervals + timeoutMs
+// (70 s by default) at worst, one that never pings within everyMs + timeoutMs (30 s).
 function pinged(s: http2.ServerHttp2Session, everyMs: number, timeoutMs: number): NodeJS.Timeout | undefined {
   if (everyMs <= 0) return undefined;
+  let heardAt = 0;
+  s.on("ping", () => {
+    heardAt = performance.now();
+  });
   const timer = setInterval(() => {
-    if (s.closed || s.destroyed) return;
+    if (s.closed || s.destroyed || performance.now() - heardAt < 2 * everyMs) return;
     const deadline = setTimeout(() => s.destroy(), timeoutMs);
     deadline.unref();
     try {
