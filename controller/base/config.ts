@@ -121,9 +121,10 @@ Limits (0 turns a cap off):
                         above the agents' 45 s watch keepalive)
   --session-idle-timeout DUR  an HTTP/2 connection with no streams for this long is closed
                         [SKIPPER_SESSION_IDLE_TIMEOUT] (default 5m)
-  --ping-interval DUR   every HTTP/2 connection is pinged this often and closed when it does
-                        not answer within 10 s (or the interval, if shorter): an agent that
-                        vanished ends its session, and its node goes offline
+  --ping-interval DUR   an HTTP/2 connection whose peer sent no ping for two of these is
+                        pinged, and closed when it does not answer within 10 s (or the
+                        interval, if shorter): an agent that vanished ends its session, and
+                        its node goes offline
                         [SKIPPER_PING_INTERVAL] (default 20s)
   --max-streams-per-connection N  concurrent HTTP/2 streams per connection
                         [SKIPPER_MAX_STREAMS_PER_CONNECTION] (default 100)
