@@ -77,6 +77,19 @@ describe("liveness from sessions", () => {
     expect(judged("n2")).toBe(NodeLiveness.ONLINE);
   });
 
+  it("gives a node whose controller vanished the grace of an ended session, however old its last keepalive", () => {
+    const { view, at, judged, change } = setup();
+    view.session(change("n1", "b", "s1", true, 0));
+    view.storedAs("n1", NodeLiveness.ONLINE);
+    // Its last keepalive 45 s before the lapse is noticed (4.5 of its 10 s intervals): still held, online.
+    view.present("b", at(44_000));
+    at(45_000);
+    expect(judged("n1")).toBe(NodeLiveness.ONLINE);
+    at(44_000 + PRESENCE_LAPSE_MS + 1);
+    expect(judged("n1")).toBe(NodeLiveness.ONLINE);
+    expect(view.get("n1")?.cause).toBe("controller_lost");
+  });
+
   it("never lets this controller's own sessions lapse", () => {
     const { view, at, judged, change } = setup("a");
     view.session(change("n1", "a", "s1", true, 0));

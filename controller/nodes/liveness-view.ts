@@ -103,7 +103,7 @@ export class LivenessView {
 
   /** A session of the node opened or ended. An end counts only for the session that holds the node. */
   session(c: SessionChange): void {
-    if (c.controller !== this.self) this.present(c.controller, this.now());
+    this.present(c.controller, this.now());
     const s = this.signs.get(c.nodeId);
     if (c.open) {
       this.signs.set(c.nodeId, {
@@ -157,11 +157,9 @@ export class LivenessView {
   }
 
   /** Records what was stored for the node (the monitor wrote or read it). */
-  storedAs(nodeId: string, liveness: NodeLiveness, at?: number): void {
+  storedAs(nodeId: string, liveness: NodeLiveness): void {
     const s = this.signs.get(nodeId);
-    if (!s) return;
-    s.stored = liveness;
-    if (at !== undefined && at > s.at) s.at = at;
+    if (s) s.stored = liveness;
   }
 
   /**
@@ -170,15 +168,18 @@ export class LivenessView {
    */
   due(now = this.now()): Array<{ nodeId: string; sign: Sign; next: NodeLiveness }> {
     const out: Array<{ nodeId: string; sign: Sign; next: NodeLiveness }> = [];
-    for (const [nodeId, s] of this.signs) {
-      if (s.holder && !this.alive(s.holder.controller, now)) this.ended(nodeId, s, now.getTime(), "controller_lost");
+    for (const [nodeId, held] of this.signs) {
+      const lost = held.holder !== undefined && !this.alive(held.holder.controller, now);
+      const s = lost ? this.ended(nodeId, held, now.getTime(), "controller_lost") : held;
       const next = judge(s, now, (c) => this.alive(c, now));
       if (next !== s.stored) out.push({ nodeId, sign: s, next });
     }
     return out;
   }
 
-  private ended(nodeId: string, s: Sign, at: number, cause: LivenessCause): void {
-    this.signs.set(nodeId, { at, intervalMs: SESSION_GONE_INTERVAL_MS, stored: s.stored, cause });
+  private ended(nodeId: string, s: Sign, at: number, cause: LivenessCause): Sign {
+    const gone = { at, intervalMs: SESSION_GONE_INTERVAL_MS, stored: s.stored, cause };
+    this.signs.set(nodeId, gone);
+    return gone;
   }
 }
