@@ -216,7 +216,7 @@ export function relaySessions(
   const self = coordination.controllerId;
   const out = new Batcher<SessionItem>(coordination, "session", 0, (i) => `${i[0]}/${i[2]}`);
   coordination.subscribe("session", (message) => {
-    for (const item of parseArrays(message)) {
+    for (const item of parseList<unknown[]>(message)) {
       const c = sessionChange(item);
       if (!c || c.controller === self) continue;
       view()?.session(c);
@@ -254,15 +254,6 @@ export function relaySessions(
     },
     stop: () => clearInterval(presence),
   };
-}
-
-function parseArrays(message: string): unknown[] {
-  try {
-    const v: unknown = JSON.parse(message);
-    return Array.isArray(v) ? v.filter((x) => Array.isArray(x)) : [];
-  } catch {
-    return [];
-  }
 }
 
 function parseList<T>(message: string): T[] {
