@@ -22,7 +22,7 @@ beforeAll(async () => {
   tc = await startController();
   // One client (one connection) for the admin's calls, polls included.
   orders = tc.client(WorkOrderService, { admin: true });
-  for (const nodeId of ["s-flow", "s-stale", "s-cut", "s-twice", "s-cancel", "s-refused", "s-grpc", "s-window"]) {
+  for (const nodeId of ["s-flow", "s-stale", "s-cut", "s-twice", "s-cancel", "s-refused", "s-grpc", "s-window", "s-json", "s-gzip"]) {
     tokens[nodeId] = (await tc.client(NodeService, { admin: true }).registerNode({ nodeId })).token;
   }
 });
@@ -30,12 +30,18 @@ afterAll(async () => {
   await tc?.stop();
 });
 
-const nodeClient = (nodeId: string, grpc = false) => tc.client(NodeService, { token: tokens[nodeId], grpc });
+type Wire = "connect" | "grpc" | "json" | "gzip";
+const nodeClient = (nodeId: string, wire: Wire = "connect") =>
+  tc.client(NodeService, {
+    token: tokens[nodeId],
+    grpc: wire === "grpc",
+    ...(wire === "json" || wire === "gzip" ? { connect: wire } : {}),
+  });
 const admin = () => orders;
 
 /** Opens a session of `nodeId` and waits for its welcome. */
-async function hello(nodeId: string, grpc = false): Promise<TestSession> {
-  const s = openSession(nodeClient(nodeId, grpc));
+async function hello(nodeId: string, wire: Wire = "connect"): Promise<TestSession> {
+  const s = openSession(nodeClient(nodeId, wire));
   s.send({ case: "hello", value: { nodeId, agentVersion: "test", journalWorkOrderIds: [] } });
   await s.next("the welcome", (m) => (m.kind.case === "welcome" ? m.kind.value : undefined));
   return s;
@@ -308,16 +314,29 @@ describe("an agent's session", () => {
     expect(await s.ended()).toBeUndefined();
   });
 
-  it("works over gRPC too", async () => {
-    const s = await hello("s-grpc", true);
-    const order = await inspectFor("s-grpc");
+  // gRPC and Connect JSON (skippy's wire) are served by the controller's own Session route; a
+  // compressed stream goes through the Connect router. A client cannot tell them apart: the same
+  // messages, and a refusal with the same code, ApiError detail and request id.
+  it.each([
+    ["gRPC", "s-grpc", "grpc"],
+    ["Connect JSON", "s-json", "json"],
+    ["gzip-compressed Connect (the router's path)", "s-gzip", "gzip"],
+  ] as const)("works over %s, and ends a refused session with the error's code, detail and request id", async (_, nodeId, wire) => {
+    const s = await hello(nodeId, wire);
+    const order = await inspectFor(nodeId);
     const got = await s.next("the order pushed", pushed(order.id));
     s.send({
       case: "result",
       value: { workOrderId: order.id, fencingToken: got.claim!.fencingToken, result: { success: true, code: "INSPECT_OK" } },
     });
     expect(await s.next("the result answered", answer(SessionAnswerSubject.RESULT, order.id))).toMatchObject({ accepted: true });
-    s.close();
-    expect(await s.ended()).toBeUndefined();
+    // A second hello ends the session with INVALID_REQUEST.
+    s.send({ case: "hello", value: { nodeId, agentVersion: "test" } });
+    const err = ConnectError.from(await s.ended());
+    expect(err.code).toBe(Code.InvalidArgument);
+    expect(apiCode(err)).toBe("INVALID_REQUEST");
+    expect(err.rawMessage).toContain("one hello");
+    // In the response headers and again with the error (the client joins them).
+    expect(err.metadata.get("x-request-id")).toMatch(/^[0-9a-f-]{36}(, [0-9a-f-]{36})?$/);
   });
 });

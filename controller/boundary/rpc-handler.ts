@@ -11,7 +11,9 @@
 //      before any interceptor can map it, and a 5xx must mean a bug of ours);
 //   4. the Connect router's handler for the method, given the bytes already read (a request
 //      stream, which never ends while its session lives, is handed over unread: the router reads
-//      each message under readMaxBytes).
+//      each message under readMaxBytes) -- except an agent's Session on the wires skippy and
+//      typed clients use, which session-route.ts serves itself (the router's streaming pipeline
+//      holds about 20 KB per open stream).
 // The router's interceptors (interceptors.ts) then run as for any call.
 import { fromBinary, fromJsonString, type DescMethod, type JsonReadOptions } from "@bufbuild/protobuf";
 import type { ConnectRouterOptions, ConnectRouter } from "@connectrpc/connect";
@@ -36,6 +38,8 @@ import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js
 import { bodyRefusal, readBodyBytes } from "./rest/read-body.js";
 import { vouchFor } from "./connection-vouch.js";
 import { connectGetProblem, encodingOf, inflate, inflateEnvelopes } from "./body-encoding.js";
+import { serveSession, type SessionRouteOptions } from "./session-route.js";
+import { sessionWireOf } from "./session-wire.js";
 
 type Request = IncomingMessage | Http2ServerRequest;
 type Response = ServerResponse | Http2ServerResponse;
@@ -52,6 +56,8 @@ export interface RpcHandlerOptions {
   logger: Logger;
   /** Where calls refused here (body over the cap, undecodable) are counted. */
   metrics?: RpcCounter;
+  /** NodeService.Session, served outside the router for the wires session-wire.ts names. */
+  session?: SessionRouteOptions;
 }
 
 /** Serves RPC paths; returns false (and does nothing) for any other path. */
@@ -104,6 +110,10 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
   const admitted = await opts.gate(req, res, handler.method);
   if (admitted === "answered") return;
   if (admitted && admitted.kind !== "anonymous") vouchFor(req);
+  if (admitted && opts.session?.method === handler.method) {
+    const wire = sessionWireOf(req.method, req.httpVersion, req.headers);
+    if (wire) return serveSession(opts.session, req as Http2ServerRequest, res as Http2ServerResponse, wire, admitted);
+  }
   // The interceptor authenticates a call without credentials in its headers by the client
   // certificate of its connection.
   const values = createContextValues().set(peerCertificateKey, peerCertificateOf(req)).set(admittedKey, admitted);

@@ -16,7 +16,7 @@ const HEADER_BYTES = 5;
 
 // The refusal a budgeted stream ends with (the session's failure, which the interceptor maps to
 // a Connect code): RESOURCE_EXHAUSTED for a budget, INVALID_REQUEST for a deadline.
-function streamRefusal(e: unknown): SkipperError | undefined {
+export function streamRefusal(e: unknown): SkipperError | undefined {
   if (e instanceof BodyBudgetError) {
     return new SkipperError("RESOURCE_EXHAUSTED", e.message, { field: "stream", budget: e.pool, retry_after_ms: e.retryAfterMs });
   }
@@ -27,6 +27,104 @@ function streamRefusal(e: unknown): SkipperError | undefined {
     });
   }
   return undefined;
+}
+
+/** One whole message of a stream, as framed (flags byte, payload). */
+export interface Envelope {
+  flags: number;
+  data: Uint8Array;
+}
+
+/**
+ * A request stream's bytes, envelope by envelope as they come: each message under way holds its
+ * bytes through `reserve()` (a reservation per message, released at its last byte) from its first
+ * byte. `push` throws BodyBudgetError past a budget and, when messages are collected, a
+ * RESOURCE_EXHAUSTED SkipperError for a message announced over `maxBytes` (before its payload is
+ * taken). The deadline is the reader's: `startedAt` says when the message under way began.
+ */
+export class EnvelopeMeter {
+  private readonly header = new Uint8Array(HEADER_BYTES);
+  private headerHave = 0;
+  private left = -1; // payload bytes still to come; -1 while the header is read
+  private current: BodyReservation | undefined;
+  private parts: Uint8Array[] = [];
+  /** When the message under way began (the clock's ms), or undefined between messages. */
+  startedAt: number | undefined;
+
+  constructor(
+    private readonly reserve: () => BodyReservation,
+    private readonly now: () => number,
+    /** Whole messages are returned by push (otherwise only counted, for a reader that splits them itself). */
+    private readonly collect: { maxBytes: number } | undefined,
+  ) {}
+
+  /** Takes `chunk`; returns the messages it completes (none unless collecting). */
+  push(chunk: Uint8Array): Envelope[] {
+    const done: Envelope[] = [];
+    let i = 0;
+    while (i < chunk.length) {
+      if (!this.current) {
+        this.current = this.reserve();
+        this.startedAt = this.now();
+        this.headerHave = 0;
+        this.left = -1;
+      }
+      if (this.left < 0) {
+        const n = Math.min(HEADER_BYTES - this.headerHave, chunk.length - i);
+        this.take(n);
+        this.header.set(chunk.subarray(i, i + n), this.headerHave);
+        this.headerHave += n;
+        i += n;
+        if (this.headerHave === HEADER_BYTES) this.left = this.announced();
+      } else {
+        const n = Math.min(this.left, chunk.length - i);
+        this.take(n);
+        if (this.collect) this.parts.push(chunk.subarray(i, i + n));
+        this.left -= n;
+        i += n;
+      }
+      if (this.left === 0) {
+        if (this.collect) done.push({ flags: this.header[0]!, data: joined(this.parts) });
+        this.parts = [];
+        this.release();
+      }
+    }
+    return done;
+  }
+
+  /** Lets go of the message under way (the stream ended or was refused). */
+  release(): void {
+    this.current?.release();
+    this.current = undefined;
+    this.startedAt = undefined;
+  }
+
+  private announced(): number {
+    const length = new DataView(this.header.buffer).getUint32(1);
+    if (this.collect && length > this.collect.maxBytes) {
+      throw new SkipperError("RESOURCE_EXHAUSTED", `a stream message of ${length} bytes is over the limit of ${this.collect.maxBytes}`, {
+        field: "stream",
+        max_bytes: this.collect.maxBytes,
+      });
+    }
+    return length;
+  }
+
+  private take(n: number): void {
+    if (this.current!.take(n)) return;
+    throw new BodyBudgetError(this.current!.refusedBy ?? "total", 1000);
+  }
+}
+
+function joined(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /**
@@ -41,52 +139,19 @@ export async function* budgetedStream(
   now: () => number = Date.now,
 ): AsyncGenerator<Uint8Array> {
   const it = chunks[Symbol.asyncIterator]();
-  const header = new Uint8Array(HEADER_BYTES);
-  let headerHave = 0;
-  let left = -1; // payload bytes still to come; -1 while the header is read
-  let current: BodyReservation | undefined;
-  let startedAt = 0;
-  const take = (n: number) => {
-    if (current!.take(n)) return;
-    throw new BodyBudgetError(current!.refusedBy ?? "total", 1000);
-  };
+  const meter = new EnvelopeMeter(reserve, now, undefined);
   try {
     for (;;) {
-      const next = current ? await withDeadline(it.next(), startedAt + deadlineMs - now(), deadlineMs) : await it.next();
+      const started = meter.startedAt;
+      const next = started === undefined ? await it.next() : await withDeadline(it.next(), started + deadlineMs - now(), deadlineMs);
       if (next.done) return;
-      const chunk = next.value;
-      let i = 0;
-      while (i < chunk.length) {
-        if (!current) {
-          current = reserve();
-          startedAt = now();
-          headerHave = 0;
-          left = -1;
-        }
-        if (left < 0) {
-          const n = Math.min(HEADER_BYTES - headerHave, chunk.length - i);
-          take(n);
-          header.set(chunk.subarray(i, i + n), headerHave);
-          headerHave += n;
-          i += n;
-          if (headerHave === HEADER_BYTES) left = new DataView(header.buffer).getUint32(1);
-        } else {
-          const n = Math.min(left, chunk.length - i);
-          take(n);
-          left -= n;
-          i += n;
-        }
-        if (left === 0) {
-          current.release();
-          current = undefined;
-        }
-      }
-      yield chunk;
+      meter.push(next.value);
+      yield next.value;
     }
   } catch (e) {
     throw streamRefusal(e) ?? e;
   } finally {
-    current?.release();
+    meter.release();
     // A stream refused or abandoned here stops being read (not awaited: a read may be pending,
     // and the response's end closes the request anyway).
     void it.return?.()?.catch(() => undefined);

@@ -40,38 +40,10 @@ import type { SessionEvent } from "../metrics/controller-metrics.js";
 import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
 import { claimReleasedEvent } from "./order-outcome.js";
 import { handleRequest, type PushedClaim, type RequestSession, type SessionMessage } from "./session-requests.js";
+import { retunedHeartbeatMs, sessionHeartbeatMs } from "./session-terms.js";
 
 /** Pushed orders a session has in flight at once (unacknowledged, or acknowledged and not ended). */
 export const MAX_IN_FLIGHT = 1;
-/** How often an agent on a session heartbeats, at the least: a keepalive, or the full report when it changed. */
-export const SESSION_HEARTBEAT_MS = 10_000;
-/** The longest interval a fleet makes it (before jitter): keepalives stay inside the connections' idle limits. */
-export const MAX_SESSION_HEARTBEAT_MS = 180_000;
-/** Heartbeats per second one controller's sessions send at most (the interval grows with the fleet, as Nomad's does). */
-export const SESSION_HEARTBEATS_PER_S = 50;
-
-/**
- * The heartbeat interval a new session is given when this controller holds `sessions`:
- * max(10 s, sessions / 50 per s), at most 180 s, plus up to a quarter more at random, so a fleet
- * that connected at once does not beat at once. Liveness does not wait for beats (an open session
- * is the sign: liveness-view.ts); they carry changes, and prove a quiet session still moves.
- */
-export function sessionHeartbeatMs(sessions: number, random: () => number = Math.random): number {
-  const base = Math.min(MAX_SESSION_HEARTBEAT_MS, Math.max(SESSION_HEARTBEAT_MS, Math.ceil((sessions * 1000) / SESSION_HEARTBEATS_PER_S)));
-  return base + Math.floor(random() * (base / 4));
-}
-
-/**
- * The new heartbeat interval of a session beating every `currentMs` on a controller that holds
- * `sessions`, when it is outside half to twice what such a fleet asks (sessionHeartbeatMs before
- * jitter); undefined when it is within.
- */
-export function retunedHeartbeatMs(currentMs: number, sessions: number, random: () => number = Math.random): number | undefined {
-  const base = sessionHeartbeatMs(sessions, () => 0);
-  if (currentMs >= base / 2 && currentMs <= base * 2) return undefined;
-  return sessionHeartbeatMs(sessions, random);
-}
-
 /** A session opening or ending on this controller (liveness-view.ts SessionChange, less the controller). */
 export interface SessionOnController {
   nodeId: string;
@@ -144,13 +116,14 @@ export class AgentSession implements RequestSession {
   /** When it was welcomed (ms since the epoch, the deps' clock). */
   openedAt = 0;
   private readonly outbox: SessionResponse[] = [];
-  private wake: (() => void) | undefined;
+  private notify: (() => void) | undefined;
   private ended = false;
   private failure: SkipperError | undefined;
   private endReason: EndReason = "closed";
   private pumping: Promise<void> = Promise.resolve();
   private pumpQueued = false;
   private handling: Promise<void> = Promise.resolve();
+  private closing: Promise<void> | undefined;
   private readonly cleanups: (() => void)[] = [];
 
   constructor(
@@ -159,31 +132,29 @@ export class AgentSession implements RequestSession {
     readonly heartbeats: HeartbeatRecorder,
   ) {}
 
-  /** The session's messages to the agent, read from `requests`, until it ends. */
+  /** The session's messages to the agent, read from `requests`, until it ends (the router's path). */
   async *run(requests: AsyncIterable<SessionRequest>, signal: AbortSignal): AsyncGenerator<SessionResponse> {
     const it = requests[Symbol.asyncIterator]();
     const first = await it.next();
     if (first.done) return;
-    if (first.value.kind.case !== "hello") throw invalid("a session starts with a hello", { field: "hello" });
+    const welcome = await this.begin(first.value);
     try {
-      yield this.welcome(first.value.kind.value);
-      void this.watchCertificate().catch((e: unknown) => this.fail(e));
+      yield welcome;
       const abort = () => this.end();
       signal.addEventListener("abort", abort, { once: true });
       this.cleanups.push(() => signal.removeEventListener("abort", abort));
-      this.pump();
       void this.read(it, signal);
       for (;;) {
-        const next = this.outbox.shift();
+        const next = this.take();
         if (next) {
           yield next;
           continue;
         }
         if (this.ended) break;
         await new Promise<void>((resolve) => {
-          this.wake = resolve;
+          this.notify = resolve;
         });
-        this.wake = undefined;
+        this.notify = undefined;
       }
       if (this.failure) throw this.failure;
     } finally {
@@ -191,11 +162,75 @@ export class AgentSession implements RequestSession {
     }
   }
 
+  /**
+   * Starts the session with the agent's first message, its hello: returns the welcome, or throws
+   * the refusal (a first message that is not a hello; another node's hello), the session closed.
+   */
+  async begin(first: SessionRequest): Promise<SessionResponse> {
+    if (first.kind.case !== "hello") throw invalid("a session starts with a hello", { field: "hello" });
+    try {
+      const welcome = this.welcome(first.kind.value);
+      void this.watchCertificate().catch((e: unknown) => this.fail(e));
+      this.pump();
+      return welcome;
+    } catch (e) {
+      await this.close();
+      throw e;
+    }
+  }
+
+  /** Handles one request after the hello, after those before it; throws only what ends the session. */
+  receive(req: SessionRequest): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    this.handling = handleRequest(this, req);
+    return this.handling;
+  }
+
+  /**
+   * The agent's side of the stream ended: closed (no error), refused (a bad message, one over the
+   * stream's byte budget or deadline: stream-budget.ts), or gone (`gone`: reset, disconnected),
+   * which ends the session quietly.
+   */
+  inputEnded(error?: unknown, gone = false): void {
+    if (error === undefined) {
+      this.end();
+      return;
+    }
+    // The router's read errors carry the refusal as their cause.
+    const cause = (error as { cause?: unknown } | undefined)?.cause;
+    const refusal = isSkipperError(error) ? error : isSkipperError(cause) ? cause : undefined;
+    this.end(gone ? undefined : refusal);
+  }
+
+  /** The next message queued for the agent, if any. */
+  take(): SessionResponse | undefined {
+    return this.outbox.shift();
+  }
+
+  /** Called whenever a message is queued or the session ends (the lean route's writer). */
+  onOutput(listener: () => void): void {
+    this.notify = listener;
+  }
+
+  /** Whether the session ended, and with what refusal (sent to the agent as the stream's error). */
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  get endFailure(): SkipperError | undefined {
+    return this.failure;
+  }
+
+  /** Ends the session and releases what it held: the feed, and every order pushed and not acknowledged. */
+  finish(): Promise<void> {
+    return this.close();
+  }
+
   /** Queues `kind` for the agent. */
   send(kind: SessionMessage): void {
     if (this.ended) return;
     this.outbox.push(create(SessionResponseSchema, { kind }));
-    this.wake?.();
+    this.notify?.();
   }
 
   /** Ends the session (with `failure`, sent to the agent as the stream's error); idempotent. */
@@ -204,7 +239,7 @@ export class AgentSession implements RequestSession {
     this.failure = failure;
     this.endReason = reason;
     this.ended = true;
-    this.wake?.();
+    this.notify?.();
   }
 
   /** Another session of the node took over: this one says so and ends. */
@@ -291,17 +326,11 @@ export class AgentSession implements RequestSession {
       for (;;) {
         const next = await it.next();
         if (next.done || this.ended) break;
-        this.handling = handleRequest(this, next.value);
-        await this.handling;
+        await this.receive(next.value);
       }
       this.end();
     } catch (e) {
-      // A client that went (reset, closed) ends the session quietly; a bad message, or one over
-      // the stream's byte budget or deadline (boundary/stream-budget.ts), is its refusal.
-      // The latter reach here as the cause of the router's read error.
-      const cause = (e as { cause?: unknown } | undefined)?.cause;
-      const refusal = isSkipperError(e) ? e : isSkipperError(cause) ? cause : undefined;
-      this.end(signal.aborted ? undefined : refusal);
+      this.inputEnded(e, signal.aborted);
     }
   }
 
@@ -401,7 +430,12 @@ export class AgentSession implements RequestSession {
 
   // Stops hearing the feed, lets the request and the claim in flight finish, then releases every
   // order pushed and not acknowledged.
-  private async close(): Promise<void> {
+  private close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.end();
     this.deps.metrics?.sessionEvent(`ended_${this.endReason}`);
     for (const c of this.cleanups.splice(0)) c();

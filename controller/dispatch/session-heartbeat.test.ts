@@ -1,7 +1,7 @@
 // The heartbeat interval a session is welcomed with grows with the sessions its controller holds
 // (about 50 beats per second at most), within bounds, with jitter that spreads a fleet.
 import { describe, expect, it } from "vitest";
-import { MAX_SESSION_HEARTBEAT_MS, SESSION_HEARTBEAT_MS, retunedHeartbeatMs, sessionHeartbeatMs } from "./agent-session.js";
+import { MAX_SESSION_HEARTBEAT_MS, SESSION_HEARTBEAT_MS, retunedHeartbeatMs, sessionHeartbeatMs } from "./session-terms.js";
 
 describe("sessionHeartbeatMs", () => {
   it("is 10 s for a small fleet, sessions / 50 per s for a large one, at most 180 s, before jitter", () => {

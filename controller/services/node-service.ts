@@ -22,16 +22,40 @@ import { idempotent } from "./idempotency.js";
 // idle timeout common to proxies and load balancers, and rare enough to cost little at 1,000 streams.
 const WATCH_KEEPALIVE_MS = 45_000;
 
-/** Node implementation. */
-export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> {
-  const { store } = deps;
-  const heartbeats = new HeartbeatRecorder({
-    store,
+// One recorder per controller (it remembers when each node's last heartbeat event was written),
+// shared by the routed calls, the in-memory transport's and the Session route.
+const recorders = new WeakMap<ServiceDeps, HeartbeatRecorder>();
+
+function heartbeatRecorder(deps: ServiceDeps): HeartbeatRecorder {
+  let recorder = recorders.get(deps);
+  if (!recorder) recorders.set(deps, (recorder = newRecorder(deps)));
+  return recorder;
+}
+
+function newRecorder(deps: ServiceDeps): HeartbeatRecorder {
+  return new HeartbeatRecorder({
+    store: deps.store,
     now: deps.now,
     onHeartbeat: deps.onHeartbeat,
     onRecorded: (beat) => deps.triggers.heartbeatRecorded(beat),
     onAgentCounters: (nodeId, counters, at) => deps.metrics.agentReported(nodeId, counters, at),
   });
+}
+
+/**
+ * Opens an agent's Session for an admitted call: the routed Session below, and the same method
+ * served outside the router (boundary/session-route.ts).
+ */
+export function agentSessionOpener(deps: ServiceDeps): (call: CallInfo) => AgentSession {
+  const heartbeats = heartbeatRecorder(deps);
+  return (call) => new AgentSession(deps, call, heartbeats);
+}
+
+/** Node implementation. */
+export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> {
+  const { store } = deps;
+  const heartbeats = heartbeatRecorder(deps);
+  const openSession = agentSessionOpener(deps);
 
   function selfOnly(call: CallInfo, nodeId: string): string {
     checkId(nodeId, "node_id");
@@ -105,7 +129,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
 
     // The agent's one stream (dispatch/agent-session.ts): the node is the caller's, named by its hello.
     session(requests, ctx) {
-      return new AgentSession(deps, callInfo(ctx), heartbeats).run(requests, ctx.signal);
+      return openSession(callInfo(ctx)).run(requests, ctx.signal);
     },
 
     async reportResourceState(req, ctx) {

@@ -5,7 +5,7 @@ import { mkdtemp, rm, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { compressionGzip, createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { build, type Controller } from "../../controller/server/build.js";
 import type { Store } from "../../controller/store/store.js";
@@ -28,7 +28,14 @@ export interface TestController {
   /** A Connect client (HTTP/2, TLS when enabled) with the given bearer/admin token. */
   client<S extends DescService>(
     service: S,
-    opts?: { token?: string; admin?: boolean; grpc?: boolean; headers?: Record<string, string> },
+    opts?: {
+      token?: string;
+      admin?: boolean;
+      grpc?: boolean;
+      /** Connect with JSON messages, or with gzip-compressed ones (default: Connect, binary, uncompressed; gRPC with `grpc`). */
+      connect?: "json" | "gzip";
+      headers?: Record<string, string>;
+    },
   ): Client<S>;
   /** Stops the server, closes the store; removes the data dir unless keep. */
   stop(opts?: { keep?: boolean }): Promise<void>;
@@ -115,7 +122,14 @@ export async function startController(
       const nodeOptions = ca ? { ca } : {};
       const transport = o.grpc
         ? createGrpcTransport({ baseUrl: `${url}/v1`, nodeOptions, interceptors: [auth] })
-        : createConnectTransport({ baseUrl: `${url}/v1`, httpVersion: "2", nodeOptions, interceptors: [auth] });
+        : createConnectTransport({
+            baseUrl: `${url}/v1`,
+            httpVersion: "2",
+            nodeOptions,
+            interceptors: [auth],
+            useBinaryFormat: o.connect !== "json",
+            ...(o.connect === "gzip" ? { sendCompression: compressionGzip } : {}),
+          });
       return createClient(service, transport);
     },
     async stop(s = {}) {

@@ -31,7 +31,7 @@ export function release(ticket: string): void {
 }
 
 /** What was parked under the ticket these headers name, taken (once). */
-export function takeParked(headers: Headers): Admitted | undefined {
+export function takeParked(headers: { get(name: string): string | null }): Admitted | undefined {
   const ticket = headers.get(ADMITTED_HEADER);
   if (ticket === null) return undefined;
   const what = parked.get(ticket);

@@ -18,6 +18,8 @@ import { dashboardHandler, defaultDashboardDir } from "../../boundary/dashboard.
 import { fleetCensus } from "../../metrics/fleet-census.js";
 import { createMetricsRoute } from "../../boundary/metrics-route.js";
 import { SERVICES, serviceRoutes } from "./routes.js";
+import { NodeService } from "../../../gen/skipper/v1/node_service_pb.js";
+import { agentSessionOpener } from "../../services/node-service.js";
 import type { BuildOptions } from "./build-options.js";
 
 export type RequestHandler = (
@@ -41,7 +43,8 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
   const authenticator = createAuthenticator({ store, fixedAdminHash: opts.fixedAdminHash, now });
   // Every audited call's entry goes to the store's hash-chained trail before the call is answered.
   const audit: AuditSink = (entry) => store.appendAuditEntry(entry);
-  const interceptors: Interceptor[] = [boundaryInterceptor({ authenticator, logger, store, audit, metrics })];
+  const boundary = { authenticator, logger, store, audit, metrics };
+  const interceptors: Interceptor[] = [boundaryInterceptor(boundary)];
   const onRefused = refusalAuditor(audit);
   const signer = opts.tls ? auditSigner(opts.tls.key, opts.tls.cert) : undefined;
   const routes = serviceRoutes(deps, signer);
@@ -58,6 +61,14 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
     gate,
     logger,
     metrics,
+    session: {
+      method: NodeService.method.session,
+      boundary,
+      open: agentSessionOpener(deps),
+      jsonOptions: JSON_OPTIONS,
+      readMaxBytes,
+      budgets,
+    },
   });
   const transport = createRouterTransport(routes, {
     router: { interceptors, jsonOptions: JSON_OPTIONS, readMaxBytes },
