@@ -2,7 +2,8 @@
 // its last (headers split across chunks included), and nothing is held between messages.
 import { describe, expect, it } from "vitest";
 import { BodyBudget } from "./body-limits.js";
-import { budgetedStream } from "./stream-budget.js";
+import { budgetedStream, EnvelopeMeter } from "./stream-budget.js";
+import { SkipperError } from "../base/errors.js";
 
 function frames(...lengths: number[]): Uint8Array {
   const parts = lengths.map((n) => {
@@ -47,6 +48,42 @@ describe("budgetedStream", () => {
       for await (const _ of budgetedStream(cut(frames(500), [50, 120]), () => budget.reserve({}, "a"), 10_000)) void _;
     };
     await expect(read()).rejects.toMatchObject({ code: "RESOURCE_EXHAUSTED" });
+    expect(budget.held()).toBe(0);
+  });
+});
+
+describe("EnvelopeMeter collecting messages (the Session route's reader)", () => {
+  it("returns each whole message once, from chunks cut anywhere or holding several, and holds only the message under way", () => {
+    const budget = new BodyBudget({ perConnection: 1000, perAddress: 1000, total: 1000 });
+    const meter = new EnvelopeMeter(
+      () => budget.reserve({}, "a"),
+      () => 0,
+      { maxBytes: 500 },
+    );
+    const bytes = frames(10, 0, 300, 7);
+    const got: number[] = [];
+    const held: number[] = [];
+    let from = 0;
+    for (const to of [3, 5, 17, 22, 100, bytes.length]) {
+      for (const m of meter.push(bytes.subarray(from, to))) got.push(m.data.length);
+      held.push(budget.held());
+      from = to;
+    }
+    expect(got).toEqual([10, 0, 300, 7]);
+    expect(held).toEqual([3, 5, 2, 2, 80, 0]);
+    expect(meter.startedAt).toBeUndefined();
+  });
+
+  it("refuses a message announced over maxBytes before taking its payload, and gives back what it held", () => {
+    const budget = new BodyBudget({ perConnection: 1000, perAddress: 1000, total: 1000 });
+    const meter = new EnvelopeMeter(
+      () => budget.reserve({}, "a"),
+      () => 0,
+      { maxBytes: 100 },
+    );
+    const push = () => meter.push(frames(101).subarray(0, 20));
+    expect(push).toThrow(SkipperError);
+    meter.release();
     expect(budget.held()).toBe(0);
   });
 });
