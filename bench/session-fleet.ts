@@ -17,7 +17,7 @@
 //            memory after a collection
 //
 // Options: --agents, --seconds, --storm-timeout <s> (180), --no-bare, --controller-arg <arg>
-// (repeated), --controller-log <file>, --heap-snapshots <dir> (the controller's heap with no agent
+// (repeated), --controller-env KEY=VALUE (repeated), --controller-log <file>, --heap-snapshots <dir> (the controller's heap with no agent
 // and with every session up, to be compared object by object).
 //
 // Targets (issue 38): steady, the controller under 25 % of a core and 1 GiB RSS; the storm, every
@@ -46,6 +46,8 @@ const { values } = parseArgs({
     "no-bare": { type: "boolean", default: false },
     // More controller options (each its own --controller-arg, e.g. --controller-arg=--max-unvouched-connections=20000).
     "controller-arg": { type: "string", multiple: true, default: [] },
+    // Environment of the controller's process (each its own --controller-env KEY=VALUE, e.g. MALLOC_ARENA_MAX=2).
+    "controller-env": { type: "string", multiple: true, default: [] },
     // Appends the controller's JSON log (both processes, before and after the storm) to this file.
     "controller-log": { type: "string" },
     // Writes heap snapshots of the controller into this directory: with its nodes registered and
@@ -258,7 +260,10 @@ try {
       const snapshots = values["heap-snapshots"]
         ? [`--heapsnapshot-signal=${SNAPSHOT_SIGNAL}`, `--diagnostic-dir=${values["heap-snapshots"]}`]
         : [];
-      const c = await startController(dist, dataDir, ADMIN, [...PROBE, ...snapshots], args, { BENCH_PROBE_FILE: `${dataDir}.probe` });
+      const c = await startController(dist, dataDir, ADMIN, [...PROBE, ...snapshots], args, {
+        ...controllerEnv(values["controller-env"] ?? []),
+        BENCH_PROBE_FILE: `${dataDir}.probe`,
+      });
       running.push(c.child);
       if (values["controller-log"]) c.child.stdout!.pipe(createWriteStream(values["controller-log"], { flags: "a" }));
       return c;
@@ -321,6 +326,16 @@ function printFigures(ctl: Figures, bare: Figures | undefined): void {
   );
   console.log(`agents' counts (controller): ${JSON.stringify(ctl.counts)}; first errors: ${JSON.stringify(ctl.errors)}`);
   if (bare) console.log(`agents' counts (bare): ${JSON.stringify(bare.counts)}`);
-  console.log(`controller options: ${JSON.stringify(values["controller-arg"] ?? [])}`);
+  console.log(`controller options: ${JSON.stringify(values["controller-arg"] ?? [])}, environment: ${JSON.stringify(values["controller-env"] ?? [])}`);
   console.log(JSON.stringify({ bench: "fleet", agents: N, seconds: SECONDS, node: process.version, controller: ctl, bare }));
+}
+
+function controllerEnv(pairs: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const p of pairs) {
+    const at = p.indexOf("=");
+    if (at <= 0) throw new Error(`--controller-env takes KEY=VALUE, got '${p}'`);
+    env[p.slice(0, at)] = p.slice(at + 1);
+  }
+  return env;
 }
