@@ -326,7 +326,9 @@ function printFigures(ctl: Figures, bare: Figures | undefined): void {
   );
   console.log(`agents' counts (controller): ${JSON.stringify(ctl.counts)}; first errors: ${JSON.stringify(ctl.errors)}`);
   if (bare) console.log(`agents' counts (bare): ${JSON.stringify(bare.counts)}`);
-  console.log(`controller options: ${JSON.stringify(values["controller-arg"] ?? [])}, environment: ${JSON.stringify(values["controller-env"] ?? [])}`);
+  console.log(
+    `controller options: ${JSON.stringify(values["controller-arg"] ?? [])}, environment: ${JSON.stringify(values["controller-env"] ?? [])}`,
+  );
   console.log(JSON.stringify({ bench: "fleet", agents: N, seconds: SECONDS, node: process.version, controller: ctl, bare }));
 }
 
