@@ -137,6 +137,8 @@ class SessionPipe {
   private stopped = false;
   private finishing = false;
   private draining = false;
+  /** The session's release of what it held, once it ended. */
+  private released: Promise<void> | undefined;
   private done!: () => void;
 
   constructor(
@@ -268,17 +270,25 @@ class SessionPipe {
     this.flush();
   }
 
-  // Writes what the session queued; once it has ended and all is written, finishes.
+  // Writes what the session queued; once it has ended and all is written, finishes. A session
+  // that ended releases what it held at once, even while its stream waits to drain; a stream
+  // that is gone takes nothing more (what was queued is dropped).
   private flush(): void {
-    if (this.draining || this.finishing) return;
+    if (this.finishing) return;
+    const gone = this.framing.gone;
+    if (this.draining && !gone) {
+      if (this.session.isEnded) this.released ??= this.session.finish();
+      return;
+    }
     for (let m = this.session.take(); m !== undefined; m = this.session.take()) {
-      if (this.framing.gone) continue;
+      if (gone) continue;
       if (!this.framing.write(m)) {
         this.draining = true;
         this.res.once("drain", () => {
           this.draining = false;
           this.flush();
         });
+        if (this.session.isEnded) this.released ??= this.session.finish();
         return;
       }
     }
@@ -289,7 +299,7 @@ class SessionPipe {
   private async finish(): Promise<void> {
     this.finishing = true;
     this.stopReading();
-    await this.session.finish();
+    await (this.released ??= this.session.finish());
     if (this.framing.gone) {
       this.call.counted(Code.Canceled);
     } else {
