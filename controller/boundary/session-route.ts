@@ -137,8 +137,8 @@ class SessionPipe {
   private stopped = false;
   private finishing = false;
   private draining = false;
-  /** The session's release of what it held, once it ended. */
-  private released: Promise<void> | undefined;
+  /** The session's release of what it held, once it ended: what it failed with, if anything. */
+  private released: Promise<unknown> | undefined;
   private done!: () => void;
 
   constructor(
@@ -277,7 +277,7 @@ class SessionPipe {
     if (this.finishing) return;
     const gone = this.framing.gone;
     if (this.draining && !gone) {
-      if (this.session.isEnded) this.released ??= this.session.finish();
+      if (this.session.isEnded) void this.release();
       return;
     }
     for (let m = this.session.take(); m !== undefined; m = this.session.take()) {
@@ -288,27 +288,44 @@ class SessionPipe {
           this.draining = false;
           this.flush();
         });
-        if (this.session.isEnded) this.released ??= this.session.finish();
+        if (this.session.isEnded) void this.release();
         return;
       }
     }
     if (this.session.isEnded) void this.finish();
   }
 
-  // The session released what it held; the stream ends OK or with its refusal.
+  // The session's release of what it held (once): resolves with what it failed with, if anything
+  // (a store that went away: the stream then ends INTERNAL_ERROR, logged with its cause).
+  private release(): Promise<unknown> {
+    this.released ??= this.session.finish().then(
+      () => undefined,
+      (e: unknown) => e ?? new Error("the session's release failed"),
+    );
+    return this.released;
+  }
+
+  // The session released what it held; the stream ends OK or with its refusal (or the release's
+  // failure). Never rejects: whatever fails here is logged with the call's ids.
   private async finish(): Promise<void> {
     this.finishing = true;
-    this.stopReading();
-    await (this.released ??= this.session.finish());
-    if (this.framing.gone) {
-      this.call.counted(Code.Canceled);
-    } else {
-      const failure = this.session.endFailure;
-      const err = failure === undefined ? undefined : this.call.streamFailure(failure);
-      this.call.counted(err?.code);
-      this.framing.end(err);
+    try {
+      this.stopReading();
+      const failed = await this.release();
+      if (this.framing.gone) {
+        if (failed !== undefined) this.call.failure(failed);
+        this.call.counted(Code.Canceled);
+      } else {
+        const cause = failed ?? this.session.endFailure;
+        const err = cause === undefined ? undefined : this.call.streamFailure(cause);
+        this.call.counted(err?.code);
+        this.framing.end(err);
+      }
+    } catch (e) {
+      this.call.failure(e);
+    } finally {
+      this.done();
     }
-    this.done();
   }
 
   // Ends a call whose session never began: no hello (OK), or its refusal.
