@@ -59,6 +59,8 @@ export interface ControllerConfig {
     maxConnections?: number;
     maxUnvouchedConnections?: number;
     unvouchedGraceMs?: number;
+    maxWaitingConnections?: number;
+    connectionWaitMs?: number;
   };
   /** Largest request body of an admitted call; unset keeps the default (4 MiB). */
   maxRequestBytes?: number;
@@ -137,7 +139,12 @@ Limits (0 turns a cap off):
                         [SKIPPER_MAX_UNVOUCHED_CONNECTIONS] (default 256)
   --unvouched-grace D   how long such a connection is kept, however many arrive, to finish
                         its handshake and first call; while every one is within it a newcomer
-                        is closed instead [SKIPPER_UNVOUCHED_GRACE] (default 2s; 0: none)
+                        waits in line instead [SKIPPER_UNVOUCHED_GRACE] (default 2s; 0: none)
+  --max-waiting-connections N  connections that may wait, accepted but not yet read, for room
+                        among those not vouched for; let in first come first served, past it
+                        a newcomer is closed [SKIPPER_MAX_WAITING_CONNECTIONS] (default 8192)
+  --connection-wait D   how long one may wait in that line before it is closed
+                        [SKIPPER_CONNECTION_WAIT] (default 30s)
   --max-request-bytes N request body of an authenticated call, in bytes
                         [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
   --max-watch-streams-per-node N  work-order watch streams one node may hold
@@ -176,6 +183,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "work-order-retention": { type: "string" },
       "handshake-timeout": { type: "string" },
       "unvouched-grace": { type: "string" },
+      "max-waiting-connections": { type: "string" },
+      "connection-wait": { type: "string" },
       "request-idle-timeout": { type: "string" },
       "session-idle-timeout": { type: "string" },
       "ping-interval": { type: "string" },
@@ -255,6 +264,12 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
         0,
       ),
       unvouchedGraceMs: optionalDuration(values["unvouched-grace"] ?? env.SKIPPER_UNVOUCHED_GRACE, "--unvouched-grace", 0),
+      maxWaitingConnections: count(
+        values["max-waiting-connections"] ?? env.SKIPPER_MAX_WAITING_CONNECTIONS,
+        "--max-waiting-connections",
+        0,
+      ),
+      connectionWaitMs: optionalDuration(values["connection-wait"] ?? env.SKIPPER_CONNECTION_WAIT, "--connection-wait", 100),
     },
     maxRequestBytes: count(values["max-request-bytes"] ?? env.SKIPPER_MAX_REQUEST_BYTES, "--max-request-bytes", 16 * 1024),
     maxWatchStreamsPerNode: count(
