@@ -144,7 +144,7 @@ Limits (0 turns a cap off):
                         among those not vouched for; let in first come first served, past it
                         a newcomer is closed [SKIPPER_MAX_WAITING_CONNECTIONS] (default 8192)
   --connection-wait D   how long one may wait in that line before it is closed
-                        [SKIPPER_CONNECTION_WAIT] (default 30s)
+                        [SKIPPER_CONNECTION_WAIT] (default 60s)
   --max-request-bytes N request body of an authenticated call, in bytes
                         [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
   --max-watch-streams-per-node N  work-order watch streams one node may hold
