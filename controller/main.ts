@@ -139,6 +139,7 @@ async function listen(controller: Controller, config: ControllerConfig, tls: Ser
       tls,
       limits: definedOnly(config.limits),
       onRefusedConnection: refusalReporter(logger),
+      onWaitingConnection: lineReporter(logger),
     });
   } catch (e) {
     // The token minted by this start is stored (as a hash) already: shown now, or never.
@@ -253,6 +254,27 @@ function refusalReporter(logger: Logger): (address: string, cap: string) => void
         "connections closed on arrival: a connection cap was reached",
       );
     }, 60_000).unref();
+  };
+}
+
+// Connections held in line for the pool of those not yet vouched for (a restart's storm), let in,
+// or closed while they waited: counted per event, not per address (a fleet's restart holds
+// thousands of addresses), and logged at most once a minute; closed ones as a warning.
+function lineReporter(logger: Logger): (address: string, event: string) => void {
+  let counts: Record<string, number> | undefined;
+  return (_address, event) => {
+    if (!counts) {
+      const line: Record<string, number> = (counts = {});
+      setTimeout(() => {
+        counts = undefined;
+        const lost = (line["timed-out"] ?? 0) + (line.closed ?? 0) > 0;
+        logger[lost ? "warn" : "info"](
+          { action: "listen", result: lost ? "RESOURCE_EXHAUSTED" : "ok", metadata: { line } },
+          "connections waited in line for the pool of connections not yet vouched for",
+        );
+      }, 60_000).unref();
+    }
+    counts[event] = (counts[event] ?? 0) + 1;
   };
 }
 

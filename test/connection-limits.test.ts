@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiErrorSchema } from "../gen/skipper/v1/envelope_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
+import { connectionEvents } from "./helpers/connection-events.js";
 import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 
 let tc: TestController;
@@ -162,28 +163,28 @@ describe("connections on their way in (a restart's storm)", () => {
   };
 
   it("are kept while their TLS handshake runs, however late; past it, one without an admitted call goes after its grace", async () => {
-    const c = await startController({ limits: { maxUnvouchedConnections: 1, unvouchedGraceMs: 0 } });
+    const events = connectionEvents();
+    const c = await startController({ limits: { maxUnvouchedConnections: 1, unvouchedGraceMs: 0 }, connectionEvents: events.options });
     const port = Number(new URL(c.url).port);
     const sessions: http2.ClientHttp2Session[] = [];
     const slow = await tcpFrom(port, "127.0.0.2");
     try {
-      // The pool's one connection is an agent slow to finish its handshake: a newcomer from another host gives way.
+      // The pool's one connection is an agent slow to finish its handshake: a newcomer from another host waits in line.
       const late = h2From(c, "127.0.0.3", sessions);
-      await closed(late);
-      expect(late.remoteSettings?.maxConcurrentStreams ?? 0).toBe(0);
+      await events.until("held", "127.0.0.3");
       // The slow one was kept: its handshake finishes on the same connection (the server's ticket after it says the server saw it end).
       const secured = tls.connect({ socket: slow, ca: c.ca, servername: "localhost" });
       secured.on("error", () => undefined);
+      const gone = closed(secured);
       await new Promise<void>((resolve, reject) => {
         secured.once("session", () => resolve());
         secured.once("close", () => reject(new Error("the connection in its handshake was closed")));
       });
-      // Past its handshake and its grace (0) with no admitted call: the next newcomer takes its place.
-      const gone = closed(secured);
-      const next = h2From(c, "127.0.0.4", sessions);
-      await new Promise<void>((r) => next.once("remoteSettings", () => r()));
+      // Past its handshake and its grace (0) with no admitted call: it gives way to the one waiting, which gets in.
       await gone;
-      expect(await admitted(next)).toBe(200);
+      await new Promise<void>((r) => late.once("remoteSettings", () => r()));
+      expect(await admitted(late)).toBe(200);
+      expect(events.seen).toEqual(["held 127.0.0.3", "refused:unvouched 127.0.0.2", "let-in 127.0.0.3"]);
     } finally {
       slow.destroy();
       for (const s of sessions) s.destroy();
@@ -268,8 +269,12 @@ describe("connections nobody vouched for", () => {
     }
   });
 
-  it("keep each connection its grace: while every one in a full pool is within it, a newcomer is closed instead, and they get in", async () => {
-    const c = await startController({ limits: { maxUnvouchedConnections: 3, unvouchedGraceMs: 600_000 } });
+  it("keep each connection its grace: while every one in a full pool is within it, newcomers wait in line and get in, in order, as the pool's are vouched for", async () => {
+    const events = connectionEvents();
+    const c = await startController({
+      limits: { maxUnvouchedConnections: 3, unvouchedGraceMs: 600_000 },
+      connectionEvents: events.options,
+    });
     const sessions: http2.ClientHttp2Session[] = [];
     const connect = () => {
       const s = http2.connect(c.url, { ca: c.ca });
@@ -278,21 +283,26 @@ describe("connections nobody vouched for", () => {
       return s;
     };
     try {
+      const settled = (s: http2.ClientHttp2Session) => new Promise<void>((r) => s.once("remoteSettings", () => r()));
       const pool = [connect(), connect(), connect()];
-      await Promise.all(pool.map((s) => new Promise<void>((r) => s.once("remoteSettings", () => r()))));
-      // A fourth, a fifth: closed at once (no settings ever come); the three are kept.
-      for (let i = 0; i < 2; i++) {
-        const late = connect();
-        await closed(late);
-        expect(late.remoteSettings.maxConcurrentStreams ?? 0).toBe(0);
-      }
+      await Promise.all(pool.map(settled));
+      // A fourth, a fifth: held unread (no TLS yet), the three kept.
+      const late = [connect(), connect()];
+      const lateSettled = late.map(settled);
+      await events.until("held", "127.0.0.1", 2);
       for (const s of pool) expect(s.closed || s.destroyed).toBe(false);
-      // Each of the three is vouched for by its first admitted call (a storm's agents, getting in).
-      for (const s of pool) expect(await admitted(s)).toBe(200);
-      // The pool is empty again: a newcomer is let in.
+      // The first of the three vouched for by its admitted call: the first in line takes its place, then the second.
+      expect(await admitted(pool[0]!)).toBe(200);
+      await lateSettled[0];
+      expect(events.seen.filter((e) => e.startsWith("let-in")).length).toBe(1);
+      expect(await admitted(pool[1]!)).toBe(200);
+      await lateSettled[1];
+      for (const s of [...late, pool[2]!]) expect(await admitted(s)).toBe(200);
+      // The pool is empty again: a newcomer is let in at once.
       const next = connect();
-      await new Promise<void>((r) => next.once("remoteSettings", () => r()));
+      await settled(next);
       expect(await admitted(next)).toBe(200);
+      expect(events.seen).toEqual(["held 127.0.0.1", "held 127.0.0.1", "let-in 127.0.0.1", "let-in 127.0.0.1"]);
     } finally {
       for (const s of sessions) s.destroy();
       await c.stop();

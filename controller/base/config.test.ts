@@ -26,6 +26,11 @@ describe("limit settings", () => {
     expect(c.maxRequestBytes).toBe(1_048_576);
     expect(load(["--unvouched-grace", "0"]).limits.unvouchedGraceMs).toBe(0);
     expect(load([], { SKIPPER_UNVOUCHED_GRACE: "5s" }).limits.unvouchedGraceMs).toBe(5000);
+    expect(load(["--max-waiting-connections", "0", "--connection-wait", "45s"]).limits).toMatchObject({
+      maxWaitingConnections: 0,
+      connectionWaitMs: 45_000,
+    });
+    expect(() => load([], { SKIPPER_CONNECTION_WAIT: "50ms" })).toThrow(/--connection-wait/);
   });
 
   it("refuse values that are not whole numbers or durations, naming the setting", () => {

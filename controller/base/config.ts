@@ -59,6 +59,8 @@ export interface ControllerConfig {
     maxConnections?: number;
     maxUnvouchedConnections?: number;
     unvouchedGraceMs?: number;
+    maxWaitingConnections?: number;
+    connectionWaitMs?: number;
   };
   /** Largest request body of an admitted call; unset keeps the default (4 MiB). */
   maxRequestBytes?: number;
@@ -137,7 +139,12 @@ Limits (0 turns a cap off):
                         [SKIPPER_MAX_UNVOUCHED_CONNECTIONS] (default 256)
   --unvouched-grace D   how long such a connection is kept, however many arrive, to finish
                         its handshake and first call; while every one is within it a newcomer
-                        is closed instead [SKIPPER_UNVOUCHED_GRACE] (default 2s; 0: none)
+                        waits in line instead [SKIPPER_UNVOUCHED_GRACE] (default 2s; 0: none)
+  --max-waiting-connections N  connections that may wait, accepted but not yet read, for room
+                        among those not vouched for; let in first come first served, past it
+                        a newcomer is closed [SKIPPER_MAX_WAITING_CONNECTIONS] (default 8192)
+  --connection-wait D   how long one may wait in that line before it is closed
+                        [SKIPPER_CONNECTION_WAIT] (default 60s)
   --max-request-bytes N request body of an authenticated call, in bytes
                         [SKIPPER_MAX_REQUEST_BYTES] (default 4194304; public calls: 16384)
   --max-watch-streams-per-node N  work-order watch streams one node may hold
@@ -176,6 +183,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "work-order-retention": { type: "string" },
       "handshake-timeout": { type: "string" },
       "unvouched-grace": { type: "string" },
+      "max-waiting-connections": { type: "string" },
+      "connection-wait": { type: "string" },
       "request-idle-timeout": { type: "string" },
       "session-idle-timeout": { type: "string" },
       "ping-interval": { type: "string" },
@@ -233,35 +242,42 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     auditRetentionMs: retention(values["audit-retention"] ?? env.SKIPPER_AUDIT_RETENTION ?? "365d", "--audit-retention"),
     webhookRetryMs: duration(values["webhook-retry-period"] ?? env.SKIPPER_WEBHOOK_RETRY_PERIOD ?? "24h", "--webhook-retry-period", 100),
     webhookBackoffMs: duration(values["webhook-backoff"] ?? env.SKIPPER_WEBHOOK_BACKOFF ?? "1s", "--webhook-backoff", 10),
-    limits: {
-      handshakeTimeoutMs: optionalDuration(values["handshake-timeout"] ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
-      requestIdleMs: optionalDuration(values["request-idle-timeout"] ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),
-      sessionIdleMs: optionalDuration(values["session-idle-timeout"] ?? env.SKIPPER_SESSION_IDLE_TIMEOUT, "--session-idle-timeout", 1000),
-      pingIntervalMs: optionalDuration(values["ping-interval"] ?? env.SKIPPER_PING_INTERVAL, "--ping-interval", 100),
-      maxConcurrentStreams: count(
-        values["max-streams-per-connection"] ?? env.SKIPPER_MAX_STREAMS_PER_CONNECTION,
-        "--max-streams-per-connection",
-        1,
-      ),
-      maxConnectionsPerAddress: count(
-        values["max-connections-per-address"] ?? env.SKIPPER_MAX_CONNECTIONS_PER_ADDRESS,
-        "--max-connections-per-address",
-        0,
-      ),
-      maxConnections: count(values["max-connections"] ?? env.SKIPPER_MAX_CONNECTIONS, "--max-connections", 0),
-      maxUnvouchedConnections: count(
-        values["max-unvouched-connections"] ?? env.SKIPPER_MAX_UNVOUCHED_CONNECTIONS,
-        "--max-unvouched-connections",
-        0,
-      ),
-      unvouchedGraceMs: optionalDuration(values["unvouched-grace"] ?? env.SKIPPER_UNVOUCHED_GRACE, "--unvouched-grace", 0),
-    },
+    limits: connectionLimits((flag) => values[flag as keyof typeof values] as string | undefined, env),
     maxRequestBytes: count(values["max-request-bytes"] ?? env.SKIPPER_MAX_REQUEST_BYTES, "--max-request-bytes", 16 * 1024),
     maxWatchStreamsPerNode: count(
       values["max-watch-streams-per-node"] ?? env.SKIPPER_MAX_WATCH_STREAMS_PER_NODE,
       "--max-watch-streams-per-node",
       0,
     ),
+  };
+}
+
+/** The connection limits set by a flag or its environment variable (listener.ts ConnectionLimits); unset ones keep their defaults. */
+function connectionLimits(flag: (name: string) => string | undefined, env: NodeJS.ProcessEnv): ControllerConfig["limits"] {
+  return {
+    handshakeTimeoutMs: optionalDuration(flag("handshake-timeout") ?? env.SKIPPER_HANDSHAKE_TIMEOUT, "--handshake-timeout", 100),
+    requestIdleMs: optionalDuration(flag("request-idle-timeout") ?? env.SKIPPER_REQUEST_IDLE_TIMEOUT, "--request-idle-timeout", 1000),
+    sessionIdleMs: optionalDuration(flag("session-idle-timeout") ?? env.SKIPPER_SESSION_IDLE_TIMEOUT, "--session-idle-timeout", 1000),
+    pingIntervalMs: optionalDuration(flag("ping-interval") ?? env.SKIPPER_PING_INTERVAL, "--ping-interval", 100),
+    maxConcurrentStreams: count(
+      flag("max-streams-per-connection") ?? env.SKIPPER_MAX_STREAMS_PER_CONNECTION,
+      "--max-streams-per-connection",
+      1,
+    ),
+    maxConnectionsPerAddress: count(
+      flag("max-connections-per-address") ?? env.SKIPPER_MAX_CONNECTIONS_PER_ADDRESS,
+      "--max-connections-per-address",
+      0,
+    ),
+    maxConnections: count(flag("max-connections") ?? env.SKIPPER_MAX_CONNECTIONS, "--max-connections", 0),
+    maxUnvouchedConnections: count(
+      flag("max-unvouched-connections") ?? env.SKIPPER_MAX_UNVOUCHED_CONNECTIONS,
+      "--max-unvouched-connections",
+      0,
+    ),
+    unvouchedGraceMs: optionalDuration(flag("unvouched-grace") ?? env.SKIPPER_UNVOUCHED_GRACE, "--unvouched-grace", 0),
+    maxWaitingConnections: count(flag("max-waiting-connections") ?? env.SKIPPER_MAX_WAITING_CONNECTIONS, "--max-waiting-connections", 0),
+    connectionWaitMs: optionalDuration(flag("connection-wait") ?? env.SKIPPER_CONNECTION_WAIT, "--connection-wait", 100),
   };
 }
 

@@ -6,8 +6,9 @@ import http2 from "node:http2";
 import net from "node:net";
 import type tls from "node:tls";
 import type { RequestHandler } from "./build.js";
-import { rawSocket, VOUCH, type Vouchable } from "../boundary/connection-vouch.js";
+import { rawSocket, VOUCH } from "../boundary/connection-vouch.js";
 import { sessionContext, TICKET_LIFETIME_S } from "../tls/session-tickets.js";
+import { connectionAdmission, type LineEvent, type RefusedCap } from "./connection-admission.js";
 import { SERVICES } from "./wiring/routes.js";
 
 // "/package.Service/Method" of every RPC whose request is a stream (an agent's session): its body
@@ -62,8 +63,8 @@ export interface ConnectionLimits {
   /**
    * Open connections that have not yet carried an admitted call (no credential vouched for them):
    * past this, as a new one arrives, room is made by closing the oldest evictable one of the
-   * address holding most of them (see unvouchedGraceMs); when none is evictable, the new one is
-   * closed. 0: no cap.
+   * address holding most of them (see unvouchedGraceMs); when none is evictable, the new one
+   * waits in line (maxWaitingConnections). 0: no cap (and no line).
    */
   maxUnvouchedConnections: number;
   /**
@@ -78,6 +79,17 @@ export interface ConnectionLimits {
   unvouchedGraceMs: number;
   /** Concurrent streams an HTTP/2 connection may open before a call on it is admitted (then maxConcurrentStreams). */
   unvouchedStreams: number;
+  /**
+   * Connections that may wait, accepted but not yet read by TLS, for room in that pool; each is
+   * let in, first come first served, as a pool member is vouched for, closes or is evicted. Past
+   * this a newcomer is closed. About 2.6 KB of heap, 5 KB of RSS each (waiting-line.ts). 0: no line.
+   */
+  maxWaitingConnections: number;
+  /**
+   * How long a connection may wait in that line; then it is closed and its client retries after
+   * its backoff. Its TLS handshake (handshakeTimeoutMs) counts from when it is let in.
+   */
+  connectionWaitMs: number;
 }
 
 /**
@@ -100,6 +112,11 @@ export const DEFAULT_LIMITS: ConnectionLimits = {
   maxUnvouchedConnections: 256,
   unvouchedGraceMs: 2_000,
   unvouchedStreams: 8,
+  // The controller takes ~3.5 ms of CPU per reconnecting agent (bench:fleet): a full line is let
+  // in within 30 s at that rate, within 60 s at half of it (a busy host). A waiting connection costs
+  // little, and one whose client gave up leaves at once: the bound is for the rest.
+  maxWaitingConnections: 8192,
+  connectionWaitMs: 60_000,
 };
 
 /**
@@ -134,8 +151,10 @@ export interface ServeOptions {
   tls?: { cert: string; key: string; clientCa?: string; ticketKey?: TicketKeySource };
   /** Overrides of DEFAULT_LIMITS. */
   limits?: Partial<ConnectionLimits>;
-  /** Told of each connection closed on arrival because a connection cap was reached. */
-  onRefusedConnection?: (address: string, cap: "per-address" | "total" | "unvouched") => void;
+  /** Told of each connection closed on arrival because a connection cap was reached (or the line was full). */
+  onRefusedConnection?: (address: string, cap: RefusedCap) => void;
+  /** Told of each connection held in line for the unvouched pool, let in, or closed while it waited. */
+  onWaitingConnection?: (address: string, event: LineEvent) => void;
 }
 
 /**
@@ -160,8 +179,8 @@ export interface Serving {
  * net.core.somaxconn). Node's default, 511, overflowed when a fleet reconnected at once after a
  * restart: the kernel then drops arrivals silently and each client's TCP retries after 1, 3, 7 s…,
  * the same waits for every client (no jitter), which held the handshakes of connections already
- * let in for seconds. Held here, an arrival is taken up in turn, let in or refused at once
- * (connectionAdmission), and a refused client waits its own jittered backoff.
+ * let in for seconds. Accepted at once, an arrival is let in, held in line or refused
+ * (connection-admission.ts), and a refused client waits its own jittered backoff.
  */
 export const LISTEN_BACKLOG = 4096;
 
@@ -182,27 +201,31 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
   const watched = idleLimited(handler, limits.requestIdleMs, limits.streamIdleMs, limits.requestBodyMs);
   const track = sessionTracker(limits, sessions);
   const ticketKey = opts.tls?.ticketKey;
-  const server = opts.tls
-    ? tlsServer(opts.tls, ticketKey && (await ticketKey()), limits, h2Options, watched, track)
-    : plainServer(limits, h2Options, watched, track);
+  const secure = opts.tls && tlsServer(opts.tls, ticketKey && (await ticketKey()), limits, h2Options, watched, track);
   // A key that failed to load keeps the one in use (its source says why); the next check tries again.
-  const rotation = ticketKey
-    ? setInterval(
-        () =>
-          void ticketKey().then(
-            (k) => (server as tls.Server).setTicketKeys(k),
-            () => undefined,
-          ),
-        TICKET_KEY_CHECK_MS,
-      )
-    : undefined;
+  const rotation =
+    secure && ticketKey
+      ? setInterval(
+          () =>
+            void ticketKey().then(
+              (k) => secure.setTicketKeys(k),
+              () => undefined,
+            ),
+          TICKET_KEY_CHECK_MS,
+        )
+      : undefined;
   rotation?.unref();
-  const admission = connectionAdmission(limits, sockets, vouching, Boolean(opts.tls), opts.onRefusedConnection);
-  // Counted as the TCP connection is accepted, before any TLS work is spent on it.
-  if (opts.tls) {
-    server.prependListener("connection", admission.admit);
-    server.on("secureConnection", (socket: tls.TLSSocket) => admission.handshaken(rawSocket(socket)));
-  } else server.on("connection", admission.admit);
+  const admission = connectionAdmission(limits, sockets, {
+    vouching,
+    tlsHandshakes: Boolean(secure),
+    // The TLS server takes a connection as the HTTP/2 server takes h2c ones: emitted to it.
+    enter: secure ? (s) => secure.emit("connection", s) : plainEntry(limits, h2Options, watched, track),
+    onRefusedConnection: opts.onRefusedConnection,
+    onWaitingConnection: opts.onWaitingConnection,
+  });
+  secure?.on("secureConnection", (socket: tls.TLSSocket) => admission.handshaken(rawSocket(socket)));
+  // Each TCP connection is accepted unread, and counted before any TLS work is spent on it.
+  const server = net.createServer({ pauseOnConnect: true }, admission.arrive);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen({ port: opts.port, host: opts.host, backlog: LISTEN_BACKLOG }, () => resolve());
@@ -215,6 +238,7 @@ export async function serve(handler: RequestHandler, opts: ServeOptions): Promis
     close: () =>
       new Promise<void>((resolve) => {
         clearInterval(rotation);
+        admission.stop();
         server.close(() => resolve());
         for (const s of sessions) s.close();
         for (const s of sockets) s.destroy();
@@ -297,7 +321,7 @@ function tlsServer(
   h2Options: http2.ServerOptions,
   watched: RequestHandler,
   track: SessionTracker,
-): net.Server {
+): tls.Server {
   const { clientCa, cert, key } = tlsOptions;
   // Tickets live as long as an agent's connection may (it got its ticket when it connected), in
   // the context of this certificate and client CA only.
@@ -332,12 +356,18 @@ function tlsServer(
   return h2;
 }
 
-// Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c.
-function plainServer(limits: ConnectionLimits, h2Options: http2.ServerOptions, watched: RequestHandler, track: SessionTracker): net.Server {
+// Plain HTTP: sniff the HTTP/2 connection preface so one port answers HTTP/1.1 and h2c. Takes
+// connections accepted paused (what a held one had sent is in its buffer, read first).
+function plainEntry(
+  limits: ConnectionLimits,
+  h2Options: http2.ServerOptions,
+  watched: RequestHandler,
+  track: SessionTracker,
+): (socket: net.Socket) => void {
   const h1 = http.createServer(watched);
   const h2c = http2.createServer(h2Options, watched);
   h2c.on("session", track);
-  return net.createServer((socket) => {
+  return (socket) => {
     // A connection that sends nothing is closed like a TLS one that never starts its handshake.
     socket.setTimeout(limits.handshakeTimeoutMs, () => socket.destroy());
     socket.once("data", (head: Buffer) => {
@@ -348,101 +378,8 @@ function plainServer(limits: ConnectionLimits, h2Options: http2.ServerOptions, w
       (isH2 ? h2c : h1).emit("connection", socket);
       process.nextTick(() => socket.resume());
     });
-  });
-}
-
-/** Admits accepted connections under the caps; told when a connection's TLS handshake is done. */
-interface Admission {
-  admit(s: net.Socket): void;
-  handshaken(s: net.Socket | undefined): void;
-}
-
-// Admits each accepted connection under the caps (in all, per address, and the pool of
-// connections no admitted call has vouched for yet), keeping `sockets` to those open.
-function connectionAdmission(
-  limits: ConnectionLimits,
-  sockets: Set<net.Socket>,
-  vouching: boolean,
-  tlsHandshakes: boolean,
-  onRefusedConnection: ServeOptions["onRefusedConnection"],
-): Admission {
-  const perAddress = new Map<string, number>();
-  // Connections no admitted call has vouched for yet, by client address, each oldest first; when
-  // each one's grace began (its arrival, then the end of its TLS handshake), and which are past
-  // their handshake (all of them without TLS).
-  const unvouched = new Map<string, Set<net.Socket>>();
-  const graceFrom = new WeakMap<net.Socket, number>();
-  const shaken = new WeakSet<net.Socket>();
-  let unvouchedCount = 0;
-  const leavePool = (s: net.Socket, address: string) => {
-    const group = unvouched.get(address);
-    if (!group?.delete(s)) return;
-    unvouchedCount--;
-    if (group.size === 0) unvouched.delete(address);
+    socket.resume();
   };
-  // Past its grace, a connection may be evicted once its handshake is done, or while it is not
-  // when its address holds others in the pool (one client's many half-open connections).
-  const evictable = (s: net.Socket, groupSize: number, now: number) =>
-    now - (graceFrom.get(s) ?? 0) >= limits.unvouchedGraceMs && (groupSize > 1 || shaken.has(s));
-  // The pool is full: the address holding most of it gives up its oldest connection if evictable
-  // (a client without a credential evicts its own connections, not other addresses' agents on
-  // their way in). False when no candidate is: the newcomer gives way.
-  const evictOne = (now: number): boolean => {
-    const groups = [...unvouched.values()].sort((a, b) => b.size - a.size);
-    for (const group of groups) {
-      const oldest: net.Socket | undefined = group.values().next().value;
-      if (!oldest || !evictable(oldest, group.size, now)) continue;
-      leavePool(oldest, oldest.remoteAddress ?? "");
-      onRefusedConnection?.(oldest.remoteAddress ?? "", "unvouched");
-      oldest.destroy();
-      return true;
-    }
-    return false;
-  };
-  const handshaken = (s: net.Socket | undefined) => {
-    if (!s || shaken.has(s)) return;
-    shaken.add(s);
-    graceFrom.set(s, Date.now());
-  };
-  const admit = (s: net.Socket) => {
-    const address = s.remoteAddress ?? "";
-    const open = perAddress.get(address) ?? 0;
-    const full =
-      (limits.maxConnections > 0 && sockets.size >= limits.maxConnections) ||
-      (limits.maxConnectionsPerAddress > 0 && open >= limits.maxConnectionsPerAddress);
-    if (full) {
-      onRefusedConnection?.(address, open >= limits.maxConnectionsPerAddress ? "per-address" : "total");
-      s.destroy();
-      return;
-    }
-    const now = Date.now();
-    if (vouching && unvouchedCount >= limits.maxUnvouchedConnections && !evictOne(now)) {
-      // Closed before its handshake costs anything; the client retries after its backoff.
-      onRefusedConnection?.(address, "unvouched");
-      s.destroy();
-      return;
-    }
-    perAddress.set(address, open + 1);
-    sockets.add(s);
-    if (vouching) {
-      // The pool of connections nobody vouched for is bounded (room was made above).
-      graceFrom.set(s, now);
-      if (!tlsHandshakes) shaken.add(s);
-      let group = unvouched.get(address);
-      if (!group) unvouched.set(address, (group = new Set()));
-      group.add(s);
-      unvouchedCount++;
-      (s as Vouchable)[VOUCH] = () => leavePool(s, address);
-    }
-    s.on("close", () => {
-      leavePool(s, address);
-      sockets.delete(s);
-      const left = (perAddress.get(address) ?? 1) - 1;
-      if (left > 0) perAddress.set(address, left);
-      else perAddress.delete(address);
-    });
-  };
-  return { admit, handshaken };
 }
 
 // Closes a request (an HTTP/1.1 connection, or one HTTP/2 stream) once nothing has moved either

@@ -68,6 +68,8 @@ export async function startController(
     coordination?: Coordination;
     /** The request-body limits and budgets (default: body-limits.ts's). */
     bodyBudgets?: BodyBudgets;
+    /** Told of connections refused on arrival and of those held in line for the unvouched pool (listener.ts ServeOptions). */
+    connectionEvents?: Pick<ServeOptions, "onRefusedConnection" | "onWaitingConnection">;
   } = {},
 ): Promise<TestController> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "skipper-test-")));
@@ -103,7 +105,7 @@ export async function startController(
     coordination: opts.coordination,
     bodyBudgets: opts.bodyBudgets,
   });
-  const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits });
+  const serving = await serve(controller.handler, { host: "127.0.0.1", port: 0, tls, limits: opts.limits, ...opts.connectionEvents });
   const url = serving.url;
   return {
     url,
