@@ -11,10 +11,14 @@ export function probeArgs(dist: string): string[] {
   return ["--expose-gc", "--import", pathToFileURL(join(dist, "bench", "gc-probe.js")).href];
 }
 
-/** What the probe wrote: RSS and the held heap (V8's used heap plus external memory), in bytes. */
+/**
+ * What the probe wrote, in bytes: RSS, the held heap (V8's used heap plus external memory), and
+ * V8's committed heap (its pages, used or not: RSS the process keeps for V8 after a collection).
+ */
 export interface ProbedMemory {
   rss: number;
   heap: number;
+  committed: number;
 }
 
 /**
@@ -35,7 +39,7 @@ export async function probeMemory(child: ChildProcess, probeFile: string, timeou
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
     const m = await read();
-    if ((m.seq ?? 0) > before) return { rss: m.rss!, heap: m.heapUsed! + m.external! };
+    if ((m.seq ?? 0) > before) return { rss: m.rss!, heap: m.heapUsed! + m.external!, committed: m.heapTotal ?? Number.NaN };
     await new Promise((r) => setTimeout(r, 20));
   }
   return undefined;

@@ -11,6 +11,9 @@ if (file && gc) {
   process.on("SIGUSR2", () => {
     gc();
     const m = process.memoryUsage();
-    writeFileSync(file, `${JSON.stringify({ seq: ++seq, rss: m.rss, heapUsed: m.heapUsed, external: m.external })}\n`);
+    writeFileSync(
+      file,
+      `${JSON.stringify({ seq: ++seq, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external })}\n`,
+    );
   });
 }

@@ -111,9 +111,10 @@ class Load {
 }
 
 /** Memory after a collection (MB), or NaN each when the probe did not answer. */
-async function memory(t: Target): Promise<{ rssMb: number; heapMb: number }> {
+async function memory(t: Target): Promise<{ rssMb: number; heapMb: number; committedMb: number }> {
   const m = await probeMemory(t.child!, t.probeFile, 30_000);
-  return { rssMb: m ? m.rss / 2 ** 20 : Number.NaN, heapMb: m ? m.heap / 2 ** 20 : Number.NaN };
+  const mb = (x: number | undefined) => (x === undefined ? Number.NaN : x / 2 ** 20);
+  return { rssMb: mb(m?.rss), heapMb: mb(m?.heap), committedMb: mb(m?.committed) };
 }
 
 /** What one server measured. */
@@ -123,13 +124,15 @@ interface Figures {
   baseRssMb: number;
   rssMb: number;
   heapMb: number;
+  /** V8's committed heap after GC (used or not). */
+  committedMb: number;
   stormFromKillS: number;
   stormFromListenS: number;
   /** Agents back when the storm was done or given up on. */
   stormBack: number;
   restartS: number;
   stormPeakRssMb: number;
-  afterStorm: { rssMb: number; heapMb: number };
+  afterStorm: { rssMb: number; heapMb: number; committedMb: number };
   counts: Record<string, number>;
   errors: Record<string, string>;
 }
@@ -314,6 +317,9 @@ function printFigures(ctl: Figures, bare: Figures | undefined): void {
     `| steady RSS after GC (growth per agent) | ${round(ctl.rssMb, 0)} MB (${perAgentKb(ctl)} KB) | ${b((x) => `${round(x.rssMb, 0)} MB (${perAgentKb(x)} KB)`)} | < 1024 MB | ${met(ctl.rssMb < GIB_MB)} |`,
   );
   console.log(`| steady heap held after GC | ${round(ctl.heapMb, 0)} MB | ${b((x) => `${round(x.heapMb, 0)} MB`)} | | |`);
+  console.log(
+    `| V8 heap committed after GC: steady / after the storm | ${round(ctl.committedMb, 0)} / ${round(ctl.afterStorm.committedMb, 0)} MB | ${b((x) => `${round(x.committedMb, 0)} / ${round(x.afterStorm.committedMb, 0)} MB`)} | | |`,
+  );
   console.log(
     `| storm: all back, from the kill (from the restart's listen) | ${storm(ctl)} | ${b(storm)} | < 60 s | ${met(ctl.stormFromKillS < 60)} |`,
   );
