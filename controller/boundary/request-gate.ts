@@ -8,7 +8,8 @@ import http2 from "node:http2";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { codeToHttpStatus, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "../../common/logging/logger.js";
 import { connectErrorOf } from "./api-errors.js";
@@ -100,11 +101,7 @@ export function answerError(req: Request, res: Response, e: SkipperError, opts: 
     headers["content-type"] = type;
   } else if (/^application\/connect\+/.test(type)) {
     // A Connect stream: HTTP 200 and an end-of-stream message that carries the error.
-    const json = new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, undefined)));
-    body = new Uint8Array(5 + json.length);
-    body[0] = 0b10;
-    new DataView(body.buffer).setUint32(1, json.length);
-    body.set(json, 5);
+    body = encodeEnvelope(endStreamFlag, new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), err, undefined))));
     headers["content-type"] = type;
   } else {
     // Connect unary (JSON or binary) and anything else: the HTTP status and a JSON error body.

@@ -312,15 +312,7 @@ class SessionPipe {
     try {
       this.stopReading();
       const failed = await this.release();
-      if (this.framing.gone) {
-        if (failed !== undefined) this.call.failure(failed);
-        this.call.counted(Code.Canceled);
-      } else {
-        const cause = failed ?? this.session.endFailure;
-        const err = cause === undefined ? undefined : this.call.streamFailure(cause);
-        this.call.counted(err?.code);
-        this.framing.end(err);
-      }
+      this.endCall(failed ?? this.session.endFailure, failed);
     } catch (e) {
       this.call.failure(e);
     } finally {
@@ -333,13 +325,21 @@ class SessionPipe {
     if (this.finishing) return;
     this.finishing = true;
     this.stopReading();
-    if (this.framing.gone) this.call.counted(Code.Canceled);
-    else {
-      const err = error === undefined ? undefined : this.call.streamFailure(error);
-      this.call.counted(err?.code);
-      this.framing.end(err);
-    }
+    this.endCall(error, undefined);
     this.done();
+  }
+
+  // The call ends with `cause` (undefined: OK), counted; a stream that is gone gets nothing more
+  // (`goneFailure`, if any, is still logged with the call's ids).
+  private endCall(cause: unknown, goneFailure: unknown): void {
+    if (this.framing.gone) {
+      if (goneFailure !== undefined) this.call.failure(goneFailure);
+      this.call.counted(Code.Canceled);
+      return;
+    }
+    const err = cause === undefined ? undefined : this.call.streamFailure(cause);
+    this.call.counted(err?.code);
+    this.framing.end(err);
   }
 
   private gone(): void {

@@ -14,6 +14,7 @@ import { fromBinary, fromJsonString, toBinary, toJsonString, type JsonReadOption
 import type { ConnectError } from "@connectrpc/connect";
 import { endStreamFlag, endStreamToJson } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus, grpcStatusOk } from "@connectrpc/connect/protocol-grpc";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import type { IncomingHttpHeaders } from "node:http2";
 import {
   SessionRequestSchema,
@@ -78,7 +79,7 @@ export function encodeResponse(wire: SessionWire, message: SessionResponse, opti
   const data = wire.json
     ? new TextEncoder().encode(toJsonString(SessionResponseSchema, message, options))
     : toBinary(SessionResponseSchema, message);
-  return envelope(0, data);
+  return encodeEnvelope(0, data);
 }
 
 /**
@@ -92,7 +93,7 @@ export function endOfStream(
 ): { last?: Uint8Array; trailers?: Record<string, string> } {
   if (wire.protocol === "connect") {
     const json = JSON.stringify(endStreamToJson(new Headers(), error, options));
-    return { last: envelope(endStreamFlag, new TextEncoder().encode(json)) };
+    return { last: encodeEnvelope(endStreamFlag, new TextEncoder().encode(json)) };
   }
   const trailer = new Headers({ "grpc-status": grpcStatusOk });
   setTrailerStatus(trailer, error);
@@ -101,12 +102,4 @@ export function endOfStream(
     trailers[key] = value;
   });
   return { trailers };
-}
-
-function envelope(flags: number, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + data.length);
-  out[0] = flags;
-  new DataView(out.buffer).setUint32(1, data.length);
-  out.set(data, 5);
-  return out;
 }
