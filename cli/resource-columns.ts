@@ -4,6 +4,7 @@
 import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ConvergenceStatus, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutNodeState, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
+import { PromotionPhase, VersionOrigin } from "../gen/skipper/v1/delivery_pb.js";
 import type { ResourceType } from "../common/ids.js";
 import { livenessName } from "../common/node-liveness-name.js";
 import { paint, type Io } from "./io.js";
@@ -200,6 +201,99 @@ const COLUMNS: Record<ResourceType, Columns> = {
     },
     wideHead: ["MESSAGE"],
     wide: (r) => [cut(status(r, "rollout")?.message ?? "", 60)],
+  },
+  artifact: {
+    head: ["ID", "TENANT", "REPOSITORY", "LATEST", "VERSIONS", "AGE"],
+    row: (r) => {
+      const a = spec(r, "artifact");
+      const st = status(r, "artifact");
+      return [
+        id(r),
+        a?.tenantId || "-",
+        a?.source.case === "image" ? a.source.value.repository : "-",
+        st?.latestVersion || "-",
+        String(st?.versions ?? 0),
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["WATCH", "WATCHED", "ERROR"],
+    wide: (r) => {
+      const w = spec(r, "artifact")?.watch;
+      const st = status(r, "artifact");
+      const filter = w?.filter.case ? `${w.filter.case === "semverRange" ? "semver" : "pattern"} ${w.filter.value}` : "";
+      return [w ? filter || "all tags" : "-", age(st?.watchedAt), cut(st?.watchError ?? "", 60) || "-"];
+    },
+  },
+  artifact_version: {
+    head: ["ID", "ARTIFACT", "VERSION", "DIGEST", "BAD", "AGE"],
+    row: (r) => {
+      const v = spec(r, "artifactVersion");
+      return [
+        id(r),
+        v?.artifactId || "-",
+        v?.version || "-",
+        (v?.digest ?? "").slice(0, 19) || "-",
+        status(r, "artifactVersion")?.markedBad ? "bad" : "-",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["ORIGIN", "COMMIT", "REASON"],
+    wide: (r) => [
+      enumName(VersionOrigin, spec(r, "artifactVersion")?.origin ?? 0),
+      spec(r, "artifactVersion")?.metadata.commit || "-",
+      cut(status(r, "artifactVersion")?.markedBad?.reason ?? "", 60) || "-",
+    ],
+  },
+  delivery: {
+    head: ["ID", "GROUPS", "AGE"],
+    row: (r) => [id(r), list((spec(r, "delivery")?.releases ?? []).map((g) => g.name)), age(r.createdAt)],
+    wideHead: ["LABELS"],
+    wide: (r) => [labels(r.metadata?.labels)],
+  },
+  environment: {
+    head: ["ID", "DELIVERY", "CURRENT", "IN FLIGHT", "WAITING FOR"],
+    row: (r) => {
+      const st = status(r, "environment");
+      return [
+        id(r),
+        spec(r, "environment")?.deliveryId || "-",
+        st?.current?.id || "-",
+        st?.inFlight ? `${st.inFlight.release?.id ?? ""} ${enumName(PromotionPhase, st.inFlight.phase)}` : "-",
+        cut(st?.message ?? "", 60) || "-",
+      ];
+    },
+    wideHead: ["UPSTREAM", "TENANTS", "PINNED", "HELD"],
+    wide: (r) => {
+      const e = spec(r, "environment");
+      const st = status(r, "environment");
+      return [
+        list((e?.dependsOn ?? []).map((d) => d.environmentId)),
+        list([...(e?.tenantIds ?? []), ...(e?.tenantSelector ? [e.tenantSelector] : [])]),
+        st?.pin?.release?.id || "-",
+        st?.hold ? st.hold.actor : "-",
+      ];
+    },
+  },
+  git_source: {
+    head: ["ID", "URL", "BRANCH", "COMMIT", "SYNCED", "ERROR"],
+    row: (r) => {
+      const g = spec(r, "gitSource");
+      const st = status(r, "gitSource");
+      return [
+        id(r),
+        cut(g?.url ?? "", 50),
+        g?.branch || "main",
+        (st?.syncedCommit ?? "").slice(0, 12) || "-",
+        age(st?.syncedAt),
+        cut(st?.syncError ?? "", 50) || "-",
+      ];
+    },
+    wideHead: ["PATH", "PRUNE", "RESOURCES"],
+    wide: (r) => [
+      spec(r, "gitSource")?.path || "/",
+      spec(r, "gitSource")?.prune ? "yes" : "no",
+      String(status(r, "gitSource")?.resources.length ?? 0),
+    ],
   },
 };
 

@@ -52,7 +52,7 @@ export const RESOURCE_KINDS = {
     case: "service",
     dir: "services",
     tenant: (spec) => spec.tenantId,
-    writes: { by: "api", order: 6 },
+    writes: { by: "api", order: 7 },
     aliases: ["services", "svc"],
   }),
   // The record of what was done: kept for rollback and history, so never edited (a rollback to an
@@ -96,8 +96,43 @@ export const RESOURCE_KINDS = {
     aliases: ["rollouts"],
   }),
   // A freeze without a tenant is the fleet's.
-  freeze: kind({ case: "freeze", dir: "freezes", tenant: (spec) => spec.tenantId, writes: { by: "api", order: 7 }, aliases: ["freezes"] }),
+  freeze: kind({ case: "freeze", dir: "freezes", tenant: (spec) => spec.tenantId, writes: { by: "api", order: 8 }, aliases: ["freezes"] }),
   secret: kind({ case: "secret", dir: "secrets", tenant: (spec) => spec.tenantId, writes: { by: "api", order: 2 }, aliases: ["secrets"] }),
+  // Releases through environments (controller/delivery/). An artifact and its versions are their
+  // tenant's; a delivery, its environments and Git sources are the fleet's, since an environment
+  // changes several tenants' desired state at once.
+  artifact: kind({
+    case: "artifact",
+    dir: "artifacts",
+    tenant: (spec) => spec.tenantId,
+    writes: { by: "api", order: 6 },
+    aliases: ["artifacts", "art"],
+  }),
+  artifact_version: kind({
+    case: "artifactVersion",
+    dir: "artifact-versions",
+    tenant: (spec) => spec.tenantId,
+    writes: {
+      by: "controller",
+      why: "versions are immutable records: post one with POST /v1/artifacts/{id}/versions, or let the registry watch find it",
+    },
+    aliases: ["artifact-versions", "versions", "av"],
+  }),
+  delivery: kind({ case: "delivery", dir: "deliveries", tenant: "fleet", writes: { by: "api", order: 9 }, aliases: ["deliveries", "dlv"] }),
+  environment: kind({
+    case: "environment",
+    dir: "environments",
+    tenant: "fleet",
+    writes: { by: "api", order: 10 },
+    aliases: ["environments", "env", "envs"],
+  }),
+  git_source: kind({
+    case: "gitSource",
+    dir: "git-sources",
+    tenant: "fleet",
+    writes: { by: "api", order: 11 },
+    aliases: ["git-sources", "gitsource", "gs"],
+  }),
 } as const;
 
 /** A resource kind's name as the API spells it (resource_type). */

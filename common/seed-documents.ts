@@ -1,10 +1,12 @@
 // Resource documents as the seed writes them, accepted on the REST routes and turned into the
 // contract's canonical JSON before it is parsed. The seed's example documents differ from the
-// canonical form in three ways, each mapped here and nowhere else:
+// canonical form in four ways, each mapped here and nowhere else:
 //   - `desired_state` (and a state) holds the kind's fields directly ({"display_name": …}) instead
 //     of under the kind ({"tenant": {"display_name": …}}): wrapped under the resource's type;
 //   - a tenant's `compose.tenant_id` repeats the tenant's id: dropped when it does, refused when
 //     it names another tenant;
+//   - a service's image may name an artifact, `image: {artifact: web}`: it becomes `artifact_id`
+//     (the image is then the artifact's version its tenant's environment has promoted);
 //   - `metadata` is free-form: keys other than the contract's become annotations (a string as it
 //     is, any other value as its JSON text).
 // A PUT may carry the whole document too: its metadata becomes the request's labels, annotations
@@ -140,7 +142,23 @@ function canonicalSpec(spec: JsonValue, type: string, id: string, field: string)
       wrapped = { ...wrapped, tenant: { ...tenant, compose: rest } };
     }
   }
+  if (isObject(wrapped.service)) wrapped = { ...wrapped, service: artifactImage(wrapped.service, `${field}.service`) };
   return wrapped;
+}
+
+// `image: {artifact: web}` -> `artifact_id: web`; anything else in that object is refused.
+function artifactImage(service: JsonObject, field: string): JsonObject {
+  const image = service.image;
+  if (!isObject(image)) return service;
+  const keys = Object.keys(image);
+  if (keys.length !== 1 || keys[0] !== "artifact" || typeof image.artifact !== "string")
+    throw invalid("image must be an image reference or {artifact: <artifact id>}", { field: `${field}.image` });
+  if ((service.artifact_id ?? service.artifactId ?? "") !== "")
+    throw invalid("image.artifact and artifact_id are both given: name the artifact once", { field: `${field}.image` });
+  const rest: JsonObject = { ...service, artifact_id: image.artifact };
+  delete rest.image;
+  delete rest.artifactId;
+  return rest;
 }
 
 /** Metadata in canonical form: free-form keys become annotations. */

@@ -53,6 +53,7 @@ describe("the seed's documents on the REST routes", () => {
       secret_env: {},
       secret_files: {},
       public_env: [],
+      artifact_images: {},
     });
     const service = await call("POST", "/v1/resources/service", await fixture("service"));
     expect(service.status, JSON.stringify(service.body)).toBe(201);

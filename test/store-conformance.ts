@@ -359,6 +359,43 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect((await store.listResources({ tenantId: "nobody" })).items).toEqual([]);
       });
 
+      it("an id prefix lists exactly the ids that start with it, in order and page by page", async () => {
+        const version = (id: string, tenantId: string) =>
+          create(ResourceSchema, {
+            id,
+            resourceType: "artifact_version",
+            schemaVersion: "v1",
+            desiredState: {
+              kind: {
+                case: "artifactVersion",
+                value: { artifactId: id.slice(0, id.indexOf(".")), tenantId, version: id.slice(id.indexOf(".") + 1) },
+              },
+            },
+          });
+        // "web-2.x" and "web2.x" sort between and after "web." ids; "web" is a tenant's id.
+        for (const id of ["web.1.0.0", "web-2.1.0", "web.1.10.0", "web2.1.0", "web.2.0.0-rc.1", "api.1.0.0", "web.1.2.0"])
+          await store.createResource(version(id, id.startsWith("api") ? "other" : "acme"));
+        await store.createResource(tenant("web.1.5.0"));
+        const web = await collect((pageToken) =>
+          store.listResources({ resourceType: "artifact_version", idPrefix: "web.", pageSize: 2, pageToken }),
+        );
+        expect(web.items.map((r) => r.id)).toEqual(["web.1.0.0", "web.1.10.0", "web.1.2.0", "web.2.0.0-rc.1"]);
+        expect(web.pages).toBe(2);
+        const scanned = await store.scanResources({ resourceType: "artifact_version", idPrefix: "web." });
+        expect(scanned.items.map((r) => r.id)).toEqual(web.items.map((r) => r.id));
+        // With a tenant, and without a type (every type's ids with the prefix).
+        const acme = await store.listResources({ resourceType: "artifact_version", tenantId: "acme", idPrefix: "web-" });
+        expect(acme.items.map((r) => r.id)).toEqual(["web-2.1.0"]);
+        const anyType = await store.listResources({ idPrefix: "web.1." });
+        expect(anyType.items.map((r) => `${r.resourceType}/${r.id}`)).toEqual([
+          "artifact_version/web.1.0.0",
+          "artifact_version/web.1.10.0",
+          "artifact_version/web.1.2.0",
+          "tenant/web.1.5.0",
+        ]);
+        expect((await store.listResources({ resourceType: "artifact_version", idPrefix: "zzz" })).items).toEqual([]);
+      });
+
       it("a scan lists what listResources lists, frozen: a change to an item throws and the store keeps its record", async () => {
         for (const id of ["s1", "s2", "s3"]) await store.createResource(tenant(id));
         await store.createResource(tenant("n0", "n0", "node"));

@@ -9,6 +9,7 @@ import { type RESOURCE_KINDS, RESOURCE_TYPES, typeOfCase, type ResourceType, typ
 import type { ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import { checkFreezeSpec, checkNodeSpec, checkSecretSpec, checkServiceSpec, checkTenantSpec, checkTenantRef } from "./resource-rules.js";
 import { secretRefsOf } from "./secret-refs.js";
+import { checkArtifactSpec, checkDeliverySpec, checkEnvironmentSpec, checkGitSourceSpec } from "./delivery-rules.js";
 
 /** One outgoing reference and the request field it came from. */
 export interface Reference {
@@ -26,9 +27,9 @@ export interface ControllerKind<T extends ResourceType> {
   /**
    * Field rules of its spec the contract's types do not say (ids, names, sizes, policies):
    * throws INVALID_REQUEST naming the field. Checked before anything is written; "none" when
-   * the contract's types are the whole rule.
+   * the contract's types are the whole rule. `id` is the resource's (already a valid id).
    */
-  readonly check: ((spec: SpecOf<CaseOf<T>>) => void) | "none";
+  readonly check: ((spec: SpecOf<CaseOf<T>>, id: string) => void) | "none";
   /**
    * The resources its desired state names, each with its request field (they must exist when
    * it is written, and hold it back from deletion). Absent: it names none.
@@ -49,7 +50,12 @@ export interface ControllerKind<T extends ResourceType> {
 export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T> } = {
   tenant: {
     check: checkTenantSpec,
-    references: (_spec, r) => secretReferences(r),
+    references: (spec, r) => [
+      ...secretReferences(r),
+      ...Object.entries(spec.compose?.artifactImages ?? {}).flatMap(([name, a]) =>
+        ref("artifact", a, `tenant.compose.artifact_images.${name}`),
+      ),
+    ],
     wakes: "its tenant",
     reconciled: true,
     holdsData: false,
@@ -64,6 +70,7 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
       ...refs("volume", spec.volumeIds, "service.volume_ids"),
       ...ref("resource_limits", spec.resourceLimitsId, "service.resource_limits_id"),
       ...refs("service", spec.dependsOn, "service.depends_on"),
+      ...ref("artifact", spec.artifactId, "service.artifact_id"),
       ...secretReferences(r),
     ],
     wakes: "its tenant",
@@ -97,14 +104,54 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
     reconciled: false,
     holdsData: false,
   },
+  // The promotion loop has its own triggers (controller/promotion/): a change of these moves a
+  // tenant only through its environment's status.
+  artifact: {
+    check: checkArtifactSpec,
+    references: (spec) => [
+      ...ref("tenant", spec.tenantId, "artifact.tenant_id"),
+      ...(spec.source.case === "image" ? ref("secret", spec.source.value.registrySecretId, "artifact.image.registry_secret_id") : []),
+    ],
+    wakes: "none",
+    reconciled: false,
+    holdsData: false,
+  },
+  artifact_version: {
+    check: "none",
+    references: (spec) => ref("artifact", spec.artifactId, "artifact_version.artifact_id"),
+    wakes: "none",
+    reconciled: false,
+    holdsData: false,
+  },
+  delivery: {
+    check: checkDeliverySpec,
+    references: (spec) => spec.releases.flatMap((g, i) => refs("artifact", g.artifactIds, `delivery.releases[${i}].artifact_ids`)),
+    wakes: "none",
+    reconciled: false,
+    holdsData: false,
+  },
+  // Its tenants resolve their artifacts through it, by id and by label.
+  environment: {
+    check: checkEnvironmentSpec,
+    references: (spec) => [
+      ...ref("delivery", spec.deliveryId, "environment.delivery_id"),
+      ...refs("tenant", spec.tenantIds, "environment.tenant_ids"),
+      ...refs("artifact", spec.artifactIds, "environment.artifact_ids"),
+      ...spec.dependsOn.flatMap((d, i) => ref("environment", d.environmentId, `environment.depends_on[${i}].environment_id`)),
+    ],
+    wakes: "every tenant",
+    reconciled: false,
+    holdsData: false,
+  },
+  git_source: { check: checkGitSourceSpec, wakes: "none", reconciled: false, holdsData: false },
 };
 
 /** Checks a spec's field rules, by its kind (INVALID_REQUEST naming the field). */
-export function checkSpecFields(spec: ResourceSpec): void {
+export function checkSpecFields(spec: ResourceSpec, id: string): void {
   const k = spec.kind;
   if (!k.case) return;
-  const check = CONTROLLER_KINDS[typeOfCase(k.case)].check as ((spec: unknown) => void) | "none";
-  if (check !== "none") check(k.value);
+  const check = CONTROLLER_KINDS[typeOfCase(k.case)].check as ((spec: unknown, id: string) => void) | "none";
+  if (check !== "none") check(k.value, id);
 }
 
 /** The references a resource's desired state makes. */

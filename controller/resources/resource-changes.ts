@@ -74,7 +74,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   const id = checkId(body.id, "resource.id");
   refuseControllerKind(type, "created");
   let spec = checkSpecKind(type, body.desiredState, "resource.desired_state");
-  checkSpecFields(spec);
+  checkSpecFields(spec, id);
   if (!isEmptyStatus(body.currentState) || body.lastAppliedState?.kind.case) {
     throw invalid("current_state and last_applied_state are reported by agents and cannot be set", {
       field: "resource.current_state",
@@ -153,7 +153,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   const mask = req.updateMask && req.updateMask.paths.length > 0 ? planMask(type, req.updateMask.paths) : undefined;
   const desired = mask ? applyMask(before.desiredState, req.desiredState, mask.specPaths) : req.desiredState;
   let spec = checkSpecKind(type, desired, "desired_state");
-  checkSpecFields(spec);
+  checkSpecFields(spec, id);
   if (spec.kind.case === "secret") {
     // Its users are of its tenant (checked when they were written): it stays there.
     const from = secretOf(before)?.tenantId ?? "";

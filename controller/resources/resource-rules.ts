@@ -55,6 +55,7 @@ export function checkTenantSpec(t: TenantSpec): void {
     const c = t.compose;
     checkSecretRefs("desired_state.tenant.compose", c.env, c.secretEnv, c.secretFiles);
     checkPublicEnv("desired_state.tenant.compose.public_env", c.publicEnv);
+    checkArtifactImages(c.artifactImages, c.composeFile);
     if (c.composeFile.trim() === "" && Object.keys(c.secretEnv).length + Object.keys(c.secretFiles).length > 0)
       throw invalid("desired_state.tenant.compose: secret_env and secret_files need a compose_file (services take their own)", {
         field: "desired_state.tenant.compose.compose_file",
@@ -75,12 +76,36 @@ export function checkServiceSpec(s: ServiceSpec): void {
   ref(s.resourceLimitsId, "desired_state.service.resource_limits_id");
   checkSecretRefs("desired_state.service", s.env, s.secretEnv, s.secretFiles);
   checkPublicEnv("desired_state.service.public_env", s.publicEnv);
+  if (s.artifactId !== "") {
+    checkId(s.artifactId, "desired_state.service.artifact_id");
+    if (s.image !== "")
+      throw invalid("desired_state.service.image must be empty when artifact_id is set: the artifact's promoted version is the image", {
+        field: "desired_state.service.image",
+      });
+  }
   // Empty: the service describes one of its tenant's own compose file, which names the image.
   const problem = s.image === "" ? undefined : imageReferenceProblem(s.image);
   if (problem)
     throw invalid(`desired_state.service.image ${JSON.stringify(s.image.slice(0, 256))} ${problem}`, {
       field: "desired_state.service.image",
     });
+}
+
+// Compose services whose image is an artifact's promoted version: names as Compose spells them.
+const COMPOSE_SERVICE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
+function checkArtifactImages(images: Record<string, string>, composeFile: string): void {
+  const field = "desired_state.tenant.compose.artifact_images";
+  const names = Object.keys(images);
+  if (names.length === 0) return;
+  if (composeFile.trim() === "") throw invalid(`${field} needs a compose_file whose services it names`, { field });
+  if (names.length > 64) throw invalid(`${field} may name at most 64 services`, { field });
+  for (const [name, artifact] of Object.entries(images)) {
+    if (!COMPOSE_SERVICE.test(name))
+      throw invalid(`${field}: ${JSON.stringify(name.slice(0, 64))} is not a compose service name`, {
+        field: `${field}.${name.slice(0, 64)}`,
+      });
+    checkId(artifact, `${field}.${name}`);
+  }
 }
 
 /** A tenant id named by a kind's spec (network, volume). */

@@ -58,6 +58,11 @@ export interface ResourceFilter extends PageRequest {
   labelSelector?: LabelTerm[];
   /** Include tombstones (resources with `deletion` set). */
   includeDeleted?: boolean;
+  /**
+   * Only resources whose id starts with this (with resourceType: read as a range of the type's
+   * ids, so one artifact's versions, "web.", never scan another's).
+   */
+  idPrefix?: string;
   /** Only resources whose resource_version is greater than this revision. */
   sinceRevision?: bigint;
   /**

@@ -96,7 +96,9 @@ export class ResourceIndex {
     const terms = filter.labelSelector ?? [];
     const since = filter.sinceRevision === undefined ? undefined : filter.sinceRevision.toString();
     const phases = filter.deploymentPhases;
+    const prefix = filter.idPrefix ?? "";
     const match = (r: Resource) =>
+      (prefix === "" || r.id.startsWith(prefix)) &&
       (!phases || (r.currentState?.kind.case === "deployment" && phases.includes(r.currentState.kind.value.phase))) &&
       (!type || r.resourceType === type) &&
       (filter.includeDeleted === true || r.deletion === undefined) &&
@@ -104,7 +106,8 @@ export class ResourceIndex {
       (terms.length === 0 || matchesTerms(r.metadata?.labels ?? {}, terms)) &&
       (since === undefined || newerThan(r.metadata?.resourceVersion ?? "", since));
     const source = tenant ? (this.byTenant.get(tenant) ?? new SortedIndex<Resource>()) : this.ordered;
-    // One type's keys are "<type>\0<id>": they all sort below "<type>\u0001", where its listing stops.
+    // One type's keys are "<type>\0<id>": they all sort below "<type>\u0001", where its listing
+    // stops; ids with a prefix sort below the prefix and DEL (ids are printable ASCII).
     return readPage(
       source,
       PAGE_TAG,
@@ -112,8 +115,8 @@ export class ResourceIndex {
       KEY_PATTERN,
       match,
       out,
-      type ? tupleKey(type, "") : undefined,
-      type ? `${type}\u0001` : undefined,
+      type ? tupleKey(type, prefix) : undefined,
+      type ? (prefix === "" ? `${type}\u0001` : `${tupleKey(type, prefix)}\u007f`) : undefined,
     );
   }
 }

@@ -23,7 +23,8 @@ import {
   resourceUpdate,
 } from "../resource-writes.js";
 import { checkId, checkResourceType as checkType } from "../../base/id-checks.js";
-import { bodyOf, messageOf, params, RESOURCE_COLUMNS, resourceColumns } from "./pg-records.js";
+import { bodyOf, messageOf, params, RESOURCE_COLUMNS, resourceColumns, toColumn } from "./pg-records.js";
+import { tupleKey } from "../record-keys.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 import { eventsIfWritten, insertEvents } from "./pg-events.js";
 
@@ -148,6 +149,13 @@ export class PgResources implements S.ResourceStore {
     const { where, args, arg } = conditions();
     if (filter.resourceType) where.push(`resource_type = ${arg(checkType(filter.resourceType))}`);
     if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
+    if (filter.idPrefix) {
+      // A range of resources_sort (sort_key is "<type> <id>", collation C) when the type is given.
+      if (filter.resourceType) {
+        const from = toColumn(tupleKey(filter.resourceType, filter.idPrefix));
+        where.push(`sort_key >= ${arg(from)} AND sort_key < ${arg(`${from}\u007f`)}`);
+      } else where.push(`starts_with(id, ${arg(filter.idPrefix)})`);
+    }
     if (!filter.includeDeleted) where.push("NOT deleted");
     if (filter.sinceRevision !== undefined) where.push(`version > ${arg(filter.sinceRevision.toString())}`);
     if (filter.deploymentPhases) where.push(`resource_type = 'deployment' AND phase = ANY(${arg(filter.deploymentPhases)}::int[])`);
