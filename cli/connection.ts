@@ -15,6 +15,7 @@ import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
+import { DeliveryService } from "../gen/skipper/v1/delivery_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -52,6 +53,7 @@ export interface Clients {
   audit: Client<typeof AuditService>;
   snapshots: Client<typeof SnapshotService>;
   secrets: Client<typeof SecretService>;
+  delivery: Client<typeof DeliveryService>;
   /** Closes the connection (an open HTTP/2 session would keep the process alive). */
   close(): void;
 }
@@ -150,6 +152,7 @@ export function connect(target: Target, opts: { timeoutMs?: number } = {}): Clie
     audit: createClient(AuditService, transport),
     snapshots: createClient(SnapshotService, transport),
     secrets: createClient(SecretService, transport),
+    delivery: createClient(DeliveryService, transport),
     close: () => sessions.abort(),
   };
 }

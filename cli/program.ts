@@ -21,6 +21,8 @@ import { registerLogin } from "./commands/login.js";
 import { registerLogs } from "./commands/logs.js";
 import { registerExec } from "./commands/exec.js";
 import { registerRollout } from "./commands/rollout.js";
+import { registerDelivery } from "./commands/delivery.js";
+import { registerArtifact } from "./commands/artifact.js";
 import type { CommandContext } from "./command-context.js";
 import { callsLine } from "./command-rpcs.js";
 import { connect, resolveTarget, type Clients, type GlobalOptions } from "./connection.js";
@@ -69,6 +71,8 @@ Examples:
     registerGet,
     registerExplain,
     registerRollout,
+    registerDelivery,
+    registerArtifact,
     registerEvents,
     registerOrder,
     registerLogs,

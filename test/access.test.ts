@@ -96,6 +96,16 @@ const NEEDS: Record<string, Permission> = {
   "WebhookService/DeleteWebhook": P.ADMIN,
   "WebhookService/ListWebhookDeliveries": P.ADMIN,
   "WebhookService/RedeliverWebhookDelivery": P.ADMIN,
+  "DeliveryService/CreateArtifactVersion": P.WRITE_DESIRED,
+  "DeliveryService/ListArtifactVersions": P.READ,
+  "DeliveryService/MarkVersionBad": P.OPERATE,
+  "DeliveryService/UnmarkVersionBad": P.ADMIN,
+  "DeliveryService/GetDeliveryStatus": P.READ,
+  "DeliveryService/ApproveRelease": P.OPERATE,
+  "DeliveryService/RejectRelease": P.OPERATE,
+  "DeliveryService/VetoVersion": P.OPERATE,
+  "DeliveryService/PinEnvironment": P.OPERATE,
+  "DeliveryService/UnpinEnvironment": P.OPERATE,
 };
 
 type Caller = "anonymous" | "viewer" | "generator" | "operator" | "admin_key" | "admin_token" | "node";

@@ -45,7 +45,33 @@ export type EventType =
   | "node_heartbeat_received"
   | "resource_state_reported"
   | "snapshot_created"
-  | RolloutEventType;
+  | RolloutEventType
+  | DeliveryEventType;
+
+/** What happens to releases (controller/delivery/, controller/promotion/): webhooks name them delivery.* and git_sync.*. */
+export type DeliveryEventType =
+  | "delivery_version_discovered"
+  | "delivery_tag_moved"
+  | "delivery_version_marked_bad"
+  | "delivery_version_unmarked_bad"
+  | "delivery_candidate_waiting"
+  | "delivery_constraint_failed"
+  | "delivery_promoted"
+  | "delivery_demoted"
+  | "delivery_verification_passed"
+  | "delivery_verification_failed"
+  | "delivery_release_verified"
+  | "delivery_release_failed"
+  | "delivery_release_approved"
+  | "delivery_release_rejected"
+  | "delivery_version_vetoed"
+  | "delivery_environment_pinned"
+  | "delivery_environment_unpinned"
+  | "delivery_environment_held"
+  | "git_sync_applied"
+  | "git_sync_failed"
+  | "git_sync_pruned"
+  | "git_sync_drift_detected";
 
 /** What happens to a rollout (controller/rollouts/): each step is an event of its own. */
 export type RolloutEventType =

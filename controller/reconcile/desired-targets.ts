@@ -4,9 +4,11 @@
 import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { referencesOf } from "../resources/kinds.js";
 import { hasPlacement, placeOn } from "./placement.js";
-import { renderProject, type RenderedProject } from "./render-project.js";
+import { composeServiceNames, renderProject, type RenderedProject } from "./render-project.js";
 import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";
 import { inNodePool } from "../resources/node-pool.js";
+import { tenantImages } from "../delivery/resolve/tenant-images.js";
+import type { EnvironmentView } from "../delivery/resolve/tenant-environment.js";
 
 export interface TenantWorld {
   /** The tenant, or undefined when it was deleted (everything it ran must go). */
@@ -22,6 +24,8 @@ export interface TenantWorld {
   deleted?: Resource[];
   /** The tenant's live secrets, by id. */
   secrets?: ReadonlyMap<string, Resource>;
+  /** Every live environment: what the tenant's artifacts resolve to. */
+  environments?: readonly EnvironmentView[];
 }
 
 /** A blocker that applies before any node is involved. */
@@ -39,6 +43,8 @@ export interface TenantDesire {
   services: Map<string, { nodeIds: string[]; blocker?: Blocker }>;
   /** Volumes whose data must go from a node where the tenant no longer runs anything. */
   removalVolumes: (nodeId: string) => string[];
+  /** The release (of the environment it follows) the rendered projects carry, when they name artifacts. */
+  release?: { environmentId: string; releaseId: string };
 }
 
 /** Computes the tenant's desired projects per node. */
@@ -52,7 +58,12 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   const pool = spec.policy?.nodeSelector ?? {};
   const nodes = Object.keys(pool).length === 0 ? w.nodes : w.nodes.filter((n) => inNodePool(n, pool));
   const secrets = w.secrets ?? new Map<string, Resource>();
-  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets };
+  // Artifacts become the images their environment promoted (delivery/resolve/).
+  const composeArtifacts = spec.compose?.artifactImages ?? {};
+  const named = new Set([...Object.values(composeArtifacts), ...w.services.map(artifactOfService).filter((a) => a !== "")]);
+  const resolved = tenantImages(t.id, t.metadata?.labels ?? {}, named, w.environments ?? []);
+  out.release = resolved.release;
+  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets, images: resolved.images };
   // Nodes given the same services and volume removals get the same project: rendered once (a
   // fleet of a thousand nodes is mostly one or a few), shared read-only.
   const rendered = new Map<string, RenderedProject>();
@@ -65,10 +76,19 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   };
   if ((spec.compose?.composeFile ?? "").trim() !== "") {
     // The tenant's own compose file: one project on every node the tenant's policy selects.
-    const missing = missingSecret(secretRefsOf(t), secrets);
-    if (missing) {
-      // Nothing is issued without every value: a project half-configured is worse than none.
-      const blocker = { status: ConvergenceStatus.REFERENCE_MISSING, message: missing };
+    const defined = Object.keys(composeArtifacts).length > 0 ? composeServiceNames(spec.compose?.composeFile ?? "") : new Set<string>();
+    const absent = Object.keys(composeArtifacts).find((name) => !defined.has(name));
+    const missing =
+      missingSecret(secretRefsOf(t), secrets) ??
+      (absent === undefined ? undefined : `compose.artifact_images names service ${absent}, which the compose file does not define`);
+    const pending = Object.values(composeArtifacts)
+      .map((a) => resolved.pending.get(a))
+      .find((m) => m !== undefined);
+    if (missing || pending) {
+      // Nothing is issued without every value (or image): a project half-configured is worse than none.
+      const blocker = missing
+        ? { status: ConvergenceStatus.REFERENCE_MISSING, message: missing }
+        : { status: ConvergenceStatus.PROMOTION_PENDING, message: pending! };
       for (const s of w.services) out.services.set(s.id, { nodeIds: [], blocker });
       out.blocker = blocker;
       return out;
@@ -95,7 +115,12 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
       });
       continue;
     }
-    if (svc.image === "") {
+    const promotion = svc.artifactId === "" ? undefined : resolved.pending.get(svc.artifactId);
+    if (promotion) {
+      out.services.set(s.id, { nodeIds: [], blocker: { status: ConvergenceStatus.PROMOTION_PENDING, message: promotion } });
+      continue;
+    }
+    if (svc.image === "" && svc.artifactId === "") {
       out.services.set(s.id, {
         nodeIds: [],
         blocker: { status: ConvergenceStatus.NOTHING_TO_DEPLOY, message: "the service has no image" },
@@ -136,6 +161,10 @@ export function volumesToDelete(deleted: Resource[], live: Resource[], nodeId: s
     for (const v of ids) if (!inUse.has(v)) out.add(v);
   }
   return [...out].sort();
+}
+
+function artifactOfService(s: Resource): string {
+  return s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.artifactId : "";
 }
 
 function noNode(hasPolicy: boolean): Blocker {

@@ -23,6 +23,8 @@ export interface RenderInput {
   deleteVolumes?: string[];
   /** The tenant's live secrets, by id: their versions (never their values) go into the hash. */
   secrets?: ReadonlyMap<string, Resource>;
+  /** artifact id -> the image its environment promoted ("repo@sha256:…"), for services that name one. */
+  images?: ReadonlyMap<string, string>;
 }
 
 export interface RenderedProject {
@@ -63,7 +65,11 @@ export function renderProject(input: RenderInput): RenderedProject {
   const own = raw.trim() !== "";
   const rendered = own
     ? {
-        composeFile: withSecretFiles(raw, Object.keys(spec?.compose?.secretFiles ?? {})),
+        composeFile: withArtifactImages(
+          withSecretFiles(raw, Object.keys(spec?.compose?.secretFiles ?? {})),
+          spec?.compose?.artifactImages ?? {},
+          input.images,
+        ),
         secretEnv: sortedRecord(spec?.compose?.secretEnv ?? {}),
         secretFiles: sortedRecord(spec?.compose?.secretFiles ?? {}),
       }
@@ -128,6 +134,34 @@ export function withSecretFiles(composeFile: string, names: string[]): string {
   if (!isMap(doc.get("secrets", true))) doc.set("secrets", doc.createNode({}));
   for (const name of [...names].sort(cmp)) doc.setIn(["secrets", name], doc.createNode({ file: secretFilePath(name) }));
   return doc.toString({ lineWidth: 0 });
+}
+
+/**
+ * A tenant's own compose file with the image of each service that names an artifact set to the
+ * artifact's promoted image (services the file lacks, or artifacts unresolved, are left alone: the
+ * caller blocks those before rendering). Unchanged when it names none.
+ */
+export function withArtifactImages(
+  composeFile: string,
+  artifactImages: Record<string, string>,
+  images?: ReadonlyMap<string, string>,
+): string {
+  const names = Object.keys(artifactImages).sort(cmp);
+  if (names.length === 0) return composeFile;
+  const doc = parseDocument(composeFile);
+  if (doc.errors.length > 0 || !isMap(doc.contents)) return composeFile;
+  for (const name of names) {
+    const image = images?.get(artifactImages[name]!);
+    if (image && doc.hasIn(["services", name])) doc.setIn(["services", name, "image"], image);
+  }
+  return doc.toString({ lineWidth: 0 });
+}
+
+/** The service names a compose file defines (none when it does not parse as a mapping). */
+export function composeServiceNames(composeFile: string): Set<string> {
+  const doc = parseDocument(composeFile);
+  const services = doc.errors.length > 0 ? undefined : doc.get("services", true);
+  return new Set(isMap(services) ? services.items.map((i) => String((i.key as { value?: unknown })?.value ?? i.key)) : []);
 }
 
 /** The compose service a service resource is: its compose_service, else its id. */
@@ -201,7 +235,7 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
       return `${v}:${mount}`;
     });
   return prune({
-    image: spec.image,
+    image: spec.artifactId === "" ? spec.image : (input.images?.get(spec.artifactId) ?? ""),
     command: spec.command.length > 0 ? spec.command.map(escapeDollar) : undefined,
     environment: environmentOf(spec),
     secrets: secretMounts(spec),

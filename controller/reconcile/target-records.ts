@@ -12,6 +12,8 @@ import {
   ConvergenceSchema,
   ResourceSpecSchema,
   TargetStatusSchema,
+  TenantReleaseSchema,
+  type TenantRelease,
   TenantStatusSchema,
   type Convergence,
   type Resource,
@@ -61,15 +63,25 @@ export class TargetRecords {
    * Writes the records, the tenant's convergence and its latest rollout a pass computed; returns
    * the updated tenant, or undefined when all were already stored as they are. Call under exclusive().
    */
-  async writePass(tenant: Resource, targets: TargetStatus[], conv: Convergence, rolloutId: string): Promise<Resource | undefined> {
+  async writePass(
+    tenant: Resource,
+    targets: TargetStatus[],
+    conv: Convergence,
+    rolloutId: string,
+    release?: TenantRelease,
+  ): Promise<Resource | undefined> {
     const stored = this.of(tenant);
     const sameTargets = stored.length === targets.length && targets.every((t, i) => equals(TargetStatusSchema, t, stored[i]!));
     const sameRollout = this.rolloutIdOf(tenant) === rolloutId;
-    if (sameTargets && sameRollout && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv)) return undefined;
+    const was = tenantStatusOf(tenant).release;
+    const sameRelease = was === undefined || release === undefined ? was === release : equals(TenantReleaseSchema, was, release);
+    if (sameTargets && sameRollout && sameRelease && tenant.convergence && equals(ConvergenceSchema, tenant.convergence, conv))
+      return undefined;
     return this.store.updateResource("tenant", tenant.id, (cur) => {
       const s = tenantStatusOf(cur);
       s.targets = targets;
       s.rolloutId = rolloutId;
+      s.release = release;
       cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: s } };
       cur.convergence = conv;
       return cur;
@@ -200,6 +212,7 @@ function recordOne(t: Resource, order: WorkOrder, at: Date): void {
         observedAt: timestampFromDate(at),
         targets,
         rolloutId: prev.rolloutId,
+        release: prev.release,
       });
   t.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: status } };
   // The desired state the order carried is now what the node runs.

@@ -5,7 +5,7 @@
 // resource's convergence. Which tenant to pass, and when, is the loop's business (reconciler.ts).
 import { create, equals } from "@bufbuild/protobuf";
 import { copyMessage } from "../../common/message-copy.js";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
 import {
   ConvergenceSchema,
@@ -13,6 +13,8 @@ import {
   ResourceSpecSchema,
   ResourceStatusSchema,
   TargetStatusSchema,
+  TenantReleaseSchema,
+  type TenantRelease,
   type Convergence,
   type Resource,
   type TargetStatus,
@@ -351,7 +353,7 @@ export class TenantPass {
         ? { status: desire.blocker.status, message: desire.blocker.message }
         : (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" });
     const conv = convergence(verdict, "", now, tenant.convergence);
-    const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId);
+    const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId, releaseOf(tenant, desire, conv, now));
     if (!updated) return;
     if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
   }
@@ -444,4 +446,17 @@ export class TenantPass {
       },
     ]);
   }
+}
+
+// The release the tenant's spec carries, and since when every target runs it converged (kept from
+// the stored record while it stays so): the promotion loop reads it back.
+function releaseOf(tenant: Resource, desire: TenantDesire, conv: Convergence, now: Date): TenantRelease | undefined {
+  if (!desire.release || tenant.deletion) return undefined;
+  const was = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.release : undefined;
+  const converged = conv.status === ConvergenceStatus.CONVERGED;
+  const same = was?.environmentId === desire.release.environmentId && was.releaseId === desire.release.releaseId;
+  return create(TenantReleaseSchema, {
+    ...desire.release,
+    convergedSince: converged ? (same && was.convergedSince ? was.convergedSince : timestampFromDate(now)) : undefined,
+  });
 }

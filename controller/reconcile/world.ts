@@ -12,6 +12,8 @@ import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-outcome.js";
 import type { NodeCache } from "./node-cache.js";
 import { nodeLabels } from "./placement.js";
+import { environmentOf, environmentStatusOf } from "../delivery/environment-records.js";
+import type { EnvironmentView } from "../delivery/resolve/tenant-environment.js";
 
 /** Statuses of an order still in flight (its target gets no other order meanwhile). */
 const IN_FLIGHT = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
@@ -30,12 +32,13 @@ export interface NodeFacts {
  * when a single change arrives.
  */
 export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?: NodeCache): Promise<World> {
-  const [tenant, withTombstones, deletedVolumes, nodes, secrets] = await Promise.all([
+  const [tenant, withTombstones, deletedVolumes, nodes, secrets, environments] = await Promise.all([
     store.getResource("tenant", tenantId, { includeDeleted: true }),
     listAll(store, "service", true, tenantId),
     listAll(store, "volume", true, tenantId).then((vs) => vs.filter((v) => v.deletion)),
     nodeCache ? nodeCache.current(store) : listAll(store, "node", false),
     listAll(store, "secret", false, tenantId),
+    listAll(store, "environment", false),
   ]);
   const services = withTombstones.filter((s) => !s.deletion);
   const wanted = { network: new Set<string>(), volume: new Set<string>(), resource_limits: new Set<string>() };
@@ -59,6 +62,7 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
     nodes,
     [],
     secrets.filter(own),
+    environments,
   );
   await world.refreshInFlight(store, tenantId);
   return world;
@@ -66,9 +70,9 @@ export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?
 
 /** Reads the whole world from the store (a sweep). */
 export async function loadWorld(store: Store): Promise<World> {
-  const [tenants, services, networks, volumes, limits, nodes, secrets] = await Promise.all(
+  const [tenants, services, networks, volumes, limits, nodes, secrets, environments] = await Promise.all(
     // Deleted tenants, services and volumes too: tombstones say what must still go.
-    (["tenant", "service", "network", "volume", "resource_limits", "node", "secret"] as ResourceType[]).map((t) =>
+    (["tenant", "service", "network", "volume", "resource_limits", "node", "secret", "environment"] as ResourceType[]).map((t) =>
       listAll(store, t, t === "tenant" || t === "service" || t === "volume"),
     ),
   );
@@ -81,7 +85,7 @@ export async function loadWorld(store: Store): Promise<World> {
       pageToken = page.nextPageToken;
     } while (pageToken !== "");
   }
-  return new World(tenants!, services!, networks!, volumes!, limits!, nodes!, inFlight, secrets!);
+  return new World(tenants!, services!, networks!, volumes!, limits!, nodes!, inFlight, secrets!, environments!);
 }
 
 export class World {
@@ -97,6 +101,7 @@ export class World {
   private readonly observedByTenant = new Map<string, Map<string, ProjectObservation>>();
   // tenant id -> its live secrets, by id (sealed: the renderer reads versions, never values).
   private readonly secretsByTenant = new Map<string, Map<string, Resource>>();
+  private readonly environments: EnvironmentView[];
 
   constructor(
     private readonly tenants: Resource[],
@@ -107,7 +112,12 @@ export class World {
     nodes: Resource[],
     inFlight: WorkOrder[],
     secrets: Resource[] = [],
+    environments: Resource[] = [],
   ) {
+    this.environments = environments.flatMap((e) => {
+      const spec = environmentOf(e);
+      return spec ? [{ id: e.id, spec, status: environmentStatusOf(e) }] : [];
+    });
     for (const r of secrets) {
       const t = tenantOfSpec(r);
       const m = this.secretsByTenant.get(t) ?? new Map<string, Resource>();
@@ -158,6 +168,7 @@ export class World {
       nodes: [...this.nodes.values()],
       deleted: this.deletedByTenant.get(tenantId) ?? [],
       secrets: this.secretsByTenant.get(tenantId) ?? new Map(),
+      environments: this.environments,
     };
   }
 

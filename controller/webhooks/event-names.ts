@@ -10,7 +10,20 @@
 import { invalid } from "../base/errors.js";
 
 // Longest first, so that work_order_ wins over a shorter prefix.
-const SUBJECTS = ["desired_state", "work_order", "deployment", "convergence", "resource", "snapshot", "rollout", "drift", "data", "node"];
+const SUBJECTS = [
+  "desired_state",
+  "work_order",
+  "deployment",
+  "convergence",
+  "delivery",
+  "git_sync",
+  "resource",
+  "snapshot",
+  "rollout",
+  "drift",
+  "data",
+  "node",
+];
 
 /** The dotted name of a stored event type (deployment_failed -> deployment.failed). */
 export function dottedName(type: string): string {

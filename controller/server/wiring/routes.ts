@@ -14,6 +14,7 @@ import { EnrollmentService } from "../../../gen/skipper/v1/enrollment_service_pb
 import { AuditService } from "../../../gen/skipper/v1/audit_service_pb.js";
 import { SecretService } from "../../../gen/skipper/v1/secret_service_pb.js";
 import { WebhookService } from "../../../gen/skipper/v1/webhook_service_pb.js";
+import { DeliveryService } from "../../../gen/skipper/v1/delivery_service_pb.js";
 import type { ServiceDeps } from "../../services/deps.js";
 import { healthService } from "../../services/health-service.js";
 import { resourceService } from "../../services/resource-service.js";
@@ -28,6 +29,7 @@ import { enrollmentService } from "../../services/enrollment-service.js";
 import { auditService } from "../../services/audit-service.js";
 import { secretService } from "../../services/secret-service.js";
 import { webhookService } from "../../services/webhook-service.js";
+import { deliveryService } from "../../services/delivery-service.js";
 import type { AuditSigner } from "../../audit/audit-signer.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -45,6 +47,7 @@ export const SERVICES: DescService[] = [
   AuditService,
   SecretService,
   WebhookService,
+  DeliveryService,
 ];
 
 /** The routes of every service; audit exports are signed by `signer` when the controller has a certificate. */
@@ -63,5 +66,6 @@ export function serviceRoutes(deps: ServiceDeps, signer: AuditSigner | undefined
     router.service(AuditService, auditService({ store: deps.store, signer }));
     router.service(SecretService, secretService(deps));
     router.service(WebhookService, webhookService(deps));
+    router.service(DeliveryService, deliveryService(deps));
   };
 }
