@@ -152,6 +152,21 @@ describe("delivery kinds through the API", () => {
       verifications: [{ name: "smoke", probe: { http: { url: "http://127.0.0.1:8080/" } }, required_passes: 2 }],
     });
     expect(prod.status, JSON.stringify(prod.body)).toBe(201);
+    // A dependency back from test to prod is a cycle: refused, test unchanged.
+    const cycle = await call("PUT", "/v1/resources/environment/test", {
+      desired_state: { ...test, depends_on: [{ environment_id: "prod" }] },
+    });
+    expect(cycle.status, JSON.stringify(cycle.body)).toBe(400);
+    expect(cycle.body.error.details.cycle).toEqual(["test", "prod", "test"]);
+    expect((await call("GET", "/v1/resources/environment/test")).body.data.desired_state.environment.depends_on).toEqual([]);
+    // An upstream of another delivery is refused.
+    expect((await post("delivery", "other", { display_name: "Other" })).status).toBe(201);
+    await refused(
+      "environment",
+      "elsewhere",
+      { ...test, delivery_id: "other", depends_on: [{ environment_id: "test" }] },
+      "desired_state.environment.depends_on[0].environment_id",
+    );
     // What an environment names is held back from deletion.
     expect((await call("DELETE", "/v1/resources/environment/test")).status).toBe(409);
   });

@@ -5,8 +5,8 @@ import { create } from "@bufbuild/protobuf";
 import { WorkOrderActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
-import type { CallInfo } from "../base/context.js";
-import { forbidden, notFound } from "../base/errors.js";
+import type { CallInfo, Trace } from "../base/context.js";
+import { forbidden, isSkipperError, notFound } from "../base/errors.js";
 import { holds } from "../auth/admission.js";
 import { permissionName } from "../auth/permissions.js";
 import { newWorkOrderId } from "../base/ordered-ids.js";
@@ -99,5 +99,48 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
     },
     `${type} order queued`,
   );
+  return order;
+}
+
+/**
+ * Queues an order the controller itself decides on (a release's verification), with a fixed id:
+ * the same checks as a caller's order but no caller's permission; queueing an id that exists
+ * answers the stored order, so a step retried after a crash issues nothing twice.
+ */
+export async function queueControllerOrder(deps: QueueDeps, req: CreateWorkOrderRequest, trace: Trace, id: string): Promise<WorkOrder> {
+  const { store } = deps;
+  const existing = await store.getWorkOrder(id);
+  if (existing) return existing;
+  checkRequest(req, deps.now());
+  const nodeId = req.target!.nodeId;
+  const tenantId = req.target?.tenantId ?? "";
+  const node = await store.getResource("node", nodeId);
+  if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
+  const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
+  if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
+  checkTargets(req, node, tenant, false);
+  const ids = { id, requestId: trace.requestId, correlationId: trace.correlationId, traceparent: trace.traceparent, now: deps.now() };
+  const created = (o: WorkOrder) => [
+    buildEvent({
+      id: transitionEventId(o.id, "work_order_created"),
+      type: "work_order_created",
+      resourceType: "work_order",
+      resourceId: o.id,
+      workOrderId: o.id,
+      tenantId,
+      nodeId,
+      ...trace,
+      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason: "controller", ...summaryOf(o) },
+    }),
+  ];
+  let order: WorkOrder;
+  try {
+    order = await store.createWorkOrder(buildOrder(req, ids), created);
+  } catch (e) {
+    const raced = isSkipperError(e) && e.code === "CONFLICT" ? await store.getWorkOrder(id) : undefined;
+    if (!raced) throw e;
+    return raced;
+  }
+  deps.feed.publish(order);
   return order;
 }

@@ -53,6 +53,8 @@ export interface PassDeps {
   onOrderCreated?: (order: WorkOrder) => void;
   /** Told when a pass recorded services' desired states as applied (fresh tenant snapshot). */
   onServicesApplied?: (tenantId: string, trace: Trace) => Promise<void>;
+  /** Told when a tenant's release record changed (another release rendered, or converged since, or no longer). */
+  onTenantRelease?: (tenantId: string, environmentIds: string[]) => void;
 }
 
 export interface PassOptions {
@@ -353,8 +355,15 @@ export class TenantPass {
         ? { status: desire.blocker.status, message: desire.blocker.message }
         : (worst([...verdicts.values()]) ?? { status: ConvergenceStatus.CONVERGED, message: "nothing to run" });
     const conv = convergence(verdict, "", now, tenant.convergence);
-    const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId, releaseOf(tenant, desire, conv, now));
+    const release = releaseOf(tenant, desire, conv, now);
+    const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId, release);
     if (!updated) return;
+    const was = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.release : undefined;
+    if (!sameRelease(was, release))
+      this.deps.onTenantRelease?.(
+        tenant.id,
+        [...new Set([was?.environmentId ?? "", release?.environmentId ?? ""])].filter((e) => e !== ""),
+      );
     if (tenant.convergence?.status !== conv.status) await this.convergenceEvent(updated, conv, trace);
   }
 
@@ -459,4 +468,8 @@ function releaseOf(tenant: Resource, desire: TenantDesire, conv: Convergence, no
     ...desire.release,
     convergedSince: converged ? (same && was.convergedSince ? was.convergedSince : timestampFromDate(now)) : undefined,
   });
+}
+
+function sameRelease(a: TenantRelease | undefined, b: TenantRelease | undefined): boolean {
+  return a === undefined || b === undefined ? a === b : equals(TenantReleaseSchema, a, b);
 }

@@ -14,9 +14,22 @@ import type { TenantQueue } from "./tenant-queue.js";
 /** Where triggers go: the reconciler's queue, or (on a controller that does not lead) the leader's. */
 export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced">;
 
+/** Another loop that hears of the same changes (the promotion loop), added at wiring: nothing here imports it. */
+export interface TriggerWatcher {
+  resourceChanged?(r: Resource): void;
+  orderEnded?(order: WorkOrder): void;
+}
+
 /** Maps store, order and node events to the tenants to reconcile. */
 export class ReconcileTriggers {
+  private readonly watchers: TriggerWatcher[] = [];
+
   constructor(private readonly queue: ReconcileQueue) {}
+
+  /** Tells `w` of every resource change and order end from now on. */
+  watch(w: TriggerWatcher): void {
+    this.watchers.push(w);
+  }
 
   /** An acknowledged change of a resource: its tenant, or every tenant, as its kind says; orders it causes carry the change's ids. */
   resourceChanged(r: Resource): void {
@@ -24,6 +37,7 @@ export class ReconcileTriggers {
     const trace: Trace | undefined = m?.requestId
       ? { requestId: m.requestId, correlationId: m.correlationId || m.requestId, traceparent: m.traceparent || undefined }
       : undefined;
+    for (const w of this.watchers) w.resourceChanged?.(r);
     // What each kind wakes is its entry's (controller/resources/kinds.ts).
     switch (CONTROLLER_KINDS[r.resourceType as ResourceType]?.wakes) {
       case "its tenant":
@@ -44,6 +58,7 @@ export class ReconcileTriggers {
 
   /** An order finished (result, cancel before a claim, expiry): its target may move on. */
   orderEnded(order: WorkOrder): void {
+    for (const w of this.watchers) w.orderEnded?.(order);
     // The pass it causes continues the order's trace (its verdicts' events say what it led to).
     const trace = order.requestId
       ? { requestId: order.requestId, correlationId: order.correlationId || order.requestId, traceparent: order.traceparent || undefined }

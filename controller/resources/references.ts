@@ -60,23 +60,40 @@ export async function checkReferencesExist(store: Store, r: Resource): Promise<v
   if (r.desiredState?.kind.case === "service" && r.desiredState.kind.value.dependsOn.length > 0) {
     await checkNoDependencyCycle(store, r);
   }
+  if (r.desiredState?.kind.case === "environment" && r.desiredState.kind.value.dependsOn.length > 0) {
+    const spec = r.desiredState.kind.value;
+    for (const [i, d] of spec.dependsOn.entries()) {
+      const up = await store.getResource("environment", d.environmentId);
+      const delivery = up?.desiredState?.kind.case === "environment" ? up.desiredState.kind.value.deliveryId : "";
+      if (delivery !== spec.deliveryId) {
+        const field = `desired_state.environment.depends_on[${i}].environment_id`;
+        throw invalid(`${field} names environment ${d.environmentId} of delivery ${delivery}, not ${spec.deliveryId}`, { field });
+      }
+    }
+    await checkNoDependencyCycle(store, r);
+  }
 }
 
-// Follows depends_on from the new version of `r` through the stored services; reaching `r`
-// again is a cycle.
+// What a service or an environment depends on (depends_on), by id of the same type.
+function dependsOnOf(r: Resource | undefined): string[] {
+  const k = r?.desiredState?.kind;
+  if (k?.case === "service") return k.value.dependsOn;
+  if (k?.case === "environment") return k.value.dependsOn.map((d) => d.environmentId);
+  return [];
+}
+
+// Follows depends_on from the new version of `r` through the stored resources of its type (services
+// or environments); reaching `r` again is a cycle.
 async function checkNoDependencyCycle(store: Store, r: Resource): Promise<void> {
-  const depsOf = async (id: string): Promise<string[]> => {
-    if (id === r.id) return r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.dependsOn : [];
-    const s = await store.getResource("service", id);
-    return s?.desiredState?.kind.case === "service" ? s.desiredState.kind.value.dependsOn : [];
-  };
+  const type = r.resourceType === "environment" ? "environment" : "service";
+  const depsOf = async (id: string): Promise<string[]> => (id === r.id ? dependsOnOf(r) : dependsOnOf(await store.getResource(type, id)));
   const seen = new Set<string>();
   const path: string[] = [];
   const visit = async (id: string): Promise<void> => {
     if (path.includes(id)) {
       const cycle = [...path.slice(path.indexOf(id)), id];
-      throw invalid(`desired_state.service.depends_on makes a cycle: ${cycle.join(" -> ")}`, {
-        field: "desired_state.service.depends_on",
+      throw invalid(`desired_state.${type}.depends_on makes a cycle: ${cycle.join(" -> ")}`, {
+        field: `desired_state.${type}.depends_on`,
         cycle,
       });
     }
