@@ -119,6 +119,7 @@ function buildSettings(config: ControllerConfig): Partial<BuildOptions> {
     adminToken: config.adminToken,
     resetAdminToken: config.resetAdminToken,
     reconcileIntervalMs: config.reconcileIntervalMs,
+    promotionIntervalMs: config.promotionIntervalMs,
     leaseMs: config.leaseMs,
     eventRetentionMs: config.eventRetentionMs,
     workOrderRetentionMs: config.workOrderRetentionMs,

@@ -34,6 +34,8 @@ export interface ControllerConfig {
   resetAdminToken: boolean;
   /** Period of the reconcile sweep. */
   reconcileIntervalMs: number;
+  /** Period of the promotion loop's sweep over every environment. */
+  promotionIntervalMs: number;
   /** How often node liveness is checked. */
   livenessCheckMs: number;
   /** Lease of a work-order claim. */
@@ -96,6 +98,8 @@ Options (environment variable in brackets):
                         over every tenant, such as a viewer API key)
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
+  --promotion-interval DUR  period of the promotion loop's sweep over every environment (default 30s)
+                            [SKIPPER_PROMOTION_INTERVAL]
                         (default 30s; changes are reconciled at once regardless)
   --lease-duration DUR  how long a work-order claim lasts unless the agent renews it
                         [SKIPPER_LEASE_DURATION] (default 30s)
@@ -175,6 +179,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
+      "promotion-interval": { type: "string" },
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
       "audit-retention": { type: "string" },
@@ -235,6 +240,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
+    promotionIntervalMs: duration(values["promotion-interval"] ?? env.SKIPPER_PROMOTION_INTERVAL ?? "30s", "--promotion-interval", 100),
     livenessCheckMs: 1000,
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
     eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),

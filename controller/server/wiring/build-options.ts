@@ -20,6 +20,8 @@ export interface BuildOptions {
   now?: () => Date;
   /** Period of the reconcile sweep (default 30 s). */
   reconcileIntervalMs?: number;
+  /** Period of the promotion loop's sweep (default 30 s). */
+  promotionIntervalMs?: number;
   /** How often node liveness is checked (default 1 s). */
   livenessCheckMs?: number;
   /** Lease of a work-order claim (default 30 s); lapsed leases are checked every second. */
