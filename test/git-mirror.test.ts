@@ -3,12 +3,16 @@
 // reads a commit's manifests under its path only, and refuses what could turn an argument into an
 // option or reach a transport it was not allowed.
 import { existsSync } from "node:fs";
+import { createServer, type Socket } from "node:net";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { GitSourceSpecSchema } from "../gen/skipper/v1/delivery_pb.js";
 import { GitMirror, type GitMirrorError, gitTransport, isGitMirrorError, redactGitUrl } from "../controller/promotion/git-mirror.js";
+import { parseSourceDocuments, planGitSync } from "../controller/promotion/git-sync-plan.js";
 
 const ENV = { GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", HOME: tmpdir(), PATH: process.env.PATH ?? "" };
 let root: string;
@@ -170,5 +174,44 @@ describe("a Git source's mirror", () => {
     expect(e.message).not.toMatch(/s3cr3t|deploy/);
     expect(redactGitUrl("https://tok@h/r.git")).toBe("https://[REDACTED]@h/r.git");
     expect(redactGitUrl("git@github.com:o/r.git")).toBe("git@github.com:o/r.git");
+  });
+
+  it("a fetch from a server that never answers is stopped at the timeout", async () => {
+    const sockets: Socket[] = [];
+    const server = createServer((s) => sockets.push(s));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const mirror = new GitMirror({ dir: join(await mkdtemp(join(root, "mirror-")), "s.git"), timeoutMs: 1500 });
+      const e = await failure(mirror.fetch(`https://127.0.0.1:${port}/r.git`, "main"));
+      expect([e.reason, e.message]).toEqual(["timeout", `fetching https://127.0.0.1:${port}/r.git (branch main) timed out after 1.5 s`]);
+      expect(sockets.length).toBeGreaterThan(0);
+    } finally {
+      for (const s of sockets) s.destroy();
+      server.close();
+    }
+  });
+
+  it("feeds the sync plan: a first sync writes every document, the next only what a commit changed", async () => {
+    const first = await commit({ "sync/shop.yaml": tenant("sync-shop", "Shop"), "sync/ops.yaml": tenant("sync-ops", "Ops") }, "sync");
+    const mirror = await mirrorAt();
+    const spec = create(GitSourceSpecSchema, { url: origin, branch: "sync", path: "sync" });
+    const tree = async (commitId: string) => {
+      const files = await mirror.files(commitId, spec.path);
+      const texts = await mirror.read(files.map((f) => f.blob));
+      return parseSourceDocuments(files.map((f) => ({ path: f.path, text: texts.get(f.blob)! })));
+    };
+    expect(await mirror.fetch(origin, "sync")).toBe(first);
+    const base = { sourceId: "src", spec, status: undefined, owned: [], stored: new Map(), now: new Date() };
+    const initial = planGitSync({ ...base, commit: first, documents: await tree(first), changed: "all" });
+    expect(initial.writes.map((w) => `${w.action} ${w.path}`)).toEqual(["create sync/ops.yaml", "create sync/shop.yaml"]);
+
+    const second = await commit({ "sync/shop.yaml": tenant("sync-shop", "Shop 2") }, "sync");
+    expect(await mirror.fetch(origin, "sync")).toBe(second);
+    const changed = new Set(await mirror.changedSince(first, second, spec.path));
+    const next = planGitSync({ ...base, status: initial.status, commit: second, documents: await tree(second), changed });
+    expect(next.writes.map((w) => `${w.action} ${w.path}`)).toEqual(["create sync/shop.yaml"]);
+    // Nothing was stored in this fixture, so the unchanged document is drift (missing), not rewritten.
+    expect(next.drift.map((d) => `${d.path} missing=${d.missing}`)).toEqual(["sync/ops.yaml missing=true"]);
   });
 });

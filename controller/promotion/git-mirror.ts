@@ -188,11 +188,11 @@ export class GitMirror {
     if (this.allowFile) protocols.push("-c", "protocol.file.allow=always");
     const settings = ["-c", "gc.autoDetach=false", "-c", "core.sshCommand=ssh -o BatchMode=yes"];
     const argv = [...protocols, ...settings, ...(opts.noGitDir ? [] : [`--git-dir=${this.dir}`]), ...args];
-    const r = await execa("git", argv, {
+    // Its own process group, killed whole at the timeout: git runs transports (git-remote-https,
+    // ssh) as children that would keep the pipes open after git itself was stopped.
+    const child = execa("git", argv, {
       reject: false,
-      timeout: this.timeoutMs,
-      killSignal: "SIGTERM",
-      forceKillAfterDelay: 5000,
+      detached: true,
       env: {
         GIT_TERMINAL_PROMPT: "0",
         GIT_CONFIG_NOSYSTEM: "1",
@@ -206,15 +206,34 @@ export class GitMirror {
       encoding: "buffer",
       ...(opts.input !== undefined ? { input: opts.input } : { stdin: "ignore" as const }),
     });
+    let timedOut = false;
+    let hardKill: NodeJS.Timeout | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid, "SIGTERM");
+      hardKill = setTimeout(() => killGroup(child.pid, "SIGKILL"), 5000);
+    }, this.timeoutMs);
+    const r = await child;
+    clearTimeout(timer);
+    clearTimeout(hardKill);
     const raw = Buffer.from(r.stdout as Uint8Array);
     const stderr = Buffer.from((r.stderr as Uint8Array | undefined) ?? new Uint8Array()).toString("utf8");
     const failed = r.failed === true;
-    if (r.timedOut) throw new GitMirrorError("timeout", `${what} timed out after ${this.timeoutMs / 1000} s`);
+    if (timedOut) throw new GitMirrorError("timeout", `${what} timed out after ${this.timeoutMs / 1000} s`);
     if ((r as { code?: string }).code === "ENOENT") throw new GitMirrorError("failed", `${what} failed: git is not installed`);
     if ((r as { isMaxBuffer?: boolean }).isMaxBuffer)
       throw new GitMirrorError("failed", `${what} failed: more than ${this.maxReadBytes} bytes`);
     if (failed && !opts.allowFail) throw new GitMirrorError("failed", `${what} failed: ${lastLine(stderr, opts.url)}`);
     return { failed, stdout: opts.binary ? "" : raw.toString("utf8"), stderr, raw };
+  }
+}
+
+function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
   }
 }
 
