@@ -105,6 +105,16 @@ describe("a Git source's mirror", () => {
     expect(await mirror.fetch(`file://${origin}`, "main")).toBe(third);
   });
 
+  it("a path is a directory, never a pattern", async () => {
+    const before = await commit({ "lit/ab/y.yaml": tenant("y", "Y") }, "literal");
+    const after = await commit({ "lit/a*/x.yaml": tenant("x", "X"), "lit/ab/y.yaml": tenant("y", "Y 2") }, "literal");
+    const mirror = await mirrorAt();
+    expect(await mirror.fetch(origin, "literal")).toBe(after);
+    expect((await mirror.files(after, "lit/a*")).map((f) => f.path)).toEqual(["lit/a*/x.yaml"]);
+    expect(await mirror.changedSince(before, after, "lit/a*")).toEqual(["lit/a*/x.yaml"]);
+    expect((await mirror.files(after, ":(top)lit")).map((f) => f.path)).toEqual([]);
+  });
+
   it("follows a branch that was rewritten (a force push)", async () => {
     const kept = await commit({ "f/a.yaml": tenant("a", "A") }, "rewrite");
     const mirror = await mirrorAt();

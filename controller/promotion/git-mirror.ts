@@ -187,7 +187,7 @@ export class GitMirror {
     const protocols = ["-c", "protocol.allow=never", "-c", "protocol.https.allow=always", "-c", "protocol.ssh.allow=always"];
     if (this.allowFile) protocols.push("-c", "protocol.file.allow=always");
     const settings = ["-c", "gc.autoDetach=false", "-c", "core.sshCommand=ssh -o BatchMode=yes"];
-    const argv = [...protocols, ...settings, ...(opts.noGitDir ? [] : [`--git-dir=${this.dir}`]), ...args];
+    const argv = [...protocols, ...settings, "--literal-pathspecs", ...(opts.noGitDir ? [] : [`--git-dir=${this.dir}`]), ...args];
     // Its own process group, killed whole at the timeout: git runs transports (git-remote-https,
     // ssh) as children that would keep the pipes open after git itself was stopped.
     const child = execa("git", argv, {
