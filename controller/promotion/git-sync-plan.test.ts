@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { type GitSourceStatus, GitSourceSpecSchema, GitSourceStatusSchema } from "../../gen/skipper/v1/delivery_pb.js";
 import { type Resource, ResourceSchema } from "../../gen/skipper/v1/resource_pb.js";
 import {
+  changedFiles,
   GIT_PATH_ANNOTATION,
   GIT_SOURCE_ANNOTATION,
   type GitSyncInput,
@@ -215,5 +216,12 @@ describe("a Git sync's plan", () => {
       syncError: "apps/shop.yaml#1: desired_state.service.tenant_id: tenant shop not found",
     });
     expect(failed.resources).toEqual(plan.status.resources);
+  });
+
+  it("every file counts as changed at the first sync, on a reapply or when the synced commit is gone", () => {
+    expect(changedFiles(undefined, false, ["a.yaml"])).toBe("all");
+    expect(changedFiles(STATUS_BEFORE, true, ["a.yaml"])).toBe("all");
+    expect(changedFiles(STATUS_BEFORE, false, undefined)).toBe("all");
+    expect(changedFiles(STATUS_BEFORE, false, ["a.yaml"])).toEqual(new Set(["a.yaml"]));
   });
 });

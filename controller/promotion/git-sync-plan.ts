@@ -122,6 +122,20 @@ export function parseSourceDocuments(files: readonly SourceFile[]): SourceDocume
   return { documents };
 }
 
+/**
+ * The files a sync treats as changed: every file at the first sync, on a reapply, or when the
+ * last commit applied whole is no longer in the mirror (`diff` undefined, as GitMirror.changedSince
+ * answers then); else the files that differ since it.
+ */
+export function changedFiles(
+  status: GitSourceStatus | undefined,
+  reapply: boolean,
+  diff: readonly string[] | undefined,
+): ReadonlySet<string> | "all" {
+  if (reapply || !status?.syncedCommit || diff === undefined) return "all";
+  return new Set(diff);
+}
+
 /** The file a document's source names ("apps/web.yaml#2" -> "apps/web.yaml"). */
 export function fileOf(path: string): string {
   return path.replace(/#\d+$/, "");
