@@ -4,13 +4,13 @@
 // secret that carries values is sent and the controller keeps those it already holds: the answer
 // says whether anything changed. A tenant whose compose file names secrets created in the same
 // apply is created bare first (the secrets name their tenant), and given its spec once they exist.
-import { create, equals, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ResourceSpecSchema, type Resource, type ResourceSpec } from "../gen/skipper/v1/resource_pb.js";
-import { SecretSpecSchema } from "../gen/skipper/v1/secret_pb.js";
+import { ResourceSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { carriesValues, documentChanges, type FieldChange } from "../common/desired-diff.js";
 import type { Clients } from "./connection.js";
 import { CliError, describeError } from "./errors.js";
-import { fieldChanges, renderChanges, type FieldChange } from "./desired-diff.js";
+import { renderChanges } from "./desired-diff.js";
 import type { Manifest } from "./manifests.js";
 
 export type Action = "create" | "update" | "unchanged" | "send-values";
@@ -38,27 +38,8 @@ export async function planApply(clients: Clients, manifests: Manifest[]): Promis
 /** What applying `m` over `current` (absent: not stored) does. Pure. */
 export function stepFor(m: Manifest, current: Resource | undefined): Step {
   if (!current) return { manifest: m, action: "create", changes: [] };
-  const want = comparable(m.resource.desiredState);
-  const have = comparable(current.desiredState);
-  const changes = equals(ResourceSpecSchema, want, have)
-    ? []
-    : fieldChanges(specJson(have), specJson(want), "desired_state").filter((c) => !c.path.startsWith("desired_state.secret.entries"));
-  if (m.labelsGiven)
-    changes.push(...fieldChanges({ ...(current.metadata?.labels ?? {}) }, { ...(m.resource.metadata?.labels ?? {}) }, "labels"));
-  if (m.annotationsGiven)
-    changes.push(
-      ...fieldChanges({ ...(current.metadata?.annotations ?? {}) }, { ...(m.resource.metadata?.annotations ?? {}) }, "annotations"),
-    );
-  const secret = m.resource.desiredState?.kind.case === "secret" ? m.resource.desiredState.kind.value : undefined;
-  if (secret) {
-    const held = new Set(current.desiredState?.kind.case === "secret" ? current.desiredState.kind.value.entries.map((e) => e.name) : []);
-    for (const name of Object.keys(secret.values).sort()) {
-      if (!held.has(name)) changes.push({ op: "+", path: `desired_state.secret.values.${name}`, after: "(hidden)" });
-    }
-    for (const name of secret.remove)
-      if (held.has(name)) changes.push({ op: "-", path: `desired_state.secret.values.${name}`, before: "(hidden)" });
-  }
-  const action: Action = changes.length > 0 ? "update" : secret && Object.keys(secret.values).length > 0 ? "send-values" : "unchanged";
+  const changes = documentChanges(m, current);
+  const action: Action = changes.length > 0 ? "update" : carriesValues(m) ? "send-values" : "unchanged";
   return { manifest: m, action, changes, current };
 }
 
@@ -157,17 +138,6 @@ async function stored(clients: Clients, m: Manifest): Promise<Resource | undefin
     if (e instanceof ConnectError && e.code === Code.NotFound) return undefined;
     throw e;
   }
-}
-
-// A secret's spec without what the API never returns (values) or only returns (entries).
-function comparable(spec: ResourceSpec | undefined): ResourceSpec {
-  if (spec?.kind.case !== "secret") return spec ?? create(ResourceSpecSchema);
-  const value = create(SecretSpecSchema, { ...spec.kind.value, values: {}, remove: [], sealed: {}, entries: [] });
-  return create(ResourceSpecSchema, { kind: { case: "secret", value } });
-}
-
-function specJson(spec: ResourceSpec): JsonObject {
-  return toJson(ResourceSpecSchema, spec, { useProtoFieldName: true }) as JsonObject;
 }
 
 // The secrets a tenant's own compose file names (services name theirs, and come after secrets).
