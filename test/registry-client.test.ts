@@ -10,7 +10,7 @@ import { execa } from "execa";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { RegistryClient } from "../controller/promotion/registry-client.js";
 import { isRegistryError, type RegistryError } from "../controller/promotion/registry-error.js";
-import { RUN_ID } from "./helpers/processes.js";
+import { RUN_ID, waitFor } from "./helpers/processes.js";
 import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
 import { startTokenRegistry, type TokenRegistry } from "./helpers/token-registry.js";
 
@@ -253,6 +253,31 @@ describe("registry client against a loopback registry with a token endpoint (Bea
     const e = await registryError(client().digestOf(repo(), "nope", login));
     expect(e.code).toBe("NOT_FOUND");
     expect(e.message).toBe(`registry ${reg.host}, repository x/y: reading tag nope: not found (HTTP 404)`);
+  });
+
+  it("a token realm on https is trusted through the extra CA given, and refused without it", async () => {
+    const tls = await startTokenRegistry(USER, SECRET, { tlsRealm: true });
+    try {
+      tls.tags = ["a"];
+      const repository = `${tls.host}/${tls.path}`;
+      const untrusted = await registryError(client().listTags(repository, login));
+      expect(untrusted.code).toBe("UNREACHABLE");
+      expect(untrusted.message).toContain(`registry ${tls.host}`);
+      expect(tls.tokenRequests).toBe(0);
+      expect(await client({ caPem: tls.caPem }).listTags(repository, login)).toEqual(["a"]);
+      expect(tls.tokenRequests).toBe(1);
+    } finally {
+      for (const c of clients.splice(0)) c.close();
+      await tls.close();
+    }
+  });
+
+  it("a caller's abort ends a request at once with the caller's reason", async () => {
+    const abort = new AbortController();
+    const pending = client().digestOf(repo(), "hang", { ...login, signal: abort.signal });
+    await waitFor("the request to reach the registry", async () => (reg.hangs > 0 ? true : undefined), 10_000, 20);
+    abort.abort(new Error("the controller stops"));
+    await expect(pending).rejects.toThrow("the controller stops");
   });
 
   it("nothing listening is UNREACHABLE; a repository with a tag is INVALID_REPOSITORY", async () => {

@@ -6,7 +6,10 @@
 // Docker-Content-Digest header.
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import { createCa, issueServerCert } from "../../controller/tls/certificate-issuer.js";
+import { parseSubjectName } from "../../controller/tls/subject-names.js";
 
 export interface TokenRegistry {
   /** "127.0.0.1:port". */
@@ -14,6 +17,8 @@ export interface TokenRegistry {
   /** The repository path it serves ("x/y"). */
   path: string;
   tokenRequests: number;
+  /** Requests of the manifest "hang", which it never answers. */
+  hangs: number;
   /** Tag list pages it answered (with a valid token). */
   tagPages: number;
   /** 401s it answered on /v2/ (not on /token). */
@@ -28,28 +33,41 @@ export interface TokenRegistry {
   linkStyle: "relative" | "absolute" | "foreign";
   /** Seconds each token is said to live (expires_in). */
   expiresIn: number;
+  /** With `tlsRealm`: the CA of the token endpoint's certificate (a CA of its own). */
+  caPem: string;
   /** Tokens issued so far stop working. */
   revokeTokens(): void;
   close(): Promise<void>;
 }
 
-export async function startTokenRegistry(username: string, password: string): Promise<TokenRegistry> {
+/** Starts it on loopback; `tlsRealm`: its token endpoint is a second server, on https. */
+export async function startTokenRegistry(username: string, password: string, options: { tlsRealm?: boolean } = {}): Promise<TokenRegistry> {
   const valid = new Set<string>();
-  const server: Server = createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     try {
       answer(req, res);
     } catch (e) {
       res.writeHead(500).end(String(e));
     }
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as AddressInfo).port;
+  };
+  const servers: Server[] = [createServer(handle)];
+  let caPem = "";
+  if (options.tlsRealm) {
+    const ca = await createCa(new Date(), "token realm test CA");
+    const cert = await issueServerCert(ca, [parseSubjectName("127.0.0.1")!], new Date());
+    caPem = ca.cert;
+    servers.push(createHttpsServer({ cert: cert.cert, key: cert.key }, handle));
+  }
+  for (const s of servers) await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const port = (servers[0]!.address() as AddressInfo).port;
   const host = `127.0.0.1:${port}`;
+  const realm = options.tlsRealm ? `https://127.0.0.1:${(servers[1]!.address() as AddressInfo).port}/token` : `http://${host}/token`;
   const reg: TokenRegistry = {
     host,
     path: "x/y",
     tokenRequests: 0,
     tagPages: 0,
+    hangs: 0,
     challenges: 0,
     issued: [],
     tags: [],
@@ -57,11 +75,17 @@ export async function startTokenRegistry(username: string, password: string): Pr
     withDigestHeader: true,
     linkStyle: "relative",
     expiresIn: 60,
+    caPem,
     revokeTokens: () => valid.clear(),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())).then(() => undefined),
+    close: async () => {
+      for (const s of servers) {
+        s.closeAllConnections();
+        await new Promise<void>((resolve) => s.close(() => resolve()));
+      }
+    },
   };
   const basic = `Basic ${Buffer.from(`${username}:${password}`).toString("base64")}`;
-  const challenge = `Bearer realm="http://${host}/token",service="reg",scope="repository:${reg.path}:pull"`;
+  const challenge = `Bearer realm="${realm}",service="reg",scope="repository:${reg.path}:pull"`;
 
   function answer(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? "/", `http://${host}`);
@@ -99,7 +123,10 @@ export async function startTokenRegistry(username: string, password: string): Pr
       return;
     }
     const tag = /^manifests\/(.+)$/.exec(rest)?.[1];
-    if (tag === "hang") return; // never answers: the client's deadline ends it
+    if (tag === "hang") {
+      reg.hangs++;
+      return; // never answers: the client's deadline (or abort) ends it
+    }
     const body = tag === undefined ? undefined : reg.manifests.get(tag);
     if (!body) {
       notFound(res, "MANIFEST_UNKNOWN");
