@@ -7,6 +7,7 @@
 //   one of them at a time, a group whole: VERSION match takes a version string every artifact of
 //   the group has, COMMIT the same metadata.commit; an incomplete group is no candidate. With
 //   nothing promoted yet, the one candidate is the newest of each.
+// A version marked bad is never a candidate again (NOT_BAD still guards a pin).
 import { create } from "@bufbuild/protobuf";
 import {
   type EnvironmentStatus,
@@ -54,13 +55,14 @@ function optionsOf(u: Unit, o: EnvObserved, current: Release | undefined): Optio
   const options: Option[] = [];
   for (const v of leads) {
     if (cur && v.digest === cur.digest) break;
+    if (v.markedBad) continue;
     const set = [v];
     for (const a of rest) {
       const list = o.versions.get(a) ?? [];
       const m =
         u.match === ReleaseMatch.COMMIT
-          ? v.metadata.commit && list.find((x) => x.metadata.commit === v.metadata.commit)
-          : list.find((x) => x.version === v.version);
+          ? v.metadata.commit && list.find((x) => !x.markedBad && x.metadata.commit === v.metadata.commit)
+          : list.find((x) => !x.markedBad && x.version === v.version);
       if (!m) break;
       set.push(m);
     }
@@ -95,6 +97,11 @@ function rank(o: EnvObserved, v: ReleaseVersion): number {
   return i < 0 ? Number.POSITIVE_INFINITY : i;
 }
 
+/** True when a version of `r` is marked bad: it is never a candidate again. */
+function hasBad(o: EnvObserved, r: Release): boolean {
+  return r.versions.some((v) => o.versions.get(v.artifactId)?.find((x) => x.digest === v.digest)?.markedBad !== undefined);
+}
+
 /** True when no version of `r` is older than current's version of the same artifact. */
 function notOlder(o: EnvObserved, r: Release, current: Release | undefined): boolean {
   for (const v of r.versions) {
@@ -113,7 +120,7 @@ function fromUpstream(d: EnvDesired, o: EnvObserved, current: Release | undefine
     const versions = h.release.versions.filter((v) => mine.includes(v.artifactId));
     if (versions.length === 0) continue;
     const r = versions.length === h.release.versions.length ? h.release : makeRelease(versions);
-    if (r.id === current?.id || out.some((x) => x.id === r.id) || !notOlder(o, r, current)) continue;
+    if (r.id === current?.id || out.some((x) => x.id === r.id) || !notOlder(o, r, current) || hasBad(o, r)) continue;
     out.push(r);
     if (out.length >= MAX_CANDIDATES) break;
   }
