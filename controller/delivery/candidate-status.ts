@@ -16,6 +16,7 @@ import {
 import { evaluateConstraints, firstBlocking } from "./constraints/constraint-table.js";
 import type { ConstraintContext } from "./constraints/context.js";
 import type { PlanOut } from "./plan-out.js";
+import { sameCandidateAs } from "./status-copy.js";
 import { MAX_CANDIDATES, MAX_DECISIONS } from "./status-records.js";
 
 export interface EvaluatedCandidate {
@@ -35,11 +36,12 @@ function carried(c: EvaluatedCandidate, before: Candidate | undefined, now: numb
     const was = before?.constraints.find((x) => sameState(x, s));
     s.since = was?.since ?? timestampFromMs(now);
   }
-  return create(CandidateSchema, {
-    release: c.release,
+  const fresh = create(CandidateSchema, {
+    release: before?.release?.id === c.release.id ? before.release : c.release,
     constraints: c.constraints,
     firstSeen: before?.firstSeen ?? timestampFromMs(now),
   });
+  return sameCandidateAs(fresh, before);
 }
 
 function eventsFor(cands: readonly Candidate[], stored: EnvironmentStatus, out: PlanOut): void {

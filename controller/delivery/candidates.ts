@@ -116,11 +116,13 @@ function fromUpstream(d: EnvDesired, o: EnvObserved, current: Release | undefine
   const mine = d.env.spec.artifactIds;
   const out: Release[] = [];
   for (const h of u?.history ?? []) {
-    if (h.outcome !== ReleaseOutcome.VERIFIED || !h.release) continue;
+    // Cheap tests first: most records upstream are older than what runs here.
+    if (h.outcome !== ReleaseOutcome.VERIFIED || !h.release || h.release.id === current?.id) continue;
+    if (!notOlder(o, h.release, current)) continue;
     const versions = h.release.versions.filter((v) => mine.includes(v.artifactId));
     if (versions.length === 0) continue;
     const r = versions.length === h.release.versions.length ? h.release : makeRelease(versions);
-    if (r.id === current?.id || out.some((x) => x.id === r.id) || !notOlder(o, r, current) || hasBad(o, r)) continue;
+    if (r.id === current?.id || out.some((x) => x.id === r.id) || hasBad(o, r)) continue;
     out.push(r);
     if (out.length >= MAX_CANDIDATES) break;
   }

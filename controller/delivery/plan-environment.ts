@@ -13,9 +13,8 @@
 //   4. Promote    the newest candidate whose constraints all passed.
 //   5. Status.    Candidates, message (never empty), when to look again; events only for what
 //                 changed, so a pass that changes nothing returns the stored status unchanged.
-import { clone, equals } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { EnvironmentStatusSchema, type EnvironmentStatus, type Promotion } from "../../gen/skipper/v1/delivery_pb.js";
+import type { EnvironmentStatus, Promotion } from "../../gen/skipper/v1/delivery_pb.js";
 import { badVersionOf, leaveBadCurrent } from "./bad-current.js";
 import { type EvaluatedCandidate, evaluateCandidates, finishStatus } from "./candidate-status.js";
 import { formCandidates } from "./candidates.js";
@@ -24,6 +23,7 @@ import { type ConstraintContext, makeContext } from "./constraints/context.js";
 import { advanceInFlight } from "./in-flight.js";
 import { PlanOut } from "./plan-out.js";
 import type { EnvDesired, EnvObserved, EnvPlan } from "./plan-types.js";
+import { sameStatus, workingCopy } from "./status-copy.js";
 import { controllerActor, startPromotion } from "./status-records.js";
 
 /** Step 0: promotes the pinned release when it is not current; returns why not when it is bad. */
@@ -48,7 +48,7 @@ function messageOf(st: EnvironmentStatus, stuck: string | undefined, cands: Eval
 
 /** What environment `d` should do now, given what is observed (design 2.2). */
 export function planEnvironment(d: EnvDesired, o: EnvObserved, now: number): EnvPlan {
-  const st = clone(EnvironmentStatusSchema, o.status);
+  const st = workingCopy(o.status);
   const out = new PlanOut(d.env.id, now);
   const ctx = makeContext(d, o, st, now);
   let settled: Promotion | undefined;
@@ -74,6 +74,6 @@ export function planEnvironment(d: EnvDesired, o: EnvObserved, now: number): Env
   st.message = messageOf(st, stuck, cands);
   st.nextEvaluationAt = out.wakeAt === undefined ? undefined : timestampFromMs(out.wakeAt);
   st.evaluatedAt = o.status.evaluatedAt;
-  if (!equals(EnvironmentStatusSchema, st, o.status)) st.evaluatedAt = timestampFromMs(now);
+  if (!sameStatus(st, o.status)) st.evaluatedAt = timestampFromMs(now);
   return { actions: out.actions, status: st, wakeAt: out.wakeAt };
 }

@@ -1,7 +1,8 @@
 // Release ids and the order of versions.
 import { describe, expect, it } from "vitest";
 import { T0, ver } from "../../test/helpers/delivery-world.js";
-import { makeRelease, releaseId } from "./release-id.js";
+import { canonicalJson, sha256 } from "../base/canonical-json.js";
+import { makeRelease, releaseId, releaseKey } from "./release-id.js";
 import { newestFirst } from "./version-order.js";
 
 describe("release ids", () => {
@@ -16,6 +17,15 @@ describe("release ids", () => {
   it("change with a digest and ignore the version's spelling", () => {
     expect(releaseId([web])).not.toBe(releaseId([{ ...web, digest: `sha256:${"c".repeat(64)}` }]));
     expect(releaseId([web])).toBe(releaseId([{ ...web, version: "v1.0.0" }] as (typeof web)[]));
+  });
+
+  it("hash the canonical JSON of the sorted [artifact, digest] pairs", () => {
+    const pairs = [
+      [db.artifactId, db.digest],
+      [web.artifactId, web.digest],
+    ];
+    expect(releaseKey([web, db])).toBe(canonicalJson(pairs));
+    expect(releaseId([web, db])).toBe(`rel-${sha256(canonicalJson(pairs)).slice(0, 20)}`);
   });
 
   it("a release lists its versions by artifact id", () => {

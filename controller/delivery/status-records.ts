@@ -80,10 +80,9 @@ export function demote(st: EnvironmentStatus, spec: EnvironmentSpec, to: Release
   if (st.inFlight) endPromotion(st, ReleaseOutcome.DEMOTED, because, out, false);
   else if (cur) {
     const top = st.history[0];
+    // Records are shared with the stored status: replaced, never changed in place.
     if (top?.release?.id === cur.id && top.outcome === ReleaseOutcome.VERIFIED) {
-      top.outcome = ReleaseOutcome.DEMOTED;
-      top.reason = because;
-      top.endedAt = timestampFromMs(out.now);
+      st.history[0] = { ...top, outcome: ReleaseOutcome.DEMOTED, reason: because, endedAt: timestampFromMs(out.now) };
     }
   }
   const by = controllerActor(out.now, because);
