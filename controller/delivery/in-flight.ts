@@ -24,10 +24,12 @@ import { advanceVerifications } from "./verification-runs.js";
 
 /** Ends the promotion FAILED when one of its tenants' rollouts failed; true if it did. */
 function rolloutEnded(st: EnvironmentStatus, o: EnvObserved, out: PlanOut): boolean {
-  const id = st.inFlight!.release!.id;
+  const f = st.inFlight!;
+  const id = f.release!.id;
+  const started = f.started?.at ? timestampMs(f.started.at) : 0;
   for (const t of o.tenants) {
     const r = t.rollout;
-    if (!r || t.release?.releaseId !== id) continue;
+    if (!r || t.release?.releaseId !== id || (r.createdAtMs !== undefined && r.createdAtMs < started)) continue;
     if (r.aborted) {
       const why = `rollout ${r.id} of ${t.id} aborted${r.aborted.reason ? ` (${r.aborted.reason})` : ""}`;
       endPromotion(st, ReleaseOutcome.FAILED, `${why} by ${r.aborted.actor}`, out);

@@ -217,6 +217,17 @@ describe("groups", () => {
     expect(p.status.candidates).toEqual([]);
   });
 
+  it("a COMMIT group pairs the versions that name the same commit", () => {
+    const commit = { releases: [{ name: "app", artifactIds: ["web", "worker"], match: ReleaseMatch.COMMIT }] };
+    const w1 = ver("web", "1.0.0", T0 - 90 * MIN, { metadata: { commit: "aaa" } });
+    const k1 = ver("worker", "7", T0 - 90 * MIN, { metadata: { commit: "aaa" } });
+    const w2 = ver("web", "1.1.0", T0 - 30 * MIN, { metadata: { commit: "bbb" } });
+    const k2 = ver("worker", "8", T0 - 20 * MIN, { metadata: { commit: "bbb" } });
+    const k3 = ver("worker", "9", T0 - 10 * MIN, { metadata: { commit: "ccc" } });
+    const p = plan({ versions: [w1, w2, k1, k2, k3], delivery: commit, status: verified(rel(w1, k1)) });
+    expect(promoted(p)).toEqual([rel(w2, k2).id]);
+  });
+
   it("a complete group moves whole", () => {
     const p = plan({ versions: [web1, web2, worker1, worker2, db1], delivery, status: verified(rel(web1, worker1, db1)) });
     expect(promoted(p)).toEqual([rel(web2, worker2, db1).id]);

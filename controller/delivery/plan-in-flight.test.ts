@@ -90,6 +90,9 @@ describe("deploying", () => {
     const a = plan(base({ tenants: [tenant("shop", R2.id, undefined, aborted)] }));
     expect(kinds(a)).toEqual(["end-promotion", "event:delivery_release_failed", "hold", "event:delivery_environment_held"]);
     expect(a.status.hold).toMatchObject({ actor: "api_key:ops", reason: "rollout r-8 of shop aborted (bad latency)" });
+    // A rollout created before the promotion started (T0 - 20m) is not the promotion's.
+    const old = plan(base({ tenants: [tenant("shop", R2.id, undefined, { ...failedRollout, createdAtMs: T0 - 21 * MIN })] }));
+    expect(old.actions).toEqual([]);
   });
 });
 

@@ -48,6 +48,8 @@ export interface TenantView {
     message: string;
     /** Set only by AbortRollout: who aborted it and why. */
     aborted?: RolloutActor;
+    /** When it was created: a rollout older than the promotion is not the promotion's (ms). */
+    createdAtMs?: number;
   };
 }
 
