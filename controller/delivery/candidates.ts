@@ -80,14 +80,15 @@ function fromVersions(d: EnvDesired, o: EnvObserved, current: Release | undefine
     return newest.length > 0 ? [makeRelease(newest.map(rv))] : [];
   }
   const base = current.versions.filter((v) => d.env.spec.artifactIds.includes(v.artifactId));
-  const all: { release: Release; at: number }[] = [];
+  // Each unit's newest option first (version order), units by creation; then each unit's next.
+  const all: { release: Release; rank: number; at: number }[] = [];
   for (const u of units) {
-    for (const opt of optionsOf(u, o, current)) {
-      const kept = base.filter((v) => !u.artifacts.includes(v.artifactId));
-      all.push({ release: makeRelease([...kept, ...opt.versions.map(rv)]), at: opt.createdAtMs });
-    }
+    const kept = base.filter((v) => !u.artifacts.includes(v.artifactId));
+    optionsOf(u, o, current).forEach((opt, rank) => {
+      all.push({ release: makeRelease([...kept, ...opt.versions.map(rv)]), rank, at: opt.createdAtMs });
+    });
   }
-  all.sort((a, b) => b.at - a.at || (a.release.id < b.release.id ? -1 : 1));
+  all.sort((a, b) => a.rank - b.rank || b.at - a.at || (a.release.id < b.release.id ? -1 : 1));
   return all.slice(0, MAX_CANDIDATES).map((c) => c.release);
 }
 

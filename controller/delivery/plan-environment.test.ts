@@ -57,6 +57,12 @@ describe("entry without upstream", () => {
     expect(p.status.inFlight?.from?.id).toBe(R2.id);
   });
 
+  it("the newest version by semver goes first, even when an older line's fix was posted later", () => {
+    const fix = ver("web", "1.0.1", T0 - 10 * MIN);
+    const p = plan({ versions: [web1, web2, fix], status: verified(R1) });
+    expect(promoted(p)).toEqual([R2.id]);
+  });
+
   it("nothing newer: up to date, and no action", () => {
     const p = plan({ versions: [web1, web2], status: verified(R2) });
     expect(p.actions).toEqual([]);
