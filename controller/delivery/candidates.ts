@@ -81,15 +81,14 @@ function fromVersions(d: EnvDesired, o: EnvObserved, current: Release | undefine
   }
   const base = current.versions.filter((v) => d.env.spec.artifactIds.includes(v.artifactId));
   // Each unit's newest option first (version order), units by creation; then each unit's next.
-  const all: { release: Release; rank: number; at: number }[] = [];
-  for (const u of units) {
-    const kept = base.filter((v) => !u.artifacts.includes(v.artifactId));
-    optionsOf(u, o, current).forEach((opt, rank) => {
-      all.push({ release: makeRelease([...kept, ...opt.versions.map(rv)]), rank, at: opt.createdAtMs });
-    });
-  }
-  all.sort((a, b) => a.rank - b.rank || b.at - a.at || (a.release.id < b.release.id ? -1 : 1));
-  return all.slice(0, MAX_CANDIDATES).map((c) => c.release);
+  // Ordered before any release is made, so only the 5 kept are hashed.
+  const all: { unit: Unit; opt: Option; rank: number }[] = [];
+  for (const unit of units) optionsOf(unit, o, current).forEach((opt, rank) => all.push({ unit, opt, rank }));
+  all.sort((a, b) => a.rank - b.rank || b.opt.createdAtMs - a.opt.createdAtMs || (a.opt.versions[0]!.id < b.opt.versions[0]!.id ? -1 : 1));
+  return all.slice(0, MAX_CANDIDATES).map(({ unit, opt }) => {
+    const kept = base.filter((v) => !unit.artifacts.includes(v.artifactId));
+    return makeRelease([...kept, ...opt.versions.map(rv)]);
+  });
 }
 
 /** The position of a version in its artifact's newest-first list (Infinity: not listed). */
