@@ -17,6 +17,9 @@ export const CRASH_POINTS = [
   "reconcile.after-deployment", // a deploy's deployment record stored, its work order not yet
   "dispatch.after-finish", // an order's finish stored, its events not yet
   "dispatch.before-target-record", // a result's events and deployment phase stored, the tenant's target record not yet
+  // promotion (controller/promotion/environment-pass.ts)
+  "promotion.after-verification-order", // a release's verification orders queued, the environment's status naming them not yet written
+  "promotion.after-promote", // an environment's status with a promotion (or a return) written, its tenants not yet woken
   // agent session (controller side: controller/dispatch/agent-session.ts, session-requests.ts)
   "session.after-push-claim", // an order claimed for a session, not yet sent on it
   "session.after-ack", // a pushed order's ack taken (the claim is the agent's), not yet answered

@@ -77,7 +77,7 @@ describe("pins", () => {
     expect(p.actions.filter((a) => a.type !== "event")).toEqual([]);
     expect(constraint(p, R2, K.PIN)?.phase).toBe(P.PENDING);
     expect(p.status.message).toBe(
-      `${R2.id} waits: pinned to ${R1.id} by api_key:ops at 2026-11-24T09:55:00.000Z (hold prod on 1.0.0): unpin to promote`,
+      `${R2.id}: pinned to ${R1.id} by api_key:ops at 2026-11-24T09:55:00.000Z (hold prod on 1.0.0): unpin to promote`,
     );
   });
 
@@ -185,7 +185,7 @@ describe("constraints of entry", () => {
     const w = { versions: [web1, web2], spec: { requireApproval: true }, status: verified(R1) };
     const waiting = plan(w);
     expect(promoted(waiting)).toEqual([]);
-    expect(waiting.status.message).toBe(`${R2.id} waits: waits for approval of ${R2.id}`);
+    expect(waiting.status.message).toBe(`${R2.id}: waits for approval of ${R2.id}`);
     const decide = (kind: DecisionKind) => create(ReleaseDecisionSchema, { releaseId: R2.id, kind, by: ops });
     const approved = plan({ ...w, status: status({ ...waiting.status, decisions: [decide(DecisionKind.APPROVED)] }) });
     expect(promoted(approved)).toEqual([R2.id]);

@@ -42,7 +42,7 @@ function messageOf(st: EnvironmentStatus, stuck: string | undefined, cands: Eval
   if (st.inFlight) return st.inFlight.message || `${st.inFlight.release?.id ?? "a release"} is in flight`;
   const c = cands[0];
   const blocking = c ? firstBlocking(c.constraints) : undefined;
-  if (c && blocking) return `${c.release.id} waits: ${blocking.reason}`;
+  if (c && blocking) return `${c.release.id}: ${blocking.reason}`;
   return st.current ? "up to date" : "nothing to promote yet: no version recorded";
 }
 

@@ -56,6 +56,11 @@ export class ReconcileTriggers {
     this.queue.add(tenantId, trace);
   }
 
+  /** An environment's current release changed: its tenants resolve their artifacts anew. */
+  environmentChanged(tenantIds: readonly string[], trace: Trace): void {
+    for (const t of tenantIds) this.queue.add(t, trace);
+  }
+
   /** An order finished (result, cancel before a claim, expiry): its target may move on. */
   orderEnded(order: WorkOrder): void {
     for (const w of this.watchers) w.orderEnded?.(order);

@@ -23,6 +23,8 @@ import { reconcileAndFeed } from "./wiring/reconcile-and-feed.js";
 import { serviceDeps } from "./wiring/service-deps.js";
 import { requestHandler, type RequestHandler } from "./wiring/request-handler.js";
 import { leaderLoops } from "./wiring/leader-loops.js";
+import { PromotionTriggers } from "../promotion/promotion-triggers.js";
+import type { PromotionLoop } from "../promotion/promotion-loop.js";
 
 export type { BuildOptions } from "./wiring/build-options.js";
 export type { RequestHandler } from "./wiring/request-handler.js";
@@ -61,8 +63,12 @@ export async function build(opts: BuildOptions): Promise<Controller> {
 
   const leadership = new Leadership({ coordination, logger, recover, onLeadershipLost: opts.onLeadershipLost });
   const parts = { store, logger, now, coordination, metrics, snapshots, locks, records, rollouts };
+  // The promotion loop is the leader's: its triggers reach its queue while it runs here.
+  let promotionLoop: PromotionLoop | undefined;
+  const promotion = new PromotionTriggers(() => (leadership.running ? promotionLoop?.queue : undefined));
   const { feed, reconciler, triggers } = reconcileAndFeed({
     ...parts,
+    onTenantRelease: (_tenant, environmentIds) => promotion.tenantRelease(environmentIds),
     loopsRunning: () => leadership.running,
     sweepIntervalMs: opts.reconcileIntervalMs,
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
@@ -78,10 +84,13 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     adminTokenFixed: fixedAdminHash !== undefined,
     liveness: () => liveness,
+    promotion,
   });
+  triggers.watch(promotion);
   const { handler, transport } = requestHandler(deps, { ...opts, fixedAdminHash });
   const leader = leaderLoops(deps, opts);
   liveness = leader.liveness;
+  promotionLoop = leader.promotion;
   leadership.runs(leader.loops);
   if (!opts.deferLoops) leadership.start();
   return {

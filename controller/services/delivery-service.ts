@@ -59,6 +59,7 @@ export function deliveryService(deps: ServiceDeps): ServiceImpl<typeof DeliveryS
     await call.tenants.require(undefined);
     const by = actor(call, reason, reasonRequired);
     const environment = await environments.command(envId, cmd, by, traceOf(call));
+    deps.promotion.environmentDecided();
     call.audit.target = `environment/${envId}`;
     call.logger.info({ action: `environment_${cmd.kind}`, result: "ok", metadata: { environment_id: envId } }, `environment ${cmd.kind}`);
     return { meta: responseMeta(ctx), environment };
@@ -67,6 +68,7 @@ export function deliveryService(deps: ServiceDeps): ServiceImpl<typeof DeliveryS
     await artifactInScope(ctx, req.artifactId);
     const call = callInfo(ctx);
     const version = await setVersionBad(deps.store, req.artifactId, req.version, actor(call, req.reason, true), bad, traceOf(call));
+    deps.promotion.versionChanged();
     call.audit.target = `artifact_version/${version.id}`;
     call.logger.info(
       { action: bad ? "version_marked_bad" : "version_unmarked_bad", result: "ok", metadata: { version_id: version.id } },
@@ -84,6 +86,7 @@ export function deliveryService(deps: ServiceDeps): ServiceImpl<typeof DeliveryS
         traceOf(call),
         deps.now(),
       );
+      if (out.created) deps.promotion.versionChanged();
       call.audit.target = `artifact_version/${out.resource.id}`;
       call.audit.tenantId = artifact.tenantId;
       if (out.created)
@@ -95,19 +98,7 @@ export function deliveryService(deps: ServiceDeps): ServiceImpl<typeof DeliveryS
     },
     async listArtifactVersions(req, ctx) {
       await artifactInScope(ctx, req.artifactId);
-      if (req.pageSize < 0) throw invalid("page_size must not be negative", { field: "page_size" });
-      const size = Math.min(req.pageSize || PAGE, MAX_PAGE);
-      const all = (await allResources(deps.store, { resourceType: "artifact_version", idPrefix: `${req.artifactId}.` }))
-        .filter((v) => req.includeBad || !versionStatusOf(v)?.markedBad)
-        .sort(newestFirst);
-      let from = 0;
-      if (req.pageToken !== "") {
-        from = all.findIndex((v) => v.id === req.pageToken) + 1;
-        if (from === 0) throw invalid("page_token is not a version of this listing", { field: "page_token" });
-      }
-      const versions = all.slice(from, from + size);
-      const more = from + size < all.length;
-      return { meta: responseMeta(ctx), versions, nextPageToken: more ? (versions[versions.length - 1]?.id ?? "") : "" };
+      return { meta: responseMeta(ctx), ...(await versionsPage(deps, req)) };
     },
     markVersionBad: (req, ctx) => badVersion(ctx, req, true),
     unmarkVersionBad: (req, ctx) => badVersion(ctx, req, false),
@@ -136,20 +127,41 @@ export function deliveryService(deps: ServiceDeps): ServiceImpl<typeof DeliveryS
     },
     async pinEnvironment(req, ctx) {
       const releaseId = checkRelease(req.releaseId);
-      const envId = checkId(req.id, "id");
-      const env = await deps.store.getResource("environment", envId);
-      if (!environmentOf(env)) throw notFound("environment", envId);
-      const release = knownReleases(environmentStatusOf(env)).find((r) => r.id === releaseId);
-      const bad: string[] = [];
-      for (const v of release?.versions ?? []) {
-        const stored = await deps.store.getResource("artifact_version", versionId(v.artifactId, v.version));
-        if (versionStatusOf(stored)?.markedBad) bad.push(`${v.artifactId} ${v.version}`);
-      }
-      if (bad.length > 0) throw conflict(`release ${releaseId} holds versions marked bad: ${bad.join(", ")}`, { bad_versions: bad });
+      await refuseBadPin(deps, checkId(req.id, "id"), releaseId);
       return command(ctx, req.id, req.reason, { kind: "pin", releaseId }, true);
     },
     unpinEnvironment: (req, ctx) => command(ctx, req.id, req.reason, { kind: "unpin" }, true),
   };
+}
+
+// One page of an artifact's versions, newest first (an artifact keeps a few hundred at most).
+async function versionsPage(deps: ServiceDeps, req: { artifactId: string; includeBad: boolean; pageSize: number; pageToken: string }) {
+  if (req.pageSize < 0) throw invalid("page_size must not be negative", { field: "page_size" });
+  const size = Math.min(req.pageSize || PAGE, MAX_PAGE);
+  const all = (await allResources(deps.store, { resourceType: "artifact_version", idPrefix: `${req.artifactId}.` }))
+    .filter((v) => req.includeBad || !versionStatusOf(v)?.markedBad)
+    .sort(newestFirst);
+  let from = 0;
+  if (req.pageToken !== "") {
+    from = all.findIndex((v) => v.id === req.pageToken) + 1;
+    if (from === 0) throw invalid("page_token is not a version of this listing", { field: "page_token" });
+  }
+  const versions = all.slice(from, from + size);
+  const more = from + size < all.length;
+  return { versions, nextPageToken: more ? (versions[versions.length - 1]?.id ?? "") : "" };
+}
+
+// A pin to a release holding a version marked bad is refused (it would be a return to a known bad state).
+async function refuseBadPin(deps: ServiceDeps, envId: string, releaseId: string): Promise<void> {
+  const env = await deps.store.getResource("environment", envId);
+  if (!environmentOf(env)) throw notFound("environment", envId);
+  const release = knownReleases(environmentStatusOf(env)).find((r) => r.id === releaseId);
+  const bad: string[] = [];
+  for (const v of release?.versions ?? []) {
+    const stored = await deps.store.getResource("artifact_version", versionId(v.artifactId, v.version));
+    if (versionStatusOf(stored)?.markedBad) bad.push(`${v.artifactId} ${v.version}`);
+  }
+  if (bad.length > 0) throw conflict(`release ${releaseId} holds versions marked bad: ${bad.join(", ")}`, { bad_versions: bad });
 }
 
 function checkRelease(id: string): string {

@@ -1,7 +1,7 @@
 // Every constraint a candidate passes before it enters, in the order its states are listed: the
 // candidate's own record first (bad, vetoed, failed here), then each upstream, then the operator's
 // and the calendar's gates. A candidate may be promoted only when all of them passed.
-import { type ConstraintState, ConstraintPhase, type Release } from "../../../gen/skipper/v1/delivery_pb.js";
+import { ConstraintKind, type ConstraintState, ConstraintPhase, type Release } from "../../../gen/skipper/v1/delivery_pb.js";
 import { allowedTimes } from "./allowed-times.js";
 import { approval } from "./approval.js";
 import type { ConstraintContext, Evaluator } from "./context.js";
@@ -31,7 +31,14 @@ export function allPassed(states: readonly ConstraintState[]): boolean {
   return states.every((s) => s.phase === ConstraintPhase.PASSED);
 }
 
-/** The first state that did not pass. */
+/**
+ * What to say a candidate waits for: a failure first (it will not pass by waiting), then an
+ * operator's pin or hold (nothing else matters until it is lifted), then the first pending state.
+ */
 export function firstBlocking(states: readonly ConstraintState[]): ConstraintState | undefined {
-  return states.find((s) => s.phase !== ConstraintPhase.PASSED);
+  return (
+    states.find((s) => s.phase === ConstraintPhase.FAILED) ??
+    states.find((s) => s.phase === ConstraintPhase.PENDING && (s.kind === ConstraintKind.PIN || s.kind === ConstraintKind.HOLD)) ??
+    states.find((s) => s.phase !== ConstraintPhase.PASSED)
+  );
 }

@@ -8,14 +8,20 @@ import { HistoryRetention } from "../../dispatch/history-retention.js";
 import { WebhookWorker } from "../../webhooks/webhook-worker.js";
 import type { BuildOptions } from "./build-options.js";
 import type { LeaderLoop } from "./leadership.js";
+import { PromotionLoop } from "../../promotion/promotion-loop.js";
+import { runEnvironmentPass } from "../../promotion/environment-pass.js";
+import { EnvironmentRecords } from "../../delivery/environment-records.js";
 
 export type LoopOptions = Pick<
   BuildOptions,
-  "livenessCheckMs" | "eventRetentionMs" | "workOrderRetentionMs" | "auditRetentionMs" | "webhooks"
+  "livenessCheckMs" | "eventRetentionMs" | "workOrderRetentionMs" | "auditRetentionMs" | "webhooks" | "promotionIntervalMs"
 >;
 
 /** Builds the leader's loops (none started); `liveness` also judges the heartbeats this controller stores. */
-export function leaderLoops(deps: ServiceDeps, opts: LoopOptions): { liveness: LivenessMonitor; loops: Array<LeaderLoop | undefined> } {
+export function leaderLoops(
+  deps: ServiceDeps,
+  opts: LoopOptions,
+): { liveness: LivenessMonitor; promotion: PromotionLoop; loops: Array<LeaderLoop | undefined> } {
   const { store, logger, now, snapshots, records, feed, triggers, keyRing } = deps;
   const liveness = new LivenessMonitor({
     store,
@@ -37,5 +43,25 @@ export function leaderLoops(deps: ServiceDeps, opts: LoopOptions): { liveness: L
   });
   const retention = history.enabled ? history : undefined;
   const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
-  return { liveness, loops: [deps.reconciler, liveness, leases, retention, webhooks] };
+  const environments = new EnvironmentRecords(store, now);
+  const promotion = new PromotionLoop({
+    store,
+    logger,
+    now,
+    sweepIntervalMs: opts.promotionIntervalMs,
+    pass: (id, trace) =>
+      runEnvironmentPass(
+        {
+          logger,
+          now,
+          records: environments,
+          orders: { store, now, records, feed },
+          wakeTenants: (ids, t) => triggers.environmentChanged(ids, t),
+          written: () => deps.promotion.environmentWritten(),
+        },
+        id,
+        trace,
+      ),
+  });
+  return { liveness, promotion, loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion] };
 }

@@ -26,6 +26,8 @@ export interface ReconcileAndFeedDeps {
   loopsRunning: () => boolean;
   sweepIntervalMs?: number;
   maxWatchStreamsPerNode?: number;
+  /** Told when a tenant's release record changed (the promotion loop's trigger). */
+  onTenantRelease?: (tenantId: string, environmentIds: string[]) => void;
 }
 
 export interface ReconcileAndFeed {
@@ -48,6 +50,7 @@ export function reconcileAndFeed(deps: ReconcileAndFeedDeps): ReconcileAndFeed {
     metrics: deps.metrics,
     onOrderCreated: (o) => feed.publish(o),
     onServicesApplied: (tenantId, trace) => snapshots.afterChange(tenantId, trace),
+    onTenantRelease: deps.onTenantRelease,
   });
   const triggers = new ReconcileTriggers(
     coordination.shared ? leaderQueue(coordination, reconciler.queue, deps.loopsRunning) : reconciler.queue,
