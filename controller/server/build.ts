@@ -23,6 +23,7 @@ import { reconcileAndFeed } from "./wiring/reconcile-and-feed.js";
 import { serviceDeps } from "./wiring/service-deps.js";
 import { requestHandler, type RequestHandler } from "./wiring/request-handler.js";
 import { leaderLoops } from "./wiring/leader-loops.js";
+import { GitSync } from "../promotion/git-sync.js";
 
 export type { BuildOptions } from "./wiring/build-options.js";
 export type { RequestHandler } from "./wiring/request-handler.js";
@@ -78,6 +79,17 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     leaseMs: opts.leaseMs ?? DEFAULT_LEASE_MS,
     adminTokenFixed: fixedAdminHash !== undefined,
     liveness: () => liveness,
+    gitSync: new GitSync({
+      store,
+      logger,
+      now,
+      locks,
+      dataDir: opts.dataDir,
+      allowFileUrls: opts.allowGitFileUrls ?? false,
+      keyRing,
+      changed: (r) => triggers.resourceChanged(r),
+      dataNodes: (r) => records.nodesRunning(r),
+    }),
   });
   const { handler, transport } = requestHandler(deps, { ...opts, fixedAdminHash });
   const leader = leaderLoops(deps, opts);

@@ -14,6 +14,7 @@ import type { RolloutRecords } from "../rollouts/rollout-records.js";
 import type { PemPair } from "../tls/certificate-issuer.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { ControllerMetrics } from "../metrics/controller-metrics.js";
+import type { GitSync } from "../promotion/git-sync.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -60,4 +61,6 @@ export interface ServiceDeps {
   keyRing: SecretKeyRing;
   /** The controller's metrics (idempotency replays are counted here). */
   metrics: ControllerMetrics;
+  /** Syncs a Git source now (SyncGitSource; the leader's loop syncs on each interval). */
+  gitSync: GitSync;
 }

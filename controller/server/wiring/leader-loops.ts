@@ -6,6 +6,7 @@ import { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { LeaseMonitor } from "../../dispatch/lease-monitor.js";
 import { HistoryRetention } from "../../dispatch/history-retention.js";
 import { WebhookWorker } from "../../webhooks/webhook-worker.js";
+import { GitSyncLoop } from "../../promotion/git-sync-loop.js";
 import type { BuildOptions } from "./build-options.js";
 import type { LeaderLoop } from "./leadership.js";
 
@@ -37,5 +38,6 @@ export function leaderLoops(deps: ServiceDeps, opts: LoopOptions): { liveness: L
   });
   const retention = history.enabled ? history : undefined;
   const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
-  return { liveness, loops: [deps.reconciler, liveness, leases, retention, webhooks] };
+  const gitSyncs = new GitSyncLoop({ store, logger, now, sync: deps.gitSync });
+  return { liveness, loops: [deps.reconciler, liveness, leases, retention, webhooks, gitSyncs] };
 }
