@@ -18,7 +18,8 @@ import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { GitSourceService } from "../gen/skipper/v1/git_source_service_pb.js";
 import { type Resource, ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
-import { type ControllerProcess, startControllerProcess, waitFor } from "./helpers/processes.js";
+import { run } from "../cli/program.js";
+import { type ControllerProcess, E2E_ADMIN_TOKEN, startControllerProcess, waitFor } from "./helpers/processes.js";
 
 const ENV = { GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", HOME: tmpdir(), PATH: process.env.PATH ?? "" };
 const SOURCE = "platform";
@@ -263,6 +264,29 @@ describe("git sync against a real repository and controller", () => {
     // The artifact's document (written before the environment, API write order) went through.
     const web = await stored("artifact", "web");
     expect(repositoryOf(web)).toBe("127.0.0.1:5000/shop/web2");
+  });
+
+  it("skipper git sync prints the commits and exits 1 naming the document while the sync stops there", async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = {
+      out: (t: string) => out.push(t),
+      err: (t: string) => err.push(t),
+      color: false,
+      env: { SKIPPER_SERVER: cp.url, SKIPPER_CA_FILE: cp.caFile, SKIPPER_TOKEN: E2E_ADMIN_TOKEN, XDG_CONFIG_HOME: root },
+      readStdin: async () => "",
+    };
+    expect(await run(["git", "sync", SOURCE], io)).toBe(1);
+    expect(out.join("\n")).toMatch(/^git_source\/platform: synced commit [0-9a-f]{40}, fetched [0-9a-f]{40}/);
+    expect(err.join("\n")).toContain("the sync stopped: deploy/zz-bad.yaml: desired_state.environment");
+    // A node is not Git's to write (nodes are an admin's); the document is named.
+    await commit({ "deploy/zz-bad.yaml": "resource_type: node\nid: sneaky\ndesired_state: {display_name: Sneaky}\n" });
+    out.length = 0;
+    err.length = 0;
+    expect(await run(["git", "sync", SOURCE, "--reapply"], io)).toBe(1);
+    expect(err.join("\n")).toContain("the sync stopped: deploy/zz-bad.yaml: nodes are administered with the admin permission");
+    await commit({ "deploy/zz-bad.yaml": null });
+    expect(await run(["git", "sync", SOURCE], io), err.join("\n")).toBe(0);
   });
 
   it("syncing a source that does not exist is RESOURCE_NOT_FOUND", async () => {
