@@ -1,6 +1,6 @@
 // The loops only the leader runs, in the order they start: reconcile sweeps and passes, node
-// liveness, lapsed leases and due retries, retention of history (when any is configured), and
-// webhook deliveries.
+// liveness, lapsed leases and due retries, retention of history (when any is configured),
+// webhook deliveries, and Git sources synced on their intervals.
 import type { ServiceDeps } from "../../services/deps.js";
 import { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { LeaseMonitor } from "../../dispatch/lease-monitor.js";
