@@ -5,6 +5,7 @@
 // a removed document stays orphaned until prune is on, then is deleted; a bad document stops the
 // sync naming its file and document, with synced_commit where it was. Each step's events are read
 // back from the controller. The same steps run on the file store and on PostgreSQL.
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -301,4 +302,12 @@ for (const backend of ["file", "postgres"] as const)
         .catch((x: unknown) => x);
       expect(e instanceof ConnectError && e.code).toBe(Code.NotFound);
     });
+
+    it("a deleted source's mirror is removed from the controller's disk; what it wrote stays", async () => {
+      const mirror = join(cp.dataDir, "git", `${SOURCE}.git`);
+      expect(existsSync(mirror)).toBe(true);
+      await resources().deleteResource({ resourceType: "git_source", id: SOURCE });
+      await waitFor("the loop to remove the mirror", async () => (existsSync(mirror) ? undefined : true), 30_000);
+      expect((await stored("tenant", "shop")).metadata?.annotations["skipper.dev/git-source"]).toBe(SOURCE);
+    }, 40_000);
   });

@@ -4,7 +4,8 @@
 // again after its interval plus a backoff that grows with each failure in a row (common/backoff.ts,
 // full jitter), so a repository that is down is not fetched ever faster. At most 4 syncs run at
 // once; one source's syncs never overlap (git-sync.ts holds its lock). SyncGitSource syncs on
-// demand through the same GitSync, on whichever controller answers the call.
+// demand through the same GitSync, on whichever controller answers the call. The mirror of a
+// source no longer stored is removed from this controller's disk.
 //
 //   timer -> list sources -> the due ones, 4 at a time: sync -> ok: again after the interval
 //                                                            '-> failed: interval + backoff
@@ -20,7 +21,7 @@ export interface GitSyncLoopDeps {
   store: Store;
   logger: Logger;
   now: () => Date;
-  sync: Pick<GitSync, "sync">;
+  sync: Pick<GitSync, "sync" | "mirrors" | "removeMirrorIfGone">;
   /** How often the sources are listed (default 5 s): a new source is synced within this. */
   listEveryMs?: number;
 }
@@ -70,11 +71,18 @@ export class GitSyncLoop {
       });
   }
 
-  // One round: forget sources that are gone, sync those due.
+  // One round: forget sources that are gone (and remove their mirrors), sync those due.
   private async syncDue(): Promise<void> {
     const sources = (await scannedResources(this.deps.store, { resourceType: "git_source" })).filter((r) => gitSourceOf(r));
     const listed = new Set(sources.map((r) => r.id));
     for (const id of this.due.keys()) if (!listed.has(id)) this.due.delete(id);
+    for (const id of await this.deps.sync.mirrors()) {
+      if (!listed.has(id) && (await this.deps.sync.removeMirrorIfGone(id)))
+        this.deps.logger.info(
+          { action: "git_sync", result: "ok", metadata: { git_source: id } },
+          "removed the mirror of a deleted git source",
+        );
+    }
     const now = this.deps.now().getTime();
     const due = sources.filter((r) => (this.due.get(r.id)?.at ?? now) <= now);
     await mapLimit(due, MAX_AT_ONCE, async (r) => {

@@ -13,6 +13,7 @@
 //
 //   lock -> read source -> fetch, list, read, diff -> plan -> writes -> prunes -> status + events
 //                            '-> mirror error: sync_error, nothing written
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -90,7 +91,7 @@ export function syncIntervalMs(spec: GitSourceSpec): number {
 const SYNC_SCOPE: TenantAccess = { unrestricted: true, allows: async () => true, require: async () => undefined };
 const SYNC_PRINCIPAL: Principal = { kind: "anonymous" };
 
-/** Runs syncs; holds no state but the mirrors on disk. */
+/** Runs syncs; holds no state but the mirrors on disk (removed by the loop once their source is gone). */
 export class GitSync {
   constructor(private readonly deps: GitSyncDeps) {}
 
@@ -115,6 +116,25 @@ export class GitSync {
       );
       return { source: stored, ok: status.syncError === "" };
     });
+  }
+
+  /** The ids of the mirrors on this controller's disk. */
+  async mirrors(): Promise<string[]> {
+    const names = await readdir(join(this.deps.dataDir, "git")).catch(() => [] as string[]);
+    return names.filter((n) => n.endsWith(".git")).map((n) => n.slice(0, -".git".length));
+  }
+
+  /** Removes the mirror of source `id` when no such source is stored (any more); true when it did. */
+  async removeMirrorIfGone(id: string): Promise<boolean> {
+    return this.deps.locks.run(`git-source:${id}`, async () => {
+      if (gitSourceOf(await this.deps.store.getResource("git_source", id))) return false;
+      await rm(this.mirrorDir(id), { recursive: true, force: true });
+      return true;
+    });
+  }
+
+  private mirrorDir(id: string): string {
+    return join(this.deps.dataDir, "git", `${id}.git`);
   }
 
   // Fetch, plan, write, prune: the status to record and what was done. A refusal (of the mirror,
@@ -164,7 +184,7 @@ export class GitSync {
   private async plan(id: string, spec: GitSourceSpec, previous: GitSourceStatus, reapply: boolean): Promise<GitSyncPlan> {
     const { store } = this.deps;
     const mirror = new GitMirror({
-      dir: join(this.deps.dataDir, "git", `${id}.git`),
+      dir: this.mirrorDir(id),
       allowFileUrls: this.deps.allowFileUrls,
       timeoutMs: this.deps.gitTimeoutMs,
     });
