@@ -24,6 +24,8 @@ export interface GitSyncLoopDeps {
   sync: Pick<GitSync, "sync" | "mirrors" | "removeMirrorIfGone">;
   /** How often the sources are listed (default 5 s): a new source is synced within this. */
   listEveryMs?: number;
+  /** The backoff's jitter, in [0, 1) (default Math.random; tests fix it). */
+  random?: () => number;
 }
 
 const MAX_AT_ONCE = 4;
@@ -103,7 +105,7 @@ export class GitSyncLoop {
       this.deps.logger.error({ action: "git_sync", result: "error", err: e, metadata: { git_source: id } }, "git sync failed");
     }
     const now = this.deps.now().getTime();
-    const backoff = ok ? 0 : fullJitterDelay(failures, BACKOFF_BASE_MS, BACKOFF_CAP_MS);
+    const backoff = ok ? 0 : fullJitterDelay(failures, BACKOFF_BASE_MS, BACKOFF_CAP_MS, this.deps.random);
     this.due.set(id, { at: now + intervalMs + backoff, failures: ok ? 0 : failures + 1 });
   }
 
