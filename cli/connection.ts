@@ -16,6 +16,7 @@ import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { RolloutService } from "../gen/skipper/v1/rollout_service_pb.js";
 import { SecretService } from "../gen/skipper/v1/secret_service_pb.js";
 import { DeliveryService } from "../gen/skipper/v1/delivery_service_pb.js";
+import { GitSourceService } from "../gen/skipper/v1/git_source_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
@@ -54,6 +55,7 @@ export interface Clients {
   snapshots: Client<typeof SnapshotService>;
   secrets: Client<typeof SecretService>;
   delivery: Client<typeof DeliveryService>;
+  gitSources: Client<typeof GitSourceService>;
   /** Closes the connection (an open HTTP/2 session would keep the process alive). */
   close(): void;
 }
@@ -153,6 +155,7 @@ export function connect(target: Target, opts: { timeoutMs?: number } = {}): Clie
     snapshots: createClient(SnapshotService, transport),
     secrets: createClient(SecretService, transport),
     delivery: createClient(DeliveryService, transport),
+    gitSources: createClient(GitSourceService, transport),
     close: () => sessions.abort(),
   };
 }

@@ -23,6 +23,7 @@ import { registerExec } from "./commands/exec.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerDelivery } from "./commands/delivery.js";
 import { registerArtifact } from "./commands/artifact.js";
+import { registerGit } from "./commands/git.js";
 import type { CommandContext } from "./command-context.js";
 import { callsLine } from "./command-rpcs.js";
 import { connect, resolveTarget, type Clients, type GlobalOptions } from "./connection.js";
@@ -73,6 +74,7 @@ Examples:
     registerRollout,
     registerDelivery,
     registerArtifact,
+    registerGit,
     registerEvents,
     registerOrder,
     registerLogs,

@@ -128,6 +128,7 @@ function buildSettings(config: ControllerConfig): Partial<BuildOptions> {
     maxRequestBytes: config.maxRequestBytes,
     maxWatchStreamsPerNode: config.maxWatchStreamsPerNode,
     metricsOpen: config.metricsOpen,
+    allowGitFileUrls: config.allowGitFileUrls,
   };
 }
 

@@ -106,6 +106,7 @@ const NEEDS: Record<string, Permission> = {
   "DeliveryService/VetoVersion": P.OPERATE,
   "DeliveryService/PinEnvironment": P.OPERATE,
   "DeliveryService/UnpinEnvironment": P.OPERATE,
+  "GitSourceService/SyncGitSource": P.OPERATE,
 };
 
 type Caller = "anonymous" | "viewer" | "generator" | "operator" | "admin_key" | "admin_token" | "node";

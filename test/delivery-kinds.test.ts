@@ -171,10 +171,12 @@ describe("delivery kinds through the API", () => {
     expect((await call("DELETE", "/v1/resources/environment/test")).status).toBe(409);
   });
 
-  it("a git source's URL scheme, branch and path are checked", async () => {
+  it("a git source's URL scheme, branch, path and interval are checked", async () => {
     await refused("git_source", "g1", { url: "-oProxyCommand=x" }, "desired_state.git_source.url");
     await refused("git_source", "g1", { url: "https://git.example/r.git", branch: "-x" }, "desired_state.git_source.branch");
     await refused("git_source", "g1", { url: "https://git.example/r.git", path: "../etc" }, "desired_state.git_source.path");
-    expect((await post("git_source", "g1", { url: "https://git.example/r.git", path: "deploy/prod", interval: "30s" })).status).toBe(201);
+    // Each sync fetches from the server: not more often than every 10 s.
+    await refused("git_source", "g1", { url: "https://git.example/r.git", interval: "9s" }, "desired_state.git_source.interval");
+    expect((await post("git_source", "g1", { url: "https://git.example/r.git", path: "deploy/prod", interval: "10s" })).status).toBe(201);
   });
 });

@@ -30,6 +30,8 @@ export interface ControllerConfig {
   insecureHttp: boolean;
   /** Serve GET /metrics without a credential (trusted networks only). */
   metricsOpen: boolean;
+  /** Let Git sources use file:// URLs (a repository on the controller's host). */
+  allowGitFileUrls: boolean;
   logLevel: string;
   resetAdminToken: boolean;
   /** Period of the reconcile sweep. */
@@ -96,6 +98,8 @@ Options (environment variable in brackets):
   --metrics-open        serve GET /metrics to anyone who reaches the port, without a
                         credential [SKIPPER_METRICS_OPEN=1] (default: a credential holding READ
                         over every tenant, such as a viewer API key)
+  --allow-git-file-urls let Git sources use file:// URLs, repositories on the controller's
+                        host [SKIPPER_ALLOW_GIT_FILE_URLS=1] (default: https and ssh only)
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
   --promotion-interval DUR  period of the promotion loop's sweep over every environment (default 30s)
@@ -176,6 +180,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "tls-hostname": { type: "string", multiple: true },
       "insecure-http": { type: "boolean" },
       "metrics-open": { type: "boolean" },
+      "allow-git-file-urls": { type: "boolean" },
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
@@ -237,6 +242,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     tlsHostnames: hostnames,
     insecureHttp: values["insecure-http"] ?? (env.SKIPPER_INSECURE_HTTP === "1" || env.SKIPPER_INSECURE_HTTP === "true"),
     metricsOpen: values["metrics-open"] ?? (env.SKIPPER_METRICS_OPEN === "1" || env.SKIPPER_METRICS_OPEN === "true"),
+    allowGitFileUrls:
+      values["allow-git-file-urls"] ?? (env.SKIPPER_ALLOW_GIT_FILE_URLS === "1" || env.SKIPPER_ALLOW_GIT_FILE_URLS === "true"),
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),

@@ -20,6 +20,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const MAX_PATTERN = 200;
 const MAX_LIST = 64;
 const MIN_INTERVAL_MS = 1000;
+/** A Git source's interval: each sync fetches from its server, so not more often than this. */
+const MIN_GIT_INTERVAL_MS = 10_000;
 const MAX_INTERVAL_MS = 24 * 3600 * 1000;
 const MAX_BAKE_MS = 30 * 24 * 3600 * 1000;
 const MAX_PASSES = 100;
@@ -132,7 +134,7 @@ export function checkGitSourceSpec(g: GitSourceSpec): void {
     fail(`${at}.branch`, "must be a branch name (letters, digits, '.', '_', '-', '/'), not starting with '-'");
   if (g.path !== "" && (g.path.startsWith("/") || g.path.split("/").some((p) => p === ".." || p === "") || /[\0\\]/.test(g.path)))
     fail(`${at}.path`, "must be a relative directory of the repository, without '..' or empty parts");
-  interval(g.interval, `${at}.interval`);
+  interval(g.interval, `${at}.interval`, MIN_GIT_INTERVAL_MS);
 }
 
 function list(ids: readonly string[], at: string): void {
@@ -145,10 +147,10 @@ function list(ids: readonly string[], at: string): void {
   });
 }
 
-function interval(d: Duration | undefined, at: string): void {
+function interval(d: Duration | undefined, at: string, minMs = MIN_INTERVAL_MS): void {
   if (!d) return;
   const ms = durationMs(d);
-  if (ms < MIN_INTERVAL_MS || ms > MAX_INTERVAL_MS) fail(at, "must be 1s to 24h (unset: the default)");
+  if (ms < minMs || ms > MAX_INTERVAL_MS) fail(at, `must be ${minMs / 1000}s to 24h (unset: the default)`);
 }
 
 function fail(field: string, problem: string): never {

@@ -25,6 +25,7 @@ import { requestHandler, type RequestHandler } from "./wiring/request-handler.js
 import { leaderLoops } from "./wiring/leader-loops.js";
 import { PromotionTriggers } from "../promotion/promotion-triggers.js";
 import type { PromotionLoop } from "../promotion/promotion-loop.js";
+import { GitSync } from "../promotion/git-sync.js";
 
 export type { BuildOptions } from "./wiring/build-options.js";
 export type { RequestHandler } from "./wiring/request-handler.js";
@@ -85,6 +86,17 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     adminTokenFixed: fixedAdminHash !== undefined,
     liveness: () => liveness,
     promotion,
+    gitSync: new GitSync({
+      store,
+      logger,
+      now,
+      locks,
+      dataDir: opts.dataDir,
+      allowFileUrls: opts.allowGitFileUrls ?? false,
+      keyRing,
+      changed: (r) => triggers.resourceChanged(r),
+      dataNodes: (r) => records.nodesRunning(r),
+    }),
   });
   triggers.watch(promotion);
   const { handler, transport } = requestHandler(deps, { ...opts, fixedAdminHash });

@@ -15,6 +15,7 @@ import type { PemPair } from "../tls/certificate-issuer.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { ControllerMetrics } from "../metrics/controller-metrics.js";
 import type { PromotionTriggers } from "../promotion/promotion-triggers.js";
+import type { GitSync } from "../promotion/git-sync.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -63,4 +64,6 @@ export interface ServiceDeps {
   metrics: ControllerMetrics;
   /** What wakes the promotion loop (versions recorded, operators' decisions). */
   promotion: PromotionTriggers;
+  /** Syncs a Git source now (SyncGitSource; the leader's loop syncs on each interval). */
+  gitSync: GitSync;
 }

@@ -59,6 +59,8 @@ export interface BuildOptions {
   webhooks?: Partial<WebhookSettings>;
   /** Serve GET /metrics without a credential (default: a credential holding READ over every tenant). */
   metricsOpen?: boolean;
+  /** Let Git sources use file:// URLs (a repository on the controller's host; tests). */
+  allowGitFileUrls?: boolean;
   /** How long the fleet's gauges (nodes, tenants, rollouts, work orders) are kept between scrapes (default 5 s). */
   metricsCensusMs?: number;
 }

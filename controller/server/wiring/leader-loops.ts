@@ -1,11 +1,12 @@
 // The loops only the leader runs, in the order they start: reconcile sweeps and passes, node
-// liveness, lapsed leases and due retries, retention of history (when any is configured), and
-// webhook deliveries.
+// liveness, lapsed leases and due retries, retention of history (when any is configured),
+// webhook deliveries, and Git sources synced on their intervals.
 import type { ServiceDeps } from "../../services/deps.js";
 import { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { LeaseMonitor } from "../../dispatch/lease-monitor.js";
 import { HistoryRetention } from "../../dispatch/history-retention.js";
 import { WebhookWorker } from "../../webhooks/webhook-worker.js";
+import { GitSyncLoop } from "../../promotion/git-sync-loop.js";
 import type { BuildOptions } from "./build-options.js";
 import type { LeaderLoop } from "./leadership.js";
 import { PromotionLoop } from "../../promotion/promotion-loop.js";
@@ -63,5 +64,6 @@ export function leaderLoops(
         trace,
       ),
   });
-  return { liveness, promotion, loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion] };
+  const gitSyncs = new GitSyncLoop({ store, logger, now, sync: deps.gitSync });
+  return { liveness, promotion, loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion, gitSyncs] };
 }

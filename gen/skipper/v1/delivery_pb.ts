@@ -1052,7 +1052,7 @@ export type GitSourceSpec = Message<"skipper.v1.GitSourceSpec"> & {
   path: string;
 
   /**
-   * Default 60 s; at least 1 s.
+   * Default 60 s; at least 10 s.
    *
    * @generated from field: google.protobuf.Duration interval = 4;
    */
