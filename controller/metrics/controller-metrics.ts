@@ -83,6 +83,17 @@ export class ControllerMetrics {
     ["result"],
     CALL_BUCKETS,
   );
+  private readonly promotionSeconds = this.histogram(
+    "skipper_delivery_pass_duration_seconds",
+    "Time of one environment's promotion pass (read, plan, write), by result (ok, error).",
+    ["result"],
+    CALL_BUCKETS,
+  );
+  private readonly promotionActions = this.counter(
+    "skipper_delivery_actions_total",
+    "What promotion passes did, by action: promote, demote, run-verification, end-promotion, hold.",
+    ["action"],
+  );
   private readonly writeSeconds = this.histogram(
     "skipper_store_write_duration_seconds",
     "Time of a store write until it is durable, by store operation.",
@@ -176,6 +187,16 @@ export class ControllerMetrics {
   /** One tenant's reconcile pass ran for `seconds`. */
   reconcilePassed(seconds: number, ok: boolean): void {
     this.passSeconds.observe({ result: ok ? "ok" : "error" }, seconds);
+  }
+
+  /** One environment's promotion pass took `seconds`. */
+  promotionPassed(seconds: number, ok: boolean): void {
+    this.promotionSeconds.observe({ result: ok ? "ok" : "error" }, seconds);
+  }
+
+  /** A promotion pass took an action (`event` actions are not counted). */
+  promotionActed(action: string): void {
+    if (action !== "event") this.promotionActions.inc({ action });
   }
 
   /** A store write (`operation`, a Store method's name) took `seconds`. */

@@ -50,6 +50,7 @@ export function leaderLoops(
     logger,
     now,
     sweepIntervalMs: opts.promotionIntervalMs,
+    passed: (seconds, ok) => deps.metrics.promotionPassed(seconds, ok),
     pass: (id, trace) =>
       runEnvironmentPass(
         {
@@ -59,6 +60,7 @@ export function leaderLoops(
           orders: { store, now, records, feed },
           wakeTenants: (ids, t) => triggers.environmentChanged(ids, t),
           written: () => deps.promotion.environmentWritten(),
+          acted: (action) => deps.metrics.promotionActed(action),
         },
         id,
         trace,
