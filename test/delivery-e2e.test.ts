@@ -25,6 +25,7 @@ import { dockerEngines } from "./helpers/engines.js";
 import {
   type AgentProcess,
   type ControllerProcess,
+  E2E_ADMIN_TOKEN,
   freePort,
   RUN_ID,
   removeComposeProject,
@@ -33,6 +34,7 @@ import {
   waitFor,
 } from "./helpers/processes.js";
 import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
+import { rawRequest } from "./helpers/https.js";
 import { res } from "./helpers/resources.js";
 
 const hosts = process.env.SKIPPER_TEST_DOCKER_HOST_B ? await dockerEngines(2) : [];
@@ -262,6 +264,10 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     });
     expect(prod.current).toBeUndefined();
     expect(prod.message).toMatch(/approv/);
+    // Operators see it on /metrics too: one release waits to enter production.
+    const metrics = await rawRequest(ctl, "GET", "/metrics", { "x-admin-token": E2E_ADMIN_TOKEN });
+    expect(metrics.body).toMatch(/skipper_delivery_versions_waiting\{environment="production"\} 1\b/);
+    expect(metrics.body).toMatch(/skipper_delivery_actions_total\{action="promote"\} [1-9]/);
   });
 
   it("approved, production runs 1.0.0 on both nodes; promoted once", async () => {

@@ -94,6 +94,14 @@ export class ControllerMetrics {
     "What promotion passes did, by action: promote, demote, run-verification, end-promotion, hold.",
     ["action"],
   );
+  private readonly waiting = new Gauge({
+    name: "skipper_delivery_versions_waiting",
+    help: "Releases waiting to enter an environment (its candidates), by environment id (at most 64 distinct ids; more are counted as _other).",
+    labelNames: ["environment"],
+    registers: [this.registry],
+  });
+  // Environments are written by fleet admins and few; the cap keeps a mistake from growing the series without bound.
+  private readonly environments = new Set<string>();
   private readonly writeSeconds = this.histogram(
     "skipper_store_write_duration_seconds",
     "Time of a store write until it is durable, by store operation.",
@@ -197,6 +205,12 @@ export class ControllerMetrics {
   /** A promotion pass took an action (`event` actions are not counted). */
   promotionActed(action: string): void {
     if (action !== "event") this.promotionActions.inc({ action });
+  }
+
+  /** Environment `id` has `n` releases waiting to enter it (its last pass's candidates). */
+  versionsWaiting(id: string, n: number): void {
+    if (!this.environments.has(id) && this.environments.size < 64) this.environments.add(id);
+    this.waiting.set({ environment: this.environments.has(id) ? id : "_other" }, n);
   }
 
   /** A store write (`operation`, a Store method's name) took `seconds`. */

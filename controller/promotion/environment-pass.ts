@@ -34,6 +34,8 @@ export interface EnvironmentPassDeps {
   written?: (environmentId: string) => void;
   /** Told of each action the plan took (metrics). */
   acted?: (action: EnvAction["type"]) => void;
+  /** Told how many releases wait to enter the environment after the pass (metrics). */
+  waiting?: (environmentId: string, n: number) => void;
 }
 
 /** Runs one pass of environment `id`; answers when to look again. */
@@ -42,6 +44,7 @@ export async function runEnvironmentPass(deps: EnvironmentPassDeps, id: string, 
   if (!world) return {};
   const [desired, observed] = planInput(world);
   const plan = planEnvironment(desired, observed, deps.now().getTime());
+  deps.waiting?.(id, plan.status.candidates.length);
   // Nothing to do and nothing new to say: no write, and nobody downstream is told.
   if (plan.actions.length === 0 && sameStatus(world.status, plan.status)) return { wakeAt: plan.wakeAt };
   const trace = given ?? { requestId: uuidv4(), correlationId: uuidv4() };

@@ -61,6 +61,7 @@ export function leaderLoops(
           wakeTenants: (ids, t) => triggers.environmentChanged(ids, t),
           written: () => deps.promotion.environmentWritten(),
           acted: (action) => deps.metrics.promotionActed(action),
+          waiting: (env, n) => deps.metrics.versionsWaiting(env, n),
         },
         id,
         trace,
