@@ -4,7 +4,7 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { leaderQueue, relayHeartbeats, relayOrders } from "../controller/server/cluster.js";
+import { leaderPromotionQueue, leaderQueue, relayHeartbeats, relayOrders } from "../controller/server/cluster.js";
 import { OrderFeed } from "../controller/dispatch/order-feed.js";
 import type { ReconcileQueue } from "../controller/reconcile/triggers.js";
 import { PgCoordination } from "../controller/store/postgres/pg-coordination.js";
@@ -139,6 +139,36 @@ describe.skipIf(!url)("controllers sharing a PostgreSQL database", () => {
       ["all", undefined],
     ]);
     expect(followerLocal).toEqual([]); // a follower runs no passes
+  });
+
+  it("a follower's promotion wake reaches the leader's loop as one sweep; the follower queues nothing itself", async () => {
+    const db = await freshDatabase(`cluster_${process.pid}_${n++}`);
+    const a = await member(db, "a");
+    await a.leading;
+    const b = await member(db, "b");
+    let woke: () => void = () => undefined;
+    const arrived = new Promise<void>((r) => {
+      woke = r;
+    });
+    const leaderWakes: string[] = [];
+    const leaderLoop = { add: (id: string) => leaderWakes.push(`add ${id}`), addAll: () => (leaderWakes.push("all"), woke()) };
+    const followerWakes: string[] = [];
+    const followerLoop = { add: (id: string) => followerWakes.push(id), addAll: () => followerWakes.push("all") };
+    leaderPromotionQueue(
+      a.c,
+      () => leaderLoop,
+      () => true,
+    );
+    const onFollower = leaderPromotionQueue(
+      b.c,
+      () => followerLoop,
+      () => true,
+    );
+    onFollower()?.add("production");
+    onFollower()?.addAll();
+    await arrived;
+    expect(leaderWakes).toEqual(["all"]);
+    expect(followerWakes).toEqual([]);
   });
 
   it("a new leader drops triggers until its loops run (the sweep that starts them covers every tenant)", async () => {

@@ -24,6 +24,7 @@ import { serviceDeps } from "./wiring/service-deps.js";
 import { requestHandler, type RequestHandler } from "./wiring/request-handler.js";
 import { leaderLoops } from "./wiring/leader-loops.js";
 import { PromotionTriggers } from "../promotion/promotion-triggers.js";
+import { leaderPromotionQueue } from "./cluster.js";
 import type { PromotionLoop } from "../promotion/promotion-loop.js";
 import { GitSync } from "../promotion/git-sync.js";
 
@@ -66,7 +67,16 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const parts = { store, logger, now, coordination, metrics, snapshots, locks, records, rollouts };
   // The promotion loop is the leader's: its triggers reach its queue while it runs here.
   let promotionLoop: PromotionLoop | undefined;
-  const promotion = new PromotionTriggers(() => (leadership.running ? promotionLoop?.queue : undefined));
+  const localPromotion = () => (leadership.running ? promotionLoop?.queue : undefined);
+  const promotion = new PromotionTriggers(
+    coordination.shared
+      ? leaderPromotionQueue(
+          coordination,
+          () => promotionLoop?.queue,
+          () => leadership.running,
+        )
+      : localPromotion,
+  );
   const { feed, reconciler, triggers } = reconcileAndFeed({
     ...parts,
     onTenantRelease: (_tenant, environmentIds) => promotion.tenantRelease(environmentIds),

@@ -21,6 +21,7 @@ import { create } from "@bufbuild/protobuf";
 import { ActorSchema } from "../../gen/skipper/v1/access_pb.js";
 import type { OrderFeed } from "../dispatch/order-feed.js";
 import type { CredentialEnds } from "../auth/credential-ends.js";
+import type { PromotionQueue } from "../promotion/promotion-triggers.js";
 import type { ReconcileQueue } from "../reconcile/triggers.js";
 import type { Coordination } from "../store/coordination.js";
 import { MAX_MESSAGE_BYTES } from "../store/postgres/pg-coordination.js";
@@ -126,6 +127,24 @@ export function leaderQueue(coordination: Coordination, local: ReconcileQueue, r
     addPaced: (tenant, trace) => send({ tenant, paced: true, trace }, () => local.addPaced(tenant, trace)),
     addAll: () => send({ all: true }, () => local.addAll()),
   };
+}
+
+/**
+ * The promotion loop's queue as the services see it: the leader's own while its loop runs here,
+ * else a message to the leader (an operator's decision on a follower wakes the leader's loop at
+ * once instead of at its next sweep). Wakes are coalesced into "every environment": they are few.
+ */
+export function leaderPromotionQueue(
+  coordination: Coordination,
+  local: () => PromotionQueue | undefined,
+  running: () => boolean,
+): () => PromotionQueue | undefined {
+  const out = new Batcher<true>(coordination, "promotion", 0, () => "all");
+  coordination.subscribe("promotion", () => {
+    if (coordination.leading && running()) local()?.addAll();
+  });
+  const remote: PromotionQueue = { add: () => out.push(true), addAll: () => out.push(true) };
+  return () => (coordination.leading ? (running() ? local() : undefined) : remote);
 }
 
 /** A trace as another controller sent it (JSON), rebuilt from its known fields. */
