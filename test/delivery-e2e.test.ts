@@ -35,6 +35,7 @@ import {
 } from "./helpers/processes.js";
 import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
 import { rawRequest } from "./helpers/https.js";
+import { run } from "../cli/program.js";
 import { res } from "./helpers/resources.js";
 
 const hosts = process.env.SKIPPER_TEST_DOCKER_HOST_B ? await dockerEngines(2) : [];
@@ -270,9 +271,31 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     expect(metrics.body).toMatch(/skipper_delivery_actions_total\{action="promote"\} [1-9]/);
   });
 
-  it("approved, production runs 1.0.0 on both nodes; promoted once", async () => {
+  it("skipper delivery status shows the matrix; skipper delivery approve lets the release into production", async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = {
+      out: (t: string) => out.push(t),
+      err: (t: string) => err.push(t),
+      color: false,
+      env: { SKIPPER_SERVER: ctl.url, SKIPPER_CA_FILE: ctl.caFile, SKIPPER_TOKEN: E2E_ADMIN_TOKEN, XDG_CONFIG_HOME: root },
+      readStdin: async () => "",
+    };
+    expect(await run(["delivery", "status", "shop", "-o", "wide"], io), err.join("\n")).toBe(0);
+    const text = out.join("\n");
     const releaseId = (await envStatus("production")).candidates[0]!.release!.id;
-    await delivery().approveRelease({ id: "production", releaseId, reason: "change 4711" });
+    // Columns upstream first; the release's row: current in test and staging, waiting in production, and why.
+    expect(text).toMatch(/RELEASE\s+VERSIONS\s+TEST\s+STAGING\s+PRODUCTION/);
+    expect(text).toMatch(new RegExp(`${releaseId}\\s+web=1\\.0\\.0\\s+CURRENT\\s+CURRENT\\s+WAITING`));
+    expect(text).toContain(`${releaseId} in production: APPROVAL PENDING (${releaseId}): waits for approval of ${releaseId}`);
+    out.length = 0;
+    expect(await run(["delivery", "approve", "production", releaseId, "--reason", "change 4711"], io), err.join("\n")).toBe(0);
+    expect(out.join("\n")).toMatch(/^environment production: /);
+    const decided = (await envStatus("production")).decisions[0];
+    expect([decided?.releaseId, decided?.by?.reason]).toEqual([releaseId, "change 4711"]);
+  });
+
+  it("approved, production runs 1.0.0 on both nodes; promoted once", async () => {
     await runs(TENANTS.prod, ["dl-prod-1", "dl-prod-2"], "1.0.0");
     await verified("production", "1.0.0");
     const promoted = (await ctl.admin(EventService).listEvents({ resourceId: "production", type: "delivery_promoted" })).events;
