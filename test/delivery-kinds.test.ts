@@ -57,6 +57,17 @@ describe("delivery kinds through the API", () => {
     );
     await refused("artifact", "api.v2", { tenant_id: "shop", image: { repository: "127.0.0.1:5000/shop/api" } }, "resource.id");
     await refused("artifact", "arc", { tenant_id: "shop", process_archive: { module: "m" } }, "desired_state.artifact.process_archive");
+    await refused(
+      "artifact",
+      "api",
+      { tenant_id: "shop", image: { repository: "r.example/api" }, watch: { tag_pattern: "^(\\d+\\.?)+$" } },
+      "desired_state.artifact.watch.tag_pattern",
+    );
+    // An artifact stays its tenant's: its versions carry the tenant.
+    const moved = await call("PUT", "/v1/resources/artifact/web", {
+      desired_state: { tenant_id: "shop-prod", image: { repository: "127.0.0.1:5000/shop/web" } },
+    });
+    expect([moved.status, moved.body.error?.details?.field]).toEqual([400, "desired_state.artifact.tenant_id"]);
     // Its tenant must exist, as for any resource naming one.
     const missing = await refused(
       "artifact",

@@ -18,6 +18,7 @@ export const ARTIFACT_ID = /^[a-z0-9][a-z0-9-]{0,39}$/;
 export const VERSION = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,86}$/;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const MAX_PATTERN = 200;
+const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]/;
 const MAX_LIST = 64;
 const MIN_INTERVAL_MS = 1000;
 /** A Git source's interval: each sync fetches from its server, so not more often than this. */
@@ -50,6 +51,10 @@ function checkWatch(w: VersionWatch, at: string): void {
     fail(`${at}.semver_range`, `${JSON.stringify(w.filter.value.slice(0, 100))} is not a semver range (e.g. "^1.0.0")`);
   if (w.filter.case === "tagPattern") {
     if (w.filter.value.length > MAX_PATTERN) fail(`${at}.tag_pattern`, `must be at most ${MAX_PATTERN} characters`);
+    // A quantified group that itself repeats ("(a+)+", "(\\d*)*") can take exponential time on a
+    // crafted tag; Node has no regex timeout, so such a pattern is refused.
+    if (NESTED_QUANTIFIER.test(w.filter.value))
+      fail(`${at}.tag_pattern`, "must not repeat a group that repeats itself (such as (a+)+): it can take exponential time");
     try {
       new RegExp(w.filter.value);
     } catch (e) {

@@ -170,6 +170,14 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
     });
     await checkValuesInUse(store, id, secretOf(before), spec.kind.value as SecretSpec);
   }
+  if (spec.kind.case === "artifact") {
+    // Its versions carry its tenant (their scope): it stays there.
+    const from = before.desiredState?.kind.case === "artifact" ? before.desiredState.kind.value.tenantId : "";
+    if (spec.kind.value.tenantId !== from)
+      throw invalid(`an artifact cannot move to another tenant (artifact ${id} is tenant ${from}'s)`, {
+        field: "desired_state.artifact.tenant_id",
+      });
+  }
   // Moving a resource to another tenant, or a tenant to other labels, needs the result in scope too.
   const nextLabels = mask
     ? mask.labels
