@@ -12,6 +12,7 @@ import { permissionName } from "../auth/permissions.js";
 import { newWorkOrderId } from "../base/ordered-ids.js";
 import { buildEvent, transitionEventId } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
+import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "./order-feed.js";
 import { buildOrder, checkRequest } from "./ad-hoc-order.js";
@@ -36,13 +37,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
       permission: permissionName(kind.permission),
     });
   }
-  const nodeId = req.target!.nodeId;
-  const tenantId = req.target?.tenantId ?? "";
-  const node = await store.getResource("node", nodeId);
-  if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
-  const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
-  if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
-  checkTargets(req, node, tenant, !call.tenants.unrestricted);
+  const { nodeId, tenantId, tenant } = await checkTarget(store, req, !call.tenants.unrestricted);
   const ids = {
     id: newWorkOrderId(),
     requestId: call.requestId,
@@ -50,22 +45,7 @@ export async function queueOrder(deps: QueueDeps, req: CreateWorkOrderRequest, c
     traceparent: call.traceparent,
     now: deps.now(),
   };
-  // The order and its work_order_created are one write (store.ts EventsOf).
-  const created = (o: WorkOrder) => [
-    buildEvent({
-      id: transitionEventId(o.id, "work_order_created"),
-      type: "work_order_created",
-      resourceType: "work_order",
-      resourceId: o.id,
-      workOrderId: o.id,
-      tenantId,
-      nodeId,
-      requestId: call.requestId,
-      correlationId: call.correlationId,
-      traceparent: call.traceparent,
-      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason: "ad_hoc", ...summaryOf(o) },
-    }),
-  ];
+  const created = createdEvents({ requestId: call.requestId, correlationId: call.correlationId, traceparent: call.traceparent }, "ad_hoc");
   let order: WorkOrder;
   if (req.type === WorkOrderType.ROLLBACK && req.action?.kind.case === "rollback") {
     const requested = req.action.kind.value;
@@ -112,27 +92,9 @@ export async function queueControllerOrder(deps: QueueDeps, req: CreateWorkOrder
   const existing = await store.getWorkOrder(id);
   if (existing) return existing;
   checkRequest(req, deps.now());
-  const nodeId = req.target!.nodeId;
-  const tenantId = req.target?.tenantId ?? "";
-  const node = await store.getResource("node", nodeId);
-  if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
-  const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
-  if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
-  checkTargets(req, node, tenant, false);
+  await checkTarget(store, req, false);
   const ids = { id, requestId: trace.requestId, correlationId: trace.correlationId, traceparent: trace.traceparent, now: deps.now() };
-  const created = (o: WorkOrder) => [
-    buildEvent({
-      id: transitionEventId(o.id, "work_order_created"),
-      type: "work_order_created",
-      resourceType: "work_order",
-      resourceId: o.id,
-      workOrderId: o.id,
-      tenantId,
-      nodeId,
-      ...trace,
-      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason: "controller", ...summaryOf(o) },
-    }),
-  ];
+  const created = createdEvents(trace, "controller");
   let order: WorkOrder;
   try {
     order = await store.createWorkOrder(buildOrder(req, ids), created);
@@ -143,4 +105,36 @@ export async function queueControllerOrder(deps: QueueDeps, req: CreateWorkOrder
   }
   deps.feed.publish(order);
   return order;
+}
+
+// The order's node and tenant exist, and the node permits what the order asks (`scoped`: the
+// caller's scope is limited to some tenants).
+async function checkTarget(store: Store, req: CreateWorkOrderRequest, scoped: boolean) {
+  const nodeId = req.target!.nodeId;
+  const tenantId = req.target?.tenantId ?? "";
+  const node = await store.getResource("node", nodeId);
+  if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
+  const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
+  if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
+  checkTargets(req, node, tenant, scoped);
+  return { nodeId, tenantId, tenant };
+}
+
+// The order's work_order_created, written with it (store.ts EventsOf); `reason` says who decided it.
+function createdEvents(trace: Trace, reason: "ad_hoc" | "controller"): (o: WorkOrder) => Event[] {
+  return (o) => [
+    buildEvent({
+      id: transitionEventId(o.id, "work_order_created"),
+      type: "work_order_created",
+      resourceType: "work_order",
+      resourceId: o.id,
+      workOrderId: o.id,
+      tenantId: o.target?.tenantId ?? "",
+      nodeId: o.target?.nodeId ?? "",
+      requestId: trace.requestId,
+      correlationId: trace.correlationId,
+      traceparent: trace.traceparent,
+      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason, ...summaryOf(o) },
+    }),
+  ];
 }

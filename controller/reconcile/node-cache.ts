@@ -3,11 +3,16 @@
 // deleted node drops out). Placement needs every node's labels and liveness, and copying a
 // thousand node records for every single change was most of a pass's cost. The store stays the
 // source of truth: nothing here is written back, and a restart starts from the store again.
+// The same holds for environments, which every pass reads to resolve artifacts (EnvironmentCache).
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
+import type { ResourceType } from "../../common/resource-kinds.js";
 import type { Store } from "../store/store.js";
 import { eachScannedResource } from "../store/each-page.js";
 
-export class NodeCache {
+/** Every live resource of one type, kept current by revision. */
+export class RevisionCache {
+  constructor(private readonly type: ResourceType) {}
+
   private readonly nodes = new Map<string, Resource>();
   private revision: bigint | undefined;
   private refreshing: Promise<void> | undefined;
@@ -27,10 +32,24 @@ export class NodeCache {
     // currentRevision counts only writes a listing can already return (a write still on its way
     // to disk holds it back), so nothing below `upTo` can appear later.
     const upTo = await store.currentRevision();
-    for await (const n of eachScannedResource(store, { resourceType: "node", includeDeleted: true, sinceRevision: this.revision })) {
+    for await (const n of eachScannedResource(store, { resourceType: this.type, includeDeleted: true, sinceRevision: this.revision })) {
       if (n.deletion) this.nodes.delete(n.id);
       else this.nodes.set(n.id, n);
     }
     this.revision = upTo;
+  }
+}
+
+/** Every live node, kept current by revision. */
+export class NodeCache extends RevisionCache {
+  constructor() {
+    super("node");
+  }
+}
+
+/** Every live environment, kept current by revision. */
+export class EnvironmentCache extends RevisionCache {
+  constructor() {
+    super("environment");
   }
 }

@@ -11,7 +11,7 @@ import type { Logger } from "../../common/logging/logger.js";
 import type { Trace } from "../base/context.js";
 import type { Store } from "../store/store.js";
 import type { ControllerMetrics } from "../metrics/controller-metrics.js";
-import { NodeCache } from "./node-cache.js";
+import { EnvironmentCache, NodeCache } from "./node-cache.js";
 import { retryAtOf, TenantPass, type PassDeps, type PassOptions, type PassResult } from "./tenant-pass.js";
 import { TenantQueue } from "./tenant-queue.js";
 import { loadTenantWorld, loadWorld, type World } from "./world.js";
@@ -35,6 +35,8 @@ export class Reconciler {
   private stopped = false;
   // Every node, kept current by revision, for single-tenant passes (see node-cache.ts).
   private readonly nodeCache = new NodeCache();
+  // Every environment likewise (a pass resolves the tenant's artifacts through them).
+  private readonly environmentCache = new EnvironmentCache();
 
   constructor(private readonly deps: ReconcilerDeps) {
     this.queue = new TenantQueue(() => this.schedule());
@@ -69,7 +71,7 @@ export class Reconciler {
   /** One pass for one tenant now (Apply), exclusive with its other passes and outcomes; `world` is re-read when not given. */
   async reconcileTenant(tenantId: string, opts: PassOptions = {}, given?: World): Promise<PassResult> {
     const result = await this.deps.records.exclusive(tenantId, async () => {
-      const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache));
+      const world = given ?? (await loadTenantWorld(this.deps.store, tenantId, this.nodeCache, this.environmentCache));
       if (given) await world.refreshInFlight(this.deps.store, tenantId);
       const started = performance.now();
       let passed: PassResult | undefined;

@@ -10,7 +10,7 @@ import type { Store } from "../store/store.js";
 import { scannedResources } from "../store/each-page.js";
 import type { TenantWorld } from "./desired-targets.js";
 import { changesTarget } from "./target-outcome.js";
-import type { NodeCache } from "./node-cache.js";
+import type { EnvironmentCache, NodeCache } from "./node-cache.js";
 import { nodeLabels } from "./placement.js";
 import { environmentOf, environmentStatusOf } from "../delivery/environment-records.js";
 import type { EnvironmentView } from "../delivery/resolve/tenant-environment.js";
@@ -31,14 +31,19 @@ export interface NodeFacts {
  * they name, every node, and the tenant's orders in flight. Far cheaper than the whole world
  * when a single change arrives.
  */
-export async function loadTenantWorld(store: Store, tenantId: string, nodeCache?: NodeCache): Promise<World> {
+export async function loadTenantWorld(
+  store: Store,
+  tenantId: string,
+  nodeCache?: NodeCache,
+  environmentCache?: EnvironmentCache,
+): Promise<World> {
   const [tenant, withTombstones, deletedVolumes, nodes, secrets, environments] = await Promise.all([
     store.getResource("tenant", tenantId, { includeDeleted: true }),
     listAll(store, "service", true, tenantId),
     listAll(store, "volume", true, tenantId).then((vs) => vs.filter((v) => v.deletion)),
     nodeCache ? nodeCache.current(store) : listAll(store, "node", false),
     listAll(store, "secret", false, tenantId),
-    listAll(store, "environment", false),
+    environmentCache ? environmentCache.current(store) : listAll(store, "environment", false),
   ]);
   const services = withTombstones.filter((s) => !s.deletion);
   const wanted = { network: new Set<string>(), volume: new Set<string>(), resource_limits: new Set<string>() };
