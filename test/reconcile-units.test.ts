@@ -21,6 +21,8 @@ import { renderProject, type RenderInput } from "../controller/reconcile/render-
 import { desiredForTenant, volumesToDelete } from "../controller/reconcile/desired-targets.js";
 import { recordOutcome } from "../controller/reconcile/target-outcome.js";
 import { NodeCache } from "../controller/reconcile/node-cache.js";
+import { World } from "../controller/reconcile/world.js";
+import { order } from "./store-conformance.js";
 import { FileStore } from "../controller/store/file/file-store.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -651,6 +653,41 @@ describe("node cache", () => {
       expect(n1.desiredState?.kind.case === "node" && n1.desiredState.kind.value.labels).toEqual({ env: "dev" });
       // Same answer from a fresh cache (a restart): the store is the truth.
       expect((await new NodeCache().current(store)).map((n) => n.id).sort()).toEqual(["n1", "n3"]);
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a pass's read of its tenant's orders in flight", () => {
+  it("sees an order released (running -> pending) while the read runs: no pass may think nothing is in flight", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "skipper-inflight-"));
+    const store = new FileStore(dir);
+    await store.open();
+    try {
+      await store.createWorkOrder(create(WorkOrderSchema, { ...order("wo-1", "n1", 0, "shop"), type: WorkOrderType.DEPLOY_SERVICE }));
+      const claimed = await store.claimWorkOrder("wo-1", "n1", NOW);
+      // The release lands between two listings, as a session's end can on PostgreSQL (where each
+      // listing is its own statement): right after the first listing of the read answers.
+      let released = false;
+      const racing = new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop !== "listWorkOrders") return Reflect.get(target, prop, receiver);
+          return async (filter: Parameters<typeof store.listWorkOrders>[0]) => {
+            const page = await target.listWorkOrders(filter);
+            if (!released) {
+              released = true;
+              await target.releaseWorkOrderClaim("wo-1", "n1", claimed.claim!.fencingToken, NOW);
+            }
+            return page;
+          };
+        },
+      });
+      const world = new World([], [], [], [], [], [], []);
+      await world.refreshInFlight(racing, "shop");
+      expect(released).toBe(true);
+      expect(world.inFlight("shop", "n1")?.id).toBe("wo-1");
     } finally {
       await store.close();
       await rm(dir, { recursive: true, force: true });

@@ -1039,6 +1039,12 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
         expect(await ids({ nodeId: "node-1", tenantId: "tenant-a" })).toEqual(["wo-2a", "wo-3"]);
         expect(await ids({ tenantId: "tenant-b" })).toEqual(["wo-1", "wo-2b"]);
         expect(await ids({ nodeId: "node-9" })).toEqual([]);
+        // Several statuses at once (the in-flight read of a pass), with a tenant or without.
+        const inFlight = [WorkOrderStatus.PENDING, WorkOrderStatus.RUNNING, WorkOrderStatus.RETRY_PENDING];
+        expect(await ids({ statuses: inFlight })).toEqual(["wo-1", "wo-2a", "wo-2b", "wo-3"]);
+        expect(await ids({ statuses: inFlight, tenantId: "tenant-a" })).toEqual(["wo-2a", "wo-3"]);
+        expect(await ids({ statuses: [WorkOrderStatus.SUCCESS, WorkOrderStatus.RUNNING] })).toEqual(["wo-3", "wo-4"]);
+        expect(await ids({ statuses: [] })).toEqual([]);
       });
 
       it("newestFirst lists work orders in descending (created_at, id) order, with the same filters and pages", async () => {

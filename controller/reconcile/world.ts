@@ -224,17 +224,23 @@ export class World {
     m.set(nodeId, o);
   }
 
-  /** Re-reads the tenant's pending and running orders (call under the tenant's lock). */
+  /**
+   * Re-reads the tenant's pending and running orders (call under the tenant's lock). One listing
+   * of every in-flight status: an order released (running -> pending) or requeued while the read
+   * runs is seen, where a listing per status could miss it between two of them and a pass would
+   * then issue a second order for the same spec.
+   */
   async refreshInFlight(store: Store, tenantId: string): Promise<void> {
     this.orders.delete(tenantId);
-    for (const status of IN_FLIGHT) {
-      let pageToken = "";
-      do {
-        const page = await store.listWorkOrders({ status, tenantId, pageSize: 1000, pageToken });
-        page.items.forEach((o) => this.addInFlight(o));
-        pageToken = page.nextPageToken;
-      } while (pageToken !== "");
-    }
+    const listed: WorkOrder[] = [];
+    let pageToken = "";
+    do {
+      const page = await store.listWorkOrders({ statuses: IN_FLIGHT, tenantId, pageSize: 1000, pageToken });
+      listed.push(...page.items);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    // Added by status in IN_FLIGHT's order, as the sweep's read adds them (the last added for a node wins).
+    for (const status of IN_FLIGHT) for (const o of listed) if (o.status === status) this.addInFlight(o);
   }
 }
 

@@ -80,6 +80,12 @@ export interface GetOptions {
 
 export interface WorkOrderFilter extends PageRequest {
   status?: WorkOrderStatus;
+  /**
+   * Only orders in one of these statuses, read at one instant: an order moving from one of them
+   * to another while the listing runs is listed (once), where two listings by status, one after
+   * the other, could miss it between them.
+   */
+  statuses?: readonly WorkOrderStatus[];
   nodeId?: string;
   tenantId?: string;
   /** Only orders with an expires_at at or before this time (the expiry sweep). */

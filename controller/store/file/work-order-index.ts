@@ -133,6 +133,7 @@ export class WorkOrderIndex {
     const status = filter.status ?? WorkOrderStatus.UNSPECIFIED;
     const match = (o: WorkOrder) =>
       (status === WorkOrderStatus.UNSPECIFIED || o.status === status) &&
+      (!filter.statuses || filter.statuses.includes(o.status)) &&
       (!filter.nodeId || nodeOf(o) === filter.nodeId) &&
       (!filter.tenantId || o.target?.tenantId === filter.tenantId) &&
       (!filter.expiresBy || (o.expiresAt !== undefined && timestampDate(o.expiresAt) <= filter.expiresBy));

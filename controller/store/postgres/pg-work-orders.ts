@@ -69,6 +69,7 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
   async listWorkOrders(filter: S.WorkOrderFilter): Promise<S.Page<WorkOrder>> {
     const { where, args, arg } = conditions();
     if (filter.status) where.push(`status = ${arg(filter.status)}`);
+    if (filter.statuses) where.push(`status = ANY(${arg([...filter.statuses])}::int[])`);
     if (filter.nodeId) where.push(`node_id = ${arg(filter.nodeId)}`);
     if (filter.tenantId) where.push(`tenant_id = ${arg(filter.tenantId)}`);
     if (filter.expiresBy) where.push(`expires_at <= ${arg(filter.expiresBy)}`);
