@@ -80,11 +80,7 @@ export interface GetOptions {
 
 export interface WorkOrderFilter extends PageRequest {
   status?: WorkOrderStatus;
-  /**
-   * Only orders in one of these statuses, read at one instant: an order moving from one of them
-   * to another while the listing runs is listed (once), where two listings by status, one after
-   * the other, could miss it between them.
-   */
+  /** Only orders in one of these statuses, read at one instant (an order moving between two of them is listed once). */
   statuses?: readonly WorkOrderStatus[];
   nodeId?: string;
   tenantId?: string;
