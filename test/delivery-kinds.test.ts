@@ -188,6 +188,14 @@ describe("delivery kinds through the API", () => {
     await refused("git_source", "g1", { url: "https://git.example/r.git", path: "../etc" }, "desired_state.git_source.path");
     // Each sync fetches from the server: not more often than every 10 s.
     await refused("git_source", "g1", { url: "https://git.example/r.git", interval: "9s" }, "desired_state.git_source.interval");
+    // A webhook's secret is the fleet's: a tenant's secret is refused.
+    expect((await post("secret", "shop-hook", { tenant_id: "shop", values: { push: "x" } })).status).toBe(201);
+    await refused(
+      "git_source",
+      "g1",
+      { url: "https://git.example/r.git", webhook_secret: { secret_id: "shop-hook", key: "push" } },
+      "desired_state.git_source.webhook_secret.secret_id",
+    );
     expect((await post("git_source", "g1", { url: "https://git.example/r.git", path: "deploy/prod", interval: "10s" })).status).toBe(201);
   });
 });

@@ -9,15 +9,18 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ActorKind } from "../gen/skipper/v1/access_pb.js";
-import { type GitSourceStatus, GitSourceSpecSchema } from "../gen/skipper/v1/delivery_pb.js";
+import { type GitSourceSpec, type GitSourceStatus, GitSourceSpecSchema } from "../gen/skipper/v1/delivery_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { GitSourceService } from "../gen/skipper/v1/git_source_service_pb.js";
-import { type Resource, ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
+import { type Resource, ResourceSchema, ResourceSpecSchema } from "../gen/skipper/v1/resource_pb.js";
+import { createHmac } from "node:crypto";
+import { SecretKeyRefSchema } from "../gen/skipper/v1/secret_pb.js";
+import { rawRequest } from "./helpers/https.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { run } from "../cli/program.js";
 import { freshDatabase, pgUrl } from "./helpers/postgres.js";
@@ -105,6 +108,13 @@ async function sourceEvents(): Promise<Array<{ type: string; data: Record<string
 
 const PG = pgUrl();
 
+// The source's spec with its webhook signed by value `push` of the fleet's secret git-hooks.
+function withHook(spec: GitSourceSpec): GitSourceSpec {
+  const out = clone(GitSourceSpecSchema, spec);
+  out.webhookSecret = create(SecretKeyRefSchema, { secretId: "git-hooks", key: "push" });
+  return out;
+}
+
 for (const backend of ["file", "postgres"] as const)
   describe.skipIf(backend === "postgres" && !PG)(`git sync against a real repository and controller (${backend} store)`, () => {
     beforeAll(async () => {
@@ -188,6 +198,56 @@ for (const backend of ["file", "postgres"] as const)
       );
       expect(tenant.desiredState?.kind.case === "tenant" && tenant.desiredState.kind.value.displayName).toBe("Shop production");
     }, 60_000);
+
+    it("a forge's push webhook signed with the source's secret syncs at once; a wrong signature is refused and syncs nothing", async () => {
+      const key = `hook-s3cret-${RUN_ID}`;
+      await resources().createResource({
+        resourceType: "secret",
+        resource: create(ResourceSchema, {
+          id: "git-hooks",
+          resourceType: "secret",
+          desiredState: { kind: { case: "secret", value: { values: { push: key } } } },
+        }),
+      });
+      const source = await stored("git_source", SOURCE);
+      if (source.desiredState?.kind.case !== "gitSource") throw new Error("no git source spec");
+      await resources().updateResource({
+        resourceType: "git_source",
+        id: SOURCE,
+        desiredState: create(ResourceSpecSchema, {
+          kind: {
+            case: "gitSource",
+            value: withHook(source.desiredState.kind.value),
+          },
+        }),
+      });
+      const before = statusOf(await stored("git_source", SOURCE)).syncedCommit;
+      const next = await commit({ "deploy/tenants.yaml": TENANTS.replace("Shop production", "Shop (prod)") });
+      const body = JSON.stringify({ ref: "refs/heads/main", after: next });
+      const hook = (signature: string, requestId: string) =>
+        rawRequest(
+          cp,
+          "POST",
+          `/v1/git-sources/${SOURCE}/webhook`,
+          { "content-type": "application/json", "x-hub-signature-256": signature, "x-request-id": requestId },
+          body,
+        );
+      const wrong = await hook(`sha256=${createHmac("sha256", "not-the-key").update(body).digest("hex")}`, `bad-hook-${RUN_ID}`);
+      expect([wrong.status, JSON.parse(wrong.body).error.code]).toEqual([401, "UNAUTHORIZED"]);
+      const unknown = await rawRequest(cp, "POST", "/v1/git-sources/nope/webhook", { "x-hub-signature-256": "sha256=00" }, body);
+      expect(unknown.status).toBe(401);
+      expect(statusOf(await stored("git_source", SOURCE)).syncedCommit).toBe(before);
+      const signed = await hook(`sha256=${createHmac("sha256", key).update(body).digest("hex")}`, `hook-${RUN_ID}`);
+      expect([signed.status, JSON.parse(signed.body).data]).toEqual([202, { accepted: true, git_source: SOURCE }]);
+      // The sync the push started (its events carry the push's request id), not the loop's.
+      const applied = await waitFor("the webhook's sync", async () => {
+        const res = await cp.admin(EventService).listEvents({ resourceId: SOURCE, type: "git_sync_applied", pageSize: 500 });
+        return res.events.find((e) => e.requestId === `hook-${RUN_ID}`);
+      });
+      expect((applied.data as Record<string, unknown>).commit).toBe(next);
+      const bad = await cp.admin(EventService).listEvents({ resourceId: SOURCE, pageSize: 500 });
+      expect(bad.events.filter((e) => e.requestId === `bad-hook-${RUN_ID}`)).toEqual([]);
+    });
 
     it("an edit through the API is drift: listed, told once, kept; --reapply writes the document again", async () => {
       const shop = await stored("tenant", "shop");

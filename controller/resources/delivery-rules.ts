@@ -140,6 +140,10 @@ export function checkGitSourceSpec(g: GitSourceSpec): void {
   if (g.path !== "" && (g.path.startsWith("/") || g.path.split("/").some((p) => p === ".." || p === "") || /[\0\\]/.test(g.path)))
     fail(`${at}.path`, "must be a relative directory of the repository, without '..' or empty parts");
   interval(g.interval, `${at}.interval`, MIN_GIT_INTERVAL_MS);
+  if (g.webhookSecret && (g.webhookSecret.secretId !== "" || g.webhookSecret.key !== "")) {
+    checkId(g.webhookSecret.secretId, `${at}.webhook_secret.secret_id`);
+    if (!/^[A-Za-z0-9_.-]{1,63}$/.test(g.webhookSecret.key)) fail(`${at}.webhook_secret.key`, "must name a value of the secret");
+  }
 }
 
 function list(ids: readonly string[], at: string): void {

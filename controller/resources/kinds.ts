@@ -143,7 +143,24 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
     reconciled: false,
     holdsData: false,
   },
-  git_source: { check: checkGitSourceSpec, wakes: "none", reconciled: false, holdsData: false },
+  // Its webhook's secret is the fleet's (a secret of no tenant).
+  git_source: {
+    check: checkGitSourceSpec,
+    references: (spec) =>
+      spec.webhookSecret && spec.webhookSecret.secretId !== ""
+        ? [
+            {
+              type: "secret",
+              id: spec.webhookSecret.secretId,
+              key: spec.webhookSecret.key,
+              field: "desired_state.git_source.webhook_secret.secret_id",
+            },
+          ]
+        : [],
+    wakes: "none",
+    reconciled: false,
+    holdsData: false,
+  },
 };
 
 /** Checks a spec's field rules, by its kind (INVALID_REQUEST naming the field). */

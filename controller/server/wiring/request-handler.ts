@@ -17,6 +17,7 @@ import { createRestHandler } from "../../boundary/rest/rest-handler.js";
 import { dashboardHandler, defaultDashboardDir } from "../../boundary/dashboard.js";
 import { fleetCensus } from "../../metrics/fleet-census.js";
 import { createMetricsRoute } from "../../boundary/metrics-route.js";
+import { createGitWebhookRoute } from "../../boundary/git-webhook-route.js";
 import { SERVICES, serviceRoutes } from "./routes.js";
 import { NodeService } from "../../../gen/skipper/v1/node_service_pb.js";
 import { agentSessionOpener } from "../../services/node-service.js";
@@ -85,8 +86,24 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
   const metricsRoute = createMetricsRoute({ metrics, authenticator, open: opts.metricsOpen ?? false, logger, audit });
 
   const dashboard = dashboardHandler(opts.dashboardDir === false ? undefined : (opts.dashboardDir ?? defaultDashboardDir()));
+  const gitWebhook = createGitWebhookRoute({
+    store,
+    keyRing: deps.keyRing,
+    logger,
+    sync: (id, ids) => {
+      deps.gitSync
+        .sync(id, { trace: { requestId: ids.requestId, correlationId: ids.correlationId } })
+        .catch((err: unknown) =>
+          logger.error(
+            { action: "git_sync", result: "error", err, request_id: ids.requestId, metadata: { git_source: id } },
+            "webhook sync failed",
+          ),
+        );
+    },
+  });
   const handler: RequestHandler = (req, res) => {
     if (metricsRoute(req, res)) return;
+    if (gitWebhook(req, res)) return;
     // Connect, gRPC and gRPC-Web (rpc-handler.ts); the dashboard's files; the REST routes otherwise.
     if (rpc(req, res)) return;
     if (dashboard(req, res)) return;
