@@ -66,8 +66,9 @@ export type ArtifactSpec = Message<"skipper.v1.ArtifactSpec"> & {
   watch?: VersionWatch | undefined;
 
   /**
-   * How many versions are kept, newest first (0 = 200). A version an environment runs, is pinned
-   * to, lists as a candidate or recalls in its history is always kept.
+   * How many versions to keep, newest first (0 = 200); a version an environment runs, is pinned
+   * to, lists as a candidate or recalls in its history would always be kept. Not enforced yet:
+   * every version recorded is kept.
    *
    * @generated from field: uint32 keep_versions = 6;
    */
