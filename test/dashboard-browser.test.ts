@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { Role } from "../gen/skipper/v1/access_pb.js";
-import type { Locator, Page, Request } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
@@ -32,7 +32,7 @@ import {
   waitFor,
 } from "./helpers/processes.js";
 import { res, tenantConverged } from "./helpers/resources.js";
-import { launchChromium, type TestBrowser } from "./helpers/browser.js";
+import { gotoSettled, launchChromium, type TestBrowser } from "./helpers/browser.js";
 import { rawRequest } from "./helpers/https.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -333,31 +333,4 @@ async function printInContainer(service: string, line: string): Promise<void> {
   const id = (await execa("docker", ["ps", "-q", ...filters], { env })).stdout.trim();
   expect(id).not.toBe("");
   await execa("docker", ["exec", id, "sh", "-c", `echo "${line}" > /proc/1/fd/1`], { env });
-}
-
-/**
- * Opens `url` and waits for the dashboard to draw its sign-in form, trying again when it does not.
- * Success is the form on the page, not the load event: a request of the page lost on the way (see
- * helpers/browser.ts for the one cause seen) leaves a page whose "load" never comes. What went wrong
- * on each try is printed when the last one fails.
- */
-async function gotoSettled(page: Page, url: string): Promise<void> {
-  const seen: string[] = [];
-  const failed = (r: Request) => seen.push(`request failed: ${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
-  page.on("requestfailed", failed);
-  try {
-    for (let attempt = 1; attempt <= 5; attempt++) {
-      try {
-        await page.goto(url, { waitUntil: "commit", timeout: 20_000 });
-        await page.locator("form.sign-in #credential").waitFor({ timeout: 20_000 });
-        if (new URL(page.url()).origin === new URL(url).origin) return;
-        seen.push(`attempt ${attempt}: ended on ${page.url()}`);
-      } catch (e) {
-        seen.push(`attempt ${attempt}: ${String(e).split("\n")[0]} (on ${page.url()})`);
-      }
-    }
-    throw new Error(`the dashboard never drew its sign-in form at ${url}:\n  ${seen.join("\n  ")}`);
-  } finally {
-    page.off("requestfailed", failed);
-  }
 }

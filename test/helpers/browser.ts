@@ -9,7 +9,7 @@ import { connect, createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, chromium, type Page, type Request } from "playwright-core";
 
 export interface TestBrowser {
   browser: Browser;
@@ -78,4 +78,31 @@ function canIsolate(): boolean {
 
 function quote(s: string): string {
   return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Opens `url` and waits for the dashboard to draw its sign-in form, trying again when it does not.
+ * Success is the form on the page, not the load event: a request of the page lost on the way (see
+ * the top of this file for the one cause seen) leaves a page whose "load" never comes. What went wrong
+ * on each try is printed when the last one fails.
+ */
+export async function gotoSettled(page: Page, url: string): Promise<void> {
+  const seen: string[] = [];
+  const failed = (r: Request) => seen.push(`request failed: ${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+  page.on("requestfailed", failed);
+  try {
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      try {
+        await page.goto(url, { waitUntil: "commit", timeout: 20_000 });
+        await page.locator("form.sign-in #credential").waitFor({ timeout: 20_000 });
+        if (new URL(page.url()).origin === new URL(url).origin) return;
+        seen.push(`attempt ${attempt}: ended on ${page.url()}`);
+      } catch (e) {
+        seen.push(`attempt ${attempt}: ${String(e).split("\n")[0]} (on ${page.url()})`);
+      }
+    }
+    throw new Error(`the dashboard never drew its sign-in form at ${url}:\n  ${seen.join("\n  ")}`);
+  } finally {
+    page.off("requestfailed", failed);
+  }
 }

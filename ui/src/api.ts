@@ -3,6 +3,7 @@
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AccessService } from "../../gen/skipper/v1/access_service_pb.js";
+import { DeliveryService } from "../../gen/skipper/v1/delivery_service_pb.js";
 import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import { RolloutService } from "../../gen/skipper/v1/rollout_service_pb.js";
@@ -10,6 +11,7 @@ import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js"
 
 export interface Api {
   access: Client<typeof AccessService>;
+  delivery: Client<typeof DeliveryService>;
   events: Client<typeof EventService>;
   resources: Client<typeof ResourceService>;
   rollouts: Client<typeof RolloutService>;
@@ -24,6 +26,7 @@ export function connect(token: string): Api {
   const transport = createConnectTransport({ baseUrl: `${location.origin}/v1`, interceptors: [bearer] });
   return {
     access: createClient(AccessService, transport),
+    delivery: createClient(DeliveryService, transport),
     events: createClient(EventService, transport),
     resources: createClient(ResourceService, transport),
     rollouts: createClient(RolloutService, transport),

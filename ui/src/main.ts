@@ -1,5 +1,5 @@
 // The dashboard: sign in with an API key (or the admin token), then the fleet, a tenant or a node
-// by the URL's hash (#/, #/tenants/ID, #/nodes/ID). One WatchEvents stream keeps the page current:
+// by the URL's hash (#/, #/tenants/ID, #/nodes/ID), the deliveries (#/deliveries, #/deliveries/ID). One WatchEvents stream keeps the page current:
 // each event renders the page again (at most a few times a second). A tenant's logs view is kept
 // across those renders and stopped when its page is left. The credential stays in this tab's
 // sessionStorage only.
@@ -8,7 +8,7 @@ import { ActorKind, Role } from "../../gen/skipper/v1/access_pb.js";
 import { connect, type Api } from "./api.js";
 import { h } from "./dom.js";
 import { logsView, type LogsView } from "./logs-view.js";
-import { nodePage, overview, tenantPage } from "./pages.js";
+import { type Caller, deliveriesPage, deliveryPage, nodePage, overview, tenantPage } from "./pages.js";
 
 const KEY = "skipper.credential";
 const app = document.getElementById("app")!;
@@ -17,6 +17,8 @@ const who = document.getElementById("who")!;
 const signOut = document.getElementById("sign-out") as HTMLButtonElement;
 
 let api: Api | undefined;
+/** What the signed-in caller may do (the delivery view's decisions). */
+let caller: Caller = { operates: false };
 let watching: AbortController | undefined;
 let rendering = Promise.resolve();
 let again = false;
@@ -56,6 +58,9 @@ async function start(credential: string): Promise<boolean> {
     const me = await candidate.access.whoAmI({});
     if (me.actor?.kind === ActorKind.ANONYMOUS || me.actor === undefined) throw new Error("not signed in");
     who.textContent = `${me.actor.name || me.actor.id || ActorKind[me.actor.kind]} (${Role[me.actor.role] ?? "?"})`;
+    // OPERATE over every tenant: environments are the fleet's, so a key scoped to some tenants may not decide.
+    const unscoped = !me.scope || (me.scope.tenantIds.length === 0 && me.scope.tenantSelector === "");
+    caller = { operates: (me.actor.role === Role.ADMIN || me.actor.role === Role.OPERATOR) && unscoped };
   } catch (e) {
     signInForm(`That credential was refused: ${e instanceof ConnectError ? e.rawMessage : String(e)}`);
     return false;
@@ -84,7 +89,9 @@ function render(): void {
           ? await tenantPage(current, id!, view.element)
           : kind === "nodes"
             ? await nodePage(current, id!)
-            : await overview(current);
+            : kind === "deliveries"
+              ? await (id ? deliveryPage(current, id, caller, render) : deliveriesPage(current))
+              : await overview(current);
       if (api !== current) return;
       // Moving the logs view into the new page blurs what had focus in it (a field being typed in).
       const focused = document.activeElement;
@@ -112,9 +119,10 @@ function renderSoon(): void {
 }
 
 /** The page the URL's hash names. */
-function route(): { kind?: "tenants" | "nodes"; id?: string } {
-  const [, kind, id] = /^#\/(tenants|nodes)\/(.+)$/.exec(location.hash) ?? [];
-  return kind ? { kind: kind as "tenants" | "nodes", id: decodeURIComponent(id!) } : {};
+function route(): { kind?: "tenants" | "nodes" | "deliveries"; id?: string } {
+  if (location.hash === "#/deliveries") return { kind: "deliveries" };
+  const [, kind, id] = /^#\/(tenants|nodes|deliveries)\/(.+)$/.exec(location.hash) ?? [];
+  return kind ? { kind: kind as "tenants" | "nodes" | "deliveries", id: decodeURIComponent(id!) } : {};
 }
 
 /** The tenant's logs view: the one already shown, or a new one. */

@@ -1,7 +1,8 @@
 // The dashboard's pages, each a function of what the API answers now: the fleet, one tenant, one
-// node. They are rendered again whenever an event arrives (main.ts), so what they show follows
-// the controller without a reload; the tenant's logs view (logs-view.ts) is the one part that
-// keeps its state, handed in and placed again each time.
+// node, and the deliveries with each one's matrix (delivery-view.ts). They are rendered again
+// whenever an event arrives (main.ts), so what they show follows the controller without a reload;
+// the tenant's logs view (logs-view.ts) is the one part that keeps its state, handed in and placed
+// again each time (the delivery view keeps only which cells are open and its last action's notice).
 import { failureHeadline, resultLine } from "../../common/failure-cause.js";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { ExplainStepKind } from "../../gen/skipper/v1/resource_service_pb.js";
@@ -11,6 +12,9 @@ import { RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import type { Api } from "./api.js";
 import { h, short, status, table } from "./dom.js";
+
+export type { Caller } from "./delivery-actions.js";
+export { deliveriesPage, deliveryPage } from "./delivery-view.js";
 
 // How many of a tenant's latest work orders and events its page shows.
 const RECENT = 200;
