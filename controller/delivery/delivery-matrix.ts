@@ -40,10 +40,20 @@ export function deliveryMatrix(deliveryId: string, environments: readonly Matrix
     note(s.inFlight?.release, s.inFlight?.started?.at);
     for (const r of knownReleases(s)) note(r, undefined);
   }
-  const rows = [...seen.values()]
-    .sort((a, b) => b.at - a.at || a.release.id.localeCompare(b.release.id))
-    .slice(0, MATRIX_ROWS)
-    .map(({ release }) => ({ release, cells: envs.map((e) => cellOf(e, release, bad)) }));
+  const sorted = [...seen.values()].sort((a, b) => b.at - a.at || a.release.id.localeCompare(b.release.id)).slice(0, MATRIX_ROWS);
+  const rows = sorted.map(({ release }, i) => ({
+    release,
+    cells: envs.map((e) => {
+      const cell = cellOf(e, release, bad);
+      // Older than a release that runs (or ran) there, and never there itself: passed over.
+      const newerRan = sorted
+        .slice(0, i)
+        .some(({ release: r }) => r.id === e.status.current?.id || e.status.history.some((h) => h.release?.id === r.id));
+      return cell.state === CellState.NOT_YET && newerRan
+        ? { ...cell, state: CellState.SKIPPED, reason: "a newer release entered instead" }
+        : cell;
+    }),
+  }));
   return create(DeliveryMatrixSchema, {
     deliveryId,
     environmentIds: envs.map((e) => e.id),

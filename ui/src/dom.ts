@@ -35,7 +35,7 @@ export function status(name: string): HTMLElement {
   const good = /^(CURRENT|PASSED|CONVERGED|ONLINE|SUCCESS|SUCCEEDED|COMPLETED|HEALTHY|RUNNING|APPLY_OK|ROLLBACK_OK)$/;
   const bad = /^BAD$|FAIL|OFFLINE|MISSING|ROLLED_BACK|ABORTED|UNHEALTHY|DISABLED|NO_MATCHING/;
   // Replaced before anything ran, ran before, not there yet: neither a failure nor something to wait for.
-  const quiet = /^(SUPERSEDED|RAN_BEFORE|NOT_YET)$/;
+  const quiet = /^(SUPERSEDED|RAN_BEFORE|NOT_YET|SKIPPED)$/;
   const cls = good.test(name) ? "good" : quiet.test(name) ? "muted" : bad.test(name) ? "bad" : "wait";
   return h("span", { class: `status ${cls}` }, name);
 }
