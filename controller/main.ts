@@ -14,6 +14,7 @@ import { PostgresStore } from "./store/postgres/pg-store.js";
 import { PgCoordination } from "./store/postgres/pg-coordination.js";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
 
 // Every durable write ends in fsyncs, which run on libuv's thread pool (4 threads by default);
 // with more threads, concurrent requests' fsyncs overlap instead of queueing. The pool starts on
@@ -57,6 +58,7 @@ async function main(): Promise<void> {
     clientCa: keys.clientCa,
     tls: keys.tls,
     keyRing: keys.keyRing,
+    registryCaPem: await registryCa(config.registryCaFile),
   });
   const serving = await listen(controller, config, keys.tls, logger);
   logListening(logger, config, serving.url, controller, keys.caFile);
@@ -111,6 +113,14 @@ async function loadKeys(config: ControllerConfig, logger: Logger) {
     caFile = material.caFile;
   }
   return { clientCa, keyRing, tls, caFile };
+}
+
+/** --registry-ca-file's PEM, read once at start (a file that is no PEM certificate stops the start). */
+async function registryCa(file: string | undefined): Promise<string | undefined> {
+  if (!file) return undefined;
+  const pem = await readFile(file, "utf8");
+  if (!pem.includes("-----BEGIN CERTIFICATE-----")) throw new Error(`--registry-ca-file ${file} holds no PEM certificate`);
+  return pem;
 }
 
 /** The settings of build() that come straight from the configuration. */

@@ -32,6 +32,8 @@ export interface ControllerConfig {
   metricsOpen: boolean;
   /** Let Git sources use file:// URLs (a repository on the controller's host). */
   allowGitFileUrls: boolean;
+  /** A PEM file of one more CA for registries over https (the registry watch). */
+  registryCaFile?: string;
   logLevel: string;
   resetAdminToken: boolean;
   /** Period of the reconcile sweep. */
@@ -100,6 +102,8 @@ Options (environment variable in brackets):
                         over every tenant, such as a viewer API key)
   --allow-git-file-urls let Git sources use file:// URLs, repositories on the controller's
                         host [SKIPPER_ALLOW_GIT_FILE_URLS=1] (default: https and ssh only)
+  --registry-ca-file FILE  one more CA (PEM) trusted for registries over https, besides Node's
+                        own [SKIPPER_REGISTRY_CA_FILE]
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
   --promotion-interval DUR  period of the promotion loop's sweep over every environment (default 30s)
@@ -181,6 +185,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "insecure-http": { type: "boolean" },
       "metrics-open": { type: "boolean" },
       "allow-git-file-urls": { type: "boolean" },
+      "registry-ca-file": { type: "string" },
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
@@ -244,6 +249,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     metricsOpen: values["metrics-open"] ?? (env.SKIPPER_METRICS_OPEN === "1" || env.SKIPPER_METRICS_OPEN === "true"),
     allowGitFileUrls:
       values["allow-git-file-urls"] ?? (env.SKIPPER_ALLOW_GIT_FILE_URLS === "1" || env.SKIPPER_ALLOW_GIT_FILE_URLS === "true"),
+    registryCaFile: values["registry-ca-file"] ?? (env.SKIPPER_REGISTRY_CA_FILE || undefined),
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),

@@ -18,7 +18,9 @@ import { REFERRING_KINDS, referencesOf } from "./kinds.js";
  */
 export async function checkReferencesExist(store: Store, r: Resource): Promise<void> {
   const refs = referencesOf(r);
-  const tenantId = r.desiredState?.kind.case === "service" ? r.desiredState.kind.value.tenantId : r.resourceType === "tenant" ? r.id : "";
+  const kind = r.desiredState?.kind;
+  // Whose secrets the resource may name: a service's and an artifact's tenant, a tenant itself.
+  const tenantId = kind?.case === "service" || kind?.case === "artifact" ? kind.value.tenantId : r.resourceType === "tenant" ? r.id : "";
   for (const ref of refs) {
     if (ref.type === r.resourceType && ref.id === r.id) throw invalid(`${ref.field} names the resource itself`, { field: ref.field });
     const target = await store.getResource(ref.type, ref.id);
@@ -39,7 +41,8 @@ export async function checkReferencesExist(store: Store, r: Resource): Promise<v
           resource_id: ref.id,
         });
       }
-      if (!spec.entries.some((e) => e.name === ref.key)) {
+      // A reference to the whole secret (an artifact's registry credential) names no value.
+      if (ref.key !== undefined && !spec.entries.some((e) => e.name === ref.key)) {
         throw invalid(`${ref.field} names value ${JSON.stringify(ref.key)} of secret ${ref.id}, which it does not hold`, {
           field: ref.field,
           resource_type: ref.type,

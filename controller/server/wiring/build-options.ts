@@ -61,6 +61,8 @@ export interface BuildOptions {
   metricsOpen?: boolean;
   /** Let Git sources use file:// URLs (a repository on the controller's host; tests). */
   allowGitFileUrls?: boolean;
+  /** PEM of one more CA for registries over https (--registry-ca-file's text; Node's CAs stay trusted). */
+  registryCaPem?: string;
   /** How long the fleet's gauges (nodes, tenants, rollouts, work orders) are kept between scrapes (default 5 s). */
   metricsCensusMs?: number;
 }

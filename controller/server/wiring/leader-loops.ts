@@ -1,12 +1,13 @@
 // The loops only the leader runs, in the order they start: reconcile sweeps and passes, node
 // liveness, lapsed leases and due retries, retention of history (when any is configured),
-// webhook deliveries, and Git sources synced on their intervals.
+// webhook deliveries, Git sources synced on their intervals, and artifacts' registries watched.
 import type { ServiceDeps } from "../../services/deps.js";
 import { LivenessMonitor } from "../../nodes/node-liveness.js";
 import { LeaseMonitor } from "../../dispatch/lease-monitor.js";
 import { HistoryRetention } from "../../dispatch/history-retention.js";
 import { WebhookWorker } from "../../webhooks/webhook-worker.js";
 import { GitSyncLoop } from "../../promotion/git-sync-loop.js";
+import { registryWatchLoop } from "../../promotion/registry-watch-loop.js";
 import type { BuildOptions } from "./build-options.js";
 import type { LeaderLoop } from "./leadership.js";
 import { PromotionLoop } from "../../promotion/promotion-loop.js";
@@ -15,7 +16,13 @@ import { EnvironmentRecords } from "../../delivery/environment-records.js";
 
 export type LoopOptions = Pick<
   BuildOptions,
-  "livenessCheckMs" | "eventRetentionMs" | "workOrderRetentionMs" | "auditRetentionMs" | "webhooks" | "promotionIntervalMs"
+  | "livenessCheckMs"
+  | "eventRetentionMs"
+  | "workOrderRetentionMs"
+  | "auditRetentionMs"
+  | "webhooks"
+  | "promotionIntervalMs"
+  | "registryCaPem"
 >;
 
 /** Builds the leader's loops (none started); `liveness` also judges the heartbeats this controller stores. */
@@ -68,5 +75,9 @@ export function leaderLoops(
       ),
   });
   const gitSyncs = new GitSyncLoop({ store, logger, now, sync: deps.gitSync });
-  return { liveness, promotion, loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion, gitSyncs] };
+  return {
+    liveness,
+    promotion,
+    loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion, gitSyncs, registryWatchLoop(deps, opts)],
+  };
 }
