@@ -134,9 +134,12 @@ async function queueVerification(
 ): Promise<WorkOrder | undefined> {
   const v: Verification | undefined = w.spec.verifications.find((x) => x.name === a.name);
   if (!v?.kind.case) return undefined;
+  const probe = v.kind.case === "probe";
   const req = create(CreateWorkOrderRequestSchema, {
-    type: v.kind.case === "probe" ? WorkOrderType.HEALTH_CHECK : WorkOrderType.EXECUTE_COMMAND,
-    target: { nodeId: a.nodeId, tenantId: a.tenantId },
+    type: probe ? WorkOrderType.HEALTH_CHECK : WorkOrderType.EXECUTE_COMMAND,
+    // An EXECUTE_COMMAND order is the node's alone (ad-hoc-order.ts refuses a tenant on it): the
+    // plan chose a node of the verification's tenant, and the order's id names the environment.
+    target: probe ? { nodeId: a.nodeId, tenantId: a.tenantId } : { nodeId: a.nodeId },
     action: {
       kind:
         v.kind.case === "probe"

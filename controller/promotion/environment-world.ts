@@ -130,7 +130,16 @@ async function readTenants(store: Store, envId: string, spec: EnvironmentSpec): 
         );
   const tenants = new Map<string, Resource>();
   for (const t of [...listed, ...selected]) if (t && !t.deletion) tenants.set(t.id, t);
-  const nodes = new Map((await scannedResources(store, { resourceType: "node" })).map((n) => [n.id, n]));
+  // Only the nodes the tenants' targets name, by id: a scan of every node cost each environment's
+  // pass 1.7 ms of CPU at 2,000 nodes (bench:promotion's file-store figure).
+  const nodeIds = new Set(
+    [...tenants.values()].flatMap((t) =>
+      (t.currentState?.kind.case === "tenant" ? t.currentState.kind.value.targets : []).map((x) => x.nodeId),
+    ),
+  );
+  const nodes = new Map(
+    (await Promise.all([...nodeIds].map((n) => store.getResource("node", n)))).flatMap((n) => (n ? [[n.id, n] as const] : [])),
+  );
   return Promise.all(
     [...tenants.values()]
       .sort((a, b) => (a.id < b.id ? -1 : 1))
