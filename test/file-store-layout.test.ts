@@ -109,7 +109,8 @@ describe("file store resource directories", () => {
     for (const r of byType("service")) await writeRecord(dataDir, "services", r);
     await mkdir(join(dataDir, "resources/resource-limits"), { mode: 0o700 });
     for (const r of byType("resource_limits")) await writeRecord(dataDir, "resource_limits", r);
-    for (const type of ["deployment", "network", "volume", "rollout", "freeze", "secret"] as const) {
+    const handled: readonly ResourceType[] = ["tenant", "node", "service", "resource_limits"];
+    for (const type of RESOURCE_TYPES.filter((t) => !handled.includes(t))) {
       for (const r of byType(type)) await writeRecord(dataDir, type, r);
     }
     const s = await open();

@@ -6,7 +6,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type Resource, ResourceStatusSchema, TargetStatusSchema } from "../gen/skipper/v1/resource_pb.js";
+import {
+  ConvergenceSchema,
+  ConvergenceStatus,
+  type Resource,
+  ResourceStatusSchema,
+  TargetStatusSchema,
+  TenantReleaseSchema,
+} from "../gen/skipper/v1/resource_pb.js";
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { TargetRecords, tenantStatusOf } from "../controller/reconcile/target-records.js";
 import { FileStore } from "../controller/store/file/file-store.js";
@@ -113,5 +121,32 @@ describe("TargetRecords.recordFinished", () => {
     const targets = tenantStatusOf(await store.getResource("tenant", TENANT)).targets;
     expect(targets.find((x) => x.nodeId === NODES[1])?.lastResultCode).toBe("APPLY_OK");
     expect(targets.find((x) => x.nodeId === NODES[2])?.lastResultCode).toBe("");
+  });
+});
+
+describe("TargetRecords.writePass and a tenant's release record", () => {
+  it("keeps the stored converged_since of the same release, though the pass read the tenant before it was stamped", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "skipper-release-"));
+    const store = new FileStore(dir);
+    await store.open();
+    try {
+      const records = new TargetRecords(store);
+      const stale = await store.createResource(tenant(TENANT));
+      const conv = create(ConvergenceSchema, { status: ConvergenceStatus.CONVERGED });
+      const release = (sinceMs: number, releaseId = "rel-1") =>
+        create(TenantReleaseSchema, { environmentId: "test", releaseId, convergedSince: timestampFromMs(sinceMs) });
+      await records.writePass(stale, [], conv, "", release(1000));
+      // A pass that read the tenant before that write stamps a later time: the first one stays.
+      await records.writePass(stale, [], conv, "", release(5000));
+      const kept = tenantStatusOf(await store.getResource("tenant", TENANT)).release;
+      expect(kept?.convergedSince && timestampMs(kept.convergedSince)).toBe(1000);
+      // Another release starts its own time.
+      await records.writePass(stale, [], conv, "", release(7000, "rel-2"));
+      const next = tenantStatusOf(await store.getResource("tenant", TENANT)).release;
+      expect([next?.releaseId, next?.convergedSince && timestampMs(next.convergedSince)]).toEqual(["rel-2", 7000]);
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -81,7 +81,7 @@ export class TargetRecords {
       const s = tenantStatusOf(cur);
       s.targets = targets;
       s.rolloutId = rolloutId;
-      s.release = release;
+      s.release = keptSince(s.release, release);
       cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "tenant", value: s } };
       cur.convergence = conv;
       return cur;
@@ -219,4 +219,13 @@ function recordOne(t: Resource, order: WorkOrder, at: Date): void {
   if (ok && order.type === WorkOrderType.DEPLOY_SERVICE && !t.deletion && t.desiredState?.kind.case === "tenant") {
     t.lastAppliedState = copyMessage(ResourceSpecSchema, t.desiredState);
   }
+}
+
+// The release record to store: `next`, keeping the stored converged_since while the same release
+// stays converged (a pass that read the tenant before another pass stamped it must not restart
+// the bake the promotion loop counts from it).
+function keptSince(stored: TenantRelease | undefined, next: TenantRelease | undefined): TenantRelease | undefined {
+  if (!next?.convergedSince || !stored?.convergedSince) return next;
+  if (stored.environmentId !== next.environmentId || stored.releaseId !== next.releaseId) return next;
+  return create(TenantReleaseSchema, { ...next, convergedSince: stored.convergedSince });
 }
