@@ -10,6 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { durationFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
+import { execa } from "execa";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { CrashPointName } from "../common/crash-points.js";
 import { type EnvironmentStatus, ReleaseOutcome } from "../gen/skipper/v1/delivery_pb.js";
@@ -43,6 +44,7 @@ if (!ready)
 if (ready && !pgUrl()) console.warn("!!! crash-points-delivery.test.ts: the PostgreSQL cases are SKIPPED (see test/global-setup.ts)");
 
 const REPO = `crash/web-${RUN_ID}`;
+const LOCAL_IMAGE = `crd-web-${RUN_ID}:1.0.0`;
 const ENV = "crash";
 const REQUIRED_PASSES = 2;
 const ENDED = new Set([WorkOrderStatus.SUCCESS, WorkOrderStatus.FAILED, WorkOrderStatus.CANCELLED]);
@@ -152,7 +154,13 @@ describe.skipIf(!ready)("promotion crash points (real agent and engine, private 
 
   beforeAll(async () => {
     registry = await startRegistry(engine!, "deployer", `crd-pass-${RUN_ID}`);
-    await registry.push("skipper-busybox:local", `${REPO}:1.0.0`);
+    // An image of its own (busybox plus a file): pulling skipper-busybox:local itself by digest
+    // would leave that digest on the suite's shared image, which other tests read by its id.
+    const env = { DOCKER_HOST: engine! };
+    await execa("docker", ["run", "--name", `crd-build-${RUN_ID}`, "skipper-busybox:local", "sh", "-c", "echo crash > /release"], { env });
+    await execa("docker", ["commit", `crd-build-${RUN_ID}`, LOCAL_IMAGE], { env });
+    await execa("docker", ["rm", `crd-build-${RUN_ID}`], { env });
+    await registry.push(LOCAL_IMAGE, `${REPO}:1.0.0`);
     // The digest as the registry serves it (what `repo@digest` pulls).
     const auth = Buffer.from(`${registry.username}:${registry.password}`).toString("base64");
     const head = await fetch(`http://${registry.host}/v2/${REPO}/manifests/1.0.0`, {
@@ -168,6 +176,9 @@ describe.skipIf(!ready)("promotion crash points (real agent and engine, private 
 
   afterAll(async () => {
     await registry?.stop();
+    // The image and what the agent pulled by digest, off the shared engine.
+    const refs = [LOCAL_IMAGE, ...(registry && digest ? [`${registry.host}/${REPO}@${digest}`] : [])];
+    await execa("docker", ["rmi", "-f", ...refs], { env: { DOCKER_HOST: engine! }, reject: false });
   });
 
   afterEach(async () => {

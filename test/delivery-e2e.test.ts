@@ -221,6 +221,12 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     await registry?.stop();
     for (const [node, engine] of Object.entries(NODES))
       for (const t of Object.values(TENANTS)) if (node.startsWith("dl-prod") || engine === 0) await removeComposeProject(hosts[engine]!, t);
+    // The images built here and those the agents pulled by digest, off both engines.
+    const refs = VERSIONS.flatMap((v) => [
+      `dl-web-${RUN_ID}:${v}`,
+      ...(digests.has(v) ? [`${registry.host}/${REPO}@${digests.get(v)}`] : []),
+    ]);
+    for (const h of hosts) await execa("docker", ["rmi", "-f", ...refs], { env: { DOCKER_HOST: h }, reject: false });
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 120_000);
 
