@@ -4,6 +4,7 @@
 // store, a row lock on PostgreSQL), so two controllers never lose each other's writes: a command
 // applies to the status as stored at that instant, and a plan is written only if the status it
 // was made from is still the stored one (EnvironmentChanged otherwise: plan again).
+import { writeStatus } from "../resources/status-write.js";
 import { create, equals } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { EnvironmentStatusSchema, type EnvironmentSpec, type EnvironmentStatus } from "../../gen/skipper/v1/delivery_pb.js";
@@ -81,15 +82,7 @@ export class EnvironmentRecords {
         const next = change(environmentStatusOf(cur));
         events = next?.events ?? [];
         if (!next) return cur;
-        cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "environment", value: next.status } };
-        cur.updatedAt = timestampFromDate(this.now());
-        if (cur.metadata)
-          Object.assign(cur.metadata, {
-            requestId: trace.requestId,
-            correlationId: trace.correlationId,
-            traceparent: trace.traceparent ?? "",
-          });
-        return cur;
+        return writeStatus(cur, { case: "environment", value: next.status }, trace, timestampFromDate(this.now()));
       },
       undefined,
       (written) =>

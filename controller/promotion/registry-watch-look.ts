@@ -8,6 +8,7 @@
 //
 //   secret -> list tags -> planWatch -> digests -> concludeWatch -> versions -> status (+ events)
 //                                                      '-> failure: failedWatch -> status
+import { writeStatus } from "../resources/status-write.js";
 import { equals } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
@@ -181,15 +182,7 @@ async function saveStatus(
       // Another write told these moves already (a look on a controller that led before).
       moved = outcome.moved.filter((t) => !before?.movedTags.includes(t));
       if (before && equals(ArtifactStatusSchema, before, outcome.status)) return cur;
-      cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "artifact", value: outcome.status } };
-      cur.updatedAt = timestampFromDate(deps.now());
-      if (cur.metadata)
-        Object.assign(cur.metadata, {
-          requestId: trace.requestId,
-          correlationId: trace.correlationId,
-          traceparent: trace.traceparent ?? "",
-        });
-      return cur;
+      return writeStatus(cur, { case: "artifact", value: outcome.status }, trace, timestampFromDate(deps.now()));
     },
     undefined,
     (written) =>

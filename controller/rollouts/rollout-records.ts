@@ -2,6 +2,7 @@
 // rollout set out to do (RolloutSpec) and whose current_state is its record (Rollout). Every
 // write goes through here with its events; callers hold the tenant's reconcile lock
 // (TargetRecords.exclusive), so one tenant's rollouts have one writer at a time.
+import { writeStatus } from "../resources/status-write.js";
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
@@ -80,15 +81,12 @@ export class RolloutRecords {
       (cur) => {
         const before = rolloutOf(cur);
         if (before && equals(RolloutSchema, before, after)) return cur;
-        cur.currentState = { $typeName: "skipper.v1.ResourceStatus", kind: { case: "rollout", value: clone(RolloutSchema, after) } };
-        cur.updatedAt = after.updatedAt ?? timestampFromDate(new Date());
-        if (cur.metadata)
-          Object.assign(cur.metadata, {
-            requestId: trace.requestId,
-            correlationId: trace.correlationId,
-            traceparent: trace.traceparent ?? "",
-          });
-        return cur;
+        return writeStatus(
+          cur,
+          { case: "rollout", value: clone(RolloutSchema, after) },
+          trace,
+          after.updatedAt ?? timestampFromDate(new Date()),
+        );
       },
       undefined,
       // The new state and its events in one write (store.ts EventsOf).
