@@ -3,13 +3,11 @@
 // decode, authorize, one domain call (controller/delivery/), encode. Artifacts and their versions
 // are their tenant's; environments and deliveries the fleet's (a caller whose scope is every tenant).
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import semver from "semver";
 import { VersionOrigin } from "../../gen/skipper/v1/delivery_pb.js";
 import type { DeliveryService } from "../../gen/skipper/v1/delivery_service_pb.js";
 import { RolloutActorSchema, type RolloutActor } from "../../gen/skipper/v1/rollout_pb.js";
-import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { actorLabel } from "../auth/actor.js";
 import { callInfo, responseMeta, traceOf, type CallInfo } from "../base/context.js";
 import { conflict, invalid, notFound } from "../base/errors.js";
@@ -23,6 +21,7 @@ import {
   versionStatusOf,
 } from "../delivery/artifact-versions.js";
 import { deliveryMatrix } from "../delivery/delivery-matrix.js";
+import { compareNewestFirst } from "../delivery/version-order.js";
 import { knownReleases, type EnvironmentCommand } from "../delivery/environment-commands.js";
 import { EnvironmentRecords, environmentOf, environmentStatusOf } from "../delivery/environment-records.js";
 import { allResources, scannedResources } from "../store/each-page.js";
@@ -140,7 +139,9 @@ async function versionsPage(deps: ServiceDeps, req: { artifactId: string; includ
   const size = Math.min(req.pageSize || PAGE, MAX_PAGE);
   const all = (await allResources(deps.store, { resourceType: "artifact_version", idPrefix: `${req.artifactId}.` }))
     .filter((v) => req.includeBad || !versionStatusOf(v)?.markedBad)
-    .sort(newestFirst);
+    .map((v) => ({ v, id: v.id, version: versionOf(v)?.version ?? "", createdAtMs: v.createdAt ? timestampMs(v.createdAt) : 0 }))
+    .sort(compareNewestFirst)
+    .map((o) => o.v);
   let from = 0;
   if (req.pageToken !== "") {
     from = all.findIndex((v) => v.id === req.pageToken) + 1;
@@ -167,16 +168,4 @@ async function refuseBadPin(deps: ServiceDeps, envId: string, releaseId: string)
 function checkRelease(id: string): string {
   if (!/^rel-[0-9a-f]{20}$/.test(id)) throw invalid('release_id must be "rel-" and 20 hex digits', { field: "release_id" });
   return id;
-}
-
-// Versions newest first: semver order where both parse, else newest recorded, then id.
-function newestFirst(a: Resource, b: Resource): number {
-  const va = semver.valid(semver.clean(versionOf(a)?.version ?? "") ?? "");
-  const vb = semver.valid(semver.clean(versionOf(b)?.version ?? "") ?? "");
-  if (va && vb && va !== vb) return semver.rcompare(va, vb);
-  if (va && !vb) return -1;
-  if (vb && !va) return 1;
-  const ta = Number(a.createdAt?.seconds ?? 0n);
-  const tb = Number(b.createdAt?.seconds ?? 0n);
-  return tb - ta || a.id.localeCompare(b.id);
 }
