@@ -32,7 +32,7 @@ import {
   stopProcess,
   waitFor,
 } from "./helpers/processes.js";
-import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
+import { registryInstalled, startRegistry, type TestRegistry, versionImage } from "./helpers/registry.js";
 import { res } from "./helpers/resources.js";
 
 const engine = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -156,22 +156,9 @@ describe.skipIf(!ready)("promotion crash points (real agent and engine, private 
     registry = await startRegistry(engine!, "deployer", `crd-pass-${RUN_ID}`);
     // An image of its own (busybox plus a file): pulling skipper-busybox:local itself by digest
     // would leave that digest on the suite's shared image, which other tests read by its id.
-    const env = { DOCKER_HOST: engine! };
-    await execa("docker", ["run", "--name", `crd-build-${RUN_ID}`, "skipper-busybox:local", "sh", "-c", "echo crash > /release"], { env });
-    await execa("docker", ["commit", `crd-build-${RUN_ID}`, LOCAL_IMAGE], { env });
-    await execa("docker", ["rm", `crd-build-${RUN_ID}`], { env });
+    await versionImage(engine!, LOCAL_IMAGE, "crash");
     await registry.push(LOCAL_IMAGE, `${REPO}:1.0.0`);
-    // The digest as the registry serves it (what `repo@digest` pulls).
-    const auth = Buffer.from(`${registry.username}:${registry.password}`).toString("base64");
-    const head = await fetch(`http://${registry.host}/v2/${REPO}/manifests/1.0.0`, {
-      method: "HEAD",
-      headers: {
-        authorization: `Basic ${auth}`,
-        accept: "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
-      },
-    });
-    digest = head.headers.get("docker-content-digest") ?? "";
-    if (!digest) throw new Error(`no digest for ${REPO}:1.0.0 (${head.status})`);
+    digest = await registry.digest(REPO, "1.0.0");
   }, 120_000);
 
   afterAll(async () => {

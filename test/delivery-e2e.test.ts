@@ -33,7 +33,7 @@ import {
   startControllerProcess,
   waitFor,
 } from "./helpers/processes.js";
-import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
+import { registryInstalled, startRegistry, type TestRegistry, versionImage } from "./helpers/registry.js";
 import { rawRequest } from "./helpers/https.js";
 import { run } from "../cli/program.js";
 import { res } from "./helpers/resources.js";
@@ -117,26 +117,9 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
 
   // An image per version: busybox with /www/version holding it, served by httpd.
   async function buildAndPush(version: string): Promise<void> {
-    const env = { DOCKER_HOST: hostOf("dl-test") };
-    const name = `dl-build-${RUN_ID}-${version}`;
-    await execa("docker", ["run", "--name", name, "skipper-busybox:local", "sh", "-c", `mkdir -p /www && echo ${version} > /www/version`], {
-      env,
-    });
-    await execa("docker", ["commit", name, `dl-web-${RUN_ID}:${version}`], { env });
-    await execa("docker", ["rm", name], { env });
+    await versionImage(hostOf("dl-test"), `dl-web-${RUN_ID}:${version}`, version);
     await registry.push(`dl-web-${RUN_ID}:${version}`, `${REPO}:${version}`);
-    // The digest as the registry serves it (what `repo@digest` pulls).
-    const auth = Buffer.from(`${registry.username}:${registry.password}`).toString("base64");
-    const head = await fetch(`http://${registry.host}/v2/${REPO}/manifests/${version}`, {
-      method: "HEAD",
-      headers: {
-        authorization: `Basic ${auth}`,
-        accept: "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
-      },
-    });
-    const digest = head.headers.get("docker-content-digest");
-    if (!digest) throw new Error(`no digest for ${REPO}:${version} (${head.status})`);
-    digests.set(version, digest);
+    digests.set(version, await registry.digest(REPO, version));
   }
 
   beforeAll(async () => {

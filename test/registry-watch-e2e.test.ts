@@ -25,7 +25,7 @@ import {
   startControllerProcess,
   waitFor,
 } from "./helpers/processes.js";
-import { registryInstalled, startRegistry, type TestRegistry } from "./helpers/registry.js";
+import { registryInstalled, startRegistry, type TestRegistry, versionImage } from "./helpers/registry.js";
 import { res } from "./helpers/resources.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -59,26 +59,10 @@ describe.skipIf(!ready)("registry watching (real registry, real engine)", () => 
 
   // An image whose /www/version holds `content`, pushed as `tag`; answers the digest the registry serves.
   async function push(tag: string, content = tag): Promise<{ digest: string; pushedAt: number }> {
-    const env = { DOCKER_HOST: dockerHost! };
-    const name = `rw-build-${RUN_ID}-${tag}-${Date.now()}`;
-    await execa("docker", ["run", "--name", name, "skipper-busybox:local", "sh", "-c", `mkdir -p /www && echo ${content} > /www/version`], {
-      env,
-    });
-    await execa("docker", ["commit", name, `rw-web-${RUN_ID}:${tag}`], { env });
-    await execa("docker", ["rm", name], { env });
+    await versionImage(dockerHost!, `rw-web-${RUN_ID}:${tag}`, content);
     await registry.push(`rw-web-${RUN_ID}:${tag}`, `${REPO}:${tag}`);
     const pushedAt = Date.now();
-    const auth = Buffer.from(`${registry.username}:${registry.password}`).toString("base64");
-    const head = await fetch(`http://${registry.host}/v2/${REPO}/manifests/${tag}`, {
-      method: "HEAD",
-      headers: {
-        authorization: `Basic ${auth}`,
-        accept: "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
-      },
-    });
-    const digest = head.headers.get("docker-content-digest");
-    if (!digest) throw new Error(`no digest for ${REPO}:${tag} (${head.status})`);
-    return { digest, pushedAt };
+    return { digest: await registry.digest(REPO, tag), pushedAt };
   }
 
   // The image digest the tenant's web container runs.

@@ -15,6 +15,8 @@ export interface TestRegistry {
   password: string;
   /** Tags `image` as host/`repo` and pushes it (logged in through a throwaway Docker config). */
   push(image: string, repo: string): Promise<string>;
+  /** The digest the registry serves for `repo:tag` (what `repo@digest` pulls). */
+  digest(repo: string, tag: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -66,9 +68,36 @@ export async function startRegistry(dockerHost: string, username: string, passwo
       await execa("docker", ["rmi", ref], { env });
       return ref;
     },
+    async digest(repo, tag) {
+      const auth = Buffer.from(`${username}:${password}`).toString("base64");
+      const head = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, {
+        method: "HEAD",
+        headers: {
+          authorization: `Basic ${auth}`,
+          accept: "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
+        },
+      });
+      const digest = head.headers.get("docker-content-digest");
+      if (!digest) throw new Error(`no digest for ${repo}:${tag} (${head.status})`);
+      return digest;
+    },
     async stop() {
       child.kill("SIGTERM");
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * An image of its own, tagged `image`: skipper-busybox:local with /www/version holding `content`
+ * (busybox httpd serves it). Its own id, so pulling it by digest leaves the suite's shared image alone.
+ */
+export async function versionImage(dockerHost: string, image: string, content: string): Promise<void> {
+  const env = { DOCKER_HOST: dockerHost };
+  const name = `build-${image.replace(/[^A-Za-z0-9_.-]/g, "-")}-${Date.now()}`;
+  await execa("docker", ["run", "--name", name, "skipper-busybox:local", "sh", "-c", `mkdir -p /www && echo ${content} > /www/version`], {
+    env,
+  });
+  await execa("docker", ["commit", name, image], { env });
+  await execa("docker", ["rm", name], { env });
 }
