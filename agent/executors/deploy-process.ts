@@ -13,7 +13,7 @@
 //   5. PROCESS_OK. Cancelled or timed out on the way                             -> CANCELLED
 // Every result carries details.process, the module as it is after the order.
 import { isAbsolute } from "node:path";
-import type { ProcessSpec } from "../../gen/skipper/v1/order_action_pb.js";
+import type { ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import type { FetchOptions } from "../process/artifact.js";
 import { obtainVersion, type Obtained } from "../process/install.js";
 import { MODULE_PATTERN, VERSION_PATTERN } from "../process/layout.js";

@@ -10,7 +10,7 @@ import { chmod, copyFile, lstat, readdir, readFile, realpath } from "node:fs/pro
 import { basename, join, sep } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { ProcessSource } from "../../gen/skipper/v1/order_action_pb.js";
+import type { ProcessSource } from "../../gen/skipper/v1/process_pb.js";
 import { runCommand } from "../engine/run-command.js";
 import { ProcessError, VERSION_PATTERN, throwIfAborted } from "./layout.js";
 

@@ -7,7 +7,7 @@
 //     source cannot be reached the highest installed version is used, and the result says so.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { ProcessSpec } from "../../gen/skipper/v1/order_action_pb.js";
+import type { ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import { fetchArtifact, readArtifactVersion, unpackArtifact, verifyChecksum, type FetchedArtifact, type FetchOptions } from "./artifact.js";
 import { ProcessError, isProcessError } from "./layout.js";
 import { commitVersion, installedVersions, makeStaging, readVersionMeta, writeVersionMeta } from "./versions.js";

@@ -50,7 +50,8 @@ export type ArtifactSpec = Message<"skipper.v1.ArtifactSpec"> & {
     case: "image";
   } | {
     /**
-     * Reserved for hosts without Docker; refused for now.
+     * A process module's archives (hosts without Docker, or beside Compose): versions are posted
+     * by CI (no registry watch) and run as a tenant's processes (TenantSpec.processes).
      *
      * @generated from field: skipper.v1.ProcessArchiveSource process_archive = 4;
      */
@@ -113,18 +114,24 @@ export const ImageSourceSchema: GenMessage<ImageSource> = /*@__PURE__*/
   messageDesc(file_skipper_v1_delivery, 1);
 
 /**
- * ProcessArchiveSource: a versioned process archive (reserved, not yet resolved).
+ * ProcessArchiveSource: a process module's archives, one per version (a .tar.gz or a single
+ * executable, as deploy_process takes them). A version's digest is "sha256:" and the hex sha256 of
+ * its archive; its reference is url_template with "{version}" replaced by the version.
  *
  * @generated from message skipper.v1.ProcessArchiveSource
  */
 export type ProcessArchiveSource = Message<"skipper.v1.ProcessArchiveSource"> & {
   /**
+   * The module the archives are versions of (1..63 of [a-z0-9-]); a tenant process that names the
+   * artifact runs under this module name.
+   *
    * @generated from field: string module = 1;
    */
   module: string;
 
   /**
-   * Where version V is fetched from: "{version}" is replaced by V.
+   * Where version V is fetched from, containing "{version}": an http(s) URL, or an absolute path
+   * on the nodes (a shared mount). The agents' --allow-process-source must admit it.
    *
    * @generated from field: string url_template = 2;
    */
@@ -283,7 +290,8 @@ export type ArtifactVersionSpec = Message<"skipper.v1.ArtifactVersionSpec"> & {
   digest: string;
 
   /**
-   * What runs: "<repository>@<digest>".
+   * What runs: "<repository>@<digest>" for an image; the archive's URL or path for a process
+   * archive.
    *
    * @generated from field: string reference = 5;
    */

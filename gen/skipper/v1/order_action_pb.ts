@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ProcessSpec } from "./process_pb.js";
+import { file_skipper_v1_process } from "./process_pb.js";
 import type { ComposeProject } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
 import type { CommandSpec, HealthProbe } from "./safety_pb.js";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/order_action.proto.
  */
 export const file_skipper_v1_order_action: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSL4BAoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IAEIGCgRraW5kIigKFFJlc3RhcnRTZXJ2aWNlQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJIpEBCg5Sb2xsYmFja0FjdGlvbhIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhUKDXJlc29sdmVkX2Zyb20YAiABKAkSGgoScmVwbGFjZXNfc3BlY19oYXNoGAMgASgJEhoKEmhvbGRzX2Rlc2lyZWRfaGFzaBgEIAEoCRIZChFxdWFyYW50aW5lX3JlYXNvbhgFIAEoCSI8ChFIZWFsdGhDaGVja0FjdGlvbhInCgZwcm9iZXMYASADKAsyFy5za2lwcGVyLnYxLkhlYWx0aFByb2JlImEKDlJlYWRMb2dzQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRhaWxfbGluZXMYAiABKA0SKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIg8KDUluc3BlY3RBY3Rpb24iQAoURXhlY3V0ZUNvbW1hbmRBY3Rpb24SKAoHY29tbWFuZBgBIAEoCzIXLnNraXBwZXIudjEuQ29tbWFuZFNwZWMiZwoKRmlsZVVwbG9hZBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSDgoGc2hhMjU2GAMgASgJEgwKBG1vZGUYBCABKA0SDQoFb3duZXIYBSABKAkSDQoFZ3JvdXAYBiABKAkiOgoRVXBsb2FkRmlsZXNBY3Rpb24SJQoFZmlsZXMYASADKAsyFi5za2lwcGVyLnYxLkZpbGVVcGxvYWQioQIKDlZlcnNpb25TdGlja2VyEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRJDCg1pbWFnZV9kaWdlc3RzGAMgAygLMiwuc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlci5JbWFnZURpZ2VzdHNFbnRyeRIuCgp3cml0dGVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoCRozChFJbWFnZURpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKEldyaXRlU3RpY2tlckFjdGlvbhIrCgdzdGlja2VyGAEgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlciITChFSZWFkU3RpY2tlckFjdGlvbiI2Cg1Qcm9jZXNzU291cmNlEg4KBHBhdGgYASABKAlIABINCgN1cmwYAiABKAlIAEIGCgRraW5kItIBCgtQcm9jZXNzU3BlYxIOCgZtb2R1bGUYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIpCgZzb3VyY2UYAyABKAsyGS5za2lwcGVyLnYxLlByb2Nlc3NTb3VyY2USDgoGc2hhMjU2GAQgASgJEgwKBGFyZ3YYBSADKAkSLQoDZW52GAYgAygLMiAuc2tpcHBlci52MS5Qcm9jZXNzU3BlYy5FbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKE0RlcGxveVByb2Nlc3NBY3Rpb24SJQoEc3BlYxgBIAEoCzIXLnNraXBwZXIudjEuUHJvY2Vzc1NwZWMiaAoUQ29udHJvbFByb2Nlc3NBY3Rpb24SDgoGbW9kdWxlGAEgASgJEi8KCW9wZXJhdGlvbhgCIAEoDjIcLnNraXBwZXIudjEuUHJvY2Vzc09wZXJhdGlvbhIPCgd2ZXJzaW9uGAMgASgJIk4KC1Byb2JlUmVzdWx0Eg0KBXByb2JlGAEgASgJEgoKAm9rGAIgASgIEg8KB21lc3NhZ2UYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKAMiRwoQSW1hZ2VPYnNlcnZhdGlvbhIKCgJpZBgBIAEoCRIRCglyZXBvX3RhZ3MYAiADKAkSFAoMcmVwb19kaWdlc3RzGAMgAygJIlgKC0ZpbGVXcml0dGVuEgwKBHBhdGgYASABKAkSDgoGc2hhMjU2GAIgASgJEgwKBG1vZGUYAyABKA0SDAoEc2l6ZRgEIAEoAxIPCgdjaGFuZ2VkGAUgASgIIsEBCg9Sb2xsYmFja0RldGFpbHMSGAoQZmFpbGVkX3NwZWNfaGFzaBgBIAEoCRIyCg5mYWlsZWRfcHJvamVjdBgCIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QSGgoScmVzdG9yZWRfc3BlY19oYXNoGAMgASgJEjQKEHJlc3RvcmVkX3Byb2plY3QYBCABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0Eg4KBnJlYXNvbhgFIAEoCSqtAQoQUHJvY2Vzc09wZXJhdGlvbhIhCh1QUk9DRVNTX09QRVJBVElPTl9VTlNQRUNJRklFRBAAEhsKF1BST0NFU1NfT1BFUkFUSU9OX1NUQVJUEAESGgoWUFJPQ0VTU19PUEVSQVRJT05fU1RPUBACEh0KGVBST0NFU1NfT1BFUkFUSU9OX1JFU1RBUlQQAxIeChpQUk9DRVNTX09QRVJBVElPTl9ST0xMQkFDSxAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_skipper_v1_resource, file_skipper_v1_safety]);
+  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSL4BAoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IAEIGCgRraW5kIigKFFJlc3RhcnRTZXJ2aWNlQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJIpEBCg5Sb2xsYmFja0FjdGlvbhIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhUKDXJlc29sdmVkX2Zyb20YAiABKAkSGgoScmVwbGFjZXNfc3BlY19oYXNoGAMgASgJEhoKEmhvbGRzX2Rlc2lyZWRfaGFzaBgEIAEoCRIZChFxdWFyYW50aW5lX3JlYXNvbhgFIAEoCSI8ChFIZWFsdGhDaGVja0FjdGlvbhInCgZwcm9iZXMYASADKAsyFy5za2lwcGVyLnYxLkhlYWx0aFByb2JlImEKDlJlYWRMb2dzQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRhaWxfbGluZXMYAiABKA0SKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIg8KDUluc3BlY3RBY3Rpb24iQAoURXhlY3V0ZUNvbW1hbmRBY3Rpb24SKAoHY29tbWFuZBgBIAEoCzIXLnNraXBwZXIudjEuQ29tbWFuZFNwZWMiZwoKRmlsZVVwbG9hZBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSDgoGc2hhMjU2GAMgASgJEgwKBG1vZGUYBCABKA0SDQoFb3duZXIYBSABKAkSDQoFZ3JvdXAYBiABKAkiOgoRVXBsb2FkRmlsZXNBY3Rpb24SJQoFZmlsZXMYASADKAsyFi5za2lwcGVyLnYxLkZpbGVVcGxvYWQioQIKDlZlcnNpb25TdGlja2VyEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRJDCg1pbWFnZV9kaWdlc3RzGAMgAygLMiwuc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlci5JbWFnZURpZ2VzdHNFbnRyeRIuCgp3cml0dGVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoCRozChFJbWFnZURpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKEldyaXRlU3RpY2tlckFjdGlvbhIrCgdzdGlja2VyGAEgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlciITChFSZWFkU3RpY2tlckFjdGlvbiI8ChNEZXBsb3lQcm9jZXNzQWN0aW9uEiUKBHNwZWMYASABKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjImgKFENvbnRyb2xQcm9jZXNzQWN0aW9uEg4KBm1vZHVsZRgBIAEoCRIvCglvcGVyYXRpb24YAiABKA4yHC5za2lwcGVyLnYxLlByb2Nlc3NPcGVyYXRpb24SDwoHdmVyc2lvbhgDIAEoCSJOCgtQcm9iZVJlc3VsdBINCgVwcm9iZRgBIAEoCRIKCgJvaxgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEhMKC2R1cmF0aW9uX21zGAQgASgDIkcKEEltYWdlT2JzZXJ2YXRpb24SCgoCaWQYASABKAkSEQoJcmVwb190YWdzGAIgAygJEhQKDHJlcG9fZGlnZXN0cxgDIAMoCSJYCgtGaWxlV3JpdHRlbhIMCgRwYXRoGAEgASgJEg4KBnNoYTI1NhgCIAEoCRIMCgRtb2RlGAMgASgNEgwKBHNpemUYBCABKAMSDwoHY2hhbmdlZBgFIAEoCCLBAQoPUm9sbGJhY2tEZXRhaWxzEhgKEGZhaWxlZF9zcGVjX2hhc2gYASABKAkSMgoOZmFpbGVkX3Byb2plY3QYAiABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhoKEnJlc3RvcmVkX3NwZWNfaGFzaBgDIAEoCRI0ChByZXN0b3JlZF9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIOCgZyZWFzb24YBSABKAkqrQEKEFByb2Nlc3NPcGVyYXRpb24SIQodUFJPQ0VTU19PUEVSQVRJT05fVU5TUEVDSUZJRUQQABIbChdQUk9DRVNTX09QRVJBVElPTl9TVEFSVBABEhoKFlBST0NFU1NfT1BFUkFUSU9OX1NUT1AQAhIdChlQUk9DRVNTX09QRVJBVElPTl9SRVNUQVJUEAMSHgoaUFJPQ0VTU19PUEVSQVRJT05fUk9MTEJBQ0sQBGIGcHJvdG8z", [file_google_protobuf_timestamp, file_skipper_v1_process, file_skipper_v1_resource, file_skipper_v1_safety]);
 
 /**
  * WorkOrderAction is the typed payload of every order type other than deploy_service and
@@ -421,95 +423,6 @@ export const ReadStickerActionSchema: GenMessage<ReadStickerAction> = /*@__PURE_
   messageDesc(file_skipper_v1_order_action, 11);
 
 /**
- * ProcessSource is where a process artifact comes from: a .tar.gz (unpacked into the version
- * directory) or a single executable file.
- *
- * @generated from message skipper.v1.ProcessSource
- */
-export type ProcessSource = Message<"skipper.v1.ProcessSource"> & {
-  /**
-   * @generated from oneof skipper.v1.ProcessSource.kind
-   */
-  kind: {
-    /**
-     * Absolute path on the node.
-     *
-     * @generated from field: string path = 1;
-     */
-    value: string;
-    case: "path";
-  } | {
-    /**
-     * http:// or https:// URL.
-     *
-     * @generated from field: string url = 2;
-     */
-    value: string;
-    case: "url";
-  } | { case: undefined; value?: undefined };
-};
-
-/**
- * Describes the message skipper.v1.ProcessSource.
- * Use `create(ProcessSourceSchema)` to create a new message.
- */
-export const ProcessSourceSchema: GenMessage<ProcessSource> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 12);
-
-/**
- * ProcessSpec is a versioned program run by the agent on hosts without Docker.
- *
- * @generated from message skipper.v1.ProcessSpec
- */
-export type ProcessSpec = Message<"skipper.v1.ProcessSpec"> & {
-  /**
-   * Module name: lowercase letters, digits and dashes.
-   *
-   * @generated from field: string module = 1;
-   */
-  module: string;
-
-  /**
-   * Version to install, or "latest": the artifact's VERSION file names it; when the source cannot
-   * be reached the highest installed version is used and the result says so.
-   *
-   * @generated from field: string version = 2;
-   */
-  version: string;
-
-  /**
-   * @generated from field: skipper.v1.ProcessSource source = 3;
-   */
-  source?: ProcessSource | undefined;
-
-  /**
-   * Hex sha256 of the artifact; required.
-   *
-   * @generated from field: string sha256 = 4;
-   */
-  sha256: string;
-
-  /**
-   * Command to run, relative to the version directory for argv[0] (e.g. "bin/server").
-   *
-   * @generated from field: repeated string argv = 5;
-   */
-  argv: string[];
-
-  /**
-   * @generated from field: map<string, string> env = 6;
-   */
-  env: { [key: string]: string };
-};
-
-/**
- * Describes the message skipper.v1.ProcessSpec.
- * Use `create(ProcessSpecSchema)` to create a new message.
- */
-export const ProcessSpecSchema: GenMessage<ProcessSpec> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 13);
-
-/**
  * DeployProcessAction installs a version (if not installed), switches the module's active symlink
  * to it atomically and (re)starts its supervised process.
  *
@@ -527,7 +440,7 @@ export type DeployProcessAction = Message<"skipper.v1.DeployProcessAction"> & {
  * Use `create(DeployProcessActionSchema)` to create a new message.
  */
 export const DeployProcessActionSchema: GenMessage<DeployProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 14);
+  messageDesc(file_skipper_v1_order_action, 12);
 
 /**
  * ControlProcessAction starts, stops, restarts or rolls back a module's process.
@@ -558,7 +471,7 @@ export type ControlProcessAction = Message<"skipper.v1.ControlProcessAction"> & 
  * Use `create(ControlProcessActionSchema)` to create a new message.
  */
 export const ControlProcessActionSchema: GenMessage<ControlProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 15);
+  messageDesc(file_skipper_v1_order_action, 13);
 
 /**
  * ProbeResult is how one health probe went.
@@ -594,7 +507,7 @@ export type ProbeResult = Message<"skipper.v1.ProbeResult"> & {
  * Use `create(ProbeResultSchema)` to create a new message.
  */
 export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 16);
+  messageDesc(file_skipper_v1_order_action, 14);
 
 /**
  * ImageObservation is one image as the engine reports it.
@@ -623,7 +536,7 @@ export type ImageObservation = Message<"skipper.v1.ImageObservation"> & {
  * Use `create(ImageObservationSchema)` to create a new message.
  */
 export const ImageObservationSchema: GenMessage<ImageObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 17);
+  messageDesc(file_skipper_v1_order_action, 15);
 
 /**
  * FileWritten is one file an upload_files order wrote.
@@ -666,7 +579,7 @@ export type FileWritten = Message<"skipper.v1.FileWritten"> & {
  * Use `create(FileWrittenSchema)` to create a new message.
  */
 export const FileWrittenSchema: GenMessage<FileWritten> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 18);
+  messageDesc(file_skipper_v1_order_action, 16);
 
 /**
  * RollbackDetails says what a rollback replaced with what: the spec that failed (or was rolled
@@ -708,7 +621,7 @@ export type RollbackDetails = Message<"skipper.v1.RollbackDetails"> & {
  * Use `create(RollbackDetailsSchema)` to create a new message.
  */
 export const RollbackDetailsSchema: GenMessage<RollbackDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 19);
+  messageDesc(file_skipper_v1_order_action, 17);
 
 /**
  * ProcessOperation is what control_process does to a module.
