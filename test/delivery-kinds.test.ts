@@ -56,7 +56,36 @@ describe("delivery kinds through the API", () => {
       "desired_state.artifact.watch.semver_range",
     );
     await refused("artifact", "api.v2", { tenant_id: "shop", image: { repository: "127.0.0.1:5000/shop/api" } }, "resource.id");
-    await refused("artifact", "arc", { tenant_id: "shop", process_archive: { module: "m" } }, "desired_state.artifact.process_archive");
+    // A process archive: a module and where each version's archive is ({version} in it); versions are posted.
+    await refused(
+      "artifact",
+      "arc",
+      { tenant_id: "shop", process_archive: { module: "m" } },
+      "desired_state.artifact.process_archive.url_template",
+    );
+    await refused(
+      "artifact",
+      "arc",
+      { tenant_id: "shop", process_archive: { module: "Bad_Module", url_template: "/srv/m-{version}.tar.gz" } },
+      "desired_state.artifact.process_archive.module",
+    );
+    await refused(
+      "artifact",
+      "arc",
+      { tenant_id: "shop", process_archive: { module: "m", url_template: "ftp://x/m-{version}.tar.gz" } },
+      "desired_state.artifact.process_archive.url_template",
+    );
+    await refused(
+      "artifact",
+      "arc",
+      { tenant_id: "shop", process_archive: { module: "m", url_template: "/srv/m-{version}.tar.gz" }, watch: { interval: "5s" } },
+      "desired_state.artifact.watch",
+    );
+    const arc = await post("artifact", "arc", {
+      tenant_id: "shop",
+      process_archive: { module: "m", url_template: "https://files.example/m-{version}.tar.gz" },
+    });
+    expect(arc.status, JSON.stringify(arc.body)).toBe(201);
     await refused(
       "artifact",
       "api",

@@ -26,6 +26,10 @@ beforeAll(async () => {
   await createResource("tenant", "shop", { display_name: "Shop" });
   await createResource("tenant", "other", { display_name: "Other" });
   await createResource("artifact", "web", { tenant_id: "shop", image: { repository: "127.0.0.1:5000/shop/web" } });
+  await createResource("artifact", "edge-agent", {
+    tenant_id: "shop",
+    process_archive: { module: "edge-agent", url_template: "https://files.example/edge-agent/{version}/edge-agent.tar.gz" },
+  });
   await createResource("delivery", "shop", {});
   await createResource("environment", "test", { delivery_id: "shop", tenant_ids: ["shop"], artifact_ids: ["web"] });
   await createResource("environment", "prod", {
@@ -40,6 +44,16 @@ afterAll(async () => {
 });
 
 describe("artifact versions", () => {
+  it("a process archive's version refers to its archive, and must be a name a node can install", async () => {
+    const d = tc.client(DeliveryService, { admin: true });
+    const v = await d.createArtifactVersion({ artifactId: "edge-agent", version: "2.1.0", digest: digest(7) });
+    const spec = v.version?.desiredState?.kind.case === "artifactVersion" ? v.version.desiredState.kind.value : undefined;
+    expect(spec).toMatchObject({ reference: "https://files.example/edge-agent/2.1.0/edge-agent.tar.gz", digest: digest(7) });
+    // A registry tag may start with '_'; a process module's version may not (the node refuses it).
+    const bad = await rpcError(d.createArtifactVersion({ artifactId: "edge-agent", version: "_nightly", digest: digest(8) }));
+    expect([bad.code, bad.details.field]).toEqual(["INVALID_REQUEST", "version"]);
+  });
+
   it("a posted version is recorded once with its reference; the same again is not new; another digest is a CONFLICT", async () => {
     const d = tc.client(DeliveryService, { admin: true });
     const first = await d.createArtifactVersion({

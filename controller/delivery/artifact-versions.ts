@@ -19,6 +19,8 @@ import type { Trace } from "../base/context.js";
 import { conflict, invalid, isSkipperError, notFound } from "../base/errors.js";
 import { buildEvent, type DeliveryEventType } from "../events/event-recorder.js";
 import { ARTIFACT_ID, VERSION } from "../resources/delivery-rules.js";
+import { MODULE_VERSION } from "../../common/action-rules.js";
+import { archiveReference } from "../domain/process-archive.js";
 import type { Store } from "../store/store.js";
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -81,6 +83,19 @@ export function checkNewVersion(v: NewVersion): void {
   }
 }
 
+// What runs: an image by digest, or the archive at the template's URL (or path) for this version,
+// which a node may only take under a version name it can install.
+function referenceOf(artifact: ArtifactSpec, v: NewVersion): string {
+  if (artifact.source.case !== "processArchive")
+    return `${artifact.source.case === "image" ? artifact.source.value.repository : ""}@${v.digest}`;
+  if (!MODULE_VERSION.test(v.version) || v.version === "latest" || v.version === "active")
+    throw invalid(
+      `version ${JSON.stringify(v.version)} cannot name a process module's version: 1-64 of [A-Za-z0-9._+-], starting with a letter or digit, not "latest" or "active"`,
+      { field: "version" },
+    );
+  return archiveReference(artifact.source.value.urlTemplate, v.version);
+}
+
 /** Records a version; the same version and digest again is `created: false` with the stored one. */
 export async function createArtifactVersion(
   store: Store,
@@ -91,13 +106,12 @@ export async function createArtifactVersion(
   const artifact = await requireArtifact(store, v.artifactId);
   checkNewVersion(v);
   const id = versionId(v.artifactId, v.version);
-  const repository = artifact.source.case === "image" ? artifact.source.value.repository : "";
   const spec = create(ArtifactVersionSpecSchema, {
     artifactId: v.artifactId,
     tenantId: artifact.tenantId,
     version: v.version,
     digest: v.digest,
-    reference: `${repository}@${v.digest}`,
+    reference: referenceOf(artifact, v),
     metadata: v.metadata,
     origin: v.origin,
   });

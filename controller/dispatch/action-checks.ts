@@ -20,17 +20,16 @@ import type { NodeCapabilities } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import {
   COMPOSE_SERVICE,
-  ENV_KEY,
   MODULE_NAME,
   MODULE_VERSION,
   processSourceAllowed,
   SHA256_HEX,
   uploadPathProblem,
-  urlProblem,
 } from "../../common/action-rules.js";
 import { conflict, invalid } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { checkCommandSpec, checkProbe } from "../resources/safety-rules.js";
+import { checkProcessSpec } from "../resources/process-rules.js";
 
 const MAX_UPLOAD_BYTES = 8 * 1024 * 1024;
 const MAX_FILES = 100;
@@ -92,23 +91,7 @@ export function checkWriteSticker(a: WriteStickerAction): void {
 }
 
 export function checkDeployProcess(a: DeployProcessAction): void {
-  const s = a.spec;
-  const f = "action.deploy_process.spec";
-  if (!s) fail(f, "is required");
-  if (!MODULE_NAME.test(s.module)) fail(`${f}.module`, `must match ${MODULE_NAME.source}`);
-  if (s.version !== "latest" && (!MODULE_VERSION.test(s.version) || s.version === "active"))
-    fail(`${f}.version`, `must match ${MODULE_VERSION.source} or be "latest"`);
-  if (!SHA256_HEX.test(s.sha256)) fail(`${f}.sha256`, "must be 64 hex digits");
-  if (s.source?.kind.case === "path") {
-    if (!s.source.kind.value.startsWith("/") || s.source.kind.value.split("/").includes(".."))
-      fail(`${f}.source.path`, "must be an absolute path without '..'");
-  } else if (s.source?.kind.case === "url") {
-    const p = urlProblem(s.source.kind.value);
-    if (p) fail(`${f}.source.url`, p);
-  } else fail(`${f}.source`, "needs a path or a url");
-  if (s.argv.length === 0 || s.argv[0] === "" || s.argv[0]!.startsWith("/") || s.argv[0]!.split("/").includes(".."))
-    fail(`${f}.argv`, "argv[0] must be a path inside the version directory");
-  for (const k of Object.keys(s.env)) if (!ENV_KEY.test(k)) fail(`${f}.env`, `${JSON.stringify(k)} is not a variable name`);
+  checkProcessSpec(a.spec, "action.deploy_process.spec");
 }
 
 export function checkControlProcess(a: ControlProcessAction): void {

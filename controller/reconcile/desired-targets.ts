@@ -1,13 +1,14 @@
 // What should run where for one tenant: a pure function of the tenant, its services, the
 // networks/volumes/limits they name, and the nodes. The answer is one rendered project per
 // node, plus, for services that cannot be placed, the reason.
-import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { ConvergenceStatus, type DeploymentPolicy, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { referencesOf } from "../resources/kinds.js";
 import { hasPlacement, placeOn } from "./placement.js";
 import { composeServiceNames, renderProject, type RenderedProject } from "./render-project.js";
 import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";
 import { inNodePool } from "../resources/node-pool.js";
 import { tenantImages } from "../delivery/resolve/tenant-images.js";
+import { processArtifacts, tenantProcesses } from "../delivery/resolve/tenant-processes.js";
 import type { EnvironmentView } from "../delivery/resolve/tenant-environment.js";
 
 export interface TenantWorld {
@@ -61,9 +62,14 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
   // Artifacts become the images their environment promoted (delivery/resolve/).
   const composeArtifacts = spec.compose?.artifactImages ?? {};
   const named = new Set([...Object.values(composeArtifacts), ...w.services.map(artifactOfService).filter((a) => a !== "")]);
-  const resolved = tenantImages(t.id, t.metadata?.labels ?? {}, named, w.environments ?? []);
+  const asProcess = processArtifacts(spec.processes);
+  const resolved = tenantImages(t.id, t.metadata?.labels ?? {}, new Set([...named, ...asProcess]), w.environments ?? [], asProcess);
   out.release = resolved.release;
-  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets, images: resolved.images };
+  // Processes go with every project the tenant runs: until each resolves, nothing is issued.
+  const procs = tenantProcesses(spec.processes, resolved);
+  if (procs.pending) return blocked(out, w.services, { status: ConvergenceStatus.PROMOTION_PENDING, message: procs.pending });
+  const processes = procs.processes;
+  const inputs = { tenant: t, networks: w.networks, volumes: w.volumes, limits: w.limits, secrets, images: resolved.images, processes };
   // Nodes given the same services and volume removals get the same project: rendered once (a
   // fleet of a thousand nodes is mostly one or a few), shared read-only.
   const rendered = new Map<string, RenderedProject>();
@@ -89,16 +95,12 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
       const blocker = missing
         ? { status: ConvergenceStatus.REFERENCE_MISSING, message: missing }
         : { status: ConvergenceStatus.PROMOTION_PENDING, message: pending! };
-      for (const s of w.services) out.services.set(s.id, { nodeIds: [], blocker });
-      out.blocker = blocker;
-      return out;
+      return blocked(out, w.services, blocker);
     }
-    const nodeIds = placeOn(spec.deploymentPolicy, nodes);
-    for (const s of w.services) out.services.set(s.id, { nodeIds });
-    if (nodeIds.length === 0) out.blocker = noNode(spec.deploymentPolicy !== undefined && hasPlacement(spec.deploymentPolicy));
-    for (const n of nodeIds) out.targets.set(n, render(w.services, n));
-    return out;
+    return onPolicyNodes(out, spec.deploymentPolicy, nodes, w.services, render);
   }
+  // Processes alone (no compose file, no services): on every node the tenant's policy selects.
+  if (processes.length > 0 && w.services.length === 0) return onPolicyNodes(out, spec.deploymentPolicy, nodes, [], render);
   const perNode = new Map<string, Resource[]>();
   for (const s of [...w.services].sort((a, b) => (a.id < b.id ? -1 : 1))) {
     if (s.desiredState?.kind.case !== "service") continue;
@@ -137,7 +139,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
     const first = [...out.services.values()].find((s) => s.blocker)?.blocker;
     out.blocker = first ?? {
       status: ConvergenceStatus.NOTHING_TO_DEPLOY,
-      message: "the tenant has no compose file and no services with an image",
+      message: "the tenant has no compose file, no services with an image and no processes",
     };
   }
   return out;
@@ -161,6 +163,28 @@ export function volumesToDelete(deleted: Resource[], live: Resource[], nodeId: s
     for (const v of ids) if (!inUse.has(v)) out.add(v);
   }
   return [...out].sort();
+}
+
+// One project on every node `policy` selects (a tenant's own compose file, or its processes alone).
+function onPolicyNodes(
+  out: TenantDesire,
+  policy: DeploymentPolicy | undefined,
+  nodes: Resource[],
+  services: Resource[],
+  render: (services: Resource[], nodeId: string) => RenderedProject,
+): TenantDesire {
+  const nodeIds = placeOn(policy, nodes);
+  for (const s of services) out.services.set(s.id, { nodeIds });
+  if (nodeIds.length === 0) out.blocker = noNode(policy !== undefined && hasPlacement(policy));
+  for (const n of nodeIds) out.targets.set(n, render(services, n));
+  return out;
+}
+
+// Nothing issued: the tenant and each of its services show why.
+function blocked(out: TenantDesire, services: Resource[], blocker: Blocker): TenantDesire {
+  for (const s of services) out.services.set(s.id, { nodeIds: [], blocker });
+  out.blocker = blocker;
+  return out;
 }
 
 function artifactOfService(s: Resource): string {

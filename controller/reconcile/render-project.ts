@@ -5,10 +5,11 @@
 // deterministic: the same resources give the same bytes and the same spec hash, whatever order
 // they arrive in, so unchanged desired state never looks like a change.
 import { createHash } from "node:crypto";
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { isMap, parseDocument, stringify } from "yaml";
 import { ComposeProjectSchema, type ComposeProject, type Resource, type ServiceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import type { SecretKeyRef, SecretUse } from "../../gen/skipper/v1/secret_pb.js";
+import { ProcessSpecSchema, type ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import { registrySecrets, secretFileName, secretFilePath, secretUses, secretVariable } from "../resources/secret-refs.js";
 
 /** The resources a project is rendered from. Maps are by id and hold live resources only. */
@@ -25,6 +26,8 @@ export interface RenderInput {
   secrets?: ReadonlyMap<string, Resource>;
   /** artifact id -> the image its environment promoted ("repo@sha256:…"), for services that name one. */
   images?: ReadonlyMap<string, string>;
+  /** The tenant's processes, resolved (delivery/resolve/tenant-processes.ts), sorted by module. */
+  processes?: readonly ProcessSpec[];
 }
 
 export interface RenderedProject {
@@ -43,6 +46,8 @@ export interface RenderedProject {
   secretUses: SecretUse[];
   /** The tenant's registry credentials, by secret id (part of the hash through `secrets`). */
   registrySecretIds: string[];
+  /** The tenant's processes, resolved (part of the hash when any). */
+  processes: ProcessSpec[];
 }
 
 /** What a project's hash covers besides the project and its service mapping. */
@@ -73,7 +78,10 @@ export function renderProject(input: RenderInput): RenderedProject {
         secretEnv: sortedRecord(spec?.compose?.secretEnv ?? {}),
         secretFiles: sortedRecord(spec?.compose?.secretFiles ?? {}),
       }
-    : renderComposeFile(input.tenant.id, services, input);
+    : services.length === 0
+      ? // Processes alone (a host without Docker): no compose file at all.
+        { composeFile: "", secretEnv: {}, secretFiles: {} }
+      : renderComposeFile(input.tenant.id, services, input);
   const env = own ? sortedRecord(spec?.compose?.env ?? {}) : {};
   const project = create(ComposeProjectSchema, { projectName, env, ...rendered });
   const deleteVolumes = [...new Set(input.deleteVolumes ?? [])].sort(cmp);
@@ -83,9 +91,11 @@ export function renderProject(input: RenderInput): RenderedProject {
     secretUses: secretUses([...Object.values(project.secretEnv), ...Object.values(project.secretFiles)], registries, secrets),
     registrySecretIds: registries.map((r) => r.id),
   };
+  const processes = (input.processes ?? []).map((p) => clone(ProcessSpecSchema, p));
   return {
     project,
-    specHash: projectHash(project, composeServices, hashed),
+    specHash: projectHash(project, composeServices, hashed, processes),
+    processes,
     serviceIds: services.map((s) => s.id),
     composeServices,
     fromServices: !own,
@@ -101,7 +111,12 @@ export function renderProject(input: RenderInput): RenderedProject {
  * adds its references, the versions of their values and its registry credentials (a project
  * without any hashes as it did before secrets existed).
  */
-export function projectHash(p: ComposeProject, composeServices: Record<string, string> = {}, hashed?: HashedSecrets): string {
+export function projectHash(
+  p: ComposeProject,
+  composeServices: Record<string, string> = {},
+  hashed?: HashedSecrets,
+  processes: readonly ProcessSpec[] = [],
+): string {
   const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
   const refs = (r: Record<string, SecretKeyRef>) =>
     Object.entries(r)
@@ -118,7 +133,14 @@ export function projectHash(p: ComposeProject, composeServices: Record<string, s
       registries,
     );
   }
+  // Processes, when any (a project without hashes as before they existed): what each runs.
+  if (processes.length > 0) parts.push(processes.map(processParts));
   return createHash("sha256").update(JSON.stringify(parts), "utf8").digest("hex");
+}
+
+function processParts(p: ProcessSpec): unknown[] {
+  const src = p.source?.kind;
+  return [p.module, p.version, src?.case ?? "", src?.value ?? "", p.sha256.toLowerCase(), p.argv, sortedRecord(p.env)];
 }
 
 /**

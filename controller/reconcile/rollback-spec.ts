@@ -74,6 +74,7 @@ export async function resolveRollback(
       composeProject: spec.composeProject,
       composeServices: Object.keys(spec.composeServices).length > 0 ? spec.composeServices : (order?.desiredState?.composeServices ?? {}),
       specHash: spec.specHash || order?.desiredState?.specHash || "",
+      processes: spec.processes,
     });
     return done(ds, `deployment/${dep.id}`);
   }

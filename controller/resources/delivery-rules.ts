@@ -4,7 +4,16 @@
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import semver from "semver";
-import type { ArtifactSpec, DeliverySpec, EnvironmentSpec, GitSourceSpec, VersionWatch } from "../../gen/skipper/v1/delivery_pb.js";
+import type {
+  ArtifactSpec,
+  DeliverySpec,
+  EnvironmentSpec,
+  GitSourceSpec,
+  ProcessArchiveSource,
+  VersionWatch,
+} from "../../gen/skipper/v1/delivery_pb.js";
+import { MODULE_NAME, urlProblem } from "../../common/action-rules.js";
+import { VERSION_PLACEHOLDER } from "../domain/process-archive.js";
 import { parseImageReference } from "../../common/image-reference.js";
 import { invalid } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
@@ -32,9 +41,13 @@ export function checkArtifactSpec(a: ArtifactSpec, id: string): void {
   const at = "desired_state.artifact";
   if (!ARTIFACT_ID.test(id)) fail("resource.id", "of an artifact must be 1-40 characters of [a-z0-9-], starting with a letter or digit");
   checkId(a.tenantId, `${at}.tenant_id`);
-  if (a.source.case === "processArchive")
-    fail(`${at}.process_archive`, "is not supported yet: artifacts are container image repositories (set image.repository)");
-  if (a.source.case !== "image") fail(`${at}.image`, "must be set: the repository versions come from");
+  if (a.source.case === "processArchive") {
+    checkProcessArchive(a.source.value, `${at}.process_archive`);
+    if (a.watch) fail(`${at}.watch`, "is for image repositories: a process archive's versions are posted (CreateArtifactVersion)");
+    if (a.keepVersions > 10_000) fail(`${at}.keep_versions`, "must be at most 10000 (0 means 200)");
+    return;
+  }
+  if (a.source.case !== "image") fail(`${at}.image`, "must be set (or process_archive): where versions come from");
   const repo = a.source.value.repository;
   const parsed = parseImageReference(repo);
   if (!parsed.ok) fail(`${at}.image.repository`, `${JSON.stringify(repo.slice(0, 256))} ${parsed.problem}`);
@@ -43,6 +56,21 @@ export function checkArtifactSpec(a: ArtifactSpec, id: string): void {
   if (a.source.value.registrySecretId !== "") checkId(a.source.value.registrySecretId, `${at}.image.registry_secret_id`);
   if (a.watch) checkWatch(a.watch, `${at}.watch`);
   if (a.keepVersions > 10_000) fail(`${at}.keep_versions`, "must be at most 10000 (0 means 200)");
+}
+
+/** A process archive's module and URL template ("{version}" in an http(s) URL or an absolute path). */
+function checkProcessArchive(p: ProcessArchiveSource, at: string): void {
+  if (!MODULE_NAME.test(p.module)) fail(`${at}.module`, `must be 1-63 characters of [a-z0-9-] (${MODULE_NAME.source})`);
+  const t = p.urlTemplate;
+  if (!t.includes(VERSION_PLACEHOLDER)) fail(`${at}.url_template`, `must contain ${VERSION_PLACEHOLDER}, which each version replaces`);
+  if (t.length > 1024) fail(`${at}.url_template`, "must be at most 1024 characters");
+  const sample = t.replaceAll(VERSION_PLACEHOLDER, "1.0.0");
+  const problem = sample.startsWith("/")
+    ? sample.split("/").includes("..") || sample.includes("\0")
+      ? "must not contain '..'"
+      : undefined
+    : urlProblem(sample);
+  if (problem) fail(`${at}.url_template`, `${problem} (an http(s) URL or an absolute path on the nodes)`);
 }
 
 function checkWatch(w: VersionWatch, at: string): void {

@@ -55,6 +55,7 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
       ...Object.entries(spec.compose?.artifactImages ?? {}).flatMap(([name, a]) =>
         ref("artifact", a, `tenant.compose.artifact_images.${name}`),
       ),
+      ...spec.processes.flatMap((p, i) => ref("artifact", p.artifactId, `tenant.processes[${i}].artifact_id`)),
     ],
     wakes: "its tenant",
     reconciled: true,

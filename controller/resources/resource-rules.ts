@@ -5,6 +5,7 @@ import { checkSecretRefs } from "./secret-rules.js";
 import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
+import { checkTenantProcesses } from "./process-rules.js";
 import { checkComposeFile } from "./compose-rules.js";
 import { imageReferenceProblem } from "../../common/image-reference.js";
 import { equals } from "@bufbuild/protobuf";
@@ -61,6 +62,7 @@ export function checkTenantSpec(t: TenantSpec): void {
         field: "desired_state.tenant.compose.compose_file",
       });
   }
+  checkTenantProcesses(t.processes, "desired_state.tenant.processes");
   checkSafety(t.safety, "desired_state.tenant.safety");
   checkRolloutPolicy(t.rollout, "desired_state.tenant.rollout");
   checkWindows(t.maintenanceWindows, "desired_state.tenant.maintenance_windows");

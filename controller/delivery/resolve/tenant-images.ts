@@ -3,13 +3,20 @@
 // one concern per step: which environment (tenant-environment.ts), which release (its current:
 // a pin reaches current through the promotion plan), which image (the version's reference). An
 // artifact that cannot resolve is pending with the reason: the tenant never deploys a guess.
-import type { Release } from "../../../gen/skipper/v1/delivery_pb.js";
+//
+// The same steps resolve the process archives a tenant's processes name (tenant-processes.ts
+// makes specs of them): an artifact used as the other kind (an image run as a process, an
+// archive as an image) is pending with the reason, never rendered.
+import type { ReleaseVersion } from "../../../gen/skipper/v1/delivery_pb.js";
+import { archiveSourceOf } from "../../domain/process-archive.js";
 import { environmentsOfTenant, type EnvironmentView } from "./tenant-environment.js";
 
 /** A tenant's artifacts resolved. */
 export interface TenantImages {
-  /** artifact id -> "<repository>@<digest>". */
+  /** artifact id -> "<repository>@<digest>" (an image) or the archive's URL or path (a process archive). */
   images: Map<string, string>;
+  /** artifact id -> the version its environment's release holds (set with `images`). */
+  versions: Map<string, ReleaseVersion>;
   /** artifact id -> why it does not resolve (yet). */
   pending: Map<string, string>;
   /** The release the tenant's spec carries, when it names any artifact that resolved. */
@@ -22,8 +29,9 @@ export function tenantImages(
   labels: Record<string, string>,
   artifacts: ReadonlySet<string>,
   envs: readonly EnvironmentView[],
+  processArtifacts: ReadonlySet<string> = new Set(),
 ): TenantImages {
-  const out: TenantImages = { images: new Map(), pending: new Map() };
+  const out: TenantImages = { images: new Map(), versions: new Map(), pending: new Map() };
   if (artifacts.size === 0) return out;
   const held = environmentsOfTenant(tenantId, labels, envs).filter((e) => [...artifacts].some((a) => e.spec.artifactIds.includes(a)));
   if (held.length !== 1) {
@@ -40,9 +48,13 @@ export function tenantImages(
     if (!env.spec.artifactIds.includes(a))
       out.pending.set(a, `artifact ${a}: environment ${env.id} does not promote it (add it to its artifact_ids)`);
     else {
-      const image = imageOf(current, a);
-      if (image) out.images.set(a, image);
-      else
+      const version = current?.versions.find((x) => x.artifactId === a && x.reference !== "");
+      const kindProblem = version && wrongKind(a, version.reference, processArtifacts.has(a));
+      if (kindProblem) out.pending.set(a, kindProblem);
+      else if (version) {
+        out.images.set(a, version.reference);
+        out.versions.set(a, version);
+      } else
         out.pending.set(
           a,
           `artifact ${a}: environment ${env.id} has promoted no release of it yet (${env.status.message || "not evaluated yet"})`,
@@ -53,8 +65,11 @@ export function tenantImages(
   return out;
 }
 
-/** The reference a release runs for artifact `artifactId`, if it holds one. */
-export function imageOf(release: Release | undefined, artifactId: string): string | undefined {
-  const v = release?.versions.find((x) => x.artifactId === artifactId);
-  return v && v.reference !== "" ? v.reference : undefined;
+// Why artifact `a` (whose release reference is `reference`) cannot be used as `asProcess` says.
+function wrongKind(a: string, reference: string, asProcess: boolean): string | undefined {
+  const archive = archiveSourceOf(reference) !== undefined;
+  if (asProcess && !archive) return `artifact ${a} is a container image: a tenant process needs a process_archive artifact`;
+  if (!asProcess && archive)
+    return `artifact ${a} is a process archive: run it as a tenant process (processes[].artifact_id), not as an image`;
+  return undefined;
 }
