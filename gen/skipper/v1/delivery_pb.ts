@@ -122,8 +122,8 @@ export const ImageSourceSchema: GenMessage<ImageSource> = /*@__PURE__*/
  */
 export type ProcessArchiveSource = Message<"skipper.v1.ProcessArchiveSource"> & {
   /**
-   * The module the archives are versions of (1..63 of [a-z0-9-]); a tenant process that names the
-   * artifact runs under this module name.
+   * What the archives hold, for people (1..63 of [a-z0-9-]). On a node the module is the one
+   * the tenant process that runs the artifact names (TenantProcess.spec.module).
    *
    * @generated from field: string module = 1;
    */
