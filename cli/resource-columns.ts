@@ -57,10 +57,11 @@ const COLUMNS: Record<ResourceType, Columns> = {
   tenant: {
     head: ["ID", "CONVERGENCE", "NODES", "AGE"],
     row: (r, io) => [id(r), convergence(r, io), list(tenantNodes(r)), age(r.createdAt)],
-    wideHead: ["PLACEMENT", "SERVICES", "ROLLOUT", "LABELS", "MESSAGE"],
+    wideHead: ["PLACEMENT", "SERVICES", "PROCESSES", "ROLLOUT", "LABELS", "MESSAGE"],
     wide: (r) => [
       placement(spec(r, "tenant")?.deploymentPolicy),
       list(spec(r, "tenant")?.serviceIds ?? []),
+      list((spec(r, "tenant")?.processes ?? []).map((p) => p.spec?.module ?? "")),
       status(r, "tenant")?.rolloutId || "-",
       labels(r.metadata?.labels),
       cut(r.convergence?.message ?? "", 60),
@@ -203,14 +204,15 @@ const COLUMNS: Record<ResourceType, Columns> = {
     wide: (r) => [cut(status(r, "rollout")?.message ?? "", 60)],
   },
   artifact: {
-    head: ["ID", "TENANT", "REPOSITORY", "LATEST", "VERSIONS", "AGE"],
+    head: ["ID", "TENANT", "SOURCE", "LATEST", "VERSIONS", "AGE"],
     row: (r) => {
       const a = spec(r, "artifact");
       const st = status(r, "artifact");
       return [
         id(r),
         a?.tenantId || "-",
-        a?.source.case === "image" ? a.source.value.repository : "-",
+        // An image repository, or where a process archive's versions are ("…/edge-{version}.tar.gz").
+        a?.source.case === "image" ? a.source.value.repository : a?.source.case === "processArchive" ? a.source.value.urlTemplate : "-",
         st?.latestVersion || "-",
         String(st?.versions ?? 0),
         age(r.createdAt),

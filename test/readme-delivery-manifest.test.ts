@@ -17,7 +17,23 @@ function deliveryBlock(): string {
   return m[1]!;
 }
 
+function processBlock(): string {
+  const section = README.slice(README.indexOf("### Process archives"));
+  const m = /```yaml\n([\s\S]*?)```/.exec(section);
+  if (!m) throw new Error("no yaml block in the README's section Process archives");
+  return m[1]!;
+}
+
 describe("the README's delivery manifest", () => {
+  it("of a process archive: an artifact and a tenant whose process names it, each passing its field rules", () => {
+    const docs = parseManifestDocuments([{ source: "README.md", text: processBlock() }]);
+    expect(docs.map((d) => `${d.resource.resourceType}/${d.resource.id}`).sort()).toEqual(["artifact/edge-agent", "tenant/edge"]);
+    for (const d of docs) checkSpecFields(d.resource.desiredState!, d.resource.id);
+    // The tenant is written first (the artifact names it), and names nothing it must wait for.
+    expect(docs.map((d) => d.resource.resourceType)).toEqual(["tenant", "artifact"]);
+    expect(referencesOf(docs[0]!.resource)).toEqual([]);
+  });
+
   it("parses, passes every kind's field rules, and names only what comes before it (or tenants)", () => {
     const docs = parseManifestDocuments([{ source: "README.md", text: deliveryBlock() }]);
     expect(docs.map((d) => `${d.resource.resourceType}/${d.resource.id}`).sort()).toEqual(

@@ -48,6 +48,9 @@ export interface ControllerKind<T extends ResourceType> {
 
 /** Every kind's controller facts. */
 export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T> } = {
+  // A process's artifact_id is not a reference: an artifact is its tenant's, so a tenant and the
+  // artifact it runs could never both be written first. An artifact no environment of the tenant
+  // promotes leaves the tenant PROMOTION_PENDING saying so (delivery/resolve/).
   tenant: {
     check: checkTenantSpec,
     references: (spec, r) => [
@@ -55,7 +58,6 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
       ...Object.entries(spec.compose?.artifactImages ?? {}).flatMap(([name, a]) =>
         ref("artifact", a, `tenant.compose.artifact_images.${name}`),
       ),
-      ...spec.processes.flatMap((p, i) => ref("artifact", p.artifactId, `tenant.processes[${i}].artifact_id`)),
     ],
     wakes: "its tenant",
     reconciled: true,
