@@ -97,6 +97,13 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
     );
   }
   if (!ds || !project || project.composeFile.trim() === "") return invalid("the order carries no compose file");
+  // Routes need the host's proxy, which this agent does not drive yet: refused before anything
+  // runs rather than deployed without the traffic the tenant asked for.
+  if (ds.routes.length > 0)
+    return outcome("PROXY_UNAVAILABLE", "the order has proxy routes, and this agent drives no proxy", started, {
+      composePath: "",
+      services: [],
+    });
   // Checked here again, before anything is written or run: the controller checked it when the
   // tenant was written, and a node enforces what it is asked to run.
   const policy = ds.composePolicy;

@@ -22,6 +22,7 @@ import {
 } from "../../gen/skipper/v1/work_order_pb.js";
 import type { RollbackAction } from "../../gen/skipper/v1/order_action_pb.js";
 import { ProcessSpecSchema } from "../../gen/skipper/v1/process_pb.js";
+import { ProxyRouteSchema } from "../../gen/skipper/v1/proxy_pb.js";
 import { SCHEMA_VERSION } from "../../common/schema-version.js";
 import { DeploySafetySchema, type DeploySafety } from "../../gen/skipper/v1/safety_pb.js";
 import type { RenderedProject } from "./render-project.js";
@@ -70,6 +71,7 @@ export function planDeployment(
           composeServices: { ...ids.rendered.composeServices },
           // A tenant's process env takes no secret-shaped keys (resources/process-rules.ts).
           processes: ids.rendered.processes.map((p) => clone(ProcessSpecSchema, p)),
+          routes: ids.rendered.routes.map((r) => clone(ProxyRouteSchema, r)),
         },
       },
     },
@@ -103,6 +105,7 @@ export function planDeployment(
       secretUses: ids.rendered.secretUses.map((u) => clone(SecretUseSchema, u)),
       registrySecretIds: [...ids.rendered.registrySecretIds],
       processes: ids.rendered.processes.map((p) => clone(ProcessSpecSchema, p)),
+      routes: ids.rendered.routes.map((r) => clone(ProxyRouteSchema, r)),
       // How to deploy safely is not what runs: it travels with the order, outside the spec hash.
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
       // The tenant's compose policy, which the node checks the project against before it runs it.

@@ -10,6 +10,7 @@ import { isMap, parseDocument, stringify } from "yaml";
 import { ComposeProjectSchema, type ComposeProject, type Resource, type ServiceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import type { SecretKeyRef, SecretUse } from "../../gen/skipper/v1/secret_pb.js";
 import { ProcessSpecSchema, type ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
+import { ProxyRouteSchema, UpdateOrder, type ProxyRoute } from "../../gen/skipper/v1/proxy_pb.js";
 import { registrySecrets, secretFileName, secretFilePath, secretUses, secretVariable } from "../resources/secret-refs.js";
 
 /** The resources a project is rendered from. Maps are by id and hold live resources only. */
@@ -48,6 +49,8 @@ export interface RenderedProject {
   registrySecretIds: string[];
   /** The tenant's processes, resolved (part of the hash when any). */
   processes: ProcessSpec[];
+  /** The tenant's proxy routes (part of the hash when any). */
+  routes: ProxyRoute[];
 }
 
 /** What a project's hash covers besides the project and its service mapping. */
@@ -92,10 +95,12 @@ export function renderProject(input: RenderInput): RenderedProject {
     registrySecretIds: registries.map((r) => r.id),
   };
   const processes = (input.processes ?? []).map((p) => clone(ProcessSpecSchema, p));
+  const routes = (spec?.routes ?? []).map((r) => clone(ProxyRouteSchema, r));
   return {
     project,
-    specHash: projectHash(project, composeServices, hashed, processes),
+    specHash: projectHash(project, composeServices, hashed, processes, routes),
     processes,
+    routes,
     serviceIds: services.map((s) => s.id),
     composeServices,
     fromServices: !own,
@@ -116,6 +121,7 @@ export function projectHash(
   composeServices: Record<string, string> = {},
   hashed?: HashedSecrets,
   processes: readonly ProcessSpec[] = [],
+  routes: readonly ProxyRoute[] = [],
 ): string {
   const sorted = (r: Record<string, string>) => Object.entries(r).sort(([a], [b]) => cmp(a, b));
   const refs = (r: Record<string, SecretKeyRef>) =>
@@ -135,6 +141,12 @@ export function projectHash(
   }
   // Processes, when any (a project without hashes as before they existed): what each runs.
   if (processes.length > 0) parts.push(processes.map(processParts));
+  // Routes, when any (a hash from before them stays as it was).
+  if (routes.length > 0)
+    parts.push(
+      "routes",
+      routes.map((r) => [r.host, r.pathPrefix, r.service, r.port, r.drainSeconds]),
+    );
   return createHash("sha256").update(JSON.stringify(parts), "utf8").digest("hex");
 }
 
@@ -275,7 +287,15 @@ function renderService(tenantId: string, id: string, spec: ServiceSpec, input: R
     pids_limit: l && l.pids > 0n ? Number(l.pids) : undefined,
     restart: "unless-stopped",
     labels: { [SERVICE_ID_LABEL]: id, [TENANT_ID_LABEL]: tenantId },
+    deploy: updateConfig(spec.updateOrder),
   });
+}
+
+// Compose's (and Swarm's) spelling of a service's update order; none when it declares none.
+function updateConfig(order: UpdateOrder): Record<string, unknown> | undefined {
+  if (order === UpdateOrder.START_FIRST) return { update_config: { order: "start-first" } };
+  if (order === UpdateOrder.STOP_FIRST) return { update_config: { order: "stop-first" } };
+  return undefined;
 }
 
 // Literal values, and ${VAR} of the project-wide variable for a value from a secret (a name in both

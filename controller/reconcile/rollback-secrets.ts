@@ -43,7 +43,7 @@ export async function withCurrentSecrets(store: Store, tenant: Resource, ds: Wor
   }
   const out = clone(WorkOrderDesiredStateSchema, withRefs);
   out.composeProject = project;
-  out.specHash = projectHash(project, ds.composeServices, out, ds.processes);
+  out.specHash = projectHash(project, ds.composeServices, out, ds.processes, ds.routes);
   return out;
 }
 

@@ -75,6 +75,7 @@ export async function resolveRollback(
       composeServices: Object.keys(spec.composeServices).length > 0 ? spec.composeServices : (order?.desiredState?.composeServices ?? {}),
       specHash: spec.specHash || order?.desiredState?.specHash || "",
       processes: spec.processes,
+      routes: spec.routes,
     });
     return done(ds, `deployment/${dep.id}`);
   }

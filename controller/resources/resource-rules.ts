@@ -6,6 +6,7 @@ import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
 import { checkSafety } from "./safety-rules.js";
 import { checkTenantProcesses } from "./process-rules.js";
+import { checkRoutes, checkUpdateOrder } from "./proxy-rules.js";
 import { checkComposeFile } from "./compose-rules.js";
 import { imageReferenceProblem } from "../../common/image-reference.js";
 import { equals } from "@bufbuild/protobuf";
@@ -63,6 +64,7 @@ export function checkTenantSpec(t: TenantSpec): void {
       });
   }
   checkTenantProcesses(t.processes, "desired_state.tenant.processes");
+  checkRoutes(t.routes, t.compose?.composeFile ?? "", "desired_state.tenant.routes");
   checkSafety(t.safety, "desired_state.tenant.safety");
   checkRolloutPolicy(t.rollout, "desired_state.tenant.rollout");
   checkWindows(t.maintenanceWindows, "desired_state.tenant.maintenance_windows");
@@ -78,6 +80,7 @@ export function checkServiceSpec(s: ServiceSpec): void {
   ref(s.resourceLimitsId, "desired_state.service.resource_limits_id");
   checkSecretRefs("desired_state.service", s.env, s.secretEnv, s.secretFiles);
   checkPublicEnv("desired_state.service.public_env", s.publicEnv);
+  checkUpdateOrder(s.updateOrder, "desired_state.service.update_order");
   if (s.artifactId !== "") {
     checkId(s.artifactId, "desired_state.service.artifact_id");
     if (s.image !== "")

@@ -1,0 +1,90 @@
+// Proxy routes and update orders on the controller's side (issue 35): the field rules name what is
+// wrong; a service's update order is rendered as Compose's deploy.update_config.order; routes
+// travel with every rendered project and are part of its hash (a tenant without them hashes as
+// before), so a changed route is a new desired state.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { ResourceSchema, ServiceSpecSchema, TenantSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
+import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
+import { checkServiceSpec, checkTenantSpec } from "../controller/resources/resource-rules.js";
+import type { SkipperError } from "../controller/base/errors.js";
+
+const COMPOSE = "services:\n  web:\n    image: busybox\n  worker:\n    image: busybox\n";
+function tenant(spec: Record<string, unknown>): Resource {
+  return create(ResourceSchema, {
+    id: "shop",
+    resourceType: "tenant",
+    desiredState: { kind: { case: "tenant", value: { deploymentPolicy: { targetNodeId: "n1" }, ...spec } } } as never,
+  });
+}
+const nodes = [create(ResourceSchema, { id: "n1", resourceType: "node", desiredState: { kind: { case: "node", value: {} } } })];
+const world = (t: Resource, services: Resource[] = []) => ({
+  tenant: t,
+  services,
+  networks: new Map(),
+  volumes: new Map(),
+  limits: new Map(),
+  nodes,
+});
+const refusal = (fn: () => void): string => {
+  try {
+    fn();
+    return "accepted";
+  } catch (e) {
+    return String((e as SkipperError).details?.field);
+  }
+};
+const routesRefusal = (routes: unknown[], composeFile = COMPOSE) =>
+  refusal(() => checkTenantSpec(create(TenantSpecSchema, { compose: { composeFile }, routes } as never)));
+
+describe("proxy routes", () => {
+  it("the rules name the field", () => {
+    expect(routesRefusal([{ host: "shop.example.com", pathPrefix: "/api", service: "web", port: 8080 }])).toBe("accepted");
+    expect(routesRefusal([{ host: "*.example.com", service: "web", port: 80 }])).toBe("accepted");
+    expect(routesRefusal([{ host: "Shop.Example.com", service: "web", port: 80 }])).toBe("desired_state.tenant.routes[0].host");
+    expect(routesRefusal([{ pathPrefix: "api", service: "web", port: 80 }])).toBe("desired_state.tenant.routes[0].path_prefix");
+    expect(routesRefusal([{ service: "db", port: 80 }])).toBe("desired_state.tenant.routes[0].service");
+    expect(routesRefusal([{ service: "web", port: 0 }])).toBe("desired_state.tenant.routes[0].port");
+    expect(routesRefusal([{ service: "web", port: 80, drainSeconds: 7200 }])).toBe("desired_state.tenant.routes[0].drain_seconds");
+    expect(
+      routesRefusal([
+        { host: "a.example", pathPrefix: "/api/", service: "web", port: 80 },
+        { host: "a.example", pathPrefix: "/api", service: "worker", port: 80 },
+      ]),
+    ).toBe("desired_state.tenant.routes[1]");
+  });
+
+  it("travel with every project and change its hash", () => {
+    const plain = desiredForTenant(world(tenant({ compose: { composeFile: COMPOSE } }))).targets.get("n1")!;
+    const route = { host: "shop.example.com", service: "web", port: 8080 };
+    const routed = desiredForTenant(world(tenant({ compose: { composeFile: COMPOSE }, routes: [route] }))).targets.get("n1")!;
+    expect(plain.routes).toEqual([]);
+    expect(routed.routes.map((r) => `${r.host} ${r.service}:${r.port}`)).toEqual(["shop.example.com web:8080"]);
+    expect(routed.specHash).not.toBe(plain.specHash);
+    const moved = desiredForTenant(world(tenant({ compose: { composeFile: COMPOSE }, routes: [{ ...route, port: 8081 }] }))).targets.get(
+      "n1",
+    )!;
+    expect(moved.specHash).not.toBe(routed.specHash);
+  });
+});
+
+describe("a service's update order", () => {
+  it("is rendered as deploy.update_config.order, and only when declared", () => {
+    const svc = (id: string, updateOrder?: UpdateOrder) =>
+      create(ResourceSchema, {
+        id,
+        resourceType: "service",
+        desiredState: { kind: { case: "service", value: { tenantId: "shop", image: "busybox", updateOrder } } } as never,
+      });
+    const d = desiredForTenant(world(tenant({}), [svc("web", UpdateOrder.START_FIRST), svc("db", UpdateOrder.STOP_FIRST), svc("job")]));
+    const file = parse(d.targets.get("n1")!.project.composeFile) as { services: Record<string, { deploy?: unknown }> };
+    expect(file.services.web!.deploy).toEqual({ update_config: { order: "start-first" } });
+    expect(file.services.db!.deploy).toEqual({ update_config: { order: "stop-first" } });
+    expect(file.services.job!.deploy).toBeUndefined();
+    expect(
+      refusal(() => checkServiceSpec(create(ServiceSpecSchema, { tenantId: "shop", image: "x", updateOrder: 7 as UpdateOrder }))),
+    ).toBe("desired_state.service.update_order");
+  });
+});
