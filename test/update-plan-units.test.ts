@@ -3,7 +3,7 @@
 // the reason the result shows; unchanged and new services are not updates at all.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { ContainerObservationSchema } from "../gen/skipper/v1/resource_pb.js";
+import { ContainerObservationSchema, type ContainerObservation } from "../gen/skipper/v1/resource_pb.js";
 import { ProxyRouteSchema, UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
 import { planUpdates } from "../agent/executors/update-plan.js";
 
@@ -19,7 +19,10 @@ const file = [
   "  fresh:\n    image: f\n" + START,
 ].join("\n");
 const running = (service: string, hash: string) =>
-  [service, [create(ContainerObservationSchema, { name: `shop_${service}_1`, state: "running", configHash: hash })]] as const;
+  [service, [create(ContainerObservationSchema, { name: `shop_${service}_1`, state: "running", configHash: hash })]] as [
+    string,
+    ContainerObservation[],
+  ];
 const before = {
   byService: new Map([
     running("web", "old"),

@@ -2,8 +2,9 @@
 // converged (running_since = the latest of their converged_since; a tenant leaving convergence
 // sends it back to DEPLOYING and the bake starts again); VERIFYING runs the verifications; all
 // passed -> VERIFIED, one failed -> FAILED and HOLD or ROLLBACK. A tenant's rollout of the
-// release failing or rolled back ends it FAILED; a rollout an operator aborted also holds the
-// environment, by that operator.
+// release failing or rolled back ends it FAILED, and so does a node of a tenant giving up on its
+// spec (ORDER_FAILED, or ROLLED_BACK by a quarantine: a tenant without a rollout); a rollout an
+// operator aborted also holds the environment, by that operator.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import {
@@ -41,6 +42,12 @@ function rolloutEnded(st: EnvironmentStatus, o: EnvObserved, out: PlanOut): bool
       endPromotion(st, ReleaseOutcome.FAILED, `rollout ${r.id} of ${t.id} ${how}${r.message ? `: ${r.message}` : ""}`, out);
       return true;
     }
+  }
+  // Without a rollout (or before it failed): a node that gave up on the release's spec.
+  for (const t of o.tenants) {
+    if (t.release?.releaseId !== id || !t.failed) continue;
+    endPromotion(st, ReleaseOutcome.FAILED, `${t.id} could not deploy it: ${t.failed}`, out);
+    return true;
   }
   return false;
 }

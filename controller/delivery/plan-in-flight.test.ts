@@ -94,6 +94,21 @@ describe("deploying", () => {
     const old = plan(base({ tenants: [tenant("shop", R2.id, undefined, { ...failedRollout, createdAtMs: T0 - 21 * MIN })] }));
     expect(old.actions).toEqual([]);
   });
+
+  it("a tenant without a rollout whose node gave up on the release ends it FAILED, so the next release is not blocked", () => {
+    const gaveUp = { ...tenant("shop", R2.id), failed: "node n1: gave up after 5 failures: CHECKSUM_MISMATCH" };
+    const f = plan(base({ tenants: [gaveUp] }));
+    expect(kinds(f)).toEqual(["end-promotion", "event:delivery_release_failed"]);
+    expect(f.status.inFlight).toBeUndefined();
+    expect(f.status.history[0]).toMatchObject({
+      release: { id: R2.id },
+      outcome: O.FAILED,
+      reason: "shop could not deploy it: node n1: gave up after 5 failures: CHECKSUM_MISMATCH",
+    });
+    // A failure of another release's spec (the tenant has not rendered this one yet) is not this one's.
+    const other = plan(base({ tenants: [{ ...tenant("shop", R1.id), failed: "node n1: …" }] }));
+    expect(kinds(other)).not.toContain("end-promotion");
+  });
 });
 
 describe("verifying", () => {

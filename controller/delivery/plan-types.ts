@@ -51,6 +51,11 @@ export interface TenantView {
     /** When it was created: a rollout older than the promotion is not the promotion's (ms). */
     createdAtMs?: number;
   };
+  /**
+   * Set when a target of its current desired state gave up (ORDER_FAILED, or ROLLED_BACK by a
+   * quarantine): which node and why. Without a rollout this is how a failed deploy shows.
+   */
+  failed?: string;
 }
 
 /** A verification work order as the planner sees it. */

@@ -154,7 +154,13 @@ async function readTenants(store: Store, envId: string, spec: EnvironmentSpec): 
           })
           .map((x) => x.nodeId)
           .sort();
-        return { id: t.id, release: st?.release, rollout, convergedNodes };
+        const gaveUp = (st?.targets ?? []).find(
+          (x) =>
+            x.desiredHash !== "" &&
+            (x.convergence?.status === ConvergenceStatus.ORDER_FAILED || x.convergence?.status === ConvergenceStatus.ROLLED_BACK),
+        );
+        const failed = gaveUp ? `node ${gaveUp.nodeId}: ${gaveUp.convergence?.message ?? ""}` : undefined;
+        return { id: t.id, release: st?.release, rollout, convergedNodes, failed };
       }),
   );
 }

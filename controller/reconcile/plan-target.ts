@@ -30,10 +30,18 @@ import { failureHeadline, isPermanentReason } from "../../common/failure-cause.j
 export const MAX_FAILURES = 5;
 /**
  * Result codes that the same spec on the same node gets every time (the agent refused the file
- * itself, or the registry said the image does not exist): retrying cannot help, so the first one
- * is ORDER_FAILED.
+ * itself, the registry said the image does not exist, a process archive is not what its digest
+ * says): retrying cannot help, so the first one is ORDER_FAILED.
  */
-export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set(["COMPOSE_INVALID", "IMAGE_NOT_FOUND"]);
+export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
+  "COMPOSE_INVALID",
+  "IMAGE_NOT_FOUND",
+  // A process archive whose sha256 is not the spec's, a spec the node refuses, a source it does
+  // not allow: the same spec gets the same answer until the version (or the node) changes.
+  "CHECKSUM_MISMATCH",
+  "PROCESS_INVALID",
+  "PROCESS_SOURCE_NOT_ALLOWED",
+]);
 
 /**
  * True when the target's last failure is one the same spec gets every time: its code says so, or
