@@ -74,8 +74,9 @@ export const USAGE = `Usage: skippy [options]
                          a name looked up on PATH or an absolute path, matched exactly
                          [SKIPPY_ALLOW_COMMANDS=prog,/abs/prog] (default none)
   --allow-process-source SRC
-                         where deploy_process may fetch artifacts, repeatable: an
-                         http(s):// URL prefix or an absolute directory
+                         where deploy_process and a deploy's process modules may
+                         fetch artifacts, repeatable: an http(s):// URL prefix or an
+                         absolute directory
                          [SKIPPY_ALLOW_PROCESS_SOURCES=...] (default none: refused)
   --metrics-listen HOST:PORT
                          serve the agent's counters at http://HOST:PORT/metrics in
