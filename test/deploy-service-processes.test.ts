@@ -1,0 +1,293 @@
+// deploy_service and remove_service with process modules (issue 34), on real files and processes:
+// versioned tarballs (bin/server serves its version over HTTP with busybox httpd, or just sleeps)
+// taken from a directory the node allows, a tenant whose desired state declares modules with or
+// without a compose file. Without one nothing may ask Docker (DOCKER_HOST points nowhere): what
+// is asserted is which version answers on the port, which processes live, and what is recorded.
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { execa } from "execa";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
+import type { ProcessSpecSchema } from "../gen/skipper/v1/process_pb.js";
+import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
+import type { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
+import { WorkOrderSchema, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import type { AgentConfig } from "../agent/config.js";
+import { readAppliedSpec } from "../agent/engine/applied-spec.js";
+import type { DockerHost } from "../agent/engine/docker-host.js";
+import { observeWithoutEngine, readProjectState } from "../agent/engine/project-state.js";
+import type { DeployContext } from "../agent/executors/deploy-context.js";
+import { deployService } from "../agent/executors/deploy-service.js";
+import { rollbackProject } from "../agent/executors/project-orders.js";
+import { removeService } from "../agent/executors/remove-service.js";
+import { livePid } from "../agent/process/module-control.js";
+import { readRunState } from "../agent/process/run-state.js";
+import { isSameProcess } from "../agent/process/supervisor.js";
+import { activeVersion, installedVersions } from "../agent/process/versions.js";
+import { freePort } from "./helpers/processes.js";
+
+const OPTS = { useSystemd: false, settleMs: 400, graceMs: 2000 };
+const SERVER = `#!/bin/sh
+exec busybox httpd -f -p "127.0.0.1:$PORT" -h www
+`;
+const SLEEPER = "#!/bin/sh\nexec sleep 1000\n";
+const MODULES = ["web", "worker", "extra", "other"];
+
+let root: string;
+let workDir: string;
+let artifacts: string;
+let outside: string;
+let port: number;
+const sums: Record<string, string> = {};
+const savedDockerHost = process.env.DOCKER_HOST;
+const noDocker: DockerHost = { capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: false, message: "no engine here" }) };
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "skipper-deploy-proc-"));
+  workDir = join(root, "work");
+  artifacts = join(root, "artifacts");
+  outside = join(root, "outside");
+  await mkdir(artifacts);
+  await mkdir(outside);
+  for (const v of ["1.0.0", "1.1.0"]) await tarball(artifacts, `web-${v}.tar.gz`, v, SERVER);
+  await tarball(artifacts, "web-1.2.0.tar.gz", "1.2.0", SLEEPER);
+  for (const m of ["worker", "extra"]) await tarball(artifacts, `${m}-1.0.0.tar.gz`, "1.0.0", SLEEPER);
+  await tarball(outside, "other-1.0.0.tar.gz", "1.0.0", SLEEPER);
+  port = await freePort();
+  // Whatever asks Docker in a deploy of process modules alone fails.
+  process.env.DOCKER_HOST = `unix://${join(root, "no-engine.sock")}`;
+});
+
+afterAll(async () => {
+  if (savedDockerHost === undefined) delete process.env.DOCKER_HOST;
+  else process.env.DOCKER_HOST = savedDockerHost;
+  for (const m of MODULES) {
+    const s = await readRunState(workDir, m).catch(() => undefined);
+    if (s && (await isSameProcess(s.pid, s.startTicks))) process.kill(-s.pid, "SIGKILL");
+  }
+  await rm(root, { recursive: true, force: true });
+});
+
+async function tarball(dir: string, name: string, version: string, script: string): Promise<void> {
+  const src = join(root, `src-${name}`);
+  await mkdir(join(src, "bin"), { recursive: true });
+  await mkdir(join(src, "www"));
+  await writeFile(join(src, "www", "version.txt"), version);
+  await writeFile(join(src, "bin", "server"), script);
+  await chmod(join(src, "bin", "server"), 0o755);
+  await execa("tar", ["-czf", join(dir, name), "-C", src, "."]);
+  sums[name] = createHash("sha256")
+    .update(await readFile(join(dir, name)))
+    .digest("hex");
+}
+
+type Spec = MessageInitShape<typeof ProcessSpecSchema>;
+/** The spec of `module` at `version`, from the allowed directory unless `dir` says otherwise. */
+function spec(module: string, version: string, extra: { sha256?: string; dir?: string } = {}): Spec {
+  const name = `${module}-${version}.tar.gz`;
+  return {
+    module,
+    version,
+    source: { kind: { case: "path", value: join(extra.dir ?? artifacts, name) } },
+    sha256: extra.sha256 ?? sums[name] ?? "0".repeat(64),
+    argv: ["bin/server"],
+    env: { PORT: String(port) },
+  };
+}
+
+let orders = 0;
+function order(
+  specHash: string,
+  processes: Spec[],
+  opts: { composeFile?: string; tenant?: string; safety?: MessageInitShape<typeof DeploySafetySchema> } = {},
+): WorkOrder {
+  const tenant = opts.tenant ?? "shop";
+  return create(WorkOrderSchema, {
+    id: `wo-${++orders}`,
+    type: WorkOrderType.DEPLOY_SERVICE,
+    target: { tenantId: tenant, nodeId: "n1" },
+    desiredState: {
+      tenantId: tenant,
+      deploymentId: `dep-${orders}`,
+      specHash,
+      composeProject: { projectName: tenant, composeFile: opts.composeFile ?? "" },
+      processes,
+      safety: opts.safety,
+    },
+  });
+}
+
+function ctx(docker: DockerHost = noDocker): DeployContext {
+  return {
+    workDir,
+    docker,
+    composeTimeoutMs: 60_000,
+    readyTimeoutMs: 10_000,
+    log: pino({ level: "silent" }),
+    signal: new AbortController().signal,
+    allowProcessSources: [artifacts],
+    process: OPTS,
+  };
+}
+
+/** What the web module answers on its port, or "" when nothing listens. */
+async function answer(): Promise<string> {
+  return fetch(`http://127.0.0.1:${port}/version.txt`).then(
+    (r) => r.text(),
+    () => "",
+  );
+}
+
+async function pidOf(module: string): Promise<number> {
+  return livePid(workDir, await readRunState(workDir, module));
+}
+
+describe("deploy_service with process modules and no compose file (no Docker)", () => {
+  it("runs the modules, records the spec and the project, and says which version runs with which pid", async () => {
+    const out = await deployService(order("h1", [spec("web", "1.0.0"), spec("worker", "1.0.0")]), ctx());
+    expect(out.result.code, out.result.message).toBe("APPLY_OK");
+    const web = await pidOf("web");
+    const worker = await pidOf("worker");
+    expect(web).toBeGreaterThan(0);
+    expect(worker).toBeGreaterThan(0);
+    expect(out.result.message).toBe(`processes: web 1.0.0 running (pid ${web}), worker 1.0.0 running (pid ${worker})`);
+    expect(out.result.details?.extra?.processes).toMatchObject([
+      { module: "web", activeVersion: "1.0.0", state: "running", pid: web },
+      { module: "worker", activeVersion: "1.0.0", state: "running", pid: worker },
+    ]);
+    expect(await answer()).toBe("1.0.0");
+    expect(await activeVersion(workDir, "web")).toBe("1.0.0");
+    const applied = await readAppliedSpec(workDir, "shop");
+    expect(applied).toMatchObject({ spec_hash: "h1", compose_file: "", work_order_id: `wo-${orders}` });
+    expect(applied?.processes?.map((p) => [p.module, p.version, p.sha256])).toEqual([
+      ["web", "1.0.0", sums["web-1.0.0.tar.gz"]],
+      ["worker", "1.0.0", sums["worker-1.0.0.tar.gz"]],
+    ]);
+    expect(await readProjectState(workDir, "shop")).toMatchObject({ spec_hash: "h1", services: [] });
+    // Heartbeats report it without an engine, with the spec hash and no services to drift.
+    const seen = await observeWithoutEngine(workDir);
+    expect(seen?.map((p) => [p.tenantId, p.specHash, p.services.length])).toEqual([["shop", "h1", 0]]);
+    expect(out.result.details?.sticker).toMatchObject({ releaseId: "h1", tenantId: "shop", imageDigests: {} });
+  }, 30_000);
+
+  it("a second order switches a module to its new version; the same order again changes nothing", async () => {
+    const first = await deployService(order("h2", [spec("web", "1.1.0"), spec("worker", "1.0.0")]), ctx());
+    expect(first.result.code, first.result.message).toBe("APPLY_OK");
+    expect(await answer()).toBe("1.1.0");
+    expect(await readRunState(workDir, "web")).toMatchObject({ version: "1.1.0", previousVersion: "1.0.0", desired: "running" });
+    const web = await pidOf("web");
+    const worker = await pidOf("worker");
+    const again = await deployService(order("h2", [spec("web", "1.1.0"), spec("worker", "1.0.0")]), ctx());
+    expect(again.result.code, again.result.message).toBe("APPLY_OK");
+    expect([await pidOf("web"), await pidOf("worker")]).toEqual([web, worker]);
+  }, 30_000);
+
+  it("refuses a bad sha256 naming the module, and the running version keeps running", async () => {
+    const web = await pidOf("web");
+    const out = await deployService(order("h3", [spec("web", "1.2.0", { sha256: "ab".repeat(32) }), spec("worker", "1.0.0")]), ctx());
+    expect(out.result).toMatchObject({ success: false, code: "CHECKSUM_MISMATCH", retriable: false });
+    expect(out.result.message).toMatch(/^process module web: /);
+    expect(await pidOf("web")).toBe(web);
+    expect(await answer()).toBe("1.1.0");
+    expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0"]);
+    expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h2");
+  }, 30_000);
+
+  it("refuses, before anything is written or run, a source outside the allow list, a bad spec, a module twice, and an order with nothing", async () => {
+    const cases: [WorkOrder, string, RegExp][] = [
+      [
+        order("h4", [spec("web", "1.1.0"), spec("other", "1.0.0", { dir: outside })]),
+        "PROCESS_SOURCE_NOT_ALLOWED",
+        /^process module other: path \S+ is not under this node's --allow-process-source/,
+      ],
+      [order("h4", [spec("web", "1.1.0", { sha256: "nope" })]), "PROCESS_INVALID", /^process module "web": sha256 must be 64 hex digits/],
+      [order("h4", [spec("web", "1.1.0"), spec("web", "1.0.0")]), "PROCESS_INVALID", /web is declared twice/],
+      [order("h4", []), "COMPOSE_INVALID", /no compose file and no process modules/],
+    ];
+    const web = await pidOf("web");
+    for (const [o, code, message] of cases) {
+      const out = await deployService(o, ctx());
+      expect(out.result.code, out.result.message).toBe(code);
+      expect(out.result.message).toMatch(message);
+      expect(out.result.retriable).toBe(false);
+    }
+    expect(existsSync(join(workDir, "versions", "other"))).toBe(false);
+    expect(await pidOf("web")).toBe(web);
+    expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h2");
+  }, 30_000);
+
+  it("stops a module the new spec no longer declares, and says so; its versions stay installed", async () => {
+    const worker = await pidOf("worker");
+    const out = await deployService(order("h5", [spec("web", "1.1.0")]), ctx());
+    expect(out.result.code, out.result.message).toBe("APPLY_OK");
+    expect(out.result.message).toMatch(/^processes: web 1\.1\.0 running \(pid \d+\); stopped worker \(no longer declared\)$/);
+    expect(await isSameProcess(worker, (await readRunState(workDir, "worker")).startTicks)).toBe(false);
+    expect(await readRunState(workDir, "worker")).toMatchObject({ desired: "stopped", pid: 0 });
+    expect(await installedVersions(workDir, "worker")).toEqual(["1.0.0"]);
+    expect((await readAppliedSpec(workDir, "shop"))?.processes?.map((p) => p.module)).toEqual(["web"]);
+  }, 30_000);
+
+  it("a failed health gate switches back to the versions that ran (installed: nothing downloaded) and stops the modules the failed spec added", async () => {
+    // 1.1.0's artifact is gone: a restore that downloaded would fail.
+    await rename(join(artifacts, "web-1.1.0.tar.gz"), join(root, "web-1.1.0.away"));
+    const safety = {
+      healthGate: {
+        probes: [{ kind: { case: "http" as const, value: { url: `http://127.0.0.1:${port}/version.txt` } } }],
+        deadline: { seconds: 2n },
+      },
+    };
+    const out = await deployService(order("h6", [spec("web", "1.2.0"), spec("extra", "1.0.0")], { safety }), ctx());
+    await rename(join(root, "web-1.1.0.away"), join(artifacts, "web-1.1.0.tar.gz"));
+    expect(out.result.code, out.result.message).toBe("ROLLED_BACK");
+    expect(out.result.details?.rollback).toMatchObject({ failedSpecHash: "h6", restoredSpecHash: "h5" });
+    expect(await answer()).toBe("1.1.0");
+    expect(await readRunState(workDir, "web")).toMatchObject({ version: "1.1.0", desired: "running" });
+    expect(await readRunState(workDir, "extra")).toMatchObject({ desired: "stopped", pid: 0 });
+    expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h5");
+    expect((await readProjectState(workDir, "shop"))?.spec_hash).toBe("h5");
+  }, 30_000);
+
+  it("a rollback order (the earlier spec as its desired state) switches back to that spec's versions", async () => {
+    const o = order("h1", [spec("web", "1.0.0"), spec("worker", "1.0.0")]);
+    o.type = WorkOrderType.ROLLBACK;
+    o.action = create(WorkOrderActionSchema, {
+      kind: { case: "rollback", value: { replacesSpecHash: "h5", resolvedFrom: "work_order/wo-1" } },
+    });
+    const config = {
+      workDir,
+      composeTimeoutMs: 60_000,
+      readyTimeoutMs: 10_000,
+      allowCommands: [],
+      allowProcessSources: [artifacts],
+    } as unknown as AgentConfig;
+    const out = await rollbackProject(o, { config, host: noDocker, log: pino({ level: "silent" }), signal: new AbortController().signal });
+    expect(out.result.code, out.result.message).toBe("ROLLBACK_OK");
+    expect(out.result.message).toMatch(/processes: web 1\.0\.0 running \(pid \d+\), worker 1\.0\.0 running \(pid \d+\)/);
+    expect(await answer()).toBe("1.0.0");
+    expect(await pidOf("worker")).toBeGreaterThan(0);
+    expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h1");
+  }, 30_000);
+
+  it("remove_service stops the tenant's modules and removes its files, without Docker; the versions stay", async () => {
+    const out = await removeService(
+      create(WorkOrderSchema, {
+        id: "wo-rm",
+        type: WorkOrderType.REMOVE_SERVICE,
+        desiredState: { tenantId: "shop", composeProject: { projectName: "shop" } },
+      }),
+      { workDir, docker: noDocker, composeTimeoutMs: 60_000, process: OPTS },
+    );
+    expect(out.result.code, out.result.message).toBe("REMOVE_OK");
+    expect(out.result.message).toBe("project shop removed; stopped process modules web, worker");
+    expect([await pidOf("web"), await pidOf("worker")]).toEqual([0, 0]);
+    expect(await answer()).toBe("");
+    expect(existsSync(join(workDir, "tenants", "shop"))).toBe(false);
+    expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0"]);
+    expect(await observeWithoutEngine(workDir)).toEqual([]);
+  }, 30_000);
+});
