@@ -19,7 +19,7 @@ import type { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import type { AgentConfig } from "../agent/config.js";
 import { readAppliedSpec } from "../agent/engine/applied-spec.js";
-import type { DockerHost } from "../agent/engine/docker-host.js";
+import { probeDockerHost, type DockerHost } from "../agent/engine/docker-host.js";
 import { observeWithoutEngine, readProjectState } from "../agent/engine/project-state.js";
 import type { DeployContext } from "../agent/executors/deploy-context.js";
 import { deployService } from "../agent/executors/deploy-service.js";
@@ -29,7 +29,7 @@ import { livePid } from "../agent/process/module-control.js";
 import { readRunState } from "../agent/process/run-state.js";
 import { isSameProcess } from "../agent/process/supervisor.js";
 import { activeVersion, installedVersions } from "../agent/process/versions.js";
-import { freePort } from "./helpers/processes.js";
+import { freePort, removeComposeProject, RUN_ID } from "./helpers/processes.js";
 
 const OPTS = { useSystemd: false, settleMs: 400, graceMs: 2000 };
 const SERVER = `#!/bin/sh
@@ -290,4 +290,66 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
     expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0"]);
     expect(await observeWithoutEngine(workDir)).toEqual([]);
   }, 30_000);
+});
+
+const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
+if (!dockerHost) console.warn("!!! deploy-service-processes.test.ts: compose and processes together SKIPPED: no Docker engine");
+
+describe.skipIf(!dockerHost)("deploy_service with a compose file and process modules (real engine)", () => {
+  const tenant = `mix-${RUN_ID}`;
+  const composeFile = `services:
+  idle:
+    image: skipper-busybox:local
+    command: ["sh", "-c", "while true; do sleep 1; done"]
+    stop_grace_period: 1s
+`;
+  let host: DockerHost;
+  const running = async () =>
+    (
+      await execa("docker", ["ps", "-q", "--filter", `label=com.docker.compose.project=${tenant}`], { env: { DOCKER_HOST: dockerHost! } })
+    ).stdout
+      .split("\n")
+      .filter(Boolean).length;
+
+  beforeAll(async () => {
+    process.env.DOCKER_HOST = dockerHost!;
+    host = await probeDockerHost();
+  }, 60_000);
+  afterAll(async () => {
+    await removeComposeProject(dockerHost!, tenant).catch(() => undefined);
+    process.env.DOCKER_HOST = `unix://${join(root, "no-engine.sock")}`;
+  });
+
+  it("runs both; a later spec without the compose file takes the containers down; remove_service stops the modules", async () => {
+    const both = await deployService(order("m1", [spec("worker", "1.0.0")], { tenant, composeFile }), ctx(host));
+    expect(both.result.code, both.result.message).toBe("APPLY_OK");
+    const worker = await pidOf("worker");
+    expect(worker).toBeGreaterThan(0);
+    expect(both.result.message).toMatch(
+      new RegExp(`^1 service\\(s\\) running; changed: idle; processes: worker 1\\.0\\.0 running \\(pid ${worker}\\)$`),
+    );
+    expect(await running()).toBe(1);
+    expect((await readProjectState(workDir, tenant))?.services).toEqual(["idle"]);
+
+    const alone = await deployService(order("m2", [spec("worker", "1.0.0")], { tenant }), ctx(host));
+    expect(alone.result.code, alone.result.message).toBe("APPLY_OK");
+    expect(await running()).toBe(0);
+    expect(existsSync(join(workDir, "tenants", tenant, "docker-compose.yml"))).toBe(false);
+    expect(await pidOf("worker")).toBe(worker);
+    expect((await readProjectState(workDir, tenant))?.services).toEqual([]);
+
+    const again = await deployService(order("m3", [spec("worker", "1.0.0")], { tenant, composeFile }), ctx(host));
+    expect(again.result.code, again.result.message).toBe("APPLY_OK");
+    expect(await running()).toBe(1);
+    const rm = create(WorkOrderSchema, {
+      id: "wo-rm-mix",
+      type: WorkOrderType.REMOVE_SERVICE,
+      desiredState: { tenantId: tenant, composeProject: { projectName: tenant } },
+    });
+    const out = await removeService(rm, { workDir, docker: host, composeTimeoutMs: 60_000, process: OPTS });
+    expect(out.result.code, out.result.message).toBe("REMOVE_OK");
+    expect(out.result.message).toMatch(/; stopped process modules worker$/);
+    expect(await running()).toBe(0);
+    expect(await pidOf("worker")).toBe(0);
+  }, 120_000);
 });
