@@ -14,13 +14,18 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkOrderActionSchema } from "../gen/skipper/v1/order_action_pb.js";
 import type { ProcessSpecSchema } from "../gen/skipper/v1/process_pb.js";
+import type { HeartbeatRequest } from "../gen/skipper/v1/node_service_pb.js";
 import { NodeCapabilitiesSchema } from "../gen/skipper/v1/resource_pb.js";
 import type { DeploySafetySchema } from "../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { AgentTally } from "../agent/agent-tally.js";
 import type { AgentConfig } from "../agent/config.js";
+import type { ControllerClients } from "../agent/controller-client.js";
+import { Heartbeats } from "../agent/heartbeats.js";
+import { HostProbe } from "../agent/host-probe.js";
 import { readAppliedSpec } from "../agent/engine/applied-spec.js";
 import { probeDockerHost, type DockerHost } from "../agent/engine/docker-host.js";
-import { observeWithoutEngine, readProjectState } from "../agent/engine/project-state.js";
+import { observeForHeartbeat, readProjectState } from "../agent/engine/project-state.js";
 import type { DeployContext } from "../agent/executors/deploy-context.js";
 import { deployService } from "../agent/executors/deploy-service.js";
 import { rollbackProject } from "../agent/executors/project-orders.js";
@@ -143,6 +148,20 @@ async function answer(): Promise<string> {
   );
 }
 
+/** The full report a heartbeat sends from this host (no engine), its projects as main.ts observes them. */
+function heartbeat(): Promise<HeartbeatRequest> {
+  const config = { nodeId: "n1", workDir, pollIntervalMs: 1000, allowCommands: [], allowProcessSources: [artifacts], labels: {} };
+  const beats = new Heartbeats({
+    config: config as unknown as AgentConfig,
+    clients: {} as ControllerClients,
+    host: new HostProbe(async () => noDocker, pino({ level: "silent" })),
+    tally: new AgentTally(),
+    log: pino({ level: "silent" }),
+    observe: (engine) => observeForHeartbeat(workDir, engine),
+  });
+  return beats.report({ observe: true, intervalMs: 1000 });
+}
+
 async function pidOf(module: string): Promise<number> {
   return livePid(workDir, await readRunState(workDir, module));
 }
@@ -169,9 +188,10 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
       ["worker", "1.0.0", sums["worker-1.0.0.tar.gz"]],
     ]);
     expect(await readProjectState(workDir, "shop")).toMatchObject({ spec_hash: "h1", services: [] });
-    // Heartbeats report it without an engine, with the spec hash and no services to drift.
-    const seen = await observeWithoutEngine(workDir);
-    expect(seen?.map((p) => [p.tenantId, p.specHash, p.services.length])).toEqual([["shop", "h1", 0]]);
+    // A heartbeat on this host without an engine reports it, with the spec hash and no services to drift.
+    const beat = await heartbeat();
+    expect(beat.projectsReported).toBe(true);
+    expect(beat.projects.map((p) => [p.tenantId, p.specHash, p.services.length])).toEqual([["shop", "h1", 0]]);
     expect(out.result.details?.sticker).toMatchObject({ releaseId: "h1", tenantId: "shop", imageDigests: {} });
   }, 30_000);
 
@@ -288,7 +308,7 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
     expect(await answer()).toBe("");
     expect(existsSync(join(workDir, "tenants", "shop"))).toBe(false);
     expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0"]);
-    expect(await observeWithoutEngine(workDir)).toEqual([]);
+    expect((await heartbeat()).projects).toEqual([]);
   }, 30_000);
 });
 

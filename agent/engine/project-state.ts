@@ -92,10 +92,12 @@ export async function observeProjects(workDir: string, tenantId?: string): Promi
 }
 
 /**
- * The recorded projects when none needs the engine to be observed (each has no services: process
- * modules only); undefined when one does, since without the engine it cannot be told.
+ * What a heartbeat reports of the recorded projects: with the engine, each as it shows them;
+ * without, the same when none needs the engine to be observed (each has no services: process
+ * modules only), else undefined, since then it cannot be told.
  */
-export async function observeWithoutEngine(workDir: string): Promise<ProjectObservation[] | undefined> {
+export async function observeForHeartbeat(workDir: string, engine: boolean): Promise<ProjectObservation[] | undefined> {
+  if (engine) return observeProjects(workDir);
   const states = await readProjectStates(workDir);
   return states.every((s) => s.services.length === 0) ? observeProjects(workDir) : undefined;
 }
