@@ -41,6 +41,7 @@ const SERVER = `#!/bin/sh
 exec busybox httpd -f -p "127.0.0.1:$PORT" -h www
 `;
 const SLEEPER = "#!/bin/sh\nexec sleep 1000\n";
+const CRASH = '#!/bin/sh\necho "boom: no config file" >&2\nexit 3\n';
 const MODULES = ["web", "worker", "extra", "other"];
 
 let root: string;
@@ -61,6 +62,7 @@ beforeAll(async () => {
   await mkdir(outside);
   for (const v of ["1.0.0", "1.1.0"]) await tarball(artifacts, `web-${v}.tar.gz`, v, SERVER);
   await tarball(artifacts, "web-1.2.0.tar.gz", "1.2.0", SLEEPER);
+  await tarball(artifacts, "web-1.3.0.tar.gz", "1.3.0", CRASH);
   for (const m of ["worker", "extra"]) await tarball(artifacts, `${m}-1.0.0.tar.gz`, "1.0.0", SLEEPER);
   await tarball(outside, "other-1.0.0.tar.gz", "1.0.0", SLEEPER);
   port = await freePort();
@@ -218,6 +220,16 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
     expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h2");
   }, 30_000);
 
+  it("a module whose new version dies within the settle time ends the deploy with PROCESS_EXITED; the previous version runs again", async () => {
+    const out = await deployService(order("h3", [spec("web", "1.3.0"), spec("worker", "1.0.0")]), ctx());
+    expect(out.result).toMatchObject({ success: false, code: "PROCESS_EXITED" });
+    expect(out.result.message).toMatch(/^process module web: web 1\.3\.0 exited within 400 ms; restored 1\.1\.0, which runs again/);
+    expect(out.result.message).toContain("boom: no config file");
+    expect(await answer()).toBe("1.1.0");
+    expect(await activeVersion(workDir, "web")).toBe("1.1.0");
+    expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h2");
+  }, 30_000);
+
   it("refuses, before anything is written or run, a source outside the allow list, a bad spec, a module twice, and an order with nothing", async () => {
     const cases: [WorkOrder, string, RegExp][] = [
       [
@@ -307,7 +319,7 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
     expect([await pidOf("web"), await pidOf("worker")]).toEqual([0, 0]);
     expect(await answer()).toBe("");
     expect(existsSync(join(workDir, "tenants", "shop"))).toBe(false);
-    expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0"]);
+    expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0", "1.3.0"]);
     expect((await heartbeat()).projects).toEqual([]);
   }, 30_000);
 });
