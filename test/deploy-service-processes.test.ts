@@ -150,6 +150,15 @@ async function answer(): Promise<string> {
   );
 }
 
+function removal(tenant: string): WorkOrder {
+  return create(WorkOrderSchema, {
+    id: `wo-rm-${tenant}`,
+    type: WorkOrderType.REMOVE_SERVICE,
+    target: { tenantId: tenant, nodeId: "n1" },
+    desiredState: { tenantId: tenant, composeProject: { projectName: tenant } },
+  });
+}
+
 /** The full report a heartbeat sends from this host (no engine), its projects as main.ts observes them. */
 function heartbeat(): Promise<HeartbeatRequest> {
   const config = { nodeId: "n1", workDir, pollIntervalMs: 1000, allowCommands: [], allowProcessSources: [artifacts], labels: {} };
@@ -305,21 +314,22 @@ describe("deploy_service with process modules and no compose file (no Docker)", 
     expect((await readAppliedSpec(workDir, "shop"))?.spec_hash).toBe("h1");
   }, 30_000);
 
-  it("remove_service stops the tenant's modules and removes its files, without Docker; the versions stay", async () => {
-    const out = await removeService(
-      create(WorkOrderSchema, {
-        id: "wo-rm",
-        type: WorkOrderType.REMOVE_SERVICE,
-        desiredState: { tenantId: "shop", composeProject: { projectName: "shop" } },
-      }),
-      { workDir, docker: noDocker, composeTimeoutMs: 60_000, process: OPTS },
-    );
-    expect(out.result.code, out.result.message).toBe("REMOVE_OK");
-    expect(out.result.message).toBe("project shop removed; stopped process modules web, worker");
-    expect([await pidOf("web"), await pidOf("worker")]).toEqual([0, 0]);
+  it("remove_service stops the tenant's modules, not one another tenant took over, and removes its files without Docker", async () => {
+    // The worker moves to tenant blog: its deploy finds it running as declared and keeps it.
+    const worker = await pidOf("worker");
+    const moved = await deployService(order("b1", [spec("worker", "1.0.0")], { tenant: "blog" }), ctx());
+    expect(moved.result.code, moved.result.message).toBe("APPLY_OK");
+    expect(await pidOf("worker")).toBe(worker);
+    const shop = await removeService(removal("shop"), { workDir, docker: noDocker, composeTimeoutMs: 60_000, process: OPTS });
+    expect(shop.result.code, shop.result.message).toBe("REMOVE_OK");
+    expect(shop.result.message).toBe("project shop removed; stopped process modules web");
+    expect([await pidOf("web"), await pidOf("worker")]).toEqual([0, worker]);
     expect(await answer()).toBe("");
     expect(existsSync(join(workDir, "tenants", "shop"))).toBe(false);
     expect(await installedVersions(workDir, "web")).toEqual(["1.0.0", "1.1.0", "1.2.0", "1.3.0"]);
+    const blog = await removeService(removal("blog"), { workDir, docker: noDocker, composeTimeoutMs: 60_000, process: OPTS });
+    expect(blog.result.message).toBe("project blog removed; stopped process modules worker");
+    expect(await pidOf("worker")).toBe(0);
     expect((await heartbeat()).projects).toEqual([]);
   }, 30_000);
 });
@@ -373,12 +383,7 @@ describe.skipIf(!dockerHost)("deploy_service with a compose file and process mod
     const again = await deployService(order("m3", [spec("worker", "1.0.0")], { tenant, composeFile }), ctx(host));
     expect(again.result.code, again.result.message).toBe("APPLY_OK");
     expect(await running()).toBe(1);
-    const rm = create(WorkOrderSchema, {
-      id: "wo-rm-mix",
-      type: WorkOrderType.REMOVE_SERVICE,
-      desiredState: { tenantId: tenant, composeProject: { projectName: tenant } },
-    });
-    const out = await removeService(rm, { workDir, docker: host, composeTimeoutMs: 60_000, process: OPTS });
+    const out = await removeService(removal(tenant), { workDir, docker: host, composeTimeoutMs: 60_000, process: OPTS });
     expect(out.result.code, out.result.message).toBe("REMOVE_OK");
     expect(out.result.message).toMatch(/; stopped process modules worker$/);
     expect(await running()).toBe(0);

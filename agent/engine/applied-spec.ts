@@ -4,7 +4,7 @@
 // after every successful apply, so it is always a spec that once ran healthy here. Its process
 // modules are recorded with the version that ran (a "latest" resolved), so a restore switches
 // back to an installed version without asking the source.
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { create } from "@bufbuild/protobuf";
 import { ProcessSpecSchema, type ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import { writeFileAtomic } from "./durable-file.js";
@@ -79,4 +79,19 @@ export async function readAppliedSpec(workDir: string, tenantId: string): Promis
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The process modules the applied specs of tenants other than `tenantId` declare. Module names
+ * are the node's (one tenant each); when one moves between tenants, the tenant that dropped it
+ * must not stop it under the one that took it.
+ */
+export async function modulesOfOtherTenants(workDir: string, tenantId: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const tenants = await readdir(join(workDir, "tenants")).catch(() => [] as string[]);
+  for (const t of tenants) {
+    if (t === tenantId) continue;
+    for (const p of (await readAppliedSpec(workDir, t))?.processes ?? []) out.add(p.module);
+  }
+  return out;
 }

@@ -11,7 +11,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import type { ProcessSource, ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import { processSourceAllowed } from "../../common/action-rules.js";
-import { readAppliedSpec } from "../engine/applied-spec.js";
+import { modulesOfOtherTenants, readAppliedSpec } from "../engine/applied-spec.js";
 import { pathExists } from "../engine/durable-file.js";
 import { recordedProjectName } from "../engine/project-state.js";
 import { runCommand } from "../engine/run-command.js";
@@ -60,7 +60,7 @@ export async function runProcesses(d: Deploy): Promise<DeployOutcome | undefined
   }
   const declared = new Set(specs.map((s) => s.module));
   const dropped = (before?.processes ?? []).map((p) => p.module).filter((m) => !declared.has(m));
-  d.stopped = await stopModules(d.ctx.workDir, dropped, d.ctx.process);
+  d.stopped = await stopModules(d.ctx.workDir, d.tenantId, dropped, d.ctx.process);
   return undefined;
 }
 
@@ -91,14 +91,21 @@ async function runProcess(d: Deploy, spec: ProcessSpec): Promise<DeployOutcome |
 }
 
 /**
- * Stops each of `modules` installed here (its versions stay installed, its run state says stopped);
- * returns those that ran or were meant to.
+ * Stops each of `tenantId`'s `modules` installed here (its versions stay installed, its run state
+ * says stopped), but none another tenant's applied spec declares; returns those that ran or were
+ * meant to.
  */
-export async function stopModules(workDir: string, modules: readonly string[], opts: ProcessExecutorOptions = {}): Promise<string[]> {
+export async function stopModules(
+  workDir: string,
+  tenantId: string,
+  modules: readonly string[],
+  opts: ProcessExecutorOptions = {},
+): Promise<string[]> {
   const stopped: string[] = [];
   const copts = { runner: chooseRunner(opts.useSystemd), graceMs: opts.graceMs ?? 10_000, settleMs: opts.settleMs ?? 1000 };
+  const others = modules.length > 0 ? await modulesOfOtherTenants(workDir, tenantId) : new Set<string>();
   for (const m of new Set(modules)) {
-    if (!MODULE_PATTERN.test(m)) continue;
+    if (!MODULE_PATTERN.test(m) || others.has(m)) continue;
     await withModuleLock(workDir, m, async () => {
       if (!(await hasActiveLink(workDir, m))) return;
       const state = await readRunState(workDir, m);

@@ -99,7 +99,7 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
   // failed spec's own new modules are stopped here.
   const restoredModules = new Set((applied.processes ?? []).map((p) => p.module));
   const added = ds.processes.map((p) => p.module).filter((m) => !restoredModules.has(m));
-  await stopModules(ctx.workDir, added, ctx.process);
+  await stopModules(ctx.workDir, ds.tenantId, added, ctx.process);
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -75,7 +75,7 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   let volumes: VolumeRemoval = { deleted: [], failed: [] };
   const applied = await readAppliedSpec(ctx.workDir, tenantId);
   const modules = [...(ds?.processes ?? []), ...(applied?.processes ?? [])].map((p) => p.module);
-  const stopped = await stopModules(ctx.workDir, modules, ctx.process);
+  const stopped = await stopModules(ctx.workDir, tenantId, modules, ctx.process);
   const processes = stopped.length > 0 ? `; stopped process modules ${stopped.join(", ")}` : "";
   const composeless = applied ? applied.compose_file.trim() === "" : (ds?.processes.length ?? 0) > 0;
   if (composeless && !(await pathExists(file))) {
