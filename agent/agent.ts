@@ -60,8 +60,11 @@ export interface AgentDeps {
   probe: () => Promise<DockerHost>;
   /** The executor of each order type this agent runs (others get UNSUPPORTED_ORDER_TYPE). */
   executors: Partial<ExecutorTable>;
-  /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
-  observe: () => Promise<ProjectObservation[]>;
+  /**
+   * The projects this agent manages, as the engine shows them (throws when it cannot tell);
+   * without the engine (`engine` false), those that need none, or undefined when one does.
+   */
+  observe: (engine: boolean) => Promise<ProjectObservation[] | undefined>;
   /** Restarts process modules that died and reports them all (hosts without Docker). */
   supervise?: () => Promise<ProcessObservation[]>;
   /** The clock leases are kept by (default: performance.now() and setTimeout). */

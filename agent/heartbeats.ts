@@ -22,8 +22,11 @@ export interface HeartbeatDeps {
   host: HostProbe;
   tally: AgentTally;
   log: Logger;
-  /** The projects this agent manages, as the engine shows them (throws when it cannot tell). */
-  observe: () => Promise<ProjectObservation[]>;
+  /**
+   * The projects this agent manages, as the engine shows them (throws when it cannot tell);
+   * without the engine (`engine` false), those that need none, or undefined when one does.
+   */
+  observe: (engine: boolean) => Promise<ProjectObservation[] | undefined>;
   /** Restarts process modules that died and reports them all (hosts without Docker). */
   supervise?: () => Promise<ProcessObservation[]>;
 }
@@ -105,11 +108,10 @@ export class Heartbeats {
   }
 
   // What runs here, for drift detection. When the engine cannot tell, say nothing (undefined)
-  // rather than "nothing runs".
+  // rather than "nothing runs"; projects of process modules only need no engine to be told.
   private async observeProjects(host: DockerHost): Promise<ProjectObservation[] | undefined> {
-    if (!host.capabilities.dockerAvailable) return undefined;
     try {
-      return await this.deps.observe();
+      return await this.deps.observe(host.capabilities.dockerAvailable);
     } catch (e) {
       this.deps.log.warn({ action: "observe", result: "error", metadata: { message: (e as Error).message } }, "could not observe projects");
       return undefined;

@@ -12,7 +12,7 @@ import { createControllerClients, type AgentCredential } from "./controller-clie
 import { CertificateKeeper, chooseCredential } from "./certificate-keeper.js";
 import { probeDockerHost } from "./engine/docker-host.js";
 import { executors } from "./executors/registry.js";
-import { observeProjects } from "./engine/project-state.js";
+import { observeForHeartbeat } from "./engine/project-state.js";
 import { Journal } from "./journal.js";
 import { superviseAll } from "./process/supervise-all.js";
 import { AgentTally } from "./agent-tally.js";
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
     log: logger,
     probe: probeDockerHost,
     executors: executors(),
-    observe: () => observeProjects(cfg.workDir),
+    observe: (engine) => observeForHeartbeat(cfg.workDir, engine),
     supervise: () => superviseAll(cfg.workDir, { log: logger }),
     tally,
     renewCertificate: keeper ? () => keeper.renewNow() : undefined,

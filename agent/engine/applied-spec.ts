@@ -1,8 +1,12 @@
 // The last spec of a tenant's project that applied successfully on this host, kept beside the
 // project as .skipper-applied.json (mode 0600: the env may hold secrets). A deploy whose health
 // gate fails restores it; a rollback order may name it. Written atomically (temp, fsync, rename)
-// after every successful apply, so it is always a spec that once ran healthy here.
-import { readFile } from "node:fs/promises";
+// after every successful apply, so it is always a spec that once ran healthy here. Its process
+// modules are recorded with the version that ran (a "latest" resolved), so a restore switches
+// back to an installed version without asking the source.
+import { readdir, readFile } from "node:fs/promises";
+import { create } from "@bufbuild/protobuf";
+import { ProcessSpecSchema, type ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
 import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
 import { projectDir } from "./project-state.js";
@@ -24,7 +28,43 @@ export interface AppliedSpec {
   /** service resource id -> compose service, as the order that applied it said. */
   compose_services: Record<string, string>;
   service_ids: string[];
+  /** The tenant's process modules as they ran (absent in records written before processes). */
+  processes?: AppliedProcess[];
   applied_at: string;
+}
+
+/** A process module of an applied spec: its ProcessSpec, the version being the one that ran. */
+export interface AppliedProcess {
+  module: string;
+  version: string;
+  source: { path?: string; url?: string };
+  sha256: string;
+  argv: string[];
+  env: Record<string, string>;
+}
+
+/** The record of `spec` run at `version`. */
+export function appliedProcess(spec: ProcessSpec, version: string): AppliedProcess {
+  const src = spec.source?.kind;
+  return {
+    module: spec.module,
+    version,
+    source: src?.case === "path" ? { path: src.value } : src?.case === "url" ? { url: src.value } : {},
+    sha256: spec.sha256,
+    argv: [...spec.argv],
+    env: { ...spec.env },
+  };
+}
+
+/** The ProcessSpec a recorded module runs with again. */
+export function processSpecOf(p: AppliedProcess): ProcessSpec {
+  const kind =
+    p.source.path !== undefined
+      ? { case: "path" as const, value: p.source.path }
+      : p.source.url !== undefined
+        ? { case: "url" as const, value: p.source.url }
+        : { case: undefined };
+  return create(ProcessSpecSchema, { module: p.module, version: p.version, source: { kind }, sha256: p.sha256, argv: p.argv, env: p.env });
 }
 
 export async function writeAppliedSpec(workDir: string, spec: AppliedSpec): Promise<void> {
@@ -39,4 +79,19 @@ export async function readAppliedSpec(workDir: string, tenantId: string): Promis
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The process modules the applied specs of tenants other than `tenantId` declare. Module names
+ * are the node's (one tenant each); when one moves between tenants, the tenant that dropped it
+ * must not stop it under the one that took it.
+ */
+export async function modulesOfOtherTenants(workDir: string, tenantId: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  const tenants = await readdir(join(workDir, "tenants")).catch(() => [] as string[]);
+  for (const t of tenants) {
+    if (t === tenantId) continue;
+    for (const p of (await readAppliedSpec(workDir, t))?.processes ?? []) out.add(p.module);
+  }
+  return out;
 }

@@ -1,7 +1,9 @@
 // The agent's record of each compose project it manages, kept beside the project's files as
 // <work-dir>/tenants/<tenant>/.skipper-state.json: which order last applied it successfully,
 // with which spec hash and which compose services. Heartbeats report every recorded project
-// with what the engine shows for it, so the controller can see drift.
+// with what the engine shows for it, so the controller can see drift. A project of process modules
+// only (no compose file) records no services: it has no containers to drift, and is observed
+// without asking the engine, so a host without Docker reports it too.
 import { mkdir, readdir, readFile } from "node:fs/promises";
 import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
@@ -75,7 +77,7 @@ export async function observeProjects(workDir: string, tenantId?: string): Promi
       ? await readProjectStates(workDir)
       : [await readProjectState(workDir, tenantId)].filter((s): s is ProjectState => s !== undefined);
   for (const s of states) {
-    const seen = await readProjectContainers(s.project_name);
+    const seen = s.services.length === 0 ? { byService: new Map() } : await readProjectContainers(s.project_name);
     out.push(
       create(ProjectObservationSchema, {
         projectName: s.project_name,
@@ -87,4 +89,15 @@ export async function observeProjects(workDir: string, tenantId?: string): Promi
     );
   }
   return out;
+}
+
+/**
+ * What a heartbeat reports of the recorded projects: with the engine, each as it shows them;
+ * without, the same when none needs the engine to be observed (each has no services: process
+ * modules only), else undefined, since then it cannot be told.
+ */
+export async function observeForHeartbeat(workDir: string, engine: boolean): Promise<ProjectObservation[] | undefined> {
+  if (engine) return observeProjects(workDir);
+  const states = await readProjectStates(workDir);
+  return states.every((s) => s.services.length === 0) ? observeProjects(workDir) : undefined;
 }

@@ -8,7 +8,7 @@ import { durationMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { VersionStickerSchema, type VersionSticker } from "../../gen/skipper/v1/order_action_pb.js";
 import type { SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { writeAppliedSpec } from "../engine/applied-spec.js";
+import { appliedProcess, writeAppliedSpec } from "../engine/applied-spec.js";
 import { digestMismatches, digestOf, projectImages } from "../engine/images.js";
 import { EngineError } from "../engine/project-containers.js";
 import { keepAppliedSecrets } from "../engine/project-secrets.js";
@@ -52,13 +52,14 @@ export async function healthGate(d: Deploy): Promise<DeployOutcome | undefined> 
     deadlineMs: gate?.deadline ? durationMs(gate.deadline) : ctx.readyTimeoutMs,
     probes: gate?.probes ?? [],
     signal: ctx.signal,
+    containers: !d.processesOnly,
   });
   // Cancelled while the gate decides: with a gate the unproven spec does not stay.
   if (verdict.cancelled && !gate) return cancelled(d, up);
-  const { changed, unchanged } = containerChanges(d.before!.byService, verdict.containers.byService);
+  const { changed, unchanged } = containerChanges(d.before?.byService ?? new Map(), verdict.containers.byService);
   const parts = {
     command: up,
-    composePath: d.files.composePath,
+    composePath: d.processesOnly ? "" : d.files.composePath,
     services: verdict.observed,
     changed: asResourceIds(changed, ds.composeServices ?? {}),
     unchanged: asResourceIds(unchanged, ds.composeServices ?? {}),
@@ -111,6 +112,7 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
     registry_secret_ids: [...(ds.registrySecretIds ?? [])],
     compose_services: { ...ds.composeServices },
     service_ids: [...(ds.serviceIds ?? [])],
+    processes: d.processes.map((p) => appliedProcess(p.spec, p.version)),
     applied_at: appliedAt,
   });
   await writeProjectState(d.ctx.workDir, {
@@ -127,7 +129,7 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
 
 /** write the sticker: what runs here, readable on the node without the controller. */
 export async function writeSticker(d: Deploy): Promise<undefined> {
-  d.sticker = await stickerOf(d.order, d.tenantId, d.projectName, d.appliedAt);
+  d.sticker = await stickerOf(d.order, d.tenantId, d.projectName, d.appliedAt, !d.processesOnly);
   await writeStickerFile(d.ctx.workDir, d.sticker);
   return undefined;
 }
@@ -142,13 +144,22 @@ export async function deleteVolumes(d: Deploy): Promise<undefined> {
 }
 
 // The sticker of a deploy: the spec (release), its deployment, and each service's image digest
-// as the engine knows it (none when the engine does not say: the deploy has succeeded already).
-async function stickerOf(order: WorkOrder, tenantId: string, projectName: string, appliedAt: string): Promise<VersionSticker> {
+// as the engine knows it (none when the engine does not say: the deploy has succeeded already;
+// none asked for a project of process modules alone).
+async function stickerOf(
+  order: WorkOrder,
+  tenantId: string,
+  projectName: string,
+  appliedAt: string,
+  engine: boolean,
+): Promise<VersionSticker> {
   const ds = order.desiredState;
-  const images = await projectImages(projectName).catch((e: unknown) => {
-    if (e instanceof EngineError) return [];
-    throw e;
-  });
+  const images = !engine
+    ? []
+    : await projectImages(projectName).catch((e: unknown) => {
+        if (e instanceof EngineError) return [];
+        throw e;
+      });
   return create(VersionStickerSchema, {
     schemaVersion: "v1",
     releaseId: ds?.specHash ?? "",

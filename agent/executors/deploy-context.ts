@@ -7,6 +7,8 @@ import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
 import type { DockerHost } from "../engine/docker-host.js";
 import type { CommandRun } from "../engine/run-command.js";
 import type { SecretSource } from "../engine/project-secrets.js";
+import type { FetchOptions } from "../process/artifact.js";
+import type { ProcessExecutorOptions } from "./process-result.js";
 import { commandResult, orderOutcome, type DetailsInit, type ExecContext, type ExecOutcome } from "./executor.js";
 
 export interface DeployContext {
@@ -23,6 +25,10 @@ export interface DeployContext {
   allowCommands?: readonly string[];
   /** The secret values of the order's project (asked of the controller under the order's claim). */
   secrets?: SecretSource;
+  /** Where the order's process modules may come from (the node's --allow-process-source). */
+  allowProcessSources?: readonly string[];
+  /** How process modules are run (default: the host's runner, 1 s settle time, 10 s grace). */
+  process?: ProcessExecutorOptions & { fetch?: Omit<FetchOptions, "signal"> };
 }
 
 export type DeployOutcome = ExecOutcome;
@@ -40,6 +46,7 @@ export function deployContext(ctx: ExecContext): DeployContext {
     lease: ctx.lease,
     allowCommands: config.allowCommands,
     secrets: ctx.secrets,
+    allowProcessSources: config.allowProcessSources,
   };
 }
 
@@ -55,7 +62,16 @@ export interface Parts {
 
 // Failures that may pass on their own: the controller retries the order while it has attempts
 // (unless their cause says they fail the same way again: agent-results.ts withCause).
-const RETRIABLE = new Set(["DOCKER_UNAVAILABLE", "TIMEOUT", "COMPOSE_FAILED", "SERVICES_NOT_RUNNING", "SECRETS_UNAVAILABLE"]);
+// A process module's source may come back, and a start or stop may fail for the host's passing trouble.
+const RETRIABLE = new Set([
+  "DOCKER_UNAVAILABLE",
+  "TIMEOUT",
+  "COMPOSE_FAILED",
+  "SERVICES_NOT_RUNNING",
+  "SECRETS_UNAVAILABLE",
+  "SOURCE_UNAVAILABLE",
+  "PROCESS_FAILED",
+]);
 
 /** A deploy's outcome: APPLY_OK succeeds, the passing failures are retriable, the parts go in details. */
 export function outcome(code: string, message: string, started: number, p: Parts, details: DetailsInit = {}): DeployOutcome {

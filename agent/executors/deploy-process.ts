@@ -53,8 +53,8 @@ export function makeDeployProcess(opts: ProcessExecutorOptions & { fetch?: Omit<
   });
 }
 
-// Steps 3-5: the version is installed; make it the one that runs.
-async function deployVersion(
+/** Steps 3-5: the version is installed; make it the one that runs (a deploy's processes too). */
+export async function deployVersion(
   workDir: string,
   module: string,
   got: Obtained,

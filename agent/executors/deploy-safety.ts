@@ -1,19 +1,21 @@
 // The safe-deploy steps around compose up: the tenant's pre- and post-deploy hooks (allow-listed
 // commands, argv only), and the automatic rollback when a deploy fails its health gate: the
-// last spec that applied successfully on this host is deployed again, and the result says
+// last spec that applied successfully on this host is deployed again (its process modules at the
+// versions that ran then, and the failed spec's new modules stopped), and the result says
 // ROLLED_BACK with both specs (secret values blanked) so nobody has to guess what runs.
 import { clone, create } from "@bufbuild/protobuf";
 import { ComposeProjectSchema, type ComposeProject } from "../../gen/skipper/v1/resource_pb.js";
 import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSecretKey } from "../../common/logging/redact.js";
-import { readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
+import { processSpecOf, readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
 import { readAppliedSecrets } from "../engine/project-secrets.js";
 import { projectDir } from "../engine/project-state.js";
 import { SecretKeyRefSchema } from "../../gen/skipper/v1/secret_pb.js";
 import { describeRun, runCommandSpec, succeeded } from "../engine/command-spec.js";
 import type { CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
+import { stopModules } from "./deploy-processes.js";
 
 /** Runs hooks in order; the first failure is returned (undefined when all passed). */
 export async function runHooks(
@@ -83,6 +85,8 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     composeServices: applied.compose_services,
     specHash: applied.spec_hash,
     registrySecretIds: applied.registry_secret_ids ?? [],
+    // The versions that ran then, installed still: switching back downloads nothing.
+    processes: (applied.processes ?? []).map(processSpecOf),
     safety: undefined,
   };
   // The restored spec runs with the values it ran with: the copy kept when it applied.
@@ -91,6 +95,11 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
   // project is worse than either spec. Compose's own timeout still bounds it. Only a lost lease
   // stops it: the next holder redeploys the order and converges whatever it finds.
   const back = await f.redeploy(restore, { ...ctx, signal: ctx.lease, secrets: () => readAppliedSecrets(dir, applied.spec_hash) });
+  // The restore stops the modules the restored spec does not declare only relative to itself: the
+  // failed spec's own new modules are stopped here.
+  const restoredModules = new Set((applied.processes ?? []).map((p) => p.module));
+  const added = ds.processes.map((p) => p.module).filter((m) => !restoredModules.has(m));
+  await stopModules(ctx.workDir, ds.tenantId, added, ctx.process);
   const rollback = {
     failedSpecHash: ds.specHash,
     failedProject: redacted(ds.composeProject),

@@ -1,12 +1,17 @@
-// The deploy_service executor: makes a tenant's compose project on this host match the order.
-// It is a plan of named steps (DEPLOY_PLAN), run in order over one deploy under way (Deploy,
-// deploy-state.ts) once the order is checked; the first step that ends the deploy gives its
-// outcome, and a deploy that passes them all is APPLY_OK. The steps up to `compose up` are in
-// deploy-apply.ts, those after it in deploy-confirm.ts. Each, with the codes it can end with:
+// The deploy_service executor: makes a tenant's compose project and process modules on this host
+// match the order. It is a plan of named steps (DEPLOY_PLAN), run in order over one deploy under
+// way (Deploy, deploy-state.ts) once the order is checked; the first step that ends the deploy
+// gives its outcome, and a deploy that passes them all is APPLY_OK. The steps up to `compose up`
+// are in deploy-apply.ts, those after it in deploy-confirm.ts, the process modules' in
+// deploy-processes.ts. Each, with the codes it can end with:
 //
 //   check the order        tenant id usable as a directory, project name, env      -> COMPOSE_INVALID
+//                          a compose file or process modules (or both)            -> COMPOSE_INVALID
+//                          each process spec (as deploy_process checks it), one
+//                          per module                                              -> PROCESS_INVALID
+//                          each process source under --allow-process-source        -> PROCESS_SOURCE_NOT_ALLOWED
 //                          the tenant's compose policy, when the order carries one -> COMPOSE_POLICY_VIOLATION
-//                          a Compose implementation on this host                   -> DOCKER_UNAVAILABLE
+//                          a Compose implementation on this host (with a compose file) -> DOCKER_UNAVAILABLE
 //   reach the engine       `docker version` answers                                -> DOCKER_UNAVAILABLE
 //   get the secrets        the project's secret values, when it uses any, asked of the controller
 //                          under the order's claim (engine/project-secrets.ts)     -> SECRETS_UNAVAILABLE, COMPOSE_INVALID
@@ -21,19 +26,33 @@
 //                          says whether the file was the problem, and the live files come back
 //                                                 -> COMPOSE_INVALID, COMPOSE_FAILED, PULL_*, TIMEOUT, CANCELLED
 //   check pinned digests   images pinned by digest run by that digest              -> DIGEST_MISMATCH (rolled back)
+//   run the processes      each process module, under its lock: its version installed (or
+//                          downloaded, sha256 checked), made active and running past the settle
+//                          time (else its previous version runs again); modules the spec applied
+//                          before declared and this one does not are stopped
+//                            -> SOURCE_UNAVAILABLE, CHECKSUM_MISMATCH, PROCESS_EXITED, PROCESS_FAILED, CANCELLED
 //   health gate            every service's containers running (and healthy where a healthcheck is
 //                          defined); with a gate its probes, then post-deploy hooks; a failed gate
-//                          restores the last spec that applied here (deploy-safety.ts)
+//                          restores the last spec that applied here, its process modules too
+//                          (deploy-safety.ts)
 //                                  -> SERVICES_NOT_RUNNING, POST_DEPLOY_FAILED, ROLLED_BACK, HEALTH_GATE_FAILED, ...
-//   record the spec        the spec kept as the one to restore, and the project's state record
+//   record the spec        the spec kept as the one to restore (with the versions its process
+//                          modules ran), and the project's state record
 //   write the sticker      the version sticker (.skipper-sticker.json: spec, deployment, image
 //                          digests), returned in details.sticker
 //   delete volumes         the volumes a deletion asked to remove (delete_volumes), best effort:
 //                          details.volumes_deleted says which went, the message which could not
 //
+// Without a compose file (process modules alone: PROCESS_PLAN) nothing asks Docker: project
+// directory (a compose project an earlier spec ran here is taken down: the one case that needs
+// Compose -> DOCKER_UNAVAILABLE, COMPOSE_FAILED), pre-deploy hooks, run the processes, health gate
+// (probes and hooks, no containers), record the spec, write the sticker (no image digests).
+//
 // Either way a file Compose rejects never stays in place of the live one. Every command is an
 // argument array run through execa with a timeout; output is capped and the values of
 // secret-shaped env keys are blanked from it.
+import { create, toJson } from "@bufbuild/protobuf";
+import { ComposeProjectSchema, ProcessObservationSchema } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { composeViolations } from "../../common/compose-policy.js";
 import { ID_PATTERN } from "../../common/ids.js";
@@ -42,10 +61,11 @@ import { describeRemoval } from "../engine/project-volumes.js";
 import { checkFiles, composeUp, getSecrets, preDeployHooks, promote, reachEngine, stageFiles } from "./deploy-apply.js";
 import { checkPinnedDigests, deleteVolumes, healthGate, recordSpec, writeSticker } from "./deploy-confirm.js";
 import { outcome, type DeployContext, type DeployOutcome } from "./deploy-context.js";
+import { describeProcesses, processesProblem, projectDirectory, runProcesses } from "./deploy-processes.js";
 import type { Deploy, DeployStep } from "./deploy-state.js";
 import { projectFiles } from "./project-files.js";
 
-/** The steps of a deploy, in order (the top of this file). */
+/** The steps of a deploy with a compose file, in order (the top of this file). */
 const DEPLOY_PLAN: readonly DeployStep[] = [
   { name: "reach the engine", run: reachEngine },
   { name: "get the secrets", run: getSecrets },
@@ -55,28 +75,39 @@ const DEPLOY_PLAN: readonly DeployStep[] = [
   { name: "promote", run: promote },
   { name: "compose up", run: composeUp },
   { name: "check pinned digests", run: checkPinnedDigests },
+  { name: "run the processes", run: runProcesses },
   { name: "health gate", run: healthGate },
   { name: "record the spec", run: recordSpec },
   { name: "write the sticker", run: writeSticker },
   { name: "delete volumes", run: deleteVolumes },
 ];
 
+/** The steps of a deploy of process modules alone (no compose file): none needs Docker. */
+const PROCESS_PLAN: readonly DeployStep[] = [
+  { name: "project directory", run: projectDirectory },
+  { name: "pre-deploy hooks", run: preDeployHooks },
+  { name: "run the processes", run: runProcesses },
+  { name: "health gate", run: healthGate },
+  { name: "record the spec", run: recordSpec },
+  { name: "write the sticker", run: writeSticker },
+];
+
 /** Makes the order's tenant project on this host match its desired state (the steps above). */
 export async function deployService(order: WorkOrder, ctx: DeployContext): Promise<DeployOutcome> {
   const d = checkOrder(order, ctx, performance.now());
   if ("result" in d) return d;
-  for (const step of DEPLOY_PLAN) {
+  for (const step of d.processesOnly ? PROCESS_PLAN : DEPLOY_PLAN) {
     const ended = await step.run(d);
     if (ended) return ended;
   }
-  const services = d.services;
-  return outcome(
-    "APPLY_OK",
-    `${services.length} service(s) running; changed: ${d.changed.join(", ") || "none"}${describeRemoval(d.removal!)}`,
-    d.started,
-    d.parts!,
-    { volumesDeleted: d.removal!.deleted, sticker: d.sticker },
-  );
+  const removal = d.removal ?? { deleted: [], failed: [] };
+  const compose = d.processesOnly
+    ? ""
+    : `${d.services.length} service(s) running; changed: ${d.changed.join(", ") || "none"}${describeRemoval(removal)}`;
+  const message = [compose, describeProcesses(d)].filter(Boolean).join("; ");
+  const processes = d.processes.map((p) => toJson(ProcessObservationSchema, p.observed));
+  const extra = processes.length > 0 ? { extra: { processes } } : {};
+  return outcome("APPLY_OK", message, d.started, d.parts!, { volumesDeleted: removal.deleted, sticker: d.sticker, ...extra });
 }
 
 // Compose project names: lowercase letters, digits, dashes and underscores, starting alphanumeric.
@@ -96,7 +127,9 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
       `compose project name ${JSON.stringify(projectName)} must be lowercase letters, digits, '-' or '_', starting with a letter or digit`,
     );
   }
-  if (!ds || !project || project.composeFile.trim() === "") return invalid("the order carries no compose file");
+  const processes = ds?.processes ?? [];
+  const processesOnly = (project?.composeFile.trim() ?? "") === "";
+  if (!ds || (processesOnly && processes.length === 0)) return invalid("the order carries no compose file and no process modules");
   // Routes need the host's proxy, which this agent does not drive yet: refused before anything
   // runs rather than deployed without the traffic the tenant asked for.
   if (ds.routes.length > 0)
@@ -104,10 +137,12 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
       composePath: "",
       services: [],
     });
+  const refused = processesProblem(processes, ctx.allowProcessSources ?? []);
+  if (refused) return outcome(refused.code, refused.message, started, { composePath: "", services: [] });
   // Checked here again, before anything is written or run: the controller checked it when the
   // tenant was written, and a node enforces what it is asked to run.
   const policy = ds.composePolicy;
-  if (policy) {
+  if (policy && project && !processesOnly) {
     const violations = composeViolations(project.composeFile, { level: policy.level, allowedHostPaths: policy.allowedHostPaths });
     if (violations.length > 0) {
       const message = `the project breaks the tenant's compose policy: ${violations[0]!.message}`;
@@ -115,7 +150,7 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
       return outcome("COMPOSE_POLICY_VIOLATION", message, started, { composePath: "", services: [] }, { extra });
     }
   }
-  const env = project.env;
+  const env = project?.env ?? {};
   for (const [k, v] of Object.entries(env)) {
     if (!ENV_KEY.test(k)) return invalid(`env key ${JSON.stringify(k)} is not a valid variable name`);
     if (/[\r\n\0]/.test(v)) return invalid(`env value of ${k} contains a line break or NUL`);
@@ -124,7 +159,7 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
     .filter(([k]) => isSecretKey(k))
     .map(([, v]) => v);
   const compose = ctx.docker.compose;
-  if (!compose) {
+  if (!compose && !processesOnly) {
     const message = ctx.docker.capabilities.message || "no Compose implementation found";
     return outcome("DOCKER_UNAVAILABLE", message, started, { composePath: "", services: [] });
   }
@@ -134,16 +169,19 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
     ctx,
     started,
     ds,
-    project,
+    project: project ?? create(ComposeProjectSchema, { projectName }),
     tenantId,
     projectName,
     env,
     compose,
+    processesOnly,
     files,
     hidden,
     redeploy: deployService,
     services: [],
     checkedByUp: false,
+    processes: [],
+    stopped: [],
     changed: [],
     appliedAt: "",
   };

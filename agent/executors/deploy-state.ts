@@ -3,7 +3,8 @@
 // end it with an outcome (cancelled, stopped before the project changed, a file Compose rejected).
 import { rm } from "node:fs/promises";
 import type { VersionSticker } from "../../gen/skipper/v1/order_action_pb.js";
-import type { ComposeProject } from "../../gen/skipper/v1/resource_pb.js";
+import type { ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
+import type { ComposeProject, ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
 import type { WorkOrder, WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
 import type { ComposeCli } from "../engine/docker-host.js";
 import type { ProjectContainers } from "../engine/project-containers.js";
@@ -32,7 +33,10 @@ export interface Deploy {
   readonly tenantId: string;
   readonly projectName: string;
   readonly env: Record<string, string>;
-  readonly compose: ComposeCli;
+  /** Compose on this host; undefined only for a deploy of process modules alone (no compose file). */
+  readonly compose?: ComposeCli;
+  /** The order carries no compose file, only process modules: nothing asks the engine. */
+  readonly processesOnly: boolean;
   readonly files: ProjectFiles;
   /** Values blanked from command output: secret-shaped env values, then the secret values. */
   readonly hidden: string[];
@@ -49,6 +53,10 @@ export interface Deploy {
   before?: ProjectContainers;
   /** compose up: its run. */
   up?: CommandRun;
+  /** run the processes: each module of the order, the version that runs and the module as it is now. */
+  processes: { spec: ProcessSpec; version: string; observed: ProcessObservation }[];
+  /** run the processes: modules the previous spec declared and this one does not, stopped. */
+  stopped: string[];
   /** health gate: what the deploy observed and changed. */
   parts?: Parts;
   changed: string[];
@@ -70,10 +78,16 @@ export function hasPreDeployHooks(d: Deploy): boolean {
   return (d.ds.safety?.preDeploy.length ?? 0) > 0;
 }
 
+// The plan with a compose file only runs once checkOrder found Compose on this host.
+function composeOf(d: Deploy): ComposeCli {
+  if (!d.compose) throw new Error("no Compose implementation for a step that runs Compose");
+  return d.compose;
+}
+
 /** Compose's arguments for the project with files `yml` and `envFile`, then `rest`. */
 export function composeArgs(d: Deploy, yml: string, envFile: string, ...rest: string[]): string[] {
   return [
-    ...d.compose.baseArgs,
+    ...composeOf(d).baseArgs,
     "--project-name",
     d.projectName,
     "--file",
@@ -88,7 +102,7 @@ export function composeArgs(d: Deploy, yml: string, envFile: string, ...rest: st
 
 /** Runs Compose in the project's directory, stopped by the order's signal, its secret values blanked. */
 export function runCompose(d: Deploy, args: string[]): Promise<CommandRun> {
-  return runCommand(d.compose.program, args, {
+  return runCommand(composeOf(d).program, args, {
     timeoutMs: d.ctx.composeTimeoutMs,
     cwd: d.files.dir,
     secrets: d.hidden,

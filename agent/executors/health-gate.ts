@@ -24,11 +24,12 @@ export interface HealthVerdict {
 export async function awaitHealthy(
   projectName: string,
   services: string[],
-  opts: { deadlineMs: number; probes: HealthProbe[]; signal?: AbortSignal },
+  opts: { deadlineMs: number; probes: HealthProbe[]; signal?: AbortSignal; containers?: boolean },
 ): Promise<HealthVerdict> {
   const deadline = Date.now() + opts.deadlineMs;
   for (let wait = FIRST_POLL_MS; ; wait = Math.min(MAX_POLL_MS, wait * 2)) {
-    const containers = await readProjectContainers(projectName);
+    // `containers: false`: a project of process modules alone, which has none (the engine is not asked).
+    const containers = opts.containers === false ? { byService: new Map() } : await readProjectContainers(projectName);
     const observed = observeServices(services, containers);
     const notReady = observed.filter((s) => s.state !== "running");
     // Probes only once the containers run: a probe of a container still starting says nothing.

@@ -1,10 +1,10 @@
 // Which executor runs which order type. One table, so what an agent can do is one look away; its
 // type (executor-table.ts) makes the compiler check each executor runs its type's action.
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
-import { processSourceAllowed } from "../../common/action-rules.js";
 import { controlProcess } from "./control-process.js";
 import { deployContext } from "./deploy-context.js";
 import { deployProcess } from "./deploy-process.js";
+import { sourceRefusal } from "./deploy-processes.js";
 import { deployService } from "./deploy-service.js";
 import { executeCommand } from "./execute-command.js";
 import type { ExecutorTable } from "./executor-table.js";
@@ -33,19 +33,11 @@ export function executors(): ExecutorTable {
     [WorkOrderType.READ_STICKER]: readSticker,
     [WorkOrderType.READ_LOGS]: readLogs,
     [WorkOrderType.DEPLOY_PROCESS]: executorOf("deployProcess", (action, order, ctx) => {
-      // It runs what it installs: only from sources the operator allowed on this host.
-      const source = action?.spec?.source?.kind;
-      if (processSourceAllowed(source ?? { case: undefined }, ctx.config.allowProcessSources)) return deployProcess(order, ctx);
-      const where = source?.case ? `${source.case} ${source.value}` : "no source";
-      const list = ctx.config.allowProcessSources.join(", ") || "none";
-      return Promise.resolve(
-        orderOutcome(
-          "PROCESS_SOURCE_NOT_ALLOWED",
-          `${where} is not under this node's --allow-process-source (${list})`,
-          performance.now(),
-          { success: false },
-        ),
-      );
+      // It runs what it installs: only from sources the operator allowed on this host (a
+      // deploy_service's process modules are held to the same rule: deploy-processes.ts).
+      const refused = sourceRefusal(action?.spec?.source, ctx.config.allowProcessSources);
+      if (!refused) return deployProcess(order, ctx);
+      return Promise.resolve(orderOutcome("PROCESS_SOURCE_NOT_ALLOWED", refused, performance.now(), { success: false }));
     }),
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
   };

@@ -8,6 +8,10 @@
 //      the volumes whose data a deletion asked to remove (delete_volumes), best effort
 //   5. the project's files and state record are removed; REMOVE_OK. Removing a project that is
 //      not there is REMOVE_OK too (idempotent).
+// The tenant's process modules (those the order names and those its applied spec declared) are
+// stopped first; their installed versions stay. A project of process modules alone (no compose
+// file on disk, and its applied spec had none, or none is recorded and the order names modules)
+// skips steps 2-4: its removal needs no Docker.
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -18,7 +22,10 @@ import { runCommand, type CommandRun } from "../engine/run-command.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
 import { describeRemoval, removeProjectVolumes, type VolumeRemoval } from "../engine/project-volumes.js";
 import { pathExists } from "../engine/durable-file.js";
+import { readAppliedSpec } from "../engine/applied-spec.js";
 import type { DeployOutcome } from "./deploy-context.js";
+import { stopModules } from "./deploy-processes.js";
+import type { ProcessExecutorOptions } from "./process-result.js";
 
 const PROJECT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
@@ -26,6 +33,8 @@ export interface RemoveContext {
   workDir: string;
   docker: DockerHost;
   composeTimeoutMs: number;
+  /** How process modules are stopped (default: 10 s before SIGKILL). */
+  process?: ProcessExecutorOptions;
 }
 
 /** Brings the tenant's project down on this host and removes its files (the steps above). */
@@ -64,6 +73,15 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const file = join(dir, "docker-compose.yml");
   let command: CommandRun | undefined;
   let volumes: VolumeRemoval = { deleted: [], failed: [] };
+  const applied = await readAppliedSpec(ctx.workDir, tenantId);
+  const modules = [...(ds?.processes ?? []), ...(applied?.processes ?? [])].map((p) => p.module);
+  const stopped = await stopModules(ctx.workDir, tenantId, modules, ctx.process);
+  const processes = stopped.length > 0 ? `; stopped process modules ${stopped.join(", ")}` : "";
+  const composeless = applied ? applied.compose_file.trim() === "" : (ds?.processes.length ?? 0) > 0;
+  if (composeless && !(await pathExists(file))) {
+    await rm(dir, { recursive: true, force: true });
+    return done("REMOVE_OK", `project ${projectName} removed${processes}`);
+  }
   try {
     if (ctx.docker.compose && (await pathExists(file))) {
       const c = ctx.docker.compose;
@@ -95,7 +113,7 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   await rm(dir, { recursive: true, force: true });
   return done(
     "REMOVE_OK",
-    `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}${describeRemoval(volumes)}`,
+    `project ${projectName} removed${ds?.removeVolumes ? " with its volumes" : ""}${describeRemoval(volumes)}${processes}`,
     command,
     volumes.deleted,
   );
