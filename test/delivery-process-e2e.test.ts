@@ -150,7 +150,7 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "skipper-e2e-proc-delivery-"));
   archives = join(root, "archives");
   await mkdir(archives);
-  for (const v of ["1.0.0", "1.1.0", "1.2.0"]) await pack(v);
+  for (const v of ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]) await pack(v);
   for (const s of STAGES) port[s] = await freePort();
   ctl = await startControllerProcess({
     dataDir: join(root, "data"),
@@ -323,9 +323,19 @@ it("a version whose archive does not match its digest fails on test, never reach
   expect(await answer("prod")).toBe("1.0.0");
 }, 180_000);
 
+it("after the failed version, a good one still moves through once the failed one is marked bad", async () => {
+  await delivery().createArtifactVersion({ artifactId: ARTIFACT, version: "1.3.0", digest: `sha256:${sums.get("1.3.0")}` });
+  await delivery().markVersionBad({ artifactId: ARTIFACT, version: "1.2.0", reason: "archive does not match its digest" });
+  await verified("test", "1.3.0");
+  await answers("test", "1.3.0");
+  await verified("prod", "1.3.0");
+  await answers("prod", "1.3.0");
+  for (const s of STAGES) expect(processOf(await deployed(s, "1.3.0"))?.sha256).toBe(sums.get("1.3.0"));
+}, 180_000);
+
 it("the modules outlive their agents (started detached); killed by their run state's pid, nothing answers", async () => {
   for (const a of agents) await a.stop();
-  expect([await answer("test"), await answer("prod")]).toEqual(["1.0.0", "1.0.0"]);
+  expect([await answer("test"), await answer("prod")]).toEqual(["1.3.0", "1.3.0"]);
   expect(await killModules()).toBe(2);
   for (const s of STAGES) await waitFor(`${s}'s port to fall silent`, async () => ((await answer(s)) === "" ? true : undefined));
 }, 60_000);
