@@ -1,6 +1,6 @@
 // Process archives through environments end to end (issue 34): the built controller and two skippy
 // agents as processes, no Docker engine anywhere (each agent's DOCKER_HOST points at a socket that
-// does not exist). One process_archive artifact `edge`: a tar.gz per version under a directory both
+// does not exist). One process_archive artifact (edge-<run id>): a tar.gz per version under a directory both
 // agents allow (--allow-process-source), bin/server answering its version over HTTP on $PORT.
 // Two environments of one delivery: test (takes what arrives; an HTTP check of its process) and
 // prod (after test ran a release verified for a 2 s bake; an HTTP check of its own process). Each
