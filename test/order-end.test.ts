@@ -57,7 +57,10 @@ async function pendingDeploy(id: string, expiresAt?: Date): Promise<WorkOrder> {
     deleteVolumes: [],
     secretUses: [],
     registrySecretIds: [],
-  } as unknown as RenderedProject;
+    processes: [],
+    routes: [],
+    fromServices: false,
+  } satisfies RenderedProject;
   const ids = { tenantId: TENANT, nodeId: NODE, workOrderId: id, ...TRACE, now: T0 };
   const plan = planDeployment({ ...ids, deploymentId: `dep-${id}`, rendered, reason: "test" });
   if (expiresAt) plan.workOrder.expiresAt = timestampFromDate(expiresAt);
