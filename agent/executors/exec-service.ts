@@ -7,9 +7,10 @@
 //      compose's labels, the replica asked for (0: the lowest-numbered one)    -> SERVICE_NOT_RUNNING
 //                                                       (the engine silent:  DOCKER_UNAVAILABLE)
 //   4. `docker exec [-i] [--user U] [--workdir D] [-e K=V]... CONTAINER argv...` (argv as given,
-//      no shell), stdin written then closed, under the order's cancel and timeout; each stream's
-//      first 1 MiB kept, the project's secret values blanked                   -> EXEC_OK (exit 0),
-//      EXEC_FAILED (another exit code; not retried: the command ran), CANCELLED
+//      no shell), stdin written then closed, under the order's cancel and timeout (1 h when it
+//      sets none); each stream's first 1 MiB kept, the project's secret values blanked
+//                                                                              -> EXEC_OK (exit 0),
+//      EXEC_FAILED (another exit code; not retried: the command ran), CANCELLED, TIMEOUT
 //
 // Stopping `docker exec` (a cancel, the timeout) ends the client only: Docker leaves a process it
 // started in a container running when its client goes, so the message says that it may go on.
@@ -27,6 +28,11 @@ import { abortReason, executorOf, orderOutcome, type ExecOutcome } from "./execu
 
 /** At most this much of stdout and of stderr is reported (the head; `truncated` says more came). */
 export const EXEC_OUTPUT_CAP_BYTES = 1024 * 1024;
+/**
+ * An order without a timeout of its own is stopped after this: the agent runs one order at a time,
+ * and a command that never ends would hold every other order of the node.
+ */
+export const EXEC_DEFAULT_TIMEOUT_MS = 60 * 60 * 1000;
 // Kept beyond the cap so that a secret value straddling it is blanked before the cut.
 const SCRUB_MARGIN_BYTES = 64 * 1024;
 
@@ -66,7 +72,8 @@ export const execService = executorOf("execService", async (action, order, ctx) 
   if (ctx.signal.aborted) return done("CANCELLED", `cancelled before the command ran: ${abortReason(ctx.signal) || "no reason given"}`);
 
   const hidden = await projectSecretValues(projectDir(ctx.config.workDir, tenantId));
-  const ran = await dockerExec(container, action, hidden, ctx.signal);
+  const ownTimeout = order.timeout ? undefined : EXEC_DEFAULT_TIMEOUT_MS;
+  const ran = await dockerExec(container, action, { hidden, signal: ctx.signal, timeoutMs: ownTimeout });
   return outcomeOf(ran, action, ctx.signal, started);
 });
 
@@ -77,7 +84,16 @@ interface ExecRun {
   gone: boolean;
 }
 
-async function dockerExec(container: ServiceContainer, a: ExecServiceAction, hidden: string[], signal: AbortSignal): Promise<ExecRun> {
+interface ExecLimits {
+  /** Secret values to blank from the output. */
+  hidden: string[];
+  signal: AbortSignal;
+  /** The executor's own deadline, for an order that carries none. */
+  timeoutMs: number | undefined;
+}
+
+async function dockerExec(container: ServiceContainer, a: ExecServiceAction, limits: ExecLimits): Promise<ExecRun> {
+  const { hidden, signal } = limits;
   const withStdin = a.stdin.length > 0;
   const args = ["exec", ...(withStdin ? ["-i"] : [])];
   if (a.user !== "") args.push("--user", a.user);
@@ -91,6 +107,7 @@ async function dockerExec(container: ServiceContainer, a: ExecServiceAction, hid
     extendEnv: true,
     ...(withStdin ? { input: Buffer.from(a.stdin) } : { stdin: "ignore" as const }),
     cancelSignal: signal,
+    ...(limits.timeoutMs ? { timeout: limits.timeoutMs } : {}),
     killSignal: "SIGTERM",
     forceKillAfterDelay: 5000,
   });
@@ -109,7 +126,7 @@ async function dockerExec(container: ServiceContainer, a: ExecServiceAction, hid
     stdout: out,
     stderr: (r as { code?: string }).code === "ENOENT" ? "docker: not found" : err,
     truncated: stdout.cut || stderr.cut,
-    timedOut: signal.aborted && (signal.reason as Error | undefined)?.name === "OrderTimeout",
+    timedOut: r.timedOut === true || (signal.aborted && (signal.reason as Error | undefined)?.name === "OrderTimeout"),
   });
   // `docker exec` answers 1 with the daemon's words when the container is no longer there.
   const gone = exitCode === 1 && /^Error response from daemon: .*(is not running|No such container)/m.test(err);
@@ -124,6 +141,13 @@ function outcomeOf(ran: ExecRun, a: ExecServiceAction, signal: AbortSignal, star
     return orderOutcome(
       "CANCELLED",
       `stopped docker exec in ${o.container}: ${abortReason(signal) || "cancelled"}; the command may go on inside the container`,
+      started,
+      { success: false, details },
+    );
+  if (o.timedOut && !signal.aborted)
+    return orderOutcome(
+      "TIMEOUT",
+      `stopped docker exec in ${o.container} after ${EXEC_DEFAULT_TIMEOUT_MS / 60_000} min (the order set no timeout); the command may go on inside the container`,
       started,
       { success: false, details },
     );
