@@ -39,6 +39,8 @@ export function leaseLostResult(loss: LeaseLoss, stopped?: WorkOrderResult): Wor
 export class OrderTimeout extends Error {
   constructor(ms: number) {
     super(`the order's timeout of ${ms} ms passed`);
+    // Executors read it by name (they do not import the loop): exec_service's timed_out.
+    this.name = "OrderTimeout";
   }
 }
 

@@ -20,6 +20,13 @@ export async function nodeSilence(clients: Clients, nodeId: string): Promise<str
     : "offline: its agent has never sent a heartbeat";
 }
 
+/** The nodes a tenant runs on (its current targets), sorted: where its orders are asked. */
+export async function tenantNodes(clients: Clients, tenant: string): Promise<string[]> {
+  const t = (await clients.resources.getResource({ resourceType: "tenant", id: tenant })).resource;
+  const st = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
+  return [...new Set((st?.targets ?? []).map((x) => x.nodeId))].sort();
+}
+
 /** Queues the order (one attempt) and waits for its end by the shared rule (common/order-wait.ts). */
 export async function runOrder(
   clients: Clients,

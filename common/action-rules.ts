@@ -102,3 +102,45 @@ function urlUnder(source: string, allowedEntry: string): boolean {
   const base = allowed.pathname.endsWith("/") ? allowed.pathname : `${allowed.pathname}/`;
   return src.pathname.startsWith(base) && src.pathname.length > base.length;
 }
+
+/** exec_service's limits: argv entries, bytes per entry (and per env value), env entries, stdin bytes. */
+export const EXEC_LIMITS = { argv: 64, argBytes: 4096, env: 64, stdinBytes: 64 * 1024 } as const;
+/** A user inside a container as `docker exec --user` takes it: a name or uid, optionally :group or :gid. */
+export const CONTAINER_USER = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$/;
+
+/** An exec_service action as the rules read it (the contract's ExecServiceAction has these fields). */
+export interface ExecRequest {
+  service: string;
+  argv: readonly string[];
+  user: string;
+  workdir: string;
+  env: Readonly<Record<string, string>>;
+  stdin: Uint8Array;
+}
+
+/**
+ * The first problem with an exec_service action, naming its field under action.exec_service, or
+ * undefined when it may run (the controller refuses it before storing; the agent checks again).
+ */
+export function execActionProblem(a: ExecRequest): { field: string; problem: string } | undefined {
+  const at = (field: string, problem: string) => ({ field: `action.exec_service.${field}`, problem });
+  if (!COMPOSE_SERVICE.test(a.service)) return at("service", "is not a compose service name");
+  if (a.argv.length === 0 || a.argv.length > EXEC_LIMITS.argv) return at("argv", `must hold 1-${EXEC_LIMITS.argv} entries`);
+  for (const [i, arg] of a.argv.entries()) {
+    if (arg === "") return at(`argv[${i}]`, "is empty");
+    if (arg.includes("\0")) return at(`argv[${i}]`, "contains NUL");
+    if (Buffer.byteLength(arg) > EXEC_LIMITS.argBytes) return at(`argv[${i}]`, `is over ${EXEC_LIMITS.argBytes} bytes`);
+  }
+  if (a.user !== "" && !CONTAINER_USER.test(a.user)) return at("user", "must be a name or uid, optionally :group or :gid");
+  if (a.workdir !== "" && (!a.workdir.startsWith("/") || /[\0\n]/.test(a.workdir) || a.workdir.length > 4096))
+    return at("workdir", "must be an absolute path (at most 4096 characters, no NUL or newline)");
+  const env = Object.entries(a.env);
+  if (env.length > EXEC_LIMITS.env) return at("env", `must hold at most ${EXEC_LIMITS.env} variables`);
+  for (const [k, v] of env) {
+    if (!ENV_KEY.test(k)) return at("env", `key ${JSON.stringify(k.slice(0, 64))} is not a valid variable name`);
+    if (v.includes("\0") || Buffer.byteLength(v) > EXEC_LIMITS.argBytes)
+      return at(`env.${k}`, `must be at most ${EXEC_LIMITS.argBytes} bytes without NUL`);
+  }
+  if (a.stdin.length > EXEC_LIMITS.stdinBytes) return at("stdin", `must be at most ${EXEC_LIMITS.stdinBytes} bytes`);
+  return undefined;
+}

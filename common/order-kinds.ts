@@ -49,6 +49,8 @@ export const ORDER_KINDS = {
   [WorkOrderType.DEPLOY_PROCESS]: { action: "deployProcess", afterRestart: "run again", readsOnly: false },
   [WorkOrderType.CONTROL_PROCESS]: { action: "controlProcess", afterRestart: "run again", readsOnly: false },
   [WorkOrderType.READ_LOGS]: { action: "readLogs", afterRestart: "run again", readsOnly: true },
+  // A command in a container need not be idempotent either, and whether it ran is unknown.
+  [WorkOrderType.EXEC_SERVICE]: { action: "execService", afterRestart: "do not run again", readsOnly: false },
 } as const satisfies { readonly [T in OrderType]: OrderKind };
 
 /** The action member each order type carries (undefined: a desired state instead). */

@@ -180,19 +180,19 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
     expect([e.code, e.details.field]).toEqual(["INVALID_REQUEST", "action.read_logs.services[0]"]);
   }, 60_000);
 
-  it("exec runs an allow-listed command on the node, with its output and its exit code; others are refused saying how to allow them", async () => {
-    const ok = await cli(["exec", NODE, "--", "echo", "hi", "there"]);
+  it("node exec runs an allow-listed command on the node, with its output and its exit code; others are refused saying how to allow them", async () => {
+    const ok = await cli(["node", "exec", NODE, "--", "echo", "hi", "there"]);
     expect([ok.code, ok.stdout.trim()]).toEqual([0, "hi there"]);
-    const failed = await cli(["exec", NODE, "--", "sh", "-c", "echo to-stderr >&2; exit 3"]);
+    const failed = await cli(["node", "exec", NODE, "--", "sh", "-c", "echo to-stderr >&2; exit 3"]);
     expect(failed.code).toBe(3);
     expect(failed.stderr).toContain("to-stderr");
-    const refused = await cli(["exec", NODE, "--", "ls", "/"]);
+    const refused = await cli(["node", "exec", NODE, "--", "ls", "/"]);
     expect(refused.code).toBe(1);
     // The controller knows the node's allow-list (from its heartbeats) and refuses before queueing.
     expect(refused.stderr).toMatch(/"ls" is not on node \S+'s allow-list \(echo, sh\); the agent's --allow-command sets it/);
   }, 60_000);
 
-  it("a node whose agent never reported is named, not asked: logs go on with the others and exit 1; exec refuses it", async () => {
+  it("a node whose agent never reported is named, not asked: logs go on with the others and exit 1; node exec refuses it", async () => {
     const ghost = "logs-ghost";
     await ctl.admin(NodeService).registerNode({ nodeId: ghost });
     // Asked of both: the node's lines, and the ghost named.
@@ -202,7 +202,7 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
     expect(both.stderr).toContain(
       `${ghost}: offline: its agent has never sent a heartbeat; its logs cannot be read until its agent is back`,
     );
-    const exec = await cli(["exec", ghost, "--", "echo", "hi"]);
+    const exec = await cli(["node", "exec", ghost, "--", "echo", "hi"]);
     expect(exec.code).toBe(1);
     expect(exec.stderr).toContain(`${ghost} is offline: its agent has never sent a heartbeat: it cannot run a command now`);
     // Nothing was queued for it.
@@ -220,7 +220,7 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
       interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
     });
     await createClient(NodeService, asNode).heartbeat({ nodeId: mute });
-    const exec = await cli(["exec", mute, "--claim-timeout", "1s", "--", "echo", "hi"]);
+    const exec = await cli(["node", "exec", mute, "--claim-timeout", "1s", "--", "echo", "hi"]);
     expect(exec.code).toBe(1);
     expect(exec.stderr).toContain(`${mute}: the node did not take the order within 1s; the order was cancelled`);
     const logs = await cli(["logs", TENANT, "--node", NODE, "--node", mute, "--claim-timeout", "1s"]);
@@ -234,7 +234,7 @@ describe.skipIf(!dockerHost)("skipper logs (real processes and engine)", () => {
       ["READ_LOGS", "CANCELLED"],
     ]);
     expect(orders.every((o) => o.result?.message.includes("did not take the order within 1s"))).toBe(true);
-    const bad = await cli(["exec", mute, "--claim-timeout", "soon", "--", "echo", "hi"]);
+    const bad = await cli(["node", "exec", mute, "--claim-timeout", "soon", "--", "echo", "hi"]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("--claim-timeout must be a duration");
   }, 60_000);

@@ -333,6 +333,24 @@ describe.skipIf(!dockerHost)("ad-hoc work orders of every type (real agent, real
     });
   }, 60_000);
 
+  it("exec_service runs a command in the service's container with its exit code and output", async () => {
+    const ok = await run(
+      WorkOrderType.EXEC_SERVICE,
+      { case: "execService", value: { service: "web", argv: ["cat", "/www/index.html"] } },
+      { tenantId: TENANT },
+    );
+    expect(ok.result?.code).toBe("EXEC_OK");
+    expect(ok.result?.details?.exec).toMatchObject({ service: "web", exitCode: 0, stdout: "up\n" });
+    const failed = await run(
+      WorkOrderType.EXEC_SERVICE,
+      { case: "execService", value: { service: "web", argv: ["sh", "-c", "echo nope >&2; exit 4"] } },
+      { tenantId: TENANT },
+    );
+    expect(failed.status).toBe(WorkOrderStatus.FAILED);
+    expect(failed.result).toMatchObject({ code: "EXEC_FAILED", retriable: false });
+    expect(failed.result?.details?.exec).toMatchObject({ exitCode: 4, stderr: "nope\n" });
+  }, 60_000);
+
   it("deploy_process installs a versioned process that answers and shows in the node's status; control_process stops it", async () => {
     const port = await freePort();
     const src = join(root, "hello-src");

@@ -54,6 +54,41 @@ export async function readProjectContainers(project: string): Promise<ProjectCon
   return { byService };
 }
 
+/** A running container of a compose service: its id, name and compose's number for it (0 when unlabelled). */
+export interface ServiceContainer {
+  id: string;
+  name: string;
+  number: number;
+}
+
+/** The running containers of one service of the project, lowest number first; throws EngineError when the engine does not answer. */
+export async function runningServiceContainers(project: string, service: string): Promise<ServiceContainer[]> {
+  const format = '{{.ID}}\t{{.Names}}\t{{.Label "com.docker.compose.container-number"}}\t{{.Label "com.docker.compose.oneoff"}}';
+  const ps = await runCommand(
+    "docker",
+    [
+      "ps",
+      "--no-trunc",
+      "--filter",
+      `label=com.docker.compose.project=${project}`,
+      "--filter",
+      `label=com.docker.compose.service=${service}`,
+      "--format",
+      format,
+    ],
+    { timeoutMs: TIMEOUT_MS, uncapped: true },
+  );
+  if (ps.exitCode !== 0) throw new EngineError(ps);
+  const out: ServiceContainer[] = [];
+  for (const line of ps.stdout.split("\n")) {
+    const [id, name, number, oneoff] = line.trim().split("\t");
+    // A one-off container (`compose run`) is not the service's.
+    if (!id || !name || oneoff === "True") continue;
+    out.push({ id, name, number: Number.parseInt(number ?? "", 10) || 0 });
+  }
+  return out.sort((a, b) => a.number - b.number || (a.name < b.name ? -1 : 1));
+}
+
 /** running | not_running | unhealthy | starting | missing, from a service's containers. */
 export function serviceState(containers: ContainerObservation[]): string {
   if (containers.length === 0) return "missing";

@@ -14,6 +14,7 @@ import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, symlink } from "
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { WorkOrderDesiredState } from "../../gen/skipper/v1/work_order_pb.js";
+import { isSecretKey } from "../../common/logging/redact.js";
 import { COMPOSE_STEERING_ENV, ENV_KEY, REGISTRY_HOST, SECRET_FILE_NAME } from "../../common/action-rules.js";
 import { writeFileAtomic } from "./durable-file.js";
 import { withoutAgentSecrets } from "./run-command.js";
@@ -195,4 +196,23 @@ async function isDir(p: string): Promise<boolean> {
     (s) => s.isDirectory(),
     () => false,
   );
+}
+
+/**
+ * Every value the project in `dir` holds as a secret: its secret directory (or the applied copy)
+ * and the secret-shaped values of its .env. A container may well print them (read_logs and
+ * exec_service blank them from what they report).
+ */
+export async function projectSecretValues(dir: string): Promise<string[]> {
+  const values: string[] = [];
+  for (const d of [SECRET_DIR, APPLIED_SECRET_DIR]) {
+    const s = await readSecretDir(join(dir, d)).catch(() => undefined);
+    values.push(...secretValues(s));
+  }
+  const env = await readFile(join(dir, ".env"), "utf8").catch(() => "");
+  for (const line of env.split("\n")) {
+    const at = line.indexOf("=");
+    if (at > 0 && isSecretKey(line.slice(0, at))) values.push(line.slice(at + 1));
+  }
+  return [...new Set(values)];
 }

@@ -7,17 +7,14 @@
 //   3. each line capped (4 KiB), the whole answer capped (256 KiB, newest kept), and every value
 //      of the project's secrets (its secret directory, its secret-shaped .env values) blanked
 //                                                                -> LOGS_OK
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ContainerLogsSchema, LogLineSchema, type ContainerLogs, type LogLine } from "../../gen/skipper/v1/work_order_pb.js";
 import { ReadLogsActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 import { COMPOSE_SERVICE } from "../../common/action-rules.js";
 import { ID_PATTERN } from "../../common/ids.js";
-import { isSecretKey } from "../../common/logging/redact.js";
 import { EngineError, readProjectContainers } from "../engine/project-containers.js";
-import { APPLIED_SECRET_DIR, readSecretDir, SECRET_DIR, secretValues } from "../engine/project-secrets.js";
+import { projectSecretValues } from "../engine/project-secrets.js";
 import { projectDir, readProjectState } from "../engine/project-state.js";
 import { runCommand, scrub } from "../engine/run-command.js";
 import { commandResult, executorOf, orderOutcome } from "./executor.js";
@@ -80,22 +77,6 @@ export const readLogs = executorOf("readLogs", async (given, order, ctx) => {
     details: { logs: out },
   });
 });
-
-// Every value the project holds as a secret: its secret directory (or the applied copy) and the
-// secret-shaped values of its .env. A container may well print them.
-async function projectSecretValues(dir: string): Promise<string[]> {
-  const values: string[] = [];
-  for (const d of [SECRET_DIR, APPLIED_SECRET_DIR]) {
-    const s = await readSecretDir(join(dir, d)).catch(() => undefined);
-    values.push(...secretValues(s));
-  }
-  const env = await readFile(join(dir, ".env"), "utf8").catch(() => "");
-  for (const line of env.split("\n")) {
-    const at = line.indexOf("=");
-    if (at > 0 && isSecretKey(line.slice(0, at))) values.push(line.slice(at + 1));
-  }
-  return [...new Set(values)];
-}
 
 function parse(text: string, stream: string, hidden: string[]): LogLine[] {
   const out: LogLine[] = [];

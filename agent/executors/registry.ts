@@ -7,6 +7,7 @@ import { deployProcess } from "./deploy-process.js";
 import { sourceRefusal } from "./deploy-processes.js";
 import { deployService } from "./deploy-service.js";
 import { executeCommand } from "./execute-command.js";
+import { execService } from "./exec-service.js";
 import type { ExecutorTable } from "./executor-table.js";
 import { executorOf, orderOutcome, stateExecutor } from "./executor.js";
 import { healthCheck, inspect } from "./node-checks.js";
@@ -32,6 +33,7 @@ export function executors(): ExecutorTable {
     [WorkOrderType.WRITE_STICKER]: writeSticker,
     [WorkOrderType.READ_STICKER]: readSticker,
     [WorkOrderType.READ_LOGS]: readLogs,
+    [WorkOrderType.EXEC_SERVICE]: execService,
     [WorkOrderType.DEPLOY_PROCESS]: executorOf("deployProcess", (action, order, ctx) => {
       // It runs what it installs: only from sources the operator allowed on this host (a
       // deploy_service's process modules are held to the same rule: deploy-processes.ts).

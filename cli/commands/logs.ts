@@ -13,7 +13,7 @@ import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_
 import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import type { CommandContext } from "../command-context.js";
-import { nodeSilence, runOrder } from "../order-wait.js";
+import { nodeSilence, runOrder, tenantNodes } from "../order-wait.js";
 import { durationFlag } from "../flags.js";
 import { LogCursor, lineNanos } from "../log-cursor.js";
 
@@ -66,7 +66,7 @@ Examples:
       }
       const claimWithinMs = durationFlag(opts.claimTimeout, "--claim-timeout");
       const clients = ctx.clients();
-      const nodes = opts.node ? [...new Set(opts.node)].sort() : await nodesOf(clients, tenant);
+      const nodes = opts.node ? [...new Set(opts.node)].sort() : await tenantNodes(clients, tenant);
       if (nodes.length === 0) throw new CliError(`tenant ${tenant} runs on no node`, { hint: `skipper explain ${tenant} says why` });
       // Per node: the time of the newest line printed, so a follow asks only for newer ones.
       const newest = new Map<string, Date | undefined>(nodes.map((n) => [n, since]));
@@ -122,12 +122,6 @@ Examples:
         await new Promise((r) => setTimeout(r, 2000));
       }
     });
-}
-
-async function nodesOf(clients: Clients, tenant: string): Promise<string[]> {
-  const t = (await clients.resources.getResource({ resourceType: "tenant", id: tenant })).resource;
-  const st = t?.currentState?.kind.case === "tenant" ? t.currentState.kind.value : undefined;
-  return [...new Set((st?.targets ?? []).map((x) => x.nodeId))].sort();
 }
 
 interface LogsAsk {

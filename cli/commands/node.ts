@@ -13,12 +13,13 @@ import { calls } from "../command-rpcs.js";
 import type { CommandContext } from "../command-context.js";
 import { collect, countFlag, durationFlag, labelFlags } from "../flags.js";
 import { when } from "../output.js";
+import { registerNodeExec } from "./node-exec.js";
 
 /** `skipper node` and its commands. */
 export function registerNode(program: Command, ctx: CommandContext): void {
   const node = program
     .command("node")
-    .description("node administration: register, delete, tokens, enrollment, certificates (admin)")
+    .description("node administration: register, delete, tokens, enrollment, certificates (admin); a command on a host (operators)")
     .addHelpText("after", "\nList the nodes with `skipper nodes`, one in detail with `skipper describe node NODE`.");
   registerRegister(node, ctx);
   registerRotateToken(node, ctx);
@@ -26,6 +27,7 @@ export function registerNode(program: Command, ctx: CommandContext): void {
   registerEnrollToken(node, ctx);
   registerJoinCommand(node, ctx);
   registerRevokeCertificates(node, ctx);
+  registerNodeExec(node, ctx);
 }
 
 // `node register`: a new node and its token, once, on stdout.

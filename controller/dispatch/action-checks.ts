@@ -8,6 +8,7 @@ import {
   ProcessOperation,
   type ControlProcessAction,
   type DeployProcessAction,
+  type ExecServiceAction,
   type ExecuteCommandAction,
   type HealthCheckAction,
   type ReadLogsAction,
@@ -20,6 +21,7 @@ import type { NodeCapabilities } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import {
   COMPOSE_SERVICE,
+  execActionProblem,
   MODULE_NAME,
   MODULE_VERSION,
   processSourceAllowed,
@@ -55,6 +57,12 @@ export function checkExecuteCommand(a: ExecuteCommandAction): void {
 export function checkReadLogs(a: ReadLogsAction): void {
   a.services.forEach((s, i) => COMPOSE_SERVICE.test(s) || fail(`action.read_logs.services[${i}]`, "is not a compose service name"));
   if (a.tailLines > 5000) fail("action.read_logs.tail_lines", "must be at most 5000");
+}
+
+export function checkExecService(a: ExecServiceAction): void {
+  const p = execActionProblem(a);
+  if (p) fail(p.field, p.problem);
+  if (a.replica > 1000) fail("action.exec_service.replica", "must be at most 1000");
 }
 
 export function checkUploadFiles(a: UploadFilesAction, req: CreateWorkOrderRequest): void {

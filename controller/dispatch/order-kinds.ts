@@ -13,6 +13,7 @@ import type { ActionCase, ActionOfType, OrderType } from "../../common/order-kin
 import {
   checkControlProcess,
   checkDeployProcess,
+  checkExecService,
   checkExecuteCommand,
   checkHealthCheck,
   checkReadLogs,
@@ -107,6 +108,16 @@ export const CONTROLLER_ORDER_KINDS: { readonly [T in OrderType]: AdHocKind<T> |
     summary: (a) => ({ module: a.module }),
   },
   [WorkOrderType.READ_LOGS]: { queued: "on request", tenant: "required", permission: Permission.OPERATE, check: checkReadLogs },
+  // The node's agent finds the service's container itself (SERVICE_NOT_RUNNING when none runs):
+  // like read_logs and restart_service, nothing the node reports decides it beforehand.
+  [WorkOrderType.EXEC_SERVICE]: {
+    queued: "on request",
+    tenant: "required",
+    permission: Permission.OPERATE,
+    check: checkExecService,
+    // The program and the service; never its arguments, env values or stdin (they may hold secrets).
+    summary: (a) => ({ service: a.service, program: a.argv[0] ?? "" }),
+  },
 };
 
 /** The controller's facts of an order type; undefined for UNSPECIFIED or a number the contract does not have. */

@@ -36,10 +36,13 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
     async createWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       await call.tenants.require(req.target?.tenantId);
+      // The audit entry names the tenant and, once queued, the order (which keeps its action).
+      call.audit.tenantId = req.target?.tenantId || undefined;
       const schemas = { request: CreateWorkOrderRequestSchema, response: CreateWorkOrderResponseSchema };
       const res = await idempotent(deps, call, "WorkOrderService/CreateWorkOrder", schemas, req, async () =>
         create(CreateWorkOrderResponseSchema, { workOrder: await queueOrder(deps, req, call) }),
       );
+      if (res.workOrder) call.audit.target = `work_order/${res.workOrder.id}`;
       return { ...res, meta: responseMeta(ctx) };
     },
 

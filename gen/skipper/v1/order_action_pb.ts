@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/order_action.proto.
  */
 export const file_skipper_v1_order_action: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSL4BAoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IAEIGCgRraW5kIigKFFJlc3RhcnRTZXJ2aWNlQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJIpEBCg5Sb2xsYmFja0FjdGlvbhIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhUKDXJlc29sdmVkX2Zyb20YAiABKAkSGgoScmVwbGFjZXNfc3BlY19oYXNoGAMgASgJEhoKEmhvbGRzX2Rlc2lyZWRfaGFzaBgEIAEoCRIZChFxdWFyYW50aW5lX3JlYXNvbhgFIAEoCSI8ChFIZWFsdGhDaGVja0FjdGlvbhInCgZwcm9iZXMYASADKAsyFy5za2lwcGVyLnYxLkhlYWx0aFByb2JlImEKDlJlYWRMb2dzQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRhaWxfbGluZXMYAiABKA0SKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIg8KDUluc3BlY3RBY3Rpb24iQAoURXhlY3V0ZUNvbW1hbmRBY3Rpb24SKAoHY29tbWFuZBgBIAEoCzIXLnNraXBwZXIudjEuQ29tbWFuZFNwZWMiZwoKRmlsZVVwbG9hZBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSDgoGc2hhMjU2GAMgASgJEgwKBG1vZGUYBCABKA0SDQoFb3duZXIYBSABKAkSDQoFZ3JvdXAYBiABKAkiOgoRVXBsb2FkRmlsZXNBY3Rpb24SJQoFZmlsZXMYASADKAsyFi5za2lwcGVyLnYxLkZpbGVVcGxvYWQioQIKDlZlcnNpb25TdGlja2VyEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRJDCg1pbWFnZV9kaWdlc3RzGAMgAygLMiwuc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlci5JbWFnZURpZ2VzdHNFbnRyeRIuCgp3cml0dGVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoCRozChFJbWFnZURpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKEldyaXRlU3RpY2tlckFjdGlvbhIrCgdzdGlja2VyGAEgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlciITChFSZWFkU3RpY2tlckFjdGlvbiI8ChNEZXBsb3lQcm9jZXNzQWN0aW9uEiUKBHNwZWMYASABKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjImgKFENvbnRyb2xQcm9jZXNzQWN0aW9uEg4KBm1vZHVsZRgBIAEoCRIvCglvcGVyYXRpb24YAiABKA4yHC5za2lwcGVyLnYxLlByb2Nlc3NPcGVyYXRpb24SDwoHdmVyc2lvbhgDIAEoCSJOCgtQcm9iZVJlc3VsdBINCgVwcm9iZRgBIAEoCRIKCgJvaxgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEhMKC2R1cmF0aW9uX21zGAQgASgDIkcKEEltYWdlT2JzZXJ2YXRpb24SCgoCaWQYASABKAkSEQoJcmVwb190YWdzGAIgAygJEhQKDHJlcG9fZGlnZXN0cxgDIAMoCSJYCgtGaWxlV3JpdHRlbhIMCgRwYXRoGAEgASgJEg4KBnNoYTI1NhgCIAEoCRIMCgRtb2RlGAMgASgNEgwKBHNpemUYBCABKAMSDwoHY2hhbmdlZBgFIAEoCCLBAQoPUm9sbGJhY2tEZXRhaWxzEhgKEGZhaWxlZF9zcGVjX2hhc2gYASABKAkSMgoOZmFpbGVkX3Byb2plY3QYAiABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhoKEnJlc3RvcmVkX3NwZWNfaGFzaBgDIAEoCRI0ChByZXN0b3JlZF9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIOCgZyZWFzb24YBSABKAkqrQEKEFByb2Nlc3NPcGVyYXRpb24SIQodUFJPQ0VTU19PUEVSQVRJT05fVU5TUEVDSUZJRUQQABIbChdQUk9DRVNTX09QRVJBVElPTl9TVEFSVBABEhoKFlBST0NFU1NfT1BFUkFUSU9OX1NUT1AQAhIdChlQUk9DRVNTX09QRVJBVElPTl9SRVNUQVJUEAMSHgoaUFJPQ0VTU19PUEVSQVRJT05fUk9MTEJBQ0sQBGIGcHJvdG8z", [file_google_protobuf_timestamp, file_skipper_v1_process, file_skipper_v1_resource, file_skipper_v1_safety]);
+  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSKvBQoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IABI1CgxleGVjX3NlcnZpY2UYDCABKAsyHS5za2lwcGVyLnYxLkV4ZWNTZXJ2aWNlQWN0aW9uSABCBgoEa2luZCIoChRSZXN0YXJ0U2VydmljZUFjdGlvbhIQCghzZXJ2aWNlcxgBIAMoCSKRAQoOUm9sbGJhY2tBY3Rpb24SFQoNZGVwbG95bWVudF9pZBgBIAEoCRIVCg1yZXNvbHZlZF9mcm9tGAIgASgJEhoKEnJlcGxhY2VzX3NwZWNfaGFzaBgDIAEoCRIaChJob2xkc19kZXNpcmVkX2hhc2gYBCABKAkSGQoRcXVhcmFudGluZV9yZWFzb24YBSABKAkiPAoRSGVhbHRoQ2hlY2tBY3Rpb24SJwoGcHJvYmVzGAEgAygLMhcuc2tpcHBlci52MS5IZWFsdGhQcm9iZSJhCg5SZWFkTG9nc0FjdGlvbhIQCghzZXJ2aWNlcxgBIAMoCRISCgp0YWlsX2xpbmVzGAIgASgNEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLSAQoRRXhlY1NlcnZpY2VBY3Rpb24SDwoHc2VydmljZRgBIAEoCRIMCgRhcmd2GAIgAygJEgwKBHVzZXIYAyABKAkSDwoHd29ya2RpchgEIAEoCRIzCgNlbnYYBSADKAsyJi5za2lwcGVyLnYxLkV4ZWNTZXJ2aWNlQWN0aW9uLkVudkVudHJ5Eg0KBXN0ZGluGAYgASgMEg8KB3JlcGxpY2EYByABKA0aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIPCg1JbnNwZWN0QWN0aW9uIkAKFEV4ZWN1dGVDb21tYW5kQWN0aW9uEigKB2NvbW1hbmQYASABKAsyFy5za2lwcGVyLnYxLkNvbW1hbmRTcGVjImcKCkZpbGVVcGxvYWQSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgMEg4KBnNoYTI1NhgDIAEoCRIMCgRtb2RlGAQgASgNEg0KBW93bmVyGAUgASgJEg0KBWdyb3VwGAYgASgJIjoKEVVwbG9hZEZpbGVzQWN0aW9uEiUKBWZpbGVzGAEgAygLMhYuc2tpcHBlci52MS5GaWxlVXBsb2FkIqECCg5WZXJzaW9uU3RpY2tlchISCgpyZWxlYXNlX2lkGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSQwoNaW1hZ2VfZGlnZXN0cxgDIAMoCzIsLnNraXBwZXIudjEuVmVyc2lvblN0aWNrZXIuSW1hZ2VEaWdlc3RzRW50cnkSLgoKd3JpdHRlbl9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdGVuYW50X2lkGAUgASgJEg8KB25vZGVfaWQYBiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YByABKAkaMwoRSW1hZ2VEaWdlc3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBChJXcml0ZVN0aWNrZXJBY3Rpb24SKwoHc3RpY2tlchgBIAEoCzIaLnNraXBwZXIudjEuVmVyc2lvblN0aWNrZXIiEwoRUmVhZFN0aWNrZXJBY3Rpb24iPAoTRGVwbG95UHJvY2Vzc0FjdGlvbhIlCgRzcGVjGAEgASgLMhcuc2tpcHBlci52MS5Qcm9jZXNzU3BlYyJoChRDb250cm9sUHJvY2Vzc0FjdGlvbhIOCgZtb2R1bGUYASABKAkSLwoJb3BlcmF0aW9uGAIgASgOMhwuc2tpcHBlci52MS5Qcm9jZXNzT3BlcmF0aW9uEg8KB3ZlcnNpb24YAyABKAkiTgoLUHJvYmVSZXN1bHQSDQoFcHJvYmUYASABKAkSCgoCb2sYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtkdXJhdGlvbl9tcxgEIAEoAyJHChBJbWFnZU9ic2VydmF0aW9uEgoKAmlkGAEgASgJEhEKCXJlcG9fdGFncxgCIAMoCRIUCgxyZXBvX2RpZ2VzdHMYAyADKAkiWAoLRmlsZVdyaXR0ZW4SDAoEcGF0aBgBIAEoCRIOCgZzaGEyNTYYAiABKAkSDAoEbW9kZRgDIAEoDRIMCgRzaXplGAQgASgDEg8KB2NoYW5nZWQYBSABKAgiwQEKD1JvbGxiYWNrRGV0YWlscxIYChBmYWlsZWRfc3BlY19oYXNoGAEgASgJEjIKDmZhaWxlZF9wcm9qZWN0GAIgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIaChJyZXN0b3JlZF9zcGVjX2hhc2gYAyABKAkSNAoQcmVzdG9yZWRfcHJvamVjdBgEIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QSDgoGcmVhc29uGAUgASgJKq0BChBQcm9jZXNzT3BlcmF0aW9uEiEKHVBST0NFU1NfT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASGwoXUFJPQ0VTU19PUEVSQVRJT05fU1RBUlQQARIaChZQUk9DRVNTX09QRVJBVElPTl9TVE9QEAISHQoZUFJPQ0VTU19PUEVSQVRJT05fUkVTVEFSVBADEh4KGlBST0NFU1NfT1BFUkFUSU9OX1JPTExCQUNLEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_skipper_v1_process, file_skipper_v1_resource, file_skipper_v1_safety]);
 
 /**
  * WorkOrderAction is the typed payload of every order type other than deploy_service and
@@ -97,6 +97,12 @@ export type WorkOrderAction = Message<"skipper.v1.WorkOrderAction"> & {
      */
     value: ReadLogsAction;
     case: "readLogs";
+  } | {
+    /**
+     * @generated from field: skipper.v1.ExecServiceAction exec_service = 12;
+     */
+    value: ExecServiceAction;
+    case: "execService";
   } | { case: undefined; value?: undefined };
 };
 
@@ -231,6 +237,73 @@ export const ReadLogsActionSchema: GenMessage<ReadLogsAction> = /*@__PURE__*/
   messageDesc(file_skipper_v1_order_action, 4);
 
 /**
+ * ExecServiceAction runs a command inside a running container of one of the target tenant's
+ * compose services on the node (`docker exec`, argv as given: no shell unless argv names one),
+ * without a terminal; an operator's right, audited like every order. The result holds the exit
+ * code and the output (details.exec).
+ *
+ * @generated from message skipper.v1.ExecServiceAction
+ */
+export type ExecServiceAction = Message<"skipper.v1.ExecServiceAction"> & {
+  /**
+   * The compose service (of the tenant's project on the node).
+   *
+   * @generated from field: string service = 1;
+   */
+  service: string;
+
+  /**
+   * The command and its arguments (1..64, 4 KiB each).
+   *
+   * @generated from field: repeated string argv = 2;
+   */
+  argv: string[];
+
+  /**
+   * Run as this user (name or uid[:gid]) inside the container; empty: the image's user.
+   *
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * Working directory inside the container (absolute); empty: the image's.
+   *
+   * @generated from field: string workdir = 4;
+   */
+  workdir: string;
+
+  /**
+   * Variables set for the command (in addition to the container's).
+   *
+   * @generated from field: map<string, string> env = 5;
+   */
+  env: { [key: string]: string };
+
+  /**
+   * Written to the command's stdin, then closed (at most 64 KiB).
+   *
+   * @generated from field: bytes stdin = 6;
+   */
+  stdin: Uint8Array;
+
+  /**
+   * Which replica when the service runs several on the node (compose's container number, from
+   * 1); 0: the lowest-numbered running one.
+   *
+   * @generated from field: uint32 replica = 7;
+   */
+  replica: number;
+};
+
+/**
+ * Describes the message skipper.v1.ExecServiceAction.
+ * Use `create(ExecServiceActionSchema)` to create a new message.
+ */
+export const ExecServiceActionSchema: GenMessage<ExecServiceAction> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 5);
+
+/**
  * InspectAction asks the node for engine facts: its engine, the projects it manages (or the
  * target tenant's) with their containers, and the images they run with digests.
  *
@@ -244,7 +317,7 @@ export type InspectAction = Message<"skipper.v1.InspectAction"> & {
  * Use `create(InspectActionSchema)` to create a new message.
  */
 export const InspectActionSchema: GenMessage<InspectAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 5);
+  messageDesc(file_skipper_v1_order_action, 6);
 
 /**
  * ExecuteCommandAction runs one allow-listed command on the node.
@@ -263,7 +336,7 @@ export type ExecuteCommandAction = Message<"skipper.v1.ExecuteCommandAction"> & 
  * Use `create(ExecuteCommandActionSchema)` to create a new message.
  */
 export const ExecuteCommandActionSchema: GenMessage<ExecuteCommandAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 6);
+  messageDesc(file_skipper_v1_order_action, 7);
 
 /**
  * FileUpload is one file for upload_files. The path is relative: to the tenant's project
@@ -314,7 +387,7 @@ export type FileUpload = Message<"skipper.v1.FileUpload"> & {
  * Use `create(FileUploadSchema)` to create a new message.
  */
 export const FileUploadSchema: GenMessage<FileUpload> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 7);
+  messageDesc(file_skipper_v1_order_action, 8);
 
 /**
  * UploadFilesAction writes files on the node, each atomically (temp file, fsync, rename).
@@ -333,7 +406,7 @@ export type UploadFilesAction = Message<"skipper.v1.UploadFilesAction"> & {
  * Use `create(UploadFilesActionSchema)` to create a new message.
  */
 export const UploadFilesActionSchema: GenMessage<UploadFilesAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 8);
+  messageDesc(file_skipper_v1_order_action, 9);
 
 /**
  * VersionSticker records what runs on a node for a tenant: the release, the deployment and the
@@ -385,7 +458,7 @@ export type VersionSticker = Message<"skipper.v1.VersionSticker"> & {
  * Use `create(VersionStickerSchema)` to create a new message.
  */
 export const VersionStickerSchema: GenMessage<VersionSticker> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 9);
+  messageDesc(file_skipper_v1_order_action, 10);
 
 /**
  * WriteStickerAction writes the tenant's version sticker on the node. Image digests left empty
@@ -405,7 +478,7 @@ export type WriteStickerAction = Message<"skipper.v1.WriteStickerAction"> & {
  * Use `create(WriteStickerActionSchema)` to create a new message.
  */
 export const WriteStickerActionSchema: GenMessage<WriteStickerAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 10);
+  messageDesc(file_skipper_v1_order_action, 11);
 
 /**
  * ReadStickerAction reads the tenant's version sticker back (STICKER_MISSING when there is none).
@@ -420,7 +493,7 @@ export type ReadStickerAction = Message<"skipper.v1.ReadStickerAction"> & {
  * Use `create(ReadStickerActionSchema)` to create a new message.
  */
 export const ReadStickerActionSchema: GenMessage<ReadStickerAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 11);
+  messageDesc(file_skipper_v1_order_action, 12);
 
 /**
  * DeployProcessAction installs a version (if not installed), switches the module's active symlink
@@ -440,7 +513,7 @@ export type DeployProcessAction = Message<"skipper.v1.DeployProcessAction"> & {
  * Use `create(DeployProcessActionSchema)` to create a new message.
  */
 export const DeployProcessActionSchema: GenMessage<DeployProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 12);
+  messageDesc(file_skipper_v1_order_action, 13);
 
 /**
  * ControlProcessAction starts, stops, restarts or rolls back a module's process.
@@ -471,7 +544,7 @@ export type ControlProcessAction = Message<"skipper.v1.ControlProcessAction"> & 
  * Use `create(ControlProcessActionSchema)` to create a new message.
  */
 export const ControlProcessActionSchema: GenMessage<ControlProcessAction> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 13);
+  messageDesc(file_skipper_v1_order_action, 14);
 
 /**
  * ProbeResult is how one health probe went.
@@ -507,7 +580,7 @@ export type ProbeResult = Message<"skipper.v1.ProbeResult"> & {
  * Use `create(ProbeResultSchema)` to create a new message.
  */
 export const ProbeResultSchema: GenMessage<ProbeResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 14);
+  messageDesc(file_skipper_v1_order_action, 15);
 
 /**
  * ImageObservation is one image as the engine reports it.
@@ -536,7 +609,7 @@ export type ImageObservation = Message<"skipper.v1.ImageObservation"> & {
  * Use `create(ImageObservationSchema)` to create a new message.
  */
 export const ImageObservationSchema: GenMessage<ImageObservation> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 15);
+  messageDesc(file_skipper_v1_order_action, 16);
 
 /**
  * FileWritten is one file an upload_files order wrote.
@@ -579,7 +652,7 @@ export type FileWritten = Message<"skipper.v1.FileWritten"> & {
  * Use `create(FileWrittenSchema)` to create a new message.
  */
 export const FileWrittenSchema: GenMessage<FileWritten> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 16);
+  messageDesc(file_skipper_v1_order_action, 17);
 
 /**
  * RollbackDetails says what a rollback replaced with what: the spec that failed (or was rolled
@@ -621,7 +694,7 @@ export type RollbackDetails = Message<"skipper.v1.RollbackDetails"> & {
  * Use `create(RollbackDetailsSchema)` to create a new message.
  */
 export const RollbackDetailsSchema: GenMessage<RollbackDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_order_action, 17);
+  messageDesc(file_skipper_v1_order_action, 18);
 
 /**
  * ProcessOperation is what control_process does to a module.
