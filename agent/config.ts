@@ -11,6 +11,7 @@ import { ID_PATTERN } from "../common/ids.js";
 import { validAllowEntry } from "./engine/allow-list.js";
 import type { ExecConfig } from "./executors/executor.js";
 import { validProcessSourceEntry } from "../common/action-rules.js";
+import { runtimeAddress, type ProxySettings } from "./proxy/proxy-settings.js";
 import { parseMetricsAddress, type MetricsAddress } from "./metrics-address.js";
 
 /** skippy's settings: the loop's, and what executors read (ExecConfig). */
@@ -78,6 +79,18 @@ export const USAGE = `Usage: skippy [options]
                          fetch artifacts, repeatable: an http(s):// URL prefix or an
                          absolute directory
                          [SKIPPY_ALLOW_PROCESS_SOURCES=...] (default none: refused)
+  --proxy-runtime ADDR   the Runtime API of the host's HAProxy (its "stats socket ... level
+                         admin"): an absolute socket path or a loopback HOST:PORT. Set, skippy
+                         drives it for tenants' routes and start-first updates
+                         [SKIPPY_PROXY_RUNTIME] (default: no proxy; orders with routes refused)
+  --proxy-config FILE    the configuration file skippy writes for its routes; HAProxy loads it
+                         after its own (-f haproxy.cfg -f FILE) [SKIPPY_PROXY_CONFIG]
+                         (default <state-dir>/haproxy-skipper.cfg)
+  --proxy-listen ADDR    where skippy's frontend listens [SKIPPY_PROXY_LISTEN] (default 0.0.0.0:80)
+  --proxy-master PATH    HAProxy's master CLI socket (-S): reloads go through it [SKIPPY_PROXY_MASTER]
+  --proxy-reload-command CMD
+                         otherwise the command that reloads HAProxy, words split on spaces
+                         [SKIPPY_PROXY_RELOAD_COMMAND] (e.g. "systemctl reload haproxy")
   --metrics-listen HOST:PORT
                          serve the agent's counters at http://HOST:PORT/metrics in
                          Prometheus' text format, on a loopback address only (127.0.0.1:9464,
@@ -102,6 +115,11 @@ export const AGENT_OPTIONS = {
   label: { type: "string", multiple: true },
   "allow-command": { type: "string", multiple: true },
   "allow-process-source": { type: "string", multiple: true },
+  "proxy-runtime": { type: "string" },
+  "proxy-config": { type: "string" },
+  "proxy-listen": { type: "string" },
+  "proxy-master": { type: "string" },
+  "proxy-reload-command": { type: "string" },
   "compose-timeout": { type: "string" },
   "ready-timeout": { type: "string" },
   "no-watch": { type: "boolean" },
@@ -188,15 +206,16 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
   const metricsListen = values["metrics-listen"] ?? env.SKIPPY_METRICS_LISTEN;
   const allowRemote =
     values["metrics-allow-remote"] ?? (env.SKIPPY_METRICS_ALLOW_REMOTE === "1" || env.SKIPPY_METRICS_ALLOW_REMOTE === "true");
+  const stateDir = resolve(
+    values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy")),
+  );
   return {
     controllerUrl,
     nodeId,
     token,
     enrollToken,
     caFile: values["ca-file"] ?? env.SKIPPY_CA_FILE,
-    stateDir: resolve(
-      values["state-dir"] ?? env.SKIPPY_STATE_DIR ?? writableOr("/var/lib/skippy", join(homedir(), ".local", "state", "skippy")),
-    ),
+    stateDir,
     workDir: resolve(
       values["work-dir"] ?? env.SKIPPY_WORK_DIR ?? writableOr("/opt/skipper", join(homedir(), ".local", "share", "skipper")),
     ),
@@ -211,6 +230,29 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     allowCommands: [...new Set(allowCommands)],
     allowProcessSources: [...new Set(allowProcessSources)],
     metricsListen: metricsListen ? parseMetricsAddress(metricsListen, allowRemote) : undefined,
+    proxy: proxySettings(values, env, stateDir),
+  };
+}
+
+// The --proxy-* flags: undefined without --proxy-runtime (no proxy driven).
+function proxySettings(values: Record<string, unknown>, env: NodeJS.ProcessEnv, stateDir: string): ProxySettings | undefined {
+  const str = (k: string, e: string) => (values[k] as string | undefined) ?? env[e];
+  const runtime = str("proxy-runtime", "SKIPPY_PROXY_RUNTIME");
+  if (!runtime) return undefined;
+  runtimeAddress(runtime);
+  const master = str("proxy-master", "SKIPPY_PROXY_MASTER");
+  const reload = str("proxy-reload-command", "SKIPPY_PROXY_RELOAD_COMMAND")?.split(" ").filter(Boolean);
+  if (!master && !reload?.length)
+    throw new Error("--proxy-runtime needs --proxy-master or --proxy-reload-command: how HAProxy is reloaded");
+  if (master && !master.startsWith("/")) throw new Error(`--proxy-master takes an absolute socket path, got '${master}'`);
+  const listen = str("proxy-listen", "SKIPPY_PROXY_LISTEN") ?? "0.0.0.0:80";
+  if (!/^(\[[0-9a-fA-F:]+\]|[0-9.]+|\*):\d{1,5}$/.test(listen)) throw new Error(`--proxy-listen takes ADDRESS:PORT, got '${listen}'`);
+  return {
+    runtime,
+    configPath: resolve(str("proxy-config", "SKIPPY_PROXY_CONFIG") ?? join(stateDir, "haproxy-skipper.cfg")),
+    listen,
+    master,
+    reloadCommand: reload,
   };
 }
 

@@ -130,10 +130,20 @@ export async function promote(d: Deploy): Promise<DeployOutcome | undefined> {
   return undefined;
 }
 
-/** compose up: `up -d --remove-orphans`, and why it failed when it did. */
+/**
+ * compose up: `up -d --remove-orphans` (of the services not started first, or `--no-recreate` when
+ * every changing one is), and why it failed when it did.
+ */
 export async function composeUp(d: Deploy): Promise<DeployOutcome | undefined> {
   const { files: f, ctx } = d;
-  const up = await runCompose(d, composeArgs(d, f.composePath, f.envPath, "up", "-d", "--remove-orphans"));
+  // Services replaced start-first keep their containers through this `up` (switchTraffic replaces
+  // them); the others are listed, without their dependencies, so that none pulls them in.
+  const skip = new Set(d.updatePlan?.startFirst ?? []);
+  const only = skip.size === 0 ? [] : ["--no-deps", ...d.services.filter((s) => !skip.has(s))];
+  const up =
+    skip.size > 0 && only.length === 1
+      ? await runCompose(d, composeArgs(d, f.composePath, f.envPath, "up", "-d", "--remove-orphans", "--no-recreate"))
+      : await runCompose(d, composeArgs(d, f.composePath, f.envPath, "up", "-d", "--remove-orphans", ...only));
   d.up = up;
   if (d.checkedByUp) {
     // Failed: was it the file? Compose's own check says (a failed deploy only pays for it).

@@ -1,6 +1,8 @@
 // What the deploy steps share: the context a deploy runs in, and how a deploy's parts (the
 // command that decided, the services seen, what changed) become its outcome. deploy-service.ts
 // runs the steps; deploy-safety.ts (hooks, rollback) and project-orders.ts build on them.
+import type { HostProxy } from "../proxy/host-proxy.js";
+import { hostProxyFor } from "../proxy/proxy-settings.js";
 import type { Logger } from "pino";
 import type { ProbeResult } from "../../gen/skipper/v1/order_action_pb.js";
 import type { ServiceObservation } from "../../gen/skipper/v1/resource_pb.js";
@@ -29,6 +31,8 @@ export interface DeployContext {
   allowProcessSources?: readonly string[];
   /** How process modules are run (default: the host's runner, 1 s settle time, 10 s grace). */
   process?: ProcessExecutorOptions & { fetch?: Omit<FetchOptions, "signal"> };
+  /** The host's HAProxy, when the agent drives one (--proxy-*): routes and start-first updates. */
+  proxy?: HostProxy;
 }
 
 export type DeployOutcome = ExecOutcome;
@@ -47,6 +51,7 @@ export function deployContext(ctx: ExecContext): DeployContext {
     allowCommands: config.allowCommands,
     secrets: ctx.secrets,
     allowProcessSources: config.allowProcessSources,
+    proxy: config.proxy ? hostProxyFor(config.proxy) : undefined,
   };
 }
 
@@ -71,6 +76,8 @@ const RETRIABLE = new Set([
   "SECRETS_UNAVAILABLE",
   "SOURCE_UNAVAILABLE",
   "PROCESS_FAILED",
+  // The host's proxy reloading, or not answering for a moment.
+  "PROXY_UNAVAILABLE",
 ]);
 
 /** A deploy's outcome: APPLY_OK succeeds, the passing failures are retriable, the parts go in details. */

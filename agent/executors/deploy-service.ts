@@ -64,6 +64,7 @@ import { outcome, type DeployContext, type DeployOutcome } from "./deploy-contex
 import { describeProcesses, processesProblem, projectDirectory, runProcesses } from "./deploy-processes.js";
 import type { Deploy, DeployStep } from "./deploy-state.js";
 import { projectFiles } from "./project-files.js";
+import { planTheUpdates, switchTraffic } from "./deploy-traffic.js";
 
 /** The steps of a deploy with a compose file, in order (the top of this file). */
 const DEPLOY_PLAN: readonly DeployStep[] = [
@@ -73,7 +74,9 @@ const DEPLOY_PLAN: readonly DeployStep[] = [
   { name: "check the files", run: checkFiles },
   { name: "pre-deploy hooks", run: preDeployHooks },
   { name: "promote", run: promote },
+  { name: "plan the updates", run: planTheUpdates },
   { name: "compose up", run: composeUp },
+  { name: "switch the traffic", run: switchTraffic },
   { name: "check pinned digests", run: checkPinnedDigests },
   { name: "run the processes", run: runProcesses },
   { name: "health gate", run: healthGate },
@@ -107,7 +110,8 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const message = [compose, describeProcesses(d)].filter(Boolean).join("; ");
   const processes = d.processes.map((p) => toJson(ProcessObservationSchema, p.observed));
   const extra = processes.length > 0 ? { extra: { processes } } : {};
-  return outcome("APPLY_OK", message, d.started, d.parts!, { volumesDeleted: removal.deleted, sticker: d.sticker, ...extra });
+  const updates = d.updatePlan?.updates ?? [];
+  return outcome("APPLY_OK", message, d.started, d.parts!, { volumesDeleted: removal.deleted, sticker: d.sticker, updates, ...extra });
 }
 
 // Compose project names: lowercase letters, digits, dashes and underscores, starting alphanumeric.
@@ -130,13 +134,16 @@ function checkOrder(order: WorkOrder, ctx: DeployContext, started: number): Depl
   const processes = ds?.processes ?? [];
   const processesOnly = (project?.composeFile.trim() ?? "") === "";
   if (!ds || (processesOnly && processes.length === 0)) return invalid("the order carries no compose file and no process modules");
-  // Routes need the host's proxy, which this agent does not drive yet: refused before anything
-  // runs rather than deployed without the traffic the tenant asked for.
-  if (ds.routes.length > 0)
-    return outcome("PROXY_UNAVAILABLE", "the order has proxy routes, and this agent drives no proxy", started, {
-      composePath: "",
-      services: [],
-    });
+  // Routes need the host's proxy: refused before anything runs rather than deployed without the
+  // traffic the tenant asked for.
+  if (ds.routes.length > 0 && !ctx.proxy)
+    return outcome(
+      "PROXY_UNAVAILABLE",
+      "the order has proxy routes, and this agent drives no proxy (skippy's --proxy-runtime and --proxy-master or --proxy-reload-command)",
+      started,
+      { composePath: "", services: [] },
+    );
+  if (ds.routes.length > 0 && processesOnly) return invalid("proxy routes name compose services, and the order has no compose file");
   const refused = processesProblem(processes, ctx.allowProcessSources ?? []);
   if (refused) return outcome(refused.code, refused.message, started, { composePath: "", services: [] });
   // Checked here again, before anything is written or run: the controller checked it when the

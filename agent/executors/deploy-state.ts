@@ -15,6 +15,7 @@ import { composeComplaint, ENGINE_DOWN, lastLine } from "./compose-output.js";
 import { outcome, type DeployContext, type DeployOutcome, type Parts } from "./deploy-context.js";
 import { abortReason } from "./executor.js";
 import type { ProjectFiles } from "./project-files.js";
+import type { UpdatePlan } from "./update-plan.js";
 
 /** One step of a deploy: it ends the deploy with an outcome, or returns nothing and the next step runs. */
 export interface DeployStep {
@@ -51,6 +52,8 @@ export interface Deploy {
   checkedByUp: boolean;
   /** promote: the project's containers before `up`. */
   before?: ProjectContainers;
+  /** plan the updates: which changing services are started first (their containers `up` leaves alone), and why. */
+  updatePlan?: UpdatePlan;
   /** compose up: its run. */
   up?: CommandRun;
   /** run the processes: each module of the order, the version that runs and the module as it is now. */

@@ -3,6 +3,7 @@
 // member's message already narrowed (executorOf), so the executor table can be checked by the
 // compiler (executor-table.ts). Executors never throw for a failure of the order itself; they
 // describe it with a result code. The helpers here build results the same way for all of them.
+import type { ProxySettings } from "../proxy/proxy-settings.js";
 import type { SecretSource } from "../engine/project-secrets.js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
@@ -37,6 +38,8 @@ export interface ExecConfig {
   allowCommands: string[];
   /** Where deploy_process may take artifacts from (URL prefixes, absolute directories). */
   allowProcessSources: string[];
+  /** The host's HAProxy skippy drives for routes and start-first updates (--proxy-*); none: routes refused. */
+  proxy?: ProxySettings;
 }
 
 export interface ExecContext {

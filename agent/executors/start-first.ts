@@ -7,7 +7,7 @@
 //                                              accepting connections on each routed port
 //   proxy: add the new container, drain the old one until HAProxy reports no connection on it
 //          (or the route's grace is over: what is left is closed and counted)
-//   stop and remove the old container; up --no-deps --no-recreate --scale S=1 S
+//   stop (within its stop_grace_period) and remove the old container
 //
 // A new container that never gets ready is removed and the old one keeps serving: the deploy
 // fails saying so. Then every route's backend is made to hold exactly the service's running
@@ -37,7 +37,12 @@ export async function configHashes(d: Deploy, yml: string, envFile: string): Pro
 }
 
 /** Replaces `update.service` start-first; returns why it could not (the old container then still serves). */
-export async function replaceStartFirst(d: Deploy, update: ServiceUpdate, proxy: HostProxy | undefined): Promise<string | undefined> {
+export async function replaceStartFirst(
+  d: Deploy,
+  update: ServiceUpdate,
+  proxy: HostProxy | undefined,
+  stopGraceSeconds = 10,
+): Promise<string | undefined> {
   const s = update.service;
   const old = update.oldContainers;
   const scale = (n: number) =>
@@ -66,9 +71,10 @@ export async function replaceStartFirst(d: Deploy, update: ServiceUpdate, proxy:
     }
   }
   const drainMs = Date.now() - started;
-  await docker(d, ["stop", "--time", "10", ...old]);
+  await docker(d, ["stop", "--time", String(stopGraceSeconds), ...old]);
   await docker(d, ["rm", "-f", ...old]);
-  await scale(fresh.length);
+  // Compose keeps no scale of its own: with the old container gone, the next plain `up` finds the
+  // one it expects (its config hash matches) and leaves it, so no `--scale S=1` round is paid here.
   update.newContainers = fresh;
   update.drainMs = BigInt(drainMs);
   update.connectionsCut = cut;

@@ -15,10 +15,13 @@ export interface UpdatePlan {
   startFirst: string[];
   /** Every changing service with its order and why (the result's details.updates). */
   updates: ServiceUpdate[];
+  /** Start-first services: how long their old container may take to stop (its stop_grace_period, default 10 s). */
+  stopGraceSeconds: Map<string, number>;
 }
 
 interface ComposeService {
   container_name?: unknown;
+  stop_grace_period?: unknown;
   ports?: unknown;
   scale?: unknown;
   deploy?: { replicas?: unknown; update_config?: { order?: unknown } };
@@ -32,7 +35,7 @@ export function planUpdates(
   hashes: ReadonlyMap<string, string>,
 ): UpdatePlan {
   const services = servicesOf(composeFile);
-  const out: UpdatePlan = { startFirst: [], updates: [] };
+  const out: UpdatePlan = { startFirst: [], updates: [], stopGraceSeconds: new Map() };
   for (const [name, svc] of [...services].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const running = (before?.byService.get(name) ?? []).filter((c) => c.state === "running");
     const hash = hashes.get(name);
@@ -40,6 +43,7 @@ export function planUpdates(
     const why = startFirstProblem(name, svc, routes);
     const order = why === undefined ? UpdateOrder.START_FIRST : UpdateOrder.STOP_FIRST;
     if (order === UpdateOrder.START_FIRST) out.startFirst.push(name);
+    if (order === UpdateOrder.START_FIRST) out.stopGraceSeconds.set(name, graceSeconds(svc.stop_grace_period));
     out.updates.push(
       create(ServiceUpdateSchema, {
         service: name,
@@ -83,6 +87,15 @@ function hostPorts(ports: unknown): string[] {
     const parts = String(p).split("/")[0]!.split(":");
     return parts.length >= 2 && parts[parts.length - 2] !== "" ? [parts[parts.length - 2]!] : [];
   });
+}
+
+// Compose's stop_grace_period ("1s", "1m30s", "500ms") in whole seconds (at least 1); 10 unset.
+function graceSeconds(v: unknown): number {
+  if (v === undefined || v === null) return 10;
+  let ms = 0;
+  for (const m of String(v).matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g))
+    ms += Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "ms"];
+  return ms > 0 ? Math.max(1, Math.ceil(ms / 1000)) : 10;
 }
 
 function servicesOf(composeFile: string): Map<string, ComposeService> {

@@ -53,7 +53,7 @@ export interface PassDeps {
   onOrderCreated?: (order: WorkOrder) => void;
   /** Told when a pass recorded services' desired states as applied (fresh tenant snapshot). */
   onServicesApplied?: (tenantId: string, trace: Trace) => Promise<void>;
-  /** Told when a tenant's release record changed (another release rendered, or converged since, or no longer). */
+  /** Told when a tenant's release record changed (another release rendered, converged since, no longer), or the tenant gave up on its spec or recovered. */
   onTenantRelease?: (tenantId: string, environmentIds: string[]) => void;
 }
 
@@ -359,7 +359,9 @@ export class TenantPass {
     const updated = await this.deps.records.writePass(tenant, targets, conv, rolloutId, release);
     if (!updated) return;
     const was = tenant.currentState?.kind.case === "tenant" ? tenant.currentState.kind.value.release : undefined;
-    if (!sameRelease(was, release))
+    // Its environment also hears when the tenant gives up on (or recovers from) the release's
+    // spec: a promotion without a rollout ends FAILED on that (delivery/in-flight.ts).
+    if (!sameRelease(was, release) || (release && gaveUp(tenant.convergence?.status) !== gaveUp(conv.status)))
       this.deps.onTenantRelease?.(
         tenant.id,
         [...new Set([was?.environmentId ?? "", release?.environmentId ?? ""])].filter((e) => e !== ""),
@@ -472,4 +474,8 @@ function releaseOf(tenant: Resource, desire: TenantDesire, conv: Convergence, no
 
 function sameRelease(a: TenantRelease | undefined, b: TenantRelease | undefined): boolean {
   return a === undefined || b === undefined ? a === b : equals(TenantReleaseSchema, a, b);
+}
+
+function gaveUp(s: ConvergenceStatus | undefined): boolean {
+  return s === ConvergenceStatus.ORDER_FAILED || s === ConvergenceStatus.ROLLED_BACK;
 }

@@ -1,0 +1,45 @@
+// The deploy steps around `compose up` that keep traffic flowing (issue 35): which changing
+// services are started first (update-plan.ts, with Compose's config hashes of the new files), and
+// after `up` the start-first replacements and the proxy's backends (start-first.ts). A deploy
+// without routes and without a service asking for start-first pays for none of it.
+import { ProxyError } from "../proxy/haproxy-runtime.js";
+import { readProjectContainers } from "../engine/project-containers.js";
+import { UpdateOrder } from "../../gen/skipper/v1/proxy_pb.js";
+import type { DeployOutcome } from "./deploy-context.js";
+import { end, type Deploy } from "./deploy-state.js";
+import { configHashes, replaceStartFirst, routeServers } from "./start-first.js";
+import { planUpdates } from "./update-plan.js";
+
+/** plan the updates: set d.updatePlan when the project has routes or asks for start-first. */
+export async function planTheUpdates(d: Deploy): Promise<DeployOutcome | undefined> {
+  if (d.ds.routes.length === 0 && !/start-first/.test(d.project.composeFile)) return undefined;
+  const hashes = await configHashes(d, d.files.composePath, d.files.envPath);
+  d.updatePlan = planUpdates(d.project.composeFile, d.ds.routes, d.before, hashes);
+  return undefined;
+}
+
+/** switch the traffic: start-first replacements, then every route's backend = its service's running containers. */
+export async function switchTraffic(d: Deploy): Promise<DeployOutcome | undefined> {
+  const plan = d.updatePlan;
+  if (!plan) return undefined;
+  const proxy = d.ctx.proxy;
+  const routed = proxy && d.ds.routes.length > 0 ? proxy : undefined;
+  try {
+    // The backends exist before a start-first service's new container is added to them.
+    if (routed) await routed.setRoutes({ tenantId: d.tenantId, routes: [...d.ds.routes], servers: new Map() });
+    for (const u of plan.updates) {
+      if (u.order !== UpdateOrder.START_FIRST) continue;
+      const why = await replaceStartFirst(d, u, routed, plan.stopGraceSeconds.get(u.service));
+      if (why) return end(d, "SERVICES_NOT_RUNNING", why, { composePath: d.files.composePath });
+    }
+    if (routed) await routeServers(d, routed);
+  } catch (e) {
+    if (!(e instanceof ProxyError)) throw e;
+    return end(d, "PROXY_UNAVAILABLE", `the host's proxy: ${e.message}`, { composePath: d.files.composePath });
+  }
+  // Stop-first updates: the containers `up` put in place of the old ones.
+  const after = await readProjectContainers(d.projectName).catch(() => undefined);
+  for (const u of plan.updates)
+    if (u.order === UpdateOrder.STOP_FIRST) u.newContainers = (after?.byService.get(u.service) ?? []).map((c) => c.name);
+  return undefined;
+}
