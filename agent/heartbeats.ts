@@ -4,6 +4,7 @@
 // started again at most one interval later); its answer counts the orders waiting for this node.
 // While an order runs, lighter ones keep the node alive (keepBeating): liveness, capabilities and
 // the last processes seen, no observation.
+import { proxyCapability } from "./proxy/proxy-settings.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { create } from "@bufbuild/protobuf";
@@ -152,6 +153,7 @@ export class Heartbeats {
         ...host.capabilities,
         allowedCommands: config.allowCommands,
         allowedProcessSources: config.allowProcessSources,
+        proxy: proxyCapability(config.proxy),
       },
       labels: config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),

@@ -10,13 +10,13 @@ import { planUpdates } from "../agent/executors/update-plan.js";
 const START = "    deploy: {update_config: {order: start-first}}\n";
 const file = [
   "services:",
-  "  web:\n    image: w\n" + START,
-  "  api:\n    image: a\n    ports: ['8080:80']\n" + START,
-  "  named:\n    image: n\n    container_name: fixed\n" + START,
+  `  web:\n    image: w\n${START}`,
+  `  api:\n    image: a\n    ports: ['8080:80']\n${START}`,
+  `  named:\n    image: n\n    container_name: fixed\n${START}`,
   "  many:\n    image: m\n    deploy: {replicas: 3, update_config: {order: start-first}}\n",
   "  plain:\n    image: p\n",
-  "  same:\n    image: s\n" + START,
-  "  fresh:\n    image: f\n" + START,
+  `  same:\n    image: s\n${START}`,
+  `  fresh:\n    image: f\n${START}`,
 ].join("\n");
 const running = (service: string, hash: string) =>
   [service, [create(ContainerObservationSchema, { name: `shop_${service}_1`, state: "running", configHash: hash })]] as [
@@ -54,6 +54,6 @@ describe("the update plan", () => {
     expect(plan.updates.find((u) => u.service === "web")?.oldContainers).toEqual(["shop_web_1"]);
   });
   it("a first deploy updates nothing", () => {
-    expect(planUpdates(file, routes, { byService: new Map() }, hashes)).toEqual({ startFirst: [], updates: [] });
+    expect(planUpdates(file, routes, { byService: new Map() }, hashes)).toEqual({ startFirst: [], updates: [], stopGraceSeconds: new Map() });
   });
 });

@@ -26,6 +26,11 @@ export function runtimeAddress(s: string): RuntimeAddress {
   return { host: m[1] === "[::1]" ? "::1" : m[1]!, port: Number(m[2]) };
 }
 
+/** What the node reports of its proxy (NodeCapabilities.proxy): "" when it drives none. */
+export function proxyCapability(s: ProxySettings | undefined): string {
+  return s ? `haproxy (runtime ${s.runtime}, frontend ${s.listen})` : "";
+}
+
 const proxies = new Map<string, HostProxy>();
 
 /** The HostProxy of `s` (one per configuration file). */

@@ -13,6 +13,7 @@
 // after a controller restart over up to 30 s. It never gives up on its own, except to hand over
 // to the unary loop (transport auto) when the controller has no Session RPC (UNIMPLEMENTED) or
 // the stream cannot be had while the unary calls can.
+import { proxyCapability } from "../proxy/proxy-settings.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { SessionNoticeKind, type SessionNotice, type SessionResponse } from "../../gen/skipper/v1/node_service_pb.js";
@@ -114,6 +115,7 @@ export class SessionLoop {
             ...host.capabilities,
             allowedCommands: deps.config.allowCommands,
             allowedProcessSources: deps.config.allowProcessSources,
+            proxy: proxyCapability(deps.config.proxy),
           },
           journalWorkOrderIds: held,
         },

@@ -92,6 +92,7 @@ export function planInput(w: EnvironmentWorld): [EnvDesired, EnvObserved] {
       aborted: t.rollout.aborted,
       createdAtMs: t.rollout.createdAt ? timestampMs(t.rollout.createdAt) : undefined,
     },
+    failed: t.failed,
   }));
   const orders = new Map<string, OrderView>(
     [...w.orders.values()].map((o) => [

@@ -34,6 +34,8 @@ export interface TenantRecord {
   rollout?: Rollout;
   /** Online nodes whose target is converged on the tenant's desired spec. */
   convergedNodes: string[];
+  /** A node that gave up on the tenant's desired spec, and why (TenantView.failed). */
+  failed?: string;
 }
 
 /** Everything one pass of one environment reads. */
