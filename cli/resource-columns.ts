@@ -76,7 +76,7 @@ const COLUMNS: Record<ResourceType, Columns> = {
       status(r, "node")?.agentVersion || "-",
       age(status(r, "node")?.lastHeartbeatAt),
     ],
-    wideHead: ["DISABLED", "DOCKER", "COMPOSE", "OS/ARCH", "PROJECTS", "REPORTED LABELS"],
+    wideHead: ["DISABLED", "DOCKER", "COMPOSE", "PROXY", "OS/ARCH", "PROJECTS", "REPORTED LABELS"],
     wide: (r) => {
       const st = status(r, "node");
       const caps = st?.capabilities;
@@ -84,6 +84,7 @@ const COLUMNS: Record<ResourceType, Columns> = {
         spec(r, "node")?.disabled ? "yes" : "no",
         caps?.dockerVersion || "-",
         caps?.composeVersion || "-",
+        caps?.proxy ? "haproxy" : "-",
         caps?.os ? `${caps.os}/${caps.arch}` : "-",
         list((st?.projects ?? []).map((p) => p.projectName)),
         labels(st?.labels),

@@ -2,6 +2,8 @@
 // wrong; a service's update order is rendered as Compose's deploy.update_config.order; routes
 // travel with every rendered project and are part of its hash (a tenant without them hashes as
 // before), so a changed route is a new desired state.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -10,6 +12,8 @@ import { UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
 import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
 import { checkServiceSpec, checkTenantSpec } from "../controller/resources/resource-rules.js";
 import type { SkipperError } from "../controller/base/errors.js";
+import { parseManifestDocuments } from "../common/manifest-documents.js";
+import { checkSpecFields } from "../controller/resources/kinds.js";
 
 const COMPOSE = "services:\n  web:\n    image: busybox\n  worker:\n    image: busybox\n";
 function tenant(spec: Record<string, unknown>): Resource {
@@ -86,5 +90,18 @@ describe("a service's update order", () => {
     expect(
       refusal(() => checkServiceSpec(create(ServiceSpecSchema, { tenantId: "shop", image: "x", updateOrder: 7 as UpdateOrder }))),
     ).toBe("desired_state.service.update_order");
+  });
+});
+
+describe("the README's routed tenant", () => {
+  it("parses as the CLI parses manifests and passes the tenant's field rules", () => {
+    const readme = readFileSync(join(import.meta.dirname, "..", "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("## Updates nobody notices"));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
+    const docs = parseManifestDocuments([{ source: "README.md", text: block }]);
+    expect(docs.map((d) => `${d.resource.resourceType}/${d.resource.id}`)).toEqual(["tenant/shop"]);
+    checkSpecFields(docs[0]!.resource.desiredState!, "shop");
+    const spec = docs[0]!.resource.desiredState!.kind.value as { routes: { service: string }[] };
+    expect(spec.routes.map((r) => r.service)).toEqual(["web", "api"]);
   });
 });

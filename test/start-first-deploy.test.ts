@@ -6,7 +6,7 @@
 // result is the update order's doing. A new version that never gets ready is removed and the old
 // container keeps serving, the deploy failing with why.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +19,7 @@ import { WorkOrderSchema, WorkOrderType, type WorkOrder } from "../gen/skipper/v
 import { probeDockerHost } from "../agent/engine/docker-host.js";
 import type { DeployContext } from "../agent/executors/deploy-context.js";
 import { deployService } from "../agent/executors/deploy-service.js";
+import { removeService } from "../agent/executors/remove-service.js";
 import { hostProxyFor } from "../agent/proxy/proxy-settings.js";
 import { haproxyBinary } from "./helpers/haproxy.js";
 import { freePort, removeComposeProject, RUN_ID, stopProcess, waitFor } from "./helpers/processes.js";
@@ -171,17 +172,7 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     await waitFor("answers from v0", async () => (traffic.tally.last === "v0" ? true : undefined));
     for (let i = 1; i <= 20; i++) {
       const before = await containers();
-      const t0 = Date.now();
       const r = await deployService(order(`v${i}`), ctx);
-      if (process.env.SF_DEBUG)
-        console.log(
-          i,
-          Date.now() - t0,
-          r.result.code,
-          r.result.message,
-          r.result.details?.updates.map((u) => `${u.reason} ${u.oldContainers} -> ${u.newContainers} ${u.drainMs}`),
-          traffic.tally,
-        );
       expect(r.result.code, r.result.message).toBe("APPLY_OK");
       const u = r.result.details?.updates[0];
       expect(u?.order, u?.reason).toBe(UpdateOrder.START_FIRST);
@@ -201,7 +192,6 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     const traffic = load(front, 4);
     const before = await containers();
     const r = await deployService(order("v-broken", { broken: true }), ctx);
-    if (process.env.SF_DEBUG) console.log(r.result.message);
     expect(r.result.code).toBe("SERVICES_NOT_RUNNING");
     expect(r.result.message).toMatch(new RegExp(`start-first: the new container .* is exited.*${before[0]} keeps serving`));
     expect(await containers()).toEqual(before);
@@ -216,7 +206,6 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     const traffic = load(front, 4);
     for (let i = 1; i <= 5; i++) {
       const r = await deployService(order(`s${i}`, { startFirst: false }), ctx);
-      if (process.env.SF_DEBUG) console.log(r.result.code, r.result.message, r.result.details?.updates.length);
       expect(r.result.code, r.result.message).toBe("APPLY_OK");
       expect(r.result.details?.updates[0]?.order).toBe(UpdateOrder.STOP_FIRST);
       await waitFor(`answers from s${i}`, async () => (traffic.tally.last === `s${i}` ? true : undefined));
@@ -224,4 +213,21 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     await traffic.stop();
     expect(traffic.tally.failed).toBeGreaterThan(0);
   }, 180_000);
+
+  it("remove_service takes the tenant's routes out of the proxy before its containers go", async () => {
+    const gone = create(WorkOrderSchema, {
+      id: "wo-sf-remove",
+      type: WorkOrderType.REMOVE_SERVICE,
+      target: { tenantId: TENANT, nodeId: "n1" },
+      desiredState: { tenantId: TENANT, composeProject: { projectName: TENANT } },
+    });
+    const r = await removeService(gone, { workDir: ctx.workDir, docker: ctx.docker, composeTimeoutMs: 120_000, proxy: ctx.proxy });
+    expect(r.result.code, r.result.message).toBe("REMOVE_OK");
+    expect(await containers()).toEqual([]);
+    expect(await readFile(join(dir, "skipper.cfg"), "utf8")).not.toContain(`skp_${TENANT}`);
+    const t = load(front, 1);
+    await waitFor("an answer", async () => (t.tally.ok + t.tally.failed > 0 ? true : undefined));
+    await t.stop();
+    expect(t.tally.errors[0]).toBe("HTTP 503");
+  }, 120_000);
 });

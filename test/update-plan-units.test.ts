@@ -54,6 +54,10 @@ describe("the update plan", () => {
     expect(plan.updates.find((u) => u.service === "web")?.oldContainers).toEqual(["shop_web_1"]);
   });
   it("a first deploy updates nothing", () => {
-    expect(planUpdates(file, routes, { byService: new Map() }, hashes)).toEqual({ startFirst: [], updates: [], stopGraceSeconds: new Map() });
+    expect(planUpdates(file, routes, { byService: new Map() }, hashes)).toEqual({
+      startFirst: [],
+      updates: [],
+      stopGraceSeconds: new Map(),
+    });
   });
 });

@@ -1,5 +1,6 @@
 // Which executor runs which order type. One table, so what an agent can do is one look away; its
 // type (executor-table.ts) makes the compiler check each executor runs its type's action.
+import { hostProxyFor } from "../proxy/proxy-settings.js";
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
 import { controlProcess } from "./control-process.js";
 import { deployContext } from "./deploy-context.js";
@@ -22,7 +23,12 @@ export function executors(): ExecutorTable {
   return {
     [WorkOrderType.DEPLOY_SERVICE]: stateExecutor((order, ctx) => deployService(order, deployContext(ctx))),
     [WorkOrderType.REMOVE_SERVICE]: stateExecutor((order, { config, host }) =>
-      removeService(order, { workDir: config.workDir, docker: host, composeTimeoutMs: config.composeTimeoutMs }),
+      removeService(order, {
+        workDir: config.workDir,
+        docker: host,
+        composeTimeoutMs: config.composeTimeoutMs,
+        proxy: config.proxy ? hostProxyFor(config.proxy) : undefined,
+      }),
     ),
     [WorkOrderType.RESTART_SERVICE]: restartService,
     [WorkOrderType.ROLLBACK]: rollbackProject,

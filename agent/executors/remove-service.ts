@@ -12,6 +12,7 @@
 // stopped first; their installed versions stay. A project of process modules alone (no compose
 // file on disk, and its applied spec had none, or none is recorded and the order names modules)
 // skips steps 2-4: its removal needs no Docker.
+import type { HostProxy } from "../proxy/host-proxy.js";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -35,6 +36,8 @@ export interface RemoveContext {
   composeTimeoutMs: number;
   /** How process modules are stopped (default: 10 s before SIGKILL). */
   process?: ProcessExecutorOptions;
+  /** The host's proxy (--proxy-*): the tenant's routes leave it before its containers go. */
+  proxy?: HostProxy;
 }
 
 /** Brings the tenant's project down on this host and removes its files (the steps above). */
@@ -73,6 +76,14 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   const file = join(dir, "docker-compose.yml");
   let command: CommandRun | undefined;
   let volumes: VolumeRemoval = { deleted: [], failed: [] };
+  // Its routes first: the proxy stops sending it requests before its containers stop.
+  if (ctx.proxy && (await ctx.proxy.routesOf(tenantId))) {
+    try {
+      await ctx.proxy.setRoutes({ tenantId, routes: [], servers: new Map() });
+    } catch (e) {
+      return done("REMOVE_FAILED", `the host's proxy still routes to project ${projectName}: ${(e as Error).message}`);
+    }
+  }
   const applied = await readAppliedSpec(ctx.workDir, tenantId);
   const modules = [...(ds?.processes ?? []), ...(applied?.processes ?? [])].map((p) => p.module);
   const stopped = await stopModules(ctx.workDir, tenantId, modules, ctx.process);
