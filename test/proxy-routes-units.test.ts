@@ -8,11 +8,12 @@ import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { ResourceSchema, ServiceSpecSchema, TenantSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
-import { UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
+import { ProxyRouteSchema, UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
 import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
 import { checkServiceSpec, checkTenantSpec } from "../controller/resources/resource-rules.js";
 import type { SkipperError } from "../controller/base/errors.js";
 import { parseManifestDocuments } from "../common/manifest-documents.js";
+import { backendName, routeProblem } from "../agent/proxy/haproxy-config.js";
 import { checkSpecFields } from "../controller/resources/kinds.js";
 
 const COMPOSE = "services:\n  web:\n    image: busybox\n  worker:\n    image: busybox\n";
@@ -90,6 +91,17 @@ describe("a service's update order", () => {
     expect(
       refusal(() => checkServiceSpec(create(ServiceSpecSchema, { tenantId: "shop", image: "x", updateOrder: 7 as UpdateOrder }))),
     ).toBe("desired_state.service.update_order");
+  });
+});
+
+describe("what a node writes into HAProxy's file", () => {
+  it("backends never meet across tenants, and a word that would break the file is refused twice", () => {
+    expect(backendName("a_b", { service: "c", port: 80 })).not.toBe(backendName("a", { service: "b_c", port: 80 }));
+    expect(backendName("a", { service: "b", port: 80 })).toMatch(/^skp_[0-9a-f]{20}$/);
+    expect(routesRefusal([{ pathPrefix: "/it's", service: "web", port: 80 }])).toBe("desired_state.tenant.routes[0].path_prefix");
+    expect(routeProblem(create(ProxyRouteSchema, { pathPrefix: "/it's", service: "web", port: 80 }))).toMatch(/cannot take/);
+    expect(routeProblem(create(ProxyRouteSchema, { host: "a b", service: "web", port: 80 }))).toMatch(/not a host name/);
+    expect(routeProblem(create(ProxyRouteSchema, { host: "shop.example", pathPrefix: "/api", service: "web", port: 80 }))).toBeUndefined();
   });
 });
 

@@ -21,8 +21,17 @@ export async function planTheUpdates(d: Deploy): Promise<DeployOutcome | undefin
 /** switch the traffic: start-first replacements, then every route's backend = its service's running containers. */
 export async function switchTraffic(d: Deploy): Promise<DeployOutcome | undefined> {
   const plan = d.updatePlan;
-  if (!plan) return undefined;
   const proxy = d.ctx.proxy;
+  // Routes the spec no longer has leave the proxy, though the tenant keeps running.
+  if (proxy && d.ds.routes.length === 0 && (await proxy.routesOf(d.tenantId))) {
+    try {
+      await proxy.setRoutes({ tenantId: d.tenantId, routes: [], servers: new Map() });
+    } catch (e) {
+      if (!(e instanceof ProxyError)) throw e;
+      return end(d, "PROXY_UNAVAILABLE", `the host's proxy: ${e.message}`, { composePath: d.files.composePath });
+    }
+  }
+  if (!plan) return undefined;
   const routed = proxy && d.ds.routes.length > 0 ? proxy : undefined;
   try {
     // The backends exist before a start-first service's new container is added to them.

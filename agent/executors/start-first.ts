@@ -50,6 +50,10 @@ export async function replaceStartFirst(
       d,
       composeArgs(d, d.files.composePath, d.files.envPath, "up", "-d", "--no-deps", "--no-recreate", "--scale", `${s}=${n}`, s),
     );
+  // A stopped container of the service (an earlier update cut short between stop and rm) would be
+  // started again by the scale-up and taken for the new one: it goes first.
+  const stale = ((await readProjectContainers(d.projectName)).byService.get(s) ?? []).filter((c) => c.state !== "running");
+  if (stale.length > 0) await docker(d, ["rm", "-f", ...stale.map((c) => c.name)]);
   const up = await scale(old.length + 1);
   if (up.exitCode !== 0) return `start-first: compose could not start a new container of ${s}: ${up.stderr.trim().split("\n").pop() ?? ""}`;
   const now = (await readProjectContainers(d.projectName)).byService.get(s) ?? [];
@@ -71,7 +75,7 @@ export async function replaceStartFirst(
     }
   }
   const drainMs = Date.now() - started;
-  await docker(d, ["stop", "--time", String(stopGraceSeconds), ...old]);
+  await docker(d, ["stop", "--time", String(stopGraceSeconds), ...old], stopGraceSeconds * 1000 + 15_000);
   await docker(d, ["rm", "-f", ...old]);
   // Compose keeps no scale of its own: with the old container gone, the next plain `up` finds the
   // one it expects (its config hash matches) and leaves it, so no `--scale S=1` round is paid here.
@@ -153,8 +157,8 @@ function accepts(host: string, port: number): Promise<boolean> {
   });
 }
 
-function docker(d: Deploy, args: string[]) {
-  return runCommand("docker", args, { timeoutMs: DOCKER_TIMEOUT_MS, secrets: d.hidden, signal: d.ctx.signal });
+function docker(d: Deploy, args: string[], timeoutMs = DOCKER_TIMEOUT_MS) {
+  return runCommand("docker", args, { timeoutMs, secrets: d.hidden, signal: d.ctx.signal });
 }
 
 function uniqueBackends(routes: readonly ProxyRoute[]): ProxyRoute[] {

@@ -7,6 +7,7 @@
 //
 // Which route wins: an exact host before a wildcard before any host, then the longest path
 // prefix; a prefix matches on segment boundaries ("/api" takes /api and /api/x, not /apis).
+import { createHash } from "node:crypto";
 import type { ProxyRoute } from "../../gen/skipper/v1/proxy_pb.js";
 
 /** A backend server: a container of the routed service. */
@@ -24,9 +25,27 @@ export interface TenantRoutes {
   servers: Map<string, BackendServer[]>;
 }
 
-/** The backend a route's requests go to: one per (tenant, service, port). */
+/**
+ * The backend a route's requests go to: one per (tenant, service, port), named by a hash of the
+ * three (ids may hold '_': "a_b"+"c" and "a"+"b_c" must not meet in one backend).
+ */
 export function backendName(tenantId: string, r: Pick<ProxyRoute, "service" | "port">): string {
-  return `skp_${tenantId}_${r.service}_${r.port}`.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 127);
+  return `skp_${createHash("sha256").update(`${tenantId}\0${r.service}\0${r.port}`).digest("hex").slice(0, 20)}`;
+}
+
+// What a route may hold before it is written into HAProxy's file (the controller checks the same
+// on write; the node takes a file-breaking word from no one).
+const HOST = /^(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
+const PATH_PREFIX = /^\/[A-Za-z0-9._~!&()*+,;=:@%/-]{0,255}$/;
+
+/** Why `r` cannot go into the file, or undefined. */
+export function routeProblem(r: ProxyRoute): string | undefined {
+  if (r.host !== "" && !HOST.test(r.host)) return `route host ${JSON.stringify(r.host.slice(0, 64))} is not a host name`;
+  if (r.pathPrefix !== "" && !PATH_PREFIX.test(r.pathPrefix))
+    return `route path ${JSON.stringify(r.pathPrefix.slice(0, 64))} holds characters HAProxy's file cannot take`;
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(r.service) || r.port < 1 || r.port > 65535)
+    return `route to ${r.service}:${r.port} names no service port`;
+  return undefined;
 }
 
 /** The configuration text for `listen` ("0.0.0.0:80") and every tenant's routes. */
@@ -57,13 +76,19 @@ export function renderHaproxyConfig(listen: string, tenants: readonly TenantRout
       out.push(`  acl skp_p${i} path -m str ${prefix}`, `  acl skp_p${i} path -m beg ${prefix}/`);
       conds.push(`skp_p${i}`);
     }
-    out.push(`  use_backend ${backendName(tenantId, r)}${conds.length > 0 ? ` if ${conds.join(" ")}` : ""}`);
+    out.push(
+      `  use_backend ${backendName(tenantId, r)}${conds.length > 0 ? ` if ${conds.join(" ")}` : ""}  # ${tenantId} ${r.service}:${r.port}`,
+    );
   });
   const backends = new Map<string, BackendServer[]>();
+  const owners = new Map<string, string>();
   for (const t of tenants)
-    for (const r of t.routes) backends.set(backendName(t.tenantId, r), t.servers.get(backendName(t.tenantId, r)) ?? []);
+    for (const r of t.routes) {
+      backends.set(backendName(t.tenantId, r), t.servers.get(backendName(t.tenantId, r)) ?? []);
+      owners.set(backendName(t.tenantId, r), `${t.tenantId} ${r.service}:${r.port}`);
+    }
   for (const [name, servers] of [...backends].sort(([a], [b]) => a.localeCompare(b))) {
-    out.push("", `backend ${name}`, "  mode http", "  balance roundrobin");
+    out.push("", `backend ${name}  # ${owners.get(name) ?? ""}`, "  mode http", "  balance roundrobin");
     for (const s of [...servers].sort((a, b) => a.name.localeCompare(b.name))) out.push(`  server ${s.name} ${s.address}:${s.port}`);
   }
   return `${out.join("\n")}\n`;

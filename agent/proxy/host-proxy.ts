@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ProxyRouteSchema } from "../../gen/skipper/v1/proxy_pb.js";
 import { writeFileAtomic } from "../engine/durable-file.js";
-import { renderHaproxyConfig, type BackendServer, type TenantRoutes } from "./haproxy-config.js";
+import { backendName, renderHaproxyConfig, routeProblem, type BackendServer, type TenantRoutes } from "./haproxy-config.js";
 import { HaproxyRuntime, ProxyError, type RuntimeAddress } from "./haproxy-runtime.js";
 
 export interface HostProxyOptions {
@@ -52,9 +52,20 @@ export class HostProxy {
    */
   async setRoutes(tenant: TenantRoutes): Promise<void> {
     const tables = await this.load();
+    for (const r of tenant.routes) {
+      const problem = routeProblem(r);
+      if (problem) throw new ProxyError(problem);
+      // A host and prefix another tenant on this node routes is its: never taken over.
+      const other = [...tables.values()].find(
+        (t) => t.tenantId !== tenant.tenantId && t.routes.some((o) => o.host === r.host && samePrefix(o.pathPrefix, r.pathPrefix)),
+      );
+      if (other) throw new ProxyError(`${r.host || "any host"}${r.pathPrefix || "/"} is routed to tenant ${other.tenantId} on this node`);
+    }
     const was = tables.get(tenant.tenantId);
+    // The servers of backends the routes still name (one no longer named forgets its servers).
+    const named = new Set(tenant.routes.map((r) => backendName(tenant.tenantId, r)));
     const servers = new Map(tenant.servers);
-    for (const [b, s] of was?.servers ?? []) if (!servers.has(b)) servers.set(b, s);
+    for (const [b, s] of was?.servers ?? []) if (!servers.has(b) && named.has(b)) servers.set(b, s);
     if (tenant.routes.length === 0) tables.delete(tenant.tenantId);
     else tables.set(tenant.tenantId, { ...tenant, servers });
     await this.write(true);
@@ -126,13 +137,29 @@ export class HostProxy {
     await writeFileAtomic(this.statePath(), `${JSON.stringify(saved, null, 2)}\n`, { mode: 0o600 });
     const text = renderHaproxyConfig(this.opts.listen, tables);
     const now = await readFile(this.opts.configPath, "utf8").catch(() => "");
-    if (text === now) return;
-    await writeFileAtomic(this.opts.configPath, text, { mode: 0o644 });
-    if (!reload) return;
+    const want = [...text.matchAll(/^backend (\S+)/gm)].map((m) => m[1]!);
+    if (text !== now) await writeFileAtomic(this.opts.configPath, text, { mode: 0o644 });
+    // The file may be right and HAProxy not (a reload that failed, or an agent killed between
+    // writing and reloading): what HAProxy serves decides, not the file.
+    if (!reload || (await this.serves(want))) return;
     const before = await this.workerPid();
     await this.opts.reload();
-    const want = [...text.matchAll(/^backend (\S+)$/gm)].map((m) => m[1]!);
     await this.untilServed(before, want);
+  }
+
+  // Whether HAProxy serves exactly `backends` of skippy's.
+  private async serves(backends: string[]): Promise<boolean> {
+    return (await this.servedBackends()) === [...backends].sort().join(" ");
+  }
+
+  private async servedBackends(): Promise<string> {
+    const listed = await this.runtime.command("show backend").catch(() => "");
+    return listed
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("skp_"))
+      .sort()
+      .join(" ");
   }
 
   private async workerPid(): Promise<string> {
@@ -148,13 +175,7 @@ export class HostProxy {
     for (;;) {
       const pid = await this.workerPid();
       const fresh = pid !== "" && pid !== before;
-      const listed = fresh ? await this.runtime.command("show backend").catch(() => "") : "";
-      const have = listed
-        .split("\n")
-        .map((l) => l.trim())
-        .filter((l) => l.startsWith("skp_"))
-        .sort()
-        .join(" ");
+      const have = fresh ? await this.servedBackends() : "";
       if (fresh && have === want) return;
       if (Date.now() > until)
         throw new ProxyError(`HAProxy did not take its new configuration within 30 s of the reload (backends: ${have || "none"})`);
@@ -167,4 +188,9 @@ interface SavedTable {
   tenantId: string;
   routes: JsonObject[];
   servers: Record<string, BackendServer[]>;
+}
+
+function samePrefix(a: string, b: string): boolean {
+  const n = (p: string) => p.replace(/\/+$/, "") || "/";
+  return n(a) === n(b);
 }

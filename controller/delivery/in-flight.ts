@@ -43,9 +43,12 @@ function rolloutEnded(st: EnvironmentStatus, o: EnvObserved, out: PlanOut): bool
       return true;
     }
   }
-  // Without a rollout (or before it failed): a node that gave up on the release's spec.
+  // A tenant without a rollout of this promotion: a node that gave up on the release's spec ends
+  // it (with one, its failure budget decides, above).
   for (const t of o.tenants) {
     if (t.release?.releaseId !== id || !t.failed) continue;
+    const r = t.rollout;
+    if (r && !(r.createdAtMs !== undefined && r.createdAtMs < started)) continue;
     endPromotion(st, ReleaseOutcome.FAILED, `${t.id} could not deploy it: ${t.failed}`, out);
     return true;
   }

@@ -7,7 +7,8 @@ import { invalid } from "../base/errors.js";
 
 const MAX_ROUTES = 64;
 const HOST = /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
-const PATH_PREFIX = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,255}$/;
+// No quote, '$', '#', backslash or space: the prefix is written into HAProxy's file on the nodes.
+const PATH_PREFIX = /^\/[A-Za-z0-9._~!&()*+,;=:@%/-]{0,255}$/;
 const COMPOSE_SERVICE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
 const MAX_DRAIN_SECONDS = 3600;
 
