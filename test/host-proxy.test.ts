@@ -98,6 +98,11 @@ describe.skipIf(!bin)("the host's HAProxy driven by skippy (real haproxy, master
     expect(gone.cut).toBe(0);
     expect(await get(front, "shop.example")).toBe("200 two");
     expect(await p.servers(be)).toEqual(["web-2"]);
+    // The same container name at another address (restarted with a new one): moved, not kept.
+    await p.addServer("shop", be, { name: "web-2", address: "127.0.0.1", port: ups[0]!.port });
+    expect(await get(front, "shop.example")).toBe("200 one");
+    await p.addServer("shop", be, { name: "web-2", address: "127.0.0.1", port: ups[1]!.port });
+    expect(await get(front, "shop.example")).toBe("200 two");
 
     // Restarted: another tenant's route needs a reload; the first tenant's backend keeps web-2.
     const again = proxy();

@@ -97,8 +97,8 @@ export async function routeServers(d: Deploy, proxy: HostProxy): Promise<void> {
     const be = backendName(d.tenantId, r);
     const running = (seen.byService.get(r.service) ?? []).filter((c) => c.state === "running").map((c) => c.name);
     const have = await proxy.servers(be);
-    for (const name of running)
-      if (!have.includes(name)) await proxy.addServer(d.tenantId, be, { name, address: await addressOf(d, name), port: r.port });
+    // Every running container, known or not: one whose address changed (a restart) is moved.
+    for (const name of running) await proxy.addServer(d.tenantId, be, { name, address: await addressOf(d, name), port: r.port });
     for (const name of have) if (!running.includes(name)) await proxy.removeServer(d.tenantId, be, name, graceMs(r), d.ctx.signal);
   }
 }

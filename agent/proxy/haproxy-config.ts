@@ -15,6 +15,8 @@ export interface BackendServer {
   name: string;
   address: string;
   port: number;
+  /** Being drained: written `disabled`, so a reload meanwhile does not send it new connections. */
+  disabled?: boolean;
 }
 
 /** One tenant's routes and, per backend, its servers now. */
@@ -89,7 +91,8 @@ export function renderHaproxyConfig(listen: string, tenants: readonly TenantRout
     }
   for (const [name, servers] of [...backends].sort(([a], [b]) => a.localeCompare(b))) {
     out.push("", `backend ${name}  # ${owners.get(name) ?? ""}`, "  mode http", "  balance roundrobin");
-    for (const s of [...servers].sort((a, b) => a.name.localeCompare(b.name))) out.push(`  server ${s.name} ${s.address}:${s.port}`);
+    for (const s of [...servers].sort((a, b) => a.name.localeCompare(b.name)))
+      out.push(`  server ${s.name} ${s.address.includes(":") ? `[${s.address}]` : s.address}:${s.port}${s.disabled ? " disabled" : ""}`);
   }
   return `${out.join("\n")}\n`;
 }

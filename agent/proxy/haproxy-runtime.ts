@@ -67,6 +67,11 @@ export class HaproxyRuntime {
     const at = `${name(backend)}/${name(server)}`;
     const existing = (await this.servers(backend)).find((s) => s.server === server);
     if (!existing) await this.command(`add server ${at} ${endpoint(address, port)}${opts.check ? " check" : ""}`);
+    else {
+      // The same name at another address (a container restarted with a new one): moved, not kept.
+      const at2 = await this.addressOf(backend, server);
+      if (at2 !== endpoint(address, port)) await this.command(`set server ${at} addr ${address} port ${port}`);
+    }
     await this.command(`enable server ${at}`);
     if (opts.check) await this.command(`enable health ${at}`);
   }
@@ -101,6 +106,19 @@ export class HaproxyRuntime {
     await this.command(`set server ${at} state maint`);
     await this.command(`shutdown sessions server ${at}`);
     await this.command(`del server ${at}`);
+  }
+
+  // "addr:port" of a server as `show servers state` says it (columns srv_addr and srv_port).
+  private async addressOf(backend: string, server: string): Promise<string> {
+    const lines = (await this.command(`show servers state ${name(backend)}`)).split("\n");
+    const head = (lines.find((l) => l.startsWith("# be_id")) ?? "").replace(/^#\s*/, "").split(" ");
+    const row = lines.map((l) => l.split(" ")).find((r) => r[head.indexOf("srv_name")] === server);
+    if (!row) return "";
+    try {
+      return endpoint(row[head.indexOf("srv_addr")] ?? "", Number(row[head.indexOf("srv_port")]));
+    } catch {
+      return "";
+    }
   }
 
   // Server-side connections in use (keep-alive reuse): `show servers conn` column used_cur.

@@ -95,6 +95,9 @@ export class HostProxy {
     const started = Date.now();
     let cut = 0;
     if ((await this.servers(backend)).includes(server)) {
+      // In the file first: a reload during the drain must not bring it back into rotation.
+      this.record(tenantId, backend, (list) => list.map((s) => (s.name === server ? { ...s, disabled: true } : s)));
+      await this.write(false);
       await this.runtime.drain(backend, server);
       cut = await this.runtime.waitDrained(backend, server, { graceMs, signal });
       await this.runtime.removeServer(backend, server);
