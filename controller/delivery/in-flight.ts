@@ -43,12 +43,11 @@ function rolloutEnded(st: EnvironmentStatus, o: EnvObserved, out: PlanOut): bool
       return true;
     }
   }
-  // A tenant without a rollout of this promotion: a node that gave up on the release's spec ends
-  // it (with one, its failure budget decides, above).
+  // A node that gave up on the release's spec ends it. (Even under a rollout whose failure budget
+  // would let it go on: a rollout without a budget never stops on failures, and the environment
+  // must not wait on it for good. Reading the budget here is the better rule, not built yet.)
   for (const t of o.tenants) {
     if (t.release?.releaseId !== id || !t.failed) continue;
-    const r = t.rollout;
-    if (r && !(r.createdAtMs !== undefined && r.createdAtMs < started)) continue;
     endPromotion(st, ReleaseOutcome.FAILED, `${t.id} could not deploy it: ${t.failed}`, out);
     return true;
   }
