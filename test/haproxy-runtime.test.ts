@@ -6,12 +6,13 @@
 // driver's doing, not luck.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, request, Agent, type Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HaproxyRuntime, ProxyError } from "../agent/proxy/haproxy-runtime.js";
 import { haproxyBinary } from "./helpers/haproxy.js";
+import { httpLoad } from "./helpers/http-load.js";
 import { freePort, stopProcess, waitFor } from "./helpers/processes.js";
 
 const bin = haproxyBinary();
@@ -25,47 +26,6 @@ async function upstream(id: string): Promise<{ server: Server; port: number }> {
   const port = await freePort();
   await new Promise<void>((r) => server.listen(port, "127.0.0.1", r));
   return { server, port };
-}
-
-/** `clients` keep-alive clients requesting in a loop until stopped: answers and failures counted. */
-function load(port: number, clients: number) {
-  const agent = new Agent({ keepAlive: true, maxSockets: clients });
-  const tally = { ok: 0, failed: 0, answers: new Map<string, number>(), errors: [] as string[] };
-  let running = true;
-  const one = () =>
-    new Promise<void>((resolve) => {
-      const req = request({ host: "127.0.0.1", port, path: "/", agent }, (res) => {
-        let body = "";
-        res.on("data", (d) => (body += d));
-        res.on("end", () => {
-          if (res.statusCode === 200) {
-            tally.ok++;
-            tally.answers.set(body, (tally.answers.get(body) ?? 0) + 1);
-          } else {
-            tally.failed++;
-            tally.errors.push(`HTTP ${res.statusCode}`);
-          }
-          resolve();
-        });
-      });
-      req.on("error", (e) => {
-        tally.failed++;
-        tally.errors.push(e.message);
-        resolve();
-      });
-      req.end();
-    });
-  const loops = Array.from({ length: clients }, async () => {
-    while (running) await one();
-  });
-  return {
-    tally,
-    async stop() {
-      running = false;
-      await Promise.all(loops);
-      agent.destroy();
-    },
-  };
 }
 
 describe.skipIf(!bin)("HAProxy's runtime API, driven as skippy drives it (real haproxy)", () => {
@@ -111,7 +71,7 @@ describe.skipIf(!bin)("HAProxy's runtime API, driven as skippy drives it (real h
 
   it("20 switches with add, drain, wait and delete lose no request; taking servers out at once loses some", async () => {
     await rt.addServer("be_web", "s0", "127.0.0.1", ups[0]!.port);
-    const traffic = load(front, 8);
+    const traffic = httpLoad(front, 8);
     let current = "s0";
     for (let i = 1; i <= 20; i++) {
       const next = `s${i}`;
@@ -131,7 +91,7 @@ describe.skipIf(!bin)("HAProxy's runtime API, driven as skippy drives it (real h
     expect((await rt.servers("be_web")).map((s) => s.server)).toEqual([current]);
 
     // The same load, each switch taking the old server out at once (no drain, no wait).
-    const rough = load(front, 8);
+    const rough = httpLoad(front, 8);
     for (let i = 21; i <= 40; i++) {
       const next = `s${i}`;
       const before = rough.tally.ok + rough.tally.failed;

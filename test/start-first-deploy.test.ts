@@ -7,7 +7,6 @@
 // container keeps serving, the deploy failing with why.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -22,6 +21,7 @@ import { deployService } from "../agent/executors/deploy-service.js";
 import { removeService } from "../agent/executors/remove-service.js";
 import { hostProxyFor } from "../agent/proxy/proxy-settings.js";
 import { haproxyBinary } from "./helpers/haproxy.js";
+import { httpLoad } from "./helpers/http-load.js";
 import { freePort, removeComposeProject, RUN_ID, stopProcess, waitFor } from "./helpers/processes.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
@@ -63,56 +63,6 @@ function order(v: string, opts: { startFirst?: boolean; broken?: boolean } = {})
       routes: [{ host: HOST, service: "web", port: 8080, drainSeconds: 10 }],
     },
   });
-}
-
-/** `clients` keep-alive clients requesting through the proxy until stopped. */
-function load(port: number, clients: number) {
-  const agent = new Agent({ keepAlive: true, maxSockets: clients });
-  const tally = { ok: 0, failed: 0, last: "", errors: [] as string[] };
-  let running = true;
-  const one = () =>
-    new Promise<void>((resolve) => {
-      const req = request({ host: "127.0.0.1", port, path: "/", agent, headers: { host: HOST } }, (res) => {
-        let body = "";
-        res.on("data", (d) => (body += d));
-        // A response cut off midway (its container stopped under it) is a failed request.
-        res.on("close", () => {
-          if (res.complete) return;
-          tally.failed++;
-          tally.errors.push("response cut off");
-          resolve();
-        });
-        res.on("end", () => {
-          if (res.statusCode === 200) {
-            tally.ok++;
-            tally.last = body.trim();
-          } else {
-            tally.failed++;
-            tally.errors.push(`HTTP ${res.statusCode}`);
-          }
-          resolve();
-        });
-      });
-      // A request the proxy never answers counts as failed (and does not hang the test).
-      req.setTimeout(5000, () => req.destroy(new Error("no answer within 5 s")));
-      req.on("error", (e) => {
-        tally.failed++;
-        tally.errors.push(e.message);
-        resolve();
-      });
-      req.end();
-    });
-  const loops = Array.from({ length: clients }, async () => {
-    while (running) await one();
-  });
-  return {
-    tally,
-    async stop() {
-      running = false;
-      await Promise.all(loops);
-      agent.destroy();
-    },
-  };
 }
 
 describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real engine, real haproxy)", () => {
@@ -168,7 +118,7 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
   it("20 start-first updates lose no request; each old container is gone after its drain", async () => {
     const first = await deployService(order("v0"), ctx);
     expect(first.result.code, first.result.message).toBe("APPLY_OK");
-    const traffic = load(front, 4);
+    const traffic = httpLoad(front, 4, HOST);
     await waitFor("answers from v0", async () => (traffic.tally.last === "v0" ? true : undefined));
     for (let i = 1; i <= 20; i++) {
       const before = await containers();
@@ -189,7 +139,7 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
   }, 300_000);
 
   it("a new version that never gets ready is removed; the old container keeps serving", async () => {
-    const traffic = load(front, 4);
+    const traffic = httpLoad(front, 4, HOST);
     const before = await containers();
     const r = await deployService(order("v-broken", { broken: true }), ctx);
     expect(r.result.code).toBe("SERVICES_NOT_RUNNING");
@@ -203,7 +153,7 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
   }, 120_000);
 
   it("stop-first, the same load loses requests (Compose's own recreate)", async () => {
-    const traffic = load(front, 4);
+    const traffic = httpLoad(front, 4, HOST);
     for (let i = 1; i <= 5; i++) {
       const r = await deployService(order(`s${i}`, { startFirst: false }), ctx);
       expect(r.result.code, r.result.message).toBe("APPLY_OK");
@@ -225,7 +175,7 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     expect(r.result.code, r.result.message).toBe("REMOVE_OK");
     expect(await containers()).toEqual([]);
     expect(await readFile(join(dir, "skipper.cfg"), "utf8")).not.toContain(`skp_${TENANT}`);
-    const t = load(front, 1);
+    const t = httpLoad(front, 1, HOST);
     await waitFor("an answer", async () => (t.tally.ok + t.tally.failed > 0 ? true : undefined));
     await t.stop();
     expect(t.tally.errors[0]).toBe("HTTP 503");
