@@ -4,7 +4,8 @@
 import { ConvergenceStatus, type DeploymentPolicy, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { referencesOf } from "../resources/kinds.js";
 import { hasPlacement, placeOn } from "./placement.js";
-import { composeServiceNames, renderProject, type RenderedProject } from "./render-project.js";
+import { renderProject, type RenderedProject } from "./render-project.js";
+import { composeServiceNames } from "../resources/compose-rules.js";
 import { missingSecret, secretRefsOf } from "../resources/secret-refs.js";
 import { inNodePool } from "../resources/node-pool.js";
 import { tenantImages } from "../delivery/resolve/tenant-images.js";

@@ -191,13 +191,6 @@ export function withArtifactImages(
   return doc.toString({ lineWidth: 0 });
 }
 
-/** The service names a compose file defines (none when it does not parse as a mapping). */
-export function composeServiceNames(composeFile: string): Set<string> {
-  const doc = parseDocument(composeFile);
-  const services = doc.errors.length > 0 ? undefined : doc.get("services", true);
-  return new Set(isMap(services) ? services.items.map((i) => String((i.key as { value?: unknown })?.value ?? i.key)) : []);
-}
-
 /** The compose service a service resource is: its compose_service, else its id. */
 export function composeName(s: Resource): string {
   const v = s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.composeService : "";

@@ -55,3 +55,10 @@ function firstLine(s: string): string {
 function fail(problem: string, extra: Record<string, number | string> = {}): never {
   throw invalid(`${FIELD} ${problem}`, { field: FIELD, ...extra });
 }
+
+/** The services a compose file defines (none when it does not parse). */
+export function composeServiceNames(composeFile: string): Set<string> {
+  const doc = parseDocument(composeFile);
+  const services = doc.errors.length > 0 ? undefined : doc.get("services", true);
+  return new Set(isMap(services) ? services.items.map((i) => String((i.key as { value?: unknown })?.value ?? i.key)) : []);
+}

@@ -1,7 +1,7 @@
 // Field rules of a tenant's proxy routes (TenantSpec.routes) and a service's update order, checked
 // before anything is written. What a node can do with them (a proxy there, a service that can run
 // twice) is the node's to say when it deploys: its result names the order it chose and why.
-import { parseDocument, isMap } from "yaml";
+import { composeServiceNames } from "./compose-rules.js";
 import { UpdateOrder, type ProxyRoute } from "../../gen/skipper/v1/proxy_pb.js";
 import { invalid } from "../base/errors.js";
 
@@ -15,7 +15,7 @@ const MAX_DRAIN_SECONDS = 3600;
 /** Routes: a host and path prefix, a compose service (of `composeFile` when the tenant has its own) and its port. */
 export function checkRoutes(routes: readonly ProxyRoute[], composeFile: string, f: string): void {
   if (routes.length > MAX_ROUTES) fail(f, `may hold at most ${MAX_ROUTES} routes`);
-  const defined = composeFile.trim() === "" ? undefined : serviceNames(composeFile);
+  const defined = composeFile.trim() === "" ? undefined : composeServiceNames(composeFile);
   const seen = new Map<string, number>();
   routes.forEach((r, i) => {
     const at = `${f}[${i}]`;
@@ -43,12 +43,6 @@ export function checkUpdateOrder(order: UpdateOrder, f: string): void {
 export function normalPrefix(p: string): string {
   const t = p.replace(/\/+$/, "");
   return t === "" ? "/" : t;
-}
-
-function serviceNames(composeFile: string): Set<string> {
-  const doc = parseDocument(composeFile);
-  const services = doc.errors.length > 0 ? undefined : doc.get("services", true);
-  return new Set(isMap(services) ? services.items.map((i) => String((i.key as { value?: unknown })?.value ?? i.key)) : []);
 }
 
 function fail(field: string, message: string): never {
