@@ -3,8 +3,11 @@
 // hash Compose gives each service now. A service changes when it runs and a container of it has
 // another config hash; it is started first only when it asks to (deploy.update_config.order:
 // start-first) and can run twice on this host: no container_name (two containers cannot share
-// it), no published host port (two cannot bind it: its route is how traffic reaches it), one
-// replica. Everything else is stop-first, Compose's own `up`, and the result says why.
+// it), no published host port (two cannot bind it: its route is how traffic reaches it), its own
+// network namespace (no network_mode host, service:… or container:…: a second container there
+// shares the first one's ports), no fixed address (ipv4_address, ipv6_address, mac_address: two
+// containers cannot hold one), one replica. Everything else is stop-first, Compose's own `up`,
+// and the result says why.
 import { parse } from "yaml";
 import { create } from "@bufbuild/protobuf";
 import { ServiceUpdateSchema, UpdateOrder, type ProxyRoute, type ServiceUpdate } from "../../gen/skipper/v1/proxy_pb.js";
@@ -24,6 +27,9 @@ interface ComposeService {
   stop_grace_period?: unknown;
   ports?: unknown;
   scale?: unknown;
+  network_mode?: unknown;
+  mac_address?: unknown;
+  networks?: unknown;
   deploy?: { replicas?: unknown; update_config?: { order?: unknown } };
 }
 
@@ -64,6 +70,11 @@ function startFirstProblem(name: string, svc: ComposeService, routes: readonly P
   const published = hostPorts(svc.ports);
   if (published.length > 0)
     return `publishes host port ${published.join(", ")}, which two containers cannot bind${routedAs(name, routes) ? " (its route reaches it without one)" : ""}`;
+  const mode = typeof svc.network_mode === "string" ? svc.network_mode : "";
+  if (mode === "host" || mode.startsWith("service:") || mode.startsWith("container:"))
+    return `uses network_mode ${mode}, whose ports a second container cannot bind beside the first`;
+  const fixed = fixedAddresses(svc);
+  if (fixed.length > 0) return `sets ${fixed.join(", ")}, which two containers cannot hold`;
   const replicas = Number(svc.deploy?.replicas ?? svc.scale ?? 1);
   if (replicas !== 1) return `runs ${replicas} replicas (start-first takes one)`;
   return undefined;
@@ -87,6 +98,22 @@ function hostPorts(ports: unknown): string[] {
     const parts = String(p).split("/")[0]!.split(":");
     return parts.length >= 2 && parts[parts.length - 2] !== "" ? [parts[parts.length - 2]!] : [];
   });
+}
+
+// The fixed addresses a service asks for: its mac_address, and per network ipv4_address,
+// ipv6_address or mac_address ("ipv4_address 10.0.0.5 on front").
+function fixedAddresses(svc: ComposeService): string[] {
+  const out = svc.mac_address !== undefined && svc.mac_address !== null ? [`mac_address ${String(svc.mac_address)}`] : [];
+  // A list of network names fixes nothing; a map may give each network its addresses.
+  if (typeof svc.networks !== "object" || svc.networks === null || Array.isArray(svc.networks)) return out;
+  for (const [net, cfg] of Object.entries(svc.networks as Record<string, unknown>)) {
+    if (typeof cfg !== "object" || cfg === null) continue;
+    for (const k of ["ipv4_address", "ipv6_address", "mac_address"]) {
+      const v = (cfg as Record<string, unknown>)[k];
+      if (v !== undefined && v !== null && v !== "") out.push(`${k} ${String(v)} on ${net}`);
+    }
+  }
+  return out;
 }
 
 // Compose's stop_grace_period ("1s", "1m30s", "500ms") in whole seconds (at least 1); 10 unset.
