@@ -1,11 +1,15 @@
 // Proxy routes and update orders on the controller's side (issue 35): the field rules name what is
 // wrong; a service's update order is rendered as Compose's deploy.update_config.order; routes
 // travel with every rendered project and are part of its hash (a tenant without them hashes as
-// before), so a changed route is a new desired state.
+// before), so a changed route is a new desired state. A host and path prefix are one tenant's: the
+// controller refuses another tenant's overlapping route (a wildcard over a name, any host over
+// every host) naming the owner, and a node refuses it again before writing HAProxy's file.
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { ResourceSchema, ServiceSpecSchema, TenantSpecSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ProxyRouteSchema, UpdateOrder } from "../gen/skipper/v1/proxy_pb.js";
@@ -13,8 +17,13 @@ import { desiredForTenant } from "../controller/reconcile/desired-targets.js";
 import { checkServiceSpec, checkTenantSpec } from "../controller/resources/resource-rules.js";
 import type { SkipperError } from "../controller/base/errors.js";
 import { parseManifestDocuments } from "../common/manifest-documents.js";
-import { backendName, routeProblem } from "../agent/proxy/haproxy-config.js";
+import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
+import { backendName } from "../agent/proxy/haproxy-config.js";
+import { HostProxy } from "../agent/proxy/host-proxy.js";
+import { hostsOverlap, routeProblem, routesClash } from "../common/route-rules.js";
 import { checkSpecFields } from "../controller/resources/kinds.js";
+import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
+import { rpcError } from "./helpers/errors.js";
 
 const COMPOSE = "services:\n  web:\n    image: busybox\n  worker:\n    image: busybox\n";
 function tenant(spec: Record<string, unknown>): Resource {
@@ -99,7 +108,7 @@ describe("what a node writes into HAProxy's file", () => {
     expect(backendName("a_b", { service: "c", port: 80 })).not.toBe(backendName("a", { service: "b_c", port: 80 }));
     expect(backendName("a", { service: "b", port: 80 })).toMatch(/^skp_[0-9a-f]{20}$/);
     expect(routesRefusal([{ pathPrefix: "/it's", service: "web", port: 80 }])).toBe("desired_state.tenant.routes[0].path_prefix");
-    expect(routeProblem(create(ProxyRouteSchema, { pathPrefix: "/it's", service: "web", port: 80 }))).toMatch(/cannot take/);
+    expect(routeProblem(create(ProxyRouteSchema, { pathPrefix: "/it's", service: "web", port: 80 }))).toMatch(/no quotes/);
     expect(routeProblem(create(ProxyRouteSchema, { host: "a b", service: "web", port: 80 }))).toMatch(/not a host name/);
     expect(routeProblem(create(ProxyRouteSchema, { host: "shop.example", pathPrefix: "/api", service: "web", port: 80 }))).toBeUndefined();
   });
@@ -115,5 +124,96 @@ describe("the README's routed tenant", () => {
     checkSpecFields(docs[0]!.resource.desiredState!, "shop");
     const spec = docs[0]!.resource.desiredState!.kind.value as { routes: { service: string }[] };
     expect(spec.routes.map((r) => r.service)).toEqual(["web", "api"]);
+  });
+});
+
+describe("a host and path prefix are one tenant's", () => {
+  let c: InMemoryController;
+  beforeAll(async () => {
+    c = await startInMemory();
+    await c.ctl.reconciler.stop();
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+  const routed = (id: string, routes: { host?: string; pathPrefix?: string }[]) =>
+    create(ResourceSchema, {
+      id,
+      resourceType: "tenant",
+      desiredState: { kind: { case: "tenant", value: { routes: routes.map((r) => ({ ...r, service: "web", port: 80 })) } } },
+    });
+  const put = (r: Resource) => c.admin(ResourceService).createResource({ resourceType: "tenant", resource: r });
+
+  it("which hosts overlap", () => {
+    expect(hostsOverlap("a.example.com", "a.example.com")).toBe(true);
+    expect(hostsOverlap("*.example.com", "a.example.com")).toBe(true);
+    expect(hostsOverlap("a.b.example.com", "*.example.com")).toBe(true);
+    expect(hostsOverlap("*.example.com", "*.b.example.com")).toBe(true);
+    expect(hostsOverlap("", "a.example.com")).toBe(true);
+    expect(hostsOverlap("*.example.com", "example.com")).toBe(false);
+    expect(hostsOverlap("*.example.com", "a.example.org")).toBe(false);
+    expect(hostsOverlap("*.a.example.com", "b.example.com")).toBe(false);
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/api/" }, { host: "*.example.com", pathPrefix: "/api" })).toBe(true);
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/api" }, { host: "*.example.com", pathPrefix: "/" })).toBe(false);
+  });
+
+  it("the controller refuses another tenant's overlapping route, naming the owner; the owner may overlap itself", async () => {
+    await put(routed("shop", [{ host: "shop.example.com" }, { host: "*.example.com", pathPrefix: "/api" }]));
+    for (const [id, route] of [
+      ["blog", { host: "shop.example.com", pathPrefix: "/" }],
+      ["blog2", { host: "a.example.com", pathPrefix: "/api/" }],
+      ["blog3", { host: "*.example.com" }],
+      ["blog4", {}],
+    ] as const) {
+      const e = await rpcError(put(routed(id, [{ host: "blog.example.org" }, route])));
+      expect(e.code, id).toBe("INVALID_REQUEST");
+      expect(e.details.route_owner, id).toBe("shop");
+      expect(e.details.field, id).toBe("desired_state.tenant.routes[1]");
+      expect(e.message, id).toMatch(/overlaps tenant shop's route/);
+    }
+    // Another path, another host: accepted; a move onto shop's host later is refused too.
+    await put(routed("blog", [{ host: "shop.example.com", pathPrefix: "/blog" }, { host: "blog.example.org" }]));
+    const moved = await rpcError(
+      c.admin(ResourceService).updateResource({
+        resourceType: "tenant",
+        id: "blog",
+        desiredState: routed("blog", [{ host: "x.example.com", pathPrefix: "/api" }]).desiredState,
+      }),
+    );
+    expect(moved.details.route_owner).toBe("shop");
+    // The owner adds a name under its own wildcard.
+    await c.admin(ResourceService).updateResource({
+      resourceType: "tenant",
+      id: "shop",
+      desiredState: routed("shop", [
+        { host: "shop.example.com" },
+        { host: "*.example.com", pathPrefix: "/api" },
+        { host: "a.example.com", pathPrefix: "/api" },
+      ]).desiredState,
+    });
+  });
+
+  it("a node refuses a route overlapping another tenant's it holds", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "skipper-routes-"));
+    try {
+      const cfg = join(dir, "skipper.cfg");
+      await writeFile(
+        `${cfg}.json`,
+        JSON.stringify([{ tenantId: "shop", routes: [{ host: "shop.example.com", service: "web", port: 80 }], servers: {} }]),
+      );
+      // The refusal comes before any write or reload: nothing answers at the runtime address.
+      const proxy = new HostProxy({
+        runtime: { path: join(dir, "none.sock") },
+        configPath: cfg,
+        listen: "127.0.0.1:1",
+        reload: async () => {},
+      });
+      const theirs = create(ProxyRouteSchema, { host: "*.example.com", service: "web", port: 80 });
+      await expect(proxy.setRoutes({ tenantId: "blog", routes: [theirs], servers: new Map() })).rejects.toThrow(
+        /\*\.example\.com\/ overlaps a route of tenant shop on this node/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -9,6 +9,7 @@
 // prefix; a prefix matches on segment boundaries ("/api" takes /api and /api/x, not /apis).
 import { createHash } from "node:crypto";
 import type { ProxyRoute } from "../../gen/skipper/v1/proxy_pb.js";
+import { normalPrefix } from "../../common/route-rules.js";
 
 /** A backend server: a container of the routed service. */
 export interface BackendServer {
@@ -35,21 +36,6 @@ export function backendName(tenantId: string, r: Pick<ProxyRoute, "service" | "p
   return `skp_${createHash("sha256").update(`${tenantId}\0${r.service}\0${r.port}`).digest("hex").slice(0, 20)}`;
 }
 
-// What a route may hold before it is written into HAProxy's file (the controller checks the same
-// on write; the node takes a file-breaking word from no one).
-const HOST = /^(\*\.)?[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
-const PATH_PREFIX = /^\/[A-Za-z0-9._~!&()*+,;=:@%/-]{0,255}$/;
-
-/** Why `r` cannot go into the file, or undefined. */
-export function routeProblem(r: ProxyRoute): string | undefined {
-  if (r.host !== "" && !HOST.test(r.host)) return `route host ${JSON.stringify(r.host.slice(0, 64))} is not a host name`;
-  if (r.pathPrefix !== "" && !PATH_PREFIX.test(r.pathPrefix))
-    return `route path ${JSON.stringify(r.pathPrefix.slice(0, 64))} holds characters HAProxy's file cannot take`;
-  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(r.service) || r.port < 1 || r.port > 65535)
-    return `route to ${r.service}:${r.port} names no service port`;
-  return undefined;
-}
-
 /** The configuration text for `listen` ("0.0.0.0:80") and every tenant's routes. */
 export function renderHaproxyConfig(listen: string, tenants: readonly TenantRoutes[]): string {
   const routes = tenants
@@ -73,8 +59,8 @@ export function renderHaproxyConfig(listen: string, tenants: readonly TenantRout
       );
       conds.push(`skp_h${i}`);
     }
-    const prefix = r.pathPrefix.replace(/\/+$/, "");
-    if (prefix !== "") {
+    const prefix = normalPrefix(r.pathPrefix);
+    if (prefix !== "/") {
       out.push(`  acl skp_p${i} path -m str ${prefix}`, `  acl skp_p${i} path -m beg ${prefix}/`);
       conds.push(`skp_p${i}`);
     }
@@ -100,7 +86,8 @@ export function renderHaproxyConfig(listen: string, tenants: readonly TenantRout
 // Exact hosts first, then wildcards, then any host; within each, longer prefixes first.
 function specificity(r: ProxyRoute): number {
   const host = r.host === "" ? 0 : r.host.startsWith("*.") ? 1 : 2;
-  return host * 1000 + r.pathPrefix.replace(/\/+$/, "").length;
+  const prefix = normalPrefix(r.pathPrefix);
+  return host * 1000 + (prefix === "/" ? 0 : prefix.length);
 }
 
 function key(x: { tenantId: string; r: ProxyRoute }): string {

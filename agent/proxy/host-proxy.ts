@@ -8,7 +8,8 @@ import { readFile } from "node:fs/promises";
 import { fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ProxyRouteSchema } from "../../gen/skipper/v1/proxy_pb.js";
 import { writeFileAtomic } from "../engine/durable-file.js";
-import { backendName, renderHaproxyConfig, routeProblem, type BackendServer, type TenantRoutes } from "./haproxy-config.js";
+import { routeProblem, routesClash, routeWhere } from "../../common/route-rules.js";
+import { backendName, renderHaproxyConfig, type BackendServer, type TenantRoutes } from "./haproxy-config.js";
 import { HaproxyRuntime, ProxyError, type RuntimeAddress } from "./haproxy-runtime.js";
 
 export interface HostProxyOptions {
@@ -55,11 +56,10 @@ export class HostProxy {
     for (const r of tenant.routes) {
       const problem = routeProblem(r);
       if (problem) throw new ProxyError(problem);
-      // A host and prefix another tenant on this node routes is its: never taken over.
-      const other = [...tables.values()].find(
-        (t) => t.tenantId !== tenant.tenantId && t.routes.some((o) => o.host === r.host && samePrefix(o.pathPrefix, r.pathPrefix)),
-      );
-      if (other) throw new ProxyError(`${r.host || "any host"}${r.pathPrefix || "/"} is routed to tenant ${other.tenantId} on this node`);
+      // A host and prefix another tenant on this node routes is its: never taken over (the
+      // controller refuses the same when a tenant is written; this node holds what it already has).
+      const other = [...tables.values()].find((t) => t.tenantId !== tenant.tenantId && t.routes.some((o) => routesClash(o, r)));
+      if (other) throw new ProxyError(`${routeWhere(r)} overlaps a route of tenant ${other.tenantId} on this node`);
     }
     const was = tables.get(tenant.tenantId);
     // The servers of backends the routes still name (one no longer named forgets its servers).
@@ -191,9 +191,4 @@ interface SavedTable {
   tenantId: string;
   routes: JsonObject[];
   servers: Record<string, BackendServer[]>;
-}
-
-function samePrefix(a: string, b: string): boolean {
-  const n = (p: string) => p.replace(/\/+$/, "") || "/";
-  return n(a) === n(b);
 }

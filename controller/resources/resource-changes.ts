@@ -28,6 +28,7 @@ import { buildEvent } from "../events/event-recorder.js";
 import type { Store } from "../store/store.js";
 import { applyMask, planMask } from "./field-mask.js";
 import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./references.js";
+import { checkTenantRoutesUnclaimed } from "./proxy-rules.js";
 import { checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
 import { checkSpecFields, CONTROLLER_KINDS, referencesOf } from "./kinds.js";
 import { sealSecret } from "./secret-values.js";
@@ -96,6 +97,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   spec = sealed();
   await deps.confine(undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  await checkTenantRoutesUnclaimed(store, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   const now = timestampFromDate(deps.now());
   const resource = create(ResourceSchema, {
     id,
@@ -195,6 +197,7 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   await deps.confine(before, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   if (!sameSpec(before.desiredState, spec))
     await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  await checkTenantRoutesUnclaimed(store, before, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   let desiredChanged = false;
   let changed = false;
   const updated = await store.updateResource(
