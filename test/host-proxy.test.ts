@@ -2,8 +2,8 @@
 // master-worker mode reloaded through its master CLI: a tenant's routes become a backend after a
 // reload, servers come and go at run time, and an agent restarted (a new HostProxy over the same
 // files) adds another tenant's routes without losing the first one's, servers included.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import type { ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, request, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,8 +13,8 @@ import { ProxyRouteSchema } from "../gen/skipper/v1/proxy_pb.js";
 import { backendName } from "../agent/proxy/haproxy-config.js";
 import { HaproxyRuntime } from "../agent/proxy/haproxy-runtime.js";
 import { HostProxy } from "../agent/proxy/host-proxy.js";
-import { haproxyBinary } from "./helpers/haproxy.js";
-import { freePort, stopProcess, waitFor } from "./helpers/processes.js";
+import { haproxyBinary, startHaproxyMaster } from "./helpers/haproxy.js";
+import { freePort, stopProcess } from "./helpers/processes.js";
 
 const bin = haproxyBinary();
 if (!bin) console.warn("!!! host-proxy.test.ts SKIPPED: haproxy is not installed (apt-get install haproxy)");
@@ -47,37 +47,15 @@ describe.skipIf(!bin)("the host's HAProxy driven by skippy (real haproxy, master
       await new Promise<void>((ok) => server.listen(port, "127.0.0.1", ok));
       ups.push({ server, port });
     }
-    const socket = join(dir, "admin.sock");
-    const base = [
-      "global",
-      `  stats socket ${socket} mode 600 level admin expose-fd listeners`,
-      "defaults",
-      "  timeout connect 2s",
-      "  timeout client 10s",
-      "  timeout server 10s",
-      "",
-    ];
-    await writeFile(join(dir, "base.cfg"), base.join("\n"));
-    const master = join(dir, "master.sock");
-    haproxy = spawn(bin!, ["-W", "-db", "-S", master, "-f", join(dir, "base.cfg"), "-f", join(dir, "skipper.cfg")], { stdio: "ignore" });
+    const hx = await startHaproxyMaster(bin!, dir, { timeoutS: 10 });
+    haproxy = hx.child;
     proxy = () =>
       new HostProxy({
-        runtime: { path: socket },
-        configPath: join(dir, "skipper.cfg"),
+        runtime: { path: hx.runtime },
+        configPath: hx.configPath,
         listen: `127.0.0.1:${front}`,
-        reload: async () => {
-          await new HaproxyRuntime({ path: master }).command("reload");
-        },
+        reload: () => new HaproxyRuntime({ path: hx.master }).reload(),
       });
-    // skippy's file does not exist before its first write: HAProxy starts with the host's alone.
-    await writeFile(join(dir, "skipper.cfg"), "");
-    await waitFor(
-      "haproxy's runtime socket",
-      async () =>
-        (await proxy()
-          .describe()
-          .catch(() => "")) || undefined,
-    );
   });
   afterAll(async () => {
     if (haproxy) await stopProcess(haproxy);

@@ -5,8 +5,8 @@
 // and the answers move to each new version. Stop-first, the same load loses requests: the first
 // result is the update order's doing. A new version that never gets ready is removed and the old
 // container keeps serving, the deploy failing with why.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import type { ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -20,7 +20,7 @@ import type { DeployContext } from "../agent/executors/deploy-context.js";
 import { deployService } from "../agent/executors/deploy-service.js";
 import { removeService } from "../agent/executors/remove-service.js";
 import { hostProxyFor } from "../agent/proxy/proxy-settings.js";
-import { haproxyBinary } from "./helpers/haproxy.js";
+import { haproxyBinary, startHaproxyMaster } from "./helpers/haproxy.js";
 import { httpLoad } from "./helpers/http-load.js";
 import { freePort, removeComposeProject, RUN_ID, stopProcess, waitFor } from "./helpers/processes.js";
 
@@ -82,22 +82,9 @@ describe.skipIf(!ready)("start-first updates behind the host's HAProxy (real eng
     process.env.DOCKER_HOST = dockerHost;
     dir = await mkdtemp(join(tmpdir(), "skipper-sf-"));
     front = await freePort();
-    const socket = join(dir, "admin.sock");
-    const base = [
-      "global",
-      `  stats socket ${socket} mode 600 level admin expose-fd listeners`,
-      "defaults",
-      "  timeout connect 2s",
-      "  timeout client 30s",
-      "  timeout server 30s",
-      "",
-    ];
-    await writeFile(join(dir, "base.cfg"), base.join("\n"));
-    await writeFile(join(dir, "skipper.cfg"), "");
-    const master = join(dir, "master.sock");
-    haproxy = spawn(bin!, ["-W", "-db", "-S", master, "-f", join(dir, "base.cfg"), "-f", join(dir, "skipper.cfg")], { stdio: "ignore" });
-    const proxy = hostProxyFor({ runtime: socket, configPath: join(dir, "skipper.cfg"), listen: `127.0.0.1:${front}`, master });
-    await waitFor("haproxy's runtime socket", async () => (await proxy.describe().catch(() => "")) || undefined);
+    const hx = await startHaproxyMaster(bin!, dir);
+    haproxy = hx.child;
+    const proxy = hostProxyFor({ runtime: hx.runtime, configPath: hx.configPath, listen: `127.0.0.1:${front}`, master: hx.master });
     ctx = {
       workDir: join(dir, "work"),
       docker: await probeDockerHost(),

@@ -9,7 +9,10 @@
 //   set server be/old state maint  -> del server be/old
 //
 // Every command is one connection: HAProxy answers and closes it (non-interactive mode). An
-// answer HAProxy gives to a refused command is an error here, with HAProxy's words in it.
+// answer HAProxy gives to a refused command is an error here, with HAProxy's words in it. HAProxy
+// ends every answer with a line break, even an empty one ("\n"): no byte at all means the process
+// went away before answering (a worker leaving on a reload), which is no success either. Commands
+// that say what they did ("New server registered.", "Server deleted.") succeed only when they say it.
 import { connect } from "node:net";
 import { sleep } from "../engine/sleep.js";
 
@@ -30,6 +33,9 @@ export type RuntimeAddress = { path: string } | { host: string; port: number };
 
 export class ProxyError extends Error {}
 
+/** HAProxy's master answered a reload with a failure (a configuration it cannot load): asking again will not help. */
+export class ReloadRefused extends ProxyError {}
+
 /** HAProxy's answers meaning a command did nothing. */
 const REFUSALS = [
   /^No such /m,
@@ -39,7 +45,19 @@ const REFUSALS = [
   /[Ee]rror/,
   /^'.*' only supports/m,
   /^Server still has/m,
+  /^Already exists/m,
+  /cannot (enable|disable|change|remove)/,
+  /^Only servers in maintenance mode/m,
 ];
+
+/** What a command that reports its success answers then. */
+const SUCCESS: [RegExp, RegExp][] = [
+  [/^add server /, /^New server registered/m],
+  [/^del server /, /^Server deleted/m],
+];
+
+/** `del server`'s answers while the server is still leaving: asked again, within the timeout. */
+const STILL_LEAVING = /^(Server still has connections attached|Only servers in maintenance mode can be deleted)/m;
 
 export class HaproxyRuntime {
   constructor(
@@ -51,10 +69,28 @@ export class HaproxyRuntime {
   async command(cmd: string): Promise<string> {
     if (/[\r\n;]/.test(cmd)) throw new ProxyError(`refusing a runtime command with a line break or ';': ${JSON.stringify(cmd)}`);
     const answer = await this.send(`${cmd}\n`);
+    if (answer === "") throw new ProxyError(`HAProxy closed the connection without answering "${cmd}"`);
     // What `show` prints is data (its columns may contain any word); only commands are refused.
     if (!cmd.startsWith("show ") && REFUSALS.some((r) => r.test(answer)))
       throw new ProxyError(`HAProxy refused "${cmd}": ${answer.trim()}`);
+    const success = SUCCESS.find(([c]) => c.test(cmd))?.[1];
+    if (success && !success.test(answer)) throw new ProxyError(`HAProxy did not confirm "${cmd}": ${answer.trim() || "(no answer)"}`);
     return answer;
+  }
+
+  /**
+   * The master CLI's `reload` (this client talking to the master socket, -S). HAProxy 2.7 and
+   * later answer when the new worker started or failed ("Success=1" or "Success=0", then "--"
+   * and the start-up messages); 2.6 answers nothing and closes, and the caller learns the outcome
+   * from the worker (HostProxy waits for a new one serving the file).
+   */
+  async reload(): Promise<void> {
+    const answer = await this.send("reload\n");
+    if (answer === "" || /^Success=1\b/.test(answer)) return;
+    const log = answer.replace(/^Success=0\s*(--\s*)?/, "").trim();
+    if (/^Success=0\b/.test(answer))
+      throw new ReloadRefused(`HAProxy refused the reload: ${log.split("\n").slice(-5).join(" | ") || "(no message)"}`);
+    throw new ReloadRefused(`HAProxy's master did not reload: ${answer.trim().slice(0, 300)}`);
   }
 
   /** The servers of `backend` (its BACKEND summary line left out). */
@@ -105,7 +141,18 @@ export class HaproxyRuntime {
     if (!(await this.servers(backend)).some((s) => s.server === server)) return;
     await this.command(`set server ${at} state maint`);
     await this.command(`shutdown sessions server ${at}`);
-    await this.command(`del server ${at}`);
+    // The sessions shut leave asynchronously (and a reload meanwhile may bring the server back out
+    // of maintenance): asked again while HAProxy says it is still leaving.
+    const until = Date.now() + this.timeoutMs;
+    for (;;) {
+      const answer = await this.send(`del server ${at}\n`);
+      if (/^(Server deleted|No such server)/m.test(answer)) return;
+      if (!STILL_LEAVING.test(answer) || Date.now() >= until)
+        throw new ProxyError(`HAProxy refused "del server ${at}": ${answer.trim() || "(no answer)"}`);
+      if (/maintenance/.test(answer)) await this.command(`set server ${at} state maint`);
+      else await this.command(`shutdown sessions server ${at}`);
+      await sleep(50, new AbortController().signal);
+    }
   }
 
   // "addr:port" of a server as `show servers state` says it (columns srv_addr and srv_port).

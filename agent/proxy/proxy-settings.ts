@@ -2,7 +2,7 @@
 // that every deploy on this agent shares (it caches the tables it wrote).
 import { runCommand } from "../engine/run-command.js";
 import { HostProxy } from "./host-proxy.js";
-import { HaproxyRuntime, ProxyError, type RuntimeAddress } from "./haproxy-runtime.js";
+import { HaproxyRuntime, ProxyError, ReloadRefused, type RuntimeAddress } from "./haproxy-runtime.js";
 
 export interface ProxySettings {
   /** The worker's Runtime API: a unix socket path, or HOST:PORT on loopback. */
@@ -51,10 +51,10 @@ function reloader(s: ProxySettings): () => Promise<void> {
     return async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          await master.command("reload");
+          await master.reload();
           return;
         } catch (e) {
-          if (attempt >= 20) throw e;
+          if (e instanceof ReloadRefused || attempt >= 20) throw e;
           await new Promise((r) => setTimeout(r, 250));
         }
       }

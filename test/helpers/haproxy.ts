@@ -114,3 +114,52 @@ function socketCommand(path: string, command: string): Promise<string> {
     s.once("close", () => resolve(Buffer.concat(chunks).toString("utf8")));
   });
 }
+
+/** The host's HAProxy as skippy's proxy tests run it: master-worker, skippy's file loaded after the host's own. */
+export interface HaproxyMaster {
+  child: ChildProcess;
+  /** The worker's Runtime API (`stats socket … level admin`): skippy's --proxy-runtime. */
+  runtime: string;
+  /** The master CLI (-S): skippy's --proxy-master. */
+  master: string;
+  /** skippy's file (--proxy-config), empty until skippy first writes it. */
+  configPath: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts HAProxy in master-worker mode in `dir` as the README's "Updates nobody notices" section
+ * runs it (`-W -S master.sock -f base.cfg -f skipper.cfg`, base.cfg holding global with the
+ * admin socket, and defaults); resolves once the worker's runtime socket answers.
+ */
+export async function startHaproxyMaster(bin: string, dir: string, opts: { timeoutS?: number } = {}): Promise<HaproxyMaster> {
+  const runtime = join(dir, "admin.sock");
+  const master = join(dir, "master.sock");
+  const configPath = join(dir, "skipper.cfg");
+  const t = opts.timeoutS ?? 30;
+  const base = [
+    "global",
+    `  stats socket ${runtime} mode 600 level admin expose-fd listeners`,
+    "defaults",
+    "  timeout connect 2s",
+    `  timeout client ${t}s`,
+    `  timeout server ${t}s`,
+    "",
+  ];
+  await writeFile(join(dir, "base.cfg"), base.join("\n"));
+  // skippy's file does not exist before its first write: HAProxy starts with the host's alone.
+  await writeFile(configPath, "");
+  const child = spawn(bin, ["-W", "-db", "-S", master, "-f", join(dir, "base.cfg"), "-f", configPath], { stdio: "ignore" });
+  const exited = new Promise<never>((_, reject) => child.once("exit", (code) => reject(new Error(`haproxy exited with ${code}`))));
+  exited.catch(() => {});
+  await Promise.race([
+    waitFor(
+      "haproxy's runtime socket",
+      async () => ((await socketCommand(runtime, "show info\n").catch(() => "")).includes("Pid:") ? true : undefined),
+      10_000,
+      50,
+    ),
+    exited,
+  ]);
+  return { child, runtime, master, configPath, stop: () => stopProcess(child) };
+}
