@@ -3,15 +3,20 @@
 // gate fails restores it; a rollback order may name it. Written atomically (temp, fsync, rename)
 // after every successful apply, so it is always a spec that once ran healthy here. Its process
 // modules are recorded with the version that ran (a "latest" resolved), so a restore switches
-// back to an installed version without asking the source.
+// back to an installed version without asking the source. Its proxy routes are recorded too, so
+// a restore routes as the restored spec did: the deploy that switches the traffic stages the
+// routes of the spec it applies (.skipper-routes.json, by spec hash: the hash covers the routes),
+// and the record of that spec takes them.
 import { readdir, readFile } from "node:fs/promises";
-import { create } from "@bufbuild/protobuf";
+import { create, fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ProcessSpecSchema, type ProcessSpec } from "../../gen/skipper/v1/process_pb.js";
+import { ProxyRouteSchema, type ProxyRoute } from "../../gen/skipper/v1/proxy_pb.js";
 import { writeFileAtomic } from "./durable-file.js";
 import { join } from "node:path";
 import { projectDir } from "./project-state.js";
 
 export const APPLIED_FILE = ".skipper-applied.json";
+const ROUTES_FILE = ".skipper-routes.json";
 
 export interface AppliedSpec {
   schema_version: "v1";
@@ -30,6 +35,11 @@ export interface AppliedSpec {
   service_ids: string[];
   /** The tenant's process modules as they ran (absent in records written before processes). */
   processes?: AppliedProcess[];
+  /**
+   * The spec's proxy routes (ProxyRoute as JSON); absent in records written before routes were
+   * recorded, or of a spec whose deploy staged none (one of process modules alone).
+   */
+  routes?: JsonObject[];
   applied_at: string;
 }
 
@@ -67,8 +77,38 @@ export function processSpecOf(p: AppliedProcess): ProcessSpec {
   return create(ProcessSpecSchema, { module: p.module, version: p.version, source: { kind }, sha256: p.sha256, argv: p.argv, env: p.env });
 }
 
+/** Records `spec` as the tenant's last applied; its routes are those staged for its spec hash unless it carries its own. */
 export async function writeAppliedSpec(workDir: string, spec: AppliedSpec): Promise<void> {
-  await writeFileAtomic(join(projectDir(workDir, spec.tenant_id), APPLIED_FILE), `${JSON.stringify(spec, null, 2)}\n`, { mode: 0o600 });
+  const dir = projectDir(workDir, spec.tenant_id);
+  const routes = spec.routes ?? (await stagedRoutes(dir, spec.spec_hash));
+  const record = routes === undefined ? spec : { ...spec, routes };
+  await writeFileAtomic(join(dir, APPLIED_FILE), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** Stages the routes of the spec `specHash` a deploy is applying, for its record when it applies. */
+export async function stageSpecRoutes(workDir: string, tenantId: string, specHash: string, routes: readonly ProxyRoute[]): Promise<void> {
+  const staged: StagedRoutes = { spec_hash: specHash, routes: routes.map((r) => toJson(ProxyRouteSchema, r) as JsonObject) };
+  await writeFileAtomic(join(projectDir(workDir, tenantId), ROUTES_FILE), `${JSON.stringify(staged)}\n`, { mode: 0o600 });
+}
+
+/** The routes an applied spec recorded, or undefined when it recorded none (an older record). */
+export function appliedRoutes(spec: AppliedSpec): ProxyRoute[] | undefined {
+  return spec.routes?.map((r) => fromJson(ProxyRouteSchema, r));
+}
+
+interface StagedRoutes {
+  spec_hash: string;
+  routes: JsonObject[];
+}
+
+// The routes staged for `specHash`, or undefined (none staged, or staged for another spec).
+async function stagedRoutes(dir: string, specHash: string): Promise<JsonObject[] | undefined> {
+  try {
+    const staged = JSON.parse(await readFile(join(dir, ROUTES_FILE), "utf8")) as StagedRoutes;
+    return staged.spec_hash === specHash && Array.isArray(staged.routes) ? staged.routes : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The recorded spec, or undefined when there is none (or it cannot be read). */

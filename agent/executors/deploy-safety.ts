@@ -8,7 +8,7 @@ import { ComposeProjectSchema, type ComposeProject } from "../../gen/skipper/v1/
 import type { CommandSpec } from "../../gen/skipper/v1/safety_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { isSecretKey } from "../../common/logging/redact.js";
-import { processSpecOf, readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
+import { appliedRoutes, processSpecOf, readAppliedSpec, type AppliedSpec } from "../engine/applied-spec.js";
 import { readAppliedSecrets } from "../engine/project-secrets.js";
 import { projectDir } from "../engine/project-state.js";
 import { SecretKeyRefSchema } from "../../gen/skipper/v1/secret_pb.js";
@@ -87,6 +87,8 @@ export async function rollBack(order: WorkOrder, ctx: DeployContext, f: GateFail
     registrySecretIds: applied.registry_secret_ids ?? [],
     // The versions that ran then, installed still: switching back downloads nothing.
     processes: (applied.processes ?? []).map(processSpecOf),
+    // Routed as it was then (a record older than routes in records keeps the failed spec's).
+    routes: appliedRoutes(applied) ?? ds.routes,
     safety: undefined,
   };
   // The restored spec runs with the values it ran with: the copy kept when it applied.

@@ -4,6 +4,7 @@
 // without routes and without a service asking for start-first pays for none of it.
 import { ProxyError } from "../proxy/haproxy-runtime.js";
 import { readProjectContainers } from "../engine/project-containers.js";
+import { stageSpecRoutes } from "../engine/applied-spec.js";
 import { UpdateOrder } from "../../gen/skipper/v1/proxy_pb.js";
 import type { DeployOutcome } from "./deploy-context.js";
 import { end, type Deploy } from "./deploy-state.js";
@@ -22,6 +23,8 @@ export async function planTheUpdates(d: Deploy): Promise<DeployOutcome | undefin
 export async function switchTraffic(d: Deploy): Promise<DeployOutcome | undefined> {
   const plan = d.updatePlan;
   const proxy = d.ctx.proxy;
+  // Recorded with the spec should it apply: a later restore of it routes as it did.
+  await stageSpecRoutes(d.ctx.workDir, d.tenantId, d.ds.specHash ?? "", d.ds.routes);
   // Routes the spec no longer has leave the proxy, though the tenant keeps running.
   if (proxy && d.ds.routes.length === 0 && (await proxy.routesOf(d.tenantId))) {
     try {
