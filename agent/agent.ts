@@ -15,6 +15,9 @@
 //     journal entry) and ask again at once
 //   otherwise wait until the next heartbeat is due, cut short when the stream rings
 //
+// At start, beside the loops, the host proxy's backends are set to the containers running now
+// (proxy/route-sync.ts), when the agent drives a proxy.
+//
 // There may be an order at start, after one, when the heartbeat's answer counts pending orders
 // for this node (pull, the floor: it works without the stream), and when the WatchWorkOrders
 // stream rings (push, order-watch.ts; it also carries an admin's cancel of the running order).
@@ -33,6 +36,8 @@ import type { AgentConfig } from "./config.js";
 import type { ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
 import { sleep } from "./engine/sleep.js";
+import { hostProxyFor } from "./proxy/proxy-settings.js";
+import { engineContainers, syncRoutesAtStart } from "./proxy/route-sync.js";
 import type { ExecutorTable } from "./executors/executor-table.js";
 import { Heartbeats } from "./heartbeats.js";
 import { HostProbe } from "./host-probe.js";
@@ -129,6 +134,10 @@ export class Agent {
   /** Runs until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     await this.deps.journal.open();
+    // Containers may have new addresses since the proxy's file was written (a reboot, an engine
+    // restart): its backends are set to what runs now, beside the loop (never throws).
+    const { proxy, workDir } = this.deps.config;
+    if (proxy) void syncRoutesAtStart(hostProxyFor(proxy), workDir, engineContainers(), this.log, { signal });
     const { transport } = this.deps.config;
     if (transport === "poll") await this.poll(signal);
     else if (transport === "session") await this.session.run(signal, false);

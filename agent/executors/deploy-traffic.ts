@@ -3,6 +3,7 @@
 // after `up` the start-first replacements and the proxy's backends (start-first.ts). A deploy
 // without routes and without a service asking for start-first pays for none of it.
 import { ProxyError } from "../proxy/haproxy-runtime.js";
+import type { HostProxy } from "../proxy/host-proxy.js";
 import { readProjectContainers } from "../engine/project-containers.js";
 import { stageSpecRoutes } from "../engine/applied-spec.js";
 import { UpdateOrder } from "../../gen/skipper/v1/proxy_pb.js";
@@ -21,10 +22,15 @@ export async function planTheUpdates(d: Deploy): Promise<DeployOutcome | undefin
 
 /** switch the traffic: start-first replacements, then every route's backend = its service's running containers. */
 export async function switchTraffic(d: Deploy): Promise<DeployOutcome | undefined> {
-  const plan = d.updatePlan;
   const proxy = d.ctx.proxy;
   // Recorded with the spec should it apply: a later restore of it routes as it did.
   await stageSpecRoutes(d.ctx.workDir, d.tenantId, d.ds.specHash ?? "", d.ds.routes);
+  // Alone on the tenant's backends: the sync at agent start must not put back a server drained here.
+  return proxy ? proxy.exclusive(d.tenantId, () => switchWith(d, proxy)) : switchWith(d, undefined);
+}
+
+async function switchWith(d: Deploy, proxy: HostProxy | undefined): Promise<DeployOutcome | undefined> {
+  const plan = d.updatePlan;
   // Routes the spec no longer has leave the proxy, though the tenant keeps running.
   if (proxy && d.ds.routes.length === 0 && (await proxy.routesOf(d.tenantId))) {
     try {

@@ -18,10 +18,10 @@ import { readProjectContainers } from "../engine/project-containers.js";
 import { runCommand } from "../engine/run-command.js";
 import { sleep } from "../engine/sleep.js";
 import { backendName } from "../proxy/haproxy-config.js";
+import { containerAddress, graceMs, syncBackends, uniqueBackends, engineContainers } from "../proxy/route-sync.js";
 import type { HostProxy } from "../proxy/host-proxy.js";
 import { composeArgs, runCompose, type Deploy } from "./deploy-state.js";
 
-const DEFAULT_DRAIN_S = 30;
 const DOCKER_TIMEOUT_MS = 30_000;
 
 /** Each service's config hash as Compose computes it for the staged files (`config --hash=*`). */
@@ -88,19 +88,12 @@ export async function replaceStartFirst(
 /**
  * Makes every route's backend hold exactly its service's running containers: the proxy first
  * learns the tenant's routes (a reload when a backend is new), then missing containers are added
- * and gone ones drained out.
+ * and gone ones drained out (proxy/route-sync.ts).
  */
 export async function routeServers(d: Deploy, proxy: HostProxy): Promise<void> {
   await proxy.setRoutes({ tenantId: d.tenantId, routes: [...d.ds.routes], servers: new Map() });
-  const seen = await readProjectContainers(d.projectName);
-  for (const r of uniqueBackends(d.ds.routes)) {
-    const be = backendName(d.tenantId, r);
-    const running = (seen.byService.get(r.service) ?? []).filter((c) => c.state === "running").map((c) => c.name);
-    const have = await proxy.servers(be);
-    // Every running container, known or not: one whose address changed (a restart) is moved.
-    for (const name of running) await proxy.addServer(d.tenantId, be, { name, address: await addressOf(d, name), port: r.port });
-    for (const name of have) if (!running.includes(name)) await proxy.removeServer(d.tenantId, be, name, graceMs(r), d.ctx.signal);
-  }
+  const engine = engineContainers({ secrets: d.hidden, signal: d.ctx.signal });
+  await syncBackends(proxy, { tenantId: d.tenantId, projectName: d.projectName, routes: d.ds.routes }, engine, { signal: d.ctx.signal });
 }
 
 // Running, healthy when it has a healthcheck, and accepting connections on every routed port.
@@ -133,15 +126,9 @@ async function inspectState(d: Deploy, name: string): Promise<{ status: string; 
   return { status, health };
 }
 
-/** The container's address on its (first) network: where the host's proxy reaches it. */
-async function addressOf(d: Deploy, name: string): Promise<string> {
-  const r = await docker(d, ["inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", name]);
-  const address = r.stdout
-    .trim()
-    .split(/\s+/)
-    .find((a) => a !== "");
-  if (r.exitCode !== 0 || !address) throw new Error(`container ${name} has no network address the proxy can reach`);
-  return address;
+// The container's address on its (first) network, its output's secrets blanked.
+function addressOf(d: Deploy, name: string): Promise<string> {
+  return containerAddress(name, { secrets: d.hidden, signal: d.ctx.signal });
 }
 
 function accepts(host: string, port: number): Promise<boolean> {
@@ -159,16 +146,4 @@ function accepts(host: string, port: number): Promise<boolean> {
 
 function docker(d: Deploy, args: string[], timeoutMs = DOCKER_TIMEOUT_MS) {
   return runCommand("docker", args, { timeoutMs, secrets: d.hidden, signal: d.ctx.signal });
-}
-
-function uniqueBackends(routes: readonly ProxyRoute[]): ProxyRoute[] {
-  const seen = new Set<string>();
-  return routes.filter((r) => {
-    const k = `${r.service}:${r.port}`;
-    return seen.has(k) ? false : (seen.add(k), true);
-  });
-}
-
-function graceMs(r: ProxyRoute): number {
-  return (r.drainSeconds || DEFAULT_DRAIN_S) * 1000;
 }

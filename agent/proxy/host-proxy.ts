@@ -35,6 +35,8 @@ export class HostProxy {
   readonly runtime: HaproxyRuntime;
   /** Every tenant's routes and servers as last written (kept in `<configPath>.json`: an agent restarted knows them all). */
   private tables?: Map<string, TenantRoutes>;
+  /** Per tenant, the end of the last `exclusive` run queued. */
+  private readonly busy = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: HostProxyOptions) {
     this.runtime = new HaproxyRuntime(opts.runtime);
@@ -69,6 +71,30 @@ export class HostProxy {
     if (tenant.routes.length === 0) tables.delete(tenant.tenantId);
     else tables.set(tenant.tenantId, { ...tenant, servers });
     await this.write(true);
+  }
+
+  /** Every tenant with routes in skippy's file, as recorded. */
+  async routedTenants(): Promise<TenantRoutes[]> {
+    return [...(await this.load()).values()];
+  }
+
+  /**
+   * Runs `fn` while no other `exclusive` call of the same tenant runs (a deploy switching its
+   * traffic, the sync at start): one would otherwise put back a server the other is draining.
+   */
+  async exclusive<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.busy.get(tenantId) ?? Promise.resolve();
+    const run = before.then(fn, fn);
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
+    this.busy.set(tenantId, settled);
+    try {
+      return await run;
+    } finally {
+      if (this.busy.get(tenantId) === settled) this.busy.delete(tenantId);
+    }
   }
 
   /** The routes and servers recorded for `tenantId`. */
