@@ -36,7 +36,7 @@ export interface ImageFacts {
 
 /** The container named `name`, or undefined when there is none. Throws EngineError when the engine does not answer. */
 export async function inspectContainer(name: string): Promise<ContainerFacts | undefined> {
-  const run = await docker(["container", "inspect", "--type", "container", "--", name], { allowMissing: true });
+  const run = await docker(["container", "inspect", "--", name], { allowMissing: true });
   if (!run) return undefined;
   const [c] = JSON.parse(run.stdout) as RawContainer[];
   if (!c) return undefined;
@@ -77,7 +77,7 @@ export function pullImage(ref: string, signal: AbortSignal): Promise<CommandRun>
 }
 
 export async function stopContainer(name: string, timeoutSeconds: number): Promise<void> {
-  await docker(["container", "stop", "--time", String(timeoutSeconds), "--", name], { timeoutMs: (timeoutSeconds + 30) * 1000 });
+  await docker(["container", "stop", "-t", String(timeoutSeconds), "--", name], { timeoutMs: (timeoutSeconds + 30) * 1000 });
 }
 
 export async function startContainer(name: string): Promise<void> {

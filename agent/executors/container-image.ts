@@ -63,7 +63,7 @@ export async function verifyImage(image: string, want: string, signal: AbortSign
   const pulled = pull.exitCode === 0;
   const found = await inspectImage(image);
   if (!found) {
-    const why = pull.stderr.trim().split("\n").pop() ?? `exit ${pull.exitCode}`;
+    const why = lastLine(pull.stderr) || `exit ${pull.exitCode}`;
     const missing = /manifest unknown|not found|does not exist|repository .* not found/i.test(why);
     return {
       ok: false,
@@ -74,11 +74,23 @@ export async function verifyImage(image: string, want: string, signal: AbortSign
   }
   if (want === "") return { ok: true, image: { id: found.id, digest: digestOf(found, repository), pulled } };
   if (matchesDigest(found, repository, want)) return { ok: true, image: { id: found.id, digest: want, pulled } };
-  const source = pulled ? "the registry has" : "the registry could not be reached and the engine has";
+  const has = `${digestOf(found, repository)} (image ${found.id})`;
+  if (!pulled)
+    // The engine's copy of the tag is another image, but the registry was not asked: it may serve the pinned one.
+    return {
+      ok: false,
+      code: "IMAGE_PULL_FAILED",
+      message: `could not pull ${image} (${lastLine(pull.stderr)}), and the engine has it as ${has}, not the pinned ${want}; nothing was changed`,
+      retriable: true,
+    };
   return {
     ok: false,
     code: "DIGEST_MISMATCH",
-    message: `${image}: pinned ${want}, ${source} ${digestOf(found, repository)} (image ${found.id}); nothing was changed`,
+    message: `${image}: pinned ${want}, the registry has ${has}; nothing was changed`,
     retriable: false,
   };
+}
+
+function lastLine(s: string): string {
+  return s.trim().split("\n").pop() ?? "";
 }

@@ -36,7 +36,9 @@ export async function waitUp(name: string, opts: { timeoutMs: number; settleMs: 
 /** Why `c` cannot come up any more, or undefined while it may. */
 function failure(c: ContainerFacts, first: ContainerFacts): string | undefined {
   if (c.health === "unhealthy") return "its healthcheck reports unhealthy";
-  if (c.restartCount > first.restartCount || c.startedAt !== first.startedAt) return `it exited (code ${c.exitCode}) and was restarted`;
+  // Its exit code is gone once the engine started it again (running: 0), so it is said only when stopped.
+  if (c.restartCount > first.restartCount || c.startedAt !== first.startedAt)
+    return `it exited${c.running ? "" : ` with code ${c.exitCode}`} and its restart policy started it again`;
   if (!c.running && c.status !== "created") return `it exited with code ${c.exitCode} (${c.status})`;
   return undefined;
 }
