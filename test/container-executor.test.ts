@@ -169,6 +169,18 @@ describe.skipIf(!dockerHost)("the container executor on a real engine", () => {
     expect(await inspect(NAME)).toMatchObject({ id: old.id, image: ids.v2, running: true });
   }, 60_000);
 
+  it("a new version the engine refuses to start (a directory mounted over a file) is rolled back too", async () => {
+    const old = (await inspect(NAME))!;
+    // /www/version is a file in the image: the engine creates the container and fails its start.
+    const r = await deploy(spec("v1", { mounts: [{ source: "./www", target: "/www/version" }] }));
+    expect(r.code, r.message).toBe("ROLLED_BACK");
+    expect(r.message).toContain("the engine refused it");
+    expect(r.details!.container!.steps).toContain("create");
+    expect(r.details!.container!.steps).not.toContain("start");
+    expect(await inspect(NAME)).toMatchObject({ id: old.id, image: ids.v2, running: true });
+    expect(await inspect(`${NAME}-previous`)).toBeUndefined();
+  }, 60_000);
+
   it("with keep_previous the old one stays stopped; rollback swaps the two and a second rollback swaps them back", async () => {
     const v2 = (await inspect(NAME))!;
     const up = await deploy(spec("v1", { keepPrevious: true }));

@@ -92,24 +92,40 @@ class Update {
     if (seen.current?.labels[LABEL.spec] === hash) return this.already(seen.current);
     if (seen.current) await this.setAside(seen.current);
     else if (this.previous) this.resumed = true;
-    await this.act("create", () =>
-      createFromSpec(this.spec, {
-        imageId: verified.image.id,
-        digest: verified.image.digest,
-        hash,
-        orderId: this.orderId,
-        workDir: this.ctx.config.workDir,
-      }),
-    );
-    await this.act("start", () => startContainer(this.slots.name));
+    const made = {
+      imageId: verified.image.id,
+      digest: verified.image.digest,
+      hash,
+      orderId: this.orderId,
+      workDir: this.ctx.config.workDir,
+    };
+    return this.refusedOr(async () => {
+      await this.act("create", () => createFromSpec(this.spec, made));
+      await this.act("start", () => startContainer(this.slots.name));
+    });
+  }
+
+  /**
+   * Runs `create` (the new container's create and start), then waits for it; an engine that
+   * refuses them (a host port another container holds, a mount it cannot make) is a container that
+   * did not come up, rolled back like one.
+   */
+  private async refusedOr(create: () => Promise<void>): Promise<ExecOutcome> {
+    try {
+      await create();
+    } catch (e) {
+      if (!(e instanceof EngineError)) throw e;
+      return this.rollBack(`the engine refused it: ${e.run.stderr.trim().split("\n").pop() ?? e.message}`, false);
+    }
     return this.waitThenFinish();
   }
 
   /** `<name>` is this spec's container already: a run of the same order again, or nothing to do. */
   private async already(current: ContainerFacts): Promise<ExecOutcome> {
     this.resumed = this.previous !== undefined || !current.running;
-    if (!current.running) await this.act("start", () => startContainer(this.slots.name));
-    return this.waitThenFinish();
+    return this.refusedOr(async () => {
+      if (!current.running) await this.act("start", () => startContainer(this.slots.name));
+    });
   }
 
   /** The running container stopped and renamed <name>-previous (an older previous removed first). */
