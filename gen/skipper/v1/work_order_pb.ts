@@ -798,10 +798,10 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
    *   exec_service     EXEC_OK, EXEC_FAILED (the command's exit code was not 0), EXEC_INVALID,
    *                    PROJECT_NOT_FOUND, SERVICE_NOT_RUNNING, DOCKER_UNAVAILABLE
    *   deploy_container CONTAINER_OK, CONTAINER_INVALID, CONTAINER_NOT_OURS, DIGEST_MISMATCH,
-   *                    IMAGE_PULL_FAILED, ROLLED_BACK, CONTAINER_FAILED, ROLLBACK_FAILED,
+   *                    IMAGE_PULL_FAILED, IMAGE_NOT_FOUND, ROLLED_BACK, CONTAINER_FAILED,
    *                    DOCKER_UNAVAILABLE
-   *   control_container  ROLLBACK_OK, REMOVE_OK, CONTAINER_INVALID, CONTAINER_NOT_OURS,
-   *                    NO_PREVIOUS, DOCKER_UNAVAILABLE
+   *   control_container  ROLLBACK_OK, ROLLBACK_FAILED, NO_PREVIOUS, REMOVE_OK, CONTAINER_INVALID,
+   *                    CONTAINER_NOT_OURS, DOCKER_UNAVAILABLE
    *   deploy_process, control_process  PROCESS_OK, PROCESS_INVALID, CHECKSUM_MISMATCH,
    *                    SOURCE_UNAVAILABLE, PROCESS_EXITED, PROCESS_FAILED, MODULE_NOT_INSTALLED,
    *                    VERSION_NOT_INSTALLED, PROCESS_SOURCE_NOT_ALLOWED
