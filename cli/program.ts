@@ -20,6 +20,7 @@ import { registerKeys } from "./commands/keys.js";
 import { registerLogin } from "./commands/login.js";
 import { registerLogs } from "./commands/logs.js";
 import { registerExec } from "./commands/exec.js";
+import { registerContainer } from "./commands/container.js";
 import { registerRollout } from "./commands/rollout.js";
 import { registerDelivery } from "./commands/delivery.js";
 import { registerArtifact } from "./commands/artifact.js";
@@ -79,6 +80,7 @@ Examples:
     registerOrder,
     registerLogs,
     registerExec,
+    registerContainer,
     registerNode,
     registerEnrollmentTokens,
     registerKeys,

@@ -28,6 +28,8 @@ export const CRASH_POINTS = [
   "agent.after-claim", // the controller granted the claim, the journal does not say so yet
   "agent.after-execute", // the executor returned, its result not yet journaled
   "agent.before-report", // the result journaled, not yet reported
+  // container executor (agent/executors/deploy-container.ts)
+  "agent.container-after-stop", // the old container stopped and renamed <name>-previous, the new one not yet created
   // agent on a session (agent/session/)
   "agent.after-push", // a pushed order journaled, its ack not yet sent
   "agent.after-ack", // the ack answered accepted, the order not yet run

@@ -51,6 +51,10 @@ export const ORDER_KINDS = {
   [WorkOrderType.READ_LOGS]: { action: "readLogs", afterRestart: "run again", readsOnly: true },
   // A command in a container need not be idempotent either, and whether it ran is unknown.
   [WorkOrderType.EXEC_SERVICE]: { action: "execService", afterRestart: "do not run again", readsOnly: false },
+  // Each step reads the engine first (agent/executors/deploy-container.ts): run again, an update
+  // an agent restart interrupted between the old container's stop and the new one's start finishes.
+  [WorkOrderType.DEPLOY_CONTAINER]: { action: "deployContainer", afterRestart: "run again", readsOnly: false },
+  [WorkOrderType.CONTROL_CONTAINER]: { action: "controlContainer", afterRestart: "run again", readsOnly: false },
 } as const satisfies { readonly [T in OrderType]: OrderKind };
 
 /** The action member each order type carries (undefined: a desired state instead). */

@@ -2,7 +2,9 @@
 // type (executor-table.ts) makes the compiler check each executor runs its type's action.
 import { hostProxyFor } from "../proxy/proxy-settings.js";
 import { WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import { controlContainer } from "./control-container.js";
 import { controlProcess } from "./control-process.js";
+import { deployContainer } from "./deploy-container.js";
 import { deployContext } from "./deploy-context.js";
 import { deployProcess } from "./deploy-process.js";
 import { sourceRefusal } from "./deploy-processes.js";
@@ -48,5 +50,7 @@ export function executors(): ExecutorTable {
       return Promise.resolve(orderOutcome("PROCESS_SOURCE_NOT_ALLOWED", refused, performance.now(), { success: false }));
     }),
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
+    [WorkOrderType.DEPLOY_CONTAINER]: deployContainer,
+    [WorkOrderType.CONTROL_CONTAINER]: controlContainer,
   };
 }

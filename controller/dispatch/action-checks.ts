@@ -4,8 +4,12 @@
 // (the agent checks again: it is the authority over its host; refusing here saves a round trip
 // and says why).
 import { createHash } from "node:crypto";
+import { durationMs } from "@bufbuild/protobuf/wkt";
 import {
+  ContainerOperation,
   ProcessOperation,
+  type ControlContainerAction,
+  type DeployContainerAction,
   type ControlProcessAction,
   type DeployProcessAction,
   type ExecServiceAction,
@@ -28,6 +32,7 @@ import {
   SHA256_HEX,
   uploadPathProblem,
 } from "../../common/action-rules.js";
+import { containerNameProblem, containerSpecProblem } from "../../common/container-rules.js";
 import { conflict, invalid } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { checkCommandSpec, checkProbe } from "../resources/safety-rules.js";
@@ -63,6 +68,25 @@ export function checkExecService(a: ExecServiceAction): void {
   const p = execActionProblem(a);
   if (p) fail(p.field, p.problem);
   if (a.replica > 1000) fail("action.exec_service.replica", "must be at most 1000");
+}
+
+const MAX_READY_MS = 30 * 60 * 1000;
+
+export function checkDeployContainer(a: DeployContainerAction): void {
+  if (!a.spec) fail("action.deploy_container.spec", "is required");
+  const p = containerSpecProblem(a.spec, "action.deploy_container.spec");
+  if (p) fail(p.field, p.problem);
+  const ready = a.spec.readyTimeout ? durationMs(a.spec.readyTimeout) : 60_000;
+  if (ready <= 0 || ready > MAX_READY_MS) fail("action.deploy_container.spec.ready_timeout", "must be more than 0 and at most 30m");
+  const settle = a.spec.settle ? durationMs(a.spec.settle) : 0;
+  if (settle < 0 || settle >= ready) fail("action.deploy_container.spec.settle", "must be at least 0 and less than ready_timeout");
+}
+
+export function checkControlContainer(a: ControlContainerAction): void {
+  const p = containerNameProblem(a.name);
+  if (p) fail("action.control_container.name", p);
+  if (!(a.operation in ContainerOperation) || a.operation === ContainerOperation.UNSPECIFIED)
+    fail("action.control_container.operation", "must be ROLLBACK or REMOVE");
 }
 
 export function checkUploadFiles(a: UploadFilesAction, req: CreateWorkOrderRequest): void {

@@ -5,13 +5,15 @@
 // queued on request, with whether it names a tenant, the permission it needs, its action's
 // request rules, what its node must permit, and what its events say of it.
 import { Permission } from "../../gen/skipper/v1/access_pb.js";
-import type { WorkOrderAction } from "../../gen/skipper/v1/order_action_pb.js";
+import { ContainerOperation, type WorkOrderAction } from "../../gen/skipper/v1/order_action_pb.js";
 import type { NodeCapabilities } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { ActionCase, ActionOfType, OrderType } from "../../common/order-kinds.js";
 import {
+  checkControlContainer,
   checkControlProcess,
+  checkDeployContainer,
   checkDeployProcess,
   checkExecService,
   checkExecuteCommand,
@@ -117,6 +119,22 @@ export const CONTROLLER_ORDER_KINDS: { readonly [T in OrderType]: AdHocKind<T> |
     check: checkExecService,
     // The program and the service; never its arguments, env values or stdin (they may hold secrets).
     summary: (a) => ({ service: a.service, program: a.argv[0] ?? "" }),
+  },
+  // A container of the host, outside any tenant's project (like deploy_process).
+  [WorkOrderType.DEPLOY_CONTAINER]: {
+    queued: "on request",
+    tenant: "none",
+    permission: Permission.OPERATE,
+    check: checkDeployContainer,
+    // Its name, image and digest; never env values, args or labels (they may hold secrets).
+    summary: (a) => ({ container: a.spec?.name ?? "", image: a.spec?.image ?? "", digest: a.spec?.digest ?? "" }),
+  },
+  [WorkOrderType.CONTROL_CONTAINER]: {
+    queued: "on request",
+    tenant: "none",
+    permission: Permission.OPERATE,
+    check: checkControlContainer,
+    summary: (a) => ({ container: a.name, operation: ContainerOperation[a.operation] ?? String(a.operation) }),
   },
 };
 

@@ -4,11 +4,11 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { ProcessSpec } from "./process_pb.js";
 import { file_skipper_v1_process } from "./process_pb.js";
-import type { ComposeProject } from "./resource_pb.js";
+import type { ComposeProject, Port } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
 import type { CommandSpec, HealthProbe } from "./safety_pb.js";
 import { file_skipper_v1_safety } from "./safety_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/order_action.proto.
  */
 export const file_skipper_v1_order_action: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSKvBQoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IABI1CgxleGVjX3NlcnZpY2UYDCABKAsyHS5za2lwcGVyLnYxLkV4ZWNTZXJ2aWNlQWN0aW9uSABCBgoEa2luZCIoChRSZXN0YXJ0U2VydmljZUFjdGlvbhIQCghzZXJ2aWNlcxgBIAMoCSKRAQoOUm9sbGJhY2tBY3Rpb24SFQoNZGVwbG95bWVudF9pZBgBIAEoCRIVCg1yZXNvbHZlZF9mcm9tGAIgASgJEhoKEnJlcGxhY2VzX3NwZWNfaGFzaBgDIAEoCRIaChJob2xkc19kZXNpcmVkX2hhc2gYBCABKAkSGQoRcXVhcmFudGluZV9yZWFzb24YBSABKAkiPAoRSGVhbHRoQ2hlY2tBY3Rpb24SJwoGcHJvYmVzGAEgAygLMhcuc2tpcHBlci52MS5IZWFsdGhQcm9iZSJhCg5SZWFkTG9nc0FjdGlvbhIQCghzZXJ2aWNlcxgBIAMoCRISCgp0YWlsX2xpbmVzGAIgASgNEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLSAQoRRXhlY1NlcnZpY2VBY3Rpb24SDwoHc2VydmljZRgBIAEoCRIMCgRhcmd2GAIgAygJEgwKBHVzZXIYAyABKAkSDwoHd29ya2RpchgEIAEoCRIzCgNlbnYYBSADKAsyJi5za2lwcGVyLnYxLkV4ZWNTZXJ2aWNlQWN0aW9uLkVudkVudHJ5Eg0KBXN0ZGluGAYgASgMEg8KB3JlcGxpY2EYByABKA0aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIPCg1JbnNwZWN0QWN0aW9uIkAKFEV4ZWN1dGVDb21tYW5kQWN0aW9uEigKB2NvbW1hbmQYASABKAsyFy5za2lwcGVyLnYxLkNvbW1hbmRTcGVjImcKCkZpbGVVcGxvYWQSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgMEg4KBnNoYTI1NhgDIAEoCRIMCgRtb2RlGAQgASgNEg0KBW93bmVyGAUgASgJEg0KBWdyb3VwGAYgASgJIjoKEVVwbG9hZEZpbGVzQWN0aW9uEiUKBWZpbGVzGAEgAygLMhYuc2tpcHBlci52MS5GaWxlVXBsb2FkIqECCg5WZXJzaW9uU3RpY2tlchISCgpyZWxlYXNlX2lkGAEgASgJEhUKDWRlcGxveW1lbnRfaWQYAiABKAkSQwoNaW1hZ2VfZGlnZXN0cxgDIAMoCzIsLnNraXBwZXIudjEuVmVyc2lvblN0aWNrZXIuSW1hZ2VEaWdlc3RzRW50cnkSLgoKd3JpdHRlbl9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJdGVuYW50X2lkGAUgASgJEg8KB25vZGVfaWQYBiABKAkSFgoOc2NoZW1hX3ZlcnNpb24YByABKAkaMwoRSW1hZ2VEaWdlc3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJBChJXcml0ZVN0aWNrZXJBY3Rpb24SKwoHc3RpY2tlchgBIAEoCzIaLnNraXBwZXIudjEuVmVyc2lvblN0aWNrZXIiEwoRUmVhZFN0aWNrZXJBY3Rpb24iPAoTRGVwbG95UHJvY2Vzc0FjdGlvbhIlCgRzcGVjGAEgASgLMhcuc2tpcHBlci52MS5Qcm9jZXNzU3BlYyJoChRDb250cm9sUHJvY2Vzc0FjdGlvbhIOCgZtb2R1bGUYASABKAkSLwoJb3BlcmF0aW9uGAIgASgOMhwuc2tpcHBlci52MS5Qcm9jZXNzT3BlcmF0aW9uEg8KB3ZlcnNpb24YAyABKAkiTgoLUHJvYmVSZXN1bHQSDQoFcHJvYmUYASABKAkSCgoCb2sYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRITCgtkdXJhdGlvbl9tcxgEIAEoAyJHChBJbWFnZU9ic2VydmF0aW9uEgoKAmlkGAEgASgJEhEKCXJlcG9fdGFncxgCIAMoCRIUCgxyZXBvX2RpZ2VzdHMYAyADKAkiWAoLRmlsZVdyaXR0ZW4SDAoEcGF0aBgBIAEoCRIOCgZzaGEyNTYYAiABKAkSDAoEbW9kZRgDIAEoDRIMCgRzaXplGAQgASgDEg8KB2NoYW5nZWQYBSABKAgiwQEKD1JvbGxiYWNrRGV0YWlscxIYChBmYWlsZWRfc3BlY19oYXNoGAEgASgJEjIKDmZhaWxlZF9wcm9qZWN0GAIgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIaChJyZXN0b3JlZF9zcGVjX2hhc2gYAyABKAkSNAoQcmVzdG9yZWRfcHJvamVjdBgEIAEoCzIaLnNraXBwZXIudjEuQ29tcG9zZVByb2plY3QSDgoGcmVhc29uGAUgASgJKq0BChBQcm9jZXNzT3BlcmF0aW9uEiEKHVBST0NFU1NfT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASGwoXUFJPQ0VTU19PUEVSQVRJT05fU1RBUlQQARIaChZQUk9DRVNTX09QRVJBVElPTl9TVE9QEAISHQoZUFJPQ0VTU19PUEVSQVRJT05fUkVTVEFSVBADEh4KGlBST0NFU1NfT1BFUkFUSU9OX1JPTExCQUNLEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_skipper_v1_process, file_skipper_v1_resource, file_skipper_v1_safety]);
+  fileDesc("Ch1za2lwcGVyL3YxL29yZGVyX2FjdGlvbi5wcm90bxIKc2tpcHBlci52MSKvBgoPV29ya09yZGVyQWN0aW9uEjsKD3Jlc3RhcnRfc2VydmljZRgBIAEoCzIgLnNraXBwZXIudjEuUmVzdGFydFNlcnZpY2VBY3Rpb25IABIuCghyb2xsYmFjaxgCIAEoCzIaLnNraXBwZXIudjEuUm9sbGJhY2tBY3Rpb25IABI1CgxoZWFsdGhfY2hlY2sYAyABKAsyHS5za2lwcGVyLnYxLkhlYWx0aENoZWNrQWN0aW9uSAASLAoHaW5zcGVjdBgEIAEoCzIZLnNraXBwZXIudjEuSW5zcGVjdEFjdGlvbkgAEjsKD2V4ZWN1dGVfY29tbWFuZBgFIAEoCzIgLnNraXBwZXIudjEuRXhlY3V0ZUNvbW1hbmRBY3Rpb25IABI1Cgx1cGxvYWRfZmlsZXMYBiABKAsyHS5za2lwcGVyLnYxLlVwbG9hZEZpbGVzQWN0aW9uSAASNwoNd3JpdGVfc3RpY2tlchgHIAEoCzIeLnNraXBwZXIudjEuV3JpdGVTdGlja2VyQWN0aW9uSAASNQoMcmVhZF9zdGlja2VyGAggASgLMh0uc2tpcHBlci52MS5SZWFkU3RpY2tlckFjdGlvbkgAEjkKDmRlcGxveV9wcm9jZXNzGAkgASgLMh8uc2tpcHBlci52MS5EZXBsb3lQcm9jZXNzQWN0aW9uSAASOwoPY29udHJvbF9wcm9jZXNzGAogASgLMiAuc2tpcHBlci52MS5Db250cm9sUHJvY2Vzc0FjdGlvbkgAEi8KCXJlYWRfbG9ncxgLIAEoCzIaLnNraXBwZXIudjEuUmVhZExvZ3NBY3Rpb25IABI1CgxleGVjX3NlcnZpY2UYDCABKAsyHS5za2lwcGVyLnYxLkV4ZWNTZXJ2aWNlQWN0aW9uSAASPQoQZGVwbG95X2NvbnRhaW5lchgNIAEoCzIhLnNraXBwZXIudjEuRGVwbG95Q29udGFpbmVyQWN0aW9uSAASPwoRY29udHJvbF9jb250YWluZXIYDiABKAsyIi5za2lwcGVyLnYxLkNvbnRyb2xDb250YWluZXJBY3Rpb25IAEIGCgRraW5kIigKFFJlc3RhcnRTZXJ2aWNlQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJIpEBCg5Sb2xsYmFja0FjdGlvbhIVCg1kZXBsb3ltZW50X2lkGAEgASgJEhUKDXJlc29sdmVkX2Zyb20YAiABKAkSGgoScmVwbGFjZXNfc3BlY19oYXNoGAMgASgJEhoKEmhvbGRzX2Rlc2lyZWRfaGFzaBgEIAEoCRIZChFxdWFyYW50aW5lX3JlYXNvbhgFIAEoCSI8ChFIZWFsdGhDaGVja0FjdGlvbhInCgZwcm9iZXMYASADKAsyFy5za2lwcGVyLnYxLkhlYWx0aFByb2JlImEKDlJlYWRMb2dzQWN0aW9uEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRhaWxfbGluZXMYAiABKA0SKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItIBChFFeGVjU2VydmljZUFjdGlvbhIPCgdzZXJ2aWNlGAEgASgJEgwKBGFyZ3YYAiADKAkSDAoEdXNlchgDIAEoCRIPCgd3b3JrZGlyGAQgASgJEjMKA2VudhgFIAMoCzImLnNraXBwZXIudjEuRXhlY1NlcnZpY2VBY3Rpb24uRW52RW50cnkSDQoFc3RkaW4YBiABKAwSDwoHcmVwbGljYRgHIAEoDRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIg8KDUluc3BlY3RBY3Rpb24iQAoURXhlY3V0ZUNvbW1hbmRBY3Rpb24SKAoHY29tbWFuZBgBIAEoCzIXLnNraXBwZXIudjEuQ29tbWFuZFNwZWMiZwoKRmlsZVVwbG9hZBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSDgoGc2hhMjU2GAMgASgJEgwKBG1vZGUYBCABKA0SDQoFb3duZXIYBSABKAkSDQoFZ3JvdXAYBiABKAkiOgoRVXBsb2FkRmlsZXNBY3Rpb24SJQoFZmlsZXMYASADKAsyFi5za2lwcGVyLnYxLkZpbGVVcGxvYWQioQIKDlZlcnNpb25TdGlja2VyEhIKCnJlbGVhc2VfaWQYASABKAkSFQoNZGVwbG95bWVudF9pZBgCIAEoCRJDCg1pbWFnZV9kaWdlc3RzGAMgAygLMiwuc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlci5JbWFnZURpZ2VzdHNFbnRyeRIuCgp3cml0dGVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgl0ZW5hbnRfaWQYBSABKAkSDwoHbm9kZV9pZBgGIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoCRozChFJbWFnZURpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkEKEldyaXRlU3RpY2tlckFjdGlvbhIrCgdzdGlja2VyGAEgASgLMhouc2tpcHBlci52MS5WZXJzaW9uU3RpY2tlciITChFSZWFkU3RpY2tlckFjdGlvbiI8ChNEZXBsb3lQcm9jZXNzQWN0aW9uEiUKBHNwZWMYASABKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjImgKFENvbnRyb2xQcm9jZXNzQWN0aW9uEg4KBm1vZHVsZRgBIAEoCRIvCglvcGVyYXRpb24YAiABKA4yHC5za2lwcGVyLnYxLlByb2Nlc3NPcGVyYXRpb24SDwoHdmVyc2lvbhgDIAEoCSJOCgtQcm9iZVJlc3VsdBINCgVwcm9iZRgBIAEoCRIKCgJvaxgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEhMKC2R1cmF0aW9uX21zGAQgASgDIkcKEEltYWdlT2JzZXJ2YXRpb24SCgoCaWQYASABKAkSEQoJcmVwb190YWdzGAIgAygJEhQKDHJlcG9fZGlnZXN0cxgDIAMoCSJYCgtGaWxlV3JpdHRlbhIMCgRwYXRoGAEgASgJEg4KBnNoYTI1NhgCIAEoCRIMCgRtb2RlGAMgASgNEgwKBHNpemUYBCABKAMSDwoHY2hhbmdlZBgFIAEoCCLBAQoPUm9sbGJhY2tEZXRhaWxzEhgKEGZhaWxlZF9zcGVjX2hhc2gYASABKAkSMgoOZmFpbGVkX3Byb2plY3QYAiABKAsyGi5za2lwcGVyLnYxLkNvbXBvc2VQcm9qZWN0EhoKEnJlc3RvcmVkX3NwZWNfaGFzaBgDIAEoCRI0ChByZXN0b3JlZF9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBIOCgZyZWFzb24YBSABKAkiQAoVRGVwbG95Q29udGFpbmVyQWN0aW9uEicKBHNwZWMYASABKAsyGS5za2lwcGVyLnYxLkNvbnRhaW5lclNwZWMinAQKDUNvbnRhaW5lclNwZWMSDAoEbmFtZRgBIAEoCRINCgVpbWFnZRgCIAEoCRIOCgZkaWdlc3QYAyABKAkSDAoEYXJncxgEIAMoCRIvCgNlbnYYBSADKAsyIi5za2lwcGVyLnYxLkNvbnRhaW5lclNwZWMuRW52RW50cnkSHwoFcG9ydHMYBiADKAsyEC5za2lwcGVyLnYxLlBvcnQSKgoGbW91bnRzGAcgAygLMhouc2tpcHBlci52MS5Db250YWluZXJNb3VudBI1CgZsYWJlbHMYCCADKAsyJS5za2lwcGVyLnYxLkNvbnRhaW5lclNwZWMuTGFiZWxzRW50cnkSFgoOcmVzdGFydF9wb2xpY3kYCSABKAkSFgoOaGVhbHRoX2NvbW1hbmQYCiABKAkSMAoNcmVhZHlfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZzZXR0bGUYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNa2VlcF9wcmV2aW91cxgNIAEoCBIcChRzdG9wX3RpbWVvdXRfc2Vjb25kcxgOIAEoDRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQwoOQ29udGFpbmVyTW91bnQSDgoGc291cmNlGAEgASgJEg4KBnRhcmdldBgCIAEoCRIRCglyZWFkX29ubHkYAyABKAgiWQoWQ29udHJvbENvbnRhaW5lckFjdGlvbhIMCgRuYW1lGAEgASgJEjEKCW9wZXJhdGlvbhgCIAEoDjIeLnNraXBwZXIudjEuQ29udGFpbmVyT3BlcmF0aW9uItcBChNDb250YWluZXJEZXBsb3ltZW50EgwKBG5hbWUYASABKAkSFAoMY29udGFpbmVyX2lkGAIgASgJEg0KBWltYWdlGAMgASgJEg4KBmRpZ2VzdBgEIAEoCRIdChVwcmV2aW91c19jb250YWluZXJfaWQYBSABKAkSFwoPcHJldmlvdXNfZGlnZXN0GAYgASgJEhUKDXByZXZpb3VzX2tlcHQYByABKAgSDgoGcHVsbGVkGAggASgIEg8KB3Jlc3VtZWQYCSABKAgSDQoFc3RlcHMYCiADKAkqrQEKEFByb2Nlc3NPcGVyYXRpb24SIQodUFJPQ0VTU19PUEVSQVRJT05fVU5TUEVDSUZJRUQQABIbChdQUk9DRVNTX09QRVJBVElPTl9TVEFSVBABEhoKFlBST0NFU1NfT1BFUkFUSU9OX1NUT1AQAhIdChlQUk9DRVNTX09QRVJBVElPTl9SRVNUQVJUEAMSHgoaUFJPQ0VTU19PUEVSQVRJT05fUk9MTEJBQ0sQBCp7ChJDb250YWluZXJPcGVyYXRpb24SIwofQ09OVEFJTkVSX09QRVJBVElPTl9VTlNQRUNJRklFRBAAEiAKHENPTlRBSU5FUl9PUEVSQVRJT05fUk9MTEJBQ0sQARIeChpDT05UQUlORVJfT1BFUkFUSU9OX1JFTU9WRRACYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skipper_v1_process, file_skipper_v1_resource, file_skipper_v1_safety]);
 
 /**
  * WorkOrderAction is the typed payload of every order type other than deploy_service and
@@ -103,6 +103,18 @@ export type WorkOrderAction = Message<"skipper.v1.WorkOrderAction"> & {
      */
     value: ExecServiceAction;
     case: "execService";
+  } | {
+    /**
+     * @generated from field: skipper.v1.DeployContainerAction deploy_container = 13;
+     */
+    value: DeployContainerAction;
+    case: "deployContainer";
+  } | {
+    /**
+     * @generated from field: skipper.v1.ControlContainerAction control_container = 14;
+     */
+    value: ControlContainerAction;
+    case: "controlContainer";
   } | { case: undefined; value?: undefined };
 };
 
@@ -697,6 +709,285 @@ export const RollbackDetailsSchema: GenMessage<RollbackDetails> = /*@__PURE__*/
   messageDesc(file_skipper_v1_order_action, 18);
 
 /**
+ * DeployContainerAction runs one container on the node outside Compose, pinned to an image
+ * digest (issue 35, Stella's docker agent): pull unless the engine has the image by that digest,
+ * verify the digest (DIGEST_MISMATCH before anything changes), stop the running container and
+ * rename it <name>-previous, create and start the new one with Skipper's labels, wait until it is
+ * healthy (its healthcheck) or has kept running for the settle time, then remove the previous one
+ * (kept when keep_previous). A new container that does not come up is removed and the previous
+ * one renamed back and started (ROLLED_BACK). What ran is read from the engine alone (the names
+ * and the skipper.container label), so the order can be run again after an agent restart and
+ * finishes the update, whatever step the restart interrupted. The result is details.container.
+ *
+ * @generated from message skipper.v1.DeployContainerAction
+ */
+export type DeployContainerAction = Message<"skipper.v1.DeployContainerAction"> & {
+  /**
+   * @generated from field: skipper.v1.ContainerSpec spec = 1;
+   */
+  spec?: ContainerSpec | undefined;
+};
+
+/**
+ * Describes the message skipper.v1.DeployContainerAction.
+ * Use `create(DeployContainerActionSchema)` to create a new message.
+ */
+export const DeployContainerActionSchema: GenMessage<DeployContainerAction> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 19);
+
+/**
+ * ContainerSpec is one container as the node's agent creates it.
+ *
+ * @generated from message skipper.v1.ContainerSpec
+ */
+export type ContainerSpec = Message<"skipper.v1.ContainerSpec"> & {
+  /**
+   * The container's name on the engine ([a-z0-9][a-z0-9_.-]*, at most 48 characters; not ending
+   * in -previous or -replaced, which the executor uses).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Image reference: repo[:tag][@sha256:...].
+   *
+   * @generated from field: string image = 2;
+   */
+  image: string;
+
+  /**
+   * The sha256 digest the image must have: a repo digest of the reference's repository, or the
+   * image id. Empty: the reference's own @digest, if any; with neither, the tag is pulled and the
+   * digest it resolves to is recorded and pinned.
+   *
+   * @generated from field: string digest = 3;
+   */
+  digest: string;
+
+  /**
+   * Replaces the image's command (argv, no shell); empty: the image's.
+   *
+   * @generated from field: repeated string args = 4;
+   */
+  args: string[];
+
+  /**
+   * Variables of the container. Values of secret-shaped names are never logged or reported; all
+   * values reach the engine through a file readable by the agent only, not the command line.
+   *
+   * @generated from field: map<string, string> env = 5;
+   */
+  env: { [key: string]: string };
+
+  /**
+   * Host ports to publish. A fixed host port is freed by the old container's stop before the new
+   * one starts (the update is stop-first).
+   *
+   * @generated from field: repeated skipper.v1.Port ports = 6;
+   */
+  ports: Port[];
+
+  /**
+   * @generated from field: repeated skipper.v1.ContainerMount mounts = 7;
+   */
+  mounts: ContainerMount[];
+
+  /**
+   * Labels of the container (names starting with skipper. are the executor's).
+   *
+   * @generated from field: map<string, string> labels = 8;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * no, always, unless-stopped (default), on-failure or on-failure:N.
+   *
+   * @generated from field: string restart_policy = 9;
+   */
+  restartPolicy: string;
+
+  /**
+   * A shell command the engine runs in the container as its healthcheck (as HEALTHCHECK
+   * CMD-SHELL); empty: the image's healthcheck, if it has one.
+   *
+   * @generated from field: string health_command = 10;
+   */
+  healthCommand: string;
+
+  /**
+   * How long the new container has to become healthy, or to be running past the settle time
+   * (default 60s).
+   *
+   * @generated from field: google.protobuf.Duration ready_timeout = 11;
+   */
+  readyTimeout?: Duration | undefined;
+
+  /**
+   * Without a healthcheck: how long it must keep running, never restarted, to count as up
+   * (default 3s).
+   *
+   * @generated from field: google.protobuf.Duration settle = 12;
+   */
+  settle?: Duration | undefined;
+
+  /**
+   * Keep the replaced container (stopped, as <name>-previous) after a successful update, for
+   * ControlContainerAction's rollback; otherwise it is removed.
+   *
+   * @generated from field: bool keep_previous = 13;
+   */
+  keepPrevious: boolean;
+
+  /**
+   * Seconds the old container has to stop before it is killed (default 10).
+   *
+   * @generated from field: uint32 stop_timeout_seconds = 14;
+   */
+  stopTimeoutSeconds: number;
+};
+
+/**
+ * Describes the message skipper.v1.ContainerSpec.
+ * Use `create(ContainerSpecSchema)` to create a new message.
+ */
+export const ContainerSpecSchema: GenMessage<ContainerSpec> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 20);
+
+/**
+ * ContainerMount is a named volume or a directory of the node's agent mounted into a container.
+ *
+ * @generated from message skipper.v1.ContainerMount
+ */
+export type ContainerMount = Message<"skipper.v1.ContainerMount"> & {
+  /**
+   * A volume name, or a relative path ("./data") for a directory under the agent's work
+   * directory (<work>/containers/<name>/data), created when missing. Host paths elsewhere are
+   * not offered: a container spec never reaches outside the agent's own directories.
+   *
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * Absolute path in the container.
+   *
+   * @generated from field: string target = 2;
+   */
+  target: string;
+
+  /**
+   * @generated from field: bool read_only = 3;
+   */
+  readOnly: boolean;
+};
+
+/**
+ * Describes the message skipper.v1.ContainerMount.
+ * Use `create(ContainerMountSchema)` to create a new message.
+ */
+export const ContainerMountSchema: GenMessage<ContainerMount> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 21);
+
+/**
+ * ControlContainerAction acts on a container DeployContainerAction created on the node.
+ *
+ * @generated from message skipper.v1.ControlContainerAction
+ */
+export type ControlContainerAction = Message<"skipper.v1.ControlContainerAction"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: skipper.v1.ContainerOperation operation = 2;
+   */
+  operation: ContainerOperation;
+};
+
+/**
+ * Describes the message skipper.v1.ControlContainerAction.
+ * Use `create(ControlContainerActionSchema)` to create a new message.
+ */
+export const ControlContainerActionSchema: GenMessage<ControlContainerAction> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 22);
+
+/**
+ * ContainerDeployment is what a container order left on the node (details.container).
+ *
+ * @generated from message skipper.v1.ContainerDeployment
+ */
+export type ContainerDeployment = Message<"skipper.v1.ContainerDeployment"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The container now named <name> (empty when none), its image reference and digest.
+   *
+   * @generated from field: string container_id = 2;
+   */
+  containerId: string;
+
+  /**
+   * @generated from field: string image = 3;
+   */
+  image: string;
+
+  /**
+   * @generated from field: string digest = 4;
+   */
+  digest: string;
+
+  /**
+   * The container it replaced (kept as <name>-previous when previous_kept), and its digest.
+   *
+   * @generated from field: string previous_container_id = 5;
+   */
+  previousContainerId: string;
+
+  /**
+   * @generated from field: string previous_digest = 6;
+   */
+  previousDigest: string;
+
+  /**
+   * @generated from field: bool previous_kept = 7;
+   */
+  previousKept: boolean;
+
+  /**
+   * The image was pulled (false: the engine had it by its digest already).
+   *
+   * @generated from field: bool pulled = 8;
+   */
+  pulled: boolean;
+
+  /**
+   * An earlier run of the order had been interrupted (an agent restart) and this one finished it.
+   *
+   * @generated from field: bool resumed = 9;
+   */
+  resumed: boolean;
+
+  /**
+   * The steps this run took, in order (pull, verify, stop-old, rename-old, create, start, ...).
+   *
+   * @generated from field: repeated string steps = 10;
+   */
+  steps: string[];
+};
+
+/**
+ * Describes the message skipper.v1.ContainerDeployment.
+ * Use `create(ContainerDeploymentSchema)` to create a new message.
+ */
+export const ContainerDeploymentSchema: GenMessage<ContainerDeployment> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_order_action, 23);
+
+/**
  * ProcessOperation is what control_process does to a module.
  *
  * @generated from enum skipper.v1.ProcessOperation
@@ -735,4 +1026,38 @@ export enum ProcessOperation {
  */
 export const ProcessOperationSchema: GenEnum<ProcessOperation> = /*@__PURE__*/
   enumDesc(file_skipper_v1_order_action, 0);
+
+/**
+ * ContainerOperation is what ControlContainerAction does.
+ *
+ * @generated from enum skipper.v1.ContainerOperation
+ */
+export enum ContainerOperation {
+  /**
+   * @generated from enum value: CONTAINER_OPERATION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Swap back: the container kept as <name>-previous runs as <name> again and the one it
+   * replaces is kept stopped as <name>-previous (so a second rollback rolls forward). With no
+   * <name> (an update an agent restart interrupted and nobody re-ran), it restores the previous.
+   *
+   * @generated from enum value: CONTAINER_OPERATION_ROLLBACK = 1;
+   */
+  ROLLBACK = 1,
+
+  /**
+   * Stop and remove the container and its previous one.
+   *
+   * @generated from enum value: CONTAINER_OPERATION_REMOVE = 2;
+   */
+  REMOVE = 2,
+}
+
+/**
+ * Describes the enum skipper.v1.ContainerOperation.
+ */
+export const ContainerOperationSchema: GenEnum<ContainerOperation> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_order_action, 1);
 
