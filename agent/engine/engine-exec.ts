@@ -10,6 +10,7 @@
 // 3 bytes of padding; a 4-byte big-endian length) and the payload. Ending stdin half-closes the
 // connection (the engine closes the command's stdin). The engine is reached as DOCKER_HOST says:
 // unix:// (the default socket when unset) or tcp:// without TLS; anything else is refused.
+import { readFile } from "node:fs/promises";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 
@@ -51,6 +52,7 @@ export class EngineExec {
   private constructor(
     private readonly address: EngineAddress,
     readonly execId: string,
+    private readonly containerId: string,
     private readonly socket: Socket,
   ) {}
 
@@ -66,11 +68,12 @@ export class EngineExec {
       ...(spec.user ? { User: spec.user } : {}),
       ...(spec.workdir ? { WorkingDir: spec.workdir } : {}),
       Env: env,
-      ...(spec.tty && spec.rows > 0 && spec.cols > 0 ? { ConsoleSize: [spec.rows, spec.cols] } : {}),
     });
     const execId = (JSON.parse(created) as { Id: string }).Id;
-    const socket = await hijack(address, `/exec/${execId}/start`, { Detach: false, Tty: spec.tty });
-    const exec = new EngineExec(address, execId, socket);
+    const size = spec.tty && spec.rows > 0 && spec.cols > 0 ? { ConsoleSize: [spec.rows, spec.cols] } : {};
+    // The size goes with the start too (API 1.42+): the tty has it before the command runs.
+    const socket = await hijack(address, `/exec/${execId}/start`, { Detach: false, Tty: spec.tty, ...size });
+    const exec = new EngineExec(address, execId, spec.containerId, socket);
     const demux = spec.tty ? undefined : new Demultiplexer(sink);
     socket.on("data", (chunk: Buffer) => (demux ? demux.push(chunk) : sink.output(chunk, false)));
     socket.once("close", () => sink.ended());
@@ -104,14 +107,55 @@ export class EngineExec {
     return doc.Running || typeof doc.ExitCode !== "number" ? undefined : doc.ExitCode;
   }
 
-  /**
-   * Drops the connection: with a tty the engine closes the terminal (the command gets SIGHUP);
-   * without one the command's stdin ends, and a command that ignores that goes on.
-   */
+  /** Drops the connection (the command's stdin ends; the engine leaves the command running). */
   close(): void {
     this.closed = true;
     this.socket.destroy();
   }
+
+  /**
+   * Ends the command: the engine has no call for it and keeps an exec running when its client
+   * goes, so its process (the engine's Pid, seen in this host's /proc) gets SIGHUP, as a closed
+   * terminal would send, then SIGKILL when it is still there after `graceMs`. Only a process
+   * whose cgroup names the container is signalled (an agent in another pid namespace sees other
+   * processes under those numbers): "unreachable" then, and the command may go on.
+   */
+  async stop(graceMs = 5000): Promise<"ended" | "stopped" | "unreachable"> {
+    this.close();
+    const pid = await this.runningPid();
+    if (pid === undefined) return "ended";
+    const cgroup = await readFile(`/proc/${pid}/cgroup`, "utf8").catch(() => "");
+    if (!cgroup.includes(this.containerId)) return "unreachable";
+    if (!signal(pid, "SIGHUP")) return "unreachable";
+    const until = performance.now() + graceMs;
+    while (performance.now() < until) {
+      if ((await this.runningPid()) === undefined) return "stopped";
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    signal(pid, "SIGKILL");
+    return "stopped";
+  }
+
+  private async runningPid(): Promise<number | undefined> {
+    const doc = JSON.parse(await call(this.address, "GET", `/exec/${this.execId}/json`).catch(() => "{}")) as {
+      Running?: boolean;
+      Pid?: number;
+    };
+    return doc.Running && doc.Pid ? doc.Pid : undefined;
+  }
+}
+
+// Signals the process group `pid` leads (a tty's session), else the process alone; false when not allowed.
+function signal(pid: number, sig: NodeJS.Signals): boolean {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, sig);
+      return true;
+    } catch {
+      // not a group leader, gone, or not ours to signal
+    }
+  }
+  return false;
 }
 
 // One request to the engine; resolves with the body of a 2xx answer, rejects with the engine's words.

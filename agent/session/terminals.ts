@@ -55,9 +55,8 @@ export class Terminals {
     const t = this.open.get(i.execId);
     if (!t) return;
     if (i.close) {
-      this.log.info({ action: "terminal_closed", result: "closed", metadata: { exec_id: i.execId } }, "the terminal's client went");
-      t.exec?.close();
       this.end(i.execId, undefined);
+      void this.stop(t.exec, i.execId, "the terminal's client went");
       return;
     }
     t.chain = t.chain.then(async () => {
@@ -72,9 +71,16 @@ export class Terminals {
   closeAll(link: SessionLink): void {
     for (const [id, t] of this.open) {
       if (t.link !== link) continue;
-      t.exec?.close();
       this.end(id, undefined);
+      void this.stop(t.exec, id, "the session the terminal rode ended");
     }
+  }
+
+  // Ends a terminal's command (its client or session went), saying how.
+  private async stop(exec: EngineExec | undefined, execId: string, why: string): Promise<void> {
+    const how = exec ? await exec.stop().catch(() => "unreachable" as const) : "ended";
+    const message = how === "unreachable" ? `${why}; the command could not be signalled and may go on in the container` : why;
+    this.log.info({ action: "terminal_closed", result: how, metadata: { exec_id: execId } }, message);
   }
 
   private async start(t: Terminal, o: SessionExecOpen): Promise<void> {
@@ -100,7 +106,7 @@ export class Terminals {
       cols: o.cols,
     };
     t.exec = await EngineExec.start(engineAddress(), spec, sink);
-    if (t.done) return t.exec.close();
+    if (t.done) return void this.stop(t.exec, o.execId, "the terminal was closed while it opened");
     if (o.tty) await t.exec.resize(o.rows, o.cols).catch(() => undefined);
     this.log.info(
       {
