@@ -213,19 +213,34 @@ function engineMessage(text: string): string {
 
 /** Splits the engine's multiplexed output (no tty) into stdout and stderr. */
 export class Demultiplexer {
-  private pending: Buffer = Buffer.alloc(0);
+  // Bytes not yet part of a whole frame, kept as they came (joined once a frame is whole).
+  private chunks: Buffer[] = [];
+  private size = 0;
 
   constructor(private readonly sink: Pick<ExecSink, "output">) {}
 
   push(chunk: Buffer): void {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
-    while (this.pending.length >= 8) {
-      const size = this.pending.readUInt32BE(4);
-      if (this.pending.length < 8 + size) return;
-      const stream = this.pending[0];
-      const payload = this.pending.subarray(8, 8 + size);
-      this.pending = this.pending.subarray(8 + size);
-      if (payload.length > 0) this.sink.output(Buffer.from(payload), stream === 2);
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    while (this.size >= 8) {
+      const head = this.first(8);
+      const length = head.readUInt32BE(4);
+      if (this.size < 8 + length) return;
+      const whole = this.first(8 + length);
+      this.drop(8 + length);
+      if (length > 0) this.sink.output(Buffer.from(whole.subarray(8)), head[0] === 2);
     }
+  }
+
+  // The first `n` buffered bytes (joined into the first chunk when they span several).
+  private first(n: number): Buffer {
+    if (this.chunks[0]!.length < n) this.chunks = [Buffer.concat(this.chunks)];
+    return this.chunks[0]!.subarray(0, n);
+  }
+
+  private drop(n: number): void {
+    this.chunks[0] = this.chunks[0]!.subarray(n);
+    this.size -= n;
+    if (this.chunks[0].length === 0) this.chunks.shift();
   }
 }
