@@ -71,7 +71,7 @@ The command runs as given, without a shell (name one to use its syntax). Without
 runs as a work order per node: output capped at 1 MiB per stream, the project's secret values
 blanked. With -t, or -i on one node, it is a live terminal through the controller and the node's
 own session: stdin streams in, output streams out uncapped and unblanked, --timeout does not
-apply (an idle terminal is closed after 30 min). The exit code
+apply (an idle terminal is closed after 4 min). The exit code
 is the command's own; with several nodes the first non-zero one, and each line is prefixed with
 its node. An operator's right; every run is a work order, in the audit trail.
 

@@ -18,7 +18,10 @@ export interface RelayLimits {
   idleMs: number;
 }
 
-export const DEFAULT_RELAY_LIMITS: RelayLimits = { frameBytes: 64 * 1024, heldBytes: 8 * 1024 * 1024, idleMs: 30 * 60_000 };
+// Idle: under the listener's own limits for a stream with nothing moving (server/listener.ts:
+// streamIdleMs 10 min, and 5 min for a connection without stream activity), so that the
+// terminal is closed here, with a reason, before the listener cuts the stream without one.
+export const DEFAULT_RELAY_LIMITS: RelayLimits = { frameBytes: 64 * 1024, heldBytes: 8 * 1024 * 1024, idleMs: 4 * 60_000 };
 
 // What the agent's error codes mean to the client.
 const AGENT_CODES: Record<string, SkipperError["code"]> = {
