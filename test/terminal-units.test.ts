@@ -32,7 +32,7 @@ describe("the engine's multiplexed output", () => {
 });
 
 /** A session's side: what the relay sent to the agent. */
-function world(limits = { frameBytes: 16, heldBytes: 64, idleMs: 60_000 }) {
+function world(limits = { frameBytes: 16, heldBytes: 64, idleMs: 60_000, stdinWindowBytes: 20 }) {
   const sent: { case: string; value: Record<string, unknown> }[] = [];
   const terminals = new SessionTerminals("host-1", (kind) => sent.push(kind as never));
   const relay = new TerminalRelay(terminals, "t1", limits);
@@ -94,6 +94,22 @@ describe("a terminal relay", () => {
     expect(w.terminals.size).toBe(0);
   });
 
+  it("no more than a window of stdin is in flight: the client's stream waits until the agent says it took the bytes", async () => {
+    const w = world();
+    const answers = drain(w.relay.answers(w.it));
+    for (let i = 0; i < 3; i++) w.client.send({ case: "stdin", value: new Uint8Array(16) });
+    // Event-loop turns (the relay waits on promises only), enough for a third read to happen.
+    for (let turn = 0; turn < 10; turn++) await new Promise((r) => setImmediate(r));
+    const inputs = () => w.sent.filter((m) => m.case === "execInput").length;
+    // 16 in flight: under the window of 20, the next is read; 32 in flight: reading waits.
+    expect(inputs()).toBe(2);
+    w.terminals.output(create(SessionExecOutputSchema, { execId: "t1", stdinTaken: 32n }));
+    await new Promise((r) => setImmediate(r));
+    expect(inputs()).toBe(3);
+    w.terminals.output(create(SessionExecOutputSchema, { execId: "t1", exited: { code: 0 } }));
+    expect((await answers).answers.at(-1)?.kind.case).toBe("exitCode");
+  });
+
   it("a stdin message over the cap ends it INVALID_REQUEST and closes the terminal on the agent", async () => {
     const w = world();
     const answers = drain(w.relay.answers(w.it));
@@ -113,7 +129,7 @@ describe("a terminal relay", () => {
   });
 
   it("an idle terminal is closed; the session ending ends its terminals UNAVAILABLE", async () => {
-    const idle = world({ frameBytes: 16, heldBytes: 64, idleMs: 20 });
+    const idle = world({ frameBytes: 16, heldBytes: 64, idleMs: 20, stdinWindowBytes: 20 });
     const got = await drain(idle.relay.answers(idle.it));
     expect((got.error as { message?: string }).message).toMatch(/no byte either way/);
     expect(idle.sent.at(-1)?.value).toMatchObject({ close: true });

@@ -28,6 +28,8 @@ interface Terminal {
   /** Inputs run one after another, after the open. */
   chain: Promise<void>;
   done: boolean;
+  /** Bytes of stdin the exec's connection took (told to the controller: its flow control). */
+  taken: bigint;
 }
 
 export class Terminals {
@@ -45,7 +47,7 @@ export class Terminals {
       this.fail(link, o.execId, "TERMINAL_LIMIT", `this node has ${MAX_TERMINALS} terminals open already`);
       return;
     }
-    const t: Terminal = { link, chain: Promise.resolve(), done: false };
+    const t: Terminal = { link, chain: Promise.resolve(), done: false, taken: 0n };
     this.open.set(o.execId, t);
     t.chain = this.start(t, o).catch((e: unknown) => this.end(o.execId, { error: ["EXEC_FAILED", (e as Error).message] }));
   }
@@ -61,7 +63,11 @@ export class Terminals {
     }
     t.chain = t.chain.then(async () => {
       if (!t.exec || t.done) return;
-      if (i.data.length > 0) await t.exec.write(i.data);
+      if (i.data.length > 0) {
+        await t.exec.write(i.data);
+        t.taken += BigInt(i.data.length);
+        if (!t.done) t.link.send({ case: "execOutput", value: { execId: i.execId, stdinTaken: t.taken } });
+      }
       if (i.resize) await t.exec.resize(i.resize.rows, i.resize.cols).catch(() => undefined);
       if (i.closeStdin) t.exec.closeStdin();
     });

@@ -1,7 +1,8 @@
 // One terminal relayed between a client's Attach stream and a node's session (session-terminals.ts):
 // the client's stdin, resizes and end of stdin go to the agent as they come; the agent's output
 // comes back as answers, the exit code last. Caps: bytes per input message, output held for a
-// client that does not read, and an idle timeout (no byte either way). The client going (its
+// client that does not read, an idle timeout (no byte either way), and at most a window of stdin
+// in flight to the agent (which says what the command's connection took). The client going (its
 // stream reset, cancelled) or its request stream failing closes the terminal on the agent.
 import { create } from "@bufbuild/protobuf";
 import type { SessionExecOutput } from "../../gen/skipper/v1/node_service_pb.js";
@@ -16,12 +17,19 @@ export interface RelayLimits {
   heldBytes: number;
   /** Closed after this long without a byte either way. */
   idleMs: number;
+  /** Stdin bytes sent to the agent and not yet taken by the command's connection. */
+  stdinWindowBytes: number;
 }
 
 // Idle: under the listener's own limits for a stream with nothing moving (server/listener.ts:
 // streamIdleMs 10 min, and 5 min for a connection without stream activity), so that the
 // terminal is closed here, with a reason, before the listener cuts the stream without one.
-export const DEFAULT_RELAY_LIMITS: RelayLimits = { frameBytes: 64 * 1024, heldBytes: 8 * 1024 * 1024, idleMs: 4 * 60_000 };
+export const DEFAULT_RELAY_LIMITS: RelayLimits = {
+  frameBytes: 64 * 1024,
+  heldBytes: 8 * 1024 * 1024,
+  idleMs: 4 * 60_000,
+  stdinWindowBytes: 1024 * 1024,
+};
 
 // What the agent's error codes mean to the client.
 const AGENT_CODES: Record<string, SkipperError["code"]> = {
@@ -49,6 +57,9 @@ export class TerminalRelay implements TerminalEnd {
   private idle: NodeJS.Timeout | undefined;
   bytesIn = 0;
   bytesOut = 0;
+  /** Stdin bytes the agent says the command's connection took. */
+  private taken = 0n;
+  private wakeInput: (() => void) | undefined;
 
   constructor(
     private readonly terminals: SessionTerminals,
@@ -58,6 +69,10 @@ export class TerminalRelay implements TerminalEnd {
 
   deliver(o: SessionExecOutput): void {
     this.touch();
+    if (o.stdinTaken > this.taken) {
+      this.taken = o.stdinTaken;
+      this.wakeInput?.();
+    }
     if (o.data.length > 0) {
       this.bytesOut += o.data.length;
       this.held += o.data.length;
@@ -112,6 +127,15 @@ export class TerminalRelay implements TerminalEnd {
   private async forward(requests: AsyncIterator<AttachRequest>): Promise<void> {
     try {
       for (;;) {
+        // Flow control: the client's stream is not read while a window of stdin is in flight
+        // (HTTP/2 then holds the client back), so neither side queues a fast writer's input.
+        while (!this.finished && BigInt(this.bytesIn) - this.taken > BigInt(this.limits.stdinWindowBytes)) {
+          await new Promise<void>((resolve) => {
+            this.wakeInput = resolve;
+          });
+          this.wakeInput = undefined;
+        }
+        if (this.finished) return;
         const next = await requests.next();
         if (this.finished) return;
         if (next.done) {
@@ -155,5 +179,6 @@ export class TerminalRelay implements TerminalEnd {
     clearTimeout(this.idle);
     this.finished = { failure, exitCode, bytesIn: this.bytesIn, bytesOut: this.bytesOut };
     this.wake?.();
+    this.wakeInput?.();
   }
 }
