@@ -20,6 +20,7 @@ import { GitSourceService } from "../gen/skipper/v1/git_source_service_pb.js";
 import { SnapshotService } from "../gen/skipper/v1/snapshot_service_pb.js";
 import { WebhookService } from "../gen/skipper/v1/webhook_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
+import { TerminalService } from "../gen/skipper/v1/terminal_service_pb.js";
 import { configPath, readConfig, type Context } from "./config-file.js";
 import { CliError } from "./errors.js";
 
@@ -56,6 +57,7 @@ export interface Clients {
   secrets: Client<typeof SecretService>;
   delivery: Client<typeof DeliveryService>;
   gitSources: Client<typeof GitSourceService>;
+  terminals: Client<typeof TerminalService>;
   /** Closes the connection (an open HTTP/2 session would keep the process alive). */
   close(): void;
 }
@@ -156,6 +158,7 @@ export function connect(target: Target, opts: { timeoutMs?: number } = {}): Clie
     secrets: createClient(SecretService, transport),
     delivery: createClient(DeliveryService, transport),
     gitSources: createClient(GitSourceService, transport),
+    terminals: createClient(TerminalService, transport),
     close: () => sessions.abort(),
   };
 }

@@ -107,6 +107,7 @@ const NEEDS: Record<string, Permission> = {
   "DeliveryService/PinEnvironment": P.OPERATE,
   "DeliveryService/UnpinEnvironment": P.OPERATE,
   "GitSourceService/SyncGitSource": P.OPERATE,
+  "TerminalService/Attach": P.OPERATE,
 };
 
 type Caller = "anonymous" | "viewer" | "generator" | "operator" | "admin_key" | "admin_token" | "node";

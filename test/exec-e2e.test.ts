@@ -2,8 +2,12 @@
 // as processes, each on its own real Docker engine, a tenant placed on both. Asserted: each node's
 // output comes from its own container (the hostname Docker gave it, read from that engine), the
 // exit code is the command's (the first non-zero one across nodes), --node picks one node and
-// drops the prefix, stdin and env reach the command, -t is refused, a viewer's key is refused with
-// nothing queued, and the audit trail names each queued order, which holds the argv.
+// drops the prefix, stdin and env reach the command, a viewer's key is refused with nothing
+// queued, and the audit trail names each queued order, which holds the argv. Terminals (-t, -i on
+// one node: TerminalService.Attach relayed over the node's session, the CLI a child process with
+// pipes, the tty the container's): a tty, its size from the open and from a resize frame, typed
+// input and the exit code, piped stdin byte-exact past 1 MiB, a viewer refused with nothing run,
+// the client going closes the command, the audit entry and event name the terminal and argv.
 import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,6 +32,7 @@ import {
   type ControllerProcess,
 } from "./helpers/processes.js";
 import { res, tenantConverged } from "./helpers/resources.js";
+import { terminalCases } from "./helpers/terminal-cases.js";
 
 const hostA = process.env.SKIPPER_TEST_DOCKER_HOST;
 const hostB = process.env.SKIPPER_TEST_DOCKER_HOST_B;
@@ -58,10 +63,10 @@ describe.skipIf(!hostA || !hostB)("skipper exec (two nodes, real processes and e
   const execOrders = async () =>
     (await orders().listWorkOrders({ tenantId: TENANT, pageSize: 500 })).workOrders.filter((o) => o.type === WorkOrderType.EXEC_SERVICE);
 
-  function cli(args: string[], opts: { token?: string; input?: string } = {}): Promise<CliRun> {
+  function cli(args: string[], opts: { token?: string; input?: string | Buffer; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [CLI, ...args], {
-        env: opts.token ? { ...env, SKIPPER_TOKEN: opts.token } : env,
+        env: { ...env, ...opts.env, ...(opts.token ? { SKIPPER_TOKEN: opts.token } : {}) },
         stdio: [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
       });
       let stdout = "";
@@ -175,11 +180,11 @@ describe.skipIf(!hostA || !hostB)("skipper exec (two nodes, real processes and e
     expect([input.code, input.stdout]).toEqual([0, "from stdin!\n"]);
   }, 60_000);
 
-  it("a service without a container exits 1 saying so; -t is refused before anything is queued", async () => {
+  it("a service without a container exits 1 saying so; -t across two nodes asks for one, before anything is queued", async () => {
     const before = (await execOrders()).length;
     const tty = await cli(["exec", TENANT, SERVICE, "-t", "--", "sh"]);
     expect(tty.code).toBe(1);
-    expect(tty.stderr).toContain("an interactive terminal is not supported yet");
+    expect(tty.stderr).toContain("-t needs one node");
     expect((await execOrders()).length).toBe(before);
     const missing = await cli(["exec", TENANT, "no-such", "--node", "exec-a", "--", "true"]);
     expect(missing.code).toBe(1);
@@ -216,4 +221,6 @@ describe.skipIf(!hostA || !hostB)("skipper exec (two nodes, real processes and e
       ),
     ).toBe(true);
   }, 60_000);
+
+  describe("terminals (-it)", () => terminalCases(() => ({ ctl, env, tenant: TENANT, service: SERVICE, cli })));
 });

@@ -20,9 +20,10 @@ import { ExecOutputSchema, type ExecOutput } from "../../gen/skipper/v1/work_ord
 import type { ExecServiceAction } from "../../gen/skipper/v1/order_action_pb.js";
 import { execActionProblem } from "../../common/action-rules.js";
 import { ID_PATTERN } from "../../common/ids.js";
-import { EngineError, runningServiceContainers, type ServiceContainer } from "../engine/project-containers.js";
+import type { ServiceContainer } from "../engine/project-containers.js";
 import { projectSecretValues } from "../engine/project-secrets.js";
-import { projectDir, readProjectState } from "../engine/project-state.js";
+import { projectDir } from "../engine/project-state.js";
+import { serviceContainerOf } from "../engine/service-container.js";
 import { scrub, withoutAgentSecrets } from "../engine/run-command.js";
 import { abortReason, executorOf, orderOutcome, type ExecOutcome } from "./executor.js";
 
@@ -46,29 +47,9 @@ export const execService = executorOf("execService", async (action, order, ctx) 
   const problem = execActionProblem(action);
   if (problem) return done("EXEC_INVALID", `${problem.field} ${problem.problem}`);
 
-  const state = await readProjectState(ctx.config.workDir, tenantId);
-  if (!state) return done("PROJECT_NOT_FOUND", `tenant ${tenantId} has no project applied on this node`);
-  if (!state.services.includes(action.service))
-    return done(
-      "SERVICE_NOT_RUNNING",
-      `project ${state.project_name} has no service ${action.service} (it has ${state.services.join(", ")})`,
-    );
-  let running: ServiceContainer[];
-  try {
-    running = await runningServiceContainers(state.project_name, action.service);
-  } catch (e) {
-    if (e instanceof EngineError) return done("DOCKER_UNAVAILABLE", e.message, { success: false, retriable: true });
-    throw e;
-  }
-  const container = action.replica === 0 ? running[0] : running.find((c) => c.number === action.replica);
-  if (!container) {
-    const which = action.replica === 0 ? "no container" : `no replica ${action.replica}`;
-    const numbers = running.map((c) => c.number).join(", ");
-    return done(
-      "SERVICE_NOT_RUNNING",
-      `service ${action.service} of project ${state.project_name} has ${which} running${numbers ? ` (running: ${numbers})` : ""}`,
-    );
-  }
+  const found = await serviceContainerOf(ctx.config.workDir, tenantId, action.service, action.replica);
+  if (!("container" in found)) return done(found.code, found.message, { success: false, retriable: found.code === "DOCKER_UNAVAILABLE" });
+  const { container } = found;
   if (ctx.signal.aborted) return done("CANCELLED", `cancelled before the command ran: ${abortReason(ctx.signal) || "no reason given"}`);
 
   const hidden = await projectSecretValues(projectDir(ctx.config.workDir, tenantId));

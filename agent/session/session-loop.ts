@@ -33,6 +33,7 @@ import type { SwitchingChannel } from "./order-channel.js";
 import type { PushedOrders } from "./pushed-orders.js";
 import { SessionHeartbeats } from "./session-heartbeats.js";
 import { SessionLink } from "./session-link.js";
+import { Terminals } from "./terminals.js";
 
 /** A session that lived this long starts the backoff over. */
 const LIVED_LONG_MS = 30_000;
@@ -66,8 +67,12 @@ interface SessionOutcome {
 export class SessionLoop {
   // 0.5 s doubling to 30 s, full jitter: as the unary loop retries.
   private readonly backoff = new Backoff();
+  // Terminals the controller opens on a session (exec_open), closed with it.
+  private readonly terminals: Terminals;
 
-  constructor(private readonly deps: SessionLoopDeps) {}
+  constructor(private readonly deps: SessionLoopDeps) {
+    this.terminals = new Terminals(deps.config.workDir, deps.log);
+  }
 
   /**
    * Runs sessions until `signal` aborts ("stopped"), or, when `mayFallBack`, until the controller
@@ -137,6 +142,7 @@ export class SessionLoop {
       beats?.stop();
       deps.pushed.onSettled = undefined;
       if (link) deps.channel.drop(link);
+      if (link) this.terminals.closeAll(link);
       deps.heartbeats.onSession = false;
       link?.close();
     }
@@ -181,6 +187,8 @@ export class SessionLoop {
     const { kind } = m;
     if (kind.case === "order" && kind.value.workOrder) this.deps.pushed.take(link, kind.value.workOrder, signal);
     if (kind.case === "cancel") this.deps.runner.cancel(kind.value.workOrderId, kind.value.reason);
+    if (kind.case === "execOpen") this.terminals.opened(link, kind.value);
+    if (kind.case === "execInput") this.terminals.input(kind.value);
     if (kind.case !== "notice") return undefined;
     const notice = kind.value;
     if (notice.kind === SessionNoticeKind.CERTIFICATE_RENEWAL_DUE) {

@@ -5,6 +5,10 @@
 // blanked). Each node's stdout goes to stdout and its stderr to stderr, prefixed with the node
 // when there are several; the CLI exits with the command's exit code (the first non-zero one in
 // node order across several; 1 for a node whose order ended without running it).
+//
+// -t (a terminal) and -i on one node open a terminal instead (TerminalService.Attach, relayed by
+// the controller over the node's session; cli/terminal.ts): input streams as it is read, output
+// as it comes, no cap. -i across several nodes stays an order per node, with its stdin capped.
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { readFile } from "node:fs/promises";
@@ -18,6 +22,8 @@ import type { Clients } from "../connection.js";
 import { CliError } from "../errors.js";
 import { collect, durationFlag, labelFlags } from "../flags.js";
 import { nodeSilence, runOrder, tenantNodes } from "../order-wait.js";
+import { TerminalService } from "../../gen/skipper/v1/terminal_service_pb.js";
+import { runTerminal } from "../terminal.js";
 
 interface ExecOptions {
   node: string[];
@@ -42,6 +48,7 @@ export function registerExec(program: Command, ctx: CommandContext): void {
     WorkOrderService.method.createWorkOrder,
     WorkOrderService.method.getWorkOrder,
     WorkOrderService.method.cancelWorkOrder,
+    TerminalService.method.attach,
   )
     .argument("<tenant>", "the tenant whose service it is")
     .argument("<service>", "the compose service whose running container runs it")
@@ -52,33 +59,35 @@ export function registerExec(program: Command, ctx: CommandContext): void {
     .option("-w, --workdir <dir>", "absolute directory in the container to run in")
     .option("-e, --env <KEY=VALUE>", "set a variable for the command; repeat for several", collect, [])
     .option("--stdin-file <file>", `write this file to the command's stdin (at most ${EXEC_LIMITS.stdinBytes / 1024} KiB)`)
-    .option("-i, --stdin", "write what this command reads on its stdin to the command's stdin")
-    .option("-t, --tty", "an interactive terminal: not supported yet")
+    .option("-i, --stdin", "stream this command's stdin to the command's (one node: as it is read; several: at most 64 KiB)")
+    .option("-t, --tty", "a terminal in the container (with -i: interactive, `-it`); one node")
     .option("--replica <n>", "which replica when the service runs several on a node (compose's number; default the lowest)", "0")
     .option("--timeout <duration>", "stop it after this long", "60s")
     .option("--claim-timeout <duration>", "give up on a node that has not taken its order within this", "60s")
     .addHelpText(
       "after",
       `
-The command runs as given, without a shell (name one to use its syntax) and without a terminal.
-Output is capped at 1 MiB per stream and the project's secret values are blanked. The exit code
+The command runs as given, without a shell (name one to use its syntax). Without -t or -i, it
+runs as a work order per node: output capped at 1 MiB per stream, the project's secret values
+blanked. With -t, or -i on one node, it is a live terminal through the controller and the node's
+own session: stdin streams in, output streams out uncapped and unblanked, --timeout does not
+apply (an idle terminal is closed after 4 min). The exit code
 is the command's own; with several nodes the first non-zero one, and each line is prefixed with
 its node. An operator's right; every run is a work order, in the audit trail.
 
 Examples:
   $ skipper exec example-tenant web -- cat /etc/hostname
   $ skipper exec example-tenant web --node host-1 -e LEVEL=debug -- sh -c 'echo $LEVEL'
-  $ skipper exec example-tenant db -i -- psql -U app < query.sql`,
+  $ skipper exec example-tenant db -i -- psql -U app < query.sql
+  $ skipper exec -it example-tenant web --node host-1 -- sh`,
     )
     .action(async (tenant: string, service: string, argv: string[], opts: ExecOptions) => {
-      if (opts.tty)
-        throw new CliError("-t/--tty: an interactive terminal is not supported yet; the command runs without one", {
-          hint: "drop -t (output and exit code still come back), or give input with -i or --stdin-file",
-        });
       if (argv.length === 0)
         throw new CliError("no command: skipper exec TENANT SERVICE -- CMD [ARGS...]", {
           hint: "a program on a host (not in a container) is skipper node exec NODE -- PROGRAM",
         });
+      const terminal = await terminalNode(ctx, tenant, opts);
+      if (terminal !== undefined) return openTerminal(ctx, tenant, terminal, service, argv, opts);
       const action = await actionOf(ctx, service, argv, opts);
       const timeoutMs = durationFlag(opts.timeout, "--timeout");
       const claimWithinMs = durationFlag(opts.claimTimeout, "--claim-timeout");
@@ -90,6 +99,34 @@ Examples:
       for (const a of answers) printPrefixed(ctx, a);
       ctx.exitCode = answers.map(exitCodeOf).find((c) => c !== 0) ?? 0;
     });
+}
+
+// The node of a terminal (-t, or -i on one node), or undefined for orders.
+async function terminalNode(ctx: CommandContext, tenant: string, opts: ExecOptions): Promise<string | undefined> {
+  if (!opts.tty && !opts.stdin) return undefined;
+  if (opts.stdinFile !== undefined) throw new CliError("give --stdin-file or -i/-t, not both");
+  const named = [...new Set(opts.node)];
+  if (named.length > 1) {
+    if (opts.tty) throw new CliError("-t opens one terminal: name one node with --node");
+    return undefined;
+  }
+  if (named.length === 1) return named[0];
+  const nodes = await tenantNodes(ctx.clients(), tenant);
+  if (nodes.length === 1) return nodes[0];
+  if (opts.tty || nodes.length === 0)
+    throw new CliError(`tenant ${tenant} runs on ${nodes.length === 0 ? "no node" : nodes.join(", ")}: -t needs one node`, {
+      hint: "name it with --node",
+    });
+  return undefined;
+}
+
+// A terminal on `node`; the exit code is its command's.
+async function openTerminal(ctx: CommandContext, tenant: string, node: string, service: string, argv: string[], opts: ExecOptions) {
+  const { replica, user, workdir, env } = await actionOf(ctx, service, argv, { ...opts, stdin: false });
+  const open = { tenantId: tenant, service, nodeId: node, replica, argv, user, workdir, env, tty: Boolean(opts.tty) };
+  const streams = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: ctx.io.env };
+  const end = await runTerminal(ctx.clients().terminals, open, streams);
+  ctx.exitCode = end.exitCode;
 }
 
 type ExecValue = {

@@ -41,6 +41,7 @@ import { claimNextOrder, type LifecycleDeps } from "./order-lifecycle.js";
 import { claimReleasedEvent } from "./order-outcome.js";
 import { handleRequest, type PushedClaim, type RequestSession, type SessionMessage } from "./session-requests.js";
 import { retunedHeartbeatMs, sessionHeartbeatMs } from "./session-terms.js";
+import { SessionTerminals } from "./session-terminals.js";
 
 /** Pushed orders a session has in flight at once (unacknowledged, or acknowledged and not ended). */
 export const MAX_IN_FLIGHT = 1;
@@ -92,6 +93,11 @@ export class AgentSessions {
     here.replacedBy(`${sessionId} (on controller ${controller})`);
   }
 
+  /** The node's open session on this controller, if any. */
+  of(nodeId: string): AgentSession | undefined {
+    return this.byNode.get(nodeId);
+  }
+
   /** Forgets `session` (unless another replaced it already). */
   close(session: AgentSession): void {
     if (this.byNode.get(session.nodeId) === session) this.byNode.delete(session.nodeId);
@@ -115,6 +121,11 @@ export class AgentSession implements RequestSession {
   intervalMs = 0;
   /** When it was welcomed (ms since the epoch, the deps' clock). */
   openedAt = 0;
+  /** Terminals relayed over this session (TerminalService.Attach). */
+  readonly terminals = new SessionTerminals(
+    () => this.nodeId,
+    (kind) => this.send(kind),
+  );
   private readonly outbox: SessionResponse[] = [];
   private notify: (() => void) | undefined;
   private ended = false;
@@ -440,6 +451,7 @@ export class AgentSession implements RequestSession {
     this.deps.metrics?.sessionEvent(`ended_${this.endReason}`);
     for (const c of this.cleanups.splice(0)) c();
     this.deps.sessions.close(this);
+    this.terminals.sessionEnded();
     if (this.nodeId !== "") {
       this.deps.onSession?.({ nodeId: this.nodeId, session: this.id, open: false, at: this.deps.now(), intervalMs: this.intervalMs });
     }

@@ -29,6 +29,7 @@ import { recordReports } from "../nodes/state-reports.js";
 import { leaseLapsed } from "../domain/work-order-transitions.js";
 import type { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { finishOrder, renewLease, type LifecycleDeps } from "./order-lifecycle.js";
+import type { SessionTerminals } from "./session-terminals.js";
 
 /** One message to the agent, as its fields (create(SessionResponseSchema, { kind })). */
 export type SessionMessage = NonNullable<MessageInitShape<typeof SessionResponseSchema>["kind"]>;
@@ -55,6 +56,8 @@ export interface RequestSession {
   end(failure?: ReturnType<typeof invalid>): void;
   /** Pushes the node's next pending orders while the window has room. */
   pump(): void;
+  /** Terminals relayed over the session: the agent's exec_output goes to them. */
+  readonly terminals: Pick<SessionTerminals, "output">;
   /** Sends new terms when the session's heartbeat interval is far from what its controller's fleet asks now. */
   retune(): void;
 }
@@ -88,6 +91,9 @@ export async function handleRequest(session: RequestSession, req: SessionRequest
       if (a.accepted || a.code === "WORK_ORDER_NOT_CLAIMABLE") ended(session, workOrderId, fencingToken);
       return;
     }
+    case "execOutput":
+      session.terminals.output(kind.value);
+      return;
     case "stateReport":
       await answered(session, SessionAnswerSubject.STATE_REPORT, kind.value.workOrderId, 0n, () => stateReport(session, kind.value), false);
       return;

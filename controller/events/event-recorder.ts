@@ -45,6 +45,8 @@ export type EventType =
   | "node_heartbeat_received"
   | "resource_state_reported"
   | "snapshot_created"
+  | "terminal_opened"
+  | "terminal_closed"
   | RolloutEventType
   | DeliveryEventType;
 

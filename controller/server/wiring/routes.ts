@@ -16,6 +16,7 @@ import { SecretService } from "../../../gen/skipper/v1/secret_service_pb.js";
 import { WebhookService } from "../../../gen/skipper/v1/webhook_service_pb.js";
 import { DeliveryService } from "../../../gen/skipper/v1/delivery_service_pb.js";
 import { GitSourceService } from "../../../gen/skipper/v1/git_source_service_pb.js";
+import { TerminalService } from "../../../gen/skipper/v1/terminal_service_pb.js";
 import type { ServiceDeps } from "../../services/deps.js";
 import { healthService } from "../../services/health-service.js";
 import { resourceService } from "../../services/resource-service.js";
@@ -32,6 +33,7 @@ import { secretService } from "../../services/secret-service.js";
 import { webhookService } from "../../services/webhook-service.js";
 import { deliveryService } from "../../services/delivery-service.js";
 import { gitSourceService } from "../../services/git-source-service.js";
+import { terminalService } from "../../services/terminal-service.js";
 import type { AuditSigner } from "../../audit/audit-signer.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -51,6 +53,7 @@ export const SERVICES: DescService[] = [
   WebhookService,
   DeliveryService,
   GitSourceService,
+  TerminalService,
 ];
 
 /** The routes of every service; audit exports are signed by `signer` when the controller has a certificate. */
@@ -71,5 +74,6 @@ export function serviceRoutes(deps: ServiceDeps, signer: AuditSigner | undefined
     router.service(WebhookService, webhookService(deps));
     router.service(DeliveryService, deliveryService(deps));
     router.service(GitSourceService, gitSourceService(deps));
+    router.service(TerminalService, terminalService(deps));
   };
 }

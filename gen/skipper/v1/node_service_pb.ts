@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/node_service.proto.
  */
 export const file_skipper_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkiwQMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SMQoOYWdlbnRfY291bnRlcnMYCiABKAsyGS5za2lwcGVyLnYxLkFnZW50Q291bnRlcnMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZSLEAgoOU2Vzc2lvblJlcXVlc3QSKQoFaGVsbG8YASABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25IZWxsb0gAEjEKCWhlYXJ0YmVhdBgCIAEoCzIcLnNraXBwZXIudjEuU2Vzc2lvbkhlYXJ0YmVhdEgAEiUKA2FjaxgDIAEoCzIWLnNraXBwZXIudjEuU2Vzc2lvbkFja0gAEjgKDWxlYXNlX3JlbmV3YWwYBCABKAsyHy5za2lwcGVyLnYxLlNlc3Npb25MZWFzZVJlbmV3YWxIABIrCgZyZXN1bHQYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25SZXN1bHRIABI+CgxzdGF0ZV9yZXBvcnQYBiABKAsyJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0SABCBgoEa2luZCKKAQoMU2Vzc2lvbkhlbGxvEg8KB25vZGVfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIyCgxjYXBhYmlsaXRpZXMYAyABKAsyHC5za2lwcGVyLnYxLk5vZGVDYXBhYmlsaXRpZXMSHgoWam91cm5hbF93b3JrX29yZGVyX2lkcxgEIAMoCSJAChBTZXNzaW9uSGVhcnRiZWF0EiwKBnJlcG9ydBgBIAEoCzIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdCI6CgpTZXNzaW9uQWNrEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJDChNTZXNzaW9uTGVhc2VSZW5ld2FsEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJqCg1TZXNzaW9uUmVzdWx0EhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAxIrCgZyZXN1bHQYAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdCKlAgoPU2Vzc2lvblJlc3BvbnNlEi0KB3dlbGNvbWUYASABKAsyGi5za2lwcGVyLnYxLlNlc3Npb25XZWxjb21lSAASKQoFb3JkZXIYAiABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25PcmRlckgAEisKBmNhbmNlbBgDIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkNhbmNlbEgAEisKBmFuc3dlchgEIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkFuc3dlckgAEisKBm5vdGljZRgFIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbk5vdGljZUgAEikKBXRlcm1zGAYgASgLMhguc2tpcHBlci52MS5TZXNzaW9uVGVybXNIAEIGCgRraW5kIi0KDFNlc3Npb25UZXJtcxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYASABKAMinQEKDlNlc3Npb25XZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgDEhAKCGxlYXNlX21zGAMgASgDEhUKDW1heF9pbl9mbGlnaHQYBCABKAUSLwoLc2VydmVyX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKDFNlc3Npb25PcmRlchIpCgp3b3JrX29yZGVyGAEgASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiTQoNU2Vzc2lvbkNhbmNlbBIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSDgoGcmVhc29uGAMgASgJIt8BCg1TZXNzaW9uQW5zd2VyEjEKB3N1YmplY3QYASABKA4yIC5za2lwcGVyLnYxLlNlc3Npb25BbnN3ZXJTdWJqZWN0EhUKDXdvcmtfb3JkZXJfaWQYAiABKAkSFQoNZmVuY2luZ190b2tlbhgDIAEoAxIQCghhY2NlcHRlZBgEIAEoCBIRCglkdXBsaWNhdGUYBSABKAgSDAoEY29kZRgGIAEoCRIPCgdtZXNzYWdlGAcgASgJEikKCndvcmtfb3JkZXIYCCABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJNCg1TZXNzaW9uTm90aWNlEisKBGtpbmQYASABKA4yHS5za2lwcGVyLnYxLlNlc3Npb25Ob3RpY2VLaW5kEg8KB21lc3NhZ2UYAiABKAkq+gEKFFNlc3Npb25BbnN3ZXJTdWJqZWN0EiYKIlNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfVU5TUEVDSUZJRUQQABIeChpTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX0FDSxABEigKJFNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfTEVBU0VfUkVORVdBTBACEiEKHVNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfUkVTVUxUEAMSJAogU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9IRUFSVEJFQVQQBBInCiNTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX1NUQVRFX1JFUE9SVBAFKrcBChFTZXNzaW9uTm90aWNlS2luZBIjCh9TRVNTSU9OX05PVElDRV9LSU5EX1VOU1BFQ0lGSUVEEAASLworU0VTU0lPTl9OT1RJQ0VfS0lORF9DRVJUSUZJQ0FURV9SRU5FV0FMX0RVRRABEioKJlNFU1NJT05fTk9USUNFX0tJTkRfQ1JFREVOVElBTF9SRVZPS0VEEAISIAocU0VTU0lPTl9OT1RJQ0VfS0lORF9SRVBMQUNFRBADMo0ICgtOb2RlU2VydmljZRJrCgxSZWdpc3Rlck5vZGUSHy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QaIC5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlIhjYihkFgtPkkwIOOgEqIgkvdjEvbm9kZXMShAEKD1JvdGF0ZU5vZGVUb2tlbhIiLnNraXBwZXIudjEuUm90YXRlTm9kZVRva2VuUmVxdWVzdBojLnNraXBwZXIudjEuUm90YXRlTm9kZVRva2VuUmVzcG9uc2UiKNiKGQWC0+STAh46ASoiGS92MS9ub2Rlcy97bm9kZV9pZH0vdG9rZW4SdgoJSGVhcnRiZWF0Ehwuc2tpcHBlci52MS5IZWFydGJlYXRSZXF1ZXN0Gh0uc2tpcHBlci52MS5IZWFydGJlYXRSZXNwb25zZSIs2IoZBoLT5JMCIjoBKiIdL3YxL25vZGVzL3tub2RlX2lkfS9oZWFydGJlYXQSngEKEEdldE5leHRXb3JrT3JkZXISIy5za2lwcGVyLnYxLkdldE5leHRXb3JrT3JkZXJSZXF1ZXN0GiQuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVzcG9uc2UiP5ACAdiKGQaC0+STAjJiCndvcmtfb3JkZXISJC92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dBKeAQoSQ2xhaW1OZXh0V29ya09yZGVyEiUuc2tpcHBlci52MS5DbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0GiYuc2tpcHBlci52MS5DbGFpbU5leHRXb3JrT3JkZXJSZXNwb25zZSI52IoZBoLT5JMCLzoBKiIqL3YxL25vZGVzL3tub2RlX2lkfS93b3JrLW9yZGVycy9uZXh0L2NsYWltEmIKD1dhdGNoV29ya09yZGVycxIiLnNraXBwZXIudjEuV2F0Y2hXb3JrT3JkZXJzUmVxdWVzdBojLnNraXBwZXIudjEuV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2UiBNiKGQYwARKdAQoTUmVwb3J0UmVzb3VyY2VTdGF0ZRImLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3QaJy5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZSI1kAIC2IoZBoLT5JMCKDoBKiIjL3YxL25vZGVzL3tub2RlX2lkfS9yZXNvdXJjZS1zdGF0ZXMSTAoHU2Vzc2lvbhIaLnNraXBwZXIudjEuU2Vzc2lvblJlcXVlc3QaGy5za2lwcGVyLnYxLlNlc3Npb25SZXNwb25zZSIE2IoZBigBMAFiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkiwQMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SMQoOYWdlbnRfY291bnRlcnMYCiABKAsyGS5za2lwcGVyLnYxLkFnZW50Q291bnRlcnMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZSL6AgoOU2Vzc2lvblJlcXVlc3QSKQoFaGVsbG8YASABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25IZWxsb0gAEjEKCWhlYXJ0YmVhdBgCIAEoCzIcLnNraXBwZXIudjEuU2Vzc2lvbkhlYXJ0YmVhdEgAEiUKA2FjaxgDIAEoCzIWLnNraXBwZXIudjEuU2Vzc2lvbkFja0gAEjgKDWxlYXNlX3JlbmV3YWwYBCABKAsyHy5za2lwcGVyLnYxLlNlc3Npb25MZWFzZVJlbmV3YWxIABIrCgZyZXN1bHQYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25SZXN1bHRIABI+CgxzdGF0ZV9yZXBvcnQYBiABKAsyJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0SAASNAoLZXhlY19vdXRwdXQYByABKAsyHS5za2lwcGVyLnYxLlNlc3Npb25FeGVjT3V0cHV0SABCBgoEa2luZCK2AQoRU2Vzc2lvbkV4ZWNPdXRwdXQSDwoHZXhlY19pZBgBIAEoCRIMCgRkYXRhGAIgASgMEhEKCWlzX3N0ZGVychgDIAEoCBItCgZleGl0ZWQYBCABKAsyHS5za2lwcGVyLnYxLlNlc3Npb25FeGVjRXhpdGVkEisKBWVycm9yGAUgASgLMhwuc2tpcHBlci52MS5TZXNzaW9uRXhlY0Vycm9yEhMKC3N0ZGluX3Rha2VuGAYgASgEIiEKEVNlc3Npb25FeGVjRXhpdGVkEgwKBGNvZGUYASABKAUiMQoQU2Vzc2lvbkV4ZWNFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiigEKDFNlc3Npb25IZWxsbxIPCgdub2RlX2lkGAEgASgJEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEh4KFmpvdXJuYWxfd29ya19vcmRlcl9pZHMYBCADKAkiQAoQU2Vzc2lvbkhlYXJ0YmVhdBIsCgZyZXBvcnQYASABKAsyHC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QiOgoKU2Vzc2lvbkFjaxIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMiQwoTU2Vzc2lvbkxlYXNlUmVuZXdhbBIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMiagoNU2Vzc2lvblJlc3VsdBIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSKwoGcmVzdWx0GAMgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHQiiwMKD1Nlc3Npb25SZXNwb25zZRItCgd3ZWxjb21lGAEgASgLMhouc2tpcHBlci52MS5TZXNzaW9uV2VsY29tZUgAEikKBW9yZGVyGAIgASgLMhguc2tpcHBlci52MS5TZXNzaW9uT3JkZXJIABIrCgZjYW5jZWwYAyABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25DYW5jZWxIABIrCgZhbnN3ZXIYBCABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25BbnN3ZXJIABIrCgZub3RpY2UYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25Ob3RpY2VIABIpCgV0ZXJtcxgGIAEoCzIYLnNraXBwZXIudjEuU2Vzc2lvblRlcm1zSAASMAoJZXhlY19vcGVuGAcgASgLMhsuc2tpcHBlci52MS5TZXNzaW9uRXhlY09wZW5IABIyCgpleGVjX2lucHV0GAggASgLMhwuc2tpcHBlci52MS5TZXNzaW9uRXhlY0lucHV0SABCBgoEa2luZCKMAgoPU2Vzc2lvbkV4ZWNPcGVuEg8KB2V4ZWNfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3NlcnZpY2UYAyABKAkSDwoHcmVwbGljYRgEIAEoDRIMCgRhcmd2GAUgAygJEgwKBHVzZXIYBiABKAkSDwoHd29ya2RpchgHIAEoCRIxCgNlbnYYCCADKAsyJC5za2lwcGVyLnYxLlNlc3Npb25FeGVjT3Blbi5FbnZFbnRyeRILCgN0dHkYCSABKAgSDAoEcm93cxgKIAEoDRIMCgRjb2xzGAsgASgNGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEifwoQU2Vzc2lvbkV4ZWNJbnB1dBIPCgdleGVjX2lkGAEgASgJEgwKBGRhdGEYAiABKAwSKAoGcmVzaXplGAMgASgLMhguc2tpcHBlci52MS5UZXJtaW5hbFNpemUSEwoLY2xvc2Vfc3RkaW4YBCABKAgSDQoFY2xvc2UYBSABKAgiKgoMVGVybWluYWxTaXplEgwKBHJvd3MYASABKA0SDAoEY29scxgCIAEoDSItCgxTZXNzaW9uVGVybXMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAEgASgDIp0BCg5TZXNzaW9uV2VsY29tZRISCgpzZXNzaW9uX2lkGAEgASgJEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoAxIQCghsZWFzZV9tcxgDIAEoAxIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFEi8KC3NlcnZlcl90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI5CgxTZXNzaW9uT3JkZXISKQoKd29ya19vcmRlchgBIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIk0KDVNlc3Npb25DYW5jZWwSFQoNd29ya19vcmRlcl9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEg4KBnJlYXNvbhgDIAEoCSLfAQoNU2Vzc2lvbkFuc3dlchIxCgdzdWJqZWN0GAEgASgOMiAuc2tpcHBlci52MS5TZXNzaW9uQW5zd2VyU3ViamVjdBIVCg13b3JrX29yZGVyX2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAMSEAoIYWNjZXB0ZWQYBCABKAgSEQoJZHVwbGljYXRlGAUgASgIEgwKBGNvZGUYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRIpCgp3b3JrX29yZGVyGAggASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiTQoNU2Vzc2lvbk5vdGljZRIrCgRraW5kGAEgASgOMh0uc2tpcHBlci52MS5TZXNzaW9uTm90aWNlS2luZBIPCgdtZXNzYWdlGAIgASgJKvoBChRTZXNzaW9uQW5zd2VyU3ViamVjdBImCiJTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX1VOU1BFQ0lGSUVEEAASHgoaU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9BQ0sQARIoCiRTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX0xFQVNFX1JFTkVXQUwQAhIhCh1TRVNTSU9OX0FOU1dFUl9TVUJKRUNUX1JFU1VMVBADEiQKIFNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfSEVBUlRCRUFUEAQSJwojU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9TVEFURV9SRVBPUlQQBSq3AQoRU2Vzc2lvbk5vdGljZUtpbmQSIwofU0VTU0lPTl9OT1RJQ0VfS0lORF9VTlNQRUNJRklFRBAAEi8KK1NFU1NJT05fTk9USUNFX0tJTkRfQ0VSVElGSUNBVEVfUkVORVdBTF9EVUUQARIqCiZTRVNTSU9OX05PVElDRV9LSU5EX0NSRURFTlRJQUxfUkVWT0tFRBACEiAKHFNFU1NJT05fTk9USUNFX0tJTkRfUkVQTEFDRUQQAzKNCAoLTm9kZVNlcnZpY2USawoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIY2IoZBYLT5JMCDjoBKiIJL3YxL25vZGVzEoQBCg9Sb3RhdGVOb2RlVG9rZW4SIi5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QaIy5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlc3BvbnNlIijYihkFgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnYKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiLNiKGQaC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0Ep4BChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIj+QAgHYihkGgtPkkwIyYgp3b3JrX29yZGVyEiQvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQSngEKEkNsYWltTmV4dFdvcmtPcmRlchIlLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVxdWVzdBomLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2UiOdiKGQaC0+STAi86ASoiKi92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dC9jbGFpbRJiCg9XYXRjaFdvcmtPcmRlcnMSIi5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1JlcXVlc3QaIy5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1Jlc3BvbnNlIgTYihkGMAESnQEKE1JlcG9ydFJlc291cmNlU3RhdGUSJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Gicuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVzcG9uc2UiNZACAtiKGQaC0+STAig6ASoiIy92MS9ub2Rlcy97bm9kZV9pZH0vcmVzb3VyY2Utc3RhdGVzEkwKB1Nlc3Npb24SGi5za2lwcGVyLnYxLlNlc3Npb25SZXF1ZXN0Ghsuc2tpcHBlci52MS5TZXNzaW9uUmVzcG9uc2UiBNiKGQYoATABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
 
 /**
  * RegisterNodeRequest describes a new node.
@@ -524,6 +524,14 @@ export type SessionRequest = Message<"skipper.v1.SessionRequest"> & {
      */
     value: ReportResourceStateRequest;
     case: "stateReport";
+  } | {
+    /**
+     * Output of a terminal the controller opened on this session (exec_open), and how it ended.
+     *
+     * @generated from field: skipper.v1.SessionExecOutput exec_output = 7;
+     */
+    value: SessionExecOutput;
+    case: "execOutput";
   } | { case: undefined; value?: undefined };
 };
 
@@ -533,6 +541,106 @@ export type SessionRequest = Message<"skipper.v1.SessionRequest"> & {
  */
 export const SessionRequestSchema: GenMessage<SessionRequest> = /*@__PURE__*/
   messageDesc(file_skipper_v1_node_service, 15);
+
+/**
+ * SessionExecOutput: what a terminal (an exec the controller opened with exec_open) printed, or
+ * how it ended. A terminal ends with exactly one message carrying exited or error; nothing of it
+ * follows. An agent that does not know exec_open answers nothing: the controller's idle timeout
+ * closes the terminal.
+ *
+ * @generated from message skipper.v1.SessionExecOutput
+ */
+export type SessionExecOutput = Message<"skipper.v1.SessionExecOutput"> & {
+  /**
+   * @generated from field: string exec_id = 1;
+   */
+  execId: string;
+
+  /**
+   * Bytes the command wrote: stdout, or stderr when is_stderr (with a tty, everything is stdout).
+   *
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: bool is_stderr = 3;
+   */
+  isStderr: boolean;
+
+  /**
+   * The command ended with this exit code (its last message).
+   *
+   * @generated from field: skipper.v1.SessionExecExited exited = 4;
+   */
+  exited?: SessionExecExited | undefined;
+
+  /**
+   * The terminal could not be opened or broke (its last message): a stable code and why.
+   *
+   * @generated from field: skipper.v1.SessionExecError error = 5;
+   */
+  error?: SessionExecError | undefined;
+
+  /**
+   * Bytes of stdin the command's connection has taken so far (sent as they are taken): the
+   * controller keeps at most 1 MiB of stdin in flight beyond it.
+   *
+   * @generated from field: uint64 stdin_taken = 6;
+   */
+  stdinTaken: bigint;
+};
+
+/**
+ * Describes the message skipper.v1.SessionExecOutput.
+ * Use `create(SessionExecOutputSchema)` to create a new message.
+ */
+export const SessionExecOutputSchema: GenMessage<SessionExecOutput> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 16);
+
+/**
+ * SessionExecExited: the exit code of a terminal's command.
+ *
+ * @generated from message skipper.v1.SessionExecExited
+ */
+export type SessionExecExited = Message<"skipper.v1.SessionExecExited"> & {
+  /**
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+};
+
+/**
+ * Describes the message skipper.v1.SessionExecExited.
+ * Use `create(SessionExecExitedSchema)` to create a new message.
+ */
+export const SessionExecExitedSchema: GenMessage<SessionExecExited> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 17);
+
+/**
+ * SessionExecError: why a terminal did not open or ended early (SERVICE_NOT_RUNNING,
+ * PROJECT_NOT_FOUND, DOCKER_UNAVAILABLE, EXEC_INVALID, TERMINAL_CLOSED, ...).
+ *
+ * @generated from message skipper.v1.SessionExecError
+ */
+export type SessionExecError = Message<"skipper.v1.SessionExecError"> & {
+  /**
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message skipper.v1.SessionExecError.
+ * Use `create(SessionExecErrorSchema)` to create a new message.
+ */
+export const SessionExecErrorSchema: GenMessage<SessionExecError> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 18);
 
 /**
  * SessionHello opens a session. node_id must be the caller's own node (its token or client
@@ -573,7 +681,7 @@ export type SessionHello = Message<"skipper.v1.SessionHello"> & {
  * Use `create(SessionHelloSchema)` to create a new message.
  */
 export const SessionHelloSchema: GenMessage<SessionHello> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 16);
+  messageDesc(file_skipper_v1_node_service, 19);
 
 /**
  * SessionHeartbeat says the agent is alive. With report unset it is a keepalive that writes
@@ -595,7 +703,7 @@ export type SessionHeartbeat = Message<"skipper.v1.SessionHeartbeat"> & {
  * Use `create(SessionHeartbeatSchema)` to create a new message.
  */
 export const SessionHeartbeatSchema: GenMessage<SessionHeartbeat> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 17);
+  messageDesc(file_skipper_v1_node_service, 20);
 
 /**
  * SessionAck: the agent took the pushed order (journaled it) under this fencing token. Answered
@@ -621,7 +729,7 @@ export type SessionAck = Message<"skipper.v1.SessionAck"> & {
  * Use `create(SessionAckSchema)` to create a new message.
  */
 export const SessionAckSchema: GenMessage<SessionAck> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 18);
+  messageDesc(file_skipper_v1_node_service, 21);
 
 /**
  * SessionLeaseRenewal extends the lease of a running order held under fencing_token, as
@@ -647,7 +755,7 @@ export type SessionLeaseRenewal = Message<"skipper.v1.SessionLeaseRenewal"> & {
  * Use `create(SessionLeaseRenewalSchema)` to create a new message.
  */
 export const SessionLeaseRenewalSchema: GenMessage<SessionLeaseRenewal> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 19);
+  messageDesc(file_skipper_v1_node_service, 22);
 
 /**
  * SessionResult reports how an order ended, as ReportWorkOrderResult does, with the token of the
@@ -679,7 +787,7 @@ export type SessionResult = Message<"skipper.v1.SessionResult"> & {
  * Use `create(SessionResultSchema)` to create a new message.
  */
 export const SessionResultSchema: GenMessage<SessionResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 20);
+  messageDesc(file_skipper_v1_node_service, 23);
 
 /**
  * SessionResponse is one message from the controller on a Session stream.
@@ -726,6 +834,22 @@ export type SessionResponse = Message<"skipper.v1.SessionResponse"> & {
      */
     value: SessionTerms;
     case: "terms";
+  } | {
+    /**
+     * Opens a terminal in a container of a tenant's service (TerminalService.Attach relays it).
+     *
+     * @generated from field: skipper.v1.SessionExecOpen exec_open = 7;
+     */
+    value: SessionExecOpen;
+    case: "execOpen";
+  } | {
+    /**
+     * Input, a resize or the end of input for an open terminal.
+     *
+     * @generated from field: skipper.v1.SessionExecInput exec_input = 8;
+     */
+    value: SessionExecInput;
+    case: "execInput";
   } | { case: undefined; value?: undefined };
 };
 
@@ -734,7 +858,142 @@ export type SessionResponse = Message<"skipper.v1.SessionResponse"> & {
  * Use `create(SessionResponseSchema)` to create a new message.
  */
 export const SessionResponseSchema: GenMessage<SessionResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 21);
+  messageDesc(file_skipper_v1_node_service, 24);
+
+/**
+ * SessionExecOpen opens a terminal: the command argv (no shell) in the running container of
+ * `service` in the tenant's project (replica 0: the lowest-numbered), with a tty of rows x cols
+ * when tty is set. The agent answers with exec_output messages under the same exec_id.
+ *
+ * @generated from message skipper.v1.SessionExecOpen
+ */
+export type SessionExecOpen = Message<"skipper.v1.SessionExecOpen"> & {
+  /**
+   * @generated from field: string exec_id = 1;
+   */
+  execId: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string service = 3;
+   */
+  service: string;
+
+  /**
+   * @generated from field: uint32 replica = 4;
+   */
+  replica: number;
+
+  /**
+   * @generated from field: repeated string argv = 5;
+   */
+  argv: string[];
+
+  /**
+   * @generated from field: string user = 6;
+   */
+  user: string;
+
+  /**
+   * @generated from field: string workdir = 7;
+   */
+  workdir: string;
+
+  /**
+   * @generated from field: map<string, string> env = 8;
+   */
+  env: { [key: string]: string };
+
+  /**
+   * @generated from field: bool tty = 9;
+   */
+  tty: boolean;
+
+  /**
+   * @generated from field: uint32 rows = 10;
+   */
+  rows: number;
+
+  /**
+   * @generated from field: uint32 cols = 11;
+   */
+  cols: number;
+};
+
+/**
+ * Describes the message skipper.v1.SessionExecOpen.
+ * Use `create(SessionExecOpenSchema)` to create a new message.
+ */
+export const SessionExecOpenSchema: GenMessage<SessionExecOpen> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 25);
+
+/**
+ * SessionExecInput: bytes for the terminal's stdin, a new size, or the end of its stdin (then the
+ * command sees EOF); close ends the terminal (the client went): the agent stops the exec.
+ *
+ * @generated from message skipper.v1.SessionExecInput
+ */
+export type SessionExecInput = Message<"skipper.v1.SessionExecInput"> & {
+  /**
+   * @generated from field: string exec_id = 1;
+   */
+  execId: string;
+
+  /**
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+
+  /**
+   * @generated from field: skipper.v1.TerminalSize resize = 3;
+   */
+  resize?: TerminalSize | undefined;
+
+  /**
+   * @generated from field: bool close_stdin = 4;
+   */
+  closeStdin: boolean;
+
+  /**
+   * @generated from field: bool close = 5;
+   */
+  close: boolean;
+};
+
+/**
+ * Describes the message skipper.v1.SessionExecInput.
+ * Use `create(SessionExecInputSchema)` to create a new message.
+ */
+export const SessionExecInputSchema: GenMessage<SessionExecInput> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 26);
+
+/**
+ * TerminalSize is a terminal's size in character cells.
+ *
+ * @generated from message skipper.v1.TerminalSize
+ */
+export type TerminalSize = Message<"skipper.v1.TerminalSize"> & {
+  /**
+   * @generated from field: uint32 rows = 1;
+   */
+  rows: number;
+
+  /**
+   * @generated from field: uint32 cols = 2;
+   */
+  cols: number;
+};
+
+/**
+ * Describes the message skipper.v1.TerminalSize.
+ * Use `create(TerminalSizeSchema)` to create a new message.
+ */
+export const TerminalSizeSchema: GenMessage<TerminalSize> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 27);
 
 /**
  * SessionTerms changes a session's terms after its welcome: the controller's fleet grew or shrank,
@@ -755,7 +1014,7 @@ export type SessionTerms = Message<"skipper.v1.SessionTerms"> & {
  * Use `create(SessionTermsSchema)` to create a new message.
  */
 export const SessionTermsSchema: GenMessage<SessionTerms> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 22);
+  messageDesc(file_skipper_v1_node_service, 28);
 
 /**
  * SessionWelcome answers the hello: the session's terms.
@@ -806,7 +1065,7 @@ export type SessionWelcome = Message<"skipper.v1.SessionWelcome"> & {
  * Use `create(SessionWelcomeSchema)` to create a new message.
  */
 export const SessionWelcomeSchema: GenMessage<SessionWelcome> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 23);
+  messageDesc(file_skipper_v1_node_service, 29);
 
 /**
  * SessionOrder pushes an order, already claimed for this session: status RUNNING, its claim with
@@ -826,7 +1085,7 @@ export type SessionOrder = Message<"skipper.v1.SessionOrder"> & {
  * Use `create(SessionOrderSchema)` to create a new message.
  */
 export const SessionOrderSchema: GenMessage<SessionOrder> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 24);
+  messageDesc(file_skipper_v1_node_service, 30);
 
 /**
  * SessionCancel asks the agent to stop a running order it holds (an admin cancelled it); the agent
@@ -856,7 +1115,7 @@ export type SessionCancel = Message<"skipper.v1.SessionCancel"> & {
  * Use `create(SessionCancelSchema)` to create a new message.
  */
 export const SessionCancelSchema: GenMessage<SessionCancel> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 25);
+  messageDesc(file_skipper_v1_node_service, 31);
 
 /**
  * SessionAnswer answers an ack, a renewal or a result (always), and a heartbeat or state report
@@ -919,7 +1178,7 @@ export type SessionAnswer = Message<"skipper.v1.SessionAnswer"> & {
  * Use `create(SessionAnswerSchema)` to create a new message.
  */
 export const SessionAnswerSchema: GenMessage<SessionAnswer> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 26);
+  messageDesc(file_skipper_v1_node_service, 32);
 
 /**
  * SessionNotice tells the agent something it did not ask about.
@@ -943,7 +1202,7 @@ export type SessionNotice = Message<"skipper.v1.SessionNotice"> & {
  * Use `create(SessionNoticeSchema)` to create a new message.
  */
 export const SessionNoticeSchema: GenMessage<SessionNotice> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 27);
+  messageDesc(file_skipper_v1_node_service, 33);
 
 /**
  * What a SessionAnswer answers.
