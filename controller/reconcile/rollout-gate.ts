@@ -202,7 +202,9 @@ function observe(r: Rollout, pass: PassOutcome, world: World): Map<string, NodeO
     let failure: string | undefined;
     if (verdict.status === ConvergenceStatus.ORDER_FAILED) failure = verdict.message;
     else if (verdict.status === ConvergenceStatus.ROLLED_BACK && rec.rolledBackHash === n.toSpecHash) failure = verdict.message;
-    out.set(n.nodeId, { converged: onTarget && verdict.status === ConvergenceStatus.CONVERGED, failure, offline });
+    // A tag that moved away from the spec's lock: the next nodes would refuse it too.
+    const halts = failure !== undefined && rec.lastResultCode === "DIGEST_MISMATCH";
+    out.set(n.nodeId, { converged: onTarget && verdict.status === ConvergenceStatus.CONVERGED, failure, offline, halts });
   }
   return out;
 }
