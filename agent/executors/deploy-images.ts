@@ -5,7 +5,8 @@
 //   applied here: a restore's), and the engine has that digest   -> used as it is; the tag is
 //                                                                   pointed at it; nothing pulled
 //   locked, not here    -> pulled; the digest the registry now serves must be the locked one,
-//                          else DIGEST_MISMATCH (the tag moved), the local tag put back
+//                          else DIGEST_MISMATCH (the tag moved), the node's own tag put back
+//                          where it pointed (a tag the node did not have stays as pulled)
 //   not locked, a tag that came from a registry (or is absent) -> pulled, so a moving tag does not
 //                          run a stale copy; a registry that cannot be reached leaves a local
 //                          copy in use (said in the result), no copy is IMAGE_PULL_FAILED/NOT_FOUND
@@ -82,7 +83,7 @@ async function checkLocked(d: Deploy, use: ImageUse, want: string, opts: ImageCo
   // The tag moved: put the node's tag back where it was, so nothing here runs the new image.
   if (before) await tagImage(before.id, ref, opts);
   const wrong = lockMismatches({ [ref]: want }, { [ref]: got });
-  const message = `${wrong.join("; ")} (services ${use.services.join(", ")}); refused before anything changed: pin the image by digest, or change the spec, to deploy what the tag names now`;
+  const message = `${wrong.join("; ")} (service ${use.services.join(", ")}): the tag moved since the spec's first node resolved it; refused before anything changed (pin the image by digest, or change the spec, to deploy what it names now)`;
   return outcome("DIGEST_MISMATCH", message, d.started, { composePath: "", services: [], command: pull }, { imageLock: d.imageLock });
 }
 
