@@ -60,6 +60,25 @@ ${check}    stop_grace_period: 1s
 `;
 }
 
+/** MOVED: on both nodes, a rollout of a canary wave and a gated rest. */
+const movedSpec = (image: string, release: string) => ({
+  deploymentPolicy: { nodeSelector: { fleet: "dl" } },
+  compose: { composeFile: composeFile(image), env: { RELEASE: release } },
+  rollout: {
+    waves: [
+      { name: "canary", nodeSelector: { ring: "canary" } },
+      { name: "rest", requirePromote: true },
+    ],
+  },
+});
+
+/** BACK: on node 1 with a health gate. */
+const backSpec = (ref: string, release: string, healthy: boolean) => ({
+  deploymentPolicy: { targetNodeId: N1 },
+  compose: { composeFile: composeFile(ref, healthy), env: { RELEASE: release } },
+  safety: { healthGate: { deadline: durationFromMs(4000) } },
+});
+
 /** The tenant's running container on the node's engine: its id, image id and RELEASE ("" when none). */
 async function running(nodeId: string, tenantId: string): Promise<{ id: string; image: string; release: string }> {
   const host = hostOf(nodeId);
@@ -78,6 +97,8 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
   let ctl: ControllerProcess;
   let registry: TestRegistry;
   let root: string;
+  let appRef: string;
+  let appDigest: string;
   const agents: AgentProcess[] = [];
   const api = () => ctl.admin(ResourceService);
   const rollouts = () => ctl.admin(RolloutService);
@@ -115,6 +136,11 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-digest-"));
     registry = await startRegistry(hostA!, "deployer", PASSWORD);
+    // The images the tests push: each a content of its own (one id each).
+    const images = { "web-a": "a", "web-b": "b", "app-1": "one", "app-2": "two" };
+    await Promise.all(Object.entries(images).map(([name, content]) => versionImage(hostA!, `dl-${name}-${RUN_ID}`, content)));
+    appRef = await registry.push(`dl-app-1-${RUN_ID}`, `dl/app-${RUN_ID}:stable`);
+    appDigest = await registry.digest(`dl/app-${RUN_ID}`, "stable");
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", "2s"] });
     for (const nodeId of [N1, N2]) {
       const labels = { fleet: "dl", ring: nodeId === N1 ? "canary" : "main" };
@@ -143,6 +169,11 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
         }),
       });
     }
+    // v1 of both: MOVED from a local image on both nodes (a first deploy is not a rollout), BACK
+    // from the registry's tag on node 1.
+    await setTenant(MOVED, movedSpec("skipper-busybox:local", "v1"));
+    await setTenant(BACK, backSpec(appRef, "v1", true));
+    await Promise.all([converged(MOVED, [N1, N2], "MOVED's v1 on both nodes"), converged(BACK, [N1], "BACK's v1 on node 1")]);
   }, 180_000);
 
   afterAll(async () => {
@@ -154,29 +185,14 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
   }, 60_000);
 
   it("a tag moved between the first and the second node of a rollout: the second refuses it before up, the rollout pauses naming both digests", async () => {
-    // v1 from a local image on both nodes (a first deploy is not a rollout).
-    const spec = (image: string, release: string) => ({
-      deploymentPolicy: { nodeSelector: { fleet: "dl" } },
-      compose: { composeFile: composeFile(image), env: { RELEASE: release } },
-      rollout: {
-        waves: [
-          { name: "canary", nodeSelector: { ring: "canary" } },
-          { name: "rest", requirePromote: true },
-        ],
-      },
-    });
-    await setTenant(MOVED, spec("skipper-busybox:local", "v1"));
-    await converged(MOVED, [N1, N2], "v1 on both nodes");
     const n2Before = await running(N2, MOVED);
     expect(n2Before.release).toBe("v1");
 
-    await versionImage(hostA!, `dl-web-a-${RUN_ID}`, "a");
-    await versionImage(hostA!, `dl-web-b-${RUN_ID}`, "b");
     const ref = await registry.push(`dl-web-a-${RUN_ID}`, `dl/web-${RUN_ID}:stable`);
     const digestA = await registry.digest(`dl/web-${RUN_ID}`, "stable");
 
     // v2 names the tag: the canary resolves it (pulls) and its digest becomes the spec's lock.
-    await setTenant(MOVED, spec(ref, "v2"));
+    await setTenant(MOVED, movedSpec(ref, "v2"));
     const atGate = await waitFor("the canary done and the rest waiting for its promote", async () => {
       const r = (await rollouts().listRollouts({ tenantId: MOVED })).rollouts[0];
       const canary = r?.waves[0]?.nodes[0];
@@ -220,18 +236,9 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
 
   it("a moving tag already on the host is pulled again; a failed gate brings the previous spec back from local images with the registry stopped", async () => {
     const repo = `dl/app-${RUN_ID}`;
-    await versionImage(hostA!, `dl-app-1-${RUN_ID}`, "one");
-    await versionImage(hostA!, `dl-app-2-${RUN_ID}`, "two");
-    const ref = await registry.push(`dl-app-1-${RUN_ID}`, `${repo}:stable`);
-    const digest1 = await registry.digest(repo, "stable");
-    const spec = (release: string, healthy: boolean) => ({
-      deploymentPolicy: { targetNodeId: N1 },
-      compose: { composeFile: composeFile(ref, healthy), env: { RELEASE: release } },
-      safety: { healthGate: { deadline: durationFromMs(4000) } },
-    });
-    await setTenant(BACK, spec("v1", true));
-    const [v1] = await converged(BACK, [N1], "v1 on node 1");
-    expect(v1!.imageDigests).toEqual({ [ref]: digest1 });
+    const ref = appRef;
+    const v1 = (await targets(BACK))[0]!;
+    expect(v1.imageDigests).toEqual({ [ref]: appDigest });
     const image1 = await imageId(hostA!, ref);
     expect((await running(N1, BACK)).image).toBe(image1);
 
@@ -241,7 +248,7 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
     const image2 = await imageId(hostA!, `dl-app-2-${RUN_ID}`);
 
     // v2 (a healthcheck that never passes) runs the tag as the registry names it now...
-    await setTenant(BACK, spec("v2", false));
+    await setTenant(BACK, backSpec(ref, "v2", false));
     const v2 = await waitFor("v2's container on node 1", async () => {
       const c = await running(N1, BACK);
       return c.release === "v2" ? c : undefined;
@@ -251,9 +258,7 @@ describe.skipIf(!ready)("the digest lock (registry, controller and two agents as
     await registry.stop();
 
     const order = await waitFor("v2's order to end", async () => {
-      const o = (await deployOrders(BACK)).find(
-        (x) => x.result?.code !== undefined && x.result.code !== "" && x.id !== v1!.lastWorkOrderId,
-      );
+      const o = (await deployOrders(BACK)).find((x) => x.result?.code !== undefined && x.result.code !== "" && x.id !== v1.lastWorkOrderId);
       return o;
     });
     expect(order.result?.code).toBe("ROLLED_BACK");
