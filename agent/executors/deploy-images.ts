@@ -22,7 +22,7 @@ import { composeEnvironment } from "../engine/project-secrets.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
 import type { CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployOutcome } from "./deploy-context.js";
-import { end, type Deploy } from "./deploy-state.js";
+import { composeArgs, end, rejected, runCompose, type Deploy } from "./deploy-state.js";
 import {
   imageUses,
   lockDigestOf,
@@ -75,7 +75,7 @@ async function checkLocked(d: Deploy, use: ImageUse, want: string, opts: ImageCo
   }
   const before = await findImage(ref, opts);
   const pull = await pullImage(ref, opts);
-  if (pull.exitCode !== 0) return pulled(d, use, pull);
+  if (pull.exitCode !== 0) return await pulled(d, use, pull);
   const now = await findImage(ref, opts);
   const got = now ? lockDigestOf(ref, now) : "";
   d.imageLock![ref] = got;
@@ -110,7 +110,7 @@ async function resolveTag(d: Deploy, use: ImageUse, opts: ImageCommandOptions, n
   }
   const pull = await pullImage(ref, opts);
   if (pull.exitCode !== 0) {
-    if (!local || pull.cancelled) return pulled(d, use, pull);
+    if (!local || pull.cancelled) return await pulled(d, use, pull);
     // The registry could not be asked: the copy here runs, as before there was a lock.
     notes.push(
       `image ${ref} could not be pulled (${failureCause(pull.stderr).line || "no answer"}); the local copy ${lockDigestOf(ref, local)} runs`,
@@ -123,9 +123,14 @@ async function resolveTag(d: Deploy, use: ImageUse, opts: ImageCommandOptions, n
   return undefined;
 }
 
-// A pull that failed: cancelled, or the image named with what the registry said.
-function pulled(d: Deploy, use: ImageUse, pull: CommandRun): DeployOutcome {
+// A pull that failed: cancelled, a file Compose refuses (when `up` was to be its check, Compose
+// judges it now: a failed deploy only pays for it), or the image named with what the registry said.
+async function pulled(d: Deploy, use: ImageUse, pull: CommandRun): Promise<DeployOutcome> {
   if (pull.cancelled) return end(d, "CANCELLED", "stopped while pulling images, before the project changed", { command: pull });
+  if (d.checkedByUp) {
+    const check = await runCompose(d, composeArgs(d, d.files.stagedYml, d.files.stagedEnv, "config", "--services"));
+    if (check.exitCode !== 0 && !check.cancelled) return rejected(d, check, d.files.staging);
+  }
   const images = new Map(use.services.map((s) => [s, use.reference]));
   const f = pullFailure(pull.stderr, images) ?? {
     code: "IMAGE_PULL_FAILED" as const,
