@@ -117,7 +117,7 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
     applied_at: appliedAt,
   });
   // The lock the spec ran with: a later restore of it finds its images here by digest.
-  await recordLock(d.files.dir, ds.specHash ?? "", d.imageLock ?? {});
+  await recordLock(d.files.dir, ds.specHash ?? "", { ...d.localImages, ...d.imageLock });
   await writeProjectState(d.ctx.workDir, {
     schema_version: "v1",
     project_name: d.projectName,

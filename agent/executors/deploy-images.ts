@@ -10,13 +10,15 @@
 //   not locked, a tag that came from a registry (or is absent) -> pulled, so a moving tag does not
 //                          run a stale copy; a registry that cannot be reached leaves a local
 //                          copy in use (said in the result), no copy is IMAGE_PULL_FAILED/NOT_FOUND
-//   not locked, an image that exists here only (built or loaded: no registry digest) -> its id
+//   not locked, an image that exists here only (built or loaded: no registry digest) -> used;
+//                          its id is kept for this node's restores, not sent as a lock (another
+//                          host's copy of it has another id)
 //   pull_policy never/build: left to Compose; missing/if_not_present: pulled only when absent
 // What each resolved to is the deploy's lock (d.imageLock), reported with its result and recorded
 // for the spec when it applies (image-lock-history.ts).
 import { rm } from "node:fs/promises";
 import { failureCause } from "../../common/failure-cause.js";
-import { findImage, ImageCommandError, pullImage, tagImage, type ImageCommandOptions } from "../engine/image-store.js";
+import { type EngineImage, findImage, ImageCommandError, pullImage, tagImage, type ImageCommandOptions } from "../engine/image-store.js";
 import { recordedLock } from "../engine/image-lock-history.js";
 import { composeEnvironment } from "../engine/project-secrets.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
@@ -39,6 +41,7 @@ export async function lockImages(d: Deploy): Promise<DeployOutcome | undefined> 
   const vars = { ...d.env, ...(d.secrets?.env ?? {}) };
   const uses = imageUses(d.project.composeFile, d.services, vars);
   d.imageLock = {};
+  d.localImages = {};
   if (uses.length === 0) return undefined;
   const locked = orderLock(d.ds.imageLock, d.ds.specHash) ?? (await recordedLock(d.files.dir, d.ds.specHash)) ?? {};
   const opts: ImageCommandOptions = {
@@ -70,7 +73,7 @@ async function checkLocked(d: Deploy, use: ImageUse, want: string, opts: ImageCo
   if (here) {
     const tagged = await findImage(ref, opts);
     if (tagged?.id !== here.id) await tagImage(here.id, ref, opts);
-    d.imageLock![ref] = want;
+    note(d, ref, here);
     return undefined;
   }
   const before = await findImage(ref, opts);
@@ -105,7 +108,7 @@ async function resolveTag(d: Deploy, use: ImageUse, opts: ImageCommandOptions, n
   const local = await findImage(ref, opts);
   const fromRegistry = local !== undefined && registryDigest(ref, local) !== undefined;
   if (use.policy === "never" || (local && (!fromRegistry || use.policy === "missing"))) {
-    if (local) d.imageLock![ref] = lockDigestOf(ref, local);
+    if (local) note(d, ref, local);
     return undefined;
   }
   const pull = await pullImage(ref, opts);
@@ -115,12 +118,21 @@ async function resolveTag(d: Deploy, use: ImageUse, opts: ImageCommandOptions, n
     notes.push(
       `image ${ref} could not be pulled (${failureCause(pull.stderr).line || "no answer"}); the local copy ${lockDigestOf(ref, local)} runs`,
     );
-    d.imageLock![ref] = lockDigestOf(ref, local);
+    note(d, ref, local);
     return undefined;
   }
   const now = await findImage(ref, opts);
-  if (now) d.imageLock![ref] = lockDigestOf(ref, now);
+  if (now) note(d, ref, now);
   return undefined;
+}
+
+// What `ref` resolved to: a registry digest goes in the lock every node shares; the id of an image
+// that exists on this host only (built or imported here: another host's copy has another id) is
+// kept for this host's own restores, never sent as a lock.
+function note(d: Deploy, ref: string, image: EngineImage): void {
+  const digest = registryDigest(ref, image);
+  if (digest) d.imageLock![ref] = digest;
+  else d.localImages![ref] = image.id;
 }
 
 // A pull that failed: cancelled, a file Compose refuses (when `up` was to be its check, Compose

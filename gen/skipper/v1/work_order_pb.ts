@@ -201,8 +201,8 @@ export type ImageLock = Message<"skipper.v1.ImageLock"> & {
 
   /**
    * Image reference as the compose file names it (e.g. "registry.example/web:stable") -> the
-   * digest it resolved to: the registry's manifest digest ("sha256:..."), or the image id for an
-   * image that exists on the node only (built or loaded there, never pulled).
+   * registry's manifest digest it resolved to ("sha256:..."). An image that exists on the node
+   * only (built or loaded there, never pulled) has no digest another node could check: not listed.
    *
    * @generated from field: map<string, string> digests = 2;
    */
