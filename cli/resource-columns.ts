@@ -182,10 +182,11 @@ const COLUMNS: Record<ResourceType, Columns> = {
         age(r.createdAt),
       ];
     },
-    wideHead: ["WORK ORDER", "SPEC", "MESSAGE"],
+    wideHead: ["WORK ORDER", "SPEC", "IMAGES", "MESSAGE"],
     wide: (r) => [
       spec(r, "deployment")?.workOrderId || "-",
       (spec(r, "deployment")?.specHash ?? "").slice(0, 12) || "-",
+      imageDigests(status(r, "deployment")?.imageDigests ?? {}),
       cut(status(r, "deployment")?.message ?? "", 60),
     ],
   },
@@ -340,4 +341,12 @@ function bytes(n: bigint): string {
     if (v >= size && v % size === 0) return `${v / size}${unit}`;
   }
   return String(v);
+}
+
+/** The digests a node runs, short: "reg/web:stable@sha256:0123456789ab" (the whole ones with -o yaml). */
+function imageDigests(digests: Record<string, string>): string {
+  const out = Object.entries(digests)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([ref, d]) => `${ref}@${d.slice(0, 19)}`);
+  return out.join(", ") || "-";
 }

@@ -13,6 +13,7 @@ import { digestMismatches, digestOf, projectImages } from "../engine/images.js";
 import { EngineError } from "../engine/project-containers.js";
 import { keepAppliedSecrets } from "../engine/project-secrets.js";
 import { writeProjectState } from "../engine/project-state.js";
+import { recordLock } from "../engine/image-lock-history.js";
 import { removeProjectVolumes } from "../engine/project-volumes.js";
 import { asResourceIds, containerChanges } from "./container-changes.js";
 import type { DeployOutcome } from "./deploy-context.js";
@@ -115,6 +116,8 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
     processes: d.processes.map((p) => appliedProcess(p.spec, p.version)),
     applied_at: appliedAt,
   });
+  // The lock the spec ran with: a later restore of it finds its images here by digest.
+  await recordLock(d.files.dir, ds.specHash ?? "", { ...d.localImages, ...d.imageLock });
   await writeProjectState(d.ctx.workDir, {
     schema_version: "v1",
     project_name: d.projectName,

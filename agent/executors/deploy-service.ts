@@ -19,6 +19,12 @@
 //                          to a staging directory (project-files.ts)
 //   check the files        with pre-deploy hooks, or a file too odd to read, Compose parses them
 //                          (`config --services`); otherwise `up` is the check      -> COMPOSE_INVALID, CANCELLED
+//   lock the images        each image reference resolved to a digest (deploy-images.ts): the
+//                          order's lock for its spec (or the one recorded here when the spec
+//                          last applied) found on the host by digest, or pulled and compared;
+//                          unlocked tags pulled (a moving tag does not run a stale copy)
+//                                  -> DIGEST_MISMATCH, IMAGE_PULL_FAILED, IMAGE_NOT_FOUND, DOCKER_UNAVAILABLE, CANCELLED
+//                          (nothing changed: the staged files go)
 //   pre-deploy hooks       the tenant's hooks, after Compose accepted the files     -> PRE_DEPLOY_FAILED, CANCELLED
 //   promote                the files moved into <work_dir>/tenants/<tenant>/ (checked by `up`: the
 //                          live ones kept aside until Compose accepts the new ones) -> DOCKER_UNAVAILABLE
@@ -37,7 +43,7 @@
 //                          (deploy-safety.ts)
 //                                  -> SERVICES_NOT_RUNNING, POST_DEPLOY_FAILED, ROLLED_BACK, HEALTH_GATE_FAILED, ...
 //   record the spec        the spec kept as the one to restore (with the versions its process
-//                          modules ran), and the project's state record
+//                          modules ran, and its image lock), and the project's state record
 //   write the sticker      the version sticker (.skipper-sticker.json: spec, deployment, image
 //                          digests), returned in details.sticker
 //   delete volumes         the volumes a deletion asked to remove (delete_volumes), best effort:
@@ -64,6 +70,7 @@ import { outcome, type DeployContext, type DeployOutcome } from "./deploy-contex
 import { describeProcesses, processesProblem, projectDirectory, runProcesses } from "./deploy-processes.js";
 import type { Deploy, DeployStep } from "./deploy-state.js";
 import { projectFiles } from "./project-files.js";
+import { lockImages } from "./deploy-images.js";
 import { planTheUpdates, switchTraffic } from "./deploy-traffic.js";
 
 /** The steps of a deploy with a compose file, in order (the top of this file). */
@@ -72,6 +79,7 @@ const DEPLOY_PLAN: readonly DeployStep[] = [
   { name: "get the secrets", run: getSecrets },
   { name: "stage the files", run: stageFiles },
   { name: "check the files", run: checkFiles },
+  { name: "lock the images", run: lockImages },
   { name: "pre-deploy hooks", run: preDeployHooks },
   { name: "promote", run: promote },
   { name: "plan the updates", run: planTheUpdates },
@@ -107,11 +115,17 @@ export async function deployService(order: WorkOrder, ctx: DeployContext): Promi
   const compose = d.processesOnly
     ? ""
     : `${d.services.length} service(s) running; changed: ${d.changed.join(", ") || "none"}${describeRemoval(removal)}`;
-  const message = [compose, describeProcesses(d)].filter(Boolean).join("; ");
+  const message = [compose, describeProcesses(d), ...(d.imageNotes ?? [])].filter(Boolean).join("; ");
   const processes = d.processes.map((p) => toJson(ProcessObservationSchema, p.observed));
   const extra = processes.length > 0 ? { extra: { processes } } : {};
   const updates = d.updatePlan?.updates ?? [];
-  return outcome("APPLY_OK", message, d.started, d.parts!, { volumesDeleted: removal.deleted, sticker: d.sticker, updates, ...extra });
+  return outcome("APPLY_OK", message, d.started, d.parts!, {
+    volumesDeleted: removal.deleted,
+    sticker: d.sticker,
+    updates,
+    imageLock: d.imageLock ?? {},
+    ...extra,
+  });
 }
 
 // Compose project names: lowercase letters, digits, dashes and underscores, starting alphanumeric.

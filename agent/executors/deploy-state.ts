@@ -50,6 +50,12 @@ export interface Deploy {
   services: string[];
   /** check the files: `up` is Compose's check of the files (no pre-deploy hooks, a plain file). */
   checkedByUp: boolean;
+  /** lock the images: image reference -> the digest it resolved to (the spec's lock on this node). */
+  imageLock?: Record<string, string>;
+  /** lock the images: image reference -> id, of images that exist on this host only (no registry digest). */
+  localImages?: Record<string, string>;
+  /** lock the images: images whose registry could not be asked, run from the local copy. */
+  imageNotes?: string[];
   /** promote: the project's containers before `up`. */
   before?: ProjectContainers;
   /** plan the updates: which changing services are started first (their containers `up` leaves alone), and why. */

@@ -198,6 +198,8 @@ function deploymentEnd(order: WorkOrder, end: OrderEnd): (d: DeploymentStatusVal
     d.message = !ok && result?.cause?.summary ? `${result.cause.summary}: ${data.message}` : data.message;
     d.cause = ok ? undefined : result?.cause;
     d.finishedAt = timestampFromDate(at);
+    // The images the node runs (or, refused, found): what `skipper get deployment` shows per node.
+    d.imageDigests = { ...(result?.details?.imageLock ?? {}) };
     if (ok) dep.lastAppliedState = dep.desiredState;
   };
 }

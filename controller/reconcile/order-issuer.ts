@@ -16,6 +16,7 @@ import { supersedeOrder } from "./order-end.js";
 import { planDeployment, planRemoval, planRollback } from "./plan-deployment.js";
 import type { TargetAction } from "./plan-target.js";
 import { resolveRollback } from "./rollback-spec.js";
+import type { LockLookup } from "./image-locks.js";
 import { create as createMessage, type JsonObject } from "@bufbuild/protobuf";
 import { RollbackActionSchema } from "../../gen/skipper/v1/order_action_pb.js";
 
@@ -69,7 +70,7 @@ export async function supersedeStale(
 export async function issueRollback(
   deps: IssuerDeps,
   tenant: Resource,
-  terms: { priority: number },
+  terms: { priority: number; imageLock?: LockLookup },
   action: Extract<TargetAction, { kind: "rollback" }>,
   trace: Trace,
   now: Date,
@@ -77,6 +78,9 @@ export async function issueRollback(
 ): Promise<TargetOrder> {
   const plan = await resolveRollback(deps.store, tenant, action.nodeId, createMessage(RollbackActionSchema), action.toHash);
   plan.action.quarantineReason = action.quarantine ?? "";
+  // The spec returned to runs the images it ran (an order kept from before locks carries none).
+  if (plan.desiredState.imageLock?.specHash !== plan.desiredState.specHash)
+    plan.desiredState.imageLock = terms.imageLock?.(plan.desiredState.specHash);
   // A repair restores what runs: the desired spec is not held back afterwards.
   if (action.repair) plan.action.holdsDesiredHash = "";
   const workOrderId = newWorkOrderId();
@@ -108,7 +112,7 @@ export async function issueRollback(
 export async function issueOrder(
   deps: IssuerDeps,
   tenantId: string,
-  terms: { priority: number; safety?: DeploySafety; composePolicy?: ComposePolicy },
+  terms: { priority: number; safety?: DeploySafety; composePolicy?: ComposePolicy; imageLock?: LockLookup },
   action: Exclude<TargetAction, { kind: "rollback" }>,
   trace: Trace,
   now: Date,
@@ -129,6 +133,7 @@ export async function issueOrder(
       reason: action.reason,
       safety: terms.safety,
       composePolicy: terms.composePolicy,
+      imageLock: terms.imageLock?.(action.rendered.specHash),
       now,
     });
     // Each record with its events, one write each (store.ts EventsOf).

@@ -14,6 +14,8 @@ import {
   type Resource,
 } from "../../gen/skipper/v1/resource_pb.js";
 import {
+  ImageLockSchema,
+  type ImageLock,
   WorkOrderSchema,
   WorkOrderStatus,
   WorkOrderType,
@@ -46,7 +48,15 @@ export interface OrderIds {
 
 /** The deployment and deploy_service order that ship `rendered` to the node. */
 export function planDeployment(
-  ids: OrderIds & { deploymentId: string; rendered: RenderedProject; reason: string; safety?: DeploySafety; composePolicy?: ComposePolicy },
+  ids: OrderIds & {
+    deploymentId: string;
+    rendered: RenderedProject;
+    reason: string;
+    safety?: DeploySafety;
+    composePolicy?: ComposePolicy;
+    /** The spec's image lock, once a node resolved it (image-locks.ts). */
+    imageLock?: ImageLock;
+  },
 ): { deployment: Resource; workOrder: WorkOrder } {
   const at = timestampFromDate(ids.now);
   const trace = { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" };
@@ -110,6 +120,8 @@ export function planDeployment(
       safety: ids.safety && clone(DeploySafetySchema, ids.safety),
       // The tenant's compose policy, which the node checks the project against before it runs it.
       composePolicy: ids.composePolicy && clone(ComposePolicySchema, ids.composePolicy),
+      // The digests the spec's images resolved to on the first node: every other node runs them.
+      imageLock: ids.imageLock && clone(ImageLockSchema, ids.imageLock),
     },
   });
   return { deployment, workOrder };

@@ -41,6 +41,9 @@ export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
   "CHECKSUM_MISMATCH",
   "PROCESS_INVALID",
   "PROCESS_SOURCE_NOT_ALLOWED",
+  // The registry serves another image for a tag than the spec's lock names (the tag moved): the
+  // same lock gets the same refusal until the spec changes.
+  "DIGEST_MISMATCH",
 ]);
 
 /**

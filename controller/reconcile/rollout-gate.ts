@@ -202,7 +202,11 @@ function observe(r: Rollout, pass: PassOutcome, world: World): Map<string, NodeO
     let failure: string | undefined;
     if (verdict.status === ConvergenceStatus.ORDER_FAILED) failure = verdict.message;
     else if (verdict.status === ConvergenceStatus.ROLLED_BACK && rec.rolledBackHash === n.toSpecHash) failure = verdict.message;
-    out.set(n.nodeId, { converged: onTarget && verdict.status === ConvergenceStatus.CONVERGED, failure, offline });
+    // A tag that moved away from the spec's lock: the next nodes would refuse it too. Its reason
+    // is the node's whole line (both digests), not the headline's first 200 characters.
+    const halts = failure !== undefined && rec.lastResultCode === "DIGEST_MISMATCH";
+    if (halts) failure = `${rec.lastFailureCause?.line || failure} (DIGEST_MISMATCH)`;
+    out.set(n.nodeId, { converged: onTarget && verdict.status === ConvergenceStatus.CONVERGED, failure, offline, halts });
   }
   return out;
 }

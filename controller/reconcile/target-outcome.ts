@@ -49,6 +49,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     const action = order.action?.kind.case === "rollback" ? order.action.kind.value : undefined;
     if (ok) {
       const held = action?.holdsDesiredHash ?? "";
+      t.imageDigests = imageLockOf(order);
       t.appliedHash = hash;
       t.rolledBackHash = held !== hash ? held : "";
       t.rolledBackSafetyHash = ""; // an admin's rollback holds until the spec changes or Apply
@@ -69,6 +70,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     // The health gate failed (ROLLED_BACK) or the images were not the pinned ones
     // (DIGEST_MISMATCH), and the agent restored the previous spec: that runs now, and the failed
     // spec is not tried again until the desired state changes.
+    if (restored !== t.appliedHash) t.imageDigests = {};
     t.appliedHash = restored;
     t.rolledBackHash = hash;
     t.rolledBackSafetyHash = fingerprint(DeploySafetySchema, order.desiredState?.safety);
@@ -84,6 +86,7 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     }
     // After a removal the record stays (applied = "removal") until the node's observations
     // confirm the project is gone; then the planner forgets the target.
+    t.imageDigests = removal ? {} : imageLockOf(order);
     t.appliedHash = hash;
     t.failedHash = "";
     t.failures = 0;
@@ -100,4 +103,9 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
     t.retryAt = timestampFromDate(new Date(now.getTime() + retryDelayMs(t.failures)));
   }
   return [...rest, t].sort((a, b) => (a.nodeId < b.nodeId ? -1 : 1));
+}
+
+/** The digests the node resolved the applied spec's images to (none from an agent older than locks). */
+function imageLockOf(order: WorkOrder): Record<string, string> {
+  return { ...(order.result?.details?.imageLock ?? {}) };
 }

@@ -34,6 +34,7 @@ import { BusyTime } from "../../common/busy-time.js";
 import { convergence, worst } from "./convergence.js";
 import { desiredForTenant, type TenantDesire } from "./desired-targets.js";
 import { dependencyStates } from "./dependency-status.js";
+import { imageLocks } from "./image-locks.js";
 import { issueOrder, issueRollback, supersedeStale, type TargetOrder } from "./order-issuer.js";
 import { advanceGate, openGate, type RolloutGate } from "./rollout-gate.js";
 import type { RolloutRecords } from "../rollouts/rollout-records.js";
@@ -172,7 +173,12 @@ export class TenantPass {
       .sort()
       .filter((n) => !opts.nodeId || n === opts.nodeId);
     const tenantSpec = tenant.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
-    const orderTerms = { priority: tenantSpec?.priority ?? 0, safety: tenantSpec?.safety, composePolicy: tenantSpec?.policy?.compose };
+    const orderTerms = {
+      priority: tenantSpec?.priority ?? 0,
+      safety: tenantSpec?.safety,
+      composePolicy: tenantSpec?.policy?.compose,
+      imageLock: imageLocks(records.values()),
+    };
     const safetyHash = fingerprint(DeploySafetySchema, tenantSpec?.safety);
     const trace = opts.trace ?? {
       requestId: tenant.metadata?.requestId || uuidv4(),

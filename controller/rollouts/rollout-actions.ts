@@ -117,6 +117,21 @@ export function applyActions(rollout: Rollout, actions: readonly RolloutAction[]
         events.push({ type: "rollout_budget_exhausted", data: { failed: a.failed, allowed: a.allowed, outcome: a.outcome } });
         break;
       }
+      case "halted": {
+        const message = `paused: node ${a.nodeId} refused the spec: ${a.reason}`;
+        rollout.message = message;
+        rollout.paused = {
+          $typeName: "skipper.v1.RolloutActor",
+          actor: "controller",
+          at,
+          reason: message,
+          requestId: "",
+          correlationId: "",
+        };
+        rollout.status = RolloutStatus.PAUSED;
+        events.push({ type: "rollout_paused", nodeId: a.nodeId, data: { reason: message } });
+        break;
+      }
       case "rollback-finished":
         rollout.status = a.ok ? RolloutStatus.ROLLED_BACK : RolloutStatus.FAILED;
         rollout.message = a.ok

@@ -9,6 +9,7 @@
 // done, failed or skipped) and, with require_promote, once promoted; inside it WAITING nodes
 // start in order while fewer than max_parallel nodes deploy or bake. More failures than the
 // budget allows (counted since the last resume) exhaust it: start nothing, pause or roll back.
+// A failure that halts (a tag moved away from the spec's image lock) pauses it at once.
 // PAUSED: nodes under way are still followed, nothing starts. Every wave complete: SUCCEEDED.
 // Stops from outside the record (rollout-stops.ts) hold back starts too: outside the maintenance
 // windows or pinned, no node starts; a freeze of the tenant starts no new wave; a frozen node
@@ -29,6 +30,11 @@ export interface NodeObservation {
   failure?: string;
   /** The node has stopped heartbeating: only the reason given for an overdue node says so. */
   offline?: boolean;
+  /**
+   * The failure says the change itself is not what the rollout started with (an image's tag moved
+   * away from the spec's digest lock): the rollout pauses with it, whatever its failure budget.
+   */
+  halts?: boolean;
 }
 
 /** One change the step asks for; waves are indexes into the record's waves. */
@@ -42,6 +48,7 @@ export type RolloutAction =
   | { type: "wave-started"; wave: number }
   | { type: "wave-completed"; wave: number }
   | { type: "budget-exhausted"; failed: number; allowed: number; outcome: "pause" | "rollback" }
+  | { type: "halted"; nodeId: string; reason: string }
   | { type: "succeeded" }
   // Bookkeeping of the wiring (reconcile/rollout-gate.ts) and of a rollback (rollout-holds.ts
   // rollbackProgress), not of the step:
@@ -96,6 +103,11 @@ export function rolloutStep(
   }
   const result = (blocker?: RolloutBlocker): RolloutStepResult => ({ actions, blocker, recheckAt });
   if (status === RolloutStatus.PAUSED) return result({ kind: "paused" });
+  const halt = actions.find((a) => a.type === "node-failed" && observed.get(a.nodeId)?.halts);
+  if (halt?.type === "node-failed") {
+    actions.push({ type: "halted", nodeId: halt.nodeId, reason: halt.reason });
+    return result({ kind: "paused" });
+  }
   if (stops.until !== undefined) later(stops.until);
   const failed = failuresSinceResume(rollout, states, now);
   const allowed = allowedFailures(policy, states.size);

@@ -1,0 +1,25 @@
+// A spec's image lock, as the controller keeps it: the digests the first node that applied the
+// spec resolved its image references to (its result's image_lock, recorded on its target as
+// TargetStatus.image_digests). Every later order of that spec carries it (WorkOrderDesiredState
+// .image_lock), so every node runs the same images or refuses (DIGEST_MISMATCH) before `up`. No
+// record of its own: the lock lives as long as a node runs the spec; a spec no node runs any more
+// is resolved afresh (and a node's own restore of it uses the lock it recorded itself).
+import { create } from "@bufbuild/protobuf";
+import type { TargetStatus } from "../../gen/skipper/v1/resource_pb.js";
+import { ImageLockSchema, type ImageLock } from "../../gen/skipper/v1/work_order_pb.js";
+
+/** Spec hash -> its lock, when a node runs the spec and reported its digests. */
+export type LockLookup = (specHash: string) => ImageLock | undefined;
+
+/** The lock of each spec the `records` show applied: the node first by id that reported one. */
+export function imageLocks(records: Iterable<TargetStatus>): LockLookup {
+  const bySpec = new Map<string, Record<string, string>>();
+  for (const r of [...records].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0))) {
+    if (r.appliedHash === "" || bySpec.has(r.appliedHash) || Object.keys(r.imageDigests).length === 0) continue;
+    bySpec.set(r.appliedHash, r.imageDigests);
+  }
+  return (specHash) => {
+    const digests = bySpec.get(specHash);
+    return digests ? create(ImageLockSchema, { specHash, digests: { ...digests } }) : undefined;
+  };
+}
