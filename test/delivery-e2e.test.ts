@@ -213,6 +213,8 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 120_000);
 
+  // Each case below takes up to ~55 s on a quiet machine (waves, bakes and checks at their real
+  // intervals), near the suite's 60 s default: their timeouts are hang guards, sized for a loaded one.
   it("before any version, a service naming the artifact waits PROMOTION_PENDING and says why", async () => {
     const svc = await waitFor("the test tenant's service to say it waits for a promotion", async () => {
       const r = (await api().getResource({ resourceType: "service", id: `${TENANTS.test}-web` })).resource;
@@ -258,7 +260,7 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     const metrics = await rawRequest(ctl, "GET", "/metrics", { "x-admin-token": E2E_ADMIN_TOKEN });
     expect(metrics.body).toMatch(/skipper_delivery_versions_waiting\{environment="production"\} 1\b/);
     expect(metrics.body).toMatch(/skipper_delivery_actions_total\{action="promote"\} [1-9]/);
-  });
+  }, 240_000);
 
   it("skipper delivery status shows the matrix; skipper delivery approve lets the release into production", async () => {
     const out: string[] = [];
@@ -309,7 +311,7 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
       ["first", 1],
       ["rest", 1],
     ]);
-  });
+  }, 240_000);
 
   it("a pin to 1.0.0 rolls production back and holds it there while 1.2.0 moves through test and staging", async () => {
     const back = (await envStatus("production")).history.find((h) => h.release?.versions[0]?.version === "1.0.0")!.release!.id;
@@ -326,7 +328,7 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     expect(versionOf(prod)).toBe("1.0.0");
     expect(prod.message).toMatch(/pinned to .* by admin .*checkout errors.*unpin/);
     expect(await runningDigest(TENANTS.prod, "dl-prod-2")).toBe(digests.get("1.0.0"));
-  });
+  }, 240_000);
 
   it("1.2.0 marked bad: test and staging go back to 1.1.0, their last good release, and it is never a candidate again", async () => {
     await delivery().markVersionBad({ artifactId: "web", version: "1.2.0", reason: "memory leak" });
@@ -345,5 +347,5 @@ describe.skipIf(!ready)("releases through environments (real engines, real regis
     expect(prod.candidates.map((c) => c.release?.versions[0]?.version)).not.toContain("1.2.0");
     const events = (await ctl.admin(EventService).listEvents({ resourceId: "staging", type: "delivery_demoted" })).events;
     expect(events.length).toBeGreaterThanOrEqual(1);
-  });
+  }, 240_000);
 });
