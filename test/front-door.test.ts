@@ -197,6 +197,29 @@ describe("calls that are not admitted are refused before their body is read", ()
     expect(outcome).toEqual({ status: 401, written: true });
   });
 
+  it("a bidirectional stream over HTTP/1.1 is the client's mistake, said as one (400 naming HTTP/2), not a 505", async () => {
+    for (const method of ["POST", "DELETE"]) {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = https.request(
+          `${tc.url}/v1/skipper.v1.TerminalService/Attach`,
+          { method, ca: tc.ca, agent: false, headers: { "content-type": "application/connect+json", "x-admin-token": ADMIN_TOKEN } },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (c: string) => {
+              body += c;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on("error", reject);
+        req.end();
+      });
+      expect(answer.status, `${method}: ${answer.body}`).toBeLessThan(500);
+      if (method === "POST") expect(answer.body).toMatch(/HTTP\/2/);
+    }
+  });
+
   it("admitted calls and the public health check are served as before", async () => {
     const beat = await tc.client(NodeService, { token: nodeToken, grpc: true }).heartbeat({ nodeId: "door-1", agentVersion: "test" });
     expect(beat.serverTime).toBeDefined();

@@ -31,7 +31,7 @@ import type { Logger } from "../../common/logging/logger.js";
 import { isOpen } from "../auth/admission.js";
 import { type BodyBudgets, connectionOf } from "./body-limits.js";
 import { budgetedStream } from "./stream-budget.js";
-import { SkipperError } from "../base/errors.js";
+import { invalid, SkipperError } from "../base/errors.js";
 import { admittedKey, peerCertificateKey } from "../base/context.js";
 import { peerCertificateOf } from "../tls/peer-certificate.js";
 import { refuseCall, type RequestGate, type RpcCounter } from "./request-gate.js";
@@ -132,6 +132,15 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
       rawMessage,
     );
     if (problem) return refuse(problem, "query", false);
+  } else if (handler.method.methodKind === "bidi_streaming" && !req.httpVersion.startsWith("2")) {
+    // Both ways at once needs HTTP/2 (Connect would answer 505): a client's mistake, said as one.
+    const e = invalid(
+      `${handler.method.name} is a bidirectional stream: call it over HTTP/2 (this request came over HTTP/${req.httpVersion})`,
+      {
+        field: "http_version",
+      },
+    );
+    return refuse(e, "protocol", true);
   } else if (streamsIn(handler.method)) {
     // A request stream (an agent's Session) has no end to wait for: the router reads its messages
     // as they come, each under readMaxBytes (decompressed too), and a message that is not the
