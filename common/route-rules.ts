@@ -60,13 +60,21 @@ export function hostsOverlap(a: string, b: string): boolean {
 }
 
 /**
- * Whether two routes claim the same requests: their hosts overlap and their prefixes are one.
- * Within a tenant only the same host and prefix twice is a clash (a wildcard beside a name is how
- * a tenant says "this name apart"); across tenants every overlap is, since the one whose route is
- * more specific would take the other's requests.
+ * Whether two routes of different tenants claim some request alike: their hosts overlap and one
+ * prefix covers the other (the same, or one a whole-segment prefix of the other: "/" covers
+ * "/admin", "/api" covers "/api/v2" but not "/apis"). Across tenants every such overlap is a
+ * clash, since the more specific route takes the other's requests: a tenant must not carve
+ * "shop.example.com/admin" out of another's "shop.example.com/". Within a tenant only the same host
+ * and prefix twice is one (a narrower route beside a wider one is how a tenant says "this apart").
  */
 export function routesClash(a: Pick<ProxyRoute, "host" | "pathPrefix">, b: Pick<ProxyRoute, "host" | "pathPrefix">): boolean {
-  return hostsOverlap(a.host, b.host) && normalPrefix(a.pathPrefix) === normalPrefix(b.pathPrefix);
+  return hostsOverlap(a.host, b.host) && prefixesOverlap(normalPrefix(a.pathPrefix), normalPrefix(b.pathPrefix));
+}
+
+// Normalised prefixes: equal, or one ends where a segment of the other begins.
+function prefixesOverlap(a: string, b: string): boolean {
+  const covers = (wide: string, narrow: string) => wide === "/" || narrow === wide || narrow.startsWith(`${wide}/`);
+  return covers(a, b) || covers(b, a);
 }
 
 /** "shop.example.com/api", "any host/": how a route's host and prefix are named in messages. */

@@ -154,7 +154,12 @@ describe("a host and path prefix are one tenant's", () => {
     expect(hostsOverlap("*.example.com", "a.example.org")).toBe(false);
     expect(hostsOverlap("*.a.example.com", "b.example.com")).toBe(false);
     expect(routesClash({ host: "a.example.com", pathPrefix: "/api/" }, { host: "*.example.com", pathPrefix: "/api" })).toBe(true);
-    expect(routesClash({ host: "a.example.com", pathPrefix: "/api" }, { host: "*.example.com", pathPrefix: "/" })).toBe(false);
+    // Across tenants a narrower prefix under an overlapping host would take the other's requests.
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/api" }, { host: "*.example.com", pathPrefix: "/" })).toBe(true);
+    expect(routesClash({ host: "shop.example.com", pathPrefix: "/admin" }, { host: "shop.example.com", pathPrefix: "/" })).toBe(true);
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/api/v2" }, { host: "a.example.com", pathPrefix: "/api" })).toBe(true);
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/apis" }, { host: "a.example.com", pathPrefix: "/api" })).toBe(false);
+    expect(routesClash({ host: "a.example.com", pathPrefix: "/blog" }, { host: "*.example.com", pathPrefix: "/api" })).toBe(false);
   });
 
   it("the controller refuses another tenant's overlapping route, naming the owner; the owner may overlap itself", async () => {
@@ -164,6 +169,7 @@ describe("a host and path prefix are one tenant's", () => {
       ["blog2", { host: "a.example.com", pathPrefix: "/api/" }],
       ["blog3", { host: "*.example.com" }],
       ["blog4", {}],
+      ["blog5", { host: "shop.example.com", pathPrefix: "/admin" }],
     ] as const) {
       const e = await rpcError(put(routed(id, [{ host: "blog.example.org" }, route])));
       expect(e.code, id).toBe("INVALID_REQUEST");
@@ -171,8 +177,8 @@ describe("a host and path prefix are one tenant's", () => {
       expect(e.details.field, id).toBe("desired_state.tenant.routes[1]");
       expect(e.message, id).toMatch(/overlaps tenant shop's route/);
     }
-    // Another path, another host: accepted; a move onto shop's host later is refused too.
-    await put(routed("blog", [{ host: "shop.example.com", pathPrefix: "/blog" }, { host: "blog.example.org" }]));
+    // A path shop does not cover under its wildcard, another host: accepted; a move onto shop's later is refused too.
+    await put(routed("blog", [{ host: "b.example.com", pathPrefix: "/blog" }, { host: "blog.example.org" }]));
     const moved = await rpcError(
       c.admin(ResourceService).updateResource({
         resourceType: "tenant",
