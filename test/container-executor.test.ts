@@ -5,7 +5,7 @@
 // (a private registry on loopback), and a run that finds the state an interrupted update leaves
 // (no <name>, a stopped <name>-previous) finishing the update. The kill itself, at the crash
 // point between the old container's stop and the new one's start, is in container-e2e.test.ts.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
@@ -225,6 +225,23 @@ describe.skipIf(!dockerHost)("the container executor on a real engine", () => {
       await docker("rm", "-f", other);
     }
   }, 60_000);
+
+  it("a mount source through a symbolic link the container left is refused before anything changes", async () => {
+    // What a container could leave in its own directory: ./data/esc -> a directory outside it.
+    const outside = await mkdtemp(join(tmpdir(), "skippy-ctr-outside-"));
+    const name = `ctr-link-${RUN_ID}`;
+    try {
+      await mkdir(join(workDir, "containers", name, "data"), { recursive: true });
+      await symlink(outside, join(workDir, "containers", name, "data", "esc"));
+      const r = await deploy({ ...spec("v1"), name, mounts: [{ source: "./data/esc/etc", target: "/x" }] });
+      expect(r.code, r.message).toBe("CONTAINER_INVALID");
+      expect(r.message).toMatch(/mounts\[0\]\.source passes through a symbolic link/);
+      expect(await readdir(outside)).toEqual([]);
+      expect(await inspect(name)).toBeUndefined();
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
 
   describe.skipIf(!haveRegistry)("with a registry", () => {
     let registry: TestRegistry;

@@ -3,7 +3,7 @@
 // and the hash of everything that makes up the container, kept as its skipper.spec label so that a
 // run of the same order finds its container already made.
 import { createHash } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { lstat, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { ContainerSpecSchema, type ContainerSpec } from "../../gen/skipper/v1/order_action_pb.js";
@@ -40,6 +40,48 @@ export function mountDir(workDir: string, name: string, source: string): string 
   return join(workDir, "containers", name, source.slice(2));
 }
 
+/**
+ * Why the ./relative mount sources of `spec` cannot be made safely, or undefined. A container may
+ * have written a symbolic link into its own directory (`./data/esc -> /`): a source through it
+ * would make the agent create directories, and Docker bind, outside the container's directory.
+ */
+export async function mountSourcesProblem(workDir: string, spec: ContainerSpec): Promise<string | undefined> {
+  for (const [i, m] of spec.mounts.entries()) {
+    if (!m.source.startsWith("./")) continue;
+    const problem = await walkMountDir(workDir, spec.name, m.source, false);
+    if (problem) return `mounts[${i}].source ${problem}`;
+  }
+  return undefined;
+}
+
+/** Creates a ./relative mount source one directory at a time, never through a symbolic link. */
+function makeMountDir(workDir: string, name: string, source: string): Promise<string | undefined> {
+  return walkMountDir(workDir, name, source, true);
+}
+
+async function walkMountDir(workDir: string, name: string, source: string, make: boolean): Promise<string | undefined> {
+  let at = workDir;
+  for (const part of [
+    "containers",
+    name,
+    ...source
+      .slice(2)
+      .split("/")
+      .filter((p) => p !== "" && p !== "."),
+  ]) {
+    at = join(at, part);
+    const st = await lstat(at).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === "ENOENT") return undefined;
+      throw e;
+    });
+    if (st?.isSymbolicLink()) return `passes through a symbolic link (${at}): refused, it could lead outside the container's directory`;
+    if (st && !st.isDirectory()) return `passes through ${at}, which is not a directory`;
+    if (!st && !make) return undefined;
+    if (!st) await mkdir(at, { mode: 0o755 });
+  }
+  return undefined;
+}
+
 /** Creates the container `spec` describes from image `imageId` (not started); returns its id. */
 export async function createFromSpec(
   spec: ContainerSpec,
@@ -59,7 +101,10 @@ export async function createFromSpec(
   for (const m of spec.mounts) {
     const bind = m.source.startsWith("./");
     const source = bind ? mountDir(made.workDir, spec.name, m.source) : m.source;
-    if (bind) await mkdir(source, { recursive: true });
+    if (bind) {
+      const problem = await makeMountDir(made.workDir, spec.name, m.source);
+      if (problem) throw new Error(problem);
+    }
     args.push("--mount", `type=${bind ? "bind" : "volume"},source=${source},target=${m.target}${m.readOnly ? ",readonly" : ""}`);
   }
   if (spec.healthCommand !== "")

@@ -34,7 +34,7 @@ import {
 } from "../engine/container-engine.js";
 import { EngineError } from "../engine/project-containers.js";
 import { runCommand } from "../engine/run-command.js";
-import { createFromSpec, secretValues, specHash } from "./container-create.js";
+import { createFromSpec, mountSourcesProblem, secretValues, specHash } from "./container-create.js";
 import { verifyImage, type VerifiedImage } from "./container-image.js";
 import { waitUp } from "./container-ready.js";
 import { deploymentOf, LABEL, look, slotsOf, type Slots } from "./container-state.js";
@@ -51,6 +51,8 @@ export const deployContainer = executorOf("deployContainer", async (action, orde
     return orderOutcome("CONTAINER_INVALID", "the order carries no container (action.deploy_container.spec)", started, { success: false });
   const problem = containerSpecProblem(spec, "action.deploy_container.spec");
   if (problem) return orderOutcome("CONTAINER_INVALID", `${problem.field} ${problem.problem}`, started, { success: false });
+  const linked = await mountSourcesProblem(ctx.config.workDir, spec);
+  if (linked) return orderOutcome("CONTAINER_INVALID", `action.deploy_container.spec.${linked}`, started, { success: false });
   const u = new Update(spec, order.id, ctx, started);
   try {
     return await u.run();
