@@ -233,7 +233,7 @@ describe.skipIf(!dockerHost)("the container executor on a real engine", () => {
     try {
       await mkdir(join(workDir, "containers", name, "data"), { recursive: true });
       await symlink(outside, join(workDir, "containers", name, "data", "esc"));
-      const r = await deploy({ ...spec("v1"), name, mounts: [{ source: "./data/esc/etc", target: "/x" }] });
+      const r = await deploy(spec("v1", { name, mounts: [{ source: "./data/esc/etc", target: "/x" }] }));
       expect(r.code, r.message).toBe("CONTAINER_INVALID");
       expect(r.message).toMatch(/mounts\[0\]\.source passes through a symbolic link/);
       expect(await readdir(outside)).toEqual([]);

@@ -48,7 +48,15 @@ export async function openTerminal(deps: TerminalDeps, call: CallInfo, open: Att
   const execId = randomUUID();
   const relay = new TerminalRelay(session.terminals, execId, deps.relayLimits ?? DEFAULT_RELAY_LIMITS);
   const trace = traceOf(call);
-  const what = { service: open.service, replica: open.replica, argv: open.argv, tty: open.tty, user: open.user, workdir: open.workdir };
+  // The program, never its arguments (`mysql -pSECRET`), as exec_service's summary: events reach webhooks.
+  const what = {
+    service: open.service,
+    replica: open.replica,
+    command: open.argv[0] ?? "",
+    tty: open.tty,
+    user: open.user,
+    workdir: open.workdir,
+  };
   const event = { requestId: trace.requestId, correlationId: trace.correlationId, traceparent: trace.traceparent, actor: call.actor };
   const subject = { resourceType: "terminal", resourceId: execId, tenantId, nodeId };
   await deps.store.appendAuditEntry({
