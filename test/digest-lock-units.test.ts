@@ -114,6 +114,14 @@ describe("the controller's lock", () => {
     expect(targets[0]).toMatchObject({ appliedHash: "h1", failedHash: "h2", imageDigests: { "r/web:stable": A } });
   });
 
+  it("keeps of a node's reported lock only references with sha256 digests, and nothing from a report of too many", () => {
+    const reported = { "r/web:stable": A, "r/bad:1": "sha256:not-hex", "has space": B, "r/x:1": "md5:abc" };
+    const targets = recordOutcome([], deployed("n1", "h1", reported), new Date());
+    expect(targets[0]?.imageDigests).toEqual({ "r/web:stable": A });
+    const flood = Object.fromEntries(Array.from({ length: 129 }, (_, i) => [`r/w${i}:1`, A]));
+    expect(recordOutcome([], deployed("n1", "h1", flood), new Date())[0]?.imageDigests).toEqual({});
+  });
+
   it("gives later orders of a spec the lock of the first node (by id) that applied it, and none for other specs", () => {
     const lookup = imageLocks([
       create(TargetStatusSchema, { nodeId: "n2", appliedHash: "h1", imageDigests: { w: B } }),

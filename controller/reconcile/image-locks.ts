@@ -23,3 +23,17 @@ export function imageLocks(records: Iterable<TargetStatus>): LockLookup {
     return digests ? create(ImageLockSchema, { specHash, digests: { ...digests } }) : undefined;
   };
 }
+
+// What a node may report as its lock: image references (no whitespace, at most 512 bytes) to
+// sha256 digests, at most 128 of them. A node's report becomes every other node's lock, so a
+// faulty one must not hand the fleet garbage to refuse on (or to pass to `docker image inspect`).
+const REFERENCE = /^[^\s]{1,512}$/;
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+const MAX_ENTRIES = 128;
+
+/** The entries of a node's reported image lock that are a reference and a sha256 digest; none when there are too many. */
+export function reportedImageLock(reported: Record<string, string> | undefined): Record<string, string> {
+  const entries = Object.entries(reported ?? {});
+  if (entries.length > MAX_ENTRIES) return {};
+  return Object.fromEntries(entries.filter(([ref, digest]) => REFERENCE.test(ref) && DIGEST.test(digest)));
+}

@@ -32,6 +32,7 @@ import { eachScannedResource } from "../store/each-page.js";
 import type { StepWrites, Store } from "../store/store.js";
 import { changesTarget } from "./target-outcome.js";
 import type { TargetRecords } from "./target-records.js";
+import { reportedImageLock } from "./image-locks.js";
 
 /** The ways an order ends. */
 export type OrderEnd = "succeeded" | "failed" | "cancelled" | "expired" | "superseded";
@@ -199,7 +200,7 @@ function deploymentEnd(order: WorkOrder, end: OrderEnd): (d: DeploymentStatusVal
     d.cause = ok ? undefined : result?.cause;
     d.finishedAt = timestampFromDate(at);
     // The images the node runs (or, refused, found): what `skipper get deployment` shows per node.
-    d.imageDigests = { ...(result?.details?.imageLock ?? {}) };
+    d.imageDigests = reportedImageLock(result?.details?.imageLock);
     if (ok) dep.lastAppliedState = dep.desiredState;
   };
 }

@@ -8,6 +8,7 @@ import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skippe
 import { MAX_FAILURES, REMOVAL_HASH, retryDelayMs } from "./plan-target.js";
 import { DeploySafetySchema } from "../../gen/skipper/v1/safety_pb.js";
 import { fingerprint } from "../base/canonical-json.js";
+import { reportedImageLock } from "./image-locks.js";
 
 /** Result code of a deploy that failed and whose restore of the previous spec failed too. */
 export const ROLLBACK_FAILED = "ROLLBACK_FAILED";
@@ -107,5 +108,5 @@ export function recordOutcome(targets: TargetStatus[], order: WorkOrder, now: Da
 
 /** The digests the node resolved the applied spec's images to (none from an agent older than locks). */
 function imageLockOf(order: WorkOrder): Record<string, string> {
-  return { ...(order.result?.details?.imageLock ?? {}) };
+  return reportedImageLock(order.result?.details?.imageLock);
 }
