@@ -17,6 +17,7 @@ import {
   orderLock,
   registryDigest,
   repositoryOf,
+  runningLockMismatches,
 } from "../agent/executors/image-lock.js";
 import { imageLocks } from "../controller/reconcile/image-locks.js";
 import { recordOutcome } from "../controller/reconcile/target-outcome.js";
@@ -173,5 +174,19 @@ describe("a rollout whose node refuses a moved tag", () => {
   it("goes on within its budget for a failure that does not halt", () => {
     const step = rolloutStep(record(), new Map([["n2", { converged: false, failure: "COMPOSE_FAILED" }]]), NOW);
     expect(step.actions.map((a) => a.type)).toEqual(["node-failed", "wave-completed", "wave-started", "node-started"]);
+  });
+});
+
+describe("what runs after up, against the lock", () => {
+  it("names a service whose container runs another image than its reference was locked to; a match by digest or id passes", () => {
+    const running = [
+      { service: "web", reference: "r/web:stable", image: { id: ID, repoDigests: [`r/web@${A}`] } },
+      { service: "api", reference: "r/api:1", image: { id: ID, repoDigests: [`r/api@${B}`] } },
+      { service: "local", reference: "built:dev", image: { id: ID, repoDigests: [] } },
+      { service: "free", reference: "r/free:1", image: { id: ID, repoDigests: [] } },
+    ];
+    expect(runningLockMismatches(running, { "r/web:stable": A, "r/api:1": A, "built:dev": ID })).toEqual([
+      `api: r/api:1 locked to ${A}, runs ${B}`,
+    ]);
   });
 });

@@ -21,15 +21,19 @@ import { rollBack, runHooks } from "./deploy-safety.js";
 import { cancelled, end, type Deploy } from "./deploy-state.js";
 import { awaitHealthy } from "./health-gate.js";
 import { writeStickerFile } from "./sticker.js";
+import { runningLockMismatches } from "./image-lock.js";
 
 /**
  * check pinned digests: images pinned by digest must run by that digest (the engine records the
- * repo digest it pulled); a mismatch is rolled back as a failed gate is.
+ * repo digest it pulled), and every image the lock step resolved must run as locked (Compose may
+ * have pulled again since); a mismatch is rolled back as a failed gate is.
  */
 export async function checkPinnedDigests(d: Deploy): Promise<DeployOutcome | undefined> {
-  const composeFile = d.project.composeFile;
-  if (!composeFile.includes("@sha256:")) return undefined;
-  const wrong = digestMismatches(await projectImages(d.projectName));
+  const pinned = d.project.composeFile.includes("@sha256:");
+  const lock = { ...(d.localImages ?? {}), ...(d.imageLock ?? {}) };
+  if (!pinned && Object.keys(lock).length === 0) return undefined;
+  const images = await projectImages(d.projectName);
+  const wrong = [...(pinned ? digestMismatches(images) : []), ...runningLockMismatches(images, lock)];
   if (wrong.length === 0) return undefined;
   return rollBack(d.order, d.ctx, {
     failure: `image digest mismatch: ${wrong.join("; ")}`,

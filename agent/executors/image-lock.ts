@@ -124,3 +124,21 @@ export function lockMismatches(locked: Readonly<Record<string, string>>, found: 
   }
   return out;
 }
+
+/**
+ * After `up`: one line per service whose container runs another image than the deploy locked its
+ * reference to. Compose may pull again after the lock step (a pull_policy of always / daily /
+ * every_…, or a tag moved meanwhile by something else on the host): what runs must still be locked.
+ */
+export function runningLockMismatches(
+  running: readonly { service: string; reference: string; image: LocalImage }[],
+  lock: Readonly<Record<string, string>>,
+): string[] {
+  const out: string[] = [];
+  for (const s of running) {
+    const want = lock[s.reference];
+    if (want === undefined || matchesLock(s.reference, s.image, want)) continue;
+    out.push(`${s.service}: ${s.reference} locked to ${want}, runs ${registryDigest(s.reference, s.image) ?? s.image.id}`);
+  }
+  return out;
+}
