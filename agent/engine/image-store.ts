@@ -13,6 +13,8 @@ export interface ImageCommandOptions {
   env?: Record<string, string | undefined>;
   signal?: AbortSignal;
   timeoutMs: number;
+  /** Values blanked from every output (a project's secrets: a reference may interpolate one). */
+  secrets?: string[];
 }
 
 /** The image `ref` names (a reference, `repo@digest` or an id), or undefined when the engine has none. */

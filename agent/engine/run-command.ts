@@ -57,7 +57,8 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
   };
   return {
     program,
-    args,
+    // What is reported of the command: an argument may carry a secret (an image reference that interpolates one).
+    args: opts.secrets?.length ? args.map((a) => scrub(a, opts.secrets!)) : args,
     exitCode: typeof r.exitCode === "number" ? r.exitCode : -1,
     stdout: clean(r.stdout),
     stderr: notFound ? `${program}: not found` : clean(r.stderr),

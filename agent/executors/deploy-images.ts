@@ -22,7 +22,7 @@ import { type EngineImage, findImage, ImageCommandError, pullImage, tagImage, ty
 import { recordedLock } from "../engine/image-lock-history.js";
 import { composeEnvironment } from "../engine/project-secrets.js";
 import { pullFailure, pullMessage } from "../engine/pull-failure.js";
-import type { CommandRun } from "../engine/run-command.js";
+import { scrub, type CommandRun } from "../engine/run-command.js";
 import { outcome, type DeployOutcome } from "./deploy-context.js";
 import { composeArgs, end, rejected, runCompose, type Deploy } from "./deploy-state.js";
 import {
@@ -48,6 +48,7 @@ export async function lockImages(d: Deploy): Promise<DeployOutcome | undefined> 
     env: composeEnvironment(d.env, d.files.stagedSecrets, d.secrets),
     signal: d.ctx.signal,
     timeoutMs: d.ctx.composeTimeoutMs,
+    secrets: d.hidden,
   };
   const notes: string[] = [];
   try {
@@ -61,6 +62,7 @@ export async function lockImages(d: Deploy): Promise<DeployOutcome | undefined> 
     if (!(e instanceof ImageCommandError)) throw e;
     return refuse(d, end(d, "DOCKER_UNAVAILABLE", e.message, { command: e.run }));
   }
+  notes.splice(0, notes.length, ...notes.map((n) => scrub(n, d.hidden)));
   for (const n of notes) d.ctx.log.warn({ action: "image_lock", result: "local_copy", metadata: { message: n } }, n);
   d.imageNotes = notes;
   return undefined;
@@ -81,13 +83,19 @@ async function checkLocked(d: Deploy, use: ImageUse, want: string, opts: ImageCo
   if (pull.exitCode !== 0) return await pulled(d, use, pull);
   const now = await findImage(ref, opts);
   const got = now ? lockDigestOf(ref, now) : "";
-  d.imageLock![ref] = got;
+  if (!holdsSecret(d, ref)) d.imageLock![ref] = got;
   if (now && matchesLock(ref, now, want)) return undefined;
   // The tag moved: put the node's tag back where it was, so nothing here runs the new image.
   if (before) await tagImage(before.id, ref, opts);
   const wrong = lockMismatches({ [ref]: want }, { [ref]: got });
   const message = `${wrong.join("; ")} (service ${use.services.join(", ")}): the tag moved since the spec's first node resolved it; refused before anything changed (pin the image by digest, or change the spec, to deploy what it names now)`;
-  return outcome("DIGEST_MISMATCH", message, d.started, { composePath: "", services: [], command: pull }, { imageLock: d.imageLock });
+  return outcome(
+    "DIGEST_MISMATCH",
+    scrub(message, d.hidden),
+    d.started,
+    { composePath: "", services: [], command: pull },
+    { imageLock: d.imageLock },
+  );
 }
 
 // The image the engine has for `ref` at `digest` (a registry digest, or an image id for a local one).
@@ -130,6 +138,7 @@ async function resolveTag(d: Deploy, use: ImageUse, opts: ImageCommandOptions, n
 // that exists on this host only (built or imported here: another host's copy has another id) is
 // kept for this host's own restores, never sent as a lock.
 function note(d: Deploy, ref: string, image: EngineImage): void {
+  if (holdsSecret(d, ref)) return;
   const digest = registryDigest(ref, image);
   if (digest) d.imageLock![ref] = digest;
   else d.localImages![ref] = image.id;
@@ -152,11 +161,17 @@ async function pulled(d: Deploy, use: ImageUse, pull: CommandRun): Promise<Deplo
   };
   const cause = failureCause(pull.stderr);
   const message = pullMessage(
-    { ...f, image: use.reference, service: use.services[0] ?? "", reason: f.reason || cause.line || pull.stderr.trim() },
+    { ...f, image: scrub(use.reference, d.hidden), service: use.services[0] ?? "", reason: f.reason || cause.line || pull.stderr.trim() },
     d.secrets?.registries.map((r) => r.registry),
     cause.reason,
   );
   return end(d, f.code, message, { command: pull });
+}
+
+// A reference that interpolates a secret value is never reported or recorded as a lock (its
+// digest is still checked on this deploy): results, records and logs never hold a secret.
+function holdsSecret(d: Deploy, ref: string): boolean {
+  return scrub(ref, d.hidden) !== ref;
 }
 
 // Ended before promote: the staged files go, the live ones were never touched.
