@@ -60,6 +60,9 @@ export async function lockImages(d: Deploy): Promise<DeployOutcome | undefined> 
     }
   } catch (e) {
     if (!(e instanceof ImageCommandError)) throw e;
+    // A cancel (or the order's timeout) ends an image command too: that is no engine failure.
+    if (e.run.cancelled || d.ctx.signal?.aborted)
+      return refuse(d, end(d, "CANCELLED", "stopped while locking the images, before the project changed", { command: e.run }));
     return refuse(d, end(d, "DOCKER_UNAVAILABLE", e.message, { command: e.run }));
   }
   notes.splice(0, notes.length, ...notes.map((n) => scrub(n, d.hidden)));
