@@ -105,14 +105,7 @@ export function applyActions(rollout: Rollout, actions: readonly RolloutAction[]
       case "budget-exhausted": {
         const message = `failure budget exhausted: ${a.failed} node(s) failed, ${a.allowed} allowed`;
         rollout.message = message;
-        rollout.paused = {
-          $typeName: "skipper.v1.RolloutActor",
-          actor: "controller",
-          at,
-          reason: message,
-          requestId: "",
-          correlationId: "",
-        };
+        rollout.paused = pausedByController(message, at);
         rollout.status = a.outcome === "rollback" ? RolloutStatus.ROLLING_BACK : RolloutStatus.PAUSED;
         events.push({ type: "rollout_budget_exhausted", data: { failed: a.failed, allowed: a.allowed, outcome: a.outcome } });
         break;
@@ -120,14 +113,7 @@ export function applyActions(rollout: Rollout, actions: readonly RolloutAction[]
       case "halted": {
         const message = `paused: node ${a.nodeId} refused the spec: ${a.reason}`;
         rollout.message = message;
-        rollout.paused = {
-          $typeName: "skipper.v1.RolloutActor",
-          actor: "controller",
-          at,
-          reason: message,
-          requestId: "",
-          correlationId: "",
-        };
+        rollout.paused = pausedByController(message, at);
         rollout.status = RolloutStatus.PAUSED;
         events.push({ type: "rollout_paused", nodeId: a.nodeId, data: { reason: message } });
         break;
@@ -160,4 +146,9 @@ export function countStates(rollout: Rollout): Record<string, number> {
     out[name] = (out[name] ?? 0) + 1;
   }
   return out;
+}
+
+// The controller's own pause (a spent failure budget, a node that refused the spec), with why.
+function pausedByController(reason: string, at: Rollout["createdAt"]): Rollout["paused"] {
+  return { $typeName: "skipper.v1.RolloutActor", actor: "controller", at, reason, requestId: "", correlationId: "" };
 }
