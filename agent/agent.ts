@@ -43,6 +43,7 @@ import { Heartbeats } from "./heartbeats.js";
 import { HostProbe } from "./host-probe.js";
 import type { Journal } from "./journal.js";
 import { JournalRecovery } from "./journal-recovery.js";
+import { sweepEnvFiles } from "./engine/container-engine.js";
 import { monotonicClock, type Clock } from "./lease-keeper.js";
 import { OrderRunner } from "./order-runner.js";
 import { OrderSpans } from "./order-spans.js";
@@ -137,6 +138,9 @@ export class Agent {
     // Containers may have new addresses since the proxy's file was written (a reboot, an engine
     // restart): its backends are set to what runs now, beside the loop (never throws).
     const { proxy, workDir } = this.deps.config;
+    // Env files of a container create that a kill interrupted (secret values): gone before any order runs.
+    const swept = await sweepEnvFiles(workDir);
+    if (swept > 0) this.log.info({ action: "sweep_env_files", count: swept }, "removed env files an interrupted run left");
     if (proxy) void syncRoutesAtStart(hostProxyFor(proxy), workDir, engineContainers(), this.log, { signal });
     const { transport } = this.deps.config;
     if (transport === "poll") await this.poll(signal);

@@ -5,7 +5,7 @@
 // (a private registry on loopback), and a run that finds the state an interrupted update leaves
 // (no <name>, a stopped <name>-previous) finishing the update. The kill itself, at the crash
 // point between the old container's stop and the new one's start, is in container-e2e.test.ts.
-import { mkdir, mkdtemp, readdir, rm, symlink } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
@@ -19,6 +19,7 @@ import type { AgentConfig } from "../agent/config.js";
 import { controlContainer } from "../agent/executors/control-container.js";
 import { deployContainer } from "../agent/executors/deploy-container.js";
 import type { ExecContext } from "../agent/executors/executor.js";
+import { ENV_DIR, sweepEnvFiles } from "../agent/engine/container-engine.js";
 import { RUN_ID } from "./helpers/processes.js";
 import { registryInstalled, startRegistry, versionImage, type TestRegistry } from "./helpers/registry.js";
 
@@ -126,7 +127,19 @@ describe.skipIf(!dockerHost)("the container executor on a real engine", () => {
     // Env values reach the container, never the result.
     expect(await docker("exec", NAME, "sh", "-c", "echo $API_TOKEN")).toBe("tok-7f3a9c-secret");
     expect(toJsonString(WorkOrderResultSchema, r)).not.toContain("tok-7f3a9c-secret");
+    // The env file lived in the work directory's private folder (0700) and is gone.
+    expect(await readdir(join(workDir, ENV_DIR))).toEqual([]);
+    expect((await stat(join(workDir, ENV_DIR))).mode & 0o777).toBe(0o700);
   }, 60_000);
+
+  it("env files an interrupted create left in the work directory are swept at agent start", async () => {
+    const left = join(workDir, ENV_DIR, "create-left");
+    await mkdir(left, { recursive: true });
+    await writeFile(join(left, "env"), "API_TOKEN=tok-left-behind\n");
+    expect(await sweepEnvFiles(workDir)).toBe(1);
+    expect(await readdir(join(workDir, ENV_DIR))).toEqual([]);
+    expect(await sweepEnvFiles(join(workDir, "never-made"))).toBe(0);
+  });
 
   it("an update stops the old container, starts the new image and removes the old one; the same order again changes nothing", async () => {
     const old = (await inspect(NAME))!;

@@ -20,6 +20,7 @@ import { parseManifestDocuments } from "../common/manifest-documents.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { backendName } from "../agent/proxy/haproxy-config.js";
 import { HostProxy } from "../agent/proxy/host-proxy.js";
+import { ProxyRefused } from "../agent/proxy/haproxy-runtime.js";
 import { hostsOverlap, routeProblem, routesClash } from "../common/route-rules.js";
 import { checkSpecFields } from "../controller/resources/kinds.js";
 import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
@@ -218,6 +219,8 @@ describe("a host and path prefix are one tenant's", () => {
       await expect(proxy.setRoutes({ tenantId: "blog", routes: [theirs], servers: new Map() })).rejects.toThrow(
         /\*\.example\.com\/ overlaps a route of tenant shop on this node/,
       );
+      // A refusal for what the spec asks: PROXY_REFUSED, which is not retried (a passing trouble is PROXY_UNAVAILABLE).
+      await expect(proxy.setRoutes({ tenantId: "blog", routes: [theirs], servers: new Map() })).rejects.toBeInstanceOf(ProxyRefused);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -3,8 +3,7 @@
 // Reads return what the engine says; writes throw EngineError (the engine's own words) when it
 // refuses, and each write is one that may be repeated after an interruption where that is how the
 // executor uses it (stop of a stopped container, rm of a missing one).
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { EngineError } from "./project-containers.js";
 import { runCommand, type CommandRun } from "./run-command.js";
@@ -93,18 +92,26 @@ export async function removeContainer(name: string): Promise<void> {
   await docker(["container", "rm", "--force", "--", name], { allowMissing: true });
 }
 
+/** Where createContainer keeps its env files: in the agent's work directory, never /tmp. */
+export const ENV_DIR = ".container-env";
+
 /**
  * `docker container create OPTIONS -- IMAGE ARGS...` with `env` written to an env file readable by this user alone and removed right after, so values
- * never appear on a command line or in a reported command. Returns the new container's id.
+ * never appear on a command line or in a reported command. The file lives under `<workDir>/.container-env/` (0700),
+ * which sweepEnvFiles empties when the agent starts: an agent killed between the write and the removal leaves no
+ * secret behind in a shared temporary directory. Returns the new container's id.
  */
 export async function createContainer(
+  workDir: string,
   options: string[],
   image: string,
   args: readonly string[],
   env: Record<string, string>,
   secrets: string[],
 ): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "skippy-env-"));
+  const parent = join(workDir, ENV_DIR);
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(parent, "create-"));
   try {
     const file = join(dir, "env");
     const lines = Object.entries(env).map(([k, v]) => `${k}=${v}\n`);
@@ -115,6 +122,14 @@ export async function createContainer(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Removes env files a killed run left behind. Called once at agent start, before any order runs. */
+export async function sweepEnvFiles(workDir: string): Promise<number> {
+  const parent = join(workDir, ENV_DIR);
+  const left = await readdir(parent).catch(() => [] as string[]);
+  for (const name of left) await rm(join(parent, name), { recursive: true, force: true });
+  return left.length;
 }
 
 async function docker(

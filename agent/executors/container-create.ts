@@ -110,7 +110,7 @@ export async function createFromSpec(
   if (spec.healthCommand !== "")
     args.push("--health-cmd", spec.healthCommand, "--health-interval", "1s", "--health-timeout", "5s", "--health-retries", "3");
   if (spec.stopTimeoutSeconds > 0) args.push("--stop-timeout", String(spec.stopTimeoutSeconds));
-  return createContainer(args, made.imageId, spec.args, { ...spec.env }, secretValues(spec));
+  return createContainer(made.workDir, args, made.imageId, spec.args, { ...spec.env }, secretValues(spec));
 }
 
 function publishOf(p: { hostPort: number; containerPort: number; protocol: string; hostIp: string }): string {

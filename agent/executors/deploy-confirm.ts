@@ -104,6 +104,9 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
   d.appliedAt = appliedAt;
   // The values first, tagged with the spec they ran with: a restore refuses values of another spec.
   await keepAppliedSecrets(d.files.dir, ds.specHash ?? "");
+  // Then the lock it ran with, before the spec becomes the restore point: a crash in between must
+  // not leave a restore point whose images a registry-less restore cannot find by digest.
+  await recordLock(d.files.dir, ds.specHash ?? "", { ...d.localImages, ...d.imageLock });
   await writeAppliedSpec(d.ctx.workDir, {
     schema_version: "v1",
     tenant_id: d.tenantId,
@@ -120,8 +123,6 @@ export async function recordSpec(d: Deploy): Promise<undefined> {
     processes: d.processes.map((p) => appliedProcess(p.spec, p.version)),
     applied_at: appliedAt,
   });
-  // The lock the spec ran with: a later restore of it finds its images here by digest.
-  await recordLock(d.files.dir, ds.specHash ?? "", { ...d.localImages, ...d.imageLock });
   await writeProjectState(d.ctx.workDir, {
     schema_version: "v1",
     project_name: d.projectName,

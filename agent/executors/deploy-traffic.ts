@@ -2,7 +2,7 @@
 // services are started first (update-plan.ts, with Compose's config hashes of the new files), and
 // after `up` the start-first replacements and the proxy's backends (start-first.ts). A deploy
 // without routes and without a service asking for start-first pays for none of it.
-import { ProxyError } from "../proxy/haproxy-runtime.js";
+import { ProxyError, ProxyRefused } from "../proxy/haproxy-runtime.js";
 import type { HostProxy } from "../proxy/host-proxy.js";
 import { readProjectContainers } from "../engine/project-containers.js";
 import { stageSpecRoutes } from "../engine/applied-spec.js";
@@ -36,8 +36,7 @@ async function switchWith(d: Deploy, proxy: HostProxy | undefined): Promise<Depl
     try {
       await proxy.setRoutes({ tenantId: d.tenantId, routes: [], servers: new Map() });
     } catch (e) {
-      if (!(e instanceof ProxyError)) throw e;
-      return end(d, "PROXY_UNAVAILABLE", `the host's proxy: ${e.message}`, { composePath: d.files.composePath });
+      return proxyFailed(d, e);
     }
   }
   if (!plan) return undefined;
@@ -52,12 +51,22 @@ async function switchWith(d: Deploy, proxy: HostProxy | undefined): Promise<Depl
     }
     if (routed) await routeServers(d, routed);
   } catch (e) {
-    if (!(e instanceof ProxyError)) throw e;
-    return end(d, "PROXY_UNAVAILABLE", `the host's proxy: ${e.message}`, { composePath: d.files.composePath });
+    return proxyFailed(d, e);
   }
   // Stop-first updates: the containers `up` put in place of the old ones.
   const after = await readProjectContainers(d.projectName).catch(() => undefined);
   for (const u of plan.updates)
     if (u.order === UpdateOrder.STOP_FIRST) u.newContainers = (after?.byService.get(u.service) ?? []).map((c) => c.name);
   return undefined;
+}
+
+/**
+ * A proxy failure as the order's outcome: PROXY_REFUSED (not retried) when the proxy refused what the spec asks (a
+ * route another tenant holds here, a configuration HAProxy cannot load), PROXY_UNAVAILABLE (retried) when it did not
+ * answer. Anything else is not the proxy's and goes on up.
+ */
+function proxyFailed(d: Deploy, e: unknown): DeployOutcome {
+  if (!(e instanceof ProxyError)) throw e;
+  const code = e instanceof ProxyRefused ? "PROXY_REFUSED" : "PROXY_UNAVAILABLE";
+  return end(d, code, `the host's proxy: ${e.message}`, { composePath: d.files.composePath });
 }

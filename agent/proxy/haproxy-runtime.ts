@@ -33,8 +33,11 @@ export type RuntimeAddress = { path: string } | { host: string; port: number };
 
 export class ProxyError extends Error {}
 
+/** A proxy change refused for what it asks, not for the proxy's state: asking again will not help (PROXY_REFUSED). */
+export class ProxyRefused extends ProxyError {}
+
 /** HAProxy's master answered a reload with a failure (a configuration it cannot load): asking again will not help. */
-export class ReloadRefused extends ProxyError {}
+export class ReloadRefused extends ProxyRefused {}
 
 /** HAProxy's answers meaning a command did nothing. */
 const REFUSALS = [

@@ -10,7 +10,7 @@ import { ProxyRouteSchema } from "../../gen/skipper/v1/proxy_pb.js";
 import { writeFileAtomic } from "../engine/durable-file.js";
 import { routeProblem, routesClash, routeWhere } from "../../common/route-rules.js";
 import { backendName, renderHaproxyConfig, type BackendServer, type TenantRoutes } from "./haproxy-config.js";
-import { HaproxyRuntime, ProxyError, type RuntimeAddress } from "./haproxy-runtime.js";
+import { HaproxyRuntime, ProxyError, ProxyRefused, type RuntimeAddress } from "./haproxy-runtime.js";
 
 export interface HostProxyOptions {
   /** The Runtime API of the worker (HAProxy's `stats socket … level admin`). */
@@ -57,11 +57,11 @@ export class HostProxy {
     const tables = await this.load();
     for (const r of tenant.routes) {
       const problem = routeProblem(r);
-      if (problem) throw new ProxyError(problem);
+      if (problem) throw new ProxyRefused(problem);
       // A host and prefix another tenant on this node routes is its: never taken over (the
       // controller refuses the same when a tenant is written; this node holds what it already has).
       const other = [...tables.values()].find((t) => t.tenantId !== tenant.tenantId && t.routes.some((o) => routesClash(o, r)));
-      if (other) throw new ProxyError(`${routeWhere(r)} overlaps a route of tenant ${other.tenantId} on this node`);
+      if (other) throw new ProxyRefused(`${routeWhere(r)} overlaps a route of tenant ${other.tenantId} on this node`);
     }
     const was = tables.get(tenant.tenantId);
     // The servers of backends the routes still name (one no longer named forgets its servers).

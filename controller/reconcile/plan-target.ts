@@ -44,6 +44,9 @@ export const DETERMINISTIC_FAILURES: ReadonlySet<string> = new Set([
   // The registry serves another image for a tag than the spec's lock names (the tag moved): the
   // same lock gets the same refusal until the spec changes.
   "DIGEST_MISMATCH",
+  // The node's proxy refused the spec's routes (another tenant holds that host and prefix there,
+  // or HAProxy cannot load the configuration): the same routes get the same refusal.
+  "PROXY_REFUSED",
 ]);
 
 /**
