@@ -239,6 +239,24 @@ describe.skipIf(!dockerHost)("the container executor on a real engine", () => {
     }
   }, 60_000);
 
+  it("a name that is another container's id prefix is a free slot, not that container", async () => {
+    // The engine resolves an unknown name as an id prefix: `inspect <prefix>` finds the other one.
+    const other = `ctr-idpre-${RUN_ID}`;
+    await docker("run", "-d", "--name", other, "skipper-busybox:local", ...RUNS);
+    const otherId = await docker("container", "inspect", "--format", "{{.Id}}", other);
+    const name = otherId.slice(0, 12);
+    try {
+      const r = await deploy({ ...spec("v1"), name });
+      expect(r.code, r.message).toBe("CONTAINER_OK");
+      expect(r.details!.container!.previousContainerId).toBe("");
+      // Both run: the new one under its own name, the other one untouched.
+      expect((await inspect(other))!).toMatchObject({ id: otherId, running: true });
+      expect(await docker("container", "inspect", "--format", "{{.Name}}", r.details!.container!.containerId)).toBe(`/${name}`);
+    } finally {
+      await execa("docker", ["rm", "-f", name, other], { env, reject: false });
+    }
+  }, 60_000);
+
   it("a mount source through a symbolic link the container left is refused before anything changes", async () => {
     // What a container could leave in its own directory: ./data/esc -> a directory outside it.
     const outside = await mkdtemp(join(tmpdir(), "skippy-ctr-outside-"));

@@ -132,4 +132,21 @@ describe.skipIf(!bin)("the proxy's backends at agent start (real haproxy, master
     await syncRoutesAtStart(proxy(), join(dir, "work"), { running: none }, pino({ level: "silent" }), { everyMs: 20, settleMs: 200 });
     expect(await proxy().servers(backendName("blog", blog))).toEqual(["blog-1"]);
   });
+
+  it("a tenant whose routes a removal took away between two rounds is not looked at again", async () => {
+    let blogLooks = 0;
+    const p = proxy();
+    const running = async (project: string): Promise<Map<string, RunningContainer[]>> => {
+      if (project === "shop") return new Map([["web", [{ name: "shop-web-1", address: "127.0.0.3" }]]]);
+      blogLooks++;
+      // The tenant is removed while the sync waits for its container (remove_service drops its routes).
+      if (blogLooks === 1) await p.setRoutes({ tenantId: "blog", routes: [], servers: new Map() });
+      return new Map([["blog", []]]);
+    };
+    await syncRoutesAtStart(p, join(dir, "work"), { running }, pino({ level: "silent" }), { everyMs: 20, settleMs: 10_000 });
+    expect(blogLooks).toBe(1);
+    expect(await proxy().routesOf("blog")).toBeUndefined();
+    expect(await readFile(hx.configPath, "utf8")).not.toContain("blog.example");
+    expect(await get(front, "shop.example")).toBe("200 after");
+  });
 });

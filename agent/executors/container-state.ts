@@ -37,13 +37,19 @@ export interface Seen {
 
 /** Reads the slots; a container there that is not the executor's is named in `foreign`. */
 export async function look(slots: Slots): Promise<{ seen: Seen; foreign?: string }> {
-  const [current, previous, replaced] = await Promise.all([
-    inspectContainer(slots.name),
-    inspectContainer(slots.previous),
-    inspectContainer(slots.replaced),
-  ]);
+  const [current, previous, replaced] = await Promise.all([named(slots.name), named(slots.previous), named(slots.replaced)]);
   for (const c of [current, previous, replaced]) if (c && c.labels[LABEL.container] !== slots.name) return { seen: {}, foreign: c.name };
   return { seen: { current, previous, replaced } };
+}
+
+/**
+ * The container under exactly `name`. The engine resolves a name it does not know as an id prefix
+ * (`docker container inspect cafe` finds a container whose id starts with cafe), and that container
+ * is not in the slot.
+ */
+async function named(name: string): Promise<ContainerFacts | undefined> {
+  const c = await inspectContainer(name);
+  return c?.name === name ? c : undefined;
 }
 
 /** The result's view of a container after an order. */

@@ -77,9 +77,14 @@ export async function removeService(order: WorkOrder, ctx: RemoveContext): Promi
   let command: CommandRun | undefined;
   let volumes: VolumeRemoval = { deleted: [], failed: [] };
   // Its routes first: the proxy stops sending it requests before its containers stop.
-  if (ctx.proxy && (await ctx.proxy.routesOf(tenantId))) {
+  // Alone on the tenant's routes, as a deploy's traffic switch is: the sync at agent start must not
+  // put back backends removed here.
+  const proxy = ctx.proxy;
+  if (proxy) {
     try {
-      await ctx.proxy.setRoutes({ tenantId, routes: [], servers: new Map() });
+      await proxy.exclusive(tenantId, async () => {
+        if (await proxy.routesOf(tenantId)) await proxy.setRoutes({ tenantId, routes: [], servers: new Map() });
+      });
     } catch (e) {
       return done("REMOVE_FAILED", `the host's proxy still routes to project ${projectName}: ${(e as Error).message}`);
     }

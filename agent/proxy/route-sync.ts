@@ -88,9 +88,13 @@ export async function syncRoutesAtStart(
     for (const t of pending) {
       const projectName = (await readAppliedSpec(workDir, t.tenantId))?.project_name ?? t.tenantId;
       try {
-        const waiting = await proxy.exclusive(t.tenantId, () =>
-          syncBackends(proxy, { tenantId: t.tenantId, projectName, routes: t.routes }, containers, { keepEmpty: true, signal }),
-        );
+        // The tenant's routes as they are now, inside its turn: a deploy or a removal since the
+        // last round changed them, and a round never puts back routes they took away.
+        const waiting = await proxy.exclusive(t.tenantId, async () => {
+          const routes = (await proxy.routesOf(t.tenantId))?.routes ?? [];
+          if (routes.length === 0) return [];
+          return syncBackends(proxy, { tenantId: t.tenantId, projectName, routes }, containers, { keepEmpty: true, signal });
+        });
         if (waiting.length > 0) next.push(t);
         else log.info({ action: "proxy_sync", result: "ok", tenant_id: t.tenantId }, "proxy backends set to the running containers");
       } catch (e) {
