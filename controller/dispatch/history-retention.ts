@@ -37,7 +37,11 @@ export class HistoryRetention {
   private firstRound: Promise<unknown> | undefined;
 
   constructor(private readonly deps: RetentionSettings) {
-    this.periodic = new Periodic(() => this.prune(), deps.everyMs ?? EVERY_MS);
+    this.periodic = new Periodic(
+      () => this.prune(),
+      deps.everyMs ?? EVERY_MS,
+      (err) => deps.logger.error({ action: "history_retention", result: "error", err }, "history pruning failed; trying again"),
+    );
   }
 
   /** Whether there is anything to prune at all. */

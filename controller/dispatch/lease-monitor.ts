@@ -38,7 +38,11 @@ export class LeaseMonitor {
   private readonly graceUntil: number;
 
   constructor(private readonly deps: LeaseDeps) {
-    this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
+    this.periodic = new Periodic(
+      () => this.check(),
+      deps.everyMs ?? 1000,
+      (err) => deps.logger.error({ action: "lease_check", result: "error", err }, "lease check failed; trying again"),
+    );
     this.graceUntil = deps.now().getTime() + deps.leaseMs;
   }
 

@@ -46,7 +46,11 @@ export class LivenessMonitor {
   private loaded = false;
 
   constructor(private readonly deps: LivenessDeps) {
-    this.periodic = new Periodic(() => this.check(), deps.everyMs ?? 1000);
+    this.periodic = new Periodic(
+      () => this.check(),
+      deps.everyMs ?? 1000,
+      (err) => deps.logger.error({ action: "node_liveness", result: "error", err }, "node liveness check failed; trying again"),
+    );
     this.view = new LivenessView(deps.controllerId ?? "sole", deps.now);
   }
 

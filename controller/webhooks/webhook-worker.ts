@@ -87,7 +87,11 @@ export class WebhookWorker {
 
   constructor(private readonly deps: WebhookWorkerDeps) {
     this.settings = { ...DEFAULT_WEBHOOK_SETTINGS, ...deps.settings };
-    this.periodic = new Periodic(() => this.tick(), this.settings.pollMs);
+    this.periodic = new Periodic(
+      () => this.tick(),
+      this.settings.pollMs,
+      (err) => this.deps.logger.error({ action: "webhook", result: "error", err }, "webhook round failed"),
+    );
   }
 
   start(): void {
