@@ -124,8 +124,23 @@ launch() {
     log "no engine answers and starting dockerd needs root"
     return 1
   fi
-  mkdir -p "$dir/root" "$dir/exec"
   local host="unix://$dir/docker.sock"
+  # A dockerd of ours already runs in $dir but did not answer in time (a loaded machine): wait for
+  # it rather than start a second one over it, which would take its socket and exec root and leave
+  # both broken.
+  if [ -f "$dir/dockerd.pid" ] && [ "$(cat "/proc/$(cat "$dir/dockerd.pid")/comm" 2>/dev/null)" = dockerd ]; then
+    log "dockerd $(cat "$dir/dockerd.pid") runs in $dir but does not answer yet; waiting for it"
+    for _ in $(seq 1 12); do
+      if engine_answers "$host"; then
+        load_image "$host"
+        echo "DOCKER_HOST=$host"
+        return 0
+      fi
+    done
+    log "dockerd $(cat "$dir/dockerd.pid") in $dir does not answer; stop it ($0 stop $dir) and start again"
+    return 1
+  fi
+  mkdir -p "$dir/root" "$dir/exec"
   log "starting dockerd in $dir"
   # vfs works on any file system (also inside containers); no iptables and no default bridge,
   # which sandboxes lack. User-defined networks and published ports on 127.0.0.1 still work.
