@@ -14,6 +14,7 @@ import { AttachRequestSchema, type AttachRequest, type AttachResponse } from "..
 import { Demultiplexer, EngineExec } from "../agent/engine/engine-exec.js";
 import { MAX_TERMINALS_PER_NODE, SessionTerminals } from "../controller/dispatch/session-terminals.js";
 import { TerminalRelay } from "../controller/dispatch/terminal-relay.js";
+import { AgentSession } from "../controller/dispatch/agent-session.js";
 import { OutputWindow } from "../agent/session/terminals.js";
 
 function frame(stream: number, payload: Buffer): Buffer {
@@ -246,5 +247,19 @@ describe("the engine's calls for a terminal", () => {
       await new Promise((r) => server.close(r));
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the controller's side of a session", () => {
+  it("answers and other control messages go to the agent before terminal traffic already queued", () => {
+    const session = new AgentSession({} as never, {} as never, {} as never);
+    session.terminals.reserve("t1", { deliver: () => undefined, sessionEnded: () => undefined });
+    session.terminals.start({ execId: "t1", ...OPEN });
+    for (let i = 0; i < 3; i++) session.terminals.input("t1", { data: new Uint8Array(64 * 1024) });
+    session.send({ case: "answer", value: { workOrderId: "o1", accepted: true } });
+    session.send({ case: "cancel", value: { workOrderId: "o2" } });
+    const order: string[] = [];
+    for (let m = session.take(); m !== undefined; m = session.take()) order.push(m.kind.case ?? "");
+    expect(order).toEqual(["answer", "cancel", "execOpen", "execInput", "execInput", "execInput"]);
   });
 });
