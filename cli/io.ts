@@ -13,6 +13,8 @@ export interface Io {
   env: NodeJS.ProcessEnv;
   /** All of stdin as text. */
   readStdin(): Promise<string>;
+  /** Stdin's bytes, read no further than `maxBytes` + 1 (more than `maxBytes`: the input is over a cap). */
+  readStdinBytes?(maxBytes: number): Promise<Uint8Array>;
 }
 
 /** The process's own streams. */
@@ -27,7 +29,21 @@ export function processIo(): Io {
       for await (const c of process.stdin) chunks.push(c as Buffer);
       return Buffer.concat(chunks).toString("utf8");
     },
+    readStdinBytes: (maxBytes) => readBounded(process.stdin, maxBytes),
   };
+}
+
+/** What `stream` holds, reading no further than `maxBytes` + 1 bytes: a caller refusing larger input never holds it all. */
+export async function readBounded(stream: AsyncIterable<unknown>, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of stream) {
+    const chunk = typeof c === "string" ? Buffer.from(c) : (c as Buffer);
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size > maxBytes) break;
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes + 1);
 }
 
 const CODES = { red: [31, 39], green: [32, 39], yellow: [33, 39], dim: [2, 22], bold: [1, 22] } as const;

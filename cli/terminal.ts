@@ -4,12 +4,17 @@
 // With a tty and a terminal on stdin, the terminal is put in raw mode (keys go as typed, Ctrl-C
 // included) and restored on every way out, signals too; its size goes with the open and with
 // every SIGWINCH. Without a terminal on stdout the size is LINES x COLUMNS when both are set.
+// Stdin is read only while less than QUEUED_STDIN_BYTES of it waits to be sent: the controller
+// takes more only as the command takes it (a window in flight), so piping a large file in never
+// holds more than that here.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { AttachRequestSchema, TerminalService } from "../gen/skipper/v1/terminal_service_pb.js";
 
 /** Largest stdin message (the controller's cap). */
 export const STDIN_FRAME_BYTES = 64 * 1024;
+/** Stdin read and not yet sent at most (reading pauses above it, goes on below half of it). */
+export const QUEUED_STDIN_BYTES = 1024 * 1024;
 
 type Request = MessageInitShape<typeof AttachRequestSchema>;
 type Size = { rows: number; cols: number };
@@ -43,7 +48,7 @@ export interface TerminalEnd {
 
 /** Runs the terminal `open` describes until its command exits; resolves with its exit code. */
 export async function runTerminal(client: Client<typeof TerminalService>, open: TerminalOpen, io: TerminalStreams): Promise<TerminalEnd> {
-  const requests = new RequestQueue();
+  const requests = new RequestQueue(() => io.stdin.resume());
   const size = sizeOf(io);
   requests.push({ kind: { case: "open", value: { ...open, ...(size ? { size } : {}) } } });
   const raw = Boolean(open.tty && io.stdin.isTTY && io.stdin.setRawMode);
@@ -65,6 +70,7 @@ export async function runTerminal(client: Client<typeof TerminalService>, open: 
   const onData = (chunk: Buffer) => {
     for (let at = 0; at < chunk.length; at += STDIN_FRAME_BYTES)
       requests.push({ kind: { case: "stdin", value: chunk.subarray(at, at + STDIN_FRAME_BYTES) } });
+    if (requests.stdinBytes > QUEUED_STDIN_BYTES) io.stdin.pause();
   };
   const onEnd = () => requests.push({ kind: { case: "closeStdin", value: true } });
   io.stdin.on("data", onData);
@@ -111,10 +117,16 @@ class RequestQueue {
   private readonly queue: Request[] = [];
   private wake: (() => void) | undefined;
   private ended = false;
+  /** Stdin bytes queued and not yet taken by the stream. */
+  stdinBytes = 0;
+
+  /** `drained` is called when the queued stdin falls under half of QUEUED_STDIN_BYTES. */
+  constructor(private readonly drained: () => void) {}
 
   push(r: Request): void {
     if (this.ended) return;
     this.queue.push(r);
+    if (r.kind?.case === "stdin") this.stdinBytes += r.kind.value.length;
     this.wake?.();
   }
 
@@ -127,6 +139,11 @@ class RequestQueue {
     for (;;) {
       const next = this.queue.shift();
       if (next) {
+        if (next.kind?.case === "stdin") {
+          const before = this.stdinBytes;
+          this.stdinBytes -= next.kind.value.length;
+          if (before > QUEUED_STDIN_BYTES / 2 && this.stdinBytes <= QUEUED_STDIN_BYTES / 2) this.drained();
+        }
         yield next;
         continue;
       }

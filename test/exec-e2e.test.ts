@@ -2,12 +2,13 @@
 // as processes, each on its own real Docker engine, a tenant placed on both. Asserted: each node's
 // output comes from its own container (the hostname Docker gave it, read from that engine), the
 // exit code is the command's (the first non-zero one across nodes), --node picks one node and
-// drops the prefix, stdin and env reach the command, a viewer's key is refused with nothing
-// queued, and the audit trail names each queued order, which holds the argv. Terminals (-t, -i on
-// one node: TerminalService.Attach relayed over the node's session, the CLI a child process with
-// pipes, the tty the container's): a tty, its size from the open and from a resize frame, typed
-// input and the exit code, piped stdin byte-exact past 1 MiB, a viewer refused with nothing run,
-// the client going closes the command, the audit entry and event name the terminal and argv.
+// drops the prefix, stdin (-i without -t: with the order, refused over its cap before anything is
+// queued) and env reach the command, a viewer's key is refused with nothing queued, and the audit
+// trail names each queued order, which holds the argv. Terminals (-t: TerminalService.Attach
+// relayed over the node's session, the CLI a child process with pipes, the tty the container's): a
+// tty, its size from the open and from a resize frame, typed input and the exit code, stdin
+// streamed without a tty byte-exact past 1 MiB, a viewer refused with nothing run, the client
+// going closes the command, the audit entry and event name the terminal and argv.
 import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -75,6 +76,8 @@ describe.skipIf(!hostA || !hostB)("skipper exec (two nodes, real processes and e
       child.stderr?.on("data", (d: Buffer) => (stderr += d.toString("utf8")));
       child.once("error", reject);
       child.once("close", (code) => resolve({ code, stdout, stderr }));
+      // The CLI may leave before it read all of it (input over a cap is refused unread): no EPIPE.
+      child.stdin?.on("error", () => undefined);
       if (opts.input !== undefined) child.stdin?.end(opts.input);
     });
   }
@@ -178,6 +181,20 @@ describe.skipIf(!hostA || !hostB)("skipper exec (two nodes, real processes and e
       },
     );
     expect([input.code, input.stdout]).toEqual([0, "from stdin!\n"]);
+    // -i without -t is the work order (a polling agent without a session runs it too), stdin with it.
+    const withStdin = (await execOrders()).filter(
+      (o) => o.action?.kind.case === "execService" && new TextDecoder().decode(o.action.kind.value.stdin) === "from stdin\n",
+    );
+    expect(withStdin.map((o) => o.target?.nodeId)).toEqual(["exec-b"]);
+  }, 60_000);
+
+  it("-i without -t refuses stdin over the order's cap, saying so, before anything is queued", async () => {
+    const before = (await execOrders()).length;
+    const r = await cli(["exec", TENANT, SERVICE, "--node", "exec-a", "-i", "--", "cat"], { input: Buffer.alloc(5 * 1024 * 1024, 1) });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("stdin is over 64 KiB");
+    expect(r.stderr).toContain("-it");
+    expect((await execOrders()).length).toBe(before);
   }, 60_000);
 
   it("a service without a container exits 1 saying so; -t across two nodes asks for one, before anything is queued", async () => {

@@ -10,9 +10,15 @@
 // 3 bytes of padding; a 4-byte big-endian length) and the payload. Ending stdin half-closes the
 // connection (the engine closes the command's stdin). The engine is reached as DOCKER_HOST says:
 // unix:// (the default socket when unset) or tcp:// without TLS; anything else is refused.
+// Every call, and the start until the engine upgrades the connection, has a deadline
+// (ENGINE_CALL_TIMEOUT_MS): an engine that hangs fails the terminal saying which call it did not
+// answer, instead of holding it (and its slot) open with nothing said.
 import { readFile } from "node:fs/promises";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+
+/** How long one call to the engine (create, start until upgraded, resize, inspect) may take. */
+export const ENGINE_CALL_TIMEOUT_MS = 15_000;
 
 /** Where the engine listens: a unix socket, or a plain TCP host and port. */
 export type EngineAddress = { socketPath: string } | { host: string; port: number };
@@ -54,12 +60,16 @@ export class EngineExec {
     readonly execId: string,
     private readonly containerId: string,
     private readonly socket: Socket,
+    private readonly timeoutMs: number,
   ) {}
 
-  /** Creates and starts the exec; its output goes to `sink`. Rejects when the engine refuses. */
-  static async start(address: EngineAddress, spec: ExecSpec, sink: ExecSink): Promise<EngineExec> {
+  /**
+   * Creates and starts the exec; its output goes to `sink`. Rejects when the engine refuses, or
+   * does not answer a call within `timeoutMs`.
+   */
+  static async start(address: EngineAddress, spec: ExecSpec, sink: ExecSink, timeoutMs = ENGINE_CALL_TIMEOUT_MS): Promise<EngineExec> {
     const env = Object.entries(spec.env).map(([k, v]) => `${k}=${v}`);
-    const created = await call(address, "POST", `/containers/${encodeURIComponent(spec.containerId)}/exec`, {
+    const created = await call(address, timeoutMs, "POST", `/containers/${encodeURIComponent(spec.containerId)}/exec`, {
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,
@@ -72,8 +82,8 @@ export class EngineExec {
     const execId = (JSON.parse(created) as { Id: string }).Id;
     const size = spec.tty && spec.rows > 0 && spec.cols > 0 ? { ConsoleSize: [spec.rows, spec.cols] } : {};
     // The size goes with the start too (API 1.42+): the tty has it before the command runs.
-    const socket = await hijack(address, `/exec/${execId}/start`, { Detach: false, Tty: spec.tty, ...size });
-    const exec = new EngineExec(address, execId, spec.containerId, socket);
+    const socket = await hijack(address, timeoutMs, `/exec/${execId}/start`, { Detach: false, Tty: spec.tty, ...size });
+    const exec = new EngineExec(address, execId, spec.containerId, socket, timeoutMs);
     const demux = spec.tty ? undefined : new Demultiplexer(sink);
     socket.on("data", (chunk: Buffer) => (demux ? demux.push(chunk) : sink.output(chunk, false)));
     socket.once("close", () => sink.ended());
@@ -90,6 +100,16 @@ export class EngineExec {
     });
   }
 
+  /** Stops reading the command's output (the engine, then the command, is held back). */
+  pauseOutput(): void {
+    this.socket.pause();
+  }
+
+  /** Reads the command's output again. */
+  resumeOutput(): void {
+    this.socket.resume();
+  }
+
   /** The command's stdin ends (EOF). */
   closeStdin(): void {
     if (!this.socket.writableEnded) this.socket.end();
@@ -98,12 +118,15 @@ export class EngineExec {
   /** Sets the tty's size. */
   async resize(rows: number, cols: number): Promise<void> {
     if (rows <= 0 || cols <= 0) return;
-    await call(this.address, "POST", `/exec/${this.execId}/resize?h=${rows}&w=${cols}`);
+    await call(this.address, this.timeoutMs, "POST", `/exec/${this.execId}/resize?h=${rows}&w=${cols}`);
   }
 
   /** The command's exit code once it ended; undefined while the engine says it runs. */
   async exitCode(): Promise<number | undefined> {
-    const doc = JSON.parse(await call(this.address, "GET", `/exec/${this.execId}/json`)) as { Running?: boolean; ExitCode?: number | null };
+    const doc = JSON.parse(await call(this.address, this.timeoutMs, "GET", `/exec/${this.execId}/json`)) as {
+      Running?: boolean;
+      ExitCode?: number | null;
+    };
     return doc.Running || typeof doc.ExitCode !== "number" ? undefined : doc.ExitCode;
   }
 
@@ -137,7 +160,7 @@ export class EngineExec {
   }
 
   private async runningPid(): Promise<number | undefined> {
-    const doc = JSON.parse(await call(this.address, "GET", `/exec/${this.execId}/json`).catch(() => "{}")) as {
+    const doc = JSON.parse(await call(this.address, this.timeoutMs, "GET", `/exec/${this.execId}/json`).catch(() => "{}")) as {
       Running?: boolean;
       Pid?: number;
     };
@@ -158,10 +181,12 @@ function signal(pid: number, sig: NodeJS.Signals): boolean {
   return false;
 }
 
-// One request to the engine; resolves with the body of a 2xx answer, rejects with the engine's words.
-function call(address: EngineAddress, method: string, path: string, body?: unknown): Promise<string> {
+// One request to the engine; resolves with the body of a 2xx answer, rejects with the engine's
+// words, or when it has not answered in full within `timeoutMs`.
+function call(address: EngineAddress, timeoutMs: number, method: string, path: string, body?: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = open(address, method, path, body);
+    deadline(req, timeoutMs, `${method} ${path.split("?")[0]}`, reject);
     req.once("response", (res: IncomingMessage) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
@@ -177,11 +202,14 @@ function call(address: EngineAddress, method: string, path: string, body?: unkno
   });
 }
 
-// Starts the exec with the connection upgraded: resolves with the raw socket.
-function hijack(address: EngineAddress, path: string, body: unknown): Promise<Socket> {
+// Starts the exec with the connection upgraded: resolves with the raw socket (the deadline runs
+// until the upgrade; the exec's connection itself lasts as long as its command).
+function hijack(address: EngineAddress, timeoutMs: number, path: string, body: unknown): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const req = open(address, "POST", path, body, { Connection: "Upgrade", Upgrade: "tcp" });
+    const stop = deadline(req, timeoutMs, "start exec", reject);
     req.once("upgrade", (_res: IncomingMessage, socket: Socket, head: Buffer) => {
+      stop();
       if (head.length > 0) socket.unshift(head);
       resolve(socket);
     });
@@ -195,6 +223,18 @@ function hijack(address: EngineAddress, path: string, body: unknown): Promise<So
     req.once("error", reject);
     req.end(JSON.stringify(body));
   });
+}
+
+// Fails `req` when it has not settled within `ms`, naming the call; returns what cancels the deadline.
+function deadline(req: ClientRequest, ms: number, what: string, reject: (e: Error) => void): () => void {
+  const timer = setTimeout(() => {
+    reject(new Error(`engine: ${what}: no answer within ${ms / 1000} s (the Docker engine may be hung)`));
+    req.destroy();
+  }, ms);
+  timer.unref();
+  const stop = () => clearTimeout(timer);
+  req.once("close", stop);
+  return stop;
 }
 
 function open(address: EngineAddress, method: string, path: string, body: unknown, extra: Record<string, string> = {}): ClientRequest {

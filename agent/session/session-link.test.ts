@@ -97,4 +97,30 @@ describe("SessionLink", () => {
     expect(link.up).toBe(false);
     await expect(link.ack("o3", 1n)).rejects.toMatchObject({ code: Code.Unavailable });
   });
+
+  it("a control message goes out before terminal output already waiting: a flooding terminal never holds a renewal back", async () => {
+    // A transport that takes a message only when the test pulls one (a slow link).
+    let input: AsyncIterator<{ kind: SessionRequest["kind"] }> | undefined;
+    const nodes = {
+      session(i: AsyncIterable<{ kind: SessionRequest["kind"] }>) {
+        input = i[Symbol.asyncIterator]();
+        return (async function* () {
+          await new Promise(() => undefined);
+        })();
+      },
+    } as unknown as Client<typeof NodeService>;
+    const link = new SessionLink(nodes, { nodeId: "n1", agentVersion: "t", journalWorkOrderIds: [] }, pino({ level: "silent" }));
+    void (async () => {
+      for await (const _ of link.messages());
+    })();
+    await new Promise((r) => setImmediate(r));
+    const pull = async () => (await input!.next()).value.kind.case as string;
+    expect(await pull()).toBe("hello");
+    for (let i = 0; i < 5; i++) link.send({ case: "execOutput", value: { execId: "t1", data: new Uint8Array(64 * 1024) } });
+    expect(await pull()).toBe("execOutput");
+    void link.renew("o1", 1n, 0).catch(() => undefined);
+    link.send({ case: "heartbeat", value: {} });
+    expect([await pull(), await pull(), await pull()]).toEqual(["leaseRenewal", "heartbeat", "execOutput"]);
+    link.close();
+  });
 });

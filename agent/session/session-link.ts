@@ -1,10 +1,14 @@
 // One open Session stream (NodeService.Session) as the agent holds it: what it sends is queued
 // and written in order, what it receives is read by one loop (messages()), which hands each
 // answer to the request waiting for it and yields everything else (orders, cancels, notices).
-// Answers are matched by subject, order id and fencing token; answers of one subject come in the
-// order of its requests, so the waiters of one key form a queue. When the stream ends, every
-// request still waiting is rejected with UNAVAILABLE (the caller retries: on the next session or
-// unary), and a refused answer rejects with the Connect code the unary call would have carried.
+// Two lanes go out: control (hello, heartbeats, acks, renewals, results, state reports) and
+// terminal output (exec_output); a waiting control message always goes first, so a terminal that
+// floods never holds a lease renewal back (each terminal's output is itself held to a window the
+// controller acknowledges: terminals.ts). Answers are matched by subject, order id and fencing
+// token; answers of one subject come in the order of its requests, so the waiters of one key form
+// a queue. When the stream ends, every request still waiting is rejected with UNAVAILABLE (the
+// caller retries: on the next session or unary), and a refused answer rejects with the Connect
+// code the unary call would have carried.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import {
@@ -36,7 +40,10 @@ export class SessionLink {
   /** The controller's welcome, once it came. */
   welcome: SessionWelcome | undefined;
   private ended = false;
+  /** Control messages, sent before any terminal output. */
   private readonly outbox: RequestKind[] = [];
+  /** Terminal output (exec_output), sent when no control message waits. */
+  private readonly terminalLane: RequestKind[] = [];
   private wakeSender: (() => void) | undefined;
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly aborter = new AbortController();
@@ -69,10 +76,10 @@ export class SessionLink {
     }
   }
 
-  /** Sends one message (dropped once the stream ended). */
+  /** Sends one message (dropped once the stream ended): exec_output in the terminal lane, the rest ahead of it. */
   send(kind: RequestKind): void {
     if (this.ended) return;
-    this.outbox.push(kind);
+    (kind?.case === "execOutput" ? this.terminalLane : this.outbox).push(kind);
     this.wakeSender?.();
   }
 
@@ -110,10 +117,10 @@ export class SessionLink {
     this.aborter.abort();
   }
 
-  // What the stream sends, in order, until it ends.
+  // What the stream sends until it ends: each lane in order, control first.
   private async *requests(): AsyncGenerator<MessageInitShape<typeof SessionRequestSchema>> {
     for (;;) {
-      const kind = this.outbox.shift();
+      const kind = this.outbox.shift() ?? this.terminalLane.shift();
       if (kind) {
         yield { kind };
         continue;

@@ -3,9 +3,13 @@
 // Engine API (engine/engine-exec.ts), its output sent back on the session as exec_output
 // messages, its input taken from exec_input messages in order. Each ends with one message: the
 // exit code (exited), or why it did not open or broke (error). A session that ends closes the
-// terminals opened on it (the controller's side is gone with it). Unlike an exec_service order,
-// the output is not capped and the project's secret values are not blanked: it is a live stream
-// to an operator holding a shell in the container.
+// terminals opened on it (the controller's side is gone with it). Flow control: when the open
+// gives an output window, the command's output is not read while more than the window of it is
+// sent and not yet acknowledged by the controller (output_acked, sent as its client takes it), so
+// a command that floods (`yes`) waits in the container instead of filling this agent's memory and
+// its session (whose control messages go first anyway: session-link.ts). Unlike an exec_service
+// order, the output is not capped and the project's secret values are not blanked: it is a live
+// stream to an operator holding a shell in the container, who may read them there anyway.
 import type { Logger } from "pino";
 import type { SessionExecInput, SessionExecOpen } from "../../gen/skipper/v1/node_service_pb.js";
 import { execActionProblem } from "../../common/action-rules.js";
@@ -30,6 +34,34 @@ interface Terminal {
   done: boolean;
   /** Bytes of stdin the exec's connection took (told to the controller: its flow control). */
   taken: bigint;
+  /** Output: bytes sent, bytes the controller acknowledged, the window between them (0: none). */
+  output: OutputWindow;
+}
+
+/** A terminal's output in flight: read from the engine while at most `window` bytes are unacknowledged. */
+export class OutputWindow {
+  sent = 0;
+  acked = 0;
+  paused = false;
+
+  constructor(readonly window: number) {}
+
+  /** `n` bytes were sent: true when reading must stop now. */
+  onSent(n: number): boolean {
+    this.sent += n;
+    if (this.paused || this.window === 0 || this.sent - this.acked <= this.window) return false;
+    this.paused = true;
+    return true;
+  }
+
+  /** The controller acknowledged `total` bytes: true when reading may go on now. */
+  onAcked(total: number): boolean {
+    if (total <= this.acked) return false;
+    this.acked = Math.min(total, this.sent);
+    if (!this.paused || this.sent - this.acked > this.window) return false;
+    this.paused = false;
+    return true;
+  }
 }
 
 export class Terminals {
@@ -47,7 +79,7 @@ export class Terminals {
       this.fail(link, o.execId, "TERMINAL_LIMIT", `this node has ${MAX_TERMINALS} terminals open already`);
       return;
     }
-    const t: Terminal = { link, chain: Promise.resolve(), done: false, taken: 0n };
+    const t: Terminal = { link, chain: Promise.resolve(), done: false, taken: 0n, output: new OutputWindow(o.outputWindow) };
     this.open.set(o.execId, t);
     t.chain = this.start(t, o).catch((e: unknown) => this.end(o.execId, { error: ["EXEC_FAILED", (e as Error).message] }));
   }
@@ -56,6 +88,8 @@ export class Terminals {
   input(i: SessionExecInput): void {
     const t = this.open.get(i.execId);
     if (!t) return;
+    // Not behind the stdin chain: an acknowledgement must get through while a write waits.
+    if (t.output.onAcked(Number(i.outputAcked))) t.exec?.resumeOutput();
     if (i.close) {
       this.end(i.execId, undefined);
       void this.stop(t.exec, i.execId, "the terminal's client went");
@@ -113,6 +147,7 @@ export class Terminals {
     };
     t.exec = await EngineExec.start(engineAddress(), spec, sink);
     if (t.done) return void this.stop(t.exec, o.execId, "the terminal was closed while it opened");
+    if (t.output.paused) t.exec.pauseOutput();
     if (o.tty) await t.exec.resize(o.rows, o.cols).catch(() => undefined);
     this.log.info(
       {
@@ -130,6 +165,7 @@ export class Terminals {
     for (let at = 0; at < data.length; at += OUTPUT_FRAME_BYTES) {
       t.link.send({ case: "execOutput", value: { execId, data: data.subarray(at, at + OUTPUT_FRAME_BYTES), isStderr } });
     }
+    if (t.output.onSent(data.length)) t.exec?.pauseOutput();
   }
 
   // The output ended: the command's exit code, once the engine has it.

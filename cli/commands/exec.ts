@@ -6,12 +6,14 @@
 // when there are several; the CLI exits with the command's exit code (the first non-zero one in
 // node order across several; 1 for a node whose order ended without running it).
 //
-// -t (a terminal) and -i on one node open a terminal instead (TerminalService.Attach, relayed by
-// the controller over the node's session; cli/terminal.ts): input streams as it is read, output
-// as it comes, no cap. -i across several nodes stays an order per node, with its stdin capped.
+// -t (a terminal, `-it` with input) opens a terminal instead, on one node (TerminalService.Attach,
+// relayed by the controller over the node's session; cli/terminal.ts): input streams as it is
+// read (held back while the controller has a window of it in flight), output as it comes, no cap.
+// -i without -t stays an order per node, which a polling agent without a session runs too; its
+// stdin goes with the order, so it is read only up to the order's cap and refused when larger.
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js";
@@ -59,19 +61,23 @@ export function registerExec(program: Command, ctx: CommandContext): void {
     .option("-w, --workdir <dir>", "absolute directory in the container to run in")
     .option("-e, --env <KEY=VALUE>", "set a variable for the command; repeat for several", collect, [])
     .option("--stdin-file <file>", `write this file to the command's stdin (at most ${EXEC_LIMITS.stdinBytes / 1024} KiB)`)
-    .option("-i, --stdin", "stream this command's stdin to the command's (one node: as it is read; several: at most 64 KiB)")
-    .option("-t, --tty", "a terminal in the container (with -i: interactive, `-it`); one node")
+    .option(
+      "-i, --stdin",
+      `give this command's stdin to the command's (at most ${EXEC_LIMITS.stdinBytes / 1024} KiB with the order; -it: streamed)`,
+    )
+    .option("-t, --tty", "a live terminal in the container on one node (with -i: interactive, `-it`)")
     .option("--replica <n>", "which replica when the service runs several on a node (compose's number; default the lowest)", "0")
     .option("--timeout <duration>", "stop it after this long", "60s")
     .option("--claim-timeout <duration>", "give up on a node that has not taken its order within this", "60s")
     .addHelpText(
       "after",
       `
-The command runs as given, without a shell (name one to use its syntax). Without -t or -i, it
-runs as a work order per node: output capped at 1 MiB per stream, the project's secret values
-blanked. With -t, or -i on one node, it is a live terminal through the controller and the node's
-own session: stdin streams in, output streams out uncapped and unblanked, --timeout does not
-apply (an idle terminal is closed after 4 min). The exit code
+The command runs as given, without a shell (name one to use its syntax). Without -t, it runs as
+a work order per node: output capped at 1 MiB per stream, the project's secret values blanked,
+stdin (-i, --stdin-file) at most ${EXEC_LIMITS.stdinBytes / 1024} KiB. With -t it is a live terminal through the
+controller and the node's own session: stdin streams in, output streams out uncapped and not
+blanked (the operator in the shell may read the secrets there anyway), --timeout does not apply
+(an idle terminal is closed after 4 min). The exit code
 is the command's own; with several nodes the first non-zero one, and each line is prefixed with
 its node. An operator's right; every run is a work order, in the audit trail.
 
@@ -101,23 +107,18 @@ Examples:
     });
 }
 
-// The node of a terminal (-t, or -i on one node), or undefined for orders.
+// The node of a terminal (-t), or undefined for orders (-i without -t included).
 async function terminalNode(ctx: CommandContext, tenant: string, opts: ExecOptions): Promise<string | undefined> {
-  if (!opts.tty && !opts.stdin) return undefined;
-  if (opts.stdinFile !== undefined) throw new CliError("give --stdin-file or -i/-t, not both");
+  if (!opts.tty) return undefined;
+  if (opts.stdinFile !== undefined) throw new CliError("give --stdin-file or -t, not both");
   const named = [...new Set(opts.node)];
-  if (named.length > 1) {
-    if (opts.tty) throw new CliError("-t opens one terminal: name one node with --node");
-    return undefined;
-  }
+  if (named.length > 1) throw new CliError("-t opens one terminal: name one node with --node");
   if (named.length === 1) return named[0];
   const nodes = await tenantNodes(ctx.clients(), tenant);
   if (nodes.length === 1) return nodes[0];
-  if (opts.tty || nodes.length === 0)
-    throw new CliError(`tenant ${tenant} runs on ${nodes.length === 0 ? "no node" : nodes.join(", ")}: -t needs one node`, {
-      hint: "name it with --node",
-    });
-  return undefined;
+  throw new CliError(`tenant ${tenant} runs on ${nodes.length === 0 ? "no node" : nodes.join(", ")}: -t needs one node`, {
+    hint: "name it with --node",
+  });
 }
 
 // A terminal on `node`; the exit code is its command's.
@@ -142,13 +143,20 @@ type ExecValue = {
 // The order's action from the flags; the controller checks it again (INVALID_REQUEST naming the field).
 async function actionOf(ctx: CommandContext, service: string, argv: string[], opts: ExecOptions): Promise<ExecValue> {
   if (opts.stdinFile !== undefined && opts.stdin) throw new CliError("give --stdin-file or -i/--stdin, not both");
-  let stdin = new Uint8Array();
-  if (opts.stdinFile !== undefined) stdin = await readFile(opts.stdinFile);
-  else if (opts.stdin) stdin = new TextEncoder().encode(await ctx.io.readStdin());
-  if (stdin.length > EXEC_LIMITS.stdinBytes)
-    throw new CliError(`stdin is ${stdin.length} bytes; at most ${EXEC_LIMITS.stdinBytes} go with an exec order`, {
-      hint: "copy larger input into the container another way (an upload_files order to a mounted directory)",
+  const cap = EXEC_LIMITS.stdinBytes;
+  const over = (what: string) =>
+    new CliError(`${what} is over ${cap / 1024} KiB: at most ${cap} bytes of stdin go with an exec order`, {
+      hint: "stream it through a terminal (-it, one node), or copy it into the container another way (an upload_files order to a mounted directory)",
     });
+  let stdin: Uint8Array = new Uint8Array();
+  if (opts.stdinFile !== undefined) {
+    if ((await stat(opts.stdinFile)).size > cap) throw over(opts.stdinFile);
+    stdin = await readFile(opts.stdinFile);
+  } else if (opts.stdin) {
+    // Read no further than the cap: larger input is refused, never held whole.
+    stdin = ctx.io.readStdinBytes ? await ctx.io.readStdinBytes(cap) : new TextEncoder().encode(await ctx.io.readStdin());
+  }
+  if (stdin.length > cap) throw over(opts.stdinFile ?? "stdin");
   const replica = Number(opts.replica);
   if (!Number.isInteger(replica) || replica < 0 || replica > 1000) throw new CliError("--replica must be a whole number from 0 to 1000");
   return {

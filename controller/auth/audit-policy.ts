@@ -26,6 +26,11 @@ export type AuditSink = (entry: AuditEntry) => Promise<unknown>;
 // who received which order's secrets is on record (the order lists the values it uses).
 const HANDS_OUT_SECRETS = new Set(["skipper.v1.WorkOrderService.GetWorkOrderSecrets"]);
 
+// Streams whose handler writes the entry of a call that succeeds, once it knows what it names
+// (a terminal, once it holds its node's slot: dispatch/open-terminal.ts); the boundary's, written
+// as the stream starts, would name nothing and say it twice. A refusal is the boundary's.
+const HANDLER_WRITES_OK = new Set(["skipper.v1.TerminalService.Attach"]);
+
 /** Whether a call of `method` by `principal` that ended with `outcome` ("OK" or an error code) is audited. */
 export function isAudited(method: DescMethod, principal: Principal, outcome: string): boolean {
   if (HANDS_OUT_SECRETS.has(`${method.parent.typeName}.${method.name}`) && principal.kind !== "anonymous") return true;
@@ -34,6 +39,7 @@ export function isAudited(method: DescMethod, principal: Principal, outcome: str
   if (permissionOf(method) === Permission.ENROLL) return outcome === "OK";
   if (principal.kind === "anonymous") return false;
   if (outcome === "FORBIDDEN") return true;
+  if (outcome === "OK" && HANDLER_WRITES_OK.has(`${method.parent.typeName}.${method.name}`)) return false;
   if (method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return false;
   // The agents' own protocol; a node renewing its certificate is a credential change, recorded.
   const protocol = permissionOf(method) === Permission.NODE && method.parent.typeName !== "skipper.v1.EnrollmentService";

@@ -82,6 +82,8 @@ export interface AuditNote {
   tenantId?: string;
   /** Who to record when not the caller's credential (an enrollment: the token used). */
   actor?: Actor;
+  /** The handler wrote the call's entry itself (a terminal, naming it once its slot is held): none more is written. */
+  written?: boolean;
 }
 
 /** Everything a handler needs to know about the call beyond its request message. */

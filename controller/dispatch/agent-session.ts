@@ -11,7 +11,7 @@
 // An agent runs one order at a time, so an order is never claimed for it while it runs another:
 // a claim's lease would tick away while the order waits its turn. The
 // requests (session-requests.ts) are handled one at a time, in the order they came, and answered
-// on the stream. A cancel the feed publishes for a running order of the node goes out as a
+// on the stream ahead of any terminal traffic (exec_open, exec_input: session-terminals.ts). A cancel the feed publishes for a running order of the node goes out as a
 // cancel message. Ended (the client closed or went, a refusal, replaced, credential revoked):
 // every order pushed and not acknowledged is released at once (running -> pending with the next
 // claim's new token, `work_order_claim_released`) and rung on the feed for whoever asks next; an
@@ -127,6 +127,7 @@ export class AgentSession implements RequestSession {
     (kind) => this.send(kind),
   );
   private readonly outbox: SessionResponse[] = [];
+  private readonly terminalLane: SessionResponse[] = []; // exec_open, exec_input: sent when nothing else waits
   private notify: (() => void) | undefined;
   private ended = false;
   private failure: SkipperError | undefined;
@@ -215,7 +216,7 @@ export class AgentSession implements RequestSession {
 
   /** The next message queued for the agent, if any. */
   take(): SessionResponse | undefined {
-    return this.outbox.shift();
+    return this.outbox.shift() ?? this.terminalLane.shift();
   }
 
   /** Called whenever a message is queued or the session ends (the lean route's writer). */
@@ -240,7 +241,7 @@ export class AgentSession implements RequestSession {
   /** Queues `kind` for the agent. */
   send(kind: SessionMessage): void {
     if (this.ended) return;
-    this.outbox.push(create(SessionResponseSchema, { kind }));
+    (kind.case === "execOpen" || kind.case === "execInput" ? this.terminalLane : this.outbox).push(create(SessionResponseSchema, { kind }));
     this.notify?.();
   }
 

@@ -23,8 +23,9 @@ export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant
 
 // An order naming a tenant goes to a node of that tenant: inside its node pool when an admin gave
 // it one (for everyone, as placement is), and for a caller scoped to some tenants, when it has no
-// pool, to a node it runs on. A scoped key cannot reach another tenant's node with an order.
-function checkTenantNode(node: Resource, tenant: Resource | undefined, scoped: boolean): void {
+// pool, to a node it runs on. A scoped key cannot reach another tenant's node with an order (nor
+// with a terminal: open-terminal.ts).
+export function checkTenantNode(node: Resource, tenant: Resource | undefined, scoped: boolean): void {
   const spec = tenant?.desiredState?.kind.case === "tenant" ? tenant.desiredState.kind.value : undefined;
   if (!tenant || !spec) return;
   const pool = spec.policy?.nodeSelector ?? {};

@@ -2,8 +2,12 @@
 // the client's stdin, resizes and end of stdin go to the agent as they come; the agent's output
 // comes back as answers, the exit code last. Caps: bytes per input message, output held for a
 // client that does not read, an idle timeout (no byte either way), and at most a window of stdin
-// in flight to the agent (which says what the command's connection took). The client going (its
-// stream reset, cancelled) or its request stream failing closes the terminal on the agent.
+// in flight to the agent (which says what the command's connection took). Output has a window too:
+// the agent reads the command's output while at most outputWindowBytes of it are unacknowledged,
+// and the relay acknowledges what the client's stream has taken (a quarter window at a time), so
+// a client that does not read holds a flooding command back instead of filling memory here, on
+// the agent, or the session it shares with lease renewals. The client going (its stream reset,
+// cancelled), its request stream failing, or its credential ending closes the terminal on the agent.
 import { create } from "@bufbuild/protobuf";
 import type { SessionExecOutput } from "../../gen/skipper/v1/node_service_pb.js";
 import { AttachResponseSchema, type AttachRequest, type AttachResponse } from "../../gen/skipper/v1/terminal_service_pb.js";
@@ -19,6 +23,8 @@ export interface RelayLimits {
   idleMs: number;
   /** Stdin bytes sent to the agent and not yet taken by the command's connection. */
   stdinWindowBytes: number;
+  /** Output bytes the agent may send before the relay acknowledges them (exec_open's output_window). */
+  outputWindowBytes: number;
 }
 
 // Idle: under the listener's own limits for a stream with nothing moving (server/listener.ts:
@@ -29,6 +35,7 @@ export const DEFAULT_RELAY_LIMITS: RelayLimits = {
   heldBytes: 8 * 1024 * 1024,
   idleMs: 4 * 60_000,
   stdinWindowBytes: 1024 * 1024,
+  outputWindowBytes: 256 * 1024,
 };
 
 // What the agent's error codes mean to the client.
@@ -60,6 +67,9 @@ export class TerminalRelay implements TerminalEnd {
   /** Stdin bytes the agent says the command's connection took. */
   private taken = 0n;
   private wakeInput: (() => void) | undefined;
+  /** Output bytes the client's stream has taken, and how many of them the agent was told of. */
+  private forwarded = 0;
+  private acked = 0;
 
   constructor(
     private readonly terminals: SessionTerminals,
@@ -98,8 +108,11 @@ export class TerminalRelay implements TerminalEnd {
       for (;;) {
         const next = this.queue.shift();
         if (next) {
-          if (next.kind.case === "stdout" || next.kind.case === "stderr") this.held -= next.kind.value.length;
+          const output = next.kind.case === "stdout" || next.kind.case === "stderr" ? next.kind.value.length : 0;
+          this.held -= output;
           yield next;
+          // Resumed: the client's stream took it (Connect writes the next answer only then).
+          if (output > 0) this.acknowledge(output);
           continue;
         }
         if (this.finished) break;
@@ -116,6 +129,15 @@ export class TerminalRelay implements TerminalEnd {
       this.terminals.close(this.execId);
       this.stop(new SkipperError("UNAVAILABLE", "the client went"));
     }
+  }
+
+  /**
+   * Ends the terminal from this side with `failure` (the client left before its answers were
+   * read, its credential ended): its slot is freed and the agent told to stop it. Idempotent.
+   */
+  abandon(failure: SkipperError): void {
+    this.terminals.close(this.execId);
+    this.stop(failure);
   }
 
   /** How it ended (once it has). */
@@ -157,6 +179,14 @@ export class TerminalRelay implements TerminalEnd {
       this.terminals.close(this.execId);
       this.stop(e instanceof SkipperError ? e : new SkipperError("UNAVAILABLE", "the client's stream broke: terminal closed"));
     }
+  }
+
+  // `n` more output bytes reached the client: the agent is told once a quarter window piled up.
+  private acknowledge(n: number): void {
+    this.forwarded += n;
+    if (this.forwarded - this.acked < Math.max(1, this.limits.outputWindowBytes / 4)) return;
+    this.acked = this.forwarded;
+    this.terminals.input(this.execId, { outputAcked: BigInt(this.forwarded) });
   }
 
   private push(kind: AttachResponse["kind"]): void {

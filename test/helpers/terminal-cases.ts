@@ -133,15 +133,27 @@ export function terminalCases(world: () => World): void {
     expect(exitCode).toBe(0);
   }, 60_000);
 
-  it("-i without -t: piped stdin comes back byte-exact past 1 MiB; stderr stays apart", async () => {
+  it("without a tty, stdin streamed in comes back byte-exact past 1 MiB; stderr stays apart", async () => {
     const w = world();
     const data = randomBytes(1536 * 1024 + 7);
-    const cat = new CliChild([...base(w), "-i", "--", "sh", "-c", "cat; echo done >&2"], w.env);
-    cat.child.stdin.end(data);
-    expect(await cat.exited, cat.err).toBe(0);
-    expect(cat.stdout.length).toBe(data.length);
-    expect(cat.stdout.equals(data)).toBe(true);
-    expect(cat.err).toBe("done\n");
+    const input = feed();
+    input.push({
+      kind: { case: "open", value: { tenantId: w.tenant, service: w.service, nodeId: "exec-a", argv: ["sh", "-c", "cat; echo done >&2"] } },
+    });
+    for (let at = 0; at < data.length; at += 64 * 1024) input.push({ kind: { case: "stdin", value: data.subarray(at, at + 64 * 1024) } });
+    input.push({ kind: { case: "closeStdin", value: true } });
+    const out: Buffer[] = [];
+    let err = "";
+    let exitCode: number | undefined;
+    for await (const m of w.ctl.admin(TerminalService).attach(input.stream, { timeoutMs: 0 })) {
+      if (m.kind.case === "stdout") out.push(Buffer.from(m.kind.value));
+      if (m.kind.case === "stderr") err += new TextDecoder().decode(m.kind.value);
+      if (m.kind.case === "exitCode") exitCode = m.kind.value;
+    }
+    input.end();
+    const got = Buffer.concat(out);
+    expect([exitCode, got.length, err]).toEqual([0, data.length, "done\n"]);
+    expect(got.equals(data)).toBe(true);
   }, 120_000);
 
   it("the client going away ends the command in the container", async () => {
@@ -177,7 +189,7 @@ export function terminalCases(world: () => World): void {
   it("the audit trail has the terminal (who, tenant) and its event the node, service and program (never its arguments), never stdin", async () => {
     const w = world();
     const secretInput = `typed-${randomBytes(6).toString("hex")}`;
-    const run = new CliChild([...base(w), "-i", "--", "sh", "-c", "read x; echo got"], w.env);
+    const run = new CliChild([...base(w), "-it", "--", "sh", "-c", "read x; echo got"], w.env);
     run.child.stdin.end(`${secretInput}\n`);
     expect(await run.exited, run.err).toBe(0);
     const events = (await w.ctl.admin(EventService).listEvents({ type: "terminal_opened", tenantId: w.tenant, pageSize: 100 })).events;
@@ -191,7 +203,7 @@ export function terminalCases(world: () => World): void {
     expect(opened?.data).toMatchObject({ command: "sh" });
     expect(JSON.stringify(opened?.data)).not.toContain("read x");
     expect(opened).toMatchObject({ nodeId: "exec-a", resourceType: "terminal", tenantId: w.tenant });
-    expect(opened?.data).toMatchObject({ service: w.service, tty: false });
+    expect(opened?.data).toMatchObject({ service: w.service, tty: true });
     const entries = (await w.ctl.admin(AuditService).listAuditEntries({ pageSize: 1000 })).entries;
     const entry = entries.find((e) => e.target === `terminal/${opened!.resourceId}`);
     expect(entry).toMatchObject({ rpc: "skipper.v1.TerminalService/Attach", tenantId: w.tenant, outcome: "OK" });

@@ -218,10 +218,14 @@ export const TerminalService: GenService<{
    * Attach opens one terminal and relays it until the command exits or either side goes. The
    * first message must be `open`; then stdin bytes, resizes and the end of stdin. The answers are
    * `opened` (the node and the terminal's id), output, and last `exited` with the command's exit
-   * code. Refused: a viewer (FORBIDDEN, nothing opened), a service on several nodes without
-   * node_id (INVALID_REQUEST), a node without a session on this controller (UNAVAILABLE), a node
-   * with too many terminals open (RESOURCE_EXHAUSTED). An idle terminal (no byte either way) is
-   * closed after the idle timeout. Audited when opened (the argv, never stdin).
+   * code. Refused: a viewer (FORBIDDEN, nothing opened), a node outside the tenant's placement
+   * (FORBIDDEN, as an exec_service order: outside its node pool, or for a caller scoped to some
+   * tenants a node the tenant does not run on), a service on several nodes without node_id
+   * (INVALID_REQUEST), a node without a session on this controller (UNAVAILABLE), a node with too
+   * many terminals open (RESOURCE_EXHAUSTED). An idle terminal (no byte either way) is closed
+   * after the idle timeout; one whose caller's credential ends, with UNAUTHORIZED. Output a client
+   * does not read holds the command back (a window of it in flight). Audited once, when opened
+   * (the terminal, tenant and caller; never stdin).
    *
    * @generated from rpc skipper.v1.TerminalService.Attach
    */
