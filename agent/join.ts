@@ -16,6 +16,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import { isIP } from "node:net";
 import tls from "node:tls";
 import { bundleMismatch, pinDigest, type BundleManifest } from "../common/agent-bundle-signature.js";
 import { isValidId } from "../common/ids.js";
@@ -90,17 +91,20 @@ export async function joinCommand(argv: string[], deps: JoinDeps = processDeps()
     return 0;
   }
   const scratch = mkdtempSync(join(tmpdir(), "skippy-join-"));
+  const progress = { installing: false };
   try {
-    return await join_(req, scratch, deps);
+    return await joinSteps(req, scratch, deps, progress);
   } catch (e) {
-    deps.err(`skippy join: ${(e as Error).message}\nNothing was installed.\n`);
+    const after = progress.installing ? "" : "Nothing was installed.\n";
+    deps.err(`skippy join: ${(e as Error).message}\n${after}`);
     return 1;
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
-async function join_(req: JoinRequest, scratch: string, deps: JoinDeps): Promise<number> {
+/** The steps listed at the top; `progress.installing` from the first write of the install on. */
+async function joinSteps(req: JoinRequest, scratch: string, deps: JoinDeps, progress: { installing: boolean }): Promise<number> {
   const about = await controllerFacts(req);
   const m = about.manifest;
   deps.out(`Controller ${req.url} (certificate key ${req.pin}) serves skippy ${m.version}, signed by ${about.keyFingerprint}.\n`);
@@ -112,6 +116,7 @@ async function join_(req: JoinRequest, scratch: string, deps: JoinDeps): Promise
   await checkTrust(req.url, about.caPem);
   await enroll(req, install, about.caPem ? caFile : undefined);
   deps.out(`Enrolled as node ${req.nodeId}: its key and certificate are in ${join(install.paths.stateDir, "identity")}.\n`);
+  progress.installing = true;
   const outcome = await installFiles(install, bundle, deps.out);
   deps.out(start(req, install, outcome));
   return 0;
@@ -212,7 +217,7 @@ function checkTrust(url: string, caPem: string): Promise<void> {
         host: name,
         port: Number(port || 443),
         ...(caPem ? { ca: caPem } : {}),
-        servername: /^[\d.:]+$/.test(name) ? undefined : name,
+        servername: isIP(name) ? undefined : name,
         rejectUnauthorized: false,
       },
       () => {
