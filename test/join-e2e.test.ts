@@ -1,5 +1,5 @@
 // One-command join, end to end: the built controller serving an agent bundle built for this test,
-// the one-liner `skipper node join-command` prints run for real through sh and curl (HTTPS, the
+// the one-liner the built `skipper node join-command` prints run for real through sh and curl (HTTPS, the
 // pin), into a scratch root (--root) so nothing of this machine is touched; the agent it
 // installed, started as systemd starts it, heartbeats over mutual TLS and its node shows online.
 // A bundle changed by one byte on the way (a server holding the controller's certificate and key,
@@ -22,10 +22,11 @@ import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
 import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { buildAgentBundle, SERVICE_PATH } from "./helpers/bundle.js";
-import { startControllerProcess, stopProcess, waitFor, type ControllerProcess } from "./helpers/processes.js";
+import { E2E_ADMIN_TOKEN, startControllerProcess, stopProcess, waitFor, type ControllerProcess } from "./helpers/processes.js";
 
 const NODE = "joined-host";
 const AGENT_MAIN = fileURLToPath(new URL("../dist/agent/main.js", import.meta.url));
+const CLI_MAIN = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 
 /** The KEY="value" lines of an environment file. */
 function parseEnvFile(text: string): Record<string, string> {
@@ -92,15 +93,29 @@ describe("one-command join (built controller, curl and sh, a scratch root)", () 
     // The download is a plain GET, the bytes the manifest describes.
     const got = await execa("curl", ["-fsS", "--pinnedpubkey", `sha256//${pin.slice(7)}`, "-k", `${ctl.url}/v1/agent-bundle/skippy.mjs`], {
       encoding: "buffer",
+      stripFinalNewline: false,
     });
     expect(Buffer.from(got.stdout).equals(bytes)).toBe(true);
   });
 
   it("the one-liner joins the host into a scratch root, and the agent it installed heartbeats over mTLS", async () => {
-    const { token, id } = await enrollmentToken(NODE);
+    // The line as the CLI prints it (a new single-use token bound to the node, with its labels).
+    const printed = await execa(process.execPath, [CLI_MAIN, "node", "join-command", NODE, "--label", "env=test"], {
+      env: {
+        SKIPPER_SERVER: ctl.url,
+        SKIPPER_CA_FILE: ctl.caFile,
+        SKIPPER_TOKEN: E2E_ADMIN_TOKEN,
+        XDG_CONFIG_HOME: join(root, "cli-config"),
+      },
+    });
+    const line = printed.stdout.trim();
+    expect(line).toMatch(
+      new RegExp(`^curl -fsS --pinnedpubkey sha256//\\S+ -k ${ctl.url}/v1/join\\.sh \\| sh -s -- ske_\\S+ --node-id ${NODE}$`),
+    );
+    const token = /ske_\S+/.exec(line)![0];
+    const id = token.split("_")[1]!;
     const scratch = join(root, "host");
-    const line = `${joinLine({ url: ctl.url, pin, token, nodeId: NODE })} --root ${scratch} --poll-interval 200ms`;
-    const run = await sh(line);
+    const run = await sh(`${line} --root ${scratch} --poll-interval 200ms`);
     expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toContain("Bundle checked:");
     expect(run.stdout).toContain(`Enrolled as node ${NODE}`);
@@ -131,6 +146,9 @@ describe("one-command join (built controller, curl and sh, a scratch root)", () 
       return n?.agentVersion && n.liveness === NodeLiveness.ONLINE ? n : undefined;
     });
     expect(node.agentVersion).toBe("0.1.0");
+    // The token's labels, given to the node it created.
+    const spec = (await ctl.admin(ResourceService).getResource({ resourceType: "node", id: NODE })).resource!.desiredState;
+    expect(spec?.kind.case === "node" ? spec.kind.value.labels : undefined).toEqual({ env: "test" });
     await stopProcess(agent);
     expect(agent.exitCode).toBe(0);
   }, 120_000);
