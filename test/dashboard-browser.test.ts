@@ -6,8 +6,7 @@
 // a viewer is shown the API's refusal; an operator sees what a container printed, per node with
 // timestamps, is told plainly when a service printed nothing, sees a line printed after Follow
 // started without a reload, and is told when the node is offline. Screenshots go to
-// test-artifacts/dashboard/. Also: what the page may load (CSP) and that no path leaves the bundle;
-// an admin's "Join a host" shows the one line a new host runs, with a fresh single-use token.
+// test-artifacts/dashboard/. Also: what the page may load (CSP) and that no path leaves the bundle.
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -17,16 +16,12 @@ import { Role } from "../gen/skipper/v1/access_pb.js";
 import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
-import { AgentBundleService } from "../gen/skipper/v1/agent_bundle_service_pb.js";
-import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
-import { buildAgentBundle } from "./helpers/bundle.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { NodeLiveness } from "../gen/skipper/v1/resource_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
 import { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import {
-  E2E_ADMIN_TOKEN,
   RUN_ID,
   freePort,
   removeComposeProject,
@@ -75,12 +70,7 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await mkdir(SHOTS, { recursive: true });
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-ui-"));
     port = await freePort();
-    // The agent bundle it serves to joining hosts ("Join a host"), built from the sources under test.
-    const bundle = await buildAgentBundle(join(root, "bundle"));
-    ctl = await startControllerProcess({
-      dataDir: join(root, "data"),
-      extraArgs: ["--reconcile-interval", "2s", "--agent-bundle", bundle],
-    });
+    ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", "2s"] });
     const token = (await ctl.admin(NodeService).registerNode({ nodeId: NODE, labels: { region: "eu" } })).token;
     agent = startAgentProcess({
       controller: ctl,
@@ -313,25 +303,6 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     expect(await rows("nodes").filter({ hasText: GHOST_NODE }).count()).toBe(1);
     expect(await rows("nodes").filter({ hasText: "fleet-0999" }).count()).toBe(1);
   }, 120_000);
-
-  it("gives an admin the line that joins a new host, with a fresh single-use token", async () => {
-    await page.click("#sign-out");
-    await page.fill("#credential", E2E_ADMIN_TOKEN);
-    await page.click("form.sign-in button[type=submit]");
-    await page.locator("#who", { hasText: "admin" }).waitFor();
-    await page.evaluate("location.hash = '#/'");
-    await page.click("[data-testid=join-host]");
-    const line = (await page.locator("[data-testid=join-line]").textContent()) ?? "";
-    const pin = (await ctl.admin(AgentBundleService).getAgentBundle({})).tlsPin.slice("SHA256:".length);
-    const prefix = `curl -fsS --pinnedpubkey sha256//${pin} -k ${ctl.url}/v1/join.sh | sh -s -- `;
-    expect(line.startsWith(prefix), line).toBe(true);
-    const id = /^ske_([^_]+)_\S+$/.exec(line.slice(prefix.length))?.[1];
-    const { enrollmentTokens } = await ctl.admin(EnrollmentService).listEnrollmentTokens({});
-    expect(enrollmentTokens.find((t) => t.id === id)).toMatchObject({ uses: 1, remainingUses: 1, status: "active" });
-    // It stays while the page is drawn again for events.
-    await page.screenshot({ path: join(SHOTS, "join-a-host.png"), fullPage: true });
-    expect(await page.locator("[data-testid=join-line]").textContent()).toBe(line);
-  }, 60_000);
 
   it("serves only the bundle's files, under a policy that loads nothing from elsewhere", async () => {
     const index = await rawRequest(ctl, "GET", "/ui/");
