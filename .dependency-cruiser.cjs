@@ -117,7 +117,7 @@ module.exports = {
       from: { path: "^ui/" },
       to: {
         path: "^(common|controller|agent|cli|bench|test)/",
-        pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name)\\.ts$",
+        pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name|join-line)\\.ts$",
       },
     },
     {

@@ -51,8 +51,7 @@ export async function installCommand(argv: string[], deps: InstallDeps = process
   }
   let outcome: Outcome;
   try {
-    const files = plan(request, deps.readFile(deps.bundle!));
-    outcome = await apply(files, request.ca ? [] : [join(request.paths.configDir, "ca.crt")], request.dryRun, deps.out);
+    outcome = await installFiles(request, deps.readFile(deps.bundle!), deps.out);
   } catch (e) {
     process.stderr.write(`skippy install: ${(e as Error).message}\n`);
     return 1;
@@ -62,7 +61,12 @@ export async function installCommand(argv: string[], deps: InstallDeps = process
 }
 
 /** What an install did as a whole: every file new, any file changed, or none. */
-type Outcome = "created" | "updated" | "unchanged";
+export type Outcome = "created" | "updated" | "unchanged";
+
+/** Writes (or, dry, describes) the files of `request` with `bundle` as the service's copy; says what that changed. */
+export function installFiles(request: InstallRequest, bundle: Buffer, out: (text: string) => void): Promise<Outcome> {
+  return apply(plan(request, bundle), request.ca ? [] : [join(request.paths.configDir, "ca.crt")], request.dryRun, out);
+}
 
 /** What to run after an install: install never calls systemctl itself. */
 function nextSteps(unit: string, outcome: Outcome): string {
@@ -138,12 +142,17 @@ function indent(text: string): string {
   return text.replace(/^(?=.)/gm, "    ");
 }
 
+/** The bundle file this program runs from; undefined when it is not the bundle (dist/agent/main.js). */
+export function ownBundleFile(): string | undefined {
+  return typeof __SKIPPY_BUNDLE__ !== "undefined" && __SKIPPY_BUNDLE__ ? fileURLToPath(import.meta.url) : undefined;
+}
+
 function processDeps(): InstallDeps {
   return {
     uid: process.getuid?.() ?? 0,
     node: process.execPath,
     readFile: (p) => readFileSync(p),
-    bundle: typeof __SKIPPY_BUNDLE__ !== "undefined" && __SKIPPY_BUNDLE__ ? fileURLToPath(import.meta.url) : undefined,
+    bundle: ownBundleFile(),
     out: (text) => process.stdout.write(text),
   };
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped;
-// `skippy install` sets a host up to run it as a service instead (install.ts).
+// `skippy install` sets a host up to run it as a service instead (install.ts); `skippy join`
+// makes the host a node in one step: pin, verified bundle, enrollment, install, start (join.ts).
 import { startTracing } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
 import { createLogger } from "../common/logging/logger.js";
@@ -8,6 +9,7 @@ import { Agent } from "./agent.js";
 import { AGENT_VERSION } from "./agent-version.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
 import { installCommand } from "./install.js";
+import { joinCommand } from "./join.js";
 import { createControllerClients, type AgentCredential } from "./controller-client.js";
 import { CertificateKeeper, chooseCredential } from "./certificate-keeper.js";
 import { probeDockerHost } from "./engine/docker-host.js";
@@ -21,6 +23,10 @@ import { listenForMetrics, type MetricsListener } from "./metrics-listener.js";
 async function main(): Promise<void> {
   if (process.argv[2] === "install") {
     process.exitCode = await installCommand(process.argv.slice(3));
+    return;
+  }
+  if (process.argv[2] === "join") {
+    process.exitCode = await joinCommand(process.argv.slice(3));
     return;
   }
   let config: AgentConfig | "help";

@@ -10,6 +10,7 @@ import { AccessService } from "../gen/skipper/v1/access_service_pb.js";
 import { AuditService } from "../gen/skipper/v1/audit_service_pb.js";
 import { DeploymentService } from "../gen/skipper/v1/deployment_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
+import { AgentBundleService } from "../gen/skipper/v1/agent_bundle_service_pb.js";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { ResourceService } from "../gen/skipper/v1/resource_service_pb.js";
@@ -49,6 +50,7 @@ export interface Clients {
   orders: Client<typeof WorkOrderService>;
   access: Client<typeof AccessService>;
   enrollment: Client<typeof EnrollmentService>;
+  agentBundles: Client<typeof AgentBundleService>;
   deployments: Client<typeof DeploymentService>;
   nodes: Client<typeof NodeService>;
   webhooks: Client<typeof WebhookService>;
@@ -150,6 +152,7 @@ export function connect(target: Target, opts: { timeoutMs?: number } = {}): Clie
     orders: createClient(WorkOrderService, transport),
     access: createClient(AccessService, transport),
     enrollment: createClient(EnrollmentService, transport),
+    agentBundles: createClient(AgentBundleService, transport),
     deployments: createClient(DeploymentService, transport),
     nodes: createClient(NodeService, transport),
     webhooks: createClient(WebhookService, transport),

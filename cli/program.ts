@@ -9,6 +9,7 @@ import { registerAudit } from "./commands/audit.js";
 import { registerDeploy } from "./commands/deploy.js";
 import { registerEnrollmentTokens } from "./commands/enrollment-tokens.js";
 import { registerNode } from "./commands/node.js";
+import { registerAgentBundle } from "./commands/agent-bundle.js";
 import { registerOrder } from "./commands/order.js";
 import { registerSnapshots } from "./commands/snapshots.js";
 import { registerWebhooks } from "./commands/webhooks.js";
@@ -83,6 +84,7 @@ Examples:
     registerContainer,
     registerNode,
     registerEnrollmentTokens,
+    registerAgentBundle,
     registerKeys,
     registerAdmin,
     registerWebhooks,

@@ -57,6 +57,9 @@ async function main(): Promise<void> {
     deferLoops: true,
     clientCa: keys.clientCa,
     tls: keys.tls,
+    tlsCaPem: keys.caPem,
+    agentBundle: config.agentBundle,
+    agentSigningKey: config.agentSigningKey,
     keyRing: keys.keyRing,
     registryCaPem: await registryCa(config.registryCaFile),
   });
@@ -95,6 +98,7 @@ async function loadKeys(config: ControllerConfig, logger: Logger) {
   }
   let tls: ServeOptions["tls"];
   let caFile: string | undefined;
+  let caPem: string | undefined;
   if (!config.insecureHttp) {
     const material = await ensureTlsMaterial({
       dataDir: config.dataDir,
@@ -111,8 +115,9 @@ async function loadKeys(config: ControllerConfig, logger: Logger) {
       });
     tls = { cert: material.cert, key: material.key, clientCa: clientCa?.cert, ticketKey };
     caFile = material.caFile;
+    caPem = material.caCert;
   }
-  return { clientCa, keyRing, tls, caFile };
+  return { clientCa, keyRing, tls, caFile, caPem };
 }
 
 /** --registry-ca-file's PEM, read once at start (a file that is no PEM certificate stops the start). */

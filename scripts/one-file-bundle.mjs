@@ -11,8 +11,8 @@ import { build } from "esbuild";
 
 export const root = fileURLToPath(new URL("..", import.meta.url));
 
-/** Bundles `entry` (relative to the repository) into `outfile`; `define` as esbuild's. */
-export async function bundleOneFile({ name, entry, outfile, define = {} }) {
+/** Bundles `entry` (relative to the repository) into `outfile`; `define` as esbuild's; `header`: lines put first. */
+export async function bundleOneFile({ name, entry, outfile, define = {}, header = [] }) {
   const out = resolve(outfile);
   await build({
     entryPoints: [resolve(root, entry)],
@@ -22,7 +22,7 @@ export async function bundleOneFile({ name, entry, outfile, define = {} }) {
     target: "node20",
     format: "esm",
     banner: {
-      js: 'import { createRequire as __bundleCreateRequire } from "node:module";\nconst require = __bundleCreateRequire(import.meta.url);',
+      js: `${header.map((l) => `${l}\n`).join("")}import { createRequire as __bundleCreateRequire } from "node:module";\nconst require = __bundleCreateRequire(import.meta.url);`,
     },
     // The packages' licence comments, kept at the end of the one file that ships them.
     legalComments: "eof",

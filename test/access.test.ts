@@ -108,6 +108,7 @@ const NEEDS: Record<string, Permission> = {
   "DeliveryService/UnpinEnvironment": P.OPERATE,
   "GitSourceService/SyncGitSource": P.OPERATE,
   "TerminalService/Attach": P.OPERATE,
+  "AgentBundleService/GetAgentBundle": P.PUBLIC,
 };
 
 type Caller = "anonymous" | "viewer" | "generator" | "operator" | "admin_key" | "admin_token" | "node";

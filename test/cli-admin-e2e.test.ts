@@ -123,7 +123,7 @@ describe("the CLI's administration commands against a controller", () => {
     expect((await ok(["enrollment-token", "list"])).stdout).not.toContain(id);
     const all = await ok(["enrollment-token", "list", "--all", "-o", "json"]);
     expect((JSON.parse(all.stdout) as { id: string; status: string }[]).find((t) => t.id === id)?.status).toBe("revoked");
-    const join = await ok(["node", "join-command", SPARE, "--controller", "https://controller.example:8443"]);
+    const join = await ok(["node", "join-command", SPARE, "--controller", "https://controller.example:8443", "--manual"]);
     expect(join.stdout).toMatch(
       new RegExp(
         `^printf '%s\\\\n' 'ske_\\S+' \\| node skippy\\.mjs install --controller https://controller\\.example:8443 --ca-file ca\\.crt --node-id ${SPARE} --enroll-token-file -$`,

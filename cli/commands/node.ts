@@ -1,13 +1,15 @@
 // `skipper node`: a node's credentials and its record. register (NodeService.RegisterNode) and
 // rotate-token print the node's bearer token once on stdout (the controller keeps a hash);
 // enroll-token and join-command make an enrollment token instead (a host that enrolls gets a
-// client certificate); revoke-certificates refuses the node's certificates; delete removes the
+// client certificate; join-command prints the one line a host runs to join, /v1/join.sh); revoke-certificates refuses the node's certificates; delete removes the
 // node's record (a tombstone; the reconciler takes down what ran there). What was done is said on
 // stderr, so the token can go straight to a file.
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { EnrollmentService } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import { AgentBundleService } from "../../gen/skipper/v1/agent_bundle_service_pb.js";
+import { joinLine } from "../../common/join-line.js";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
 import { calls } from "../command-rpcs.js";
 import type { CommandContext } from "../command-context.js";
@@ -172,39 +174,61 @@ Example:
   calls(cmd, EnrollmentService.method.createEnrollmentToken);
 }
 
-// `node join-command`: what to run on a new host so that it joins as the node.
+// `node join-command`: the line a new host runs to join (or, --manual, the install commands).
 function registerJoinCommand(node: Command, ctx: CommandContext): void {
   const cmd = enrollOptions(
     node
       .command("join-command")
-      .argument("<node>", "the node id the host joins as")
-      .description("print the commands that make a host join as this node (with a new single-use enrollment token)")
+      .argument("[node]", "the node id the host joins as (default: any; the host's name)")
+      .description("print the line that makes a host join (with a new single-use enrollment token)")
       .option("--controller <url>", "the controller's URL as the host reaches it (default: the one this CLI talks to)")
-      .option("--host-ca-file <path>", "where the controller's CA certificate will be on the host", "ca.crt")
-      .option("--bundle <path>", "where the agent bundle (npm run bundle:agent) will be on the host", "skippy.mjs"),
+      .option("--manual", "print the skippy install commands instead, for a host given the bundle and the CA by hand")
+      .option("--host-ca-file <path>", "with --manual: where the controller's CA certificate will be on the host", "ca.crt")
+      .option("--bundle <path>", "with --manual: where the agent bundle (npm run bundle:agent) will be on the host", "skippy.mjs"),
   )
     .addHelpText(
       "after",
       `
-The commands (on stdout) hold the token: it enrolls once, within --ttl, only as this node, and
-only from the key pair the host makes. Run them on the host as root, with the bundle and the CA
-copied there: \`skippy install\` keeps the token (mode 0600) and writes a systemd unit whose
-first start enrolls.
+The line (on stdout) holds the token: it enrolls once, within --ttl, only from the key pair the
+host makes (and only as NODE when given). Run it on the host as root; the host needs curl and
+Node.js 20+. curl trusts the controller by the pin of its certificate's key; the script it gets
+downloads the agent bundle, checks its SHA-256 and the controller's Ed25519 signature, then runs
+\`skippy join\`: enroll, install the systemd unit, start it. The pin changes when the controller's
+certificate is reissued with a new key: print a new line then.
 
-Example:
-  $ skipper node join-command host-9 --label env=dev --controller https://controller.example:8443`,
+Examples:
+  $ skipper node join-command --label env=dev --controller https://controller.example:8443
+  $ skipper node join-command host-9 --manual`,
     )
-    .action(async (nodeId: string, opts: EnrollOptions & { controller?: string; hostCaFile: string; bundle: string }) => {
-      const controller = opts.controller ?? ctx.clients().target.server;
-      const res = await createEnrollmentToken(ctx, nodeId, opts);
-      const t = res.enrollmentToken!;
-      ctx.io.err(`Enrollment token ${t.id} for node ${nodeId}: ${t.uses} use(s), valid until ${when(t.expiresAt)}. On the host, as root:`);
-      ctx.io.out(
-        `printf '%s\\n' '${res.token}' | node ${opts.bundle} install --controller ${controller} --ca-file ${opts.hostCaFile} --node-id ${nodeId} --enroll-token-file -`,
-      );
-      ctx.io.out("systemctl daemon-reload && systemctl enable --now skippy");
-    });
-  calls(cmd, EnrollmentService.method.createEnrollmentToken);
+    .action(
+      async (
+        nodeId: string | undefined,
+        opts: EnrollOptions & { controller?: string; manual?: boolean; hostCaFile: string; bundle: string },
+      ) => {
+        const controller = (opts.controller ?? ctx.clients().target.server).replace(/\/+$/, "").replace(/\/v1$/, "");
+        const served = opts.manual ? undefined : await ctx.clients().agentBundles.getAgentBundle({});
+        if (served && (!served.manifest || !served.tlsPin))
+          throw new Error(
+            served.tlsPin
+              ? "the controller serves no agent bundle (start it with --agent-bundle, or build dist/skippy.mjs): use --manual"
+              : "the controller serves plain HTTP: a host can only join it with --manual",
+          );
+        const res = await createEnrollmentToken(ctx, nodeId ?? "", opts);
+        const t = res.enrollmentToken!;
+        const who = nodeId ? `for node ${nodeId}` : "for any node";
+        ctx.io.err(`Enrollment token ${t.id} ${who}: ${t.uses} use(s), valid until ${when(t.expiresAt)}. On the host, as root:`);
+        if (served) {
+          ctx.io.out(joinLine({ url: controller, pin: served.tlsPin, token: res.token, nodeId }));
+          return;
+        }
+        const node = nodeId ?? "$(hostname)";
+        ctx.io.out(
+          `printf '%s\\n' '${res.token}' | node ${opts.bundle} install --controller ${controller} --ca-file ${opts.hostCaFile} --node-id ${node} --enroll-token-file -`,
+        );
+        ctx.io.out("systemctl daemon-reload && systemctl enable --now skippy");
+      },
+    );
+  calls(cmd, EnrollmentService.method.createEnrollmentToken, AgentBundleService.method.getAgentBundle);
 }
 
 // `node revoke-certificates`: the node's client certificates are refused from its next call.

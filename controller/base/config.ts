@@ -34,6 +34,10 @@ export interface ControllerConfig {
   allowGitFileUrls: boolean;
   /** A PEM file of one more CA for registries over https (the registry watch). */
   registryCaFile?: string;
+  /** The agent bundle served to joining hosts (default: the built dist/skippy.mjs, if any). */
+  agentBundle?: string;
+  /** The Ed25519 key that signs it (default: tls/agent-signing.key, made once). */
+  agentSigningKey?: string;
   logLevel: string;
   resetAdminToken: boolean;
   /** Period of the reconcile sweep. */
@@ -104,6 +108,10 @@ Options (environment variable in brackets):
                         host [SKIPPER_ALLOW_GIT_FILE_URLS=1] (default: https and ssh only)
   --registry-ca-file FILE  one more CA (PEM) trusted for registries over https, besides Node's
                         own [SKIPPER_REGISTRY_CA_FILE]
+  --agent-bundle FILE   the agent bundle (npm run bundle:agent) served to hosts that join, signed
+                        [SKIPPER_AGENT_BUNDLE] (default: dist/skippy.mjs beside the controller)
+  --agent-signing-key FILE  Ed25519 key (PEM) that signs it; controllers on one database share
+                        one [SKIPPER_AGENT_SIGNING_KEY] (default: tls/agent-signing.key, made once)
   --log-level LEVEL     trace, debug, info, warn, error [SKIPPER_LOG_LEVEL] (default info)
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
   --promotion-interval DUR  period of the promotion loop's sweep over every environment (default 30s)
@@ -186,6 +194,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "metrics-open": { type: "boolean" },
       "allow-git-file-urls": { type: "boolean" },
       "registry-ca-file": { type: "string" },
+      "agent-bundle": { type: "string" },
+      "agent-signing-key": { type: "string" },
       "log-level": { type: "string" },
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
@@ -250,6 +260,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     allowGitFileUrls:
       values["allow-git-file-urls"] ?? (env.SKIPPER_ALLOW_GIT_FILE_URLS === "1" || env.SKIPPER_ALLOW_GIT_FILE_URLS === "true"),
     registryCaFile: values["registry-ca-file"] ?? (env.SKIPPER_REGISTRY_CA_FILE || undefined),
+    agentBundle: values["agent-bundle"] ?? (env.SKIPPER_AGENT_BUNDLE || undefined),
+    agentSigningKey: values["agent-signing-key"] ?? (env.SKIPPER_AGENT_SIGNING_KEY || undefined),
     logLevel,
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),

@@ -27,6 +27,7 @@ import { PromotionTriggers } from "../promotion/promotion-triggers.js";
 import { leaderPromotionQueue } from "./cluster.js";
 import type { PromotionLoop } from "../promotion/promotion-loop.js";
 import { GitSync } from "../promotion/git-sync.js";
+import { agentBundlesOf } from "./wiring/agent-bundles.js";
 
 export type { BuildOptions } from "./wiring/build-options.js";
 export type { RequestHandler } from "./wiring/request-handler.js";
@@ -85,7 +86,9 @@ export async function build(opts: BuildOptions): Promise<Controller> {
     maxWatchStreamsPerNode: opts.maxWatchStreamsPerNode,
   });
   let liveness: LivenessMonitor | undefined;
+  const agentBundles = await agentBundlesOf(opts);
   const deps = serviceDeps({
+    agentBundles,
     ...parts,
     reconciler,
     triggers,

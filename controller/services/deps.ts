@@ -16,6 +16,7 @@ import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { ControllerMetrics } from "../metrics/controller-metrics.js";
 import type { PromotionTriggers } from "../promotion/promotion-triggers.js";
 import type { GitSync } from "../promotion/git-sync.js";
+import type { AgentBundles } from "../nodes/agent-bundles.js";
 
 export interface ServiceDeps {
   store: Store;
@@ -66,4 +67,6 @@ export interface ServiceDeps {
   promotion: PromotionTriggers;
   /** Syncs a Git source now (SyncGitSource; the leader's loop syncs on each interval). */
   gitSync: GitSync;
+  /** The agent bundle served to joining hosts, its signing key, the TLS pin and CA they use. */
+  agentBundles: AgentBundles;
 }

@@ -3,6 +3,8 @@
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AccessService } from "../../gen/skipper/v1/access_service_pb.js";
+import { AgentBundleService } from "../../gen/skipper/v1/agent_bundle_service_pb.js";
+import { EnrollmentService } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import { DeliveryService } from "../../gen/skipper/v1/delivery_service_pb.js";
 import { EventService } from "../../gen/skipper/v1/event_service_pb.js";
 import { ResourceService } from "../../gen/skipper/v1/resource_service_pb.js";
@@ -11,6 +13,8 @@ import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js"
 
 export interface Api {
   access: Client<typeof AccessService>;
+  agentBundles: Client<typeof AgentBundleService>;
+  enrollment: Client<typeof EnrollmentService>;
   delivery: Client<typeof DeliveryService>;
   events: Client<typeof EventService>;
   resources: Client<typeof ResourceService>;
@@ -26,6 +30,8 @@ export function connect(token: string): Api {
   const transport = createConnectTransport({ baseUrl: `${location.origin}/v1`, interceptors: [bearer] });
   return {
     access: createClient(AccessService, transport),
+    agentBundles: createClient(AgentBundleService, transport),
+    enrollment: createClient(EnrollmentService, transport),
     delivery: createClient(DeliveryService, transport),
     events: createClient(EventService, transport),
     resources: createClient(ResourceService, transport),

@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ActorKind, Role } from "../../gen/skipper/v1/access_pb.js";
 import { connect, type Api } from "./api.js";
 import { h } from "./dom.js";
+import { joinView } from "./join-view.js";
 import { logsView, type LogsView } from "./logs-view.js";
 import { type Caller, deliveriesPage, deliveryPage, nodePage, overview, tenantPage } from "./pages.js";
 
@@ -26,6 +27,8 @@ let again = false;
 let lastRender = 0;
 let soon: ReturnType<typeof setTimeout> | undefined;
 const RENDER_EVERY_MS = 1000;
+/** The fleet page's "Join a host" view, kept across its renders (the line it shows stays). */
+let join: { api: Api; element: HTMLElement } | undefined;
 /** The logs view of the tenant page shown, kept while that page is. */
 let logs: { api: Api; tenantId: string; view: LogsView } | undefined;
 
@@ -91,7 +94,7 @@ function render(): void {
             ? await nodePage(current, id!)
             : kind === "deliveries"
               ? await (id ? deliveryPage(current, id, caller, render) : deliveriesPage(current))
-              : await overview(current);
+              : await overview(current, joinOf(current));
       if (api !== current) return;
       // Moving the logs view into the new page blurs what had focus in it (a field being typed in).
       const focused = document.activeElement;
@@ -123,6 +126,12 @@ function route(): { kind?: "tenants" | "nodes" | "deliveries"; id?: string } {
   if (location.hash === "#/deliveries") return { kind: "deliveries" };
   const [, kind, id] = /^#\/(tenants|nodes|deliveries)\/(.+)$/.exec(location.hash) ?? [];
   return kind ? { kind: kind as "tenants" | "nodes" | "deliveries", id: decodeURIComponent(id!) } : {};
+}
+
+/** The "Join a host" view of this session. */
+function joinOf(current: Api): HTMLElement {
+  if (join?.api !== current) join = { api: current, element: joinView(current) };
+  return join.element;
 }
 
 /** The tenant's logs view: the one already shown, or a new one. */

@@ -35,14 +35,15 @@ async function listAll(api: Api, resourceType: "node" | "tenant"): Promise<Resou
   return all;
 }
 
-/** Every node and tenant, with what needs attention first in mind. */
-export async function overview(api: Api): Promise<HTMLElement> {
+/** Every node and tenant, with what needs attention first in mind; `join`: the "Join a host" view (join-view.ts). */
+export async function overview(api: Api, join?: HTMLElement): Promise<HTMLElement> {
   const [nodes, tenants] = await Promise.all([listAll(api, "node"), listAll(api, "tenant")]);
   return h(
     "section",
     {},
     h("h1", {}, "Fleet"),
     h("h2", {}, `Nodes (${nodes.length})`),
+    join,
     table(
       ["Node", "Liveness", "Labels", "Last heartbeat", "Projects"],
       nodes.map((n) => {

@@ -51,6 +51,12 @@ export interface BuildOptions {
   clientCa?: PemPair;
   /** The controller's TLS certificate and key: audit exports are signed with them. */
   tls?: PemPair;
+  /** The agent bundle served to joining hosts (default: dist/skippy.mjs beside the controller, if built; false: none). */
+  agentBundle?: string | false;
+  /** The operator's Ed25519 key that signs agent bundles (default: tls/agent-signing.key, made once). */
+  agentSigningKey?: string;
+  /** The CA that signed the served certificate (PEM), handed to joining hosts; none for an operator's certificate. */
+  tlsCaPem?: string;
   /** The built dashboard served under /ui/ (default: dist/ui beside the controller; false: none). */
   dashboardDir?: string | false;
   /** The keys that seal secrets at rest (default: loaded, or generated, under dataDir/tls). */

@@ -17,6 +17,7 @@ import { WebhookService } from "../../../gen/skipper/v1/webhook_service_pb.js";
 import { DeliveryService } from "../../../gen/skipper/v1/delivery_service_pb.js";
 import { GitSourceService } from "../../../gen/skipper/v1/git_source_service_pb.js";
 import { TerminalService } from "../../../gen/skipper/v1/terminal_service_pb.js";
+import { AgentBundleService } from "../../../gen/skipper/v1/agent_bundle_service_pb.js";
 import type { ServiceDeps } from "../../services/deps.js";
 import { healthService } from "../../services/health-service.js";
 import { resourceService } from "../../services/resource-service.js";
@@ -34,6 +35,7 @@ import { webhookService } from "../../services/webhook-service.js";
 import { deliveryService } from "../../services/delivery-service.js";
 import { gitSourceService } from "../../services/git-source-service.js";
 import { terminalService } from "../../services/terminal-service.js";
+import { agentBundleService } from "../../services/agent-bundle-service.js";
 import type { AuditSigner } from "../../audit/audit-signer.js";
 
 /** Every service the controller serves, in the order REST routes are listed. */
@@ -54,6 +56,7 @@ export const SERVICES: DescService[] = [
   DeliveryService,
   GitSourceService,
   TerminalService,
+  AgentBundleService,
 ];
 
 /** The routes of every service; audit exports are signed by `signer` when the controller has a certificate. */
@@ -75,5 +78,6 @@ export function serviceRoutes(deps: ServiceDeps, signer: AuditSigner | undefined
     router.service(DeliveryService, deliveryService(deps));
     router.service(GitSourceService, gitSourceService(deps));
     router.service(TerminalService, terminalService(deps));
+    router.service(AgentBundleService, agentBundleService(deps));
   };
 }
