@@ -13,12 +13,13 @@
 import { readFile } from "node:fs/promises";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import { engineEnv } from "./engine-env.js";
 
 /** Where the engine listens: a unix socket, or a plain TCP host and port. */
 export type EngineAddress = { socketPath: string } | { host: string; port: number };
 
 /** The engine's address from DOCKER_HOST; throws when it is one this module cannot reach. */
-export function engineAddress(dockerHost = process.env.DOCKER_HOST ?? ""): EngineAddress {
+export function engineAddress(dockerHost = engineEnv()?.DOCKER_HOST ?? process.env.DOCKER_HOST ?? ""): EngineAddress {
   if (dockerHost === "") return { socketPath: "/var/run/docker.sock" };
   if (dockerHost.startsWith("unix://")) return { socketPath: dockerHost.slice("unix://".length) };
   const tcp = /^tcp:\/\/([^:/]+):(\d+)\/?$/.exec(dockerHost);

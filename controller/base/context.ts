@@ -24,6 +24,11 @@ export type Principal =
   | {
       kind: "node";
       nodeId: string;
+      /**
+       * Set when a relay acts for an SSH node (nodeId) whose spec names it: the relay's node id,
+       * whose credential it presented (auth/relay-access.ts).
+       */
+      relayNodeId?: string;
       /** Set when it called with its client certificate (this serial). */
       certificateSerial?: string;
       /** Set when it called with its bearer token: the stored hash it matched. */
@@ -82,6 +87,8 @@ export interface AuditNote {
   tenantId?: string;
   /** Who to record when not the caller's credential (an enrollment: the token used). */
   actor?: Actor;
+  /** Set by a handler that handed out secret values (a relay's SSH keys): the call is audited. */
+  handedOutSecrets?: boolean;
 }
 
 /** Everything a handler needs to know about the call beyond its request message. */
