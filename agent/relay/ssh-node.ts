@@ -23,6 +23,9 @@ import { sshExecutors } from "./ssh-executors.js";
 import { targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
 import { type Limiter, SshLink } from "./ssh-link.js";
 
+// The shortest heartbeat interval of an SSH node.
+const MIN_POLL_MS = 1000;
+
 export interface SshNodeDeps {
   /** The relay's own configuration. */
   relay: AgentConfig;
@@ -72,6 +75,8 @@ export class SshNode {
       stateDir: dir,
       workDir: join(relay.workDir, "relay", nodeId),
       labels: {},
+      // Each heartbeat observes the node's engine over SSH: at most once a second.
+      pollIntervalMs: Math.max(relay.pollIntervalMs, MIN_POLL_MS),
       transport: "poll",
       allowCommands: [],
       allowProcessSources: [],
