@@ -27,7 +27,8 @@ export async function relayTargetsOf(
     const page = await store.scanResources({ resourceType: "node", pageSize: PAGE, pageToken });
     for (const node of page.items) {
       const spec = node.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
-      if (!spec?.ssh || spec.ssh.relayNodeId !== relayId || node.deletion) continue;
+      // A node naming itself as its relay is not served: it would be two agents of one node.
+      if (!spec?.ssh || spec.ssh.relayNodeId !== relayId || node.deletion || node.id === relayId) continue;
       const key = await keyOf(store, ring, node);
       if (includeKeys && key.value !== undefined) opened.push(`${spec.ssh.keySecret?.secretId}/${spec.ssh.keySecret?.key}`);
       targets.push(
