@@ -31,13 +31,14 @@ const CONTROLLER_LAYERS = [
   ["main", "^controller/main\\.ts$"],
 ];
 
-/** The agent's layers, lowest first: the engine, the host's proxy, versioned processes, executors, the loop, main. */
+/** The agent's layers, lowest first: the engine, the host's proxy, versioned processes, executors, the loop, the relay of SSH nodes, main. */
 const AGENT_LAYERS = [
   ["engine", "^agent/engine/"],
   ["proxy", "^agent/proxy/"],
   ["process", "^agent/process/"],
   ["executors", "^agent/executors/"],
   ["loop", "^agent/(?!main\\.ts$)[^/]+\\.ts$"],
+  ["relay", "^agent/relay/"],
   ["main", "^agent/main\\.ts$"],
 ];
 

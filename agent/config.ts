@@ -36,6 +36,8 @@ export interface AgentConfig extends ExecConfig {
   wire: WireFormat;
   /** Where to serve the agent's own metrics (metrics-listener.ts); undefined: nowhere (the default). */
   metricsListen?: MetricsAddress;
+  /** Serve the SSH nodes whose spec names this node as their relay (agent/relay/). */
+  relay?: boolean;
 }
 
 export type WireFormat = "json" | "binary";
@@ -98,6 +100,9 @@ export const USAGE = `Usage: skippy [options]
                          [::1]:9464) [SKIPPY_METRICS_LISTEN] (default: not served)
   --metrics-allow-remote allow a --metrics-listen address other hosts reach (plain HTTP,
                          no credential) [SKIPPY_METRICS_ALLOW_REMOTE=1]
+  --relay                serve the SSH nodes whose spec names this node as relay
+                         (NodeSpec.ssh.relay_node_id): their orders run over SSH from here
+                         [SKIPPY_RELAY=1] (default off)
   -h, --help             this text
 
 Durations: a number of milliseconds or a number with ms, s, m or h.
@@ -139,6 +144,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
       ...AGENT_OPTIONS,
       "enroll-token": { type: "string" },
       "enroll-token-file": { type: "string" },
+      relay: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -232,6 +238,7 @@ export function loadAgentConfig(argv: string[], env: NodeJS.ProcessEnv, fileRead
     allowProcessSources: [...new Set(allowProcessSources)],
     metricsListen: metricsListen ? parseMetricsAddress(metricsListen, allowRemote) : undefined,
     proxy: proxySettings(values, env, stateDir),
+    relay: values.relay ?? (env.SKIPPY_RELAY === "1" || env.SKIPPY_RELAY === "true"),
   };
 }
 

@@ -27,7 +27,15 @@ export interface ControllerClients {
    * way finish on the connection they started on.
    */
   useCertificate(cert: { certPem: string; keyPem: string }): void;
+  /**
+   * Clients that act for the SSH node `nodeId` this agent relays (x-skipper-relay-for): the same
+   * connection and credential (a renewed certificate included), each call naming that node.
+   */
+  relayFor?(nodeId: string): ControllerClients;
 }
+
+/** The header a relay names the SSH node it acts for with (controller/auth/relay-access.ts). */
+export const RELAY_FOR_HEADER = "x-skipper-relay-for";
 
 /** How the agent proves who it is: its bearer token, a client certificate, or nothing (enrollment). */
 export type AgentCredential = { token: string } | { certPem: string; keyPem: string } | { none: true };
@@ -143,12 +151,28 @@ export function createControllerClients(opts: {
     unary: (...args) => current.unary(...args),
     stream: (...args) => current.stream(...args),
   };
+  return clientsOver(transport, (cert) => {
+    current = make(cert);
+  });
+}
+
+function clientsOver(transport: Transport, useCertificate: ControllerClients["useCertificate"]): ControllerClients {
   return {
     nodes: createClient(NodeService, transport),
     orders: createClient(WorkOrderService, transport),
     enrollment: createClient(EnrollmentService, transport),
-    useCertificate(cert) {
-      current = make(cert);
+    useCertificate,
+    relayFor(nodeId) {
+      const named = (header: ConstructorParameters<typeof Headers>[0]) => {
+        const h = new Headers(header);
+        h.set(RELAY_FOR_HEADER, nodeId);
+        return h;
+      };
+      const relayed: Transport = {
+        unary: (method, signal, timeoutMs, header, ...rest) => transport.unary(method, signal, timeoutMs, named(header), ...rest),
+        stream: (method, signal, timeoutMs, header, ...rest) => transport.stream(method, signal, timeoutMs, named(header), ...rest),
+      };
+      return clientsOver(relayed, useCertificate);
     },
   };
 }

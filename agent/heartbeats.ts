@@ -162,6 +162,7 @@ export class Heartbeats {
       projectsReported: projects !== undefined,
       processes,
       agentCounters: tally.snapshot(),
+      ssh: host.ssh,
     });
   }
 

@@ -19,6 +19,7 @@ import { Journal } from "./journal.js";
 import { superviseAll } from "./process/supervise-all.js";
 import { AgentTally } from "./agent-tally.js";
 import { listenForMetrics, type MetricsListener } from "./metrics-listener.js";
+import { RelayLoop } from "./relay/relay-loop.js";
 
 async function main(): Promise<void> {
   if (process.argv[2] === "install") {
@@ -116,8 +117,11 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     stop.abort();
   });
+  // A relay serves its SSH nodes beside its own loop (agent/relay/).
+  const relaying = cfg.relay ? new RelayLoop({ config: cfg, clients, log: logger }).run(stop.signal) : undefined;
   await agent.run(stop.signal);
   stop.abort();
+  await relaying;
   await renewing;
   await metrics?.close();
   await stopTracing();

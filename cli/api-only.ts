@@ -14,6 +14,7 @@ export const API_ONLY: Readonly<Record<string, string>> = {
   "skipper.v1.NodeService/WatchWorkOrders": FOR_AGENTS,
   "skipper.v1.NodeService/ReportResourceState": FOR_AGENTS,
   "skipper.v1.NodeService/Session": FOR_AGENTS,
+  "skipper.v1.NodeService/ListRelayTargets": "for relays: skippy --relay calls it with its node credential",
   "skipper.v1.WorkOrderService/ClaimWorkOrder": FOR_AGENTS,
   "skipper.v1.WorkOrderService/RenewWorkOrderLease": FOR_AGENTS,
   "skipper.v1.WorkOrderService/ReportWorkOrderResult": FOR_AGENTS,

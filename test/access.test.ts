@@ -58,6 +58,7 @@ const NEEDS: Record<string, Permission> = {
   "NodeService/ClaimNextWorkOrder": P.NODE,
   "NodeService/WatchWorkOrders": P.NODE,
   "NodeService/Session": P.NODE,
+  "NodeService/ListRelayTargets": P.NODE,
   "NodeService/ReportResourceState": P.NODE,
   "DeploymentService/Apply": P.OPERATE,
   "SnapshotService/GetSystemSnapshot": P.READ,

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { arch, hostname, platform } from "node:os";
 import { create } from "@bufbuild/protobuf";
-import { ComposeVariant, NodeCapabilitiesSchema, type NodeCapabilities } from "../../gen/skipper/v1/resource_pb.js";
+import { ComposeVariant, NodeCapabilitiesSchema, type NodeCapabilities, type SshTargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import { runCommand } from "./run-command.js";
 
 /** How to invoke Compose on this host. */
@@ -20,6 +20,8 @@ export interface DockerHost {
   capabilities: NodeCapabilities;
   /** Undefined when no Compose implementation works. */
   compose?: ComposeCli;
+  /** An SSH node's host (agent/relay/): the relay's connection to it, sent with its heartbeats. */
+  ssh?: SshTargetStatus;
 }
 
 const PROBE_TIMEOUT_MS = 15_000;

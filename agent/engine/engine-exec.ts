@@ -16,6 +16,7 @@
 import { readFile } from "node:fs/promises";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import { engineEnv } from "./engine-env.js";
 
 /** How long one call to the engine (create, start until upgraded, resize, inspect) may take. */
 export const ENGINE_CALL_TIMEOUT_MS = 15_000;
@@ -24,7 +25,7 @@ export const ENGINE_CALL_TIMEOUT_MS = 15_000;
 export type EngineAddress = { socketPath: string } | { host: string; port: number };
 
 /** The engine's address from DOCKER_HOST; throws when it is one this module cannot reach. */
-export function engineAddress(dockerHost = process.env.DOCKER_HOST ?? ""): EngineAddress {
+export function engineAddress(dockerHost = engineEnv()?.DOCKER_HOST ?? process.env.DOCKER_HOST ?? ""): EngineAddress {
   if (dockerHost === "") return { socketPath: "/var/run/docker.sock" };
   if (dockerHost.startsWith("unix://")) return { socketPath: dockerHost.slice("unix://".length) };
   const tcp = /^tcp:\/\/([^:/]+):(\d+)\/?$/.exec(dockerHost);

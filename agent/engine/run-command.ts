@@ -3,6 +3,7 @@
 // Values of secret-shaped variables are blanked from the output before anything leaves the agent.
 import { execa } from "execa";
 import { isSecretKey } from "../../common/logging/redact.js";
+import { engineEnv } from "./engine-env.js";
 
 /** At most this much of stdout and of stderr is kept (the tail: errors come last). */
 export const OUTPUT_CAP_BYTES = 16 * 1024;
@@ -43,7 +44,8 @@ export async function runCommand(program: string, args: string[], opts: RunOptio
     killSignal: "SIGTERM",
     forceKillAfterDelay: 5000,
     cwd: opts.cwd,
-    env: opts.env,
+    // An SSH node's work reaches its engine whatever the command asks (engine-env.ts).
+    env: { ...opts.env, ...engineEnv() },
     extendEnv: true,
     stdin: "ignore",
     stripFinalNewline: false,

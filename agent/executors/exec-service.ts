@@ -26,6 +26,7 @@ import { projectDir } from "../engine/project-state.js";
 import { serviceContainerOf } from "../engine/service-container.js";
 import { scrub, withoutAgentSecrets } from "../engine/run-command.js";
 import { abortReason, executorOf, orderOutcome, type ExecOutcome } from "./executor.js";
+import { engineEnv } from "../engine/engine-env.js";
 
 /** At most this much of stdout and of stderr is reported (the head; `truncated` says more came). */
 export const EXEC_OUTPUT_CAP_BYTES = 1024 * 1024;
@@ -84,7 +85,8 @@ async function dockerExec(container: ServiceContainer, a: ExecServiceAction, lim
   const child = execa("docker", args, {
     reject: false,
     buffer: false,
-    env: withoutAgentSecrets(),
+    // An SSH node's engine when a relay runs it (engine-env.ts).
+    env: { ...withoutAgentSecrets(), ...engineEnv() },
     extendEnv: true,
     ...(withStdin ? { input: Buffer.from(a.stdin) } : { stdin: "ignore" as const }),
     cancelSignal: signal,

@@ -11,7 +11,12 @@ export function actorOf(p: Principal): Actor {
     case "api_key":
       return create(ActorSchema, { kind: ActorKind.API_KEY, id: p.keyId, name: p.name, role: p.role });
     case "node":
-      return create(ActorSchema, { kind: ActorKind.NODE, id: p.nodeId, role: Role.NODE });
+      return create(ActorSchema, {
+        kind: ActorKind.NODE,
+        id: p.nodeId,
+        role: Role.NODE,
+        name: p.relayNodeId ? `relay ${p.relayNodeId}` : "",
+      });
     default:
       return create(ActorSchema, { kind: ActorKind.ANONYMOUS });
   }

@@ -32,7 +32,8 @@ const HANDS_OUT_SECRETS = new Set(["skipper.v1.WorkOrderService.GetWorkOrderSecr
 const HANDLER_WRITES_OK = new Set(["skipper.v1.TerminalService.Attach"]);
 
 /** Whether a call of `method` by `principal` that ended with `outcome` ("OK" or an error code) is audited. */
-export function isAudited(method: DescMethod, principal: Principal, outcome: string): boolean {
+export function isAudited(method: DescMethod, principal: Principal, outcome: string, note?: AuditNote): boolean {
+  if (note?.handedOutSecrets) return true;
   if (HANDS_OUT_SECRETS.has(`${method.parent.typeName}.${method.name}`) && principal.kind !== "anonymous") return true;
   // An enrollment is audited when it succeeds (under the token's name); a failed one is only
   // logged, like any call without a valid credential.

@@ -9,6 +9,8 @@ import type { ApiKeyRecord, CredentialStore } from "../store/store.js";
 import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { isValidId } from "../../common/ids.js";
+import type { Store } from "../store/store.js";
+import { credentialNodeOf, RELAY_FOR_HEADER, relayedPrincipal } from "./relay-access.js";
 
 /** What authentication reads of a request's headers (a fetch Headers, or a cheaper view of Node's). */
 export type HeaderReader = Pick<Headers, "get">;
@@ -26,6 +28,8 @@ export interface AuthenticatorOptions {
   /** The admin token's hash when it is fixed by configuration; otherwise the store's is read. */
   fixedAdminHash?: string;
   now: () => Date;
+  /** Where a relay's SSH nodes are read (x-skipper-relay-for); without it the header is refused. */
+  nodes?: Pick<Store, "getResource">;
 }
 
 /** Authenticator over the admin token, API keys and node credentials. */
@@ -35,26 +39,33 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
     const hash = opts.fixedAdminHash ?? (await store.getAdminCredential())?.tokenHash;
     return hash !== undefined && tokenMatches(token, hash);
   };
+  const authenticate = async (headers: HeaderReader, peer?: PeerCertificate): Promise<Principal> => {
+    const adminHeader = headers.get("x-admin-token");
+    const bearer = parseBearer(headers.get("authorization"));
+    if (adminHeader !== null) {
+      if (await isAdmin(adminHeader)) return { kind: "admin" };
+      throw unauthorized("invalid admin token");
+    }
+    if (bearer === undefined) return peer ? certificatePrincipal(store, peer, now()) : { kind: "anonymous" };
+    const keyId = API_KEY_TEXT.idOf(bearer);
+    if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
+    const nodeId = nodeIdOfToken(bearer);
+    if (nodeId !== undefined && isValidId(nodeId)) {
+      // A deleted node's token stops working with the deletion (its tombstone stays).
+      const cred = await store.getLiveNodeCredential(nodeId);
+      if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId, tokenHash: cred.tokenHash };
+      throw unauthorized("invalid node token");
+    }
+    if (await isAdmin(bearer)) return { kind: "admin" };
+    throw unauthorized("invalid token");
+  };
   return {
     async authenticate(headers, peer) {
-      const adminHeader = headers.get("x-admin-token");
-      const bearer = parseBearer(headers.get("authorization"));
-      if (adminHeader !== null) {
-        if (await isAdmin(adminHeader)) return { kind: "admin" };
-        throw unauthorized("invalid admin token");
-      }
-      if (bearer === undefined) return peer ? certificatePrincipal(store, peer, now()) : { kind: "anonymous" };
-      const keyId = API_KEY_TEXT.idOf(bearer);
-      if (keyId !== undefined) return apiKeyPrincipal(await store.getApiKey(keyId), bearer, now());
-      const nodeId = nodeIdOfToken(bearer);
-      if (nodeId !== undefined && isValidId(nodeId)) {
-        // A deleted node's token stops working with the deletion (its tombstone stays).
-        const cred = await store.getLiveNodeCredential(nodeId);
-        if (cred && tokenMatches(bearer, cred.tokenHash)) return { kind: "node", nodeId, tokenHash: cred.tokenHash };
-        throw unauthorized("invalid node token");
-      }
-      if (await isAdmin(bearer)) return { kind: "admin" };
-      throw unauthorized("invalid token");
+      const principal = await authenticate(headers, peer);
+      const relayFor = headers.get(RELAY_FOR_HEADER);
+      if (relayFor === null) return principal;
+      if (!opts.nodes) throw unauthorized(`${RELAY_FOR_HEADER} is not accepted here`);
+      return relayedPrincipal(opts.nodes, principal, relayFor);
     },
   };
 }
@@ -111,7 +122,7 @@ export { hashToken };
  */
 export async function nodeCredentialHolds(store: Pick<CredentialStore, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
   if (p.kind !== "node") return true;
-  const cred = await store.getLiveNodeCredential(p.nodeId);
+  const cred = await store.getLiveNodeCredential(credentialNodeOf(p));
   if (!cred) return false;
   if (p.tokenHash !== undefined && cred.tokenHash !== p.tokenHash) return false;
   if (p.certificateSerial === undefined) return true;

@@ -7,7 +7,7 @@ import type { Principal } from "../base/context.js";
 
 /** Who a credential belongs to, as notices name it: "node:<id>", "api_key:<id>". */
 export function credentialKey(p: Principal): string | undefined {
-  if (p.kind === "node") return `node:${p.nodeId}`;
+  if (p.kind === "node") return `node:${p.relayNodeId ?? p.nodeId}`;
   if (p.kind === "api_key") return `api_key:${p.keyId}`;
   return undefined;
 }

@@ -24,6 +24,11 @@ export type Principal =
   | {
       kind: "node";
       nodeId: string;
+      /**
+       * Set when a relay acts for an SSH node (nodeId) whose spec names it: the relay's node id,
+       * whose credential it presented (auth/relay-access.ts).
+       */
+      relayNodeId?: string;
       /** Set when it called with its client certificate (this serial). */
       certificateSerial?: string;
       /** Set when it called with its bearer token: the stored hash it matched. */
@@ -84,6 +89,8 @@ export interface AuditNote {
   actor?: Actor;
   /** The handler wrote the call's entry itself (a terminal, naming it once its slot is held): none more is written. */
   written?: boolean;
+  /** Set by a handler that handed out secret values (a relay's SSH keys): the call is audited. */
+  handedOutSecrets?: boolean;
 }
 
 /** Everything a handler needs to know about the call beyond its request message. */

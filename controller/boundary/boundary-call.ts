@@ -140,7 +140,7 @@ export class BoundaryCall {
   // caller always has one.
   async audit(outcome: string): Promise<void> {
     const { deps, req, principal } = this;
-    if (!deps.audit || this.info?.audit.written || !isAudited(req.method, principal, outcome)) return;
+    if (!deps.audit || this.info?.audit.written || !isAudited(req.method, principal, outcome, this.info?.audit)) return;
     await deps.audit(auditEntryOf(req, principal, this.info, { requestId: this.requestId, correlationId: this.correlationId, outcome }));
   }
 

@@ -107,6 +107,8 @@ export class HeartbeatRecorder {
         // A beat that lists what runs (even nothing) dates that list; one that could not tell keeps both.
         projectsObservedAt: req.projectsReported ? timestampFromDate(now) : before?.projectsObservedAt,
         transport,
+        // An SSH node's, sent by its relay; an agent's own node has none.
+        ssh: node.desiredState?.kind.case === "node" && node.desiredState.kind.value.ssh ? req.ssh : undefined,
       });
       intervalMs = status.heartbeatIntervalMs;
       const comparable = before

@@ -1,6 +1,7 @@
 // Rules every stored resource obeys, checked at the boundary before anything is written: the
 // desired_state kind matches resource_type, and each kind's own field rules (ids well-formed,
 // names, sizes, policies), which controller/resources/kinds.ts files by kind.
+import { checkSshTarget } from "./ssh-target-rules.js";
 import { checkSecretRefs } from "./secret-rules.js";
 import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
@@ -136,6 +137,7 @@ export function checkFreezeSpec(f: FreezeSpec): void {
 export function checkNodeSpec(n: NodeSpec): void {
   checkSelector(n.labels, "desired_state.node.labels");
   checkTrustedKeys(n.trustedLabelKeys, "desired_state.node.trusted_label_keys");
+  if (n.ssh) checkSshTarget(n.ssh);
 }
 
 /** Checks a node's trusted_label_keys: label keys, each once. */

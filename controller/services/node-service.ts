@@ -15,6 +15,7 @@ import { AgentSession } from "../dispatch/agent-session.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
 import { recordReports } from "../nodes/state-reports.js";
+import { relayTargetsOf } from "../nodes/relay-targets.js";
 import type { ServiceDeps } from "./deps.js";
 import { idempotent } from "./idempotency.js";
 
@@ -130,6 +131,20 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
     // The agent's one stream (dispatch/agent-session.ts): the node is the caller's, named by its hello.
     session(requests, ctx) {
       return openSession(callInfo(ctx)).run(requests, ctx.signal);
+    },
+
+    // A relay's SSH nodes; only its own credential, never one acting for another node.
+    async listRelayTargets(req, ctx) {
+      const call = callInfo(ctx);
+      const nodeId = selfOnly(call, req.nodeId);
+      if (call.principal.kind === "node" && call.principal.relayNodeId)
+        throw forbidden("a relay lists its targets with its own credential", { node_id: nodeId });
+      const { targets, opened } = await relayTargetsOf(store, deps.keyRing, nodeId, req.includeKeys);
+      if (req.includeKeys) {
+        call.audit.handedOutSecrets = true;
+        call.audit.target = opened.length > 0 ? `secret/${opened.join(",")}`.slice(0, 512) : `node/${nodeId}`;
+      }
+      return { meta: responseMeta(ctx), targets };
     },
 
     async reportResourceState(req, ctx) {

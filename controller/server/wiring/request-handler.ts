@@ -42,7 +42,7 @@ export type HandlerOptions = Pick<
 /** The handler of every request, and the same services in memory (the REST routes call them through it). */
 export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handler: RequestHandler; transport: Transport } {
   const { store, logger, metrics, now } = deps;
-  const authenticator = createAuthenticator({ store, fixedAdminHash: opts.fixedAdminHash, now });
+  const authenticator = createAuthenticator({ store, fixedAdminHash: opts.fixedAdminHash, now, nodes: store });
   // Every audited call's entry goes to the store's hash-chained trail before the call is answered.
   const audit: AuditSink = (entry) => store.appendAuditEntry(entry);
   const boundary = { authenticator, logger, store, audit, metrics };

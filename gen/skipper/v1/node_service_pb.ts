@@ -10,7 +10,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_skipper_v1_access } from "./access_pb.js";
 import type { ResponseMeta } from "./envelope_pb.js";
 import { file_skipper_v1_envelope } from "./envelope_pb.js";
-import type { AgentCounters, NodeCapabilities, ProcessObservation, ProjectObservation, Resource, ResourceSpec, ResourceStatus } from "./resource_pb.js";
+import type { AgentCounters, NodeCapabilities, ProcessObservation, ProjectObservation, Resource, ResourceSpec, ResourceStatus, SshTarget, SshTargetStatus } from "./resource_pb.js";
 import { file_skipper_v1_resource } from "./resource_pb.js";
 import type { WorkOrder, WorkOrderResult } from "./work_order_pb.js";
 import { file_skipper_v1_work_order } from "./work_order_pb.js";
@@ -20,7 +20,107 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/node_service.proto.
  */
 export const file_skipper_v1_node_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSLEAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5za2lwcGVyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QuTGFiZWxzRW50cnkSGgoSdHJ1c3RlZF9sYWJlbF9rZXlzGAQgAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEiIKBG5vZGUYAiABKAsyFC5za2lwcGVyLnYxLlJlc291cmNlEg0KBXRva2VuGAMgASgJIikKFlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJQChdSb3RhdGVOb2RlVG9rZW5SZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESDQoFdG9rZW4YAiABKAkiwQMKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEjIKDGNhcGFiaWxpdGllcxgDIAEoCzIcLnNraXBwZXIudjEuTm9kZUNhcGFiaWxpdGllcxI4CgZsYWJlbHMYBCADKAsyKC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QuTGFiZWxzRW50cnkSFgoOdXB0aW1lX3NlY29uZHMYBSABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgDEjAKCHByb2plY3RzGAcgAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SGQoRcHJvamVjdHNfcmVwb3J0ZWQYCCABKAgSMQoJcHJvY2Vzc2VzGAkgAygLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SMQoOYWdlbnRfY291bnRlcnMYCiABKAsyGS5za2lwcGVyLnYxLkFnZW50Q291bnRlcnMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoRSGVhcnRiZWF0UmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEi8KC3NlcnZlcl90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNwZW5kaW5nX3dvcmtfb3JkZXJzGAMgASgFIikKFldhdGNoV29ya09yZGVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSKdAQoXV2F0Y2hXb3JrT3JkZXJzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlchIvCgtzZXJ2ZXJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKgoXR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJtChhHZXROZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciIsChlDbGFpbU5leHRXb3JrT3JkZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkibwoaQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEikKCndvcmtfb3JkZXIYAiABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciKhAQoTUmVzb3VyY2VTdGF0ZVJlcG9ydBIVCg1yZXNvdXJjZV90eXBlGAEgASgJEgoKAmlkGAIgASgJEjEKDWN1cnJlbnRfc3RhdGUYAyABKAsyGi5za2lwcGVyLnYxLlJlc291cmNlU3RhdHVzEjQKEmxhc3RfYXBwbGllZF9zdGF0ZRgEIAEoCzIYLnNraXBwZXIudjEuUmVzb3VyY2VTcGVjInYKGlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIwCgdyZXBvcnRzGAMgAygLMh8uc2tpcHBlci52MS5SZXNvdXJjZVN0YXRlUmVwb3J0Im4KG1JlcG9ydFJlc291cmNlU3RhdGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESJwoJcmVzb3VyY2VzGAIgAygLMhQuc2tpcHBlci52MS5SZXNvdXJjZSL6AgoOU2Vzc2lvblJlcXVlc3QSKQoFaGVsbG8YASABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25IZWxsb0gAEjEKCWhlYXJ0YmVhdBgCIAEoCzIcLnNraXBwZXIudjEuU2Vzc2lvbkhlYXJ0YmVhdEgAEiUKA2FjaxgDIAEoCzIWLnNraXBwZXIudjEuU2Vzc2lvbkFja0gAEjgKDWxlYXNlX3JlbmV3YWwYBCABKAsyHy5za2lwcGVyLnYxLlNlc3Npb25MZWFzZVJlbmV3YWxIABIrCgZyZXN1bHQYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25SZXN1bHRIABI+CgxzdGF0ZV9yZXBvcnQYBiABKAsyJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0SAASNAoLZXhlY19vdXRwdXQYByABKAsyHS5za2lwcGVyLnYxLlNlc3Npb25FeGVjT3V0cHV0SABCBgoEa2luZCK2AQoRU2Vzc2lvbkV4ZWNPdXRwdXQSDwoHZXhlY19pZBgBIAEoCRIMCgRkYXRhGAIgASgMEhEKCWlzX3N0ZGVychgDIAEoCBItCgZleGl0ZWQYBCABKAsyHS5za2lwcGVyLnYxLlNlc3Npb25FeGVjRXhpdGVkEisKBWVycm9yGAUgASgLMhwuc2tpcHBlci52MS5TZXNzaW9uRXhlY0Vycm9yEhMKC3N0ZGluX3Rha2VuGAYgASgEIiEKEVNlc3Npb25FeGVjRXhpdGVkEgwKBGNvZGUYASABKAUiMQoQU2Vzc2lvbkV4ZWNFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkiigEKDFNlc3Npb25IZWxsbxIPCgdub2RlX2lkGAEgASgJEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEh4KFmpvdXJuYWxfd29ya19vcmRlcl9pZHMYBCADKAkiQAoQU2Vzc2lvbkhlYXJ0YmVhdBIsCgZyZXBvcnQYASABKAsyHC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QiOgoKU2Vzc2lvbkFjaxIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMiQwoTU2Vzc2lvbkxlYXNlUmVuZXdhbBIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMiagoNU2Vzc2lvblJlc3VsdBIVCg13b3JrX29yZGVyX2lkGAEgASgJEhUKDWZlbmNpbmdfdG9rZW4YAiABKAMSKwoGcmVzdWx0GAMgASgLMhsuc2tpcHBlci52MS5Xb3JrT3JkZXJSZXN1bHQiiwMKD1Nlc3Npb25SZXNwb25zZRItCgd3ZWxjb21lGAEgASgLMhouc2tpcHBlci52MS5TZXNzaW9uV2VsY29tZUgAEikKBW9yZGVyGAIgASgLMhguc2tpcHBlci52MS5TZXNzaW9uT3JkZXJIABIrCgZjYW5jZWwYAyABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25DYW5jZWxIABIrCgZhbnN3ZXIYBCABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25BbnN3ZXJIABIrCgZub3RpY2UYBSABKAsyGS5za2lwcGVyLnYxLlNlc3Npb25Ob3RpY2VIABIpCgV0ZXJtcxgGIAEoCzIYLnNraXBwZXIudjEuU2Vzc2lvblRlcm1zSAASMAoJZXhlY19vcGVuGAcgASgLMhsuc2tpcHBlci52MS5TZXNzaW9uRXhlY09wZW5IABIyCgpleGVjX2lucHV0GAggASgLMhwuc2tpcHBlci52MS5TZXNzaW9uRXhlY0lucHV0SABCBgoEa2luZCKjAgoPU2Vzc2lvbkV4ZWNPcGVuEg8KB2V4ZWNfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3NlcnZpY2UYAyABKAkSDwoHcmVwbGljYRgEIAEoDRIMCgRhcmd2GAUgAygJEgwKBHVzZXIYBiABKAkSDwoHd29ya2RpchgHIAEoCRIxCgNlbnYYCCADKAsyJC5za2lwcGVyLnYxLlNlc3Npb25FeGVjT3Blbi5FbnZFbnRyeRILCgN0dHkYCSABKAgSDAoEcm93cxgKIAEoDRIMCgRjb2xzGAsgASgNEhUKDW91dHB1dF93aW5kb3cYDCABKA0aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKVAQoQU2Vzc2lvbkV4ZWNJbnB1dBIPCgdleGVjX2lkGAEgASgJEgwKBGRhdGEYAiABKAwSKAoGcmVzaXplGAMgASgLMhguc2tpcHBlci52MS5UZXJtaW5hbFNpemUSEwoLY2xvc2Vfc3RkaW4YBCABKAgSDQoFY2xvc2UYBSABKAgSFAoMb3V0cHV0X2Fja2VkGAYgASgEIioKDFRlcm1pbmFsU2l6ZRIMCgRyb3dzGAEgASgNEgwKBGNvbHMYAiABKA0iLQoMU2Vzc2lvblRlcm1zEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgBIAEoAyKdAQoOU2Vzc2lvbldlbGNvbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKAMSEAoIbGVhc2VfbXMYAyABKAMSFQoNbWF4X2luX2ZsaWdodBgEIAEoBRIvCgtzZXJ2ZXJfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOQoMU2Vzc2lvbk9yZGVyEikKCndvcmtfb3JkZXIYASABKAsyFS5za2lwcGVyLnYxLldvcmtPcmRlciJNCg1TZXNzaW9uQ2FuY2VsEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAxIOCgZyZWFzb24YAyABKAki3wEKDVNlc3Npb25BbnN3ZXISMQoHc3ViamVjdBgBIAEoDjIgLnNraXBwZXIudjEuU2Vzc2lvbkFuc3dlclN1YmplY3QSFQoNd29ya19vcmRlcl9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgDEhAKCGFjY2VwdGVkGAQgASgIEhEKCWR1cGxpY2F0ZRgFIAEoCBIMCgRjb2RlGAYgASgJEg8KB21lc3NhZ2UYByABKAkSKQoKd29ya19vcmRlchgIIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIk0KDVNlc3Npb25Ob3RpY2USKwoEa2luZBgBIAEoDjIdLnNraXBwZXIudjEuU2Vzc2lvbk5vdGljZUtpbmQSDwoHbWVzc2FnZRgCIAEoCSr6AQoUU2Vzc2lvbkFuc3dlclN1YmplY3QSJgoiU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9VTlNQRUNJRklFRBAAEh4KGlNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfQUNLEAESKAokU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9MRUFTRV9SRU5FV0FMEAISIQodU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9SRVNVTFQQAxIkCiBTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX0hFQVJUQkVBVBAEEicKI1NFU1NJT05fQU5TV0VSX1NVQkpFQ1RfU1RBVEVfUkVQT1JUEAUqtwEKEVNlc3Npb25Ob3RpY2VLaW5kEiMKH1NFU1NJT05fTk9USUNFX0tJTkRfVU5TUEVDSUZJRUQQABIvCitTRVNTSU9OX05PVElDRV9LSU5EX0NFUlRJRklDQVRFX1JFTkVXQUxfRFVFEAESKgomU0VTU0lPTl9OT1RJQ0VfS0lORF9DUkVERU5USUFMX1JFVk9LRUQQAhIgChxTRVNTSU9OX05PVElDRV9LSU5EX1JFUExBQ0VEEAMyjQgKC05vZGVTZXJ2aWNlEmsKDFJlZ2lzdGVyTm9kZRIfLnNraXBwZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBogLnNraXBwZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2UiGNiKGQWC0+STAg46ASoiCS92MS9ub2RlcxKEAQoPUm90YXRlTm9kZVRva2VuEiIuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXF1ZXN0GiMuc2tpcHBlci52MS5Sb3RhdGVOb2RlVG9rZW5SZXNwb25zZSIo2IoZBYLT5JMCHjoBKiIZL3YxL25vZGVzL3tub2RlX2lkfS90b2tlbhJ2CglIZWFydGJlYXQSHC5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHS5za2lwcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlIizYihkGgtPkkwIiOgEqIh0vdjEvbm9kZXMve25vZGVfaWR9L2hlYXJ0YmVhdBKeAQoQR2V0TmV4dFdvcmtPcmRlchIjLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlcXVlc3QaJC5za2lwcGVyLnYxLkdldE5leHRXb3JrT3JkZXJSZXNwb25zZSI/kAIB2IoZBoLT5JMCMmIKd29ya19vcmRlchIkL3YxL25vZGVzL3tub2RlX2lkfS93b3JrLW9yZGVycy9uZXh0Ep4BChJDbGFpbU5leHRXb3JrT3JkZXISJS5za2lwcGVyLnYxLkNsYWltTmV4dFdvcmtPcmRlclJlcXVlc3QaJi5za2lwcGVyLnYxLkNsYWltTmV4dFdvcmtPcmRlclJlc3BvbnNlIjnYihkGgtPkkwIvOgEqIiovdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQvY2xhaW0SYgoPV2F0Y2hXb3JrT3JkZXJzEiIuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXF1ZXN0GiMuc2tpcHBlci52MS5XYXRjaFdvcmtPcmRlcnNSZXNwb25zZSIE2IoZBjABEp0BChNSZXBvcnRSZXNvdXJjZVN0YXRlEiYuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVxdWVzdBonLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlc3BvbnNlIjWQAgLYihkGgtPkkwIoOgEqIiMvdjEvbm9kZXMve25vZGVfaWR9L3Jlc291cmNlLXN0YXRlcxJMCgdTZXNzaW9uEhouc2tpcHBlci52MS5TZXNzaW9uUmVxdWVzdBobLnNraXBwZXIudjEuU2Vzc2lvblJlc3BvbnNlIgTYihkGKAEwAWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+  fileDesc("Ch1za2lwcGVyL3YxL25vZGVfc2VydmljZS5wcm90bxIKc2tpcHBlci52MSJAChdMaXN0UmVsYXlUYXJnZXRzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDGluY2x1ZGVfa2V5cxgCIAEoCCJsChhMaXN0UmVsYXlUYXJnZXRzUmVzcG9uc2USJgoEbWV0YRgBIAEoCzIYLnNraXBwZXIudjEuUmVzcG9uc2VNZXRhEigKB3RhcmdldHMYAiADKAsyFy5za2lwcGVyLnYxLlJlbGF5VGFyZ2V0IpABCgtSZWxheVRhcmdldBIPCgdub2RlX2lkGAEgASgJEiIKA3NzaBgCIAEoCzIVLnNraXBwZXIudjEuU3NoVGFyZ2V0EhAKCHJldmlzaW9uGAMgASgJEhMKC3ByaXZhdGVfa2V5GAQgASgJEhMKC2tleV9wcm9ibGVtGAUgASgJEhAKCGRpc2FibGVkGAYgASgIIsQBChNSZWdpc3Rlck5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEjsKBmxhYmVscxgDIAMoCzIrLnNraXBwZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdC5MYWJlbHNFbnRyeRIaChJ0cnVzdGVkX2xhYmVsX2tleXMYBCADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJxChRSZWdpc3Rlck5vZGVSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESIgoEbm9kZRgCIAEoCzIULnNraXBwZXIudjEuUmVzb3VyY2USDQoFdG9rZW4YAyABKAkiKQoWUm90YXRlTm9kZVRva2VuUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIlAKF1JvdGF0ZU5vZGVUb2tlblJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRINCgV0b2tlbhgCIAEoCSLrAwoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSMgoMY2FwYWJpbGl0aWVzGAMgASgLMhwuc2tpcHBlci52MS5Ob2RlQ2FwYWJpbGl0aWVzEjgKBmxhYmVscxgEIAMoCzIoLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdC5MYWJlbHNFbnRyeRIWCg51cHRpbWVfc2Vjb25kcxgFIAEoAxIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKAMSMAoIcHJvamVjdHMYByADKAsyHi5za2lwcGVyLnYxLlByb2plY3RPYnNlcnZhdGlvbhIZChFwcm9qZWN0c19yZXBvcnRlZBgIIAEoCBIxCglwcm9jZXNzZXMYCSADKAsyHi5za2lwcGVyLnYxLlByb2Nlc3NPYnNlcnZhdGlvbhIxCg5hZ2VudF9jb3VudGVycxgKIAEoCzIZLnNraXBwZXIudjEuQWdlbnRDb3VudGVycxIoCgNzc2gYQSABKAsyGy5za2lwcGVyLnYxLlNzaFRhcmdldFN0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIokBChFIZWFydGJlYXRSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE3BlbmRpbmdfd29ya19vcmRlcnMYAyABKAUiKQoWV2F0Y2hXb3JrT3JkZXJzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIp0BChdXYXRjaFdvcmtPcmRlcnNSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyEi8KC3NlcnZlcl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIqChdHZXROZXh0V29ya09yZGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIm0KGEdldE5leHRXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIiwKGUNsYWltTmV4dFdvcmtPcmRlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJvChpDbGFpbU5leHRXb3JrT3JkZXJSZXNwb25zZRImCgRtZXRhGAEgASgLMhguc2tpcHBlci52MS5SZXNwb25zZU1ldGESKQoKd29ya19vcmRlchgCIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIqEBChNSZXNvdXJjZVN0YXRlUmVwb3J0EhUKDXJlc291cmNlX3R5cGUYASABKAkSCgoCaWQYAiABKAkSMQoNY3VycmVudF9zdGF0ZRgDIAEoCzIaLnNraXBwZXIudjEuUmVzb3VyY2VTdGF0dXMSNAoSbGFzdF9hcHBsaWVkX3N0YXRlGAQgASgLMhguc2tpcHBlci52MS5SZXNvdXJjZVNwZWMidgoaUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg13b3JrX29yZGVyX2lkGAIgASgJEjAKB3JlcG9ydHMYAyADKAsyHy5za2lwcGVyLnYxLlJlc291cmNlU3RhdGVSZXBvcnQibgobUmVwb3J0UmVzb3VyY2VTdGF0ZVJlc3BvbnNlEiYKBG1ldGEYASABKAsyGC5za2lwcGVyLnYxLlJlc3BvbnNlTWV0YRInCglyZXNvdXJjZXMYAiADKAsyFC5za2lwcGVyLnYxLlJlc291cmNlIvoCCg5TZXNzaW9uUmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLnNraXBwZXIudjEuU2Vzc2lvbkhlbGxvSAASMQoJaGVhcnRiZWF0GAIgASgLMhwuc2tpcHBlci52MS5TZXNzaW9uSGVhcnRiZWF0SAASJQoDYWNrGAMgASgLMhYuc2tpcHBlci52MS5TZXNzaW9uQWNrSAASOAoNbGVhc2VfcmVuZXdhbBgEIAEoCzIfLnNraXBwZXIudjEuU2Vzc2lvbkxlYXNlUmVuZXdhbEgAEisKBnJlc3VsdBgFIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvblJlc3VsdEgAEj4KDHN0YXRlX3JlcG9ydBgGIAEoCzImLnNraXBwZXIudjEuUmVwb3J0UmVzb3VyY2VTdGF0ZVJlcXVlc3RIABI0CgtleGVjX291dHB1dBgHIAEoCzIdLnNraXBwZXIudjEuU2Vzc2lvbkV4ZWNPdXRwdXRIAEIGCgRraW5kIrYBChFTZXNzaW9uRXhlY091dHB1dBIPCgdleGVjX2lkGAEgASgJEgwKBGRhdGEYAiABKAwSEQoJaXNfc3RkZXJyGAMgASgIEi0KBmV4aXRlZBgEIAEoCzIdLnNraXBwZXIudjEuU2Vzc2lvbkV4ZWNFeGl0ZWQSKwoFZXJyb3IYBSABKAsyHC5za2lwcGVyLnYxLlNlc3Npb25FeGVjRXJyb3ISEwoLc3RkaW5fdGFrZW4YBiABKAQiIQoRU2Vzc2lvbkV4ZWNFeGl0ZWQSDAoEY29kZRgBIAEoBSIxChBTZXNzaW9uRXhlY0Vycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKKAQoMU2Vzc2lvbkhlbGxvEg8KB25vZGVfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIyCgxjYXBhYmlsaXRpZXMYAyABKAsyHC5za2lwcGVyLnYxLk5vZGVDYXBhYmlsaXRpZXMSHgoWam91cm5hbF93b3JrX29yZGVyX2lkcxgEIAMoCSJAChBTZXNzaW9uSGVhcnRiZWF0EiwKBnJlcG9ydBgBIAEoCzIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdCI6CgpTZXNzaW9uQWNrEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJDChNTZXNzaW9uTGVhc2VSZW5ld2FsEhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAyJqCg1TZXNzaW9uUmVzdWx0EhUKDXdvcmtfb3JkZXJfaWQYASABKAkSFQoNZmVuY2luZ190b2tlbhgCIAEoAxIrCgZyZXN1bHQYAyABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdCKLAwoPU2Vzc2lvblJlc3BvbnNlEi0KB3dlbGNvbWUYASABKAsyGi5za2lwcGVyLnYxLlNlc3Npb25XZWxjb21lSAASKQoFb3JkZXIYAiABKAsyGC5za2lwcGVyLnYxLlNlc3Npb25PcmRlckgAEisKBmNhbmNlbBgDIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkNhbmNlbEgAEisKBmFuc3dlchgEIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbkFuc3dlckgAEisKBm5vdGljZRgFIAEoCzIZLnNraXBwZXIudjEuU2Vzc2lvbk5vdGljZUgAEikKBXRlcm1zGAYgASgLMhguc2tpcHBlci52MS5TZXNzaW9uVGVybXNIABIwCglleGVjX29wZW4YByABKAsyGy5za2lwcGVyLnYxLlNlc3Npb25FeGVjT3BlbkgAEjIKCmV4ZWNfaW5wdXQYCCABKAsyHC5za2lwcGVyLnYxLlNlc3Npb25FeGVjSW5wdXRIAEIGCgRraW5kIqMCCg9TZXNzaW9uRXhlY09wZW4SDwoHZXhlY19pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDwoHc2VydmljZRgDIAEoCRIPCgdyZXBsaWNhGAQgASgNEgwKBGFyZ3YYBSADKAkSDAoEdXNlchgGIAEoCRIPCgd3b3JrZGlyGAcgASgJEjEKA2VudhgIIAMoCzIkLnNraXBwZXIudjEuU2Vzc2lvbkV4ZWNPcGVuLkVudkVudHJ5EgsKA3R0eRgJIAEoCBIMCgRyb3dzGAogASgNEgwKBGNvbHMYCyABKA0SFQoNb3V0cHV0X3dpbmRvdxgMIAEoDRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpUBChBTZXNzaW9uRXhlY0lucHV0Eg8KB2V4ZWNfaWQYASABKAkSDAoEZGF0YRgCIAEoDBIoCgZyZXNpemUYAyABKAsyGC5za2lwcGVyLnYxLlRlcm1pbmFsU2l6ZRITCgtjbG9zZV9zdGRpbhgEIAEoCBINCgVjbG9zZRgFIAEoCBIUCgxvdXRwdXRfYWNrZWQYBiABKAQiKgoMVGVybWluYWxTaXplEgwKBHJvd3MYASABKA0SDAoEY29scxgCIAEoDSItCgxTZXNzaW9uVGVybXMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAEgASgDIp0BCg5TZXNzaW9uV2VsY29tZRISCgpzZXNzaW9uX2lkGAEgASgJEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoAxIQCghsZWFzZV9tcxgDIAEoAxIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFEi8KC3NlcnZlcl90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI5CgxTZXNzaW9uT3JkZXISKQoKd29ya19vcmRlchgBIAEoCzIVLnNraXBwZXIudjEuV29ya09yZGVyIk0KDVNlc3Npb25DYW5jZWwSFQoNd29ya19vcmRlcl9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEg4KBnJlYXNvbhgDIAEoCSLfAQoNU2Vzc2lvbkFuc3dlchIxCgdzdWJqZWN0GAEgASgOMiAuc2tpcHBlci52MS5TZXNzaW9uQW5zd2VyU3ViamVjdBIVCg13b3JrX29yZGVyX2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAMSEAoIYWNjZXB0ZWQYBCABKAgSEQoJZHVwbGljYXRlGAUgASgIEgwKBGNvZGUYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRIpCgp3b3JrX29yZGVyGAggASgLMhUuc2tpcHBlci52MS5Xb3JrT3JkZXIiTQoNU2Vzc2lvbk5vdGljZRIrCgRraW5kGAEgASgOMh0uc2tpcHBlci52MS5TZXNzaW9uTm90aWNlS2luZBIPCgdtZXNzYWdlGAIgASgJKvoBChRTZXNzaW9uQW5zd2VyU3ViamVjdBImCiJTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX1VOU1BFQ0lGSUVEEAASHgoaU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9BQ0sQARIoCiRTRVNTSU9OX0FOU1dFUl9TVUJKRUNUX0xFQVNFX1JFTkVXQUwQAhIhCh1TRVNTSU9OX0FOU1dFUl9TVUJKRUNUX1JFU1VMVBADEiQKIFNFU1NJT05fQU5TV0VSX1NVQkpFQ1RfSEVBUlRCRUFUEAQSJwojU0VTU0lPTl9BTlNXRVJfU1VCSkVDVF9TVEFURV9SRVBPUlQQBSq3AQoRU2Vzc2lvbk5vdGljZUtpbmQSIwofU0VTU0lPTl9OT1RJQ0VfS0lORF9VTlNQRUNJRklFRBAAEi8KK1NFU1NJT05fTk9USUNFX0tJTkRfQ0VSVElGSUNBVEVfUkVORVdBTF9EVUUQARIqCiZTRVNTSU9OX05PVElDRV9LSU5EX0NSRURFTlRJQUxfUkVWT0tFRBACEiAKHFNFU1NJT05fTk9USUNFX0tJTkRfUkVQTEFDRUQQAzKiCQoLTm9kZVNlcnZpY2USawoMUmVnaXN0ZXJOb2RlEh8uc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiAuc2tpcHBlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZSIY2IoZBYLT5JMCDjoBKiIJL3YxL25vZGVzEoQBCg9Sb3RhdGVOb2RlVG9rZW4SIi5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlcXVlc3QaIy5za2lwcGVyLnYxLlJvdGF0ZU5vZGVUb2tlblJlc3BvbnNlIijYihkFgtPkkwIeOgEqIhkvdjEvbm9kZXMve25vZGVfaWR9L3Rva2VuEnYKCUhlYXJ0YmVhdBIcLnNraXBwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBodLnNraXBwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2UiLNiKGQaC0+STAiI6ASoiHS92MS9ub2Rlcy97bm9kZV9pZH0vaGVhcnRiZWF0Ep4BChBHZXROZXh0V29ya09yZGVyEiMuc2tpcHBlci52MS5HZXROZXh0V29ya09yZGVyUmVxdWVzdBokLnNraXBwZXIudjEuR2V0TmV4dFdvcmtPcmRlclJlc3BvbnNlIj+QAgHYihkGgtPkkwIyYgp3b3JrX29yZGVyEiQvdjEvbm9kZXMve25vZGVfaWR9L3dvcmstb3JkZXJzL25leHQSngEKEkNsYWltTmV4dFdvcmtPcmRlchIlLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVxdWVzdBomLnNraXBwZXIudjEuQ2xhaW1OZXh0V29ya09yZGVyUmVzcG9uc2UiOdiKGQaC0+STAi86ASoiKi92MS9ub2Rlcy97bm9kZV9pZH0vd29yay1vcmRlcnMvbmV4dC9jbGFpbRJiCg9XYXRjaFdvcmtPcmRlcnMSIi5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1JlcXVlc3QaIy5za2lwcGVyLnYxLldhdGNoV29ya09yZGVyc1Jlc3BvbnNlIgTYihkGMAESnQEKE1JlcG9ydFJlc291cmNlU3RhdGUSJi5za2lwcGVyLnYxLlJlcG9ydFJlc291cmNlU3RhdGVSZXF1ZXN0Gicuc2tpcHBlci52MS5SZXBvcnRSZXNvdXJjZVN0YXRlUmVzcG9uc2UiNZACAtiKGQaC0+STAig6ASoiIy92MS9ub2Rlcy97bm9kZV9pZH0vcmVzb3VyY2Utc3RhdGVzEkwKB1Nlc3Npb24SGi5za2lwcGVyLnYxLlNlc3Npb25SZXF1ZXN0Ghsuc2tpcHBlci52MS5TZXNzaW9uUmVzcG9uc2UiBNiKGQYoATABEpIBChBMaXN0UmVsYXlUYXJnZXRzEiMuc2tpcHBlci52MS5MaXN0UmVsYXlUYXJnZXRzUmVxdWVzdBokLnNraXBwZXIudjEuTGlzdFJlbGF5VGFyZ2V0c1Jlc3BvbnNlIjOQAgHYihkGgtPkkwImOgEqIiEvdjEvbm9kZXMve25vZGVfaWR9L3JlbGF5LXRhcmdldHNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_skipper_v1_access, file_skipper_v1_envelope, file_skipper_v1_resource, file_skipper_v1_work_order]);
+
+/**
+ * ListRelayTargetsRequest names the relay (the caller's own node).
+ *
+ * @generated from message skipper.v1.ListRelayTargetsRequest
+ */
+export type ListRelayTargetsRequest = Message<"skipper.v1.ListRelayTargetsRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Also open each target's private key (RelayTarget.private_key).
+   *
+   * @generated from field: bool include_keys = 2;
+   */
+  includeKeys: boolean;
+};
+
+/**
+ * Describes the message skipper.v1.ListRelayTargetsRequest.
+ * Use `create(ListRelayTargetsRequestSchema)` to create a new message.
+ */
+export const ListRelayTargetsRequestSchema: GenMessage<ListRelayTargetsRequest> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 0);
+
+/**
+ * ListRelayTargetsResponse lists the SSH nodes the relay serves, by node id.
+ *
+ * @generated from message skipper.v1.ListRelayTargetsResponse
+ */
+export type ListRelayTargetsResponse = Message<"skipper.v1.ListRelayTargetsResponse"> & {
+  /**
+   * @generated from field: skipper.v1.ResponseMeta meta = 1;
+   */
+  meta?: ResponseMeta | undefined;
+
+  /**
+   * @generated from field: repeated skipper.v1.RelayTarget targets = 2;
+   */
+  targets: RelayTarget[];
+};
+
+/**
+ * Describes the message skipper.v1.ListRelayTargetsResponse.
+ * Use `create(ListRelayTargetsResponseSchema)` to create a new message.
+ */
+export const ListRelayTargetsResponseSchema: GenMessage<ListRelayTargetsResponse> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 1);
+
+/**
+ * RelayTarget is one SSH node as its relay needs it.
+ *
+ * @generated from message skipper.v1.RelayTarget
+ */
+export type RelayTarget = Message<"skipper.v1.RelayTarget"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: skipper.v1.SshTarget ssh = 2;
+   */
+  ssh?: SshTarget | undefined;
+
+  /**
+   * Changes whenever the spec's ssh or the key's value changes: the relay asks for keys again.
+   *
+   * @generated from field: string revision = 3;
+   */
+  revision: string;
+
+  /**
+   * include_keys: the private key's text. Empty when it could not be opened (key_problem says why).
+   *
+   * @generated from field: string private_key = 4;
+   */
+  privateKey: string;
+
+  /**
+   * @generated from field: string key_problem = 5;
+   */
+  keyProblem: string;
+
+  /**
+   * Disabled nodes are listed too: they take no new orders, and their heartbeats still count.
+   *
+   * @generated from field: bool disabled = 6;
+   */
+  disabled: boolean;
+};
+
+/**
+ * Describes the message skipper.v1.RelayTarget.
+ * Use `create(RelayTargetSchema)` to create a new message.
+ */
+export const RelayTargetSchema: GenMessage<RelayTarget> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_node_service, 2);
 
 /**
  * RegisterNodeRequest describes a new node.
@@ -58,7 +158,7 @@ export type RegisterNodeRequest = Message<"skipper.v1.RegisterNodeRequest"> & {
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 0);
+  messageDesc(file_skipper_v1_node_service, 3);
 
 /**
  * RegisterNodeResponse carries the node and its token.
@@ -89,7 +189,7 @@ export type RegisterNodeResponse = Message<"skipper.v1.RegisterNodeResponse"> & 
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 1);
+  messageDesc(file_skipper_v1_node_service, 4);
 
 /**
  * RotateNodeTokenRequest names the node.
@@ -108,7 +208,7 @@ export type RotateNodeTokenRequest = Message<"skipper.v1.RotateNodeTokenRequest"
  * Use `create(RotateNodeTokenRequestSchema)` to create a new message.
  */
 export const RotateNodeTokenRequestSchema: GenMessage<RotateNodeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 2);
+  messageDesc(file_skipper_v1_node_service, 5);
 
 /**
  * RotateNodeTokenResponse carries the new token.
@@ -132,7 +232,7 @@ export type RotateNodeTokenResponse = Message<"skipper.v1.RotateNodeTokenRespons
  * Use `create(RotateNodeTokenResponseSchema)` to create a new message.
  */
 export const RotateNodeTokenResponseSchema: GenMessage<RotateNodeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 3);
+  messageDesc(file_skipper_v1_node_service, 6);
 
 /**
  * HeartbeatRequest is the agent's periodic report. It is bounded: at most 1,000 entries in any
@@ -211,6 +311,13 @@ export type HeartbeatRequest = Message<"skipper.v1.HeartbeatRequest"> & {
    * @generated from field: skipper.v1.AgentCounters agent_counters = 10;
    */
   agentCounters?: AgentCounters | undefined;
+
+  /**
+   * Sent by a relay for an SSH node (NodeSpec.ssh): its connection to the host.
+   *
+   * @generated from field: skipper.v1.SshTargetStatus ssh = 65;
+   */
+  ssh?: SshTargetStatus | undefined;
 };
 
 /**
@@ -218,7 +325,7 @@ export type HeartbeatRequest = Message<"skipper.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 4);
+  messageDesc(file_skipper_v1_node_service, 7);
 
 /**
  * HeartbeatResponse tells the agent how the controller sees it.
@@ -249,7 +356,7 @@ export type HeartbeatResponse = Message<"skipper.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 5);
+  messageDesc(file_skipper_v1_node_service, 8);
 
 /**
  * WatchWorkOrdersRequest names the node watching (the caller's own).
@@ -268,7 +375,7 @@ export type WatchWorkOrdersRequest = Message<"skipper.v1.WatchWorkOrdersRequest"
  * Use `create(WatchWorkOrdersRequestSchema)` to create a new message.
  */
 export const WatchWorkOrdersRequestSchema: GenMessage<WatchWorkOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 6);
+  messageDesc(file_skipper_v1_node_service, 9);
 
 /**
  * WatchWorkOrdersResponse is one notice: an order that is pending for the node, or a keepalive
@@ -298,7 +405,7 @@ export type WatchWorkOrdersResponse = Message<"skipper.v1.WatchWorkOrdersRespons
  * Use `create(WatchWorkOrdersResponseSchema)` to create a new message.
  */
 export const WatchWorkOrdersResponseSchema: GenMessage<WatchWorkOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 7);
+  messageDesc(file_skipper_v1_node_service, 10);
 
 /**
  * GetNextWorkOrderRequest names the node asking.
@@ -317,7 +424,7 @@ export type GetNextWorkOrderRequest = Message<"skipper.v1.GetNextWorkOrderReques
  * Use `create(GetNextWorkOrderRequestSchema)` to create a new message.
  */
 export const GetNextWorkOrderRequestSchema: GenMessage<GetNextWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 8);
+  messageDesc(file_skipper_v1_node_service, 11);
 
 /**
  * GetNextWorkOrderResponse carries the next order, unset when there is none.
@@ -341,7 +448,7 @@ export type GetNextWorkOrderResponse = Message<"skipper.v1.GetNextWorkOrderRespo
  * Use `create(GetNextWorkOrderResponseSchema)` to create a new message.
  */
 export const GetNextWorkOrderResponseSchema: GenMessage<GetNextWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 9);
+  messageDesc(file_skipper_v1_node_service, 12);
 
 /**
  * ClaimNextWorkOrderRequest names the node claiming (the caller's own).
@@ -360,7 +467,7 @@ export type ClaimNextWorkOrderRequest = Message<"skipper.v1.ClaimNextWorkOrderRe
  * Use `create(ClaimNextWorkOrderRequestSchema)` to create a new message.
  */
 export const ClaimNextWorkOrderRequestSchema: GenMessage<ClaimNextWorkOrderRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 10);
+  messageDesc(file_skipper_v1_node_service, 13);
 
 /**
  * ClaimNextWorkOrderResponse carries the order claimed (running, with its claim), unset when none
@@ -385,7 +492,7 @@ export type ClaimNextWorkOrderResponse = Message<"skipper.v1.ClaimNextWorkOrderR
  * Use `create(ClaimNextWorkOrderResponseSchema)` to create a new message.
  */
 export const ClaimNextWorkOrderResponseSchema: GenMessage<ClaimNextWorkOrderResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 11);
+  messageDesc(file_skipper_v1_node_service, 14);
 
 /**
  * ResourceStateReport is the observed state of one resource.
@@ -419,7 +526,7 @@ export type ResourceStateReport = Message<"skipper.v1.ResourceStateReport"> & {
  * Use `create(ResourceStateReportSchema)` to create a new message.
  */
 export const ResourceStateReportSchema: GenMessage<ResourceStateReport> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 12);
+  messageDesc(file_skipper_v1_node_service, 15);
 
 /**
  * ReportResourceStateRequest carries reports from one node, usually for one work order. Reports
@@ -449,7 +556,7 @@ export type ReportResourceStateRequest = Message<"skipper.v1.ReportResourceState
  * Use `create(ReportResourceStateRequestSchema)` to create a new message.
  */
 export const ReportResourceStateRequestSchema: GenMessage<ReportResourceStateRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 13);
+  messageDesc(file_skipper_v1_node_service, 16);
 
 /**
  * ReportResourceStateResponse lists the resources updated.
@@ -473,7 +580,7 @@ export type ReportResourceStateResponse = Message<"skipper.v1.ReportResourceStat
  * Use `create(ReportResourceStateResponseSchema)` to create a new message.
  */
 export const ReportResourceStateResponseSchema: GenMessage<ReportResourceStateResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 14);
+  messageDesc(file_skipper_v1_node_service, 17);
 
 /**
  * SessionRequest is one message from the agent on its Session stream. The first must be a hello;
@@ -540,7 +647,7 @@ export type SessionRequest = Message<"skipper.v1.SessionRequest"> & {
  * Use `create(SessionRequestSchema)` to create a new message.
  */
 export const SessionRequestSchema: GenMessage<SessionRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 15);
+  messageDesc(file_skipper_v1_node_service, 18);
 
 /**
  * SessionExecOutput: what a terminal (an exec the controller opened with exec_open) printed, or
@@ -596,7 +703,7 @@ export type SessionExecOutput = Message<"skipper.v1.SessionExecOutput"> & {
  * Use `create(SessionExecOutputSchema)` to create a new message.
  */
 export const SessionExecOutputSchema: GenMessage<SessionExecOutput> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 16);
+  messageDesc(file_skipper_v1_node_service, 19);
 
 /**
  * SessionExecExited: the exit code of a terminal's command.
@@ -615,7 +722,7 @@ export type SessionExecExited = Message<"skipper.v1.SessionExecExited"> & {
  * Use `create(SessionExecExitedSchema)` to create a new message.
  */
 export const SessionExecExitedSchema: GenMessage<SessionExecExited> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 17);
+  messageDesc(file_skipper_v1_node_service, 20);
 
 /**
  * SessionExecError: why a terminal did not open or ended early (SERVICE_NOT_RUNNING,
@@ -640,7 +747,7 @@ export type SessionExecError = Message<"skipper.v1.SessionExecError"> & {
  * Use `create(SessionExecErrorSchema)` to create a new message.
  */
 export const SessionExecErrorSchema: GenMessage<SessionExecError> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 18);
+  messageDesc(file_skipper_v1_node_service, 21);
 
 /**
  * SessionHello opens a session. node_id must be the caller's own node (its token or client
@@ -681,7 +788,7 @@ export type SessionHello = Message<"skipper.v1.SessionHello"> & {
  * Use `create(SessionHelloSchema)` to create a new message.
  */
 export const SessionHelloSchema: GenMessage<SessionHello> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 19);
+  messageDesc(file_skipper_v1_node_service, 22);
 
 /**
  * SessionHeartbeat says the agent is alive. With report unset it is a keepalive that writes
@@ -703,7 +810,7 @@ export type SessionHeartbeat = Message<"skipper.v1.SessionHeartbeat"> & {
  * Use `create(SessionHeartbeatSchema)` to create a new message.
  */
 export const SessionHeartbeatSchema: GenMessage<SessionHeartbeat> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 20);
+  messageDesc(file_skipper_v1_node_service, 23);
 
 /**
  * SessionAck: the agent took the pushed order (journaled it) under this fencing token. Answered
@@ -729,7 +836,7 @@ export type SessionAck = Message<"skipper.v1.SessionAck"> & {
  * Use `create(SessionAckSchema)` to create a new message.
  */
 export const SessionAckSchema: GenMessage<SessionAck> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 21);
+  messageDesc(file_skipper_v1_node_service, 24);
 
 /**
  * SessionLeaseRenewal extends the lease of a running order held under fencing_token, as
@@ -755,7 +862,7 @@ export type SessionLeaseRenewal = Message<"skipper.v1.SessionLeaseRenewal"> & {
  * Use `create(SessionLeaseRenewalSchema)` to create a new message.
  */
 export const SessionLeaseRenewalSchema: GenMessage<SessionLeaseRenewal> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 22);
+  messageDesc(file_skipper_v1_node_service, 25);
 
 /**
  * SessionResult reports how an order ended, as ReportWorkOrderResult does, with the token of the
@@ -787,7 +894,7 @@ export type SessionResult = Message<"skipper.v1.SessionResult"> & {
  * Use `create(SessionResultSchema)` to create a new message.
  */
 export const SessionResultSchema: GenMessage<SessionResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 23);
+  messageDesc(file_skipper_v1_node_service, 26);
 
 /**
  * SessionResponse is one message from the controller on a Session stream.
@@ -858,7 +965,7 @@ export type SessionResponse = Message<"skipper.v1.SessionResponse"> & {
  * Use `create(SessionResponseSchema)` to create a new message.
  */
 export const SessionResponseSchema: GenMessage<SessionResponse> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 24);
+  messageDesc(file_skipper_v1_node_service, 27);
 
 /**
  * SessionExecOpen opens a terminal: the command argv (no shell) in the running container of
@@ -939,7 +1046,7 @@ export type SessionExecOpen = Message<"skipper.v1.SessionExecOpen"> & {
  * Use `create(SessionExecOpenSchema)` to create a new message.
  */
 export const SessionExecOpenSchema: GenMessage<SessionExecOpen> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 25);
+  messageDesc(file_skipper_v1_node_service, 28);
 
 /**
  * SessionExecInput: bytes for the terminal's stdin, a new size, or the end of its stdin (then the
@@ -987,7 +1094,7 @@ export type SessionExecInput = Message<"skipper.v1.SessionExecInput"> & {
  * Use `create(SessionExecInputSchema)` to create a new message.
  */
 export const SessionExecInputSchema: GenMessage<SessionExecInput> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 26);
+  messageDesc(file_skipper_v1_node_service, 29);
 
 /**
  * TerminalSize is a terminal's size in character cells.
@@ -1011,7 +1118,7 @@ export type TerminalSize = Message<"skipper.v1.TerminalSize"> & {
  * Use `create(TerminalSizeSchema)` to create a new message.
  */
 export const TerminalSizeSchema: GenMessage<TerminalSize> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 27);
+  messageDesc(file_skipper_v1_node_service, 30);
 
 /**
  * SessionTerms changes a session's terms after its welcome: the controller's fleet grew or shrank,
@@ -1032,7 +1139,7 @@ export type SessionTerms = Message<"skipper.v1.SessionTerms"> & {
  * Use `create(SessionTermsSchema)` to create a new message.
  */
 export const SessionTermsSchema: GenMessage<SessionTerms> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 28);
+  messageDesc(file_skipper_v1_node_service, 31);
 
 /**
  * SessionWelcome answers the hello: the session's terms.
@@ -1083,7 +1190,7 @@ export type SessionWelcome = Message<"skipper.v1.SessionWelcome"> & {
  * Use `create(SessionWelcomeSchema)` to create a new message.
  */
 export const SessionWelcomeSchema: GenMessage<SessionWelcome> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 29);
+  messageDesc(file_skipper_v1_node_service, 32);
 
 /**
  * SessionOrder pushes an order, already claimed for this session: status RUNNING, its claim with
@@ -1103,7 +1210,7 @@ export type SessionOrder = Message<"skipper.v1.SessionOrder"> & {
  * Use `create(SessionOrderSchema)` to create a new message.
  */
 export const SessionOrderSchema: GenMessage<SessionOrder> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 30);
+  messageDesc(file_skipper_v1_node_service, 33);
 
 /**
  * SessionCancel asks the agent to stop a running order it holds (an admin cancelled it); the agent
@@ -1133,7 +1240,7 @@ export type SessionCancel = Message<"skipper.v1.SessionCancel"> & {
  * Use `create(SessionCancelSchema)` to create a new message.
  */
 export const SessionCancelSchema: GenMessage<SessionCancel> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 31);
+  messageDesc(file_skipper_v1_node_service, 34);
 
 /**
  * SessionAnswer answers an ack, a renewal or a result (always), and a heartbeat or state report
@@ -1196,7 +1303,7 @@ export type SessionAnswer = Message<"skipper.v1.SessionAnswer"> & {
  * Use `create(SessionAnswerSchema)` to create a new message.
  */
 export const SessionAnswerSchema: GenMessage<SessionAnswer> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 32);
+  messageDesc(file_skipper_v1_node_service, 35);
 
 /**
  * SessionNotice tells the agent something it did not ask about.
@@ -1220,7 +1327,7 @@ export type SessionNotice = Message<"skipper.v1.SessionNotice"> & {
  * Use `create(SessionNoticeSchema)` to create a new message.
  */
 export const SessionNoticeSchema: GenMessage<SessionNotice> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_node_service, 33);
+  messageDesc(file_skipper_v1_node_service, 36);
 
 /**
  * What a SessionAnswer answers.
@@ -1414,6 +1521,19 @@ export const NodeService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof SessionRequestSchema;
     output: typeof SessionResponseSchema;
+  },
+  /**
+   * ListRelayTargets gives a relay the SSH nodes whose spec names it (NodeSpec.ssh.relay_node_id):
+   * how to reach each, and with include_keys, each one's private key opened from its secret. Only
+   * the relay's own credential may ask; a call with keys is audited. The relay acts for these
+   * nodes by sending its own credential with the header `x-skipper-relay-for: <node id>`.
+   *
+   * @generated from rpc skipper.v1.NodeService.ListRelayTargets
+   */
+  listRelayTargets: {
+    methodKind: "unary";
+    input: typeof ListRelayTargetsRequestSchema;
+    output: typeof ListRelayTargetsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skipper_v1_node_service, 0);

@@ -1,0 +1,125 @@
+// One SSH node its relay serves: the node's SSH files and connection (ssh-files.ts, ssh-link.ts),
+// the bridge to its engine (engine-bridge.ts), and an Agent for it, the agent's own loop with
+// the node's id, its own journal and work directory under the relay's, the relay's controller
+// clients acting for the node (x-skipper-relay-for), the SSH node's executors
+// (ssh-executors.ts) and a probe that checks the connection before it probes the engine. The
+// whole Agent runs inside withEngineEnv, so every engine command it starts goes to the node.
+import { create } from "@bufbuild/protobuf";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { RelayTarget } from "../../gen/skipper/v1/node_service_pb.js";
+import { ComposeVariant, NodeCapabilitiesSchema, SshTargetState } from "../../gen/skipper/v1/resource_pb.js";
+import { Agent } from "../agent.js";
+import { AgentTally } from "../agent-tally.js";
+import type { AgentConfig } from "../config.js";
+import type { ControllerClients } from "../controller-client.js";
+import { probeDockerHost, type DockerHost } from "../engine/docker-host.js";
+import { withEngineEnv } from "../engine/engine-env.js";
+import { observeForHeartbeat } from "../engine/project-state.js";
+import { executors } from "../executors/registry.js";
+import { Journal } from "../journal.js";
+import { EngineBridge } from "./engine-bridge.js";
+import { sshExecutors } from "./ssh-executors.js";
+import { targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
+import { type Limiter, SshLink } from "./ssh-link.js";
+
+// The shortest heartbeat interval of an SSH node.
+const MIN_POLL_MS = 1000;
+
+export interface SshNodeDeps {
+  /** The relay's own configuration. */
+  relay: AgentConfig;
+  /** The relay's clients (relayFor makes the node's). */
+  clients: ControllerClients;
+  log: Logger;
+  handshakes: Limiter;
+}
+
+export class SshNode {
+  private readonly stop = new AbortController();
+  private running: Promise<void> | undefined;
+  private link: SshLink | undefined;
+  private bridge: EngineBridge | undefined;
+
+  constructor(
+    private readonly deps: SshNodeDeps,
+    /** What ListRelayTargets said of the node (with its key). */
+    readonly target: RelayTarget,
+  ) {}
+
+  /** Writes the node's files, opens its bridge and starts its Agent. */
+  async start(): Promise<void> {
+    const { relay, clients } = this.deps;
+    const t = this.target;
+    const nodeId = t.nodeId;
+    const log = this.deps.log.child({ relayed_node_id: nodeId });
+    const dir = join(relay.stateDir, "relay", nodeId);
+    const ssh = t.ssh!;
+    const problem = t.keyProblem || targetProblem(ssh) || (t.privateKey === "" ? "no key was handed out" : "");
+    let files: SshFiles | undefined;
+    if (!problem) files = await writeSshFiles(join(dir, "ssh"), ssh, t.privateKey);
+    const link = new SshLink(ssh, relay.nodeId, files, problem, this.deps.handshakes);
+    this.link = link;
+    const env: Record<string, string> = {};
+    if (files) {
+      const bridge = new EngineBridge(join(files.socketDir, "docker.sock"), (...remote) => link.args(...remote), log);
+      await bridge.start();
+      this.bridge = bridge;
+      env.DOCKER_HOST = bridge.dockerHost;
+    }
+    // Without a bridge (no key), an address that answers nothing: never the relay's own engine.
+    env.DOCKER_HOST ??= `unix://${join(dir, "no-engine.sock")}`;
+    const config: AgentConfig = {
+      ...relay,
+      nodeId,
+      stateDir: dir,
+      workDir: join(relay.workDir, "relay", nodeId),
+      labels: {},
+      // Each heartbeat observes the node's engine over SSH: at most once a second.
+      pollIntervalMs: Math.max(relay.pollIntervalMs, MIN_POLL_MS),
+      transport: "poll",
+      allowCommands: [],
+      allowProcessSources: [],
+      proxy: undefined,
+      metricsListen: undefined,
+    };
+    const agent = new Agent({
+      config,
+      clients: clients.relayFor!(nodeId),
+      journal: new Journal(dir),
+      log,
+      probe: () => this.probe(ssh.address),
+      executors: sshExecutors(executors(), nodeId, () => link.check()),
+      observe: (engine) => observeForHeartbeat(config.workDir, engine),
+      tally: new AgentTally(),
+    });
+    log.info({ action: "relay_start", node_id: nodeId }, `relaying SSH node ${nodeId} (${ssh.user}@${ssh.address}:${ssh.port || 22})`);
+    this.running = withEngineEnv(env, () => agent.run(this.stop.signal));
+  }
+
+  /** Stops the node's Agent, its bridge and its master connection. */
+  async close(): Promise<void> {
+    this.stop.abort();
+    await this.running?.catch(() => undefined);
+    await this.bridge?.stop();
+    await this.link?.close();
+  }
+
+  // The connection first: an engine behind a refused host key is not probed at all.
+  private async probe(address: string): Promise<DockerHost> {
+    const ssh = await this.link!.check();
+    if (ssh.state !== SshTargetState.CONNECTED) {
+      const capabilities = create(NodeCapabilitiesSchema, {
+        dockerAvailable: false,
+        composeVariant: ComposeVariant.NONE,
+        hostname: address,
+        message: `ssh: ${ssh.message}`,
+      });
+      return { capabilities, ssh };
+    }
+    const host = await probeDockerHost();
+    // What probeDockerHost reads of the local machine is the relay's, not the node's.
+    const capabilities = create(NodeCapabilitiesSchema, { ...host.capabilities, hostname: address, os: "", arch: "", systemd: false });
+    return { ...host, capabilities, ssh };
+  }
+}
