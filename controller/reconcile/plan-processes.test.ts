@@ -36,7 +36,11 @@ function desired(version = "1.0", over: Partial<ProcessDesired> = {}, run = Proc
   return { id: "app", spec, status: create(ProcessModuleStatusSchema), deleted: false, ...over };
 }
 
-function obs(version: string, state = "running", extra: Partial<Omit<ProcessObservation, "$typeName" | "$unknown">> = {}): ProcessObservation {
+function obs(
+  version: string,
+  state = "running",
+  extra: Partial<Omit<ProcessObservation, "$typeName" | "$unknown">> = {},
+): ProcessObservation {
   return create(ProcessObservationSchema, {
     module: "app",
     activeVersion: version,
