@@ -65,7 +65,11 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     spec: {
       module: MODULE,
       version,
-      source: { kind: { case: "path" as const, value: source ?? join(artifacts, `web-${version}.tar.gz`) } },
+      source: {
+        kind: source?.startsWith("http")
+          ? { case: "url" as const, value: source }
+          : { case: "path" as const, value: source ?? join(artifacts, `web-${version}.tar.gz`) },
+      },
       sha256: sums[version] ?? sums["2.0.0"]!,
       argv: ["bin/server"],
       env: { PORT: String(port) },
@@ -167,6 +171,12 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
       return o?.status === WorkOrderStatus.SUCCESS ? o : undefined;
     });
     const firstPid = (await readRunState(workDir, MODULE)).pid;
+    // What adoption starts from: the node has reported the module running.
+    await waitFor("the node to report the module", async () => {
+      const n = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
+      const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
+      return st?.processes.some((p) => p.module === MODULE && p.pid === firstPid) ? true : undefined;
+    });
     await api().createResource({ resourceType: "process", resource: res("process", ID, { case: "process", value: spec("1.0.0") }) });
     const adopted = await reached(ProcessModuleReason.RUNNING);
     expect([adopted.activeVersion, adopted.pid]).toEqual(["1.0.0", firstPid]);
@@ -178,13 +188,16 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     expect(await answer()).toBe("1.0.0");
 
     // Stopped through the agent's own control (it stays stopped for the supervisor): the reconciler starts it.
+    const earlier = new Set((await processOrders()).map((o) => o.id));
     await ctl.admin(WorkOrderService).createWorkOrder({
       type: WorkOrderType.CONTROL_PROCESS,
       target: { nodeId: NODE },
       action: { kind: { case: "controlProcess", value: { module: MODULE, operation: ProcessOperation.STOP } } },
     });
     const started = await waitFor("the reconciler's START", async () =>
-      (await processOrders()).find((o) => o.type === WorkOrderType.CONTROL_PROCESS && o.status === WorkOrderStatus.SUCCESS),
+      (await processOrders()).find(
+        (o) => !earlier.has(o.id) && o.type === WorkOrderType.CONTROL_PROCESS && o.status === WorkOrderStatus.SUCCESS,
+      ),
     );
     expect(started.action?.kind.case === "controlProcess" && started.action.kind.value.operation).toBe(ProcessOperation.START);
     const again = await reached(ProcessModuleReason.RUNNING, (n) => n.pid > 0 && n.pid !== revived.pid);

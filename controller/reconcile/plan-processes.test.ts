@@ -66,8 +66,17 @@ function node(id: string, process?: ProcessObservation, over: Partial<ProcessNod
   };
 }
 
+// Frozen, as the store's scans hand records out.
 function statusWith(nodeId: string, fields: Record<string, unknown>): ProcessModuleStatus {
-  return create(ProcessModuleStatusSchema, { nodes: [create(ProcessNodeStatusSchema, { nodeId, ...fields })] });
+  return deepFreeze(create(ProcessModuleStatusSchema, { nodes: [create(ProcessNodeStatusSchema, { nodeId, ...fields })] }));
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === "object" && !Object.isFrozen(o)) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
 }
 
 const none = new Map<string, ProcessOrderView>();

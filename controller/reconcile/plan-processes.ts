@@ -12,7 +12,7 @@
 // resolved offline (the source unreachable: the node runs its newest installed version) is asked
 // again on the same backoff until the source answers. Order ids are derived from the count of
 // orders the status records, so a pass repeated after a crash finds the order it made.
-import { create } from "@bufbuild/protobuf";
+import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
 import { processSourceAllowed } from "../../common/action-rules.js";
@@ -142,7 +142,8 @@ function planNode(
   t: PlanTimes,
   plan: ProcessPlan,
 ): ProcessNodeStatus | undefined {
-  const next = create(ProcessNodeStatusSchema, prev ?? { nodeId: node.id, reason: Reason.PENDING });
+  // A copy: the status read from the store is frozen.
+  const next = prev ? clone(ProcessNodeStatusSchema, prev) : create(ProcessNodeStatusSchema, { nodeId: node.id, reason: Reason.PENDING });
   const order = prev?.workOrderId ? orders.get(prev.workOrderId) : undefined;
   const obs = freshest(node, order);
   Object.assign(next, { activeVersion: obs?.activeVersion ?? "", pid: obs?.pid ?? 0, resolvedOffline: obs?.resolvedOffline ?? false });

@@ -358,15 +358,16 @@ export enum ProcessModuleReason {
   PENDING = 1,
 
   /**
-   * A deploy_process order is open and the node had not installed the version: it is fetched.
+   * A deploy_process order is open and the node's last report did not list the version as
+   * installed ("latest": always, since the node asks the source): it is fetched.
    *
    * @generated from enum value: PROCESS_MODULE_REASON_DOWNLOADING = 2;
    */
   DOWNLOADING = 2,
 
   /**
-   * A deploy_process order is open for an installed version ("latest": always): it is switched
-   * to and started.
+   * A deploy_process order is open for a version the node has installed: it is switched to and
+   * started, nothing is downloaded.
    *
    * @generated from enum value: PROCESS_MODULE_REASON_INSTALLING = 3;
    */
