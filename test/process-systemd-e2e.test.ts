@@ -98,10 +98,10 @@ describe.skipIf(unavailable !== undefined)("a process resource under systemd as 
   }, 90_000);
 
   afterAll(async () => {
-    await agent?.stop();
-    await ctl?.stop();
     // systemd's end ends the namespace: the units' processes and the agent with it.
     await sd?.stop();
+    await agent?.stop();
+    await ctl?.stop();
     if (root && !process.env.SKIPPER_KEEP_E2E) await rm(root, { recursive: true, force: true });
   }, 30_000);
 
@@ -109,21 +109,27 @@ describe.skipIf(unavailable !== undefined)("a process resource under systemd as 
     await api().createResource({ resourceType: "process", resource: res("process", ID, { case: "process", value: spec("1.0.0") }) });
     await reached((n) => n.reason === ProcessModuleReason.RUNNING && n.activeVersion === "1.0.0");
     expect((await sd.run(["systemctl", "is-active", UNIT])).stdout.trim()).toBe("active");
-    const node = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
-    const seen =
-      node.currentState?.kind.case === "node" ? node.currentState.kind.value.processes.find((p) => p.module === MODULE) : undefined;
-    expect(seen?.systemdUnit).toBe(UNIT);
+    // The node's heartbeats report the module with its unit.
+    await waitFor("the node to report the unit", async () => {
+      const node = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
+      const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+      return st?.processes.find((p) => p.module === MODULE && p.systemdUnit === UNIT && p.state === "running");
+    });
     expect(await answer()).toBe("1.0.0");
 
     // SIGKILL to the unit's main process: systemd starts it again (Restart=always).
     const first = await mainPid();
     expect(first).toBeGreaterThan(0);
+    const restarts = async () => Number((await sd.run(["systemctl", "show", "-p", "NRestarts", "--value", UNIT])).stdout.trim());
+    expect(await restarts()).toBe(0);
     await sd.run(["kill", "-9", String(first)]);
     await waitFor("systemd to restart the unit", async () => {
       const p = await mainPid();
       return p > 0 && p !== first && (await answer()) === "1.0.0" ? p : undefined;
     });
     await reached((n) => n.reason === ProcessModuleReason.RUNNING && n.pid !== first);
+    // systemd's own restart, not the agent's (which leaves a unit in auto-restart alone).
+    expect(await restarts()).toBe(1);
 
     // Stopped with systemctl behind Skipper's back: it runs again (the agent's supervision or the reconciler's START).
     await sd.run(["systemctl", "stop", UNIT]);

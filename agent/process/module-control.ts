@@ -155,7 +155,8 @@ export async function observeModule(workDir: string, module: string, resolvedOff
     activeVersion: active,
     previousVersion: state.previousVersion,
     installedVersions: await installedVersions(workDir, module),
-    state: pid > 0 ? "running" : state.desired === "running" ? "exited" : "stopped",
+    state:
+      pid > 0 ? "running" : state.desired !== "running" ? "stopped" : (await runnerOf(state).restarting?.(state)) ? "restarting" : "exited",
     pid,
     resolvedOffline: resolvedOffline || state.resolvedOffline,
     systemdUnit: state.systemdUnit,

@@ -56,6 +56,8 @@ export interface ProcessRunner {
   stop(workDir: string, state: RunState, graceMs: number): Promise<void>;
   /** The pid of the module's live process, 0 when there is none. */
   livePid(workDir: string, state: RunState): Promise<number>;
+  /** Whether the runner itself is about to start the dead process again (systemd's Restart=). */
+  restarting?(state: RunState): Promise<boolean>;
 }
 
 /** A module's run state, or a stopped one when it has none yet. */

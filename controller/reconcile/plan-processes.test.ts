@@ -116,6 +116,12 @@ describe("process planner", () => {
     expect(p.status.nodes[0]?.reason).toBe(R.STARTING);
   });
 
+  it("a unit systemd is about to restart gets no START (EXITED until it runs again)", () => {
+    const p = planProcess(desired(), [node("n1", obs("1.0", "restarting"))], none, T);
+    expect(p.orders).toEqual([]);
+    expect(p.status.nodes[0]?.reason).toBe(R.EXITED);
+  });
+
   it("changed argv or env is drift: deployed again", () => {
     const o = obs("1.0", "running", { launchDigest: launchDigest({ version: "1.0", argv: ["bin/old"], env: {} }) });
     expect(planProcess(desired(), [node("n1", o)], none, T).orders).toMatchObject([{ kind: "deploy" }]);

@@ -170,6 +170,8 @@ function planNode(
     ? `runs ${obs?.activeVersion}, the newest installed version: the source could not be reached`
     : `runs ${obs?.activeVersion}`;
   if (!drift && running) return set(Reason.RUNNING, runningMessage);
+  // systemd starts it again itself (Restart=): a START now would race it.
+  if (!drift && obs?.state === "restarting") return set(Reason.EXITED, "exited; its systemd unit restarts it");
   const retryAt = msOf(next.retryAt);
   if (next.failures > 0 && t.nowMs < retryAt) {
     plan.wakeAtMs = Math.min(plan.wakeAtMs ?? retryAt, retryAt);

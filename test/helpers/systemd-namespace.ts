@@ -1,6 +1,6 @@
 // systemd as PID 1 of a new PID and mount namespace on this machine (its own /run and
-// /etc/systemd/system on tmpfs, an empty default target with no dependencies, so it starts no
-// getty, udev or network of the host): a real service manager for the agent's systemd runner,
+// /etc/systemd/system on tmpfs, only empty targets for units, so it starts no getty, udev or
+// network of the host): a real service manager for the agent's systemd runner,
 // without a container image. What runs inside (the agent, through `nsenter`) sees the namespace's
 // pids and systemd's /run/systemd/system, so skippy detects systemd and writes units there.
 // SIGKILL to its PID 1 from outside ends the namespace and everything in it.
@@ -20,13 +20,34 @@ export interface SystemdNamespace {
   stop(): Promise<void>;
 }
 
+// Only the units of two directories exist for it (SYSTEMD_UNIT_PATH): /etc/systemd/system, where
+// skippy writes its units, and a directory of empty targets (and system.slice) standing for the
+// ones a service's default dependencies name. With the host's units, starting a service pulled in
+// sysinit.target and waited for units that never start in a namespace (udev, devices).
+const EMPTY_UNITS = [
+  "skipper-test",
+  "sysinit",
+  "basic",
+  "multi-user",
+  "shutdown",
+  "network-online",
+  "network",
+  "sockets",
+  "timers",
+  "paths",
+  "local-fs",
+];
 const BOOT = `#!/bin/sh
 set -e
 mount --make-rprivate /
 mount -t tmpfs tmpfs /run
-mkdir -p /run/systemd/system
-printf '[Unit]\\nDescription=skipper test target\\nDefaultDependencies=no\\n' > /run/systemd/system/skipper-test.target
+mkdir -p /run/systemd/system /run/skipper-units
+for t in ${EMPTY_UNITS.join(" ")}; do
+  printf '[Unit]\\nDescription=%s (empty, for tests)\\nDefaultDependencies=no\\n' "$t" > /run/skipper-units/$t.target
+done
+printf '[Unit]\\nDescription=system slice\\nDefaultDependencies=no\\n' > /run/skipper-units/system.slice
 mount -t tmpfs tmpfs /etc/systemd/system
+export SYSTEMD_UNIT_PATH=/etc/systemd/system:/run/skipper-units
 exec /lib/systemd/systemd --system --unit=skipper-test.target --log-target=console
 `;
 

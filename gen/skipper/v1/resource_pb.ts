@@ -1447,7 +1447,8 @@ export type ProcessObservation = Message<"skipper.v1.ProcessObservation"> & {
   installedVersions: string[];
 
   /**
-   * running, stopped, exited.
+   * running, stopped, exited; restarting: exited, and its runner starts it again by itself
+   * (systemd's Restart=, between the crash and RestartSec).
    *
    * @generated from field: string state = 5;
    */
