@@ -16,6 +16,7 @@ import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
@@ -29,6 +30,7 @@ import { readRunState } from "../agent/process/run-state.js";
 import { isSameProcess } from "../agent/process/supervisor.js";
 import { installedVersions } from "../agent/process/versions.js";
 import {
+  E2E_ADMIN_TOKEN,
   RUN_ID,
   freePort,
   startAgentProcess,
@@ -40,6 +42,7 @@ import {
 import { res } from "./helpers/resources.js";
 import { rpcError } from "./helpers/errors.js";
 
+const CLI = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
 const NODE = "prc-node";
 const MODULE = `prc-web-${RUN_ID}`;
 const ID = `web-${RUN_ID}`;
@@ -157,6 +160,25 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     expect(err.details).toMatchObject({ reason: "MODULE_CLAIMED_BY_TENANT", module_owner: `tenant/${tenant}` });
     expect(err.message).toMatch(new RegExp(`declared by tenant ${tenant}`));
     await api().deleteResource({ resourceType: "tenant", id: tenant });
+
+    // And the other way: a tenant may not declare a process resource's module.
+    const free = { ...spec("1.0.0", undefined, { role: "nowhere" }), spec: { ...spec("1.0.0").spec, module: `free-${RUN_ID}` } };
+    await api().createResource({ resourceType: "process", resource: res("process", `free-${RUN_ID}`, { case: "process", value: free }) });
+    const back = await rpcError(
+      api().createResource({
+        resourceType: "tenant",
+        resource: res("tenant", `${tenant}-2`, {
+          case: "tenant",
+          value: { deploymentPolicy: { nodeSelector: { role: "none" } }, processes: [{ spec: free.spec }] },
+        }),
+      }),
+    );
+    expect([back.code, back.details.reason, back.details.module_owner]).toEqual([
+      "INVALID_REQUEST",
+      "MODULE_CLAIMED_BY_PROCESS",
+      `process/free-${RUN_ID}`,
+    ]);
+    await api().deleteResource({ resourceType: "process", id: `free-${RUN_ID}` });
   });
 
   it("adopts, repairs a kill and a stop, switches versions, falls back offline to the newest installed, and stops off-selector", async () => {
@@ -220,6 +242,11 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     const offline = await reached(ProcessModuleReason.RUNNING, (n) => n.activeVersion === "2.0.0" && n.resolvedOffline);
     expect(offline.message).toMatch(/newest installed/);
     expect(await answer()).toBe("2.0.0");
+    // What `skipper get processes -o wide` shows of it (the built CLI).
+    const cliEnv = { ...process.env, SKIPPER_SERVER: ctl.url, SKIPPER_CA_FILE: ctl.caFile, SKIPPER_TOKEN: E2E_ADMIN_TOKEN, NO_COLOR: "1" };
+    const table = await execa(process.execPath, [CLI, "get", "processes", "-o", "wide"], { env: cliEnv, reject: false });
+    expect(table.stdout, table.stderr).toMatch(new RegExp(`${ID}\\s+${MODULE}\\s+latest\\s+running\\s+1 RUNNING`));
+    expect(table.stdout).toContain(`${NODE}:RUNNING@2.0.0(offline)`);
 
     // The controller goes, the agent restarts without it, the process is killed: the agent runs the newest installed version on its own.
     const ctlPort = Number(new URL(ctl.url).port);
