@@ -17,6 +17,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/skipper/v1/event_service_pb.js";
@@ -236,6 +237,21 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     await reached(ProcessModuleReason.RUNNING, (n) => n.activeVersion === "1.0.0");
     expect(await answer()).toBe("1.0.0");
     expect(await installedVersions(workDir, MODULE)).toEqual(["1.0.0", "2.0.0"]);
+
+    // A version that cannot be had: VERSION_UNAVAILABLE, 1.0.0 runs on, and each retry waits its
+    // backoff (twice the 300 ms interval, doubling), one order at a time.
+    await update(spec("3.0.0"));
+    const failing = await reached(ProcessModuleReason.VERSION_UNAVAILABLE, (n) => n.failures >= 2);
+    expect(await answer()).toBe("1.0.0");
+    const tries = (await processOrders())
+      .filter((o) => o.action?.kind.case === "deployProcess" && o.action.kind.value.spec?.version === "3.0.0")
+      .sort((a, b) => timestampMs(a.createdAt!) - timestampMs(b.createdAt!));
+    expect(tries.length).toBeGreaterThanOrEqual(failing.failures);
+    expect(tries.length).toBeLessThanOrEqual(failing.failures + 1);
+    for (let i = 1; i < failing.failures; i++) {
+      expect(tries[i - 1]?.result?.code).toBe("SOURCE_UNAVAILABLE");
+      expect(timestampMs(tries[i]!.createdAt!) - timestampMs(tries[i - 1]!.finishedAt!)).toBeGreaterThanOrEqual(600 * 2 ** (i - 1));
+    }
 
     // "latest" from a source nobody answers: the newest installed version, 2.0.0, resolved offline.
     await update(spec("latest", `${deadSource}web.tar.gz`));

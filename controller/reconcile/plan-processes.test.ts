@@ -172,6 +172,18 @@ describe("process planner", () => {
     expect(second.wakeAtMs).toBe(T.nowMs + 1000 + 2000);
   });
 
+  it("a changed spec is tried at once: the failures of the one before do not hold it back", () => {
+    const d = desired("2.0", { status: statusWith("n1", { reason: R.DOWNLOADING, workOrderId: "o1", ordersIssued: 1 }) });
+    const failed = new Map([
+      ["o1", { id: "o1", open: false, deploy: true, succeeded: false, code: "SOURCE_UNAVAILABLE", message: "", finishedAtMs: T.nowMs }],
+    ]);
+    const waiting = planProcess(d, [node("n1", obs("1.0"))], failed, T);
+    expect([waiting.orders, waiting.status.nodes[0]?.failures]).toEqual([[], 1]);
+    const changed = planProcess({ ...desired("3.0"), status: waiting.status }, [node("n1", obs("1.0"))], failed, T);
+    expect(changed.orders).toMatchObject([{ kind: "deploy", id: processOrderId("app", "n1", 2) }]);
+    expect(changed.status.nodes[0]?.failures).toBe(0);
+  });
+
   it("latest: deployed once per spec; the resolved version is kept; running it is RUNNING", () => {
     const d = desired("latest", { status: statusWith("n1", { reason: R.DOWNLOADING, workOrderId: "o1", ordersIssued: 1 }) });
     const ok = new Map([

@@ -149,6 +149,9 @@ function planNode(
   Object.assign(next, { activeVersion: obs?.activeVersion ?? "", pid: obs?.pid ?? 0, resolvedOffline: obs?.resolvedOffline ?? false });
   const set = (reason: Reason, message: string) => Object.assign(next, { reason, message });
   if (order && !order.open && !next.orderSettled) settle(d, next, order, t);
+  // Failures of an earlier spec do not hold back a new one.
+  if (next.failures > 0 && next.failedDigest !== specDigest(d.spec))
+    Object.assign(next, { failures: 0, retryAt: undefined, failedDigest: "" });
   // While its order is open, a node keeps the reason queueing it gave.
   if (order?.open) return next;
   if (d.claimedBy)
@@ -226,6 +229,7 @@ function settle(d: ProcessDesired, st: ProcessNodeStatus, order: ProcessOrderVie
     return;
   }
   st.failures += 1;
+  st.failedDigest = specDigest(d.spec);
   const at = Math.max(order.finishedAtMs, 0) || t.nowMs;
   st.retryAt = timestampFromMs(at + Math.min(t.backoffCapMs, t.backoffMs * 2 ** Math.min(st.failures - 1, 20)));
   if (order.succeeded) return;
