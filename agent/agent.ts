@@ -15,6 +15,8 @@
 //     journal entry) and ask again at once
 //   otherwise wait until the next heartbeat is due, cut short when the stream rings
 //
+// Beside the loops, the process modules are supervised on their own clock (process-supervision.ts),
+// so a module that died runs again while the controller cannot be reached.
 // At start, beside the loops, the host proxy's backends are set to the containers running now
 // (proxy/route-sync.ts), when the agent drives a proxy.
 //
@@ -53,6 +55,7 @@ import { ResultReporter } from "./result-reporter.js";
 import { SwitchingChannel } from "./session/order-channel.js";
 import { PushedOrders } from "./session/pushed-orders.js";
 import { SessionLoop } from "./session/session-loop.js";
+import { superviseOnOwnClock } from "./process-supervision.js";
 
 /** How long transport auto polls before it tries the session again. */
 export const SESSION_RETRY_MS = 5 * 60_000;
@@ -142,6 +145,9 @@ export class Agent {
     const swept = await sweepEnvFiles(workDir);
     if (swept > 0) this.log.info({ action: "sweep_env_files", count: swept }, "removed env files an interrupted run left");
     if (proxy) void syncRoutesAtStart(hostProxyFor(proxy), workDir, engineContainers(), this.log, { signal });
+    const supervising = this.deps.supervise
+      ? superviseOnOwnClock(this.deps.supervise, Math.min(this.deps.config.pollIntervalMs, 5000), this.log, signal)
+      : undefined;
     const { transport } = this.deps.config;
     if (transport === "poll") await this.poll(signal);
     else if (transport === "session") await this.session.run(signal, false);
@@ -152,6 +158,7 @@ export class Agent {
         if (!signal.aborted) this.log.info({ action: "session_retry", result: "trying" }, "trying the session again");
       }
     }
+    await supervising;
     this.log.info({ action: "stop" }, "agent stopped");
   }
 

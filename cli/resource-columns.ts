@@ -5,6 +5,7 @@ import type { Resource } from "../gen/skipper/v1/resource_pb.js";
 import { ConvergenceStatus, DeploymentPhase } from "../gen/skipper/v1/resource_pb.js";
 import { RolloutNodeState, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
 import { PromotionPhase, VersionOrigin } from "../gen/skipper/v1/delivery_pb.js";
+import { ProcessModuleReason, ProcessModuleRun } from "../gen/skipper/v1/process_pb.js";
 import type { ResourceType } from "../common/ids.js";
 import { livenessName } from "../common/node-liveness-name.js";
 import { paint, type Io } from "./io.js";
@@ -297,6 +298,30 @@ const COLUMNS: Record<ResourceType, Columns> = {
       spec(r, "gitSource")?.path || "/",
       spec(r, "gitSource")?.prune ? "yes" : "no",
       String(status(r, "gitSource")?.resources.length ?? 0),
+    ],
+  },
+  process: {
+    head: ["ID", "MODULE", "VERSION", "RUN", "NODES", "AGE"],
+    row: (r) => {
+      const p = spec(r, "process");
+      return [
+        id(r),
+        p?.spec?.module || "-",
+        p?.spec?.version || "-",
+        p?.run === ProcessModuleRun.STOPPED ? "stopped" : "running",
+        cut(status(r, "process")?.summary ?? "", 60) || "-",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["SELECTOR", "PER NODE"],
+    wide: (r) => [
+      Object.keys(spec(r, "process")?.nodeSelector ?? {}).length ? labels(spec(r, "process")?.nodeSelector) : "(every node)",
+      list(
+        (status(r, "process")?.nodes ?? []).map(
+          (n) =>
+            `${n.nodeId}:${enumName(ProcessModuleReason, n.reason)}${n.activeVersion ? `@${n.activeVersion}` : ""}${n.resolvedOffline ? "(offline)" : ""}`,
+        ),
+      ),
     ],
   },
 };

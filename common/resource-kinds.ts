@@ -133,6 +133,10 @@ export const RESOURCE_KINDS = {
     writes: { by: "api", order: 11 },
     aliases: ["git-sources", "gitsource", "gs"],
   }),
+  // A process module declared for nodes by label: the fleet's, since a module name is the node's
+  // (one owner each) and its placement crosses tenants. Its status per node is the process
+  // reconciler's (controller/reconcile/process-pass.ts).
+  process: kind({ case: "process", dir: "processes", tenant: "fleet", writes: { by: "api", order: 12 }, aliases: ["processes", "proc"] }),
 } as const;
 
 /** A resource kind's name as the API spells it (resource_type). */

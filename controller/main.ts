@@ -135,6 +135,7 @@ function buildSettings(config: ControllerConfig): Partial<BuildOptions> {
     resetAdminToken: config.resetAdminToken,
     reconcileIntervalMs: config.reconcileIntervalMs,
     promotionIntervalMs: config.promotionIntervalMs,
+    processIntervalMs: config.processIntervalMs,
     leaseMs: config.leaseMs,
     eventRetentionMs: config.eventRetentionMs,
     workOrderRetentionMs: config.workOrderRetentionMs,

@@ -217,6 +217,10 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
     expect(r.message).toMatch(/could not be reached.*highest installed version 2\.0\.0/);
     expect(r.details?.process).toMatchObject({ activeVersion: "2.0.0", resolvedOffline: true });
     await answers("2.0.0");
+    // Heartbeats say so too (it is the node's state, not only the order's), with what adoption compares.
+    const [seen] = (await superviseAll(workDir)).filter((p) => p.module === "app");
+    expect(seen).toMatchObject({ activeVersion: "2.0.0", resolvedOffline: true, activeSha256: sums["app-2.0.0.tar.gz"] });
+    expect(seen?.launchDigest).toBe((await readRunState(workDir, "app")).launchDigest);
   });
 
   it('"latest" from a reachable source installs the version its VERSION file names', async () => {
@@ -230,6 +234,7 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
       resolvedOffline: false,
     });
     await answers("3.0.0");
+    expect((await superviseAll(workDir)).find((p) => p.module === "app")?.resolvedOffline).toBe(false);
   });
 
   it("a process that was killed is started again by superviseAll", async () => {

@@ -18,7 +18,7 @@ import type { FetchOptions } from "../process/artifact.js";
 import { obtainVersion, type Obtained } from "../process/install.js";
 import { MODULE_PATTERN, VERSION_PATTERN } from "../process/layout.js";
 import { activate, launchOf, livePid } from "../process/module-control.js";
-import { launchDigest, readRunState, withModuleLock } from "../process/run-state.js";
+import { launchDigest, readRunState, withModuleLock, writeRunState } from "../process/run-state.js";
 import { chooseRunner } from "../process/systemd.js";
 import { activeVersion } from "../process/versions.js";
 import { processResult, runProcessOrder, type ProcessExecutorOptions, type Verdict } from "./process-result.js";
@@ -68,10 +68,12 @@ export async function deployVersion(
   const state = await readRunState(workDir, module);
   const pid = await livePid(workDir, state);
   if ((await activeVersion(workDir, module)) === got.version && pid > 0 && state.launchDigest === launchDigest(launch)) {
+    await rememberOffline(workDir, module, got.resolvedOffline);
     return { code: "PROCESS_OK", message: `${module} ${got.version} already runs (pid ${pid})${note}` };
   }
   const settleMs = opts.settleMs ?? 1000;
   const r = await activate(workDir, launch, { runner: chooseRunner(opts.useSystemd), graceMs: opts.graceMs ?? 10_000, settleMs, signal });
+  await rememberOffline(workDir, module, r.alive && got.resolvedOffline);
   if (r.alive)
     return {
       code: "PROCESS_OK",
@@ -84,6 +86,13 @@ export async function deployVersion(
     code: "PROCESS_EXITED",
     message: `${module} ${got.version} exited within ${settleMs} ms${restored}${note}; log tail:\n${r.logTail}`,
   };
+}
+
+// Whether the version running was "latest" resolved offline is the node's to report with every
+// heartbeat (the controller asks again later), not only in this order's result.
+async function rememberOffline(workDir: string, module: string, offline: boolean): Promise<void> {
+  const state = await readRunState(workDir, module);
+  if (state.resolvedOffline !== offline) await writeRunState(workDir, { ...state, resolvedOffline: offline });
 }
 
 /** What is wrong with a spec, or undefined when it can be deployed. */

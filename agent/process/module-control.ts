@@ -148,14 +148,19 @@ async function startVerified(workDir: string, state: RunState, launch: Launch, o
 export async function observeModule(workDir: string, module: string, resolvedOffline = false): Promise<ProcessObservation> {
   const state = await readRunState(workDir, module);
   const pid = await livePid(workDir, state);
+  const active = await activeVersion(workDir, module);
+  const meta = active ? await readVersionMeta(workDir, module, active) : undefined;
   return create(ProcessObservationSchema, {
     module,
-    activeVersion: await activeVersion(workDir, module),
+    activeVersion: active,
     previousVersion: state.previousVersion,
     installedVersions: await installedVersions(workDir, module),
-    state: pid > 0 ? "running" : state.desired === "running" ? "exited" : "stopped",
+    state:
+      pid > 0 ? "running" : state.desired !== "running" ? "stopped" : (await runnerOf(state).restarting?.(state)) ? "restarting" : "exited",
     pid,
-    resolvedOffline,
+    resolvedOffline: resolvedOffline || state.resolvedOffline,
     systemdUnit: state.systemdUnit,
+    activeSha256: meta?.sha256 ?? "",
+    launchDigest: state.launchDigest,
   });
 }

@@ -3,7 +3,6 @@
 // processes again from it. Also here: the runner interface (the agent's own supervisor or
 // systemd) and a per-module lock, so the periodic supervisor never restarts a process a deploy
 // has just stopped on purpose.
-import { createHash } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { MODULE_PATTERN, modulePaths, readJson, writeFileAtomic } from "./layout.js";
@@ -28,6 +27,8 @@ export interface RunState {
   systemdUnit: string;
   /** The last rollback order applied, so a re-run of it (agent restart) does not roll back twice. */
   rollbackOrderId: string;
+  /** The last deploy asked for "latest" and could not reach the source: it runs the highest installed version. */
+  resolvedOffline: boolean;
 }
 
 /** What starting a module needs: its active version's command. */
@@ -39,13 +40,7 @@ export interface Launch {
   env: Record<string, string>;
 }
 
-/** Two launches with the same digest run the same thing (the version's files never change). */
-export function launchDigest(launch: Launch): string {
-  const env = Object.entries(launch.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return createHash("sha256")
-    .update(JSON.stringify([launch.version, launch.argv, env]))
-    .digest("hex");
-}
+export { launchDigest } from "../../common/process-launch.js";
 
 export interface Started {
   pid: number;
@@ -61,6 +56,8 @@ export interface ProcessRunner {
   stop(workDir: string, state: RunState, graceMs: number): Promise<void>;
   /** The pid of the module's live process, 0 when there is none. */
   livePid(workDir: string, state: RunState): Promise<number>;
+  /** Whether the runner itself is about to start the dead process again (systemd's Restart=). */
+  restarting?(state: RunState): Promise<boolean>;
 }
 
 /** A module's run state, or a stopped one when it has none yet. */
@@ -78,6 +75,7 @@ export async function readRunState(workDir: string, module: string): Promise<Run
     crashes: s?.crashes ?? 0,
     systemdUnit: s?.systemdUnit ?? "",
     rollbackOrderId: s?.rollbackOrderId ?? "",
+    resolvedOffline: s?.resolvedOffline === true,
   };
 }
 

@@ -37,6 +37,8 @@ export async function superviseAll(workDir: string, opts: SuperviseOptions = {})
 async function reviveIfDead(workDir: string, module: string, opts: SuperviseOptions): Promise<void> {
   const state = await readRunState(workDir, module);
   if (state.desired !== "running" || (await livePid(workDir, state)) > 0) return;
+  // A unit systemd restarts on its own (killed: auto-restart after RestartSec) is left to it.
+  if (await runnerOf(state).restarting?.(state)) return;
   const now = opts.now?.() ?? Date.now();
   const startedMs = Date.parse(state.startedAt) || 0;
   if (now - startedMs < Math.min(1000 * 2 ** state.crashes, MAX_BACKOFF_MS)) return;

@@ -3,7 +3,8 @@
 // version switch is a symlink rename plus `systemctl restart`; the unit is rewritten only to carry
 // the command and environment. Elsewhere the agent's own supervisor is used (supervisor.ts).
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { mkdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { runCommand } from "../engine/run-command.js";
 import { ProcessError, modulePaths, writeFileAtomic } from "./layout.js";
 import type { Launch, ProcessRunner, RunState, Started } from "./run-state.js";
@@ -85,6 +86,8 @@ async function mainPid(unit: string): Promise<number> {
 async function start(workDir: string, launch: Launch): Promise<Started> {
   const program = await resolveProgram(modulePaths(workDir, launch.module).active, launch.argv[0] ?? "");
   const unit = unitName(launch.module);
+  // systemd opens the append: log itself and fails the unit (209/STDOUT) when its directory is missing.
+  await mkdir(dirname(modulePaths(workDir, launch.module).log), { recursive: true });
   // 0600: Environment= lines carry the order's env, which may hold secrets.
   await writeFileAtomic(join(UNIT_DIR, unit), unitText(workDir, launch, program), { mode: 0o600 });
   await systemctl(["daemon-reload"]);
@@ -103,5 +106,11 @@ async function livePid(_workDir: string, state: RunState): Promise<number> {
   return mainPid(state.systemdUnit || unitName(state.module));
 }
 
+// Between a crash and its Restart= (RestartSec), the unit is "activating" in "auto-restart".
+async function restarting(state: RunState): Promise<boolean> {
+  const out = await systemctl(["show", "--property", "ActiveState,SubState", state.systemdUnit || unitName(state.module)]).catch(() => "");
+  return /ActiveState=activating/.test(out) && /SubState=auto-restart/.test(out);
+}
+
 /** systemd as a ProcessRunner. */
-export const systemdRunner: ProcessRunner = { kind: "systemd", start, stop, livePid };
+export const systemdRunner: ProcessRunner = { kind: "systemd", start, stop, livePid, restarting };

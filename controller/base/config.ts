@@ -44,6 +44,8 @@ export interface ControllerConfig {
   reconcileIntervalMs: number;
   /** Period of the promotion loop's sweep over every environment. */
   promotionIntervalMs: number;
+  /** Period of the process reconciler's sweep over every process resource. */
+  processIntervalMs: number;
   /** How often node liveness is checked. */
   livenessCheckMs: number;
   /** Lease of a work-order claim. */
@@ -116,6 +118,9 @@ Options (environment variable in brackets):
   --reconcile-interval DUR  period of the full reconcile sweep [SKIPPER_RECONCILE_INTERVAL]
   --promotion-interval DUR  period of the promotion loop's sweep over every environment (default 30s)
                             [SKIPPER_PROMOTION_INTERVAL]
+  --process-interval DUR    period of the process reconciler's sweep over process resources; a
+                            failed order waits twice that, doubling, up to 5m (default 5s)
+                            [SKIPPER_PROCESS_INTERVAL]
                         (default 30s; changes are reconciled at once regardless)
   --lease-duration DUR  how long a work-order claim lasts unless the agent renews it
                         [SKIPPER_LEASE_DURATION] (default 30s)
@@ -200,6 +205,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
       "reset-admin-token": { type: "boolean" },
       "reconcile-interval": { type: "string" },
       "promotion-interval": { type: "string" },
+      "process-interval": { type: "string" },
       "lease-duration": { type: "string" },
       "event-retention": { type: "string" },
       "audit-retention": { type: "string" },
@@ -266,6 +272,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): ControllerCo
     resetAdminToken: values["reset-admin-token"] ?? false,
     reconcileIntervalMs: duration(values["reconcile-interval"] ?? env.SKIPPER_RECONCILE_INTERVAL ?? "30s", "--reconcile-interval", 100),
     promotionIntervalMs: duration(values["promotion-interval"] ?? env.SKIPPER_PROMOTION_INTERVAL ?? "30s", "--promotion-interval", 100),
+    processIntervalMs: duration(values["process-interval"] ?? env.SKIPPER_PROCESS_INTERVAL ?? "5s", "--process-interval", 100),
     livenessCheckMs: 1000,
     leaseMs: duration(values["lease-duration"] ?? env.SKIPPER_LEASE_DURATION ?? "30s", "--lease-duration", 500),
     eventRetentionMs: retention(values["event-retention"] ?? env.SKIPPER_EVENT_RETENTION ?? "30d", "--event-retention"),

@@ -47,6 +47,8 @@ export type EventType =
   | "snapshot_created"
   | "terminal_opened"
   | "terminal_closed"
+  // A process resource's reason on a node changed (reconcile/process-pass.ts).
+  | "process_status_changed"
   | RolloutEventType
   | DeliveryEventType;
 

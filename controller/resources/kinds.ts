@@ -9,6 +9,7 @@ import { type RESOURCE_KINDS, RESOURCE_TYPES, typeOfCase, type ResourceType, typ
 import type { ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import { checkFreezeSpec, checkNodeSpec, checkSecretSpec, checkServiceSpec, checkTenantSpec, checkTenantRef } from "./resource-rules.js";
 import { secretRefsOf } from "./secret-refs.js";
+import { checkProcessModuleSpec } from "./process-rules.js";
 import { checkArtifactSpec, checkDeliverySpec, checkEnvironmentSpec, checkGitSourceSpec } from "./delivery-rules.js";
 
 /** One outgoing reference and the request field it came from. */
@@ -164,6 +165,9 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
     reconciled: false,
     holdsData: false,
   },
+  // The process reconciler (reconcile/process-pass.ts) has its own loop and writes its status;
+  // uninstalling is not done (its versions stay on the nodes, stopped), so it holds no data.
+  process: { check: checkProcessModuleSpec, wakes: "none", reconciled: false, holdsData: false },
 };
 
 /** Checks a spec's field rules, by its kind (INVALID_REQUEST naming the field). */

@@ -2,11 +2,21 @@
 // tenant's declared processes (TenantSpec.processes, resource-rules.ts), one rule for both. The
 // agent checks a spec again before it runs anything (agent/executors/deploy-process.ts): it is the
 // authority over its host.
-import type { ProcessSource, ProcessSpec, TenantProcess } from "../../gen/skipper/v1/process_pb.js";
+import {
+  ProcessModuleRun,
+  type ProcessModuleSpec,
+  type ProcessSource,
+  type ProcessSpec,
+  type TenantProcess,
+} from "../../gen/skipper/v1/process_pb.js";
+import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { ENV_KEY, MODULE_NAME, MODULE_VERSION, SHA256_HEX, urlProblem } from "../../common/action-rules.js";
 import { invalid } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { isSecretKey } from "../../common/logging/redact.js";
+import { checkSelector } from "../domain/label-selector.js";
+import type { Store } from "../store/store.js";
+import { eachScannedResource } from "../store/each-page.js";
 
 const MAX_PROCESSES = 16;
 const MAX_ARGS = 64;
@@ -61,6 +71,53 @@ export function checkTenantProcesses(ps: readonly TenantProcess[], f: string): v
     if (first !== undefined) fail(`${at}.spec.module`, `repeats module ${module} of ${f}[${first}]: a module runs once per node`);
     modules.set(module, i);
   });
+}
+
+/** A process resource: a complete spec (as deploy_process's), a run state, a node selector. */
+export function checkProcessModuleSpec(p: ProcessModuleSpec): void {
+  const f = "desired_state.process";
+  checkProcessSpec(p.spec, `${f}.spec`);
+  if (!(p.run in ProcessModuleRun)) fail(`${f}.run`, "must be RUNNING or STOPPED");
+  checkSelector(p.nodeSelector, `${f}.node_selector`);
+  // The same reason as a tenant's: the module's env reaches events and orders' records blanked.
+  for (const k of Object.keys(p.spec?.env ?? {}))
+    if (isSecretKey(k)) fail(`${f}.spec.env.${k}`, "looks like a secret: process modules take no secret values yet");
+}
+
+/**
+ * A module name is one owner's on a node: a process resource may not name a module any tenant
+ * declares (TenantSpec.processes), nor a tenant one a process resource declares. Refused with
+ * INVALID_REQUEST, details.reason MODULE_CLAIMED_BY_TENANT (or MODULE_CLAIMED_BY_PROCESS) and the
+ * owner, whatever the placements: labels change, and two owners would stop each other's process.
+ */
+export async function checkModulesUnclaimed(store: Pick<Store, "scanResources">, next: Resource): Promise<void> {
+  const k = next.desiredState?.kind;
+  if (k?.case === "process") {
+    const module = k.value.spec?.module ?? "";
+    for await (const t of eachScannedResource(store, { resourceType: "tenant" })) {
+      if (t.desiredState?.kind.case !== "tenant") continue;
+      if (!t.desiredState.kind.value.processes.some((p) => p.spec?.module === module)) continue;
+      throw invalid(
+        `desired_state.process.spec.module ${module} is declared by tenant ${t.id}'s processes: a module is one owner's on a node`,
+        {
+          field: "desired_state.process.spec.module",
+          reason: "MODULE_CLAIMED_BY_TENANT",
+          module_owner: `tenant/${t.id}`,
+        },
+      );
+    }
+  } else if (k?.case === "tenant" && k.value.processes.length > 0) {
+    const mine = new Map(k.value.processes.map((p, i) => [p.spec?.module ?? "", i]));
+    for await (const r of eachScannedResource(store, { resourceType: "process" })) {
+      const i = r.desiredState?.kind.case === "process" ? mine.get(r.desiredState.kind.value.spec?.module ?? "") : undefined;
+      if (i === undefined) continue;
+      throw invalid(`desired_state.tenant.processes[${i}].spec.module is declared by process ${r.id}: a module is one owner's on a node`, {
+        field: `desired_state.tenant.processes[${i}].spec.module`,
+        reason: "MODULE_CLAIMED_BY_PROCESS",
+        module_owner: `process/${r.id}`,
+      });
+    }
+  }
 }
 
 // Module, argv and env: what a spec needs whatever gives its version.

@@ -31,6 +31,7 @@ import { cascadeOf, checkReferencesExist, dependentsOf, refKey } from "./referen
 import { checkTenantRoutesUnclaimed } from "./proxy-rules.js";
 import { checkSpecKind, isEmptyStatus, sameSpec } from "./resource-rules.js";
 import { checkSpecFields, CONTROLLER_KINDS, referencesOf } from "./kinds.js";
+import { checkModulesUnclaimed } from "./process-rules.js";
 import { sealSecret } from "./secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { SecretSpecSchema, type SecretSpec } from "../../gen/skipper/v1/secret_pb.js";
@@ -98,6 +99,7 @@ export async function createResource(deps: ChangeDeps, req: CreateResourceReques
   await deps.confine(undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   await checkTenantRoutesUnclaimed(store, undefined, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  await checkModulesUnclaimed(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   const now = timestampFromDate(deps.now());
   const resource = create(ResourceSchema, {
     id,
@@ -198,6 +200,8 @@ export async function updateResource(deps: ChangeDeps, req: UpdateResourceReques
   if (!sameSpec(before.desiredState, spec))
     await checkReferencesExist(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   await checkTenantRoutesUnclaimed(store, before, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
+  if (!sameSpec(before.desiredState, spec))
+    await checkModulesUnclaimed(store, create(ResourceSchema, { id, resourceType: type, desiredState: spec }));
   let desiredChanged = false;
   let changed = false;
   const updated = await store.updateResource(

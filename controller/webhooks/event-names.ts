@@ -19,6 +19,7 @@ const SUBJECTS = [
   "git_sync",
   "resource",
   "snapshot",
+  "process",
   "rollout",
   "drift",
   "data",

@@ -129,12 +129,16 @@ export function startAgentProcess(opts: {
    * SKIPPER_TEST_AGENT_TRANSPORT; "poll" for a test of the unary path itself.
    */
   transport?: "session" | "poll" | "auto";
+  /** A command that runs the agent for it (e.g. nsenter into a namespace where systemd is PID 1). */
+  launcher?: string[];
 }): AgentProcess {
   const logFile = join(opts.stateDir, "..", `agent-${opts.nodeId}.log`);
   mkdirSync(dirname(logFile), { recursive: true });
+  const [program, ...before] = [...(opts.launcher ?? []), process.execPath];
   const child = spawn(
-    process.execPath,
+    program!,
     [
+      ...before,
       join(DIST, "agent", "main.js"),
       "--controller",
       opts.controller.url,

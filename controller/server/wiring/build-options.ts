@@ -22,6 +22,8 @@ export interface BuildOptions {
   reconcileIntervalMs?: number;
   /** Period of the promotion loop's sweep (default 30 s). */
   promotionIntervalMs?: number;
+  /** Period of the process reconciler's sweep (default 5 s); its backoff starts at twice that. */
+  processIntervalMs?: number;
   /** How often node liveness is checked (default 1 s). */
   livenessCheckMs?: number;
   /** Lease of a work-order claim (default 30 s); lapsed leases are checked every second. */

@@ -13,6 +13,8 @@ import type { LeaderLoop } from "./leadership.js";
 import { PromotionLoop } from "../../promotion/promotion-loop.js";
 import { runEnvironmentPass } from "../../promotion/environment-pass.js";
 import { EnvironmentRecords } from "../../delivery/environment-records.js";
+import { ProcessLoop } from "../../reconcile/process-loop.js";
+import { queueControllerOrder } from "../../dispatch/queue-order.js";
 
 export type LoopOptions = Pick<
   BuildOptions,
@@ -22,6 +24,7 @@ export type LoopOptions = Pick<
   | "auditRetentionMs"
   | "webhooks"
   | "promotionIntervalMs"
+  | "processIntervalMs"
   | "registryCaPem"
 >;
 
@@ -78,6 +81,41 @@ export function leaderLoops(
   return {
     liveness,
     promotion,
-    loops: [deps.reconciler, liveness, leases, retention, webhooks, promotion, gitSyncs, registryWatchLoop(deps, opts)],
+    loops: [
+      deps.reconciler,
+      liveness,
+      leases,
+      retention,
+      webhooks,
+      promotion,
+      gitSyncs,
+      registryWatchLoop(deps, opts),
+      processLoop(deps, opts),
+    ],
   };
+}
+
+// Process resources' reconciler: woken by a change of one and by the end of one of its orders
+// (ids prc-...), else on its sweep.
+function processLoop(deps: ServiceDeps, opts: LoopOptions): ProcessLoop {
+  const { store, logger, now, records, feed } = deps;
+  const sweepMs = opts.processIntervalMs ?? 5000;
+  const loop = new ProcessLoop({
+    store,
+    logger,
+    now,
+    sweepMs,
+    backoffMs: 2 * sweepMs,
+    backoffCapMs: 300_000,
+    queueOrder: (req, trace, id) => queueControllerOrder({ store, now, records, feed }, req, trace, id),
+  });
+  deps.triggers.watch({
+    resourceChanged: (r) => {
+      if (r.resourceType === "process") loop.wake();
+    },
+    orderEnded: (o) => {
+      if (o.id.startsWith("prc-")) loop.wake();
+    },
+  });
+  return loop;
 }

@@ -2,15 +2,17 @@
 // @generated from file skipper/v1/process.proto (package skipper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skipper/v1/process.proto.
  */
 export const file_skipper_v1_process: GenFile = /*@__PURE__*/
-  fileDesc("Chhza2lwcGVyL3YxL3Byb2Nlc3MucHJvdG8SCnNraXBwZXIudjEiNgoNUHJvY2Vzc1NvdXJjZRIOCgRwYXRoGAEgASgJSAASDQoDdXJsGAIgASgJSABCBgoEa2luZCLSAQoLUHJvY2Vzc1NwZWMSDgoGbW9kdWxlGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSKQoGc291cmNlGAMgASgLMhkuc2tpcHBlci52MS5Qcm9jZXNzU291cmNlEg4KBnNoYTI1NhgEIAEoCRIMCgRhcmd2GAUgAygJEi0KA2VudhgGIAMoCzIgLnNraXBwZXIudjEuUHJvY2Vzc1NwZWMuRW52RW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJLCg1UZW5hbnRQcm9jZXNzEiUKBHNwZWMYASABKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjEhMKC2FydGlmYWN0X2lkGAIgASgJYgZwcm90bzM");
+  fileDesc("Chhza2lwcGVyL3YxL3Byb2Nlc3MucHJvdG8SCnNraXBwZXIudjEiNgoNUHJvY2Vzc1NvdXJjZRIOCgRwYXRoGAEgASgJSAASDQoDdXJsGAIgASgJSABCBgoEa2luZCLSAQoLUHJvY2Vzc1NwZWMSDgoGbW9kdWxlGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSKQoGc291cmNlGAMgASgLMhkuc2tpcHBlci52MS5Qcm9jZXNzU291cmNlEg4KBnNoYTI1NhgEIAEoCRIMCgRhcmd2GAUgAygJEi0KA2VudhgGIAMoCzIgLnNraXBwZXIudjEuUHJvY2Vzc1NwZWMuRW52RW50cnkaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJLCg1UZW5hbnRQcm9jZXNzEiUKBHNwZWMYASABKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjEhMKC2FydGlmYWN0X2lkGAIgASgJIuIBChFQcm9jZXNzTW9kdWxlU3BlYxIlCgRzcGVjGAEgASgLMhcuc2tpcHBlci52MS5Qcm9jZXNzU3BlYxIpCgNydW4YAiABKA4yHC5za2lwcGVyLnYxLlByb2Nlc3NNb2R1bGVSdW4SRgoNbm9kZV9zZWxlY3RvchgDIAMoCzIvLnNraXBwZXIudjEuUHJvY2Vzc01vZHVsZVNwZWMuTm9kZVNlbGVjdG9yRW50cnkaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKjAwoRUHJvY2Vzc05vZGVTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRIvCgZyZWFzb24YAiABKA4yHy5za2lwcGVyLnYxLlByb2Nlc3NNb2R1bGVSZWFzb24SDwoHbWVzc2FnZRgDIAEoCRIWCg5hY3RpdmVfdmVyc2lvbhgEIAEoCRILCgNwaWQYBSABKAUSGAoQcmVzb2x2ZWRfb2ZmbGluZRgGIAEoCBIVCg13b3JrX29yZGVyX2lkGAcgASgJEhUKDW9yZGVyc19pc3N1ZWQYCCABKA0SEAoIZmFpbHVyZXMYCSABKA0SLAoIcmV0cnlfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHJlc29sdmVkX3ZlcnNpb24YCyABKAkSFgoOYXBwbGllZF9kaWdlc3QYDCABKAkSLgoKY2hhbmdlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNb3JkZXJfc2V0dGxlZBgOIAEoCBIVCg1mYWlsZWRfZGlnZXN0GA8gASgJIlQKE1Byb2Nlc3NNb2R1bGVTdGF0dXMSLAoFbm9kZXMYASADKAsyHS5za2lwcGVyLnYxLlByb2Nlc3NOb2RlU3RhdHVzEg8KB3N1bW1hcnkYAiABKAkqdgoQUHJvY2Vzc01vZHVsZVJ1bhIiCh5QUk9DRVNTX01PRFVMRV9SVU5fVU5TUEVDSUZJRUQQABIeChpQUk9DRVNTX01PRFVMRV9SVU5fUlVOTklORxABEh4KGlBST0NFU1NfTU9EVUxFX1JVTl9TVE9QUEVEEAIqtwQKE1Byb2Nlc3NNb2R1bGVSZWFzb24SJQohUFJPQ0VTU19NT0RVTEVfUkVBU09OX1VOU1BFQ0lGSUVEEAASIQodUFJPQ0VTU19NT0RVTEVfUkVBU09OX1BFTkRJTkcQARIlCiFQUk9DRVNTX01PRFVMRV9SRUFTT05fRE9XTkxPQURJTkcQAhIkCiBQUk9DRVNTX01PRFVMRV9SRUFTT05fSU5TVEFMTElORxADEi0KKVBST0NFU1NfTU9EVUxFX1JFQVNPTl9WRVJTSU9OX1VOQVZBSUxBQkxFEAQSIQodUFJPQ0VTU19NT0RVTEVfUkVBU09OX1JVTk5JTkcQBRIhCh1QUk9DRVNTX01PRFVMRV9SRUFTT05fU1RPUFBFRBAGEiAKHFBST0NFU1NfTU9EVUxFX1JFQVNPTl9FWElURUQQBxImCiJQUk9DRVNTX01PRFVMRV9SRUFTT05fTk9ERV9PRkZMSU5FEAgSIAocUFJPQ0VTU19NT0RVTEVfUkVBU09OX0ZBSUxFRBAJEiwKKFBST0NFU1NfTU9EVUxFX1JFQVNPTl9TT1VSQ0VfTk9UX0FMTE9XRUQQChIyCi5QUk9DRVNTX01PRFVMRV9SRUFTT05fTU9EVUxFX0NMQUlNRURfQllfVEVOQU5UEAsSIgoeUFJPQ0VTU19NT0RVTEVfUkVBU09OX1NUQVJUSU5HEAwSIgoeUFJPQ0VTU19NT0RVTEVfUkVBU09OX1NUT1BQSU5HEA1iBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * ProcessSource is where a process artifact comes from: a .tar.gz (unpacked into the version
@@ -136,4 +138,322 @@ export type TenantProcess = Message<"skipper.v1.TenantProcess"> & {
  */
 export const TenantProcessSchema: GenMessage<TenantProcess> = /*@__PURE__*/
   messageDesc(file_skipper_v1_process, 2);
+
+/**
+ * ProcessModuleSpec: a process module declared as desired state for the fleet (resource type
+ * `process`, an admin's): every node its node_selector matches runs (or keeps stopped) the spec's
+ * module. The controller's process reconciler compares it with what the nodes report and queues
+ * deploy_process / control_process orders to repair drift. A module a tenant declares
+ * (TenantSpec.processes) cannot also be a process resource (MODULE_CLAIMED_BY_TENANT).
+ *
+ * @generated from message skipper.v1.ProcessModuleSpec
+ */
+export type ProcessModuleSpec = Message<"skipper.v1.ProcessModuleSpec"> & {
+  /**
+   * The module, as deploy_process runs it (version may be "latest").
+   *
+   * @generated from field: skipper.v1.ProcessSpec spec = 1;
+   */
+  spec?: ProcessSpec | undefined;
+
+  /**
+   * @generated from field: skipper.v1.ProcessModuleRun run = 2;
+   */
+  run: ProcessModuleRun;
+
+  /**
+   * Label equality selector over the nodes' placement labels (as a tenant's node_selector);
+   * empty: every node.
+   *
+   * @generated from field: map<string, string> node_selector = 3;
+   */
+  nodeSelector: { [key: string]: string };
+};
+
+/**
+ * Describes the message skipper.v1.ProcessModuleSpec.
+ * Use `create(ProcessModuleSpecSchema)` to create a new message.
+ */
+export const ProcessModuleSpecSchema: GenMessage<ProcessModuleSpec> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_process, 3);
+
+/**
+ * ProcessNodeStatus: one node's state of a process resource.
+ *
+ * @generated from message skipper.v1.ProcessNodeStatus
+ */
+export type ProcessNodeStatus = Message<"skipper.v1.ProcessNodeStatus"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: skipper.v1.ProcessModuleReason reason = 2;
+   */
+  reason: ProcessModuleReason;
+
+  /**
+   * Human-readable detail (the last order's message when it failed).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * What the node reports: the active version and its process.
+   *
+   * @generated from field: string active_version = 4;
+   */
+  activeVersion: string;
+
+  /**
+   * @generated from field: int32 pid = 5;
+   */
+  pid: number;
+
+  /**
+   * "latest" was resolved to the newest installed version because the source could not be
+   * reached (the node reports it); the reconciler asks again after a backoff.
+   *
+   * @generated from field: bool resolved_offline = 6;
+   */
+  resolvedOffline: boolean;
+
+  /**
+   * The last order the reconciler queued for this node, and how many it queued in all (the next
+   * order's id is derived from the count, so a pass repeated after a crash finds the order it made).
+   *
+   * @generated from field: string work_order_id = 7;
+   */
+  workOrderId: string;
+
+  /**
+   * @generated from field: uint32 orders_issued = 8;
+   */
+  ordersIssued: number;
+
+  /**
+   * Failed orders in a row since the last success; the backoff grows with them.
+   *
+   * @generated from field: uint32 failures = 9;
+   */
+  failures: number;
+
+  /**
+   * When the next order may be queued after a failure.
+   *
+   * @generated from field: google.protobuf.Timestamp retry_at = 10;
+   */
+  retryAt?: Timestamp | undefined;
+
+  /**
+   * "latest": the version the last successful deploy_process resolved it to.
+   *
+   * @generated from field: string resolved_version = 11;
+   */
+  resolvedVersion: string;
+
+  /**
+   * The spec (digest) the last successful deploy_process applied: a changed spec deploys again.
+   *
+   * @generated from field: string applied_digest = 12;
+   */
+  appliedDigest: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp changed_at = 13;
+   */
+  changedAt?: Timestamp | undefined;
+
+  /**
+   * The outcome of work_order_id was counted (failures, resolved_version), so it is counted once.
+   *
+   * @generated from field: bool order_settled = 14;
+   */
+  orderSettled: boolean;
+
+  /**
+   * The spec (digest) the failures were counted for: a changed spec is tried at once, its backoff
+   * starts over.
+   *
+   * @generated from field: string failed_digest = 15;
+   */
+  failedDigest: string;
+};
+
+/**
+ * Describes the message skipper.v1.ProcessNodeStatus.
+ * Use `create(ProcessNodeStatusSchema)` to create a new message.
+ */
+export const ProcessNodeStatusSchema: GenMessage<ProcessNodeStatus> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_process, 4);
+
+/**
+ * ProcessModuleStatus: a process resource's state on each node it is (or was) placed on.
+ *
+ * @generated from message skipper.v1.ProcessModuleStatus
+ */
+export type ProcessModuleStatus = Message<"skipper.v1.ProcessModuleStatus"> & {
+  /**
+   * @generated from field: repeated skipper.v1.ProcessNodeStatus nodes = 1;
+   */
+  nodes: ProcessNodeStatus[];
+
+  /**
+   * Nodes by reason, e.g. "2 RUNNING, 1 NODE_OFFLINE"; "no matching node" when none.
+   *
+   * @generated from field: string summary = 2;
+   */
+  summary: string;
+};
+
+/**
+ * Describes the message skipper.v1.ProcessModuleStatus.
+ * Use `create(ProcessModuleStatusSchema)` to create a new message.
+ */
+export const ProcessModuleStatusSchema: GenMessage<ProcessModuleStatus> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_process, 5);
+
+/**
+ * ProcessModuleRun: whether the module's process should run.
+ *
+ * @generated from enum skipper.v1.ProcessModuleRun
+ */
+export enum ProcessModuleRun {
+  /**
+   * Running.
+   *
+   * @generated from enum value: PROCESS_MODULE_RUN_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: PROCESS_MODULE_RUN_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * Installed and stopped (its versions stay installed).
+   *
+   * @generated from enum value: PROCESS_MODULE_RUN_STOPPED = 2;
+   */
+  STOPPED = 2,
+}
+
+/**
+ * Describes the enum skipper.v1.ProcessModuleRun.
+ */
+export const ProcessModuleRunSchema: GenEnum<ProcessModuleRun> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_process, 0);
+
+/**
+ * ProcessModuleReason: where a module stands on one node, as the reconciler last judged it.
+ *
+ * @generated from enum skipper.v1.ProcessModuleReason
+ */
+export enum ProcessModuleReason {
+  /**
+   * @generated from enum value: PROCESS_MODULE_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Nothing reported yet, or an order is about to be queued.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * A deploy_process order is open and the node's last report did not list the version as
+   * installed ("latest": always, since the node asks the source): it is fetched.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_DOWNLOADING = 2;
+   */
+  DOWNLOADING = 2,
+
+  /**
+   * A deploy_process order is open for a version the node has installed: it is switched to and
+   * started, nothing is downloaded.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_INSTALLING = 3;
+   */
+  INSTALLING = 3,
+
+  /**
+   * The version could not be obtained (source unreachable, or not installed where no source can
+   * give it); retried after a backoff.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_VERSION_UNAVAILABLE = 4;
+   */
+  VERSION_UNAVAILABLE = 4,
+
+  /**
+   * Runs the desired version (for "latest": the one the last deploy resolved).
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_RUNNING = 5;
+   */
+  RUNNING = 5,
+
+  /**
+   * Stopped, as declared.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_STOPPED = 6;
+   */
+  STOPPED = 6,
+
+  /**
+   * Should run and does not: died behind Skipper's back, or exited right after its start.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_EXITED = 7;
+   */
+  EXITED = 7,
+
+  /**
+   * The node is offline (or has not reported yet): its work waits.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_NODE_OFFLINE = 8;
+   */
+  NODE_OFFLINE = 8,
+
+  /**
+   * The last order failed for another reason (checksum mismatch, invalid, ...); retried after a backoff.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_FAILED = 9;
+   */
+  FAILED = 9,
+
+  /**
+   * The node's --allow-process-source does not admit the module's source: no order is queued.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_SOURCE_NOT_ALLOWED = 10;
+   */
+  SOURCE_NOT_ALLOWED = 10,
+
+  /**
+   * A tenant declares a process module of the same name: the tenant's deploys own it.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_MODULE_CLAIMED_BY_TENANT = 11;
+   */
+  MODULE_CLAIMED_BY_TENANT = 11,
+
+  /**
+   * A control_process order (start or stop) is open.
+   *
+   * @generated from enum value: PROCESS_MODULE_REASON_STARTING = 12;
+   */
+  STARTING = 12,
+
+  /**
+   * @generated from enum value: PROCESS_MODULE_REASON_STOPPING = 13;
+   */
+  STOPPING = 13,
+}
+
+/**
+ * Describes the enum skipper.v1.ProcessModuleReason.
+ */
+export const ProcessModuleReasonSchema: GenEnum<ProcessModuleReason> = /*@__PURE__*/
+  enumDesc(file_skipper_v1_process, 1);
 
