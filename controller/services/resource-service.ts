@@ -18,6 +18,7 @@ import { explainResource } from "../reconcile/explain.js";
 import { createResource, deleteResource, updateResource, type ChangeDeps } from "../resources/resource-changes.js";
 import { parseLabelSelector } from "../domain/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
+import { nodeFilter } from "../nodes/node-filter.js";
 
 /**
  * The resources as `call` may see them: a secret's values (and sealed forms) never, and a
@@ -80,7 +81,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
         pageToken: req.pageToken,
       });
       // A scoped caller's page holds what it may see: possibly fewer items than asked for.
-      const shown = (await visible(call, page.items, tenantOf)).map(withLastBeat);
+      const shown = (await visible(call, page.items, tenantOf)).map(withLastBeat).filter(nodeFilter(req));
       return { meta: responseMeta(ctx), resources: forCaller(call, shown), nextPageToken: page.nextPageToken, revision };
     },
 
