@@ -11,6 +11,7 @@ import { goesBefore } from "../controller/dispatch/pool-orders.js";
 import { placeOn } from "../controller/reconcile/placement.js";
 import { nodeFilter } from "../controller/nodes/node-filter.js";
 import { agentCapabilities } from "../agent/capabilities.js";
+import { poolSelector } from "../cli/commands/order-create.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 const OLD_AGENT = {
@@ -174,5 +175,13 @@ describe("placement and listings that require capabilities", () => {
     expect(by(["container.deploy", "command.true"])).toEqual(["n1"]);
     expect(by([], [NodeLiveness.OFFLINE, NodeLiveness.DEGRADED])).toEqual(["n3"]);
     expect(() => nodeFilter({ capabilities: ["Not A Name"], liveness: [] })).toThrow(/capability name/);
+  });
+});
+
+describe("the CLI's pool selector", () => {
+  it("reads key=value pairs, and * or nothing as every node", () => {
+    expect(poolSelector("role=web, zone=a")).toEqual({ role: "web", zone: "a" });
+    expect(poolSelector("*")).toEqual({});
+    expect(() => poolSelector("role!=web")).toThrow(/key=value/);
   });
 });

@@ -45,7 +45,7 @@ export function poolSelector(text: string): Record<string, string> {
   const out: Record<string, string> = {};
   if (text.trim() === "" || text.trim() === "*") return out;
   for (const part of text.split(",")) {
-    const m = /^\s*([^=\s]+)\s*=\s*(\S*)\s*$/.exec(part);
+    const m = /^\s*([A-Za-z0-9][A-Za-z0-9._/-]*)\s*=\s*(\S*)\s*$/.exec(part);
     if (!m) throw new CliError(`--pool: ${JSON.stringify(part)} is not key=value (a pool selects by label equality)`);
     out[m[1]!] = m[2]!;
   }
