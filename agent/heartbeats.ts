@@ -9,7 +9,13 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { create } from "@bufbuild/protobuf";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "../gen/skipper/v1/node_service_pb.js";
-import type { AgentCounters, ProcessObservation, ProjectObservation } from "../gen/skipper/v1/resource_pb.js";
+import {
+  NodeCapabilitiesSchema,
+  type AgentCounters,
+  type ProcessObservation,
+  type ProjectObservation,
+} from "../gen/skipper/v1/resource_pb.js";
+import { agentCapabilities } from "./capabilities.js";
 import type { AgentTally } from "./agent-tally.js";
 import { AGENT_VERSION } from "./agent-version.js";
 import type { AgentConfig } from "./config.js";
@@ -146,15 +152,17 @@ export class Heartbeats {
 
   private request(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): HeartbeatRequest {
     const { config, tally } = this.deps;
+    const capabilities = create(NodeCapabilitiesSchema, {
+      ...host.capabilities,
+      allowedCommands: config.allowCommands,
+      allowedProcessSources: config.allowProcessSources,
+      proxy: proxyCapability(config.proxy),
+    });
+    capabilities.capabilities = agentCapabilities(capabilities);
     return create(HeartbeatRequestSchema, {
       nodeId: config.nodeId,
       agentVersion: AGENT_VERSION,
-      capabilities: {
-        ...host.capabilities,
-        allowedCommands: config.allowCommands,
-        allowedProcessSources: config.allowProcessSources,
-        proxy: proxyCapability(config.proxy),
-      },
+      capabilities,
       labels: config.labels,
       uptimeSeconds: BigInt(Math.floor((Date.now() - this.startedAt) / 1000)),
       heartbeatIntervalMs: BigInt(config.pollIntervalMs),

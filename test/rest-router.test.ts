@@ -287,6 +287,8 @@ describe("binding", () => {
       "label_selector",
       "include_deleted",
       "since_revision",
+      "capabilities",
+      "liveness",
     ]);
   });
 

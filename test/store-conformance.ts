@@ -20,6 +20,7 @@ import { auditHash, readAuditLine } from "../controller/store/audit-chain.js";
 import { verifyAuditTrail } from "../controller/audit/verify-audit-trail.js";
 import { describeWebhookConformance } from "./store-conformance-webhooks.js";
 import { describeToldConformance } from "./store-conformance-told.js";
+import { describePoolConformance } from "./store-conformance-pool.js";
 
 /**
  * What a backend hands the suite. `store` is already open. `reopen`, when given, closes the
@@ -1402,6 +1403,14 @@ export function describeStoreConformance(name: string, factory: () => Promise<St
     );
 
     describeToldConformance(
+      () => store,
+      async () => {
+        if (sut.reopen) store = await sut.reopen();
+        return sut.reopen !== undefined;
+      },
+    );
+
+    describePoolConformance(
       () => store,
       async () => {
         if (sut.reopen) store = await sut.reopen();

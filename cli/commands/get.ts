@@ -9,6 +9,7 @@ import { calls } from "../command-rpcs.js";
 import { stringify } from "yaml";
 import {
   ConvergenceStatus,
+  NodeLiveness,
   ResourceSpecSchema,
   ResourceStatusSchema,
   ResourceSchema,
@@ -30,6 +31,25 @@ interface GetOptions {
   selector?: string;
   tenant?: string;
   includeDeleted?: boolean;
+  /** Nodes only: every one of these capabilities (--capability, repeatable). */
+  capability?: string[];
+  /** Nodes only: one of these livenesses (--liveness online,degraded). */
+  liveness?: string;
+}
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+// --liveness online,degraded to the contract's values (never_seen is UNSPECIFIED).
+function livenessValues(text: string | undefined): NodeLiveness[] {
+  if (!text) return [];
+  return text.split(",").map((raw) => {
+    const name = raw.trim().toUpperCase();
+    if (name === "NEVER_SEEN") return NodeLiveness.UNSPECIFIED;
+    const v = NodeLiveness[name as keyof typeof NodeLiveness];
+    if (typeof v !== "number" || name === "UNSPECIFIED")
+      throw new CliError(`--liveness: ${raw} is not online, degraded, offline or never_seen`);
+    return v;
+  });
 }
 
 export function registerGet(program: Command, ctx: CommandContext): void {
@@ -41,6 +61,8 @@ export function registerGet(program: Command, ctx: CommandContext): void {
     .option("-l, --selector <labels>", "only resources whose labels match, e.g. env=prod,region!=us,tier")
     .option("--tenant <id>", "only this tenant and what names it as its tenant")
     .option("--include-deleted", "also show deleted resources (tombstones)")
+    .option("--capability <name>", "nodes only: those holding this capability, e.g. compose.deploy (repeatable)", collect)
+    .option("--liveness <list>", "nodes only: online, degraded, offline, never_seen (comma-separated)")
     .addHelpText(
       "after",
       `
@@ -77,7 +99,12 @@ Examples:
     .description("list the nodes: liveness, labels, agent, last heartbeat (same as `get nodes`)")
     .option("-o, --output <format>", "table, wide, json or yaml", "table")
     .option("-l, --selector <labels>", "only nodes whose labels match, e.g. env=prod")
-    .addHelpText("after", "\nExamples:\n  $ skipper nodes\n  $ skipper nodes -o wide -l env=dev")
+    .option("--capability <name>", "only nodes holding this capability, e.g. compose.deploy (repeatable)", collect)
+    .option("--liveness <list>", "only nodes of these livenesses: online, degraded, offline, never_seen (comma-separated)")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  $ skipper nodes\n  $ skipper nodes -o wide -l env=dev\n  $ skipper nodes --capability compose.deploy --liveness online",
+    )
     .action(async (opts: GetOptions) => {
       const format = outputFormat(opts.output);
       const items = await listAll(ctx, "node", opts);
@@ -133,6 +160,8 @@ async function listAll(ctx: CommandContext, type: ResourceType, opts: GetOptions
       labelSelector: opts.selector ?? "",
       tenantId: opts.tenant ?? "",
       includeDeleted: opts.includeDeleted ?? false,
+      capabilities: opts.capability ?? [],
+      liveness: livenessValues(opts.liveness),
       pageSize: 1000,
       pageToken,
     });

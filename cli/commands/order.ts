@@ -1,4 +1,5 @@
-// `skipper order get|cancel ID`: one work order (WorkOrderService); `skipper orders` lists them.
+// `skipper order get|cancel ID`: one work order (WorkOrderService); `skipper orders` lists them;
+// `skipper order create` queues one for a node or a pool (order-create.ts).
 // A cancel ends a pending order at once; a running one is stopped by its agent, which reports
 // CANCELLED (the answer then says the cancel was asked). Cancelled orders are not retried until
 // the desired state changes or the tenant is deployed again.
@@ -8,6 +9,7 @@ import { WorkOrderService } from "../../gen/skipper/v1/work_order_service_pb.js"
 import { calls } from "../command-rpcs.js";
 import type { CommandContext } from "../command-context.js";
 import { asJson, documents, enumName, outputFormat } from "../output.js";
+import { registerOrderCreate } from "./order-create.js";
 
 /** `skipper order` (get, cancel). */
 export function registerOrder(program: Command, ctx: CommandContext): void {
@@ -53,4 +55,5 @@ Examples:
       }
     });
   calls(cancel, WorkOrderService.method.cancelWorkOrder);
+  registerOrderCreate(order, ctx);
 }

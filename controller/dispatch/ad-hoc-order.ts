@@ -8,6 +8,8 @@ import { WorkOrderType, type WorkOrder, type WorkOrderDesiredState } from "../..
 import { invalid } from "../base/errors.js";
 import { pendingOrder } from "../reconcile/plan-deployment.js";
 import { checkId } from "../base/id-checks.js";
+import { checkSelector } from "../domain/label-selector.js";
+import { isCapabilityName } from "../../common/node-capabilities.js";
 import { ORDER_KINDS, type OrderType } from "../../common/order-kinds.js";
 import { checkActionOf, controllerOrderKind, type AdHocKind } from "./order-kinds.js";
 
@@ -22,7 +24,7 @@ export function checkRequest(req: CreateWorkOrderRequest, now: Date): AdHocKind<
   }
   const tenant = kind.tenant;
   const action = ORDER_KINDS[req.type as OrderType].action!;
-  checkId(req.target?.nodeId ?? "", "target.node_id");
+  checkNodeOrPool(req);
   const tenantId = req.target?.tenantId ?? "";
   if (tenant === "required" || tenantId !== "") checkId(tenantId, "target.tenant_id");
   if (tenant === "none" && tenantId !== "")
@@ -44,6 +46,30 @@ export function checkRequest(req: CreateWorkOrderRequest, now: Date): AdHocKind<
   return kind;
 }
 
+// One node (target.node_id), or a pool (target.pool: a selector, no node, no tenant: pool orders
+// are for hosts); required capabilities are names, at most 32.
+function checkNodeOrPool(req: CreateWorkOrderRequest): void {
+  const target = req.target;
+  const required = target?.requiredCapabilities ?? [];
+  if (required.length > 32) throw invalid("target.required_capabilities holds at most 32 names", { field: "target.required_capabilities" });
+  for (const c of required) {
+    if (!isCapabilityName(c)) {
+      throw invalid(`target.required_capabilities: ${JSON.stringify(c.slice(0, 64))} is not a capability name (e.g. compose.deploy)`, {
+        field: "target.required_capabilities",
+      });
+    }
+  }
+  if (!target?.pool) {
+    checkId(target?.nodeId ?? "", "target.node_id");
+    return;
+  }
+  if (target.nodeId !== "")
+    throw invalid("a pool order names no node: set target.node_id or target.pool, not both", { field: "target.node_id" });
+  if (target.tenantId !== "")
+    throw invalid("a pool order is for hosts, not a tenant's project: name its node instead", { field: "target.tenant_id" });
+  checkSelector(target.pool.nodeSelector, "target.pool.node_selector");
+}
+
 /** The pending order for a checked request. */
 export function buildOrder(
   req: CreateWorkOrderRequest,
@@ -53,7 +79,12 @@ export function buildOrder(
   return pendingOrder({
     id: ids.id,
     type: req.type,
-    target: { tenantId: req.target?.tenantId ?? "", nodeId: req.target?.nodeId ?? "" },
+    target: {
+      tenantId: req.target?.tenantId ?? "",
+      nodeId: req.target?.nodeId ?? "",
+      pool: req.target?.pool,
+      requiredCapabilities: req.target?.requiredCapabilities ?? [],
+    },
     trace: { requestId: ids.requestId, correlationId: ids.correlationId, traceparent: ids.traceparent ?? "" },
     now: ids.now,
     reason: "ad_hoc",

@@ -7,6 +7,7 @@ import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { conflict, forbidden } from "../base/errors.js";
 import { inNodePool } from "../resources/node-pool.js";
+import { missingCapabilities } from "../../common/node-capabilities.js";
 import { checkPermitsOf, controllerOrderKind } from "./order-kinds.js";
 
 /** Checks the order against the facts of its node and tenant. Throws NOT_FOUND-style or CONFLICT errors. */
@@ -17,6 +18,15 @@ export function checkTargets(req: CreateWorkOrderRequest, node: Resource, tenant
     throw conflict(`node ${node.id} is disabled and takes no new work orders`, { node_id: node.id, reason: "NODE_DISABLED" });
   if (tenant?.deletion) throw conflict(`tenant ${tenant.id} is deleted`, { tenant_id: tenant.id });
   const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
+  const missing = missingCapabilities(caps, req.target?.requiredCapabilities ?? []);
+  if (missing.length > 0) {
+    throw conflict(`node ${node.id} lacks the required capabilities ${missing.join(", ")}`, {
+      node_id: node.id,
+      reason: "CAPABILITY_MISSING",
+      missing: missing.join(","),
+      field: "target.required_capabilities",
+    });
+  }
   const kind = controllerOrderKind(req.type);
   if (kind?.queued === "on request") checkPermitsOf(kind, req, node.id, caps);
 }

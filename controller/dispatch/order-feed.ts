@@ -48,9 +48,18 @@ export class OrderFeed {
     this.relay?.(order);
   }
 
-  /** Tells this controller's watchers of the order's node only (a notice relayed from another one). */
+  /**
+   * Tells this controller's watchers of the order's node only (a notice relayed from another one);
+   * a pool order that no node holds, every watcher: each asks for its next order, and the ones
+   * the pool admits try to claim it (pool-eligibility.ts), one of them with success.
+   */
   deliver(order: WorkOrder): void {
-    const set = this.listeners.get(order.target?.nodeId ?? "");
+    const nodeId = order.target?.nodeId ?? "";
+    if (nodeId === "" && order.target?.pool) {
+      for (const set of [...this.listeners.values()]) for (const fn of [...set]) fn(order);
+      return;
+    }
+    const set = this.listeners.get(nodeId);
     if (set) for (const fn of [...set]) fn(order);
   }
 

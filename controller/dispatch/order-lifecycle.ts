@@ -24,6 +24,7 @@ import { cancelRequestedEvent, retryScheduledEvent, startWrites, type OutcomeDep
 import { endWrites, recordOrderEnd } from "../reconcile/order-end.js";
 import { isFinishedStatus } from "../../common/order-status.js";
 import { blankValues, valuesHandedTo } from "./order-secrets.js";
+import { goesBefore, nextPoolOrderFor } from "./pool-orders.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 
 /** What the verbs need: the outcome recorders' deps, the clock, the lease, the feed and the triggers. */
@@ -37,8 +38,9 @@ export interface LifecycleDeps extends OutcomeDeps {
 }
 
 /**
- * The node's next pending order, highest priority first. One whose expires_at has passed is
- * failed (EXPIRED) here rather than handed out for a claim that must refuse it.
+ * The node's next pending order, highest priority first: its own, or a pool order it is eligible
+ * for (pool-orders.ts), whichever goes first. One whose expires_at has passed is failed (EXPIRED)
+ * here rather than handed out for a claim that must refuse it.
  */
 export async function nextOrderFor(deps: LifecycleDeps & { logger: Logger }, nodeId: string): Promise<WorkOrder | undefined> {
   let order = await deps.store.nextPendingWorkOrder(nodeId);
@@ -46,12 +48,16 @@ export async function nextOrderFor(deps: LifecycleDeps & { logger: Logger }, nod
     await expireOrder(deps, order, deps.now());
     order = await deps.store.nextPendingWorkOrder(nodeId);
   }
-  return order;
+  const pooled = await nextPoolOrderFor(deps, nodeId);
+  return pooled && (!order || goesBefore(pooled, order)) ? pooled : order;
 }
 
-/** Claims `order` for its node (a lease with a new fencing token) and records its start. */
-export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: Trace, log: Logger): Promise<WorkOrder> {
-  const nodeId = order.target?.nodeId ?? "";
+/**
+ * Claims `order` (a lease with a new fencing token) and records its start: for its node, or, a
+ * pool order, for `claimer` (whose eligibility the caller checked; the store fills target.node_id).
+ */
+export async function claimOrder(deps: LifecycleDeps, order: WorkOrder, trace: Trace, log: Logger, claimer?: string): Promise<WorkOrder> {
+  const nodeId = claimer ?? order.target?.nodeId ?? "";
   // The claim, its event and its deployment RUNNING: one step.
   const claimed = await deps.store.claimWorkOrder(order.id, nodeId, deps.now(), deps.leaseMs, (o) => startWrites(o, trace));
   log.info(
@@ -86,7 +92,7 @@ export async function claimNextOrder(
     const order = await nextOrderFor(deps, nodeId);
     if (!order) return undefined;
     try {
-      return await claimOrder(deps, order, traceOf(order), log);
+      return await claimOrder(deps, order, traceOf(order), log, nodeId);
     } catch (e) {
       // Taken meanwhile (or expired at this instant): the index no longer offers it, look again.
       if (!(isSkipperError(e) && e.code === "WORK_ORDER_NOT_CLAIMABLE")) throw e;

@@ -112,12 +112,33 @@ export async function queueControllerOrder(deps: QueueDeps, req: CreateWorkOrder
 async function checkTarget(store: Store, req: CreateWorkOrderRequest, scoped: boolean) {
   const nodeId = req.target!.nodeId;
   const tenantId = req.target?.tenantId ?? "";
+  // A pool order names no node and no tenant (ad-hoc-order.ts): its nodes are judged at each claim
+  // (pool-eligibility.ts), and while none is eligible it waits, saying why (WorkOrder.wait).
+  if (req.target?.pool) return { nodeId, tenantId, tenant: undefined };
   const node = await store.getResource("node", nodeId);
   if (!node) throw notFound("node", nodeId, `node ${nodeId} is not registered`);
   const tenant = tenantId === "" ? undefined : await store.getResource("tenant", tenantId);
   if (tenantId !== "" && !tenant) throw notFound("tenant", tenantId);
   checkTargets(req, node, tenant, scoped);
   return { nodeId, tenantId, tenant };
+}
+
+// What the created event says of a pool order: its selector and required capabilities.
+function poolOf(o: WorkOrder): Record<string, string> {
+  const required = o.target?.requiredCapabilities ?? [];
+  const pool = o.target?.pool;
+  return {
+    ...(pool
+      ? {
+          pool:
+            Object.entries(pool.nodeSelector)
+              .map(([k, v]) => `${k}=${v}`)
+              .sort()
+              .join(",") || "*",
+        }
+      : {}),
+    ...(required.length > 0 ? { required_capabilities: required.join(",") } : {}),
+  };
 }
 
 // The order's work_order_created, written with it (store.ts EventsOf); `reason` says who decided it.
@@ -134,7 +155,7 @@ function createdEvents(trace: Trace, reason: "ad_hoc" | "controller"): (o: WorkO
       requestId: trace.requestId,
       correlationId: trace.correlationId,
       traceparent: trace.traceparent,
-      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason, ...summaryOf(o) },
+      data: { type: (WorkOrderType[o.type] ?? "").toLowerCase(), reason, ...summaryOf(o), ...poolOf(o) },
     }),
   ];
 }

@@ -67,7 +67,14 @@ export function claimed(current: WorkOrder, nodeId: string, now: Date, leaseMs =
     create(WorkOrderAttemptSchema, { nodeId, fencingToken: token, claimedAt: timestampFromDate(now), outcome: "running" }),
   );
   next.startedAt = timestampFromDate(now);
+  // A pool order records the node that claimed it (the order's events and listings name it).
+  if (next.target?.pool) next.target.nodeId = nodeId;
   return next;
+}
+
+// A pool order back to pending goes back to its pool: any eligible node may claim it next.
+function backToPool(o: WorkOrder): void {
+  if (o.target?.pool) o.target.nodeId = "";
 }
 
 /** Refuses a renewal or result that does not come from the current claim. */
@@ -126,6 +133,7 @@ export function leaseExpired(current: WorkOrder, now: Date): WorkOrder {
   const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.PENDING;
   endAttempt(next, now, "lease_expired");
+  backToPool(next);
   return next;
 }
 
@@ -154,6 +162,7 @@ export function released(current: WorkOrder, nodeId: string, token: bigint, now:
   const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.PENDING;
   endAttempt(next, now, "released");
+  backToPool(next);
   return next;
 }
 
@@ -230,6 +239,7 @@ export function retryReleased(current: WorkOrder, now: Date): WorkOrder {
   }
   const next = copyMessage(WorkOrderSchema, current);
   next.status = WorkOrderStatus.PENDING;
+  backToPool(next);
   return next;
 }
 

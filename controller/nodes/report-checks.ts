@@ -13,6 +13,7 @@ import type { AgentCounters, NodeStatus } from "../../gen/skipper/v1/resource_pb
 import { isBootId, isCounterCode, isOrderTypeName, MAX_COUNT, MAX_ORDER_COUNTS } from "../../common/agent-counter-rules.js";
 import { isHeartbeatInterval, MAX_HEARTBEAT_INTERVAL_MS, MIN_HEARTBEAT_INTERVAL_MS } from "../../common/heartbeat-interval.js";
 import { isValidId } from "../../common/ids.js";
+import { isCapabilityName } from "../../common/node-capabilities.js";
 import { invalid } from "../base/errors.js";
 import { checkSelector } from "../domain/label-selector.js";
 
@@ -32,6 +33,11 @@ export function checkHeartbeat(req: HeartbeatRequest): void {
     );
   }
   checkObservations(req, "");
+  const badCapability = req.capabilities?.capabilities.findIndex((c) => !isCapabilityName(c)) ?? -1;
+  if (badCapability >= 0) {
+    const field = `capabilities.capabilities[${badCapability}]`;
+    throw invalid(`${field} is not a capability name (e.g. compose.deploy)`, { field });
+  }
   if (req.agentCounters) checkAgentCounters(req.agentCounters, "agent_counters");
 }
 

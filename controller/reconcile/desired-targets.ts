@@ -132,7 +132,7 @@ export function desiredForTenant(w: TenantWorld): TenantDesire {
     }
     const policy = hasPlacement(svc.placement) ? svc.placement : spec.deploymentPolicy;
     const nodeIds = placeOn(policy, nodes);
-    out.services.set(s.id, nodeIds.length > 0 ? { nodeIds } : { nodeIds, blocker: noNode(hasPlacement(policy)) });
+    out.services.set(s.id, nodeIds.length > 0 ? { nodeIds } : { nodeIds, blocker: noNode(hasPlacement(policy), policy) });
     for (const n of nodeIds) perNode.set(n, [...(perNode.get(n) ?? []), s]);
   }
   for (const [n, services] of perNode) out.targets.set(n, render(services, n));
@@ -176,7 +176,7 @@ function onPolicyNodes(
 ): TenantDesire {
   const nodeIds = placeOn(policy, nodes);
   for (const s of services) out.services.set(s.id, { nodeIds });
-  if (nodeIds.length === 0) out.blocker = noNode(policy !== undefined && hasPlacement(policy));
+  if (nodeIds.length === 0) out.blocker = noNode(policy !== undefined && hasPlacement(policy), policy);
   for (const n of nodeIds) out.targets.set(n, render(services, n));
   return out;
 }
@@ -192,11 +192,13 @@ function artifactOfService(s: Resource): string {
   return s.desiredState?.kind.case === "service" ? s.desiredState.kind.value.artifactId : "";
 }
 
-function noNode(hasPolicy: boolean): Blocker {
+function noNode(hasPolicy: boolean, policy?: DeploymentPolicy): Blocker {
+  const required = policy?.requiredCapabilities ?? [];
+  const holding = required.length > 0 ? ` holding ${required.join(", ")} (required_capabilities)` : "";
   return {
     status: ConvergenceStatus.NO_MATCHING_NODE,
     message: hasPolicy
-      ? "no registered node matches the placement (node id or node_selector)"
+      ? `no registered node${holding} matches the placement (node id or node_selector)`
       : "no placement: set deployment_policy.target_node_id or node_selector",
   };
 }

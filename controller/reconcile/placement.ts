@@ -5,6 +5,7 @@
 // into another tenant's placement. On a clash the admin's value wins.
 import type { DeploymentPolicy, Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { matchesSelector } from "../domain/label-selector.js";
+import { missingCapabilities } from "../../common/node-capabilities.js";
 
 /** A node's labels for placement: metadata, then trusted agent-reported, then admin-set node labels. */
 export function nodeLabels(node: Resource): Record<string, string> {
@@ -20,13 +21,20 @@ export function hasPlacement(p: DeploymentPolicy | undefined): p is DeploymentPo
   return !!p && (p.targetNodeId !== "" || Object.keys(p.nodeSelector).length > 0);
 }
 
-/** Ids of the live nodes the policy selects, sorted. */
+/** True when `node` holds every capability the policy requires (reported, or derived from an older agent's report). */
+export function holdsRequired(policy: DeploymentPolicy, node: Resource): boolean {
+  const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
+  return missingCapabilities(caps, policy.requiredCapabilities).length === 0;
+}
+
+/** Ids of the live nodes the policy selects (and that hold its required capabilities), sorted. */
 export function placeOn(policy: DeploymentPolicy | undefined, nodes: Resource[]): string[] {
   if (!hasPlacement(policy)) return [];
   const selector = policy.nodeSelector;
   const bySelector = Object.keys(selector).length > 0;
   return nodes
     .filter((n) => n.id === policy.targetNodeId || (bySelector && matchesSelector(nodeLabels(n), selector)))
+    .filter((n) => holdsRequired(policy, n))
     .map((n) => n.id)
     .sort();
 }

@@ -170,7 +170,8 @@ export function pendingOrder(
   o: {
     id: string;
     type: WorkOrderType;
-    target: { tenantId: string; nodeId: string };
+    /** A pool order (ad hoc) also carries its pool and required capabilities. */
+    target: { tenantId: string; nodeId: string } & Pick<NonNullable<OrderInit["target"]>, "pool" | "requiredCapabilities">;
     trace: { requestId: string; correlationId: string; traceparent?: string };
     now: Date;
     reason: string;

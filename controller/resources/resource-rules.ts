@@ -2,6 +2,7 @@
 // desired_state kind matches resource_type, and each kind's own field rules (ids well-formed,
 // names, sizes, policies), which controller/resources/kinds.ts files by kind.
 import { checkSshTarget } from "./ssh-target-rules.js";
+import { isCapabilityName } from "../../common/node-capabilities.js";
 import { checkSecretRefs } from "./secret-rules.js";
 import { REGISTRY_HOST } from "../../common/action-rules.js";
 import { checkFreeze, checkRolloutPolicy, checkWindows } from "./rollout-rules.js";
@@ -48,9 +49,18 @@ export function checkStatusKind(type: ResourceType, status: ResourceStatus | und
 // The field rules of each kind's spec (controller/resources/kinds.ts files them by kind).
 const ref = (v: string, field: string) => v !== "" && checkId(v, field);
 
+// A placement's required capabilities: names (common/node-capabilities.ts), at most 32.
+function checkRequired(names: string[], field: string): void {
+  if (names.length > 32) throw invalid(`${field} holds at most 32 names`, { field });
+  const bad = names.find((n) => !isCapabilityName(n));
+  if (bad !== undefined)
+    throw invalid(`${field}: ${JSON.stringify(bad.slice(0, 64))} is not a capability name (e.g. compose.deploy)`, { field });
+}
+
 /** A tenant's ids, compose project, secrets, safety, rollout policy, windows and pin. */
 export function checkTenantSpec(t: TenantSpec): void {
   ref(t.deploymentPolicy?.targetNodeId ?? "", "desired_state.tenant.deployment_policy.target_node_id");
+  checkRequired(t.deploymentPolicy?.requiredCapabilities ?? [], "desired_state.tenant.deployment_policy.required_capabilities");
   t.serviceIds.forEach((s, i) => ref(s, `desired_state.tenant.service_ids[${i}]`));
   if (t.compose && t.compose.projectName !== "") checkProjectName(t.compose.projectName);
   checkComposeFile(t.compose?.composeFile ?? "");
@@ -76,6 +86,7 @@ export function checkTenantSpec(t: TenantSpec): void {
 /** A service's ids, secret references, public variable names and image reference. */
 export function checkServiceSpec(s: ServiceSpec): void {
   ref(s.tenantId, "desired_state.service.tenant_id");
+  checkRequired(s.placement?.requiredCapabilities ?? [], "desired_state.service.placement.required_capabilities");
   s.networkIds.forEach((id, i) => ref(id, `desired_state.service.network_ids[${i}]`));
   s.volumeIds.forEach((id, i) => ref(id, `desired_state.service.volume_ids[${i}]`));
   ref(s.resourceLimitsId, "desired_state.service.resource_limits_id");

@@ -152,7 +152,12 @@ function checkCompose(scoped: boolean, policy: TenantPolicy | undefined, oldFile
   });
 }
 
-const EMPTY_PLACEMENT: DeploymentPolicy = { $typeName: "skipper.v1.DeploymentPolicy", targetNodeId: "", nodeSelector: {} };
+const EMPTY_PLACEMENT: DeploymentPolicy = {
+  $typeName: "skipper.v1.DeploymentPolicy",
+  targetNodeId: "",
+  nodeSelector: {},
+  requiredCapabilities: [],
+};
 
 function samePolicy(a: TenantPolicy | undefined, b: TenantPolicy | undefined): boolean {
   const empty = { $typeName: "skipper.v1.TenantPolicy", nodeSelector: {} } as TenantPolicy;

@@ -172,7 +172,8 @@ export function relayOrders(coordination: Coordination, feed: OrderFeed, store: 
   coordination.subscribe("order", (message) => {
     for (const n of parseList<{ id: string; node: string }>(message)) {
       // Read only for a node that watches here: the notice carries ids, the store the order.
-      if (typeof n.id !== "string" || !feed.watching(n.node)) continue;
+      // A pool order held by no node ("") is for every watch here (order-feed.ts deliver).
+      if (typeof n.id !== "string" || !(n.node === "" ? feed.watchers > 0 : feed.watching(n.node))) continue;
       store.getWorkOrder(n.id).then(
         (o) => o && feed.deliver(o),
         () => undefined, // the agent's poll finds it

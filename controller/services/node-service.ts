@@ -11,6 +11,7 @@ import { forbidden, notFound, unauthorized } from "../base/errors.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../base/id-checks.js";
 import { claimNextOrder, nextOrderFor } from "../dispatch/order-lifecycle.js";
+import { nextPoolOrderFor } from "../dispatch/pool-orders.js";
 import { AgentSession } from "../dispatch/agent-session.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
@@ -106,7 +107,8 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
       return {
         meta: responseMeta(ctx),
         serverTime: timestampFromDate(beat.at),
-        pendingWorkOrders: await store.countPendingWorkOrders(nodeId),
+        // Its own, or else one if a pool order waits that it may claim.
+        pendingWorkOrders: (await store.countPendingWorkOrders(nodeId)) || ((await nextPoolOrderFor(deps, nodeId)) ? 1 : 0),
       };
     },
 

@@ -18,6 +18,7 @@ import { explainResource } from "../reconcile/explain.js";
 import { createResource, deleteResource, updateResource, type ChangeDeps } from "../resources/resource-changes.js";
 import { parseLabelSelector } from "../domain/label-selector.js";
 import type { ServiceDeps } from "./deps.js";
+import { nodeFilter } from "../nodes/node-filter.js";
 
 /**
  * The resources as `call` may see them: a secret's values (and sealed forms) never, and a
@@ -67,6 +68,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
       const tenantId = req.tenantId === "" ? undefined : checkId(req.tenantId, "tenant_id");
       await checkTenantFilter(call, req.tenantId);
       if (req.sinceRevision < 0n) throw invalid("since_revision must not be negative", { field: "since_revision" });
+      const nodesKept = nodeFilter(req);
       // Read the revision first: anything written during the listing is > revision, so a client
       // that resumes from it misses nothing (it may see a resource twice).
       const revision = await store.currentRevision();
@@ -80,7 +82,7 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
         pageToken: req.pageToken,
       });
       // A scoped caller's page holds what it may see: possibly fewer items than asked for.
-      const shown = (await visible(call, page.items, tenantOf)).map(withLastBeat);
+      const shown = (await visible(call, page.items, tenantOf)).map(withLastBeat).filter(nodesKept);
       return { meta: responseMeta(ctx), resources: forCaller(call, shown), nextPageToken: page.nextPageToken, revision };
     },
 

@@ -20,6 +20,7 @@ import { redactMessage } from "../../common/logging/redact-message.js";
 import { idempotent } from "./idempotency.js";
 import { queueOrder } from "../dispatch/queue-order.js";
 import { checkHolder, resolveOrderSecrets } from "../dispatch/order-secrets.js";
+import { checkPoolClaim, withPoolWaits } from "../dispatch/pool-orders.js";
 
 /** An order as `call` may see it: a viewer's copy has its secrets hidden. */
 function forCaller(call: CallInfo, order: WorkOrder): WorkOrder {
@@ -43,6 +44,7 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         create(CreateWorkOrderResponseSchema, { workOrder: await queueOrder(deps, req, call) }),
       );
       if (res.workOrder) call.audit.target = `work_order/${res.workOrder.id}`;
+      if (res.workOrder) await withPoolWaits(store, [res.workOrder]);
       return { ...res, meta: responseMeta(ctx) };
     },
 
@@ -62,19 +64,22 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
         pageToken: req.pageToken,
         newestFirst: req.newestFirst,
       });
-      const shown = await visible(call, page.items, (o) => o.target?.tenantId, false);
+      const shown = await withPoolWaits(store, await visible(call, page.items, (o) => o.target?.tenantId, false));
       return { meta: responseMeta(ctx), workOrders: shown.map((o) => forCaller(call, o)), nextPageToken: page.nextPageToken };
     },
 
     async getWorkOrder(req, ctx) {
       const call = callInfo(ctx);
-      return { meta: responseMeta(ctx), workOrder: forCaller(call, await ownOrder(req.id, call)) };
+      const [order] = await withPoolWaits(store, [await ownOrder(req.id, call)]);
+      return { meta: responseMeta(ctx), workOrder: forCaller(call, order!) };
     },
 
     async claimWorkOrder(req, ctx) {
       const call = callInfo(ctx);
       const order = await ownOrder(req.id, call);
-      const claimed = await claimOrder(deps, order, orderTraceOf(call, order), call.logger);
+      const claimer = call.principal.kind === "node" ? call.principal.nodeId : undefined;
+      if (claimer) await checkPoolClaim(store, order, claimer);
+      const claimed = await claimOrder(deps, order, orderTraceOf(call, order), call.logger, claimer);
       return { meta: responseMeta(ctx), workOrder: claimed };
     },
 

@@ -83,6 +83,10 @@ export abstract class FacetedStore<F extends Facets> implements S.Store {
     return this.facets.workOrders.countPendingWorkOrders(...a);
   }
 
+  pendingPoolOrders(...a: StoreArgs<"pendingPoolOrders">): StoreResult<"pendingPoolOrders"> {
+    return this.facets.workOrders.pendingPoolOrders(...a);
+  }
+
   countWorkOrders(...a: StoreArgs<"countWorkOrders">): StoreResult<"countWorkOrders"> {
     return this.facets.workOrders.countWorkOrders(...a);
   }

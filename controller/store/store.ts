@@ -295,6 +295,8 @@ export interface WorkOrderStore {
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */
   countPendingWorkOrders(nodeId: string): Promise<number>;
+  /** Up to `limit` pending pool orders (target.pool set, node_id empty), highest priority then oldest first. */
+  pendingPoolOrders(limit: number): Promise<WorkOrder[]>;
   /**
    * How many work orders are stored, per status and type (only pairs with at least one order),
    * without reading them: what the metrics scrape asks.
@@ -302,7 +304,8 @@ export interface WorkOrderStore {
   countWorkOrders(): Promise<WorkOrderCount[]>;
   /**
    * pending -> running for `nodeId`, atomically: of concurrent claims exactly one succeeds.
-   * Sets status, claim {node_id, claimed_at} and started_at. Throws RESOURCE_NOT_FOUND, or
+   * Sets status, claim, started_at and a pool order's target.node_id (emptied again when the claim
+   * lapses or is released: back to the pool). Throws RESOURCE_NOT_FOUND, or
    * WORK_ORDER_NOT_CLAIMABLE (details: status, claimed_by) when the order is not pending.
    */
   claimWorkOrder(id: string, nodeId: string, now: Date, leaseMs?: number, events?: StepOf<WorkOrder>): Promise<WorkOrder>;

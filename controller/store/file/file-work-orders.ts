@@ -111,6 +111,11 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
     return this.index.countPending(nodeId);
   }
 
+  async pendingPoolOrders(limit: number): Promise<WorkOrder[]> {
+    this.core.ensureOpen();
+    return this.index.pendingPool(limit).map((o) => copyMessage(WorkOrderSchema, o));
+  }
+
   async countWorkOrders(): Promise<S.WorkOrderCount[]> {
     this.core.ensureOpen();
     return this.index.counts();

@@ -124,6 +124,16 @@ export class WorkOrderIndex {
     return this.pendingByNode.get(nodeId)?.first();
   }
 
+  /** Up to `limit` pending pool orders (held by no node), in the order nextPending takes them. */
+  pendingPool(limit: number): WorkOrder[] {
+    const out: WorkOrder[] = [];
+    for (const [, o] of this.pendingByNode.get("")?.entries() ?? []) {
+      if (out.length >= limit) break;
+      if (o.target?.pool) out.push(o);
+    }
+    return out;
+  }
+
   countPending(nodeId: string): number {
     return this.pendingByNode.get(nodeId)?.size ?? 0;
   }

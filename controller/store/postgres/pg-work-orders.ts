@@ -103,6 +103,15 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
     return rows[0]?.n ?? 0;
   }
 
+  async pendingPoolOrders(limit: number): Promise<WorkOrder[]> {
+    // A pool order waiting for its node has node_id ''; every other order names its node.
+    const { rows } = await this.db.query<{ body: unknown }>(
+      "SELECT body FROM work_orders WHERE node_id = '' AND status = $1 AND body->'target' ? 'pool' ORDER BY priority DESC, sort_key LIMIT $2",
+      [WorkOrderStatus.PENDING, Math.max(0, Math.min(1000, Math.floor(limit)))],
+    );
+    return rows.map((r) => messageOf(WorkOrderSchema, r.body));
+  }
+
   async countWorkOrders(): Promise<S.WorkOrderCount[]> {
     // The type is not a column: it is read from each body, so a scrape of a long history costs a
     // scan (the metrics cache what it gets for a few seconds).

@@ -26,10 +26,11 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file skipper/v1/work_order.proto.
  */
 export const file_skipper_v1_work_order: GenFile = /*@__PURE__*/
-  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEiNQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIv0EChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIEigKBnNhZmV0eRgIIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EhYKDmRlbGV0ZV92b2x1bWVzGAkgAygJEioKC3NlY3JldF91c2VzGAogAygLMhUuc2tpcHBlci52MS5TZWNyZXRVc2USGwoTcmVnaXN0cnlfc2VjcmV0X2lkcxgLIAMoCRIxCg5jb21wb3NlX3BvbGljeRgMIAEoCzIZLnNraXBwZXIudjEuQ29tcG9zZVBvbGljeRIqCglwcm9jZXNzZXMYDSADKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjEiYKBnJvdXRlcxgOIAMoCzIWLnNraXBwZXIudjEuUHJveHlSb3V0ZRIpCgppbWFnZV9sb2NrGA8gASgLMhUuc2tpcHBlci52MS5JbWFnZUxvY2saNgoUQ29tcG9zZVNlcnZpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKDAQoJSW1hZ2VMb2NrEhEKCXNwZWNfaGFzaBgBIAEoCRIzCgdkaWdlc3RzGAIgAygLMiIuc2tpcHBlci52MS5JbWFnZUxvY2suRGlnZXN0c0VudHJ5Gi4KDERpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIp4BCg5Xb3JrT3JkZXJDbGFpbRIPCgdub2RlX2lkGAEgASgJEi4KCmNsYWltZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWZlbmNpbmdfdG9rZW4YBCABKAMiqQEKEFdvcmtPcmRlckF0dGVtcHQSDwoHbm9kZV9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEi4KCmNsYWltZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdvdXRjb21lGAUgASgJIrUHCglXb3JrT3JkZXISCgoCaWQYASABKAkSFQoNcmVzb3VyY2VfdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRInCgR0eXBlGAQgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgFIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EjgKDWRlc2lyZWRfc3RhdGUYBiABKAsyIS5za2lwcGVyLnYxLldvcmtPcmRlckRlc2lyZWRTdGF0ZRIrCgZzdGF0dXMYByABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIrCgZyZXN1bHQYCCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBISCgpyZXF1ZXN0X2lkGAkgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCghtZXRhZGF0YRgOIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESKQoFY2xhaW0YDyABKAsyGi5za2lwcGVyLnYxLldvcmtPcmRlckNsYWltEhUKDWZlbmNpbmdfdG9rZW4YECABKAMSLgoIYXR0ZW1wdHMYESADKAsyHC5za2lwcGVyLnYxLldvcmtPcmRlckF0dGVtcHQSMQoOY2FuY2VsX3JlcXVlc3QYEiABKAsyGS5za2lwcGVyLnYxLkNhbmNlbFJlcXVlc3QSFAoMbWF4X2F0dGVtcHRzGBMgASgFEjMKD25leHRfYXR0ZW1wdF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYFSABKAUSKgoHdGltZW91dBgWIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgpleHBpcmVzX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZhY3Rpb24YGCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhITCgt0cmFjZXBhcmVudBgZIAEoCSJqCg1Db250YWluZXJMb2dzEg8KB3NlcnZpY2UYASABKAkSEQoJY29udGFpbmVyGAIgASgJEiIKBWxpbmVzGAMgAygLMhMuc2tpcHBlci52MS5Mb2dMaW5lEhEKCXRydW5jYXRlZBgEIAEoCCJRCgdMb2dMaW5lEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnN0cmVhbRgCIAEoCRIMCgR0ZXh0GAMgASgJImUKDUNhbmNlbFJlcXVlc3QSMAoMcmVxdWVzdGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCSJ0Cg1Db21tYW5kUmVzdWx0Eg8KB3Byb2dyYW0YASABKAkSDAoEYXJncxgCIAMoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0aW1lZF9vdXQYBiABKAgiqgcKFldvcmtPcmRlclJlc3VsdERldGFpbHMSEwoLZHVyYXRpb25fbXMYASABKAMSFAoMY29tcG9zZV9wYXRoGAIgASgJEhkKEWNoYW5nZWRfcmVzb3VyY2VzGAMgAygJEhsKE3VuY2hhbmdlZF9yZXNvdXJjZXMYBCADKAkSKgoHY29tbWFuZBgFIAEoCzIZLnNraXBwZXIudjEuQ29tbWFuZFJlc3VsdBIwCghzZXJ2aWNlcxgGIAMoCzIeLnNraXBwZXIudjEuU2VydmljZU9ic2VydmF0aW9uEiYKBWV4dHJhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZwcm9iZXMYCCADKAsyFy5za2lwcGVyLnYxLlByb2JlUmVzdWx0EiwKBmltYWdlcxgJIAMoCzIcLnNraXBwZXIudjEuSW1hZ2VPYnNlcnZhdGlvbhIwCghwcm9qZWN0cxgKIAMoCzIeLnNraXBwZXIudjEuUHJvamVjdE9ic2VydmF0aW9uEisKB3N0aWNrZXIYCyABKAsyGi5za2lwcGVyLnYxLlZlcnNpb25TdGlja2VyEiYKBWZpbGVzGAwgAygLMhcuc2tpcHBlci52MS5GaWxlV3JpdHRlbhIvCgdwcm9jZXNzGA0gASgLMh4uc2tpcHBlci52MS5Qcm9jZXNzT2JzZXJ2YXRpb24SLQoIcm9sbGJhY2sYDiABKAsyGy5za2lwcGVyLnYxLlJvbGxiYWNrRGV0YWlscxIXCg92b2x1bWVzX2RlbGV0ZWQYDyADKAkSJwoEbG9ncxgQIAMoCzIZLnNraXBwZXIudjEuQ29udGFpbmVyTG9ncxIkCgRleGVjGBEgASgLMhYuc2tpcHBlci52MS5FeGVjT3V0cHV0EioKB3VwZGF0ZXMYEiADKAsyGS5za2lwcGVyLnYxLlNlcnZpY2VVcGRhdGUSMgoJY29udGFpbmVyGBggASgLMh8uc2tpcHBlci52MS5Db250YWluZXJEZXBsb3ltZW50EkUKCmltYWdlX2xvY2sYEyADKAsyMS5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdERldGFpbHMuSW1hZ2VMb2NrRW50cnkSKAoDc3NoGBYgASgLMhsuc2tpcHBlci52MS5Tc2hUYXJnZXRTdGF0dXMaMAoOSW1hZ2VMb2NrRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKJAQoKRXhlY091dHB1dBIPCgdzZXJ2aWNlGAEgASgJEhEKCWNvbnRhaW5lchgCIAEoCRIRCglleGl0X2NvZGUYAyABKAUSDgoGc3Rkb3V0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIRCgl0cnVuY2F0ZWQYBiABKAgSEQoJdGltZWRfb3V0GAcgASgIIrIBCg9Xb3JrT3JkZXJSZXN1bHQSDwoHc3VjY2VzcxgBIAEoCBIRCglyZXRyaWFibGUYBSABKAgSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjMKB2RldGFpbHMYBCABKAsyIi5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdERldGFpbHMSJwoFY2F1c2UYBiABKAsyGC5za2lwcGVyLnYxLkZhaWx1cmVDYXVzZSrdBAoNV29ya09yZGVyVHlwZRIfChtXT1JLX09SREVSX1RZUEVfVU5TUEVDSUZJRUQQABIiCh5XT1JLX09SREVSX1RZUEVfREVQTE9ZX1NFUlZJQ0UQARIiCh5XT1JLX09SREVSX1RZUEVfUkVNT1ZFX1NFUlZJQ0UQAhIjCh9XT1JLX09SREVSX1RZUEVfUkVTVEFSVF9TRVJWSUNFEAMSHAoYV09SS19PUkRFUl9UWVBFX1JPTExCQUNLEAQSIAocV09SS19PUkRFUl9UWVBFX0hFQUxUSF9DSEVDSxAFEhsKF1dPUktfT1JERVJfVFlQRV9JTlNQRUNUEAYSIwofV09SS19PUkRFUl9UWVBFX0VYRUNVVEVfQ09NTUFORBAHEiAKHFdPUktfT1JERVJfVFlQRV9VUExPQURfRklMRVMQCBIhCh1XT1JLX09SREVSX1RZUEVfV1JJVEVfU1RJQ0tFUhAJEiAKHFdPUktfT1JERVJfVFlQRV9SRUFEX1NUSUNLRVIQChIiCh5XT1JLX09SREVSX1RZUEVfREVQTE9ZX1BST0NFU1MQCxIjCh9XT1JLX09SREVSX1RZUEVfQ09OVFJPTF9QUk9DRVNTEAwSHQoZV09SS19PUkRFUl9UWVBFX1JFQURfTE9HUxANEiAKHFdPUktfT1JERVJfVFlQRV9FWEVDX1NFUlZJQ0UQDhIkCiBXT1JLX09SREVSX1RZUEVfREVQTE9ZX0NPTlRBSU5FUhAPEiUKIVdPUktfT1JERVJfVFlQRV9DT05UUk9MX0NPTlRBSU5FUhAQKvUBCg9Xb3JrT3JkZXJTdGF0dXMSIQodV09SS19PUkRFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIdChlXT1JLX09SREVSX1NUQVRVU19QRU5ESU5HEAESHQoZV09SS19PUkRFUl9TVEFUVVNfUlVOTklORxACEh0KGVdPUktfT1JERVJfU1RBVFVTX1NVQ0NFU1MQAxIcChhXT1JLX09SREVSX1NUQVRVU19GQUlMRUQQBBIfChtXT1JLX09SREVSX1NUQVRVU19DQU5DRUxMRUQQBRIjCh9XT1JLX09SREVSX1NUQVRVU19SRVRSWV9QRU5ESU5HEAZiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_failure_cause, file_skipper_v1_order_action, file_skipper_v1_process, file_skipper_v1_proxy, file_skipper_v1_resource, file_skipper_v1_safety, file_skipper_v1_secret]);
+  fileDesc("Chtza2lwcGVyL3YxL3dvcmtfb3JkZXIucHJvdG8SCnNraXBwZXIudjEifQoPV29ya09yZGVyVGFyZ2V0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEicKBHBvb2wYAyABKAsyGS5za2lwcGVyLnYxLldvcmtPcmRlclBvb2wSHQoVcmVxdWlyZWRfY2FwYWJpbGl0aWVzGAQgAygJIogBCg1Xb3JrT3JkZXJQb29sEkIKDW5vZGVfc2VsZWN0b3IYASADKAsyKy5za2lwcGVyLnYxLldvcmtPcmRlclBvb2wuTm9kZVNlbGVjdG9yRW50cnkaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJICg1Xb3JrT3JkZXJXYWl0Eg4KBnJlYXNvbhgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhYKDmVsaWdpYmxlX25vZGVzGAMgASgFIv0EChVXb3JrT3JkZXJEZXNpcmVkU3RhdGUSFQoNZGVwbG95bWVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSEwoLc2VydmljZV9pZHMYAyADKAkSMwoPY29tcG9zZV9wcm9qZWN0GAQgASgLMhouc2tpcHBlci52MS5Db21wb3NlUHJvamVjdBJQChBjb21wb3NlX3NlcnZpY2VzGAUgAygLMjYuc2tpcHBlci52MS5Xb3JrT3JkZXJEZXNpcmVkU3RhdGUuQ29tcG9zZVNlcnZpY2VzRW50cnkSEQoJc3BlY19oYXNoGAYgASgJEhYKDnJlbW92ZV92b2x1bWVzGAcgASgIEigKBnNhZmV0eRgIIAEoCzIYLnNraXBwZXIudjEuRGVwbG95U2FmZXR5EhYKDmRlbGV0ZV92b2x1bWVzGAkgAygJEioKC3NlY3JldF91c2VzGAogAygLMhUuc2tpcHBlci52MS5TZWNyZXRVc2USGwoTcmVnaXN0cnlfc2VjcmV0X2lkcxgLIAMoCRIxCg5jb21wb3NlX3BvbGljeRgMIAEoCzIZLnNraXBwZXIudjEuQ29tcG9zZVBvbGljeRIqCglwcm9jZXNzZXMYDSADKAsyFy5za2lwcGVyLnYxLlByb2Nlc3NTcGVjEiYKBnJvdXRlcxgOIAMoCzIWLnNraXBwZXIudjEuUHJveHlSb3V0ZRIpCgppbWFnZV9sb2NrGA8gASgLMhUuc2tpcHBlci52MS5JbWFnZUxvY2saNgoUQ29tcG9zZVNlcnZpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKDAQoJSW1hZ2VMb2NrEhEKCXNwZWNfaGFzaBgBIAEoCRIzCgdkaWdlc3RzGAIgAygLMiIuc2tpcHBlci52MS5JbWFnZUxvY2suRGlnZXN0c0VudHJ5Gi4KDERpZ2VzdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIp4BCg5Xb3JrT3JkZXJDbGFpbRIPCgdub2RlX2lkGAEgASgJEi4KCmNsYWltZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWZlbmNpbmdfdG9rZW4YBCABKAMiqQEKEFdvcmtPcmRlckF0dGVtcHQSDwoHbm9kZV9pZBgBIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAIgASgDEi4KCmNsYWltZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdvdXRjb21lGAUgASgJIt4HCglXb3JrT3JkZXISCgoCaWQYASABKAkSFQoNcmVzb3VyY2VfdHlwZRgCIAEoCRIWCg5zY2hlbWFfdmVyc2lvbhgDIAEoCRInCgR0eXBlGAQgASgOMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJUeXBlEisKBnRhcmdldBgFIAEoCzIbLnNraXBwZXIudjEuV29ya09yZGVyVGFyZ2V0EjgKDWRlc2lyZWRfc3RhdGUYBiABKAsyIS5za2lwcGVyLnYxLldvcmtPcmRlckRlc2lyZWRTdGF0ZRIrCgZzdGF0dXMYByABKA4yGy5za2lwcGVyLnYxLldvcmtPcmRlclN0YXR1cxIrCgZyZXN1bHQYCCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlclJlc3VsdBISCgpyZXF1ZXN0X2lkGAkgASgJEhYKDmNvcnJlbGF0aW9uX2lkGAogASgJEi4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCghtZXRhZGF0YRgOIAEoCzIULnNraXBwZXIudjEuTWV0YWRhdGESKQoFY2xhaW0YDyABKAsyGi5za2lwcGVyLnYxLldvcmtPcmRlckNsYWltEhUKDWZlbmNpbmdfdG9rZW4YECABKAMSLgoIYXR0ZW1wdHMYESADKAsyHC5za2lwcGVyLnYxLldvcmtPcmRlckF0dGVtcHQSMQoOY2FuY2VsX3JlcXVlc3QYEiABKAsyGS5za2lwcGVyLnYxLkNhbmNlbFJlcXVlc3QSFAoMbWF4X2F0dGVtcHRzGBMgASgFEjMKD25leHRfYXR0ZW1wdF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcHJpb3JpdHkYFSABKAUSKgoHdGltZW91dBgWIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgpleHBpcmVzX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZhY3Rpb24YGCABKAsyGy5za2lwcGVyLnYxLldvcmtPcmRlckFjdGlvbhITCgt0cmFjZXBhcmVudBgZIAEoCRInCgR3YWl0GBogASgLMhkuc2tpcHBlci52MS5Xb3JrT3JkZXJXYWl0ImoKDUNvbnRhaW5lckxvZ3MSDwoHc2VydmljZRgBIAEoCRIRCgljb250YWluZXIYAiABKAkSIgoFbGluZXMYAyADKAsyEy5za2lwcGVyLnYxLkxvZ0xpbmUSEQoJdHJ1bmNhdGVkGAQgASgIIlEKB0xvZ0xpbmUSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc3RyZWFtGAIgASgJEgwKBHRleHQYAyABKAkiZQoNQ2FuY2VsUmVxdWVzdBIwCgxyZXF1ZXN0ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJInQKDUNvbW1hbmRSZXN1bHQSDwoHcHJvZ3JhbRgBIAEoCRIMCgRhcmdzGAIgAygJEhEKCWV4aXRfY29kZRgDIAEoBRIOCgZzdGRvdXQYBCABKAkSDgoGc3RkZXJyGAUgASgJEhEKCXRpbWVkX291dBgGIAEoCCKqBwoWV29ya09yZGVyUmVzdWx0RGV0YWlscxITCgtkdXJhdGlvbl9tcxgBIAEoAxIUCgxjb21wb3NlX3BhdGgYAiABKAkSGQoRY2hhbmdlZF9yZXNvdXJjZXMYAyADKAkSGwoTdW5jaGFuZ2VkX3Jlc291cmNlcxgEIAMoCRIqCgdjb21tYW5kGAUgASgLMhkuc2tpcHBlci52MS5Db21tYW5kUmVzdWx0EjAKCHNlcnZpY2VzGAYgAygLMh4uc2tpcHBlci52MS5TZXJ2aWNlT2JzZXJ2YXRpb24SJgoFZXh0cmEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EicKBnByb2JlcxgIIAMoCzIXLnNraXBwZXIudjEuUHJvYmVSZXN1bHQSLAoGaW1hZ2VzGAkgAygLMhwuc2tpcHBlci52MS5JbWFnZU9ic2VydmF0aW9uEjAKCHByb2plY3RzGAogAygLMh4uc2tpcHBlci52MS5Qcm9qZWN0T2JzZXJ2YXRpb24SKwoHc3RpY2tlchgLIAEoCzIaLnNraXBwZXIudjEuVmVyc2lvblN0aWNrZXISJgoFZmlsZXMYDCADKAsyFy5za2lwcGVyLnYxLkZpbGVXcml0dGVuEi8KB3Byb2Nlc3MYDSABKAsyHi5za2lwcGVyLnYxLlByb2Nlc3NPYnNlcnZhdGlvbhItCghyb2xsYmFjaxgOIAEoCzIbLnNraXBwZXIudjEuUm9sbGJhY2tEZXRhaWxzEhcKD3ZvbHVtZXNfZGVsZXRlZBgPIAMoCRInCgRsb2dzGBAgAygLMhkuc2tpcHBlci52MS5Db250YWluZXJMb2dzEiQKBGV4ZWMYESABKAsyFi5za2lwcGVyLnYxLkV4ZWNPdXRwdXQSKgoHdXBkYXRlcxgSIAMoCzIZLnNraXBwZXIudjEuU2VydmljZVVwZGF0ZRIyCgljb250YWluZXIYGCABKAsyHy5za2lwcGVyLnYxLkNvbnRhaW5lckRlcGxveW1lbnQSRQoKaW1hZ2VfbG9jaxgTIAMoCzIxLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscy5JbWFnZUxvY2tFbnRyeRIoCgNzc2gYFiABKAsyGy5za2lwcGVyLnYxLlNzaFRhcmdldFN0YXR1cxowCg5JbWFnZUxvY2tFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIokBCgpFeGVjT3V0cHV0Eg8KB3NlcnZpY2UYASABKAkSEQoJY29udGFpbmVyGAIgASgJEhEKCWV4aXRfY29kZRgDIAEoBRIOCgZzdGRvdXQYBCABKAkSDgoGc3RkZXJyGAUgASgJEhEKCXRydW5jYXRlZBgGIAEoCBIRCgl0aW1lZF9vdXQYByABKAgisgEKD1dvcmtPcmRlclJlc3VsdBIPCgdzdWNjZXNzGAEgASgIEhEKCXJldHJpYWJsZRgFIAEoCBIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSMwoHZGV0YWlscxgEIAEoCzIiLnNraXBwZXIudjEuV29ya09yZGVyUmVzdWx0RGV0YWlscxInCgVjYXVzZRgGIAEoCzIYLnNraXBwZXIudjEuRmFpbHVyZUNhdXNlKt0ECg1Xb3JrT3JkZXJUeXBlEh8KG1dPUktfT1JERVJfVFlQRV9VTlNQRUNJRklFRBAAEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfU0VSVklDRRABEiIKHldPUktfT1JERVJfVFlQRV9SRU1PVkVfU0VSVklDRRACEiMKH1dPUktfT1JERVJfVFlQRV9SRVNUQVJUX1NFUlZJQ0UQAxIcChhXT1JLX09SREVSX1RZUEVfUk9MTEJBQ0sQBBIgChxXT1JLX09SREVSX1RZUEVfSEVBTFRIX0NIRUNLEAUSGwoXV09SS19PUkRFUl9UWVBFX0lOU1BFQ1QQBhIjCh9XT1JLX09SREVSX1RZUEVfRVhFQ1VURV9DT01NQU5EEAcSIAocV09SS19PUkRFUl9UWVBFX1VQTE9BRF9GSUxFUxAIEiEKHVdPUktfT1JERVJfVFlQRV9XUklURV9TVElDS0VSEAkSIAocV09SS19PUkRFUl9UWVBFX1JFQURfU1RJQ0tFUhAKEiIKHldPUktfT1JERVJfVFlQRV9ERVBMT1lfUFJPQ0VTUxALEiMKH1dPUktfT1JERVJfVFlQRV9DT05UUk9MX1BST0NFU1MQDBIdChlXT1JLX09SREVSX1RZUEVfUkVBRF9MT0dTEA0SIAocV09SS19PUkRFUl9UWVBFX0VYRUNfU0VSVklDRRAOEiQKIFdPUktfT1JERVJfVFlQRV9ERVBMT1lfQ09OVEFJTkVSEA8SJQohV09SS19PUkRFUl9UWVBFX0NPTlRST0xfQ09OVEFJTkVSEBAq9QEKD1dvcmtPcmRlclN0YXR1cxIhCh1XT1JLX09SREVSX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVdPUktfT1JERVJfU1RBVFVTX1BFTkRJTkcQARIdChlXT1JLX09SREVSX1NUQVRVU19SVU5OSU5HEAISHQoZV09SS19PUkRFUl9TVEFUVVNfU1VDQ0VTUxADEhwKGFdPUktfT1JERVJfU1RBVFVTX0ZBSUxFRBAEEh8KG1dPUktfT1JERVJfU1RBVFVTX0NBTkNFTExFRBAFEiMKH1dPUktfT1JERVJfU1RBVFVTX1JFVFJZX1BFTkRJTkcQBmIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skipper_v1_failure_cause, file_skipper_v1_order_action, file_skipper_v1_process, file_skipper_v1_proxy, file_skipper_v1_resource, file_skipper_v1_safety, file_skipper_v1_secret]);
 
 /**
- * WorkOrderTarget says which node (and tenant) a work order is for.
+ * WorkOrderTarget says which node (and tenant) a work order is for: one node, or a pool of nodes
+ * (pool set), of which the first eligible one to ask claims it.
  *
  * @generated from message skipper.v1.WorkOrderTarget
  */
@@ -40,9 +41,30 @@ export type WorkOrderTarget = Message<"skipper.v1.WorkOrderTarget"> & {
   tenantId: string;
 
   /**
+   * The node: named when the order is queued, or, for a pool order, the node that claimed it
+   * (filled by the claim; empty again while a lapsed or released claim waits for the next one).
+   *
    * @generated from field: string node_id = 2;
    */
   nodeId: string;
+
+  /**
+   * Set: a pool order. Any node of the pool may claim it, exactly once per attempt: one that is
+   * not disabled, whose placement labels match pool.node_selector and that holds every
+   * required_capabilities (and permits what the order asks, e.g. the command on its allow-list).
+   *
+   * @generated from field: skipper.v1.WorkOrderPool pool = 3;
+   */
+  pool?: WorkOrderPool | undefined;
+
+  /**
+   * Capabilities (NodeCapabilities.capabilities, e.g. "compose.deploy") the node must hold: of a
+   * pool order, to be eligible; of an order for one node, checked when it is queued (CONFLICT with
+   * details.reason CAPABILITY_MISSING).
+   *
+   * @generated from field: repeated string required_capabilities = 4;
+   */
+  requiredCapabilities: string[];
 };
 
 /**
@@ -51,6 +73,63 @@ export type WorkOrderTarget = Message<"skipper.v1.WorkOrderTarget"> & {
  */
 export const WorkOrderTargetSchema: GenMessage<WorkOrderTarget> = /*@__PURE__*/
   messageDesc(file_skipper_v1_work_order, 0);
+
+/**
+ * WorkOrderPool names the nodes a pool order may go to.
+ *
+ * @generated from message skipper.v1.WorkOrderPool
+ */
+export type WorkOrderPool = Message<"skipper.v1.WorkOrderPool"> & {
+  /**
+   * Label equality selector over the nodes' placement labels (as DeploymentPolicy.node_selector);
+   * empty: every node.
+   *
+   * @generated from field: map<string, string> node_selector = 1;
+   */
+  nodeSelector: { [key: string]: string };
+};
+
+/**
+ * Describes the message skipper.v1.WorkOrderPool.
+ * Use `create(WorkOrderPoolSchema)` to create a new message.
+ */
+export const WorkOrderPoolSchema: GenMessage<WorkOrderPool> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 1);
+
+/**
+ * WorkOrderWait says why a pending pool order has not been claimed, as the controller sees it
+ * when it answers (computed on every read, never stored).
+ *
+ * @generated from message skipper.v1.WorkOrderWait
+ */
+export type WorkOrderWait = Message<"skipper.v1.WorkOrderWait"> & {
+  /**
+   * NO_ELIGIBLE_NODE: no enabled, online node of the pool holds the required capabilities (and
+   * permits the order); WAITING_FOR_CLAIM: eligible nodes exist and none has taken it yet.
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * Nodes that may claim it now (enabled, online, in the pool, with every capability).
+   *
+   * @generated from field: int32 eligible_nodes = 3;
+   */
+  eligibleNodes: number;
+};
+
+/**
+ * Describes the message skipper.v1.WorkOrderWait.
+ * Use `create(WorkOrderWaitSchema)` to create a new message.
+ */
+export const WorkOrderWaitSchema: GenMessage<WorkOrderWait> = /*@__PURE__*/
+  messageDesc(file_skipper_v1_work_order, 2);
 
 /**
  * WorkOrderDesiredState is the declarative payload of a deploy_service order.
@@ -184,7 +263,7 @@ export type WorkOrderDesiredState = Message<"skipper.v1.WorkOrderDesiredState"> 
  * Use `create(WorkOrderDesiredStateSchema)` to create a new message.
  */
 export const WorkOrderDesiredStateSchema: GenMessage<WorkOrderDesiredState> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 1);
+  messageDesc(file_skipper_v1_work_order, 3);
 
 /**
  * ImageLock pins every image reference of one rendered spec to a digest.
@@ -214,7 +293,7 @@ export type ImageLock = Message<"skipper.v1.ImageLock"> & {
  * Use `create(ImageLockSchema)` to create a new message.
  */
 export const ImageLockSchema: GenMessage<ImageLock> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 2);
+  messageDesc(file_skipper_v1_work_order, 4);
 
 /**
  * WorkOrderClaim records which node claimed an order and when. A claim is a lease: it lapses at
@@ -252,7 +331,7 @@ export type WorkOrderClaim = Message<"skipper.v1.WorkOrderClaim"> & {
  * Use `create(WorkOrderClaimSchema)` to create a new message.
  */
 export const WorkOrderClaimSchema: GenMessage<WorkOrderClaim> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 3);
+  messageDesc(file_skipper_v1_work_order, 5);
 
 /**
  * WorkOrderAttempt is one claim of an order and how it ended.
@@ -294,7 +373,7 @@ export type WorkOrderAttempt = Message<"skipper.v1.WorkOrderAttempt"> & {
  * Use `create(WorkOrderAttemptSchema)` to create a new message.
  */
 export const WorkOrderAttemptSchema: GenMessage<WorkOrderAttempt> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 4);
+  messageDesc(file_skipper_v1_work_order, 6);
 
 /**
  * WorkOrder is a declarative instruction for one node. The controller never sends commands.
@@ -455,6 +534,13 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
    * @generated from field: string traceparent = 25;
    */
   traceparent: string;
+
+  /**
+   * A pending pool order: why no node has claimed it yet (WorkOrderWait; set on reads only).
+   *
+   * @generated from field: skipper.v1.WorkOrderWait wait = 26;
+   */
+  wait?: WorkOrderWait | undefined;
 };
 
 /**
@@ -462,7 +548,7 @@ export type WorkOrder = Message<"skipper.v1.WorkOrder"> & {
  * Use `create(WorkOrderSchema)` to create a new message.
  */
 export const WorkOrderSchema: GenMessage<WorkOrder> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 5);
+  messageDesc(file_skipper_v1_work_order, 7);
 
 /**
  * ContainerLogs is what one container of a tenant's project printed (read_logs). Lines are capped
@@ -499,7 +585,7 @@ export type ContainerLogs = Message<"skipper.v1.ContainerLogs"> & {
  * Use `create(ContainerLogsSchema)` to create a new message.
  */
 export const ContainerLogsSchema: GenMessage<ContainerLogs> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 6);
+  messageDesc(file_skipper_v1_work_order, 8);
 
 /**
  * LogLine is one line a container printed, with the engine's timestamp.
@@ -530,7 +616,7 @@ export type LogLine = Message<"skipper.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 7);
+  messageDesc(file_skipper_v1_work_order, 9);
 
 /**
  * CancelRequest records who asked to cancel an order, when and why.
@@ -559,7 +645,7 @@ export type CancelRequest = Message<"skipper.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 8);
+  messageDesc(file_skipper_v1_work_order, 10);
 
 /**
  * CommandResult is one external command the executor ran (argv, never a shell string).
@@ -604,7 +690,7 @@ export type CommandResult = Message<"skipper.v1.CommandResult"> & {
  * Use `create(CommandResultSchema)` to create a new message.
  */
 export const CommandResultSchema: GenMessage<CommandResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 9);
+  messageDesc(file_skipper_v1_work_order, 11);
 
 /**
  * WorkOrderResultDetails is the structured detail of a result.
@@ -762,7 +848,7 @@ export type WorkOrderResultDetails = Message<"skipper.v1.WorkOrderResultDetails"
  * Use `create(WorkOrderResultDetailsSchema)` to create a new message.
  */
 export const WorkOrderResultDetailsSchema: GenMessage<WorkOrderResultDetails> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 10);
+  messageDesc(file_skipper_v1_work_order, 12);
 
 /**
  * ExecOutput is one command run inside a container (exec_service). Output is capped and the
@@ -816,7 +902,7 @@ export type ExecOutput = Message<"skipper.v1.ExecOutput"> & {
  * Use `create(ExecOutputSchema)` to create a new message.
  */
 export const ExecOutputSchema: GenMessage<ExecOutput> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 11);
+  messageDesc(file_skipper_v1_work_order, 13);
 
 /**
  * WorkOrderResult is what the agent reports when an order ends.
@@ -893,7 +979,7 @@ export type WorkOrderResult = Message<"skipper.v1.WorkOrderResult"> & {
  * Use `create(WorkOrderResultSchema)` to create a new message.
  */
 export const WorkOrderResultSchema: GenMessage<WorkOrderResult> = /*@__PURE__*/
-  messageDesc(file_skipper_v1_work_order, 12);
+  messageDesc(file_skipper_v1_work_order, 14);
 
 /**
  * WorkOrderType is what a work order asks its node to do.

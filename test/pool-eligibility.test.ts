@@ -1,0 +1,187 @@
+// Capability routing and pool orders, the pure rules: the capability vocabulary and what an older
+// agent's report implies, which nodes a pool order admits, why one waits, placement that requires
+// capabilities, and ListResources' node filters.
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { ComposeVariant, NodeCapabilitiesSchema, NodeLiveness, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
+import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
+import { capabilitiesOf, derivedCapabilities, isCapabilityName, missingCapabilities } from "../common/node-capabilities.js";
+import { poolEligibility, poolWait } from "../controller/dispatch/pool-eligibility.js";
+import { goesBefore } from "../controller/dispatch/pool-orders.js";
+import { placeOn } from "../controller/reconcile/placement.js";
+import { nodeFilter } from "../controller/nodes/node-filter.js";
+import { agentCapabilities } from "../agent/capabilities.js";
+import { poolSelector } from "../cli/commands/order-create.js";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+
+const OLD_AGENT = {
+  dockerAvailable: true,
+  composeVariant: ComposeVariant.PLUGIN_V2,
+  allowedCommands: ["true", "uptime", "/usr/bin/df"],
+  allowedProcessSources: ["/opt/artifacts"],
+  systemd: true,
+  proxy: "haproxy 2.6.12",
+};
+
+function node(
+  id: string,
+  o: {
+    labels?: Record<string, string>;
+    caps?: MessageInitShape<typeof NodeCapabilitiesSchema>;
+    disabled?: boolean;
+    liveness?: NodeLiveness;
+  } = {},
+): Resource {
+  return create(ResourceSchema, {
+    id,
+    resourceType: "node",
+    desiredState: { kind: { case: "node", value: { labels: o.labels ?? {}, disabled: o.disabled ?? false } } },
+    currentState: {
+      kind: {
+        case: "node",
+        value: { capabilities: create(NodeCapabilitiesSchema, o.caps ?? {}), liveness: o.liveness ?? NodeLiveness.ONLINE },
+      },
+    },
+  });
+}
+
+function poolOrder(selector: Record<string, string>, required: string[] = [], argv = ["true"]): WorkOrder {
+  return create(WorkOrderSchema, {
+    id: "pool-1",
+    type: WorkOrderType.EXECUTE_COMMAND,
+    status: WorkOrderStatus.PENDING,
+    target: { pool: { nodeSelector: selector }, requiredCapabilities: required },
+    action: { kind: { case: "executeCommand", value: { command: { argv } } } },
+  });
+}
+
+describe("capability names", () => {
+  it("an older agent's report implies its capabilities; a path-named program gives none", () => {
+    expect(derivedCapabilities(create(NodeCapabilitiesSchema, OLD_AGENT))).toEqual([
+      "command.true",
+      "command.uptime",
+      "compose.deploy",
+      "compose.rollback",
+      "container.deploy",
+      "process.deploy",
+      "process.systemd",
+      "proxy.haproxy",
+    ]);
+    expect(derivedCapabilities(create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.NONE }))).toEqual([
+      "container.deploy",
+    ]);
+  });
+
+  it("what an agent reports is taken as it is, over what its fields imply", () => {
+    const reported = create(NodeCapabilitiesSchema, { ...OLD_AGENT, capabilities: ["exec.terminal"] });
+    expect(capabilitiesOf(reported)).toEqual(["exec.terminal"]);
+    expect(missingCapabilities(reported, ["exec.terminal", "compose.deploy"])).toEqual(["compose.deploy"]);
+    expect(missingCapabilities(undefined, ["compose.deploy"])).toEqual(["compose.deploy"]);
+    expect(missingCapabilities(undefined, [])).toEqual([]);
+  });
+
+  it("names are lowercase dotted words", () => {
+    for (const ok of ["compose.deploy", "command.true", "command.apt-get", "x.y.z"]) expect(isCapabilityName(ok)).toBe(true);
+    for (const bad of ["compose", "Compose.deploy", "command./usr/bin/df", "a. b", ".x", ""]) expect(isCapabilityName(bad)).toBe(false);
+  });
+
+  it("the agent reports terminals with an engine, and nothing its executors cannot run", () => {
+    const caps = create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.PLUGIN_V2 });
+    expect(agentCapabilities(caps)).toEqual(["compose.deploy", "compose.rollback", "container.deploy", "exec.terminal"]);
+    expect(agentCapabilities(caps, (t) => t !== WorkOrderType.ROLLBACK)).not.toContain("compose.rollback");
+    expect(agentCapabilities(create(NodeCapabilitiesSchema, {}))).toEqual([]);
+  });
+});
+
+describe("which nodes a pool order admits", () => {
+  const order = poolOrder({ role: "web" }, ["compose.deploy"]);
+  const good = { labels: { role: "web" }, caps: OLD_AGENT };
+
+  it("an enabled node of the pool holding the capabilities and permitting the command is eligible", () => {
+    expect(poolEligibility(order, node("n1", good))).toEqual({ ok: true });
+  });
+
+  it("a disabled, foreign, unregistered or incapable node is not, and says why", () => {
+    expect(poolEligibility(order, node("n1", { ...good, disabled: true }))).toMatchObject({ ok: false, reason: "NODE_DISABLED" });
+    expect(poolEligibility(order, node("n1", { ...good, labels: { role: "db" } }))).toMatchObject({ ok: false, reason: "NOT_IN_POOL" });
+    expect(poolEligibility(order, undefined)).toMatchObject({ ok: false, reason: "NODE_DELETED" });
+    const noCompose = { ...good, caps: { ...OLD_AGENT, composeVariant: ComposeVariant.NONE } };
+    expect(poolEligibility(order, node("n1", noCompose))).toMatchObject({ ok: false, reason: "CAPABILITY_MISSING" });
+    const neverReported = node("n1", { labels: { role: "web" } });
+    neverReported.currentState = undefined;
+    expect(poolEligibility(order, neverReported)).toMatchObject({ ok: false, reason: "CAPABILITY_MISSING" });
+  });
+
+  it("a node whose allow-list lacks the order's program is not eligible (the kind's permits)", () => {
+    const other = poolOrder({ role: "web" }, [], ["reboot"]);
+    expect(poolEligibility(other, node("n1", good))).toMatchObject({ ok: false, reason: "NOT_PERMITTED" });
+  });
+
+  it("an empty selector is every node; labels an admin trusts count as placement's do", () => {
+    expect(poolEligibility(poolOrder({}), node("n1", { caps: OLD_AGENT }))).toEqual({ ok: true });
+  });
+
+  it("a pool with no eligible online node waits with NO_ELIGIBLE_NODE, counting why each node fails", () => {
+    const wait = poolWait(order, [
+      node("a", { ...good, disabled: true }),
+      node("b", { ...good, labels: {} }),
+      node("c", { ...good, liveness: NodeLiveness.OFFLINE }),
+    ]);
+    expect(wait.reason).toBe("NO_ELIGIBLE_NODE");
+    expect(wait.eligibleNodes).toBe(0);
+    expect(wait.message).toContain("compose.deploy");
+    expect(wait.message).toContain("1 NODE_DISABLED");
+    expect(wait.message).toContain("1 NOT_IN_POOL");
+    expect(wait.message).toContain("1 NODE_NOT_ONLINE");
+    expect(poolWait(order, []).message).toContain("no node is registered");
+    const ready = poolWait(order, [node("a", good), node("b", good)]);
+    expect([ready.reason, ready.eligibleNodes]).toEqual(["WAITING_FOR_CLAIM", 2]);
+  });
+
+  it("orders go highest priority first, then oldest", () => {
+    const mk = (id: string, priority: number, s: number) =>
+      create(WorkOrderSchema, { id, priority, createdAt: timestampFromDate(new Date(1_000_000 + s * 1000)) });
+    expect(goesBefore(mk("a", 1, 9), mk("b", 0, 1))).toBe(true);
+    expect(goesBefore(mk("a", 0, 2), mk("b", 0, 1))).toBe(false);
+    expect(goesBefore(mk("a", 0, 1), mk("b", 0, 1))).toBe(true);
+  });
+});
+
+describe("placement and listings that require capabilities", () => {
+  const nodes = [
+    node("n1", { labels: { role: "web" }, caps: OLD_AGENT }),
+    node("n2", { labels: { role: "web" }, caps: { capabilities: ["container.deploy"] } }),
+    node("n3", { labels: { role: "web" }, caps: { ...OLD_AGENT, capabilities: ["compose.deploy"] }, liveness: NodeLiveness.OFFLINE }),
+  ];
+
+  it("a placement places only on nodes holding its required capabilities", () => {
+    const policy = { nodeSelector: { role: "web" }, requiredCapabilities: ["compose.deploy"] };
+    expect(placeOn(undefined, nodes)).toEqual([]);
+    expect(placeOn({ $typeName: "skipper.v1.DeploymentPolicy", targetNodeId: "", ...policy }, nodes)).toEqual(["n1", "n3"]);
+    expect(
+      placeOn(
+        { $typeName: "skipper.v1.DeploymentPolicy", targetNodeId: "n2", nodeSelector: {}, requiredCapabilities: ["compose.deploy"] },
+        nodes,
+      ),
+    ).toEqual([]);
+  });
+
+  it("nodes are listed by capability and by liveness", () => {
+    const by = (capabilities: string[], liveness: NodeLiveness[] = []) =>
+      nodes.filter(nodeFilter({ capabilities, liveness })).map((n) => n.id);
+    expect(by([])).toEqual(["n1", "n2", "n3"]);
+    expect(by(["compose.deploy"])).toEqual(["n1", "n3"]);
+    expect(by(["compose.deploy"], [NodeLiveness.ONLINE])).toEqual(["n1"]);
+    expect(by(["container.deploy", "command.true"])).toEqual(["n1"]);
+    expect(by([], [NodeLiveness.OFFLINE, NodeLiveness.DEGRADED])).toEqual(["n3"]);
+    expect(() => nodeFilter({ capabilities: ["Not A Name"], liveness: [] })).toThrow(/capability name/);
+  });
+});
+
+describe("the CLI's pool selector", () => {
+  it("reads key=value pairs, and * or nothing as every node", () => {
+    expect(poolSelector("role=web, zone=a")).toEqual({ role: "web", zone: "a" });
+    expect(poolSelector("*")).toEqual({});
+    expect(() => poolSelector("role!=web")).toThrow(/key=value/);
+  });
+});
