@@ -61,8 +61,11 @@ describe.skipIf(!dockerHost || !pg || !haproxyBin)("two controllers behind HAPro
     controllers[i] = await startControllerProcess({
       dataDir: join(root, `controller-${i}`, "data"),
       port: ports[i],
-      // A short lease: a claim whose answer died with a controller is retried within seconds.
-      extraArgs: ["--store", store, "--lease-duration", "5s"],
+      // A short lease: a claim whose answer died with a controller is retried within seconds. Not
+      // shorter: an agent whose controller is killed renews through the survivor only after HAProxy
+      // marks the dead one down (1-2.5 s) and the agent reconnects, and a renewal must come within
+      // 75 % of the lease (with 5 s, one order of 24 lost its lease on a loaded CI machine).
+      extraArgs: ["--store", store, "--lease-duration", "10s"],
     });
   };
   // An echo order for `node`, created through controller `via`'s own port.
