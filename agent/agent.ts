@@ -40,6 +40,7 @@ import type { DockerHost } from "./engine/docker-host.js";
 import { sleep } from "./engine/sleep.js";
 import { hostProxyFor } from "./proxy/proxy-settings.js";
 import { engineContainers, syncRoutesAtStart } from "./proxy/route-sync.js";
+import type { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import type { ExecutorTable } from "./executors/executor-table.js";
 import { Heartbeats } from "./heartbeats.js";
 import { HostProbe } from "./host-probe.js";
@@ -82,6 +83,8 @@ export interface AgentDeps {
   tally?: AgentTally;
   /** Renews the node's client certificate now (when the controller says it is due). */
   renewCertificate?: () => Promise<void>;
+  /** Whether `executors` really runs a type, for the capabilities reported (default: the global table). */
+  hasExecutor?: (type: WorkOrderType) => boolean;
 }
 
 export class Agent {
@@ -103,7 +106,8 @@ export class Agent {
     const tally = deps.tally ?? new AgentTally();
     const spans = new OrderSpans();
     const host = new HostProbe(deps.probe, log);
-    const heartbeats = new Heartbeats({ config, clients, host, tally, log, observe: deps.observe, supervise: deps.supervise });
+    const { observe, supervise, hasExecutor } = deps;
+    const heartbeats = new Heartbeats({ config, clients, host, tally, log, observe, supervise, hasExecutor });
     const channel = new SwitchingChannel(clients, spans);
     const reporter = new ResultReporter({ nodeId: config.nodeId, clients, channel, journal, tally, spans });
     const runner = new OrderRunner({

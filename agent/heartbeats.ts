@@ -15,6 +15,7 @@ import {
   type ProcessObservation,
   type ProjectObservation,
 } from "../gen/skipper/v1/resource_pb.js";
+import type { WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { agentCapabilities } from "./capabilities.js";
 import type { AgentTally } from "./agent-tally.js";
 import { AGENT_VERSION } from "./agent-version.js";
@@ -36,6 +37,11 @@ export interface HeartbeatDeps {
   observe: (engine: boolean) => Promise<ProjectObservation[] | undefined>;
   /** Restarts process modules that died and reports them all (hosts without Docker). */
   supervise?: () => Promise<ProcessObservation[]>;
+  /**
+   * Whether this agent's executor table really runs an order type (a refused type counts as
+   * absent); default: the agent's global table.
+   */
+  hasExecutor?: (type: WorkOrderType) => boolean;
 }
 
 export class Heartbeats {
@@ -134,7 +140,7 @@ export class Heartbeats {
     const host = await this.deps.host.refresh();
     const projects = opts.observe ? await this.observeProjects(host) : undefined;
     if (opts.observe) this.lastProcesses = await this.superviseProcesses();
-    const req = this.request(host, projects, this.lastProcesses);
+    const req = this.request(host, projects, this.lastProcesses, true);
     // Liveness is judged at the session's interval, not the poll interval.
     req.heartbeatIntervalMs = BigInt(opts.intervalMs);
     return req;
@@ -150,7 +156,13 @@ export class Heartbeats {
     this.sessionCarries = on;
   }
 
-  private request(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): HeartbeatRequest {
+  // `onSession`: the report goes over a session, the only transport a terminal opens on.
+  private request(
+    host: DockerHost,
+    projects: ProjectObservation[] | undefined,
+    processes: ProcessObservation[],
+    onSession = false,
+  ): HeartbeatRequest {
     const { config, tally } = this.deps;
     const capabilities = create(NodeCapabilitiesSchema, {
       ...host.capabilities,
@@ -158,7 +170,7 @@ export class Heartbeats {
       allowedProcessSources: config.allowProcessSources,
       proxy: proxyCapability(config.proxy),
     });
-    capabilities.capabilities = agentCapabilities(capabilities);
+    capabilities.capabilities = agentCapabilities(capabilities, this.deps.hasExecutor).filter((c) => onSession || c !== "exec.terminal");
     return create(HeartbeatRequestSchema, {
       nodeId: config.nodeId,
       agentVersion: AGENT_VERSION,

@@ -1,4 +1,6 @@
-// `skippy join URL TOKEN --fingerprint SHA256:…`: one command that makes this host a node.
+// `skippy join URL --fingerprint SHA256:…` with the enrollment token in SKIPPER_JOIN_TOKEN (or
+// read by --token-file PATH, `-` for stdin; never an argument: process lists show those): one
+// command that makes this host a node.
 //
 //   1. trust: the controller's certificate is trusted by its key's fingerprint alone (pinned-fetch.ts);
 //      over that, AgentBundleService.GetAgentBundle (REST GET /v1/agent-bundle): the bundle's
@@ -29,7 +31,7 @@ import { parseInstall, type InstallRequest } from "./install-options.js";
 import { pinnedGet } from "./pinned-fetch.js";
 import { UNIT_NAME } from "./service-unit.js";
 
-export const JOIN_USAGE = `Usage: skippy join URL TOKEN --fingerprint SHA256:<base64> [options]
+export const JOIN_USAGE = `Usage: SKIPPER_JOIN_TOKEN=TOKEN skippy join URL --fingerprint SHA256:<base64> [options]
 
 Makes this host a node of the controller at URL, in one step: trusts the controller by the
 fingerprint of its certificate's key, takes the agent bundle the controller signed (refused unless
@@ -39,26 +41,17 @@ does) and starts it. Run it as root. \`skipper node join-command\` prints the wh
 controller's /v1/join.sh runs it from curl.
 
   --fingerprint PIN   the controller certificate's key: SHA256:<base64> (or curl's sha256//<base64>)
+  --token-file PATH   read the enrollment token from PATH (- for stdin) instead of SKIPPER_JOIN_TOKEN
   --node-id ID        this node's id (default: the host name, ${JSON.stringify(hostname())})
   --root DIR          install under DIR instead of / (a scratch root) and start nothing
   --no-start          install, but leave the start to you
   --label KEY=VALUE, --poll-interval DUR, ... any other flag of skippy install, passed on
-URL and TOKEN come first; the flags follow them.
+URL comes first; the flags follow it. The token is never an argument (process lists show those).
   -h, --help          this text
 `;
 
 /** Flags join sets itself, refused among those passed on to install. */
-const OWN_INSTALL_FLAGS = [
-  "controller",
-  "node-id",
-  "token",
-  "token-file",
-  "enroll-token",
-  "enroll-token-file",
-  "ca-file",
-  "prefix",
-  "dry-run",
-];
+const OWN_INSTALL_FLAGS = ["controller", "node-id", "token", "enroll-token", "enroll-token-file", "ca-file", "prefix", "dry-run"];
 
 interface JoinRequest {
   url: string;
@@ -73,6 +66,10 @@ interface JoinRequest {
 /** What join needs from the process: injected by tests. */
 export interface JoinDeps {
   uid: number;
+  /** Where SKIPPER_JOIN_TOKEN is read (default: the process's environment, from which it is then removed). */
+  env?: Record<string, string | undefined>;
+  /** Reads a --token-file (`-`: stdin). */
+  readToken?: (path: string) => string;
   out(text: string): void;
   err(text: string): void;
 }
@@ -81,7 +78,7 @@ export interface JoinDeps {
 export async function joinCommand(argv: string[], deps: JoinDeps = processDeps()): Promise<number> {
   let req: JoinRequest | "help";
   try {
-    req = parseJoin(argv);
+    req = parseJoin(argv, deps);
   } catch (e) {
     deps.err(`skippy join: ${(e as Error).message}\n(skippy join --help lists the options)\n`);
     return 2;
@@ -123,11 +120,12 @@ async function joinSteps(req: JoinRequest, scratch: string, deps: JoinDeps, prog
 }
 
 /** The checked command line, or "help"; throws a message for people on bad input. */
-function parseJoin(argv: string[]): JoinRequest | "help" {
+function parseJoin(argv: string[], deps: JoinDeps): JoinRequest | "help" {
   if (argv.includes("--help") || argv.includes("-h")) return "help";
-  const [url, token, ...flags] = argv;
-  if (!url || !token || url.startsWith("-") || token.startsWith("-"))
-    throw new Error("the controller's URL and the enrollment token come first: skippy join URL TOKEN --fingerprint PIN [options]");
+  const [url, ...flags] = argv;
+  if (!url || url.startsWith("-")) throw new Error("the controller's URL comes first: skippy join URL --fingerprint PIN [options]");
+  if (flags[0] !== undefined && !flags[0].startsWith("-"))
+    throw new Error("the token is not taken as an argument (process lists show those): set SKIPPER_JOIN_TOKEN or give --token-file -");
   if (!/^https:\/\/[^/\s]+\/?$/.test(url)) throw new Error(`the controller's URL is https://HOST[:PORT], got '${url}'`);
   // join's own flags are taken out; every other one (with its value) goes to install, in order.
   const own: Record<string, string | true> = {};
@@ -138,12 +136,12 @@ function parseJoin(argv: string[]): JoinRequest | "help" {
       ? [flag.slice(2).split("=")[0]!, flag.includes("=") ? flag.slice(flag.indexOf("=") + 1) : undefined]
       : ["", undefined];
     if (name === "no-start") own[name] = true;
-    else if (["fingerprint", "node-id", "root"].includes(name)) {
+    else if (["fingerprint", "node-id", "root", "token-file"].includes(name)) {
       const value = inline ?? flags[++i];
       if (value === undefined) throw new Error(`--${name} needs a value`);
       own[name] = value;
     } else if (OWN_INSTALL_FLAGS.includes(name))
-      throw new Error(`--${name} is join's to set: it comes from URL, TOKEN, --node-id and --root`);
+      throw new Error(`--${name} is join's to set: it comes from URL, the token, --node-id and --root`);
     else installArgs.push(flag);
   }
   if (typeof own.fingerprint !== "string")
@@ -152,7 +150,26 @@ function parseJoin(argv: string[]): JoinRequest | "help" {
   const nodeId = typeof own["node-id"] === "string" ? own["node-id"] : hostname();
   if (!isValidId(nodeId)) throw new Error(`the node id '${nodeId}' is not an id (1-128 of A-Z a-z 0-9 . _ -): give --node-id`);
   const root = typeof own.root === "string" ? own.root : undefined;
-  return { url: url.replace(/\/$/, ""), token: token.trim(), pin, nodeId, root, start: own["no-start"] !== true && !root, installArgs };
+  const token = joinToken(typeof own["token-file"] === "string" ? own["token-file"] : undefined, deps);
+  return { url: url.replace(/\/$/, ""), token, pin, nodeId, root, start: own["no-start"] !== true && !root, installArgs };
+}
+
+// The enrollment token: from --token-file (`-`: stdin) or SKIPPER_JOIN_TOKEN, which is then
+// dropped from this process's environment (the commands join starts do not inherit it).
+function joinToken(file: string | undefined, deps: JoinDeps): string {
+  const env = deps.env ?? process.env;
+  const fromEnv = env.SKIPPER_JOIN_TOKEN;
+  if (!deps.env) delete process.env.SKIPPER_JOIN_TOKEN;
+  const read = deps.readToken ?? ((path: string) => readFileSync(path === "-" ? 0 : path, "utf8"));
+  const token = (file !== undefined ? read(file) : (fromEnv ?? "")).trim();
+  if (token === "") {
+    throw new Error(
+      file !== undefined
+        ? `--token-file ${file} holds no token`
+        : "the enrollment token is missing: set SKIPPER_JOIN_TOKEN or give --token-file -",
+    );
+  }
+  return token;
 }
 
 interface ControllerFacts {

@@ -61,9 +61,9 @@ describe.skipIf(!haveBrowser)("the dashboard's Join a host (real browser, built 
     await page.click("[data-testid=join-host]");
     const line = (await page.locator("[data-testid=join-line]").textContent()) ?? "";
     const pin = (await ctl.admin(AgentBundleService).getAgentBundle({})).tlsPin.slice("SHA256:".length);
-    const prefix = `curl -fsS --pinnedpubkey sha256//${pin} -k ${ctl.url}/v1/join.sh | sh -s -- `;
+    const prefix = `curl -fsS --pinnedpubkey sha256//${pin} -k ${ctl.url}/v1/join.sh | SKIPPER_JOIN_TOKEN=`;
     expect(line.startsWith(prefix), line).toBe(true);
-    const id = /^ske_([^_]+)_\S+$/.exec(line.slice(prefix.length))?.[1];
+    const id = /^ske_([^_]+)_\S+ sh -s --$/.exec(line.slice(prefix.length))?.[1];
     expect((await tokens()).find((t) => t.id === id)).toMatchObject({ uses: 1, remainingUses: 1, status: "active" });
     await mkdir(SHOTS, { recursive: true });
     await page.screenshot({ path: join(SHOTS, "join-a-host.png"), fullPage: true });

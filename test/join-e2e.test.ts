@@ -110,7 +110,9 @@ describe("one-command join (built controller, curl and sh, a scratch root)", () 
     });
     const line = printed.stdout.trim();
     expect(line).toMatch(
-      new RegExp(`^curl -fsS --pinnedpubkey sha256//\\S+ -k ${ctl.url}/v1/join\\.sh \\| sh -s -- ske_\\S+ --node-id ${NODE}$`),
+      new RegExp(
+        `^curl -fsS --pinnedpubkey sha256//\\S+ -k ${ctl.url}/v1/join\\.sh \\| SKIPPER_JOIN_TOKEN=ske_\\S+ sh -s -- --node-id ${NODE}$`,
+      ),
     );
     const token = /ske_\S+/.exec(line)![0];
     const id = token.split("_")[1]!;
@@ -198,10 +200,8 @@ describe("one-command join (built controller, curl and sh, a scratch root)", () 
     const direct = join(root, "tampered-by-join");
     const joined = await execa(
       process.execPath,
-      [AGENT_MAIN, "join", via, token, "--fingerprint", pin, "--node-id", "tampered-host", "--root", direct],
-      {
-        reject: false,
-      },
+      [AGENT_MAIN, "join", via, "--token-file", "-", "--fingerprint", pin, "--node-id", "tampered-host", "--root", direct],
+      { reject: false, input: `${token}\n` },
     );
     expect(joined.exitCode).toBe(1);
     expect(joined.stderr).toMatch(
@@ -226,10 +226,8 @@ describe("one-command join (built controller, curl and sh, a scratch root)", () 
     const direct = join(root, "wrong-pin-by-join");
     const joined = await execa(
       process.execPath,
-      [bundle, "join", ctl.url, token, "--fingerprint", wrong, "--node-id", "wrong-pin-host", "--root", direct],
-      {
-        reject: false,
-      },
+      [bundle, "join", ctl.url, "--fingerprint", wrong, "--node-id", "wrong-pin-host", "--root", direct],
+      { reject: false, env: { SKIPPER_JOIN_TOKEN: token } },
     );
     expect(joined.exitCode).toBe(1);
     expect(joined.stderr).toContain(`presented a certificate whose key is ${pin}, not the fingerprint given (${wrong})`);

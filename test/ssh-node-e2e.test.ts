@@ -35,7 +35,6 @@ if (!hostA || !hostB) console.warn("!!! ssh-node-e2e.test.ts SKIPPED: needs two 
 
 const IMAGE = "skipper-busybox:local";
 const TENANT = `ssh-app-${RUN_ID}`;
-const KEYS = `ssh-keys-${RUN_ID}`;
 const RELAY = "ssh-relay";
 const SSH_NODE = "ssh-target";
 const BAD_NODE = "ssh-wrong-key";
@@ -90,17 +89,10 @@ describe.skipIf(!hostA || !hostB)("SSH nodes through a relay agent (real sshd, t
     root = await mkdtemp(join(tmpdir(), "skipper-e2e-ssh-"));
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--reconcile-interval", "2s"] });
     relayToken = (await ctl.admin(NodeService).registerNode({ nodeId: RELAY })).token;
-    await api().createResource({
-      resourceType: "tenant",
-      resource: res("tenant", KEYS, {
-        case: "tenant",
-        // Holds the SSH key only: placed nowhere.
-        value: { displayName: "keys", deploymentPolicy: { nodeSelector: { "keys-only": "nowhere" } } },
-      }),
-    });
+    // The key is the fleet's: a secret of no tenant (a tenant's is refused for a node).
     await api().createResource({
       resourceType: "secret",
-      resource: res("secret", "ssh-key", { case: "secret", value: { tenantId: KEYS, values: { private: sshd.clientKey } } }),
+      resource: res("secret", "ssh-key", { case: "secret", value: { values: { private: sshd.clientKey } } }),
     });
     await api().createResource({ resourceType: "node", resource: sshNode(SSH_NODE, sshd.hostKey) });
     await api().createResource({ resourceType: "node", resource: sshNode(BAD_NODE, sshd.otherHostKey) });

@@ -3,20 +3,45 @@
 // (pinned key, strict checking, the key 0600), fingerprints as ssh-keygen prints them, the paths
 // a project would take from the relay's disk, and the SSH node's executor table.
 import { create } from "@bufbuild/protobuf";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import { relayedPrincipal } from "../controller/auth/relay-access.js";
+import { nodeCredentialHolds } from "../controller/auth/authenticator.js";
+import { CredentialEnds } from "../controller/auth/credential-ends.js";
+import { AgentTally } from "../agent/agent-tally.js";
+import { loadAgentConfig, type AgentConfig } from "../agent/config.js";
+import { Heartbeats } from "../agent/heartbeats.js";
+import { RelayLoop } from "../agent/relay/relay-loop.js";
+import { RelayTargetSchema, type HeartbeatRequest } from "../gen/skipper/v1/node_service_pb.js";
+import { waitFor } from "./helpers/processes.js";
 import { checkSshTarget } from "../controller/resources/ssh-target-rules.js";
 import { relayDiskPaths } from "../agent/relay/remote-files.js";
-import { sshExecutors } from "../agent/relay/ssh-executors.js";
-import { fingerprintOf, writeSshFiles } from "../agent/relay/ssh-files.js";
+import { sshExecutors, sshRuns } from "../agent/relay/ssh-executors.js";
+import { fingerprintOf, removeSshFiles, writeSshFiles } from "../agent/relay/ssh-files.js";
 import { executors } from "../agent/executors/registry.js";
-import { ResourceSchema, SshTargetSchema, SshTargetState, SshTargetStatusSchema, type SshTarget } from "../gen/skipper/v1/resource_pb.js";
+import {
+  ComposeVariant,
+  NodeCapabilitiesSchema,
+  ResourceSchema,
+  SshTargetSchema,
+  SshTargetState,
+  SshTargetStatusSchema,
+  type SshTarget,
+} from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import type { ExecContext } from "../agent/executors/executor.js";
+
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+const noop = () => undefined;
+const quiet: Record<string, unknown> = { debug: noop, info: noop, warn: noop, error: noop, trace: noop, fatal: noop };
+quiet.child = () => quiet;
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk4wP8m3Sx1n6lBKbU3rjYfRb0qH7Hq2cJ3bUe0VtWm host";
 const target = (over: Partial<SshTarget> = {}): SshTarget =>
@@ -202,5 +227,166 @@ describe("an SSH node's executors", () => {
       code: "SSH_UNREACHABLE",
       retriable: true,
     });
+  });
+});
+
+describe("an SSH node reports only what its table runs", () => {
+  const host = {
+    capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.PLUGIN_V2, hostname: "10.0.0.5" }),
+  };
+  const reported = async (hasExecutor?: (t: WorkOrderType) => boolean) => {
+    const sent: HeartbeatRequest[] = [];
+    const beats = new Heartbeats({
+      config: { nodeId: "ssh-a", pollIntervalMs: 1000, allowCommands: [], allowProcessSources: [], labels: {} } as never,
+      clients: { nodes: { heartbeat: async (r: HeartbeatRequest) => (sent.push(r), { pendingWorkOrders: 0 }) } } as never,
+      host: { refresh: async () => host } as never,
+      tally: new AgentTally(),
+      log: quiet as never,
+      observe: async () => [],
+      hasExecutor,
+    });
+    await beats.beat();
+    const onSession = await beats.report({ observe: false, intervalMs: 1000 });
+    return { polled: sent[0]!.capabilities!.capabilities, onSession: onSession.capabilities!.capabilities };
+  };
+
+  it("no container.deploy (refused there) and no exec.terminal (no session carries a terminal); Compose it runs", async () => {
+    const all = executors();
+    const ssh = await reported((t) => sshRuns(all, t));
+    expect(ssh.polled).toEqual(["compose.deploy", "compose.rollback"]);
+    // The refused kinds count as absent even though the table holds a (refusing) executor for them.
+    expect(sshRuns(all, WorkOrderType.DEPLOY_CONTAINER)).toBe(false);
+    expect(sshRuns(all, WorkOrderType.DEPLOY_SERVICE)).toBe(true);
+    // An agent of its own reports container.deploy; exec.terminal only on its session.
+    const own = await reported();
+    expect(own.polled).toEqual(["compose.deploy", "compose.rollback", "container.deploy"]);
+    expect(own.onSession).toEqual(["compose.deploy", "compose.rollback", "container.deploy", "exec.terminal"]);
+  });
+});
+
+describe("a relayed principal holds while the node's spec names its relay", () => {
+  let relayOf = "relay-1";
+  let deleted = false;
+  const store = {
+    getLiveNodeCredential: async (id: string) => (id === "relay-1" ? { tokenHash: "h" } : undefined),
+    getResource: async (_type: string, id: string) =>
+      id === "ssh-a"
+        ? create(ResourceSchema, {
+            id,
+            desiredState: { kind: { case: "node", value: { ssh: target({ relayNodeId: relayOf }) } } },
+            ...(deleted ? { deletion: {} } : {}),
+          })
+        : undefined,
+  } as never;
+  const relayed = { kind: "node", nodeId: "ssh-a", relayNodeId: "relay-1", tokenHash: "h" } as const;
+
+  it("holds now; not once the spec names another relay, nor once the node is deleted, nor without the specs to ask", async () => {
+    const at = new Date();
+    expect(await nodeCredentialHolds(store, relayed, at)).toBe(true);
+    relayOf = "relay-2";
+    expect(await nodeCredentialHolds(store, relayed, at)).toBe(false);
+    relayOf = "relay-1";
+    deleted = true;
+    expect(await nodeCredentialHolds(store, relayed, at)).toBe(false);
+    deleted = false;
+    const { getLiveNodeCredential } = store as { getLiveNodeCredential: unknown };
+    expect(await nodeCredentialHolds({ getLiveNodeCredential } as never, relayed, at)).toBe(false);
+    // The relay's own credential is asked too: a rotated token ends it.
+    expect(await nodeCredentialHolds(store, { ...relayed, tokenHash: "old" }, at)).toBe(false);
+  });
+
+  it("its streams hear the SSH node's notices as well as the relay's", () => {
+    const ends = new CredentialEnds();
+    let heard = 0;
+    const stop = ends.watch(relayed, () => heard++);
+    ends.changed("node:ssh-a");
+    ends.changed("node:relay-1");
+    ends.changed("node:ssh-b");
+    expect(heard).toBe(2);
+    stop();
+    ends.changed("node:ssh-a");
+    expect(heard).toBe(2);
+  });
+});
+
+describe("a relay's SSH nodes, each on its own", () => {
+  it("one that cannot start does not keep the others from starting; one that leaves has its directory (key) removed", async () => {
+    const root = await mkdtemp(join(tmpdir(), "skipper-relay-loop-"));
+    const stateDir = join(root, "state");
+    const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----";
+    // ssh-a's directory is a file: writing its SSH files throws.
+    await mkdir(join(stateDir, "relay"), { recursive: true });
+    await writeFile(join(stateDir, "relay", "ssh-a"), "not a directory");
+    let listed = ["ssh-a", "ssh-b"];
+    const relayedFor: string[] = [];
+    const warned: string[] = [];
+    // Every call the node's Agent makes fails (unary and streams alike).
+    const failing = () => {
+      const no = Promise.reject(new Error("no controller here"));
+      no.catch(() => undefined);
+      return Object.assign(no, { [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(new Error("no controller here")) }) });
+    };
+    const nodeClients = new Proxy({}, { get: () => new Proxy({}, { get: () => failing }) });
+    const clients = {
+      nodes: {
+        listRelayTargets: async (req: { includeKeys?: boolean }) => ({
+          targets: listed.map((nodeId) =>
+            // A port that refuses at once: the node's probe ends quickly, and so does its close.
+            create(RelayTargetSchema, {
+              nodeId,
+              ssh: target({ address: "127.0.0.1", port: 1 }),
+              revision: "r1",
+              privateKey: req.includeKeys ? key : "",
+            }),
+          ),
+        }),
+      },
+      relayFor: (id: string) => (relayedFor.push(id), nodeClients),
+    };
+    const log = { ...quiet, warn: (_o: unknown, msg: string) => warned.push(msg), child: () => log };
+    const config = loadAgentConfig(
+      ["--node-id", "relay-1", "--state-dir", stateDir, "--work-dir", join(root, "work"), "--transport", "poll"],
+      { SKIPPY_NODE_TOKEN: "t" },
+      () => "",
+    ) as AgentConfig;
+    const stop = new AbortController();
+    const loop = new RelayLoop({ config, clients: clients as never, log: log as never, lookMs: 50 });
+    const running = loop.run(stop.signal);
+    try {
+      await waitFor(
+        "ssh-b started, ssh-a's failure told",
+        async () => (relayedFor.includes("ssh-b") && warned.some((w) => w.includes("ssh-a"))) || undefined,
+        20_000,
+        20,
+      );
+      expect(relayedFor).not.toContain("ssh-a");
+      expect((await stat(join(stateDir, "relay", "ssh-b", "ssh", "id"))).mode & 0o777).toBe(0o600);
+      // ssh-b leaves this relay: its files go, the key first of all.
+      listed = ["ssh-a"];
+      await waitFor("ssh-b's directory removed", async () => !(await exists(join(stateDir, "relay", "ssh-b"))) || undefined, 20_000, 20);
+    } finally {
+      stop.abort();
+      await running;
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("a socket directory too long for its path is a fresh one of a name nobody can guess (0700), removed with the files", async () => {
+    const root = await mkdtemp(join(tmpdir(), "skipper-ssh-long-"));
+    try {
+      const dir = join(root, "x".repeat(90), "ssh");
+      const first = await writeSshFiles(dir, target(), "k");
+      const second = await writeSshFiles(dir, target(), "k");
+      expect(first.socketDir.startsWith(tmpdir())).toBe(true);
+      expect(first.socketDir).not.toBe(second.socketDir);
+      expect((await stat(first.socketDir)).mode & 0o777).toBe(0o700);
+      await removeSshFiles(first, { all: false });
+      expect(await exists(first.socketDir)).toBe(false);
+      expect(await exists(join(dir, "id"))).toBe(true);
+      await removeSshFiles(second, { all: true });
+      expect([await exists(second.socketDir), await exists(dir)]).toEqual([false, false]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { ConnectError } from "@connectrpc/connect";
 import type { AgentConfig } from "../config.js";
 import type { ControllerClients } from "../controller-client.js";
+import type { RelayTarget } from "../../gen/skipper/v1/node_service_pb.js";
 import { sleep } from "../engine/sleep.js";
 import { Limiter } from "./ssh-link.js";
 import { SshNode } from "./ssh-node.js";
@@ -47,24 +48,32 @@ export class RelayLoop {
     for (const [id, node] of this.nodes) {
       if (seen.has(id)) continue;
       this.nodes.delete(id);
-      await node.close();
+      await node.close({ forget: true });
     }
     const changed = listed.targets.filter((t) => this.nodes.get(t.nodeId)?.target.revision !== t.revision);
     if (changed.length === 0) return;
     const withKeys = await clients.nodes.listRelayTargets({ nodeId: config.nodeId, includeKeys: true });
-    for (const t of withKeys.targets) {
-      if (!changed.some((c) => c.nodeId === t.nodeId)) continue;
-      await this.nodes.get(t.nodeId)?.close();
-      const node = new SshNode({ relay: config, clients, log: this.deps.log, handshakes: this.handshakes }, t);
-      this.nodes.set(t.nodeId, node);
-      try {
-        await node.start();
-      } catch (e) {
-        // Not kept: the next look starts it again.
-        this.nodes.delete(t.nodeId);
-        await node.close();
-        throw e;
-      }
+    const starting = withKeys.targets.filter((t) => changed.some((c) => c.nodeId === t.nodeId));
+    // Each node on its own: one whose start fails is logged and tried again at the next look,
+    // and does not keep the others from starting.
+    await Promise.all(starting.map((t) => this.restart(t)));
+  }
+
+  // (Re)starts one node; a failure leaves it out of `nodes`, so the next look tries it again.
+  private async restart(t: RelayTarget): Promise<void> {
+    const { config, clients, log } = this.deps;
+    await this.nodes.get(t.nodeId)?.close();
+    const node = new SshNode({ relay: config, clients, log, handshakes: this.handshakes }, t);
+    this.nodes.set(t.nodeId, node);
+    try {
+      await node.start();
+    } catch (e) {
+      this.nodes.delete(t.nodeId);
+      await node.close();
+      log.warn(
+        { action: "relay_start", result: "error", node_id: t.nodeId, metadata: { message: (e as Error).message } },
+        `could not start relaying SSH node ${t.nodeId}: ${(e as Error).message}`,
+      );
     }
   }
 }

@@ -41,6 +41,11 @@ export function sshExecutors(all: ExecutorTable, nodeId: string, check: () => Pr
   return out as ExecutorTable;
 }
 
+/** Whether an SSH node's table (sshExecutors of `all`) runs `type`: the refused kinds count as absent. */
+export function sshRuns(all: Partial<ExecutorTable>, type: WorkOrderType): boolean {
+  return SSH_ORDER_TYPES.has(type as OrderType) && (all as Partial<Record<WorkOrderType, Executor>>)[type] !== undefined;
+}
+
 function guarded(exec: Executor, check: () => Promise<SshTargetStatus>): Executor {
   const run = async (order: WorkOrder, ctx: ExecContext): Promise<ExecOutcome> => {
     const started = performance.now();

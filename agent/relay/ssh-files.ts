@@ -6,7 +6,7 @@
 // algorithm, only this identity (IdentitiesOnly), no agent or forwarding, batch mode (no prompt),
 // and one master connection per node that later commands reuse (ControlMaster, ControlPersist).
 import { createHash } from "node:crypto";
-import { chmod, mkdir, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SshTarget } from "../../gen/skipper/v1/resource_pb.js";
@@ -19,7 +19,10 @@ export const SSH_HOST_ALIAS = "skipper-target";
 export interface SshFiles {
   dir: string;
   config: string;
-  /** Short enough for a unix socket (the control master's, the engine bridge's). */
+  /**
+   * Short enough for a unix socket (the control master's, the engine bridge's): `dir` itself, or,
+   * when that is too long, a fresh directory of a name nobody can guess (mkdtemp: 0700, ours).
+   */
   socketDir: string;
 }
 
@@ -40,9 +43,8 @@ export function targetProblem(t: SshTarget): string | undefined {
 export async function writeSshFiles(dir: string, t: SshTarget, privateKey: string): Promise<SshFiles> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);
-  const socketDir =
-    dir.length <= MAX_SOCKET_DIR ? dir : join(tmpdir(), `skippy-ssh-${createHash("sha256").update(dir).digest("hex").slice(0, 16)}`);
-  await mkdir(socketDir, { recursive: true, mode: 0o700 });
+  // Never a fixed name under /tmp: another user could create it first and hold our sockets.
+  const socketDir = dir.length <= MAX_SOCKET_DIR ? dir : await mkdtemp(join(tmpdir(), "skippy-ssh-"));
   const key = join(dir, "id");
   await rm(key, { force: true });
   await writeFile(key, privateKey.endsWith("\n") ? privateKey : `${privateKey}\n`, { mode: 0o600 });
@@ -51,6 +53,12 @@ export async function writeSshFiles(dir: string, t: SshTarget, privateKey: strin
   const config = join(dir, "config");
   await writeFile(config, sshConfig(t, { key, knownHosts, controlPath: join(socketDir, "cm") }), { mode: 0o600 });
   return { dir, config, socketDir };
+}
+
+/** Removes the sockets' directory of its own (a mkdtemp one), and with `all` every file written (the key first). */
+export async function removeSshFiles(files: SshFiles, opts: { all: boolean }): Promise<void> {
+  if (files.socketDir !== files.dir) await rm(files.socketDir, { recursive: true, force: true });
+  if (opts.all) await rm(files.dir, { recursive: true, force: true });
 }
 
 /** ssh's whole configuration for the node. */

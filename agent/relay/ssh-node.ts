@@ -5,6 +5,7 @@
 // (ssh-executors.ts) and a probe that checks the connection before it probes the engine. The
 // whole Agent runs inside withEngineEnv, so every engine command it starts goes to the node.
 import { create } from "@bufbuild/protobuf";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { RelayTarget } from "../../gen/skipper/v1/node_service_pb.js";
@@ -19,8 +20,8 @@ import { observeForHeartbeat } from "../engine/project-state.js";
 import { executors } from "../executors/registry.js";
 import { Journal } from "../journal.js";
 import { EngineBridge } from "./engine-bridge.js";
-import { sshExecutors } from "./ssh-executors.js";
-import { targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
+import { sshExecutors, sshRuns } from "./ssh-executors.js";
+import { removeSshFiles, targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
 import { type Limiter, SshLink } from "./ssh-link.js";
 
 // The shortest heartbeat interval of an SSH node.
@@ -40,6 +41,7 @@ export class SshNode {
   private running: Promise<void> | undefined;
   private link: SshLink | undefined;
   private bridge: EngineBridge | undefined;
+  private files: SshFiles | undefined;
 
   constructor(
     private readonly deps: SshNodeDeps,
@@ -58,6 +60,7 @@ export class SshNode {
     const problem = t.keyProblem || targetProblem(ssh) || (t.privateKey === "" ? "no key was handed out" : "");
     let files: SshFiles | undefined;
     if (!problem) files = await writeSshFiles(join(dir, "ssh"), ssh, t.privateKey);
+    this.files = files;
     const link = new SshLink(ssh, relay.nodeId, files, problem, this.deps.handshakes);
     this.link = link;
     const env: Record<string, string> = {};
@@ -83,13 +86,16 @@ export class SshNode {
       proxy: undefined,
       metricsListen: undefined,
     };
+    const all = executors();
     const agent = new Agent({
       config,
       clients: clients.relayFor!(nodeId),
       journal: new Journal(dir),
       log,
       probe: () => this.probe(ssh.address),
-      executors: sshExecutors(executors(), nodeId, () => link.check()),
+      executors: sshExecutors(all, nodeId, () => link.check()),
+      // Capabilities come from what this table runs: the refused kinds are not offered.
+      hasExecutor: (type) => sshRuns(all, type),
       observe: (engine) => observeForHeartbeat(config.workDir, engine),
       tally: new AgentTally(),
     });
@@ -97,12 +103,18 @@ export class SshNode {
     this.running = withEngineEnv(env, () => agent.run(this.stop.signal));
   }
 
-  /** Stops the node's Agent, its bridge and its master connection. */
-  async close(): Promise<void> {
+  /**
+   * Stops the node's Agent, its bridge and its master connection. `forget`: the node left this
+   * relay, so its files go too (its key first of all, and its journal: the orders are no longer
+   * this relay's to report).
+   */
+  async close(opts: { forget?: boolean } = {}): Promise<void> {
     this.stop.abort();
     await this.running?.catch(() => undefined);
     await this.bridge?.stop();
     await this.link?.close();
+    if (this.files) await removeSshFiles(this.files, { all: opts.forget === true });
+    if (opts.forget) await rm(join(this.deps.relay.stateDir, "relay", this.target.nodeId), { recursive: true, force: true });
   }
 
   // The connection first: an engine behind a refused host key is not probed at all.

@@ -10,7 +10,7 @@ import { hashToken, nodeIdOfToken, tokenMatches } from "./tokens.js";
 import { API_KEY_TEXT } from "./secret-text.js";
 import { isValidId } from "../../common/ids.js";
 import type { Store } from "../store/store.js";
-import { credentialNodeOf, RELAY_FOR_HEADER, relayedPrincipal } from "./relay-access.js";
+import { credentialNodeOf, RELAY_FOR_HEADER, relayedPrincipal, relayServes } from "./relay-access.js";
 
 /** What authentication reads of a request's headers (a fetch Headers, or a cheaper view of Node's). */
 export type HeaderReader = Pick<Headers, "get">;
@@ -115,13 +115,23 @@ function parseBearer(value: string | null): string | undefined {
 
 export { hashToken };
 
+/** What a credential check reads: node credentials, and the nodes' specs for a relayed caller. */
+export type CredentialReader = Pick<CredentialStore, "getLiveNodeCredential"> & Partial<Pick<Store, "getResource">>;
+
 /**
  * Whether a node caller's credential holds: its node exists and, for a client certificate, the
  * node still holds it unexpired; for a bearer token, the token is still the node's (not rotated).
- * Asked when a certificate is presented, and again by a stream admitted a while ago.
+ * A relayed caller's relay must also still be the SSH node's relay (its spec names it, it is not
+ * deleted); without the specs to ask, it does not hold. Asked when a certificate is presented,
+ * and again by a stream admitted a while ago.
  */
-export async function nodeCredentialHolds(store: Pick<CredentialStore, "getLiveNodeCredential">, p: Principal, at: Date): Promise<boolean> {
+export async function nodeCredentialHolds(store: CredentialReader, p: Principal, at: Date): Promise<boolean> {
   if (p.kind !== "node") return true;
+  if (
+    p.relayNodeId !== undefined &&
+    !(store.getResource && (await relayServes(store as Pick<Store, "getResource">, p.relayNodeId, p.nodeId)))
+  )
+    return false;
   const cred = await store.getLiveNodeCredential(credentialNodeOf(p));
   if (!cred) return false;
   if (p.tokenHash !== undefined && cred.tokenHash !== p.tokenHash) return false;
@@ -140,7 +150,7 @@ export async function nodeCredentialHolds(store: Pick<CredentialStore, "getLiveN
  * period). The admin token is not asked again here.
  */
 export async function credentialHolds(
-  store: Pick<CredentialStore, "getLiveNodeCredential" | "getApiKey">,
+  store: CredentialReader & Pick<CredentialStore, "getApiKey">,
   p: Principal,
   at: Date,
 ): Promise<boolean> {

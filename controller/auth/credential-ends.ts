@@ -5,11 +5,15 @@
 // Controllers sharing a store relay each notice to the others (cluster.ts).
 import type { Principal } from "../base/context.js";
 
-/** Who a credential belongs to, as notices name it: "node:<id>", "api_key:<id>". */
-export function credentialKey(p: Principal): string | undefined {
-  if (p.kind === "node") return `node:${p.relayNodeId ?? p.nodeId}`;
-  if (p.kind === "api_key") return `api_key:${p.keyId}`;
-  return undefined;
+/**
+ * Who a credential belongs to, as notices name it: "node:<id>", "api_key:<id>". A relayed
+ * principal (a relay acting for an SSH node) hears both its relay's notices and the SSH node's:
+ * the node's spec changing (another relay, no ssh) or its deletion ends the relay's authority.
+ */
+export function credentialKeys(p: Principal): string[] {
+  if (p.kind === "node") return p.relayNodeId !== undefined ? [`node:${p.relayNodeId}`, `node:${p.nodeId}`] : [`node:${p.nodeId}`];
+  if (p.kind === "api_key") return [`api_key:${p.keyId}`];
+  return [];
 }
 
 export class CredentialEnds {
@@ -18,14 +22,18 @@ export class CredentialEnds {
 
   /** Calls `fn` whenever a credential of `p` changes; returns the unsubscribe. */
   watch(p: Principal, fn: () => void): () => void {
-    const key = credentialKey(p);
-    if (key === undefined) return () => undefined;
-    let set = this.listeners.get(key);
-    if (!set) this.listeners.set(key, (set = new Set()));
-    set.add(fn);
+    const keys = credentialKeys(p);
+    for (const key of keys) {
+      let set = this.listeners.get(key);
+      if (!set) this.listeners.set(key, (set = new Set()));
+      set.add(fn);
+    }
     return () => {
-      set.delete(fn);
-      if (set.size === 0) this.listeners.delete(key);
+      for (const key of keys) {
+        const set = this.listeners.get(key);
+        set?.delete(fn);
+        if (set?.size === 0) this.listeners.delete(key);
+      }
     };
   }
 

@@ -17,12 +17,20 @@ export async function relayedPrincipal(nodes: Pick<Store, "getResource">, caller
     throw forbidden(`${RELAY_FOR_HEADER} is for a relay node's own credential`, { field: RELAY_FOR_HEADER });
   }
   if (target === caller.nodeId) return caller;
-  const node = isValidId(target) ? await nodes.getResource("node", target) : undefined;
-  const spec = node?.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
-  if (!node || node.deletion || spec?.ssh?.relayNodeId !== caller.nodeId) {
+  if (!(await relayServes(nodes, caller.nodeId, target))) {
     throw forbidden(`node ${caller.nodeId} is not the relay of node ${target.slice(0, 128)}`, { node_id: target.slice(0, 128) });
   }
   return { ...caller, nodeId: target, relayNodeId: caller.nodeId };
+}
+
+/**
+ * Whether `relayId` is the relay of `target` now: the target is a live node whose spec names it.
+ * Asked when a relayed call is admitted, and again by a relayed stream admitted a while ago.
+ */
+export async function relayServes(nodes: Pick<Store, "getResource">, relayId: string, target: string): Promise<boolean> {
+  const node = isValidId(target) ? await nodes.getResource("node", target) : undefined;
+  const spec = node?.desiredState?.kind.case === "node" ? node.desiredState.kind.value : undefined;
+  return node !== undefined && !node.deletion && spec?.ssh?.relayNodeId === relayId;
 }
 
 /** The node whose credential a node principal presented (the relay's, when relayed). */

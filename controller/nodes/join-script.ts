@@ -1,7 +1,10 @@
 // The join script a host runs in one line (GET /v1/join.sh, controller/boundary/agent-bundle-route.ts):
 //
-//   curl -fsS --pinnedpubkey sha256//<pin> -k https://CONTROLLER/v1/join.sh | sh -s -- TOKEN [skippy join options]
+//   curl -fsS --pinnedpubkey sha256//<pin> -k https://CONTROLLER/v1/join.sh | SKIPPER_JOIN_TOKEN=TOKEN sh -s -- [skippy join options]
 //
+// The token travels in the environment, never in a command's arguments (process lists show
+// those): the script hands it on to skippy join the same way. A token as the first argument
+// (the line as it was printed before) is still taken, with a warning.
 // curl trusts the controller by the pin alone (-k: no CA yet; --pinnedpubkey: only the key of
 // its certificate). The script holds the controller's URL as the host reached it, that pin, and
 // the served bundle's manifest and signing key; it downloads the bundle under the same pin,
@@ -33,9 +36,10 @@ export function joinScript(opts: { url: string; pin: string; manifest: BundleMan
     if (!/^[A-Za-z0-9+/=:._\-[\]]+$/.test(v)) throw new Error(`the join script cannot hold this ${what}: ${v}`);
   return `#!/bin/sh
 # Joins this host to the Skipper controller at ${url}, which served this script:
-#   curl -fsS --pinnedpubkey sha256//${b64} -k ${url}/v1/join.sh | sh -s -- TOKEN [skippy join options]
+#   curl -fsS --pinnedpubkey sha256//${b64} -k ${url}/v1/join.sh | SKIPPER_JOIN_TOKEN=TOKEN sh -s -- [skippy join options]
 # Downloads skippy ${m.version} under the same pin, checks its SHA-256 and the controller's
-# Ed25519 signature before running any of it, then runs: node skippy.mjs join ${url} TOKEN ...
+# Ed25519 signature before running any of it, then runs: node skippy.mjs join ${url} ...
+# with the token in its environment (never in its arguments: process lists show those).
 # Needs curl and Node.js 20 or later. Run it as root (it installs a systemd service).
 set -eu
 URL='${url}'
@@ -46,12 +50,16 @@ SHA256='${m.sha256}'
 SIZE='${m.size}'
 SIGNATURE='${m.signature}'
 SIGNING_KEY='${signingPublicKey}'
-if [ "$#" -lt 1 ]; then
-  echo "usage: curl ... ${url}/v1/join.sh | sh -s -- TOKEN [skippy join options]" >&2
+TOKEN=\${SKIPPER_JOIN_TOKEN:-}
+if [ -z "$TOKEN" ] && [ "$#" -ge 1 ] && [ "\${1#-}" = "$1" ]; then
+  echo "join.sh: the token as an argument shows in process lists; pass it as SKIPPER_JOIN_TOKEN=... sh -s -- instead" >&2
+  TOKEN=$1
+  shift
+fi
+if [ -z "$TOKEN" ]; then
+  echo "usage: curl ... ${url}/v1/join.sh | SKIPPER_JOIN_TOKEN=TOKEN sh -s -- [skippy join options]" >&2
   exit 2
 fi
-TOKEN=$1
-shift
 if ! command -v node >/dev/null 2>&1; then
   echo "join.sh: this host needs Node.js 20 or later (node on the PATH) to run skippy: install it and run the line again" >&2
   exit 1
@@ -60,7 +68,9 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 curl -fsS --pinnedpubkey "$PIN" -k -o "$dir/skippy.mjs" "$URL/v1/agent-bundle/skippy.mjs"
 node -e '${VERIFY_JS}' "$dir/skippy.mjs" "$VERSION" "$SHA256" "$SIZE" "$SIGNATURE" "$SIGNING_KEY"
-node "$dir/skippy.mjs" join "$URL" "$TOKEN" --fingerprint "$FINGERPRINT" "$@"
+SKIPPER_JOIN_TOKEN=$TOKEN
+export SKIPPER_JOIN_TOKEN
+node "$dir/skippy.mjs" join "$URL" --fingerprint "$FINGERPRINT" "$@"
 `;
 }
 

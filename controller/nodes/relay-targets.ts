@@ -58,6 +58,9 @@ async function keyOf(
   if (secret?.desiredState?.kind.case !== "secret" || secret.deletion)
     return { version: 0n, problem: `secret ${ref.secretId} does not exist` };
   const spec = secret.desiredState.kind.value;
+  // Checked when the node is written (a fleet secret); again here for nodes written before.
+  if (spec.tenantId !== "")
+    return { version: 0n, problem: `secret ${ref.secretId} is a tenant's: an SSH key must be a fleet secret (no tenant)` };
   const entry = spec.entries.find((e) => e.name === ref.key);
   const value = entry ? openSecretValue(ring, secret.id, spec, ref.key) : undefined;
   if (!entry || value === undefined) return { version: 0n, problem: `secret ${ref.secretId} holds no value ${ref.key}` };

@@ -65,7 +65,24 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
     holdsData: false,
   },
   // Nodes carry placement labels: any tenant may move.
-  node: { check: checkNodeSpec, wakes: "every tenant", reconciled: false, holdsData: false },
+  // An SSH node's key is the fleet's (a secret of no tenant): a tenant's secret never leaves for a relay.
+  node: {
+    check: checkNodeSpec,
+    references: (spec) =>
+      spec.ssh?.keySecret && spec.ssh.keySecret.secretId !== ""
+        ? [
+            {
+              type: "secret",
+              id: spec.ssh.keySecret.secretId,
+              key: spec.ssh.keySecret.key,
+              field: "desired_state.node.ssh.key_secret.secret_id",
+            },
+          ]
+        : [],
+    wakes: "every tenant",
+    reconciled: false,
+    holdsData: false,
+  },
   service: {
     check: checkServiceSpec,
     references: (spec, r) => [

@@ -67,6 +67,10 @@ export function enrollmentService(deps: ServiceDeps): ServiceImpl<typeof Enrollm
       if (call.principal.kind !== "node" || call.principal.nodeId !== nodeId) {
         throw forbidden(`only node ${nodeId} renews its own certificate`, { node_id: nodeId });
       }
+      // An SSH node has no certificate of its own: its relay holds the credential.
+      if (call.principal.relayNodeId !== undefined) {
+        throw forbidden(`node ${nodeId} is relayed over SSH: only its relay's own certificate is renewed`, { node_id: nodeId });
+      }
       const { certificateSerial: serial, tokenHash } = call.principal;
       const renewed = await renewNodeCertificate(deps, nodeId, req.csrPem, { serial, tokenHash }, traceOf(call));
       call.logger.info(

@@ -108,6 +108,8 @@ export function resourceService(deps: ServiceDeps): ServiceImpl<typeof ResourceS
     async updateResource(req, ctx) {
       const call = callInfo(ctx);
       const { resource } = await sealing(req.resourceType, () => updateResource(changeDeps(call), req, traceOf(call)));
+      // A node's ssh (its relay) may have changed: relayed streams for it ask again.
+      if (resource.resourceType === "node") deps.credentialEnds.changed(`node:${resource.id}`);
       call.audit.tenantId = tenantOf(resource);
       return { meta: responseMeta(ctx), resource: publicSecret(resource) };
     },
