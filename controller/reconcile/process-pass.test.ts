@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ProcessModuleReason as R } from "../../gen/skipper/v1/process_pb.js";
 import { NodeLiveness, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
-import { conflict } from "../base/errors.js";
+import { SkipperError, conflict } from "../base/errors.js";
 import { FileStore } from "../store/file/file-store.js";
 import { processOrderId } from "./plan-processes.js";
 import { runProcessPass } from "./process-pass.js";
@@ -99,7 +99,27 @@ describe("process pass", () => {
       ["n1", R.FAILED, ""],
       ["n2", R.DOWNLOADING, queued[0]],
     ]);
-    expect(st?.nodes[0]?.message).toMatch(/could not be queued: node n1 is disabled/);
+    expect(st?.nodes[0]?.message).toMatch(/could not be queued: CONFLICT: node n1 is disabled/);
     expect(wakeAt).toBe(NOW.getTime() + 1000);
+  });
+
+  it("a store that does not answer fails the whole pass: no status is written, the next pass queues the same ids", async () => {
+    dir = await mkdtemp(join(tmpdir(), "skipper-process-pass-"));
+    store = new FileStore(dir);
+    await store.open();
+    for (const r of [nodeResource("n1"), processResource()]) await store.createResource(r);
+    const s = store;
+    const down = async (): Promise<WorkOrder> => {
+      throw new SkipperError("UNAVAILABLE", "the store is not answering");
+    };
+    await runProcessPass({
+      store: s,
+      logger: pino({ level: "silent" }),
+      now: () => NOW,
+      queueOrder: down,
+      backoffMs: 1000,
+      backoffCapMs: 60_000,
+    });
+    expect((await s.getResource("process", "app"))?.currentState?.kind.case).toBeUndefined();
   });
 });
