@@ -19,7 +19,7 @@ import { loadAgentConfig, type AgentConfig } from "../agent/config.js";
 import { makeControlProcess } from "../agent/executors/control-process.js";
 import { makeDeployProcess } from "../agent/executors/deploy-process.js";
 import type { ExecContext } from "../agent/executors/executor.js";
-import { readRunState } from "../agent/process/run-state.js";
+import { readRunState, writeRunState } from "../agent/process/run-state.js";
 import { isSameProcess, processStartTicks } from "../agent/process/supervisor.js";
 import { superviseAll } from "../agent/process/supervise-all.js";
 import { unitText } from "../agent/process/systemd.js";
@@ -260,6 +260,27 @@ describe("process executor: versions, symlink, rollback, supervision", () => {
     );
     expect(obs.pid).not.toBe(killed.pid);
     expect(obs.activeVersion).toBe("3.0.0");
+    await answers("3.0.0");
+  });
+
+  it("a module dead within its crash backoff is reported restarting and left to it; a START keeps the count of quick deaths", async () => {
+    const before = await readRunState(workDir, "app");
+    process.kill(-before.pid, "SIGKILL");
+    await waitFor(
+      "the process to be gone",
+      async () => ((await isSameProcess(before.pid, before.startTicks)) ? undefined : true),
+      5000,
+      20,
+    );
+    // As the supervisor leaves it after a third quick death in a row: started just now, an 8 s backoff.
+    await writeRunState(workDir, { ...before, startedAt: new Date().toISOString(), crashes: 3 });
+    const held = (await superviseAll(workDir)).find((o) => o.module === "app");
+    expect([held?.state, held?.pid]).toEqual(["restarting", 0]);
+    expect(await answer()).toBe("");
+    // A START (the controller's or a user's) runs it now, but does not wipe the backoff's count.
+    const start = (await control(controlOrder("app", ProcessOperation.START), ctx())).result;
+    expect(start.code, start.message).toBe("PROCESS_OK");
+    expect((await readRunState(workDir, "app")).crashes).toBe(3);
     await answers("3.0.0");
   });
 

@@ -179,6 +179,16 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
       "MODULE_CLAIMED_BY_PROCESS",
       `process/free-${RUN_ID}`,
     ]);
+    // Nor another process resource, whatever its selector.
+    const twin = { ...free, nodeSelector: { role: "elsewhere" } };
+    const again = await rpcError(
+      api().createResource({ resourceType: "process", resource: res("process", `twin-${RUN_ID}`, { case: "process", value: twin }) }),
+    );
+    expect([again.code, again.details.reason, again.details.module_owner]).toEqual([
+      "INVALID_REQUEST",
+      "MODULE_CLAIMED_BY_PROCESS",
+      `process/free-${RUN_ID}`,
+    ]);
     await api().deleteResource({ resourceType: "process", id: `free-${RUN_ID}` });
   });
 
@@ -279,7 +289,16 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     ctl = await startControllerProcess({ dataDir: join(root, "data"), port: ctlPort, extraArgs: ["--process-interval", "300ms"] });
     await reached(ProcessModuleReason.RUNNING, (n) => n.activeVersion === "2.0.0" && n.resolvedOffline && n.pid !== before.pid);
 
-    // A selector the node does not match: stopped, its versions kept, and it leaves the status.
+    // The node disabled takes no orders: a selector it no longer matches leaves the module running
+    // there (NODE_DISABLED) rather than freezing the resource on a STOP dispatch refuses.
+    const setDisabled = (disabled: boolean) =>
+      api().updateResource({ resourceType: "node", id: NODE, desiredState: { kind: { case: "node", value: { disabled } } } as never });
+    await setDisabled(true);
+    await update(spec("latest", `${deadSource}web.tar.gz`, { role: "nowhere" }));
+    await reached(ProcessModuleReason.NODE_DISABLED);
+    expect(await answer()).toBe("2.0.0");
+    // Enabled again: a selector the node does not match stops it, its versions kept, and it leaves the status.
+    await setDisabled(false);
     await update(spec("latest", `${deadSource}web.tar.gz`, { role: "nowhere" }));
     await waitFor("the module to stop", async () => ((await nodeStatus()) === undefined && (await answer()) === "" ? true : undefined));
     expect(await readRunState(workDir, MODULE)).toMatchObject({ desired: "stopped", pid: 0 });

@@ -6,7 +6,16 @@ import { create } from "@bufbuild/protobuf";
 import { ProcessObservationSchema, type ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
 import { sleep } from "../engine/sleep.js";
 import { ProcessError, isProcessError, throwIfAborted } from "./layout.js";
-import { launchDigest, readRunState, writeRunState, type Launch, type ProcessRunner, type RunState, type Started } from "./run-state.js";
+import {
+  inCrashBackoff,
+  launchDigest,
+  readRunState,
+  writeRunState,
+  type Launch,
+  type ProcessRunner,
+  type RunState,
+  type Started,
+} from "./run-state.js";
 import { START_MARK, logTail, resolveProgram } from "./supervisor.js";
 import { runnerOf } from "./systemd.js";
 import { activeVersion, hasActiveLink, installedVersions, readVersionMeta, switchActive, versionDir } from "./versions.js";
@@ -62,7 +71,9 @@ export async function ensureRunning(
   }
   throwIfAborted(opts.signal);
   await runnerOf(state).stop(workDir, state, opts.graceMs);
-  return { ...(await startVerified(workDir, state, launch, opts)), adopted: false };
+  // The quick deaths in a row stay counted: a START does not lift the supervisor's backoff for
+  // good (the supervisor counts this start's death, if it comes soon, as one more).
+  return { ...(await startVerified(workDir, state, launch, opts, state.crashes)), adopted: false };
 }
 
 /** Stops the module's process (if any) and records that it should stay stopped. */
@@ -105,8 +116,11 @@ export async function activate(workDir: string, launch: Launch, opts: ControlOpt
   return { ...started, restored: from, restoredAlive: again.alive };
 }
 
-/** Starts `launch`, records the process, and checks it is still alive after the settle time. */
-async function startVerified(workDir: string, state: RunState, launch: Launch, opts: ControlOptions): Promise<StartResult> {
+/**
+ * Starts `launch`, records the process (with `crashes` quick deaths in a row: 0 for a version just
+ * activated), and checks it is still alive after the settle time.
+ */
+async function startVerified(workDir: string, state: RunState, launch: Launch, opts: ControlOptions, crashes = 0): Promise<StartResult> {
   let s: Started;
   try {
     s = await opts.runner.start(workDir, launch);
@@ -131,7 +145,7 @@ async function startVerified(workDir: string, state: RunState, launch: Launch, o
     startTicks: s.startTicks,
     systemdUnit: s.systemdUnit,
     startedAt: new Date().toISOString(),
-    crashes: 0,
+    crashes,
   };
   await writeRunState(workDir, now);
   await sleep(opts.settleMs, opts.signal ?? new AbortController().signal);
@@ -144,8 +158,16 @@ async function startVerified(workDir: string, state: RunState, launch: Launch, o
   return { alive: false, logTail: mark >= 0 ? tail.slice(mark) : tail };
 }
 
-/** The module as a heartbeat or a result reports it. */
-export async function observeModule(workDir: string, module: string, resolvedOffline = false): Promise<ProcessObservation> {
+/**
+ * The module as a heartbeat or a result reports it. "restarting": dead, and its runner starts it
+ * again on its own (systemd's Restart=, or the agent's supervisor once its crash backoff is over).
+ */
+export async function observeModule(
+  workDir: string,
+  module: string,
+  resolvedOffline = false,
+  nowMs = Date.now(),
+): Promise<ProcessObservation> {
   const state = await readRunState(workDir, module);
   const pid = await livePid(workDir, state);
   const active = await activeVersion(workDir, module);
@@ -156,7 +178,13 @@ export async function observeModule(workDir: string, module: string, resolvedOff
     previousVersion: state.previousVersion,
     installedVersions: await installedVersions(workDir, module),
     state:
-      pid > 0 ? "running" : state.desired !== "running" ? "stopped" : (await runnerOf(state).restarting?.(state)) ? "restarting" : "exited",
+      pid > 0
+        ? "running"
+        : state.desired !== "running"
+          ? "stopped"
+          : inCrashBackoff(state, nowMs) || (await runnerOf(state).restarting?.(state))
+            ? "restarting"
+            : "exited",
     pid,
     resolvedOffline: resolvedOffline || state.resolvedOffline,
     systemdUnit: state.systemdUnit,

@@ -60,6 +60,19 @@ export interface ProcessRunner {
   restarting?(state: RunState): Promise<boolean>;
 }
 
+/** A process that lived less than this counts as a crash for the restart backoff. */
+export const QUICK_DEATH_MS = 60_000;
+const MAX_BACKOFF_MS = 300_000;
+
+/**
+ * Whether the agent's own supervisor is holding a dead module back (1 s, 2 s, 4 s … 5 min after its
+ * last start, doubling per quick death in a row): it starts it again once that is over.
+ */
+export function inCrashBackoff(state: RunState, nowMs: number): boolean {
+  if (state.desired !== "running" || state.systemdUnit) return false;
+  return nowMs - (Date.parse(state.startedAt) || 0) < Math.min(1000 * 2 ** state.crashes, MAX_BACKOFF_MS);
+}
+
 /** A module's run state, or a stopped one when it has none yet. */
 export async function readRunState(workDir: string, module: string): Promise<RunState> {
   const s = await readJson<Partial<RunState>>(modulePaths(workDir, module).state);

@@ -2,16 +2,23 @@
 // running but whose process died is started again, and every module is observed for the
 // heartbeat. A module that keeps dying soon after its start is restarted less and less often
 // (1 s, 2 s, 4 s … up to 5 minutes), like systemd's restart limits, so a broken version does not
-// spin. A module an order is working on right now is only observed: the order decides.
+// spin. While it waits out that backoff it is reported "restarting", so the controller's process
+// reconciler leaves it to this supervisor (and a START order keeps the count of quick deaths). A
+// module an order is working on right now is only observed: the order decides.
 import type { Logger } from "pino";
 import type { ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
 import { launchOf, livePid, observeModule } from "./module-control.js";
-import { isModuleLocked, knownModules, launchDigest, readRunState, withModuleLock, writeRunState } from "./run-state.js";
+import {
+  QUICK_DEATH_MS,
+  inCrashBackoff,
+  isModuleLocked,
+  knownModules,
+  launchDigest,
+  readRunState,
+  withModuleLock,
+  writeRunState,
+} from "./run-state.js";
 import { runnerOf } from "./systemd.js";
-
-/** A process that lived less than this counts as a crash for the backoff. */
-const QUICK_DEATH_MS = 60_000;
-const MAX_BACKOFF_MS = 300_000;
 
 export interface SuperviseOptions {
   log?: Logger;
@@ -25,7 +32,7 @@ export async function superviseAll(workDir: string, opts: SuperviseOptions = {})
   for (const module of await knownModules(workDir)) {
     try {
       if (!isModuleLocked(workDir, module)) await withModuleLock(workDir, module, () => reviveIfDead(workDir, module, opts));
-      out.push(await observeModule(workDir, module));
+      out.push(await observeModule(workDir, module, false, opts.now?.()));
     } catch (e) {
       // One broken module (unreadable state, version removed by hand) must not hide the others.
       opts.log?.warn({ action: "supervise", module, err: e }, `could not supervise process module ${module}`);
@@ -41,7 +48,7 @@ async function reviveIfDead(workDir: string, module: string, opts: SuperviseOpti
   if (await runnerOf(state).restarting?.(state)) return;
   const now = opts.now?.() ?? Date.now();
   const startedMs = Date.parse(state.startedAt) || 0;
-  if (now - startedMs < Math.min(1000 * 2 ** state.crashes, MAX_BACKOFF_MS)) return;
+  if (inCrashBackoff(state, now)) return;
   const crashes = now - startedMs < QUICK_DEATH_MS ? state.crashes + 1 : 0;
   const launch = await launchOf(workDir, module);
   const s = await runnerOf(state).start(workDir, launch);

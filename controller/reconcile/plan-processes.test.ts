@@ -15,6 +15,7 @@ import {
 } from "../../gen/skipper/v1/process_pb.js";
 import { ProcessObservationSchema, type ProcessObservation } from "../../gen/skipper/v1/resource_pb.js";
 import {
+  orderNotQueued,
   planProcess,
   processOrderId,
   specDigest,
@@ -26,6 +27,7 @@ import {
 const SHA = "a".repeat(64);
 const T = { nowMs: 1_000_000, backoffMs: 1000, backoffCapMs: 60_000 };
 const ARGV = ["bin/app"];
+const CREATED = 500_000;
 
 function desired(version = "1.0", over: Partial<ProcessDesired> = {}, run = ProcessModuleRun.RUNNING): ProcessDesired {
   const spec = create(ProcessModuleSpecSchema, {
@@ -33,7 +35,7 @@ function desired(version = "1.0", over: Partial<ProcessDesired> = {}, run = Proc
     run,
     nodeSelector: { role: "edge" },
   });
-  return { id: "app", spec, status: create(ProcessModuleStatusSchema), deleted: false, ...over };
+  return { id: "app", createdAtMs: CREATED, spec, status: create(ProcessModuleStatusSchema), deleted: false, ...over };
 }
 
 function obs(
@@ -84,7 +86,7 @@ const none = new Map<string, ProcessOrderView>();
 describe("process planner", () => {
   it("a selected node without the module gets one deploy (DOWNLOADING); an unselected node nothing", () => {
     const p = planProcess(desired(), [node("n1"), node("n2", undefined, { labels: { role: "db" } })], none, T);
-    expect(p.orders).toEqual([{ kind: "deploy", id: processOrderId("app", "n1", 1), nodeId: "n1" }]);
+    expect(p.orders).toEqual([{ kind: "deploy", id: processOrderId("app", CREATED, "n1", 1), nodeId: "n1" }]);
     expect(p.status.nodes.map((n) => [n.nodeId, n.reason])).toEqual([["n1", R.DOWNLOADING]]);
     expect(p.transitions).toMatchObject([{ nodeId: "n1", from: R.UNSPECIFIED, to: R.DOWNLOADING }]);
   });
@@ -112,7 +114,9 @@ describe("process planner", () => {
 
   it("a process stopped behind Skipper's back gets a control_process START", () => {
     const p = planProcess(desired(), [node("n1", obs("1.0", "stopped"))], none, T);
-    expect(p.orders).toEqual([{ kind: "control", id: processOrderId("app", "n1", 1), nodeId: "n1", operation: ProcessOperation.START }]);
+    expect(p.orders).toEqual([
+      { kind: "control", id: processOrderId("app", CREATED, "n1", 1), nodeId: "n1", operation: ProcessOperation.START },
+    ]);
     expect(p.status.nodes[0]?.reason).toBe(R.STARTING);
   });
 
@@ -139,7 +143,9 @@ describe("process planner", () => {
     const d = desired("1.0", { status: statusWith("n1", { reason: R.RUNNING, ordersIssued: 1 }) });
     const gone = node("n1", obs("1.0"), { labels: { role: "db" } });
     const p = planProcess(d, [gone], none, T);
-    expect(p.orders).toEqual([{ kind: "control", id: processOrderId("app", "n1", 2), nodeId: "n1", operation: ProcessOperation.STOP }]);
+    expect(p.orders).toEqual([
+      { kind: "control", id: processOrderId("app", CREATED, "n1", 2), nodeId: "n1", operation: ProcessOperation.STOP },
+    ]);
     const after = planProcess(d, [node("n1", obs("1.0", "stopped"), { labels: { role: "db" } })], none, T);
     expect(after.status.nodes).toEqual([]);
     expect(after.status.summary).toBe("no matching node");
@@ -162,10 +168,13 @@ describe("process planner", () => {
     expect(again.orders).toEqual([]);
     expect(again.status.nodes[0]?.failures).toBe(1);
     const due = planProcess({ ...d, status: p.status }, [node("n1", obs("1.0"))], failed, { ...T, nowMs: T.nowMs + 1000 });
-    expect(due.orders).toEqual([{ kind: "deploy", id: processOrderId("app", "n1", 2), nodeId: "n1" }]);
+    expect(due.orders).toEqual([{ kind: "deploy", id: processOrderId("app", CREATED, "n1", 2), nodeId: "n1" }]);
     const failed2 = new Map([
       ["o1", failed.get("o1")!],
-      [processOrderId("app", "n1", 2), { ...failed.get("o1")!, id: processOrderId("app", "n1", 2), finishedAtMs: T.nowMs + 1000 }],
+      [
+        processOrderId("app", CREATED, "n1", 2),
+        { ...failed.get("o1")!, id: processOrderId("app", CREATED, "n1", 2), finishedAtMs: T.nowMs + 1000 },
+      ],
     ]);
     const second = planProcess({ ...d, status: due.status }, [node("n1", obs("1.0"))], failed2, { ...T, nowMs: T.nowMs + 1000 });
     expect(second.status.nodes[0]?.failures).toBe(2);
@@ -180,7 +189,7 @@ describe("process planner", () => {
     const waiting = planProcess(d, [node("n1", obs("1.0"))], failed, T);
     expect([waiting.orders, waiting.status.nodes[0]?.failures]).toEqual([[], 1]);
     const changed = planProcess({ ...desired("3.0"), status: waiting.status }, [node("n1", obs("1.0"))], failed, T);
-    expect(changed.orders).toMatchObject([{ kind: "deploy", id: processOrderId("app", "n1", 2) }]);
+    expect(changed.orders).toMatchObject([{ kind: "deploy", id: processOrderId("app", CREATED, "n1", 2) }]);
     expect(changed.status.nodes[0]?.failures).toBe(0);
   });
 
@@ -238,7 +247,63 @@ describe("process planner", () => {
       status: statusWith("n1", { reason: R.RUNNING, ordersIssued: 3, changedAt: timestampFromMs(1) }),
     });
     expect(planProcess(d, [node("n1", obs("1.0"))], none, T).orders).toMatchObject([
-      { kind: "control", operation: ProcessOperation.STOP, id: processOrderId("app", "n1", 4) },
+      { kind: "control", operation: ProcessOperation.STOP, id: processOrderId("app", CREATED, "n1", 4) },
     ]);
+  });
+
+  it("a disabled node that runs the module gets no order (dispatch would refuse it): NODE_DISABLED, kept in the status", () => {
+    const d = desired("1.0", { status: statusWith("n1", { reason: R.RUNNING, ordersIssued: 1, activeVersion: "1.0" }) });
+    const p = planProcess(d, [node("n1", obs("1.0"), { disabled: true }), node("n2", obs("1.0", "stopped"))], none, T);
+    expect(p.orders).toEqual([
+      { kind: "control", id: processOrderId("app", CREATED, "n2", 1), nodeId: "n2", operation: ProcessOperation.START },
+    ]);
+    expect(p.status.nodes.map((n) => [n.nodeId, n.reason, n.workOrderId])).toEqual([
+      ["n1", R.NODE_DISABLED, ""],
+      ["n2", R.STARTING, processOrderId("app", CREATED, "n2", 1)],
+    ]);
+    // Declared stopped or deleted: still no STOP for the disabled node.
+    const stopped = planProcess(
+      desired("1.0", { status: d.status }, ProcessModuleRun.STOPPED),
+      [node("n1", obs("1.0"), { disabled: true })],
+      none,
+      T,
+    );
+    expect([stopped.orders, stopped.status.nodes[0]?.reason]).toEqual([[], R.NODE_DISABLED]);
+    const deleted = planProcess({ ...d, deleted: true }, [node("n1", obs("1.0"), { disabled: true })], none, T);
+    expect([deleted.orders, deleted.status.nodes[0]?.reason]).toEqual([[], R.NODE_DISABLED]);
+  });
+
+  it("an order dispatch refuses fails only its node: FAILED with the message, no order named, a backoff; the others stand", () => {
+    const p = planProcess(desired(), [node("n1"), node("n2")], none, T);
+    expect(p.orders.map((o) => o.nodeId)).toEqual(["n1", "n2"]);
+    orderNotQueued(p, desired(), "n1", "node n1 is disabled", T);
+    expect(p.orders.map((o) => o.nodeId)).toEqual(["n2"]);
+    expect(p.status.nodes[0]).toMatchObject({ nodeId: "n1", reason: R.FAILED, workOrderId: "", failures: 1, ordersIssued: 1 });
+    expect(p.status.nodes[0]?.message).toMatch(/could not be queued: node n1 is disabled/);
+    expect(p.status.nodes[1]).toMatchObject({ nodeId: "n2", reason: R.DOWNLOADING, workOrderId: processOrderId("app", CREATED, "n2", 1) });
+    expect(p.transitions.map((x) => [x.nodeId, x.from, x.to])).toEqual([
+      ["n2", R.UNSPECIFIED, R.DOWNLOADING],
+      ["n1", R.UNSPECIFIED, R.FAILED],
+    ]);
+    expect(p.wakeAtMs).toBe(T.nowMs + 1000);
+    // The next pass waits the backoff, then queues a fresh order (the next number).
+    const waiting = planProcess({ ...desired(), status: p.status }, [node("n1")], none, { ...T, nowMs: T.nowMs + 500 });
+    expect([waiting.orders, waiting.status.nodes[0]?.reason]).toEqual([[], R.FAILED]);
+    const due = planProcess({ ...desired(), status: p.status }, [node("n1")], none, { ...T, nowMs: T.nowMs + 1000 });
+    expect(due.orders).toEqual([{ kind: "deploy", id: processOrderId("app", CREATED, "n1", 2), nodeId: "n1" }]);
+  });
+
+  it("a resource re-created under the same id gets order ids of its own", () => {
+    const first = planProcess(desired(), [node("n1")], none, T);
+    const again = planProcess(desired("1.0", { createdAtMs: CREATED + 1 }), [node("n1")], none, T);
+    expect(first.orders[0]?.id).not.toBe(again.orders[0]?.id);
+    expect(again.orders[0]?.id).toBe(processOrderId("app", CREATED + 1, "n1", 1));
+  });
+
+  it("a module the agent restarts after its crash backoff gets no START (EXITED, left to the agent)", () => {
+    const d = desired("1.0", { status: statusWith("n1", { reason: R.RUNNING, ordersIssued: 1 }) });
+    const p = planProcess(d, [node("n1", obs("1.0", "restarting"))], none, T);
+    expect(p.orders).toEqual([]);
+    expect(p.status.nodes[0]).toMatchObject({ reason: R.EXITED, message: "exited; the agent restarts it after its crash backoff" });
   });
 });

@@ -10,8 +10,12 @@
 // uninstalled). One order per node at a time: while the order the status names is open, nothing
 // new is queued; a failed one waits a backoff that doubles per failure in a row. A "latest" module
 // resolved offline (the source unreachable: the node runs its newest installed version) is asked
-// again on the same backoff until the source answers. Order ids are derived from the count of
-// orders the status records, so a pass repeated after a crash finds the order it made.
+// again on the same backoff until the source answers. Order ids are derived from the resource's
+// creation time and the count of orders the status records, so a pass repeated after a crash finds
+// the order it made, and a resource re-created under the same id never finds its predecessor's.
+// A disabled node takes no orders (dispatch refuses them): it keeps its status, NODE_DISABLED.
+// A module the node's supervisor is about to restart (systemd, or the agent's own in its crash
+// backoff: reported "restarting") gets no START: the supervisor's backoff is the one that applies.
 import { clone, create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
@@ -62,6 +66,8 @@ export interface ProcessOrderView {
 /** The resource to plan. */
 export interface ProcessDesired {
   id: string;
+  /** When the resource was created (ms): part of its order ids, so a re-created one has its own. */
+  createdAtMs: number;
   spec: ProcessModuleSpec;
   status: ProcessModuleStatus;
   /** Deleted: every node it was on stops the module. */
@@ -157,6 +163,8 @@ function planNode(
   if (d.claimedBy)
     return set(Reason.MODULE_CLAIMED_BY_TENANT, `tenant ${d.claimedBy} declares module ${d.spec.spec?.module}: its deploys own it`);
   if (!node.reachable) return set(Reason.NODE_OFFLINE, "the node is offline: its work waits");
+  // Dispatch refuses orders for a disabled node: it is left as it is, not stopped or repaired.
+  if (node.disabled) return set(Reason.NODE_DISABLED, "the node is disabled: no order reaches it, what runs there is left as it is");
   const running = obs?.state === "running";
   if (!placed || d.spec.run === ProcessModuleRun.STOPPED) {
     if (running) {
@@ -173,8 +181,16 @@ function planNode(
     ? `runs ${obs?.activeVersion}, the newest installed version: the source could not be reached`
     : `runs ${obs?.activeVersion}`;
   if (!drift && running) return set(Reason.RUNNING, runningMessage);
-  // systemd starts it again itself (Restart=): a START now would race it.
-  if (!drift && obs?.state === "restarting") return set(Reason.EXITED, "exited; its systemd unit restarts it");
+  // Its supervisor starts it again itself (systemd's Restart=, or the agent's after its crash
+  // backoff): a START now would race it, and reset the backoff a crashing module is held to.
+  if (!drift && obs?.state === "restarting") {
+    // A START that died at once keeps the failure settle recorded (its log tail).
+    if (order && !order.succeeded && next.failures > 0) return next;
+    return set(
+      Reason.EXITED,
+      obs.systemdUnit ? "exited; its systemd unit restarts it" : "exited; the agent restarts it after its crash backoff",
+    );
+  }
   const retryAt = msOf(next.retryAt);
   if (next.failures > 0 && t.nowMs < retryAt) {
     plan.wakeAtMs = Math.min(plan.wakeAtMs ?? retryAt, retryAt);
@@ -254,7 +270,7 @@ function queue(
   why: string,
 ): ProcessNodeStatus {
   st.ordersIssued += 1;
-  st.workOrderId = processOrderId(d.id, node.id, st.ordersIssued);
+  st.workOrderId = processOrderId(d.id, d.createdAtMs, node.id, st.ordersIssued);
   st.orderSettled = false;
   st.reason = reason;
   st.message = why;
@@ -262,9 +278,38 @@ function queue(
   return st;
 }
 
-/** The n-th order of process resource `id` on `nodeId`: the same inputs give the same id. */
-export function processOrderId(id: string, nodeId: string, n: number): string {
-  return `prc-${createHash("sha256").update(`${id}\0${nodeId}`).digest("hex").slice(0, 16)}-${n}`;
+/**
+ * The n-th order of process resource `id` (created at `createdAtMs`) on `nodeId`: the same inputs
+ * give the same id; a resource deleted and created again under the same id gets other ids.
+ */
+export function processOrderId(id: string, createdAtMs: number, nodeId: string, n: number): string {
+  return `prc-${createHash("sha256").update(`${id}\0${createdAtMs}\0${nodeId}`).digest("hex").slice(0, 16)}-${n}`;
+}
+
+/**
+ * The plan's order for `nodeId` could not be queued (dispatch refused it): that node's status says
+ * why (FAILED), names no order, and waits a backoff like a failed order; the other nodes' plans
+ * stand, so the status is still written.
+ */
+export function orderNotQueued(plan: ProcessPlan, d: ProcessDesired, nodeId: string, message: string, t: PlanTimes): void {
+  const st = plan.status.nodes.find((n) => n.nodeId === nodeId);
+  if (!st) return;
+  const from = st.reason;
+  st.failures += 1;
+  st.failedDigest = specDigest(d.spec);
+  st.retryAt = timestampFromMs(t.nowMs + Math.min(t.backoffCapMs, t.backoffMs * 2 ** Math.min(st.failures - 1, 20)));
+  Object.assign(st, { workOrderId: "", orderSettled: true, reason: Reason.FAILED });
+  st.message = `order ${plan.orders.find((o) => o.nodeId === nodeId)?.id ?? ""} could not be queued: ${message.slice(0, 300)}`;
+  plan.orders = plan.orders.filter((o) => o.nodeId !== nodeId);
+  // The reason before this pass is the transition's from: FAILED again is no transition.
+  const was = plan.transitions.find((x) => x.nodeId === nodeId)?.from ?? from;
+  plan.transitions = plan.transitions.filter((x) => x.nodeId !== nodeId);
+  if (was !== Reason.FAILED)
+    plan.transitions.push({ nodeId, from: was, to: Reason.FAILED, message: st.message, version: st.activeVersion });
+  st.changedAt = timestampFromMs(t.nowMs);
+  const at = msOf(st.retryAt);
+  plan.wakeAtMs = Math.min(plan.wakeAtMs ?? at, at);
+  plan.status.summary = summary(plan.status.nodes);
 }
 
 /** What a deploy of the spec depends on: a changed spec deploys again (for "latest" too). */

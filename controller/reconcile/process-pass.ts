@@ -4,7 +4,9 @@
 // function is dispatch's, handed in at wiring: a repeated pass gets the order it made back), and
 // write the status with one process_status_changed event per node whose reason changed, in the
 // same store write. The status is written only when it changed. A crash between the orders and
-// the status is safe: the next pass derives the same ids.
+// the status is safe: the next pass derives the same ids. An order dispatch refuses (a domain
+// error: the node was disabled meanwhile, ...) fails that node's plan alone (FAILED, a backoff):
+// the status of the others is written all the same, so one node never freezes the resource.
 import { create, equals } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { v4 as uuidv4 } from "uuid";
@@ -15,6 +17,7 @@ import { NodeLiveness, type Resource } from "../../gen/skipper/v1/resource_pb.js
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { CreateWorkOrderRequestSchema, type CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { Trace } from "../base/context.js";
+import { isSkipperError } from "../base/errors.js";
 import { buildEvent } from "../events/event-recorder.js";
 import { writeStatus } from "../resources/status-write.js";
 import { scannedResources } from "../store/each-page.js";
@@ -22,6 +25,7 @@ import type { Store } from "../store/store.js";
 import { nodeLabels } from "./placement.js";
 import {
   msOf,
+  orderNotQueued,
   planProcess,
   type ProcessDesired,
   type ProcessNodeView,
@@ -73,21 +77,38 @@ async function passOne(
   const spec = r.desiredState.kind.value;
   const status = statusOf(r);
   const module = spec.spec?.module ?? "";
-  const desired: ProcessDesired = { id: r.id, spec, status, deleted: !!r.deletion, claimedBy: claimed.get(module) };
+  const desired: ProcessDesired = {
+    id: r.id,
+    createdAtMs: msOf(r.createdAt),
+    spec,
+    status,
+    deleted: !!r.deletion,
+    claimedBy: claimed.get(module),
+  };
   const orders = await ordersOf(deps.store, status);
+  const times = { nowMs: deps.now().getTime(), backoffMs: deps.backoffMs, backoffCapMs: deps.backoffCapMs };
   const plan = planProcess(
     desired,
     nodes.map((n) => nodeView(n, module)),
     orders,
-    {
-      nowMs: deps.now().getTime(),
-      backoffMs: deps.backoffMs,
-      backoffCapMs: deps.backoffCapMs,
-    },
+    times,
   );
   if (plan.orders.length === 0 && equals(ProcessModuleStatusSchema, status, plan.status)) return plan.wakeAtMs;
   const trace: Trace = { requestId: uuidv4(), correlationId: r.metadata?.correlationId || uuidv4() };
-  for (const o of plan.orders) await deps.queueOrder(orderRequest(desired, o), trace, o.id);
+  for (const o of [...plan.orders]) {
+    try {
+      await deps.queueOrder(orderRequest(desired, o), trace, o.id);
+    } catch (e) {
+      // Only a refusal fails the node; anything else (the store unavailable) fails the pass as
+      // before, and the next one queues the same ids again.
+      if (!isSkipperError(e) || e.code === "UNAVAILABLE" || e.code === "INTERNAL_ERROR") throw e;
+      deps.logger.warn(
+        { action: "process_order_queued", result: "error", err: e, node_id: o.nodeId, work_order_id: o.id, metadata: { process_id: r.id } },
+        `process ${r.id}: order for ${o.nodeId} not queued`,
+      );
+      orderNotQueued(plan, desired, o.nodeId, `${e.code}: ${e.message}`, times);
+    }
+  }
   await saveStatus(deps, r.id, plan, trace);
   for (const o of plan.orders)
     deps.logger.info(

@@ -86,7 +86,8 @@ export function checkProcessModuleSpec(p: ProcessModuleSpec): void {
 
 /**
  * A module name is one owner's on a node: a process resource may not name a module any tenant
- * declares (TenantSpec.processes), nor a tenant one a process resource declares. Refused with
+ * declares (TenantSpec.processes) or another process resource declares, nor a tenant one a
+ * process resource declares. Refused with
  * INVALID_REQUEST, details.reason MODULE_CLAIMED_BY_TENANT (or MODULE_CLAIMED_BY_PROCESS) and the
  * owner, whatever the placements: labels change, and two owners would stop each other's process.
  */
@@ -105,6 +106,16 @@ export async function checkModulesUnclaimed(store: Pick<Store, "scanResources">,
           module_owner: `tenant/${t.id}`,
         },
       );
+    }
+    // Nor another process resource: two selectors may match one node, and two versions of one
+    // module would redeploy over each other there forever.
+    for await (const r of eachScannedResource(store, { resourceType: "process" })) {
+      if (r.id === next.id || r.desiredState?.kind.case !== "process" || r.desiredState.kind.value.spec?.module !== module) continue;
+      throw invalid(`desired_state.process.spec.module ${module} is declared by process ${r.id}: a module is one owner's on a node`, {
+        field: "desired_state.process.spec.module",
+        reason: "MODULE_CLAIMED_BY_PROCESS",
+        module_owner: `process/${r.id}`,
+      });
     }
   } else if (k?.case === "tenant" && k.value.processes.length > 0) {
     const mine = new Map(k.value.processes.map((p, i) => [p.spec?.module ?? "", i]));
