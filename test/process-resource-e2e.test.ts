@@ -270,9 +270,14 @@ describe("a process resource (built controller and agent, no Docker engine)", ()
     expect(await answer()).toBe("2.0.0");
     // What `skipper get processes -o wide` shows of it (the built CLI).
     const cliEnv = { ...process.env, SKIPPER_SERVER: ctl.url, SKIPPER_CA_FILE: ctl.caFile, SKIPPER_TOKEN: E2E_ADMIN_TOKEN, NO_COLOR: "1" };
-    const table = await execa(process.execPath, [CLI, "get", "processes", "-o", "wide"], { env: cliEnv, reject: false });
+    // A module resolved offline is asked for again on its backoff, and shows DOWNLOADING while that
+    // order runs: the table is read until it shows the module running between two such retries.
+    const table = await waitFor("the CLI's table to show the module running offline", async () => {
+      const t = await execa(process.execPath, [CLI, "get", "processes", "-o", "wide"], { env: cliEnv, reject: false });
+      expect(t.exitCode, t.stderr).toBe(0);
+      return t.stdout.includes(`${NODE}:RUNNING@2.0.0(offline)`) ? t : undefined;
+    });
     expect(table.stdout, table.stderr).toMatch(new RegExp(`${ID}\\s+${MODULE}\\s+latest\\s+running\\s+1 RUNNING`));
-    expect(table.stdout).toContain(`${NODE}:RUNNING@2.0.0(offline)`);
 
     // The controller goes, the agent restarts without it, the process is killed: the agent runs the newest installed version on its own.
     const ctlPort = Number(new URL(ctl.url).port);
