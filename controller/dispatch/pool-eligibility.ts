@@ -4,9 +4,8 @@
 // its order's type needs (common/node-capabilities.ts ORDER_CAPABILITIES: an SSH node that cannot
 // write files takes no upload) and every required one (reported, or derived from an older agent's
 // report), and it permits what the order asks (its kind's permits, e.g. the program on its
-// allow-list). Counting the nodes that could take one
-// now also needs it online. The claim itself is the store's compare-and-set: these rules decide
-// who may try.
+// allow-list). Counting the nodes that could take one now also needs it online. The claim itself
+// is the store's compare-and-set: these rules decide who may try.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderWaitSchema, type WorkOrder, type WorkOrderWait } from "../../gen/skipper/v1/work_order_pb.js";
