@@ -5,7 +5,16 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ComposeVariant, NodeCapabilitiesSchema, NodeLiveness, ResourceSchema, type Resource } from "../gen/skipper/v1/resource_pb.js";
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType, type WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
-import { capabilitiesOf, derivedCapabilities, isCapabilityName, missingCapabilities } from "../common/node-capabilities.js";
+import {
+  capabilitiesOf,
+  derivedCapabilities,
+  isCapabilityName,
+  missingCapabilities,
+  orderCapability,
+  orderTypesNeeding,
+} from "../common/node-capabilities.js";
+import { ORDER_TYPES, type OrderType } from "../common/order-kinds.js";
+import { SSH_ORDER_TYPES } from "../agent/relay/ssh-executors.js";
 import { poolEligibility, poolWait } from "../controller/dispatch/pool-eligibility.js";
 import { goesBefore } from "../controller/dispatch/pool-orders.js";
 import { placeOn } from "../controller/reconcile/placement.js";
@@ -63,12 +72,18 @@ describe("capability names", () => {
       "compose.deploy",
       "compose.rollback",
       "container.deploy",
+      "engine.inspect",
+      "host.files",
+      "host.probe",
       "process.deploy",
       "process.systemd",
       "proxy.haproxy",
     ]);
     expect(derivedCapabilities(create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.NONE }))).toEqual([
       "container.deploy",
+      "engine.inspect",
+      "host.files",
+      "host.probe",
     ]);
   });
 
@@ -87,9 +102,51 @@ describe("capability names", () => {
 
   it("the agent reports terminals with an engine, and nothing its executors cannot run", () => {
     const caps = create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.PLUGIN_V2 });
-    expect(agentCapabilities(caps)).toEqual(["compose.deploy", "compose.rollback", "container.deploy", "exec.terminal"]);
+    expect(agentCapabilities(caps)).toEqual([
+      "compose.deploy",
+      "compose.rollback",
+      "container.deploy",
+      "engine.inspect",
+      "exec.terminal",
+      "host.files",
+      "host.probe",
+    ]);
     expect(agentCapabilities(caps, (t) => t !== WorkOrderType.ROLLBACK)).not.toContain("compose.rollback");
-    expect(agentCapabilities(create(NodeCapabilitiesSchema, {}))).toEqual([]);
+    expect(agentCapabilities(caps, (t) => t !== WorkOrderType.READ_STICKER)).not.toContain("host.files");
+    expect(agentCapabilities(create(NodeCapabilitiesSchema, {}))).toEqual(["host.files", "host.probe"]);
+    const commands = create(NodeCapabilitiesSchema, { allowedCommands: ["true"], allowedProcessSources: ["/opt"], systemd: true });
+    expect(agentCapabilities(commands, (t) => t !== WorkOrderType.EXECUTE_COMMAND)).not.toContain("command.true");
+    // systemd supervision goes with deploying processes at all.
+    expect(agentCapabilities(commands, (t) => t !== WorkOrderType.CONTROL_PROCESS)).not.toContain("process.systemd");
+  });
+
+  it("a relay's SSH node, whose table runs only engine kinds, reports neither host files, probes, containers nor processes", () => {
+    const caps = create(NodeCapabilitiesSchema, {
+      dockerAvailable: true,
+      composeVariant: ComposeVariant.PLUGIN_V2,
+      allowedCommands: ["true"],
+      allowedProcessSources: ["/opt"],
+    });
+    const reported = agentCapabilities(caps, (t) => SSH_ORDER_TYPES.has(t as OrderType));
+    for (const refused of ["host.files", "host.probe", "container.deploy", "process.deploy", "command.true"]) {
+      expect(reported).not.toContain(refused);
+    }
+    expect(reported).toEqual(expect.arrayContaining(["compose.deploy", "compose.rollback", "engine.inspect"]));
+  });
+
+  it("every order type names the capability its node needs; a command's is its program's", () => {
+    for (const type of ORDER_TYPES) expect(orderCapability(type, undefined).why).not.toBe("unknown type");
+    const command = (argv: string[]) =>
+      create(WorkOrderSchema, { action: { kind: { case: "executeCommand", value: { command: { argv } } } } });
+    expect(orderCapability(WorkOrderType.EXECUTE_COMMAND, command(["uptime", "-p"]).action)).toEqual({ name: "command.uptime" });
+    expect(orderCapability(WorkOrderType.EXECUTE_COMMAND, command(["/usr/bin/df"]).action)).toEqual({
+      name: undefined,
+      why: "program path",
+    });
+    expect(orderCapability(WorkOrderType.DEPLOY_CONTAINER, undefined)).toEqual({ name: "container.deploy" });
+    expect(orderCapability(WorkOrderType.UPLOAD_FILES, undefined)).toEqual({ name: "host.files" });
+    expect(orderCapability(WorkOrderType.UNSPECIFIED, undefined).why).toBe("unknown type");
+    expect(orderTypesNeeding("command.anything")).toEqual([WorkOrderType.EXECUTE_COMMAND]);
   });
 });
 
@@ -115,6 +172,51 @@ describe("which nodes a pool order admits", () => {
   it("a node whose allow-list lacks the order's program is not eligible (the kind's permits)", () => {
     const other = poolOrder({ role: "web" }, [], ["reboot"]);
     expect(poolEligibility(other, node("n1", good))).toMatchObject({ ok: false, reason: "NOT_PERMITTED" });
+  });
+
+  it("a pool order needs its type's capability even when it requires none", () => {
+    const pool = { nodeSelector: { role: "web" } };
+    const deploy = create(WorkOrderSchema, {
+      id: "pool-c",
+      type: WorkOrderType.DEPLOY_CONTAINER,
+      status: WorkOrderStatus.PENDING,
+      target: { pool },
+      action: { kind: { case: "deployContainer", value: { spec: { name: "web", image: "nginx" } } } },
+    });
+    const upload = create(WorkOrderSchema, {
+      id: "pool-u",
+      type: WorkOrderType.UPLOAD_FILES,
+      status: WorkOrderStatus.PENDING,
+      target: { pool },
+      action: { kind: { case: "uploadFiles", value: { files: [{ path: "/etc/motd", content: new Uint8Array([104]) }] } } },
+    });
+    expect(poolEligibility(deploy, node("n1", good))).toEqual({ ok: true });
+    const noEngine = node("n1", { ...good, caps: { ...OLD_AGENT, dockerAvailable: false } });
+    expect(poolEligibility(deploy, noEngine)).toMatchObject({
+      ok: false,
+      reason: "CAPABILITY_MISSING",
+      message: expect.stringContaining("container.deploy"),
+    });
+    // An SSH node reports what its relay runs there: an engine, no host files.
+    const ssh = node("n2", { labels: { role: "web" }, caps: { ...OLD_AGENT, capabilities: ["compose.deploy", "container.deploy"] } });
+    expect(poolEligibility(upload, ssh)).toMatchObject({
+      ok: false,
+      reason: "CAPABILITY_MISSING",
+      message: expect.stringContaining("host.files"),
+    });
+    expect(poolEligibility(upload, node("n1", good))).toEqual({ ok: true });
+    expect(poolWait(upload, [ssh]).message).toContain("host.files");
+  });
+
+  it("a node that has not reported its capabilities takes no pool order, whatever it requires", () => {
+    const silent = node("n1", { labels: { role: "web" } });
+    silent.currentState = undefined;
+    expect(poolEligibility(poolOrder({ role: "web" }), silent)).toMatchObject({ ok: false, reason: "CAPABILITY_MISSING" });
+  });
+
+  it("a command given by its path needs no name: the node's allow-list decides", () => {
+    expect(poolEligibility(poolOrder({ role: "web" }, [], ["/usr/bin/df"]), node("n1", good))).toEqual({ ok: true });
+    expect(poolEligibility(poolOrder({ role: "web" }, [], ["/usr/bin/du"]), node("n1", good))).toMatchObject({ reason: "NOT_PERMITTED" });
   });
 
   it("an empty selector is every node; labels an admin trusts count as placement's do", () => {

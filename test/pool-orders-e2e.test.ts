@@ -6,8 +6,8 @@
 // by target.node_id and by the work_order_started event), more than one node takes part, and the
 // outside and disabled nodes take none. An order whose pool has no node holding its required
 // capability waits and says why (WorkOrder.wait), is refused to a node outside the pool that asks
-// for it by id, and expires as orders do. Nodes are listed by capability and liveness. Every wait
-// is for observed progress.
+// for it by id, is read by no node it does not admit, and expires as orders do. Nodes are listed
+// by capability and liveness. Every wait is for observed progress.
 import { mkdir, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -148,6 +148,16 @@ describe("pool orders (real processes)", () => {
         (e: Error) => e.message,
       );
     expect(refused).toMatch(/not_claimable|may not claim/i);
+    // Nor may it, or a pool node lacking the capability, read the order's action.
+    for (const id of [OUTSIDE, POOL[0]!]) {
+      const read = await asNode(id)
+        .getWorkOrder({ id: created.id })
+        .then(
+          (r) => `read ${r.workOrder?.action?.kind.case}`,
+          (e: Error) => e.message,
+        );
+      expect(read).toMatch(/permission_denied.*may not claim or read pool order/);
+    }
     const ended = await waitFor(
       "the unclaimable order to expire",
       async () => {

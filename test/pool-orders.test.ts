@@ -2,6 +2,7 @@
 // a node's next order being a pool order it may take (and never one it may not), a claim by id
 // checked against the pool, and the wait a pending pool order shows. The processes and real
 // agents are pool-orders-e2e.test.ts's.
+import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConnectError } from "@connectrpc/connect";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
@@ -11,6 +12,7 @@ import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { startInMemory, type InMemoryController } from "./helpers/in-memory-controller.js";
 
 const inspect = { kind: { case: "inspect" as const, value: {} } };
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 
 describe("pool orders through the API", () => {
   let c: InMemoryController;
@@ -90,7 +92,7 @@ describe("pool orders through the API", () => {
     for (const id of ["db-1", "web-2"]) {
       expect((await c.asNode(NodeService, tokens.get(id)!).getNextWorkOrder({ nodeId: id })).workOrder).toBeUndefined();
       const refused = await refusal(c.asNode(WorkOrderService, tokens.get(id)!).claimWorkOrder({ id: created.id }));
-      expect(refused?.rawMessage).toMatch(/may not claim pool order/);
+      expect(refused?.rawMessage).toMatch(/may not claim or read pool order/);
     }
     const web1 = c.asNode(NodeService, tokens.get("web-1")!);
     // Its heartbeat's answer counts the pool order it may take (a polling agent then asks for it).
@@ -106,6 +108,73 @@ describe("pool orders through the API", () => {
     expect(started.map((e) => e.nodeId)).toEqual(["web-1"]);
     const read = (await orders.getWorkOrder({ id: created.id })).workOrder!;
     expect([read.status, read.wait]).toEqual([WorkOrderStatus.RUNNING, undefined]);
+  });
+
+  it("a node outside the pool can neither read a pending pool order nor hear it on its watch", async () => {
+    const stop = new AbortController();
+    // Each watch's notices, keepalives left out; the first message is the node's own next order (none).
+    const watch = (id: string) => {
+      const it = c.asNode(NodeService, tokens.get(id)!).watchWorkOrders({ nodeId: id }, { signal: stop.signal })[Symbol.asyncIterator]();
+      return async () => {
+        for (;;) {
+          const m = await it.next();
+          if (m.done) throw new Error(`${id}'s watch ended`);
+          if (m.value.workOrder) return m.value.workOrder;
+        }
+      };
+    };
+    try {
+      const outside = watch("db-1");
+      const inside = watch("web-1");
+      const secret = new TextEncoder().encode("password=hunter2");
+      const created = (
+        await c.admin(WorkOrderService).createWorkOrder({
+          type: WorkOrderType.UPLOAD_FILES,
+          target: { pool: { nodeSelector: { role: "web" } } },
+          action: { kind: { case: "uploadFiles", value: { files: [{ path: "app/app.conf", content: secret, sha256: sha256(secret) }] } } },
+        })
+      ).workOrder!;
+      // The node the pool admits hears of it, and may read it.
+      expect((await inside()).id).toBe(created.id);
+      const read = (await c.asNode(WorkOrderService, tokens.get("web-1")!).getWorkOrder({ id: created.id })).workOrder!;
+      expect(read.action?.kind.case).toBe("uploadFiles");
+      // The node outside reads neither the order nor its action.
+      const db1 = c.asNode(WorkOrderService, tokens.get("db-1")!);
+      const refused = await refusal(db1.getWorkOrder({ id: created.id }));
+      expect([refused?.code, refused?.rawMessage]).toEqual([
+        7,
+        expect.stringMatching(/may not claim or read pool order.*labels do not match/),
+      ]);
+      expect((await c.asNode(NodeService, tokens.get("db-1")!).getNextWorkOrder({ nodeId: "db-1" })).workOrder).toBeUndefined();
+      // Its watch's next notice is its own order, queued after the pool order: the pool order never came.
+      const own = (
+        await c.admin(WorkOrderService).createWorkOrder({ type: WorkOrderType.INSPECT, target: { nodeId: "db-1" }, action: inspect })
+      ).workOrder!;
+      expect((await outside()).id).toBe(own.id);
+    } finally {
+      stop.abort();
+    }
+  });
+
+  it("pool orders no node can take do not hide an order behind them", async () => {
+    const orders = c.admin(WorkOrderService);
+    const stuck = 150;
+    for (let i = 0; i < stuck; i++) {
+      // Higher priority, so each goes before the one a node can take; none holds proxy.haproxy.
+      await orders.createWorkOrder({
+        type: WorkOrderType.INSPECT,
+        target: { pool: { nodeSelector: {} }, requiredCapabilities: ["proxy.haproxy"] },
+        action: inspect,
+        priority: 10,
+      });
+    }
+    const takeable = (
+      await orders.createWorkOrder({ type: WorkOrderType.INSPECT, target: { pool: { nodeSelector: { role: "web" } } }, action: inspect })
+    ).workOrder!;
+    const web1 = c.asNode(NodeService, tokens.get("web-1")!);
+    expect((await web1.getNextWorkOrder({ nodeId: "web-1" })).workOrder?.id).toBe(takeable.id);
+    const claimed = (await web1.claimNextWorkOrder({ nodeId: "web-1" })).workOrder!;
+    expect([claimed.id, claimed.target?.nodeId]).toEqual([takeable.id, "web-1"]);
   });
 
   it("a pool no node can serve waits with NO_ELIGIBLE_NODE, and the listing says so too", async () => {

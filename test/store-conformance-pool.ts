@@ -56,6 +56,34 @@ export function describePoolConformance(current: () => Store, reopen: () => Prom
       expect(ids(await current().pendingPoolOrders(10))).toEqual(["pool-a", "pool-b"]);
     });
 
+    it("a page of pending pool orders resumes after a given order, even one claimed since", async () => {
+      const store = current();
+      // Two priorities, equal creation times broken by id: the order is (priority desc, created_at, id).
+      for (const [id, offset, priority] of [
+        ["pg-a", 1, 0],
+        ["pg-b", 1, 0],
+        ["pg-c", 2, 0],
+        ["pg-h1", 5, 3],
+        ["pg-h2", 6, 3],
+      ] as const) {
+        await store.createWorkOrder(poolOrder(id, offset, priority));
+      }
+      const first = await store.pendingPoolOrders(2);
+      expect(ids(first)).toEqual(["pg-h1", "pg-h2"]);
+      expect(ids(await store.pendingPoolOrders(2, first[1]))).toEqual(["pg-a", "pg-b"]);
+      const a = (await store.getWorkOrder("pg-a"))!;
+      await store.claimWorkOrder("pg-a", "node-1", at(10));
+      // The cursor need not be pending still: only its priority, created_at and id count.
+      expect(ids(await store.pendingPoolOrders(10, a))).toEqual(["pg-b", "pg-c"]);
+      expect(ids(await store.pendingPoolOrders(10, (await store.getWorkOrder("pg-c"))!))).toEqual([]);
+      // Paging the whole list one at a time meets each pending pool order once.
+      const seen: string[] = [];
+      for (let page = await store.pendingPoolOrders(1); page.length > 0; page = await store.pendingPoolOrders(1, page[0])) {
+        seen.push(page[0]!.id);
+      }
+      expect(seen).toEqual(["pg-h1", "pg-h2", "pg-b", "pg-c"]);
+    });
+
     it("a claim records the claiming node in target.node_id, keeps the pool, and its result ends it once", async () => {
       const store = current();
       await store.createWorkOrder(poolOrder("pool-c"));

@@ -51,7 +51,9 @@ export class OrderFeed {
   /**
    * Tells this controller's watchers of the order's node only (a notice relayed from another one);
    * a pool order that no node holds, every watcher: each asks for its next order, and the ones
-   * the pool admits try to claim it (pool-eligibility.ts), one of them with success.
+   * the pool admits try to claim it (pool-eligibility.ts), one of them with success. A listener
+   * that passes the order on to its node passes a pool order only if the pool admits the node
+   * (pool-orders.ts nodeMayHear): the order carries its action.
    */
   deliver(order: WorkOrder): void {
     const nodeId = order.target?.nodeId ?? "";

@@ -1,16 +1,17 @@
 // Which nodes may take a pool order (WorkOrderTarget.pool): pure rules over the order and a node.
 // A node is eligible when it exists, is not disabled, its placement labels (reconcile/placement.ts
-// nodeLabels) match the pool's selector, it holds every required capability (reported, or derived
-// from an older agent's report: common/node-capabilities.ts), and it permits what the order asks
-// (its kind's permits, e.g. the program on its allow-list). Counting the nodes that could take one
-// now also needs it online. The claim itself is the store's compare-and-set: these rules decide
-// who may try.
+// nodeLabels) match the pool's selector, it has reported what it can do, it holds the capability
+// its order's type needs (common/node-capabilities.ts ORDER_CAPABILITIES: an SSH node that cannot
+// write files takes no upload) and every required one (reported, or derived from an older agent's
+// report), and it permits what the order asks (its kind's permits, e.g. the program on its
+// allow-list). Counting the nodes that could take one now also needs it online. The claim itself
+// is the store's compare-and-set: these rules decide who may try.
 import type { Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { NodeLiveness } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderWaitSchema, type WorkOrder, type WorkOrderWait } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import { create } from "@bufbuild/protobuf";
-import { missingCapabilities } from "../../common/node-capabilities.js";
+import { missingCapabilities, orderCapability } from "../../common/node-capabilities.js";
 import { isSkipperError } from "../base/errors.js";
 import { matchesSelector } from "../domain/label-selector.js";
 import { nodeLabels } from "../reconcile/placement.js";
@@ -36,12 +37,12 @@ export function poolEligibility(order: WorkOrder, node: Resource | undefined): E
     return { ok: false, reason: "NOT_IN_POOL", message: `node ${node.id}'s labels do not match the pool's selector` };
   }
   const caps = node.currentState?.kind.case === "node" ? node.currentState.kind.value.capabilities : undefined;
-  const missing = missingCapabilities(caps, order.target?.requiredCapabilities ?? []);
-  if (missing.length > 0) {
-    return { ok: false, reason: "CAPABILITY_MISSING", message: `node ${node.id} lacks ${missing.join(", ")}` };
-  }
+  // Not yet heard from: what it can do is unknown, and nothing it could refuse is sent there.
+  if (!caps) return { ok: false, reason: "CAPABILITY_MISSING", message: `node ${node.id} has not reported its capabilities yet` };
   const kind = controllerOrderKind(order.type);
-  if (kind?.queued === "on request") {
+  if (!kind) return { ok: false, reason: "NOT_PERMITTED", message: `order type ${order.type} is not one this controller knows` };
+  // The allow-lists first: a program not on it says so, rather than that command.<program> is missing.
+  if (kind.queued === "on request") {
     try {
       checkPermitsOf(kind, { action: order.action } as CreateWorkOrderRequest, node.id, caps);
     } catch (e) {
@@ -49,7 +50,20 @@ export function poolEligibility(order: WorkOrder, node: Resource | undefined): E
       return { ok: false, reason: "NOT_PERMITTED", message: e.message };
     }
   }
+  const missing = missingCapabilities(caps, neededCapabilities(order));
+  if (missing.length > 0) {
+    return { ok: false, reason: "CAPABILITY_MISSING", message: `node ${node.id} lacks ${missing.join(", ")}` };
+  }
   return { ok: true };
+}
+
+/**
+ * The capabilities a pool order needs of its node: its type's (none can be named for a program
+ * given by its path: its kind's permits, the allow-list, decide) and those it requires.
+ */
+export function neededCapabilities(order: WorkOrder): string[] {
+  const own = orderCapability(order.type, order.action).name;
+  return [...new Set([...(own ? [own] : []), ...(order.target?.requiredCapabilities ?? [])])];
 }
 
 /** True when the node's last judged liveness is online (a node that could ask for work now). */
@@ -76,7 +90,7 @@ export function poolWait(order: WorkOrder, nodes: readonly Resource[]): WorkOrde
   for (const v of verdicts) if (!v.verdict.ok) why.set(v.verdict.reason, (why.get(v.verdict.reason) ?? 0) + 1);
   if (eligible.length > 0) why.set("NODE_NOT_ONLINE", eligible.length);
   const parts = [...why].map(([reason, n]) => `${n} ${reason}`);
-  const required = order.target?.requiredCapabilities ?? [];
+  const required = neededCapabilities(order);
   return create(WorkOrderWaitSchema, {
     reason: "NO_ELIGIBLE_NODE",
     message:

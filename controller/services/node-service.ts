@@ -11,7 +11,7 @@ import { forbidden, notFound, unauthorized } from "../base/errors.js";
 import { nodeCredentialHolds } from "../auth/authenticator.js";
 import { checkId } from "../base/id-checks.js";
 import { claimNextOrder, nextOrderFor } from "../dispatch/order-lifecycle.js";
-import { nextPoolOrderFor } from "../dispatch/pool-orders.js";
+import { nextPoolOrderFor, nodeMayHear } from "../dispatch/pool-orders.js";
 import { AgentSession } from "../dispatch/agent-session.js";
 import { HeartbeatRecorder } from "../nodes/heartbeat.js";
 import { registerNode, rotateNodeToken } from "../nodes/node-registration.js";
@@ -161,7 +161,7 @@ export function nodeService(deps: ServiceDeps): ServiceImpl<typeof NodeService> 
 }
 
 // A node's WatchWorkOrders stream: its next pending order at once, then each order as it becomes
-// pending, or a keepalive when nothing happens for WATCH_KEEPALIVE_MS; it ends when the client
+// pending (of pool orders, those its pool admits), or a keepalive when nothing happens for WATCH_KEEPALIVE_MS; it ends when the client
 // goes or the node's credential no longer holds.
 async function* watchOrders(deps: ServiceDeps, call: CallInfo, nodeId: string, ctx: HandlerContext) {
   const { store } = deps;
@@ -197,7 +197,10 @@ async function* watchOrders(deps: ServiceDeps, call: CallInfo, nodeId: string, c
       if (!(await nodeCredentialHolds(store, call.principal, deps.now()))) {
         throw unauthorized("this node's credential has been revoked");
       }
-      yield { meta: responseMeta(ctx), workOrder: queue.shift(), serverTime: timestampFromDate(deps.now()) };
+      const order = queue.shift();
+      // The feed rings every watch for a pool order no node holds: only a node its pool admits hears it.
+      if (order && !(await nodeMayHear(store, order, nodeId))) continue;
+      yield { meta: responseMeta(ctx), workOrder: order, serverTime: timestampFromDate(deps.now()) };
     }
   } finally {
     unsubscribe();

@@ -4,19 +4,22 @@
 // checked, and refused, exactly as its single call would be.
 import type { WorkOrder, WorkOrderResult } from "../../gen/skipper/v1/work_order_pb.js";
 import { orderTraceOf, type CallInfo } from "../base/context.js";
-import { forbidden, invalid, notFound } from "../base/errors.js";
+import { invalid, notFound } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
 import { finishOrder } from "../dispatch/order-lifecycle.js";
 import type { FinishOutcome } from "../store/store.js";
 import type { ServiceDeps } from "./deps.js";
-import { nodeMayReach } from "../dispatch/pool-orders.js";
+import { checkNodeReach } from "../dispatch/pool-orders.js";
 
-/** Order `id` if `call` may act on it: a node its own, anyone else an order of its tenants. */
+/**
+ * Order `id` if `call` may act on it: a node its own (or a pool order its pool admits), anyone
+ * else an order of its tenants.
+ */
 export async function ownOrderOf(deps: ServiceDeps, id: string, call: CallInfo): Promise<WorkOrder> {
   const order = await deps.store.getWorkOrder(checkId(id, "id"));
   if (!order) throw notFound("work_order", id);
   if (call.principal.kind === "node") {
-    if (!nodeMayReach(order, call.principal.nodeId)) throw forbidden(`work order ${id} belongs to another node`, { work_order_id: id });
+    await checkNodeReach(deps.store, order, call.principal.nodeId);
   } else {
     // An order of no tenant (ad-hoc, to a host) is for callers whose scope is every tenant.
     await call.tenants.require(order.target?.tenantId);

@@ -295,8 +295,8 @@ export interface WorkOrderStore {
   nextPendingWorkOrder(nodeId: string): Promise<WorkOrder | undefined>;
   /** Number of pending work orders targeted at `nodeId`. */
   countPendingWorkOrders(nodeId: string): Promise<number>;
-  /** Up to `limit` pending pool orders (target.pool set, node_id empty), highest priority then oldest first. */
-  pendingPoolOrders(limit: number): Promise<WorkOrder[]>;
+  /** Up to `limit` pending pool orders (target.pool set, node_id empty), highest priority then oldest first; with `after`, those after it. */
+  pendingPoolOrders(limit: number, after?: Pick<WorkOrder, "priority" | "createdAt" | "id">): Promise<WorkOrder[]>;
   /**
    * How many work orders are stored, per status and type (only pairs with at least one order),
    * without reading them: what the metrics scrape asks.

@@ -111,9 +111,9 @@ export class FileWorkOrders extends OrderSteps implements S.WorkOrderStore {
     return this.index.countPending(nodeId);
   }
 
-  async pendingPoolOrders(limit: number): Promise<WorkOrder[]> {
+  async pendingPoolOrders(limit: number, after?: Pick<WorkOrder, "priority" | "createdAt" | "id">): Promise<WorkOrder[]> {
     this.core.ensureOpen();
-    return this.index.pendingPool(limit).map((o) => copyMessage(WorkOrderSchema, o));
+    return this.index.pendingPool(limit, after).map((o) => copyMessage(WorkOrderSchema, o));
   }
 
   async countWorkOrders(): Promise<S.WorkOrderCount[]> {

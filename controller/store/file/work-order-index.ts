@@ -10,6 +10,9 @@ import type { OrderDir } from "./store-paths.js";
 import { FINISHED_STATUSES } from "../../../common/order-status.js";
 
 const PAGE_TAG = "work-orders";
+
+/** Where a page of pending pool orders resumes: after the order with these (it need not be pending still). */
+type PoolOrderCursor = Pick<WorkOrder, "priority" | "createdAt" | "id">;
 const KEY_PATTERN = /^\d{21}\0[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** The stage directory an order with this status lives in. */
@@ -124,10 +127,11 @@ export class WorkOrderIndex {
     return this.pendingByNode.get(nodeId)?.first();
   }
 
-  /** Up to `limit` pending pool orders (held by no node), in the order nextPending takes them. */
-  pendingPool(limit: number): WorkOrder[] {
+  /** Up to `limit` pending pool orders (held by no node), in the order nextPending takes them; after `after`, when given. */
+  pendingPool(limit: number, after?: PoolOrderCursor): WorkOrder[] {
     const out: WorkOrder[] = [];
-    for (const [, o] of this.pendingByNode.get("")?.entries() ?? []) {
+    const from = after && pendingKey(after);
+    for (const [, o] of this.pendingByNode.get("")?.entries({ after: from }) ?? []) {
       if (out.length >= limit) break;
       if (o.target?.pool) out.push(o);
     }
@@ -197,10 +201,10 @@ function nodeOf(o: WorkOrder): string {
 }
 
 // Priority first (higher sorts first: the key holds 2^31-1 - priority), then the listing order.
-function pendingKey(o: WorkOrder): string {
+function pendingKey(o: PoolOrderCursor): string {
   return tupleKey(String(2147483647 - o.priority).padStart(10, "0"), orderKey(o));
 }
 
-function orderKey(o: WorkOrder): string {
+function orderKey(o: Pick<WorkOrder, "createdAt" | "id">): string {
   return tupleKey(timestampKey(o.createdAt), o.id);
 }

@@ -45,7 +45,7 @@ export function resourceColumns(r: Resource, body: string): unknown[] {
 export const RESOURCE_COLUMNS = "resource_type, id, sort_key, version, deleted, tenant_id, labels, phase, finished_at, body";
 
 /** A work order's listing key: (created_at, id). */
-export function orderKey(o: WorkOrder): string {
+export function orderKey(o: Pick<WorkOrder, "createdAt" | "id">): string {
   return tupleKey(timestampKey(o.createdAt), o.id);
 }
 

@@ -18,7 +18,7 @@ import { checkNewWorkOrder, OrderSteps, workOrderExists } from "../order-steps.j
 import { stepWrites } from "../store.js";
 import type * as S from "../store.js";
 import { checkId } from "../../base/id-checks.js";
-import { bodyOf, messageOf, ORDER_COLUMNS, orderColumns, params } from "./pg-records.js";
+import { bodyOf, messageOf, ORDER_COLUMNS, orderColumns, orderKey, params, toColumn } from "./pg-records.js";
 import { conditions, type PgDatabase } from "./pg-database.js";
 import { eventsIfWritten } from "./pg-events.js";
 import { beginEdits, editsIfWritten } from "./pg-resources.js";
@@ -103,11 +103,18 @@ export class PgWorkOrders extends OrderSteps implements S.WorkOrderStore {
     return rows[0]?.n ?? 0;
   }
 
-  async pendingPoolOrders(limit: number): Promise<WorkOrder[]> {
-    // A pool order waiting for its node has node_id ''; every other order names its node.
+  async pendingPoolOrders(limit: number, after?: Pick<WorkOrder, "priority" | "createdAt" | "id">): Promise<WorkOrder[]> {
+    // A pool order waiting for its node has node_id ''; every other order names its node. A page
+    // after `after` resumes in (priority DESC, sort_key) order.
+    const args: unknown[] = [WorkOrderStatus.PENDING, Math.max(0, Math.min(1000, Math.floor(limit)))];
+    let resume = "";
+    if (after) {
+      args.push(after.priority, toColumn(orderKey(after)));
+      resume = " AND (priority < $3 OR (priority = $3 AND sort_key > $4))";
+    }
     const { rows } = await this.db.query<{ body: unknown }>(
-      "SELECT body FROM work_orders WHERE node_id = '' AND status = $1 AND body->'target' ? 'pool' ORDER BY priority DESC, sort_key LIMIT $2",
-      [WorkOrderStatus.PENDING, Math.max(0, Math.min(1000, Math.floor(limit)))],
+      `SELECT body FROM work_orders WHERE node_id = '' AND status = $1 AND body->'target' ? 'pool'${resume} ORDER BY priority DESC, sort_key LIMIT $2`,
+      args,
     );
     return rows.map((r) => messageOf(WorkOrderSchema, r.body));
   }
