@@ -324,6 +324,43 @@ const COLUMNS: Record<ResourceType, Columns> = {
       ),
     ],
   },
+  agent_version: {
+    head: ["VERSION", "SHA256", "SIZE", "HERE", "NODES", "AGE"],
+    row: (r) => {
+      const v = spec(r, "agentVersion");
+      const s = status(r, "agentVersion");
+      return [
+        id(r),
+        (v?.sha256 ?? "").slice(0, 12) || "-",
+        String(v?.size ?? 0),
+        s?.available ? "yes" : "no",
+        String(s?.nodesRunning ?? 0),
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["NOTES"],
+    wide: (r) => [cut(spec(r, "agentVersion")?.notes ?? "", 60) || "-"],
+  },
+  agent_update: {
+    head: ["ID", "VERSION", "CURRENT", "ROLLOUT", "PAUSED", "AGE"],
+    row: (r) => {
+      const u = spec(r, "agentUpdate");
+      const s = status(r, "agentUpdate");
+      return [
+        id(r),
+        u?.version || "-",
+        s ? `${s.nodesCurrent}/${s.nodesSelected}` : "-",
+        s?.rolloutId || "-",
+        u?.paused ? "yes" : "no",
+        age(r.createdAt),
+      ];
+    },
+    wideHead: ["SELECTOR", "MESSAGE"],
+    wide: (r) => [
+      Object.keys(spec(r, "agentUpdate")?.nodeSelector ?? {}).length ? labels(spec(r, "agentUpdate")?.nodeSelector) : "(every node)",
+      cut(status(r, "agentUpdate")?.message ?? "", 60) || "-",
+    ],
+  },
 };
 
 /** The table of `resources` (all of `type`). */

@@ -20,6 +20,8 @@ export const CAPABILITY_MEANINGS = {
   "engine.inspect": "report the engine's facts, the projects the agent manages and their images (inspect)",
   "host.probe": "run a health check's probes from the host (health_check)",
   "host.files": "write files on the host and read them back (upload_files, a tenant's version sticker)",
+  "webhook.deliver": "deliver webhooks' events from the host to endpoints it reaches (deliver_webhook)",
+  "agent.update": "switch its own agent to another version under skippy-updater (update_agent)",
 } as const;
 
 /** A fixed capability name. */
@@ -67,6 +69,8 @@ export const ORDER_CAPABILITIES = {
   [WorkOrderType.EXEC_SERVICE]: "compose.deploy",
   [WorkOrderType.DEPLOY_CONTAINER]: "container.deploy",
   [WorkOrderType.CONTROL_CONTAINER]: "container.deploy",
+  [WorkOrderType.DELIVER_WEBHOOK]: "webhook.deliver",
+  [WorkOrderType.UPDATE_AGENT]: "agent.update",
 } as const satisfies { readonly [T in OrderType]: CapabilityName | typeof COMMAND_CAPABILITY };
 
 /**

@@ -55,6 +55,10 @@ export const ORDER_KINDS = {
   // an agent restart interrupted between the old container's stop and the new one's start finishes.
   [WorkOrderType.DEPLOY_CONTAINER]: { action: "deployContainer", afterRestart: "run again", readsOnly: false },
   [WorkOrderType.CONTROL_CONTAINER]: { action: "controlContainer", afterRestart: "run again", readsOnly: false },
+  // A receiver tells a repeated attempt by its delivery id (the signed headers name it).
+  [WorkOrderType.DELIVER_WEBHOOK]: { action: "deliverWebhook", afterRestart: "run again", readsOnly: false },
+  // Staging converges: a bundle already staged or running is not fetched again.
+  [WorkOrderType.UPDATE_AGENT]: { action: "updateAgent", afterRestart: "run again", readsOnly: false },
 } as const satisfies { readonly [T in OrderType]: OrderKind };
 
 /** The action member each order type carries (undefined: a desired state instead). */

@@ -137,6 +137,26 @@ export const RESOURCE_KINDS = {
   // (one owner each) and its placement crosses tenants. Its status per node is the process
   // reconciler's (controller/reconcile/process-pass.ts).
   process: kind({ case: "process", dir: "processes", tenant: "fleet", writes: { by: "api", order: 12 }, aliases: ["processes", "proc"] }),
+  // A version of the agent bundle the controller holds: the bytes under its data directory, the
+  // manifest signed with its key. Only an upload writes one.
+  agent_version: kind({
+    case: "agentVersion",
+    dir: "agent-versions",
+    tenant: "fleet",
+    writes: {
+      by: "controller",
+      why: "agent versions are uploaded bundles the controller signs: PUT /v1/agent-versions/{version}/skippy.mjs (skipper agent-version add FILE)",
+    },
+    aliases: ["agent-versions", "agentversion", "av"],
+  }),
+  // Which agent version the nodes it selects should run; the controller rolls it out.
+  agent_update: kind({
+    case: "agentUpdate",
+    dir: "agent-updates",
+    tenant: "fleet",
+    writes: { by: "api", order: 13 },
+    aliases: ["agent-updates", "agentupdate", "au"],
+  }),
 } as const;
 
 /** A resource kind's name as the API spells it (resource_type). */

@@ -52,5 +52,16 @@ export function executors(): ExecutorTable {
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
     [WorkOrderType.DEPLOY_CONTAINER]: deployContainer,
     [WorkOrderType.CONTROL_CONTAINER]: controlContainer,
+    // Contract skeleton: the executors of these two kinds land with their features (the webhook
+    // delivery and the self-update); until then this agent refuses them and reports neither
+    // capability, so the controller routes none here.
+    [WorkOrderType.DELIVER_WEBHOOK]: executorOf("deliverWebhook", () =>
+      Promise.resolve(
+        orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent does not deliver webhooks", performance.now(), { success: false }),
+      ),
+    ),
+    [WorkOrderType.UPDATE_AGENT]: executorOf("updateAgent", () =>
+      Promise.resolve(orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent cannot update itself", performance.now(), { success: false })),
+    ),
   };
 }

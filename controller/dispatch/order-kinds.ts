@@ -136,6 +136,14 @@ export const CONTROLLER_ORDER_KINDS: { readonly [T in OrderType]: AdHocKind<T> |
     check: checkControlContainer,
     summary: (a) => ({ container: a.name, operation: ContainerOperation[a.operation] ?? String(a.operation) }),
   },
+  [WorkOrderType.DELIVER_WEBHOOK]: {
+    queued: "by the reconciler",
+    instead: "the webhook worker queues deliveries of a subscription with a node_selector (CreateWebhook)",
+  },
+  [WorkOrderType.UPDATE_AGENT]: {
+    queued: "by the reconciler",
+    instead: "write an agent_update resource naming the agent_version the nodes should run (skipper agent-update set VERSION)",
+  },
 };
 
 /** The controller's facts of an order type; undefined for UNSPECIFIED or a number the contract does not have. */

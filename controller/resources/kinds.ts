@@ -10,6 +10,7 @@ import type { ResourceSpec } from "../../gen/skipper/v1/resource_pb.js";
 import { checkFreezeSpec, checkNodeSpec, checkSecretSpec, checkServiceSpec, checkTenantSpec, checkTenantRef } from "./resource-rules.js";
 import { secretRefsOf } from "./secret-refs.js";
 import { checkProcessModuleSpec } from "./process-rules.js";
+import { checkAgentUpdateSpec } from "./agent-update-rules.js";
 import { checkArtifactSpec, checkDeliverySpec, checkEnvironmentSpec, checkGitSourceSpec } from "./delivery-rules.js";
 
 /** One outgoing reference and the request field it came from. */
@@ -185,6 +186,16 @@ export const CONTROLLER_KINDS: { readonly [T in ResourceType]: ControllerKind<T>
   // The process reconciler (reconcile/process-pass.ts) has its own loop and writes its status;
   // uninstalling is not done (its versions stay on the nodes, stopped), so it holds no data.
   process: { check: checkProcessModuleSpec, wakes: "none", reconciled: false, holdsData: false },
+  // Written by an upload (boundary/agent-version-route.ts), which checks and signs the bundle.
+  agent_version: { check: "none", wakes: "none", reconciled: false, holdsData: false },
+  // The agent update pass (reconcile/agent-update-pass.ts) has its own loop and writes its status.
+  agent_update: {
+    check: checkAgentUpdateSpec,
+    references: (spec) => ref("agent_version", spec.version, "agent_update.version"),
+    wakes: "none",
+    reconciled: false,
+    holdsData: false,
+  },
 };
 
 /** Checks a spec's field rules, by its kind (INVALID_REQUEST naming the field). */
