@@ -22,7 +22,27 @@ export function checkRequest(req: CreateWorkOrderRequest, now: Date): AdHocKind<
   if (kind.queued !== "on request") {
     throw invalid(`${WorkOrderType[req.type]} orders come from the reconciler: ${kind.instead}`, { field: "type" });
   }
-  const tenant = kind.tenant;
+  checkCommon(req, now, kind.tenant);
+  checkActionOf(kind, req);
+  return kind;
+}
+
+/**
+ * The checks of an order the controller issues itself (queueControllerOrder): a kind only the
+ * controller queues (deliver_webhook, update_agent) is taken here, with the same target, action
+ * member and limits as a caller's; its action's content is the controller's own making.
+ */
+export function checkControllerRequest(req: CreateWorkOrderRequest, now: Date): void {
+  const kind = controllerOrderKind(req.type);
+  if (!kind) throw invalid(`unknown or unsupported work order type ${req.type}`, { field: "type" });
+  if (kind.queued === "on request") {
+    checkRequest(req, now);
+    return;
+  }
+  checkCommon(req, now, "none");
+}
+
+function checkCommon(req: CreateWorkOrderRequest, now: Date, tenant: "required" | "optional" | "none"): void {
   const action = ORDER_KINDS[req.type as OrderType].action!;
   checkNodeOrPool(req);
   const tenantId = req.target?.tenantId ?? "";
@@ -42,8 +62,6 @@ export function checkRequest(req: CreateWorkOrderRequest, now: Date): AdHocKind<
   if (req.expiresAt && timestampDate(req.expiresAt) <= now) throw invalid("expires_at must be in the future", { field: "expires_at" });
   if (req.maxAttempts < 0 || req.maxAttempts > 10) throw invalid("max_attempts must be 0-10", { field: "max_attempts" });
   if (Math.abs(req.priority) > 1_000_000) throw invalid("priority must be within ±1000000", { field: "priority" });
-  checkActionOf(kind, req);
-  return kind;
 }
 
 // One node (target.node_id), or a pool (target.pool: a selector, no node, no tenant: pool orders

@@ -15,7 +15,7 @@ import type { Store } from "../store/store.js";
 import type { Event } from "../../gen/skipper/v1/event_pb.js";
 import type { TargetRecords } from "../reconcile/target-records.js";
 import type { OrderFeed } from "./order-feed.js";
-import { buildOrder, checkRequest } from "./ad-hoc-order.js";
+import { buildOrder, checkControllerRequest, checkRequest } from "./ad-hoc-order.js";
 import { summaryOf } from "./order-kinds.js";
 import { checkTargets } from "./node-permits.js";
 import { resolveRollback } from "../reconcile/rollback-spec.js";
@@ -91,7 +91,7 @@ export async function queueControllerOrder(deps: QueueDeps, req: CreateWorkOrder
   const { store } = deps;
   const existing = await store.getWorkOrder(id);
   if (existing) return existing;
-  checkRequest(req, deps.now());
+  checkControllerRequest(req, deps.now());
   await checkTarget(store, req, false);
   const ids = { id, requestId: trace.requestId, correlationId: trace.correlationId, traceparent: trace.traceparent, now: deps.now() };
   const created = createdEvents(trace, "controller");
