@@ -256,7 +256,8 @@ export class WebhookWorker {
       outcome.text = outcome.text.replaceAll(url.href, url.host);
     }
     const next = this.afterAttempt(d, hook !== undefined, outcome, at);
-    if (nodeId !== undefined) next.lastNodeId = nodeId;
+    // The node whose agent made this attempt; none for the controller's own.
+    next.lastNodeId = nodeId ?? "";
     await this.deps.store.updateWebhookDelivery(next);
     const ok = next.state === WebhookDeliveryState.DELIVERED;
     this.deps.logger[ok ? "info" : "warn"](
