@@ -36,6 +36,7 @@ describe("webhooks delivered by agents (real agent processes)", () => {
   let tc: TestController;
   let receiver: Receiver | undefined;
   const agents: AgentProcess[] = [];
+  const tokens = new Map<string, string>();
   const admin = <S extends Parameters<TestController["client"]>[0]>(s: S) => tc.client(s, { admin: true });
 
   beforeAll(async () => {
@@ -49,6 +50,7 @@ describe("webhooks delivered by agents (real agent processes)", () => {
       [SITE_B, "b"],
     ] as const) {
       const { token } = await admin(NodeService).registerNode({ nodeId: id, labels: { site } });
+      tokens.set(id, token);
       await mkdir(join(root, id, "work"), { recursive: true });
       agents.push(
         startAgentProcess({
@@ -146,6 +148,12 @@ describe("webhooks delivered by agents (real agent processes)", () => {
       expect(order.target!.nodeId).toBe(SITE_B);
       expect(order.result!.details!.webhook).toMatchObject({ status: 200, response: "ok" });
       expect(toJsonString(WorkOrderSchema, order)).not.toContain(PATH_TOKEN);
+    }
+    // The URL goes only to the claim holder while it holds the claim: not to the other node, not after the end.
+    const order = `whk-${ds[0]!.id}-${ds[0]!.attempts}`;
+    for (const node of [SITE_A, SITE_B]) {
+      const asked = tc.client(WorkOrderService, { token: tokens.get(node)! }).getWorkOrderSecrets({ id: order, fencingToken: 1n });
+      await expect(asked, node).rejects.toThrow();
     }
     expect(await filesContaining(tc.dataDir, PATH_TOKEN)).toEqual([]);
     expect(await filesContaining(tc.dataDir, SECRET)).toEqual([]);
