@@ -4,10 +4,10 @@
 // site=b gets its events delivered by the site=b agent: signed (the receiver's check passes with
 // the shared secret), each delivery's last_node_id the site=b node, each delivery id seen once by
 // the receiver, and its URL in no order, event, file or agent log. A receiver answering 500 then
-// 200 gets the retry through the agent. A subscription whose selector matches no node fails each
-// attempt with the reason, is retried, and is dead-lettered at the end of its retry period. Every
-// wait is for observed progress.
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+// 200 gets the retry through the agent (set up, listed and switched back with the CLI). A
+// subscription whose selector matches no node fails each attempt with the reason, is retried, and
+// is dead-lettered at the end of its retry period. Every wait is for observed progress.
+import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, toJsonString } from "@bufbuild/protobuf";
@@ -19,7 +19,8 @@ import { WebhookDeliveryState, WebhookService, type WebhookDelivery } from "../g
 import { WorkOrderSchema, WorkOrderStatus, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { startController, type TestController } from "./helpers/controller.js";
+import { run } from "../cli/program.js";
+import { ADMIN_TOKEN, startController, type TestController } from "./helpers/controller.js";
 import { filesContaining } from "./helpers/files.js";
 import { startAgentProcess, waitFor, type AgentProcess, type ControllerProcess } from "./helpers/processes.js";
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
@@ -161,12 +162,42 @@ describe("webhooks delivered by agents (real agent processes)", () => {
     await admin(WebhookService).deleteWebhook({ id: hook.id });
   });
 
-  it("a receiver answering 500 and then 200 gets the retry, through the same site", async () => {
+  /** One `skipper` command line, in this process, as the admin; its output once it exited 0. */
+  async function skipper(args: string[], input = ""): Promise<{ stdout: string; stderr: string }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const env = {
+      XDG_CONFIG_HOME: join(root, "cli"),
+      SKIPPER_SERVER: tc.url,
+      SKIPPER_CA_FILE: join(tc.dataDir, "tls", "ca.crt"),
+      SKIPPER_TOKEN: ADMIN_TOKEN,
+    };
+    const code = await run(args, { out: (t) => out.push(t), err: (t) => err.push(t), color: false, env, readStdin: async () => input });
+    expect(code, `skipper ${args.join(" ")}\n${out.join("\n")}\n${err.join("\n")}`).toBe(0);
+    return { stdout: out.join("\n"), stderr: err.join("\n") };
+  }
+
+  it("a receiver answering 500 and then 200 gets the retry, through the same site (set up with the CLI)", async () => {
     receiver = await startReceiver();
     receiver.answer = (n) => (n === 0 ? 500 : 200);
-    const hook = await subscribe(receiver, "b");
+    const ca = join(root, "receiver-ca.crt");
+    await writeFile(ca, receiver.caPem);
+    const args = ["webhook", "create", receiver.url, "--event", "resource.created", "--receiver-ca-file", ca, "--allow-private-network"];
+    const made = await skipper([...args, "--node-selector", "site=b", "--secret-stdin"], SECRET);
+    expect(made.stderr).toMatch(/delivered by an agent of a node with site=b\.$/);
+    const id = /Webhook (\S+) to /.exec(made.stderr)![1]!;
+    expect((await skipper(["webhook", "list"])).stdout).toMatch(
+      new RegExp(`^${id}\\s+\\S+\\s+resource\\.created\\s+-\\s+site=b\\s+no\\s+`, "m"),
+    );
     await tenants("wh-agent-retry");
-    const [d] = await deliveriesWhen(hook.id, (x) => x[0]!.state === WebhookDeliveryState.DELIVERED);
+    const [d] = await deliveriesWhen(id, (x) => x[0]!.state === WebhookDeliveryState.DELIVERED);
+    const table = (await skipper(["webhook", "deliveries", id])).stdout;
+    expect(table).toMatch(new RegExp(`^${d!.id}\\s+resource\\.created\\s+DELIVERED\\s+\\d+\\s+200\\s+${SITE_B}\\s+`, "m"));
+    // No selector: the controller delivers again.
+    expect((await skipper(["webhook", "node-selector", id])).stdout).toBe(
+      `Webhook ${id} to ${new URL(receiver.url).host} is delivered by the controller.`,
+    );
+    expect((await admin(WebhookService).getWebhook({ id })).webhook!.nodeSelector).toEqual({});
     expect(d).toMatchObject({ lastNodeId: SITE_B, lastStatus: 200 });
     expect(d!.attempts).toBeGreaterThanOrEqual(2);
     expect(receiver.received.map((r) => r.status)).toEqual([500, 200]);
@@ -174,7 +205,7 @@ describe("webhooks delivered by agents (real agent processes)", () => {
     const first = (await admin(WorkOrderService).getWorkOrder({ id: `whk-${d!.id}-1` })).workOrder!;
     expect(first.status).toBe(WorkOrderStatus.FAILED);
     expect(first.result!.details!.webhook).toMatchObject({ status: 500, response: "receiver says no (500)" });
-    await admin(WebhookService).deleteWebhook({ id: hook.id });
+    await skipper(["webhook", "delete", id]);
   });
 
   it("a selector no node matches: each attempt fails saying so, is retried, and the delivery is dead-lettered", async () => {

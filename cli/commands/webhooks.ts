@@ -264,13 +264,15 @@ function registerDeliveries(webhook: Command, ctx: CommandContext): void {
       if (items.length === 0) return ctx.io.err(`No deliveries${opts.state ? ` ${opts.state}` : ""} for webhook ${webhookId}.`);
       ctx.io.out(
         table(
-          ["ID", "EVENT", "STATE", "ATTEMPTS", "LAST STATUS", "CREATED", "LAST FAILURE"],
+          ["ID", "EVENT", "STATE", "ATTEMPTS", "LAST STATUS", "NODE", "CREATED", "LAST FAILURE"],
           items.map((d) => [
             d.id,
             d.eventType,
             enumName(WebhookDeliveryState, d.state),
             String(d.attempts),
             d.lastStatus ? String(d.lastStatus) : "-",
+            // The node whose agent made the last attempt; "-" when the controller made it.
+            d.lastNodeId || "-",
             when(d.createdAt),
             cut(d.lastFailure, 50) || "-",
           ]),
