@@ -27,6 +27,8 @@ function runsAll(c: string, hasExecutor: (type: WorkOrderType) => boolean): bool
 export function agentCapabilities(caps: NodeCapabilities, hasExecutor = runsHere): string[] {
   const out = derivedCapabilities(caps).filter((c) => runsAll(c, hasExecutor));
   if (caps.dockerAvailable) out.push("exec.terminal");
+  // Every agent can POST from its host; an SSH node's table refuses deliver_webhook, so it does not.
+  if (runsAll("webhook.deliver", hasExecutor)) out.push("webhook.deliver");
   return out.filter((c) => c !== "process.systemd" || systemdUsable()).sort();
 }
 

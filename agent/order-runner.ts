@@ -166,6 +166,7 @@ export class OrderRunner {
         signal: cancel.signal,
         lease: lease.signal,
         secrets: () => this.orderSecrets(order),
+        webhookUrl: async () => (await this.askSecrets(order)).webhookUrl,
       });
     } catch (e) {
       log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");
@@ -193,15 +194,20 @@ export class OrderRunner {
 
   /** The secret values of a claimed order's project, asked for under its claim; kept in memory only. */
   private async orderSecrets(order: WorkOrder): Promise<ProjectSecrets> {
-    const res = await this.deps.clients.orders.getWorkOrderSecrets(
-      { id: order.id, fencingToken: order.claim?.fencingToken ?? 0n },
-      this.deps.spans.call(order),
-    );
+    const res = await this.askSecrets(order);
     return {
       env: { ...res.env },
       files: { ...res.files },
       registries: res.registries.map((r) => ({ registry: r.registry, username: r.username, password: r.password })),
     };
+  }
+
+  /** GetWorkOrderSecrets under the order's claim: what the controller hands its holder. */
+  private askSecrets(order: WorkOrder) {
+    return this.deps.clients.orders.getWorkOrderSecrets(
+      { id: order.id, fencingToken: order.claim?.fencingToken ?? 0n },
+      this.deps.spans.call(order),
+    );
   }
 }
 

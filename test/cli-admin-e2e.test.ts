@@ -167,7 +167,7 @@ describe("the CLI's administration commands against a controller", () => {
     const id = /Webhook (\S+) to 127\.0\.0\.1:9 created for deployment\.\*/.exec(made.stderr)?.[1];
     expect(id, show(made)).toBeDefined();
     const listed = await ok(["webhook", "list"]);
-    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+127\\.0\\.0\\.1:9\\s+deployment\\.\\*\\s+-\\s+no\\s+`, "m"));
+    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+127\\.0\\.0\\.1:9\\s+deployment\\.\\*\\s+-\\s+-\\s+no\\s+`, "m"));
     expect(listed.stdout + listed.stderr).not.toContain("T0k3n");
     expect((await ok(["webhook", "pause", id!])).stdout).toBe(`Webhook ${id} to 127.0.0.1:9 paused.`);
     expect(JSON.parse((await ok(["webhook", "get", id!, "-o", "json"])).stdout).paused).toBe(true);

@@ -110,10 +110,13 @@ describe("capability names", () => {
       "exec.terminal",
       "host.files",
       "host.probe",
+      "webhook.deliver",
     ]);
     expect(agentCapabilities(caps, (t) => t !== WorkOrderType.ROLLBACK)).not.toContain("compose.rollback");
+    // Every agent POSTs from its host; one whose table does not run deliver_webhook does not say so.
+    expect(agentCapabilities(caps, (t) => t !== WorkOrderType.DELIVER_WEBHOOK)).not.toContain("webhook.deliver");
     expect(agentCapabilities(caps, (t) => t !== WorkOrderType.READ_STICKER)).not.toContain("host.files");
-    expect(agentCapabilities(create(NodeCapabilitiesSchema, {}))).toEqual(["host.files", "host.probe"]);
+    expect(agentCapabilities(create(NodeCapabilitiesSchema, {}))).toEqual(["host.files", "host.probe", "webhook.deliver"]);
     const commands = create(NodeCapabilitiesSchema, { allowedCommands: ["true"], allowedProcessSources: ["/opt"], systemd: true });
     expect(agentCapabilities(commands, (t) => t !== WorkOrderType.EXECUTE_COMMAND)).not.toContain("command.true");
     // systemd supervision goes with deploying processes at all.
@@ -128,7 +131,7 @@ describe("capability names", () => {
       allowedProcessSources: ["/opt"],
     });
     const reported = agentCapabilities(caps, (t) => SSH_ORDER_TYPES.has(t as OrderType));
-    for (const refused of ["host.files", "host.probe", "container.deploy", "process.deploy", "command.true"]) {
+    for (const refused of ["host.files", "host.probe", "container.deploy", "process.deploy", "command.true", "webhook.deliver"]) {
       expect(reported).not.toContain(refused);
     }
     expect(reported).toEqual(expect.arrayContaining(["compose.deploy", "compose.rollback", "engine.inspect"]));

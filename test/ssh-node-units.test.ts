@@ -253,14 +253,22 @@ describe("an SSH node reports only what its table runs", () => {
   it("no container.deploy (refused there) and no exec.terminal (no session carries a terminal); Compose it runs", async () => {
     const all = executors();
     const ssh = await reported((t) => sshRuns(all, t));
-    // Compose and inspect run over the engine bridge; host files and probes would run on the relay: absent.
+    // Compose and inspect run over the engine bridge; host files, probes and webhook deliveries would run on the relay: absent.
     expect(ssh.polled).toEqual(["compose.deploy", "compose.rollback", "engine.inspect"]);
     // The refused kinds count as absent even though the table holds a (refusing) executor for them.
     expect(sshRuns(all, WorkOrderType.DEPLOY_CONTAINER)).toBe(false);
     expect(sshRuns(all, WorkOrderType.DEPLOY_SERVICE)).toBe(true);
     // An agent of its own reports container.deploy; exec.terminal only on its session.
     const own = await reported();
-    const host = ["compose.deploy", "compose.rollback", "container.deploy", "engine.inspect", "host.files", "host.probe"];
+    const host = [
+      "compose.deploy",
+      "compose.rollback",
+      "container.deploy",
+      "engine.inspect",
+      "host.files",
+      "host.probe",
+      "webhook.deliver",
+    ];
     expect(own.polled).toEqual(host);
     expect(own.onSession).toEqual([...host, "exec.terminal"].sort());
   });

@@ -82,6 +82,35 @@ export function describeWebhookConformance(current: () => Store, reopen: () => P
       expect(await store.getWebhookDelivery("gone")).toBeUndefined();
     });
 
+    it("a subscription's node_selector and a delivery's attempt in flight are kept, across a reopen", async () => {
+      const store = current();
+      const agents = hook("wh1");
+      agents.webhook.nodeSelector = { site: "b", zone: "1" };
+      await store.putWebhook(agents);
+      await store.enqueueWebhookDeliveries([delivery("d1", "wh1", 0), delivery("d2", "wh1", 5)]);
+      expect((await store.getWebhookDelivery("d1"))!.attemptOrderId).toBeUndefined();
+      // The attempt's order is remembered with the delivery, in the same write.
+      const d1 = (await store.getWebhookDelivery("d1"))!.delivery;
+      d1.lastNodeId = "node-b1";
+      expect(await store.updateWebhookDelivery(d1, "whk-d1-1")).toBe(true);
+      const read = async () => [await store.getWebhookDelivery("d1"), (await store.dueWebhookDeliveries(at(10), 10))[0]];
+      for (const r of await read()) expect(r).toMatchObject({ attemptOrderId: "whk-d1-1", delivery: { id: "d1", lastNodeId: "node-b1" } });
+      expect((await store.listWebhookDeliveries({})).items.map((r) => r.attemptOrderId)).toEqual(["whk-d1-1", undefined]);
+      if (await reopen()) {
+        const again = current();
+        expect((await again.getWebhookDelivery("d1"))!.attemptOrderId).toBe("whk-d1-1");
+        expect((await again.getWebhook("wh1"))!.webhook.nodeSelector).toEqual({ site: "b", zone: "1" });
+      }
+      const store2 = current();
+      expect((await store2.getWebhook("wh1"))!.webhook.nodeSelector).toEqual({ site: "b", zone: "1" });
+      // Its outcome recorded: no attempt in flight any more.
+      const done = (await store2.getWebhookDelivery("d1"))!.delivery;
+      done.state = WebhookDeliveryState.DELIVERED;
+      expect(await store2.updateWebhookDelivery(done)).toBe(true);
+      expect((await store2.getWebhookDelivery("d1"))!.attemptOrderId).toBeUndefined();
+      expect((await store2.getWebhookDelivery("d1"))!.delivery.lastNodeId).toBe("node-b1");
+    });
+
     it("deliveries list by creation, filtered and paged; due ones come earliest first", async () => {
       const store = current();
       await store.putWebhook(hook("wh1"));

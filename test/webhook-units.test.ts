@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WebhookDeliveryState } from "../gen/skipper/v1/webhook_service_pb.js";
+import type { WorkOrder } from "../gen/skipper/v1/work_order_pb.js";
 import { createLogger } from "../common/logging/logger.js";
 import { recordEvents } from "../controller/events/event-recorder.js";
 import { FileStore } from "../controller/store/file/file-store.js";
@@ -72,6 +73,8 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
   const { logger } = createLogger({ service: "test", stdout: false, level: "error" });
   let answers: number[];
   let sent: SendRequest[];
+  const published: WorkOrder[] = [];
+  const feed = { publish: (o: WorkOrder) => published.push(o) };
   const send = async (req: SendRequest): Promise<AttemptOutcome> => {
     sent.push(req);
     const status = answers.shift() ?? 200;
@@ -83,6 +86,7 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
       keyRing,
       logger,
       now,
+      feed,
       send,
       random: () => 1,
       settings: { backoffBaseMs: 100, backoffCapMs: 1000, retryForMs },
@@ -164,6 +168,7 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
       keyRing,
       logger,
       now,
+      feed,
       send: (req) =>
         req.url.host === "hangs.example" ? new Promise((resolve) => hanging.push(() => resolve({ status: 200, text: "" }))) : send(req),
     });
@@ -205,6 +210,7 @@ describe.each(BACKENDS)("the webhook worker on the %s store", (backend) => {
       keyRing,
       logger,
       now,
+      feed,
       send: (req) => {
         sent.push(req);
         return new Promise((resolve) => (answer = () => resolve({ status: 200, text: "ok" })));

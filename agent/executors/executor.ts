@@ -55,6 +55,8 @@ export interface ExecContext {
   lease?: AbortSignal;
   /** Asks the controller for the secret values of the order's project, under the order's claim. */
   secrets?: SecretSource;
+  /** deliver_webhook: asks the controller for the subscription's URL, under the order's claim. */
+  webhookUrl?: () => Promise<string>;
 }
 
 type ActionKind = WorkOrderAction["kind"];

@@ -9,6 +9,7 @@ import { deployContext } from "./deploy-context.js";
 import { deployProcess } from "./deploy-process.js";
 import { sourceRefusal } from "./deploy-processes.js";
 import { deployService } from "./deploy-service.js";
+import { deliverWebhook } from "./deliver-webhook.js";
 import { executeCommand } from "./execute-command.js";
 import { execService } from "./exec-service.js";
 import type { ExecutorTable } from "./executor-table.js";
@@ -52,14 +53,9 @@ export function executors(): ExecutorTable {
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
     [WorkOrderType.DEPLOY_CONTAINER]: deployContainer,
     [WorkOrderType.CONTROL_CONTAINER]: controlContainer,
-    // Contract skeleton: the executors of these two kinds land with their features (the webhook
-    // delivery and the self-update); until then this agent refuses them and reports neither
-    // capability, so the controller routes none here.
-    [WorkOrderType.DELIVER_WEBHOOK]: executorOf("deliverWebhook", () =>
-      Promise.resolve(
-        orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent does not deliver webhooks", performance.now(), { success: false }),
-      ),
-    ),
+    [WorkOrderType.DELIVER_WEBHOOK]: deliverWebhook,
+    // Contract skeleton: the self-update's executor lands with its feature; until then this agent
+    // refuses it and does not report agent.update, so the controller routes none here.
     [WorkOrderType.UPDATE_AGENT]: executorOf("updateAgent", () =>
       Promise.resolve(orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent cannot update itself", performance.now(), { success: false })),
     ),

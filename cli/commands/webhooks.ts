@@ -2,7 +2,8 @@
 // only). The URL must be https:// (http:// is refused) and is a secret: the API shows its host
 // only. create prints a generated shared secret once on stdout; list, get and deliveries show
 // delivery status; pause and resume stop and restart the sending (deliveries keep queueing);
-// redeliver queues a delivery again.
+// redeliver queues a delivery again. --node-selector has a subscription's deliveries made by an
+// agent of a node with those labels (endpoints only that node's network reaches).
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import {
@@ -15,7 +16,7 @@ import {
 import { calls } from "../command-rpcs.js";
 import type { CommandContext } from "../command-context.js";
 import { CliError } from "../errors.js";
-import { collect, countFlag } from "../flags.js";
+import { collect, countFlag, labelFlags } from "../flags.js";
 import { asJson, cut, documents, enumName, outputFormat, table, when } from "../output.js";
 
 /** `skipper webhook` (create, list, get, pause, resume, delete, deliveries, redeliver). */
@@ -27,6 +28,7 @@ export function registerWebhooks(program: Command, ctx: CommandContext): void {
   registerCreate(webhook, ctx);
   registerRead(webhook, ctx);
   registerPause(webhook, ctx);
+  registerNodeSelector(webhook, ctx);
   registerDelete(webhook, ctx);
   registerDeliveries(webhook, ctx);
 }
@@ -38,6 +40,7 @@ interface CreateOptions {
   secretStdin?: boolean;
   receiverCaFile?: string;
   allowPrivateNetwork?: boolean;
+  nodeSelector: string[];
 }
 
 // `webhook create`: a subscription; a generated secret once on stdout.
@@ -52,6 +55,12 @@ function registerCreate(webhook: Command, ctx: CommandContext): void {
     .option("--secret-stdin", "read the shared secret (16+ characters) from stdin instead of generating one")
     .option("--receiver-ca-file <file>", "the CA that signs the receiver's certificate, when no public CA does")
     .option("--allow-private-network", "let deliveries go to loopback, private and link-local addresses")
+    .option(
+      "--node-selector <key=value>",
+      "deliver through an agent of a node with these labels, from its network (repeatable, or k=v,k2=v2)",
+      collect,
+      [],
+    )
     .addHelpText(
       "after",
       `
@@ -60,7 +69,8 @@ Each event is POSTed with x-skipper-signature: t=<unix seconds>,v1=<hex HMAC-SHA
 
 Examples:
   $ skipper webhook create https://hooks.example.com/skipper/T0k3n --event 'deployment.*' --event node.offline > hook.secret
-  $ skipper webhook create https://10.0.0.5/hook --allow-private-network --receiver-ca-file internal-ca.crt --tenant shop`,
+  $ skipper webhook create https://10.0.0.5/hook --allow-private-network --receiver-ca-file internal-ca.crt --tenant shop
+  $ skipper webhook create https://ci.internal/hook --allow-private-network --node-selector site=b`,
     )
     .action(async (url: string, opts: CreateOptions) => {
       if (!/^https:\/\//i.test(url)) {
@@ -87,9 +97,11 @@ Examples:
         secret,
         caPem,
         allowPrivateNetwork: opts.allowPrivateNetwork ?? false,
+        nodeSelector: selectorFlags(opts.nodeSelector),
       });
       const w = res.webhook!;
-      ctx.io.err(`Webhook ${w.id} to ${w.urlHost} created for ${w.eventTypes.join(", ")}${w.tenantId ? ` of ${w.tenantId}` : ""}.`);
+      const via = selectorText(w) === "-" ? "" : `, delivered by an agent of a node with ${selectorText(w)}`;
+      ctx.io.err(`Webhook ${w.id} to ${w.urlHost} created for ${w.eventTypes.join(", ")}${w.tenantId ? ` of ${w.tenantId}` : ""}${via}.`);
       if (res.secret) {
         ctx.io.err("Its shared secret follows on stdout, shown only now.");
         ctx.io.out(res.secret);
@@ -120,7 +132,7 @@ function registerRead(webhook: Command, ctx: CommandContext): void {
       if (hooks.length === 0) return ctx.io.err("No webhooks.");
       ctx.io.out(
         table(
-          ["ID", "HOST", "EVENTS", "TENANT", "PAUSED", "BACKLOG", "DEAD", "LAST SUCCESS", "LAST FAILURE"],
+          ["ID", "HOST", "EVENTS", "TENANT", "NODES", "PAUSED", "BACKLOG", "DEAD", "LAST SUCCESS", "LAST FAILURE"],
           hooks.map((w) => webhookRow(w)),
         ),
       );
@@ -148,12 +160,46 @@ function webhookRow(w: Webhook): string[] {
     w.urlHost,
     w.eventTypes.join(","),
     w.tenantId || "-",
+    selectorText(w),
     w.paused ? "yes" : "no",
     String(s?.backlog ?? 0n),
     String(s?.deadLettered ?? 0n),
     when(s?.lastSuccessAt),
     s?.lastFailure ? `${when(s.lastFailureAt)} ${cut(s.lastFailure, 40)}` : "-",
   ];
+}
+
+// Who delivers: "-" (the controller) or the node selector, k=v,k2=v2.
+function selectorText(w: Webhook): string {
+  const pairs = Object.entries(w.nodeSelector)
+    .map(([k, v]) => `${k}=${v}`)
+    .sort();
+  return pairs.length > 0 ? pairs.join(",") : "-";
+}
+
+// --node-selector flags, each key=value or a comma-separated list of them.
+function selectorFlags(flags: string[]): Record<string, string> {
+  return labelFlags(
+    flags.flatMap((f) => f.split(",")).filter((f) => f.trim() !== ""),
+    "--node-selector",
+  );
+}
+
+// `webhook node-selector`: which nodes' agents deliver (UpdateWebhook's node_selector).
+function registerNodeSelector(webhook: Command, ctx: CommandContext): void {
+  const cmd = webhook
+    .command("node-selector")
+    .argument("<id>", "the subscription's id")
+    .argument("[labels...]", "key=value labels of the nodes whose agents deliver; none: the controller delivers again")
+    .description("have a subscription's deliveries made by an agent of a node with these labels (or by the controller)")
+    .addHelpText("after", "\nExamples:\n  $ skipper webhook node-selector 3f9c2a1b site=b\n  $ skipper webhook node-selector 3f9c2a1b")
+    .action(async (id: string, labels: string[]) => {
+      const nodeSelector = { labels: selectorFlags(labels) };
+      const w = (await ctx.clients().webhooks.updateWebhook({ id, nodeSelector })).webhook!;
+      const who = selectorText(w) === "-" ? "the controller" : `an agent of a node with ${selectorText(w)}`;
+      ctx.io.out(`Webhook ${w.id} to ${w.urlHost} is delivered by ${who}.`);
+    });
+  calls(cmd, WebhookService.method.updateWebhook);
 }
 
 // `webhook pause|resume`: stop or restart the sending (UpdateWebhook's paused).
@@ -218,13 +264,15 @@ function registerDeliveries(webhook: Command, ctx: CommandContext): void {
       if (items.length === 0) return ctx.io.err(`No deliveries${opts.state ? ` ${opts.state}` : ""} for webhook ${webhookId}.`);
       ctx.io.out(
         table(
-          ["ID", "EVENT", "STATE", "ATTEMPTS", "LAST STATUS", "CREATED", "LAST FAILURE"],
+          ["ID", "EVENT", "STATE", "ATTEMPTS", "LAST STATUS", "NODE", "CREATED", "LAST FAILURE"],
           items.map((d) => [
             d.id,
             d.eventType,
             enumName(WebhookDeliveryState, d.state),
             String(d.attempts),
             d.lastStatus ? String(d.lastStatus) : "-",
+            // The node whose agent made the last attempt; "-" when the controller made it.
+            d.lastNodeId || "-",
             when(d.createdAt),
             cut(d.lastFailure, 50) || "-",
           ]),

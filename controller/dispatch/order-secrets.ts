@@ -3,7 +3,8 @@
 // node asks for them when it applies the order, with its claim's fencing token, and gets them
 // opened from the tenant's secret resources as they are now. A value changed since the order was
 // issued comes in its new version (and a new order follows, since the version is in the spec
-// hash); one removed since is refused, and the order fails rather than run without it.
+// hash); one removed since is refused, and the order fails rather than run without it. A
+// deliver_webhook order's secret is its subscription's URL (webhook_url), opened the same way.
 import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { RegistryCredentialSchema, type RegistryCredential, type SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
@@ -14,11 +15,14 @@ import { REDACTED } from "../../common/logging/redact.js";
 import { openSecretValue } from "../resources/secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { Store } from "../store/store.js";
+import { webhookUrlContext } from "../store/webhook-records.js";
 
 export interface OrderSecrets {
   env: Record<string, string>;
   files: Record<string, string>;
   registries: RegistryCredential[];
+  /** deliver_webhook: the subscription's URL ("" for other orders). */
+  webhookUrl: string;
   /** "secret_id/key" of every value handed out, for the audit trail. */
   opened: string[];
 }
@@ -48,7 +52,12 @@ export async function resolveOrderSecrets(store: Store, ring: SecretKeyRing, ord
     }
     return { id: r.id, spec: r.desiredState.kind.value };
   };
-  const out: OrderSecrets = { env: {}, files: {}, registries: [], opened: [] };
+  const out: OrderSecrets = { env: {}, files: {}, registries: [], webhookUrl: "", opened: [] };
+  const hook = await webhookUrlOf(store, ring, order);
+  if (hook) {
+    out.webhookUrl = hook.url;
+    out.opened.push(`webhook/${hook.webhookId}/url`);
+  }
   const open = async ({ secretId, key }: Pick<SecretKeyRef, "secretId" | "key">, field: string) => {
     const s = await secretOf(secretId, field);
     const value = openSecretValue(ring, s.id, s.spec, key);
@@ -69,6 +78,18 @@ export async function resolveOrderSecrets(store: Store, ring: SecretKeyRing, ord
   return out;
 }
 
+/**
+ * The URL of the subscription a deliver_webhook order delivers for, opened (undefined for other
+ * orders). A subscription deleted since is refused: the attempt fails rather than go anywhere.
+ */
+async function webhookUrlOf(store: Store, ring: SecretKeyRing, order: WorkOrder): Promise<{ webhookId: string; url: string } | undefined> {
+  if (order.action?.kind.case !== "deliverWebhook") return undefined;
+  const webhookId = order.action.kind.value.webhookId;
+  const r = await store.getWebhook(webhookId);
+  if (!r) throw conflict(`webhook ${webhookId} was deleted`, { reason: "WEBHOOK_UNAVAILABLE", webhook_id: webhookId });
+  return { webhookId, url: ring.open(r.sealedUrl, webhookUrlContext(webhookId)).toString("utf8") };
+}
+
 function unavailable(message: string, secretId: string) {
   return conflict(message, { reason: "SECRET_UNAVAILABLE", secret_id: secretId });
 }
@@ -80,6 +101,9 @@ function unavailable(message: string, secretId: string) {
  * since blanking them would blank ordinary text.
  */
 export async function valuesHandedTo(store: Store, ring: SecretKeyRing, order: WorkOrder): Promise<string[]> {
+  // A deliver_webhook order's URL: an agent's error text may quote it.
+  const hook = await webhookUrlOf(store, ring, order).catch(() => undefined);
+  if (hook) return [hook.url];
   const ds = order.desiredState;
   const project = ds?.composeProject;
   const refs: Pick<SecretKeyRef, "secretId" | "key">[] = [

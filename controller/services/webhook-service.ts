@@ -26,6 +26,7 @@ export function webhookService(deps: ServiceDeps): ServiceImpl<typeof WebhookSer
         secret: req.secret,
         caPem: req.caPem,
         allowPrivateNetwork: req.allowPrivateNetwork,
+        nodeSelector: req.nodeSelector,
       });
       callInfo(ctx).audit.target = `webhook/${created.webhook.id}`;
       return { meta: responseMeta(ctx), webhook: created.webhook, secret: created.secret };
@@ -50,6 +51,8 @@ export function webhookService(deps: ServiceDeps): ServiceImpl<typeof WebhookSer
         secret: req.secret,
         caPem: req.caPem,
         allowPrivateNetwork: req.allowPrivateNetwork,
+        // Present replaces (empty: the controller delivers again); absent leaves it.
+        nodeSelector: req.nodeSelector?.labels,
       });
       return { meta: responseMeta(ctx), webhook };
     },

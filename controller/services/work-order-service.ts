@@ -109,7 +109,13 @@ export function workOrderService(deps: ServiceDeps): ServiceImpl<typeof WorkOrde
       const secrets = await resolveOrderSecrets(store, deps.keyRing, order);
       // Audited (audit-policy.ts): the entry names the order, whose desired_state.secret_uses lists
       // the values and versions; the values are never on record.
-      return { meta: responseMeta(ctx), env: secrets.env, files: secrets.files, registries: secrets.registries };
+      return {
+        meta: responseMeta(ctx),
+        env: secrets.env,
+        files: secrets.files,
+        registries: secrets.registries,
+        webhookUrl: secrets.webhookUrl,
+      };
     },
 
     async reportWorkOrderResult(req, ctx) {

@@ -191,6 +191,8 @@ export interface WebhookRecord {
 export interface WebhookDeliveryRecord {
   delivery: WebhookDelivery;
   event: JsonObject;
+  /** The work order of an agent's attempt in flight (node_selector); absent: none. Not in the API. */
+  attemptOrderId?: string;
 }
 
 /** Filter of delivery listings (ordered by (created_at, id)). */
@@ -457,14 +459,11 @@ export interface WebhookStore {
   listWebhooks(): Promise<WebhookRecord[]>;
   /** Removes a subscription and its deliveries; false when it did not exist. */
   deleteWebhook(id: string): Promise<boolean>;
-  /**
-   * Stores the deliveries whose id is not stored yet (an id already there, in any state, is left
-   * as it is: queueing the same event again is a no-op). Returns how many were new.
-   */
+  /** Stores the deliveries whose id is not stored yet (queueing an event again is a no-op); returns how many were new. */
   enqueueWebhookDeliveries(records: WebhookDeliveryRecord[]): Promise<number>;
   getWebhookDelivery(id: string): Promise<WebhookDeliveryRecord | undefined>;
-  /** Replaces a stored delivery (an attempt's outcome, a redelivery); false (nothing written) when it is gone. */
-  updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean>;
+  /** Replaces a stored delivery and its attempt in flight (absent: none), in one write; false when it is gone. */
+  updateWebhookDelivery(delivery: WebhookDelivery, attemptOrderId?: string): Promise<boolean>;
   /** Deliveries ordered by (created_at, id). */
   listWebhookDeliveries(filter: WebhookDeliveryFilter): Promise<Page<WebhookDeliveryRecord>>;
   /** Up to `limit` pending deliveries whose next attempt is due at `now`, earliest first, except those of `skipWebhookIds`. */

@@ -35,13 +35,21 @@ export function decodeWebhook(o: JsonObject): WebhookRecord {
 
 /** webhooks/deliveries/<id>.json */
 export function encodeDelivery(r: WebhookDeliveryRecord): JsonObject {
-  return { delivery: toJson(WebhookDeliverySchema, r.delivery, OPTS), event: r.event };
+  return {
+    delivery: toJson(WebhookDeliverySchema, r.delivery, OPTS),
+    event: r.event,
+    ...(r.attemptOrderId ? { attempt_order_id: r.attemptOrderId } : {}),
+  };
 }
 
 /** Parses a delivery record; throws on a malformed one. */
 export function decodeDelivery(o: JsonObject): WebhookDeliveryRecord {
   if (typeof o.event !== "object" || o.event === null || Array.isArray(o.event)) throw new Error("delivery record lacks its event");
-  return { delivery: fromJson(WebhookDeliverySchema, o.delivery as JsonValue, { ignoreUnknownFields: true }), event: o.event };
+  return {
+    delivery: fromJson(WebhookDeliverySchema, o.delivery as JsonValue, { ignoreUnknownFields: true }),
+    event: o.event,
+    ...(typeof o.attempt_order_id === "string" && o.attempt_order_id !== "" ? { attemptOrderId: o.attempt_order_id } : {}),
+  };
 }
 
 /** A copy the caller may change. */
@@ -51,7 +59,16 @@ export function copyWebhook(r: WebhookRecord): WebhookRecord {
 
 /** A copy the caller may change. */
 export function copyDelivery(r: WebhookDeliveryRecord): WebhookDeliveryRecord {
-  return { delivery: copyMessage(WebhookDeliverySchema, r.delivery), event: structuredClone(r.event) };
+  return {
+    delivery: copyMessage(WebhookDeliverySchema, r.delivery),
+    event: structuredClone(r.event),
+    ...(r.attemptOrderId ? { attemptOrderId: r.attemptOrderId } : {}),
+  };
+}
+
+/** The key-ring context a subscription's URL is sealed under (the worker and GetWorkOrderSecrets open it). */
+export function webhookUrlContext(webhookId: string): string {
+  return `webhook/${webhookId}/url`;
 }
 
 /** The listing key of a delivery: (created_at, id). */

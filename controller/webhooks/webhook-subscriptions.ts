@@ -1,7 +1,7 @@
 // Subscriptions and their deliveries as the API handles them: checks, sealing of the URL and the
 // shared secret (tls/secret-key-ring.ts; the record holds them only sealed, the API shows the URL's
 // host), the status from the deliveries, and redelivery.
-import { privateUrlProblem } from "./public-address.js";
+import { privateUrlProblem } from "../../common/private-address.js";
 import { randomBytes, X509Certificate } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -19,6 +19,8 @@ import { checkId } from "../base/id-checks.js";
 import type { Page, WebhookRecord, WebhookStore } from "../store/store.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { checkPatterns } from "./event-names.js";
+import { checkSelector } from "../domain/label-selector.js";
+import { webhookUrlContext } from "../store/webhook-records.js";
 
 /** What subscriptions need. */
 export interface WebhookDeps {
@@ -38,6 +40,8 @@ export interface WebhookInput {
   caPem?: string;
   /** Deliveries may go to non-public addresses (set by an admin; the RPCs need the admin permission). */
   allowPrivateNetwork?: boolean;
+  /** Deliveries go through an agent of a node these labels select (empty: the controller delivers). */
+  nodeSelector?: Record<string, string>;
 }
 
 // Any fixed UUID: delivery ids are UUIDv5 of "<webhook id>/<event id>" under it.
@@ -63,6 +67,7 @@ export async function createWebhook(deps: WebhookDeps, input: WebhookInput): Pro
     paused: input.paused ?? false,
     caPem: checkCa(input.caPem ?? ""),
     allowPrivateNetwork,
+    nodeSelector: checkNodeSelector(input.nodeSelector ?? {}),
     createdAt: now,
     updatedAt: now,
   });
@@ -83,6 +88,7 @@ export async function updateWebhook(deps: WebhookDeps, id: string, input: Webhoo
   if (input.paused !== undefined) w.paused = input.paused;
   if (input.caPem !== undefined) w.caPem = checkCa(input.caPem);
   if (input.allowPrivateNetwork !== undefined) w.allowPrivateNetwork = input.allowPrivateNetwork;
+  if (input.nodeSelector !== undefined) w.nodeSelector = checkNodeSelector(input.nodeSelector);
   checkReach(url, w.allowPrivateNetwork);
   w.urlHost = url.host;
   w.updatedAt = timestampFromDate(deps.now());
@@ -124,7 +130,8 @@ export async function redeliver(deps: WebhookDeps, webhookId: string, id: string
   const now = timestampFromDate(deps.now());
   const d: WebhookDelivery = { ...found.delivery, state: WebhookDeliveryState.PENDING, nextAttemptAt: now, queuedAt: now };
   d.deadLetteredAt = undefined;
-  if (!(await deps.store.updateWebhookDelivery(d))) throw notFound("webhook_delivery", id);
+  // An agent's attempt in flight stays remembered: its outcome is taken, not a second attempt sent.
+  if (!(await deps.store.updateWebhookDelivery(d, found.attemptOrderId))) throw notFound("webhook_delivery", id);
   return d;
 }
 
@@ -163,14 +170,14 @@ export function newDelivery(webhookId: string, eventId: string, eventType: strin
 export function openSecrets(keyRing: SecretKeyRing, r: WebhookRecord): { url: URL; secret: string } {
   const id = r.webhook.id;
   return {
-    url: new URL(keyRing.open(r.sealedUrl, `webhook/${id}/url`).toString("utf8")),
+    url: new URL(keyRing.open(r.sealedUrl, webhookUrlContext(id)).toString("utf8")),
     secret: keyRing.open(r.sealedSecret, `webhook/${id}/secret`).toString("utf8"),
   };
 }
 
 function seal(keyRing: SecretKeyRing, id: string, url: URL, secret: string): { sealedUrl: string; sealedSecret: string } {
   return {
-    sealedUrl: keyRing.seal(Buffer.from(url.href, "utf8"), `webhook/${id}/url`),
+    sealedUrl: keyRing.seal(Buffer.from(url.href, "utf8"), webhookUrlContext(id)),
     sealedSecret: keyRing.seal(Buffer.from(secret, "utf8"), `webhook/${id}/secret`),
   };
 }
@@ -215,6 +222,13 @@ function checkReach(url: URL, allowPrivateNetwork: boolean): void {
       reason: "PRIVATE_ADDRESS",
     });
   }
+}
+
+// Label equality, as a pool order's selector (its orders go to target.pool.node_selector).
+function checkNodeSelector(selector: Record<string, string>): Record<string, string> {
+  if (Object.keys(selector).length > 32) throw invalid("node_selector holds at most 32 labels", { field: "node_selector" });
+  checkSelector(selector, "node_selector");
+  return { ...selector };
 }
 
 function checkSecret(secret: string): string {

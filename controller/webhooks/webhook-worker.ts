@@ -8,6 +8,12 @@
 //             (a slow receiver holds one slot, never the loop). 2xx: delivered. Otherwise the
 //             next attempt waits a random time up to base * 2^attempts (capped: full jitter),
 //             until the retry period from queued_at would be over: then the dead letter.
+//             A subscription with a node_selector has its attempts made by agents
+//             (webhook-orders.ts): the attempt is a pool work order, remembered in the delivery
+//             record while in flight; it holds its slot until the order ends (claimed and
+//             reported, or expired unclaimed), and the order's end is the attempt's outcome. A
+//             delivery found with an order in flight (after a restart, on a new leader) waits for
+//             that order instead of sending another attempt.
 // The deploys that caused the events are never waited on by, nor told of, any of this: they
 // wrote their events and went on.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -16,12 +22,15 @@ import type { Logger } from "../../common/logging/logger.js";
 import { EventSchema, type Event } from "../../gen/skipper/v1/event_pb.js";
 import { WebhookDeliveryState, type WebhookDelivery } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { Periodic } from "../base/periodic.js";
-import type { WebhookDeliveryRecord, WebhookRecord, WebhookStore, EventStore } from "../store/store.js";
+import type { WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
+import { isFinishedStatus } from "../../common/order-status.js";
+import type { WebhookDeliveryRecord, WebhookRecord, WebhookStore, EventStore, WorkOrderStore } from "../store/store.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { dottedName, matchesAny } from "./event-names.js";
 import { newDelivery, openSecrets } from "./webhook-subscriptions.js";
 import { send, type AttemptOutcome, type SendRequest } from "./webhook-sender.js";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./webhook-signature.js";
+import { attemptOrderId, isAttemptOrderEvent, isAttemptOrderId, orderAttempt, queueAttemptOrder } from "./webhook-orders.js";
 import { fullJitterDelay } from "../../common/backoff.js";
 
 /** How deliveries are paced; every field has a default. */
@@ -42,6 +51,8 @@ export interface WebhookSettings {
   perWebhook: number;
   /** How far before the cursor the event history is read again (default 1 min). */
   lookBackMs: number;
+  /** How long an agent's attempt may wait to be claimed, beyond its deadline (default 30 s). */
+  claimMarginMs: number;
 }
 
 export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
@@ -53,10 +64,13 @@ export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
   concurrency: 8,
   perWebhook: 2,
   lookBackMs: 60_000,
+  claimMarginMs: 30_000,
 };
 
 export interface WebhookWorkerDeps {
-  store: WebhookStore & EventStore;
+  store: WebhookStore & EventStore & Pick<WorkOrderStore, "createWorkOrder" | "getWorkOrder">;
+  /** Rings the watches of the nodes that may take an agent's attempt (dispatch/order-feed.ts). */
+  feed: { publish(order: WorkOrder): void };
   keyRing: SecretKeyRing;
   logger: Logger;
   now: () => Date;
@@ -84,6 +98,8 @@ export class WebhookWorker {
   // A change of the subscriptions (one created or edited) clears it: what they match is new.
   private readonly seen = new Map<string, number>();
   private seenFor = "";
+  // Attempts waiting for their order's end, by order id: told at once when it ends here.
+  private readonly waking = new Map<string, () => void>();
 
   constructor(private readonly deps: WebhookWorkerDeps) {
     this.settings = { ...DEFAULT_WEBHOOK_SETTINGS, ...deps.settings };
@@ -188,6 +204,11 @@ export class WebhookWorker {
     return started;
   }
 
+  /** An order ended (reconcile triggers): the attempt waiting for it, if any, reads its outcome now. */
+  orderEnded(order: WorkOrder): void {
+    if (isAttemptOrderId(order.id)) this.waking.get(order.id)?.();
+  }
+
   /** Waits until no attempt is under way (tests). */
   async settle(): Promise<void> {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight.values()].map((f) => f.done));
@@ -196,6 +217,8 @@ export class WebhookWorker {
   private deliveriesOf(event: Event, hooks: WebhookRecord[]): WebhookDeliveryRecord[] {
     const name = dottedName(event.type);
     const at = event.timestamp ? timestampDate(event.timestamp).getTime() : 0;
+    // The events of the agents' attempt orders are the worker's own doing, never delivered.
+    if (isAttemptOrderEvent(event)) return [];
     return hooks
       .filter((h) => at >= createdMs(h) && (h.webhook.tenantId === "" || h.webhook.tenantId === event.tenantId))
       .filter((h) => matchesAny(h.webhook.eventTypes, name))
@@ -208,16 +231,21 @@ export class WebhookWorker {
   // One attempt, and what it means for the delivery.
   private async attempt(r: WebhookDeliveryRecord, hook: WebhookRecord | undefined): Promise<void> {
     const d = r.delivery;
-    const at = this.deps.now();
+    let at = this.deps.now();
     let outcome: AttemptOutcome;
-    if (!hook) outcome = { status: 0, text: "the subscription was deleted" };
+    let nodeId: string | undefined;
+    if (r.attemptOrderId || (hook && Object.keys(hook.webhook.nodeSelector).length > 0)) {
+      const byAgent = await this.attemptByAgent(r, hook, at);
+      if (!byAgent) return;
+      ({ outcome, nodeId } = byAgent);
+      at = byAgent.at ?? this.deps.now();
+    } else if (!hook) outcome = { status: 0, text: "the subscription was deleted" };
     else {
       const { url, secret } = openSecrets(this.deps.keyRing, hook);
-      const body = JSON.stringify({ id: d.id, event: r.event, timestamp: at.toISOString() });
+      const req = signedRequest(d.id, r, secret, at);
       outcome = await (this.deps.send ?? send)({
         url,
-        body,
-        headers: { [DELIVERY_HEADER]: d.id, [SIGNATURE_HEADER]: signatureHeader(secret, at, body) },
+        ...req,
         caPem: hook.webhook.caPem || undefined,
         allowPrivateNetwork: hook.webhook.allowPrivateNetwork,
         timeoutMs: this.settings.attemptTimeoutMs,
@@ -228,16 +256,69 @@ export class WebhookWorker {
       outcome.text = outcome.text.replaceAll(url.href, url.host);
     }
     const next = this.afterAttempt(d, hook !== undefined, outcome, at);
+    // The node whose agent made this attempt; none for the controller's own.
+    next.lastNodeId = nodeId ?? "";
     await this.deps.store.updateWebhookDelivery(next);
     const ok = next.state === WebhookDeliveryState.DELIVERED;
     this.deps.logger[ok ? "info" : "warn"](
       {
         action: "webhook_delivery",
         result: ok ? "ok" : next.state === WebhookDeliveryState.DEAD_LETTERED ? "dead_lettered" : "retry",
+        node_id: nodeId,
         metadata: { delivery_id: d.id, webhook_id: d.webhookId, event_id: d.eventId, attempts: next.attempts, status: outcome.status },
       },
       ok ? "webhook delivered" : "webhook attempt failed",
     );
+  }
+
+  /**
+   * An attempt made by an agent: the order of the one in flight, or a new one queued and
+   * remembered in the delivery; waits for its end. Undefined when the worker stops first (the
+   * order stays remembered, and whoever leads next takes its outcome).
+   */
+  private async attemptByAgent(
+    r: WebhookDeliveryRecord,
+    hook: WebhookRecord | undefined,
+    at: Date,
+  ): Promise<{ outcome: AttemptOutcome; nodeId: string; at?: Date } | undefined> {
+    const d = r.delivery;
+    let orderId = r.attemptOrderId;
+    if (!orderId) {
+      if (!hook) return { outcome: { status: 0, text: "the subscription was deleted" }, nodeId: "" };
+      orderId = attemptOrderId(d.id, d.attempts + 1);
+      const { secret } = openSecrets(this.deps.keyRing, hook);
+      const req = signedRequest(d.id, r, secret, at);
+      const { attemptTimeoutMs, claimMarginMs } = this.settings;
+      const a = { orderId, webhook: hook.webhook, deliveryId: d.id, ...req, attemptTimeoutMs, claimMarginMs, now: at };
+      await queueAttemptOrder({ store: this.deps.store, feed: this.deps.feed }, a);
+      // Remembered before anything waits on it: a restart from here takes this order's outcome.
+      if (!(await this.deps.store.updateWebhookDelivery(d, orderId))) return undefined;
+    }
+    const order = await this.orderEnd(orderId);
+    if (order === null) return undefined;
+    return orderAttempt(order, orderId);
+  }
+
+  // The order once it ended (undefined: it is gone), or null when the worker stops first.
+  private async orderEnd(orderId: string): Promise<WorkOrder | undefined | null> {
+    const signal = this.stopping.signal;
+    while (!signal.aborted) {
+      const order = await this.deps.store.getWorkOrder(orderId);
+      if (!order || isFinishedStatus(order.status)) return order;
+      // Woken by the order's end here, else a look each poll (another controller may have ended it).
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", done);
+          this.waking.delete(orderId);
+          resolve();
+        };
+        const timer = setTimeout(done, this.settings.pollMs);
+        signal.addEventListener("abort", done, { once: true });
+        this.waking.set(orderId, done);
+      });
+    }
+    return null;
   }
 
   // The delivery after an attempt: delivered, retried later, or dead-lettered.
@@ -262,6 +343,12 @@ export class WebhookWorker {
     const { backoffBaseMs, backoffCapMs } = this.settings;
     return fullJitterDelay(failures - 1, backoffBaseMs, backoffCapMs, this.deps.random);
   }
+}
+
+// The body and the signed headers of one attempt made at `at`.
+function signedRequest(deliveryId: string, r: WebhookDeliveryRecord, secret: string, at: Date) {
+  const body = JSON.stringify({ id: deliveryId, event: r.event, timestamp: at.toISOString() });
+  return { body, headers: { [DELIVERY_HEADER]: deliveryId, [SIGNATURE_HEADER]: signatureHeader(secret, at, body) } };
 }
 
 function createdMs(h: WebhookRecord): number {

@@ -53,7 +53,9 @@ export function leaderLoops(
     auditRetentionMs: opts.auditRetentionMs ?? 0,
   });
   const retention = history.enabled ? history : undefined;
-  const webhooks = new WebhookWorker({ store, keyRing, logger, now, settings: opts.webhooks });
+  const webhooks = new WebhookWorker({ store, keyRing, logger, now, feed, settings: opts.webhooks });
+  // An agent's attempt waits for its order's end: told at once when it ends on this controller.
+  triggers.watch({ orderEnded: (o) => webhooks.orderEnded(o) });
   const environments = new EnvironmentRecords(store, now);
   const promotion = new PromotionLoop({
     store,

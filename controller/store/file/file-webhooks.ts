@@ -40,8 +40,8 @@ export class FileWebhooks implements S.WebhookStore {
     return this.files.getDelivery(id);
   }
 
-  updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean> {
-    return this.files.update(delivery);
+  updateWebhookDelivery(delivery: WebhookDelivery, attemptOrderId?: string): Promise<boolean> {
+    return this.files.update(delivery, attemptOrderId);
   }
 
   async listWebhookDeliveries(filter: S.WebhookDeliveryFilter): Promise<S.Page<S.WebhookDeliveryRecord>> {

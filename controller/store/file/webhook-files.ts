@@ -109,12 +109,12 @@ export class WebhookFiles {
     return r && copyDelivery(r);
   }
 
-  async update(delivery: WebhookDelivery): Promise<boolean> {
+  async update(delivery: WebhookDelivery, attemptOrderId?: string): Promise<boolean> {
     const id = delivery.id;
     return this.write(`webhook-delivery/${id}`, async () => {
       const current = this.deliveries.get(id);
       if (!current) return false;
-      const stored = copyDelivery({ delivery, event: current.event });
+      const stored = copyDelivery({ delivery, event: current.event, ...(attemptOrderId ? { attemptOrderId } : {}) });
       await this.fs.writeFile(this.paths.webhookDelivery(id), encodePlain(encodeDelivery(stored)));
       this.forget(current.delivery);
       this.remember(stored);

@@ -75,13 +75,13 @@ export class PgWebhooks implements S.WebhookStore {
     return rows[0] && decodeDelivery(rows[0].body);
   }
 
-  async updateWebhookDelivery(delivery: WebhookDelivery): Promise<boolean> {
+  async updateWebhookDelivery(delivery: WebhookDelivery, attemptOrderId?: string): Promise<boolean> {
     const current = await this.getWebhookDelivery(delivery.id);
     if (!current) return false;
     const { rowCount } = await this.db.query(
       `UPDATE webhook_deliveries SET webhook_id = $2, state = $3, next_attempt_at = $4, delivered_at = $5, last_failure_at = $6,
          sort_key = $7, body = $8 WHERE id = $1`,
-      deliveryRow({ delivery, event: current.event }),
+      deliveryRow({ delivery, event: current.event, ...(attemptOrderId ? { attemptOrderId } : {}) }),
     );
     return (rowCount ?? 0) > 0;
   }

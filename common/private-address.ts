@@ -2,7 +2,8 @@
 // private network (Webhook.allow_private_network). Checked on the URL when it is written (an IP
 // literal, localhost) and on every address its host resolves to at each attempt (a name that
 // resolves to 127.0.0.1 or 169.254.169.254 is refused then), so a subscription cannot be aimed at
-// the controller's own network and read back what answers there.
+// the sender's own network and read back what answers there. One rule for both senders: the
+// controller (controller/webhooks/) and an agent delivering for a node (deliver_webhook).
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { BlockList, isIP } from "node:net";
 
