@@ -166,6 +166,8 @@ export class OrderRunner {
         signal: cancel.signal,
         lease: lease.signal,
         secrets: () => this.orderSecrets(order),
+        controller: this.deps.clients,
+        agentVersion: AGENT_VERSION,
       });
     } catch (e) {
       log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");

@@ -55,6 +55,16 @@ export interface ExecContext {
   lease?: AbortSignal;
   /** Asks the controller for the secret values of the order's project, under the order's claim. */
   secrets?: SecretSource;
+  /** The controller's clients: downloads (an agent version's bundle) and the bundle signing key. */
+  controller?: ControllerAccess;
+  /** The version of this agent (what its heartbeats report). */
+  agentVersion?: string;
+}
+
+/** What executors may ask of the controller beyond their order (agent/controller-client.ts implements it). */
+export interface ControllerAccess {
+  download?(path: string, opts: { signal: AbortSignal; maxBytes: number }): Promise<{ status: number; body: Buffer }>;
+  bundles: { getAgentBundle(req: object, opts: { signal: AbortSignal }): Promise<{ signingPublicKey: string }> };
 }
 
 type ActionKind = WorkOrderAction["kind"];

@@ -19,6 +19,7 @@ import { removeService } from "./remove-service.js";
 import { readSticker, writeSticker } from "./sticker.js";
 import { readLogs } from "./read-logs.js";
 import { uploadFiles } from "./upload-files.js";
+import { updateAgent } from "./update-agent.js";
 
 /** The executors of every order type, as this agent runs them. */
 export function executors(): ExecutorTable {
@@ -52,16 +53,13 @@ export function executors(): ExecutorTable {
     [WorkOrderType.CONTROL_PROCESS]: controlProcess,
     [WorkOrderType.DEPLOY_CONTAINER]: deployContainer,
     [WorkOrderType.CONTROL_CONTAINER]: controlContainer,
-    // Contract skeleton: the executors of these two kinds land with their features (the webhook
-    // delivery and the self-update); until then this agent refuses them and reports neither
-    // capability, so the controller routes none here.
+    // Contract skeleton: the executor of deliver_webhook lands with its feature; until then this
+    // agent refuses it and does not report webhook.deliver, so the controller routes none here.
     [WorkOrderType.DELIVER_WEBHOOK]: executorOf("deliverWebhook", () =>
       Promise.resolve(
         orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent does not deliver webhooks", performance.now(), { success: false }),
       ),
     ),
-    [WorkOrderType.UPDATE_AGENT]: executorOf("updateAgent", () =>
-      Promise.resolve(orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent cannot update itself", performance.now(), { success: false })),
-    ),
+    [WorkOrderType.UPDATE_AGENT]: updateAgent,
   };
 }
