@@ -56,7 +56,11 @@ Then roll it out with an agent_update resource:
 }
 
 // One PUT over HTTP/2 with the target's CA and credential.
-function put(target: { server: string; caFile?: string; token?: string }, path: string, body: Buffer): Promise<{ status: number; body: string }> {
+function put(
+  target: { server: string; caFile?: string; token?: string },
+  path: string,
+  body: Buffer,
+): Promise<{ status: number; body: string }> {
   const ca = target.caFile ? { ca: readFileSync(target.caFile, "utf8") } : {};
   return new Promise((resolve, reject) => {
     const session = http2.connect(target.server, ca);
