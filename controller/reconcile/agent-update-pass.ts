@@ -129,7 +129,10 @@ async function passOne(
     }),
     now: now.getTime(),
   });
-  if (decision.supersede && rollout) await deps.rollouts.supersede(rollout, decision.start?.id ?? "", trace, now);
+  if (decision.supersede && rollout) {
+    await cancelForward(deps, rollout, `rollout ${rollout.id} was superseded: agent_update ${r.id} changed`, trace);
+    await deps.rollouts.supersede(rollout, decision.start?.id ?? "", trace, now);
+  }
   if (decision.start) {
     decision.start.agentUpdateId = r.id;
     rollout = await deps.rollouts.create(decision.start, trace);
@@ -156,6 +159,7 @@ async function stepRollout(
   const actions: RolloutAction[] = [];
   let recheck: number | undefined;
   if (rollout.status === RolloutStatus.ROLLING_BACK) {
+    await cancelForward(deps, rollout, `rollout ${rollout.id} is rolling back`, trace);
     actions.push(...(await issueRollbacks(deps, rollout, spec, byId, trace)));
     actions.push(...rollbackProgress(rollout, rollbackObservations(rollout, byId, orders)));
   } else {
@@ -211,6 +215,21 @@ async function issueRollbacks(
     }
   }
   return out;
+}
+
+// Cancels the rollout's update_agent orders to its new version that no node took yet (or asks the
+// taker to stop): a rollback or a newer rollout must not be followed by an older order.
+async function cancelForward(deps: AgentUpdatePassDeps, rollout: Rollout, reason: string, trace: Trace): Promise<void> {
+  for (const n of nodesOf(rollout)) {
+    if (!n.workOrderId) continue;
+    const o = await deps.store.getWorkOrder(n.workOrderId);
+    if (!o || isFinishedStatus(o.status) || o.cancelRequest) continue;
+    try {
+      await deps.store.cancelWorkOrder(o.id, reason, trace.requestId, deps.now());
+    } catch (e) {
+      if (!isSkipperError(e) || e.code !== "WORK_ORDER_NOT_CLAIMABLE") throw e;
+    }
+  }
 }
 
 // The held version a hash names (its sha256 must begin as the hash says).
