@@ -9,6 +9,7 @@
 import { parseTraceparent } from "../common/trace-context.js";
 import { beginSpan } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
+import http2 from "node:http2";
 import net from "node:net";
 import type { Duplex } from "node:stream";
 import tls from "node:tls";
@@ -17,11 +18,14 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { NodeService } from "../gen/skipper/v1/node_service_pb.js";
 import { WorkOrderService } from "../gen/skipper/v1/work_order_service_pb.js";
 import { EnrollmentService } from "../gen/skipper/v1/enrollment_service_pb.js";
+import { AgentBundleService } from "../gen/skipper/v1/agent_bundle_service_pb.js";
 
 export interface ControllerClients {
   nodes: Client<typeof NodeService>;
   orders: Client<typeof WorkOrderService>;
   enrollment: Client<typeof EnrollmentService>;
+  /** The manifest of the bundle the controller serves and the key that signs bundles. */
+  bundles: Client<typeof AgentBundleService>;
   /**
    * Uses this client certificate for calls from now on (after a renewal). Calls already under
    * way finish on the connection they started on.
@@ -32,6 +36,18 @@ export interface ControllerClients {
    * connection and credential (a renewed certificate included), each call naming that node.
    */
   relayFor?(nodeId: string): ControllerClients;
+  /**
+   * GETs a file the controller serves beside the API (an agent version's bundle) over the same
+   * TLS settings and credential; the body is refused past `maxBytes`. Absent on clients made for tests.
+   */
+  download?(path: string, opts: { signal: AbortSignal; maxBytes: number }): Promise<Download>;
+}
+
+/** What a download answered. */
+export interface Download {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
 }
 
 /** The header a relay names the SSH node it acts for with (controller/auth/relay-access.ts). */
@@ -147,12 +163,61 @@ export function createControllerClients(opts: {
   };
   // Every client goes through this one, so a new certificate applies to all of them at once.
   let current = make(opts.credential);
+  let credential = opts.credential;
   const transport: Transport = {
     unary: (...args) => current.unary(...args),
     stream: (...args) => current.stream(...args),
   };
-  return clientsOver(transport, (cert) => {
+  const clients = clientsOver(transport, (cert) => {
     current = make(cert);
+    credential = cert;
+  });
+  clients.download = (path, o) => download(opts.baseUrl, ca, credential, path, o);
+  return clients;
+}
+
+// One GET over its own HTTP/2 connection (downloads are rare: an update now and then).
+function download(
+  baseUrl: string,
+  ca: { ca?: string },
+  credential: AgentCredential,
+  path: string,
+  o: { signal: AbortSignal; maxBytes: number },
+): Promise<Download> {
+  const clientCert = "certPem" in credential ? { cert: credential.certPem, key: credential.keyPem } : {};
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(baseUrl, { ...ca, ...clientCert });
+    const fail = (e: unknown) => {
+      session.destroy();
+      reject(e instanceof Error ? e : new Error(String(e)));
+    };
+    session.on("error", fail);
+    const headers: http2.OutgoingHttpHeaders = { ":method": "GET", ":path": path };
+    if ("token" in credential) headers.authorization = `Bearer ${credential.token}`;
+    const req = session.request(headers, { signal: o.signal });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let answer: Record<string, string> = {};
+    let status = 0;
+    req.on("response", (h) => {
+      status = Number(h[":status"] ?? 0);
+      answer = Object.fromEntries(
+        Object.entries(h)
+          .filter(([k]) => !k.startsWith(":"))
+          .map(([k, v]) => [k, String(v)]),
+      );
+    });
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > o.maxBytes) fail(new Error(`${path}: the answer is larger than ${o.maxBytes} bytes`));
+      else chunks.push(c);
+    });
+    req.on("error", fail);
+    req.on("end", () => {
+      session.close();
+      resolve({ status, headers: answer, body: Buffer.concat(chunks) });
+    });
+    req.end();
   });
 }
 
@@ -161,6 +226,7 @@ function clientsOver(transport: Transport, useCertificate: ControllerClients["us
     nodes: createClient(NodeService, transport),
     orders: createClient(WorkOrderService, transport),
     enrollment: createClient(EnrollmentService, transport),
+    bundles: createClient(AgentBundleService, transport),
     useCertificate,
     relayFor(nodeId) {
       const named = (header: ConstructorParameters<typeof Headers>[0]) => {

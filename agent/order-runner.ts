@@ -167,6 +167,8 @@ export class OrderRunner {
         lease: lease.signal,
         secrets: () => this.orderSecrets(order),
         webhookUrl: async () => (await this.askSecrets(order)).webhookUrl,
+        controller: this.deps.clients,
+        agentVersion: AGENT_VERSION,
       });
     } catch (e) {
       log.error({ action: "execute", result: "AGENT_ERROR", err: e }, "executor failed unexpectedly");

@@ -10,6 +10,7 @@ import { registerDeploy } from "./commands/deploy.js";
 import { registerEnrollmentTokens } from "./commands/enrollment-tokens.js";
 import { registerNode } from "./commands/node.js";
 import { registerAgentBundle } from "./commands/agent-bundle.js";
+import { registerAgentVersion } from "./commands/agent-version.js";
 import { registerOrder } from "./commands/order.js";
 import { registerSnapshots } from "./commands/snapshots.js";
 import { registerWebhooks } from "./commands/webhooks.js";
@@ -85,6 +86,7 @@ Examples:
     registerNode,
     registerEnrollmentTokens,
     registerAgentBundle,
+    registerAgentVersion,
     registerKeys,
     registerAdmin,
     registerWebhooks,

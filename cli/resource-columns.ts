@@ -6,6 +6,7 @@ import { ConvergenceStatus, DeploymentPhase } from "../gen/skipper/v1/resource_p
 import { RolloutNodeState, RolloutStatus } from "../gen/skipper/v1/rollout_pb.js";
 import { PromotionPhase, VersionOrigin } from "../gen/skipper/v1/delivery_pb.js";
 import { ProcessModuleReason, ProcessModuleRun } from "../gen/skipper/v1/process_pb.js";
+import { AgentUpdateState } from "../gen/skipper/v1/agent_update_pb.js";
 import type { ResourceType } from "../common/ids.js";
 import { livenessName } from "../common/node-liveness-name.js";
 import { paint, type Io } from "./io.js";
@@ -77,12 +78,14 @@ const COLUMNS: Record<ResourceType, Columns> = {
       status(r, "node")?.agentVersion || "-",
       age(status(r, "node")?.lastHeartbeatAt),
     ],
-    wideHead: ["DISABLED", "DOCKER", "COMPOSE", "PROXY", "OS/ARCH", "PROJECTS", "REPORTED LABELS"],
+    wideHead: ["DISABLED", "UPDATER", "DOCKER", "COMPOSE", "PROXY", "OS/ARCH", "PROJECTS", "REPORTED LABELS"],
     wide: (r) => {
       const st = status(r, "node");
       const caps = st?.capabilities;
+      const u = st?.agentUpdate;
       return [
         spec(r, "node")?.disabled ? "yes" : "no",
+        !u?.supervised ? "none" : `${enumName(AgentUpdateState, u.state).toLowerCase()}${u.targetVersion ? ` ${u.targetVersion}` : ""}`,
         caps?.dockerVersion || "-",
         caps?.composeVersion || "-",
         caps?.proxy ? "haproxy" : "-",

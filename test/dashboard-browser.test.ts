@@ -34,6 +34,7 @@ import {
 import { res, tenantConverged } from "./helpers/resources.js";
 import { gotoSettled, launchChromium, type TestBrowser } from "./helpers/browser.js";
 import { rawRequest } from "./helpers/https.js";
+import { AGENT_VERSION } from "../agent/agent-version.js";
 
 const dockerHost = process.env.SKIPPER_TEST_DOCKER_HOST;
 const CHROMIUM = process.env.SKIPPER_TEST_CHROMIUM ?? "/usr/bin/chromium";
@@ -157,6 +158,11 @@ describe.skipIf(!dockerHost || !haveBrowser)("the dashboard (real browser, contr
     await rows("nodes").filter({ hasText: NODE }).filter({ hasText: "ONLINE" }).waitFor();
     await rows("tenants").filter({ hasText: TENANT }).filter({ hasText: "CONVERGED" }).waitFor();
     expect(await rows("nodes").filter({ hasText: NODE }).textContent()).toContain("region=eu");
+    // The agent's version, in its row and in the fleet's count of versions.
+    expect(await rows("nodes").filter({ hasText: NODE }).textContent()).toContain(AGENT_VERSION);
+    expect(await page.locator("[data-agent-versions]").textContent()).toMatch(
+      new RegExp(`Agent versions: .*${AGENT_VERSION.replaceAll(".", "\\.")} × \\d`),
+    );
     await expect(page.locator("#who").textContent()).resolves.toContain("dashboard-viewer");
     await page.locator("#live.on").waitFor();
     await page.screenshot({ path: join(SHOTS, "fleet.png"), fullPage: true });

@@ -57,6 +57,16 @@ export interface ExecContext {
   secrets?: SecretSource;
   /** deliver_webhook: asks the controller for the subscription's URL, under the order's claim. */
   webhookUrl?: () => Promise<string>;
+  /** The controller's clients: downloads (an agent version's bundle) and the bundle signing key. */
+  controller?: ControllerAccess;
+  /** The version of this agent (what its heartbeats report). */
+  agentVersion?: string;
+}
+
+/** What executors may ask of the controller beyond their order (agent/controller-client.ts implements it). */
+export interface ControllerAccess {
+  download?(path: string, opts: { signal: AbortSignal; maxBytes: number }): Promise<{ status: number; body: Buffer }>;
+  bundles: { getAgentBundle(req: object, opts: { signal: AbortSignal }): Promise<{ signingPublicKey: string }> };
 }
 
 type ActionKind = WorkOrderAction["kind"];

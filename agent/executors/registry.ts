@@ -20,6 +20,7 @@ import { removeService } from "./remove-service.js";
 import { readSticker, writeSticker } from "./sticker.js";
 import { readLogs } from "./read-logs.js";
 import { uploadFiles } from "./upload-files.js";
+import { updateAgent } from "./update-agent.js";
 
 /** The executors of every order type, as this agent runs them. */
 export function executors(): ExecutorTable {
@@ -54,10 +55,6 @@ export function executors(): ExecutorTable {
     [WorkOrderType.DEPLOY_CONTAINER]: deployContainer,
     [WorkOrderType.CONTROL_CONTAINER]: controlContainer,
     [WorkOrderType.DELIVER_WEBHOOK]: deliverWebhook,
-    // Contract skeleton: the self-update's executor lands with its feature; until then this agent
-    // refuses it and does not report agent.update, so the controller routes none here.
-    [WorkOrderType.UPDATE_AGENT]: executorOf("updateAgent", () =>
-      Promise.resolve(orderOutcome("UNSUPPORTED_ORDER_TYPE", "this agent cannot update itself", performance.now(), { success: false })),
-    ),
+    [WorkOrderType.UPDATE_AGENT]: updateAgent,
   };
 }

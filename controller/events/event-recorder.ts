@@ -49,6 +49,8 @@ export type EventType =
   | "terminal_closed"
   // A process resource's reason on a node changed (reconcile/process-pass.ts).
   | "process_status_changed"
+  | "agent_version_added"
+  | "agent_update_status_changed"
   | RolloutEventType
   | DeliveryEventType;
 

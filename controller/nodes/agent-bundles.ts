@@ -15,6 +15,8 @@ import { certificatePin, keyFingerprint, rawPublicKey, signBundle, type BundleMa
 export interface AgentBundles {
   /** The served bundle and its signed manifest; undefined when none was found at start. */
   bundle?: { bytes: Buffer; manifest: BundleManifest; file: string };
+  /** The controller's Ed25519 key that signs bundles (agent versions too: agent-versions.ts). */
+  signingKey: KeyObject;
   /** The signing key's public half: 32 raw bytes, base64. */
   signingPublicKey: string;
   signingKeyFingerprint: string;
@@ -51,6 +53,7 @@ export async function loadAgentBundles(opts: {
 }): Promise<AgentBundles> {
   const signingPublicKey = rawPublicKey(opts.signingKey);
   const common = {
+    signingKey: opts.signingKey,
     signingPublicKey,
     signingKeyFingerprint: keyFingerprint(signingPublicKey),
     tlsPin: opts.tlsCert ? certificatePin(new X509Certificate(opts.tlsCert)) : "",

@@ -18,6 +18,10 @@ export type ReconcileQueue = Pick<TenantQueue, "add" | "addAll" | "addPaced">;
 export interface TriggerWatcher {
   resourceChanged?(r: Resource): void;
   orderEnded?(order: WorkOrder): void;
+  /** An operator steered a rollout of `tenantId` ("" for an agent version's rollout). */
+  rolloutChanged?(tenantId: string): void;
+  /** Nodes' liveness changed, or a node came online. */
+  nodesChanged?(): void;
 }
 
 /** Maps store, order and node events to the tenants to reconcile. */
@@ -53,6 +57,7 @@ export class ReconcileTriggers {
 
   /** An operator steered a tenant's rollout (pause, resume, promote, abort): its nodes may move now. */
   rolloutChanged(tenantId: string, trace: Trace): void {
+    for (const w of this.watchers) w.rolloutChanged?.(tenantId);
     this.queue.add(tenantId, trace);
   }
 
@@ -78,6 +83,7 @@ export class ReconcileTriggers {
 
   /** A node's liveness changed (the monitor noticed silence): work for it waits, or goes elsewhere. */
   nodesChanged(): void {
+    for (const w of this.watchers) w.nodesChanged?.();
     this.queue.addAll();
   }
 
@@ -87,6 +93,7 @@ export class ReconcileTriggers {
    * desired with observed again.
    */
   heartbeatRecorded(beat: HeartbeatOutcome): void {
+    if (beat.cameOnline) for (const w of this.watchers) w.nodesChanged?.();
     if (beat.cameOnline || beat.trustedLabelsChanged) this.queue.addAll();
     else if (beat.projectsChanged) for (const t of beat.touchedTenants) this.queue.add(t);
   }

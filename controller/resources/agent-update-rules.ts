@@ -21,6 +21,10 @@ export function checkAgentUpdateSpec(s: AgentUpdateSpec): void {
   checkId(s.version, `${f}.version`);
   checkSelector(s.nodeSelector, `${f}.node_selector`);
   checkRolloutPolicy(s.policy, `${f}.policy`);
+  if (s.policy?.requireApproval)
+    throw invalid(`${f}.policy.require_approval is not taken by agent updates: set paused instead, and clear it to go on`, {
+      field: `${f}.policy.require_approval`,
+    });
   if (s.deadline) {
     const ms = durationMs(s.deadline);
     if (!(ms >= MIN_DEADLINE_MS && ms <= MAX_DEADLINE_MS))

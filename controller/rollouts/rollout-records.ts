@@ -44,7 +44,12 @@ export class RolloutRecords {
       desiredState: {
         kind: {
           case: "rollout",
-          value: { tenantId: rollout.tenantId, fromSpecHash: rollout.fromSpecHash, toSpecHash: rollout.toSpecHash },
+          value: {
+            tenantId: rollout.tenantId,
+            fromSpecHash: rollout.fromSpecHash,
+            toSpecHash: rollout.toSpecHash,
+            agentUpdateId: rollout.agentUpdateId,
+          },
         },
       },
       currentState: { kind: { case: "rollout", value: rollout } },

@@ -28,6 +28,7 @@ import { leaderPromotionQueue } from "./cluster.js";
 import type { PromotionLoop } from "../promotion/promotion-loop.js";
 import { GitSync } from "../promotion/git-sync.js";
 import { agentBundlesOf } from "./wiring/agent-bundles.js";
+import { AgentVersions } from "../nodes/agent-versions.js";
 
 export type { BuildOptions } from "./wiring/build-options.js";
 export type { RequestHandler } from "./wiring/request-handler.js";
@@ -89,6 +90,7 @@ export async function build(opts: BuildOptions): Promise<Controller> {
   const agentBundles = await agentBundlesOf(opts);
   const deps = serviceDeps({
     agentBundles,
+    agentVersions: new AgentVersions(store, opts.dataDir, agentBundles.signingKey, now),
     ...parts,
     reconciler,
     triggers,

@@ -1,4 +1,5 @@
 // What service implementations depend on. Built once in wiring/service-deps.ts and passed to each factory.
+import type { AgentVersions } from "../nodes/agent-versions.js";
 import type { CredentialEnds } from "../auth/credential-ends.js";
 import type { Store } from "../store/store.js";
 import type { Coordination } from "../store/coordination.js";
@@ -69,4 +70,6 @@ export interface ServiceDeps {
   gitSync: GitSync;
   /** The agent bundle served to joining hosts, its signing key, the TLS pin and CA they use. */
   agentBundles: AgentBundles;
+  /** The agent versions held (agent_version resources and their bytes under the data directory). */
+  agentVersions: AgentVersions;
 }

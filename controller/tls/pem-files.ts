@@ -38,12 +38,12 @@ export async function removeTempFiles(dir: string): Promise<string[]> {
 }
 
 /** Replaces `path` with `data` atomically and durably; the file has `mode` from creation. */
-export async function writeFileAtomic(path: string, data: string, mode: number): Promise<void> {
+export async function writeFileAtomic(path: string, data: string | Buffer, mode: number): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   const fh = await open(tmp, "wx", mode);
   try {
-    await fh.writeFile(data, "utf8");
+    await fh.writeFile(data);
     // The umask may have removed bits from a public file's mode; keys only ever lose bits.
     await fh.chmod(mode);
     await fh.sync();

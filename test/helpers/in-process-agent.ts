@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { pino, type Logger } from "pino";
 import { NodeService } from "../../gen/skipper/v1/node_service_pb.js";
+import { AgentBundleService } from "../../gen/skipper/v1/agent_bundle_service_pb.js";
 import { EnrollmentService } from "../../gen/skipper/v1/enrollment_service_pb.js";
 import { NodeCapabilitiesSchema } from "../../gen/skipper/v1/resource_pb.js";
 import { WorkOrderResultSchema, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
@@ -83,6 +84,7 @@ export function inMemoryNodeClients(
     nodes,
     orders: mem.asNode(WorkOrderService, token),
     enrollment: mem.asNode(EnrollmentService, token),
+    bundles: mem.asNode(AgentBundleService, token),
     useCertificate: () => {},
   };
 }

@@ -10,6 +10,7 @@ import { ConvergenceStatus, type Resource } from "../../gen/skipper/v1/resource_
 import { livenessName } from "../../common/node-liveness-name.js";
 import { RolloutNodeState, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderStatus, WorkOrderType } from "../../gen/skipper/v1/work_order_pb.js";
+import { AgentUpdateState } from "../../gen/skipper/v1/agent_update_pb.js";
 import type { Api } from "./api.js";
 import { h, short, status, table } from "./dom.js";
 
@@ -44,8 +45,9 @@ export async function overview(api: Api, join?: HTMLElement): Promise<HTMLElemen
     h("h1", {}, "Fleet"),
     h("h2", {}, `Nodes (${nodes.length})`),
     join,
+    agentVersions(nodes),
     table(
-      ["Node", "Liveness", "Labels", "Last heartbeat", "Projects"],
+      ["Node", "Liveness", "Agent", "Labels", "Last heartbeat", "Projects"],
       nodes.map((n) => {
         const st = n.currentState?.kind.case === "node" ? n.currentState.kind.value : undefined;
         const spec = n.desiredState?.kind.case === "node" ? n.desiredState.kind.value : undefined;
@@ -53,6 +55,7 @@ export async function overview(api: Api, join?: HTMLElement): Promise<HTMLElemen
         return [
           h("a", { href: `#/nodes/${encodeURIComponent(n.id)}` }, n.id),
           status(spec?.disabled ? "DISABLED" : livenessName(st?.liveness)),
+          agentCell(st),
           Object.entries(labels)
             .map(([k, v]) => `${k}=${v}`)
             .join(", ") || "—",
@@ -207,4 +210,29 @@ export async function nodePage(api: Api, id: string): Promise<HTMLElement> {
       "projects",
     ),
   );
+}
+
+type NodeStatusOf = Extract<NonNullable<Resource["currentState"]>["kind"], { case: "node" }>["value"];
+
+/** The agent's version, and where its updater is when an update is under way or went back. */
+function agentCell(st: NodeStatusOf | undefined): string {
+  const v = st?.agentVersion || "—";
+  const u = st?.agentUpdate;
+  const state = u ? (AgentUpdateState[u.state] ?? "") : "";
+  if (!u || state === "IDLE" || state === "CONFIRMED" || state === "UNSPECIFIED") return v;
+  return `${v} (${state.toLowerCase().replaceAll("_", " ")}${u.targetVersion ? ` ${u.targetVersion}` : ""})`;
+}
+
+/** The agent versions the fleet runs at a glance: "0.2.0 × 3 · 0.1.0 × 1". */
+function agentVersions(nodes: readonly Resource[]): HTMLElement {
+  const counts = new Map<string, number>();
+  for (const n of nodes) {
+    const v = (n.currentState?.kind.case === "node" ? n.currentState.kind.value.agentVersion : "") || "unknown";
+    counts.set(v, (counts.get(v) ?? 0) + 1);
+  }
+  const line = [...counts.entries()]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([v, c]) => `${v} × ${c}`)
+    .join(" · ");
+  return h("p", { "data-agent-versions": "" }, `Agent versions: ${line || "—"}`);
 }

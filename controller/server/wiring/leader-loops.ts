@@ -15,6 +15,8 @@ import { runEnvironmentPass } from "../../promotion/environment-pass.js";
 import { EnvironmentRecords } from "../../delivery/environment-records.js";
 import { ProcessLoop } from "../../reconcile/process-loop.js";
 import { queueControllerOrder } from "../../dispatch/queue-order.js";
+import { PassLoop } from "../../reconcile/pass-loop.js";
+import { runAgentUpdatePass } from "../../reconcile/agent-update-pass.js";
 
 export type LoopOptions = Pick<
   BuildOptions,
@@ -93,6 +95,7 @@ export function leaderLoops(
       gitSyncs,
       registryWatchLoop(deps, opts),
       processLoop(deps, opts),
+      agentUpdateLoop(deps, opts),
     ],
   };
 }
@@ -118,6 +121,43 @@ function processLoop(deps: ServiceDeps, opts: LoopOptions): ProcessLoop {
     orderEnded: (o) => {
       if (o.id.startsWith("prc-")) loop.wake();
     },
+  });
+  return loop;
+}
+
+// Agent updates' reconciler (agent_update resources rolled out as rollouts of tenant ""): woken by
+// a change of an update, of a version, of a node (its agent reports another version or updater
+// state), by the end of one of its orders (ids agu-/agr-), by a command on one of its rollouts
+// (RolloutService wakes tenant ""), else on the process sweep.
+function agentUpdateLoop(deps: ServiceDeps, opts: LoopOptions): PassLoop {
+  const { store, logger, now, records, feed } = deps;
+  const loop = new PassLoop({
+    action: "agent_update",
+    logger,
+    now,
+    sweepMs: opts.processIntervalMs ?? 5000,
+    pass: () =>
+      runAgentUpdatePass({
+        store,
+        logger,
+        now,
+        rollouts: deps.rollouts,
+        versions: deps.agentVersions,
+        exclusive: (fn) => records.exclusive("", fn),
+        queueOrder: (req, trace, id) => queueControllerOrder({ store, now, records, feed }, req, trace, id),
+      }),
+  });
+  deps.triggers.watch({
+    resourceChanged: (r) => {
+      if (r.resourceType === "agent_update" || r.resourceType === "agent_version") loop.wake();
+    },
+    orderEnded: (o) => {
+      if (o.id.startsWith("agu-") || o.id.startsWith("agr-")) loop.wake();
+    },
+    rolloutChanged: (tenantId) => {
+      if (tenantId === "") loop.wake();
+    },
+    nodesChanged: () => loop.wake(),
   });
   return loop;
 }

@@ -19,6 +19,7 @@ import { fleetCensus } from "../../metrics/fleet-census.js";
 import { createMetricsRoute } from "../../boundary/metrics-route.js";
 import { createGitWebhookRoute } from "../../boundary/git-webhook-route.js";
 import { createAgentBundleRoute } from "../../boundary/agent-bundle-route.js";
+import { createAgentVersionRoute } from "../../boundary/agent-version-route.js";
 import { SERVICES, serviceRoutes } from "./routes.js";
 import { NodeService } from "../../../gen/skipper/v1/node_service_pb.js";
 import { agentSessionOpener } from "../../services/node-service.js";
@@ -103,9 +104,11 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
     },
   });
   const agentBundle = createAgentBundleRoute(deps.agentBundles, logger);
+  const agentVersion = createAgentVersionRoute({ versions: deps.agentVersions, authenticator, logger, audit });
   const handler: RequestHandler = (req, res) => {
     if (metricsRoute(req, res)) return;
     if (agentBundle(req, res)) return;
+    if (agentVersion(req, res)) return;
     if (gitWebhook(req, res)) return;
     // Connect, gRPC and gRPC-Web (rpc-handler.ts); the dashboard's files; the REST routes otherwise.
     if (rpc(req, res)) return;
