@@ -48,7 +48,8 @@ export class UpdaterLink {
         targetVersion: s?.target?.version ?? "",
         targetSha256: s?.target?.sha256 ?? "",
         previousVersion: s?.previous?.version ?? "",
-        message: s?.message ?? "",
+        // Heartbeat strings are bounded (4,096 characters): the sentence, not a dump.
+        message: (s?.message ?? "").slice(0, 1000),
         changedAt: s?.changedAt && !Number.isNaN(Date.parse(s.changedAt)) ? timestampFromDate(new Date(s.changedAt)) : undefined,
         supervised: true,
         runningSha256: (await this.runningSha256()) ?? "",

@@ -107,7 +107,7 @@ export class Updater {
 
   // One look at the directory, then the clock.
   private poll(): void {
-    this.queue = this.queue.then(async () => {
+    this.serially(async () => {
       if (this.stopping) return;
       const { dir } = this.opts;
       try {
@@ -126,7 +126,12 @@ export class Updater {
   }
 
   private enqueue(e: MachineEvent): void {
-    this.queue = this.queue.then(() => this.handle(e));
+    this.serially(() => this.handle(e));
+  }
+
+  // One event at a time, in order; a failure is logged and the next one still runs.
+  private serially(fn: () => Promise<void>): void {
+    this.queue = this.queue.then(fn).catch((e: unknown) => this.warn("event", e));
   }
 
   private async handle(e: MachineEvent): Promise<void> {
