@@ -11,6 +11,7 @@ import { agentCapabilities } from "../agent/capabilities.js";
 import { checkStaged, seedFromBundle } from "../agent/updater/updater-bundles.js";
 import { slotOf } from "../agent/updater/updater-machine.js";
 import { UpdaterLink } from "../agent/updater/update-report.js";
+import { stateDirOf } from "../agent/updater/updater.js";
 import {
   bundleVersionOf,
   parseUpdateRequest,
@@ -117,6 +118,14 @@ describe("update files", () => {
     expect(await readVersionLink(dir, "previous")).toBe(bDir);
     await writeFile(installed, "console.log('no header')");
     await expect(seedFromBundle(dir, installed)).rejects.toThrow(/states no version/);
+  });
+});
+
+describe("the updater's directory", () => {
+  it("is under the agent's --state-dir as its flags, then SKIPPY_STATE_DIR, give it", () => {
+    expect(stateDirOf(["--node-id", "n", "--state-dir", "/srv/a"], { SKIPPY_STATE_DIR: "/srv/b" })).toBe("/srv/a");
+    expect(stateDirOf(["--state-dir=/srv/c"], {})).toBe("/srv/c");
+    expect(stateDirOf(["--node-id", "n"], { SKIPPY_STATE_DIR: "/srv/b" })).toBe("/srv/b");
   });
 });
 
