@@ -259,8 +259,22 @@ function writableOr(preferred: string, fallback: string): string {
   }
 }
 
+const USAGE = `Usage: skippy updater [agent flags...]
+
+Runs skippy-updater: the agent (node <state-dir>/updater/current/skippy.mjs [agent flags...]) as
+its child, started again when it exits, switched to the versions the agent's update_agent orders
+stage, and switched back by itself when a new version does not reach the controller in time.
+The flags are the agent's (skippy --help); the updater reads only --state-dir (SKIPPY_STATE_DIR).
+The service skippy install writes runs this.
+`;
+
 /** `skippy updater [agent flags...]`: runs until SIGTERM/SIGINT; returns the exit code. */
 export async function updaterCommand(args: string[], bundle: string | undefined): Promise<number> {
+  // The child would print its usage and exit, and be started again, forever.
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const { logger, close } = createLogger({ service: "skippy-updater", level: process.env.SKIPPY_LOG_LEVEL ?? "info" });
   if (!bundle) {
     process.stderr.write("skippy updater: runs only from the one-file bundle (npm run bundle:agent), which it copies into its versions\n");
