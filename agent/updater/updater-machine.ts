@@ -278,7 +278,7 @@ function staged(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfi
       );
     }
     if (e.request.sha256 === target.sha256) return stay(s, [{ type: "takeRequest" }]);
-    return stage({ ...s, running: s.running }, e.request, now, cfg);
+    return stage(s, e.request, now, cfg);
   }
   if (e.type === "requestInvalid") return stay(s);
   if (e.type === "validated") {
@@ -443,11 +443,10 @@ export function recoverState(
     changedAt: Date.parse(file.changedAt) || now,
   };
   if (atRest(s.name) || !s.target) return { state: { ...s, name: atRest(s.name) ? s.name : "IDLE" }, actions: [] };
-  const idle = s;
   switch (s.name) {
     case "STAGED":
       return enter(
-        idle,
+        s,
         "STAGED",
         now,
         { deadlineAt: now + cfg.validateTimeoutMs, message: `validating ${s.target.version} again after a restart` },
@@ -456,12 +455,12 @@ export function recoverState(
     case "SWITCHING":
     case "STARTING":
       return switchAndStart(
-        enter(idle, "SWITCHING", now, { message: `switching to ${s.target.version} again after a restart` }, []),
+        enter(s, "SWITCHING", now, { message: `switching to ${s.target.version} again after a restart` }, []),
         now,
         cfg,
       );
     default:
       if (!s.previous) return enter(s, "FAILED", now, { message: `${s.message}; there is no previous version to go back to` }, []);
-      return restorePrevious(enter(idle, "ROLLING_BACK", now, { message: s.message }, []).state, now, cfg);
+      return restorePrevious(enter(s, "ROLLING_BACK", now, { message: s.message }, []).state, now, cfg);
   }
 }
