@@ -21,14 +21,17 @@ function runsAll(c: string, hasExecutor: (type: WorkOrderType) => boolean): bool
 
 /**
  * What this agent can do on its host: `caps` as the probe and the flags fill it; `hasExecutor`
- * says whether the agent runs an order type. Terminals go through the engine's exec; systemd
- * supervises only when the agent may write units (root).
+ * says whether the agent runs an order type; `supervised`, whether it runs under skippy-updater.
+ * Terminals go through the engine's exec; systemd supervises only when the agent may write units
+ * (root); the agent switches its own version only under the updater (without it, update_agent is
+ * refused with UPDATER_ABSENT).
  */
-export function agentCapabilities(caps: NodeCapabilities, hasExecutor = runsHere): string[] {
+export function agentCapabilities(caps: NodeCapabilities, hasExecutor = runsHere, supervised = false): string[] {
   const out = derivedCapabilities(caps).filter((c) => runsAll(c, hasExecutor));
   if (caps.dockerAvailable) out.push("exec.terminal");
   // Every agent can POST from its host; an SSH node's table refuses deliver_webhook, so it does not.
   if (runsAll("webhook.deliver", hasExecutor)) out.push("webhook.deliver");
+  if (supervised && runsAll("agent.update", hasExecutor)) out.push("agent.update");
   return out.filter((c) => c !== "process.systemd" || systemdUsable()).sort();
 }
 

@@ -3,7 +3,9 @@
 // detection) and the process modules, which it supervises on the way (a module that died is
 // started again at most one interval later); its answer counts the orders waiting for this node.
 // While an order runs, lighter ones keep the node alive (keepBeating): liveness, capabilities and
-// the last processes seen, no observation.
+// the last processes seen, no observation. Every report says what the agent's updater does
+// (AgentUpdateReport, updater/update-report.ts), and the first one the controller accepts tells
+// the updater this version works (confirmed.json).
 import { proxyCapability } from "./proxy/proxy-settings.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
@@ -23,6 +25,7 @@ import type { AgentConfig } from "./config.js";
 import type { ControllerClients } from "./controller-client.js";
 import type { DockerHost } from "./engine/docker-host.js";
 import type { HostProbe } from "./host-probe.js";
+import { UpdaterLink } from "./updater/update-report.js";
 
 export interface HeartbeatDeps {
   config: AgentConfig;
@@ -42,6 +45,8 @@ export interface HeartbeatDeps {
    * absent); default: the agent's global table.
    */
   hasExecutor?: (type: WorkOrderType) => boolean;
+  /** The agent's skippy-updater; default: as this process's environment says (SKIPPY_UPDATER_DIR). */
+  updater?: UpdaterLink;
 }
 
 export class Heartbeats {
@@ -57,7 +62,18 @@ export class Heartbeats {
   private sessionCarries = false;
   private readonly startedAt = Date.now();
 
-  constructor(private readonly deps: HeartbeatDeps) {}
+  // An SSH node's reports (a relay's, host.ssh set) say nothing of the relay's own updater.
+  private readonly updater: UpdaterLink;
+  // Whether the reports are of this agent's own host (not an SSH node it relays).
+  private ownNode = true;
+
+  constructor(private readonly deps: HeartbeatDeps) {
+    this.updater =
+      deps.updater ??
+      UpdaterLink.fromEnv(process.env, process.argv[1], (what, e) =>
+        deps.log.warn({ action: "updater_link", result: "error", metadata: { message: e.message } }, `could not ${what}: ${e.message}`),
+      );
+  }
 
   /** Whether the loop's full heartbeat is due. */
   due(): boolean {
@@ -101,6 +117,7 @@ export class Heartbeats {
 
   /** Sends a heartbeat; returns how many orders wait for this node. */
   async beat(opts: { observe: boolean } = { observe: true }): Promise<number> {
+    await this.updater.refresh();
     if (!opts.observe) return this.send(await this.deps.host.refresh(), undefined, this.lastProcesses);
     const host = await this.deps.host.refresh();
     const projects = await this.observeProjects(host);
@@ -137,6 +154,7 @@ export class Heartbeats {
    * session's heartbeat interval.
    */
   async report(opts: { observe: boolean; intervalMs: number }): Promise<HeartbeatRequest> {
+    await this.updater.refresh();
     const host = await this.deps.host.refresh();
     const projects = opts.observe ? await this.observeProjects(host) : undefined;
     if (opts.observe) this.lastProcesses = await this.superviseProcesses();
@@ -149,6 +167,13 @@ export class Heartbeats {
   /** A report sent on a session went out with `counters`: as an answered unary heartbeat counts. */
   sentOnSession(counters: AgentCounters | undefined): void {
     if (counters) this.deps.tally.acknowledged(counters);
+    // A report goes on a session only once the controller welcomed it: accepted.
+    this.accepted();
+  }
+
+  // The controller accepted this agent: the updater may count the version as working.
+  private accepted(): void {
+    if (this.ownNode) void this.updater.accepted();
   }
 
   /** While a session carries the heartbeats, keepBeating sends none of its own. */
@@ -170,7 +195,11 @@ export class Heartbeats {
       allowedProcessSources: config.allowProcessSources,
       proxy: proxyCapability(config.proxy),
     });
-    capabilities.capabilities = agentCapabilities(capabilities, this.deps.hasExecutor).filter((c) => onSession || c !== "exec.terminal");
+    this.ownNode = host.ssh === undefined;
+    const supervised = this.ownNode && this.updater.supervised;
+    capabilities.capabilities = agentCapabilities(capabilities, this.deps.hasExecutor, supervised).filter(
+      (c) => onSession || c !== "exec.terminal",
+    );
     return create(HeartbeatRequestSchema, {
       nodeId: config.nodeId,
       agentVersion: AGENT_VERSION,
@@ -183,6 +212,7 @@ export class Heartbeats {
       processes,
       agentCounters: tally.snapshot(),
       ssh: host.ssh,
+      agentUpdate: this.ownNode ? this.updater.report() : undefined,
     });
   }
 
@@ -195,6 +225,7 @@ export class Heartbeats {
       throw e;
     });
     tally.acknowledged(req.agentCounters!);
+    this.accepted();
     this.lastBeat = performance.now();
     if (projects !== undefined || !this.duringOrder) this.lastHeartbeat = this.lastBeat;
     return res.pendingWorkOrders;

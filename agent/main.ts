@@ -1,15 +1,18 @@
 #!/usr/bin/env node
 // skippy: the Skipper agent. Reads configuration, then pulls and applies work orders until stopped;
 // `skippy install` sets a host up to run it as a service instead (install.ts); `skippy join`
-// makes the host a node in one step: pin, verified bundle, enrollment, install, start (join.ts).
+// makes the host a node in one step: pin, verified bundle, enrollment, install, start (join.ts);
+// `skippy updater [flags]` runs skippy-updater, which runs the agent with those flags as its child
+// and switches its versions (updater/updater.ts; the service unit runs this).
 import { startTracing } from "../common/tracing.js";
 import { readFileSync } from "node:fs";
 import { createLogger } from "../common/logging/logger.js";
 import { Agent } from "./agent.js";
 import { AGENT_VERSION } from "./agent-version.js";
 import { loadAgentConfig, USAGE, type AgentConfig } from "./config.js";
-import { installCommand } from "./install.js";
+import { installCommand, ownBundleFile } from "./install.js";
 import { joinCommand } from "./join.js";
+import { updaterCommand } from "./updater/updater.js";
 import { createControllerClients, type AgentCredential } from "./controller-client.js";
 import { CertificateKeeper, chooseCredential } from "./certificate-keeper.js";
 import { probeDockerHost } from "./engine/docker-host.js";
@@ -24,6 +27,10 @@ import { RelayLoop } from "./relay/relay-loop.js";
 async function main(): Promise<void> {
   if (process.argv[2] === "install") {
     process.exitCode = await installCommand(process.argv.slice(3));
+    return;
+  }
+  if (process.argv[2] === "updater") {
+    process.exitCode = await updaterCommand(process.argv.slice(3), ownBundleFile());
     return;
   }
   if (process.argv[2] === "join") {

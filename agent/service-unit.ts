@@ -1,7 +1,8 @@
-// The two texts `skippy install` hands to systemd: skippy.service, which runs the bundle with
-// Node, and the EnvironmentFile= of SKIPPY_* settings it reads. Values are written literally:
-// what a unit or that file would reinterpret (quotes, backslashes, `$`, `%`, control characters)
-// is refused instead of escaped, so the files read the same to systemd, to a shell and to people.
+// The two texts `skippy install` hands to systemd: skippy.service, which runs the bundle's
+// skippy-updater (and through it the agent) with Node, and the EnvironmentFile= of SKIPPY_*
+// settings it reads. Values are written literally: what a unit or that file would reinterpret
+// (quotes, backslashes, `$`, `%`, control characters) is refused instead of escaped, so the files
+// read the same to systemd, to a shell and to people.
 
 /** The unit's file name. */
 export const UNIT_NAME = "skippy.service";
@@ -32,7 +33,11 @@ export function environmentFileText(vars: Record<string, string>): string {
   ].join("\n");
 }
 
-/** skippy.service: `node` runs the bundle as root with the environment file's settings. */
+/**
+ * skippy.service: `node` runs the bundle's skippy-updater as root with the environment file's
+ * settings; the updater runs the agent (its current version) as its child and switches versions
+ * (agent/updater/updater.ts).
+ */
 export function unitText(opts: { node: string; bundle: string; environmentFile: string }): string {
   checkPlainPath("the Node binary", opts.node);
   checkPlainPath("the bundle", opts.bundle);
@@ -48,12 +53,13 @@ export function unitText(opts: { node: string; bundle: string; environmentFile: 
     "[Service]",
     "Type=simple",
     `EnvironmentFile=${opts.environmentFile}`,
-    `ExecStart=${opts.node} ${opts.bundle}`,
+    `ExecStart=${opts.node} ${opts.bundle} updater`,
     "Restart=always",
     "RestartSec=5",
-    // SIGTERM goes to skippy alone: it finishes the order it runs (its compose commands are not
-    // signalled) and exits. One that outlasts TimeoutStopSec is killed with the rest of the
-    // unit, and the journal has the agent take the order up again when it starts.
+    // SIGTERM goes to the updater alone, which passes it to skippy: it finishes the order it runs
+    // (its compose commands are not signalled) and exits, and the updater after it. One that
+    // outlasts TimeoutStopSec is killed with the rest of the unit, and the journal has the agent
+    // take the order up again when it starts.
     "KillMode=mixed",
     "TimeoutStopSec=90",
     "# Hardening that keeps what skippy's orders need: root for the Docker socket, for process",

@@ -153,7 +153,7 @@ describe("skippy install", () => {
     const unit = (await read("etc/systemd/system/skippy.service")).toString();
     expect(unit).not.toContain(token);
     expect(unitSetting(unit, "EnvironmentFile")).toBe(join(prefix, "etc/skippy/skippy.env"));
-    expect(unitSetting(unit, "ExecStart")).toBe(`${process.execPath} ${join(prefix, "usr/local/lib/skippy/skippy.mjs")}`);
+    expect(unitSetting(unit, "ExecStart")).toBe(`${process.execPath} ${join(prefix, "usr/local/lib/skippy/skippy.mjs")} updater`);
     expect(unitSetting(unit, "Restart")).toBe("always");
     expect(unitSetting(unit, "WantedBy")).toBe("multi-user.target");
     if (systemdAnalyze) {
@@ -229,7 +229,7 @@ describe("skippy install", () => {
     expect(run.exitCode).toBe(0);
     expect(run.stdout).toContain(`would be created ${join(prefix, "etc/skippy/node-token")} (0600): the node token (not shown)`);
     expect(run.stdout).toContain(`    SKIPPY_NODE_ID="${NODE}"`);
-    expect(run.stdout).toContain(`    ExecStart=${process.execPath} ${join(prefix, "usr/local/lib/skippy/skippy.mjs")}`);
+    expect(run.stdout).toContain(`    ExecStart=${process.execPath} ${join(prefix, "usr/local/lib/skippy/skippy.mjs")} updater`);
     await expect(stat(prefix)).rejects.toThrow(/ENOENT/);
   });
 

@@ -96,6 +96,9 @@ export interface UpdaterStateFile {
   message: string;
   /** ISO time of the last change of state. */
   changedAt: string;
+  /** The request in progress: its deadline and order (so an updater that restarts can resume it). */
+  deadlineMs?: number;
+  orderId?: string;
 }
 
 /** confirmed.json: the agent running bundle `sha256` reached the controller at `at` (ISO). */
@@ -232,6 +235,8 @@ export function parseUpdaterState(v: unknown): UpdaterStateFile {
     running: opt("running"),
     message: typeof v.message === "string" ? v.message : "",
     changedAt: typeof v.changedAt === "string" ? v.changedAt : "",
+    deadlineMs: typeof v.deadlineMs === "number" ? v.deadlineMs : undefined,
+    orderId: typeof v.orderId === "string" ? v.orderId : undefined,
   };
 }
 

@@ -109,6 +109,8 @@ export class HeartbeatRecorder {
         transport,
         // An SSH node's, sent by its relay; an agent's own node has none.
         ssh: node.desiredState?.kind.case === "node" && node.desiredState.kind.value.ssh ? req.ssh : undefined,
+        // What the agent says of its updater (skippy-updater), as it said it; absent from older agents.
+        agentUpdate: req.agentUpdate,
       });
       intervalMs = status.heartbeatIntervalMs;
       const comparable = before
