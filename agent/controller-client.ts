@@ -215,6 +215,11 @@ function download(
     req.on("error", fail);
     req.on("end", () => {
       session.close();
+      // A stream the server reset part-way ends without an error: a cut answer is a failure.
+      const expected = answer["content-length"] === undefined ? undefined : Number(answer["content-length"]);
+      if (req.rstCode !== undefined && req.rstCode !== http2.constants.NGHTTP2_NO_ERROR)
+        return reject(new Error(`${path}: the stream was reset (code ${req.rstCode}) after ${size} bytes`));
+      if (expected !== undefined && expected !== size) return reject(new Error(`${path}: ${size} of ${expected} bytes arrived`));
       resolve({ status, headers: answer, body: Buffer.concat(chunks) });
     });
     req.end();

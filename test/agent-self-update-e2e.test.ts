@@ -136,6 +136,18 @@ describe("agent self-update (built controller, three agents under skippy-updater
     expect(wrong.status).toBe(400);
     expect(JSON.parse(wrong.body).error.message).toMatch(/states version 1\.0\.0, not 9\.9\.9/);
     expect((await rawRequest(ctl, "GET", "/v1/agent-versions/0.1.0-b/skippy.mjs")).status).toBe(401);
+    // A path that does not decode is refused, and the controller goes on answering.
+    expect((await rawRequest(ctl, "GET", "/v1/agent-versions/%ZZ/skippy.mjs")).status).toBe(400);
+    // A version an agent could not install is refused at the upload.
+    const long = `9.${"9".repeat(70)}`;
+    const tooLong = await rawRequest(
+      ctl,
+      "PUT",
+      `/v1/agent-versions/${long}/skippy.mjs`,
+      { authorization: `Bearer ${E2E_ADMIN_TOKEN}` },
+      `// skippy-bundle-version: ${long}\n`,
+    );
+    expect(tooLong.status).toBe(400);
     const v = (await api().getResource({ resourceType: "agent_version", id: "0.1.0-b" })).resource;
     expect(v?.desiredState?.kind.case === "agentVersion" && v.desiredState.kind.value.notes).toBe("the new one");
     const got = await rawRequest(ctl, "GET", "/v1/agent-versions/0.1.0-b/skippy.mjs", { authorization: `Bearer ${E2E_ADMIN_TOKEN}` });
@@ -175,9 +187,13 @@ describe("agent self-update (built controller, three agents under skippy-updater
       RolloutNodeState.DONE,
     ]);
     for (const id of NODES) {
-      const st = await node(id);
+      // The updater confirms once the new agent's first report was accepted; the report after
+      // that says so.
+      const st = await waitFor(`${id} CONFIRMED`, async () => {
+        const x = await node(id);
+        return x?.agentUpdate?.state === AgentUpdateState.CONFIRMED ? x : undefined;
+      });
       expect(st?.agentVersion).toBe("0.1.0-b");
-      expect([AgentUpdateState.CONFIRMED, AgentUpdateState.IDLE]).toContain(st?.agentUpdate?.state);
       expect(st?.agentUpdate?.previousVersion).toBe("0.1.0-a");
       // The updater stayed; only its child, the agent, was replaced.
       expect(updaters.get(id)!.pid).toBe(pids.get(id));

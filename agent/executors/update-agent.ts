@@ -67,6 +67,9 @@ export const updateAgent = executorOf("updateAgent", async (action, order, ctx) 
     });
   }
   const deadlineMs = action.deadline ? durationMs(action.deadline) : DEFAULT_DEADLINE_MS;
+  // Cancelled meanwhile (the rollout rolled back or was superseded): stage, but never switch.
+  if (ctx.signal.aborted)
+    return fail("CANCELLED", `the order was cancelled before agent version ${action.version} was handed to the updater`);
   await writeUpdateRequest(dir, {
     version: action.version,
     sha256: action.sha256,

@@ -26,6 +26,10 @@ export async function checkWritable(call: CallInfo, type: string, current?: Reso
   if (type === "node" && !holds(call.principal, Permission.ADMIN)) {
     throw forbidden("nodes are administered with the admin permission", { permission: "admin", resource_type: "node" });
   }
+  // Which agent version every host runs is the fleet's most powerful lever: an admin's alone.
+  if (type === "agent_update" && !holds(call.principal, Permission.ADMIN)) {
+    throw forbidden("agent updates are written with the admin permission", { permission: "admin", resource_type: "agent_update" });
+  }
   for (const r of [current, next]) {
     if (!r) continue;
     // A tenant being created or relabelled is judged by the labels it is given.

@@ -25,6 +25,7 @@ import { peerCertificateOf } from "../tls/peer-certificate.js";
 import { httpStatusOf } from "./api-errors.js";
 import { headerReaderOf, stopReading } from "./request-gate.js";
 import { envelope, type TraceIds } from "./rest/envelope.js";
+import { decodeSegment } from "./rest/path-template.js";
 import { readBodyBytes } from "./rest/read-body.js";
 import { send, traceIdsOf } from "./rest/rest-handler.js";
 
@@ -48,7 +49,7 @@ export function createAgentVersionRoute(opts: AgentVersionRouteOptions): (req: R
     const m = PATH.exec((req.url ?? "/").split("?")[0] ?? "");
     if (!m) return false;
     const ids = traceIdsOf(req.headers);
-    serve(opts, decodeURIComponent(m[1]!), req, res, ids).catch((e: unknown) => {
+    serve(opts, m[1]!, req, res, ids).catch((e: unknown) => {
       if (!isSkipperError(e)) {
         opts.logger.error(
           { action: "agent_version", result: "INTERNAL_ERROR", err: e, request_id: ids.requestId },
@@ -63,7 +64,9 @@ export function createAgentVersionRoute(opts: AgentVersionRouteOptions): (req: R
   };
 }
 
-async function serve(opts: AgentVersionRouteOptions, version: string, req: Request, res: Response, ids: TraceIds): Promise<void> {
+async function serve(opts: AgentVersionRouteOptions, raw: string, req: Request, res: Response, ids: TraceIds): Promise<void> {
+  const version = decodeSegment(raw);
+  if (version === undefined) throw invalid("the version in the path is not a valid percent-encoded segment", { field: "version" });
   const method = (req.method ?? "GET").toUpperCase();
   if (method !== "GET" && method !== "HEAD" && method !== "PUT")
     throw Object.assign(invalid(`${method} is not allowed here; use GET or PUT`, { allow: ["GET", "HEAD", "PUT"] }), { status: 405 });

@@ -142,7 +142,8 @@ export const CONTROLLER_ORDER_KINDS: { readonly [T in OrderType]: AdHocKind<T> |
   },
   [WorkOrderType.UPDATE_AGENT]: {
     queued: "by the reconciler",
-    instead: "write an agent_update resource naming the agent_version the nodes should run (skipper agent-update set VERSION)",
+    instead:
+      "write an agent_update resource naming the agent_version the nodes should run (skipper apply -f, see skipper agent-version add --help)",
   },
 };
 

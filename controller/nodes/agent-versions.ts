@@ -3,7 +3,8 @@
 // resource that names them), and the resource with the manifest signed by the controller's
 // Ed25519 key. A version is immutable: the same bytes again are a no-op (a retried upload), other
 // bytes under a version already held are CONFLICT. The bundle the controller serves to joining
-// hosts is added the same way at start, so the version joined hosts run is always one it holds.
+// hosts is not added by itself: upload it too (skipper agent-version add dist/skippy.mjs), so a
+// rollout away from it has a version to go back to.
 //
 // Several controllers on one PostgreSQL store share the resources, not their data directories: a
 // controller asked for bytes it does not have answers NOT_FOUND saying so (upload the bundle to
@@ -29,6 +30,8 @@ import { statedVersion } from "./agent-bundles.js";
 export const MAX_BUNDLE_BYTES = 64 * 1024 * 1024;
 
 const SHA256 = /^[0-9a-f]{64}$/;
+/** A version an agent installs (agent/updater/update-files.ts VERSION_PATTERN). */
+const VERSION = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** The download path of version `version` (boundary/agent-version-route.ts; what update_agent orders name). */
 export function agentVersionPath(version: string): string {
@@ -60,6 +63,10 @@ export class AgentVersions {
    */
   async add(version: string, bytes: Buffer, notes: string, trace: Trace): Promise<{ resource: Resource; added: boolean }> {
     checkId(version, "version");
+    if (!VERSION.test(version))
+      throw invalid(`version must be 1..64 of [A-Za-z0-9._-] (what an agent can install), got ${JSON.stringify(version.slice(0, 80))}`, {
+        field: "version",
+      });
     if (bytes.length === 0) throw invalid("the bundle is empty", { field: "body" });
     if (bytes.length > MAX_BUNDLE_BYTES) throw invalid(`the bundle is larger than ${MAX_BUNDLE_BYTES} bytes`, { field: "body" });
     const stated = statedVersion(bytes);

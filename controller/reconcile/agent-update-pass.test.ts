@@ -10,10 +10,11 @@ import { clone, create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { NodeLiveness, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
+import { DeletionSchema, NodeLiveness, ResourceSchema, type Resource } from "../../gen/skipper/v1/resource_pb.js";
 import { RolloutActorSchema, RolloutNodeState as S, RolloutStatus } from "../../gen/skipper/v1/rollout_pb.js";
 import { WorkOrderResultSchema, WorkOrderSchema, WorkOrderStatus, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import type { CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
+import { conflict } from "../base/errors.js";
 import { FileStore } from "../store/file/file-store.js";
 import { RolloutRecords } from "../rollouts/rollout-records.js";
 import { runCommand } from "../rollouts/rollout-commands.js";
@@ -181,5 +182,104 @@ describe("agent update pass", () => {
       ["n1", S.ROLLED_BACK],
       ["n2", S.ROLLED_BACK],
     ]);
+  });
+
+  it("a node that cannot take its order fails alone; a deleted update ends its rollout; nothing restarts after a rollback", async () => {
+    dir = await mkdtemp(join(tmpdir(), "skipper-agent-update-pass-"));
+    store = new FileStore(dir);
+    await store.open();
+    const s = store;
+    for (const r of [
+      nodeResource("n1", "1.0.0", SHA_OLD),
+      nodeResource("n2", "1.0.0", SHA_OLD),
+      versionResource("1.0.0", SHA_OLD),
+      versionResource("2.0.0", SHA_NEW),
+    ])
+      await s.createResource(r);
+    const update = (version: string) =>
+      create(ResourceSchema, {
+        id: "fleet",
+        resourceType: "agent_update",
+        schemaVersion: "v1",
+        metadata: {},
+        createdAt: timestampFromDate(NOW),
+        desiredState: { kind: { case: "agentUpdate", value: { version, policy: { maxParallel: 1 } } } },
+      });
+    await s.createResource(update("2.0.0"));
+    const rollouts = new RolloutRecords(s);
+    const queued: string[] = [];
+    let n2Disabled = true;
+    const pass = () =>
+      runAgentUpdatePass({
+        store: s,
+        logger: pino({ level: "silent" }),
+        now: () => NOW,
+        rollouts,
+        versions: { has: async () => true },
+        exclusive: (fn) => fn(),
+        queueOrder: async (req, _t, id) => {
+          if (req.target?.nodeId === "n2" && n2Disabled)
+            throw conflict("node n2 is disabled and takes no new work orders", { reason: "NODE_DISABLED" });
+          queued.push(id);
+          return (
+            (await s.getWorkOrder(id)) ??
+            s.createWorkOrder(
+              create(WorkOrderSchema, { id, type: req.type, target: req.target, action: req.action, status: WorkOrderStatus.PENDING }),
+            )
+          );
+        },
+      });
+    const rolloutId = async () => {
+      const r = await s.getResource("agent_update", "fleet");
+      return r?.currentState?.kind.case === "agentUpdate" ? r.currentState.kind.value.rolloutId : "";
+    };
+    await pass();
+    await reports(s, "n1", "2.0.0", SHA_NEW);
+    await pass();
+    await pass();
+    const first = (await rollouts.get(await rolloutId()))!;
+    expect(first.waves[0]!.nodes.map((n) => [n.nodeId, n.state])).toEqual([
+      ["n1", S.DONE],
+      ["n2", S.FAILED],
+    ]);
+    expect(first.waves[0]!.nodes[1]!.reason).toMatch(/could not be queued: CONFLICT: node n2 is disabled/);
+    expect(first.status).toBe(RolloutStatus.SUCCEEDED);
+
+    // Back to 1.0.0 as a new rollout; aborted at once: ROLLED_BACK (n1 never moved). A node that
+    // joins behind 1.0.0 afterwards starts nothing: only a change of the update does.
+    await s.updateResource("agent_update", "fleet", (cur) => {
+      const next = clone(ResourceSchema, cur);
+      next.desiredState = update("1.0.0").desiredState;
+      return next;
+    });
+    await pass();
+    const second = (await rollouts.get(await rolloutId()))!;
+    expect(second.id).not.toBe(first.id);
+    const aborted = runCommand(second, { kind: "abort" }, create(RolloutActorSchema, { actor: "admin", at: timestampFromDate(NOW) }));
+    await rollouts.save(aborted.rollout, [aborted.event!], { requestId: "r", correlationId: "c" });
+    await pass();
+    await s.createResource(nodeResource("n3", "2.0.0", SHA_NEW));
+    await pass();
+    expect(await rolloutId()).toBe(second.id);
+
+    // Deleted while a rollout runs: it ends SUPERSEDED and its untaken order is cancelled.
+    n2Disabled = false;
+    await s.updateResource("agent_update", "fleet", (cur) => {
+      const next = clone(ResourceSchema, cur);
+      next.desiredState = update("2.0.0").desiredState;
+      return next;
+    });
+    await pass();
+    const third = (await rollouts.get(await rolloutId()))!;
+    expect(third.status).toBe(RolloutStatus.PROGRESSING);
+    const open = third.waves.flatMap((w) => w.nodes).find((n) => n.workOrderId !== "")!;
+    await s.updateResource("agent_update", "fleet", (cur) => {
+      const next = clone(ResourceSchema, cur);
+      next.deletion = create(DeletionSchema, { deletedAt: timestampFromDate(NOW) });
+      return next;
+    });
+    await pass();
+    expect((await rollouts.get(third.id))!.status).toBe(RolloutStatus.SUPERSEDED);
+    expect((await s.getWorkOrder(open.workOrderId))?.status).toBe(WorkOrderStatus.CANCELLED);
   });
 });

@@ -6,7 +6,7 @@
 // pass gets its own order back), store the rollout's record with its events, and the update's
 // status when it changed. Each update runs under the lock of tenant "" (agent rollouts have no
 // tenant), which RolloutService's commands on its rollout take too, so the two never interleave.
-import { create, equals } from "@bufbuild/protobuf";
+import { clone, create, equals } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createHash } from "node:crypto";
 import { v4 as uuidv4 } from "uuid";
@@ -18,7 +18,7 @@ import { type Rollout, RolloutActorSchema, RolloutStatus } from "../../gen/skipp
 import { WorkOrderStatus, WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { CreateWorkOrderRequestSchema, type CreateWorkOrderRequest } from "../../gen/skipper/v1/work_order_service_pb.js";
 import type { Trace } from "../base/context.js";
-import { isSkipperError } from "../base/errors.js";
+import { conflict, isSkipperError } from "../base/errors.js";
 import { buildEvent } from "../events/event-recorder.js";
 import { agentVersionOf, agentVersionPath, type AgentVersions } from "../nodes/agent-versions.js";
 import { updateDeadlineMs } from "../resources/agent-update-rules.js";
@@ -60,9 +60,11 @@ export interface AgentUpdatePassDeps {
 
 /** Plans and acts on every agent update; answers when time alone changes something (a bake, a deadline). */
 export async function runAgentUpdatePass(deps: AgentUpdatePassDeps): Promise<number | undefined> {
-  const updates = (await scannedResources(deps.store, { resourceType: "agent_update" })).filter(
-    (r) => !r.deletion && r.desiredState?.kind.case === "agentUpdate",
+  const all = (await scannedResources(deps.store, { resourceType: "agent_update", includeDeleted: true })).filter(
+    (r) => r.desiredState?.kind.case === "agentUpdate",
   );
+  for (const r of all.filter((x) => x.deletion)) await deps.exclusive(() => endRolloutOfDeleted(deps, r));
+  const updates = all.filter((r) => !r.deletion);
   if (updates.length === 0) return undefined;
   const nodes = (await scannedResources(deps.store, { resourceType: "node" })).filter((n) => !n.deletion).map(nodeView);
   const specs = updates.map((r) => ({ id: r.id, spec: specOf(r) }));
@@ -109,12 +111,14 @@ async function passOne(
   const target = agentHash(version.version, version.sha256);
   const updatable = assigned.taken.filter((n) => notUpdatable(n) === undefined);
   let rollout = before.rolloutId ? await deps.rollouts.get(before.rolloutId) : undefined;
+  let written = before;
   const fleet = fleetOf(updatable, target);
   // A node that joined (or came back) behind the version after the last rollout ended is not in it:
   // a new rollout takes it (a tenant's new node gets its spec at once; an agent's must be updated).
+  // After a rollback (abort, budget) or a failed one, nothing starts again until the spec changes.
   const newcomers =
     rollout !== undefined &&
-    ENDED.has(rollout.status) &&
+    rollout.status === RolloutStatus.SUCCEEDED &&
     fleet.some((f) => f.appliedHash !== "" && f.appliedHash !== f.desiredHash && !nodesOf(rollout!).some((n) => n.nodeId === f.nodeId));
   const decision = decideRollout({
     tenantId: "",
@@ -135,6 +139,12 @@ async function passOne(
   }
   if (decision.start) {
     decision.start.agentUpdateId = r.id;
+    // The status names the new rollout before it exists: a crash in between leaves a link to
+    // nothing (the next pass decides again), never a rollout that nothing steps.
+    const linked = clone(AgentUpdateStatusSchema, before);
+    linked.rolloutId = decision.start.id;
+    await save(deps, r, before, linked, trace);
+    written = linked;
     rollout = await deps.rollouts.create(decision.start, trace);
   } else rollout = decision.current;
   let recheck: number | undefined;
@@ -142,7 +152,7 @@ async function passOne(
   status.rolloutId = rollout?.id ?? "";
   status.nodesCurrent = assigned.taken.filter((n) => runningHash(n) === target).length;
   status.nodes = lagging(assigned.taken, assigned.contested, target, rollout && (await deps.rollouts.get(rollout.id)));
-  await save(deps, r, before, status, trace);
+  await save(deps, r, written, status, trace);
   return recheck;
 }
 
@@ -170,12 +180,19 @@ async function stepRollout(
     for (const a of step.actions) {
       if (a.type !== "node-started") continue;
       const id = orderId("agu", rollout.id, a.nodeId);
-      await deps.queueOrder(
-        updateRequest(a.nodeId, rollout, spec, rollout.toSpecHash, await versionFor(deps, rollout.toSpecHash)),
-        trace,
-        id,
-      );
-      actions.push({ type: "node-order", nodeId: a.nodeId, workOrderId: id });
+      const node = byId.get(a.nodeId);
+      const why = node ? notUpdatable(node) : "the node is gone";
+      try {
+        if (why) throw conflict(why);
+        const version = await versionFor(deps, rollout.toSpecHash);
+        await deps.queueOrder(updateRequest(a.nodeId, rollout, spec, rollout.toSpecHash, version), trace, id);
+        actions.push({ type: "node-order", nodeId: a.nodeId, workOrderId: id });
+      } catch (e) {
+        // A node that cannot take the order (disabled, gone, no longer able) fails alone; the
+        // rollout goes on (or stops on its budget). A store that does not answer fails the pass.
+        if (!isSkipperError(e) || e.code === "UNAVAILABLE" || e.code === "INTERNAL_ERROR") throw e;
+        actions.push({ type: "node-failed", nodeId: a.nodeId, reason: `update_agent could not be queued: ${e.code}: ${e.message}` });
+      }
     }
   }
   if (actions.length === 0) return recheck;
@@ -215,6 +232,17 @@ async function issueRollbacks(
     }
   }
   return out;
+}
+
+// A deleted agent_update: its rollout under way ends SUPERSEDED (nothing steps it any more) and
+// its untaken orders are cancelled; nodes keep what they run.
+async function endRolloutOfDeleted(deps: AgentUpdatePassDeps, r: Resource): Promise<void> {
+  const id = statusOf(r).rolloutId;
+  const rollout = id ? await deps.rollouts.get(id) : undefined;
+  if (!rollout || ENDED.has(rollout.status)) return;
+  const trace: Trace = { requestId: uuidv4(), correlationId: r.metadata?.correlationId || uuidv4() };
+  await cancelForward(deps, rollout, `agent_update ${r.id} was deleted`, trace);
+  await deps.rollouts.supersede(rollout, "", trace, deps.now());
 }
 
 // Cancels the rollout's update_agent orders to its new version that no node took yet (or asks the

@@ -142,11 +142,14 @@ export function rollbackObservations(
     const n = nodes.get(rn.nodeId);
     if (!n) continue;
     const order = rn.rollbackWorkOrderId ? orders.get(rn.rollbackWorkOrderId) : undefined;
+    // An order to the new version still open (a cancel asked of its runner) may yet switch the
+    // node: it is not back until that order ended too.
+    const forward = rn.workOrderId ? orders.get(rn.workOrderId) : undefined;
     out.set(rn.nodeId, {
       appliedHash: runningHash(n),
       lastWorkOrderId: order?.id ?? "",
       lastResultCode: order && !order.open ? (order.failed ? order.code || "FAILED" : "") : "",
-      inFlight: order?.open ?? false,
+      inFlight: (order?.open ?? false) || (forward?.open ?? false),
     });
   }
   return out;

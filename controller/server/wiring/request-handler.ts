@@ -31,6 +31,9 @@ export type RequestHandler = (
 ) => void;
 
 const JSON_OPTIONS = { useProtoFieldName: true } as const;
+// NodeService and WorkOrderService (what agents call, on the session too): a newer agent's fields are
+// read as absent instead of refusing its heartbeats and results (routes.ts).
+const AGENT_JSON_OPTIONS = { ...JSON_OPTIONS, ignoreUnknownFields: true } as const;
 
 export type HandlerOptions = Pick<
   BuildOptions,
@@ -50,7 +53,7 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
   const interceptors: Interceptor[] = [boundaryInterceptor(boundary)];
   const onRefused = refusalAuditor(audit);
   const signer = opts.tls ? auditSigner(opts.tls.key, opts.tls.cert) : undefined;
-  const routes = serviceRoutes(deps, signer);
+  const routes = serviceRoutes(deps, signer, AGENT_JSON_OPTIONS);
   const gate = createRequestGate({ authenticator, logger, onRefused, metrics });
   // One table of body limits and one set of budgets for every protocol (body-limits.ts).
   const budgets = opts.bodyBudgets ?? new BodyBudgets(withMaxRequestBytes(opts.maxRequestBytes));
@@ -68,7 +71,7 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
       method: NodeService.method.session,
       boundary,
       open: agentSessionOpener(deps),
-      jsonOptions: JSON_OPTIONS,
+      jsonOptions: AGENT_JSON_OPTIONS,
       readMaxBytes,
       budgets,
     },

@@ -1,5 +1,5 @@
 // Every service the controller serves, and the routes that put each implementation behind it.
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import { DeploymentService } from "../../../gen/skipper/v1/deployment_service_pb.js";
 import { EventService } from "../../../gen/skipper/v1/event_service_pb.js";
@@ -60,12 +60,19 @@ export const SERVICES: DescService[] = [
 ];
 
 /** The routes of every service; audit exports are signed by `signer` when the controller has a certificate. */
-export function serviceRoutes(deps: ServiceDeps, signer: AuditSigner | undefined): (router: ConnectRouter) => void {
+export function serviceRoutes(
+  deps: ServiceDeps,
+  signer: AuditSigner | undefined,
+  agentJson?: ConnectRouterOptions["jsonOptions"],
+): (router: ConnectRouter) => void {
+  // What agents call reads JSON fields it does not know (a newer agent's) as absent, so agents one
+  // version ahead of the controller are heard; what people call refuses them (a typo is an error).
+  const agents = agentJson ? { jsonOptions: agentJson } : {};
   return (router) => {
     router.service(HealthService, healthService(deps));
     router.service(ResourceService, resourceService(deps));
-    router.service(WorkOrderService, workOrderService(deps));
-    router.service(NodeService, nodeService(deps));
+    router.service(WorkOrderService, workOrderService(deps), agents);
+    router.service(NodeService, nodeService(deps), agents);
     router.service(DeploymentService, deploymentService(deps));
     router.service(SnapshotService, snapshotService(deps));
     router.service(EventService, eventService(deps));
