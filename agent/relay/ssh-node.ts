@@ -4,12 +4,21 @@
 // clients acting for the node (x-skipper-relay-for), the SSH node's executors
 // (ssh-executors.ts) and a probe that checks the connection before it probes the engine. The
 // whole Agent runs inside withEngineEnv, so every engine command it starts goes to the node.
+// Its process modules live on the node (ssh-process-executors.ts): artifacts from the relay's
+// --allow-process-source, and each heartbeat reports the node's modules, observed with one
+// command (the last seen while the connection is down).
 import { create } from "@bufbuild/protobuf";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { RelayTarget } from "../../gen/skipper/v1/node_service_pb.js";
-import { ComposeVariant, NodeCapabilitiesSchema, SshTargetState } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ComposeVariant,
+  NodeCapabilitiesSchema,
+  SshTargetState,
+  type ProcessObservation,
+  type SshTargetStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
 import { Agent } from "../agent.js";
 import { AgentTally } from "../agent-tally.js";
 import type { AgentConfig } from "../config.js";
@@ -20,6 +29,8 @@ import { observeForHeartbeat } from "../engine/project-state.js";
 import { executors } from "../executors/registry.js";
 import { Journal } from "../journal.js";
 import { EngineBridge } from "./engine-bridge.js";
+import { RemoteProcesses, sshScriptRunner } from "./remote-processes.js";
+import { sshProcessExecutors, superviseOnNode } from "./ssh-process-executors.js";
 import { sshExecutors, sshRuns } from "./ssh-executors.js";
 import { removeSshFiles, targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
 import { type Limiter, SshLink } from "./ssh-link.js";
@@ -42,6 +53,10 @@ export class SshNode {
   private link: SshLink | undefined;
   private bridge: EngineBridge | undefined;
   private files: SshFiles | undefined;
+  // The connection as the last probe found it, and the node's modules as last observed.
+  private ssh: SshTargetStatus | undefined;
+  private processes: ProcessObservation[] = [];
+  private superviseFailed = false;
 
   constructor(
     private readonly deps: SshNodeDeps,
@@ -82,21 +97,28 @@ export class SshNode {
       pollIntervalMs: Math.max(relay.pollIntervalMs, MIN_POLL_MS),
       transport: "poll",
       allowCommands: [],
-      allowProcessSources: [],
+      // Artifacts are fetched by the relay, from the sources its operator allowed.
+      allowProcessSources: relay.allowProcessSources,
       proxy: undefined,
       metricsListen: undefined,
     };
     const all = executors();
+    const remote = new RemoteProcesses(
+      sshScriptRunner((line) => link.args(line)),
+      config.workDir,
+    );
+    const own = sshProcessExecutors(remote, config.workDir);
     const agent = new Agent({
       config,
       clients: clients.relayFor!(nodeId),
       journal: new Journal(dir),
       log,
       probe: () => this.probe(ssh.address),
-      executors: sshExecutors(all, nodeId, () => link.check()),
+      executors: sshExecutors(all, nodeId, () => link.check(), own),
       // Capabilities come from what this table runs: the refused kinds are not offered.
       hasExecutor: (type) => sshRuns(all, type),
       observe: (engine) => observeForHeartbeat(config.workDir, engine),
+      supervise: () => this.supervise(remote, config.workDir, log),
       tally: new AgentTally(),
     });
     log.info({ action: "relay_start", node_id: nodeId }, `relaying SSH node ${nodeId} (${ssh.user}@${ssh.address}:${ssh.port || 22})`);
@@ -117,9 +139,28 @@ export class SshNode {
     if (opts.forget) await rm(join(this.deps.relay.stateDir, "relay", this.target.nodeId), { recursive: true, force: true });
   }
 
+  // The node's modules; while the connection is down (or the observation fails) the last seen,
+  // told once per failure streak rather than at every beat.
+  private async supervise(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
+    if (this.ssh?.state !== SshTargetState.CONNECTED) return this.processes;
+    try {
+      this.processes = await superviseOnNode(remote, lockKey, log);
+      this.superviseFailed = false;
+    } catch (e) {
+      if (!this.superviseFailed)
+        log.warn(
+          { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
+          "could not observe the node's process modules",
+        );
+      this.superviseFailed = true;
+    }
+    return this.processes;
+  }
+
   // The connection first: an engine behind a refused host key is not probed at all.
   private async probe(address: string): Promise<DockerHost> {
     const ssh = await this.link!.check();
+    this.ssh = ssh;
     if (ssh.state !== SshTargetState.CONNECTED) {
       const capabilities = create(NodeCapabilitiesSchema, {
         dockerAvailable: false,
