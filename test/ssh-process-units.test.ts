@@ -14,16 +14,11 @@ import { observationOf, parseModules } from "../agent/relay/remote-process-obser
 import { REMOTE_PROCESS_BASE, TAIL, launchScript } from "../agent/relay/remote-process-scripts.js";
 import { RemoteProcesses, type ScriptRunner } from "../agent/relay/remote-processes.js";
 import { remoteSh, shellQuote } from "../agent/relay/shell-quote.js";
+import { processStartTicks } from "../agent/process/supervisor.js";
 import { waitFor } from "./helpers/processes.js";
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+// A zombie (an orphan not reaped yet) is not alive.
+const alive = async (pid: number) => (await processStartTicks(pid)) !== undefined;
 
 describe("words for the remote shell", () => {
   it("are single-quoted, an embedded quote closed, escaped and reopened; NUL refused", () => {
@@ -31,8 +26,20 @@ describe("words for the remote shell", () => {
     expect(shellQuote("")).toBe("''");
     expect(shellQuote("it's")).toBe("'it'\\''s'");
     expect(() => shellQuote("a\0b")).toThrow(/NUL/);
+    expect(remoteSh('echo "$1"', ["it's", "b c"])).toBe(`sh -c 'echo "$1"' sh 'it'\\''s' 'b c'`);
+    // A whole script as the node's login shell gets it: the prelude every script starts with, then its own lines.
     expect(remoteSh(TAIL, [REMOTE_PROCESS_BASE, "web"])).toBe(
-      `sh -c 'B="$HOME/$1"\nalive() { case $1 in '\\'''\\''|*[!0-9]*|0) return 1 ;; esac; kill -0 "$1" 2>/dev/null; }\ntail -c 2048 "$B/$2/.run/log" 2>/dev/null || true\n' sh '.skippy-ssh/processes' 'web'`,
+      [
+        `sh -c 'B="$HOME/$1"`,
+        "alive() {",
+        `  case $1 in '\\'''\\''|*[!0-9]*|0) return 1 ;; esac`,
+        `  kill -0 "$1" 2>/dev/null || return 1`,
+        `  z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0`,
+        `  case \${z##*) } in Z*|X*) return 1 ;; esac`,
+        "}",
+        `tail -c 2048 "$B/$2/.run/log" 2>/dev/null || true`,
+        `' sh '.skippy-ssh/processes' 'web'`,
+      ].join("\n"),
     );
   });
 
@@ -212,10 +219,10 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
     );
     // The supervisor saw it die of SIGKILL (128 + 9) and counts one restart.
     expect([again.restarts, again.lastExit]).toEqual([1, "137"]);
-    expect(alive(again.supervisor)).toBe(true);
+    expect(await alive(again.supervisor)).toBe(true);
 
     expect(await remote.stop("job", 2000)).toBe(again.pid);
-    expect([alive(again.pid), alive(again.supervisor)]).toEqual([false, false]);
+    expect([await alive(again.pid), await alive(again.supervisor)]).toEqual([false, false]);
     const stopped = await remote.inspect("job");
     expect(stopped).toMatchObject({ pid: 0, supervisor: 0, restarts: 1 });
     expect(await remote.stop("job", 500)).toBe(0);

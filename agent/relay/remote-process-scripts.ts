@@ -21,9 +21,15 @@ import { START_MARK } from "../process/supervisor.js";
 /** Where process modules live on an SSH node, under its user's $HOME. */
 export const REMOTE_PROCESS_BASE = ".skippy-ssh/processes";
 
-// $1 is always the base under $HOME; a pid is alive when it is a positive number kill -0 reaches.
+// $1 is always the base under $HOME; a pid is alive when it is a positive number kill -0 reaches
+// and, where /proc tells, not a zombie (an orphan init has not reaped yet).
 const PRELUDE = `B="$HOME/$1"
-alive() { case $1 in ''|*[!0-9]*|0) return 1 ;; esac; kill -0 "$1" 2>/dev/null; }
+alive() {
+  case $1 in ''|*[!0-9]*|0) return 1 ;; esac
+  kill -0 "$1" 2>/dev/null || return 1
+  z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  case \${z##*) } in Z*|X*) return 1 ;; esac
+}
 `;
 
 // What is known of one module, as "key value" lines (remote-process-observation.ts reads them).
