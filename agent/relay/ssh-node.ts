@@ -57,6 +57,8 @@ export class SshNode {
   private ssh: SshTargetStatus | undefined;
   private processes: ProcessObservation[] = [];
   private superviseFailed = false;
+  private observing: Promise<ProcessObservation[]> | undefined;
+  private observedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly deps: SshNodeDeps,
@@ -140,21 +142,33 @@ export class SshNode {
   }
 
   // The node's modules; while the connection is down (or the observation fails) the last seen,
-  // told once per failure streak rather than at every beat.
-  private async supervise(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
-    if (this.ssh?.state !== SshTargetState.CONNECTED) return this.processes;
-    try {
-      this.processes = await superviseOnNode(remote, lockKey, log);
-      this.superviseFailed = false;
-    } catch (e) {
-      if (!this.superviseFailed)
-        log.warn(
-          { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
-          "could not observe the node's process modules",
-        );
-      this.superviseFailed = true;
-    }
-    return this.processes;
+  // told once per failure streak rather than at every beat. The Agent asks on its own clock and
+  // with each heartbeat: one command on the node serves both (at most one per MIN_POLL_MS).
+  private supervise(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
+    if (this.ssh?.state !== SshTargetState.CONNECTED) return Promise.resolve(this.processes);
+    if (this.observing) return this.observing;
+    if (performance.now() - this.observedAt < MIN_POLL_MS) return Promise.resolve(this.processes);
+    this.observing = superviseOnNode(remote, lockKey, log)
+      .then(
+        (seen) => {
+          this.processes = seen;
+          this.superviseFailed = false;
+        },
+        (e: unknown) => {
+          if (!this.superviseFailed)
+            log.warn(
+              { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
+              "could not observe the node's process modules",
+            );
+          this.superviseFailed = true;
+        },
+      )
+      .then(() => {
+        this.observing = undefined;
+        this.observedAt = performance.now();
+        return this.processes;
+      });
+    return this.observing;
   }
 
   // The connection first: an engine behind a refused host key is not probed at all.
