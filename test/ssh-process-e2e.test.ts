@@ -173,15 +173,18 @@ describe("process modules on an SSH node (real sshd, relay agent, no engine)", (
     expect(await answer()).toBe("1.0.0");
     // Nothing of it on the relay's own disk.
     expect(await exists(join(root, "relay", "work", "versions", MODULE))).toBe(false);
-    // The node reports it in its heartbeats, as an agent would.
-    const node = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
-    const reported = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
-    expect(reported?.processes.find((p) => p.module === MODULE)).toMatchObject({
+    // The node reports it in its heartbeats, as an agent would (the status may have come from the order's result first).
+    const reported = await waitFor("the SSH node's heartbeat to list the module", async () => {
+      const node = (await api().getResource({ resourceType: "node", id: NODE })).resource!;
+      const st = node.currentState?.kind.case === "node" ? node.currentState.kind.value : undefined;
+      return st?.processes.some((p) => p.module === MODULE && p.pid === first.pid) ? st : undefined;
+    });
+    expect(reported.processes.find((p) => p.module === MODULE)).toMatchObject({
       state: "running",
       activeVersion: "1.0.0",
       activeSha256: sums["1.0.0"],
     });
-    expect(reported?.capabilities?.capabilities).toContain("process.deploy");
+    expect(reported.capabilities?.capabilities).toContain("process.deploy");
 
     // SIGKILL behind Skipper's back: the node's own supervisor starts it again.
     process.kill(first.pid, "SIGKILL");

@@ -17,7 +17,7 @@ import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.
 import type { ExecContext } from "../agent/executors/executor.js";
 import { processStartTicks } from "../agent/process/supervisor.js";
 import { REMOTE_PROCESS_BASE } from "../agent/relay/remote-process-scripts.js";
-import { RemoteProcesses, type ScriptRunner } from "../agent/relay/remote-processes.js";
+import { RemoteProcesses, stdinOf, type ScriptRunner } from "../agent/relay/remote-processes.js";
 import { remoteSh } from "../agent/relay/shell-quote.js";
 import { sshProcessExecutors, superviseOnNode } from "../agent/relay/ssh-process-executors.js";
 import { freePort, waitFor } from "./helpers/processes.js";
@@ -38,6 +38,8 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
   const sums: Record<string, string> = {};
   let ctx: ExecContext;
   let n = 0;
+  // Every argument a script got: what may be secret (the env) must never be one.
+  const argsSeen: string[] = [];
 
   const deploy = (version: string, over: { sha256?: string; source?: string } = {}) => {
     const path = over.source ?? join(artifacts, `job-${version}.tar.gz`);
@@ -88,11 +90,12 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
     }
     dead = `http://127.0.0.1:${await freePort()}/`;
     const local: ScriptRunner = async (script, args, opts) => {
+      argsSeen.push(...args);
       const r = await execa("sh", ["-c", remoteSh(script, args)], {
         reject: false,
         env: { HOME: home },
         timeout: opts.timeoutMs,
-        ...(opts.inputFile ? { inputFile: opts.inputFile } : { stdin: "ignore" as const }),
+        ...stdinOf(opts),
       });
       return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut === true };
     };
@@ -143,6 +146,9 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
     expect(offline).toMatchObject({ success: true, code: "PROCESS_OK" });
     expect(offline.message).toMatch(/highest installed version 2\.0\.0 was used \(resolved offline\)/);
     expect(offline.details?.process).toMatchObject({ activeVersion: "2.0.0", resolvedOffline: true });
+    // The env went to the node on stdin only (the meta, the launch script): never on a command line.
+    expect(argsSeen.length).toBeGreaterThan(10);
+    expect(argsSeen.filter((x) => x.includes("WORD"))).toEqual([]);
   }, 60_000);
 
   it("switches back from a version that dies at once, and rolls back once per order", async () => {

@@ -4,7 +4,7 @@
 // a scratch $HOME (as the node's login shell would run them): install, start, a process killed
 // behind the supervisor's back started again, stop, the active symlink switched.
 import { createHash } from "node:crypto";
-import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchDigest } from "../common/process-launch.js";
 import { observationOf, parseModules } from "../agent/relay/remote-process-observation.js";
 import { REMOTE_PROCESS_BASE, TAIL, launchScript } from "../agent/relay/remote-process-scripts.js";
-import { RemoteProcesses, type ScriptRunner } from "../agent/relay/remote-processes.js";
+import { RemoteProcesses, stdinOf, type ScriptRunner } from "../agent/relay/remote-processes.js";
 import { remoteSh, shellQuote } from "../agent/relay/shell-quote.js";
 import { processStartTicks } from "../agent/process/supervisor.js";
 import { waitFor } from "./helpers/processes.js";
@@ -154,7 +154,7 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
         reject: false,
         env: { HOME: home },
         timeout: opts.timeoutMs,
-        ...(opts.inputFile ? { inputFile: opts.inputFile } : { stdin: "ignore" as const }),
+        ...stdinOf(opts),
       });
       return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut === true };
     };
@@ -165,6 +165,7 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
       // Prints its word and the variables it was given, then waits to be killed.
       await writeFile(join(tree, "bin", "run"), `#!/bin/sh\necho "word=$WORD home=\${HOME:-none}"\nexec sleep 600\n`);
       await chmod(join(tree, "bin", "run"), 0o755);
+      await symlink("./run", join(tree, "bin", "alias"));
       trees[v] = tree;
     }
   });
@@ -179,6 +180,9 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
     await remote.install("job", "1.0.0", trees["1.0.0"]!, meta("1.0.0"));
     await remote.install("job", "2.0.0", trees["2.0.0"]!, meta("2.0.0"));
     expect((await lstat(join(base(), "job", "1.0.0", "bin", "run"))).mode & 0o100).toBe(0o100);
+    // A symlink arrives as it was (the archive's renaming does not touch link targets).
+    expect(await readlink(join(base(), "job", "1.0.0", "bin", "alias"))).toBe("./run");
+    expect(await readFile(join(base(), "job", ".1.0.0.json"), "utf8")).toBe(`${JSON.stringify(meta("1.0.0"))}\n`);
     const m = await remote.inspect("job", "2.0.0");
     expect(m).toMatchObject({ module: "job", active: "", installed: ["1.0.0", "2.0.0"], pid: 0, want: meta("2.0.0") });
     await expect(remote.install("job", "2.0.0", trees["1.0.0"]!, meta("1.0.0"))).rejects.toThrow(/installed on the node already/);

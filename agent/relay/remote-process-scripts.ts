@@ -1,5 +1,7 @@
 // Every command a relay runs on an SSH node for its process modules, as fixed sh texts that take
-// their arguments as $1, $2, … (shell-quote.ts quotes them; nothing is pasted into a script). The
+// their arguments as $1, $2, … (shell-quote.ts quotes them; nothing is pasted into a script).
+// What may be secret (a version's meta and the launch script hold the order's env) goes on stdin,
+// never on a command line another user of the node (or of the relay) could read with ps. The
 // node's layout mirrors the agent's (agent/process/layout.ts), one directory per module under
 // $HOME/<base> (REMOTE_PROCESS_BASE):
 //   <module>/<version>/          an installed version: the artifact's files, never changed
@@ -63,7 +65,11 @@ export const INSPECT = `${PRELUDE}${ONE}if [ -d "$B/$2" ]; then one "$2"; fi
 if [ -n "$3" ] && [ -f "$B/$2/.$3.json" ]; then printf 'want '; cat "$B/$2/.$3.json"; fi
 `;
 
-/** Installs a version from the tar archive on stdin: unpacked beside, meta written, renamed into place (args: base, module, version, meta). */
+/**
+ * Installs a version from the tar archive on stdin (tree/: the version's files, meta.json: its
+ * meta): unpacked beside the versions, the meta put in place, then the tree renamed into place
+ * (args: base, module, version).
+ */
 export const INSTALL = `${PRELUDE}set -e
 umask 077
 d="$B/$2"
@@ -73,17 +79,18 @@ rm -rf "$d"/.tmp-*
 t="$d/.tmp-$$"
 mkdir "$t"
 tar -xf - -C "$t"
-printf '%s\\n' "$4" > "$d/.$3.json.tmp"
-mv -f "$d/.$3.json.tmp" "$d/.$3.json"
-mv "$t" "$d/$3"
+if [ ! -f "$t/meta.json" ] || [ ! -d "$t/tree" ]; then echo "the archive holds no tree/ and meta.json" >&2; exit 7; fi
+mv -f "$t/meta.json" "$d/.$3.json"
+mv "$t/tree" "$d/$3"
+rm -rf "$t"
 `;
 
-/** Writes one of the module's records atomically (args: base, module, name under the module, content). */
+/** Writes one of the module's records atomically from stdin (args: base, module, name under the module). */
 export const PUT = `${PRELUDE}set -e
 umask 077
 d="$B/$2"
 mkdir -p "$d/.run"
-printf '%s\\n' "$4" > "$d/$3.tmp"
+cat > "$d/$3.tmp"
 mv -f "$d/$3.tmp" "$d/$3"
 `;
 
@@ -115,9 +122,9 @@ printf 'was %s\\n' "$c"
 `;
 
 /**
- * Points the module's active symlink at a version and, with "run", starts its supervisor and
- * prints "pid <pid>" of the process it started. Args: base, module, version, launch script,
- * supervisor script, "run" or "switch".
+ * Points the module's active symlink at a version and, with "run", writes the launch script from
+ * stdin, starts its supervisor and prints "pid <pid>" of the process it started. Args: base,
+ * module, version, supervisor script, "run" or "switch".
  */
 export const START = `${PRELUDE}set -e
 umask 077
@@ -126,10 +133,10 @@ if [ ! -d "$d/$3" ]; then echo "version $3 of $2 is not installed on the node" >
 mkdir -p "$d/.run"
 ln -sfn "$3" "$d/.active.tmp"
 mv -fT "$d/.active.tmp" "$d/active"
-[ "$6" = run ] || exit 0
+[ "$5" = run ] || exit 0
 if ! command -v setsid >/dev/null; then echo "setsid is not installed on the node" >&2; exit 5; fi
-printf '%s\\n' "$4" > "$d/.run/launch.sh"
-printf '%s\\n' "$5" > "$d/.run/supervise.sh"
+cat > "$d/.run/launch.sh"
+printf '%s\\n' "$4" > "$d/.run/supervise.sh"
 rm -f "$d/.run/child" "$d/.run/supervisor.pid"
 cd "$d"
 setsid nohup sh .run/supervise.sh "$2" < /dev/null > /dev/null 2>&1 &

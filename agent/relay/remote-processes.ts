@@ -4,7 +4,7 @@
 // (or only switch the active symlink), read the log's end. A failed command becomes a
 // ProcessError: PROCESS_FAILED (retriable: the connection or the node's passing trouble) with
 // what the node said, VERSION_NOT_INSTALLED when the version to start is not there.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { execa } from "execa";
 import type { Launch } from "../process/run-state.js";
@@ -37,6 +37,8 @@ export interface ScriptOptions {
   timeoutMs: number;
   /** A file whose bytes are the script's stdin. */
   inputFile?: string;
+  /** The script's stdin (what may be secret goes here, never in its arguments). */
+  input?: string;
   signal?: AbortSignal;
 }
 
@@ -52,11 +54,18 @@ export function sshScriptRunner(sshArgs: (line: string) => string[]): ScriptRunn
       forceKillAfterDelay: 2000,
       stripFinalNewline: false,
       maxBuffer: 4 * 1024 * 1024,
-      ...(opts.inputFile ? { inputFile: opts.inputFile } : { stdin: "ignore" as const }),
+      ...stdinOf(opts),
       ...(opts.signal ? { cancelSignal: opts.signal } : {}),
     });
     return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout ?? ""), stderr: String(r.stderr ?? ""), timedOut: r.timedOut === true };
   };
+}
+
+/** execa's stdin options for a script's. */
+export function stdinOf(opts: ScriptOptions): { inputFile: string } | { input: string } | { stdin: "ignore" } {
+  if (opts.inputFile) return { inputFile: opts.inputFile };
+  if (opts.input !== undefined) return { input: opts.input };
+  return { stdin: "ignore" };
 }
 
 const QUICK_MS = 30_000;
@@ -86,18 +95,22 @@ export class RemoteProcesses {
 
   /** Installs `tree` (a verified, unpacked artifact on the relay) as `version`, with its meta. */
   async install(module: string, version: string, tree: string, meta: VersionMeta, signal?: AbortSignal): Promise<void> {
+    await mkdir(this.scratchDir, { recursive: true });
     const dir = await mkdtemp(join(this.scratchDir, ".send-"));
     try {
-      const tar = join(dir, "tree.tar");
-      // Owned by nobody in particular: unpacked by the node's user, the files are that user's.
-      const made = await execa("tar", ["-cf", tar, "--owner=0", "--group=0", "--numeric-owner", "-C", tree, "."], {
+      const tar = join(dir, "send.tar");
+      await writeFile(join(dir, "meta.json"), `${JSON.stringify(meta)}\n`, { mode: 0o600 });
+      // tree/ (the version's files) and meta.json; owned by nobody in particular: unpacked by the
+      // node's user, the files are that user's.
+      const owner = ["--owner=0", "--group=0", "--numeric-owner"];
+      const made = await execa("tar", ["-cf", tar, ...owner, "-C", dir, "meta.json", "--transform", "s,^\\.,tree,S", "-C", tree, "."], {
         reject: false,
         ...(signal ? { cancelSignal: signal } : {}),
       });
       throwIfAborted(signal);
       if (made.exitCode !== 0)
         throw new ProcessError("PROCESS_FAILED", `cannot pack ${module} ${version}: ${String(made.stderr).slice(0, 300)}`);
-      await this.call(`install ${module} ${version}`, INSTALL, [module, version, JSON.stringify(meta)], {
+      await this.call(`install ${module} ${version}`, INSTALL, [module, version], {
         timeoutMs: INSTALL_MS,
         inputFile: tar,
         signal,
@@ -109,12 +122,14 @@ export class RemoteProcesses {
 
   /** Records a version's meta (a redeploy may change its command, never its files). */
   async putMeta(module: string, version: string, meta: VersionMeta): Promise<void> {
-    await this.call(`record ${module} ${version}`, PUT, [module, `.${version}.json`, JSON.stringify(meta)], { timeoutMs: QUICK_MS });
+    const input = `${JSON.stringify(meta)}\n`;
+    await this.call(`record ${module} ${version}`, PUT, [module, `.${version}.json`], { timeoutMs: QUICK_MS, input });
   }
 
   /** Records the relay's state of the module. */
   async putState(module: string, state: RemoteRunState): Promise<void> {
-    await this.call(`record ${module}'s state`, PUT, [module, ".run/state.json", JSON.stringify(state)], { timeoutMs: QUICK_MS });
+    const input = `${JSON.stringify(state)}\n`;
+    await this.call(`record ${module}'s state`, PUT, [module, ".run/state.json"], { timeoutMs: QUICK_MS, input });
   }
 
   /** Stops the module's supervisor and process (SIGKILL after `graceMs`); the pid that ran, 0 when none. */
@@ -126,14 +141,15 @@ export class RemoteProcesses {
 
   /** Makes `launch.version` active and, with `run`, starts its supervisor: the pid of the process started. */
   async start(launch: Launch, mode: "run" | "switch", signal?: AbortSignal): Promise<number> {
-    const args = [launch.module, launch.version, launchScript(launch), SUPERVISOR, mode];
-    const out = await this.call(`start ${launch.module} ${launch.version}`, START, args, { timeoutMs: QUICK_MS, signal });
+    const args = [launch.module, launch.version, SUPERVISOR, mode];
+    const input = `${launchScript(launch)}\n`;
+    const out = await this.call(`start ${launch.module} ${launch.version}`, START, args, { timeoutMs: QUICK_MS, signal, input });
     return Number(/^pid (\d+)$/m.exec(out)?.[1] ?? 0);
   }
 
   /** Points the module's active symlink at `version` without starting anything. */
   async switchActive(module: string, version: string): Promise<void> {
-    await this.call(`switch ${module} to ${version}`, START, [module, version, "", "", "switch"], { timeoutMs: QUICK_MS });
+    await this.call(`switch ${module} to ${version}`, START, [module, version, "", "switch"], { timeoutMs: QUICK_MS });
   }
 
   /** The end of the module's log. */
