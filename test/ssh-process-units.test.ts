@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { spawn } from "node:child_process";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchDigest } from "../common/process-launch.js";
@@ -36,6 +37,18 @@ describe("words for the remote shell", () => {
         `  kill -0 "$1" 2>/dev/null || return 1`,
         `  z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0`,
         `  case \${z##*) } in Z*|X*) return 1 ;; esac`,
+        "}",
+        "ours() {",
+        `  alive "$1" || return 1`,
+        `  [ -r "/proc/$1/cmdline" ] || return 0`,
+        `  tr '\\''\\000'\\'' '\\'' '\\'' < "/proc/$1/cmdline" | grep -q "^sh .run/supervise.sh $2 \\$"`,
+        "}",
+        "member() {",
+        `  [ "$1" != "$2" ] && alive "$1" || return 1`,
+        `  z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0`,
+        "  g=$2",
+        `  set -- \${z##*) }`,
+        `  [ "$3" = "$g" ]`,
         "}",
         `tail -c 2048 "$B/$2/.run/log" 2>/dev/null || true`,
         `' sh '.skippy-ssh/processes' 'web'`,
@@ -232,6 +245,27 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
     expect(await remote.stop("job", 500)).toBe(0);
     expect((await readFile(log, "utf8")).match(/--- skipper: starting job 1.0.0 at/g)).toHaveLength(2);
   }, 40_000);
+
+  it("pid files naming other programs (pids reused since a reboot) are neither reported nor signalled", async () => {
+    const strangers = [0, 1].map(() => spawn("sleep", ["60"], { detached: true, stdio: "ignore" }));
+    try {
+      const [a, b] = strangers.map((p) => p.pid!) as [number, number];
+      const run = join(base(), "job", ".run");
+      await mkdir(run, { recursive: true });
+      for (const [sup, child] of [
+        [a, b],
+        [a, a],
+      ]) {
+        await writeFile(join(run, "supervisor.pid"), `${sup}\n`);
+        await writeFile(join(run, "child"), `${child} 0 \n`);
+        expect(await remote.inspect("job")).toMatchObject({ supervisor: 0, pid: 0 });
+        expect(await remote.stop("job", 500)).toBe(0);
+        expect([await alive(a), await alive(b)]).toEqual([true, true]);
+      }
+    } finally {
+      for (const p of strangers) p.kill("SIGKILL");
+    }
+  });
 
   it("switches the active symlink in one rename, without starting anything", async () => {
     await remote.switchActive("job", "2.0.0");

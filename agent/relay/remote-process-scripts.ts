@@ -23,14 +23,29 @@ import { START_MARK } from "../process/supervisor.js";
 /** Where process modules live on an SSH node, under its user's $HOME. */
 export const REMOTE_PROCESS_BASE = ".skippy-ssh/processes";
 
-// $1 is always the base under $HOME; a pid is alive when it is a positive number kill -0 reaches
-// and, where /proc tells, not a zombie (an orphan init has not reaped yet).
+// $1 is always the base under $HOME. A pid is alive when it is a positive number kill -0 reaches
+// and, where /proc tells, not a zombie (an orphan init has not reaped yet). A pid read from a file
+// may be another program's since a reboot: where /proc tells, the supervisor is ours only when its
+// command line is ours (ours PID MODULE), the process only when it is in the supervisor's process
+// group (member PID GROUP), so nothing else is reported or signalled.
 const PRELUDE = `B="$HOME/$1"
 alive() {
   case $1 in ''|*[!0-9]*|0) return 1 ;; esac
   kill -0 "$1" 2>/dev/null || return 1
   z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
   case \${z##*) } in Z*|X*) return 1 ;; esac
+}
+ours() {
+  alive "$1" || return 1
+  [ -r "/proc/$1/cmdline" ] || return 0
+  tr '\\000' ' ' < "/proc/$1/cmdline" | grep -q "^sh .run/supervise.sh $2 \\$"
+}
+member() {
+  [ "$1" != "$2" ] && alive "$1" || return 1
+  z=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  g=$2
+  set -- \${z##*) }
+  [ "$3" = "$g" ]
 }
 `;
 
@@ -43,10 +58,10 @@ const ONE = `one() {
     if [ -d "$v" ] && [ ! -L "$v" ]; then printf 'installed %s\\n' "\${v##*/}"; fi
   done
   s=$(cat "$d/.run/supervisor.pid" 2>/dev/null)
-  alive "$s" || s=0
   c=0 n=0 x=
   [ -f "$d/.run/child" ] && read -r c n x < "$d/.run/child"
-  alive "$c" || c=0
+  member "$c" "$s" || c=0
+  ours "$s" "$1" || s=0
   printf 'supervisor %s\\npid %s\\nrestarts %s\\nexit %s\\n' "$s" "$c" "\${n:-0}" "$x"
   if [ -n "$a" ] && [ -f "$d/.$a.json" ]; then printf 'meta '; cat "$d/.$a.json"; fi
   if [ -f "$d/.run/state.json" ]; then printf 'state '; cat "$d/.run/state.json"; fi
@@ -103,18 +118,22 @@ export const STOP = `${PRELUDE}d="$B/$2"
 s=$(cat "$d/.run/supervisor.pid" 2>/dev/null)
 c=0
 [ -f "$d/.run/child" ] && read -r c n x < "$d/.run/child"
-alive "$c" || c=0
-if alive "$s"; then kill -TERM "$s" 2>/dev/null; fi
-if [ "$c" != 0 ]; then kill -TERM "$c" 2>/dev/null; fi
-case $s in
-  ''|*[!0-9]*|0) ;;
-  *)
-    kill -TERM "-$s" 2>/dev/null
-    i=0
-    while { kill -0 "-$s" 2>/dev/null || alive "$c"; } && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done
-    kill -KILL "-$s" 2>/dev/null
-    ;;
-esac
+member "$c" "$s" || c=0
+g=0
+if ours "$s" "$2"; then
+  g=$s
+  kill -TERM "$s" 2>/dev/null
+fi
+if [ "$c" != 0 ]; then
+  g=$s
+  kill -TERM "$c" 2>/dev/null
+fi
+if [ "$g" != 0 ]; then
+  kill -TERM "-$g" 2>/dev/null
+  i=0
+  while { kill -0 "-$g" 2>/dev/null || alive "$c"; } && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL "-$g" 2>/dev/null
+fi
 if alive "$c"; then kill -KILL "$c" 2>/dev/null; fi
 rm -f "$d/.run/supervisor.pid"
 if [ -f "$d/.run/child" ]; then read -r p n x < "$d/.run/child"; echo "0 $n $x" > "$d/.run/child"; fi
