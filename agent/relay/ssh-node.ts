@@ -59,6 +59,9 @@ export class SshNode {
   private superviseFailed = false;
   private observing: Promise<ProcessObservation[]> | undefined;
   private observedAt = Number.NEGATIVE_INFINITY;
+  // Bumped when a process order ends: what was observed before (or while) it ran is not reused.
+  private generation = 0;
+  private observedGeneration = -1;
 
   constructor(
     private readonly deps: SshNodeDeps,
@@ -109,7 +112,7 @@ export class SshNode {
       sshScriptRunner((line) => link.args(line)),
       config.workDir,
     );
-    const own = sshProcessExecutors(remote, config.workDir);
+    const own = sshProcessExecutors(remote, config.workDir, { changed: () => this.generation++ });
     const agent = new Agent({
       config,
       clients: clients.relayFor!(nodeId),
@@ -146,12 +149,15 @@ export class SshNode {
   // with each heartbeat: one command on the node serves both (at most one per MIN_POLL_MS).
   private supervise(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
     if (this.ssh?.state !== SshTargetState.CONNECTED) return Promise.resolve(this.processes);
-    if (this.observing) return this.observing;
-    if (performance.now() - this.observedAt < MIN_POLL_MS) return Promise.resolve(this.processes);
-    this.observing = superviseOnNode(remote, lockKey, log)
+    const generation = this.generation;
+    if (this.observing && this.observedGeneration === generation) return this.observing;
+    if (performance.now() - this.observedAt < MIN_POLL_MS && this.observedGeneration === generation) return Promise.resolve(this.processes);
+    this.observedGeneration = generation;
+    const observing: Promise<ProcessObservation[]> = superviseOnNode(remote, lockKey, log)
       .then(
         (seen) => {
-          this.processes = seen;
+          // An order that ended meanwhile may have changed what this saw: the next call looks again.
+          if (this.generation === generation) this.processes = seen;
           this.superviseFailed = false;
         },
         (e: unknown) => {
@@ -164,11 +170,12 @@ export class SshNode {
         },
       )
       .then(() => {
-        this.observing = undefined;
+        if (this.observing === observing) this.observing = undefined;
         this.observedAt = performance.now();
         return this.processes;
       });
-    return this.observing;
+    this.observing = observing;
+    return observing;
   }
 
   // The connection first: an engine behind a refused host key is not probed at all.

@@ -26,6 +26,8 @@ import type { RemoteProcesses } from "./remote-processes.js";
 
 export interface SshProcessOptions extends Omit<ProcessExecutorOptions, "useSystemd"> {
   fetch?: Omit<FetchOptions, "signal">;
+  /** Called when an order has ended (what was observed of the node before is out of date). */
+  changed?: () => void;
 }
 
 type ProcessKinds = WorkOrderType.DEPLOY_PROCESS | WorkOrderType.CONTROL_PROCESS;
@@ -49,7 +51,14 @@ export function sshProcessExecutors(
     [WorkOrderType.DEPLOY_PROCESS]: executorOf("deployProcess", async (action, _order, ctx) => {
       const spec = action?.spec;
       let offline = false;
-      const scope = { started: performance.now(), remote, module: spec?.module ?? "", signal: ctx.signal, offline: () => offline };
+      const scope = {
+        started: performance.now(),
+        remote,
+        module: spec?.module ?? "",
+        signal: ctx.signal,
+        offline: () => offline,
+        changed: opts.changed,
+      };
       const problem = specProblem(spec);
       if (problem || !spec) return result({ code: "PROCESS_INVALID", message: problem ?? "no spec" }, scope);
       const refused = sourceRefusal(spec.source, ctx.config.allowProcessSources);
@@ -66,7 +75,7 @@ export function sshProcessExecutors(
       );
     }),
     [WorkOrderType.CONTROL_PROCESS]: executorOf("controlProcess", async (action, order, ctx) => {
-      const scope = { started: performance.now(), remote, module: action?.module ?? "", signal: ctx.signal };
+      const scope = { started: performance.now(), remote, module: action?.module ?? "", signal: ctx.signal, changed: opts.changed };
       const problem = actionProblem(action);
       if (problem || !action) return result({ code: "PROCESS_INVALID", message: problem ?? "no action" }, scope);
       return run(() => withModuleLock(lockKey, action.module, () => controlOnNode(control(ctx.signal), action, order.id)), scope);
@@ -163,6 +172,7 @@ interface Scope {
   module: string;
   signal: AbortSignal;
   offline?: () => boolean;
+  changed?: () => void;
 }
 
 // The source may come back, and a start or stop failure may be the node's (or the connection's) passing trouble.
@@ -177,6 +187,8 @@ async function run(body: () => Promise<Verdict>, scope: Scope): Promise<ExecOutc
     else if (scope.signal.aborted) v = { code: "CANCELLED", message: `stopped: ${abortReason(scope.signal)}` };
     else if (isProcessError(e)) v = { code: e.code, message: e.message };
     else v = { code: "PROCESS_FAILED", message: `the relay could not finish: ${(e as Error).message}` };
+  } finally {
+    scope.changed?.();
   }
   return result(v, scope);
 }
