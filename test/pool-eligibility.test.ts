@@ -123,7 +123,7 @@ describe("capability names", () => {
     expect(agentCapabilities(commands, (t) => t !== WorkOrderType.CONTROL_PROCESS)).not.toContain("process.systemd");
   });
 
-  it("a relay's SSH node, whose table runs only engine kinds, reports neither host files, probes, containers nor processes", () => {
+  it("a relay's SSH node, whose table runs engine kinds and process modules, reports neither host files, probes, containers nor commands", () => {
     const caps = create(NodeCapabilitiesSchema, {
       dockerAvailable: true,
       composeVariant: ComposeVariant.PLUGIN_V2,
@@ -131,10 +131,11 @@ describe("capability names", () => {
       allowedProcessSources: ["/opt"],
     });
     const reported = agentCapabilities(caps, (t) => SSH_ORDER_TYPES.has(t as OrderType));
-    for (const refused of ["host.files", "host.probe", "container.deploy", "process.deploy", "command.true", "webhook.deliver"]) {
+    for (const refused of ["host.files", "host.probe", "container.deploy", "command.true", "webhook.deliver"]) {
       expect(reported).not.toContain(refused);
     }
-    expect(reported).toEqual(expect.arrayContaining(["compose.deploy", "compose.rollback", "engine.inspect"]));
+    // Process modules run on the node (agent/relay/ssh-process-executors.ts), from the relay's sources.
+    expect(reported).toEqual(expect.arrayContaining(["compose.deploy", "compose.rollback", "engine.inspect", "process.deploy"]));
   });
 
   it("every order type names the capability its node needs; a command's is its program's", () => {

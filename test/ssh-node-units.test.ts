@@ -206,7 +206,7 @@ describe("an SSH node's executors", () => {
     for (const type of [
       WorkOrderType.EXECUTE_COMMAND,
       WorkOrderType.UPLOAD_FILES,
-      WorkOrderType.DEPLOY_PROCESS,
+      WorkOrderType.DEPLOY_CONTAINER,
       WorkOrderType.HEALTH_CHECK,
     ]) {
       const out = await table[type as keyof typeof table](order(type), ctx);
@@ -227,6 +227,34 @@ describe("an SSH node's executors", () => {
       code: "SSH_UNREACHABLE",
       retriable: true,
     });
+    // The process kinds run on the node, behind the same check.
+    for (const type of [WorkOrderType.DEPLOY_PROCESS, WorkOrderType.CONTROL_PROCESS]) {
+      expect((await table[type as keyof typeof table](order(type), ctx)).result).toMatchObject({ code: "HOST_KEY_MISMATCH" });
+    }
+  });
+
+  it("run the process kinds with the node's own executors; a deploy's process modules are refused (they would run on the relay)", async () => {
+    const connected = async () => create(SshTargetStatusSchema, { state: SshTargetState.CONNECTED });
+    const ran: WorkOrderType[] = [];
+    const mine = (type: WorkOrderType.DEPLOY_PROCESS | WorkOrderType.CONTROL_PROCESS) =>
+      Object.assign(async () => (ran.push(type), { result: { code: "MINE" } }) as never, { action: executors()[type].action });
+    const own = {
+      [WorkOrderType.DEPLOY_PROCESS]: mine(WorkOrderType.DEPLOY_PROCESS),
+      [WorkOrderType.CONTROL_PROCESS]: mine(WorkOrderType.CONTROL_PROCESS),
+    };
+    const table = sshExecutors(executors(), "ssh-a", connected, own as never);
+    for (const type of [WorkOrderType.DEPLOY_PROCESS, WorkOrderType.CONTROL_PROCESS]) {
+      expect((await table[type as keyof typeof table](order(type), ctx)).result.code).toBe("MINE");
+    }
+    expect(ran).toEqual([WorkOrderType.DEPLOY_PROCESS, WorkOrderType.CONTROL_PROCESS]);
+    const withModules = create(WorkOrderSchema, {
+      id: "o2",
+      type: WorkOrderType.DEPLOY_SERVICE,
+      desiredState: { composeProject: { composeFile: "services: {}\n" }, processes: [{ module: "web" }] },
+    });
+    const out = await table[WorkOrderType.DEPLOY_SERVICE](withModules, ctx);
+    expect(out.result).toMatchObject({ success: false, code: "SSH_RELAY_PROCESSES_REFUSED" });
+    expect(out.result.message).toContain("(web)");
   });
 });
 
@@ -234,10 +262,10 @@ describe("an SSH node reports only what its table runs", () => {
   const host = {
     capabilities: create(NodeCapabilitiesSchema, { dockerAvailable: true, composeVariant: ComposeVariant.PLUGIN_V2, hostname: "10.0.0.5" }),
   };
-  const reported = async (hasExecutor?: (t: WorkOrderType) => boolean) => {
+  const reported = async (hasExecutor?: (t: WorkOrderType) => boolean, allowProcessSources: string[] = []) => {
     const sent: HeartbeatRequest[] = [];
     const beats = new Heartbeats({
-      config: { nodeId: "ssh-a", pollIntervalMs: 1000, allowCommands: [], allowProcessSources: [], labels: {} } as never,
+      config: { nodeId: "ssh-a", pollIntervalMs: 1000, allowCommands: [], allowProcessSources, labels: {} } as never,
       clients: { nodes: { heartbeat: async (r: HeartbeatRequest) => (sent.push(r), { pendingWorkOrders: 0 }) } } as never,
       host: { refresh: async () => host } as never,
       tally: new AgentTally(),
@@ -271,6 +299,10 @@ describe("an SSH node reports only what its table runs", () => {
     ];
     expect(own.polled).toEqual(host);
     expect(own.onSession).toEqual([...host, "exec.terminal"].sort());
+    // Given the relay's process sources, it deploys process modules (on the node); systemd it never claims.
+    expect(sshRuns(all, WorkOrderType.DEPLOY_PROCESS)).toBe(true);
+    const withSources = await reported((t) => sshRuns(all, t), ["/srv/artifacts"]);
+    expect(withSources.polled).toEqual(["compose.deploy", "compose.rollback", "engine.inspect", "process.deploy"]);
   });
 });
 

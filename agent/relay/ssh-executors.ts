@@ -3,9 +3,11 @@
 // check of the SSH connection: an order on a node whose host key no longer matches, whose login
 // is refused or that cannot be reached fails with that reason (HOST_KEY_MISMATCH,
 // SSH_AUTH_FAILED, SSH_UNREACHABLE, SSH_KEY_UNAVAILABLE) and the connection's status in
-// details.ssh, before anything runs. The kinds that act on the host itself (commands, files,
-// stickers, process modules, single containers, probes from the host) are refused with the
-// reason: they would run on the relay, not on the node.
+// details.ssh, before anything runs. Process modules (deploy_process, control_process) run on the
+// node too, with executors of their own (ssh-process-executors.ts) behind the same check; a
+// deploy_service's process modules do not (they would run on the relay) and are refused. The kinds
+// that act on the host itself (commands, files, stickers, single containers, probes from the
+// host) are refused with the reason: they would run on the relay, not on the node.
 import { WorkOrderType, type WorkOrder } from "../../gen/skipper/v1/work_order_pb.js";
 import { SshTargetState, type SshTargetStatus } from "../../gen/skipper/v1/resource_pb.js";
 import type { OrderType } from "../../common/order-kinds.js";
@@ -22,6 +24,8 @@ export const SSH_ORDER_TYPES: ReadonlySet<OrderType> = new Set([
   WorkOrderType.INSPECT,
   WorkOrderType.READ_LOGS,
   WorkOrderType.EXEC_SERVICE,
+  WorkOrderType.DEPLOY_PROCESS,
+  WorkOrderType.CONTROL_PROCESS,
 ]);
 
 const FAILURE_CODES: Partial<Record<SshTargetState, string>> = {
@@ -31,12 +35,21 @@ const FAILURE_CODES: Partial<Record<SshTargetState, string>> = {
   [SshTargetState.KEY_UNAVAILABLE]: "SSH_KEY_UNAVAILABLE",
 };
 
-/** The table of an SSH node: `all`'s executors of SSH_ORDER_TYPES behind `check`, the others refused. */
-export function sshExecutors(all: ExecutorTable, nodeId: string, check: () => Promise<SshTargetStatus>): ExecutorTable {
+/**
+ * The table of an SSH node: SSH_ORDER_TYPES behind `check`, each run by `own`'s executor when it
+ * has one (the node's process executors), else by `all`'s; the others refused.
+ */
+export function sshExecutors(
+  all: ExecutorTable,
+  nodeId: string,
+  check: () => Promise<SshTargetStatus>,
+  own: Partial<ExecutorTable> = {},
+): ExecutorTable {
   const out: Partial<Record<OrderType, Executor>> = {};
   for (const [key, exec] of Object.entries(all) as [string, Executor][]) {
     const type = Number(key) as OrderType;
-    out[type] = SSH_ORDER_TYPES.has(type) ? guarded(exec, check) : refused(exec, nodeId);
+    const mine = (own as Partial<Record<OrderType, Executor>>)[type] ?? exec;
+    out[type] = SSH_ORDER_TYPES.has(type) ? guarded(mine, check, nodeId) : refused(exec, nodeId);
   }
   return out as ExecutorTable;
 }
@@ -46,7 +59,7 @@ export function sshRuns(all: Partial<ExecutorTable>, type: WorkOrderType): boole
   return SSH_ORDER_TYPES.has(type as OrderType) && (all as Partial<Record<WorkOrderType, Executor>>)[type] !== undefined;
 }
 
-function guarded(exec: Executor, check: () => Promise<SshTargetStatus>): Executor {
+function guarded(exec: Executor, check: () => Promise<SshTargetStatus>, nodeId: string): Executor {
   const run = async (order: WorkOrder, ctx: ExecContext): Promise<ExecOutcome> => {
     const started = performance.now();
     const ssh = await check();
@@ -59,6 +72,11 @@ function guarded(exec: Executor, check: () => Promise<SshTargetStatus>): Executo
     if (paths.length > 0) {
       const message = `an SSH node's engine cannot mount files from the relay's disk; use absolute paths on the node or named volumes: ${paths.join(", ")}`;
       return orderOutcome("SSH_RELAY_FILES_REFUSED", message.slice(0, 2000), started, { success: false });
+    }
+    const modules = order.desiredState?.processes.map((p) => p.module) ?? [];
+    if (order.type === WorkOrderType.DEPLOY_SERVICE && modules.length > 0) {
+      const message = `a deploy's process modules (${modules.join(", ")}) do not run on SSH node ${nodeId}: they would run on the relay; deploy them to the node with a process resource or deploy_process orders`;
+      return orderOutcome("SSH_RELAY_PROCESSES_REFUSED", message.slice(0, 2000), started, { success: false });
     }
     return exec(order, ctx);
   };

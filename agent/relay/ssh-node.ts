@@ -4,12 +4,21 @@
 // clients acting for the node (x-skipper-relay-for), the SSH node's executors
 // (ssh-executors.ts) and a probe that checks the connection before it probes the engine. The
 // whole Agent runs inside withEngineEnv, so every engine command it starts goes to the node.
+// Its process modules live on the node (ssh-process-executors.ts): artifacts from the relay's
+// --allow-process-source, and each heartbeat reports the node's modules, observed with one
+// command (the last seen while the connection is down).
 import { create } from "@bufbuild/protobuf";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { RelayTarget } from "../../gen/skipper/v1/node_service_pb.js";
-import { ComposeVariant, NodeCapabilitiesSchema, SshTargetState } from "../../gen/skipper/v1/resource_pb.js";
+import {
+  ComposeVariant,
+  NodeCapabilitiesSchema,
+  SshTargetState,
+  type ProcessObservation,
+  type SshTargetStatus,
+} from "../../gen/skipper/v1/resource_pb.js";
 import { Agent } from "../agent.js";
 import { AgentTally } from "../agent-tally.js";
 import type { AgentConfig } from "../config.js";
@@ -20,6 +29,8 @@ import { observeForHeartbeat } from "../engine/project-state.js";
 import { executors } from "../executors/registry.js";
 import { Journal } from "../journal.js";
 import { EngineBridge } from "./engine-bridge.js";
+import { RemoteProcesses, sshScriptRunner } from "./remote-processes.js";
+import { sshProcessExecutors, superviseOnNode } from "./ssh-process-executors.js";
 import { sshExecutors, sshRuns } from "./ssh-executors.js";
 import { removeSshFiles, targetProblem, writeSshFiles, type SshFiles } from "./ssh-files.js";
 import { type Limiter, SshLink } from "./ssh-link.js";
@@ -42,6 +53,15 @@ export class SshNode {
   private link: SshLink | undefined;
   private bridge: EngineBridge | undefined;
   private files: SshFiles | undefined;
+  // The connection as the last probe found it, and the node's modules as last observed.
+  private ssh: SshTargetStatus | undefined;
+  private processes: ProcessObservation[] = [];
+  private superviseFailed = false;
+  private observing: Promise<ProcessObservation[]> | undefined;
+  private observedAt = Number.NEGATIVE_INFINITY;
+  // Bumped when a process order ends: what was observed before (or while) it ran is not reused.
+  private generation = 0;
+  private observedGeneration = -1;
 
   constructor(
     private readonly deps: SshNodeDeps,
@@ -82,21 +102,28 @@ export class SshNode {
       pollIntervalMs: Math.max(relay.pollIntervalMs, MIN_POLL_MS),
       transport: "poll",
       allowCommands: [],
-      allowProcessSources: [],
+      // Artifacts are fetched by the relay, from the sources its operator allowed.
+      allowProcessSources: relay.allowProcessSources,
       proxy: undefined,
       metricsListen: undefined,
     };
     const all = executors();
+    const remote = new RemoteProcesses(
+      sshScriptRunner((line) => link.args(line)),
+      config.workDir,
+    );
+    const own = sshProcessExecutors(remote, config.workDir, { changed: () => this.generation++ });
     const agent = new Agent({
       config,
       clients: clients.relayFor!(nodeId),
       journal: new Journal(dir),
       log,
       probe: () => this.probe(ssh.address),
-      executors: sshExecutors(all, nodeId, () => link.check()),
+      executors: sshExecutors(all, nodeId, () => link.check(), own),
       // Capabilities come from what this table runs: the refused kinds are not offered.
       hasExecutor: (type) => sshRuns(all, type),
       observe: (engine) => observeForHeartbeat(config.workDir, engine),
+      supervise: () => this.supervise(remote, config.workDir, log),
       tally: new AgentTally(),
     });
     log.info({ action: "relay_start", node_id: nodeId }, `relaying SSH node ${nodeId} (${ssh.user}@${ssh.address}:${ssh.port || 22})`);
@@ -117,9 +144,44 @@ export class SshNode {
     if (opts.forget) await rm(join(this.deps.relay.stateDir, "relay", this.target.nodeId), { recursive: true, force: true });
   }
 
+  // The node's modules; while the connection is down (or the observation fails) the last seen,
+  // told once per failure streak rather than at every beat. The Agent asks on its own clock and
+  // with each heartbeat: one command on the node serves both (at most one per MIN_POLL_MS).
+  private supervise(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
+    if (this.ssh?.state !== SshTargetState.CONNECTED) return Promise.resolve(this.processes);
+    const generation = this.generation;
+    if (this.observing && this.observedGeneration === generation) return this.observing;
+    if (performance.now() - this.observedAt < MIN_POLL_MS && this.observedGeneration === generation) return Promise.resolve(this.processes);
+    this.observedGeneration = generation;
+    const observing: Promise<ProcessObservation[]> = superviseOnNode(remote, lockKey, log)
+      .then(
+        (seen) => {
+          // An order that ended meanwhile may have changed what this saw: the next call looks again.
+          if (this.generation === generation) this.processes = seen;
+          this.superviseFailed = false;
+        },
+        (e: unknown) => {
+          if (!this.superviseFailed)
+            log.warn(
+              { action: "supervise", result: "error", metadata: { message: (e as Error).message } },
+              "could not observe the node's process modules",
+            );
+          this.superviseFailed = true;
+        },
+      )
+      .then(() => {
+        if (this.observing === observing) this.observing = undefined;
+        this.observedAt = performance.now();
+        return this.processes;
+      });
+    this.observing = observing;
+    return observing;
+  }
+
   // The connection first: an engine behind a refused host key is not probed at all.
   private async probe(address: string): Promise<DockerHost> {
     const ssh = await this.link!.check();
+    this.ssh = ssh;
     if (ssh.state !== SshTargetState.CONNECTED) {
       const capabilities = create(NodeCapabilitiesSchema, {
         dockerAvailable: false,

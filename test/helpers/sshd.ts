@@ -1,7 +1,8 @@
 // A private OpenSSH server on a loopback port, for SSH node tests: its own host key (and a second
 // one a test can pin to be refused), one client key allowed in, and the login's environment
 // pointing `docker` at the engine the test names (authorized_keys environment=, with
-// PermitUserEnvironment), so that engine is reached only through this server. Runs as the
+// PermitUserEnvironment), so that engine is reached only through this server; `env` sets more of
+// the login's environment (HOME, so a test's "remote" home is a scratch directory). Runs as the
 // current user (StrictModes off, keys in a temp dir); undefined when sshd is not installed.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -25,7 +26,7 @@ export interface TestSshd {
 }
 
 /** Starts sshd; undefined (with a loud warning) when it cannot run here. */
-export async function startSshd(dockerHost: string): Promise<TestSshd | undefined> {
+export async function startSshd(dockerHost: string, env: Record<string, string> = {}): Promise<TestSshd | undefined> {
   if (!existsSync(SSHD)) {
     console.warn(`!!! ${SSHD} is missing (Debian: apt-get install openssh-server): SSH node tests are SKIPPED`);
     return undefined;
@@ -34,7 +35,8 @@ export async function startSshd(dockerHost: string): Promise<TestSshd | undefine
   const keygen = (name: string) => execa("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", join(dir, name)]);
   await Promise.all([keygen("host"), keygen("other-host"), keygen("client")]);
   const pub = async (name: string) => (await readFile(join(dir, `${name}.pub`), "utf8")).trim();
-  await writeFile(join(dir, "authorized_keys"), `environment="DOCKER_HOST=${dockerHost}" ${await pub("client")}\n`, { mode: 0o600 });
+  const environment = Object.entries({ DOCKER_HOST: dockerHost, ...env }).map(([k, v]) => `environment="${k}=${v}"`);
+  await writeFile(join(dir, "authorized_keys"), `${environment.join(",")} ${await pub("client")}\n`, { mode: 0o600 });
   const port = await freePort();
   const config = [
     `Port ${port}`,
