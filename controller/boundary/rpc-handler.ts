@@ -48,6 +48,8 @@ export interface RpcHandlerOptions {
   routes: (router: ConnectRouter) => void;
   interceptors: ConnectRouterOptions["interceptors"];
   jsonOptions: Partial<JsonReadOptions> & ConnectRouterOptions["jsonOptions"];
+  /** The services whose JSON requests read unknown fields as absent (what agents call: routes.ts). */
+  lenientServices?: ReadonlySet<string>;
   /** Largest request body the router decompresses (a compressed body is checked by it). */
   readMaxBytes: number;
   /** The limits and budgets of request bodies, by the method's class. */
@@ -126,7 +128,8 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
     const problem = connectGetProblem(
       new URLSearchParams(query),
       (bytes, json) => {
-        if (json) fromJsonString(handler.method.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), opts.jsonOptions);
+        if (json)
+          fromJsonString(handler.method.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), jsonFor(opts, handler.method));
         else fromBinary(handler.method.input, bytes);
       },
       rawMessage,
@@ -193,7 +196,7 @@ async function serveCall(opts: RpcHandlerOptions, handler: UniversalHandler, req
       // The router checks a declared length against what it is given: the plain bytes now.
       uReq.header.delete(type.encodingHeader);
       uReq.header.delete("content-length");
-      const problem = undecodable(handler.method, body, type, opts.jsonOptions);
+      const problem = undecodable(handler.method, body, type, jsonFor(opts, handler.method));
       if (problem) {
         const e = new SkipperError("INVALID_REQUEST", `the request is not a valid ${handler.method.input.typeName}: ${problem}`, {
           field: "body",
@@ -271,4 +274,9 @@ function undecodable(method: DescMethod, body: Buffer, type: BodyType, jsonOptio
     // protobuf-es names the message again ("cannot decode message X from JSON: ..."); the caller already does.
     return (e instanceof Error ? e.message : String(e)).replace(/^cannot decode message \S+ from JSON: /, "");
   }
+}
+
+// The JSON read options of `method`: lenient for the services agents call, strict otherwise.
+function jsonFor(opts: RpcHandlerOptions, method: DescMethod): Partial<JsonReadOptions> {
+  return opts.lenientServices?.has(method.parent.typeName) ? { ...opts.jsonOptions, ignoreUnknownFields: true } : opts.jsonOptions;
 }

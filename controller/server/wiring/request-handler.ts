@@ -20,7 +20,7 @@ import { createMetricsRoute } from "../../boundary/metrics-route.js";
 import { createGitWebhookRoute } from "../../boundary/git-webhook-route.js";
 import { createAgentBundleRoute } from "../../boundary/agent-bundle-route.js";
 import { createAgentVersionRoute } from "../../boundary/agent-version-route.js";
-import { SERVICES, serviceRoutes } from "./routes.js";
+import { AGENT_SERVICES, SERVICES, serviceRoutes } from "./routes.js";
 import { NodeService } from "../../../gen/skipper/v1/node_service_pb.js";
 import { agentSessionOpener } from "../../services/node-service.js";
 import type { BuildOptions } from "./build-options.js";
@@ -62,6 +62,7 @@ export function requestHandler(deps: ServiceDeps, opts: HandlerOptions): { handl
     routes,
     interceptors,
     jsonOptions: JSON_OPTIONS,
+    lenientServices: AGENT_SERVICES,
     readMaxBytes,
     budgets,
     gate,

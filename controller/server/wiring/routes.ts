@@ -60,6 +60,9 @@ export const SERVICES: DescService[] = [
 ];
 
 /** The routes of every service; audit exports are signed by `signer` when the controller has a certificate. */
+/** The services agents call: their JSON requests read a newer agent's unknown fields as absent. */
+export const AGENT_SERVICES: ReadonlySet<string> = new Set([NodeService.typeName, WorkOrderService.typeName]);
+
 export function serviceRoutes(
   deps: ServiceDeps,
   signer: AuditSigner | undefined,
