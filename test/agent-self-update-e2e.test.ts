@@ -38,7 +38,6 @@ describe("agent self-update (built controller, three agents under skippy-updater
   let ctl: ControllerProcess;
   const bundles: Record<string, string> = {};
   const updaters = new Map<string, ChildProcess>();
-  const tokens = new Map<string, string>();
   const api = () => ctl.admin(ResourceService);
 
   const node = async (id: string) => {
@@ -96,10 +95,7 @@ describe("agent self-update (built controller, three agents under skippy-updater
     bundles.broken = join(root, "skippy-broken.mjs");
     await writeFile(bundles.broken, "// skippy-bundle-version: 0.1.0-broken\nprocess.exit(3);\n");
     ctl = await startControllerProcess({ dataDir: join(root, "data"), extraArgs: ["--process-interval", "300ms"] });
-    for (const id of NODES) {
-      tokens.set(id, (await ctl.admin(NodeService).registerNode({ nodeId: id })).token);
-      await startUpdater(id, tokens.get(id)!);
-    }
+    for (const id of NODES) await startUpdater(id, (await ctl.admin(NodeService).registerNode({ nodeId: id })).token);
     for (const id of NODES)
       await waitFor(`${id} on 0.1.0-a under skippy-updater`, async () => {
         const st = await node(id);
@@ -162,24 +158,29 @@ describe("agent self-update (built controller, three agents under skippy-updater
   }, 60_000);
 
   it("hears an agent one version ahead: fields it does not know are read as absent where agents call, refused where people do", async () => {
+    // A node of its own (its report would replace a running agent's), removed afterwards.
+    const probe = `au-probe-${RUN_ID}`;
+    const token = (await ctl.admin(NodeService).registerNode({ nodeId: probe })).token;
     const json = { "content-type": "application/json" };
     const beat = await rawRequest(
       ctl,
       "POST",
       "/skipper.v1.NodeService/Heartbeat",
-      { ...json, authorization: `Bearer ${tokens.get(NODES[0]!)}` },
-      JSON.stringify({ node_id: NODES[0], agent_version: "0.1.0-a", heartbeat_interval_ms: 300, a_field_from_next_version: { x: 1 } }),
+      { ...json, authorization: `Bearer ${token}` },
+      JSON.stringify({ node_id: probe, agent_version: "0.2.0", heartbeat_interval_ms: 1000, a_field_from_next_version: { x: 1 } }),
     );
     expect(beat.status).toBe(200);
+    expect((await node(probe))?.agentVersion).toBe("0.2.0");
     const typo = await rawRequest(
       ctl,
       "POST",
       "/skipper.v1.ResourceService/GetResource",
       { ...json, authorization: `Bearer ${E2E_ADMIN_TOKEN}` },
-      JSON.stringify({ resource_type: "node", id: NODES[0], idd: "typo" }),
+      JSON.stringify({ resource_type: "node", id: probe, idd: "typo" }),
     );
     expect(typo.status).toBe(400);
     expect(typo.body).toMatch(/idd/);
+    await api().deleteResource({ resourceType: "node", id: probe });
   });
 
   it("rolls 0.1.0-b out one node at a time; every agent reaches the controller on it", async () => {
