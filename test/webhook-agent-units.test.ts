@@ -18,7 +18,7 @@ import { FileStore } from "../controller/store/file/file-store.js";
 import type { Store } from "../controller/store/store.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { createWebhook, getWebhook, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
+import { createWebhook, getWebhook, redeliver, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import { waitFor } from "./helpers/processes.js";
 
@@ -153,6 +153,64 @@ describe("webhook attempts made by agents", () => {
     delivered(published[1]!, "node-b1", 204, "");
     await second.settle();
     expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 2 });
+  });
+
+  it("a redelivery that read the delivery before the worker took its order's outcome sends a fresh attempt, not that outcome again", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    // The redelivery reads the delivery now, while attempt 1 is in flight ...
+    const stale = await delivery();
+    const first = published[0]!;
+    expect(stale.attemptOrderId).toBe(first.id);
+    // ... the order ends with a 200 and the worker writes the outcome ...
+    delivered(first, "node-b1", 200, "thanks");
+    w.orderEnded(ended.get(first.id)!);
+    await w.settle();
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 1 });
+    // ... and then the redelivery writes back what it read.
+    clock += 1000;
+    const racing = Object.create(view) as Store;
+    racing.getWebhookDelivery = async () => stale;
+    await redeliver({ store: racing, keyRing, now }, stale.delivery.webhookId, stale.delivery.id);
+    const queued = await delivery();
+    expect(queued.attemptOrderId).toBeUndefined();
+    expect(queued.delivery.state).toBe(WebhookDeliveryState.PENDING);
+    // The ended order's 200 is not taken again: a second order goes out, and only its end delivers.
+    expect(await w.deliver()).toBe(1);
+    await waitFor(
+      "a second order, or the delivery marked delivered",
+      async () => (published.length > 1 || (await delivery()).delivery.state === WebhookDeliveryState.DELIVERED ? true : undefined),
+      5000,
+      10,
+    );
+    expect(published.map((o) => o.id)).toEqual([first.id, first.id.replace(/-1$/, "-2")]);
+    expect((await delivery()).delivery.state).toBe(WebhookDeliveryState.PENDING);
+    delivered(published[1]!, "node-b2", 204, "");
+    await w.settle();
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, lastNodeId: "node-b2", lastStatus: 204 });
+  });
+
+  it("a redelivery while the agent's attempt is in flight keeps it: its outcome is taken, no second order", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    await w.stop();
+    const r = await delivery();
+    clock += 1000;
+    await redeliver({ store: view, keyRing, now }, r.delivery.webhookId, r.delivery.id);
+    expect((await delivery()).attemptOrderId).toBe(published[0]!.id);
+    const next = worker();
+    expect(await next.deliver()).toBe(1);
+    clock += 10;
+    delivered(published[0]!, "node-b1", 200, "ok");
+    await next.settle();
+    expect(published).toHaveLength(1);
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 1 });
   });
 
   it("an order nobody claimed before it expired fails the attempt, saying no node took it", async () => {
