@@ -3,7 +3,9 @@
 // flight, holding its slot until the order ends; the order's end is the attempt's outcome; a
 // restarted worker takes the outcome of the order in flight instead of sending another; an order
 // nobody claimed fails the attempt with its reason; the attempt orders' own events are not
-// delivered. The order's end is faked by what the store answers for it (no agent here).
+// delivered; a redelivery never takes the outcome of an order that ended before it; the URL goes
+// only to a claimer the node_selector still picks. The order's end is faked by what the store
+// answers for it (no agent here).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,6 +23,8 @@ import { verifySignature } from "../controller/webhooks/webhook-signature.js";
 import { createWebhook, getWebhook, redeliver, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import { waitFor } from "./helpers/processes.js";
+import { res } from "./helpers/resources.js";
+import { resolveOrderSecrets, valuesHandedTo } from "../controller/dispatch/order-secrets.js";
 
 const SECRET = "0123456789abcdef-agent";
 const URL_TEXT = "https://hooks.site-b.internal/in/T0k3n";
@@ -263,5 +267,36 @@ describe("webhook attempts made by agents", () => {
     });
     expect((await updateWebhook(deps(), hook.id, { nodeSelector: {} })).nodeSelector).toEqual({});
     expect((await getWebhook(deps(), hook.id)).nodeSelector).toEqual({});
+  });
+
+  it("the URL goes only to a claimer the node_selector still picks; an emptied or changed selector refuses it (WEBHOOK_UNAVAILABLE)", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    await w.stop();
+    const hookId = (await delivery()).delivery.webhookId;
+    const claimed = create(WorkOrderSchema, {
+      ...published[0]!,
+      status: WorkOrderStatus.RUNNING,
+      claim: { $typeName: "skipper.v1.WorkOrderClaim", nodeId: "node-b1", fencingToken: 1n },
+    });
+    const nodes = Object.create(store) as Store;
+    nodes.getResource = async (type, id) =>
+      type === "node" && id === "node-b1" ? res("node", id, { case: "node", value: { labels: { site: "b", zone: "2" } } }) : undefined;
+    const refusal = () => resolveOrderSecrets(nodes, keyRing, claimed).catch((e: unknown) => e);
+    expect((await resolveOrderSecrets(nodes, keyRing, claimed)).webhookUrl).toBe(URL_TEXT);
+    await updateWebhook(deps(), hookId, { nodeSelector: { site: "c" } });
+    expect(await refusal()).toMatchObject({ code: "CONFLICT", details: { reason: "WEBHOOK_UNAVAILABLE", webhook_id: hookId } });
+    expect(((await refusal()) as Error).message).toMatch(/node node-b1 no longer matches/);
+    await updateWebhook(deps(), hookId, { nodeSelector: {} });
+    expect(await refusal()).toMatchObject({ code: "CONFLICT", details: { reason: "WEBHOOK_UNAVAILABLE" } });
+    expect(((await refusal()) as Error).message).toMatch(/no longer has a node_selector/);
+    // A node that is gone is refused too; what its report must not carry back still names the URL and its path.
+    claimed.claim!.nodeId = "node-gone";
+    await updateWebhook(deps(), hookId, { nodeSelector: { site: "b" } });
+    expect(await refusal()).toMatchObject({ details: { reason: "WEBHOOK_UNAVAILABLE" } });
+    expect(await valuesHandedTo(nodes, keyRing, claimed)).toEqual([URL_TEXT, "/in/T0k3n"]);
   });
 });
