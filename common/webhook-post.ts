@@ -2,9 +2,11 @@
 // subscription with a node_selector, by an agent of a node it selects (deliver_webhook). The
 // answer's status and the start of its body are kept (bounded and redacted); nothing else of the
 // receiver's is trusted or followed (no redirects). Non-public destinations are refused unsent
-// unless the subscription allows the private network (private-address.ts).
+// unless the subscription allows the private network (private-address.ts). The URL is the
+// subscription's secret: what is kept shows its host only (hideUrl), blanked before the cut so no
+// piece of it survives at the edge.
 import https from "node:https";
-import { redactText } from "./logging/redact.js";
+import { REDACTED, redactText } from "./logging/redact.js";
 import { privateUrlProblem, publicOnlyLookup } from "./private-address.js";
 
 /** What an attempt came to: a status (0: no answer) and a short text (the answer's start, or why there was none). */
@@ -46,7 +48,8 @@ export function postWebhook(req: PostRequest): Promise<AttemptOutcome> {
       settled = true;
       clearTimeout(timer);
       req.signal?.removeEventListener("abort", onAbort);
-      resolve({ status: outcome.status, text: redactText(outcome.text).slice(0, keep) });
+      const shown = redactText(hideUrl(outcome.text, req.url)).slice(0, keep);
+      resolve({ status: outcome.status, text: hideUrlTail(shown, req.url) });
     };
     const request = https.request(
       req.url,
@@ -66,7 +69,9 @@ export function postWebhook(req: PostRequest): Promise<AttemptOutcome> {
           size += c.length;
           if (size >= READ_BYTES) res.destroy();
         });
-        const finish = () => done({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8", 0, keep) });
+        // Read past the cut by the URL's length: a URL quoted across the cut is whole when blanked.
+        const read = keep + req.url.href.length;
+        const finish = () => done({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8", 0, read) });
         res.on("end", finish);
         res.on("close", finish);
         res.on("error", finish);
@@ -85,4 +90,34 @@ export function postWebhook(req: PostRequest): Promise<AttemptOutcome> {
     request.on("error", (e: Error & { code?: string }) => done({ status: 0, text: e.code ? `${e.code}: ${e.message}` : e.message }));
     request.end(req.body);
   });
+}
+
+/** `text` with `url` shown as its host only, and its path and query (more than "/") blanked where they stand alone. */
+export function hideUrl(text: string, url: URL): string {
+  let out = text.replaceAll(url.href, url.host);
+  const path = pathAndQuery(url);
+  if (path.length > 1) out = out.replaceAll(path, REDACTED);
+  return out;
+}
+
+/**
+ * `text` (cut already) without a start of `url` at its end that reaches past the host, nor a
+ * start of its path and query (2 characters or more): a cut through a quoted URL leaves neither.
+ */
+export function hideUrlTail(text: string, url: URL): string {
+  const origin = `${url.protocol}//${url.host}`;
+  const whole = tailOf(text, url.href, origin.length + 1);
+  if (whole > 0) return `${text.slice(0, text.length - whole)}${url.host}`;
+  const path = tailOf(text, pathAndQuery(url), 2);
+  return path > 0 ? `${text.slice(0, text.length - path)}${REDACTED}` : text;
+}
+
+// The length of the longest start of `secret` (at least `min` characters) that `text` ends with; 0 if none.
+function tailOf(text: string, secret: string, min: number): number {
+  for (let n = Math.min(text.length, secret.length); n >= min; n--) if (text.endsWith(secret.slice(0, n))) return n;
+  return 0;
+}
+
+function pathAndQuery(url: URL): string {
+  return `${url.pathname}${url.search}`;
 }

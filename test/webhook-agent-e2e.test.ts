@@ -3,7 +3,8 @@
 // reporting webhook.deliver; a real HTTPS receiver on loopback. A subscription with node_selector
 // site=b gets its events delivered by the site=b agent: signed (the receiver's check passes with
 // the shared secret), each delivery's last_node_id the site=b node, each delivery id seen once by
-// the receiver, and its URL in no order, event, file or agent log. A receiver answering 500 then
+// the receiver, and its URL in no order, event, file or agent log, not even a piece of it when the
+// receiver echoes it across the edge of the kept answer. A receiver answering 500 then
 // 200 gets the retry through the agent (set up, listed and switched back with the CLI). A
 // subscription whose selector matches no node fails each attempt with the reason, is retried, and
 // is dead-lettered at the end of its retry period. Every wait is for observed progress.
@@ -159,6 +160,29 @@ describe("webhooks delivered by agents (real agent processes)", () => {
     expect(await filesContaining(tc.dataDir, PATH_TOKEN)).toEqual([]);
     expect(await filesContaining(tc.dataDir, SECRET)).toEqual([]);
     expect(await filesContaining(root, PATH_TOKEN)).toEqual([]);
+    await admin(WebhookService).deleteWebhook({ id: hook.id });
+  });
+
+  it("a receiver echoing the URL across the edge of what is kept leaves no piece of its path anywhere", async () => {
+    receiver = await startReceiver(`/hooks/${PATH_TOKEN}`);
+    const r = receiver;
+    // The agent keeps 1 KiB of the answer: the cut falls inside the path token.
+    r.reply = () => `${"e".repeat(1024 - (r.url.length - 12))}${r.url} (echoed)`;
+    const hook = await subscribe(r, "b");
+    await tenants("wh-agent-echo");
+    const [d] = await deliveriesWhen(hook.id, (x) => x[0]!.state === WebhookDeliveryState.DELIVERED);
+    // The start of the token the cut would have kept (the node id holds "site-b" too).
+    const piece = "b-onl";
+    expect(PATH_TOKEN).toContain(piece);
+    expect(d).toMatchObject({ lastNodeId: SITE_B, lastStatus: 200 });
+    expect(d!.lastResponse).toMatch(/^e+/);
+    expect(d!.lastResponse).not.toContain(piece);
+    expect(d!.lastResponse).not.toContain("/hooks/");
+    const order = (await admin(WorkOrderService).getWorkOrder({ id: `whk-${d!.id}-${d!.attempts}` })).workOrder!;
+    expect(order.result!.details!.webhook!.status).toBe(200);
+    expect(toJsonString(WorkOrderSchema, order)).not.toContain(piece);
+    expect(await filesContaining(tc.dataDir, piece)).toEqual([]);
+    expect(await filesContaining(root, piece)).toEqual([]);
     await admin(WebhookService).deleteWebhook({ id: hook.id });
   });
 

@@ -3,7 +3,9 @@
 // flight, holding its slot until the order ends; the order's end is the attempt's outcome; a
 // restarted worker takes the outcome of the order in flight instead of sending another; an order
 // nobody claimed fails the attempt with its reason; the attempt orders' own events are not
-// delivered. The order's end is faked by what the store answers for it (no agent here).
+// delivered; a redelivery never takes the outcome of an order that ended before it; the URL goes
+// only to a claimer the node_selector still picks. The order's end is faked by what the store
+// answers for it (no agent here).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,9 +20,11 @@ import { FileStore } from "../controller/store/file/file-store.js";
 import type { Store } from "../controller/store/store.js";
 import { SecretKeyRing } from "../controller/tls/secret-key-ring.js";
 import { verifySignature } from "../controller/webhooks/webhook-signature.js";
-import { createWebhook, getWebhook, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
+import { createWebhook, getWebhook, redeliver, updateWebhook } from "../controller/webhooks/webhook-subscriptions.js";
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import { waitFor } from "./helpers/processes.js";
+import { res } from "./helpers/resources.js";
+import { resolveOrderSecrets, valuesHandedTo } from "../controller/dispatch/order-secrets.js";
 
 const SECRET = "0123456789abcdef-agent";
 const URL_TEXT = "https://hooks.site-b.internal/in/T0k3n";
@@ -155,6 +159,64 @@ describe("webhook attempts made by agents", () => {
     expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 2 });
   });
 
+  it("a redelivery that read the delivery before the worker took its order's outcome sends a fresh attempt, not that outcome again", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    // The redelivery reads the delivery now, while attempt 1 is in flight ...
+    const stale = await delivery();
+    const first = published[0]!;
+    expect(stale.attemptOrderId).toBe(first.id);
+    // ... the order ends with a 200 and the worker writes the outcome ...
+    delivered(first, "node-b1", 200, "thanks");
+    w.orderEnded(ended.get(first.id)!);
+    await w.settle();
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 1 });
+    // ... and then the redelivery writes back what it read.
+    clock += 1000;
+    const racing = Object.create(view) as Store;
+    racing.getWebhookDelivery = async () => stale;
+    await redeliver({ store: racing, keyRing, now }, stale.delivery.webhookId, stale.delivery.id);
+    const queued = await delivery();
+    expect(queued.attemptOrderId).toBeUndefined();
+    expect(queued.delivery.state).toBe(WebhookDeliveryState.PENDING);
+    // The ended order's 200 is not taken again: a second order goes out, and only its end delivers.
+    expect(await w.deliver()).toBe(1);
+    await waitFor(
+      "a second order, or the delivery marked delivered",
+      async () => (published.length > 1 || (await delivery()).delivery.state === WebhookDeliveryState.DELIVERED ? true : undefined),
+      5000,
+      10,
+    );
+    expect(published.map((o) => o.id)).toEqual([first.id, first.id.replace(/-1$/, "-2")]);
+    expect((await delivery()).delivery.state).toBe(WebhookDeliveryState.PENDING);
+    delivered(published[1]!, "node-b2", 204, "");
+    await w.settle();
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, lastNodeId: "node-b2", lastStatus: 204 });
+  });
+
+  it("a redelivery while the agent's attempt is in flight keeps it: its outcome is taken, no second order", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    await w.stop();
+    const r = await delivery();
+    clock += 1000;
+    await redeliver({ store: view, keyRing, now }, r.delivery.webhookId, r.delivery.id);
+    expect((await delivery()).attemptOrderId).toBe(published[0]!.id);
+    const next = worker();
+    expect(await next.deliver()).toBe(1);
+    clock += 10;
+    delivered(published[0]!, "node-b1", 200, "ok");
+    await next.settle();
+    expect(published).toHaveLength(1);
+    expect((await delivery()).delivery).toMatchObject({ state: WebhookDeliveryState.DELIVERED, attempts: 1 });
+  });
+
   it("an order nobody claimed before it expired fails the attempt, saying no node took it", async () => {
     await subscribe({ site: "nowhere" });
     const w = worker();
@@ -205,5 +267,36 @@ describe("webhook attempts made by agents", () => {
     });
     expect((await updateWebhook(deps(), hook.id, { nodeSelector: {} })).nodeSelector).toEqual({});
     expect((await getWebhook(deps(), hook.id)).nodeSelector).toEqual({});
+  });
+
+  it("the URL goes only to a claimer the node_selector still picks; an emptied or changed selector refuses it (WEBHOOK_UNAVAILABLE)", async () => {
+    await subscribe({ site: "b" });
+    const w = worker();
+    await w.dispatch();
+    await w.deliver();
+    await waitFor("the attempt's order", async () => ((await delivery()).attemptOrderId ? true : undefined), 5000, 10);
+    await w.stop();
+    const hookId = (await delivery()).delivery.webhookId;
+    const claimed = create(WorkOrderSchema, {
+      ...published[0]!,
+      status: WorkOrderStatus.RUNNING,
+      claim: { $typeName: "skipper.v1.WorkOrderClaim", nodeId: "node-b1", fencingToken: 1n },
+    });
+    const nodes = Object.create(store) as Store;
+    nodes.getResource = async (type, id) =>
+      type === "node" && id === "node-b1" ? res("node", id, { case: "node", value: { labels: { site: "b", zone: "2" } } }) : undefined;
+    const refusal = () => resolveOrderSecrets(nodes, keyRing, claimed).catch((e: unknown) => e);
+    expect((await resolveOrderSecrets(nodes, keyRing, claimed)).webhookUrl).toBe(URL_TEXT);
+    await updateWebhook(deps(), hookId, { nodeSelector: { site: "c" } });
+    expect(await refusal()).toMatchObject({ code: "CONFLICT", details: { reason: "WEBHOOK_UNAVAILABLE", webhook_id: hookId } });
+    expect(((await refusal()) as Error).message).toMatch(/node node-b1 no longer matches/);
+    await updateWebhook(deps(), hookId, { nodeSelector: {} });
+    expect(await refusal()).toMatchObject({ code: "CONFLICT", details: { reason: "WEBHOOK_UNAVAILABLE" } });
+    expect(((await refusal()) as Error).message).toMatch(/no longer has a node_selector/);
+    // A node that is gone is refused too; what its report must not carry back still names the URL and its path.
+    claimed.claim!.nodeId = "node-gone";
+    await updateWebhook(deps(), hookId, { nodeSelector: { site: "b" } });
+    expect(await refusal()).toMatchObject({ details: { reason: "WEBHOOK_UNAVAILABLE" } });
+    expect(await valuesHandedTo(nodes, keyRing, claimed)).toEqual([URL_TEXT, "/in/T0k3n"]);
   });
 });

@@ -78,6 +78,35 @@ describe("the deliver_webhook executor", () => {
     expect(r.received).toHaveLength(2);
   });
 
+  it("an answer quoting the URL keeps its host only: whole, its path alone, or cut at the 1 KiB edge", async () => {
+    receiver = await startReceiver(`/hooks/${TOKEN}?k=v`);
+    const r = receiver;
+    const url = new URL(r.url);
+    const echoes = [
+      // The cut (1024 bytes) falls inside the token: without blanking first, its start would be kept.
+      `${"x".repeat(1024 - (r.url.length - 8))}${r.url} and more`,
+      `${"y".repeat(1024 - (r.url.length - 8))}${r.url}`.slice(0, 1024),
+      `not found: ${url.pathname}${url.search} (try again)`,
+      `${"z".repeat(1000)}${url.pathname}`,
+    ];
+    r.answer = () => 404;
+    r.reply = (n) => echoes[n]!;
+    for (let i = 0; i < echoes.length; i++) {
+      const out = await deliverWebhook(
+        order(r),
+        ctx(async () => r.url),
+      );
+      const response = out.result.details!.webhook!.response;
+      expect(out.result.code).toBe("WEBHOOK_REJECTED");
+      expect(response.length).toBeGreaterThan(0);
+      expect(Buffer.byteLength(response)).toBeLessThanOrEqual(1024 + url.host.length);
+      expect(response).not.toContain(TOKEN.slice(0, 4));
+      expect(response).not.toContain("/hooks/");
+      expect(toJsonString(WorkOrderResultSchema, out.result)).not.toContain(TOKEN.slice(0, 4));
+    }
+    expect(r.received).toHaveLength(4);
+  });
+
   it("a loopback receiver is refused unsent unless the subscription allows the private network", async () => {
     receiver = await startReceiver(`/in/${TOKEN}`);
     const r = receiver;

@@ -21,6 +21,22 @@ import { createWebhook, openSecrets, resealWebhooks, updateWebhook } from "../co
 import { WebhookWorker } from "../controller/webhooks/webhook-worker.js";
 import type { AttemptOutcome, SendRequest } from "../controller/webhooks/webhook-sender.js";
 import { waitFor } from "./helpers/processes.js";
+import { hideUrl, hideUrlTail } from "../common/webhook-post.js";
+
+describe("the URL in what is kept of an answer", () => {
+  const url = new URL("https://hooks.example:8443/in/T0k3n?sig=abc");
+  it("shows the host for the whole URL and blanks its path and query alone", () => {
+    expect(hideUrl(`at ${url.href}; path /in/T0k3n?sig=abc`, url)).toBe("at hooks.example:8443; path [REDACTED]");
+    expect(hideUrl("nothing here", url)).toBe("nothing here");
+  });
+  it("cuts a start of the URL past its host, or of its path, from the end; a start within the host stays", () => {
+    expect(hideUrlTail("see https://hooks.example:8443/in/T0", url)).toBe("see hooks.example:8443");
+    expect(hideUrlTail("see https://hooks.example:8443/", url)).toBe("see hooks.example:8443");
+    expect(hideUrlTail("see https://hooks.exam", url)).toBe("see https://hooks.exam");
+    expect(hideUrlTail("path /in/T0k", url)).toBe("path [REDACTED]");
+    expect(hideUrlTail("a / b", url)).toBe("a / b");
+  });
+});
 
 describe("event names and patterns", () => {
   it("a stored type gets its subject, a dot and what happened", () => {

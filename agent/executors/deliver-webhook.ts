@@ -55,8 +55,8 @@ export const deliverWebhook = executorOf("deliverWebhook", async (action, _order
     allowPrivateNetwork: action.allowPrivateNetwork,
     keepBytes: KEEP_BYTES,
   });
-  // The URL is a secret of the subscription: a text that quotes it shows its host only.
-  const text = answer.text.replaceAll(url.href, url.host);
+  // The URL is a secret of the subscription: postWebhook shows its host only (hideUrl), before the cut.
+  const text = answer.text;
   const durationMsTaken = BigInt(Math.round(performance.now() - started));
   const webhook = create(WebhookAttemptResultSchema, {
     status: answer.status,

@@ -4,7 +4,8 @@
 // opened from the tenant's secret resources as they are now. A value changed since the order was
 // issued comes in its new version (and a new order follows, since the version is in the spec
 // hash); one removed since is refused, and the order fails rather than run without it. A
-// deliver_webhook order's secret is its subscription's URL (webhook_url), opened the same way.
+// deliver_webhook order's secret is its subscription's URL (webhook_url), opened the same way, and
+// only for a node the subscription's node_selector still picks.
 import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { RegistryCredentialSchema, type RegistryCredential, type SecretKeyRef } from "../../gen/skipper/v1/secret_pb.js";
@@ -16,6 +17,8 @@ import { openSecretValue } from "../resources/secret-values.js";
 import type { SecretKeyRing } from "../tls/secret-key-ring.js";
 import type { Store } from "../store/store.js";
 import { webhookUrlContext } from "../store/webhook-records.js";
+import { matchesSelector } from "../domain/label-selector.js";
+import { nodeLabels } from "../reconcile/placement.js";
 
 export interface OrderSecrets {
   env: Record<string, string>;
@@ -55,6 +58,7 @@ export async function resolveOrderSecrets(store: Store, ring: SecretKeyRing, ord
   const out: OrderSecrets = { env: {}, files: {}, registries: [], webhookUrl: "", opened: [] };
   const hook = await webhookUrlOf(store, ring, order);
   if (hook) {
+    await checkWebhookClaimer(store, order, hook.selector);
     out.webhookUrl = hook.url;
     out.opened.push(`webhook/${hook.webhookId}/url`);
   }
@@ -82,12 +86,36 @@ export async function resolveOrderSecrets(store: Store, ring: SecretKeyRing, ord
  * The URL of the subscription a deliver_webhook order delivers for, opened (undefined for other
  * orders). A subscription deleted since is refused: the attempt fails rather than go anywhere.
  */
-async function webhookUrlOf(store: Store, ring: SecretKeyRing, order: WorkOrder): Promise<{ webhookId: string; url: string } | undefined> {
+async function webhookUrlOf(
+  store: Store,
+  ring: SecretKeyRing,
+  order: WorkOrder,
+): Promise<{ webhookId: string; url: string; selector: Record<string, string> } | undefined> {
   if (order.action?.kind.case !== "deliverWebhook") return undefined;
   const webhookId = order.action.kind.value.webhookId;
   const r = await store.getWebhook(webhookId);
-  if (!r) throw conflict(`webhook ${webhookId} was deleted`, { reason: "WEBHOOK_UNAVAILABLE", webhook_id: webhookId });
-  return { webhookId, url: ring.open(r.sealedUrl, webhookUrlContext(webhookId)).toString("utf8") };
+  if (!r) throw webhookUnavailable(`webhook ${webhookId} was deleted`, webhookId);
+  const url = ring.open(r.sealedUrl, webhookUrlContext(webhookId)).toString("utf8");
+  return { webhookId, url, selector: r.webhook.nodeSelector };
+}
+
+/**
+ * Refuses the URL unless the subscription still has a node_selector and the claiming node's labels
+ * still match it (an edit since the order was queued moved the deliveries elsewhere): the attempt
+ * fails unsent and the controller retries it where the subscription now says.
+ */
+async function checkWebhookClaimer(store: Store, order: WorkOrder, selector: Record<string, string>): Promise<void> {
+  const webhookId = order.action?.kind.case === "deliverWebhook" ? order.action.kind.value.webhookId : "";
+  if (Object.keys(selector).length === 0)
+    throw webhookUnavailable(`webhook ${webhookId} no longer has a node_selector: the controller delivers it`, webhookId);
+  const nodeId = order.claim?.nodeId ?? "";
+  const node = nodeId ? await store.getResource("node", nodeId) : undefined;
+  if (!node || !matchesSelector(nodeLabels(node), selector))
+    throw webhookUnavailable(`node ${nodeId} no longer matches the node_selector of webhook ${webhookId}`, webhookId);
+}
+
+function webhookUnavailable(message: string, webhookId: string) {
+  return conflict(message, { reason: "WEBHOOK_UNAVAILABLE", webhook_id: webhookId });
 }
 
 function unavailable(message: string, secretId: string) {
@@ -103,7 +131,12 @@ function unavailable(message: string, secretId: string) {
 export async function valuesHandedTo(store: Store, ring: SecretKeyRing, order: WorkOrder): Promise<string[]> {
   // A deliver_webhook order's URL: an agent's error text may quote it.
   const hook = await webhookUrlOf(store, ring, order).catch(() => undefined);
-  if (hook) return [hook.url];
+  if (hook) {
+    // Its path and query on their own too (a text may quote them without the host).
+    const url = new URL(hook.url);
+    const path = `${url.pathname}${url.search}`;
+    return path.length >= 4 ? [hook.url, path] : [hook.url];
+  }
   const ds = order.desiredState;
   const project = ds?.composeProject;
   const refs: Pick<SecretKeyRef, "secretId" | "key">[] = [

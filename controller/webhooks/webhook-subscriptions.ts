@@ -16,7 +16,8 @@ import {
 } from "../../gen/skipper/v1/webhook_service_pb.js";
 import { invalid, notFound } from "../base/errors.js";
 import { checkId } from "../base/id-checks.js";
-import type { Page, WebhookRecord, WebhookStore } from "../store/store.js";
+import type { Page, WebhookRecord, WebhookStore, WorkOrderStore } from "../store/store.js";
+import { isFinishedStatus } from "../../common/order-status.js";
 import { SecretKeyRing } from "../tls/secret-key-ring.js";
 import { checkPatterns } from "./event-names.js";
 import { checkSelector } from "../domain/label-selector.js";
@@ -24,7 +25,7 @@ import { webhookUrlContext } from "../store/webhook-records.js";
 
 /** What subscriptions need. */
 export interface WebhookDeps {
-  store: WebhookStore;
+  store: WebhookStore & Pick<WorkOrderStore, "getWorkOrder">;
   keyRing: SecretKeyRing;
   now: () => Date;
 }
@@ -123,15 +124,22 @@ export async function listDeliveries(
   return { items: page.items.map((r) => r.delivery), nextPageToken: page.nextPageToken };
 }
 
-/** Queues a delivery again, due now, with a new retry period. */
+/**
+ * Queues a delivery again, due now, with a new retry period (queued_at). An agent's attempt still
+ * in flight stays remembered: its outcome is taken, not a second attempt sent. One whose order
+ * ended is not kept: the redelivery is a fresh attempt. (The worker's final write may land between
+ * this read and write and be overwritten; the worker then never takes the outcome of an order that
+ * ended before queued_at, see webhook-worker.ts attemptByAgent.)
+ */
 export async function redeliver(deps: WebhookDeps, webhookId: string, id: string): Promise<WebhookDelivery> {
   const found = await deps.store.getWebhookDelivery(checkId(id, "id"));
   if (!found || found.delivery.webhookId !== webhookId) throw notFound("webhook_delivery", id);
   const now = timestampFromDate(deps.now());
   const d: WebhookDelivery = { ...found.delivery, state: WebhookDeliveryState.PENDING, nextAttemptAt: now, queuedAt: now };
   d.deadLetteredAt = undefined;
-  // An agent's attempt in flight stays remembered: its outcome is taken, not a second attempt sent.
-  if (!(await deps.store.updateWebhookDelivery(d, found.attemptOrderId))) throw notFound("webhook_delivery", id);
+  const order = found.attemptOrderId ? await deps.store.getWorkOrder(found.attemptOrderId) : undefined;
+  const inFlight = order && !isFinishedStatus(order.status) ? order.id : undefined;
+  if (!(await deps.store.updateWebhookDelivery(d, inFlight))) throw notFound("webhook_delivery", id);
   return d;
 }
 

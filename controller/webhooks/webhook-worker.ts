@@ -13,7 +13,8 @@
 //             record while in flight; it holds its slot until the order ends (claimed and
 //             reported, or expired unclaimed), and the order's end is the attempt's outcome. A
 //             delivery found with an order in flight (after a restart, on a new leader) waits for
-//             that order instead of sending another attempt.
+//             that order instead of sending another attempt, unless that order ended before the
+//             delivery was (re)queued: that is an earlier attempt's, and a fresh one is sent.
 // The deploys that caused the events are never waited on by, nor told of, any of this: they
 // wrote their events and went on.
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -283,9 +284,10 @@ export class WebhookWorker {
   ): Promise<{ outcome: AttemptOutcome; nodeId: string; at?: Date } | undefined> {
     const d = r.delivery;
     let orderId = r.attemptOrderId;
+    if (orderId && this.endedBefore(await this.deps.store.getWorkOrder(orderId), d)) orderId = undefined;
     if (!orderId) {
       if (!hook) return { outcome: { status: 0, text: "the subscription was deleted" }, nodeId: "" };
-      orderId = attemptOrderId(d.id, d.attempts + 1);
+      orderId = await this.freshOrderId(d);
       const { secret } = openSecrets(this.deps.keyRing, hook);
       const req = signedRequest(d.id, r, secret, at);
       const { attemptTimeoutMs, claimMarginMs } = this.settings;
@@ -297,6 +299,23 @@ export class WebhookWorker {
     const order = await this.orderEnd(orderId);
     if (order === null) return undefined;
     return orderAttempt(order, orderId);
+  }
+
+  /**
+   * True when `order` ended before the delivery was last queued (a redelivery since): its outcome
+   * is an earlier attempt's and never this one's. A redelivery that raced the worker's final write
+   * may have put back such an order, or an attempt count whose next order id is taken by one.
+   */
+  private endedBefore(order: WorkOrder | undefined, d: WebhookDelivery): boolean {
+    if (!order?.finishedAt || !d.queuedAt || !isFinishedStatus(order.status)) return false;
+    return timestampDate(order.finishedAt).getTime() < timestampDate(d.queuedAt).getTime();
+  }
+
+  // The id of the next attempt's order: attempt count + 1, past ids an earlier attempt's ended order holds.
+  private async freshOrderId(d: WebhookDelivery): Promise<string> {
+    let n = d.attempts + 1;
+    while (this.endedBefore(await this.deps.store.getWorkOrder(attemptOrderId(d.id, n)), d)) n += 1;
+    return attemptOrderId(d.id, n);
   }
 
   // The order once it ended (undefined: it is gone), or null when the worker stops first.

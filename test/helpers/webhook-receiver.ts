@@ -18,6 +18,8 @@ export interface Receiver {
   received: Received[];
   /** Chooses the status of the n-th request (0-based); a status of 0 leaves the request hanging. */
   answer: (n: number) => number;
+  /** The body of the answer to the n-th request (default: a short text by status). */
+  reply?: (n: number) => string;
   close(): Promise<void>;
 }
 
@@ -42,14 +44,15 @@ export async function startReceiver(path = "/hooks/secret-path-token-31415"): Pr
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const status = receiver.answer(receiver.received.length);
+      const n = receiver.received.length;
+      const status = receiver.answer(n);
       receiver.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8"), status });
       if (status === 0) {
         hanging.add(res);
         return;
       }
       res.writeHead(status, { "content-type": "text/plain" });
-      res.end(status >= 300 ? `receiver says no (${status})` : "ok");
+      res.end(receiver.reply?.(n) ?? (status >= 300 ? `receiver says no (${status})` : "ok"));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
