@@ -5,7 +5,8 @@
 //     the benchmarks or the tests; the dashboard (ui/, in a browser) gen/, itself and the
 //     common/ modules written for a browser too (the order statuses, the wait for an order, a
 //     failure's cause, the names of node liveness);
-//   - inside each program, one direction: a layer imports only the layers below it.
+//   - inside each program, one direction: a layer imports only the layers below it;
+//   - skippy-updater (agent/updater/updater*.ts) reaches none of the agent's modules.
 /** The controller's layers, lowest first. A module may import its own layer and those below. */
 const CONTROLLER_LAYERS = [
   ["base", "^controller/base/"],
@@ -119,6 +120,18 @@ module.exports = {
       to: {
         path: "^(common|controller|agent|cli|bench|test)/",
         pathNot: "^common/(order-status|order-wait|failure-cause|node-liveness-name|join-line)\\.ts$",
+      },
+    },
+    {
+      name: "updater-stands-alone",
+      comment:
+        "skippy-updater (agent/updater/updater*.ts) undoes a broken agent version, so nothing it runs may come from the agent: it reaches node:, gen/, common/logging/ and the updater's own files (update-files.ts, updater-*.ts), never another agent or common/ module",
+      severity: "error",
+      from: { path: "^agent/updater/updater[^/]*\\.ts$", pathNot: TESTS },
+      to: {
+        reachable: true,
+        path: "^(agent|common|controller|cli|bench|test|ui)/",
+        pathNot: "^agent/updater/(updater[^/]*|update-files)\\.ts$|^common/logging/",
       },
     },
     {

@@ -46,6 +46,8 @@ export type Transport = "auto" | "session" | "poll";
 export const USAGE = `Usage: skippy [options]
        skippy install [options]   run skippy as this host's systemd service (skippy install --help)
        skippy join URL --fingerprint PIN   join a controller in one step, the token in SKIPPER_JOIN_TOKEN (skippy join --help)
+       skippy updater [options]   what the service runs: skippy-updater, with these options passed
+                                  on to the agent it runs and switches versions of (skippy updater --help)
 
   --controller URL       controller base URL [SKIPPY_CONTROLLER_URL] (default https://127.0.0.1:8443)
   --node-id ID           this node's id [SKIPPY_NODE_ID] (required)

@@ -5,7 +5,9 @@
 // While an order runs, lighter ones keep the node alive (keepBeating): liveness, capabilities and
 // the last processes seen, no observation. Every report says what the agent's updater does
 // (AgentUpdateReport, updater/update-report.ts), and the first one the controller accepts tells
-// the updater this version works (confirmed.json).
+// the updater this version works (confirmed.json). When the updater's state.json changes (an
+// update CONFIRMED, ROLLED_BACK, FAILED...), a report goes out at once: on the session when one
+// carries the heartbeats (onUpdaterMoved), otherwise a unary one out of turn.
 import { proxyCapability } from "./proxy/proxy-settings.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
@@ -66,6 +68,11 @@ export class Heartbeats {
   private readonly updater: UpdaterLink;
   // Whether the reports are of this agent's own host (not an SSH node it relays).
   private ownNode = true;
+  // The watch of state.json (started with the first report; its timer does not hold the process
+  // up), the session's wish to hear of a change, and whether a unary report of one is on its way.
+  private stopWatch: (() => void) | undefined;
+  private sessionHears: (() => void) | undefined;
+  private reportingMove = false;
 
   constructor(private readonly deps: HeartbeatDeps) {
     this.updater =
@@ -117,7 +124,7 @@ export class Heartbeats {
 
   /** Sends a heartbeat; returns how many orders wait for this node. */
   async beat(opts: { observe: boolean } = { observe: true }): Promise<number> {
-    await this.updater.refresh();
+    await this.refreshUpdater();
     if (!opts.observe) return this.send(await this.deps.host.refresh(), undefined, this.lastProcesses);
     const host = await this.deps.host.refresh();
     const projects = await this.observeProjects(host);
@@ -154,7 +161,7 @@ export class Heartbeats {
    * session's heartbeat interval.
    */
   async report(opts: { observe: boolean; intervalMs: number }): Promise<HeartbeatRequest> {
-    await this.updater.refresh();
+    await this.refreshUpdater();
     const host = await this.deps.host.refresh();
     const projects = opts.observe ? await this.observeProjects(host) : undefined;
     if (opts.observe) this.lastProcesses = await this.superviseProcesses();
@@ -174,6 +181,46 @@ export class Heartbeats {
   // The controller accepted this agent: the updater may count the version as working.
   private accepted(): void {
     if (this.ownNode) void this.updater.accepted();
+  }
+
+  /**
+   * While a session carries the heartbeats, a change of the updater's state calls `listener` (the
+   * session's beat out of turn) instead of a unary heartbeat. Returns the stop.
+   */
+  onUpdaterMoved(listener: () => void): () => void {
+    this.sessionHears = listener;
+    return () => {
+      if (this.sessionHears === listener) this.sessionHears = undefined;
+    };
+  }
+
+  // What the updater does, read again for a report; the watch starts with the first.
+  private async refreshUpdater(): Promise<void> {
+    await this.updater.refresh();
+    this.stopWatch ??= this.updater.watch(() => this.updaterMoved());
+  }
+
+  // state.json changed since the last report: report it now rather than in up to one interval.
+  private updaterMoved(): void {
+    if (!this.ownNode) return;
+    if (this.sessionCarries) {
+      this.sessionHears?.();
+      return;
+    }
+    if (this.reportingMove) return;
+    this.reportingMove = true;
+    void (async () => {
+      await this.refreshUpdater();
+      // Not the loop's full heartbeat: nothing observed, so it does not put that one off.
+      await this.send(await this.deps.host.refresh(), undefined, this.lastProcesses, false);
+    })()
+      .catch((e: unknown) =>
+        this.deps.log.debug(
+          { action: "heartbeat", result: Code[ConnectError.from(e).code], metadata: { message: (e as Error).message } },
+          "the report of the updater's new state failed",
+        ),
+      )
+      .finally(() => (this.reportingMove = false));
   }
 
   /** While a session carries the heartbeats, keepBeating sends none of its own. */
@@ -216,8 +263,14 @@ export class Heartbeats {
     });
   }
 
-  // `projects` undefined: not reported (the controller keeps what it had).
-  private async send(host: DockerHost, projects: ProjectObservation[] | undefined, processes: ProcessObservation[]): Promise<number> {
+  // `projects` undefined: not reported (the controller keeps what it had). `full`: counts as the
+  // loop's full heartbeat.
+  private async send(
+    host: DockerHost,
+    projects: ProjectObservation[] | undefined,
+    processes: ProcessObservation[],
+    full = projects !== undefined || !this.duringOrder,
+  ): Promise<number> {
     const { tally } = this.deps;
     const req = this.request(host, projects, processes);
     const res = await this.deps.clients.nodes.heartbeat(req).catch((e: unknown) => {
@@ -227,7 +280,7 @@ export class Heartbeats {
     tally.acknowledged(req.agentCounters!);
     this.accepted();
     this.lastBeat = performance.now();
-    if (projects !== undefined || !this.duringOrder) this.lastHeartbeat = this.lastBeat;
+    if (full) this.lastHeartbeat = this.lastBeat;
     return res.pendingWorkOrders;
   }
 }

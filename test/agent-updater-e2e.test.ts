@@ -171,9 +171,13 @@ describe("skippy-updater (real bundles, built controller)", () => {
     expect(updater.exitCode).toBeNull();
   });
 
-  it("switches to a staged 0.1.0-b: the node shows it CONFIRMED, previous 0.1.0-a", async () => {
+  it("switches to a staged 0.1.0-b: the node shows it CONFIRMED at once, previous 0.1.0-a", async () => {
     await request(b, 60_000);
+    await stateIs("CONFIRMED");
+    const confirmedAt = Date.now();
     const n = await nodeShows("0.1.0-b", AgentUpdateState.CONFIRMED);
+    // Reported as state.json changed, not with the session's next heartbeat (10 s or more later).
+    expect(Date.now() - confirmedAt).toBeLessThan(4_000);
     expect(n.agentUpdate).toMatchObject({
       supervised: true,
       targetVersion: "0.1.0-b",
@@ -195,7 +199,9 @@ describe("skippy-updater (real bundles, built controller)", () => {
     expect(Date.now() - asked).toBeLessThan(15_000);
     expect(s).toMatchObject({ target: { version: "0.1.0-broken" }, previous: { version: "0.1.0-b" }, running: { version: "0.1.0-b" } });
     expect(s!.message).toMatch(/^back on 0\.1\.0-b: 0\.1\.0-broken exited 3 times before reaching the controller \(last: code 3\)/);
+    const rolledBackAt = Date.now();
     const n = await nodeShows("0.1.0-b", AgentUpdateState.ROLLED_BACK);
+    expect(Date.now() - rolledBackAt).toBeLessThan(4_000);
     expect(n.agentUpdate).toMatchObject({ targetVersion: "0.1.0-broken", previousVersion: "0.1.0-b", runningSha256: b.sha256 });
     expect(n.agentUpdate!.message).toMatch(/exited 3 times/);
     expect(await readlink(updaterPaths(dir).current)).toBe(join("versions", versionDirName(b.version, b.sha256)));

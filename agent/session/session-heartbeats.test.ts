@@ -19,6 +19,7 @@ describe("SessionHeartbeats", () => {
       report: async (o: { intervalMs: number }) =>
         create(HeartbeatRequestSchema, { nodeId: "n", heartbeatIntervalMs: BigInt(o.intervalMs) }),
       sentOnSession: () => undefined,
+      onUpdaterMoved: () => () => undefined,
     };
     const beats = new SessionHeartbeats(
       heartbeats as unknown as Heartbeats,

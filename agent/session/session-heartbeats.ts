@@ -2,7 +2,8 @@
 // welcome.heartbeat_interval_ms, and the full report (heartbeats.ts report()) instead at the start
 // and whenever it differs from the last one sent. Fields that change on every beat (the uptime,
 // the count of answered heartbeats) are left out of the comparison. The engine is observed only
-// when no order runs, as the unary loop does.
+// when no order runs, as the unary loop does. A change of the updater's state is reported at once
+// (heartbeats.ts onUpdaterMoved).
 import { clone, toBinary } from "@bufbuild/protobuf";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "../../gen/skipper/v1/node_service_pb.js";
 import type { Logger } from "pino";
@@ -15,6 +16,7 @@ export class SessionHeartbeats {
   private sending = false;
   private timer: ReturnType<typeof setInterval> | undefined;
   private intervalMs = 0;
+  private stopHearing: (() => void) | undefined;
 
   constructor(
     private readonly heartbeats: Heartbeats,
@@ -27,12 +29,14 @@ export class SessionHeartbeats {
   /** Sends the full report now, then a beat every `intervalMs` until stop(). */
   start(intervalMs: number): void {
     this.intervalMs = intervalMs;
+    this.stopHearing = this.heartbeats.onUpdaterMoved(() => this.beatNow());
     void this.beat();
     this.timer = setInterval(() => void this.beat(), Math.max(100, intervalMs));
   }
 
   stop(): void {
     clearInterval(this.timer);
+    this.stopHearing?.();
   }
 
   /** Beats every `intervalMs` from now on (the controller sent new terms); the next beat reports it. */
