@@ -3,8 +3,9 @@
 // every step but the SSH transport is the real one: install once (a redeploy changes nothing, a
 // different sha256 is refused), switch versions, "latest" offline falls back to the newest version
 // installed on the node, a version that dies at once is switched back from, rollback (once per
-// order), stop and start, a source the relay does not allow, and a supervisor gone (a reboot)
-// started again by the heartbeat's supervision.
+// order, even when the connection drops after it started), stop and start (a stop whose record
+// fails is not undone by the supervision), a source the relay does not allow, and a supervisor
+// gone (a reboot) started again by the heartbeat's supervision.
 import { create } from "@bufbuild/protobuf";
 import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readFile, readlink, rm, writeFile } from "node:fs/promises";
@@ -16,7 +17,7 @@ import { ProcessOperation } from "../gen/skipper/v1/order_action_pb.js";
 import { WorkOrderSchema, WorkOrderType } from "../gen/skipper/v1/work_order_pb.js";
 import type { ExecContext } from "../agent/executors/executor.js";
 import { processStartTicks } from "../agent/process/supervisor.js";
-import { REMOTE_PROCESS_BASE } from "../agent/relay/remote-process-scripts.js";
+import { REMOTE_PROCESS_BASE, START } from "../agent/relay/remote-process-scripts.js";
 import { RemoteProcesses, stdinOf, type ScriptRunner } from "../agent/relay/remote-processes.js";
 import { remoteSh } from "../agent/relay/shell-quote.js";
 import { sshProcessExecutors, superviseOnNode } from "../agent/relay/ssh-process-executors.js";
@@ -40,6 +41,8 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
   let n = 0;
   // Every argument a script got: what may be secret (the env) must never be one.
   const argsSeen: string[] = [];
+  // A connection that drops at the first command this says yes to (the command does not run).
+  let drop: ((script: string, args: readonly string[]) => boolean) | undefined;
 
   const deploy = (version: string, over: { sha256?: string; source?: string } = {}) => {
     const path = over.source ?? join(artifacts, `job-${version}.tar.gz`);
@@ -91,6 +94,10 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
     dead = `http://127.0.0.1:${await freePort()}/`;
     const local: ScriptRunner = async (script, args, opts) => {
       argsSeen.push(...args);
+      if (drop?.(script, args)) {
+        drop = undefined;
+        return { exitCode: 255, stdout: "", stderr: "client_loop: send disconnect: Broken pipe", timedOut: false };
+      }
       const r = await execa("sh", ["-c", remoteSh(script, args)], {
         reject: false,
         env: { HOME: home },
@@ -168,6 +175,24 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
     expect(await active()).toBe("1.0.0");
   }, 60_000);
 
+  it("a rollback whose connection drops after the version started is not undone by its retry", async () => {
+    expect(await active()).toBe("1.0.0");
+    // The connection drops at the first record written after the new version's start.
+    let started = false;
+    drop = (script, args) => {
+      if (script === START && args[4] === "run") started = true;
+      return started && args[2] === ".run/state.json";
+    };
+    await control(ProcessOperation.ROLLBACK, "rb-2");
+    drop = undefined;
+    expect(await active()).toBe("2.0.0");
+    const retry = await control(ProcessOperation.ROLLBACK, "rb-2");
+    expect(retry).toMatchObject({ success: true, message: "job was already rolled back to 2.0.0 by this order" });
+    expect(await active()).toBe("2.0.0");
+    // Another rollback order goes back as ever.
+    expect((await control(ProcessOperation.ROLLBACK, "rb-3")).message).toMatch(/^job rolled back from 2\.0\.0 to 1\.0\.0/);
+  }, 60_000);
+
   it("stops and starts; a source the relay does not allow is refused before anything runs", async () => {
     const stop = await control(ProcessOperation.STOP);
     expect(stop.message).toMatch(/^job stopped \(was pid \d+\)$/);
@@ -179,6 +204,20 @@ describe("an SSH node's process executors (the node's scripts run by a real sh)"
 
     const refused = await deploy("1.0.0", { source: "/etc/passwd" });
     expect(refused).toMatchObject({ success: false, code: "PROCESS_SOURCE_NOT_ALLOWED" });
+  }, 60_000);
+
+  it("a stop whose record cannot be written leaves nothing the supervision would start again", async () => {
+    const before = (await remote.inspect(MODULE))!;
+    expect(before.pid).toBeGreaterThan(0);
+    drop = (_script, args) => args[2] === ".run/state.json";
+    const failed = await control(ProcessOperation.STOP);
+    expect(failed).toMatchObject({ success: false, code: "PROCESS_FAILED" });
+    const [seen] = await superviseOnNode(remote, join(root, "relay-work"), quiet as never, 1000);
+    // The stop did not happen (the same process runs) or it held: never a process started anew.
+    expect([before.pid, 0]).toContain(seen!.pid);
+    expect((await control(ProcessOperation.STOP)).details?.process).toMatchObject({ state: "stopped", pid: 0 });
+    expect((await superviseOnNode(remote, join(root, "relay-work"), quiet as never, 1000))[0]).toMatchObject({ state: "stopped", pid: 0 });
+    expect((await control(ProcessOperation.START)).success).toBe(true);
   }, 60_000);
 
   it("a module whose supervisor is gone (the node rebooted) is started again by the heartbeat's supervision", async () => {

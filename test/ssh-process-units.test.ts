@@ -4,7 +4,7 @@
 // a scratch $HOME (as the node's login shell would run them): install, start, a process killed
 // behind the supervisor's back started again, stop, the active symlink switched.
 import { createHash } from "node:crypto";
-import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, rm, symlink, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
@@ -12,12 +12,15 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchDigest } from "../common/process-launch.js";
 import { observationOf, parseModules } from "../agent/relay/remote-process-observation.js";
-import { REMOTE_PROCESS_BASE, TAIL, launchScript } from "../agent/relay/remote-process-scripts.js";
+import { REMOTE_PROCESS_BASE, TAIL, envFile, launchScript } from "../agent/relay/remote-process-scripts.js";
 import { RemoteProcesses, stdinOf, type ScriptRunner } from "../agent/relay/remote-processes.js";
 import { remoteSh, shellQuote } from "../agent/relay/shell-quote.js";
+import { superviseOnNode } from "../agent/relay/ssh-process-executors.js";
 import { processStartTicks } from "../agent/process/supervisor.js";
 import { waitFor } from "./helpers/processes.js";
 
+const noop = () => undefined;
+const quietLog = { debug: noop, info: noop, warn: noop, error: noop } as never;
 // A zombie (an orphan not reaped yet) is not alive.
 const alive = async (pid: number) => (await processStartTicks(pid)) !== undefined;
 
@@ -77,9 +80,16 @@ describe("the launch script", () => {
       [
         `echo '--- skipper: starting web 2.0.0 at' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"`,
         "cd active || exit 127",
-        `exec env -i "PATH=$PATH" 'PORT=8080' 'MSG=a b' './bin/server' '--name' 'it'\\''s'`,
+        `exec env -i "PATH=$PATH" sh -c 'unset PWD; . ../.run/env && exec "$@"' sh './bin/server' '--name' 'it'\\''s'`,
       ].join("\n"),
     );
+  });
+
+  it("leaves the environment's values to a file the program's sh sources: export lines, each value one quoted word", () => {
+    const launch = { module: "web", version: "2.0.0", argv: ["bin/server"], env: { PORT: "8080", MSG: "it's a\nb" } };
+    expect(envFile(launch)).toBe(`export PORT='8080'\nexport MSG='it'\\''s a\nb'\n`);
+    expect(envFile({ ...launch, env: {} })).toBe("");
+    expect(() => envFile({ ...launch, env: { "A-B": "x" } })).toThrow(/not a usable variable/);
   });
 });
 
@@ -267,6 +277,33 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
     }
   });
 
+  it("a pid file naming another program's group leader: only the recorded process is stopped, never that group", async () => {
+    // A stranger leading its own process group, with two children in it; the records name the
+    // leader as the supervisor and one child as the process.
+    const leader = spawn("sh", ["-c", "sleep 61 & echo $!; sleep 62 & echo $!; wait"], {
+      detached: true,
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    let printed = "";
+    leader.stdout!.on("data", (b: Buffer) => (printed += b.toString()));
+    try {
+      const [child, other] = (await waitFor("the stranger's children", async () => {
+        const pids = printed.split("\n").filter(Boolean).map(Number);
+        return pids.length === 2 ? pids : undefined;
+      })) as [number, number];
+      const run = join(base(), "job", ".run");
+      await mkdir(run, { recursive: true });
+      await writeFile(join(run, "supervisor.pid"), `${leader.pid}\n`);
+      await writeFile(join(run, "child"), `${child} 0 \n`);
+      expect(await remote.inspect("job")).toMatchObject({ supervisor: 0, pid: child });
+      expect(await remote.stop("job", 5)).toBe(child);
+      expect([await alive(leader.pid!), await alive(other)]).toEqual([true, true]);
+      expect(await alive(child)).toBe(false);
+    } finally {
+      process.kill(-leader.pid!, "SIGKILL");
+    }
+  });
+
   it("switches the active symlink in one rename, without starting anything", async () => {
     await remote.switchActive("job", "2.0.0");
     expect(await readlink(join(base(), "job", "active"))).toBe("2.0.0");
@@ -274,4 +311,68 @@ describe("the remote scripts, run by a real sh (a scratch $HOME stands for the n
     await expect(remote.switchActive("job", "9.9.9")).rejects.toMatchObject({ code: "VERSION_NOT_INSTALLED" });
     expect(await readlink(join(base(), "job", "active"))).toBe("2.0.0");
   });
+
+  it("a process whose supervisor was killed alone is stopped before the module starts again: never two copies", async () => {
+    const two = launch("2.0.0");
+    await remote.putState("job", { ...(await remote.inspect("job"))!.state, desired: "running", launchDigest: launchDigest(two) });
+    const pid = await remote.start(two, "run");
+    const supervisor = (await remote.inspect("job"))!.supervisor;
+    expect([pid > 0, supervisor > 0]).toEqual([true, true]);
+    process.kill(supervisor, "SIGKILL");
+    await waitFor("the supervisor gone", async () => ((await alive(supervisor)) ? undefined : true), 10_000, 50);
+    // Its process lives on, in the supervisor's group.
+    expect(await remote.inspect("job")).toMatchObject({ supervisor: 0, pid });
+
+    await expect(remote.start(two, "run")).rejects.toThrow(/from before still runs on the node/);
+    expect(await alive(pid)).toBe(true);
+
+    const [seen] = await superviseOnNode(remote, scratch, quietLog, 2000);
+    expect(seen).toMatchObject({ module: "job", state: "running", activeVersion: "2.0.0" });
+    expect(seen!.pid).not.toBe(pid);
+    expect([await alive(pid), await alive(seen!.pid)]).toEqual([false, true]);
+    expect(await remote.stop("job", 2000)).toBe(seen!.pid);
+    expect(await alive(seen!.pid)).toBe(false);
+  }, 40_000);
+
+  it("the launch's environment reaches the program from a 0600 file, never on a command line (env's, while it starts)", async () => {
+    // env is looked up in PATH: this one records its arguments, then runs the real one.
+    const bin = join(scratch, "spy-bin");
+    const seen = join(scratch, "env-args");
+    await mkdir(bin, { recursive: true });
+    const realEnv = (await execa("sh", ["-c", "command -v env"])).stdout.trim();
+    await writeFile(join(bin, "env"), `#!/bin/sh\nprintf '%s\\n' "$@" >> ${shellQuote(seen)}\nexec ${shellQuote(realEnv)} "$@"\n`);
+    await chmod(join(bin, "env"), 0o755);
+    const spied: ScriptRunner = async (script, args, opts) => {
+      const r = await execa("sh", ["-c", remoteSh(script, args)], {
+        reject: false,
+        env: { HOME: home, PATH: `${bin}:${process.env.PATH}` },
+        timeout: opts.timeoutMs,
+        ...stdinOf(opts),
+      });
+      return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut === true };
+    };
+    const node = new RemoteProcesses(spied, scratch);
+    const secret = `s3cret-${process.pid}-value`;
+    await node.install("vault", "1.0.0", trees["1.0.0"]!, { ...meta("1.0.0"), env: { WORD: secret } });
+    const pid = await node.start({ module: "vault", version: "1.0.0", argv: ["bin/run"], env: { WORD: secret } }, "run");
+    try {
+      const log = join(base(), "vault", ".run", "log");
+      await waitFor("the program's line in the log", async () =>
+        (await readFile(log, "utf8").catch(() => "")).includes(`word=${secret} home=none`) ? true : undefined,
+      );
+      // env ran (with the spy's record of its arguments), and no argument held the value.
+      expect(await readFile(seen, "utf8")).toContain("-i\n");
+      expect(await readFile(seen, "utf8")).not.toContain(secret);
+      for (const p of await readdir("/proc")) {
+        if (!/^\d+$/.test(p)) continue;
+        const line = await readFile(join("/proc", p, "cmdline"), "utf8").catch(() => "");
+        expect(line.includes(secret), `the command line of pid ${p}`).toBe(false);
+      }
+      expect(await readFile(join("/proc", String(pid), "environ"), "utf8")).toContain(`WORD=${secret}\0`);
+      expect((await stat(join(base(), "vault", ".run", "env"))).mode & 0o777).toBe(0o600);
+      expect(await readFile(join(base(), "vault", ".run", "launch.sh"), "utf8")).not.toContain(secret);
+    } finally {
+      await node.stop("vault", 500);
+    }
+  }, 40_000);
 });

@@ -108,16 +108,29 @@ export function launchFrom(module: string, version: string, meta: VersionMeta | 
   return { module, version, argv: meta.argv, env: meta.env };
 }
 
+/** How an activation is recorded: "latest" resolved offline, the rollback order it carries out. */
+export interface ActivateOptions {
+  offline?: boolean;
+  /** Recorded in the same write as the new version, before it starts: a re-run after a dropped connection sees it. */
+  rollbackOrderId?: string;
+}
+
 /** Switches the module to `launch.version` and starts it; puts back the version before when the new one dies at once. */
-export async function activateOnNode(c: RemoteControl, before: RemoteModule, launch: Launch, offline = false): Promise<ActivateResult> {
+export async function activateOnNode(
+  c: RemoteControl,
+  before: RemoteModule,
+  launch: Launch,
+  opts: ActivateOptions = {},
+): Promise<ActivateResult> {
   const { remote } = c;
   const module = launch.module;
   const from = before.active;
   const prior = before.state;
   const previousVersion = from && from !== launch.version ? from : prior.previousVersion;
+  const rollbackOrderId = opts.rollbackOrderId ?? prior.rollbackOrderId;
   throwIfAborted(c.signal);
   await remote.stop(module, c.graceMs);
-  const started = await startVerified(c, { ...prior, previousVersion, resolvedOffline: offline }, launch);
+  const started = await startVerified(c, { ...prior, previousVersion, resolvedOffline: opts.offline ?? false, rollbackOrderId }, launch);
   if (started.alive || !from || from === launch.version) return { ...started, restored: "", restoredAlive: false };
   // The new version died at once: back to what ran before, as if this attempt never happened.
   await remote.stop(module, c.graceMs);

@@ -9,6 +9,7 @@
 //   <module>/active -> <version> switched with ln -sfn + mv -T (one rename: never missing)
 //   <module>/.run/state.json     what the relay records: desired state, running launch, previous version
 //   <module>/.run/launch.sh      the command the supervisor runs (launchScript)
+//   <module>/.run/env            the launch's environment, 0600, sourced by launch.sh (envFile)
 //   <module>/.run/supervise.sh   the supervisor (SUPERVISOR), its pid in .run/supervisor.pid
 //   <module>/.run/child          "pid restarts last-exit" as the supervisor writes it (pid 0: none alive)
 //   <module>/.run/log            the process's stdout and stderr, appended
@@ -17,6 +18,7 @@
 // exit and starts it again after a backoff (1 s, doubling per death within 60 s of its start, at
 // most 300 s), as the agent's own supervisor does. Stopping kills the supervisor, then its group.
 import { shellQuote } from "./shell-quote.js";
+import { ProcessError } from "../process/layout.js";
 import type { Launch } from "../process/run-state.js";
 import { START_MARK } from "../process/supervisor.js";
 
@@ -110,9 +112,11 @@ mv -f "$d/$3.tmp" "$d/$3"
 `;
 
 /**
- * Stops the module: SIGTERM to the supervisor, then to its process group (and to the process, in
- * case it left the group), SIGKILL to what is left after the grace period; prints "was <pid>"
- * (0: nothing ran). Args: base, module, grace in tenths of a second.
+ * Stops the module: SIGTERM to the supervisor and its process group (only when the pid file names
+ * our supervisor: a group id read from a file may be another program's), and to the process (a
+ * member of that group, even when the supervisor died before it), SIGKILL to what is left after the
+ * grace period, then waits (at most 5 s) for them to be gone; prints "was <pid>" (0: nothing ran).
+ * Args: base, module, grace in tenths of a second.
  */
 export const STOP = `${PRELUDE}d="$B/$2"
 s=$(cat "$d/.run/supervisor.pid" 2>/dev/null)
@@ -123,27 +127,26 @@ g=0
 if ours "$s" "$2"; then
   g=$s
   kill -TERM "$s" 2>/dev/null
-fi
-if [ "$c" != 0 ]; then
-  g=$s
-  kill -TERM "$c" 2>/dev/null
-fi
-if [ "$g" != 0 ]; then
   kill -TERM "-$g" 2>/dev/null
-  i=0
-  while { kill -0 "-$g" 2>/dev/null || alive "$c"; } && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done
-  kill -KILL "-$g" 2>/dev/null
 fi
+if [ "$c" != 0 ]; then kill -TERM "$c" 2>/dev/null; fi
+i=0
+while { [ "$g" != 0 ] && kill -0 "-$g" 2>/dev/null || alive "$c"; } && [ "$i" -lt "$3" ]; do sleep 0.1; i=$((i + 1)); done
+if [ "$g" != 0 ]; then kill -KILL "-$g" 2>/dev/null; fi
 if alive "$c"; then kill -KILL "$c" 2>/dev/null; fi
+i=0
+while { ours "$s" "$2" || alive "$c"; } && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 rm -f "$d/.run/supervisor.pid"
 if [ -f "$d/.run/child" ]; then read -r p n x < "$d/.run/child"; echo "0 $n $x" > "$d/.run/child"; fi
 printf 'was %s\\n' "$c"
 `;
 
 /**
- * Points the module's active symlink at a version and, with "run", writes the launch script from
- * stdin, starts its supervisor and prints "pid <pid>" of the process it started. Args: base,
- * module, version, supervisor script, "run" or "switch".
+ * Points the module's active symlink at a version and, with "run", writes the launch script and
+ * its environment file from stdin (the script's first $6 lines, then the file), starts its
+ * supervisor and prints "pid <pid>" of the process it started. A supervisor or process of the
+ * module still alive is never doubled: the start is refused (exit 8) until it is stopped. Args:
+ * base, module, version, supervisor script, "run" or "switch", the launch script's line count.
  */
 export const START = `${PRELUDE}set -e
 umask 077
@@ -154,7 +157,17 @@ ln -sfn "$3" "$d/.active.tmp"
 mv -fT "$d/.active.tmp" "$d/active"
 [ "$5" = run ] || exit 0
 if ! command -v setsid >/dev/null; then echo "setsid is not installed on the node" >&2; exit 5; fi
-cat > "$d/.run/launch.sh"
+s=$(cat "$d/.run/supervisor.pid" 2>/dev/null) || true
+c=0
+if [ -f "$d/.run/child" ]; then read -r c n x < "$d/.run/child" || true; fi
+if ours "$s" "$2" || member "$c" "$s"; then
+  echo "the supervisor or the process of $2 from before still runs on the node; it is stopped before a start" >&2
+  exit 8
+fi
+cat > "$d/.run/in.tmp"
+head -n "$6" "$d/.run/in.tmp" > "$d/.run/launch.sh"
+tail -n "+$(($6 + 1))" "$d/.run/in.tmp" > "$d/.run/env"
+rm -f "$d/.run/in.tmp"
 printf '%s\\n' "$4" > "$d/.run/supervise.sh"
 rm -f "$d/.run/child" "$d/.run/supervisor.pid"
 cd "$d"
@@ -199,15 +212,36 @@ done`;
 /**
  * The command of one launch, run from the module's directory: a start mark in the log, then the
  * program through the active symlink with the launch's environment alone (and the node's PATH),
- * exec'd so the supervisor's child pid is the program's.
+ * exec'd so the supervisor's child pid is the program's. The environment's values are read from
+ * .run/env (envFile, 0600) by a sh that then execs the program: on a command line (env's, while
+ * it runs) any user of the node could read them in /proc/<pid>/cmdline.
  */
 export function launchScript(launch: Launch): string {
-  const env = Object.entries(launch.env).map(([k, v]) => shellQuote(`${k}=${v}`));
   const [argv0 = "", ...rest] = launch.argv;
   const program = argv0.startsWith("./") ? argv0 : `./${argv0}`;
   return [
     `echo ${shellQuote(`${START_MARK} ${launch.module} ${launch.version} at`)} "$(date -u +%Y-%m-%dT%H:%M:%SZ)"`,
     "cd active || exit 127",
-    ["exec env -i", '"PATH=$PATH"', ...env, shellQuote(program), ...rest.map(shellQuote)].join(" "),
+    [
+      "exec env -i",
+      '"PATH=$PATH"',
+      "sh -c",
+      shellQuote('unset PWD; . ../.run/env && exec "$@"'),
+      "sh",
+      shellQuote(program),
+      ...rest.map(shellQuote),
+    ].join(" "),
   ].join("\n");
+}
+
+/** The launch's environment as the sh lines .run/env holds: `export NAME='value'`, one per variable. */
+export function envFile(launch: Launch): string {
+  return Object.entries(launch.env)
+    .map(([k, v]) => {
+      // Checked at deploy (deploy-process.ts specProblem); a record on the node may have been changed since.
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k))
+        throw new ProcessError("PROCESS_INVALID", `env ${JSON.stringify(k)} is not a usable variable`);
+      return `export ${k}=${shellQuote(v)}\n`;
+    })
+    .join("");
 }

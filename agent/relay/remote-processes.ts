@@ -22,6 +22,7 @@ import {
   STOP,
   SUPERVISOR,
   TAIL,
+  envFile,
   launchScript,
 } from "./remote-process-scripts.js";
 
@@ -139,17 +140,22 @@ export class RemoteProcesses {
     return Number(/^was (\d+)$/m.exec(out)?.[1] ?? 0);
   }
 
-  /** Makes `launch.version` active and, with `run`, starts its supervisor: the pid of the process started. */
+  /**
+   * Makes `launch.version` active and, with `run`, starts its supervisor: the pid of the process
+   * started. Refused (PROCESS_FAILED) while a supervisor or process of the module lives: stop first.
+   */
   async start(launch: Launch, mode: "run" | "switch", signal?: AbortSignal): Promise<number> {
-    const args = [launch.module, launch.version, SUPERVISOR, mode];
-    const input = `${launchScript(launch)}\n`;
+    // The launch script's lines, then its environment's: what may be secret stays on stdin.
+    const script = launchScript(launch);
+    const args = [launch.module, launch.version, SUPERVISOR, mode, String(script.split("\n").length)];
+    const input = `${script}\n${envFile(launch)}`;
     const out = await this.call(`start ${launch.module} ${launch.version}`, START, args, { timeoutMs: QUICK_MS, signal, input });
     return Number(/^pid (\d+)$/m.exec(out)?.[1] ?? 0);
   }
 
   /** Points the module's active symlink at `version` without starting anything. */
   async switchActive(module: string, version: string): Promise<void> {
-    await this.call(`switch ${module} to ${version}`, START, [module, version, "", "switch"], { timeoutMs: QUICK_MS });
+    await this.call(`switch ${module} to ${version}`, START, [module, version, "", "switch", "0"], { timeoutMs: QUICK_MS });
   }
 
   /** The end of the module's log. */

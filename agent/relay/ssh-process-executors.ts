@@ -96,7 +96,7 @@ async function deployOnNode(c: RemoteControl, module: string, got: Obtained): Pr
       await c.remote.putState(module, { ...m.state, resolvedOffline: got.resolvedOffline });
     return { code: "PROCESS_OK", message: `${module} ${got.version} already runs on the node (pid ${m.pid})${note}` };
   }
-  const r = await activateOnNode(c, m, launch, got.resolvedOffline);
+  const r = await activateOnNode(c, m, launch, { offline: got.resolvedOffline });
   if (r.alive)
     return {
       code: "PROCESS_OK",
@@ -129,8 +129,9 @@ async function controlOnNode(c: RemoteControl, a: ControlProcessAction, orderId:
     case ProcessOperation.STOP: {
       const now = await c.remote.inspect(m, "", c.signal);
       if (!now?.active) throw new ProcessError("MODULE_NOT_INSTALLED", `module ${m} is not installed on the node`);
-      const pid = await c.remote.stop(m, c.graceMs);
+      // Recorded first: a stop whose record failed would be undone by the next supervision round.
       await c.remote.putState(m, { ...now.state, desired: "stopped" });
+      const pid = await c.remote.stop(m, c.graceMs);
       return { code: "PROCESS_OK", message: pid > 0 ? `${m} stopped (was pid ${pid})` : `${m} was not running` };
     }
     default:
@@ -154,9 +155,7 @@ async function rollbackOnNode(c: RemoteControl, a: ControlProcessAction, orderId
     const r = await ensureOnNode(c, m);
     return r.alive ? { code: "PROCESS_OK", message: `${m} already on ${target} (pid ${r.pid})` } : exited(`${m} ${target}`, c, r.logTail);
   }
-  const r = await activateOnNode(c, now, launch);
-  const after = await c.remote.inspect(m);
-  if (after) await c.remote.putState(m, { ...after.state, rollbackOrderId: orderId });
+  const r = await activateOnNode(c, now, launch, { rollbackOrderId: orderId });
   if (r.alive) return { code: "PROCESS_OK", message: `${m} rolled back from ${from} to ${target} (pid ${r.pid})` };
   const restored = r.restored ? `; restored ${r.restored}${r.restoredAlive ? ", which runs again" : ", which did not start either"}` : "";
   return exited(`${m} ${target}`, c, r.logTail, restored);
@@ -209,8 +208,15 @@ async function result(v: Verdict, scope: Scope): Promise<ExecOutcome> {
 /**
  * Observes every module on the node for a heartbeat; a module that should run but has no live
  * supervisor (the node rebooted, someone killed it) gets one again, unless an order is working on it.
+ * What is left of the old one (its process outlives a supervisor killed alone) is stopped first
+ * (SIGKILL after `graceMs`): two copies never run.
  */
-export async function superviseOnNode(remote: RemoteProcesses, lockKey: string, log: Logger): Promise<ProcessObservation[]> {
+export async function superviseOnNode(
+  remote: RemoteProcesses,
+  lockKey: string,
+  log: Logger,
+  graceMs = 10_000,
+): Promise<ProcessObservation[]> {
   const out: ProcessObservation[] = [];
   for (const m of await remote.observe()) {
     let now = m;
@@ -221,10 +227,11 @@ export async function superviseOnNode(remote: RemoteProcesses, lockKey: string, 
             const again = await remote.inspect(m.module);
             if (!again || again.supervisor > 0 || again.state.desired !== "running") return again;
             const launch = launchFrom(m.module, again.active, again.meta, again.installed);
+            const was = await remote.stop(m.module, graceMs);
             await remote.putState(m.module, { ...again.state, version: launch.version, launchDigest: launchDigest(launch) });
             const pid = await remote.start(launch, "run");
             log.info(
-              { action: "supervise", module: m.module, metadata: { version: launch.version, pid } },
+              { action: "supervise", module: m.module, metadata: { version: launch.version, pid, stopped: was } },
               `started the supervisor of ${m.module} again on the node`,
             );
             return remote.inspect(m.module);
