@@ -2,13 +2,13 @@
 // bundles (seeding, checking a staged one: updater-bundles.ts) and the agent's side of it
 // (update-report.ts, the agent.update capability), on a real temp directory.
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, readlink, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, readlink, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { agentCapabilities } from "../agent/capabilities.js";
-import { checkStaged, seedFromBundle } from "../agent/updater/updater-bundles.js";
+import { checkStaged, pruneVersions, seedFromBundle } from "../agent/updater/updater-bundles.js";
 import { slotOf } from "../agent/updater/updater-machine.js";
 import { UpdaterLink } from "../agent/updater/update-report.js";
 import { stateDirOf } from "../agent/updater/updater.js";
@@ -63,15 +63,60 @@ describe("update files", () => {
     });
     expect(req.dir).toBe(versionDirName("0.2.0", sha(b)));
     expect(await readUpdateRequest(dir)).toEqual(req);
-    expect(await takeUpdateRequest(dir)).toBe(true);
+    expect(await takeUpdateRequest(dir)).toEqual(req);
     expect(await readUpdateRequest(dir)).toBeUndefined();
-    expect(await takeUpdateRequest(dir)).toBe(false);
+    expect(await takeUpdateRequest(dir)).toBeUndefined();
     expect(JSON.parse(await readFile(updaterPaths(dir).requestTaken, "utf8"))).toEqual(req);
     expect(() => parseUpdateRequest({ ...req, dir: "other" })).toThrow(/dir is not/);
     expect(() => parseUpdateRequest({ ...req, deadlineMs: 10 })).toThrow(/deadlineMs/);
     expect(() => parseUpdateRequest({ ...req, schema: "v0" })).toThrow(/schema/);
     await writeFile(updaterPaths(dir).request, "{not json");
     await expect(readUpdateRequest(dir)).rejects.toThrow(/not JSON/);
+    // Taking one that does not hold together takes it all the same, and says why.
+    await expect(takeUpdateRequest(dir)).rejects.toThrow(/request\.taken\.json: not JSON/);
+    expect(await readUpdateRequest(dir)).toBeUndefined();
+  });
+
+  it("takes a request before reading it: what it returns is what it renamed, and a later one waits", async () => {
+    const write = (version: string) =>
+      writeUpdateRequest(dir, {
+        version,
+        sha256: sha(bundle(version)),
+        deadlineMs: 60_000,
+        orderId: version,
+        requestedAt: new Date().toISOString(),
+      });
+    const first = await write("0.2.0");
+    const taking = takeUpdateRequest(dir);
+    // Written while the first one is being taken: never renamed unseen.
+    const second = await write("0.3.0");
+    expect(await taking).toEqual(first);
+    expect(await readUpdateRequest(dir)).toEqual(second);
+    expect(await takeUpdateRequest(dir)).toEqual(second);
+  });
+
+  it("prunes version directories: keeps the links, the given ones, a waiting request's and the three newest", async () => {
+    const names: string[] = [];
+    for (const [i, v] of ["1.0.0", "1.0.1", "1.0.2", "1.0.3", "1.0.4", "1.0.5", "1.0.6", "1.0.7"].entries()) {
+      const b = bundle(v);
+      const name = await stageBundle(dir, b, manifestOf(v, b));
+      const t = new Date(Date.now() - 3_600_000 + i * 60_000);
+      await utimes(join(updaterPaths(dir).versions, name), t, t);
+      names.push(name);
+    }
+    await switchVersionLink(dir, "current", names[0]!);
+    await switchVersionLink(dir, "previous", names[1]!);
+    const waiting = bundle("1.0.2");
+    await writeUpdateRequest(dir, {
+      version: "1.0.2",
+      sha256: sha(waiting),
+      deadlineMs: 60_000,
+      orderId: "",
+      requestedAt: new Date().toISOString(),
+    });
+    expect((await pruneVersions(dir, [names[3]!])).sort()).toEqual([names[4]!]);
+    expect((await readdir(updaterPaths(dir).versions)).sort()).toEqual([...names.slice(0, 4), ...names.slice(5)].sort());
+    expect(await pruneVersions(dir, [names[3]!])).toEqual([]);
   });
 
   it("switches current by renaming a new link over the old one", async () => {

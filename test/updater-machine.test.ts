@@ -26,7 +26,10 @@ const A = slotOf({ version: "0.1.0-a", sha256: sha("a") });
 const B = slotOf({ version: "0.1.0-b", sha256: sha("b") });
 const C = slotOf({ version: "0.1.0-c", sha256: sha("c") });
 
-function request(slot: { version: string; sha256: string }, deadlineMs = 30_000): UpdateRequest {
+// The machine's clock in the running test: a request is written "now" unless said otherwise.
+let clock = 0;
+
+function request(slot: { version: string; sha256: string }, deadlineMs = 30_000, requestedAt = clock): UpdateRequest {
   return {
     schema: REQUEST_SCHEMA,
     version: slot.version,
@@ -34,17 +37,24 @@ function request(slot: { version: string; sha256: string }, deadlineMs = 30_000)
     dir: versionDirName(slot.version, slot.sha256),
     deadlineMs,
     orderId: "o-1",
-    requestedAt: new Date(0).toISOString(),
+    requestedAt: new Date(requestedAt).toISOString(),
   };
 }
 
 // Drives the machine: keeps the state and the clock, and the actions of the last step.
 class Run {
   state: MachineState;
-  now = 1_000_000;
   actions: MachineAction[] = [];
 
+  get now(): number {
+    return clock;
+  }
+  set now(t: number) {
+    clock = t;
+  }
+
   constructor() {
+    this.now = 1_000_000;
     // Started at rest on A, its child running.
     const first = step(initialState(A, this.now), { type: "tick" }, this.now);
     this.state = first.state;
@@ -86,11 +96,7 @@ describe("updater machine", () => {
 
   it("goes IDLE -> STAGED -> SWITCHING -> STARTING -> CONFIRMED with the right actions", () => {
     const r = new Run();
-    expect(r.on({ type: "request", request: request(B) })).toEqual([
-      { type: "takeRequest" },
-      { type: "validate", target: B },
-      { type: "writeState" },
-    ]);
+    expect(r.on({ type: "request", request: request(B) })).toEqual([{ type: "validate", target: B }, { type: "writeState" }]);
     expect(r.state).toMatchObject({ name: "STAGED", target: B, previous: A, running: A, deadlineAt: r.now + CFG.validateTimeoutMs });
     expect(r.on({ type: "validated", sha256: B.sha256 })).toEqual([{ type: "stopChild" }, { type: "writeState" }]);
     expect(r.state).toMatchObject({ name: "SWITCHING", stopping: true, deadlineAt: r.now + CFG.stopTimeoutMs });
@@ -106,14 +112,14 @@ describe("updater machine", () => {
     expect(r.state.name).toBe("STARTING");
     r.on({ type: "confirmed", sha256: B.sha256 });
     expect(r.state).toMatchObject({ name: "CONFIRMED", running: B, previous: A, target: B, deadlineAt: undefined });
-    expect(r.types()).toEqual(["writeState"]);
+    expect(r.types()).toEqual(["prune", "writeState"]);
     expect(toStateFile(r.state)).toMatchObject({ state: "CONFIRMED", running: { version: "0.1.0-b" }, previous: { version: "0.1.0-a" } });
   });
 
   it("a request for what already runs is a no-op (taken, nothing switched)", () => {
     const r = new Run();
     const before = r.state;
-    expect(r.on({ type: "request", request: request(A) })).toEqual([{ type: "takeRequest" }, expect.objectContaining({ type: "log" })]);
+    expect(r.on({ type: "request", request: request(A) })).toEqual([expect.objectContaining({ type: "log" })]);
     expect(r.state).toBe(before);
   });
 
@@ -172,6 +178,7 @@ describe("updater machine", () => {
       expect(r.state).toMatchObject({ name: "ROLLING_BACK", running: A, stopping: false, deadlineAt: r.now + CFG.rollbackConfirmMs });
       r.on({ type: "confirmed", sha256: A.sha256 });
       expect(r.state).toMatchObject({ name: "ROLLED_BACK", running: A, target: B, previous: A });
+      expect(r.types()).toEqual(["prune", "writeState"]);
       expect(r.state.message).toMatch(/^back on 0\.1\.0-a: 0\.1\.0-b did not reach/);
     });
 
@@ -228,7 +235,7 @@ describe("updater machine", () => {
     const r = new Run();
     r.on({ type: "request", request: request(B) });
     r.on({ type: "request", request: request(C) });
-    expect(r.types()).toEqual(["takeRequest", "validate", "writeState"]);
+    expect(r.types()).toEqual(["validate", "writeState"]);
     expect(r.state).toMatchObject({ name: "STAGED", target: C, previous: A });
     // A request back to what runs cancels the staged update.
     r.on({ type: "request", request: request(A) });
@@ -248,7 +255,7 @@ describe("updater machine", () => {
     expect(r.state).toMatchObject({ name: "FAILED", running: A });
     expect(r.state.message).toBe("0.1.0-b is not a usable bundle: sha256 mismatch");
     r.on({ type: "requestInvalid", message: "request: dir is wrong" });
-    expect(r.types()).toEqual(["takeRequest", "writeState"]);
+    expect(r.types()).toEqual(["writeState"]);
     expect(r.state.message).toMatch(/refused the update request/);
   });
 
@@ -288,5 +295,63 @@ describe("updater machine", () => {
     const back = recoverState(file("ROLLING_BACK"), B, now);
     expect(back.state).toMatchObject({ name: "ROLLING_BACK", running: A, deadlineAt: now + CFG.rollbackConfirmMs });
     expect(back.actions).toContainEqual({ type: "startChild", slot: A });
+  });
+
+  it("a link switch that fails ends in FAILED, starting again the version that ran before (never the target)", () => {
+    const r = new Run();
+    r.on({ type: "request", request: request(B) });
+    r.on({ type: "validated", sha256: B.sha256 });
+    expect(r.on({ type: "childExited", code: 0, signal: null }).map((a) => a.type)).toEqual(["switchLinks", "startChild", "writeState"]);
+    expect(r.on({ type: "switchFailed", message: "ENOSPC: no space left on device" })).toEqual([{ type: "writeState" }]);
+    expect(r.state).toMatchObject({ name: "FAILED", running: A, target: B, deadlineAt: undefined });
+    expect(r.state.child.running).toBe(false);
+    expect(r.state.message).toBe("could not switch to 0.1.0-b: ENOSPC: no space left on device; 0.1.0-a runs again");
+    expect(r.tick(0)).toEqual([{ type: "startChild", slot: A }]);
+    // A confirmation (of anything) does not turn it into CONFIRMED.
+    r.on({ type: "confirmed", sha256: B.sha256 });
+    expect(r.state.name).toBe("FAILED");
+    // The next request is taken as usual.
+    r.on({ type: "request", request: request(C) });
+    expect(r.state).toMatchObject({ name: "STAGED", target: C, previous: A });
+  });
+
+  it("a link switch back that fails in ROLLING_BACK ends in FAILED on what current still names", () => {
+    const r = new Run();
+    r.toStarting();
+    r.tick(30_000);
+    expect(r.on({ type: "childExited", code: 0, signal: null }).map((a) => a.type)).toEqual(["switchLinks", "startChild", "writeState"]);
+    r.on({ type: "switchFailed", message: "EIO" });
+    expect(r.state).toMatchObject({ name: "FAILED", running: B });
+    expect(r.state.message).toMatch(
+      /did not reach the controller within 30000 ms; could not go back to 0\.1\.0-a: EIO; 0\.1\.0-b runs again$/,
+    );
+    expect(r.tick(0)).toEqual([{ type: "startChild", slot: B }]);
+    // Out of a switch, the event changes nothing.
+    const before = r.state;
+    expect(r.on({ type: "switchFailed", message: "x" })).toEqual([]);
+    expect(r.state).toBe(before);
+  });
+
+  it("drops a request older than its own deadline, saying so in state.json; one within it proceeds", () => {
+    const r = new Run();
+    expect(r.on({ type: "request", request: request(B, 30_000, r.now - 30_001) })).toEqual([{ type: "writeState" }]);
+    expect(r.state).toMatchObject({ name: "FAILED", running: A, target: B, orderId: "o-1" });
+    expect(r.state.message).toBe("dropped the request for 0.1.0-b (order o-1): written 30001 ms ago, past its deadline of 30000 ms");
+    expect(toStateFile(r.state)).toMatchObject({ state: "FAILED", target: { version: "0.1.0-b" } });
+    r.on({ type: "request", request: request(B, 30_000, r.now - 30_000) });
+    expect(r.state).toMatchObject({ name: "STAGED", target: B });
+    // In STAGED a late request leaves the staged update alone, as does an invalid one.
+    expect(r.on({ type: "request", request: request(C, 5_000, r.now - 6_000) })).toEqual([expect.objectContaining({ type: "log" })]);
+    r.on({ type: "requestInvalid", message: "request: schema is not skippy-update-request/v1" });
+    expect(r.state).toMatchObject({ name: "STAGED", target: B });
+  });
+
+  it("gives the agent 80 s to finish its order on SIGTERM before SIGKILL (the unit's stop allows 90 s)", () => {
+    expect(CFG.stopTimeoutMs).toBe(80_000);
+    const r = new Run();
+    r.on({ type: "request", request: request(B) });
+    r.on({ type: "validated", sha256: B.sha256 });
+    expect(r.tick(79_999)).toEqual([]);
+    expect(r.tick(1).map((a) => a.type)).toEqual(["killChild", "log"]);
   });
 });

@@ -264,18 +264,22 @@ export async function writeUpdateRequest(dir: string, req: Omit<UpdateRequest, "
 
 /**
  * Takes request.json: renames it to request.taken.json (the last taken request, for a human), so
- * the executor's next request is a new file. False when there was none (someone took it first).
+ * the executor's next request is a new file, then reads what it took: renamed first, so a request
+ * written meanwhile stays in request.json for the next look. Undefined when there was none; throws
+ * UpdateFileError when the taken one does not hold together.
  */
-export async function takeUpdateRequest(dir: string): Promise<boolean> {
+export async function takeUpdateRequest(dir: string): Promise<UpdateRequest | undefined> {
   const p = updaterPaths(dir);
   try {
     await rename(p.request, p.requestTaken);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw e;
   }
   await syncDir(dir);
-  return true;
+  const v = await readJson(p.requestTaken);
+  if (v === undefined) throw new UpdateFileError("request: request.taken.json vanished after it was taken");
+  return parseUpdateRequest(v);
 }
 
 /** state.json, checked; undefined when the updater has written none. */

@@ -1,6 +1,6 @@
 // The bundles skippy-updater keeps under versions/: seeding the one it was started from, reading
-// what `current` points at, and checking a staged one before switching to it.
-import { readFile, stat } from "node:fs/promises";
+// what `current` points at, checking a staged one before switching to it, and removing old ones.
+import { readdir, readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Slot } from "./updater-machine.js";
 import {
@@ -8,10 +8,12 @@ import {
   bundlePathOf,
   bundleVersionOf,
   readManifest,
+  readUpdateRequest,
   readVersionLink,
   sha256File,
   stageBundle,
   switchVersionLink,
+  updaterPaths,
   versionDirName,
   writeJsonWhole,
 } from "./update-files.js";
@@ -89,4 +91,35 @@ export async function checkStaged(dir: string, target: Slot): Promise<string | u
   const stated = bundleVersionOf(head);
   if (stated !== m.version) return `the bundle states version ${stated ?? "none"}, the manifest says ${m.version}`;
   return undefined;
+}
+
+/** How many of the newest version directories pruning keeps, besides the ones in use. */
+export const KEEP_NEWEST = 3;
+
+/**
+ * Removes the version directories nothing needs: keeps `keep` (the machine's running, previous and
+ * target), what the `current` and `previous` links and a waiting request.json name, and the
+ * `newest` most recently changed (a bundle being staged right now is among them). Returns the removed.
+ */
+export async function pruneVersions(dir: string, keep: Iterable<string>, newest = KEEP_NEWEST): Promise<string[]> {
+  const kept = new Set(keep);
+  for (const link of ["current", "previous"] as const) {
+    const name = await readVersionLink(dir, link).catch(() => undefined);
+    if (name) kept.add(name);
+  }
+  const pending = await readUpdateRequest(dir).catch(() => undefined);
+  if (pending) kept.add(pending.dir);
+  const versions = updaterPaths(dir).versions;
+  const entries = (await readdir(versions, { withFileTypes: true })).filter((e) => e.isDirectory() && !e.name.startsWith("."));
+  const dirs = await Promise.all(
+    entries.map(async (e) => ({ name: e.name, mtime: (await stat(join(versions, e.name)).catch(() => undefined))?.mtimeMs ?? Infinity })),
+  );
+  dirs.sort((a, b) => b.mtime - a.mtime);
+  const removed: string[] = [];
+  for (const [i, d] of dirs.entries()) {
+    if (i < newest || kept.has(d.name)) continue;
+    await rm(join(versions, d.name), { recursive: true, force: true });
+    removed.push(d.name);
+  }
+  return removed;
 }

@@ -18,7 +18,8 @@
 // early); ROLLING_BACK gives the previous version a deadline to confirm again. While an update is
 // under way (SWITCHING, STARTING, ROLLING_BACK) a request is left in its file and taken when the
 // machine is at rest again: a newer request overwrites it, so the latest wins. In STAGED a newer
-// request replaces the staged one at once (nothing has been switched yet).
+// request replaces the staged one at once (nothing has been switched yet). A request older than its
+// deadline is dropped; a failed link switch ends in FAILED on the version that ran before.
 import type { UpdateRequest, UpdaterStateFile, UpdaterStateName, VersionRef } from "./update-files.js";
 import { versionDirName } from "./update-files.js";
 
@@ -49,7 +50,8 @@ export interface MachineConfig {
 
 export const DEFAULT_MACHINE_CONFIG: MachineConfig = {
   validateTimeoutMs: 10_000,
-  stopTimeoutMs: 15_000,
+  // The agent finishes the order it runs on SIGTERM; the service unit gives the whole stop 90 s.
+  stopTimeoutMs: 80_000,
   killTimeoutMs: 5_000,
   rollbackConfirmMs: 120_000,
   crashLoopExits: 3,
@@ -101,16 +103,19 @@ export type MachineEvent =
   | { type: "validated"; sha256: string; error?: string }
   | { type: "childExited"; code: number | null; signal: string | null }
   | { type: "confirmed"; sha256: string }
+  /** The switchLinks action of the last step failed: nothing after it ran. */
+  | { type: "switchFailed"; message: string }
   | { type: "tick" };
 
 export type MachineAction =
-  | { type: "takeRequest" }
   | { type: "validate"; target: Slot }
   | { type: "stopChild" }
   | { type: "killChild" }
   | { type: "switchLinks"; current: string; previous?: string }
   | { type: "startChild"; slot: Slot }
   | { type: "writeState" }
+  /** Removes old version directories (after CONFIRMED or ROLLED_BACK). */
+  | { type: "prune" }
   | { type: "log"; message: string };
 
 export interface Step {
@@ -123,6 +128,11 @@ const AT_REST: readonly UpdaterStateName[] = ["IDLE", "CONFIRMED", "ROLLED_BACK"
 /** True for the states that wait for nothing. */
 export function atRest(name: UpdaterStateName): boolean {
   return AT_REST.includes(name);
+}
+
+/** True for the states in which the driver takes request.json (renames it, then reads it). */
+export function takesRequests(name: UpdaterStateName): boolean {
+  return atRest(name) || name === "STAGED";
 }
 
 /** The slot of a version ref. */
@@ -166,6 +176,7 @@ export function toStateFile(s: MachineState): Omit<UpdaterStateFile, "schema"> {
 /** The next state and the actions to run for `event` at time `now` (ms). */
 export function step(s: MachineState, event: MachineEvent, now: number, cfg: MachineConfig = DEFAULT_MACHINE_CONFIG): Step {
   if (event.type === "childExited") return childExited(s, event, now, cfg);
+  if (event.type === "switchFailed") return switchFailed(s, event.message, now);
   if (atRest(s.name)) return atRestStep(s, event, now, cfg);
   switch (s.name) {
     case "STAGED":
@@ -233,16 +244,36 @@ function childExited(s: MachineState, e: { code: number | null; signal: string |
   return stay(exited, [{ type: "log", message: `the agent exited (${how}); starting it again in ${child.restartAt! - now} ms` }]);
 }
 
+// The links could not be switched (disk full, EIO, something in the way): the child was not started,
+// and the version that ran before the switch is started again (its own directory, not the link).
+// STARTING came from SWITCHING (that version is previous), ROLLING_BACK from the target.
+function switchFailed(s: MachineState, why: string, now: number): Step {
+  if (s.name !== "STARTING" && s.name !== "ROLLING_BACK") return stay(s);
+  const back = s.name === "STARTING" ? s.previous : s.target;
+  const what = s.name === "STARTING" ? `could not switch to ${s.target?.version}` : `could not go back to ${s.previous?.version}`;
+  const child: ChildView = { ...s.child, running: false, restartAt: now, killed: false };
+  const message = `${s.name === "STARTING" ? "" : `${s.message}; `}${what}: ${why}${back ? `; ${back.version} runs again` : ""}`;
+  return enter(s, "FAILED", now, { running: back, child, message }, []);
+}
+
 function atRestStep(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfig): Step {
   if (e.type === "tick") return restartDue(s, now) ?? stay(s);
-  if (e.type === "requestInvalid")
-    return enter(s, "FAILED", now, { message: `refused the update request: ${e.message}` }, [{ type: "takeRequest" }]);
+  if (e.type === "requestInvalid") return enter(s, "FAILED", now, { message: `refused the update request: ${e.message}` }, []);
   if (e.type !== "request") return stay(s);
   const target = slotOf(e.request);
+  const late = lateRequest(e.request, now);
+  if (late) return enter(s, "FAILED", now, { target, deadlineMs: e.request.deadlineMs, orderId: e.request.orderId, message: late }, []);
   if (s.running && target.sha256 === s.running.sha256) {
-    return stay(s, [{ type: "takeRequest" }, { type: "log", message: `${target.version} already runs: nothing to do` }]);
+    return stay(s, [{ type: "log", message: `${target.version} already runs: nothing to do` }]);
   }
   return stage(s, e.request, now, cfg);
+}
+
+// Why a request is dropped unseen: it waited in its file (an update under way) past its own deadline.
+function lateRequest(req: UpdateRequest, now: number): string | undefined {
+  const age = now - Date.parse(req.requestedAt);
+  if (!(age > req.deadlineMs)) return undefined;
+  return `dropped the request for ${req.version} (order ${req.orderId || "none"}): written ${age} ms ago, past its deadline of ${req.deadlineMs} ms`;
 }
 
 function stage(s: MachineState, req: UpdateRequest, now: number, cfg: MachineConfig): Step {
@@ -260,13 +291,15 @@ function stage(s: MachineState, req: UpdateRequest, now: number, cfg: MachineCon
       deadlineAt: now + cfg.validateTimeoutMs,
       startingExits: 0,
     },
-    [{ type: "takeRequest" }, { type: "validate", target }],
+    [{ type: "validate", target }],
   );
 }
 
 function staged(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfig): Step {
   const target = s.target!;
   if (e.type === "request") {
+    const late = lateRequest(e.request, now);
+    if (late) return stay(s, [{ type: "log", message: `${late}; the update to ${target.version} goes on` }]);
     // Nothing is switched yet: the newer request replaces the staged one.
     if (s.running && e.request.sha256 === s.running.sha256) {
       return enter(
@@ -274,13 +307,13 @@ function staged(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfi
         "IDLE",
         now,
         { message: `the update to ${target.version} was replaced by a request for ${s.running.version}, which runs` },
-        [{ type: "takeRequest" }],
+        [],
       );
     }
-    if (e.request.sha256 === target.sha256) return stay(s, [{ type: "takeRequest" }]);
+    if (e.request.sha256 === target.sha256) return stay(s);
     return stage(s, e.request, now, cfg);
   }
-  if (e.type === "requestInvalid") return stay(s);
+  if (e.type === "requestInvalid") return stay(s, [{ type: "log", message: `refused an update request: ${e.message}` }]);
   if (e.type === "validated") {
     if (e.sha256 !== target.sha256) return stay(s);
     if (e.error) return enter(s, "FAILED", now, { message: `${target.version} is not a usable bundle: ${e.error}` }, []);
@@ -352,7 +385,7 @@ function switching(s: MachineState, e: MachineEvent, now: number, cfg: MachineCo
 function starting(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfig): Step {
   const target = s.target!;
   if (e.type === "confirmed" && e.sha256 === target.sha256) {
-    return enter(s, "CONFIRMED", now, { message: `${target.version} reached the controller` }, []);
+    return enter(s, "CONFIRMED", now, { message: `${target.version} reached the controller` }, [{ type: "prune" }]);
   }
   if (e.type !== "tick") return stay(s);
   if (now >= s.deadlineAt!) {
@@ -392,7 +425,7 @@ function restorePrevious(s: MachineState, now: number, cfg: MachineConfig): Step
 function rollingBack(s: MachineState, e: MachineEvent, now: number, cfg: MachineConfig): Step {
   const previous = s.previous!;
   if (!s.stopping && e.type === "confirmed" && e.sha256 === previous.sha256) {
-    return enter(s, "ROLLED_BACK", now, { message: `back on ${previous.version}: ${s.message}` }, []);
+    return enter(s, "ROLLED_BACK", now, { message: `back on ${previous.version}: ${s.message}` }, [{ type: "prune" }]);
   }
   if (e.type !== "tick") return stay(s);
   if (s.stopping && now >= s.deadlineAt!) {

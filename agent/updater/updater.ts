@@ -1,16 +1,17 @@
 // `skippy updater [agent flags...]`: skippy-updater, the small supervisor the service runs. It keeps
 // the agent's versions under <state-dir>/updater/ (update-files.ts), runs
-// `node <updater>/current/skippy.mjs <the same flags>` as its child, restarts it when it exits,
+// `node <updater>/versions/<current's dir>/skippy.mjs <the same flags>` as its child (in its own
+// process group), restarts it when it exits, prunes old versions after an update,
 // and runs the update machine (updater-machine.ts) on what it sees: request.json from the agent's
 // update_agent executor, the child's exits, confirmed.json from the new agent, and the clock. It
 // imports none of the agent's modules, so a broken agent version cannot break the updater.
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdir, unlink } from "node:fs/promises";
+import { mkdir, realpath, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { join, resolve, sep } from "node:path";
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { createLogger, type Logger } from "../../common/logging/logger.js";
-import { checkStaged, currentSlot, seedFromBundle } from "./updater-bundles.js";
+import { checkStaged, currentSlot, pruneVersions, seedFromBundle } from "./updater-bundles.js";
 import {
   atRest,
   DEFAULT_MACHINE_CONFIG,
@@ -19,15 +20,17 @@ import {
   type MachineEvent,
   type MachineState,
   recoverState,
+  type Slot,
   step,
+  takesRequests,
   toStateFile,
 } from "./updater-machine.js";
 import {
-  BUNDLE_FILE,
   BUNDLE_SHA256_ENV,
+  bundlePathOf,
   readConfirmed,
-  readUpdateRequest,
   readUpdaterState,
+  sha256File,
   switchVersionLink,
   takeUpdateRequest,
   UPDATER_DIR_ENV,
@@ -95,7 +98,11 @@ export class Updater {
     this.timer = setInterval(() => this.poll(), POLL_MS);
   }
 
-  /** SIGTERM/SIGINT: passed on to the child; the updater exits after it. */
+  /**
+   * SIGTERM/SIGINT: passed on to the agent alone (it finishes the order it runs; its compose
+   * commands are not signalled); once it exited, whatever is left of its process group is killed
+   * and the updater exits. No child is started once stopping.
+   */
   stop(signal: NodeJS.Signals): void {
     if (this.stopping) return;
     this.stopping = true;
@@ -110,12 +117,15 @@ export class Updater {
     this.serially(async () => {
       if (this.stopping) return;
       const { dir } = this.opts;
-      try {
-        const req = await readUpdateRequest(dir);
-        if (req) await this.handle({ type: "request", request: req });
-      } catch (e) {
-        if (e instanceof UpdateFileError) await this.handle({ type: "requestInvalid", message: e.message });
-        else this.warn("request", e);
+      // Taken (renamed) before it is read, and only when the machine takes one: what is renamed is seen.
+      if (takesRequests(this.state.name)) {
+        try {
+          const req = await takeUpdateRequest(dir);
+          if (req) await this.handle({ type: "request", request: req });
+        } catch (e) {
+          if (e instanceof UpdateFileError) await this.handle({ type: "requestInvalid", message: e.message });
+          else this.warn("request", e);
+        }
       }
       if (!atRest(this.state.name)) {
         const confirmed = await readConfirmed(dir).catch(() => undefined);
@@ -142,12 +152,15 @@ export class Updater {
     await this.run(next.actions, before);
   }
 
+  // The actions in order; one that fails is logged and the next runs, but a failed link switch ends
+  // the step: the machine hears it (switchFailed) and nothing after it (the child's start) runs.
   private async run(actions: MachineAction[], before: MachineState | undefined): Promise<void> {
     for (const a of actions) {
       try {
         await this.act(a, before);
       } catch (e) {
         this.warn(a.type, e);
+        if (a.type === "switchLinks") return this.handle({ type: "switchFailed", message: (e as Error).message });
       }
     }
   }
@@ -155,9 +168,6 @@ export class Updater {
   private async act(a: MachineAction, before: MachineState | undefined): Promise<void> {
     const { dir, log } = this.opts;
     switch (a.type) {
-      case "takeRequest":
-        await takeUpdateRequest(dir);
-        return;
       case "validate":
         // In the background: STAGED has its own deadline, and the poll goes on meanwhile.
         void checkStaged(dir, a.target)
@@ -168,7 +178,8 @@ export class Updater {
         this.child?.kill("SIGTERM");
         return;
       case "killChild":
-        this.child?.kill("SIGKILL");
+        // The whole process group: compose commands the agent ran die with it, not orphaned.
+        if (this.child) killGroup(this.child, "SIGKILL");
         return;
       case "switchLinks":
         if (a.previous) await switchVersionLink(dir, "previous", a.previous);
@@ -176,9 +187,22 @@ export class Updater {
         log.info({ action: "updater_switch", metadata: { current: a.current, previous: a.previous } }, `current -> versions/${a.current}`);
         return;
       case "startChild":
+        if (this.stopping) return;
         await unlink(updaterPaths(dir).confirmed).catch(() => undefined);
-        this.spawnChild(a.slot.sha256, a.slot.version);
+        await this.spawnChild(a.slot).catch((e: Error) => {
+          log.warn(
+            { action: "updater_child", result: "error", metadata: { message: e.message } },
+            `could not start the agent: ${e.message}`,
+          );
+          this.enqueue({ type: "childExited", code: null, signal: null });
+        });
         return;
+      case "prune": {
+        const keep = [this.state.running, this.state.previous, this.state.target].flatMap((x) => (x ? [x.dir] : []));
+        const removed = await pruneVersions(dir, keep);
+        if (removed.length) log.info({ action: "updater_prune", metadata: { removed } }, `removed old versions: ${removed.join(", ")}`);
+        return;
+      }
       case "writeState":
         await writeUpdaterState(dir, toStateFile(this.state));
         this.logTransition(before);
@@ -188,12 +212,23 @@ export class Updater {
     }
   }
 
-  private spawnChild(sha256: string, version: string): void {
+  // Runs versions/<slot.dir>/skippy.mjs itself (not through the `current` link, which may not have
+  // been switched), telling it the SHA-256 of exactly that file: a confirmation names what ran. In
+  // its own process group (detached), so a SIGKILL reaches the commands it runs.
+  private async spawnChild(slot: Slot): Promise<void> {
     const { dir, args, env, log } = this.opts;
-    const file = join(updaterPaths(dir).current, BUNDLE_FILE);
+    const { version } = slot;
+    const versions = await realpath(updaterPaths(dir).versions);
+    const file = await realpath(bundlePathOf(dir, slot.dir));
+    if (!file.startsWith(versions + sep)) throw new Error(`versions/${slot.dir}/skippy.mjs leads to ${file}, outside versions/`);
+    const sha256 = await sha256File(file);
+    if (sha256 !== slot.sha256)
+      log.warn({ action: "updater_child", metadata: { file, sha256, expected: slot.sha256 } }, `${file} is not ${version}'s bundle`);
+    if (this.stopping) return;
     const child = spawn(process.execPath, [file, ...args], {
       env: { ...env, [UPDATER_DIR_ENV]: dir, [BUNDLE_SHA256_ENV]: sha256 },
       stdio: "inherit",
+      detached: true,
     });
     this.child = child;
     log.info({ action: "updater_child", metadata: { pid: child.pid, version, sha256 } }, `started the agent ${version} (pid ${child.pid})`);
@@ -206,8 +241,12 @@ export class Updater {
         { action: "updater_child", result: "exited", metadata: { pid: child.pid, version, code, signal } },
         `the agent ${version} exited (${signal ?? `code ${code}`})`,
       );
-      if (this.stopping) this.exited(code ?? 0);
-      else this.enqueue({ type: "childExited", code, signal });
+      if (this.stopping) {
+        // What the agent left running in its group does not outlive the updater (systemd's
+        // KillMode=mixed would kill it with the unit's cgroup; a terminal would not).
+        killGroup(child, "SIGKILL");
+        this.exited(code ?? 0);
+      } else this.enqueue({ type: "childExited", code, signal });
     };
     child.once("exit", exited);
     child.once("error", (e) => {
@@ -237,6 +276,15 @@ export class Updater {
       `${what}: ${(e as Error).message}`,
     );
   }
+}
+
+// A signal to the child's process group (it leads one: spawned detached); to the child alone when
+// that fails (no such group any more).
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid !== undefined) return void process.kill(-child.pid, signal);
+  } catch {}
+  child.kill(signal);
 }
 
 /** The agent's --state-dir as its flags, its environment and its defaults give it (agent/config.ts). */
