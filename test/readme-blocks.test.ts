@@ -82,12 +82,20 @@ async function takeLock(): Promise<{ release(): Promise<void> }> {
   return { release: () => new Promise((resolve) => (child.once("exit", () => resolve()), child.stdin!.end())) };
 }
 
+// Free now, or once what holds it lets go (a run stopped a moment ago winding down); after two
+// minutes of it staying taken, the test says who probably holds it.
 async function assertFree(port: number): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
-    const s = createServer();
-    s.once("error", () => reject(new Error(`port ${port} is in use (an \`npm start\` running?): the README's examples need it`)));
-    s.listen(port, "127.0.0.1", () => s.close(() => resolve()));
-  });
+  const free = () =>
+    new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once("error", () => resolve(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+    });
+  const deadline = Date.now() + 120_000;
+  while (!(await free())) {
+    if (Date.now() > deadline) throw new Error(`port ${port} is in use (an \`npm start\` running?): the README's examples need it`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }
 
 /** The environment of a new shell: this process's, without Skipper's variables and the test runner's. */

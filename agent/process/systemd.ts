@@ -106,9 +106,15 @@ async function livePid(_workDir: string, state: RunState): Promise<number> {
   return mainPid(state.systemdUnit || unitName(state.module));
 }
 
-// Between a crash and its Restart= (RestartSec), the unit is "activating" in "auto-restart".
+// Between a crash and its Restart= (RestartSec), the unit is "activating" in "auto-restart". A
+// probe that fails (systemctl slow or refused under load) says nothing: the unit is left to systemd
+// this round (its Restart=always brings it back; the next round looks again), never started by
+// the agent over systemd's own restart.
 async function restarting(state: RunState): Promise<boolean> {
-  const out = await systemctl(["show", "--property", "ActiveState,SubState", state.systemdUnit || unitName(state.module)]).catch(() => "");
+  const out = await systemctl(["show", "--property", "ActiveState,SubState", state.systemdUnit || unitName(state.module)]).catch(
+    () => undefined,
+  );
+  if (out === undefined) return true;
   return /ActiveState=activating/.test(out) && /SubState=auto-restart/.test(out);
 }
 
